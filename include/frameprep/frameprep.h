@@ -1,0 +1,167 @@
+/*
+ * libframeprep: the client library of frameprep, a GPU preprocessing
+ * service for inference.
+ *
+ * A client connects to frameprepd over nng (ipc:// or tcp://), sends raw
+ * frames and gets back model-ready tensors (letterboxed, colour-converted,
+ * normalised, NCHW or NHWC, float32/float16/uint8). The wire format is in
+ * <frameprep/protocol.h>. The library also carries the CPU reference
+ * implementation of the preprocessing, which the daemon's CPU backend runs
+ * and against which the GPU backend and clients check results.
+ *
+ * Conventions: functions return 0 (FPREP_OK) or a positive enum fprep_err;
+ * objects are created with *_open / *_alloc and released with the matching
+ * *_close / *_free; nothing is global, and a client handle may be used by
+ * one thread at a time.
+ */
+#ifndef FRAMEPREP_FRAMEPREP_H
+#define FRAMEPREP_FRAMEPREP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "frameprep/protocol.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FPREP_VERSION_STRING "0.1.0"
+
+/* fprep_err: every error frameprep reports, on the wire (reply status) and
+ * from the API. Numbers are never reused. */
+#define FPREP_ERRNO_MAP(XX)                                                    \
+	XX(OK, 0, "success")                                                   \
+	XX(EPROTO, 1, "malformed message")                                     \
+	XX(EVERSION, 2, "unsupported protocol version")                        \
+	XX(EINVAL, 3, "invalid field value")                                   \
+	XX(ELIMIT, 4, "exceeds a configured limit")                            \
+	XX(ENOMEM, 5, "out of memory")                                         \
+	XX(EBUSY, 6, "server busy")                                            \
+	XX(ESHUTDOWN, 7, "server shutting down")                               \
+	XX(ECUDA, 8, "CUDA error")                                             \
+	XX(ENVRTC, 9, "NVRTC error")                                           \
+	XX(ETRANSPORT, 10, "transport error")                                  \
+	XX(ETIMEDOUT, 11, "timed out")                                         \
+	XX(EREGION, 12, "shared-memory region error")                          \
+	XX(EPERM, 13, "permission denied")                                     \
+	XX(EINTERNAL, 14, "internal error")                                    \
+	XX(EIO, 15, "input/output error")                                      \
+	XX(EUNSUPPORTED, 16, "not supported")                                  \
+	XX(ECLOSED, 17, "closed")                                              \
+	XX(EMISMATCH, 18, "reply does not match request")
+
+enum fprep_err {
+#define FPREP_ERR_ENUM(name, num, text) FPREP_##name = num,
+	FPREP_ERRNO_MAP(FPREP_ERR_ENUM)
+#undef FPREP_ERR_ENUM
+};
+
+/* fprep_strerror returns a static English description of err ("unknown
+ * error" for numbers not in enum fprep_err). */
+const char *fprep_strerror(int err);
+
+/* fprep_err_name returns the enum name of err without the prefix, e.g.
+ * "ELIMIT", or "UNKNOWN". */
+const char *fprep_err_name(int err);
+
+/* fprep_transform: where the source lands in the tensor. resized_w and
+ * resized_h are the size of the resized image inside the tensor; pad_x and
+ * pad_y the left and top padding in tensor pixels; scale_x and scale_y the
+ * factors from source pixels to tensor pixels (resized / source size). */
+typedef struct fprep_transform {
+	uint32_t resized_w;
+	uint32_t resized_h;
+	uint32_t pad_x;
+	uint32_t pad_y;
+	float scale_x;
+	float scale_y;
+} fprep_transform;
+
+/* fprep_transform_compute computes the transform of a valid FRAME request
+ * (both backends use it, so they agree exactly). LETTERBOX follows the
+ * Ultralytics LetterBox convention: r = min(W_out/W, H_out/H) in double
+ * precision, resized = (round_half_even(W*r), round_half_even(H*r)) clamped
+ * to [1, out], dw = (W_out - resized_w) / 2, pad_x = round_half_even(dw -
+ * 0.1), likewise pad_y. STRETCH has resized = out and no padding. */
+void fprep_transform_compute(const fprep_request *req, fprep_transform *xf);
+
+/* fprep_preprocess_cpu runs a FRAME request on the CPU, on the calling
+ * thread. This is the reference implementation of the preprocessing.
+ *
+ * req    a request that fprep_request_decode accepted.
+ * frame  the source pixels: src_height rows of src_stride bytes (the last
+ *        row needs only src_width * bpp bytes).
+ * tensor output of tensor_size bytes, exactly as fprep_tensor_shape gives;
+ *        every byte is written.
+ * xf     if not NULL, receives the transform.
+ *
+ * Resize semantics match OpenCV cv2.resize(INTER_LINEAR): source coordinate
+ * = (dst + 0.5) * src_size / resized_size - 0.5, clamped to the image; the
+ * padding matches cv2.copyMakeBorder(BORDER_CONSTANT, pad_value). Results are
+ * within 1 LSB (before normalisation) of OpenCV's fixed-point arithmetic.
+ * Returns 0 or FPREP_EINVAL (tensor_size wrong, request invalid). */
+int fprep_preprocess_cpu(const fprep_request *req, const void *frame,
+                         void *tensor, size_t tensor_size, fprep_transform *xf);
+
+/* fprep_default_url writes the daemon's default listen URL into buf:
+ * "ipc://$XDG_RUNTIME_DIR/frameprep.sock" when XDG_RUNTIME_DIR is set, else
+ * "ipc:///tmp/frameprep-$UID.sock". Returns 0, or FPREP_ELIMIT if buf is too
+ * small. */
+int fprep_default_url(char *buf, size_t size);
+
+/* fprep_client: a connection to frameprepd. */
+typedef struct fprep_client fprep_client;
+
+/* fprep_client_open dials url (NULL: fprep_default_url) and stores a new
+ * client in *clientp. The dial is synchronous: it fails with
+ * FPREP_ETRANSPORT (and the nng error in the log text) when nobody listens.
+ * timeout_ms bounds each request's wait for its reply (0: 30 s).
+ * Release with fprep_client_close. */
+int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms);
+
+/* fprep_client_close closes the connection and frees the client. Results
+ * obtained from it stay valid. NULL is ignored. */
+void fprep_client_close(fprep_client *client);
+
+/* fprep_client_last_error returns a sentence about the last failure on
+ * this client (the transport error name, or the server's message), or "". */
+const char *fprep_client_last_error(const fprep_client *client);
+
+/* fprep_result: a reply received by the client. header is the decoded reply
+ * header; payload points to payload_size bytes (the tensor for FRAME/ECHO,
+ * the text for INFO), owned by the result. Release with fprep_result_fini. */
+typedef struct fprep_result {
+	fprep_reply_header header;
+	const void *payload;
+	size_t payload_size;
+	void *priv; /* internal: the message that owns the payload */
+} fprep_result;
+
+/* fprep_result_fini releases what a result owns and zeroes it. */
+void fprep_result_fini(fprep_result *res);
+
+/* fprep_client_request sends one request and waits for its reply.
+ *
+ * req      a request (see fprep_request_init); its request_id is assigned
+ *          by the client (unique per client) and written back.
+ * payload  for inline input, req->input_size bytes of frame; else NULL.
+ * res      receives the reply, also when the server answered with an error.
+ *
+ * Returns FPREP_OK when a reply with a matching request id arrived (check
+ * res->header.status for the server's verdict), or FPREP_ETRANSPORT,
+ * FPREP_ETIMEDOUT, FPREP_EPROTO (unreadable reply), FPREP_EMISMATCH (reply
+ * for another request), FPREP_ENOMEM. On error *res is left zeroed. */
+int fprep_client_request(fprep_client *client, fprep_request *req,
+                         const void *payload, fprep_result *res);
+
+/* fprep_client_info asks the daemon what it runs. On success res->payload
+ * holds payload_size bytes of "key: value" lines (NUL-terminated as a
+ * convenience; the NUL is not counted). */
+int fprep_client_info(fprep_client *client, fprep_result *res);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FRAMEPREP_FRAMEPREP_H */

@@ -1,0 +1,314 @@
+/*
+ * frameprep wire protocol, version 1.
+ *
+ * One request is one nng message sent on a REQ socket to frameprepd's REP
+ * socket; one reply comes back for every request the daemon accepts. Every
+ * message starts with a fixed-size header; a payload may follow.
+ *
+ * Byte order: every integer is little-endian; every float is IEEE-754
+ * binary32, little-endian. Offsets below are in bytes from the start of the
+ * message. Reserved fields are written as zero and ignored on receipt.
+ *
+ * Request header (FPREP_REQUEST_HEADER_SIZE = 128 bytes)
+ *
+ *   off size field          meaning
+ *     0  u32 magic          FPREP_REQUEST_MAGIC ("FPRQ")
+ *     4  u16 version        FPREP_PROTOCOL_VERSION
+ *     6  u16 kind           enum fprep_kind
+ *     8  u64 request_id     chosen by the client, echoed in the reply
+ *    16  u16 src_format     enum fprep_pixel_format of the source frame
+ *    18  u16 reserved
+ *    20  u32 src_width      source width in pixels, 1..limit
+ *    24  u32 src_height     source height in pixels, 1..limit
+ *    28  u32 src_stride     bytes from one row to the next, >= width * bpp
+ *    32  u32 out_width      tensor width in pixels, 1..limit
+ *    36  u32 out_height     tensor height in pixels, 1..limit
+ *    40  u8  resize         enum fprep_resize
+ *    41  u8  channel_order  enum fprep_channel_order of the tensor
+ *    42  u8  dtype          enum fprep_dtype of the tensor
+ *    43  u8  layout         enum fprep_layout of the tensor
+ *    44  f32 pad_value      border value in source pixel units (0..255)
+ *    48  f32 scale          multiplier applied to pixel values (e.g. 1/255)
+ *    52  f32 mean[3]        subtracted after scaling, per tensor channel
+ *    64  f32 std[3]         divisor after the mean, per tensor channel, > 0
+ *    76  u8  input_loc      enum fprep_location of the source frame
+ *    77  u8  output_loc     enum fprep_location of the tensor
+ *    78  u16 reserved
+ *    80  u32 in_region      region id (input_loc == FPREP_LOC_SHM), else 0
+ *    84  u32 out_region     region id (output_loc == FPREP_LOC_SHM), else 0
+ *    88  u64 in_offset      byte offset of the frame in in_region
+ *    96  u64 out_offset     byte offset of the tensor in out_region
+ *   104  u64 out_capacity   bytes available at out_offset (shm output)
+ *   112  u64 input_size     bytes of the source frame: the inline payload
+ *                           (which must be exactly this long) or the bytes at
+ *                           in_offset; must be >= stride * (height - 1) +
+ *                           width * bpp
+ *   120  u64 reserved
+ *   128  ...                inline payload (input_loc == FPREP_LOC_INLINE)
+ *
+ * The tensor is normalised as out = (pixel * scale - mean[c]) / std[c], with
+ * c indexing the tensor's channels in channel_order. The YOLO convention is
+ * scale = 1/255, mean = 0, std = 1. FPREP_DTYPE_U8 tensors carry the resized
+ * pixels rounded to the nearest integer, before normalisation, so scale,
+ * mean and std must keep their defaults (1/255, 0, 1) or be (1, 0, 1).
+ *
+ * Request kinds
+ *   FRAME   the header above plus the frame; answered with the tensor.
+ *   INFO    header only (fields after request_id are ignored); answered with
+ *           a UTF-8 text payload of "key: value" lines describing the daemon
+ *           (version, backend, device, limits).
+ *   ECHO    exactly like FRAME, validated the same way, but no preprocessing
+ *           is done: the reply carries a tensor of the same shape and size
+ *           whose contents are unspecified. It measures what the transport
+ *           alone can carry (the transport ceiling).
+ *   REGISTER, UNREGISTER  shared-memory regions (see FPREP_KIND_REGISTER).
+ *
+ * Reply header (FPREP_REPLY_HEADER_SIZE = 256 bytes)
+ *
+ *   off size field          meaning
+ *     0  u32 magic          FPREP_REPLY_MAGIC ("FPRP")
+ *     4  u16 version        FPREP_PROTOCOL_VERSION
+ *     6  u16 kind           the request's kind (0 if it could not be read)
+ *     8  u64 request_id     the request's id (0 if it could not be read)
+ *    16  u32 status         enum fprep_err; FPREP_OK = 0
+ *    20  u8  dtype          tensor dtype
+ *    21  u8  layout         tensor layout
+ *    22  u8  ndim           number of used entries in shape (4 for tensors)
+ *    23  u8  output_loc     where the tensor was written (inline or shm)
+ *    24  u32 shape[4]       NCHW: (1, C, H, W); NHWC: (1, H, W, C)
+ *    40  f32 scale_x        source pixels -> tensor pixels, x
+ *    44  f32 scale_y        source pixels -> tensor pixels, y
+ *    48  f32 pad_x          tensor pixels of padding on the left
+ *    52  f32 pad_y          tensor pixels of padding on the top
+ *                           A tensor point (u, v) maps back to the source
+ *                           point ((u - pad_x) / scale_x, (v - pad_y) / scale_y).
+ *    56  u32 t_queue_us     receipt to start of work, microseconds
+ *    60  u32 t_compute_us   preprocessing (CPU op or GPU kernel), microseconds
+ *    64  u32 t_h2d_us       host-to-device copy (GPU only), microseconds
+ *    68  u32 t_kernel_us    kernel (GPU only), microseconds
+ *    72  u32 t_d2h_us       device-to-host copy (GPU only), microseconds
+ *    76  u32 t_total_us     receipt to reply, microseconds
+ *    80  u64 payload_size   bytes after this header
+ *    88  u64 tensor_size    bytes of the tensor (inline or written to shm)
+ *    96  u32 region_id      REGISTER: the new region's id
+ *   100  u32 flags          FPREP_REPLY_F_* bits
+ *   104  char message[152]  NUL-terminated human-readable text; on error it
+ *                           names the field, the value and the limit
+ *   256  ...                payload: tensor bytes (FRAME/ECHO inline output),
+ *                           text (INFO), nothing otherwise
+ *
+ * Errors: a request that cannot be parsed still gets a reply with the best
+ * kind/request_id that could be read and a status from enum fprep_err.
+ * Messages larger than the daemon's limit (largest frame + header) are
+ * refused by nng itself, which closes the connection: a cooked REQ client
+ * then resends the request forever. Clients must respect the max_frame_bytes
+ * reported by INFO.
+ */
+#ifndef FRAMEPREP_PROTOCOL_H
+#define FRAMEPREP_PROTOCOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FPREP_PROTOCOL_VERSION 1
+#define FPREP_REQUEST_MAGIC 0x51525046u /* "FPRQ" as little-endian bytes */
+#define FPREP_REPLY_MAGIC 0x50525046u   /* "FPRP" as little-endian bytes */
+#define FPREP_REQUEST_HEADER_SIZE 128
+#define FPREP_REPLY_HEADER_SIZE 256
+#define FPREP_MESSAGE_SIZE 152
+
+/* fprep_kind: what a request asks for. */
+enum fprep_kind {
+	FPREP_KIND_FRAME = 1,
+	FPREP_KIND_INFO = 2,
+	FPREP_KIND_ECHO = 3,
+	/* REGISTER / UNREGISTER: shared-memory regions; their body layout is
+	 * documented with the shared-memory API. */
+	FPREP_KIND_REGISTER = 4,
+	FPREP_KIND_UNREGISTER = 5,
+};
+
+/* fprep_pixel_format: layout of one source pixel, interleaved, 8 bits per
+ * channel. GRAY8 has one channel; BGR8/RGB8 three; BGRA8/RGBA8 four (alpha
+ * is ignored). */
+enum fprep_pixel_format {
+	FPREP_PIX_BGR8 = 1,
+	FPREP_PIX_RGB8 = 2,
+	FPREP_PIX_BGRA8 = 3,
+	FPREP_PIX_RGBA8 = 4,
+	FPREP_PIX_GRAY8 = 5,
+};
+
+/* fprep_resize: how the source is fitted to the tensor.
+ * LETTERBOX: keep aspect ratio, r = min(W_out/W, H_out/H), resized size
+ *   (round(W*r), round(H*r)) with round-half-even, bilinear resize matching
+ *   OpenCV INTER_LINEAR, centred, padded with pad_value; left pad =
+ *   round(dw - 0.1), top pad = round(dh - 0.1) where dw, dh are half the
+ *   slack (Ultralytics LetterBox convention).
+ * STRETCH: resize to exactly W_out x H_out, aspect not kept, bilinear
+ *   (OpenCV INTER_LINEAR), no padding. */
+enum fprep_resize {
+	FPREP_RESIZE_LETTERBOX = 1,
+	FPREP_RESIZE_STRETCH = 2,
+};
+
+/* fprep_channel_order: channel order of the tensor. GRAY is one channel and
+ * requires a GRAY8 source; RGB and BGR are three channels (a GRAY8 source is
+ * replicated into all three). */
+enum fprep_channel_order {
+	FPREP_ORDER_RGB = 1,
+	FPREP_ORDER_BGR = 2,
+	FPREP_ORDER_GRAY = 3,
+};
+
+/* fprep_dtype: element type of the tensor. F16 is IEEE binary16, rounded to
+ * nearest even. U8 holds rounded pixels, without normalisation. */
+enum fprep_dtype {
+	FPREP_DTYPE_F32 = 1,
+	FPREP_DTYPE_F16 = 2,
+	FPREP_DTYPE_U8 = 3,
+};
+
+/* fprep_layout: tensor memory layout; N is always 1. */
+enum fprep_layout {
+	FPREP_LAYOUT_NCHW = 1,
+	FPREP_LAYOUT_NHWC = 2,
+};
+
+/* fprep_location: where a frame or tensor lives. */
+enum fprep_location {
+	FPREP_LOC_INLINE = 0, /* in the message payload */
+	FPREP_LOC_SHM = 1,    /* in a registered shared-memory region */
+};
+
+/* Reply flags. */
+#define FPREP_REPLY_F_INPUT_RELEASED 0x1u /* the shm input may be rewritten */
+
+/* fprep_limits: the bounds a daemon enforces on requests. Every size from
+ * the wire is checked against these before anything is allocated. */
+typedef struct fprep_limits {
+	uint32_t max_width;         /* source width, pixels */
+	uint32_t max_height;        /* source height, pixels */
+	uint64_t max_frame_bytes;   /* source frame bytes (input_size) */
+	uint32_t max_out_width;     /* tensor width, pixels */
+	uint32_t max_out_height;    /* tensor height, pixels */
+	uint64_t max_tensor_bytes;  /* tensor bytes */
+} fprep_limits;
+
+/* fprep_request: a decoded request header, in host byte order. Field
+ * meanings are those of the wire table above. */
+typedef struct fprep_request {
+	uint16_t version;
+	uint16_t kind;
+	uint64_t request_id;
+	uint16_t src_format;
+	uint32_t src_width;
+	uint32_t src_height;
+	uint32_t src_stride;
+	uint32_t out_width;
+	uint32_t out_height;
+	uint8_t resize;
+	uint8_t channel_order;
+	uint8_t dtype;
+	uint8_t layout;
+	float pad_value;
+	float scale;
+	float mean[3];
+	float std[3];
+	uint8_t input_loc;
+	uint8_t output_loc;
+	uint32_t in_region;
+	uint32_t out_region;
+	uint64_t in_offset;
+	uint64_t out_offset;
+	uint64_t out_capacity;
+	uint64_t input_size;
+} fprep_request;
+
+/* fprep_reply_header: a decoded reply header, in host byte order. */
+typedef struct fprep_reply_header {
+	uint16_t version;
+	uint16_t kind;
+	uint64_t request_id;
+	uint32_t status;
+	uint8_t dtype;
+	uint8_t layout;
+	uint8_t ndim;
+	uint8_t output_loc;
+	uint32_t shape[4];
+	float scale_x;
+	float scale_y;
+	float pad_x;
+	float pad_y;
+	uint32_t t_queue_us;
+	uint32_t t_compute_us;
+	uint32_t t_h2d_us;
+	uint32_t t_kernel_us;
+	uint32_t t_d2h_us;
+	uint32_t t_total_us;
+	uint64_t payload_size;
+	uint64_t tensor_size;
+	uint32_t region_id;
+	uint32_t flags;
+	char message[FPREP_MESSAGE_SIZE]; /* always NUL-terminated */
+} fprep_reply_header;
+
+/* fprep_pixel_bytes returns the bytes per pixel of a format, or 0 for an
+ * unknown format. */
+uint32_t fprep_pixel_bytes(uint16_t format);
+
+/* fprep_request_init fills *req with a FRAME request for the given source
+ * and the YOLO defaults: LETTERBOX to 640x640, RGB, F32, NCHW, pad 114,
+ * scale 1/255, mean 0, std 1, inline input and output, stride = width * bpp,
+ * input_size = stride * height. */
+void fprep_request_init(fprep_request *req, uint16_t src_format,
+                        uint32_t src_width, uint32_t src_height);
+
+/* fprep_request_encode writes the 128-byte wire header for *req into buf
+ * (which must hold FPREP_REQUEST_HEADER_SIZE bytes). It does not validate. */
+void fprep_request_encode(const fprep_request *req, void *buf);
+
+/* fprep_request_decode parses and validates a whole request message of len
+ * bytes (header plus payload). On success returns FPREP_OK and fills *req;
+ * for inline input the payload starts at FPREP_REQUEST_HEADER_SIZE.
+ *
+ * Validation, in this order, before anything is allocated: length >= header,
+ * magic, version, kind; for FRAME and ECHO every enum field, every dimension
+ * against *lim, the stride against width * bpp, input_size against
+ * stride * (height - 1) + width * bpp and against lim->max_frame_bytes (all
+ * in 64-bit arithmetic with overflow checks), the tensor size against
+ * lim->max_tensor_bytes, inline payload length == input_size, normalisation
+ * (std > 0, finite values), locations.
+ *
+ * On failure returns the error (FPREP_EPROTO, FPREP_EVERSION, FPREP_EINVAL,
+ * FPREP_ELIMIT) and, if msg is not NULL, writes a NUL-terminated sentence of
+ * at most msg_size bytes naming the field, the value and the bound. Whatever
+ * could be read of kind and request_id is still stored in *req so the error
+ * reply can carry them. Never reads outside buf[0..len). Thread-safe. */
+int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
+                         fprep_request *req, char *msg, size_t msg_size);
+
+/* fprep_tensor_shape computes the tensor a valid request produces: shape in
+ * the request's layout (4 entries) and its size in bytes. Returns 0, or
+ * FPREP_EINVAL for a request that fprep_request_decode would refuse. */
+int fprep_tensor_shape(const fprep_request *req, uint32_t shape[4],
+                       uint64_t *bytes);
+
+/* fprep_reply_encode writes the 256-byte wire header for *rep into buf. */
+void fprep_reply_encode(const fprep_reply_header *rep, void *buf);
+
+/* fprep_reply_decode parses a reply message of len bytes: magic, version,
+ * payload_size == len - header, message NUL-terminated. Returns FPREP_OK or
+ * FPREP_EPROTO / FPREP_EVERSION. The payload, if any, starts at
+ * FPREP_REPLY_HEADER_SIZE. */
+int fprep_reply_decode(const void *buf, size_t len, fprep_reply_header *rep);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FRAMEPREP_PROTOCOL_H */

@@ -1,0 +1,1 @@
+/* letterbox.cu: placeholder */

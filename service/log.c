@@ -1,0 +1,1 @@
+/* log.c: placeholder, replaced by its implementation. */

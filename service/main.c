@@ -1,0 +1,2 @@
+/* main.c: placeholder, replaced by its implementation. */
+int main(void) { return 1; }

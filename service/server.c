@@ -1,0 +1,1 @@
+/* server.c: placeholder, replaced by its implementation. */

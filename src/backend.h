@@ -1,0 +1,82 @@
+/*
+ * backend.h: the interface between frameprepd's event loop and the code
+ * that turns frames into tensors (the CPU backend on worker threads, the GPU
+ * backend on lanes of CUDA streams).
+ *
+ * The design is simple: the loop thread owns every job. It fills a job
+ * (decoded request, input bytes, output buffer), hands it to the backend with
+ * submit(), which only queues it and never blocks. A backend thread does the
+ * work, writes the results into the job and calls job->done exactly once,
+ * from a backend thread. done must only push the job onto the loop's
+ * completion queue and wake the loop (uv_async_send); the loop then builds
+ * and sends the reply. Between submit and done the backend owns the job; the
+ * input and output buffers stay valid until done.
+ */
+#ifndef FPREP_BACKEND_H
+#define FPREP_BACKEND_H
+
+#include <stdint.h>
+
+#include "frameprep/frameprep.h"
+
+typedef struct fprep__job fprep__job;
+typedef struct fprep__backend fprep__backend;
+
+/* fprep__job_cb: completion callback, called once per submitted job from a
+ * backend thread. */
+typedef void (*fprep__job_cb)(fprep__job *job);
+
+struct fprep__job {
+	/* Filled by the loop before submit. */
+	fprep_request req;      /* validated by fprep_request_decode */
+	const uint8_t *input;   /* req.input_size bytes of frame */
+	uint8_t *output;        /* output_size bytes for the tensor */
+	uint64_t output_size;   /* == tensor bytes from fprep_tensor_shape */
+	int input_pinned;       /* input lies in memory the backend registered */
+	uint32_t region_in;     /* shm region ids (0: none), for pinned lookups */
+	uint32_t region_out;
+	fprep__job_cb done;
+	void *data;             /* the loop's request */
+
+	/* Written by the backend before done. */
+	int status;                          /* FPREP_OK or enum fprep_err */
+	int fatal;                           /* sticky device error: exit */
+	char message[FPREP_MESSAGE_SIZE];    /* set when status != FPREP_OK */
+	fprep_transform xf;
+	uint64_t t_start_ns;                 /* CLOCK_MONOTONIC, work began */
+	uint64_t t_end_ns;                   /* CLOCK_MONOTONIC, output ready */
+	uint32_t t_compute_us;
+	uint32_t t_h2d_us;
+	uint32_t t_kernel_us;
+	uint32_t t_d2h_us;
+
+	/* Private to the backend. */
+	fprep__job *next;
+	void *priv;
+};
+
+struct fprep__backend {
+	const char *name; /* "cpu" or "cuda" */
+
+	/* submit queues job; called on the loop thread; never blocks. Returns 0
+	 * (done will be called) or an error (done will not be called). */
+	int (*submit)(fprep__backend *b, fprep__job *job);
+
+	/* info appends "key: value\n" lines describing the backend to buf,
+	 * which holds size bytes and is NUL-terminated. */
+	void (*info)(fprep__backend *b, char *buf, size_t size);
+
+	/* close stops the backend: jobs already submitted are completed (their
+	 * done called) or failed with FPREP_ESHUTDOWN within timeout_ms, the
+	 * threads are joined and everything is freed. Not from a backend thread. */
+	void (*close)(fprep__backend *b, int timeout_ms);
+};
+
+/* fprep__backend_cpu_open starts a CPU backend with nthreads worker threads
+ * (0: one per online core). */
+int fprep__backend_cpu_open(fprep__backend **bp, unsigned nthreads);
+
+/* fprep__now_ns returns CLOCK_MONOTONIC in nanoseconds. */
+uint64_t fprep__now_ns(void);
+
+#endif /* FPREP_BACKEND_H */

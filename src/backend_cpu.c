@@ -1,0 +1,1 @@
+/* backend_cpu.c: placeholder, replaced by its implementation. */

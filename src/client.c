@@ -1,0 +1,1 @@
+/* client.c: placeholder, replaced by its implementation. */

@@ -1,0 +1,1 @@
+/* error.c: placeholder, replaced by its implementation. */

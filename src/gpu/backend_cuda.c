@@ -1,0 +1,1 @@
+/* backend_cuda.c: placeholder, replaced by its implementation. */

@@ -1,0 +1,1 @@
+/* kernel_cache.c: placeholder, replaced by its implementation. */

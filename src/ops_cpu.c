@@ -1,0 +1,1 @@
+/* ops_cpu.c: placeholder, replaced by its implementation. */

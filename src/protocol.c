@@ -1,0 +1,1 @@
+/* protocol.c: placeholder, replaced by its implementation. */

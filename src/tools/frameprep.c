@@ -1,0 +1,2 @@
+/* frameprep.c: placeholder, replaced by its implementation. */
+int main(void) { return 1; }

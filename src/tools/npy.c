@@ -1,0 +1,1 @@
+/* npy.c: placeholder, replaced by its implementation. */
