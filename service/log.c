@@ -1,1 +1,0 @@
-/* log.c: placeholder, replaced by its implementation. */
