@@ -1,2 +1,1210 @@
-/* frameprep_bench.c: placeholder, replaced by its implementation. */
-int main(void) { return 1; }
+/*
+ * frameprep-bench: load generator and checker for frameprepd.
+ *
+ * The design is simple: every stream is a thread with its own connection
+ * (fprep_client), sending FRAME requests built once from decoded or
+ * synthetic frames, timing each reply and checking it (status, shape, dtype,
+ * size, and for a sample the content against fprep_preprocess_cpu). A
+ * closed loop keeps N requests in flight; an open loop sends at a given
+ * rate from a pool of N connections and measures latency from the intended
+ * send time, so a stalled server is charged for the requests it held up
+ * (no coordinated omission). Each thread records into its own histogram;
+ * they are merged after the run. Before each measured point the same load
+ * is run with ECHO requests to measure the transport ceiling.
+ *
+ * Only the public API of libframeprep is used.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_hist.h"
+#include "bench_input.h"
+#include "bench_report.h"
+#include "frameprep/frameprep.h"
+
+#define BENCH_MAX_POINTS   64
+#define BENCH_MAX_STREAMS  4096
+#define BENCH_MAX_MESSAGES 5 /* mismatch descriptions printed per run */
+
+enum bench_verify { BENCH_VERIFY_NONE, BENCH_VERIFY_SAMPLE, BENCH_VERIFY_ALL };
+enum bench_arrivals { BENCH_ARRIVALS_CONSTANT, BENCH_ARRIVALS_POISSON };
+
+/* bench_opts: the command line. */
+typedef struct bench_opts {
+	const char *url;
+	unsigned conc[BENCH_MAX_POINTS];
+	unsigned nconc;
+	double rates[BENCH_MAX_POINTS];
+	unsigned nrates;
+	int arrivals;
+	double duration_s;
+	uint64_t requests;
+	double warmup_s;
+	int echo;
+	int verify;
+	unsigned verify_every;
+	int timeout_ms;
+	int ceiling;
+	double ceiling_s;
+	double pcie_gbps;
+	const char *json;
+	const char *csv;
+	const char *plot;
+	int quiet;
+	bench_frame_spec spec;
+} bench_opts;
+
+/* bench_run: what every thread of one run shares. */
+typedef struct bench_run {
+	const bench_opts *opts;
+	bench_input *inputs;
+	size_t ninputs;
+	uint16_t kind;
+	int open_loop;
+	double rate;
+	unsigned streams;
+	double duration_s; /* 0: run until requests measured requests */
+	uint64_t requests;
+	double warmup_s;
+	uint64_t start_ns;
+	uint64_t warm_end_ns;
+	uint64_t end_ns; /* duration mode */
+	atomic_uint_fast64_t next_input;
+	atomic_uint_fast64_t measured_issued; /* closed loop, requests mode */
+	atomic_uint_fast64_t progress_ok;
+	atomic_uint_fast64_t progress_fail;
+	atomic_uint_fast64_t messages;
+	atomic_int stop;
+	/* Open-loop arrival schedule, shared by the pool. */
+	pthread_mutex_t gen_lock;
+	uint64_t gen_next_ns;
+	uint64_t gen_issued; /* measured arrivals handed out */
+	uint64_t gen_rng;
+	int gen_done;
+	uint64_t gen_dropped;
+} bench_run;
+
+/* bench_stream: one thread and its connection. */
+typedef struct bench_stream {
+	bench_run *run;
+	fprep_client *client;
+	pthread_t thread;
+	uint64_t last_done_ns;
+	bench_result res;
+} bench_stream;
+
+static volatile sig_atomic_t bench_interrupted;
+
+static uint64_t bench_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void bench_sleep_until(uint64_t ns)
+{
+	struct timespec ts = {
+	        .tv_sec = (time_t)(ns / 1000000000ull),
+	        .tv_nsec = (long)(ns % 1000000000ull),
+	};
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
+	       EINTR)
+		;
+}
+
+static uint64_t bench_rng(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* bench_next_arrival hands out the next intended send time of an open
+ * loop, or returns 0 when the run is over. Sets *measured. */
+static int bench_next_arrival(bench_run *run, uint64_t *intended, int *measured)
+{
+	double gap_s, u;
+	uint64_t now;
+	int got = 0;
+
+	pthread_mutex_lock(&run->gen_lock);
+	if (run->gen_done || atomic_load(&run->stop))
+		goto out;
+	*intended = run->gen_next_ns;
+	*measured = *intended >= run->warm_end_ns;
+	if (run->duration_s > 0 && *intended >= run->end_ns) {
+		run->gen_done = 1;
+		goto out;
+	}
+	if (run->duration_s <= 0 && *measured &&
+	    run->gen_issued++ >= run->requests) {
+		run->gen_done = 1;
+		goto out;
+	}
+	now = bench_now_ns();
+	/* A server that falls more than 2 s (and a timeout) behind the
+	 * schedule is overloaded: stop and count what was never sent. */
+	if (run->duration_s > 0 &&
+	    now > *intended + 2000000000ull +
+	                    (uint64_t)run->opts->timeout_ms * 1000000ull) {
+		run->gen_dropped +=
+		        (uint64_t)((double)(run->end_ns - *intended) / 1e9 *
+		                   run->rate);
+		run->gen_done = 1;
+		goto out;
+	}
+	if (run->opts->arrivals == BENCH_ARRIVALS_POISSON) {
+		u = ((double)(bench_rng(&run->gen_rng) >> 11) + 0.5) /
+		    9007199254740992.0;
+		gap_s = -log(u) / run->rate;
+	} else {
+		gap_s = 1.0 / run->rate;
+	}
+	run->gen_next_ns += (uint64_t)(gap_s * 1e9);
+	got = 1;
+out:
+	pthread_mutex_unlock(&run->gen_lock);
+	return got;
+}
+
+/* bench_next_closed decides whether a closed-loop stream sends again. */
+static int bench_next_closed(bench_run *run, uint64_t *intended, int *measured)
+{
+	uint64_t now = bench_now_ns();
+
+	if (atomic_load(&run->stop))
+		return 0;
+	*intended = now;
+	*measured = now >= run->warm_end_ns;
+	if (run->duration_s > 0)
+		return now < run->end_ns;
+	if (*measured &&
+	    atomic_fetch_add(&run->measured_issued, 1) >= run->requests)
+		return 0;
+	return 1;
+}
+
+static void bench_say(bench_run *run, const char *fmt, const char *what,
+                      const char *why)
+{
+	if (atomic_fetch_add(&run->messages, 1) < BENCH_MAX_MESSAGES)
+		fprintf(stderr, fmt, what, why);
+}
+
+/* bench_check classifies one request's outcome into res. Returns 1 if it
+ * was a good reply. */
+static int bench_check(bench_run *run, bench_input *in,
+                       const fprep_request *req, int rc, const fprep_result *r,
+                       bench_result *res)
+{
+	const fprep_reply_header *h = &r->header;
+	char why[256];
+	uint64_t n;
+	unsigned i;
+	int bad = 0, err;
+
+	if (rc == FPREP_ETIMEDOUT) {
+		res->timeouts++;
+		return 0;
+	}
+	if (rc == FPREP_ETRANSPORT || rc == FPREP_ECLOSED) {
+		res->lost++;
+		return 0;
+	}
+	if (rc == FPREP_EMISMATCH || rc == FPREP_EPROTO) {
+		res->wrong++;
+		bench_say(run, "frameprep-bench: %s reply: %s\n",
+		          fprep_err_name(rc), fprep_strerror(rc));
+		return 0;
+	}
+	if (rc != FPREP_OK || h->status != FPREP_OK) {
+		err = rc != FPREP_OK ? rc : (int)h->status;
+		res->errors[err > 0 && err < BENCH_ERR_SLOTS
+		                    ? err
+		                    : FPREP_EINTERNAL]++;
+		bench_say(run, "frameprep-bench: error reply %s: %s\n",
+		          fprep_err_name(err),
+		          rc == FPREP_OK ? h->message : fprep_strerror(rc));
+		return 0;
+	}
+	if (h->kind != req->kind || h->dtype != req->dtype ||
+	    h->layout != req->layout || h->ndim != 4 ||
+	    h->output_loc != FPREP_LOC_INLINE)
+		bad = snprintf(why, sizeof(why),
+		               "kind %u dtype %u layout %u ndim %u loc %u, "
+		               "expected %u %u %u 4 %u",
+		               h->kind, h->dtype, h->layout, h->ndim,
+		               h->output_loc, req->kind, req->dtype,
+		               req->layout, FPREP_LOC_INLINE);
+	for (i = 0; !bad && i < 4; i++)
+		if (h->shape[i] != in->shape[i])
+			bad = snprintf(why, sizeof(why),
+			               "shape (%u,%u,%u,%u), expected "
+			               "(%u,%u,%u,%u)",
+			               h->shape[0], h->shape[1], h->shape[2],
+			               h->shape[3], in->shape[0], in->shape[1],
+			               in->shape[2], in->shape[3]);
+	if (!bad && (h->tensor_size != in->tensor_bytes ||
+	             r->payload_size != in->tensor_bytes || !r->payload))
+		bad = snprintf(why, sizeof(why),
+		               "tensor_size %llu, payload %zu, expected %llu",
+		               (unsigned long long)h->tensor_size,
+		               r->payload_size,
+		               (unsigned long long)in->tensor_bytes);
+	if (!bad && req->kind == FPREP_KIND_FRAME &&
+	    run->opts->verify != BENCH_VERIFY_NONE) {
+		n = atomic_fetch_add(&in->replies, 1);
+		if (run->opts->verify == BENCH_VERIFY_ALL || n == 0 ||
+		    n % run->opts->verify_every == 0) {
+			res->verified++;
+			if (bench_compare(in, r->payload, why, sizeof(why)))
+				bad = 1;
+		}
+	}
+	if (bad) {
+		res->wrong++;
+		bench_say(run, "frameprep-bench: wrong reply for %s: %s\n",
+		          in->name, why);
+		return 0;
+	}
+	return 1;
+}
+
+static void *bench_stream_main(void *arg)
+{
+	bench_stream *st = arg;
+	bench_run *run = st->run;
+	bench_result *res = &st->res;
+	uint64_t intended, done, idx;
+	fprep_request req;
+	fprep_result r;
+	bench_input *in;
+	int measured, rc, good;
+
+	for (;;) {
+		if (run->open_loop) {
+			if (!bench_next_arrival(run, &intended, &measured))
+				break;
+			bench_sleep_until(intended);
+		} else if (!bench_next_closed(run, &intended, &measured)) {
+			break;
+		}
+		idx = atomic_fetch_add(&run->next_input, 1);
+		in = &run->inputs[idx % run->ninputs];
+		req = in->req;
+		req.kind = run->kind;
+		memset(&r, 0, sizeof(r));
+		rc = fprep_client_request(st->client, &req, in->pixels, &r);
+		done = bench_now_ns();
+		good = bench_check(run, in, &req, rc, &r, res);
+		if (measured) {
+			res->sent++;
+			if (good) {
+				const fprep_reply_header *h = &r.header;
+
+				res->ok++;
+				bench_hist_record(&res->hist, done - intended);
+				res->in_bytes += req.input_size;
+				res->out_bytes += h->tensor_size;
+				res->srv_sum_us[0] += h->t_queue_us;
+				res->srv_sum_us[1] += h->t_compute_us;
+				res->srv_sum_us[2] += h->t_h2d_us;
+				res->srv_sum_us[3] += h->t_kernel_us;
+				res->srv_sum_us[4] += h->t_d2h_us;
+				res->srv_sum_us[5] += h->t_total_us;
+				if (done > st->last_done_ns)
+					st->last_done_ns = done;
+			}
+		} else {
+			res->warmup_sent++;
+		}
+		atomic_fetch_add(good ? &run->progress_ok : &run->progress_fail,
+		                 1);
+		fprep_result_fini(&r);
+		if (bench_interrupted)
+			atomic_store(&run->stop, 1);
+	}
+	return NULL;
+}
+
+/* bench_watch: the thread that prints a live progress line on stderr (when
+ * it is a terminal) and turns SIGINT into a stop, until the streams end. */
+typedef struct bench_watch {
+	bench_run *run;
+	const char *label;
+	atomic_int done;
+} bench_watch;
+
+static void *bench_watch_main(void *arg)
+{
+	bench_watch *w = arg;
+	uint64_t ok, last_ok = 0, now, last_ns = w->run->start_ns;
+	int live = !w->run->opts->quiet && isatty(STDERR_FILENO);
+	struct timespec ts = {0, 100000000};
+	unsigned tick = 0;
+
+	while (!atomic_load(&w->done)) {
+		nanosleep(&ts, NULL);
+		if (bench_interrupted)
+			atomic_store(&w->run->stop, 1);
+		if (!live || ++tick % 5)
+			continue;
+		now = bench_now_ns();
+		ok = atomic_load(&w->run->progress_ok);
+		fprintf(stderr,
+		        "\r\033[K%s %s %6.1f s  ok %llu  fail %llu  %.1f "
+		        "frames/s",
+		        w->label,
+		        now < w->run->warm_end_ns ? "warm-up" : "running",
+		        (double)(now - w->run->start_ns) / 1e9,
+		        (unsigned long long)ok,
+		        (unsigned long long)atomic_load(&w->run->progress_fail),
+		        (double)(ok - last_ok) * 1e9 / (double)(now - last_ns));
+		last_ok = ok;
+		last_ns = now;
+	}
+	if (live)
+		fprintf(stderr, "\r\033[K");
+	return NULL;
+}
+
+/* bench_run_exec runs one load described by run (its configuration fields
+ * set) on clients[0..run->streams) and merges the streams' results into
+ * *out. Returns 0, or -1 if threads could not be started. */
+static int bench_run_exec(bench_run *run, fprep_client **clients,
+                          const char *label, bench_result *out)
+{
+	bench_stream *st;
+	bench_watch watch = {.run = run, .label = label};
+	pthread_t watcher;
+	uint64_t last = 0;
+	unsigned i, k, started = 0;
+	int rc = -1;
+
+	st = calloc(run->streams, sizeof(*st));
+	if (!st) {
+		fprintf(stderr, "frameprep-bench: out of memory\n");
+		return -1;
+	}
+	atomic_init(&run->next_input, 0);
+	atomic_init(&run->measured_issued, 0);
+	atomic_init(&run->progress_ok, 0);
+	atomic_init(&run->progress_fail, 0);
+	atomic_init(&run->messages, 0);
+	atomic_init(&run->stop, 0);
+	atomic_init(&watch.done, 0);
+	pthread_mutex_init(&run->gen_lock, NULL);
+	run->start_ns = bench_now_ns();
+	run->warm_end_ns = run->start_ns + (uint64_t)(run->warmup_s * 1e9);
+	run->end_ns = run->warm_end_ns + (uint64_t)(run->duration_s * 1e9);
+	run->gen_next_ns = run->start_ns;
+	run->gen_issued = 0;
+	run->gen_rng = run->opts->spec.seed;
+	run->gen_done = 0;
+	run->gen_dropped = 0;
+	for (i = 0; i < run->streams; i++) {
+		st[i].run = run;
+		st[i].client = clients[i];
+		bench_hist_init(&st[i].res.hist);
+		if (pthread_create(&st[i].thread, NULL, bench_stream_main,
+		                   &st[i]) != 0) {
+			fprintf(stderr, "frameprep-bench: cannot start a "
+			                "thread\n");
+			atomic_store(&run->stop, 1);
+			break;
+		}
+		started++;
+	}
+	if (pthread_create(&watcher, NULL, bench_watch_main, &watch) != 0)
+		goto join;
+	for (i = 0; i < started; i++)
+		pthread_join(st[i].thread, NULL);
+	started = 0;
+	atomic_store(&watch.done, 1);
+	pthread_join(watcher, NULL);
+	if (atomic_load(&run->messages) > BENCH_MAX_MESSAGES)
+		fprintf(stderr,
+		        "frameprep-bench: %llu more bad replies not shown\n",
+		        (unsigned long long)(atomic_load(&run->messages) -
+		                             BENCH_MAX_MESSAGES));
+
+	memset(out, 0, sizeof(*out));
+	bench_hist_init(&out->hist);
+	out->open_loop = run->open_loop;
+	out->concurrency = run->streams;
+	out->rate = run->open_loop ? run->rate : 0;
+	out->echo = run->kind == FPREP_KIND_ECHO;
+	out->dropped = run->gen_dropped;
+	for (i = 0; i < run->streams; i++) {
+		const bench_result *s = &st[i].res;
+
+		out->warmup_sent += s->warmup_sent;
+		out->sent += s->sent;
+		out->ok += s->ok;
+		out->wrong += s->wrong;
+		out->timeouts += s->timeouts;
+		out->lost += s->lost;
+		out->verified += s->verified;
+		out->in_bytes += s->in_bytes;
+		out->out_bytes += s->out_bytes;
+		for (k = 0; k < BENCH_ERR_SLOTS; k++)
+			out->errors[k] += s->errors[k];
+		for (k = 0; k < 6; k++)
+			out->srv_sum_us[k] += s->srv_sum_us[k];
+		bench_hist_merge(&out->hist, &s->hist);
+		if (st[i].last_done_ns > last)
+			last = st[i].last_done_ns;
+	}
+	out->elapsed_s = last > run->warm_end_ns
+	                         ? (double)(last - run->warm_end_ns) / 1e9
+	                         : 0;
+	rc = 0;
+join:
+	atomic_store(&run->stop, 1);
+	for (i = 0; i < started; i++)
+		pthread_join(st[i].thread, NULL);
+	pthread_mutex_destroy(&run->gen_lock);
+	free(st);
+	return rc;
+}
+
+/* ---- command line ---- */
+
+static const char *const bench_formats[] = {NULL,    "bgr8",  "rgb8",
+                                            "bgra8", "rgba8", "gray8"};
+static const char *const bench_dtypes[] = {NULL, "f32", "f16", "u8"};
+static const char *const bench_layouts[] = {NULL, "nchw", "nhwc"};
+static const char *const bench_orders[] = {NULL, "rgb", "bgr", "gray"};
+static const char *const bench_resizes[] = {NULL, "letterbox", "stretch"};
+
+/* bench_lookup returns the index of s in names[1..n), or 0. */
+static int bench_lookup(const char *const *names, int n, const char *s)
+{
+	int i;
+
+	for (i = 1; i < n; i++)
+		if (strcmp(names[i], s) == 0)
+			return i;
+	return 0;
+}
+
+#define BENCH_LOOKUP(names, s)                                                 \
+	bench_lookup(names, (int)(sizeof(names) / sizeof(names[0])), s)
+
+static int bench_parse_wxh(const char *s, uint32_t *w, uint32_t *h)
+{
+	unsigned long a, b;
+	char *end;
+
+	errno = 0;
+	a = strtoul(s, &end, 10);
+	if (*end != 'x' || a == 0 || a > 65535)
+		return -1;
+	b = strtoul(end + 1, &end, 10);
+	if (*end || b == 0 || b > 65535 || errno)
+		return -1;
+	*w = (uint32_t)a;
+	*h = (uint32_t)b;
+	return 0;
+}
+
+static int bench_parse_double(const char *s, double *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtod(s, &end);
+	return (end == s || *end || errno || !isfinite(*v)) ? -1 : 0;
+}
+
+/* bench_parse_doubles parses "a,b,c" (up to max values); returns the
+ * count, or -1. */
+static int bench_parse_doubles(const char *s, double *v, int max)
+{
+	char *end;
+	int n = 0;
+
+	for (;;) {
+		if (n == max)
+			return -1;
+		errno = 0;
+		v[n] = strtod(s, &end);
+		if (end == s || errno || !isfinite(v[n]))
+			return -1;
+		n++;
+		if (*end == 0)
+			return n;
+		if (*end != ',')
+			return -1;
+		s = end + 1;
+	}
+}
+
+/* bench_parse_triple parses one value or three ("a,b,c") into v[3]. */
+static int bench_parse_triple(const char *s, float v[3])
+{
+	double d[3];
+	int n = bench_parse_doubles(s, d, 3);
+
+	if (n == 1)
+		d[1] = d[2] = d[0];
+	else if (n != 3)
+		return -1;
+	v[0] = (float)d[0];
+	v[1] = (float)d[1];
+	v[2] = (float)d[2];
+	return 0;
+}
+
+static void bench_usage(FILE *f)
+{
+	fprintf(f,
+	        "Usage: frameprep-bench [OPTIONS]\n"
+	        "Load-test frameprepd and check every reply.\n"
+	        "\n"
+	        "Load:\n"
+	        "  -c, --concurrency N[,N...]  closed loop: N streams, each a "
+	        "thread with its\n"
+	        "                              own connection; a list is a "
+	        "sweep (default 1)\n"
+	        "  -r, --rate R[,R...]         open loop: R frames/s from a "
+	        "pool of\n"
+	        "                              --concurrency connections; "
+	        "latency is taken\n"
+	        "                              from the intended send time; a "
+	        "list is a sweep\n"
+	        "      --arrivals KIND         open loop arrivals: constant or "
+	        "poisson\n"
+	        "                              (default constant)\n"
+	        "  -d, --duration SECONDS      measured time per point "
+	        "(default 10)\n"
+	        "  -n, --requests N            measured requests per point "
+	        "instead of a time\n"
+	        "  -w, --warmup SECONDS        unmeasured time before each "
+	        "point (default 1)\n"
+	        "  -t, --timeout MS            per-request reply timeout "
+	        "(default 10000)\n"
+	        "  -u, --socket URL            daemon URL (default: "
+	        "fprep_default_url, e.g.\n"
+	        "                              "
+	        "ipc://$XDG_RUNTIME_DIR/frameprep.sock)\n"
+	        "\n"
+	        "Frames (one of; default --synthetic 1920x1080):\n"
+	        "  -i, --image FILE            one image, decoded once "
+	        "(stb_image)\n"
+	        "      --image-dir DIR         every image in DIR, sent round "
+	        "robin\n"
+	        "      --synthetic WxH         seeded random pixels\n"
+	        "      --frame-size WxH        resize decoded images to WxH "
+	        "first\n"
+	        "  -f, --format FMT            bgr8, rgb8, bgra8, rgba8, gray8 "
+	        "(default bgr8)\n"
+	        "      --seed N                synthetic pixels and Poisson "
+	        "arrivals (default 1)\n"
+	        "\n"
+	        "Tensor (defaults: the YOLO convention):\n"
+	        "  -s, --size WxH              tensor size (default 640x640)\n"
+	        "      --dtype T               f32, f16, u8 (default f32)\n"
+	        "      --layout L              nchw, nhwc (default nchw)\n"
+	        "      --order O               rgb, bgr, gray (default rgb)\n"
+	        "      --resize R              letterbox, stretch (default "
+	        "letterbox)\n"
+	        "      --mean A[,B,C]          subtracted after scaling "
+	        "(default 0)\n"
+	        "      --std A[,B,C]           divisor after the mean (default "
+	        "1)\n"
+	        "      --scale S               pixel multiplier (default "
+	        "1/255)\n"
+	        "      --pad V                 border value, 0..255 (default "
+	        "114)\n"
+	        "      --echo                  send ECHO requests: the "
+	        "transport alone\n"
+	        "\n"
+	        "Checks:\n"
+	        "      --verify MODE           all, sample, none: compare "
+	        "tensors with the CPU\n"
+	        "                              reference (default sample: the "
+	        "first reply of\n"
+	        "                              each input and every "
+	        "--verify-every-th)\n"
+	        "      --verify-every N        sampling period (default 64)\n"
+	        "      --ceiling, --no-ceiling before each point, run the same "
+	        "load with ECHO\n"
+	        "                              and report achieved / transport "
+	        "ceiling\n"
+	        "                              (default on)\n"
+	        "      --ceiling-duration S    length of that ECHO run "
+	        "(default 2)\n"
+	        "      --pcie-gbps G           measured PCIe GB/s per "
+	        "direction: report\n"
+	        "                              achieved / PCIe ceiling\n"
+	        "\n"
+	        "Output:\n"
+	        "      --json FILE             results as JSON\n"
+	        "      --csv FILE              results as CSV, one row per "
+	        "point\n"
+	        "      --plot FILE.png         p50/p99 latency vs throughput "
+	        "(needs gnuplot)\n"
+	        "  -q, --quiet                 no progress line\n"
+	        "  -h, --help                  this text\n"
+	        "  -V, --version               the version\n"
+	        "\n"
+	        "Exit status: 0 when every reply was right; 1 when any reply "
+	        "was lost,\n"
+	        "timed out, wrong or an error; 2 on a usage or setup error.\n");
+}
+
+enum {
+	OPT_ARRIVALS = 256,
+	OPT_IMAGE_DIR,
+	OPT_SYNTHETIC,
+	OPT_FRAME_SIZE,
+	OPT_SEED,
+	OPT_DTYPE,
+	OPT_LAYOUT,
+	OPT_ORDER,
+	OPT_RESIZE,
+	OPT_MEAN,
+	OPT_STD,
+	OPT_SCALE,
+	OPT_PAD,
+	OPT_ECHO,
+	OPT_VERIFY,
+	OPT_VERIFY_EVERY,
+	OPT_CEILING,
+	OPT_NO_CEILING,
+	OPT_CEILING_DURATION,
+	OPT_PCIE,
+	OPT_JSON,
+	OPT_CSV,
+	OPT_PLOT,
+};
+
+static const struct option bench_long_opts[] = {
+        {"concurrency", required_argument, NULL, 'c'},
+        {"rate", required_argument, NULL, 'r'},
+        {"arrivals", required_argument, NULL, OPT_ARRIVALS},
+        {"duration", required_argument, NULL, 'd'},
+        {"requests", required_argument, NULL, 'n'},
+        {"warmup", required_argument, NULL, 'w'},
+        {"timeout", required_argument, NULL, 't'},
+        {"socket", required_argument, NULL, 'u'},
+        {"image", required_argument, NULL, 'i'},
+        {"image-dir", required_argument, NULL, OPT_IMAGE_DIR},
+        {"synthetic", required_argument, NULL, OPT_SYNTHETIC},
+        {"frame-size", required_argument, NULL, OPT_FRAME_SIZE},
+        {"format", required_argument, NULL, 'f'},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"size", required_argument, NULL, 's'},
+        {"dtype", required_argument, NULL, OPT_DTYPE},
+        {"layout", required_argument, NULL, OPT_LAYOUT},
+        {"order", required_argument, NULL, OPT_ORDER},
+        {"resize", required_argument, NULL, OPT_RESIZE},
+        {"mean", required_argument, NULL, OPT_MEAN},
+        {"std", required_argument, NULL, OPT_STD},
+        {"scale", required_argument, NULL, OPT_SCALE},
+        {"pad", required_argument, NULL, OPT_PAD},
+        {"echo", no_argument, NULL, OPT_ECHO},
+        {"verify", required_argument, NULL, OPT_VERIFY},
+        {"verify-every", required_argument, NULL, OPT_VERIFY_EVERY},
+        {"ceiling", no_argument, NULL, OPT_CEILING},
+        {"no-ceiling", no_argument, NULL, OPT_NO_CEILING},
+        {"ceiling-duration", required_argument, NULL, OPT_CEILING_DURATION},
+        {"pcie-gbps", required_argument, NULL, OPT_PCIE},
+        {"json", required_argument, NULL, OPT_JSON},
+        {"csv", required_argument, NULL, OPT_CSV},
+        {"plot", required_argument, NULL, OPT_PLOT},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+};
+
+static int bench_bad(const char *opt, const char *arg)
+{
+	fprintf(stderr, "frameprep-bench: invalid %s '%s' (see --help)\n", opt,
+	        arg);
+	return 2;
+}
+
+/* bench_parse fills *o from argv. Returns 0 to run, -1 to exit 0 (help,
+ * version), or 2 on a usage error. */
+static int bench_parse(int argc, char **argv, bench_opts *o)
+{
+	fprep_request *t = &o->spec.tmpl;
+	double d[BENCH_MAX_POINTS], v;
+	int c, n, i, sources = 0;
+	uint32_t w, h;
+
+	memset(o, 0, sizeof(*o));
+	o->conc[0] = 1;
+	o->nconc = 1;
+	o->duration_s = 10;
+	o->warmup_s = 1;
+	o->verify = BENCH_VERIFY_SAMPLE;
+	o->verify_every = 64;
+	o->timeout_ms = 10000;
+	o->ceiling = 1;
+	o->ceiling_s = 2;
+	o->spec.format = FPREP_PIX_BGR8;
+	o->spec.seed = 1;
+	o->spec.synth_w = 1920;
+	o->spec.synth_h = 1080;
+	fprep_request_init(t, FPREP_PIX_BGR8, 1, 1);
+
+	while ((c = getopt_long(argc, argv, "c:r:d:n:w:t:u:i:f:s:qhV",
+	                        bench_long_opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			n = bench_parse_doubles(optarg, d, BENCH_MAX_POINTS);
+			if (n < 1)
+				return bench_bad("--concurrency", optarg);
+			for (i = 0; i < n; i++) {
+				if (d[i] < 1 || d[i] > BENCH_MAX_STREAMS ||
+				    d[i] != floor(d[i]))
+					return bench_bad("--concurrency",
+					                 optarg);
+				o->conc[i] = (unsigned)d[i];
+			}
+			o->nconc = (unsigned)n;
+			break;
+		case 'r':
+			n = bench_parse_doubles(optarg, o->rates,
+			                        BENCH_MAX_POINTS);
+			if (n < 1)
+				return bench_bad("--rate", optarg);
+			for (i = 0; i < n; i++)
+				if (!(o->rates[i] > 0))
+					return bench_bad("--rate", optarg);
+			o->nrates = (unsigned)n;
+			break;
+		case OPT_ARRIVALS:
+			if (strcmp(optarg, "constant") == 0)
+				o->arrivals = BENCH_ARRIVALS_CONSTANT;
+			else if (strcmp(optarg, "poisson") == 0)
+				o->arrivals = BENCH_ARRIVALS_POISSON;
+			else
+				return bench_bad("--arrivals", optarg);
+			break;
+		case 'd':
+			if (bench_parse_double(optarg, &o->duration_s) ||
+			    !(o->duration_s > 0))
+				return bench_bad("--duration", optarg);
+			o->requests = 0;
+			break;
+		case 'n':
+			if (bench_parse_double(optarg, &v) || v < 1 ||
+			    v != floor(v))
+				return bench_bad("--requests", optarg);
+			o->requests = (uint64_t)v;
+			o->duration_s = 0;
+			break;
+		case 'w':
+			if (bench_parse_double(optarg, &o->warmup_s) ||
+			    o->warmup_s < 0)
+				return bench_bad("--warmup", optarg);
+			break;
+		case 't':
+			if (bench_parse_double(optarg, &v) || v < 1 ||
+			    v > 3600000)
+				return bench_bad("--timeout", optarg);
+			o->timeout_ms = (int)v;
+			break;
+		case 'u':
+			o->url = optarg;
+			break;
+		case 'i':
+			o->spec.image = optarg;
+			sources++;
+			break;
+		case OPT_IMAGE_DIR:
+			o->spec.image_dir = optarg;
+			sources++;
+			break;
+		case OPT_SYNTHETIC:
+			if (bench_parse_wxh(optarg, &o->spec.synth_w,
+			                    &o->spec.synth_h))
+				return bench_bad("--synthetic", optarg);
+			sources++;
+			break;
+		case OPT_FRAME_SIZE:
+			if (bench_parse_wxh(optarg, &o->spec.frame_w,
+			                    &o->spec.frame_h))
+				return bench_bad("--frame-size", optarg);
+			break;
+		case 'f':
+			n = BENCH_LOOKUP(bench_formats, optarg);
+			if (!n)
+				return bench_bad("--format", optarg);
+			o->spec.format = (uint16_t)n;
+			break;
+		case OPT_SEED:
+			if (bench_parse_double(optarg, &v) || v < 0)
+				return bench_bad("--seed", optarg);
+			o->spec.seed = (uint64_t)v;
+			break;
+		case 's':
+			if (bench_parse_wxh(optarg, &w, &h))
+				return bench_bad("--size", optarg);
+			t->out_width = w;
+			t->out_height = h;
+			break;
+		case OPT_DTYPE:
+			n = BENCH_LOOKUP(bench_dtypes, optarg);
+			if (!n)
+				return bench_bad("--dtype", optarg);
+			t->dtype = (uint8_t)n;
+			break;
+		case OPT_LAYOUT:
+			n = BENCH_LOOKUP(bench_layouts, optarg);
+			if (!n)
+				return bench_bad("--layout", optarg);
+			t->layout = (uint8_t)n;
+			break;
+		case OPT_ORDER:
+			n = BENCH_LOOKUP(bench_orders, optarg);
+			if (!n)
+				return bench_bad("--order", optarg);
+			t->channel_order = (uint8_t)n;
+			break;
+		case OPT_RESIZE:
+			n = BENCH_LOOKUP(bench_resizes, optarg);
+			if (!n)
+				return bench_bad("--resize", optarg);
+			t->resize = (uint8_t)n;
+			break;
+		case OPT_MEAN:
+			if (bench_parse_triple(optarg, t->mean))
+				return bench_bad("--mean", optarg);
+			break;
+		case OPT_STD:
+			if (bench_parse_triple(optarg, t->std) ||
+			    !(t->std[0] > 0 && t->std[1] > 0 && t->std[2] > 0))
+				return bench_bad("--std", optarg);
+			break;
+		case OPT_SCALE:
+			if (bench_parse_double(optarg, &v))
+				return bench_bad("--scale", optarg);
+			t->scale = (float)v;
+			break;
+		case OPT_PAD:
+			if (bench_parse_double(optarg, &v) || v < 0 || v > 255)
+				return bench_bad("--pad", optarg);
+			t->pad_value = (float)v;
+			break;
+		case OPT_ECHO:
+			o->echo = 1;
+			break;
+		case OPT_VERIFY:
+			if (strcmp(optarg, "all") == 0)
+				o->verify = BENCH_VERIFY_ALL;
+			else if (strcmp(optarg, "sample") == 0)
+				o->verify = BENCH_VERIFY_SAMPLE;
+			else if (strcmp(optarg, "none") == 0)
+				o->verify = BENCH_VERIFY_NONE;
+			else
+				return bench_bad("--verify", optarg);
+			break;
+		case OPT_VERIFY_EVERY:
+			if (bench_parse_double(optarg, &v) || v < 1 || v > 1e9)
+				return bench_bad("--verify-every", optarg);
+			o->verify_every = (unsigned)v;
+			break;
+		case OPT_CEILING:
+			o->ceiling = 1;
+			break;
+		case OPT_NO_CEILING:
+			o->ceiling = 0;
+			break;
+		case OPT_CEILING_DURATION:
+			if (bench_parse_double(optarg, &o->ceiling_s) ||
+			    !(o->ceiling_s > 0))
+				return bench_bad("--ceiling-duration", optarg);
+			break;
+		case OPT_PCIE:
+			if (bench_parse_double(optarg, &o->pcie_gbps) ||
+			    !(o->pcie_gbps > 0))
+				return bench_bad("--pcie-gbps", optarg);
+			break;
+		case OPT_JSON:
+			o->json = optarg;
+			break;
+		case OPT_CSV:
+			o->csv = optarg;
+			break;
+		case OPT_PLOT:
+			o->plot = optarg;
+			break;
+		case 'q':
+			o->quiet = 1;
+			break;
+		case 'h':
+			bench_usage(stdout);
+			return -1;
+		case 'V':
+			printf("frameprep-bench %s\n", FPREP_VERSION_STRING);
+			return -1;
+		default:
+			bench_usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "frameprep-bench: unexpected argument '%s'\n",
+		        argv[optind]);
+		return 2;
+	}
+	if (sources > 1) {
+		fprintf(stderr, "frameprep-bench: give one of --image, "
+		                "--image-dir, --synthetic\n");
+		return 2;
+	}
+	if (o->nrates && o->nconc > 1) {
+		fprintf(stderr, "frameprep-bench: with --rate, --concurrency "
+		                "is the pool size: give one value\n");
+		return 2;
+	}
+	return 0;
+}
+
+/* bench_info_value copies the value of "key: value" in the INFO text into
+ * buf ("" when absent). */
+static void bench_info_value(const char *text, const char *key, char *buf,
+                             size_t size)
+{
+	size_t klen = strlen(key), n;
+	const char *p = text, *end;
+
+	buf[0] = 0;
+	while (p && *p) {
+		if (strncmp(p, key, klen) == 0 && p[klen] == ':') {
+			p += klen + 1;
+			while (*p == ' ' || *p == '\t')
+				p++;
+			end = strchr(p, '\n');
+			n = end ? (size_t)(end - p) : strlen(p);
+			if (n >= size)
+				n = size - 1;
+			memcpy(buf, p, n);
+			buf[n] = 0;
+			return;
+		}
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+}
+
+static void bench_on_sigint(int sig)
+{
+	(void)sig;
+	bench_interrupted = 1;
+}
+
+/* bench_describe writes the input and tensor descriptions. */
+static void bench_describe(const bench_opts *o, const bench_input *inputs,
+                           size_t n, char *input, size_t isize, char *request,
+                           size_t rsize)
+{
+	const fprep_request *t = &inputs[0].req;
+	const char *fmt = bench_formats[o->spec.format];
+
+	if (o->spec.image_dir)
+		snprintf(input, isize, "%zu images from %s, %s%s", n,
+		         o->spec.image_dir, fmt,
+		         o->spec.frame_w ? " resized" : "");
+	else if (o->spec.image)
+		snprintf(input, isize, "image %s, %ux%u %s", o->spec.image,
+		         t->src_width, t->src_height, fmt);
+	else
+		snprintf(input, isize, "synthetic %ux%u %s, seed %llu",
+		         t->src_width, t->src_height, fmt,
+		         (unsigned long long)o->spec.seed);
+	snprintf(request, rsize,
+	         "%s%ux%u %s %s %s %s, scale %g, mean (%g,%g,%g), std "
+	         "(%g,%g,%g), pad %g, %llu bytes in, %llu bytes out",
+	         o->echo ? "ECHO " : "", t->out_width, t->out_height,
+	         bench_resizes[t->resize], bench_orders[t->channel_order],
+	         bench_dtypes[t->dtype], bench_layouts[t->layout], t->scale,
+	         t->mean[0], t->mean[1], t->mean[2], t->std[0], t->std[1],
+	         t->std[2], t->pad_value, (unsigned long long)t->input_size,
+	         (unsigned long long)inputs[0].tensor_bytes);
+}
+
+int main(int argc, char **argv)
+{
+	bench_opts o;
+	bench_input *inputs = NULL;
+	size_t ninputs = 0;
+	fprep_client **clients = NULL;
+	bench_result *runs = NULL, ceil;
+	bench_report rep;
+	bench_run run;
+	fprep_result info;
+	char url[512], backend[64] = "unknown", device[128] = "";
+	char input_desc[512], request_desc[512], label[64];
+	char *info_text = NULL;
+	unsigned npoints, nclients = 0, i, p;
+	uint64_t ceiling_fail = 0, fail = 0;
+	int rc, status = 2;
+
+	rc = bench_parse(argc, argv, &o);
+	if (rc)
+		return rc < 0 ? 0 : rc;
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGINT, bench_on_sigint);
+	if (o.url) {
+		snprintf(url, sizeof(url), "%s", o.url);
+	} else if (fprep_default_url(url, sizeof(url))) {
+		fprintf(stderr, "frameprep-bench: no default URL\n");
+		return 2;
+	}
+	if (bench_inputs_load(&o.spec, &inputs, &ninputs))
+		return 2;
+	bench_describe(&o, inputs, ninputs, input_desc, sizeof(input_desc),
+	               request_desc, sizeof(request_desc));
+
+	npoints = o.nrates ? o.nrates : o.nconc;
+	for (i = 0; i < o.nconc; i++)
+		if (o.conc[i] > nclients)
+			nclients = o.conc[i];
+	clients = calloc(nclients, sizeof(*clients));
+	runs = calloc(npoints, sizeof(*runs));
+	if (!clients || !runs) {
+		fprintf(stderr, "frameprep-bench: out of memory\n");
+		goto out;
+	}
+	for (i = 0; i < nclients; i++) {
+		rc = fprep_client_open(&clients[i], url, o.timeout_ms);
+		if (rc) {
+			fprintf(stderr,
+			        "frameprep-bench: cannot connect to %s: %s "
+			        "(%s)\n",
+			        url, fprep_strerror(rc),
+			        clients[i] ? fprep_client_last_error(clients[i])
+			                   : "is frameprepd running?");
+			goto out;
+		}
+	}
+
+	/* What the daemon runs; a server that cannot answer INFO is still
+	 * measured, since its frame replies are checked one by one. */
+	memset(&info, 0, sizeof(info));
+	rc = fprep_client_info(clients[0], &info);
+	if (rc == FPREP_OK && info.header.status == FPREP_OK && info.payload) {
+		info_text = strndup(info.payload, info.payload_size);
+		if (info_text) {
+			bench_info_value(info_text, "backend", backend,
+			                 sizeof(backend));
+			bench_info_value(info_text, "device", device,
+			                 sizeof(device));
+			if (!backend[0])
+				snprintf(backend, sizeof(backend), "unknown");
+		}
+	} else {
+		fprintf(stderr, "frameprep-bench: INFO failed: %s\n",
+		        rc ? fprep_strerror(rc) : info.header.message);
+	}
+	fprep_result_fini(&info);
+
+	for (p = 0; p < npoints && !bench_interrupted; p++) {
+		memset(&run, 0, sizeof(run));
+		run.opts = &o;
+		run.inputs = inputs;
+		run.ninputs = ninputs;
+		run.streams = o.nrates ? o.conc[0] : o.conc[p];
+		if (o.ceiling && !o.echo) {
+			run.kind = FPREP_KIND_ECHO;
+			run.duration_s = o.ceiling_s;
+			run.warmup_s = o.warmup_s < 0.5 ? o.warmup_s : 0.5;
+			snprintf(label, sizeof(label), "[ceiling c=%u]",
+			         run.streams);
+			if (bench_run_exec(&run, clients, label, &ceil))
+				goto out;
+			ceiling_fail += bench_result_fail_count(&ceil);
+			runs[p].ceiling_fps =
+			        ceil.elapsed_s > 0
+			                ? (double)ceil.ok / ceil.elapsed_s
+			                : 0;
+			runs[p].ceiling_p50_us =
+			        (double)bench_hist_percentile(&ceil.hist, 50) /
+			        1000.0;
+		}
+		run.kind = o.echo ? FPREP_KIND_ECHO : FPREP_KIND_FRAME;
+		run.open_loop = o.nrates > 0;
+		run.rate = o.nrates ? o.rates[p] : 0;
+		run.duration_s = o.duration_s;
+		run.requests = o.requests;
+		run.warmup_s = o.warmup_s;
+		if (run.open_loop)
+			snprintf(label, sizeof(label), "[%.0f/s pool %u]",
+			         run.rate, run.streams);
+		else
+			snprintf(label, sizeof(label), "[c=%u]", run.streams);
+		{
+			double cfps = runs[p].ceiling_fps;
+			double cp50 = runs[p].ceiling_p50_us;
+
+			if (bench_run_exec(&run, clients, label, &runs[p]))
+				goto out;
+			runs[p].ceiling_fps = cfps;
+			runs[p].ceiling_p50_us = cp50;
+		}
+		fail += bench_result_fail_count(&runs[p]);
+	}
+
+	rep.url = url;
+	rep.backend = backend;
+	rep.device = device;
+	rep.server_info = info_text ? info_text : "";
+	rep.input = input_desc;
+	rep.request = request_desc;
+	rep.inputs = (unsigned)ninputs;
+	rep.pcie_gbps = o.pcie_gbps;
+	rep.runs = runs;
+	rep.nruns = p;
+	bench_report_table(stdout, &rep);
+	fflush(stdout);
+	status = 0;
+	if (o.json && bench_report_json(o.json, &rep))
+		status = 2;
+	if (o.csv && bench_report_csv(o.csv, &rep))
+		status = 2;
+	if (o.plot && bench_report_plot(o.plot, &rep))
+		status = 2;
+	if (ceiling_fail)
+		fprintf(stderr,
+		        "frameprep-bench: %llu ECHO (ceiling) requests "
+		        "failed\n",
+		        (unsigned long long)ceiling_fail);
+	if (fail || ceiling_fail) {
+		fprintf(stderr, "frameprep-bench: FAILED: %llu bad replies\n",
+		        (unsigned long long)(fail + ceiling_fail));
+		status = 1;
+	} else if (bench_interrupted) {
+		fprintf(stderr, "frameprep-bench: interrupted\n");
+		status = 1;
+	}
+out:
+	for (i = 0; clients && i < nclients; i++)
+		fprep_client_close(clients[i]);
+	free(clients);
+	free(runs);
+	free(info_text);
+	bench_inputs_free(inputs, ninputs);
+	return status;
+}
