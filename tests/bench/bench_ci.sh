@@ -1,0 +1,133 @@
+#!/bin/sh
+# bench_ci.sh: the ctest driver of frameprep-bench's end-to-end tests.
+#
+#   bench_ci.sh live  DAEMON BENCH [BENCH ARGS...]
+#       start DAEMON --device cpu on a scratch ipc socket, run BENCH against
+#       it with the given arguments; pass when BENCH exits 0.
+#   bench_ci.sh sweep DAEMON BENCH [BENCH ARGS...]
+#       as live, with --json, --csv and --plot (when gnuplot is on PATH)
+#       into the scratch directory; pass when the files are there and sound.
+#   bench_ci.sh fake  PYTHON BENCH
+#       serve one canned, mismatching reply with nngcat; pass when BENCH
+#       exits 1 (bad replies), not 0 and not 2 (a setup error).
+#   bench_ci.sh noserver BENCH
+#       nobody listens; pass when BENCH exits 2 with a message.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/fprep-bench.XXXXXX")
+url="ipc://$tmp/fp.sock"
+pid=
+
+cleanup() {
+	if [ -n "$pid" ]; then
+		kill "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+fail() {
+	echo "bench_ci: FAIL: $*" >&2
+	for log in "$tmp"/*.log; do
+		[ -f "$log" ] || continue
+		echo "---- $log" >&2
+		tail -n 40 "$log" >&2
+	done
+	exit 1
+}
+
+# wait_socket: wait up to 10 s for the server (pid) to create the socket.
+wait_socket() {
+	i=0
+	while [ ! -S "$tmp/fp.sock" ]; do
+		kill -0 "$pid" 2>/dev/null || fail "the server exited early"
+		i=$((i + 1))
+		[ "$i" -le 100 ] || fail "no socket after 10 s"
+		sleep 0.1
+	done
+}
+
+start_daemon() {
+	"$1" --listen "$url" --device cpu --workers 2 >"$tmp/daemon.log" 2>&1 &
+	pid=$!
+	wait_socket
+}
+
+mode=${1:?mode}
+shift
+case $mode in
+live)
+	daemon=$1 bench=$2
+	shift 2
+	start_daemon "$daemon"
+	"$bench" --socket "$url" --quiet "$@" || fail "frameprep-bench exited $?"
+	;;
+sweep)
+	daemon=$1 bench=$2
+	shift 2
+	start_daemon "$daemon"
+	plot=
+	if command -v gnuplot >/dev/null 2>&1; then
+		plot="--plot $tmp/sweep.png"
+	else
+		echo "bench_ci: gnuplot not on PATH: --plot not tested"
+	fi
+	# shellcheck disable=SC2086
+	"$bench" --socket "$url" --quiet "$@" --json "$tmp/sweep.json" \
+		--csv "$tmp/sweep.csv" $plot ||
+		fail "frameprep-bench exited $?"
+	[ -s "$tmp/sweep.json" ] || fail "no JSON"
+	if command -v /usr/bin/python3 >/dev/null 2>&1; then
+		/usr/bin/python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+runs = d["runs"]
+assert len(runs) == int(sys.argv[2]), len(runs)
+for r in runs:
+    assert r["ok"] > 0 and r["frames_per_s"] > 0, r
+    assert r["latency_us"]["p50"] <= r["latency_us"]["p99"] <= r["latency_us"]["max"], r
+    assert r["ceiling_fps"] > 0, r
+print("json ok:", len(runs), "runs")
+' "$tmp/sweep.json" "${BENCH_CI_POINTS:-2}" || fail "bad JSON"
+	fi
+	lines=$(wc -l <"$tmp/sweep.csv")
+	[ "$lines" -eq $((${BENCH_CI_POINTS:-2} + 1)) ] ||
+		fail "CSV has $lines lines"
+	if [ -n "$plot" ]; then
+		[ -s "$tmp/sweep.png" ] || fail "no PNG"
+		sig=$(head -c 4 "$tmp/sweep.png" | tail -c 3)
+		[ "$sig" = "PNG" ] || fail "the plot is not a PNG"
+	fi
+	;;
+fake)
+	python=$1 bench=$2
+	"$python" "$here/make_canned_reply.py" "$tmp/canned.bin" ||
+		fail "cannot write the canned reply"
+	nngcat --rep0 --listen "$url" --file "$tmp/canned.bin" --raw \
+		>"$tmp/nngcat.log" 2>&1 &
+	pid=$!
+	wait_socket
+	"$bench" --socket "$url" --quiet --synthetic 64x48 --requests 20 \
+		--warmup 0 --no-ceiling --timeout 3000 >"$tmp/bench.out" 2>&1
+	rc=$?
+	cat "$tmp/bench.out"
+	[ "$rc" -eq 1 ] || fail "frameprep-bench exited $rc, expected 1"
+	grep -q "FAILED" "$tmp/bench.out" || fail "no FAILED line"
+	;;
+noserver)
+	bench=$1
+	"$bench" --socket "$url" --quiet --synthetic 64x48 --requests 1 \
+		>"$tmp/bench.out" 2>&1
+	rc=$?
+	cat "$tmp/bench.out"
+	[ "$rc" -eq 2 ] || fail "frameprep-bench exited $rc, expected 2"
+	;;
+*)
+	echo "usage: $0 live|sweep|fake|noserver ..." >&2
+	exit 2
+	;;
+esac
+exit 0
