@@ -10,6 +10,9 @@
 #   bench_ci.sh fake  PYTHON BENCH
 #       serve one canned, mismatching reply with nngcat; pass when BENCH
 #       exits 1 (bad replies), not 0 and not 2 (a setup error).
+#   bench_ci.sh peers DAEMON CLI PYTHON IMAGE
+#       run the peers briefly on IMAGE (the torch ones skip without a GPU),
+#       then check_peers.py against `CLI send` on a live DAEMON.
 #   bench_ci.sh noserver BENCH
 #       nobody listens; pass when BENCH exits 2 with a message.
 set -u
@@ -117,6 +120,18 @@ fake)
 	[ "$rc" -eq 1 ] || fail "frameprep-bench exited $rc, expected 1"
 	grep -q "FAILED" "$tmp/bench.out" || fail "no FAILED line"
 	;;
+peers)
+	daemon=$1 cli=$2 python=$3 image=$4
+	start_daemon "$daemon"
+	for peer in peer_opencv_cpu peer_torch_naive peer_torch_tuned; do
+		"$python" "$here/$peer.py" --image "$image" --iters 3 \
+			--warmup 1 --out-dir "$tmp/peers"
+		rc=$?
+		[ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || fail "$peer exited $rc"
+	done
+	"$python" "$here/check_peers.py" --dir "$tmp/peers" \
+		--frameprep "$cli" --socket "$url" || fail "check_peers failed"
+	;;
 noserver)
 	bench=$1
 	"$bench" --socket "$url" --quiet --synthetic 64x48 --requests 1 \
@@ -126,7 +141,7 @@ noserver)
 	[ "$rc" -eq 2 ] || fail "frameprep-bench exited $rc, expected 2"
 	;;
 *)
-	echo "usage: $0 live|sweep|fake|noserver ..." >&2
+	echo "usage: $0 live|sweep|fake|peers|noserver ..." >&2
 	exit 2
 	;;
 esac
