@@ -1036,13 +1036,14 @@ static void bench_describe(const bench_opts *o, const bench_input *inputs,
 		         (unsigned long long)o->spec.seed);
 	snprintf(request, rsize,
 	         "%s%ux%u %s %s %s %s, scale %g, mean (%g,%g,%g), std "
-	         "(%g,%g,%g), pad %g, %llu bytes in, %llu bytes out",
+	         "(%g,%g,%g), pad %g, %llu bytes in, %llu bytes out%s",
 	         o->echo ? "ECHO " : "", t->out_width, t->out_height,
 	         bench_resizes[t->resize], bench_orders[t->channel_order],
 	         bench_dtypes[t->dtype], bench_layouts[t->layout], t->scale,
 	         t->mean[0], t->mean[1], t->mean[2], t->std[0], t->std[1],
 	         t->std[2], t->pad_value, (unsigned long long)t->input_size,
-	         (unsigned long long)inputs[0].tensor_bytes);
+	         (unsigned long long)inputs[0].tensor_bytes,
+	         n > 1 ? " (first input)" : "");
 }
 
 int main(int argc, char **argv)
