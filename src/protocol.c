@@ -406,6 +406,7 @@ static int proto_check_norm(const fprep_request *r, char *msg, size_t n)
 static int proto_check_frame(const fprep_request *r, const fprep_limits *lim,
                              uint64_t payload, char *msg, size_t n)
 {
+	unsigned channels = r->channel_order == FPREP_ORDER_GRAY ? 1 : 3;
 	uint64_t tensor;
 	int err;
 
@@ -413,13 +414,18 @@ static int proto_check_frame(const fprep_request *r, const fprep_limits *lim,
 	    (err = proto_check_dims(r, lim, msg, n)) ||
 	    (err = proto_check_input(r, lim, msg, n)))
 		return err;
-	if (proto_tensor_bytes(r, &tensor) || tensor > lim->max_tensor_bytes)
+	if (proto_tensor_bytes(r, &tensor))
 		return proto_fail(msg, n, FPREP_ELIMIT,
-		                  "tensor bytes %ux%ux%u of dtype %u exceed "
+		                  "tensor bytes %ux%ux%u x %u overflow 64 bits",
+		                  r->out_width, r->out_height, channels,
+		                  proto_dtype_bytes(r->dtype));
+	if (tensor > lim->max_tensor_bytes)
+		return proto_fail(msg, n, FPREP_ELIMIT,
+		                  "tensor bytes %ux%ux%u x %u = %llu exceed "
 		                  "max_tensor_bytes %llu",
-		                  r->out_width, r->out_height,
-		                  r->channel_order == FPREP_ORDER_GRAY ? 1 : 3,
-		                  r->dtype,
+		                  r->out_width, r->out_height, channels,
+		                  proto_dtype_bytes(r->dtype),
+		                  (unsigned long long)tensor,
 		                  (unsigned long long)lim->max_tensor_bytes);
 	if (r->input_loc == FPREP_LOC_INLINE && payload != r->input_size)
 		return proto_fail(
