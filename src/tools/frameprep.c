@@ -248,6 +248,15 @@ static const struct option cli_options[] = {
         {NULL, 0, NULL, 0},
 };
 
+/* cli_opt_name returns the long name of option opt. */
+static const char *cli_opt_name(int opt)
+{
+	for (const struct option *o = cli_options; o->name != NULL; o++)
+		if (o->val == opt)
+			return o->name;
+	return "?";
+}
+
 /* cli_allowed says which long options a command takes. */
 static int cli_allowed(const char *cmd, int opt)
 {
@@ -294,9 +303,9 @@ static int cli_parse(const char *cmd, int argc, char **argv,
 		}
 		if (!cli_allowed(cmd, opt)) {
 			fprintf(stderr,
-			        "frameprep %s: option '%s' does not "
+			        "frameprep %s: option --%s does not "
 			        "apply\n",
-			        cmd, argv[optind - 1]);
+			        cmd, cli_opt_name(opt));
 			return -1;
 		}
 		v = 0;
@@ -358,8 +367,9 @@ static int cli_parse(const char *cmd, int argc, char **argv,
 			break;
 		}
 		if (v < 0) {
-			fprintf(stderr, "frameprep %s: bad value '%s' for %s\n",
-			        cmd, optarg, argv[optind - 1]);
+			fprintf(stderr,
+			        "frameprep %s: bad value '%s' for --%s\n", cmd,
+			        optarg, cli_opt_name(opt));
 			return -1;
 		}
 	}
@@ -672,7 +682,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (first < 0) {
-		cli_usage(stderr, cmd);
+		fprintf(stderr, "try 'frameprep %s --help'\n", cmd);
 		return EXIT_USAGE;
 	}
 	operands = argc - 1 - first;
