@@ -126,8 +126,8 @@ err_close:
 	nng_close(c->sock);
 err_free:
 	snprintf(client_open_error, sizeof(client_open_error),
-	         "connecting to %.200s: %s (nng error %d)", url, nng_strerror(rv),
-	         rv);
+	         "connecting to %.200s: %s (nng error %d)", url,
+	         nng_strerror(rv), rv);
 	free(c);
 	return err;
 }
