@@ -1094,10 +1094,9 @@ int main(int argc, char **argv)
 		if (rc) {
 			fprintf(stderr,
 			        "frameprep-bench: cannot connect to %s: %s "
-			        "(%s)\n",
+			        "(%s; is frameprepd running?)\n",
 			        url, fprep_strerror(rc),
-			        clients[i] ? fprep_client_last_error(clients[i])
-			                   : "is frameprepd running?");
+			        fprep_client_last_error(NULL));
 			goto out;
 		}
 	}
