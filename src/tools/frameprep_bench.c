@@ -1052,7 +1052,8 @@ int main(int argc, char **argv)
 	bench_input *inputs = NULL;
 	size_t ninputs = 0;
 	fprep_client **clients = NULL;
-	bench_result *runs = NULL, ceil;
+	bench_result *runs = NULL, echo_res;
+	double ceil_fps, ceil_p50_us;
 	bench_report rep;
 	bench_run run;
 	fprep_result info;
@@ -1127,22 +1128,22 @@ int main(int argc, char **argv)
 		run.inputs = inputs;
 		run.ninputs = ninputs;
 		run.streams = o.nrates ? o.conc[0] : o.conc[p];
+		ceil_fps = ceil_p50_us = 0;
 		if (o.ceiling && !o.echo) {
 			run.kind = FPREP_KIND_ECHO;
 			run.duration_s = o.ceiling_s;
 			run.warmup_s = o.warmup_s < 0.5 ? o.warmup_s : 0.5;
 			snprintf(label, sizeof(label), "[ceiling c=%u]",
 			         run.streams);
-			if (bench_run_exec(&run, clients, label, &ceil))
+			if (bench_run_exec(&run, clients, label, &echo_res))
 				goto out;
-			ceiling_fail += bench_result_fail_count(&ceil);
-			runs[p].ceiling_fps =
-			        ceil.elapsed_s > 0
-			                ? (double)ceil.ok / ceil.elapsed_s
-			                : 0;
-			runs[p].ceiling_p50_us =
-			        (double)bench_hist_percentile(&ceil.hist, 50) /
-			        1000.0;
+			ceiling_fail += bench_result_fail_count(&echo_res);
+			if (echo_res.elapsed_s > 0)
+				ceil_fps = (double)echo_res.ok /
+				           echo_res.elapsed_s;
+			ceil_p50_us = (double)bench_hist_percentile(
+			                      &echo_res.hist, 50) /
+			              1000.0;
 		}
 		run.kind = o.echo ? FPREP_KIND_ECHO : FPREP_KIND_FRAME;
 		run.open_loop = o.nrates > 0;
@@ -1155,15 +1156,10 @@ int main(int argc, char **argv)
 			         run.rate, run.streams);
 		else
 			snprintf(label, sizeof(label), "[c=%u]", run.streams);
-		{
-			double cfps = runs[p].ceiling_fps;
-			double cp50 = runs[p].ceiling_p50_us;
-
-			if (bench_run_exec(&run, clients, label, &runs[p]))
-				goto out;
-			runs[p].ceiling_fps = cfps;
-			runs[p].ceiling_p50_us = cp50;
-		}
+		if (bench_run_exec(&run, clients, label, &runs[p]))
+			goto out;
+		runs[p].ceiling_fps = ceil_fps;
+		runs[p].ceiling_p50_us = ceil_p50_us;
 		fail += bench_result_fail_count(&runs[p]);
 	}
 

@@ -7,6 +7,9 @@
 #   bench_ci.sh sweep DAEMON BENCH [BENCH ARGS...]
 #       as live, with --json, --csv and --plot (when gnuplot is on PATH)
 #       into the scratch directory; pass when the files are there and sound.
+#   bench_ci.sh limit DAEMON BENCH
+#       a daemon limited to 320-pixel-wide frames gets 640x480 ones; pass
+#       when BENCH counts the ELIMIT error replies and exits 1.
 #   bench_ci.sh fake  PYTHON BENCH
 #       serve one canned, mismatching reply with nngcat; pass when BENCH
 #       exits 1 (bad replies), not 0 and not 2 (a setup error).
@@ -54,7 +57,10 @@ wait_socket() {
 }
 
 start_daemon() {
-	"$1" --listen "$url" --device cpu --workers 2 >"$tmp/daemon.log" 2>&1 &
+	d=$1
+	shift
+	"$d" --listen "$url" --device cpu --workers 2 "$@" \
+		>"$tmp/daemon.log" 2>&1 &
 	pid=$!
 	wait_socket
 }
@@ -105,6 +111,17 @@ print("json ok:", len(runs), "runs")
 		[ "$sig" = "PNG" ] || fail "the plot is not a PNG"
 	fi
 	;;
+limit)
+	daemon=$1 bench=$2
+	start_daemon "$daemon" --max-width 320
+	"$bench" --socket "$url" --quiet --synthetic 640x480 --requests 5 \
+		--warmup 0 --no-ceiling >"$tmp/bench.out" 2>&1
+	rc=$?
+	cat "$tmp/bench.out"
+	[ "$rc" -eq 1 ] || fail "frameprep-bench exited $rc, expected 1"
+	grep -q "FAILURES:.*ELIMIT 5" "$tmp/bench.out" ||
+		fail "the ELIMIT replies were not counted"
+	;;
 fake)
 	python=$1 bench=$2
 	"$python" "$here/make_canned_reply.py" "$tmp/canned.bin" ||
@@ -142,7 +159,7 @@ noserver)
 	[ "$rc" -eq 2 ] || fail "frameprep-bench exited $rc, expected 2"
 	;;
 *)
-	echo "usage: $0 live|sweep|fake|peers|noserver ..." >&2
+	echo "usage: $0 live|sweep|limit|fake|peers|noserver ..." >&2
 	exit 2
 	;;
 esac
