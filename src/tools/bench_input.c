@@ -19,7 +19,7 @@
 #include <stb/stb_image.h>
 #include <stb/stb_image_resize.h>
 
-static uint64_t input_splitmix(uint64_t *s)
+uint64_t bench_splitmix64(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
 
@@ -71,7 +71,7 @@ static int input_synthetic(const bench_frame_spec *spec, bench_input *in)
 	}
 	for (i = 0; i < n; i++) {
 		if (i % 8 == 0)
-			r = input_splitmix(&s);
+			r = bench_splitmix64(&s);
 		in->pixels[i] = (uint8_t)(r >> (8 * (i % 8)));
 	}
 	snprintf(in->name, sizeof(in->name), "synthetic %ux%u seed %llu",

@@ -45,6 +45,10 @@ typedef struct bench_input {
 	atomic_uint_fast64_t replies; /* replies checked so far (sampling) */
 } bench_input;
 
+/* bench_splitmix64 advances the SplitMix64 generator state *s and returns
+ * the next pseudo-random value (seeded pixels, Poisson arrivals). */
+uint64_t bench_splitmix64(uint64_t *s);
+
 /* bench_inputs_load builds the inputs described by spec into a new array
  * stored in *inputsp with its length in *countp. Images are decoded with
  * stb_image into spec->format; an unreadable file in a directory is skipped

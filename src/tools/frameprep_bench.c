@@ -124,15 +124,6 @@ static void bench_sleep_until(uint64_t ns)
 		;
 }
 
-static uint64_t bench_rng(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 /* bench_next_arrival hands out the next intended send time of an open
  * loop, or returns 0 when the run is over. Sets *measured. */
 static int bench_next_arrival(bench_run *run, uint64_t *intended, int *measured)
@@ -168,7 +159,7 @@ static int bench_next_arrival(bench_run *run, uint64_t *intended, int *measured)
 		goto out;
 	}
 	if (run->opts->arrivals == BENCH_ARRIVALS_POISSON) {
-		u = ((double)(bench_rng(&run->gen_rng) >> 11) + 0.5) /
+		u = ((double)(bench_splitmix64(&run->gen_rng) >> 11) + 0.5) /
 		    9007199254740992.0;
 		gap_s = -log(u) / run->rate;
 	} else {
