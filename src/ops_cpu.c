@@ -274,19 +274,36 @@ static int ops_plan_init(struct ops_plan *p, const fprep_request *req,
 	return FPREP_OK;
 }
 
-/* ops_hresize resizes source row sy horizontally into dst (channel-planar). */
+/* ops_hresize resizes source row sy horizontally into dst (channel-planar).
+ * Three channels are done in one pass over the column tables. */
 static void ops_hresize(const struct ops_plan *p, uint32_t sy, float *dst)
 {
 	const uint8_t *s = p->frame + (size_t)sy * p->req->src_stride;
+	const uint32_t *xo0 = p->xo0, *xo1 = p->xo1;
+	const float *wx0 = p->wx0, *wx1 = p->wx1;
 	uint32_t nw = p->xf.resized_w, x, c;
 
+	if (p->nch == 3) {
+		const uint8_t *s0 = s + p->src_ch[0], *s1 = s + p->src_ch[1];
+		const uint8_t *s2 = s + p->src_ch[2];
+		float *d0 = dst, *d1 = dst + nw, *d2 = dst + 2 * (size_t)nw;
+
+		for (x = 0; x < nw; x++) {
+			uint32_t o0 = xo0[x], o1 = xo1[x];
+			float a0 = wx0[x], a1 = wx1[x];
+
+			d0[x] = s0[o0] * a0 + s0[o1] * a1;
+			d1[x] = s1[o0] * a0 + s1[o1] * a1;
+			d2[x] = s2[o0] * a0 + s2[o1] * a1;
+		}
+		return;
+	}
 	for (c = 0; c < p->nch; c++) {
 		const uint8_t *sc = s + p->src_ch[c];
 		float *d = dst + (size_t)c * nw;
 
 		for (x = 0; x < nw; x++)
-			d[x] = sc[p->xo0[x]] * p->wx0[x] +
-			       sc[p->xo1[x]] * p->wx1[x];
+			d[x] = sc[xo0[x]] * wx0[x] + sc[xo1[x]] * wx1[x];
 	}
 }
 
@@ -319,7 +336,24 @@ static void ops_hrows(struct ops_plan *p, uint32_t ya, uint32_t yb,
 	*rb = p->hrow[ib];
 }
 
-/* ops_store_row converts the float row p->trow into tensor row y. */
+/* ops_store_u8 rounds n floats to bytes (half up, saturated), every step
+ * bytes. */
+static void ops_store_u8(uint8_t *d, const float *src, uint32_t n, size_t step)
+{
+	uint32_t x;
+
+	for (x = 0; x < n; x++) {
+		float v = src[x] + 0.5f;
+
+		v = v < 0.0f ? 0.0f : v;
+		v = v > 255.0f ? 255.0f : v;
+		d[x * step] = (uint8_t)v; /* truncation: v >= 0 */
+	}
+}
+
+/* ops_store_row converts the float row p->trow into tensor row y:
+ * normalised F32/F16, or rounded U8. The unit-step case is written apart so
+ * that the compiler vectorises it. */
 static void ops_store_row(const struct ops_plan *p, uint32_t y)
 {
 	const fprep_request *req = p->req;
@@ -337,30 +371,25 @@ static void ops_store_row(const struct ops_plan *p, uint32_t y)
 			base = (size_t)y * w * p->nch + c;
 			step = p->nch;
 		}
-		switch (req->dtype) {
-		case FPREP_DTYPE_F32: {
+		if (req->dtype == FPREP_DTYPE_F32) {
 			float *d = (float *)p->tensor + base;
-			for (x = 0; x < w; x++)
-				d[x * step] = (src[x] * sc - mean) / sd;
-			break;
-		}
-		case FPREP_DTYPE_F16: {
+
+			if (step == 1)
+				for (x = 0; x < w; x++)
+					d[x] = (src[x] * sc - mean) / sd;
+			else
+				for (x = 0; x < w; x++)
+					d[x * step] = (src[x] * sc - mean) / sd;
+		} else if (req->dtype == FPREP_DTYPE_F16) {
 			uint16_t *d = (uint16_t *)p->tensor + base;
+
 			for (x = 0; x < w; x++)
 				d[x * step] = fprep__f32_to_f16(
 				        (src[x] * sc - mean) / sd);
-			break;
-		}
-		default: {
-			uint8_t *d = p->tensor + base;
-			for (x = 0; x < w; x++) {
-				float v = floorf(src[x] + 0.5f);
-				d[x * step] = v <= 0.0f     ? 0
-				              : v >= 255.0f ? 255
-				                            : (uint8_t)v;
-			}
-			break;
-		}
+		} else if (step == 1) {
+			ops_store_u8(p->tensor + base, src, w, 1);
+		} else {
+			ops_store_u8(p->tensor + base, src, w, step);
 		}
 	}
 }

@@ -101,7 +101,7 @@ class Case:
 class Stats:
     def __init__(self):
         self.rows = {}     # (image, src size, fmt, out) -> {kind: (max, frac)}
-        self.summary = {}  # (fmt, kind) -> (max, where)
+        self.summary = {}  # (fmt, kind) -> (max, frac, where)
         self.failures = []
 
     def add(self, case, kind, maxdiff, frac, ok, what=""):
@@ -112,8 +112,8 @@ class Stats:
             row[kind] = (maxdiff, frac)
         where = "%s %s %s->%s" % (case.name, case.src_size, case.fmt, case.out)
         s = self.summary.get((case.fmt, kind))
-        if s is None or maxdiff > s[0]:
-            self.summary[(case.fmt, kind)] = (maxdiff, where)
+        if s is None or (maxdiff, frac) > s[:2]:
+            self.summary[(case.fmt, kind)] = (maxdiff, frac, where)
         if not ok:
             self.failures.append("%s [%s %s]: %s max diff %g %s" % (
                 where, kind, " ".join(case.opts), kind, maxdiff, what))
@@ -311,11 +311,13 @@ def main():
         print("%-18s %-16s %-6s %-10s %s" % (name, src_size, fmt,
                                              "%dx%d" % out, "  ".join(cells)))
     print("\nlargest difference per format and dtype:")
-    for (fmt, kind), (m, where) in sorted(st.summary.items()):
+    print("  %-6s %-9s %-8s %-8s %s" % ("format", "dtype", "max", "frac",
+                                        "where"))
+    for (fmt, kind), (m, frac, where) in sorted(st.summary.items()):
         if kind in ("pad", "consistency"):
             continue
-        print("  %-6s %-9s %-8.4g %s" % (fmt, kind, m, where))
-    bad = {k for (_, k), (m, _) in st.summary.items()
+        print("  %-6s %-9s %-8.4g %-8.4f %s" % (fmt, kind, m, frac, where))
+    bad = {k for (_, k), (m, _, _) in st.summary.items()
            if k in ("pad", "consistency") and m}
     print("padding exact: %s; NHWC/F16 consistent with NCHW F32: %s" % (
         "no" if "pad" in bad else "yes",
