@@ -31,7 +31,6 @@ struct ops_plan {
 	uint32_t bpp;       /* source bytes per pixel */
 	uint32_t nch;       /* tensor channels, 1 or 3 */
 	uint32_t src_ch[3]; /* source byte of each tensor channel */
-	size_t esize;       /* bytes per tensor element */
 	float mean[3], std[3];
 	double scale_y; /* source rows per resized row */
 
@@ -47,36 +46,6 @@ struct ops_plan {
 	 * before normalisation. */
 	float *trow;
 };
-
-static uint32_t ops_pixel_bytes(uint16_t format)
-{
-	switch (format) {
-	case FPREP_PIX_BGR8:
-	case FPREP_PIX_RGB8:
-		return 3;
-	case FPREP_PIX_BGRA8:
-	case FPREP_PIX_RGBA8:
-		return 4;
-	case FPREP_PIX_GRAY8:
-		return 1;
-	default:
-		return 0;
-	}
-}
-
-static size_t ops_dtype_bytes(uint8_t dtype)
-{
-	switch (dtype) {
-	case FPREP_DTYPE_F32:
-		return 4;
-	case FPREP_DTYPE_F16:
-		return 2;
-	case FPREP_DTYPE_U8:
-		return 1;
-	default:
-		return 0;
-	}
-}
 
 /* ops_source_channels maps tensor channels to source bytes; returns the
  * number of tensor channels, or 0 when the order cannot be made from the
@@ -103,30 +72,20 @@ static uint32_t ops_source_channels(uint16_t format, uint8_t order,
 
 int fprep__preprocess_check(const fprep_request *req, size_t tensor_size)
 {
-	uint32_t bpp, ch[3], nch;
-	size_t esize;
+	uint32_t bpp, ch[3], shape[4];
 	uint64_t need, bytes;
 	int i;
 
 	if (req == NULL)
 		return FPREP_EINVAL;
-	bpp = ops_pixel_bytes(req->src_format);
-	esize = ops_dtype_bytes(req->dtype);
-	if (bpp == 0 || esize == 0)
-		return FPREP_EINVAL;
-	nch = ops_source_channels(req->src_format, req->channel_order, ch);
-	if (nch == 0 || (req->channel_order != FPREP_ORDER_RGB &&
-	                 req->channel_order != FPREP_ORDER_BGR &&
-	                 req->channel_order != FPREP_ORDER_GRAY))
+	bpp = fprep_pixel_bytes(req->src_format);
+	if (bpp == 0 ||
+	    ops_source_channels(req->src_format, req->channel_order, ch) == 0)
 		return FPREP_EINVAL;
 	if (req->resize != FPREP_RESIZE_LETTERBOX &&
 	    req->resize != FPREP_RESIZE_STRETCH)
 		return FPREP_EINVAL;
-	if (req->layout != FPREP_LAYOUT_NCHW &&
-	    req->layout != FPREP_LAYOUT_NHWC)
-		return FPREP_EINVAL;
-	if (req->src_width == 0 || req->src_height == 0 ||
-	    req->out_width == 0 || req->out_height == 0)
+	if (req->src_width == 0 || req->src_height == 0)
 		return FPREP_EINVAL;
 	if ((uint64_t)req->src_stride < (uint64_t)req->src_width * bpp)
 		return FPREP_EINVAL;
@@ -140,13 +99,9 @@ int fprep__preprocess_check(const fprep_request *req, size_t tensor_size)
 		if (!isfinite(req->mean[i]) || !isfinite(req->std[i]) ||
 		    !(req->std[i] > 0.0f))
 			return FPREP_EINVAL;
-	/* out_width * out_height < 2^64 always; times nch * esize <= 12 may
-	 * not be, so check before multiplying. */
-	bytes = (uint64_t)req->out_width * req->out_height;
-	if (bytes > UINT64_MAX / (nch * esize))
-		return FPREP_EINVAL;
-	bytes *= nch * esize;
-	if (bytes != (uint64_t)tensor_size)
+	/* Order, dtype, layout, output size and its overflow. */
+	if (fprep_tensor_shape(req, shape, &bytes) != FPREP_OK ||
+	    bytes != (uint64_t)tensor_size)
 		return FPREP_EINVAL;
 	return FPREP_OK;
 }
@@ -231,10 +186,9 @@ static int ops_plan_init(struct ops_plan *p, const fprep_request *req,
 	p->frame = frame;
 	p->tensor = tensor;
 	p->xf = *xf;
-	p->bpp = ops_pixel_bytes(req->src_format);
+	p->bpp = fprep_pixel_bytes(req->src_format);
 	p->nch = ops_source_channels(req->src_format, req->channel_order,
 	                             p->src_ch);
-	p->esize = ops_dtype_bytes(req->dtype);
 	for (c = 0; c < 3; c++) {
 		p->mean[c] = req->mean[c];
 		p->std[c] = req->std[c];

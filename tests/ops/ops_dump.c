@@ -22,6 +22,7 @@
 #include <stb_image.h>
 
 #include "frameprep/frameprep.h"
+#include "tools/npy.h"
 
 struct dump_args {
 	fprep_request req;
@@ -34,13 +35,6 @@ struct dump_args {
 
 static const char *const dump_formats[] = {NULL,    "bgr8",  "rgb8",
                                            "bgra8", "rgba8", "gray8"};
-
-static uint32_t dump_bpp(uint16_t format)
-{
-	static const uint32_t bpp[] = {0, 3, 3, 4, 4, 1};
-
-	return format < 6 ? bpp[format] : 0;
-}
 
 static int dump_lookup(const char *s, const char *const *names, int n)
 {
@@ -167,7 +161,7 @@ static uint8_t *dump_load_raw(struct dump_args *a)
 	FILE *f;
 
 	if (r->src_stride == 0)
-		r->src_stride = r->src_width * dump_bpp(r->src_format);
+		r->src_stride = r->src_width * fprep_pixel_bytes(r->src_format);
 	r->input_size = (uint64_t)r->src_stride * r->src_height;
 	f = fopen(a->input, "rb");
 	if (f == NULL)
@@ -197,7 +191,7 @@ static uint8_t *dump_load_image(struct dump_args *a)
 	rgb = stbi_load(a->input, &w, &h, &n, 3);
 	if (rgb == NULL)
 		return NULL;
-	bpp = dump_bpp(a->convert);
+	bpp = fprep_pixel_bytes(a->convert);
 	out = malloc((size_t)w * h * bpp);
 	for (i = 0; out != NULL && i < w * h; i++) {
 		const uint8_t *s = rgb + (size_t)i * 3;
@@ -230,41 +224,17 @@ static uint8_t *dump_load_image(struct dump_args *a)
 	return out;
 }
 
-/* dump_write_npy writes a version 1.0 .npy file of the tensor. */
+/* dump_write_npy writes the tensor as a .npy file. */
 static int dump_write_npy(const char *path, const fprep_request *r,
                           const void *data, size_t size)
 {
 	static const char *const descr[] = {NULL, "<f4", "<f2", "|u1"};
-	uint32_t c = r->channel_order == FPREP_ORDER_GRAY ? 1 : 3;
-	char hdr[256];
-	int n, total;
-	FILE *f;
+	uint32_t shape[4];
+	uint64_t bytes;
 
-	if (r->layout == FPREP_LAYOUT_NCHW)
-		n = snprintf(hdr + 10, sizeof(hdr) - 10,
-		             "{'descr': '%s', 'fortran_order': False, "
-		             "'shape': (1, %u, %u, %u), }",
-		             descr[r->dtype], c, r->out_height, r->out_width);
-	else
-		n = snprintf(hdr + 10, sizeof(hdr) - 10,
-		             "{'descr': '%s', 'fortran_order': False, "
-		             "'shape': (1, %u, %u, %u), }",
-		             descr[r->dtype], r->out_height, r->out_width, c);
-	total = (10 + n + 1 + 63) / 64 * 64;
-	memset(hdr + 10 + n, ' ', (size_t)(total - 10 - n - 1));
-	hdr[total - 1] = '\n';
-	memcpy(hdr, "\x93NUMPY\x01\x00", 8);
-	hdr[8] = (char)((total - 10) & 0xff);
-	hdr[9] = (char)((total - 10) >> 8);
-	f = fopen(path, "wb");
-	if (f == NULL)
+	if (fprep_tensor_shape(r, shape, &bytes) != FPREP_OK || bytes != size)
 		return -1;
-	if (fwrite(hdr, 1, (size_t)total, f) != (size_t)total ||
-	    fwrite(data, 1, size, f) != size) {
-		fclose(f);
-		return -1;
-	}
-	return fclose(f) == 0 ? 0 : -1;
+	return fprep_npy_write(path, descr[r->dtype], shape, 4, data, size);
 }
 
 static double dump_now(void)
@@ -280,7 +250,9 @@ static int dump_one(int argc, char **argv)
 	struct dump_args a;
 	fprep_transform xf;
 	uint8_t *frame = NULL, *tensor = NULL;
-	size_t size, esize;
+	uint32_t shape[4];
+	uint64_t bytes;
+	size_t size;
 	int rc = 1, i;
 	double t0;
 
@@ -293,11 +265,11 @@ static int dump_one(int argc, char **argv)
 		fprintf(stderr, "ops_dump: cannot read %s\n", a.input);
 		goto out;
 	}
-	esize = a.req.dtype == FPREP_DTYPE_F32   ? 4
-	        : a.req.dtype == FPREP_DTYPE_F16 ? 2
-	                                         : 1;
-	size = (size_t)a.req.out_width * a.req.out_height * esize *
-	       (a.req.channel_order == FPREP_ORDER_GRAY ? 1 : 3);
+	if (fprep_tensor_shape(&a.req, shape, &bytes) != FPREP_OK) {
+		fprintf(stderr, "ops_dump: invalid tensor\n");
+		goto out;
+	}
+	size = (size_t)bytes;
 	tensor = malloc(size);
 	if (tensor == NULL)
 		goto out;
