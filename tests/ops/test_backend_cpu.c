@@ -187,6 +187,43 @@ static void test_many_jobs(void **state)
 	}
 }
 
+/* Large frames are cut into row bands written by several workers: alone
+ * (idle workers help) and several at once, in every dtype and layout. */
+static void test_large_jobs(void **state)
+{
+	enum { N = 7 };
+	static const uint8_t dtypes[] = {FPREP_DTYPE_F32, FPREP_DTYPE_F16,
+	                                 FPREP_DTYPE_U8};
+	struct t_job *jobs[N];
+	fprep__backend *b;
+	int i;
+
+	(void)state;
+	t_reset();
+	assert_int_equal(fprep__backend_cpu_open(&b, 4), FPREP_OK);
+	jobs[0] = t_job_alloc(1920, 1080, 1280, 1280, FPREP_DTYPE_F32, 99);
+	assert_int_equal(b->submit(b, &jobs[0]->job), FPREP_OK);
+	t_wait(1);
+	for (i = 1; i < N; i++) {
+		jobs[i] = t_job_alloc(1000 + (uint32_t)i * 31,
+		                      700 - (uint32_t)i * 17,
+		                      640 - (uint32_t)i * 5, 480 + (uint32_t)i,
+		                      dtypes[i % 3], (uint32_t)i);
+		if (i % 2)
+			jobs[i]->job.req.layout = FPREP_LAYOUT_NHWC;
+	}
+	for (i = 1; i < N; i++)
+		assert_int_equal(b->submit(b, &jobs[i]->job), FPREP_OK);
+	t_wait(N);
+	b->close(b, 1000);
+	assert_int_equal(atomic_load(&t_on_main), 0);
+	assert_int_equal(atomic_load(&t_twice), 0);
+	for (i = 0; i < N; i++) {
+		t_job_check(jobs[i]);
+		t_job_free(jobs[i]);
+	}
+}
+
 /* ECHO does no work but reports the transform; a bad tensor size fails
  * the job, not the backend. */
 static void test_echo_and_error(void **state)
@@ -286,6 +323,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_open_info),
 	        cmocka_unit_test(test_many_jobs),
+	        cmocka_unit_test(test_large_jobs),
 	        cmocka_unit_test(test_echo_and_error),
 	        cmocka_unit_test(test_close_drains),
 	        cmocka_unit_test(test_close_fails_queued),
