@@ -135,6 +135,22 @@ static void t_wait(int n)
 	assert_int_equal(atomic_load(&t_done), n);
 }
 
+/* t_finish waits for n jobs, closes the backend, checks that each job was
+ * done once from a worker with the right tensor, and frees the jobs. */
+static void t_finish(fprep__backend *b, struct t_job **jobs, int n)
+{
+	int i;
+
+	t_wait(n);
+	b->close(b, 1000);
+	assert_int_equal(atomic_load(&t_on_main), 0);
+	assert_int_equal(atomic_load(&t_twice), 0);
+	for (i = 0; i < n; i++) {
+		t_job_check(jobs[i]);
+		t_job_free(jobs[i]);
+	}
+}
+
 static void test_open_info(void **state)
 {
 	fprep__backend *b;
@@ -177,14 +193,7 @@ static void test_many_jobs(void **state)
 		                      dtypes[i % 3], (uint32_t)i);
 		assert_int_equal(b->submit(b, &jobs[i]->job), FPREP_OK);
 	}
-	t_wait(N);
-	b->close(b, 1000);
-	assert_int_equal(atomic_load(&t_on_main), 0);
-	assert_int_equal(atomic_load(&t_twice), 0);
-	for (i = 0; i < N; i++) {
-		t_job_check(jobs[i]);
-		t_job_free(jobs[i]);
-	}
+	t_finish(b, jobs, N);
 }
 
 /* Large frames are cut into row bands written by several workers: alone
@@ -214,14 +223,7 @@ static void test_large_jobs(void **state)
 	}
 	for (i = 1; i < N; i++)
 		assert_int_equal(b->submit(b, &jobs[i]->job), FPREP_OK);
-	t_wait(N);
-	b->close(b, 1000);
-	assert_int_equal(atomic_load(&t_on_main), 0);
-	assert_int_equal(atomic_load(&t_twice), 0);
-	for (i = 0; i < N; i++) {
-		t_job_check(jobs[i]);
-		t_job_free(jobs[i]);
-	}
+	t_finish(b, jobs, N);
 }
 
 /* ECHO does no work but reports the transform; a bad tensor size fails
