@@ -7,9 +7,11 @@
  * and GPU backends agree on sizes and padding), samples the source with
  * OpenCV's INTER_LINEAR pixel-centre rule (src = (dst + 0.5) * W / W_new -
  * 0.5; a coordinate below 0 is clamped to 0 with weight 0, one at or past the
- * last pixel to the last pixel with weight 0), reorders the channels, and
- * writes (v * scale - mean[c]) / std[c] as float32 or float16, or the
- * rounded pixel for uint8, in NCHW or NHWC. Pixels outside the resized
+ * last pixel to the last pixel with weight 0; weights rounded to OpenCV's
+ * 11-bit fixed point, like the CPU reference), horizontally then
+ * vertically, reorders the channels, and writes (v * scale - mean[c]) /
+ * std[c] as float32 or float16, or the pixel rounded half up for uint8, in
+ * NCHW or NHWC. Pixels outside the resized
  * region take pad_value. The dtype is a separate entry point so each one is
  * specialised; format, order and layout are uniform branches.
  *
@@ -67,16 +69,27 @@ __device__ __forceinline__ unsigned short lb_f32_to_f16(float f)
 	return (unsigned short)(sign | h);
 }
 
+/* lb_coef rounds an interpolation weight to OpenCV's 11-bit fixed point
+ * (cvRound(w * 2048), half to even), as a float. */
+__device__ __forceinline__ float lb_coef(float w)
+{
+	return rintf(w * 2048.0f) * (1.0f / 2048.0f);
+}
+
 /* lb_axis maps destination index d of an axis resized from n to m pixels to
- * the first source index and the weight of the second (OpenCV
- * INTER_LINEAR). */
+ * the source indices of its two neighbours and their weights, as OpenCV's
+ * INTER_LINEAR does: scale = 1 / (m / n) and (d + 0.5) * scale - 0.5 in
+ * double, rounded to float; below 0 clamps to 0 and at or past the last
+ * pixel to the last one, with the fraction set to 0. */
 __device__ __forceinline__ void lb_axis(unsigned int d, unsigned int n,
                                         unsigned int m, int *i0, int *i1,
-                                        float *w)
+                                        float *w0, float *w1)
 {
-	float f = ((float)d + 0.5f) * ((float)n / (float)m) - 0.5f;
-	int i = (int)floorf(f);
-	float t = f - (float)i;
+	double scale = 1.0 / ((double)m / (double)n);
+	float f = (float)(((double)d + 0.5) * scale - 0.5);
+	float fl = floorf(f);
+	int i = (int)fl;
+	float t = f - fl;
 
 	if (i < 0) {
 		i = 0;
@@ -88,7 +101,8 @@ __device__ __forceinline__ void lb_axis(unsigned int d, unsigned int n,
 	}
 	*i0 = i;
 	*i1 = i + 1 < (int)n ? i + 1 : i;
-	*w = t;
+	*w0 = lb_coef(1.0f - t);
+	*w1 = lb_coef(t);
 }
 
 __device__ __forceinline__ void lb_body(const fprep_letterbox_args &a,
@@ -105,9 +119,11 @@ __device__ __forceinline__ void lb_body(const fprep_letterbox_args &a,
 	if (x - a.pad_x < a.resized_w && y - a.pad_y < a.resized_h &&
 	    x >= a.pad_x && y >= a.pad_y) {
 		int x0, x1, y0, y1;
-		float wx, wy;
-		lb_axis(x - a.pad_x, a.src_w, a.resized_w, &x0, &x1, &wx);
-		lb_axis(y - a.pad_y, a.src_h, a.resized_h, &y0, &y1, &wy);
+		float wx0, wx1, wy0, wy1;
+		lb_axis(x - a.pad_x, a.src_w, a.resized_w, &x0, &x1, &wx0,
+		        &wx1);
+		lb_axis(y - a.pad_y, a.src_h, a.resized_h, &y0, &y1, &wy0,
+		        &wy1);
 
 		unsigned int bpp, r, g, b;
 		switch (a.src_format) {
@@ -142,11 +158,9 @@ __device__ __forceinline__ void lb_body(const fprep_letterbox_args &a,
 		const unsigned char *p11 = row1 + (size_t)x1 * bpp;
 		for (unsigned int c = 0; c < nch; c++) {
 			unsigned int o = off[c];
-			float top = (float)p00[o] * (1.0f - wx) +
-			            (float)p01[o] * wx;
-			float bot = (float)p10[o] * (1.0f - wx) +
-			            (float)p11[o] * wx;
-			v[c] = top * (1.0f - wy) + bot * wy;
+			float top = (float)p00[o] * wx0 + (float)p01[o] * wx1;
+			float bot = (float)p10[o] * wx0 + (float)p11[o] * wx1;
+			v[c] = top * wy0 + bot * wy1;
 		}
 	} else {
 		v[0] = v[1] = v[2] = a.pad_value;
@@ -158,7 +172,7 @@ __device__ __forceinline__ void lb_body(const fprep_letterbox_args &a,
 		size_t i = a.layout == LB_LAYOUT_NCHW ? c * plane + pix
 		                                      : pix * nch + c;
 		if (dtype == LB_DTYPE_U8) {
-			float r = rintf(v[c]);
+			float r = floorf(v[c] + 0.5f);
 			r = fminf(fmaxf(r, 0.0f), 255.0f);
 			((unsigned char *)a.dst)[i] = (unsigned char)r;
 		} else {
