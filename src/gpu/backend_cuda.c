@@ -16,9 +16,13 @@
  * The slot then joins the in-flight FIFO. The completion thread waits on
  * the oldest slot's ev_done (a blocking-sync event: the thread sleeps),
  * copies the pinned output into the job, fills the timings, frees the slot
- * and calls done. Staging buffers are allocated at open and grow only when
- * a larger frame arrives; a slot is reused only after its output was copied
- * out, so its pinned input (read by its H2D) is free by then too.
+ * and calls done. When the job's output is itself pinned (a registered
+ * shared-memory slot) the D2H writes it directly and there is no copy out;
+ * the host copies that remain are spread over a small copy pool
+ * (host_copy.h), since one thread's memcpy is slower than PCIe. Staging buffers
+ * are allocated at open and grow only when a larger frame arrives; a slot is
+ * reused only after its output was copied out, so its pinned input (read by its
+ * H2D) is free by then too.
  *
  * Every CUDA call goes through FPREP__CUDA. A failed request is answered
  * with FPREP_ECUDA naming the call and error; a sticky error (the context is
@@ -34,8 +38,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gpu/cuda_check.h"
+#include "gpu/host_copy.h"
 #include "gpu/kernel_cache.h"
 #include "log.h"
 
@@ -87,6 +93,7 @@ typedef struct cuda_slot {
 	cudaEvent_t ev_done; /* blocking sync: the completion thread waits */
 	cudaEvent_t t[CUDA_NT];
 	fprep__job *job; /* non-NULL while the slot is in use */
+	int out_direct;  /* D2H went straight into job->output (pinned) */
 	struct cuda_slot *next;
 } cuda_slot;
 
@@ -98,6 +105,7 @@ typedef struct cuda_backend {
 	size_t memory;
 	int copy_engines;
 	unsigned nslots;
+	unsigned copy_threads; /* host copy helpers besides the caller */
 	fprep__kcache *cache;
 	int cache_hit;
 
@@ -118,6 +126,7 @@ typedef struct cuda_backend {
 	int fatal;
 	pthread_t lane, completion;
 	int threads;
+	fprep__copy_pool *copier;
 
 	fprep__cuda_probe_fn probe;
 	void *probe_arg;
@@ -266,6 +275,23 @@ static void cuda_slot_fini(cuda_slot *s)
 	cuda_free_pair(&s->h_out, &s->d_out, &s->out_cap);
 }
 
+/* cuda_is_pinned tells whether the n bytes at p lie in page-locked host
+ * memory (cudaMallocHost, or a region registered with cudaHostRegister,
+ * like the shared-memory path's output slots), so the D2H may write them
+ * directly. */
+static int cuda_is_pinned(const void *p, size_t n)
+{
+	struct cudaPointerAttributes a0, a1;
+
+	if (n == 0 || cudaPointerGetAttributes(&a0, p) != cudaSuccess ||
+	    cudaPointerGetAttributes(&a1, (const char *)p + n - 1) !=
+	            cudaSuccess) {
+		(void)cudaGetLastError();
+		return 0;
+	}
+	return a0.type == cudaMemoryTypeHost && a1.type == cudaMemoryTypeHost;
+}
+
 /* cuda_enqueue puts job's H2D, kernel and D2H on the streams, using slot s.
  * Runs on the lane thread. Returns 0, or an error with job's reply set. */
 static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
@@ -275,6 +301,7 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 	uint32_t shape[4];
 	uint64_t out_bytes = 0;
 	const uint8_t *src;
+	uint8_t *dst;
 	cuda_lb_args a;
 
 	if (fprep_tensor_shape(rq, shape, &out_bytes) != 0 ||
@@ -291,9 +318,11 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 		          fatal, st.text);
 		return job->status;
 	}
+	s->out_direct = cuda_is_pinned(job->output, out_bytes);
+	dst = s->out_direct ? job->output : s->h_out;
 	src = job->input;
 	if (!job->input_pinned) {
-		memcpy(s->h_in, job->input, rq->input_size);
+		fprep__copy(cb->copier, s->h_in, job->input, rq->input_size);
 		src = s->h_in;
 	}
 
@@ -337,7 +366,7 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 	    FPREP__CUDA(&st, cudaStreamWaitEvent(cb->s_d2h, s->ev_kern, 0)) ||
 	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_D2H0], cb->s_d2h)) ||
 	    FPREP__CUDA(&st,
-	                cudaMemcpyAsync(s->h_out, s->d_out, out_bytes,
+	                cudaMemcpyAsync(dst, s->d_out, out_bytes,
 	                                cudaMemcpyDeviceToHost, cb->s_d2h)) ||
 	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_D2H1], cb->s_d2h)) ||
 	    FPREP__CUDA(&st, cudaEventRecord(s->ev_done, cb->s_d2h))) {
@@ -485,7 +514,9 @@ static void cuda_finish(cuda_backend *cb, cuda_slot *s)
 		cuda_deliver(cb, s, job);
 		return;
 	}
-	memcpy(job->output, s->h_out, job->output_size);
+	if (!s->out_direct)
+		fprep__copy(cb->copier, job->output, s->h_out,
+		            job->output_size);
 	job->t_h2d_us = cuda_elapsed_us(s->t[CUDA_T_H2D0], s->t[CUDA_T_H2D1]);
 	job->t_kernel_us = cuda_elapsed_us(s->t[CUDA_T_K0], s->t[CUDA_T_K1]);
 	job->t_d2h_us = cuda_elapsed_us(s->t[CUDA_T_D2H0], s->t[CUDA_T_D2H1]);
@@ -572,11 +603,12 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	         "copy_engines: %d\n"
 	         "lanes: 1\n"
 	         "slots: %u\n"
+	         "host_copy_threads: %u\n"
 	         "kernel_cache: %s (%s, %u hits, %u misses)\n",
 	         cb->device, cb->device_name, cb->cc / 10, cb->cc % 10,
 	         cb->arch, cb->memory >> 20, cb->copy_engines, cb->nslots,
-	         dir[0] ? dir : "off", cb->cache_hit ? "hit" : "miss", hits,
-	         misses);
+	         cb->copy_threads, dir[0] ? dir : "off",
+	         cb->cache_hit ? "hit" : "miss", hits, misses);
 }
 
 static void cuda_free(cuda_backend *cb)
@@ -595,6 +627,7 @@ static void cuda_free(cuda_backend *cb)
 	if (cb->lib != NULL)
 		(void)FPREP__CUDA(NULL, cudaLibraryUnload(cb->lib));
 	fprep__kcache_close(cb->cache);
+	fprep__copy_pool_close(cb->copier);
 	pthread_cond_destroy(&cb->cv_lane);
 	pthread_cond_destroy(&cb->cv_done);
 	pthread_mutex_destroy(&cb->mu);
@@ -786,6 +819,13 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	    FPREP__CUDA(&st, cudaEventRecord(cb->ev_base, cb->s_h2d)) ||
 	    FPREP__CUDA(&st, cudaEventSynchronize(cb->ev_base)))
 		goto fail;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	cb->copy_threads =
+	        ncpu >= 8 ? (unsigned)(ncpu / 4 < 4 ? ncpu / 4 : 4) : 0;
+	if (fprep__copy_pool_open(&cb->copier, cb->copy_threads) != 0) {
+		err = FPREP_ENOMEM;
+		goto fail;
+	}
 	cb->slots = calloc(cb->nslots, sizeof *cb->slots);
 	if (cb->slots == NULL) {
 		err = FPREP_ENOMEM;

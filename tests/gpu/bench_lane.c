@@ -7,10 +7,13 @@
  *    and a 640x640x3 float32 tensor (CUDA events, median of 50 after
  *    warm-up).
  * 2. One frame at a time, 1080p BGR8 -> 640x640 letterbox RGB f32 NCHW:
- *    the lane's H2D, kernel, D2H (its own events) and submit-to-done wall
- *    time, median of 300 after 30 warm-up, with the payload in ordinary
- *    memory (copied into the slot) and already pinned (shared-memory path).
- * 3. Throughput, 600 frames queued at once, with 2, 3 and 4 slots.
+ *    the lane's H2D, kernel, D2H (its own events), the lane's own time
+ *    (start to output ready) and submit-to-done wall time, median of 300
+ *    after 30 warm-up, on three paths: payload and tensor in ordinary
+ *    memory (copied through the slot), input pinned, and both pinned (the
+ *    shared-memory path: no host copies).
+ * 3. Throughput, 600 frames queued at once, with 2, 3 and 4 slots, on the
+ *    same three paths.
  */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -99,17 +102,46 @@ typedef struct bench_frame {
 	uint64_t out_bytes;
 } bench_frame;
 
-static void latency(const fprep__cuda_config *cfg, const bench_frame *bf,
-                    int pinned)
+/* Paths: inline (payload and tensor in ordinary memory, copied through
+ * the slot), pinned input, and shm (input and output pinned: no host
+ * copies, as with registered shared-memory regions). */
+static const char *const path_names[] = {"inline", "pinned input",
+                                         "shm (pinned in+out)"};
+
+/* bench_out returns an output area of 4 tensors for path mode. */
+static uint8_t *bench_out(const bench_frame *bf, int mode)
 {
+	uint8_t *out = NULL;
+	if (mode == 2)
+		CK(cudaMallocHost((void **)&out, bf->out_bytes * 4));
+	else
+		out = malloc(bf->out_bytes * 4);
+	if (out == NULL)
+		exit(1);
+	memset(out, 0, bf->out_bytes * 4);
+	return out;
+}
+
+static void bench_out_free(uint8_t *out, int mode)
+{
+	if (mode == 2)
+		CK(cudaFreeHost(out));
+	else
+		free(out);
+}
+
+static void latency(const fprep__cuda_config *cfg, const bench_frame *bf,
+                    int mode)
+{
+	int pinned = mode > 0;
 	fprep__backend *b;
 	lane_waiter w;
 	lane_job lj;
 	double h2d[LAT_REPS], kern[LAT_REPS], d2h[LAT_REPS], lane[LAT_REPS],
 	        wall[LAT_REPS];
-	uint8_t *out = malloc(bf->out_bytes);
+	uint8_t *out = bench_out(bf, mode);
 
-	if (out == NULL || fprep__backend_cuda_open(&b, cfg) != 0)
+	if (fprep__backend_cuda_open(&b, cfg) != 0)
 		exit(1);
 	lane_waiter_init(&w);
 	for (int r = -LAT_WARM; r < LAT_REPS; r++) {
@@ -135,23 +167,23 @@ static void latency(const fprep__cuda_config *cfg, const bench_frame *bf,
 		wall[r] = (double)(t1 - t0) / 1e3;
 	}
 	b->close(b, 1000);
-	printf("%-22s %7.1f %7.1f %7.1f %9.1f %9.1f\n",
-	       pinned ? "pinned input (shm)" : "inline (copy to slot)",
+	printf("%-22s %7.1f %7.1f %7.1f %9.1f %9.1f\n", path_names[mode],
 	       median(h2d, LAT_REPS), median(kern, LAT_REPS),
 	       median(d2h, LAT_REPS), median(lane, LAT_REPS),
 	       median(wall, LAT_REPS));
-	free(out);
+	bench_out_free(out, mode);
 }
 
 static double throughput(const fprep__cuda_config *cfg, const bench_frame *bf,
-                         int pinned)
+                         int mode)
 {
 	static lane_job jobs[TPUT_FRAMES];
 	fprep__backend *b;
 	lane_waiter w;
-	uint8_t *out = malloc(bf->out_bytes * 4);
+	int pinned = mode > 0;
+	uint8_t *out = bench_out(bf, mode);
 
-	if (out == NULL || fprep__backend_cuda_open(&b, cfg) != 0)
+	if (fprep__backend_cuda_open(&b, cfg) != 0)
 		exit(1);
 	lane_waiter_init(&w);
 	/* Warm-up. */
@@ -180,7 +212,7 @@ static double throughput(const fprep__cuda_config *cfg, const bench_frame *bf,
 		if (jobs[k].job.status != FPREP_OK)
 			exit(1);
 	b->close(b, 1000);
-	free(out);
+	bench_out_free(out, mode);
 	return TPUT_FRAMES / s;
 }
 
@@ -237,18 +269,19 @@ int main(int argc, char **argv)
 	       LAT_REPS);
 	printf("%-22s %7s %7s %7s %9s %9s\n", "path", "H2D", "kernel", "D2H",
 	       "lane", "submit->done");
-	latency(&cfg, &bf, 0);
-	latency(&cfg, &bf, 1);
+	for (int mode = 0; mode < 3; mode++)
+		latency(&cfg, &bf, mode);
 	printf("  (copy probes: H2D %.1f + D2H %.1f = %.1f us)\n", th, td,
 	       th + td);
 
 	printf("\nthroughput, %d frames queued (frames/s)\n", TPUT_FRAMES);
-	printf("%-6s %12s %12s\n", "slots", "inline", "pinned");
+	printf("%-6s %12s %12s %12s\n", "slots", "inline", "pinned-in", "shm");
 	for (unsigned d = 2; d <= 4; d++) {
 		cfg.slots = d;
-		double a = throughput(&cfg, &bf, 0);
-		double p = throughput(&cfg, &bf, 1);
-		printf("%-6u %12.0f %12.0f\n", d, a, p);
+		printf("%-6u", d);
+		for (int mode = 0; mode < 3; mode++)
+			printf(" %12.0f", throughput(&cfg, &bf, mode));
+		printf("\n");
 	}
 	printf("  (H2D probe bound: %.0f frames/s)\n", 1e6 / th);
 	printf("allocations by the lanes: %lu\n", fprep__cuda_alloc_count());

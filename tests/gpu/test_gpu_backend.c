@@ -3,7 +3,8 @@
  * (fprep_preprocess_cpu) on real photographs, plus the lane's promises: no
  * allocation in steady state, H2D of one frame overlapping the D2H of the
  * one before, ECHO and bad jobs answered, and a clean close with jobs in
- * flight. Usage: test_gpu_backend IMAGE_DIR. Exits 77 without a GPU.
+ * flight. Usage: test_gpu_backend IMAGE_DIR [MAX_IMAGES]. Exits 77
+ * without a GPU.
  *
  * Tolerances. F32: one source LSB after normalisation, scale / std[c]
  * (1/255 with the YOLO convention). The GPU evaluates the same formula in
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_runtime_api.h>
 #include <stb_image.h>
 
 #include "gpu/backend_cuda.h"
@@ -270,42 +272,64 @@ static void burst_probe(void *arg, const fprep__job *job,
 		burst_stamps[k] = *s;
 }
 
-/* make_1080p scales im to 1920x1080 (nearest), so the burst moves the
- * bytes of a real 1080p frame. */
-static lane_image make_1080p(const lane_image *im)
+/* scale_image scales im to w x h (nearest), so large frames carry the
+ * bytes of a real photograph. */
+static lane_image scale_image(const lane_image *im, int w, int h)
 {
-	lane_image big = {.w = 1920, .h = 1080};
-	snprintf(big.name, sizeof big.name, "%.50s@1080p", im->name);
-	big.rgb = malloc((size_t)big.w * big.h * 3);
-	for (int y = 0; big.rgb && y < big.h; y++)
-		for (int x = 0; x < big.w; x++)
-			memcpy(big.rgb + ((size_t)y * big.w + x) * 3,
-			       im->rgb + ((size_t)(y * im->h / big.h) * im->w +
-			                  (size_t)(x * im->w / big.w)) *
+	lane_image big = {.w = w, .h = h};
+	snprintf(big.name, sizeof big.name, "%.40s@%dx%d", im->name, w, h);
+	big.rgb = malloc((size_t)w * h * 3);
+	for (int y = 0; big.rgb && y < h; y++)
+		for (int x = 0; x < w; x++)
+			memcpy(big.rgb + ((size_t)y * w + x) * 3,
+			       im->rgb + ((size_t)(y * im->h / h) * im->w +
+			                  (size_t)(x * im->w / w)) *
 			                         3,
 			       3);
 	return big;
 }
 
-static void check_burst(fprep__backend *b, lane_waiter *w, const lane_image *im)
+/* check_burst queues BURST 1080p frames at once. pinned: input and output
+ * in page-locked memory (the shared-memory path: no host copies), where
+ * frame k+1's H2D must start before frame k's D2H ends; otherwise the
+ * inline path, whose overlap is only reported (its host copies can take
+ * longer than the GPU's work). Every tensor must equal the CPU's. */
+static void check_burst(fprep__backend *b, lane_waiter *w, const lane_image *im,
+                        int pinned)
 {
 	static lane_job jobs[BURST];
 	fprep_request rq;
 	uint32_t shape[4];
 	uint64_t bytes;
-	int overlaps = 0;
+	uint8_t *frame, *out, *cpu;
+	int overlaps = 0, bad = 0;
 
 	fprep_request_init(&rq, FPREP_PIX_BGR8, (uint32_t)im->w,
 	                   (uint32_t)im->h);
-	uint8_t *frame = lane_frame_make(im, FPREP_PIX_BGR8, 0, &rq.src_stride,
-	                                 &rq.input_size);
+	frame = lane_frame_make(im, FPREP_PIX_BGR8, 0, &rq.src_stride,
+	                        &rq.input_size);
 	fprep_tensor_shape(&rq, shape, &bytes);
-	uint8_t *out = malloc(bytes * BURST);
-	CHECK(frame && out, "out of memory");
+	cpu = malloc(bytes);
+	CHECK(frame && cpu, "out of memory");
+	CHECK(fprep_preprocess_cpu(&rq, frame, cpu, bytes, NULL) == 0, "cpu");
+	if (pinned) {
+		uint8_t *pf = NULL;
+		CHECK(cudaMallocHost((void **)&pf, rq.input_size) ==
+		                      cudaSuccess &&
+		              cudaMallocHost((void **)&out, bytes * BURST) ==
+		                      cudaSuccess,
+		      "cudaMallocHost");
+		memcpy(pf, frame, rq.input_size);
+		free(frame);
+		frame = pf;
+	} else {
+		out = malloc(bytes * BURST);
+	}
 	fprep__backend_cuda_set_probe(b, burst_probe, NULL);
 	unsigned target = w->done + BURST;
 	for (int k = 0; k < BURST; k++) {
 		lane_job_init(&jobs[k], w, &rq, frame, out + bytes * k, bytes);
+		jobs[k].job.input_pinned = pinned;
 		jobs[k].job.data = (void *)(uintptr_t)k;
 		CHECK(b->submit(b, &jobs[k].job) == 0, "submit");
 	}
@@ -317,24 +341,34 @@ static void check_burst(fprep__backend *b, lane_waiter *w, const lane_image *im)
 	for (int k = 0; k + 1 < BURST; k++)
 		if (burst_stamps[k + 1].h2d_start < burst_stamps[k].d2h_end)
 			overlaps++;
-	printf("overlap: frame k+1's H2D started before frame k's D2H ended "
-	       "in %d of %d pairs (frame %d: H2D %.1f-%.1f us, kernel "
-	       "%.1f-%.1f, D2H %.1f-%.1f; frame %d H2D from %.1f)\n",
-	       overlaps, BURST - 1, BURST / 2,
-	       burst_stamps[BURST / 2].h2d_start,
-	       burst_stamps[BURST / 2].h2d_end,
-	       burst_stamps[BURST / 2].kernel_start,
-	       burst_stamps[BURST / 2].kernel_end,
-	       burst_stamps[BURST / 2].d2h_start,
-	       burst_stamps[BURST / 2].d2h_end, BURST / 2 + 1,
-	       burst_stamps[BURST / 2 + 1].h2d_start);
-	CHECK(overlaps >= (BURST - 1) / 2, "too little overlap: %d", overlaps);
-	/* Every frame of the burst is the same tensor. */
-	for (int k = 1; k < BURST; k++)
-		CHECK(memcmp(out, out + bytes * k, bytes) == 0,
-		      "burst frame %d differs", k);
-	free(frame);
-	free(out);
+	const fprep__cuda_stamps *m = &burst_stamps[BURST / 2];
+	double t0 = m->h2d_start;
+	double span =
+	        burst_stamps[BURST - 1].d2h_end - burst_stamps[0].h2d_start;
+	printf("burst %s: frame k+1's H2D began before frame k's D2H ended in "
+	       "%d of %d pairs; %.0f frames/s on the device timeline\n"
+	       "  frame %d: H2D 0-%.1f us, kernel %.1f-%.1f, D2H %.1f-%.1f; "
+	       "frame %d: H2D from %.1f\n",
+	       pinned ? "pinned in+out (shm path)" : "inline", overlaps,
+	       BURST - 1, (BURST - 1) / span * 1e6, BURST / 2, m->h2d_end - t0,
+	       m->kernel_start - t0, m->kernel_end - t0, m->d2h_start - t0,
+	       m->d2h_end - t0, BURST / 2 + 1,
+	       burst_stamps[BURST / 2 + 1].h2d_start - t0);
+	if (pinned)
+		CHECK(overlaps >= (BURST - 1) / 2, "too little overlap: %d",
+		      overlaps);
+	for (int k = 0; k < BURST; k++) {
+		compare(&rq, out + bytes * k, cpu, bytes, &bad);
+		CHECK(bad == 0, "burst frame %d differs from the CPU", k);
+	}
+	if (pinned) {
+		cudaFreeHost(frame);
+		cudaFreeHost(out);
+	} else {
+		free(frame);
+		free(out);
+	}
+	free(cpu);
 }
 
 /* check_echo_and_bad: ECHO does no work but computes the transform; a job
@@ -430,6 +464,8 @@ int main(int argc, char **argv)
 	}
 	const char *dir = argc > 1 ? argv[1] : getenv("FPREP_IMAGES");
 	int nims = dir ? load_images(dir, ims) : 0;
+	if (argc > 2 && atoi(argv[2]) > 0 && atoi(argv[2]) < nims)
+		nims = atoi(argv[2]);
 	if (nims < 2) {
 		printf("FAIL: need the test photographs (astronaut.png, ...) "
 		       "in "
@@ -454,18 +490,35 @@ int main(int argc, char **argv)
 	/* Pass 1 (warm-up, grows the slots to the largest frame), pass 2
 	 * must allocate nothing. */
 	int ncases = all_cases(b, &w, ims, nims);
-	lane_image big = make_1080p(&ims[0]);
-	check_burst(b, &w, &big);
+	lane_image big = scale_image(&ims[0], 1920, 1080);
+	check_burst(b, &w, &big, 0);
+	check_burst(b, &w, &big, 1);
+	/* A frame and tensor larger than the initial staging grow a slot. */
 	unsigned long allocs = fprep__cuda_alloc_count();
+	lane_image huge = scale_image(&ims[1], 2560, 1600);
+	case_spec hc = {.fmt = FPREP_PIX_RGBA8,
+	                .order = FPREP_ORDER_RGB,
+	                .dtype = FPREP_DTYPE_F32,
+	                .layout = FPREP_LAYOUT_NCHW,
+	                .resize = FPREP_RESIZE_LETTERBOX,
+	                .out_w = 1280,
+	                .out_h = 1280};
+	check_case(b, &w, &huge, &hc);
+	ncases++;
+	CHECK(fprep__cuda_alloc_count() > allocs,
+	      "a larger frame did not grow the staging slot");
+	free(huge.rgb);
+	allocs = fprep__cuda_alloc_count();
 	memset(max_diff, 0, sizeof max_diff);
 	ncases += all_cases(b, &w, ims, nims);
-	check_burst(b, &w, &big);
+	check_burst(b, &w, &big, 0);
+	check_burst(b, &w, &big, 1);
 	check_echo_and_bad(b, &w, &ims[0]);
 	CHECK(fprep__cuda_alloc_count() == allocs,
 	      "allocations after warm-up: %lu -> %lu", allocs,
 	      fprep__cuda_alloc_count());
 	printf("allocations: %lu at warm-up, %lu after %d more requests\n",
-	       allocs, fprep__cuda_alloc_count(), ncases / 2 + BURST + 2);
+	       allocs, fprep__cuda_alloc_count(), ncases / 2 + 2 * BURST + 2);
 	b->close(b, 5000);
 
 	/* Warm cache: the second open compiles nothing. */
