@@ -148,7 +148,7 @@ static void latency(const fprep__cuda_config *cfg, const bench_frame *bf,
 		lane_job_init(&lj, &w, &bf->rq, pinned ? bf->pinned : bf->frame,
 		              out, bf->out_bytes);
 		lj.job.input_pinned = pinned;
-		unsigned target = w.done + 1;
+		unsigned target = lane_count(&w) + 1;
 		uint64_t t0 = now_ns();
 		if (b->submit(b, &lj.job) != 0)
 			exit(1);
@@ -195,7 +195,7 @@ static double throughput(const fprep__cuda_config *cfg, const bench_frame *bf,
 		b->submit(b, &jobs[k].job);
 	}
 	lane_wait(&w, 8);
-	w.done = 0;
+	unsigned base = lane_count(&w);
 	uint64_t t0 = now_ns();
 	for (int k = 0; k < TPUT_FRAMES; k++) {
 		/* Outputs rotate over 4 buffers: the host copy-out is real. */
@@ -206,7 +206,7 @@ static double throughput(const fprep__cuda_config *cfg, const bench_frame *bf,
 		if (b->submit(b, &jobs[k].job) != 0)
 			exit(1);
 	}
-	lane_wait(&w, TPUT_FRAMES);
+	lane_wait(&w, base + TPUT_FRAMES);
 	double s = (double)(now_ns() - t0) / 1e9;
 	for (int k = 0; k < TPUT_FRAMES; k++)
 		if (jobs[k].job.status != FPREP_OK)

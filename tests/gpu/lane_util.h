@@ -99,6 +99,15 @@ static inline void lane_waiter_init(lane_waiter *w)
 	w->done = 0;
 }
 
+/* lane_count returns how many done callbacks arrived so far. */
+static inline unsigned lane_count(lane_waiter *w)
+{
+	pthread_mutex_lock(&w->mu);
+	unsigned n = w->done;
+	pthread_mutex_unlock(&w->mu);
+	return n;
+}
+
 static inline void lane_wait(lane_waiter *w, unsigned n)
 {
 	pthread_mutex_lock(&w->mu);

@@ -101,7 +101,7 @@ static int load_images(const char *dir, lane_image *ims)
 /* run_one submits one job and waits for it. */
 static void run_one(fprep__backend *b, lane_waiter *w, lane_job *lj)
 {
-	unsigned target = w->done + 1;
+	unsigned target = lane_count(w) + 1;
 	CHECK(b->submit(b, &lj->job) == 0, "submit refused");
 	lane_wait(w, target);
 }
@@ -326,7 +326,7 @@ static void check_burst(fprep__backend *b, lane_waiter *w, const lane_image *im,
 		out = malloc(bytes * BURST);
 	}
 	fprep__backend_cuda_set_probe(b, burst_probe, NULL);
-	unsigned target = w->done + BURST;
+	unsigned target = lane_count(w) + BURST;
 	for (int k = 0; k < BURST; k++) {
 		lane_job_init(&jobs[k], w, &rq, frame, out + bytes * k, bytes);
 		jobs[k].job.input_pinned = pinned;

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -374,7 +375,7 @@ typedef struct race {
 	int id;
 	int torn;
 	int reads;
-	volatile int *stop;
+	atomic_int *stop;
 } race;
 
 static void *race_writer(void *arg)
@@ -402,7 +403,7 @@ static void *race_reader(void *arg)
 
 	if (fprep__kcache_open(&c, r->dir, 1) != 0)
 		abort();
-	while (!*r->stop) {
+	while (!atomic_load(r->stop)) {
 		void *data = NULL;
 		size_t size = 0;
 		int err = fprep__kcache_get(c, 99, &data, &size);
@@ -433,7 +434,7 @@ static void test_concurrent_writers_never_tear(void **state)
 	test_dir *d = *state;
 	pthread_t w[RACE_WRITERS], rd;
 	race rw[RACE_WRITERS], rr = {0};
-	volatile int stop = 0;
+	atomic_int stop = 0;
 	int temps;
 
 	rr.dir = d->path;
@@ -448,7 +449,7 @@ static void test_concurrent_writers_never_tear(void **state)
 		pthread_join(w[i], NULL);
 		assert_int_equal(rw[i].torn, 0);
 	}
-	stop = 1;
+	atomic_store(&stop, 1);
 	pthread_join(rd, NULL);
 	printf("reader: %d whole reads, %d torn\n", rr.reads, rr.torn);
 	assert_int_equal(rr.torn, 0);
