@@ -192,14 +192,9 @@ static void cuda_fail(fprep__job *job, int status, int fatal, const char *text)
 	snprintf(job->message, sizeof job->message, "%s", text);
 }
 
-/* cuda_malloc_host allocates pinned host memory; flags
- * cudaHostAllocWriteCombined for buffers the host only writes (the staging
- * input): the host's writes bypass its caches and the GPU's reads of them
- * are not snooped, so the H2D right after the copy-in runs at full speed. */
-static int cuda_malloc_host(fprep__gpu_status *st, uint8_t **p, size_t n,
-                            unsigned flags)
+static int cuda_malloc_host(fprep__gpu_status *st, uint8_t **p, size_t n)
 {
-	if (FPREP__CUDA(st, cudaHostAlloc((void **)p, n, flags)))
+	if (FPREP__CUDA(st, cudaMallocHost((void **)p, n)))
 		return -1;
 	atomic_fetch_add(&cuda_allocs, 1);
 	return 0;
@@ -232,8 +227,7 @@ static int cuda_slot_reserve(cuda_slot *s, size_t in_size, size_t out_size,
 		size_t n = (in_size + CUDA_GROW_ALIGN - 1) &
 		           ~(size_t)(CUDA_GROW_ALIGN - 1);
 		cuda_free_pair(&s->h_in, &s->d_in, &s->in_cap);
-		if (cuda_malloc_host(st, &s->h_in, n,
-		                     cudaHostAllocWriteCombined) ||
+		if (cuda_malloc_host(st, &s->h_in, n) ||
 		    cuda_malloc_dev(st, &s->d_in, n))
 			return -1;
 		s->in_cap = n;
@@ -242,7 +236,7 @@ static int cuda_slot_reserve(cuda_slot *s, size_t in_size, size_t out_size,
 		size_t n = (out_size + CUDA_GROW_ALIGN - 1) &
 		           ~(size_t)(CUDA_GROW_ALIGN - 1);
 		cuda_free_pair(&s->h_out, &s->d_out, &s->out_cap);
-		if (cuda_malloc_host(st, &s->h_out, n, cudaHostAllocDefault) ||
+		if (cuda_malloc_host(st, &s->h_out, n) ||
 		    cuda_malloc_dev(st, &s->d_out, n))
 			return -1;
 		s->out_cap = n;

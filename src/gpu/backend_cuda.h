@@ -33,7 +33,7 @@ int fprep__backend_cuda_open(fprep__backend **bp,
                              const fprep__cuda_config *cfg);
 
 /* fprep__cuda_alloc_count returns how many device or pinned host buffers
- * (cudaMalloc, cudaHostAlloc) the GPU backend has allocated in this
+ * (cudaMalloc, cudaMallocHost) the GPU backend has allocated in this
  * process: steady-state traffic must not move it. */
 unsigned long fprep__cuda_alloc_count(void);
 
