@@ -151,8 +151,9 @@ void bench_report_table(FILE *out, const bench_report *rep)
 	}
 	if (rep->pcie_gbps <= 0 && strcmp(rep->backend, "cuda") == 0)
 		fprintf(out, "PCIe ceiling: not given; measure it on this "
-		             "machine (BENCHMARKS.md, \"PCIe ceiling\") and "
-		             "pass --pcie-gbps\n");
+		             "machine (the pinned copy probes of "
+		             "tests/gpu/bench_lane, BENCHMARKS.md \"PCIe "
+		             "ceiling\") and pass --pcie-gbps\n");
 }
 
 /* report_json_string writes s as a JSON string. */
