@@ -113,12 +113,11 @@ static const struct config_option config_options[KEY_COUNT] = {
         [KEY_SLOTS] = {"slots", "N", "GPU staging slots per lane", {2, 64}},
         [KEY_KERNELS] = {"kernels",
                          "DIR",
-                         "read kernel sources from DIR (default: embedded)",
+                         "read kernel sources from DIR",
                          {0, 0}},
         [KEY_KERNEL_CACHE] = {"kernel-cache",
                               "DIR|off",
-                              "compiled-kernel cache (default: "
-                              "$XDG_CACHE_HOME/frameprep)",
+                              "compiled-kernel cache directory, or off",
                               {0, 0}},
         [KEY_LOG_LEVEL] = {"log-level",
                            "LEVEL",
@@ -371,10 +370,10 @@ static void config_default(const fprep__config *cfg, enum config_key key,
 		snprintf(buf, size, "%u", cfg->slots);
 		break;
 	case KEY_KERNELS:
-		snprintf(buf, size, "embedded");
+		snprintf(buf, size, "the sources built in");
 		break;
 	case KEY_KERNEL_CACHE:
-		snprintf(buf, size, "on");
+		snprintf(buf, size, "$XDG_CACHE_HOME/frameprep");
 		break;
 	case KEY_LOG_LEVEL:
 		snprintf(buf, size, "%s", config_level_names[cfg->log_level]);

@@ -7,6 +7,7 @@
 #define FPREP_SERVICE_INGRESS_H
 
 #include <nng/nng.h>
+#include <stdatomic.h>
 
 #include "config.h"
 
@@ -16,15 +17,20 @@ typedef struct fprep__ingress {
 	nng_listener listeners[FPREP__MAX_LISTEN];
 	unsigned nlisteners;
 	int is_open;
+	atomic_int npipes; /* connected peers, counted by pipe events */
 } fprep__ingress;
 
 /* fprep__ingress_open opens the REP socket with NNG_OPT_RECVMAXSZ =
  * max_frame_bytes + FPREP_REQUEST_HEADER_SIZE and starts a listener on each
- * of cfg's URLs (ipc sockets get mode 0600). nng removes a stale ipc socket
- * file itself and refuses one on which another process listens. Returns 0,
+ * of cfg's URLs (ipc sockets get mode 0600). A stale ipc socket file is
+ * removed; a path on which another process listens is refused. Returns 0,
  * or FPREP_ETRANSPORT (FPREP_EBUSY when another daemon listens) with the
  * reason logged; on error nothing is left open. */
 int fprep__ingress_open(fprep__ingress *in, const fprep__config *cfg);
+
+/* fprep__ingress_pipes returns the number of peers connected now. Any
+ * thread. */
+int fprep__ingress_pipes(fprep__ingress *in);
 
 /* fprep__ingress_close closes the socket: its listeners, pipes and
  * contexts; pending operations complete with NNG_ECLOSED. Idempotent. */

@@ -27,8 +27,10 @@
  * receives; slots do not post new ones) -> let the work in flight finish
  * and its replies go out, within --shutdown-timeout-ms (past it, the
  * backend is closed, which fails what is left with ESHUTDOWN) -> close the
- * backend -> nng_close -> stop and free the aios -> close the uv handles ->
- * uv_loop_close. A watchdog thread ends the process if this takes too long.
+ * backend -> let the last replies leave (a finished send is only queued on
+ * the pipe: wait, briefly, for the peers to disconnect) -> nng_close -> stop
+ * and free the aios -> close the uv handles -> uv_loop_close. A watchdog thread
+ * ends the process if this takes too long.
  */
 #include "server.h"
 
@@ -57,6 +59,11 @@
 #define SERVER_FORCE_CLOSE_MS 1000
 /* Bound on each reply's send once shutdown began. */
 #define SERVER_STOP_SEND_MS 2000
+/* A finished send means "queued on the pipe", not "written": before
+ * nng_close, wait up to this long for the peers to disconnect, polling
+ * every SERVER_LINGER_POLL_MS, so the last replies reach them. */
+#define SERVER_LINGER_MS      500
+#define SERVER_LINGER_POLL_MS 10
 
 #define SERVER_INFO_SIZE 4096
 
@@ -91,6 +98,8 @@ struct server {
 	uv_signal_t sigint;
 	uv_signal_t sigterm;
 	uv_timer_t drain_timer;
+	uv_timer_t linger_timer;
+	uint64_t linger_end_ns;
 	fprep__ingress ingress;
 	fprep__watchdog watchdog;
 	struct server_slot *slots;
@@ -131,8 +140,12 @@ static void server_info(struct server *srv, char *buf, size_t size)
 {
 	const fprep__config *cfg = srv->cfg;
 	const fprep_limits *lim = &cfg->limits;
+	unsigned busy = 0;
 	size_t n;
 
+	for (unsigned i = 0; i < srv->nslots; i++)
+		busy += srv->slots[i].state == SLOT_WORK ||
+		        srv->slots[i].state == SLOT_SEND;
 	n = (size_t)snprintf(buf, size,
 	                     "version: %s\nprotocol: %d\nbackend: %s\n"
 	                     "device: %s\nlisten:",
@@ -151,7 +164,7 @@ static void server_info(struct server *srv, char *buf, size_t size)
 		        "\nuptime_s: %" PRIu64 "\n",
 		        lim->max_width, lim->max_height, lim->max_frame_bytes,
 		        lim->max_out_width, lim->max_out_height,
-		        lim->max_tensor_bytes, cfg->max_inflight, srv->active,
+		        lim->max_tensor_bytes, cfg->max_inflight, busy,
 		        srv->served, srv->failed,
 		        (fprep__now_ns() - srv->t_start_ns) / 1000000000u);
 	if (n < size - 1)
@@ -472,6 +485,7 @@ static void server_close_backend(struct server *srv, int timeout_ms)
 static void server_drain_timeout(uv_timer_t *timer)
 {
 	struct server *srv = timer->data;
+	unsigned count[SLOT_SEND + 1] = {0};
 
 	fprep__log(FPREP_LOG_WARNING,
 	           "shutdown: %u requests still in flight after %d ms: "
@@ -497,8 +511,16 @@ static void server_drain_timeout(uv_timer_t *timer)
 			nng_aio_cancel(s->aio);
 	}
 	srv->forcing = 0;
-	if (srv->active == 0)
+	if (srv->active == 0) {
 		server_finish(srv);
+		return;
+	}
+	for (unsigned i = 0; i < srv->nslots; i++)
+		count[srv->slots[i].state]++;
+	fprep__log(FPREP_LOG_NOTICE,
+	           "shutdown: waiting for %u replies being sent and %u "
+	           "receives being cancelled",
+	           count[SLOT_SEND], count[SLOT_RECV]);
 }
 
 /* server_stop begins the shutdown: no more receives; the requests in flight
@@ -538,17 +560,18 @@ static void server_stop(struct server *srv, int exit_status, int status,
 static void server_signal_cb(uv_signal_t *handle, int signum)
 {
 	struct server *srv = handle->data;
+	const char *name = signum == SIGTERM ? "SIGTERM" : "SIGINT";
 
 	if (srv->stopping) {
 		fprep__log(FPREP_LOG_NOTICE,
 		           "%s: already shutting down (%u requests in flight)",
-		           strsignal(signum), srv->active);
+		           name, srv->active);
 		return;
 	}
 	fprep__log(FPREP_LOG_NOTICE,
 	           "%s: shutting down: no new requests, answering the "
 	           "requests in flight",
-	           strsignal(signum));
+	           name);
 	server_stop(srv, 0, FPREP_ESHUTDOWN, "server shutting down");
 }
 
@@ -576,6 +599,27 @@ static void server_close_handles(struct server *srv)
 	uv_close((uv_handle_t *)&srv->sigint, NULL);
 	uv_close((uv_handle_t *)&srv->sigterm, NULL);
 	uv_close((uv_handle_t *)&srv->drain_timer, NULL);
+	uv_close((uv_handle_t *)&srv->linger_timer, NULL);
+}
+
+/* server_close_socket ends the ordered close once the replies had their
+ * chance to leave: nng_close, the aios, the uv handles. */
+static void server_close_socket(struct server *srv)
+{
+	uv_timer_stop(&srv->linger_timer);
+	fprep__ingress_close(&srv->ingress);
+	server_free_slots(srv);
+	server_close_handles(srv);
+}
+
+static void server_linger_cb(uv_timer_t *timer)
+{
+	struct server *srv = timer->data;
+
+	if (fprep__ingress_pipes(&srv->ingress) > 0 &&
+	    fprep__now_ns() < srv->linger_end_ns)
+		return;
+	server_close_socket(srv);
 }
 
 /* server_finish runs once no slot is busy: the ordered close. */
@@ -586,9 +630,14 @@ static void server_finish(struct server *srv)
 	srv->finished = 1;
 	uv_timer_stop(&srv->drain_timer);
 	server_close_backend(srv, srv->cfg->shutdown_timeout_ms);
-	fprep__ingress_close(&srv->ingress);
-	server_free_slots(srv);
-	server_close_handles(srv);
+	if (!srv->ingress.is_open || fprep__ingress_pipes(&srv->ingress) == 0) {
+		server_close_socket(srv);
+		return;
+	}
+	srv->linger_end_ns =
+	        fprep__now_ns() + (uint64_t)SERVER_LINGER_MS * 1000000u;
+	uv_timer_start(&srv->linger_timer, server_linger_cb,
+	               SERVER_LINGER_POLL_MS, SERVER_LINGER_POLL_MS);
 }
 
 static int server_open_slots(struct server *srv)
@@ -658,9 +707,11 @@ static int server_init_loop(struct server *srv)
 	uv_signal_init(&srv->loop, &srv->sigint);
 	uv_signal_init(&srv->loop, &srv->sigterm);
 	uv_timer_init(&srv->loop, &srv->drain_timer);
+	uv_timer_init(&srv->loop, &srv->linger_timer);
 	srv->sigint.data = srv;
 	srv->sigterm.data = srv;
 	srv->drain_timer.data = srv;
+	srv->linger_timer.data = srv;
 	rv = uv_signal_start(&srv->sigint, server_signal_cb, SIGINT);
 	if (rv == 0)
 		rv = uv_signal_start(&srv->sigterm, server_signal_cb, SIGTERM);
