@@ -375,7 +375,7 @@ def test_oversized(tmp):
 def test_shutdown_inflight(tmp):
     """(6) SIGTERM with requests in flight: each answered (OK or
     ESHUTDOWN), exit 0 within the bound."""
-    timeout_ms = 1500
+    timeout_ms = 200
     d = Daemon(tmp, "--workers", "1", "--shutdown-timeout-ms",
                str(timeout_ms), "--max-inflight", "64")
     n = 40
