@@ -39,6 +39,7 @@ enum config_key {
 	KEY_KERNELS,
 	KEY_KERNEL_CACHE,
 	KEY_LOG_LEVEL,
+	KEY_SOCKET_MODE,
 	KEY_COUNT,
 	/* Command-line only. */
 	KEY_CONFIG = 'c',
@@ -119,6 +120,11 @@ static const struct config_option config_options[KEY_COUNT] = {
                               "DIR|off",
                               "compiled-kernel cache directory, or off",
                               {0, 0}},
+        [KEY_SOCKET_MODE] = {"socket-mode",
+                             "MODE",
+                             "ipc:// socket file mode, octal: 600, 660 "
+                             "(a group) or 666",
+                             {0, 0}},
         [KEY_LOG_LEVEL] = {"log-level",
                            "LEVEL",
                            "err, warning, notice, info or debug",
@@ -148,6 +154,7 @@ void fprep__config_init(fprep__config *cfg)
 	cfg->slots = 2;
 	cfg->cache_enabled = 1;
 	cfg->log_level = FPREP_LOG_INFO;
+	cfg->socket_mode = 0600;
 }
 
 void fprep__config_fini(fprep__config *cfg)
@@ -262,6 +269,17 @@ static int config_set(fprep__config *cfg, enum config_key key, const char *val,
 			return 0;
 		}
 		return config_string(&cfg->kernel_cache, val);
+	case KEY_SOCKET_MODE:
+		if (strcmp(val, "600") != 0 && strcmp(val, "0600") != 0 &&
+		    strcmp(val, "660") != 0 && strcmp(val, "0660") != 0 &&
+		    strcmp(val, "666") != 0 && strcmp(val, "0666") != 0) {
+			fprintf(err,
+			        "frameprepd: %s: '%s' is not 600, 660 or 666\n",
+			        where, val);
+			return -1;
+		}
+		cfg->socket_mode = (int)strtol(val, NULL, 8);
+		return 0;
 	case KEY_LOG_LEVEL:
 		level = fprep__log_parse_level(val);
 		if (level < 0) {
@@ -374,6 +392,9 @@ static void config_default(const fprep__config *cfg, enum config_key key,
 		break;
 	case KEY_KERNEL_CACHE:
 		snprintf(buf, size, "$XDG_CACHE_HOME/frameprep");
+		break;
+	case KEY_SOCKET_MODE:
+		snprintf(buf, size, "%03o", (unsigned)cfg->socket_mode);
 		break;
 	case KEY_LOG_LEVEL:
 		snprintf(buf, size, "%s", config_level_names[cfg->log_level]);

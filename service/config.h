@@ -33,6 +33,7 @@ typedef struct fprep__config {
 	char *kernel_cache;      /* NULL: the default cache directory */
 	int cache_enabled;       /* 0: --kernel-cache off */
 	int log_level;           /* enum fprep__log_level */
+	int socket_mode;         /* permission bits of ipc:// socket files */
 } fprep__config;
 
 /* Results of fprep__config_parse besides 0 (run). */

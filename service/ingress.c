@@ -82,7 +82,7 @@ static int ingress_probe_ipc(const char *path)
 	return 0;
 }
 
-static int ingress_listen(fprep__ingress *in, const char *url)
+static int ingress_listen(fprep__ingress *in, const char *url, int mode)
 {
 	nng_listener l;
 	int rv;
@@ -103,7 +103,7 @@ static int ingress_listen(fprep__ingress *in, const char *url)
 		return FPREP_ETRANSPORT;
 	}
 	if (strncmp(url, "ipc://", 6) == 0) {
-		rv = nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, 0600);
+		rv = nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, mode);
 		if (rv != 0) {
 			fprep__log(FPREP_LOG_ERR,
 			           "listen %s: NNG_OPT_IPC_PERMISSIONS: %s",
@@ -180,7 +180,7 @@ int fprep__ingress_open(fprep__ingress *in, const fprep__config *cfg)
 		goto err_socket;
 	}
 	for (unsigned i = 0; i < cfg->nlisten; i++) {
-		rv = ingress_listen(in, cfg->listen[i]);
+		rv = ingress_listen(in, cfg->listen[i], cfg->socket_mode);
 		if (rv != 0)
 			goto err_socket;
 	}

@@ -22,10 +22,10 @@ typedef struct fprep__ingress {
 
 /* fprep__ingress_open opens the REP socket with NNG_OPT_RECVMAXSZ =
  * max_frame_bytes + FPREP_REQUEST_HEADER_SIZE and starts a listener on each
- * of cfg's URLs (ipc sockets get mode 0600). A stale ipc socket file is
- * removed; a path on which another process listens is refused. Returns 0,
- * or FPREP_ETRANSPORT (FPREP_EBUSY when another daemon listens) with the
- * reason logged; on error nothing is left open. */
+ * of cfg's URLs (ipc socket files get cfg->socket_mode). A stale ipc socket
+ * file is removed; a path on which another process listens is refused.
+ * Returns 0, or FPREP_ETRANSPORT (FPREP_EBUSY when another daemon listens)
+ * with the reason logged; on error nothing is left open. */
 int fprep__ingress_open(fprep__ingress *in, const fprep__config *cfg);
 
 /* fprep__ingress_pipes returns the number of peers connected now. Any
