@@ -524,6 +524,30 @@ def test_config(tmp):
           "socket")
 
 
+def test_systemd_notify(tmp):
+    """sd_notify: READY=1 once listening, STOPPING=1 on SIGTERM."""
+    import socket
+    path = os.path.join(tmp, "notify.sock")
+    ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    ns.bind(path)
+    ns.settimeout(10)
+    os.environ["NOTIFY_SOCKET"] = path
+    try:
+        d = Daemon(tmp)
+    finally:
+        del os.environ["NOTIFY_SOCKET"]
+    try:
+        first = ns.recv(4096).decode()
+        check("READY=1" in first.split("\n"), f"first notification: {first!r}")
+        good_request_ok(d)
+    finally:
+        d.stop()
+    rest = ns.recv(4096).decode()
+    check("STOPPING=1" in rest.split("\n"), f"on SIGTERM: {rest!r}")
+    ns.close()
+    print(f"ok notifications {first!r} then {rest!r}")
+
+
 TESTS = {name[5:]: fn for name, fn in globals().items()
          if name.startswith("test_")}
 
