@@ -16,6 +16,13 @@ static void evq_async_cb(uv_async_t *handle)
 	fprep__evq_drain(handle->data);
 }
 
+static void evq_close_cb(uv_handle_t *handle)
+{
+	fprep__evq *q = handle->data;
+
+	pthread_mutex_destroy(&q->lock);
+}
+
 int fprep__evq_init(fprep__evq *q, uv_loop_t *loop, fprep__evq_drain_cb drain,
                     void *data)
 {
@@ -23,6 +30,7 @@ int fprep__evq_init(fprep__evq *q, uv_loop_t *loop, fprep__evq_drain_cb drain,
 
 	q->head = NULL;
 	q->tail = NULL;
+	q->closed = 0;
 	q->drain = drain;
 	q->data = data;
 	if (pthread_mutex_init(&q->lock, NULL) != 0)
@@ -54,6 +62,8 @@ void fprep__evq_drain(fprep__evq *q)
 	fprep__event *ev, *next;
 
 	for (;;) {
+		if (q->closed)
+			return;
 		pthread_mutex_lock(&q->lock);
 		ev = q->head;
 		q->head = NULL;
@@ -61,7 +71,7 @@ void fprep__evq_drain(fprep__evq *q)
 		pthread_mutex_unlock(&q->lock);
 		if (ev == NULL)
 			return;
-		for (; ev != NULL; ev = next) {
+		for (; ev != NULL && !q->closed; ev = next) {
 			next = ev->next;
 			q->drain(ev, q->data);
 		}
@@ -70,6 +80,6 @@ void fprep__evq_drain(fprep__evq *q)
 
 void fprep__evq_fini(fprep__evq *q)
 {
-	uv_close((uv_handle_t *)&q->async, NULL);
-	pthread_mutex_destroy(&q->lock);
+	q->closed = 1;
+	uv_close((uv_handle_t *)&q->async, evq_close_cb);
 }

@@ -28,6 +28,7 @@ typedef struct fprep__evq {
 	uv_async_t async;
 	fprep__evq_drain_cb drain;
 	void *data;
+	int closed; /* fprep__evq_fini was called: drain no more */
 } fprep__evq;
 
 /* fprep__evq_init initialises q on loop, calling drain(ev, data) for each
@@ -45,9 +46,10 @@ void fprep__evq_push(fprep__evq *q, fprep__event *ev);
  * and shutdown may call it directly. */
 void fprep__evq_drain(fprep__evq *q);
 
-/* fprep__evq_fini closes the async handle (the loop must run once more to
- * finish closing it) and destroys the mutex. No thread may push any more.
- * Loop thread. */
+/* fprep__evq_fini closes the queue: the drain in progress, if any, stops
+ * after the current event, and the events still queued are dropped. The
+ * async handle closes, and the mutex is destroyed, when the loop runs next.
+ * No thread may push any more. Loop thread; may be called from drain. */
 void fprep__evq_fini(fprep__evq *q);
 
 #endif /* FPREP_SERVICE_EVQ_H */
