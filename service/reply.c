@@ -9,7 +9,6 @@
  */
 #include "reply.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "frameprep/protocol.h"
@@ -82,7 +81,7 @@ static nng_msg *reply_take(nng_msg *spare, size_t size)
 static nng_msg *reply_simple(nng_msg *spare, uint16_t kind, uint64_t id,
                              int status, const char *message, const char *text)
 {
-	size_t tlen = text != NULL ? strlen(text) : 0;
+	size_t tlen = text != NULL ? strlen(text) : 0, mlen;
 	fprep_reply_header rep;
 	nng_msg *msg;
 
@@ -95,7 +94,8 @@ static nng_msg *reply_simple(nng_msg *spare, uint16_t kind, uint64_t id,
 	rep.request_id = id;
 	rep.status = (uint32_t)status;
 	rep.payload_size = tlen;
-	snprintf(rep.message, sizeof(rep.message), "%s", message);
+	mlen = strnlen(message, sizeof(rep.message) - 1);
+	memcpy(rep.message, message, mlen); /* rep is zeroed: terminated */
 	fprep_reply_encode(&rep, nng_msg_body(msg));
 	if (tlen > 0)
 		memcpy((char *)nng_msg_body(msg) + FPREP_REPLY_HEADER_SIZE,

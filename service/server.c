@@ -119,6 +119,15 @@ struct server {
 
 static void server_finish(struct server *srv);
 
+/* server_set_message copies why into a reply message field, cut to fit. */
+static void server_set_message(char dst[FPREP_MESSAGE_SIZE], const char *why)
+{
+	size_t n = strnlen(why, FPREP_MESSAGE_SIZE - 1);
+
+	memcpy(dst, why, n);
+	dst[n] = '\0';
+}
+
 static void server_notify(const char *state)
 {
 #ifdef FPREP_HAVE_SYSTEMD
@@ -531,16 +540,14 @@ static void server_stop(struct server *srv, int exit_status, int status,
 	if (exit_status > srv->exit_status) {
 		srv->exit_status = exit_status;
 		srv->stop_status = status;
-		snprintf(srv->stop_message, sizeof(srv->stop_message), "%s",
-		         why);
+		server_set_message(srv->stop_message, why);
 	}
 	if (srv->stopping)
 		return;
 	srv->stopping = 1;
 	if (exit_status == 0) {
 		srv->stop_status = status;
-		snprintf(srv->stop_message, sizeof(srv->stop_message), "%s",
-		         why);
+		server_set_message(srv->stop_message, why);
 	}
 	server_notify("STOPPING=1");
 	if (fprep__watchdog_start(&srv->watchdog,
