@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <nng/protocol/reqrep0/rep.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -131,22 +132,66 @@ static int ingress_listen(fprep__ingress *in, const char *url, int mode)
 	return 0;
 }
 
-/* ingress_pipe_cb counts connected peers. It runs on nng's threads and
- * must not touch the socket. */
+/* ingress_pipe_cb keeps the list of connected peers. It runs on nng's
+ * threads and must not touch the socket. When the list cannot grow the peer
+ * is not listed: it is still closed by nng_close. */
 static void ingress_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
 	fprep__ingress *in = arg;
+	nng_pipe *grown;
 
-	(void)p;
-	if (ev == NNG_PIPE_EV_ADD_POST)
-		atomic_fetch_add(&in->npipes, 1);
-	else if (ev == NNG_PIPE_EV_REM_POST)
-		atomic_fetch_sub(&in->npipes, 1);
+	pthread_mutex_lock(&in->lock);
+	if (ev == NNG_PIPE_EV_ADD_POST) {
+		if (in->npipes == in->cap) {
+			grown = realloc(in->pipes,
+			                (in->cap * 2 + 16) * sizeof(*grown));
+			if (grown != NULL) {
+				in->pipes = grown;
+				in->cap = in->cap * 2 + 16;
+			}
+		}
+		if (in->npipes < in->cap)
+			in->pipes[in->npipes++] = p;
+	} else if (ev == NNG_PIPE_EV_REM_POST) {
+		for (size_t i = 0; i < in->npipes; i++) {
+			if (nng_pipe_id(in->pipes[i]) == nng_pipe_id(p)) {
+				in->pipes[i] = in->pipes[--in->npipes];
+				break;
+			}
+		}
+	}
+	pthread_mutex_unlock(&in->lock);
 }
 
 int fprep__ingress_pipes(fprep__ingress *in)
 {
-	return atomic_load(&in->npipes);
+	size_t n;
+
+	pthread_mutex_lock(&in->lock);
+	n = in->npipes;
+	pthread_mutex_unlock(&in->lock);
+	return (int)n;
+}
+
+void fprep__ingress_close_pipes(fprep__ingress *in)
+{
+	nng_pipe *copy = NULL;
+	size_t n;
+
+	/* Closed outside the lock: nng may run the REM_POST callback on
+	 * this thread. */
+	pthread_mutex_lock(&in->lock);
+	n = in->npipes;
+	if (n > 0)
+		copy = malloc(n * sizeof(*copy));
+	if (copy != NULL)
+		memcpy(copy, in->pipes, n * sizeof(*copy));
+	pthread_mutex_unlock(&in->lock);
+	if (copy == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		nng_pipe_close(copy[i]);
+	free(copy);
 }
 
 int fprep__ingress_open(fprep__ingress *in, const fprep__config *cfg)
@@ -155,6 +200,8 @@ int fprep__ingress_open(fprep__ingress *in, const fprep__config *cfg)
 	int rv;
 
 	memset(in, 0, sizeof(*in));
+	if (pthread_mutex_init(&in->lock, NULL) != 0)
+		return FPREP_ENOMEM;
 	rv = nng_rep0_open(&in->sock);
 	if (rv != 0) {
 		fprep__log(FPREP_LOG_ERR, "nng_rep0_open: %s",
@@ -198,4 +245,9 @@ void fprep__ingress_close(fprep__ingress *in)
 	nng_close(in->sock);
 	in->is_open = 0;
 	in->nlisteners = 0;
+	/* No pipe callback runs after nng_close has returned. */
+	free(in->pipes);
+	in->pipes = NULL;
+	in->npipes = in->cap = 0;
+	pthread_mutex_destroy(&in->lock);
 }

@@ -7,7 +7,7 @@
 #define FPREP_SERVICE_INGRESS_H
 
 #include <nng/nng.h>
-#include <stdatomic.h>
+#include <pthread.h>
 
 #include "config.h"
 
@@ -17,7 +17,10 @@ typedef struct fprep__ingress {
 	nng_listener listeners[FPREP__MAX_LISTEN];
 	unsigned nlisteners;
 	int is_open;
-	atomic_int npipes; /* connected peers, counted by pipe events */
+	pthread_mutex_t lock; /* guards the pipe list (nng's threads add) */
+	nng_pipe *pipes;      /* connected peers, from pipe events */
+	size_t npipes;
+	size_t cap;
 } fprep__ingress;
 
 /* fprep__ingress_open opens the REP socket with NNG_OPT_RECVMAXSZ =
@@ -31,6 +34,10 @@ int fprep__ingress_open(fprep__ingress *in, const fprep__config *cfg);
 /* fprep__ingress_pipes returns the number of peers connected now. Any
  * thread. */
 int fprep__ingress_pipes(fprep__ingress *in);
+
+/* fprep__ingress_close_pipes closes every connection, before the socket
+ * itself is closed. Not from an nng callback. */
+void fprep__ingress_close_pipes(fprep__ingress *in);
 
 /* fprep__ingress_close closes the socket: its listeners, pipes and
  * contexts; pending operations complete with NNG_ECLOSED. Idempotent. */

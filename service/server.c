@@ -28,9 +28,11 @@
  * and its replies go out, within --shutdown-timeout-ms (past it, the
  * backend is closed, which fails what is left with ESHUTDOWN) -> close the
  * backend -> let the last replies leave (a finished send is only queued on
- * the pipe: wait, briefly, for the peers to disconnect) -> nng_close -> stop
- * and free the aios -> close the uv handles -> uv_loop_close. A watchdog thread
- * ends the process if this takes too long.
+ * the pipe: wait, up to 2 s, for the peers to disconnect) -> close the
+ * remaining connections one by one (nng_pipe_close; nng_close in 1.5.2 can
+ * hang on connections that are still writing) -> nng_close -> stop
+ * and free the aios -> close the uv handles -> uv_loop_close. A watchdog
+ * thread ends the process if this takes too long.
  */
 #include "server.h"
 
@@ -53,7 +55,7 @@
 
 /* Added to --shutdown-timeout-ms for the watchdog: closing the backend, the
  * socket and the loop after the drain deadline. */
-#define SERVER_WATCHDOG_MARGIN_MS 5000
+#define SERVER_WATCHDOG_MARGIN_MS 10000
 /* How long the backend may take to fail its jobs once the drain deadline
  * has passed. */
 #define SERVER_FORCE_CLOSE_MS 1000
@@ -62,7 +64,7 @@
 /* A finished send means "queued on the pipe", not "written": before
  * nng_close, wait up to this long for the peers to disconnect, polling
  * every SERVER_LINGER_POLL_MS, so the last replies reach them. */
-#define SERVER_LINGER_MS      500
+#define SERVER_LINGER_MS      2000
 #define SERVER_LINGER_POLL_MS 10
 
 #define SERVER_INFO_SIZE 4096
@@ -614,6 +616,8 @@ static void server_close_handles(struct server *srv)
 static void server_close_socket(struct server *srv)
 {
 	uv_timer_stop(&srv->linger_timer);
+	if (srv->ingress.is_open)
+		fprep__ingress_close_pipes(&srv->ingress);
 	fprep__ingress_close(&srv->ingress);
 	server_free_slots(srv);
 	server_close_handles(srv);

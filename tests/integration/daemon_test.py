@@ -404,7 +404,7 @@ def test_shutdown_inflight(tmp):
                 break
             time.sleep(0.02)
         check(busy > 0, "no request in flight when SIGTERM was sent")
-        took = d.stop(bound=timeout_ms / 1000 + 10)
+        took = d.stop(bound=timeout_ms / 1000 + 12)
         counts = {}
         for p in procs:
             out = p.communicate(timeout=90)[0]
