@@ -5,6 +5,7 @@ cv2.resize(INTER_LINEAR) + cv2.copyMakeBorder(114) + BGR->RGB + /255 +
 HWC->CHW, float32, one frame at a time on the calling thread (OpenCV may
 use its own threads inside cv2.resize).
 """
+import importlib.util
 import os
 import sys
 
@@ -29,11 +30,10 @@ def letterbox_opencv(frame, dw, dh):
 
 def main():
     args = peer_common.arg_parser(__doc__.splitlines()[0]).parse_args()
-    try:
-        import cv2  # noqa: F401
-        import numpy  # noqa: F401
-    except ImportError as e:
-        print(f"SKIP: peer_opencv_cpu needs OpenCV and numpy ({e})")
+    missing = [m for m in ("cv2", "numpy")
+               if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"SKIP: peer_opencv_cpu needs {' and '.join(missing)}")
         return peer_common.SKIP
     peer_common.run_sync(
         "peer_opencv_cpu", args, lambda case: case[2:],
