@@ -109,8 +109,7 @@ int fprep__region_map(fprep__region **rp, const char *name, uint64_t size,
 	if ((uint64_t)st.st_size < size) {
 		snprintf(msg, msg_size,
 		         "region %s is %lld bytes, less than region_size %llu",
-		         name, (long long)st.st_size,
-		         (unsigned long long)size);
+		         name, (long long)st.st_size, (unsigned long long)size);
 		err = FPREP_EINVAL;
 		goto err_fd;
 	}

@@ -27,16 +27,16 @@
 typedef struct fprep__region fprep__region;
 
 struct fprep__region {
-	uint32_t id;          /* daemon-assigned, unique, never 0 */
-	uint32_t owner;       /* nng pipe id of the registering connection */
+	uint32_t id;    /* daemon-assigned, unique, never 0 */
+	uint32_t owner; /* nng pipe id of the registering connection */
 	char name[FPREP_REGION_NAME_MAX + 1];
-	uint8_t *base;        /* mapping, size bytes, shared read/write */
+	uint8_t *base; /* mapping, size bytes, shared read/write */
 	uint64_t size;
-	volatile int broken;  /* set by the SIGBUS guard */
-	unsigned users;       /* requests in flight that use it (loop thread) */
-	int closing;          /* unregistered: unmap when users drops to 0 */
-	void *gpu_priv;       /* GPU backend state (registration per lane) */
-	fprep__region *next;  /* loop thread's list */
+	volatile int broken; /* set by the SIGBUS guard */
+	unsigned users;      /* requests in flight that use it (loop thread) */
+	int closing;         /* unregistered: unmap when users drops to 0 */
+	void *gpu_priv;      /* GPU backend state (registration per lane) */
+	fprep__region *next; /* loop thread's list */
 };
 
 /* fprep__region_name_check returns 0 when name (len bytes, not
