@@ -155,6 +155,36 @@ void fprep_result_fini(fprep_result *res);
 int fprep_client_request(fprep_client *client, fprep_request *req,
                          const void *payload, fprep_result *res);
 
+/* fprep_pending: one request in flight on a client (asynchronous API). */
+typedef struct fprep_pending fprep_pending;
+
+/* fprep_done_fn: called once when a pending request's reply (or its
+ * failure) arrives, from one of nng's threads. It must not block and must
+ * not call fprep_pending_wait; it typically wakes the submitting thread. */
+typedef void (*fprep_done_fn)(fprep_pending *p, void *arg);
+
+/* fprep_client_submit sends a request without waiting for the reply, so one
+ * thread can keep several frames in flight on one connection (each rides
+ * its own nng context; the daemon may answer them in any order). req and
+ * payload are as for fprep_client_request; payload is copied into the
+ * message before the call returns, so the caller may reuse it (shared-memory
+ * input must stay untouched until the reply). cb (may be NULL) is called
+ * with arg when the reply arrives. On success stores a handle in *pp that
+ * must be given to fprep_pending_wait exactly once. Returns 0, or
+ * FPREP_ENOMEM, FPREP_ETRANSPORT. */
+int fprep_client_submit(fprep_client *client, fprep_request *req,
+                        const void *payload, fprep_done_fn cb, void *arg,
+                        fprep_pending **pp);
+
+/* fprep_pending_done returns nonzero once p's reply or failure has arrived
+ * (fprep_pending_wait will not block). Any thread. */
+int fprep_pending_done(const fprep_pending *p);
+
+/* fprep_pending_wait waits for p (up to the client's timeout from the
+ * submission), stores the reply in *res with the same rules and errors as
+ * fprep_client_request, and frees p. */
+int fprep_pending_wait(fprep_pending *p, fprep_result *res);
+
 /* fprep_client_info asks the daemon what it runs. On success res->payload
  * holds payload_size bytes of "key: value" lines (NUL-terminated as a
  * convenience; the NUL is not counted). */
