@@ -1,1 +1,289 @@
-/* client.c: placeholder, replaced by its implementation. */
+/*
+ * client.c: the blocking client of frameprepd.
+ *
+ * A client is one cooked nng REQ socket dialled synchronously to the
+ * daemon. Each request goes through an nng context with its own aio, so an
+ * asynchronous, pipelined API (one context and aio per request in flight)
+ * can sit beside this blocking call on the same socket. Resending is off:
+ * the daemon sees every request once. A reply is kept in the nng message
+ * it arrived in; the result's payload points into it, so a tensor is never
+ * copied. nng errors are translated to enum fprep_err here, once, and their
+ * text is kept for fprep_client_last_error.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <nng/supplemental/util/platform.h>
+
+#include "frameprep/frameprep.h"
+
+#define CLIENT_DEFAULT_TIMEOUT_MS 30000
+
+/* The last fprep_client_open failure of each thread (there is no client
+ * to keep it in). */
+static _Thread_local char client_open_error[256];
+
+struct fprep_client {
+	nng_socket sock;
+	nng_ctx ctx;      /* the context of the blocking call */
+	nng_aio *aio;     /* its aio */
+	int timeout_ms;   /* per request, send plus reply */
+	uint64_t next_id; /* the next request id */
+	char error[256];  /* the last failure, as a sentence */
+};
+
+/* client_error records a sentence about the last failure and returns
+ * err. */
+static int client_error(fprep_client *c, int err, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static int client_error(fprep_client *c, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(c->error, sizeof(c->error), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+/* client_nng_err translates an nng error. */
+static int client_nng_err(int rv)
+{
+	switch (rv) {
+	case NNG_ETIMEDOUT:
+		return FPREP_ETIMEDOUT;
+	case NNG_ENOMEM:
+		return FPREP_ENOMEM;
+	case NNG_ECLOSED:
+		return FPREP_ECLOSED;
+	}
+	return FPREP_ETRANSPORT;
+}
+
+int fprep_default_url(char *buf, size_t size)
+{
+	const char *dir = getenv("XDG_RUNTIME_DIR");
+	int n;
+
+	if (dir != NULL && dir[0] != '\0')
+		n = snprintf(buf, size, "ipc://%s/frameprep.sock", dir);
+	else
+		n = snprintf(buf, size, "ipc:///tmp/frameprep-%u.sock",
+		             (unsigned)getuid());
+	if (n < 0 || (size_t)n >= size)
+		return FPREP_ELIMIT;
+	return FPREP_OK;
+}
+
+int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
+{
+	char defurl[512];
+	fprep_client *c;
+	int rv, err;
+
+	*clientp = NULL;
+	if (timeout_ms < 0)
+		return FPREP_EINVAL;
+	if (url == NULL) {
+		if ((err = fprep_default_url(defurl, sizeof(defurl))))
+			return err;
+		url = defurl;
+	}
+	c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		return FPREP_ENOMEM;
+	c->timeout_ms = timeout_ms ? timeout_ms : CLIENT_DEFAULT_TIMEOUT_MS;
+	c->next_id = 1;
+	if ((rv = nng_req0_open(&c->sock)) != 0) {
+		err = client_nng_err(rv);
+		goto err_free;
+	}
+	if ((rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME,
+	                            NNG_DURATION_INFINITE)) != 0 ||
+	    (rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
+	    (rv = nng_ctx_open(&c->ctx, c->sock)) != 0 ||
+	    (rv = nng_aio_alloc(&c->aio, NULL, NULL)) != 0) {
+		err = client_nng_err(rv);
+		goto err_close;
+	}
+	if ((rv = nng_dial(c->sock, url, NULL, 0)) != 0) {
+		err = FPREP_ETRANSPORT;
+		goto err_close;
+	}
+	client_open_error[0] = '\0';
+	*clientp = c;
+	return FPREP_OK;
+
+err_close:
+	if (c->aio != NULL)
+		nng_aio_free(c->aio);
+	nng_close(c->sock);
+err_free:
+	snprintf(client_open_error, sizeof(client_open_error),
+	         "connecting to %.200s: %s (nng error %d)", url,
+	         nng_strerror(rv), rv);
+	free(c);
+	return err;
+}
+
+void fprep_client_close(fprep_client *client)
+{
+	if (client == NULL)
+		return;
+	nng_aio_stop(client->aio);
+	nng_ctx_close(client->ctx);
+	nng_close(client->sock);
+	nng_aio_free(client->aio);
+	free(client);
+}
+
+const char *fprep_client_last_error(const fprep_client *client)
+{
+	return client == NULL ? client_open_error : client->error;
+}
+
+void fprep_result_fini(fprep_result *res)
+{
+	if (res->priv != NULL)
+		nng_msg_free(res->priv);
+	memset(res, 0, sizeof(*res));
+}
+
+/* client_roundtrip sends msg (taking it) on the client's context and waits
+ * for the reply, all within the client's timeout. */
+static int client_roundtrip(fprep_client *c, nng_msg *msg, nng_msg **replyp)
+{
+	nng_time deadline = nng_clock() + (nng_time)c->timeout_ms;
+	nng_time now;
+	int rv;
+
+	*replyp = NULL;
+	nng_aio_set_timeout(c->aio, c->timeout_ms);
+	nng_aio_set_msg(c->aio, msg);
+	nng_ctx_send(c->ctx, c->aio);
+	nng_aio_wait(c->aio);
+	if ((rv = nng_aio_result(c->aio)) != 0) {
+		nng_msg_free(nng_aio_get_msg(c->aio));
+		nng_aio_set_msg(c->aio, NULL);
+		return client_error(c, client_nng_err(rv),
+		                    "sending the request: %s (nng error %d)",
+		                    nng_strerror(rv), rv);
+	}
+	now = nng_clock();
+	nng_aio_set_timeout(
+	        c->aio, now >= deadline ? 1 : (nng_duration)(deadline - now));
+	nng_ctx_recv(c->ctx, c->aio);
+	nng_aio_wait(c->aio);
+	if ((rv = nng_aio_result(c->aio)) != 0)
+		return client_error(c, client_nng_err(rv),
+		                    "waiting for the reply: %s (nng error %d)",
+		                    nng_strerror(rv), rv);
+	*replyp = nng_aio_get_msg(c->aio);
+	nng_aio_set_msg(c->aio, NULL);
+	return FPREP_OK;
+}
+
+/* client_call sends a request header plus payload_size bytes of payload
+ * and stores the checked reply in *res. */
+static int client_call(fprep_client *c, fprep_request *req, const void *payload,
+                       size_t payload_size, fprep_result *res)
+{
+	nng_msg *msg = NULL, *reply = NULL;
+	uint8_t *body;
+	size_t len;
+	int err;
+
+	memset(res, 0, sizeof(*res));
+	c->error[0] = '\0';
+	req->version = FPREP_PROTOCOL_VERSION;
+	req->request_id = c->next_id++;
+	if (nng_msg_alloc(&msg, FPREP_REQUEST_HEADER_SIZE + payload_size) != 0)
+		return client_error(c, FPREP_ENOMEM,
+		                    "no memory for a %zu-byte request",
+		                    FPREP_REQUEST_HEADER_SIZE + payload_size);
+	body = nng_msg_body(msg);
+	fprep_request_encode(req, body);
+	if (payload_size > 0)
+		memcpy(body + FPREP_REQUEST_HEADER_SIZE, payload, payload_size);
+	if ((err = client_roundtrip(c, msg, &reply)))
+		return err;
+
+	body = nng_msg_body(reply);
+	len = nng_msg_len(reply);
+	if ((err = fprep_reply_decode(body, len, &res->header))) {
+		err = client_error(c, err, "unreadable reply of %zu bytes (%s)",
+		                   len, fprep_err_name(err));
+		goto err_reply;
+	}
+	if (res->header.request_id != req->request_id ||
+	    res->header.kind != req->kind) {
+		err = client_error(c, FPREP_EMISMATCH,
+		                   "reply for request %llu kind %u, expected "
+		                   "request %llu kind %u",
+		                   (unsigned long long)res->header.request_id,
+		                   res->header.kind,
+		                   (unsigned long long)req->request_id,
+		                   req->kind);
+		goto err_reply;
+	}
+	if (req->kind == FPREP_KIND_INFO) {
+		/* A NUL after the text, not counted in payload_size. */
+		if (nng_msg_append(reply, "", 1) != 0) {
+			err = client_error(c, FPREP_ENOMEM,
+			                   "no memory for the info text");
+			goto err_reply;
+		}
+		body = nng_msg_body(reply);
+	}
+	if (res->header.status != FPREP_OK)
+		client_error(c, FPREP_OK, "server: %s: %s",
+		             fprep_err_name((int)res->header.status),
+		             res->header.message);
+	res->payload = body + FPREP_REPLY_HEADER_SIZE;
+	res->payload_size = (size_t)res->header.payload_size;
+	res->priv = reply;
+	return FPREP_OK;
+
+err_reply:
+	nng_msg_free(reply);
+	memset(res, 0, sizeof(*res));
+	return err;
+}
+
+int fprep_client_request(fprep_client *client, fprep_request *req,
+                         const void *payload, fprep_result *res)
+{
+	size_t size = 0;
+
+	memset(res, 0, sizeof(*res));
+	if ((req->kind == FPREP_KIND_FRAME || req->kind == FPREP_KIND_ECHO) &&
+	    req->input_loc == FPREP_LOC_INLINE) {
+		if (req->input_size > SIZE_MAX - FPREP_REQUEST_HEADER_SIZE)
+			return client_error(
+			        client, FPREP_ELIMIT,
+			        "input_size %llu too large",
+			        (unsigned long long)req->input_size);
+		size = (size_t)req->input_size;
+		if (size > 0 && payload == NULL)
+			return client_error(client, FPREP_EINVAL,
+			                    "inline input of %zu bytes without "
+			                    "a payload",
+			                    size);
+	}
+	return client_call(client, req, payload, size, res);
+}
+
+int fprep_client_info(fprep_client *client, fprep_result *res)
+{
+	fprep_request req;
+
+	memset(&req, 0, sizeof(req));
+	req.kind = FPREP_KIND_INFO;
+	return client_call(client, &req, NULL, 0, res);
+}

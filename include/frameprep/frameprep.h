@@ -125,7 +125,9 @@ int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms);
 void fprep_client_close(fprep_client *client);
 
 /* fprep_client_last_error returns a sentence about the last failure on
- * this client (the transport error name, or the server's message), or "". */
+ * this client (the transport error name, or the server's message), or "".
+ * With client NULL it returns the calling thread's last fprep_client_open
+ * failure (nng's error text for a failed dial). */
 const char *fprep_client_last_error(const fprep_client *client);
 
 /* fprep_result: a reply received by the client. header is the decoded reply

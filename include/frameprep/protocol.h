@@ -54,7 +54,8 @@
  *
  * Request kinds
  *   FRAME   the header above plus the frame; answered with the tensor.
- *   INFO    header only (fields after request_id are ignored); answered with
+ *   INFO    the whole 128-byte header (fields after request_id are
+ *           ignored, and so are any bytes after the header); answered with
  *           a UTF-8 text payload of "key: value" lines describing the daemon
  *           (version, backend, device, limits).
  *   ECHO    exactly like FRAME, validated the same way, but no preprocessing
@@ -82,6 +83,8 @@
  * written at out_offset. Both must be regions registered by the same
  * connection. With SHM input the reply's flags carry
  * FPREP_REPLY_F_INPUT_RELEASED: the input bytes may be rewritten.
+ *
+ * Every request, whatever its kind, carries the whole 128-byte header.
  *
  * Reply header (FPREP_REPLY_HEADER_SIZE = 256 bytes)
  *
@@ -301,19 +304,25 @@ void fprep_request_encode(const fprep_request *req, void *buf);
  * bytes (header plus payload). On success returns FPREP_OK and fills *req;
  * for inline input the payload starts at FPREP_REQUEST_HEADER_SIZE.
  *
- * Validation, in this order, before anything is allocated: length >= header,
- * magic, version, kind; for FRAME and ECHO every enum field, every dimension
- * against *lim, the stride against width * bpp, input_size against
- * stride * (height - 1) + width * bpp and against lim->max_frame_bytes (all
- * in 64-bit arithmetic with overflow checks), the tensor size against
- * lim->max_tensor_bytes, inline payload length == input_size, normalisation
- * (std > 0, finite values), locations.
+ * Validation, in this order, before anything is allocated: magic (when at
+ * least 4 bytes), length >= header, version, kind; for FRAME and ECHO every
+ * enum field (input_loc and output_loc included; channel_order GRAY needs
+ * src_format GRAY8), every dimension (1..limit) against *lim, the stride
+ * against width * bpp, input_size against stride * (height - 1) + width *
+ * bpp and against lim->max_frame_bytes (all in 64-bit arithmetic with
+ * overflow checks), the tensor size against lim->max_tensor_bytes, the
+ * payload length (== input_size for inline input, 0 for shm input),
+ * normalisation (finite values, pad_value in [0, 255], std > 0; dtype U8
+ * needs scale 1/255 or 1, mean 0, std 1), out_capacity >= tensor size for
+ * shm output. INFO, REGISTER and UNREGISTER: only the common part (see the
+ * kinds above); the other fields of *req are left zero.
  *
  * On failure returns the error (FPREP_EPROTO, FPREP_EVERSION, FPREP_EINVAL,
  * FPREP_ELIMIT) and, if msg is not NULL, writes a NUL-terminated sentence of
  * at most msg_size bytes naming the field, the value and the bound. Whatever
- * could be read of kind and request_id is still stored in *req so the error
- * reply can carry them. Never reads outside buf[0..len). Thread-safe. */
+ * could be read of version, kind and request_id is still stored in *req so
+ * the error reply can carry them (nothing when the magic is wrong). Never
+ * reads outside buf[0..len). Thread-safe. */
 int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
                          fprep_request *req, char *msg, size_t msg_size);
 
@@ -327,9 +336,13 @@ int fprep_tensor_shape(const fprep_request *req, uint32_t shape[4],
 void fprep_reply_encode(const fprep_reply_header *rep, void *buf);
 
 /* fprep_reply_decode parses a reply message of len bytes: magic, version,
- * payload_size == len - header, message NUL-terminated. Returns FPREP_OK or
- * FPREP_EPROTO / FPREP_EVERSION. The payload, if any, starts at
- * FPREP_REPLY_HEADER_SIZE. */
+ * payload_size == len - header, message NUL-terminated, ndim <= 4; and for
+ * a FRAME or ECHO reply with status FPREP_OK: ndim 4, known dtype and
+ * layout, shape product * element size == tensor_size, and payload_size ==
+ * tensor_size for inline output. Returns FPREP_OK or FPREP_EPROTO /
+ * FPREP_EVERSION; on failure kind and request_id are still filled as far
+ * as they could be read (nothing when the magic is wrong). The payload, if
+ * any, starts at FPREP_REPLY_HEADER_SIZE. */
 int fprep_reply_decode(const void *buf, size_t len, fprep_reply_header *rep);
 
 #ifdef __cplusplus

@@ -1,2 +1,708 @@
-/* frameprep.c: placeholder, replaced by its implementation. */
-int main(void) { return 1; }
+/*
+ * frameprep: the one-shot command-line client of frameprepd.
+ *
+ * `frameprep send` decodes an image (PNG, JPEG, BMP, ... through
+ * stb_image), sends it as one FRAME (or ECHO) request, prints what came
+ * back and can save the tensor as a .npy file. `info` prints the daemon's
+ * description; `request` and `reply` write a raw wire request and read a
+ * raw wire reply, so that an independent client such as nngcat can carry
+ * the bytes. It uses only the public API of libframeprep, like any other
+ * application would.
+ *
+ * Exit status: 0 success, 1 the server answered with an error status, 2
+ * usage error, 3 transport, protocol or file error.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <frameprep/frameprep.h>
+#include <stb/stb_image.h>
+
+#include "npy.h"
+
+enum { EXIT_SERVER = 1, EXIT_USAGE = 2, EXIT_IO = 3 };
+
+/* cli_spec: what the user asked for, before it becomes a request. */
+struct cli_spec {
+	uint32_t out_w, out_h;
+	uint8_t dtype, layout, order, resize;
+	int have_mean, have_std, have_scale, have_pad;
+	float mean[3], std[3], scale, pad;
+	int timeout_ms;
+	int echo;
+	const char *url;
+	const char *out;
+};
+
+static const char *cli_dtype_name(uint8_t dtype)
+{
+	switch (dtype) {
+	case FPREP_DTYPE_F32:
+		return "f32";
+	case FPREP_DTYPE_F16:
+		return "f16";
+	case FPREP_DTYPE_U8:
+		return "u8";
+	}
+	return "?";
+}
+
+static const char *cli_npy_descr(uint8_t dtype)
+{
+	switch (dtype) {
+	case FPREP_DTYPE_F32:
+		return "<f4";
+	case FPREP_DTYPE_F16:
+		return "<f2";
+	case FPREP_DTYPE_U8:
+		return "|u1";
+	}
+	return NULL;
+}
+
+static const char *cli_kind_name(uint16_t kind)
+{
+	switch (kind) {
+	case FPREP_KIND_FRAME:
+		return "FRAME";
+	case FPREP_KIND_INFO:
+		return "INFO";
+	case FPREP_KIND_ECHO:
+		return "ECHO";
+	case FPREP_KIND_REGISTER:
+		return "REGISTER";
+	case FPREP_KIND_UNREGISTER:
+		return "UNREGISTER";
+	}
+	return "?";
+}
+
+static void cli_usage(FILE *f, const char *cmd)
+{
+	int all = cmd == NULL;
+
+	if (all)
+		fprintf(f,
+		        "usage: frameprep COMMAND [options]\n"
+		        "\n"
+		        "commands:\n"
+		        "  send IMAGE        send an image, print the tensor, "
+		        "optionally save it\n"
+		        "  info              print what the daemon runs\n"
+		        "  request IMAGE -o REQ.bin  write the raw wire "
+		        "request "
+		        "to a file\n"
+		        "  reply REPLY.bin   decode a raw wire reply file\n"
+		        "\n"
+		        "`frameprep COMMAND --help` lists the command's "
+		        "options.\n"
+		        "exit status: 0 ok, 1 server error status, 2 usage, 3 "
+		        "transport/IO error\n");
+	if (!all && strcmp(cmd, "info") == 0)
+		fprintf(f, "usage: frameprep info [--socket URL]\n");
+	if (!all && strcmp(cmd, "reply") == 0)
+		fprintf(f, "usage: frameprep reply REPLY.bin [-o OUT.npy]\n");
+	if (!all && strcmp(cmd, "send") == 0)
+		fprintf(f, "usage: frameprep send IMAGE [options]\n");
+	if (!all && strcmp(cmd, "request") == 0)
+		fprintf(f, "usage: frameprep request IMAGE -o REQ.bin "
+		           "[options]\n");
+	if (all)
+		return;
+	fprintf(f, "\noptions (default in brackets):\n");
+	if (strcmp(cmd, "reply") != 0 && strcmp(cmd, "request") != 0)
+		fprintf(f, "  --socket URL      daemon URL [ipc://"
+		           "$XDG_RUNTIME_DIR/frameprep.sock, else "
+		           "ipc:///tmp/frameprep-$UID.sock]\n");
+	if (strcmp(cmd, "send") == 0)
+		fprintf(f, "  -o, --output FILE save the tensor as .npy "
+		           "[not saved]\n"
+		           "  --timeout MS      reply timeout, milliseconds "
+		           "[30000]\n"
+		           "  --echo            send ECHO: transport only, "
+		           "tensor contents unspecified [off]\n");
+	if (strcmp(cmd, "request") == 0)
+		fprintf(f, "  -o, --output FILE where to write the request "
+		           "[required]\n"
+		           "  --echo            write an ECHO request [off]\n");
+	if (strcmp(cmd, "reply") == 0)
+		fprintf(f, "  -o, --output FILE save the tensor as .npy "
+		           "[not saved]\n");
+	if (strcmp(cmd, "send") == 0 || strcmp(cmd, "request") == 0)
+		fprintf(f,
+		        "  --size WxH        tensor width x height [640x640]\n"
+		        "  --dtype T         f32, f16 or u8 [f32]\n"
+		        "  --layout L        nchw or nhwc [nchw]\n"
+		        "  --order O         rgb, bgr or gray [rgb]\n"
+		        "  --resize R        letterbox or stretch [letterbox]\n"
+		        "  --mean a,b,c      per-channel mean after scaling, "
+		        "or "
+		        "one value [0,0,0]\n"
+		        "  --std a,b,c       per-channel std, > 0, or one "
+		        "value "
+		        "[1,1,1]\n"
+		        "  --scale S         pixel multiplier [1/255 = "
+		        "0.00392157]\n"
+		        "  --pad V           letterbox border value, 0..255 "
+		        "[114]\n");
+	fprintf(f, "  -h, --help        this text\n");
+}
+
+/* cli_floats parses "a,b,c" or "a" (replicated) into v[3]. */
+static int cli_floats(const char *s, float v[3])
+{
+	char *end;
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		errno = 0;
+		v[i] = strtof(s, &end);
+		if (end == s || errno != 0)
+			return -1;
+		if (*end == '\0')
+			break;
+		if (*end != ',')
+			return -1;
+		s = end + 1;
+	}
+	if (i == 0) {
+		v[1] = v[0];
+		v[2] = v[0];
+		return 0;
+	}
+	return i == 2 && *end == '\0' ? 0 : -1;
+}
+
+static int cli_float(const char *s, float *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtof(s, &end);
+	return end == s || *end != '\0' || errno != 0 ? -1 : 0;
+}
+
+static int cli_size(const char *s, uint32_t *w, uint32_t *h)
+{
+	unsigned long a, b;
+	char *end;
+
+	errno = 0;
+	a = strtoul(s, &end, 10);
+	if (end == s || (*end != 'x' && *end != 'X'))
+		return -1;
+	s = end + 1;
+	b = strtoul(s, &end, 10);
+	if (end == s || *end != '\0' || errno != 0 || a == 0 || b == 0 ||
+	    a > UINT32_MAX || b > UINT32_MAX)
+		return -1;
+	*w = (uint32_t)a;
+	*h = (uint32_t)b;
+	return 0;
+}
+
+/* cli_choice maps name to the value at the same index of vals, or -1. */
+static int cli_choice(const char *name, const char *const *names,
+                      const int *vals, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(name, names[i]) == 0)
+			return vals[i];
+	return -1;
+}
+
+enum {
+	OPT_SIZE = 256,
+	OPT_SOCKET,
+	OPT_DTYPE,
+	OPT_LAYOUT,
+	OPT_ORDER,
+	OPT_RESIZE,
+	OPT_MEAN,
+	OPT_STD,
+	OPT_SCALE,
+	OPT_PAD,
+	OPT_TIMEOUT,
+	OPT_ECHO,
+};
+
+static const struct option cli_options[] = {
+        {"size", required_argument, NULL, OPT_SIZE},
+        {"socket", required_argument, NULL, OPT_SOCKET},
+        {"output", required_argument, NULL, 'o'},
+        {"dtype", required_argument, NULL, OPT_DTYPE},
+        {"layout", required_argument, NULL, OPT_LAYOUT},
+        {"order", required_argument, NULL, OPT_ORDER},
+        {"resize", required_argument, NULL, OPT_RESIZE},
+        {"mean", required_argument, NULL, OPT_MEAN},
+        {"std", required_argument, NULL, OPT_STD},
+        {"scale", required_argument, NULL, OPT_SCALE},
+        {"pad", required_argument, NULL, OPT_PAD},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"echo", no_argument, NULL, OPT_ECHO},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+};
+
+/* cli_opt_name returns the long name of option opt. */
+static const char *cli_opt_name(int opt)
+{
+	for (const struct option *o = cli_options; o->name != NULL; o++)
+		if (o->val == opt)
+			return o->name;
+	return "?";
+}
+
+/* cli_allowed says which long options a command takes. */
+static int cli_allowed(const char *cmd, int opt)
+{
+	if (opt == 'h')
+		return 1;
+	if (strcmp(cmd, "info") == 0)
+		return opt == OPT_SOCKET;
+	if (strcmp(cmd, "reply") == 0)
+		return opt == 'o';
+	if (strcmp(cmd, "request") == 0)
+		return opt != OPT_SOCKET && opt != OPT_TIMEOUT;
+	return 1;
+}
+
+/* cli_parse parses the options of cmd (argv[0] is cmd) into *spec and
+ * returns the index of the first operand, or -1 after printing a usage
+ * error, or -2 for --help. */
+static int cli_parse(const char *cmd, int argc, char **argv,
+                     struct cli_spec *spec)
+{
+	static const char *const dtypes[] = {"f32", "f16", "u8"};
+	static const int dtype_v[] = {FPREP_DTYPE_F32, FPREP_DTYPE_F16,
+	                              FPREP_DTYPE_U8};
+	static const char *const layouts[] = {"nchw", "nhwc"};
+	static const int layout_v[] = {FPREP_LAYOUT_NCHW, FPREP_LAYOUT_NHWC};
+	static const char *const orders[] = {"rgb", "bgr", "gray"};
+	static const int order_v[] = {FPREP_ORDER_RGB, FPREP_ORDER_BGR,
+	                              FPREP_ORDER_GRAY};
+	static const char *const resizes[] = {"letterbox", "stretch"};
+	static const int resize_v[] = {FPREP_RESIZE_LETTERBOX,
+	                               FPREP_RESIZE_STRETCH};
+	int opt, v;
+	char *end;
+	long t;
+
+	opterr = 0;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "o:h", cli_options, NULL)) !=
+	       -1) {
+		if (opt == '?' || opt == ':') {
+			fprintf(stderr, "frameprep %s: bad option '%s'\n", cmd,
+			        argv[optind - 1]);
+			return -1;
+		}
+		if (!cli_allowed(cmd, opt)) {
+			fprintf(stderr,
+			        "frameprep %s: option --%s does not "
+			        "apply\n",
+			        cmd, cli_opt_name(opt));
+			return -1;
+		}
+		v = 0;
+		switch (opt) {
+		case 'h':
+			return -2;
+		case 'o':
+			spec->out = optarg;
+			break;
+		case OPT_SOCKET:
+			spec->url = optarg;
+			break;
+		case OPT_SIZE:
+			v = cli_size(optarg, &spec->out_w, &spec->out_h);
+			break;
+		case OPT_DTYPE:
+			v = cli_choice(optarg, dtypes, dtype_v, 3);
+			spec->dtype = (uint8_t)v;
+			break;
+		case OPT_LAYOUT:
+			v = cli_choice(optarg, layouts, layout_v, 2);
+			spec->layout = (uint8_t)v;
+			break;
+		case OPT_ORDER:
+			v = cli_choice(optarg, orders, order_v, 3);
+			spec->order = (uint8_t)v;
+			break;
+		case OPT_RESIZE:
+			v = cli_choice(optarg, resizes, resize_v, 2);
+			spec->resize = (uint8_t)v;
+			break;
+		case OPT_MEAN:
+			v = cli_floats(optarg, spec->mean);
+			spec->have_mean = 1;
+			break;
+		case OPT_STD:
+			v = cli_floats(optarg, spec->std);
+			spec->have_std = 1;
+			break;
+		case OPT_SCALE:
+			v = cli_float(optarg, &spec->scale);
+			spec->have_scale = 1;
+			break;
+		case OPT_PAD:
+			v = cli_float(optarg, &spec->pad);
+			spec->have_pad = 1;
+			break;
+		case OPT_TIMEOUT:
+			errno = 0;
+			t = strtol(optarg, &end, 10);
+			v = end == optarg || *end != '\0' || errno != 0 ||
+			                    t <= 0 || t > INT32_MAX
+			            ? -1
+			            : 0;
+			spec->timeout_ms = (int)t;
+			break;
+		case OPT_ECHO:
+			spec->echo = 1;
+			break;
+		}
+		if (v < 0) {
+			fprintf(stderr,
+			        "frameprep %s: bad value '%s' for --%s\n", cmd,
+			        optarg, cli_opt_name(opt));
+			return -1;
+		}
+	}
+	return optind;
+}
+
+/* cli_image is a decoded image in a pixel format the protocol knows. */
+struct cli_image {
+	uint8_t *pixels;
+	uint32_t width, height;
+	uint16_t format;
+};
+
+/* cli_load decodes path as GRAY8 when the file is grayscale or a gray
+ * tensor is asked for, else as RGB8. */
+static int cli_load(const char *path, uint8_t order, struct cli_image *img)
+{
+	int w, h, comp, want;
+
+	if (!stbi_info(path, &w, &h, &comp)) {
+		fprintf(stderr, "frameprep: %s: %s\n", path,
+		        stbi_failure_reason());
+		return -1;
+	}
+	want = comp <= 2 || order == FPREP_ORDER_GRAY ? 1 : 3;
+	img->pixels = stbi_load(path, &w, &h, &comp, want);
+	if (img->pixels == NULL) {
+		fprintf(stderr, "frameprep: %s: %s\n", path,
+		        stbi_failure_reason());
+		return -1;
+	}
+	img->width = (uint32_t)w;
+	img->height = (uint32_t)h;
+	img->format = want == 1 ? FPREP_PIX_GRAY8 : FPREP_PIX_RGB8;
+	return 0;
+}
+
+/* cli_request builds the request for an image from the user's spec. */
+static void cli_request(const struct cli_spec *spec,
+                        const struct cli_image *img, fprep_request *req)
+{
+	fprep_request_init(req, img->format, img->width, img->height);
+	if (spec->echo)
+		req->kind = FPREP_KIND_ECHO;
+	if (spec->out_w != 0) {
+		req->out_width = spec->out_w;
+		req->out_height = spec->out_h;
+	}
+	if (spec->dtype != 0)
+		req->dtype = spec->dtype;
+	if (spec->layout != 0)
+		req->layout = spec->layout;
+	if (spec->order != 0)
+		req->channel_order = spec->order;
+	if (spec->resize != 0)
+		req->resize = spec->resize;
+	if (spec->have_mean)
+		memcpy(req->mean, spec->mean, sizeof(req->mean));
+	if (spec->have_std)
+		memcpy(req->std, spec->std, sizeof(req->std));
+	if (spec->have_scale)
+		req->scale = spec->scale;
+	if (spec->have_pad)
+		req->pad_value = spec->pad;
+}
+
+static uint64_t cli_fnv1a64(const void *data, size_t size)
+{
+	const uint8_t *p = data;
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < size; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/* cli_print_reply prints a reply and saves its tensor to out (if not
+ * NULL); returns the exit status. */
+static int cli_print_reply(const fprep_reply_header *h, const void *payload,
+                           size_t payload_size, const char *out)
+{
+	const char *descr = cli_npy_descr(h->dtype);
+
+	printf("request   %" PRIu64 " %s\n", h->request_id,
+	       cli_kind_name(h->kind));
+	if (h->status != FPREP_OK) {
+		printf("status    %s (%s): %s\n",
+		       fprep_err_name((int)h->status),
+		       fprep_strerror((int)h->status), h->message);
+		fprintf(stderr, "frameprep: server error %s: %s\n",
+		        fprep_err_name((int)h->status), h->message);
+		return EXIT_SERVER;
+	}
+	printf("status    OK\n");
+	printf("shape     (");
+	for (int i = 0; i < h->ndim; i++)
+		printf("%s%" PRIu32, i ? ", " : "", h->shape[i]);
+	printf(")\n");
+	printf("dtype     %s %s\n", cli_dtype_name(h->dtype),
+	       h->layout == FPREP_LAYOUT_NHWC ? "NHWC" : "NCHW");
+	printf("transform scale %.6g x %.6g, pad %g x %g (left x top)\n",
+	       (double)h->scale_x, (double)h->scale_y, (double)h->pad_x,
+	       (double)h->pad_y);
+	printf("timings   queue %" PRIu32 " us, compute %" PRIu32
+	       " us, h2d %" PRIu32 " us, kernel %" PRIu32 " us, d2h %" PRIu32
+	       " us, total %" PRIu32 " us\n",
+	       h->t_queue_us, h->t_compute_us, h->t_h2d_us, h->t_kernel_us,
+	       h->t_d2h_us, h->t_total_us);
+	printf("bytes     %" PRIu64 "\n", h->tensor_size);
+	if (h->output_loc != FPREP_LOC_INLINE)
+		return 0;
+	printf("checksum  fnv1a64 %016" PRIx64 "\n",
+	       cli_fnv1a64(payload, payload_size));
+	if (out == NULL)
+		return 0;
+	if (descr == NULL || fprep_npy_write(out, descr, h->shape, h->ndim,
+	                                     payload, payload_size) != 0) {
+		fprintf(stderr, "frameprep: writing %s: %s\n", out,
+		        descr == NULL ? "unknown dtype" : strerror(errno));
+		return EXIT_IO;
+	}
+	printf("wrote     %s\n", out);
+	return 0;
+}
+
+/* cli_client opens a client for the spec's URL; returns an exit status. */
+static int cli_client(const struct cli_spec *spec, fprep_client **cp)
+{
+	int err = fprep_client_open(cp, spec->url, spec->timeout_ms);
+
+	if (err) {
+		fprintf(stderr, "frameprep: %s: %s\n", fprep_err_name(err),
+		        fprep_client_last_error(NULL));
+		return EXIT_IO;
+	}
+	return 0;
+}
+
+/* cli_failed reports a failed client call; returns the exit status. */
+static int cli_failed(fprep_client *c, int err)
+{
+	fprintf(stderr, "frameprep: %s: %s\n", fprep_err_name(err),
+	        fprep_client_last_error(c));
+	return EXIT_IO;
+}
+
+static int cli_send(const struct cli_spec *spec, const char *path)
+{
+	struct cli_image img;
+	fprep_client *c = NULL;
+	fprep_result res = {0};
+	fprep_request req;
+	int err, ret;
+
+	if (cli_load(path, spec->order, &img) != 0)
+		return EXIT_IO;
+	cli_request(spec, &img, &req);
+	if ((ret = cli_client(spec, &c)) != 0)
+		goto out_image;
+	printf("source    %s %" PRIu32 "x%" PRIu32 " %s\n", path, img.width,
+	       img.height, img.format == FPREP_PIX_GRAY8 ? "GRAY8" : "RGB8");
+	if ((err = fprep_client_request(c, &req, img.pixels, &res)) != 0) {
+		ret = cli_failed(c, err);
+		goto out_client;
+	}
+	ret = cli_print_reply(&res.header, res.payload, res.payload_size,
+	                      spec->out);
+	fprep_result_fini(&res);
+out_client:
+	fprep_client_close(c);
+out_image:
+	stbi_image_free(img.pixels);
+	return ret;
+}
+
+static int cli_info(const struct cli_spec *spec)
+{
+	fprep_client *c = NULL;
+	fprep_result res = {0};
+	int err, ret;
+
+	if ((ret = cli_client(spec, &c)) != 0)
+		return ret;
+	if ((err = fprep_client_info(c, &res)) != 0) {
+		ret = cli_failed(c, err);
+		goto out;
+	}
+	if (res.header.status != FPREP_OK) {
+		fprintf(stderr, "frameprep: server error %s: %s\n",
+		        fprep_err_name((int)res.header.status),
+		        res.header.message);
+		ret = EXIT_SERVER;
+	} else {
+		fwrite(res.payload, 1, res.payload_size, stdout);
+		if (res.payload_size > 0 &&
+		    ((const char *)res.payload)[res.payload_size - 1] != '\n')
+			putchar('\n');
+	}
+	fprep_result_fini(&res);
+out:
+	fprep_client_close(c);
+	return ret;
+}
+
+static int cli_write_request(const struct cli_spec *spec, const char *path)
+{
+	uint8_t header[FPREP_REQUEST_HEADER_SIZE];
+	struct cli_image img;
+	fprep_request req;
+	FILE *f;
+	int ret = EXIT_IO;
+
+	if (cli_load(path, spec->order, &img) != 0)
+		return EXIT_IO;
+	cli_request(spec, &img, &req);
+	req.request_id = 1;
+	fprep_request_encode(&req, header);
+	f = fopen(spec->out, "wb");
+	if (f == NULL)
+		goto fail;
+	if (fwrite(header, 1, sizeof(header), f) != sizeof(header) ||
+	    fwrite(img.pixels, 1, req.input_size, f) != req.input_size) {
+		fclose(f);
+		goto fail;
+	}
+	if (fclose(f) != 0)
+		goto fail;
+	printf("wrote     %s: %s request %" PRIu64 ", %" PRIu32 "x%" PRIu32
+	       " %s, %zu bytes\n",
+	       spec->out, cli_kind_name(req.kind), req.request_id,
+	       req.src_width, req.src_height,
+	       req.src_format == FPREP_PIX_GRAY8 ? "GRAY8" : "RGB8",
+	       sizeof(header) + (size_t)req.input_size);
+	ret = 0;
+	goto out;
+fail:
+	fprintf(stderr, "frameprep: writing %s: %s\n", spec->out,
+	        strerror(errno));
+out:
+	stbi_image_free(img.pixels);
+	return ret;
+}
+
+static int cli_read_reply(const struct cli_spec *spec, const char *path)
+{
+	fprep_reply_header h;
+	uint8_t *buf = NULL;
+	long size;
+	FILE *f;
+	int err, ret = EXIT_IO;
+
+	f = fopen(path, "rb");
+	if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 ||
+	    fseek(f, 0, SEEK_SET) != 0) {
+		fprintf(stderr, "frameprep: %s: %s\n", path, strerror(errno));
+		goto out;
+	}
+	buf = malloc(size > 0 ? (size_t)size : 1);
+	if (buf == NULL || fread(buf, 1, (size_t)size, f) != (size_t)size) {
+		fprintf(stderr, "frameprep: reading %s failed\n", path);
+		goto out;
+	}
+	if ((err = fprep_reply_decode(buf, (size_t)size, &h)) != 0) {
+		fprintf(stderr,
+		        "frameprep: %s: %s: not a valid reply (%ld bytes)\n",
+		        path, fprep_err_name(err), size);
+		goto out;
+	}
+	ret = cli_print_reply(&h, buf + FPREP_REPLY_HEADER_SIZE,
+	                      (size_t)h.payload_size, spec->out);
+out:
+	free(buf);
+	if (f != NULL)
+		fclose(f);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	static const char *const cmds[] = {"send", "info", "request", "reply"};
+	struct cli_spec spec = {0};
+	const char *cmd;
+	int first, operands, known = 0;
+
+	if (argc < 2) {
+		cli_usage(stderr, NULL);
+		return EXIT_USAGE;
+	}
+	cmd = argv[1];
+	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0) {
+		cli_usage(stdout, NULL);
+		return 0;
+	}
+	if (strcmp(cmd, "--version") == 0) {
+		printf("frameprep %s\n", FPREP_VERSION_STRING);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		known |= strcmp(cmd, cmds[i]) == 0;
+	if (!known) {
+		fprintf(stderr, "frameprep: unknown command '%s'\n", cmd);
+		cli_usage(stderr, NULL);
+		return EXIT_USAGE;
+	}
+	first = cli_parse(cmd, argc - 1, argv + 1, &spec);
+	if (first == -2) {
+		cli_usage(stdout, cmd);
+		return 0;
+	}
+	if (first < 0) {
+		fprintf(stderr, "try 'frameprep %s --help'\n", cmd);
+		return EXIT_USAGE;
+	}
+	operands = argc - 1 - first;
+	if (strcmp(cmd, "info") == 0) {
+		if (operands != 0)
+			goto usage;
+		return cli_info(&spec);
+	}
+	if (operands != 1)
+		goto usage;
+	/* Options may also follow the operand. */
+	if (strcmp(cmd, "send") == 0)
+		return cli_send(&spec, argv[1 + first]);
+	if (strcmp(cmd, "request") == 0) {
+		if (spec.out == NULL)
+			goto usage;
+		return cli_write_request(&spec, argv[1 + first]);
+	}
+	return cli_read_reply(&spec, argv[1 + first]);
+usage:
+	cli_usage(stderr, cmd);
+	return EXIT_USAGE;
+}

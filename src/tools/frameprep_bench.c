@@ -1,2 +1,5 @@
 /* frameprep_bench.c: placeholder, replaced by its implementation. */
-int main(void) { return 1; }
+int main(void)
+{
+	return 1;
+}

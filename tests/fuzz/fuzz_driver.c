@@ -1,0 +1,181 @@
+/*
+ * fuzz_driver.c: runs the fuzz target of fuzz_request.c without libFuzzer.
+ *
+ * It generates its corpus: valid requests of every kind and location and
+ * valid replies, then every truncation of each, and 10,000 seeded mutations
+ * (bit flips, byte overwrites with boundary values, length changes) per
+ * seed. Each input is copied into a buffer of exactly its size so that a
+ * sanitizer build catches any read past the end. Deterministic: the seed
+ * is fixed, or given as the first argument.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frameprep/frameprep.h"
+#include "frameprep/protocol.h"
+
+#define DRIVER_MUTATIONS 10000
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static uint64_t driver_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t driver_rand(void)
+{
+	/* xorshift64* */
+	driver_state ^= driver_state >> 12;
+	driver_state ^= driver_state << 25;
+	driver_state ^= driver_state >> 27;
+	return driver_state * 0x2545f4914f6cdd1dull;
+}
+
+/* driver_run feeds size bytes of data to the target from an exact-size
+ * copy. */
+static void driver_run(const uint8_t *data, size_t size)
+{
+	uint8_t *copy = malloc(size ? size : 1);
+
+	if (copy == NULL)
+		abort();
+	memcpy(copy, data, size);
+	LLVMFuzzerTestOneInput(copy, size);
+	free(copy);
+}
+
+/* driver_mutate runs DRIVER_MUTATIONS random variations of a seed. */
+static void driver_mutate(const uint8_t *seed, size_t size)
+{
+	static const uint8_t special[] = {0x00, 0x01, 0x7f, 0x80, 0xfe, 0xff};
+	size_t cap = size + 64;
+	uint8_t *buf = malloc(cap);
+
+	if (buf == NULL)
+		abort();
+	for (int i = 0; i < DRIVER_MUTATIONS; i++) {
+		size_t len = size;
+		int edits = 1 + (int)(driver_rand() % 4);
+
+		memcpy(buf, seed, size);
+		memset(buf + size, 0, cap - size);
+		for (int e = 0; e < edits; e++) {
+			uint64_t r = driver_rand();
+			/* Mostly the header, where the parser looks. */
+			size_t at = (r >> 8) % (size < 256 ? size : 256);
+
+			switch (r % 4) {
+			case 0:
+			case 1:
+				buf[at] ^= (uint8_t)(1u << ((r >> 40) % 8));
+				break;
+			case 2:
+				buf[at] = special[(r >> 40) % sizeof(special)];
+				break;
+			case 3:
+				len = (size_t)((r >> 40) % cap);
+				break;
+			}
+		}
+		driver_run(buf, len);
+	}
+	free(buf);
+}
+
+static void driver_seed(const uint8_t *seed, size_t size)
+{
+	for (size_t len = 0; len <= size; len++)
+		driver_run(seed, len);
+	driver_mutate(seed, size);
+}
+
+/* driver_request seeds with a request, its payload filled. */
+static void driver_request(const fprep_request *req, size_t payload)
+{
+	size_t size = FPREP_REQUEST_HEADER_SIZE + payload;
+	uint8_t *buf = calloc(1, size);
+
+	if (buf == NULL)
+		abort();
+	fprep_request_encode(req, buf);
+	for (size_t i = 0; i < payload; i++)
+		buf[FPREP_REQUEST_HEADER_SIZE + i] = (uint8_t)i;
+	driver_seed(buf, size);
+	free(buf);
+}
+
+static void driver_reply(const fprep_reply_header *rep)
+{
+	size_t size = FPREP_REPLY_HEADER_SIZE + (size_t)rep->payload_size;
+	uint8_t *buf = calloc(1, size);
+
+	if (buf == NULL)
+		abort();
+	fprep_reply_encode(rep, buf);
+	driver_seed(buf, size);
+	free(buf);
+}
+
+int main(int argc, char **argv)
+{
+	fprep_request req;
+	fprep_reply_header rep;
+
+	if (argc > 1)
+		driver_state = strtoull(argv[1], NULL, 0) | 1;
+
+	fprep_request_init(&req, FPREP_PIX_BGR8, 8, 6);
+	req.out_width = 16;
+	req.out_height = 12;
+	req.request_id = 77;
+	driver_request(&req, (size_t)req.input_size);
+
+	req.kind = FPREP_KIND_ECHO;
+	req.src_format = FPREP_PIX_GRAY8;
+	req.channel_order = FPREP_ORDER_GRAY;
+	req.dtype = FPREP_DTYPE_U8;
+	req.layout = FPREP_LAYOUT_NHWC;
+	req.src_stride = 9;
+	req.input_size = 9 * 5 + 8;
+	driver_request(&req, (size_t)req.input_size);
+
+	req.input_loc = FPREP_LOC_SHM;
+	req.output_loc = FPREP_LOC_SHM;
+	req.in_region = 3;
+	req.out_region = 4;
+	req.in_offset = 4096;
+	req.out_capacity = 16 * 12;
+	driver_request(&req, 0);
+
+	memset(&req, 0, sizeof(req));
+	req.version = FPREP_PROTOCOL_VERSION;
+	req.kind = FPREP_KIND_INFO;
+	driver_request(&req, 0);
+
+	memset(&rep, 0, sizeof(rep));
+	rep.version = FPREP_PROTOCOL_VERSION;
+	rep.kind = FPREP_KIND_FRAME;
+	rep.request_id = 77;
+	rep.dtype = FPREP_DTYPE_U8;
+	rep.layout = FPREP_LAYOUT_NCHW;
+	rep.ndim = 4;
+	rep.shape[0] = 1;
+	rep.shape[1] = 3;
+	rep.shape[2] = 4;
+	rep.shape[3] = 5;
+	rep.tensor_size = 60;
+	rep.payload_size = 60;
+	snprintf(rep.message, sizeof(rep.message), "ok");
+	driver_reply(&rep);
+
+	rep.status = FPREP_EINVAL;
+	rep.ndim = 0;
+	rep.tensor_size = 0;
+	rep.payload_size = 0;
+	snprintf(rep.message, sizeof(rep.message), "src_width is 0");
+	driver_reply(&rep);
+
+	printf("fuzz_driver: 6 seeds, every truncation and %d mutations each\n",
+	       DRIVER_MUTATIONS);
+	return 0;
+}

@@ -1,0 +1,99 @@
+/*
+ * fuzz_request.c: fuzz target for the wire decoders (src/protocol.c).
+ *
+ * Each input is handed to fprep_request_decode, under tight limits, and to
+ * fprep_reply_decode. Besides not crashing or reading out of bounds, an
+ * accepted message must keep the promises the daemon relies on: sizes
+ * within the limits, the inline payload exactly input_size bytes, and a
+ * decode that survives re-encoding unchanged. Built for libFuzzer with
+ * -DFPREP_FUZZ=ON (clang), and run over generated inputs by fuzz_driver.c
+ * with any compiler.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frameprep/frameprep.h"
+#include "frameprep/protocol.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Tight limits, so that accepted inputs stay small. */
+static const fprep_limits fuzz_limits = {
+        .max_width = 64,
+        .max_height = 64,
+        .max_frame_bytes = 64 * 64 * 4 + 4096,
+        .max_out_width = 32,
+        .max_out_height = 32,
+        .max_tensor_bytes = 32 * 32 * 3 * 4,
+};
+
+static void fuzz_check(int ok)
+{
+	if (!ok)
+		abort();
+}
+
+static void fuzz_request(const uint8_t *data, size_t size)
+{
+	fprep_request req, req2;
+	uint8_t *again;
+	char msg[FPREP_MESSAGE_SIZE];
+	uint32_t shape[4];
+	uint64_t bytes;
+	int err;
+
+	err = fprep_request_decode(data, size, &fuzz_limits, &req, msg,
+	                           sizeof(msg));
+	fuzz_check(strlen(msg) < sizeof(msg));
+	if (err != FPREP_OK) {
+		fuzz_check(msg[0] != '\0');
+		return;
+	}
+	fuzz_check(size >= FPREP_REQUEST_HEADER_SIZE);
+	if (req.kind != FPREP_KIND_FRAME && req.kind != FPREP_KIND_ECHO)
+		return;
+	fuzz_check(req.src_width <= fuzz_limits.max_width);
+	fuzz_check(req.src_height <= fuzz_limits.max_height);
+	fuzz_check(req.input_size <= fuzz_limits.max_frame_bytes);
+	fuzz_check(req.input_size >=
+	           (uint64_t)req.src_stride * (req.src_height - 1) +
+	                   (uint64_t)req.src_width *
+	                           fprep_pixel_bytes(req.src_format));
+	fuzz_check(req.input_loc != FPREP_LOC_INLINE ||
+	           req.input_size == size - FPREP_REQUEST_HEADER_SIZE);
+	fuzz_check(fprep_tensor_shape(&req, shape, &bytes) == FPREP_OK);
+	fuzz_check(bytes <= fuzz_limits.max_tensor_bytes);
+	fuzz_check(req.output_loc != FPREP_LOC_SHM ||
+	           req.out_capacity >= bytes);
+
+	/* Re-encoded, the message decodes to the same request. */
+	again = malloc(size);
+	fuzz_check(again != NULL);
+	memcpy(again, data, size);
+	fprep_request_encode(&req, again);
+	err = fprep_request_decode(again, size, &fuzz_limits, &req2, NULL, 0);
+	fuzz_check(err == FPREP_OK);
+	fuzz_check(memcmp(&req, &req2, sizeof(req)) == 0);
+	free(again);
+}
+
+static void fuzz_reply(const uint8_t *data, size_t size)
+{
+	fprep_reply_header rep;
+
+	if (fprep_reply_decode(data, size, &rep) != FPREP_OK)
+		return;
+	fuzz_check(size >= FPREP_REPLY_HEADER_SIZE);
+	fuzz_check(rep.payload_size == size - FPREP_REPLY_HEADER_SIZE);
+	fuzz_check(strlen(rep.message) < FPREP_MESSAGE_SIZE);
+	fuzz_check(rep.ndim <= 4);
+	fuzz_check(fprep_strerror((int)rep.status) != NULL);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	fuzz_request(data, size);
+	fuzz_reply(data, size);
+	return 0;
+}
