@@ -462,8 +462,8 @@ static int proto_check_frame(const fprep_request *r, const fprep_limits *lim,
 
 /* proto_read_register fills the REGISTER fields of *req. The name's
  * syntax is the shared-memory code's to check; here only its length. */
-static int proto_read_register(const uint8_t *p, fprep_request *req,
-                               char *msg, size_t msg_size)
+static int proto_read_register(const uint8_t *p, fprep_request *req, char *msg,
+                               size_t msg_size)
 {
 	uint32_t name_len = proto_get32(p + 24);
 
