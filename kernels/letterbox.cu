@@ -1,1 +1,201 @@
-/* letterbox.cu: placeholder */
+/*
+ * letterbox.cu: the preprocessing kernels of frameprep's GPU backend,
+ * compiled at run time by NVRTC (no #include: NVRTC has no include path).
+ *
+ * One thread per output pixel. The thread maps its pixel into the resized
+ * region given by the host's transform (fprep_transform_compute, so the CPU
+ * and GPU backends agree on sizes and padding), samples the source with
+ * OpenCV's INTER_LINEAR pixel-centre rule (src = (dst + 0.5) * W / W_new -
+ * 0.5; a coordinate below 0 is clamped to 0 with weight 0, one at or past the
+ * last pixel to the last pixel with weight 0; weights rounded to OpenCV's
+ * 11-bit fixed point, like the CPU reference), horizontally then
+ * vertically, reorders the channels, and writes (v * scale - mean[c]) /
+ * std[c] as float32 or float16, or the pixel rounded half up for uint8, in
+ * NCHW or NHWC. Pixels outside the resized
+ * region take pad_value. The dtype is a separate entry point so each one is
+ * specialised; format, order and layout are uniform branches.
+ *
+ * struct fprep_letterbox_args must match the copy in src/gpu/backend_cuda.c
+ * field for field.
+ */
+
+struct fprep_letterbox_args {
+	const unsigned char *src; /* src_h rows of src_stride bytes */
+	void *dst;                /* the tensor */
+	unsigned int src_w, src_h, src_stride, src_format;
+	unsigned int out_w, out_h;
+	unsigned int resized_w, resized_h, pad_x, pad_y;
+	unsigned int channel_order, layout;
+	float pad_value, scale;
+	float mean[3], std[3];
+};
+
+/* Values of enum fprep_pixel_format, fprep_channel_order, fprep_layout and
+ * fprep_dtype (include/frameprep/protocol.h). */
+#define LB_PIX_BGR8 1
+#define LB_PIX_RGB8 2
+#define LB_PIX_BGRA8 3
+#define LB_PIX_RGBA8 4
+#define LB_PIX_GRAY8 5
+#define LB_ORDER_RGB 1
+#define LB_ORDER_BGR 2
+#define LB_ORDER_GRAY 3
+#define LB_LAYOUT_NCHW 1
+#define LB_DTYPE_F32 1
+#define LB_DTYPE_F16 2
+#define LB_DTYPE_U8 3
+
+/* lb_f32_to_f16 returns the IEEE binary16 bits of f rounded to nearest
+ * even (NaN stays NaN, overflow gives infinity), like __float2half_rn. */
+__device__ __forceinline__ unsigned short lb_f32_to_f16(float f)
+{
+	unsigned int u = __float_as_uint(f);
+	unsigned int sign = (u >> 16) & 0x8000u;
+	unsigned int a = u & 0x7fffffffu;
+	unsigned int h;
+
+	if (a >= 0x47800000u) { /* >= 65536, Inf or NaN */
+		h = a > 0x7f800000u ? 0x7e00u : 0x7c00u;
+	} else if (a < 0x38800000u) { /* below 2^-14: subnormal or zero */
+		/* Adding 0.5 aligns the 10 result bits at the bottom of the
+		 * mantissa; the float add rounds to nearest even. */
+		float s = __uint_as_float(a) + 0.5f;
+		h = __float_as_uint(s) - 0x3f000000u;
+	} else {
+		unsigned int odd = (a >> 13) & 1u;
+		a += 0xc8000fffu + odd; /* rebias exponent, round half even */
+		h = a >> 13;
+	}
+	return (unsigned short)(sign | h);
+}
+
+/* lb_coef rounds an interpolation weight to OpenCV's 11-bit fixed point
+ * (cvRound(w * 2048), half to even), as a float. */
+__device__ __forceinline__ float lb_coef(float w)
+{
+	return rintf(w * 2048.0f) * (1.0f / 2048.0f);
+}
+
+/* lb_axis maps destination index d of an axis resized from n to m pixels to
+ * the source indices of its two neighbours and their weights, as OpenCV's
+ * INTER_LINEAR does: scale = 1 / (m / n) and (d + 0.5) * scale - 0.5 in
+ * double, rounded to float; below 0 clamps to 0 and at or past the last
+ * pixel to the last one, with the fraction set to 0. */
+__device__ __forceinline__ void lb_axis(unsigned int d, unsigned int n,
+                                        unsigned int m, int *i0, int *i1,
+                                        float *w0, float *w1)
+{
+	double scale = 1.0 / ((double)m / (double)n);
+	float f = (float)(((double)d + 0.5) * scale - 0.5);
+	float fl = floorf(f);
+	int i = (int)fl;
+	float t = f - fl;
+
+	if (i < 0) {
+		i = 0;
+		t = 0.0f;
+	}
+	if (i >= (int)n - 1) {
+		i = (int)n - 1;
+		t = 0.0f;
+	}
+	*i0 = i;
+	*i1 = i + 1 < (int)n ? i + 1 : i;
+	*w0 = lb_coef(1.0f - t);
+	*w1 = lb_coef(t);
+}
+
+__device__ __forceinline__ void lb_body(const fprep_letterbox_args &a,
+                                        int dtype)
+{
+	unsigned int x = blockIdx.x * blockDim.x + threadIdx.x;
+	unsigned int y = blockIdx.y * blockDim.y + threadIdx.y;
+	if (x >= a.out_w || y >= a.out_h)
+		return;
+
+	unsigned int nch = a.channel_order == LB_ORDER_GRAY ? 1 : 3;
+	float v[3];
+
+	if (x - a.pad_x < a.resized_w && y - a.pad_y < a.resized_h &&
+	    x >= a.pad_x && y >= a.pad_y) {
+		int x0, x1, y0, y1;
+		float wx0, wx1, wy0, wy1;
+		lb_axis(x - a.pad_x, a.src_w, a.resized_w, &x0, &x1, &wx0,
+		        &wx1);
+		lb_axis(y - a.pad_y, a.src_h, a.resized_h, &y0, &y1, &wy0,
+		        &wy1);
+
+		unsigned int bpp, r, g, b;
+		switch (a.src_format) {
+		case LB_PIX_BGR8:
+			bpp = 3, r = 2, g = 1, b = 0;
+			break;
+		case LB_PIX_RGB8:
+			bpp = 3, r = 0, g = 1, b = 2;
+			break;
+		case LB_PIX_BGRA8:
+			bpp = 4, r = 2, g = 1, b = 0;
+			break;
+		case LB_PIX_RGBA8:
+			bpp = 4, r = 0, g = 1, b = 2;
+			break;
+		default:
+			bpp = 1, r = 0, g = 0, b = 0;
+			break;
+		}
+		unsigned int off[3];
+		if (a.channel_order == LB_ORDER_BGR) {
+			off[0] = b, off[1] = g, off[2] = r;
+		} else {
+			off[0] = r, off[1] = g, off[2] = b;
+		}
+
+		const unsigned char *row0 = a.src + (size_t)y0 * a.src_stride;
+		const unsigned char *row1 = a.src + (size_t)y1 * a.src_stride;
+		const unsigned char *p00 = row0 + (size_t)x0 * bpp;
+		const unsigned char *p01 = row0 + (size_t)x1 * bpp;
+		const unsigned char *p10 = row1 + (size_t)x0 * bpp;
+		const unsigned char *p11 = row1 + (size_t)x1 * bpp;
+		for (unsigned int c = 0; c < nch; c++) {
+			unsigned int o = off[c];
+			float top = (float)p00[o] * wx0 + (float)p01[o] * wx1;
+			float bot = (float)p10[o] * wx0 + (float)p11[o] * wx1;
+			v[c] = top * wy0 + bot * wy1;
+		}
+	} else {
+		v[0] = v[1] = v[2] = a.pad_value;
+	}
+
+	size_t plane = (size_t)a.out_w * a.out_h;
+	size_t pix = (size_t)y * a.out_w + x;
+	for (unsigned int c = 0; c < nch; c++) {
+		size_t i = a.layout == LB_LAYOUT_NCHW ? c * plane + pix
+		                                      : pix * nch + c;
+		if (dtype == LB_DTYPE_U8) {
+			float r = floorf(v[c] + 0.5f);
+			r = fminf(fmaxf(r, 0.0f), 255.0f);
+			((unsigned char *)a.dst)[i] = (unsigned char)r;
+		} else {
+			float n = (v[c] * a.scale - a.mean[c]) / a.std[c];
+			if (dtype == LB_DTYPE_F16)
+				((unsigned short *)a.dst)[i] = lb_f32_to_f16(n);
+			else
+				((float *)a.dst)[i] = n;
+		}
+	}
+}
+
+extern "C" __global__ void fprep_letterbox_f32(fprep_letterbox_args a)
+{
+	lb_body(a, LB_DTYPE_F32);
+}
+
+extern "C" __global__ void fprep_letterbox_f16(fprep_letterbox_args a)
+{
+	lb_body(a, LB_DTYPE_F16);
+}
+
+extern "C" __global__ void fprep_letterbox_u8(fprep_letterbox_args a)
+{
+	lb_body(a, LB_DTYPE_U8);
+}

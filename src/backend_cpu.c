@@ -1,1 +1,336 @@
-/* backend_cpu.c: placeholder, replaced by its implementation. */
+/*
+ * backend_cpu.c: the CPU backend, which runs the reference ops
+ * (fprep_preprocess_cpu) on a pool of worker threads.
+ *
+ * The design is simple: submit() appends the job to a FIFO under a mutex and
+ * signals a condition variable; that is all the loop thread ever waits
+ * for. Each worker takes one job at a time, runs it and calls job->done
+ * from the worker thread. A large frame is cut into bands of tensor rows
+ * (fprep__preprocess_cpu_rows): the worker that took it publishes it as the
+ * shared job, idle workers take bands of it while the queue is empty, and
+ * the taker calls done once every band is written. Under load every
+ * worker has a frame of its own and nothing is shared; with few frames in
+ * flight, one frame's latency drops by the number of idle workers.
+ * close() stops new work, waits for the queue to
+ * drain until its deadline, then lets the workers fail whatever is still
+ * queued with FPREP_ESHUTDOWN, joins them and frees the backend. A job that
+ * is already running is always finished: the op cannot be interrupted, and
+ * it takes milliseconds.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "log.h"
+#include "ops.h"
+
+#define CPU_MAX_THREADS 256
+#define CPU_BAND_ROWS   32 /* fewest tensor rows in a band */
+
+/* cpu_share: a frame whose row bands several workers write. Guarded by the
+ * backend's lock. */
+struct cpu_share {
+	fprep__job *job;
+	fprep_transform xf;
+	uint32_t nbands;
+	uint32_t next; /* next band to take */
+	uint32_t busy; /* bands being written */
+	int rc;        /* first error of a band */
+};
+
+struct cpu_backend {
+	fprep__backend base; /* first: the loop holds a pointer to it */
+	pthread_mutex_t lock;
+	pthread_cond_t work;      /* a job was queued, or stopping */
+	pthread_cond_t idle;      /* the queue drained and no job runs */
+	pthread_cond_t band_done; /* a band of the shared frame was written */
+	fprep__job *head, *tail;
+	struct cpu_share *shared; /* a frame with bands left to take, or NULL */
+	unsigned running;         /* jobs taken by workers, not yet done */
+	int closing;              /* submit refuses new jobs */
+	int stopping;             /* workers exit once the queue is empty */
+	int failing;              /* queued jobs are failed, not run */
+	unsigned nthreads;
+	pthread_t *threads;
+};
+
+uint64_t fprep__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* cpu_bands writes the bands of sh that are left; called and returns with
+ * the lock held. */
+static void cpu_bands(struct cpu_backend *cb, struct cpu_share *sh)
+{
+	fprep__job *job = sh->job;
+	uint64_t h = job->req.out_height;
+	uint32_t band;
+	int rc;
+
+	while (sh->next < sh->nbands) {
+		band = sh->next++;
+		sh->busy++;
+		pthread_mutex_unlock(&cb->lock);
+		rc = fprep__preprocess_cpu_rows(
+		        &job->req, job->input, job->output, &sh->xf,
+		        (uint32_t)(h * band / sh->nbands),
+		        (uint32_t)(h * (band + 1) / sh->nbands));
+		pthread_mutex_lock(&cb->lock);
+		if (rc != FPREP_OK && sh->rc == FPREP_OK)
+			sh->rc = rc;
+		sh->busy--;
+	}
+	if (sh->busy == 0)
+		pthread_cond_broadcast(&cb->band_done);
+}
+
+static int cpu_has_bands(const struct cpu_backend *cb)
+{
+	return cb->shared != NULL && cb->shared->next < cb->shared->nbands;
+}
+
+/* cpu_preprocess runs a FRAME job, in bands shared with idle workers when
+ * it is large enough and no other frame is shared. */
+static int cpu_preprocess(struct cpu_backend *cb, fprep__job *job)
+{
+	struct cpu_share sh;
+	uint32_t h = job->req.out_height;
+	int rc;
+
+	if (cb->nthreads < 2 || h < 2 * CPU_BAND_ROWS)
+		return fprep_preprocess_cpu(&job->req, job->input, job->output,
+		                            job->output_size, &job->xf);
+	rc = fprep__preprocess_check(&job->req, job->output_size);
+	if (rc != FPREP_OK || job->input == NULL || job->output == NULL)
+		return rc != FPREP_OK ? rc : FPREP_EINVAL;
+	memset(&sh, 0, sizeof(sh));
+	sh.job = job;
+	sh.xf = job->xf;
+	sh.nbands = h / CPU_BAND_ROWS;
+	if (sh.nbands > 2 * cb->nthreads)
+		sh.nbands = 2 * cb->nthreads;
+	pthread_mutex_lock(&cb->lock);
+	if (cb->shared == NULL) {
+		cb->shared = &sh;
+		pthread_cond_broadcast(&cb->work);
+	}
+	cpu_bands(cb, &sh);
+	if (cb->shared == &sh)
+		cb->shared = NULL;
+	while (sh.busy > 0)
+		pthread_cond_wait(&cb->band_done, &cb->lock);
+	pthread_mutex_unlock(&cb->lock);
+	return sh.rc;
+}
+
+/* cpu_run does one job on the calling worker thread. */
+static void cpu_run(struct cpu_backend *cb, fprep__job *job, int fail)
+{
+	int rc;
+
+	job->t_h2d_us = job->t_kernel_us = job->t_d2h_us = 0;
+	job->fatal = 0;
+	job->message[0] = '\0';
+	job->t_start_ns = fprep__now_ns();
+	fprep_transform_compute(&job->req, &job->xf);
+	if (fail) {
+		rc = FPREP_ESHUTDOWN;
+		snprintf(job->message, sizeof(job->message),
+		         "CPU backend closed before the frame was processed");
+	} else if (job->req.kind == FPREP_KIND_ECHO) {
+		rc = FPREP_OK; /* the transport ceiling: no work at all */
+	} else {
+		rc = cpu_preprocess(cb, job);
+		if (rc == FPREP_ENOMEM)
+			snprintf(job->message, sizeof(job->message),
+			         "CPU preprocessing: out of memory");
+		else if (rc != FPREP_OK)
+			snprintf(job->message, sizeof(job->message),
+			         "CPU preprocessing: request or tensor size "
+			         "invalid");
+	}
+	job->status = rc;
+	job->t_end_ns = fprep__now_ns();
+	job->t_compute_us =
+	        (uint32_t)((job->t_end_ns - job->t_start_ns) / 1000);
+}
+
+static void *cpu_worker(void *arg)
+{
+	struct cpu_backend *cb = arg;
+	fprep__job *job;
+	int fail;
+
+	pthread_mutex_lock(&cb->lock);
+	for (;;) {
+		while (cb->head == NULL && !cpu_has_bands(cb) && !cb->stopping)
+			pthread_cond_wait(&cb->work, &cb->lock);
+		job = cb->head;
+		if (job == NULL && cpu_has_bands(cb)) {
+			cpu_bands(cb, cb->shared);
+			continue;
+		}
+		if (job == NULL)
+			break; /* stopping and drained */
+		cb->head = job->next;
+		if (cb->head == NULL)
+			cb->tail = NULL;
+		job->next = NULL;
+		fail = cb->failing;
+		cb->running++;
+		pthread_mutex_unlock(&cb->lock);
+
+		cpu_run(cb, job, fail);
+		job->done(job); /* the job belongs to the loop from here */
+
+		pthread_mutex_lock(&cb->lock);
+		cb->running--;
+		if (cb->head == NULL && cb->running == 0)
+			pthread_cond_broadcast(&cb->idle);
+	}
+	pthread_mutex_unlock(&cb->lock);
+	return NULL;
+}
+
+static int cpu_submit(fprep__backend *b, fprep__job *job)
+{
+	struct cpu_backend *cb = (struct cpu_backend *)b;
+
+	if (job == NULL || job->done == NULL)
+		return FPREP_EINVAL;
+	job->next = NULL;
+	pthread_mutex_lock(&cb->lock);
+	if (cb->closing) {
+		pthread_mutex_unlock(&cb->lock);
+		return FPREP_ESHUTDOWN;
+	}
+	if (cb->tail != NULL)
+		cb->tail->next = job;
+	else
+		cb->head = job;
+	cb->tail = job;
+	pthread_cond_signal(&cb->work);
+	pthread_mutex_unlock(&cb->lock);
+	return FPREP_OK;
+}
+
+static void cpu_info(fprep__backend *b, char *buf, size_t size)
+{
+	struct cpu_backend *cb = (struct cpu_backend *)b;
+	size_t len;
+
+	if (size == 0)
+		return;
+	len = strnlen(buf, size - 1);
+	snprintf(buf + len, size - len, "backend: cpu\nworkers: %u\n",
+	         cb->nthreads);
+}
+
+/* cpu_free stops and joins the first n workers (the queue must be empty
+ * or failing) and frees the backend. */
+static void cpu_free(struct cpu_backend *cb, unsigned n)
+{
+	unsigned i;
+
+	pthread_mutex_lock(&cb->lock);
+	cb->closing = cb->stopping = 1;
+	pthread_cond_broadcast(&cb->work);
+	pthread_mutex_unlock(&cb->lock);
+	for (i = 0; i < n; i++)
+		pthread_join(cb->threads[i], NULL);
+	pthread_cond_destroy(&cb->band_done);
+	pthread_cond_destroy(&cb->idle);
+	pthread_cond_destroy(&cb->work);
+	pthread_mutex_destroy(&cb->lock);
+	free(cb->threads);
+	free(cb);
+}
+
+static void cpu_close(fprep__backend *b, int timeout_ms)
+{
+	struct cpu_backend *cb = (struct cpu_backend *)b;
+	struct timespec deadline;
+	int rc = 0;
+
+	if (timeout_ms < 0)
+		timeout_ms = 0;
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += timeout_ms / 1000;
+	deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&cb->lock);
+	cb->closing = 1;
+	while ((cb->head != NULL || cb->running > 0) && rc != ETIMEDOUT)
+		rc = pthread_cond_timedwait(&cb->idle, &cb->lock, &deadline);
+	if (cb->head != NULL) {
+		fprep__log(FPREP_LOG_WARNING,
+		           "cpu backend: close timed out after %d ms, failing "
+		           "queued jobs",
+		           timeout_ms);
+		cb->failing = 1;
+	}
+	pthread_mutex_unlock(&cb->lock);
+	cpu_free(cb, cb->nthreads);
+}
+
+int fprep__backend_cpu_open(fprep__backend **bp, unsigned nthreads)
+{
+	struct cpu_backend *cb;
+	pthread_condattr_t ca;
+	long online;
+	unsigned i;
+	int rc;
+
+	*bp = NULL;
+	if (nthreads == 0) {
+		online = sysconf(_SC_NPROCESSORS_ONLN);
+		nthreads = online > 0 ? (unsigned)online : 1;
+	}
+	if (nthreads > CPU_MAX_THREADS)
+		nthreads = CPU_MAX_THREADS;
+	cb = calloc(1, sizeof(*cb));
+	if (cb == NULL)
+		return FPREP_ENOMEM;
+	cb->threads = calloc(nthreads, sizeof(*cb->threads));
+	if (cb->threads == NULL) {
+		free(cb);
+		return FPREP_ENOMEM;
+	}
+	cb->base.name = "cpu";
+	cb->base.submit = cpu_submit;
+	cb->base.info = cpu_info;
+	cb->base.close = cpu_close;
+	pthread_mutex_init(&cb->lock, NULL);
+	pthread_cond_init(&cb->work, NULL);
+	pthread_cond_init(&cb->band_done, NULL);
+	/* close() waits against CLOCK_MONOTONIC. */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&cb->idle, &ca);
+	pthread_condattr_destroy(&ca);
+	cb->nthreads = nthreads;
+	for (i = 0; i < nthreads; i++) {
+		rc = pthread_create(&cb->threads[i], NULL, cpu_worker, cb);
+		if (rc != 0) {
+			fprep__log(FPREP_LOG_ERR,
+			           "cpu backend: pthread_create: %s",
+			           strerror(rc));
+			cpu_free(cb, i);
+			return FPREP_ENOMEM;
+		}
+	}
+	*bp = &cb->base;
+	return FPREP_OK;
+}

@@ -1,1 +1,437 @@
-/* ops_cpu.c: placeholder, replaced by its implementation. */
+/*
+ * ops_cpu.c: the CPU reference of the preprocessing (letterbox or stretch,
+ * channel order, normalisation, dtype, layout) and the transform both
+ * backends report.
+ *
+ * The resize is separable. For each tensor row we need two source rows
+ * resized horizontally; those are kept in a two-row cache (consecutive
+ * tensor rows often share source rows when upscaling). The two rows are
+ * blended vertically into one float row of the tensor, in channel-planar
+ * order, padding included, and a store step converts that row to the
+ * tensor's dtype and layout. Column indices and weights are computed once
+ * per call, so the inner loops have no division. The arithmetic (OpenCV's
+ * coordinate mapping and 11-bit coefficients, evaluated in float) is
+ * described in ops.h.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "half.h"
+#include "ops.h"
+
+#define OPS_COEF_SCALE 2048.0f /* OpenCV INTER_RESIZE_COEF_SCALE */
+
+/* ops_plan: what one call needs, derived from the request. */
+struct ops_plan {
+	const fprep_request *req;
+	const uint8_t *frame;
+	uint8_t *tensor;
+	fprep_transform xf;
+	uint32_t bpp;       /* source bytes per pixel */
+	uint32_t nch;       /* tensor channels, 1 or 3 */
+	uint32_t src_ch[3]; /* source byte of each tensor channel */
+	float mean[3], std[3];
+	double scale_y; /* source rows per resized row */
+
+	/* Per resized column: byte offsets of the two source pixels and the
+	 * weights. */
+	uint32_t *xo0, *xo1;
+	float *wx0, *wx1;
+	/* Two horizontally resized source rows, channel-planar (nch planes of
+	 * resized_w), and which source row each holds (-1: none). */
+	float *hrow[2];
+	int64_t hrow_y[2];
+	/* One tensor row in float, channel-planar (nch planes of out_width),
+	 * before normalisation. */
+	float *trow;
+};
+
+/* ops_source_channels maps tensor channels to source bytes; returns the
+ * number of tensor channels, or 0 when the order cannot be made from the
+ * format (GRAY order from a colour source). */
+static uint32_t ops_source_channels(uint16_t format, uint8_t order,
+                                    uint32_t ch[3])
+{
+	int src_rgb = format == FPREP_PIX_RGB8 || format == FPREP_PIX_RGBA8;
+
+	if (format == FPREP_PIX_GRAY8) {
+		ch[0] = ch[1] = ch[2] = 0;
+		return order == FPREP_ORDER_GRAY ? 1 : 3;
+	}
+	if (order == FPREP_ORDER_GRAY)
+		return 0;
+	/* Colour source, colour tensor: same order copies, else swap. */
+	if (src_rgb == (order == FPREP_ORDER_RGB)) {
+		ch[0] = 0, ch[1] = 1, ch[2] = 2;
+	} else {
+		ch[0] = 2, ch[1] = 1, ch[2] = 0;
+	}
+	return 3;
+}
+
+int fprep__preprocess_check(const fprep_request *req, size_t tensor_size)
+{
+	uint32_t bpp, ch[3], shape[4];
+	uint64_t need, bytes;
+	int i;
+
+	if (req == NULL)
+		return FPREP_EINVAL;
+	bpp = fprep_pixel_bytes(req->src_format);
+	if (bpp == 0 ||
+	    ops_source_channels(req->src_format, req->channel_order, ch) == 0)
+		return FPREP_EINVAL;
+	if (req->resize != FPREP_RESIZE_LETTERBOX &&
+	    req->resize != FPREP_RESIZE_STRETCH)
+		return FPREP_EINVAL;
+	if (req->src_width == 0 || req->src_height == 0)
+		return FPREP_EINVAL;
+	if ((uint64_t)req->src_stride < (uint64_t)req->src_width * bpp)
+		return FPREP_EINVAL;
+	need = (uint64_t)req->src_stride * (req->src_height - 1) +
+	       (uint64_t)req->src_width * bpp;
+	if (req->input_size < need)
+		return FPREP_EINVAL;
+	if (!isfinite(req->pad_value) || !isfinite(req->scale))
+		return FPREP_EINVAL;
+	for (i = 0; i < 3; i++)
+		if (!isfinite(req->mean[i]) || !isfinite(req->std[i]) ||
+		    !(req->std[i] > 0.0f))
+			return FPREP_EINVAL;
+	/* Order, dtype, layout, output size and its overflow. */
+	if (fprep_tensor_shape(req, shape, &bytes) != FPREP_OK ||
+	    bytes != (uint64_t)tensor_size)
+		return FPREP_EINVAL;
+	return FPREP_OK;
+}
+
+/* ops_round_even rounds half to even (Python's round), whatever the
+ * current rounding mode. */
+static double ops_round_even(double v)
+{
+	double f = floor(v), d = v - f;
+
+	if (d > 0.5 || (d == 0.5 && fmod(f, 2.0) != 0.0))
+		f += 1.0;
+	return f;
+}
+
+void fprep_transform_compute(const fprep_request *req, fprep_transform *xf)
+{
+	double r, w, h;
+
+	memset(xf, 0, sizeof(*xf));
+	if (req->src_width == 0 || req->src_height == 0)
+		return;
+	if (req->resize == FPREP_RESIZE_STRETCH) {
+		xf->resized_w = req->out_width;
+		xf->resized_h = req->out_height;
+	} else {
+		r = fmin((double)req->out_width / req->src_width,
+		         (double)req->out_height / req->src_height);
+		w = ops_round_even(req->src_width * r);
+		h = ops_round_even(req->src_height * r);
+		w = fmax(1.0, fmin(w, (double)req->out_width));
+		h = fmax(1.0, fmin(h, (double)req->out_height));
+		xf->resized_w = (uint32_t)w;
+		xf->resized_h = (uint32_t)h;
+		xf->pad_x = (uint32_t)ops_round_even(
+		        (req->out_width - xf->resized_w) / 2.0 - 0.1);
+		xf->pad_y = (uint32_t)ops_round_even(
+		        (req->out_height - xf->resized_h) / 2.0 - 0.1);
+	}
+	xf->scale_x = (float)((double)xf->resized_w / req->src_width);
+	xf->scale_y = (float)((double)xf->resized_h / req->src_height);
+}
+
+/* ops_coef returns OpenCV's 11-bit coefficient for weight w (cvRound of
+ * w * 2048, half to even) as a float weight. */
+static float ops_coef(float w)
+{
+	return (float)ops_round_even((double)(w * OPS_COEF_SCALE)) /
+	       OPS_COEF_SCALE;
+}
+
+/* ops_src_coord maps resized coordinate d to the source: index of the left
+ * (top) neighbour and the fraction, as OpenCV does (double product,
+ * rounded to float). */
+static int64_t ops_src_coord(uint32_t d, double scale, float *frac)
+{
+	float f = (float)((d + 0.5) * scale - 0.5);
+	float fl = floorf(f);
+
+	*frac = f - fl;
+	return (int64_t)fl;
+}
+
+static void ops_plan_free(struct ops_plan *p)
+{
+	free(p->xo0);
+	free(p->hrow[0]);
+	free(p->trow);
+}
+
+static int ops_plan_init(struct ops_plan *p, const fprep_request *req,
+                         const void *frame, void *tensor,
+                         const fprep_transform *xf)
+{
+	uint32_t nw = xf->resized_w, x, c;
+	int64_t sx;
+	float fx;
+	double scale_x;
+
+	memset(p, 0, sizeof(*p));
+	p->req = req;
+	p->frame = frame;
+	p->tensor = tensor;
+	p->xf = *xf;
+	p->bpp = fprep_pixel_bytes(req->src_format);
+	p->nch = ops_source_channels(req->src_format, req->channel_order,
+	                             p->src_ch);
+	for (c = 0; c < 3; c++) {
+		p->mean[c] = req->mean[c];
+		p->std[c] = req->std[c];
+	}
+	/* OpenCV: scale = 1 / inv_scale with inv_scale = dst / src. */
+	scale_x = 1.0 / ((double)nw / req->src_width);
+	p->scale_y = 1.0 / ((double)xf->resized_h / req->src_height);
+	p->hrow_y[0] = p->hrow_y[1] = -1;
+
+	p->xo0 = malloc((size_t)nw * 2 * (sizeof(uint32_t) + sizeof(float)));
+	p->hrow[0] = malloc((size_t)nw * p->nch * 2 * sizeof(float));
+	p->trow = malloc((size_t)req->out_width * p->nch * sizeof(float));
+	if (p->xo0 == NULL || p->hrow[0] == NULL || p->trow == NULL) {
+		ops_plan_free(p);
+		return FPREP_ENOMEM;
+	}
+	p->xo1 = p->xo0 + nw;
+	p->wx0 = (float *)(p->xo1 + nw);
+	p->wx1 = p->wx0 + nw;
+	p->hrow[1] = p->hrow[0] + (size_t)nw * p->nch;
+
+	for (x = 0; x < nw; x++) {
+		sx = ops_src_coord(x, scale_x, &fx);
+		if (sx < 0) {
+			sx = 0;
+			fx = 0.0f;
+		}
+		if (sx >= (int64_t)req->src_width - 1) {
+			sx = (int64_t)req->src_width - 1;
+			fx = 0.0f;
+		}
+		p->xo0[x] = (uint32_t)sx * p->bpp;
+		p->xo1[x] = (uint32_t)(sx + (fx != 0.0f)) * p->bpp;
+		p->wx0[x] = ops_coef(1.0f - fx);
+		p->wx1[x] = ops_coef(fx);
+	}
+	return FPREP_OK;
+}
+
+/* ops_hresize resizes source row sy horizontally into dst (channel-planar).
+ * Three channels are done in one pass over the column tables. */
+static void ops_hresize(const struct ops_plan *p, uint32_t sy, float *dst)
+{
+	const uint8_t *s = p->frame + (size_t)sy * p->req->src_stride;
+	const uint32_t *xo0 = p->xo0, *xo1 = p->xo1;
+	const float *wx0 = p->wx0, *wx1 = p->wx1;
+	uint32_t nw = p->xf.resized_w, x, c;
+
+	if (p->nch == 3) {
+		const uint8_t *s0 = s + p->src_ch[0], *s1 = s + p->src_ch[1];
+		const uint8_t *s2 = s + p->src_ch[2];
+		float *d0 = dst, *d1 = dst + nw, *d2 = dst + 2 * (size_t)nw;
+
+		for (x = 0; x < nw; x++) {
+			uint32_t o0 = xo0[x], o1 = xo1[x];
+			float a0 = wx0[x], a1 = wx1[x];
+
+			d0[x] = s0[o0] * a0 + s0[o1] * a1;
+			d1[x] = s1[o0] * a0 + s1[o1] * a1;
+			d2[x] = s2[o0] * a0 + s2[o1] * a1;
+		}
+		return;
+	}
+	for (c = 0; c < p->nch; c++) {
+		const uint8_t *sc = s + p->src_ch[c];
+		float *d = dst + (size_t)c * nw;
+
+		for (x = 0; x < nw; x++)
+			d[x] = sc[xo0[x]] * wx0[x] + sc[xo1[x]] * wx1[x];
+	}
+}
+
+/* ops_hrows gets the horizontally resized source rows ya and yb from the
+ * two-row cache, resizing the ones it does not hold. */
+static void ops_hrows(struct ops_plan *p, uint32_t ya, uint32_t yb,
+                      const float **ra, const float **rb)
+{
+	int ia = -1, ib = -1, i;
+
+	for (i = 0; i < 2; i++) {
+		if (p->hrow_y[i] == (int64_t)ya)
+			ia = i;
+		if (p->hrow_y[i] == (int64_t)yb)
+			ib = i;
+	}
+	if (ia < 0) {
+		ia = ib == 0 ? 1 : 0;
+		ops_hresize(p, ya, p->hrow[ia]);
+		p->hrow_y[ia] = ya;
+		if (yb == ya)
+			ib = ia;
+	}
+	if (ib < 0) {
+		ib = 1 - ia;
+		ops_hresize(p, yb, p->hrow[ib]);
+		p->hrow_y[ib] = yb;
+	}
+	*ra = p->hrow[ia];
+	*rb = p->hrow[ib];
+}
+
+/* ops_store_u8 rounds n floats to bytes (half up, saturated), every step
+ * bytes. */
+static void ops_store_u8(uint8_t *d, const float *src, uint32_t n, size_t step)
+{
+	uint32_t x;
+
+	for (x = 0; x < n; x++) {
+		float v = src[x] + 0.5f;
+
+		v = v < 0.0f ? 0.0f : v;
+		v = v > 255.0f ? 255.0f : v;
+		d[x * step] = (uint8_t)v; /* truncation: v >= 0 */
+	}
+}
+
+/* ops_store_row converts the float row p->trow into tensor row y:
+ * normalised F32/F16, or rounded U8. The unit-step case is written apart so
+ * that the compiler vectorises it. */
+static void ops_store_row(const struct ops_plan *p, uint32_t y)
+{
+	const fprep_request *req = p->req;
+	uint32_t w = req->out_width, h = req->out_height, x, c;
+	size_t plane = (size_t)w * h, base, step;
+
+	for (c = 0; c < p->nch; c++) {
+		const float *src = p->trow + (size_t)c * w;
+		float sc = req->scale, mean = p->mean[c], sd = p->std[c];
+
+		if (req->layout == FPREP_LAYOUT_NCHW) {
+			base = c * plane + (size_t)y * w;
+			step = 1;
+		} else {
+			base = (size_t)y * w * p->nch + c;
+			step = p->nch;
+		}
+		if (req->dtype == FPREP_DTYPE_F32) {
+			float *d = (float *)p->tensor + base;
+
+			if (step == 1)
+				for (x = 0; x < w; x++)
+					d[x] = (src[x] * sc - mean) / sd;
+			else
+				for (x = 0; x < w; x++)
+					d[x * step] = (src[x] * sc - mean) / sd;
+		} else if (req->dtype == FPREP_DTYPE_F16) {
+			uint16_t *d = (uint16_t *)p->tensor + base;
+
+			for (x = 0; x < w; x++)
+				d[x * step] = fprep__f32_to_f16(
+				        (src[x] * sc - mean) / sd);
+		} else if (step == 1) {
+			ops_store_u8(p->tensor + base, src, w, 1);
+		} else {
+			ops_store_u8(p->tensor + base, src, w, step);
+		}
+	}
+}
+
+static uint32_t ops_clamp_row(int64_t sy, uint32_t last)
+{
+	return sy < 0 ? 0 : sy > (int64_t)last ? last : (uint32_t)sy;
+}
+
+/* ops_fill fills n floats with v. */
+static void ops_fill(float *d, size_t n, float v)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		d[i] = v;
+}
+
+static void ops_run_rows(struct ops_plan *p, uint32_t y0, uint32_t y1)
+{
+	const fprep_request *req = p->req;
+	uint32_t w = req->out_width, nw = p->xf.resized_w;
+	uint32_t left = p->xf.pad_x, top = p->xf.pad_y, y, x, c;
+	uint32_t last = req->src_height - 1;
+	float pad = req->pad_value, fy, b0, b1;
+	const float *r0, *r1;
+	int64_t sy;
+
+	for (y = y0; y < y1; y++) {
+		if (y < top || y - top >= p->xf.resized_h) {
+			ops_fill(p->trow, (size_t)w * p->nch, pad);
+			ops_store_row(p, y);
+			continue;
+		}
+		sy = ops_src_coord(y - top, p->scale_y, &fy);
+		b0 = ops_coef(1.0f - fy);
+		b1 = ops_coef(fy);
+		/* OpenCV clamps the row indices, not the weights. */
+		ops_hrows(p, ops_clamp_row(sy, last),
+		          ops_clamp_row(sy + 1, last), &r0, &r1);
+		for (c = 0; c < p->nch; c++) {
+			float *d = p->trow + (size_t)c * w;
+			const float *h0 = r0 + (size_t)c * nw;
+			const float *h1 = r1 + (size_t)c * nw;
+
+			ops_fill(d, left, pad);
+			for (x = 0; x < nw; x++)
+				d[left + x] = h0[x] * b0 + h1[x] * b1;
+			ops_fill(d + left + nw, w - left - nw, pad);
+		}
+		ops_store_row(p, y);
+	}
+}
+
+int fprep__preprocess_cpu_rows(const fprep_request *req, const void *frame,
+                               void *tensor, const fprep_transform *xf,
+                               uint32_t y0, uint32_t y1)
+{
+	struct ops_plan p;
+	int rc;
+
+	if (y1 > req->out_height)
+		y1 = req->out_height;
+	if (y0 >= y1)
+		return FPREP_OK;
+	rc = ops_plan_init(&p, req, frame, tensor, xf);
+	if (rc != FPREP_OK)
+		return rc;
+	ops_run_rows(&p, y0, y1);
+	ops_plan_free(&p);
+	return FPREP_OK;
+}
+
+int fprep_preprocess_cpu(const fprep_request *req, const void *frame,
+                         void *tensor, size_t tensor_size, fprep_transform *xf)
+{
+	fprep_transform t;
+	int rc;
+
+	rc = fprep__preprocess_check(req, tensor_size);
+	if (rc != FPREP_OK)
+		return rc;
+	if (frame == NULL || tensor == NULL)
+		return FPREP_EINVAL;
+	fprep_transform_compute(req, &t);
+	rc = fprep__preprocess_cpu_rows(req, frame, tensor, &t, 0,
+	                                req->out_height);
+	if (rc == FPREP_OK && xf != NULL)
+		*xf = t;
+	return rc;
+}

@@ -1,1 +1,868 @@
-/* backend_cuda.c: placeholder, replaced by its implementation. */
+/*
+ * backend_cuda.c: one GPU lane of frameprepd (see backend_cuda.h).
+ *
+ * The design is simple: submit() appends the job to a pending list under a
+ * mutex and wakes the lane thread; it never blocks on the GPU. The lane
+ * thread takes the oldest pending job as soon as a staging slot is free,
+ * copies the payload into the slot's pinned input (skipped when the input
+ * is already pinned), and enqueues three steps on three non-blocking
+ * streams:
+ *
+ *   H2D stream:     memcpy pinned -> device input          record ev_h2d
+ *   compute stream: wait ev_h2d; letterbox kernel           record ev_kern
+ *   D2H stream:     wait ev_kern; memcpy -> pinned output   record ev_done
+ *
+ * so frame k+1's H2D runs while frame k's kernel and frame k-1's D2H do.
+ * The slot then joins the in-flight FIFO. The completion thread waits on
+ * the oldest slot's ev_done (a blocking-sync event: the thread sleeps),
+ * copies the pinned output into the job, fills the timings, frees the slot
+ * and calls done. When the job's output is itself pinned (a registered
+ * shared-memory slot) the D2H writes it directly and there is no copy out;
+ * the host copies that remain are spread over a small copy pool
+ * (host_copy.h), since one thread's memcpy is slower than PCIe. Staging buffers
+ * are allocated at open and grow only when a larger frame arrives; a slot is
+ * reused only after its output was copied out, so its pinned input (read by its
+ * H2D) is free by then too.
+ *
+ * Every CUDA call goes through FPREP__CUDA. A failed request is answered
+ * with FPREP_ECUDA naming the call and error; a sticky error (the context is
+ * unusable) marks this and every later job fatal.
+ */
+#include "gpu/backend_cuda.h"
+
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpu/cuda_check.h"
+#include "gpu/host_copy.h"
+#include "gpu/kernel_cache.h"
+#include "log.h"
+
+/* Kernel argument block; must match struct fprep_letterbox_args in
+ * kernels/letterbox.cu. */
+typedef struct cuda_lb_args {
+	const unsigned char *src;
+	void *dst;
+	unsigned int src_w, src_h, src_stride, src_format;
+	unsigned int out_w, out_h;
+	unsigned int resized_w, resized_h, pad_x, pad_y;
+	unsigned int channel_order, layout;
+	float pad_value, scale;
+	float mean[3], std[3];
+} cuda_lb_args;
+
+_Static_assert(sizeof(cuda_lb_args) == 96, "kernel argument layout");
+
+#define CUDA_KERNEL_SOURCE "letterbox.cu"
+#define CUDA_BLOCK_X       32
+#define CUDA_BLOCK_Y       8
+/* Initial staging sizes: a 1080p BGR8 frame in, 640x640x3 float32 out. */
+#define CUDA_INITIAL_IN  (1920u * 1080u * 3u)
+#define CUDA_INITIAL_OUT (640u * 640u * 3u * 4u)
+#define CUDA_GROW_ALIGN  (1u << 20)
+
+enum {
+	CUDA_T_H2D0,
+	CUDA_T_H2D1,
+	CUDA_T_K0,
+	CUDA_T_K1,
+	CUDA_T_D2H0,
+	CUDA_T_D2H1,
+	CUDA_NT
+};
+
+static const char *const cuda_kernel_names[3] = {
+        [0] = "fprep_letterbox_f32",
+        [1] = "fprep_letterbox_f16",
+        [2] = "fprep_letterbox_u8",
+};
+
+typedef struct cuda_slot {
+	uint8_t *h_in, *d_in;   /* pinned and device input, in_cap bytes */
+	uint8_t *d_out, *h_out; /* device and pinned output, out_cap bytes */
+	size_t in_cap, out_cap;
+	cudaEvent_t ev_h2d;  /* ordering: kernel after H2D */
+	cudaEvent_t ev_kern; /* ordering: D2H after kernel */
+	cudaEvent_t ev_done; /* blocking sync: the completion thread waits */
+	cudaEvent_t t[CUDA_NT];
+	fprep__job *job; /* non-NULL while the slot is in use */
+	int out_direct;  /* D2H went straight into job->output (pinned) */
+	struct cuda_slot *next;
+} cuda_slot;
+
+typedef struct cuda_backend {
+	fprep__backend base;
+	int device;
+	char device_name[256];
+	int cc, arch;
+	size_t memory;
+	int copy_engines;
+	unsigned nslots;
+	unsigned copy_threads; /* host copy helpers besides the caller */
+	fprep__kcache *cache;
+	int cache_hit;
+
+	cudaLibrary_t lib;
+	cudaKernel_t kernel[3]; /* by dtype - 1 */
+	cudaStream_t s_h2d, s_comp, s_d2h;
+	cudaEvent_t ev_base; /* origin of fprep__cuda_stamps */
+	cuda_slot *slots;
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv_lane; /* pending job, free slot, or stop */
+	pthread_cond_t cv_done; /* in-flight slot, or lane exited */
+	fprep__job *pend_head, *pend_tail;
+	cuda_slot *fly_head, *fly_tail;
+	int stopping;
+	uint64_t deadline_ns;
+	int lane_exited;
+	int fatal;
+	pthread_t lane, completion;
+	int threads;
+	fprep__copy_pool *copier;
+
+	fprep__cuda_probe_fn probe;
+	void *probe_arg;
+} cuda_backend;
+
+static atomic_ulong cuda_allocs;
+
+unsigned long fprep__cuda_alloc_count(void)
+{
+	return atomic_load(&cuda_allocs);
+}
+
+static uint64_t cuda_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int fprep__cuda_device_count(void)
+{
+	int n = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
+	if (e != cudaSuccess) {
+		fprep__log(FPREP_LOG_DEBUG, "cudaGetDeviceCount: %s",
+		           cudaGetErrorName(e));
+		(void)cudaGetLastError();
+		return 0;
+	}
+	return n;
+}
+
+/* cuda_sticky tells whether e left the context unusable: the listed
+ * launch faults always do; otherwise the error persists after the last
+ * error was read. */
+static int cuda_sticky(int code)
+{
+	switch ((cudaError_t)code) {
+	case cudaErrorIllegalAddress:
+	case cudaErrorLaunchFailure:
+	case cudaErrorHardwareStackError:
+	case cudaErrorIllegalInstruction:
+	case cudaErrorMisalignedAddress:
+	case cudaErrorInvalidAddressSpace:
+	case cudaErrorInvalidPc:
+	case cudaErrorLaunchTimeout:
+	case cudaErrorECCUncorrectable:
+	case cudaErrorAssert:
+	case cudaErrorContextIsDestroyed:
+		return 1;
+	default:
+		break;
+	}
+	(void)cudaGetLastError();
+	return cudaPeekAtLastError() != cudaSuccess;
+}
+
+/* cuda_fail records an error reply in job. */
+static void cuda_fail(fprep__job *job, int status, int fatal, const char *text)
+{
+	job->status = status;
+	job->fatal = fatal;
+	snprintf(job->message, sizeof job->message, "%s", text);
+}
+
+static int cuda_malloc_host(fprep__gpu_status *st, uint8_t **p, size_t n)
+{
+	if (FPREP__CUDA(st, cudaMallocHost((void **)p, n)))
+		return -1;
+	atomic_fetch_add(&cuda_allocs, 1);
+	return 0;
+}
+
+static int cuda_malloc_dev(fprep__gpu_status *st, uint8_t **p, size_t n)
+{
+	if (FPREP__CUDA(st, cudaMalloc((void **)p, n)))
+		return -1;
+	atomic_fetch_add(&cuda_allocs, 1);
+	return 0;
+}
+
+static void cuda_free_pair(uint8_t **h, uint8_t **d, size_t *cap)
+{
+	if (*h != NULL)
+		(void)FPREP__CUDA(NULL, cudaFreeHost(*h));
+	if (*d != NULL)
+		(void)FPREP__CUDA(NULL, cudaFree(*d));
+	*h = *d = NULL;
+	*cap = 0;
+}
+
+/* cuda_slot_reserve makes the slot's input hold in_size bytes and its
+ * output out_size bytes, reallocating only what is too small. */
+static int cuda_slot_reserve(cuda_slot *s, size_t in_size, size_t out_size,
+                             fprep__gpu_status *st)
+{
+	if (in_size > s->in_cap) {
+		size_t n = (in_size + CUDA_GROW_ALIGN - 1) &
+		           ~(size_t)(CUDA_GROW_ALIGN - 1);
+		cuda_free_pair(&s->h_in, &s->d_in, &s->in_cap);
+		if (cuda_malloc_host(st, &s->h_in, n) ||
+		    cuda_malloc_dev(st, &s->d_in, n))
+			return -1;
+		s->in_cap = n;
+	}
+	if (out_size > s->out_cap) {
+		size_t n = (out_size + CUDA_GROW_ALIGN - 1) &
+		           ~(size_t)(CUDA_GROW_ALIGN - 1);
+		cuda_free_pair(&s->h_out, &s->d_out, &s->out_cap);
+		if (cuda_malloc_host(st, &s->h_out, n) ||
+		    cuda_malloc_dev(st, &s->d_out, n))
+			return -1;
+		s->out_cap = n;
+	}
+	return 0;
+}
+
+static int cuda_slot_init(cuda_slot *s, fprep__gpu_status *st)
+{
+	if (FPREP__CUDA(st, cudaEventCreateWithFlags(&s->ev_h2d,
+	                                             cudaEventDisableTiming)) ||
+	    FPREP__CUDA(st, cudaEventCreateWithFlags(&s->ev_kern,
+	                                             cudaEventDisableTiming)) ||
+	    FPREP__CUDA(st,
+	                cudaEventCreateWithFlags(
+	                        &s->ev_done, cudaEventBlockingSync |
+	                                             cudaEventDisableTiming)))
+		return -1;
+	for (int i = 0; i < CUDA_NT; i++)
+		if (FPREP__CUDA(st, cudaEventCreateWithFlags(&s->t[i],
+		                                             cudaEventDefault)))
+			return -1;
+	return cuda_slot_reserve(s, CUDA_INITIAL_IN, CUDA_INITIAL_OUT, st);
+}
+
+static void cuda_slot_fini(cuda_slot *s)
+{
+	cudaEvent_t *evs[] = {&s->ev_h2d, &s->ev_kern, &s->ev_done};
+	for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
+		if (*evs[i] != NULL)
+			(void)FPREP__CUDA(NULL, cudaEventDestroy(*evs[i]));
+	for (int i = 0; i < CUDA_NT; i++)
+		if (s->t[i] != NULL)
+			(void)FPREP__CUDA(NULL, cudaEventDestroy(s->t[i]));
+	cuda_free_pair(&s->h_in, &s->d_in, &s->in_cap);
+	cuda_free_pair(&s->h_out, &s->d_out, &s->out_cap);
+}
+
+/* cuda_is_pinned tells whether the n bytes at p lie in page-locked host
+ * memory (cudaMallocHost, or a region registered with cudaHostRegister,
+ * like the shared-memory path's output slots), so the D2H may write them
+ * directly. */
+static int cuda_is_pinned(const void *p, size_t n)
+{
+	struct cudaPointerAttributes a0, a1;
+
+	if (n == 0 || cudaPointerGetAttributes(&a0, p) != cudaSuccess ||
+	    cudaPointerGetAttributes(&a1, (const char *)p + n - 1) !=
+	            cudaSuccess) {
+		(void)cudaGetLastError();
+		return 0;
+	}
+	return a0.type == cudaMemoryTypeHost && a1.type == cudaMemoryTypeHost;
+}
+
+/* cuda_enqueue puts job's H2D, kernel and D2H on the streams, using slot s.
+ * Runs on the lane thread. Returns 0, or an error with job's reply set. */
+static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
+{
+	const fprep_request *rq = &job->req;
+	fprep__gpu_status st = {0};
+	uint32_t shape[4];
+	uint64_t out_bytes = 0;
+	const uint8_t *src;
+	uint8_t *dst;
+	cuda_lb_args a;
+
+	if (fprep_tensor_shape(rq, shape, &out_bytes) != 0 ||
+	    out_bytes != job->output_size || rq->dtype < FPREP_DTYPE_F32 ||
+	    rq->dtype > FPREP_DTYPE_U8) {
+		cuda_fail(job, FPREP_EINVAL, 0, "invalid tensor request");
+		return FPREP_EINVAL;
+	}
+	if (cuda_slot_reserve(s, rq->input_size, out_bytes, &st)) {
+		int fatal = cuda_sticky(st.code);
+		cuda_fail(job,
+		          st.code == cudaErrorMemoryAllocation ? FPREP_ENOMEM
+		                                               : FPREP_ECUDA,
+		          fatal, st.text);
+		return job->status;
+	}
+	s->out_direct = cuda_is_pinned(job->output, out_bytes);
+	dst = s->out_direct ? job->output : s->h_out;
+	src = job->input;
+	if (!job->input_pinned) {
+		fprep__copy(cb->copier, s->h_in, job->input, rq->input_size);
+		src = s->h_in;
+	}
+
+	memset(&a, 0, sizeof a);
+	a.src = s->d_in;
+	a.dst = s->d_out;
+	a.src_w = rq->src_width;
+	a.src_h = rq->src_height;
+	a.src_stride = rq->src_stride;
+	a.src_format = rq->src_format;
+	a.out_w = rq->out_width;
+	a.out_h = rq->out_height;
+	a.resized_w = job->xf.resized_w;
+	a.resized_h = job->xf.resized_h;
+	a.pad_x = job->xf.pad_x;
+	a.pad_y = job->xf.pad_y;
+	a.channel_order = rq->channel_order;
+	a.layout = rq->layout;
+	a.pad_value = rq->pad_value;
+	a.scale = rq->scale;
+	memcpy(a.mean, rq->mean, sizeof a.mean);
+	memcpy(a.std, rq->std, sizeof a.std);
+	void *args[] = {&a};
+	dim3 block = {CUDA_BLOCK_X, CUDA_BLOCK_Y, 1};
+	dim3 grid = {(rq->out_width + CUDA_BLOCK_X - 1) / CUDA_BLOCK_X,
+	             (rq->out_height + CUDA_BLOCK_Y - 1) / CUDA_BLOCK_Y, 1};
+	const void *kern = (const void *)cb->kernel[rq->dtype - 1];
+
+	if (FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D0], cb->s_h2d)) ||
+	    FPREP__CUDA(&st,
+	                cudaMemcpyAsync(s->d_in, src, rq->input_size,
+	                                cudaMemcpyHostToDevice, cb->s_h2d)) ||
+	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D1], cb->s_h2d)) ||
+	    FPREP__CUDA(&st, cudaEventRecord(s->ev_h2d, cb->s_h2d)) ||
+	    FPREP__CUDA(&st, cudaStreamWaitEvent(cb->s_comp, s->ev_h2d, 0)) ||
+	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_K0], cb->s_comp)) ||
+	    FPREP__CUDA(&st, cudaLaunchKernel(kern, grid, block, args, 0,
+	                                      cb->s_comp)) ||
+	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_K1], cb->s_comp)) ||
+	    FPREP__CUDA(&st, cudaEventRecord(s->ev_kern, cb->s_comp)) ||
+	    FPREP__CUDA(&st, cudaStreamWaitEvent(cb->s_d2h, s->ev_kern, 0)) ||
+	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_D2H0], cb->s_d2h)) ||
+	    FPREP__CUDA(&st,
+	                cudaMemcpyAsync(dst, s->d_out, out_bytes,
+	                                cudaMemcpyDeviceToHost, cb->s_d2h)) ||
+	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_D2H1], cb->s_d2h)) ||
+	    FPREP__CUDA(&st, cudaEventRecord(s->ev_done, cb->s_d2h))) {
+		/* Part of the work may be queued: let it finish before the
+		 * slot is reused. */
+		int fatal = cuda_sticky(st.code);
+		(void)cudaStreamSynchronize(cb->s_h2d);
+		(void)cudaStreamSynchronize(cb->s_comp);
+		(void)cudaStreamSynchronize(cb->s_d2h);
+		cuda_fail(job, FPREP_ECUDA, fatal, st.text);
+		return FPREP_ECUDA;
+	}
+	return 0;
+}
+
+/* cuda_deliver frees slot s (if any) and calls job's done. */
+static void cuda_deliver(cuda_backend *cb, cuda_slot *s, fprep__job *job)
+{
+	job->t_end_ns = cuda_now_ns();
+	pthread_mutex_lock(&cb->mu);
+	if (job->fatal)
+		cb->fatal = 1;
+	if (s != NULL) {
+		s->job = NULL;
+		pthread_cond_signal(&cb->cv_lane);
+	}
+	pthread_mutex_unlock(&cb->mu);
+	job->done(job);
+}
+
+static cuda_slot *cuda_free_slot(cuda_backend *cb)
+{
+	for (unsigned i = 0; i < cb->nslots; i++)
+		if (cb->slots[i].job == NULL)
+			return &cb->slots[i];
+	return NULL;
+}
+
+static void cuda_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ns)
+{
+	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
+	                      .tv_nsec = (long)(ns % 1000000000u)};
+	pthread_cond_timedwait(cv, mu, &ts);
+}
+
+static void *cuda_lane_main(void *arg)
+{
+	cuda_backend *cb = arg;
+	fprep__gpu_status st = {0};
+	int dev_ok = !FPREP__CUDA(&st, cudaSetDevice(cb->device));
+
+	pthread_mutex_lock(&cb->mu);
+	for (;;) {
+		fprep__job *job = cb->pend_head;
+		cuda_slot *s = NULL;
+
+		if (job == NULL) {
+			if (cb->stopping)
+				break;
+			pthread_cond_wait(&cb->cv_lane, &cb->mu);
+			continue;
+		}
+		int late = cb->stopping && cuda_now_ns() >= cb->deadline_ns;
+		int now = !dev_ok || cb->fatal || late ||
+		          job->req.kind != FPREP_KIND_FRAME;
+		if (!now && (s = cuda_free_slot(cb)) == NULL) {
+			if (cb->stopping)
+				cuda_timedwait(&cb->cv_lane, &cb->mu,
+				               cb->deadline_ns);
+			else
+				pthread_cond_wait(&cb->cv_lane, &cb->mu);
+			continue;
+		}
+		cb->pend_head = job->next;
+		if (cb->pend_head == NULL)
+			cb->pend_tail = NULL;
+		job->next = NULL;
+		if (s != NULL)
+			s->job = job;
+		int fatal = cb->fatal;
+		pthread_mutex_unlock(&cb->mu);
+
+		job->t_start_ns = cuda_now_ns();
+		job->status = FPREP_OK;
+		job->fatal = 0;
+		job->message[0] = '\0';
+		fprep_transform_compute(&job->req, &job->xf);
+		if (!dev_ok) {
+			cuda_fail(job, FPREP_ECUDA, 1, st.text);
+			cuda_deliver(cb, NULL, job);
+		} else if (fatal) {
+			cuda_fail(job, FPREP_ECUDA, 1,
+			          "the GPU lane failed earlier (sticky error)");
+			cuda_deliver(cb, NULL, job);
+		} else if (late) {
+			cuda_fail(job, FPREP_ESHUTDOWN, 0,
+			          "GPU lane closing: drain deadline passed");
+			cuda_deliver(cb, NULL, job);
+		} else if (s == NULL) { /* ECHO: no work, no copies */
+			cuda_deliver(cb, NULL, job);
+		} else if (cuda_enqueue(cb, s, job) != 0) {
+			cuda_deliver(cb, s, job);
+		} else {
+			pthread_mutex_lock(&cb->mu);
+			s->next = NULL;
+			if (cb->fly_tail != NULL)
+				cb->fly_tail->next = s;
+			else
+				cb->fly_head = s;
+			cb->fly_tail = s;
+			pthread_cond_signal(&cb->cv_done);
+			pthread_mutex_unlock(&cb->mu);
+		}
+		pthread_mutex_lock(&cb->mu);
+	}
+	cb->lane_exited = 1;
+	pthread_cond_signal(&cb->cv_done);
+	pthread_mutex_unlock(&cb->mu);
+	return NULL;
+}
+
+static uint32_t cuda_elapsed_us(cudaEvent_t a, cudaEvent_t b)
+{
+	float ms = 0;
+	if (cudaEventElapsedTime(&ms, a, b) != cudaSuccess || ms < 0)
+		return 0;
+	return (uint32_t)(ms * 1000.0f + 0.5f);
+}
+
+static double cuda_stamp(cudaEvent_t base, cudaEvent_t e)
+{
+	float ms = 0;
+	(void)cudaEventElapsedTime(&ms, base, e);
+	return (double)ms * 1000.0;
+}
+
+/* cuda_finish completes the job of the oldest in-flight slot. */
+static void cuda_finish(cuda_backend *cb, cuda_slot *s)
+{
+	fprep__job *job = s->job;
+	fprep__gpu_status st = {0};
+
+	if (FPREP__CUDA(&st, cudaEventSynchronize(s->ev_done))) {
+		cuda_fail(job, FPREP_ECUDA, cuda_sticky(st.code), st.text);
+		cuda_deliver(cb, s, job);
+		return;
+	}
+	if (!s->out_direct)
+		fprep__copy(cb->copier, job->output, s->h_out,
+		            job->output_size);
+	job->t_h2d_us = cuda_elapsed_us(s->t[CUDA_T_H2D0], s->t[CUDA_T_H2D1]);
+	job->t_kernel_us = cuda_elapsed_us(s->t[CUDA_T_K0], s->t[CUDA_T_K1]);
+	job->t_d2h_us = cuda_elapsed_us(s->t[CUDA_T_D2H0], s->t[CUDA_T_D2H1]);
+	job->t_compute_us = job->t_kernel_us;
+	if (cb->probe != NULL) {
+		fprep__cuda_stamps ps = {
+		        .h2d_start = cuda_stamp(cb->ev_base, s->t[CUDA_T_H2D0]),
+		        .h2d_end = cuda_stamp(cb->ev_base, s->t[CUDA_T_H2D1]),
+		        .kernel_start =
+		                cuda_stamp(cb->ev_base, s->t[CUDA_T_K0]),
+		        .kernel_end = cuda_stamp(cb->ev_base, s->t[CUDA_T_K1]),
+		        .d2h_start = cuda_stamp(cb->ev_base, s->t[CUDA_T_D2H0]),
+		        .d2h_end = cuda_stamp(cb->ev_base, s->t[CUDA_T_D2H1]),
+		};
+		cb->probe(cb->probe_arg, job, &ps);
+	}
+	cuda_deliver(cb, s, job);
+}
+
+static void *cuda_completion_main(void *arg)
+{
+	cuda_backend *cb = arg;
+
+	(void)FPREP__CUDA(NULL, cudaSetDevice(cb->device));
+	pthread_mutex_lock(&cb->mu);
+	for (;;) {
+		cuda_slot *s = cb->fly_head;
+		if (s == NULL) {
+			if (cb->lane_exited)
+				break;
+			pthread_cond_wait(&cb->cv_done, &cb->mu);
+			continue;
+		}
+		cb->fly_head = s->next;
+		if (cb->fly_head == NULL)
+			cb->fly_tail = NULL;
+		pthread_mutex_unlock(&cb->mu);
+		cuda_finish(cb, s);
+		pthread_mutex_lock(&cb->mu);
+	}
+	pthread_mutex_unlock(&cb->mu);
+	return NULL;
+}
+
+static int cuda_submit(fprep__backend *b, fprep__job *job)
+{
+	cuda_backend *cb = (cuda_backend *)b;
+
+	if (job->req.kind != FPREP_KIND_FRAME &&
+	    job->req.kind != FPREP_KIND_ECHO)
+		return FPREP_EINVAL;
+	job->next = NULL;
+	pthread_mutex_lock(&cb->mu);
+	if (cb->stopping) {
+		pthread_mutex_unlock(&cb->mu);
+		return FPREP_ESHUTDOWN;
+	}
+	if (cb->pend_tail != NULL)
+		cb->pend_tail->next = job;
+	else
+		cb->pend_head = job;
+	cb->pend_tail = job;
+	pthread_cond_signal(&cb->cv_lane);
+	pthread_mutex_unlock(&cb->mu);
+	return 0;
+}
+
+static void cuda_info(fprep__backend *b, char *buf, size_t size)
+{
+	cuda_backend *cb = (cuda_backend *)b;
+	unsigned hits = 0, misses = 0;
+	size_t n = strnlen(buf, size);
+
+	if (n >= size)
+		return;
+	fprep__kcache_stats(cb->cache, &hits, &misses);
+	const char *dir = fprep__kcache_dir(cb->cache);
+	snprintf(buf + n, size - n,
+	         "backend: cuda\n"
+	         "device: %d %s\n"
+	         "compute_capability: %d.%d\n"
+	         "kernel_arch: sm_%d\n"
+	         "device_memory_mib: %zu\n"
+	         "copy_engines: %d\n"
+	         "lanes: 1\n"
+	         "slots: %u\n"
+	         "host_copy_threads: %u\n"
+	         "kernel_cache: %s (%s, %u hits, %u misses)\n",
+	         cb->device, cb->device_name, cb->cc / 10, cb->cc % 10,
+	         cb->arch, cb->memory >> 20, cb->copy_engines, cb->nslots,
+	         cb->copy_threads, dir[0] ? dir : "off",
+	         cb->cache_hit ? "hit" : "miss", hits, misses);
+}
+
+static void cuda_free(cuda_backend *cb)
+{
+	if (cb->slots != NULL) {
+		for (unsigned i = 0; i < cb->nslots; i++)
+			cuda_slot_fini(&cb->slots[i]);
+		free(cb->slots);
+	}
+	cudaStream_t *ss[] = {&cb->s_h2d, &cb->s_comp, &cb->s_d2h};
+	for (size_t i = 0; i < sizeof ss / sizeof ss[0]; i++)
+		if (*ss[i] != NULL)
+			(void)FPREP__CUDA(NULL, cudaStreamDestroy(*ss[i]));
+	if (cb->ev_base != NULL)
+		(void)FPREP__CUDA(NULL, cudaEventDestroy(cb->ev_base));
+	if (cb->lib != NULL)
+		(void)FPREP__CUDA(NULL, cudaLibraryUnload(cb->lib));
+	fprep__kcache_close(cb->cache);
+	fprep__copy_pool_close(cb->copier);
+	pthread_cond_destroy(&cb->cv_lane);
+	pthread_cond_destroy(&cb->cv_done);
+	pthread_mutex_destroy(&cb->mu);
+	free(cb);
+}
+
+static void cuda_close(fprep__backend *b, int timeout_ms)
+{
+	cuda_backend *cb = (cuda_backend *)b;
+
+	if (cb->threads) {
+		pthread_mutex_lock(&cb->mu);
+		cb->stopping = 1;
+		cb->deadline_ns =
+		        cuda_now_ns() +
+		        (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000u;
+		pthread_cond_broadcast(&cb->cv_lane);
+		pthread_mutex_unlock(&cb->mu);
+		pthread_join(cb->lane, NULL);
+		pthread_join(cb->completion, NULL);
+	}
+	(void)FPREP__CUDA(NULL, cudaSetDevice(cb->device));
+	cuda_free(cb);
+}
+
+void fprep__backend_cuda_set_probe(fprep__backend *b, fprep__cuda_probe_fn fn,
+                                   void *arg)
+{
+	cuda_backend *cb = (cuda_backend *)b;
+	cb->probe = fn;
+	cb->probe_arg = arg;
+}
+
+/* cuda_read_source reads dir/name into a malloc'ed string. */
+static char *cuda_read_source(const char *dir, const char *name)
+{
+	char path[4096];
+	char *text = NULL;
+	long n;
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	f = fopen(path, "rb");
+	if (f == NULL) {
+		fprep__log(FPREP_LOG_ERR, "cannot open kernel source %s: %s",
+		           path, strerror(errno));
+		return NULL;
+	}
+	if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 ||
+	    fseek(f, 0, SEEK_SET) != 0)
+		goto out;
+	text = malloc((size_t)n + 1);
+	if (text == NULL)
+		goto out;
+	if (fread(text, 1, (size_t)n, f) != (size_t)n) {
+		free(text);
+		text = NULL;
+		goto out;
+	}
+	text[n] = '\0';
+out:
+	if (text == NULL)
+		fprep__log(FPREP_LOG_ERR, "cannot read kernel source %s", path);
+	fclose(f);
+	return text;
+}
+
+/* cuda_load_kernels builds (or fetches from the cache) the letterbox CUBIN
+ * and loads it; a cached CUBIN the driver refuses is recompiled once. */
+static int cuda_load_kernels(cuda_backend *cb, const fprep__cuda_config *cfg)
+{
+	const char *text = NULL;
+	char *owned = NULL;
+	char msg[FPREP_MESSAGE_SIZE];
+	fprep__gpu_status st = {0};
+	void *cubin = NULL;
+	size_t size = 0;
+	int err = FPREP_EIO;
+
+	if (cfg->kernel_dir != NULL) {
+		text = owned =
+		        cuda_read_source(cfg->kernel_dir, CUDA_KERNEL_SOURCE);
+	} else {
+		for (const fprep__kernel_source *k = fprep__kernel_sources;
+		     k->name != NULL; k++)
+			if (strcmp(k->name, CUDA_KERNEL_SOURCE) == 0)
+				text = k->text;
+	}
+	if (text == NULL)
+		goto out;
+	for (int force = 0; force < 2; force++) {
+		err = fprep__kernel_build(cb->cache, CUDA_KERNEL_SOURCE, text,
+		                          cb->arch, force, &cubin, &size,
+		                          &cb->cache_hit, msg, sizeof msg);
+		if (err != 0) {
+			fprep__log(FPREP_LOG_ERR, "%s", msg);
+			goto out;
+		}
+		err = FPREP_ECUDA;
+		if (!FPREP__CUDA(&st,
+		                 cudaLibraryLoadData(&cb->lib, cubin, NULL,
+		                                     NULL, 0, NULL, NULL, 0)))
+			break;
+		free(cubin);
+		cubin = NULL;
+		cb->lib = NULL;
+		if (!cb->cache_hit)
+			goto out;
+		fprep__log(FPREP_LOG_WARNING,
+		           "cached kernel refused by the driver: recompiling");
+	}
+	if (cb->lib == NULL)
+		goto out;
+	for (int i = 0; i < 3; i++)
+		if (FPREP__CUDA(&st,
+		                cudaLibraryGetKernel(&cb->kernel[i], cb->lib,
+		                                     cuda_kernel_names[i])))
+			goto out;
+	err = 0;
+out:
+	free(cubin);
+	free(owned);
+	return err;
+}
+
+int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
+{
+	cuda_backend *cb = NULL;
+	fprep__gpu_status st = {0};
+	struct cudaDeviceProp prop;
+	pthread_condattr_t ca;
+	int ndev = fprep__cuda_device_count();
+	int err = FPREP_ECUDA;
+
+	*bp = NULL;
+	if (cfg->device < 0 || cfg->device >= ndev) {
+		fprep__log(FPREP_LOG_ERR,
+		           "CUDA device %d not present (%d found)", cfg->device,
+		           ndev);
+		return FPREP_EUNSUPPORTED;
+	}
+	cb = calloc(1, sizeof *cb);
+	if (cb == NULL)
+		return FPREP_ENOMEM;
+	cb->base.name = "cuda";
+	cb->base.submit = cuda_submit;
+	cb->base.info = cuda_info;
+	cb->base.close = cuda_close;
+	cb->device = cfg->device;
+	cb->nslots = cfg->slots < 2 ? 2 : cfg->slots;
+	pthread_mutex_init(&cb->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&cb->cv_lane, &ca);
+	pthread_cond_init(&cb->cv_done, &ca);
+	pthread_condattr_destroy(&ca);
+
+	if (FPREP__CUDA(&st, cudaSetDevice(cb->device)) ||
+	    FPREP__CUDA(&st, cudaGetDeviceProperties(&prop, cb->device)))
+		goto fail;
+	snprintf(cb->device_name, sizeof cb->device_name, "%s", prop.name);
+	cb->cc = prop.major * 10 + prop.minor;
+	cb->memory = prop.totalGlobalMem;
+	cb->copy_engines = prop.asyncEngineCount;
+	cb->arch = fprep__nvrtc_arch(cb->cc);
+	if (cb->arch == 0) {
+		fprep__log(FPREP_LOG_ERR,
+		           "NVRTC cannot compile for compute capability %d.%d",
+		           cb->cc / 10, cb->cc % 10);
+		err = FPREP_ENVRTC;
+		goto fail;
+	}
+	err = fprep__kcache_open(&cb->cache, cfg->cache_dir,
+	                         cfg->cache_enabled);
+	if (err != 0)
+		goto fail;
+	err = cuda_load_kernels(cb, cfg);
+	if (err != 0)
+		goto fail;
+	err = FPREP_ECUDA;
+	if (FPREP__CUDA(&st, cudaStreamCreateWithFlags(
+	                             &cb->s_h2d, cudaStreamNonBlocking)) ||
+	    FPREP__CUDA(&st, cudaStreamCreateWithFlags(
+	                             &cb->s_comp, cudaStreamNonBlocking)) ||
+	    FPREP__CUDA(&st, cudaStreamCreateWithFlags(
+	                             &cb->s_d2h, cudaStreamNonBlocking)) ||
+	    FPREP__CUDA(&st, cudaEventCreateWithFlags(&cb->ev_base,
+	                                              cudaEventDefault)) ||
+	    FPREP__CUDA(&st, cudaEventRecord(cb->ev_base, cb->s_h2d)) ||
+	    FPREP__CUDA(&st, cudaEventSynchronize(cb->ev_base)))
+		goto fail;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	cb->copy_threads =
+	        ncpu >= 8 ? (unsigned)(ncpu / 4 < 4 ? ncpu / 4 : 4) : 0;
+	if (fprep__copy_pool_open(&cb->copier, cb->copy_threads) != 0) {
+		err = FPREP_ENOMEM;
+		goto fail;
+	}
+	cb->slots = calloc(cb->nslots, sizeof *cb->slots);
+	if (cb->slots == NULL) {
+		err = FPREP_ENOMEM;
+		goto fail;
+	}
+	for (unsigned i = 0; i < cb->nslots; i++)
+		if (cuda_slot_init(&cb->slots[i], &st)) {
+			err = st.code == cudaErrorMemoryAllocation
+			              ? FPREP_ENOMEM
+			              : FPREP_ECUDA;
+			goto fail;
+		}
+	if (pthread_create(&cb->lane, NULL, cuda_lane_main, cb) != 0) {
+		err = FPREP_ENOMEM;
+		goto fail;
+	}
+	if (pthread_create(&cb->completion, NULL, cuda_completion_main, cb) !=
+	    0) {
+		pthread_mutex_lock(&cb->mu);
+		cb->stopping = 1;
+		pthread_cond_broadcast(&cb->cv_lane);
+		pthread_mutex_unlock(&cb->mu);
+		pthread_join(cb->lane, NULL);
+		err = FPREP_ENOMEM;
+		goto fail;
+	}
+	cb->threads = 1;
+	fprep__log(FPREP_LOG_INFO,
+	           "GPU lane on device %d (%s, sm_%d, %d copy engines), %u "
+	           "staging slots",
+	           cb->device, cb->device_name, cb->cc, cb->copy_engines,
+	           cb->nslots);
+	*bp = &cb->base;
+	return 0;
+fail:
+	fprep__log(FPREP_LOG_ERR, "GPU backend on device %d not started: %s",
+	           cfg->device, fprep_strerror(err));
+	cuda_free(cb);
+	return err;
+}

@@ -29,6 +29,31 @@ int fprep__cuda_device_count(void);
  * the streams, events and the completion thread. Call from the loop thread at
  * start-up. Returns 0, or FPREP_EUNSUPPORTED (no such device), FPREP_ECUDA,
  * FPREP_ENVRTC, FPREP_ENOMEM, FPREP_EIO, with the reason logged. */
-int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg);
+int fprep__backend_cuda_open(fprep__backend **bp,
+                             const fprep__cuda_config *cfg);
+
+/* fprep__cuda_alloc_count returns how many device or pinned host buffers
+ * (cudaMalloc, cudaMallocHost) the GPU backend has allocated in this
+ * process: steady-state traffic must not move it. */
+unsigned long fprep__cuda_alloc_count(void);
+
+/* fprep__cuda_stamps: when one job's stages ran on the device, in
+ * microseconds since its lane opened (CUDA timing events, ~0.5 us
+ * resolution). */
+typedef struct fprep__cuda_stamps {
+	double h2d_start, h2d_end;
+	double kernel_start, kernel_end;
+	double d2h_start, d2h_end;
+} fprep__cuda_stamps;
+
+/* fprep__cuda_probe_fn: called on the completion thread for every job that
+ * ran on the device, just before its done callback. */
+typedef void (*fprep__cuda_probe_fn)(void *arg, const fprep__job *job,
+                                     const fprep__cuda_stamps *stamps);
+
+/* fprep__backend_cuda_set_probe installs fn (NULL: none) on a GPU backend.
+ * Call before submitting jobs; meant for tests and benchmarks. */
+void fprep__backend_cuda_set_probe(fprep__backend *b, fprep__cuda_probe_fn fn,
+                                   void *arg);
 
 #endif /* FPREP_BACKEND_CUDA_H */

@@ -1,6 +1,7 @@
 # embed.cmake: writes OUT, a C file holding each kernel source of SOURCES as
-# a string, in the table fprep__kernel_sources[] (name, text), NULL-ended.
-set(body "/* Generated from kernels by src/gpu/embed.cmake. */\n#include <stddef.h>\n")
+# a string, in the table fprep__kernel_sources[] (name, text), NULL-ended
+# (declared in kernel_cache.h).
+set(body "/* Generated from kernels by src/gpu/embed.cmake. */\n#include <stddef.h>\n#include \"gpu/kernel_cache.h\"\n")
 set(table "")
 set(i 0)
 foreach(src IN LISTS SOURCES)
@@ -11,5 +12,5 @@ foreach(src IN LISTS SOURCES)
   string(APPEND table "  {\"${name}\", fprep_kernel_${i}},\n")
   math(EXPR i "${i} + 1")
 endforeach()
-string(APPEND body "const struct { const char *name; const char *text; } fprep__kernel_sources[] = {\n${table}  {NULL, NULL}\n};\n")
+string(APPEND body "const fprep__kernel_source fprep__kernel_sources[] = {\n${table}  {NULL, NULL}\n};\n")
 file(WRITE ${OUT} "${body}")

@@ -1,0 +1,144 @@
+/*
+ * host_copy.c: the copy pool of host_copy.h.
+ *
+ * A copy of n bytes becomes up to nthreads + 1 chunks of at least
+ * HOST_COPY_MIN_CHUNK bytes; all but the first go on the pool's queue, the
+ * caller copies the first and then waits on its group's counter. Workers
+ * sleep on a condition variable while the queue is empty.
+ */
+#include "gpu/host_copy.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frameprep/frameprep.h"
+
+#define HOST_COPY_MIN_CHUNK   (512u * 1024u)
+#define HOST_COPY_MAX_THREADS 16
+
+typedef struct host_copy_group {
+	unsigned remaining; /* chunks not yet copied, under the pool's mutex */
+	pthread_cond_t cv;
+} host_copy_group;
+
+typedef struct host_copy_task {
+	unsigned char *dst;
+	const unsigned char *src;
+	size_t n;
+	host_copy_group *group;
+	struct host_copy_task *next;
+} host_copy_task;
+
+struct fprep__copy_pool {
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* queue not empty, or stop */
+	host_copy_task *head, *tail;
+	int stop;
+	unsigned nthreads;
+	pthread_t threads[HOST_COPY_MAX_THREADS];
+};
+
+static void *host_copy_main(void *arg)
+{
+	fprep__copy_pool *p = arg;
+
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		host_copy_task *t = p->head;
+		if (t == NULL) {
+			if (p->stop)
+				break;
+			pthread_cond_wait(&p->cv, &p->mu);
+			continue;
+		}
+		p->head = t->next;
+		if (p->head == NULL)
+			p->tail = NULL;
+		pthread_mutex_unlock(&p->mu);
+		memcpy(t->dst, t->src, t->n);
+		pthread_mutex_lock(&p->mu);
+		if (--t->group->remaining == 0)
+			pthread_cond_signal(&t->group->cv);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+int fprep__copy_pool_open(fprep__copy_pool **pp, unsigned nthreads)
+{
+	fprep__copy_pool *p = calloc(1, sizeof *p);
+
+	*pp = NULL;
+	if (p == NULL)
+		return FPREP_ENOMEM;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	if (nthreads > HOST_COPY_MAX_THREADS)
+		nthreads = HOST_COPY_MAX_THREADS;
+	for (; p->nthreads < nthreads; p->nthreads++)
+		if (pthread_create(&p->threads[p->nthreads], NULL,
+		                   host_copy_main, p) != 0)
+			break;
+	*pp = p;
+	return 0;
+}
+
+void fprep__copy_pool_close(fprep__copy_pool *p)
+{
+	if (p == NULL)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stop = 1;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	for (unsigned i = 0; i < p->nthreads; i++)
+		pthread_join(p->threads[i], NULL);
+	pthread_cond_destroy(&p->cv);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}
+
+void fprep__copy(fprep__copy_pool *p, void *dst, const void *src, size_t n)
+{
+	host_copy_task tasks[HOST_COPY_MAX_THREADS];
+	host_copy_group g;
+	size_t chunks = n / HOST_COPY_MIN_CHUNK, step;
+
+	if (chunks > p->nthreads + 1)
+		chunks = p->nthreads + 1;
+	if (chunks < 2) {
+		memcpy(dst, src, n);
+		return;
+	}
+	/* Chunks start on 4 KiB boundaries (whole pages per thread). */
+	step = ((n + chunks - 1) / chunks + 4095) & ~(size_t)4095;
+	pthread_cond_init(&g.cv, NULL);
+	g.remaining = 0;
+	pthread_mutex_lock(&p->mu);
+	for (size_t i = 1; i < chunks && i * step < n; i++) {
+		host_copy_task *t = &tasks[i - 1];
+		size_t off = i * step;
+		t->dst = (unsigned char *)dst + off;
+		t->src = (const unsigned char *)src + off;
+		t->n = n - off < step ? n - off : step;
+		t->group = &g;
+		t->next = NULL;
+		if (p->tail != NULL)
+			p->tail->next = t;
+		else
+			p->head = t;
+		p->tail = t;
+		g.remaining++;
+	}
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+
+	memcpy(dst, src, step < n ? step : n);
+
+	pthread_mutex_lock(&p->mu);
+	while (g.remaining > 0)
+		pthread_cond_wait(&g.cv, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+	pthread_cond_destroy(&g.cv);
+}

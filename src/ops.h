@@ -1,0 +1,44 @@
+/*
+ * ops.h: internal entry points of the CPU preprocessing (ops_cpu.c).
+ *
+ * fprep_preprocess_cpu (public) does a whole frame on the calling thread.
+ * The CPU backend can also cut one frame into bands of tensor rows and run
+ * the bands on several threads with fprep__preprocess_cpu_rows; the bands
+ * write disjoint bytes of the tensor, so they need no locking.
+ *
+ * Arithmetic, which the GPU kernels follow: for tensor column u inside the
+ * resized image, x = u - pad_x, fx = (float)((x + 0.5) * sx - 0.5) with
+ * sx = 1 / (resized_w / (double)src_w); x0 = floor(fx), fx -= x0; x0 < 0
+ * gives x0 = 0, fx = 0; x0 >= W - 1 gives x0 = W - 1, fx = 0; x1 =
+ * min(x0 + 1, W - 1). The weights are OpenCV's 11-bit coefficients,
+ * a0 = rint((1 - fx) * 2048) / 2048, a1 = rint(fx * 2048) / 2048. Rows
+ * likewise, except that fy is not zeroed at the borders (OpenCV clamps only
+ * the row indices). The pixel is the float
+ * v = (s00 * a0 + s01 * a1) * b0 + (s10 * a0 + s11 * a1) * b1; U8 stores
+ * floor(v + 0.5) saturated, F32/F16 store (v * scale - mean[c]) / std[c].
+ */
+#ifndef FPREP_OPS_H
+#define FPREP_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "frameprep/frameprep.h"
+
+/* fprep__preprocess_check validates the fields of a FRAME/ECHO request that
+ * the ops depend on (formats, enums, sizes, stride, input_size,
+ * normalisation) and that tensor_size is the request's tensor size.
+ * Returns 0 or FPREP_EINVAL. Thread-safe. */
+int fprep__preprocess_check(const fprep_request *req, size_t tensor_size);
+
+/* fprep__preprocess_cpu_rows writes tensor rows [y0, y1) (0 <= y0 <= y1 <=
+ * out_height) of the request's tensor, every channel of them, padding
+ * included. req must have passed fprep__preprocess_check, xf must be
+ * fprep_transform_compute(req), frame and tensor as for
+ * fprep_preprocess_cpu. Calls for disjoint row ranges may run concurrently
+ * on the same tensor. Returns 0 or FPREP_ENOMEM (row buffers). */
+int fprep__preprocess_cpu_rows(const fprep_request *req, const void *frame,
+                               void *tensor, const fprep_transform *xf,
+                               uint32_t y0, uint32_t y1);
+
+#endif /* FPREP_OPS_H */

@@ -1,0 +1,293 @@
+/*
+ * bench_lane.c: what one GPU lane costs, next to what the copy engines
+ * allow. Usage: bench_lane IMAGE_DIR (astronaut.png is scaled to 1920x1080,
+ * so the bytes are a real photograph's, never zeros).
+ *
+ * 1. Pinned H2D / D2H bandwidth for the byte counts of a 1080p BGR8 frame
+ *    and a 640x640x3 float32 tensor (CUDA events, median of 50 after
+ *    warm-up).
+ * 2. One frame at a time, 1080p BGR8 -> 640x640 letterbox RGB f32 NCHW:
+ *    the lane's H2D, kernel, D2H (its own events), the lane's own time
+ *    (start to output ready) and submit-to-done wall time, median of 300
+ *    after 30 warm-up, on three paths: payload and tensor in ordinary
+ *    memory (copied through the slot), input pinned, and both pinned (the
+ *    shared-memory path: no host copies).
+ * 3. Throughput, 600 frames queued at once, with 2, 3 and 4 slots, on the
+ *    same three paths.
+ */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <stb_image.h>
+
+#include "gpu/backend_cuda.h"
+#include "lane_util.h"
+
+#define PROBE_REPS  50
+#define LAT_WARM    30
+#define LAT_REPS    300
+#define TPUT_FRAMES 600
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_double);
+	return v[n / 2];
+}
+
+#define CK(call)                                                               \
+	do {                                                                   \
+		cudaError_t e_ = (call);                                       \
+		if (e_ != cudaSuccess) {                                       \
+			printf("%s: %s\n", #call, cudaGetErrorName(e_));       \
+			exit(1);                                               \
+		}                                                              \
+	} while (0)
+
+/* probe returns the median microseconds of one pinned copy of n bytes. */
+static double probe(size_t n, int h2d)
+{
+	void *h, *d;
+	cudaStream_t s;
+	cudaEvent_t a, b;
+	double t[PROBE_REPS];
+
+	CK(cudaMallocHost(&h, n));
+	CK(cudaMalloc(&d, n));
+	for (size_t i = 0; i < n; i++)
+		((unsigned char *)h)[i] = (unsigned char)(i * 31 + (i >> 12));
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CK(cudaEventCreate(&a));
+	CK(cudaEventCreate(&b));
+	for (int r = -5; r < PROBE_REPS; r++) {
+		float ms;
+		CK(cudaEventRecord(a, s));
+		if (h2d)
+			CK(cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s));
+		else
+			CK(cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, s));
+		CK(cudaEventRecord(b, s));
+		CK(cudaEventSynchronize(b));
+		CK(cudaEventElapsedTime(&ms, a, b));
+		if (r >= 0)
+			t[r] = ms * 1000.0;
+	}
+	CK(cudaEventDestroy(a));
+	CK(cudaEventDestroy(b));
+	CK(cudaStreamDestroy(s));
+	CK(cudaFree(d));
+	CK(cudaFreeHost(h));
+	return median(t, PROBE_REPS);
+}
+
+typedef struct bench_frame {
+	fprep_request rq;
+	uint8_t *frame;  /* ordinary memory */
+	uint8_t *pinned; /* the same bytes in pinned memory */
+	uint64_t out_bytes;
+} bench_frame;
+
+/* Paths: inline (payload and tensor in ordinary memory, copied through
+ * the slot), pinned input, and shm (input and output pinned: no host
+ * copies, as with registered shared-memory regions). */
+static const char *const path_names[] = {"inline", "pinned input",
+                                         "shm (pinned in+out)"};
+
+/* bench_out returns an output area of 4 tensors for path mode. */
+static uint8_t *bench_out(const bench_frame *bf, int mode)
+{
+	uint8_t *out = NULL;
+	if (mode == 2)
+		CK(cudaMallocHost((void **)&out, bf->out_bytes * 4));
+	else
+		out = malloc(bf->out_bytes * 4);
+	if (out == NULL)
+		exit(1);
+	memset(out, 0, bf->out_bytes * 4);
+	return out;
+}
+
+static void bench_out_free(uint8_t *out, int mode)
+{
+	if (mode == 2)
+		CK(cudaFreeHost(out));
+	else
+		free(out);
+}
+
+static void latency(const fprep__cuda_config *cfg, const bench_frame *bf,
+                    int mode)
+{
+	int pinned = mode > 0;
+	fprep__backend *b;
+	lane_waiter w;
+	lane_job lj;
+	double h2d[LAT_REPS], kern[LAT_REPS], d2h[LAT_REPS], lane[LAT_REPS],
+	        wall[LAT_REPS];
+	uint8_t *out = bench_out(bf, mode);
+
+	if (fprep__backend_cuda_open(&b, cfg) != 0)
+		exit(1);
+	lane_waiter_init(&w);
+	for (int r = -LAT_WARM; r < LAT_REPS; r++) {
+		lane_job_init(&lj, &w, &bf->rq, pinned ? bf->pinned : bf->frame,
+		              out, bf->out_bytes);
+		lj.job.input_pinned = pinned;
+		unsigned target = lane_count(&w) + 1;
+		uint64_t t0 = now_ns();
+		if (b->submit(b, &lj.job) != 0)
+			exit(1);
+		lane_wait(&w, target);
+		uint64_t t1 = now_ns();
+		if (lj.job.status != FPREP_OK) {
+			printf("job failed: %s\n", lj.job.message);
+			exit(1);
+		}
+		if (r < 0)
+			continue;
+		h2d[r] = lj.job.t_h2d_us;
+		kern[r] = lj.job.t_kernel_us;
+		d2h[r] = lj.job.t_d2h_us;
+		lane[r] = (double)(lj.job.t_end_ns - lj.job.t_start_ns) / 1e3;
+		wall[r] = (double)(t1 - t0) / 1e3;
+	}
+	b->close(b, 1000);
+	printf("%-22s %7.1f %7.1f %7.1f %9.1f %9.1f\n", path_names[mode],
+	       median(h2d, LAT_REPS), median(kern, LAT_REPS),
+	       median(d2h, LAT_REPS), median(lane, LAT_REPS),
+	       median(wall, LAT_REPS));
+	bench_out_free(out, mode);
+}
+
+static double throughput(const fprep__cuda_config *cfg, const bench_frame *bf,
+                         int mode)
+{
+	static lane_job jobs[TPUT_FRAMES];
+	fprep__backend *b;
+	lane_waiter w;
+	int pinned = mode > 0;
+	uint8_t *out = bench_out(bf, mode);
+
+	if (fprep__backend_cuda_open(&b, cfg) != 0)
+		exit(1);
+	lane_waiter_init(&w);
+	/* Warm-up. */
+	for (int k = 0; k < 8; k++) {
+		lane_job_init(&jobs[k], &w, &bf->rq,
+		              pinned ? bf->pinned : bf->frame,
+		              out + bf->out_bytes * (k % 4), bf->out_bytes);
+		jobs[k].job.input_pinned = pinned;
+		b->submit(b, &jobs[k].job);
+	}
+	lane_wait(&w, 8);
+	unsigned base = lane_count(&w);
+	uint64_t t0 = now_ns();
+	for (int k = 0; k < TPUT_FRAMES; k++) {
+		/* Outputs rotate over 4 buffers: the host copy-out is real. */
+		lane_job_init(&jobs[k], &w, &bf->rq,
+		              pinned ? bf->pinned : bf->frame,
+		              out + bf->out_bytes * (k % 4), bf->out_bytes);
+		jobs[k].job.input_pinned = pinned;
+		if (b->submit(b, &jobs[k].job) != 0)
+			exit(1);
+	}
+	lane_wait(&w, base + TPUT_FRAMES);
+	double s = (double)(now_ns() - t0) / 1e9;
+	for (int k = 0; k < TPUT_FRAMES; k++)
+		if (jobs[k].job.status != FPREP_OK)
+			exit(1);
+	b->close(b, 1000);
+	bench_out_free(out, mode);
+	return TPUT_FRAMES / s;
+}
+
+int main(int argc, char **argv)
+{
+	char path[1024];
+	lane_image im, big = {.w = 1920, .h = 1080};
+	bench_frame bf;
+	struct cudaDeviceProp prop;
+	int c;
+
+	if (fprep__cuda_device_count() == 0) {
+		printf("SKIP: no CUDA device\n");
+		return 77;
+	}
+	snprintf(path, sizeof path, "%s/astronaut.png",
+	         argc > 1 ? argv[1] : ".");
+	im.rgb = stbi_load(path, &im.w, &im.h, &c, 3);
+	if (im.rgb == NULL) {
+		printf("cannot load %s\n", path);
+		return 1;
+	}
+	big.rgb = malloc((size_t)big.w * big.h * 3);
+	for (int y = 0; y < big.h; y++)
+		for (int x = 0; x < big.w; x++)
+			memcpy(big.rgb + ((size_t)y * big.w + x) * 3,
+			       im.rgb + ((size_t)(y * im.h / big.h) * im.w +
+			                 (size_t)(x * im.w / big.w)) *
+			                        3,
+			       3);
+	fprep_request_init(&bf.rq, FPREP_PIX_BGR8, 1920, 1080);
+	bf.frame = lane_frame_make(&big, FPREP_PIX_BGR8, 0, &bf.rq.src_stride,
+	                           &bf.rq.input_size);
+	uint32_t shape[4];
+	fprep_tensor_shape(&bf.rq, shape, &bf.out_bytes);
+	CK(cudaMallocHost((void **)&bf.pinned, bf.rq.input_size));
+	memcpy(bf.pinned, bf.frame, bf.rq.input_size);
+
+	CK(cudaGetDeviceProperties(&prop, 0));
+	printf("device: %s, sm_%d%d, %d copy engines\n", prop.name, prop.major,
+	       prop.minor, prop.asyncEngineCount);
+
+	size_t in_n = bf.rq.input_size, out_n = bf.out_bytes;
+	double th = probe(in_n, 1), td = probe(out_n, 0);
+	printf("\npinned copy probes (median of %d)\n", PROBE_REPS);
+	printf("  H2D %9zu bytes (1080p BGR8):        %7.1f us  %5.1f GB/s\n",
+	       in_n, th, in_n / th / 1e3);
+	printf("  D2H %9zu bytes (640x640x3 f32):     %7.1f us  %5.1f GB/s\n",
+	       out_n, td, out_n / td / 1e3);
+
+	fprep__cuda_config cfg = {.device = 0, .slots = 2, .cache_enabled = 1};
+	printf("\nsingle frame 1080p BGR8 -> 640x640 RGB f32 NCHW letterbox, "
+	       "median of %d (us)\n",
+	       LAT_REPS);
+	printf("%-22s %7s %7s %7s %9s %9s\n", "path", "H2D", "kernel", "D2H",
+	       "lane", "submit->done");
+	for (int mode = 0; mode < 3; mode++)
+		latency(&cfg, &bf, mode);
+	printf("  (copy probes: H2D %.1f + D2H %.1f = %.1f us)\n", th, td,
+	       th + td);
+
+	printf("\nthroughput, %d frames queued (frames/s)\n", TPUT_FRAMES);
+	printf("%-6s %12s %12s %12s\n", "slots", "inline", "pinned-in", "shm");
+	for (unsigned d = 2; d <= 4; d++) {
+		cfg.slots = d;
+		printf("%-6u", d);
+		for (int mode = 0; mode < 3; mode++)
+			printf(" %12.0f", throughput(&cfg, &bf, mode));
+		printf("\n");
+	}
+	printf("  (H2D probe bound: %.0f frames/s)\n", 1e6 / th);
+	printf("allocations by the lanes: %lu\n", fprep__cuda_alloc_count());
+	CK(cudaFreeHost(bf.pinned));
+	free(bf.frame);
+	free(big.rgb);
+	stbi_image_free(im.rgb);
+	return 0;
+}

@@ -1,0 +1,546 @@
+/*
+ * test_gpu_backend.c: the GPU lane against the CPU reference
+ * (fprep_preprocess_cpu) on real photographs, plus the lane's promises: no
+ * allocation in steady state, H2D of one frame overlapping the D2H of the
+ * one before, ECHO and bad jobs answered, and a clean close with jobs in
+ * flight. Usage: test_gpu_backend IMAGE_DIR [MAX_IMAGES]. Exits 77
+ * without a GPU.
+ *
+ * Tolerances. F32: one source LSB after normalisation, scale / std[c]
+ * (1/255 with the YOLO convention). The GPU evaluates the same formula in
+ * float32, but NVRTC contracts a*b+c into fused multiply-adds and the
+ * interpolation may group its products differently, so the two backends
+ * can round differently; a reference that works in OpenCV's fixed point
+ * differs by up to about half an LSB, and an integer pixel rounding
+ * boundary by one. F16: the F32 tolerance plus one float16 ulp of the
+ * value (both sides round the float32 result to nearest even, so their
+ * float32 difference can move the result by one ulp). U8: 1 (a pixel that
+ * lands on .5 may round either way).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+#include <stb_image.h>
+
+#include "gpu/backend_cuda.h"
+#include "lane_util.h"
+
+#define MAX_IMAGES 8
+
+static int failures;
+static int checks;
+
+#define CHECK(cond, ...)                                                       \
+	do {                                                                   \
+		checks++;                                                      \
+		if (!(cond)) {                                                 \
+			failures++;                                            \
+			printf("FAIL %s:%d: ", __FILE__, __LINE__);            \
+			printf(__VA_ARGS__);                                   \
+			printf("\n");                                          \
+		}                                                              \
+	} while (0)
+
+static const char *const fmt_names[] = {"",      "BGR8",  "RGB8",
+                                        "BGRA8", "RGBA8", "GRAY8"};
+static const char *const dtype_names[] = {"", "f32", "f16", "u8"};
+
+/* Largest difference seen, by pixel format and dtype (f32/f16 in tensor
+ * units, u8 in LSB). */
+static double max_diff[6][4];
+
+static float f16_to_f32(uint16_t h)
+{
+	uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff;
+	float v;
+	if (e == 0)
+		v = ldexpf((float)m, -24);
+	else if (e == 31)
+		v = m ? NAN : INFINITY;
+	else
+		v = ldexpf((float)(m | 0x400), (int)e - 25);
+	return (h & 0x8000) ? -v : v;
+}
+
+static float f16_ulp(float v)
+{
+	int e;
+	v = fabsf(v);
+	if (v < ldexpf(1.0f, -14))
+		return ldexpf(1.0f, -24);
+	frexpf(v, &e); /* v = f * 2^e, f in [0.5, 1) */
+	return ldexpf(1.0f, e - 11);
+}
+
+static int load_images(const char *dir, lane_image *ims)
+{
+	static const char *const names[] = {
+	        "astronaut.png",         "coffee.png",
+	        "chelsea.png",           "rocket.jpg",
+	        "motorcycle_left.png",   "camera.png",
+	        "hubble_deep_field.jpg",
+	};
+	int n = 0;
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		char path[1024];
+		int c;
+		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+		uint8_t *px = stbi_load(path, &ims[n].w, &ims[n].h, &c, 3);
+		if (px == NULL)
+			continue;
+		snprintf(ims[n].name, sizeof ims[n].name, "%s", names[i]);
+		ims[n].rgb = px;
+		n++;
+	}
+	return n;
+}
+
+/* run_one submits one job and waits for it. */
+static void run_one(fprep__backend *b, lane_waiter *w, lane_job *lj)
+{
+	unsigned target = lane_count(w) + 1;
+	CHECK(b->submit(b, &lj->job) == 0, "submit refused");
+	lane_wait(w, target);
+}
+
+/* compare checks the GPU tensor against the CPU one; returns the largest
+ * difference (in the units of the dtype) or -1 on a violation. */
+static double compare(const fprep_request *rq, const void *gpu, const void *cpu,
+                      uint64_t bytes, int *bad)
+{
+	double worst = 0;
+	unsigned nch = rq->channel_order == FPREP_ORDER_GRAY ? 1 : 3;
+	uint64_t n = bytes / (rq->dtype == FPREP_DTYPE_F32   ? 4
+	                      : rq->dtype == FPREP_DTYPE_F16 ? 2
+	                                                     : 1);
+	*bad = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		unsigned c = rq->layout == FPREP_LAYOUT_NCHW
+		                     ? (unsigned)(i / ((uint64_t)rq->out_width *
+		                                       rq->out_height))
+		                     : (unsigned)(i % nch);
+		double tol = rq->scale / rq->std[c] * 1.0001, d;
+		if (rq->dtype == FPREP_DTYPE_F32) {
+			float g = ((const float *)gpu)[i];
+			float r = ((const float *)cpu)[i];
+			d = fabs((double)g - r);
+		} else if (rq->dtype == FPREP_DTYPE_F16) {
+			float g = f16_to_f32(((const uint16_t *)gpu)[i]);
+			float r = f16_to_f32(((const uint16_t *)cpu)[i]);
+			d = fabs((double)g - r);
+			tol += f16_ulp(r);
+		} else {
+			d = abs((int)((const uint8_t *)gpu)[i] -
+			        (int)((const uint8_t *)cpu)[i]);
+			tol = 1;
+		}
+		if (!(d <= tol)) { /* NaN (an unwritten element) fails too */
+			if (*bad < 3)
+				printf("  element %llu: diff %g > %g\n",
+				       (unsigned long long)i, d, tol);
+			(*bad)++;
+		}
+		if (d > worst)
+			worst = d;
+	}
+	return worst;
+}
+
+typedef struct case_spec {
+	uint16_t fmt;
+	uint8_t order, dtype, layout, resize;
+	uint32_t out_w, out_h;
+	int imagenet; /* ImageNet mean/std instead of the YOLO defaults */
+	uint32_t extra_stride;
+} case_spec;
+
+/* check_case runs one request on both backends and compares. */
+static void check_case(fprep__backend *b, lane_waiter *w, const lane_image *im,
+                       const case_spec *cs)
+{
+	static const float mean[3] = {0.485f, 0.456f, 0.406f};
+	static const float sd[3] = {0.229f, 0.224f, 0.225f};
+	fprep_request rq;
+	uint32_t shape[4];
+	uint64_t bytes = 0;
+	fprep_transform xf;
+	lane_job lj;
+	int bad = 0;
+
+	fprep_request_init(&rq, cs->fmt, (uint32_t)im->w, (uint32_t)im->h);
+	uint8_t *frame = lane_frame_make(im, cs->fmt, cs->extra_stride,
+	                                 &rq.src_stride, &rq.input_size);
+	rq.channel_order = cs->order;
+	rq.dtype = cs->dtype;
+	rq.layout = cs->layout;
+	rq.resize = cs->resize;
+	rq.out_width = cs->out_w;
+	rq.out_height = cs->out_h;
+	if (cs->imagenet && cs->dtype != FPREP_DTYPE_U8) {
+		memcpy(rq.mean, mean, sizeof mean);
+		memcpy(rq.std, sd, sizeof sd);
+	}
+	CHECK(fprep_tensor_shape(&rq, shape, &bytes) == 0, "tensor shape");
+	uint8_t *cpu = malloc(bytes), *gpu = malloc(bytes);
+	CHECK(frame && cpu && gpu, "out of memory");
+	CHECK(fprep_preprocess_cpu(&rq, frame, cpu, bytes, &xf) == 0,
+	      "CPU reference refused the request");
+	memset(gpu, 0xff, bytes); /* NaN: unwritten elements show */
+	lane_job_init(&lj, w, &rq, frame, gpu, bytes);
+	run_one(b, w, &lj);
+	CHECK(lj.calls == 1, "done called %u times", lj.calls);
+	CHECK(lj.job.status == FPREP_OK, "%s: status %d: %s", im->name,
+	      lj.job.status, lj.job.message);
+	CHECK(memcmp(&lj.job.xf, &xf, sizeof xf) == 0,
+	      "transform differs from the CPU's");
+	if (lj.job.status == FPREP_OK) {
+		double d = compare(&rq, gpu, cpu, bytes, &bad);
+		CHECK(bad == 0,
+		      "%s %s %s->%s %s %s %ux%u: %d elements off (max %g)",
+		      im->name, fmt_names[cs->fmt],
+		      cs->order == FPREP_ORDER_RGB   ? "RGB"
+		      : cs->order == FPREP_ORDER_BGR ? "BGR"
+		                                     : "GRAY",
+		      dtype_names[cs->dtype],
+		      cs->layout == FPREP_LAYOUT_NCHW ? "NCHW" : "NHWC",
+		      cs->resize == FPREP_RESIZE_LETTERBOX ? "letterbox"
+		                                           : "stretch",
+		      cs->out_w, cs->out_h, bad, d);
+		if (d > max_diff[cs->fmt][cs->dtype])
+			max_diff[cs->fmt][cs->dtype] = d;
+	}
+	free(frame);
+	free(cpu);
+	free(gpu);
+}
+
+/* all_cases runs every format x dtype x layout x resize on every image;
+ * returns the number of cases. */
+static int all_cases(fprep__backend *b, lane_waiter *w, const lane_image *ims,
+                     int nims)
+{
+	int n = 0;
+	for (int i = 0; i < nims; i++)
+		for (uint16_t fmt = FPREP_PIX_BGR8; fmt <= FPREP_PIX_GRAY8;
+		     fmt++)
+			for (uint8_t dt = FPREP_DTYPE_F32; dt <= FPREP_DTYPE_U8;
+			     dt++)
+				for (int v = 0; v < 4; v++) {
+					case_spec cs = {
+					        .fmt = fmt,
+					        .dtype = dt,
+					        .layout =
+					                v & 1 ? FPREP_LAYOUT_NHWC
+					                      : FPREP_LAYOUT_NCHW,
+					        .resize =
+					                v & 2 ? FPREP_RESIZE_STRETCH
+					                      : FPREP_RESIZE_LETTERBOX,
+					        .out_w = v & 2 ? 416 : 640,
+					        .out_h = v & 2 ? 256 : 640,
+					        .imagenet = (i + v) & 1,
+					        .extra_stride =
+					                (uint32_t)(v * 5),
+					};
+					if (fmt == FPREP_PIX_GRAY8)
+						cs.order =
+						        v & 1 ? FPREP_ORDER_GRAY
+						              : FPREP_ORDER_RGB;
+					else
+						cs.order =
+						        (i + v) & 1
+						                ? FPREP_ORDER_BGR
+						                : FPREP_ORDER_RGB;
+					check_case(b, w, &ims[i], &cs);
+					n++;
+				}
+	return n;
+}
+
+/* Overlap: stamps of a burst, recorded by the probe. */
+#define BURST 48
+static fprep__cuda_stamps burst_stamps[BURST];
+
+static void burst_probe(void *arg, const fprep__job *job,
+                        const fprep__cuda_stamps *s)
+{
+	(void)arg;
+	size_t k = (size_t)(uintptr_t)((const lane_job *)job)->job.data;
+	if (k < BURST)
+		burst_stamps[k] = *s;
+}
+
+/* scale_image scales im to w x h (nearest), so large frames carry the
+ * bytes of a real photograph. */
+static lane_image scale_image(const lane_image *im, int w, int h)
+{
+	lane_image big = {.w = w, .h = h};
+	snprintf(big.name, sizeof big.name, "%.40s@%dx%d", im->name, w, h);
+	big.rgb = malloc((size_t)w * h * 3);
+	for (int y = 0; big.rgb && y < h; y++)
+		for (int x = 0; x < w; x++)
+			memcpy(big.rgb + ((size_t)y * w + x) * 3,
+			       im->rgb + ((size_t)(y * im->h / h) * im->w +
+			                  (size_t)(x * im->w / w)) *
+			                         3,
+			       3);
+	return big;
+}
+
+/* check_burst queues BURST 1080p frames at once. pinned: input and output
+ * in page-locked memory (the shared-memory path: no host copies), where
+ * frame k+1's H2D must start before frame k's D2H ends; otherwise the
+ * inline path, whose overlap is only reported (its host copies can take
+ * longer than the GPU's work). Every tensor must equal the CPU's. */
+static void check_burst(fprep__backend *b, lane_waiter *w, const lane_image *im,
+                        int pinned)
+{
+	static lane_job jobs[BURST];
+	fprep_request rq;
+	uint32_t shape[4];
+	uint64_t bytes;
+	uint8_t *frame, *out, *cpu;
+	int overlaps = 0, bad = 0;
+
+	fprep_request_init(&rq, FPREP_PIX_BGR8, (uint32_t)im->w,
+	                   (uint32_t)im->h);
+	frame = lane_frame_make(im, FPREP_PIX_BGR8, 0, &rq.src_stride,
+	                        &rq.input_size);
+	fprep_tensor_shape(&rq, shape, &bytes);
+	cpu = malloc(bytes);
+	CHECK(frame && cpu, "out of memory");
+	CHECK(fprep_preprocess_cpu(&rq, frame, cpu, bytes, NULL) == 0, "cpu");
+	if (pinned) {
+		uint8_t *pf = NULL;
+		CHECK(cudaMallocHost((void **)&pf, rq.input_size) ==
+		                      cudaSuccess &&
+		              cudaMallocHost((void **)&out, bytes * BURST) ==
+		                      cudaSuccess,
+		      "cudaMallocHost");
+		memcpy(pf, frame, rq.input_size);
+		free(frame);
+		frame = pf;
+	} else {
+		out = malloc(bytes * BURST);
+	}
+	fprep__backend_cuda_set_probe(b, burst_probe, NULL);
+	unsigned target = lane_count(w) + BURST;
+	for (int k = 0; k < BURST; k++) {
+		lane_job_init(&jobs[k], w, &rq, frame, out + bytes * k, bytes);
+		jobs[k].job.input_pinned = pinned;
+		jobs[k].job.data = (void *)(uintptr_t)k;
+		CHECK(b->submit(b, &jobs[k].job) == 0, "submit");
+	}
+	lane_wait(w, target);
+	fprep__backend_cuda_set_probe(b, NULL, NULL);
+	for (int k = 0; k < BURST; k++)
+		CHECK(jobs[k].job.status == FPREP_OK, "burst job %d: %s", k,
+		      jobs[k].job.message);
+	for (int k = 0; k + 1 < BURST; k++)
+		if (burst_stamps[k + 1].h2d_start < burst_stamps[k].d2h_end)
+			overlaps++;
+	const fprep__cuda_stamps *m = &burst_stamps[BURST / 2];
+	double t0 = m->h2d_start;
+	double span =
+	        burst_stamps[BURST - 1].d2h_end - burst_stamps[0].h2d_start;
+	printf("burst %s: frame k+1's H2D began before frame k's D2H ended in "
+	       "%d of %d pairs; %.0f frames/s on the device timeline\n"
+	       "  frame %d: H2D 0-%.1f us, kernel %.1f-%.1f, D2H %.1f-%.1f; "
+	       "frame %d: H2D from %.1f\n",
+	       pinned ? "pinned in+out (shm path)" : "inline", overlaps,
+	       BURST - 1, (BURST - 1) / span * 1e6, BURST / 2, m->h2d_end - t0,
+	       m->kernel_start - t0, m->kernel_end - t0, m->d2h_start - t0,
+	       m->d2h_end - t0, BURST / 2 + 1,
+	       burst_stamps[BURST / 2 + 1].h2d_start - t0);
+	if (pinned)
+		CHECK(overlaps >= (BURST - 1) / 2, "too little overlap: %d",
+		      overlaps);
+	for (int k = 0; k < BURST; k++) {
+		compare(&rq, out + bytes * k, cpu, bytes, &bad);
+		CHECK(bad == 0, "burst frame %d differs from the CPU", k);
+	}
+	if (pinned) {
+		cudaFreeHost(frame);
+		cudaFreeHost(out);
+	} else {
+		free(frame);
+		free(out);
+	}
+	free(cpu);
+}
+
+/* check_echo_and_bad: ECHO does no work but computes the transform; a job
+ * whose output size is wrong is answered with EINVAL. */
+static void check_echo_and_bad(fprep__backend *b, lane_waiter *w,
+                               const lane_image *im)
+{
+	fprep_request rq;
+	uint32_t shape[4];
+	uint64_t bytes;
+	fprep_transform xf;
+	lane_job lj;
+
+	fprep_request_init(&rq, FPREP_PIX_RGB8, (uint32_t)im->w,
+	                   (uint32_t)im->h);
+	fprep_tensor_shape(&rq, shape, &bytes);
+	uint8_t *out = malloc(bytes);
+	fprep_transform_compute(&rq, &xf);
+	rq.kind = FPREP_KIND_ECHO;
+	lane_job_init(&lj, w, &rq, im->rgb, out, bytes);
+	run_one(b, w, &lj);
+	CHECK(lj.calls == 1 && lj.job.status == FPREP_OK, "echo: %s",
+	      lj.job.message);
+	CHECK(memcmp(&lj.job.xf, &xf, sizeof xf) == 0, "echo transform");
+
+	rq.kind = FPREP_KIND_FRAME;
+	lane_job_init(&lj, w, &rq, im->rgb, out, bytes - 4);
+	run_one(b, w, &lj);
+	CHECK(lj.calls == 1 && lj.job.status == FPREP_EINVAL,
+	      "wrong output size: status %d", lj.job.status);
+	CHECK(lj.job.fatal == 0, "wrong output size is not fatal");
+
+	rq.kind = FPREP_KIND_INFO;
+	lane_job_init(&lj, w, &rq, im->rgb, out, bytes);
+	CHECK(b->submit(b, &lj.job) == FPREP_EINVAL, "INFO is not a job");
+	free(out);
+}
+
+/* check_close_in_flight closes a lane with a burst queued: every done runs
+ * exactly once, with OK or ESHUTDOWN. */
+static void check_close_in_flight(const fprep__cuda_config *cfg,
+                                  const lane_image *im, int timeout_ms)
+{
+	enum { N = 40 };
+	static lane_job jobs[N];
+	fprep__backend *b = NULL;
+	lane_waiter w;
+	fprep_request rq;
+	uint32_t shape[4];
+	uint64_t bytes;
+	int ok = 0, shut = 0;
+
+	lane_waiter_init(&w);
+	CHECK(fprep__backend_cuda_open(&b, cfg) == 0, "reopen");
+	if (b == NULL)
+		return;
+	fprep_request_init(&rq, FPREP_PIX_BGR8, (uint32_t)im->w,
+	                   (uint32_t)im->h);
+	uint8_t *frame = lane_frame_make(im, FPREP_PIX_BGR8, 0, &rq.src_stride,
+	                                 &rq.input_size);
+	fprep_tensor_shape(&rq, shape, &bytes);
+	uint8_t *out = malloc(bytes * N);
+	for (int k = 0; k < N; k++) {
+		lane_job_init(&jobs[k], &w, &rq, frame, out + bytes * k, bytes);
+		CHECK(b->submit(b, &jobs[k].job) == 0, "submit");
+	}
+	b->close(b, timeout_ms);
+	for (int k = 0; k < N; k++) {
+		CHECK(jobs[k].calls == 1, "job %d: done called %u times", k,
+		      jobs[k].calls);
+		ok += jobs[k].job.status == FPREP_OK;
+		shut += jobs[k].job.status == FPREP_ESHUTDOWN;
+	}
+	CHECK(ok + shut == N, "close: %d OK + %d ESHUTDOWN of %d", ok, shut, N);
+	printf("close(%d ms) with %d jobs queued: %d completed, %d ESHUTDOWN\n",
+	       timeout_ms, N, ok, shut);
+	free(frame);
+	free(out);
+}
+
+int main(int argc, char **argv)
+{
+	lane_image ims[MAX_IMAGES];
+	fprep__backend *b = NULL;
+	lane_waiter w;
+	char cache[] = "/tmp/fprep-gpu-cache-XXXXXX";
+	int ndev = fprep__cuda_device_count();
+
+	if (ndev == 0) {
+		printf("SKIP: no CUDA device (no driver or no GPU): the GPU "
+		       "backend test needs one\n");
+		return 77;
+	}
+	const char *dir = argc > 1 ? argv[1] : getenv("FPREP_IMAGES");
+	int nims = dir ? load_images(dir, ims) : 0;
+	if (argc > 2 && atoi(argv[2]) > 0 && atoi(argv[2]) < nims)
+		nims = atoi(argv[2]);
+	if (nims < 2) {
+		printf("FAIL: need the test photographs (astronaut.png, ...) "
+		       "in "
+		       "%s\n",
+		       dir ? dir : "(no directory given)");
+		return 1;
+	}
+	if (mkdtemp(cache) == NULL)
+		return 1;
+	fprep__cuda_config cfg = {.device = 0,
+	                          .slots = 3,
+	                          .cache_dir = cache,
+	                          .cache_enabled = 1};
+	lane_waiter_init(&w);
+	CHECK(fprep__backend_cuda_open(&b, &cfg) == 0, "open");
+	if (b == NULL)
+		return 1;
+	char info[1024] = "";
+	b->info(b, info, sizeof info);
+	printf("%s", info);
+
+	/* Pass 1 (warm-up, grows the slots to the largest frame), pass 2
+	 * must allocate nothing. */
+	int ncases = all_cases(b, &w, ims, nims);
+	lane_image big = scale_image(&ims[0], 1920, 1080);
+	check_burst(b, &w, &big, 0);
+	check_burst(b, &w, &big, 1);
+	/* A frame and tensor larger than the initial staging grow a slot. */
+	unsigned long allocs = fprep__cuda_alloc_count();
+	lane_image huge = scale_image(&ims[1], 2560, 1600);
+	case_spec hc = {.fmt = FPREP_PIX_RGBA8,
+	                .order = FPREP_ORDER_RGB,
+	                .dtype = FPREP_DTYPE_F32,
+	                .layout = FPREP_LAYOUT_NCHW,
+	                .resize = FPREP_RESIZE_LETTERBOX,
+	                .out_w = 1280,
+	                .out_h = 1280};
+	check_case(b, &w, &huge, &hc);
+	ncases++;
+	CHECK(fprep__cuda_alloc_count() > allocs,
+	      "a larger frame did not grow the staging slot");
+	free(huge.rgb);
+	allocs = fprep__cuda_alloc_count();
+	memset(max_diff, 0, sizeof max_diff);
+	ncases += all_cases(b, &w, ims, nims);
+	check_burst(b, &w, &big, 0);
+	check_burst(b, &w, &big, 1);
+	check_echo_and_bad(b, &w, &ims[0]);
+	CHECK(fprep__cuda_alloc_count() == allocs,
+	      "allocations after warm-up: %lu -> %lu", allocs,
+	      fprep__cuda_alloc_count());
+	printf("allocations: %lu at warm-up, %lu after %d more requests\n",
+	       allocs, fprep__cuda_alloc_count(), ncases / 2 + 2 * BURST + 2);
+	b->close(b, 5000);
+
+	/* Warm cache: the second open compiles nothing. */
+	check_close_in_flight(&cfg, &big, 5000);
+	check_close_in_flight(&cfg, &big, 0);
+
+	printf("\nlargest |GPU - CPU| by source format and dtype "
+	       "(f32/f16: tensor units, u8: LSB), %d images:\n",
+	       nims);
+	printf("%-6s %10s %10s %6s\n", "format", "f32", "f16", "u8");
+	for (int f = FPREP_PIX_BGR8; f <= FPREP_PIX_GRAY8; f++)
+		printf("%-6s %10.3g %10.3g %6g\n", fmt_names[f],
+		       max_diff[f][FPREP_DTYPE_F32],
+		       max_diff[f][FPREP_DTYPE_F16],
+		       max_diff[f][FPREP_DTYPE_U8]);
+	printf("\n%d cases, %d checks, %d failed\n", ncases, checks, failures);
+	free(big.rgb);
+	for (int i = 0; i < nims; i++)
+		stbi_image_free(ims[i].rgb);
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", cache);
+	if (system(cmd) != 0)
+		printf("could not remove %s\n", cache);
+	return failures ? 1 : 0;
+}
