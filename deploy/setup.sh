@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# setup.sh: installs frameprep's Debian build and run dependencies and builds
+# it with CMake. Idempotent and non-interactive; run as root or with sudo.
+#
+# Usage: bash deploy/setup.sh [BUILD_DIR]      (default: build)
+# Environment:
+#   FPREP_BUILD_TYPE   CMake build type (default: Release)
+#   FPREP_CMAKE_ARGS   extra CMake arguments, e.g. "-DFPREP_SANITIZE=address"
+#   FPREP_SKIP_APT=1   do not install packages (already done)
+#
+# The CUDA backend is built when the CUDA toolkit (cudart + NVRTC) is found,
+# e.g. in /usr/local/cuda; it is not installed here. Without it the daemon
+# runs on CPU worker threads.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build_dir=${1:-build}
+build_type=${FPREP_BUILD_TYPE:-Release}
+
+packages=(
+	build-essential cmake pkg-config
+	libuv1-dev libnng-dev nng-utils libcmocka-dev libinih-dev libstb-dev
+	libsystemd-dev
+	python3-opencv python3-numpy gnuplot-nox
+	ca-certificates
+)
+
+if [ "${FPREP_SKIP_APT:-0}" != 1 ]; then
+	sudo=
+	if [ "$(id -u)" != 0 ]; then
+		command -v sudo >/dev/null || {
+			echo "setup.sh: not root and no sudo: install ${packages[*]}" >&2
+			exit 1
+		}
+		sudo="sudo"
+	fi
+	missing=()
+	for p in "${packages[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+			grep -q "install ok installed" || missing+=("$p")
+	done
+	if [ "${#missing[@]}" -gt 0 ]; then
+		echo "== apt-get install ${missing[*]}"
+		$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
+		$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+			--no-install-recommends "${missing[@]}"
+	fi
+fi
+
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+	export PATH="/usr/local/cuda/bin:$PATH"
+fi
+
+echo "== cmake -S . -B $build_dir (CMAKE_BUILD_TYPE=$build_type)"
+# shellcheck disable=SC2086 # FPREP_CMAKE_ARGS is a list of arguments
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="$build_type" \
+	${FPREP_CMAKE_ARGS:-}
+cmake --build "$build_dir" -j"$(nproc 2>/dev/null || echo 2)"
+
+echo "== built:"
+echo "   daemon:       $build_dir/service/frameprepd"
+echo "   client CLI:   $build_dir/src/frameprep"
+echo "   load test:    $build_dir/src/frameprep-bench"
+echo "   library:      $build_dir/src/libframeprep.so"
+echo "   tests:        ctest --test-dir $build_dir"
+echo "   install:      cmake --install $build_dir   (/usr/local by default)"

@@ -1,0 +1,56 @@
+/*
+ * config.h: frameprepd's settings, from defaults, an optional INI file and
+ * command-line flags (flags win), each value validated.
+ */
+#ifndef FPREP_SERVICE_CONFIG_H
+#define FPREP_SERVICE_CONFIG_H
+
+#include <stdio.h>
+
+#include "frameprep/protocol.h"
+
+#define FPREP__MAX_LISTEN 16
+#define FPREP__URL_SIZE   512
+
+/* Device choices besides a GPU id (>= 0). */
+#define FPREP__DEVICE_AUTO (-1)
+#define FPREP__DEVICE_CPU  (-2)
+
+/* fprep__config: everything frameprepd is told. Strings are owned by the
+ * config and released with fprep__config_fini. */
+typedef struct fprep__config {
+	char listen[FPREP__MAX_LISTEN][FPREP__URL_SIZE];
+	unsigned nlisten;        /* 0: fprep_default_url */
+	char *config_file;       /* NULL: none */
+	int device;              /* FPREP__DEVICE_AUTO, _CPU, or a GPU id */
+	unsigned workers;        /* CPU worker threads, 0: one per core */
+	unsigned max_inflight;   /* nng contexts: requests in flight */
+	fprep_limits limits;     /* request bounds */
+	int send_timeout_ms;     /* bound on each reply's send */
+	int shutdown_timeout_ms; /* bound on draining work at shutdown */
+	unsigned slots;          /* GPU staging slots per lane */
+	char *kernel_dir;        /* NULL: the embedded kernel sources */
+	char *kernel_cache;      /* NULL: the default cache directory */
+	int cache_enabled;       /* 0: --kernel-cache off */
+	int log_level;           /* enum fprep__log_level */
+	int socket_mode;         /* permission bits of ipc:// socket files */
+} fprep__config;
+
+/* Results of fprep__config_parse besides 0 (run). */
+#define FPREP__CONFIG_EXIT  1 /* --help or --version printed: exit 0 */
+#define FPREP__CONFIG_ERROR 2 /* error printed: exit 2 */
+
+/* fprep__config_init fills *cfg with the defaults. */
+void fprep__config_init(fprep__config *cfg);
+
+/* fprep__config_parse reads argv (and the file named by --config, whose
+ * values the flags override) into *cfg, which fprep__config_init filled.
+ * Usage, version and errors are written to out / err. Returns 0,
+ * FPREP__CONFIG_EXIT or FPREP__CONFIG_ERROR. */
+int fprep__config_parse(fprep__config *cfg, int argc, char **argv, FILE *out,
+                        FILE *err);
+
+/* fprep__config_fini releases the strings of *cfg. */
+void fprep__config_fini(fprep__config *cfg);
+
+#endif /* FPREP_SERVICE_CONFIG_H */

@@ -1,0 +1,85 @@
+/*
+ * evq.c: the loop's wake-up queue (see evq.h).
+ *
+ * The design is simple: a producer links its event at the tail under the
+ * mutex and calls uv_async_send. libuv coalesces wake-ups, so the loop
+ * takes the whole list in one step under the mutex and walks it outside,
+ * repeating until the queue is empty: one wake-up serves any number of
+ * events, and a producer never waits for the loop.
+ */
+#include "evq.h"
+
+#include <stddef.h>
+
+static void evq_async_cb(uv_async_t *handle)
+{
+	fprep__evq_drain(handle->data);
+}
+
+static void evq_close_cb(uv_handle_t *handle)
+{
+	fprep__evq *q = handle->data;
+
+	pthread_mutex_destroy(&q->lock);
+}
+
+int fprep__evq_init(fprep__evq *q, uv_loop_t *loop, fprep__evq_drain_cb drain,
+                    void *data)
+{
+	int rv;
+
+	q->head = NULL;
+	q->tail = NULL;
+	q->closed = 0;
+	q->drain = drain;
+	q->data = data;
+	if (pthread_mutex_init(&q->lock, NULL) != 0)
+		return UV_ENOMEM;
+	rv = uv_async_init(loop, &q->async, evq_async_cb);
+	if (rv != 0) {
+		pthread_mutex_destroy(&q->lock);
+		return rv;
+	}
+	q->async.data = q;
+	return 0;
+}
+
+void fprep__evq_push(fprep__evq *q, fprep__event *ev)
+{
+	ev->next = NULL;
+	pthread_mutex_lock(&q->lock);
+	if (q->tail != NULL)
+		q->tail->next = ev;
+	else
+		q->head = ev;
+	q->tail = ev;
+	pthread_mutex_unlock(&q->lock);
+	uv_async_send(&q->async);
+}
+
+void fprep__evq_drain(fprep__evq *q)
+{
+	fprep__event *ev, *next;
+
+	for (;;) {
+		if (q->closed)
+			return;
+		pthread_mutex_lock(&q->lock);
+		ev = q->head;
+		q->head = NULL;
+		q->tail = NULL;
+		pthread_mutex_unlock(&q->lock);
+		if (ev == NULL)
+			return;
+		for (; ev != NULL && !q->closed; ev = next) {
+			next = ev->next;
+			q->drain(ev, q->data);
+		}
+	}
+}
+
+void fprep__evq_fini(fprep__evq *q)
+{
+	q->closed = 1;
+	uv_close((uv_handle_t *)&q->async, evq_close_cb);
+}

@@ -1,0 +1,55 @@
+/*
+ * evq.h: the hand-off from other threads (nng's aio callbacks, backend
+ * completions) to the loop thread: a mutex-protected FIFO plus one
+ * uv_async_t wake-up.
+ */
+#ifndef FPREP_SERVICE_EVQ_H
+#define FPREP_SERVICE_EVQ_H
+
+#include <pthread.h>
+#include <uv.h>
+
+/* fprep__event: an intrusive queue link, embedded in whatever is queued.
+ * An event is in at most one queue at a time. */
+typedef struct fprep__event fprep__event;
+struct fprep__event {
+	fprep__event *next;
+};
+
+/* fprep__evq_drain_cb: called on the loop thread once per queued event, in
+ * the order they were pushed. */
+typedef void (*fprep__evq_drain_cb)(fprep__event *ev, void *data);
+
+/* fprep__evq: the queue. Embedded by its owner; init/fini pair. */
+typedef struct fprep__evq {
+	pthread_mutex_t lock;
+	fprep__event *head;
+	fprep__event *tail;
+	uv_async_t async;
+	fprep__evq_drain_cb drain;
+	void *data;
+	int closed; /* fprep__evq_fini was called: drain no more */
+} fprep__evq;
+
+/* fprep__evq_init initialises q on loop, calling drain(ev, data) for each
+ * event the loop takes out. Returns 0 or a libuv error (negative). Loop
+ * thread. */
+int fprep__evq_init(fprep__evq *q, uv_loop_t *loop, fprep__evq_drain_cb drain,
+                    void *data);
+
+/* fprep__evq_push appends ev and wakes the loop. Any thread, until
+ * fprep__evq_fini; it never blocks beyond the queue's mutex. */
+void fprep__evq_push(fprep__evq *q, fprep__event *ev);
+
+/* fprep__evq_drain takes out every queued event (and those pushed while it
+ * runs) and calls drain for each. Loop thread; the async handler calls it,
+ * and shutdown may call it directly. */
+void fprep__evq_drain(fprep__evq *q);
+
+/* fprep__evq_fini closes the queue: the drain in progress, if any, stops
+ * after the current event, and the events still queued are dropped. The
+ * async handle closes, and the mutex is destroyed, when the loop runs next.
+ * No thread may push any more. Loop thread; may be called from drain. */
+void fprep__evq_fini(fprep__evq *q);
+
+#endif /* FPREP_SERVICE_EVQ_H */

@@ -1,0 +1,46 @@
+/*
+ * ingress.h: frameprepd's nng side: one cooked REP socket, its listeners,
+ * and the receive-size bound. Requests are received and answered on nng
+ * contexts that the server opens on the socket.
+ */
+#ifndef FPREP_SERVICE_INGRESS_H
+#define FPREP_SERVICE_INGRESS_H
+
+#include <nng/nng.h>
+#include <pthread.h>
+
+#include "config.h"
+
+/* fprep__ingress: the socket and its listeners. Embedded; open/close. */
+typedef struct fprep__ingress {
+	nng_socket sock;
+	nng_listener listeners[FPREP__MAX_LISTEN];
+	unsigned nlisteners;
+	int is_open;
+	pthread_mutex_t lock; /* guards the pipe list (nng's threads add) */
+	nng_pipe *pipes;      /* connected peers, from pipe events */
+	size_t npipes;
+	size_t cap;
+} fprep__ingress;
+
+/* fprep__ingress_open opens the REP socket with NNG_OPT_RECVMAXSZ =
+ * max_frame_bytes + FPREP_REQUEST_HEADER_SIZE and starts a listener on each
+ * of cfg's URLs (ipc socket files get cfg->socket_mode). A stale ipc socket
+ * file is removed; a path on which another process listens is refused.
+ * Returns 0, or FPREP_ETRANSPORT (FPREP_EBUSY when another daemon listens)
+ * with the reason logged; on error nothing is left open. */
+int fprep__ingress_open(fprep__ingress *in, const fprep__config *cfg);
+
+/* fprep__ingress_pipes returns the number of peers connected now. Any
+ * thread. */
+int fprep__ingress_pipes(fprep__ingress *in);
+
+/* fprep__ingress_close_pipes closes every connection, before the socket
+ * itself is closed. Not from an nng callback. */
+void fprep__ingress_close_pipes(fprep__ingress *in);
+
+/* fprep__ingress_close closes the socket: its listeners, pipes and
+ * contexts; pending operations complete with NNG_ECLOSED. Idempotent. */
+void fprep__ingress_close(fprep__ingress *in);
+
+#endif /* FPREP_SERVICE_INGRESS_H */

@@ -1,0 +1,116 @@
+/*
+ * reply.c: reply messages (see reply.h).
+ *
+ * A tensor reply is allocated before the work starts, header space first,
+ * so the backend writes the tensor straight into the message that nng
+ * sends: no copy of the tensor on the way out. Error replies reuse a
+ * message that is no longer needed (the request, or a tensor reply that
+ * failed) by trimming it to the header.
+ */
+#include "reply.h"
+
+#include <string.h>
+
+#include "frameprep/protocol.h"
+
+int fprep__reply_tensor_alloc(nng_msg **msgp, uint64_t tensor_bytes,
+                              uint8_t **tensor)
+{
+	nng_msg *msg;
+
+	if (tensor_bytes > SIZE_MAX - FPREP_REPLY_HEADER_SIZE)
+		return FPREP_ENOMEM;
+	if (nng_msg_alloc(&msg, FPREP_REPLY_HEADER_SIZE + tensor_bytes) != 0)
+		return FPREP_ENOMEM;
+	*tensor = (uint8_t *)nng_msg_body(msg) + FPREP_REPLY_HEADER_SIZE;
+	*msgp = msg;
+	return 0;
+}
+
+void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
+                                uint32_t t_queue_us, uint32_t t_total_us)
+{
+	const fprep_request *req = &job->req;
+	fprep_reply_header rep;
+	uint64_t bytes = 0;
+
+	memset(&rep, 0, sizeof(rep));
+	rep.version = FPREP_PROTOCOL_VERSION;
+	rep.kind = req->kind;
+	rep.request_id = req->request_id;
+	rep.status = FPREP_OK;
+	rep.dtype = req->dtype;
+	rep.layout = req->layout;
+	rep.ndim = 4;
+	rep.output_loc = FPREP_LOC_INLINE;
+	fprep_tensor_shape(req, rep.shape, &bytes);
+	rep.scale_x = job->xf.scale_x;
+	rep.scale_y = job->xf.scale_y;
+	rep.pad_x = (float)job->xf.pad_x;
+	rep.pad_y = (float)job->xf.pad_y;
+	rep.t_queue_us = t_queue_us;
+	rep.t_compute_us = job->t_compute_us;
+	rep.t_h2d_us = job->t_h2d_us;
+	rep.t_kernel_us = job->t_kernel_us;
+	rep.t_d2h_us = job->t_d2h_us;
+	rep.t_total_us = t_total_us;
+	rep.payload_size = job->output_size;
+	rep.tensor_size = job->output_size;
+	fprep_reply_encode(&rep, nng_msg_body(msg));
+}
+
+/* reply_take makes spare (or a new message) exactly size bytes long. */
+static nng_msg *reply_take(nng_msg *spare, size_t size)
+{
+	nng_msg *msg = NULL;
+
+	if (spare != NULL) {
+		size_t len = nng_msg_len(spare);
+
+		if (len >= size && nng_msg_chop(spare, len - size) == 0)
+			return spare;
+		if (nng_msg_realloc(spare, size) == 0)
+			return spare;
+		nng_msg_free(spare);
+	}
+	if (nng_msg_alloc(&msg, size) != 0)
+		return NULL;
+	return msg;
+}
+
+static nng_msg *reply_simple(nng_msg *spare, uint16_t kind, uint64_t id,
+                             int status, const char *message, const char *text)
+{
+	size_t tlen = text != NULL ? strlen(text) : 0, mlen;
+	fprep_reply_header rep;
+	nng_msg *msg;
+
+	msg = reply_take(spare, FPREP_REPLY_HEADER_SIZE + tlen);
+	if (msg == NULL)
+		return NULL;
+	memset(&rep, 0, sizeof(rep));
+	rep.version = FPREP_PROTOCOL_VERSION;
+	rep.kind = kind;
+	rep.request_id = id;
+	rep.status = (uint32_t)status;
+	rep.payload_size = tlen;
+	mlen = strnlen(message, sizeof(rep.message) - 1);
+	memcpy(rep.message, message, mlen); /* rep is zeroed: terminated */
+	fprep_reply_encode(&rep, nng_msg_body(msg));
+	if (tlen > 0)
+		memcpy((char *)nng_msg_body(msg) + FPREP_REPLY_HEADER_SIZE,
+		       text, tlen);
+	return msg;
+}
+
+nng_msg *fprep__reply_text(nng_msg *spare, uint16_t kind, uint64_t request_id,
+                           const char *text)
+{
+	return reply_simple(spare, kind, request_id, FPREP_OK, "", text);
+}
+
+nng_msg *fprep__reply_error(nng_msg *spare, uint16_t kind, uint64_t request_id,
+                            int status, const char *message)
+{
+	return reply_simple(spare, kind, request_id, status, message, NULL);
+}

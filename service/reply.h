@@ -1,0 +1,40 @@
+/*
+ * reply.h: building reply messages (wire format in protocol.h): tensor
+ * replies whose payload the backend writes in place, text replies (INFO)
+ * and error replies.
+ */
+#ifndef FPREP_SERVICE_REPLY_H
+#define FPREP_SERVICE_REPLY_H
+
+#include <nng/nng.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+/* fprep__reply_tensor_alloc allocates a reply of FPREP_REPLY_HEADER_SIZE +
+ * tensor_bytes and points *tensor at its payload, where the backend writes
+ * the tensor. Returns 0 or FPREP_ENOMEM. */
+int fprep__reply_tensor_alloc(nng_msg **msgp, uint64_t tensor_bytes,
+                              uint8_t **tensor);
+
+/* fprep__reply_tensor_finish writes the header of a successful tensor
+ * reply for job (whose output lies in msg's payload): shape, transform and
+ * timings (t_queue_us, t_total_us measured by the caller). */
+void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
+                                uint32_t t_queue_us, uint32_t t_total_us);
+
+/* fprep__reply_text builds an OK reply whose payload is text (strlen
+ * bytes). spare, if not NULL, is a message the caller gives up (reused when
+ * possible, else freed). Returns the reply, or NULL when out of memory. */
+nng_msg *fprep__reply_text(nng_msg *spare, uint16_t kind, uint64_t request_id,
+                           const char *text);
+
+/* fprep__reply_error builds an error reply: status (enum fprep_err) and
+ * message, which names the field, the value and the limit. spare as in
+ * fprep__reply_text; a spare of at least FPREP_REPLY_HEADER_SIZE bytes is
+ * reused without allocating, so an error can be answered even when memory
+ * is short. Returns the reply or NULL. */
+nng_msg *fprep__reply_error(nng_msg *spare, uint16_t kind, uint64_t request_id,
+                            int status, const char *message);
+
+#endif /* FPREP_SERVICE_REPLY_H */

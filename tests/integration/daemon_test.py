@@ -1,0 +1,580 @@
+#!/usr/bin/python3
+"""daemon_test.py: integration tests of frameprepd with real clients.
+
+Each test starts its own frameprepd (CPU backend) on a scratch ipc socket in
+a temporary directory, talks to it with the frameprep CLI and with nngcat
+(an independent nng client), stops it with SIGTERM and fails if the daemon
+crashed, exited non-zero or took too long to stop.
+
+Usage: daemon_test.py TEST --daemon PATH --cli PATH [--images DIR]
+"""
+import argparse
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fpwire  # noqa: E402
+
+ARGS = None
+IMAGES = ["astronaut.png", "coffee.png", "chelsea.png", "camera.png"]
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+
+
+class Daemon:
+    """A frameprepd process on a scratch socket."""
+
+    def __init__(self, tmp, *extra, name="d.sock"):
+        self.url = "ipc://" + os.path.join(tmp, name)
+        self.log_path = os.path.join(tmp, name + ".log")
+        self.log = open(self.log_path, "wb")
+        argv = [ARGS.daemon, "--device", "cpu", "--listen", self.url,
+                "--workers", "2", "--log-level", "debug", *extra]
+        self.proc = subprocess.Popen(argv, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        self.wait_ready()
+
+    def wait_ready(self):
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise Fail(f"frameprepd exited with {self.proc.returncode} "
+                           f"at start:\n{self.log_text()}")
+            rep = nngcat(self.url, fpwire.request(kind=2, request_id=7),
+                         timeout=1, quiet=True)
+            if rep:
+                return
+            time.sleep(0.1)
+        raise Fail("frameprepd did not answer INFO within 20 s")
+
+    def log_text(self):
+        self.log.flush()
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, bound=15.0):
+        """SIGTERM; the daemon must exit 0 within bound seconds."""
+        check(self.alive(), f"frameprepd died (status {self.proc.returncode})"
+                            f":\n{self.log_text()}")
+        t0 = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(bound)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise Fail(f"frameprepd did not exit within {bound} s of "
+                       f"SIGTERM:\n{self.log_text()}")
+        check(rc == 0, f"frameprepd exited with {rc}:\n{self.log_text()}")
+        return time.monotonic() - t0
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def nngcat(url, data, timeout=30, quiet=False, tmp=None):
+    """Sends one request with nngcat and returns the raw reply (b"" on
+    timeout: nngcat then exits 0 with empty output)."""
+    fd, path = tempfile.mkstemp(dir=tmp)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    try:
+        r = subprocess.run(["nngcat", "--req0", "--dial", url, "--file", path,
+                            "--raw", "--recv-timeout", str(timeout)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=timeout + 30)
+    finally:
+        os.unlink(path)
+    if r.returncode != 0 and not quiet:
+        raise Fail(f"nngcat exited {r.returncode}: {r.stderr.decode()}")
+    return r.stdout
+
+
+def cli(*argv, ok=(0,)):
+    r = subprocess.run([ARGS.cli, *argv], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=120)
+    if r.returncode not in ok:
+        raise Fail(f"frameprep {' '.join(argv)} exited {r.returncode}:\n"
+                   f"{r.stdout.decode()}{r.stderr.decode()}")
+    return r
+
+
+def images():
+    d = ARGS.images
+    found = [os.path.join(d, n) for n in IMAGES
+             if d and os.path.exists(os.path.join(d, n))]
+    check(found, f"no test images ({', '.join(IMAGES)}) in {d}: run "
+                 f"tests/data/fetch-images.sh (ctest fixture fetch_images)")
+    return found
+
+
+def letterbox_ref(path, w_out, h_out):
+    """OpenCV letterbox (Ultralytics convention) as uint8 HWC RGB, before
+    normalisation."""
+    import cv2
+    img = cv2.imread(path, cv2.IMREAD_COLOR)
+    h, w = img.shape[:2]
+    r = min(w_out / w, h_out / h)
+    nw = max(1, min(w_out, round(w * r)))
+    nh = max(1, min(h_out, round(h * r)))
+    if (nw, nh) != (w, h):
+        img = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR)
+    dw, dh = (w_out - nw) / 2, (h_out - nh) / 2
+    left, top = round(dw - 0.1), round(dh - 0.1)
+    img = cv2.copyMakeBorder(img, top, h_out - nh - top, left,
+                             w_out - nw - left, cv2.BORDER_CONSTANT,
+                             value=(114, 114, 114))
+    return img[:, :, ::-1]
+
+
+def compare_letterbox(npy, path, w, h):
+    t = np.load(npy)
+    check(t.shape == (1, 3, h, w) and t.dtype == np.float32,
+          f"{npy}: shape {t.shape} dtype {t.dtype}, expected (1, 3, {h}, "
+          f"{w}) float32")
+    ref = letterbox_ref(path, w, h).transpose(2, 0, 1)[None]
+    diff = np.abs(t.astype(np.float64) * 255.0 - ref.astype(np.float64))
+    check(diff.max() <= 1.0 + 1e-3,
+          f"{os.path.basename(path)}: {diff.max():.3f} LSB from OpenCV's "
+          f"letterbox at {np.unravel_index(diff.argmax(), diff.shape)}")
+    return diff.max()
+
+
+# ---- the tests -----------------------------------------------------------
+
+def test_send_images(tmp):
+    """(1) Real photos through the CLI, compared with OpenCV."""
+    d = Daemon(tmp)
+    try:
+        for path in images():
+            for (w, h) in ((640, 640), (320, 256)):
+                out = os.path.join(tmp, f"{os.path.basename(path)}.{w}.npy")
+                cli("send", path, "--size", f"{w}x{h}", "--socket", d.url,
+                    "-o", out)
+                m = compare_letterbox(out, path, w, h)
+                out2 = out + ".again.npy"
+                cli("send", path, "--size", f"{w}x{h}", "--socket", d.url,
+                    "-o", out2)
+                check(np.array_equal(np.load(out), np.load(out2)),
+                      f"{path}: two runs differ")
+                print(f"ok {os.path.basename(path)} {w}x{h}: max "
+                      f"{m:.3f} LSB from OpenCV")
+    finally:
+        d.stop()
+
+
+def test_nngcat(tmp):
+    """(2) nngcat as an independent client for a CLI-built request."""
+    d = Daemon(tmp)
+    try:
+        for path in images()[:2]:
+            req = os.path.join(tmp, "req.bin")
+            rep = os.path.join(tmp, "reply.bin")
+            npy = os.path.join(tmp, "reply.npy")
+            cli("request", path, "-o", req)
+            with open(req, "rb") as f:
+                data = f.read()
+            reply = nngcat(d.url, data, timeout=30)
+            check(len(reply) > 0, "nngcat got no reply (timed out)")
+            with open(rep, "wb") as f:
+                f.write(reply)
+            r = fpwire.reply(reply)
+            check(r["status"] == 0, f"status {r['status_name']}: "
+                                    f"{r['message']}")
+            check(len(reply) == 256 + 3 * 640 * 640 * 4,
+                  f"reply of {len(reply)} bytes, expected "
+                  f"{256 + 3 * 640 * 640 * 4}")
+            check(r["request_id"] == int.from_bytes(data[8:16], "little"),
+                  "request id not echoed")
+            check(r["shape"] == (1, 3, 640, 640), f"shape {r['shape']}")
+            cli("reply", rep, "-o", npy)
+            compare_letterbox(npy, path, 640, 640)
+            print(f"ok {os.path.basename(path)}: {len(reply)} bytes")
+    finally:
+        d.stop()
+
+
+def synthetic_requests(n):
+    """n distinct small FRAME requests (random frames, various shapes)."""
+    rng = np.random.default_rng(1234)
+    reqs = []
+    for i in range(n):
+        w, h = int(rng.integers(16, 300)), int(rng.integers(16, 300))
+        frame = rng.integers(0, 256, size=(h, w, 3), dtype=np.uint8)
+        reqs.append(fpwire.request(request_id=1000 + i, width=w, height=h,
+                                   out_width=96, out_height=64,
+                                   payload=frame.tobytes()))
+    return reqs
+
+
+def test_concurrent(tmp):
+    """(3) 32 client processes x 4 requests at once, every reply checked
+    against the same request answered alone."""
+    d = Daemon(tmp, "--max-inflight", "16")
+    try:
+        reqs = synthetic_requests(8)
+        refs = []
+        for q in reqs:
+            r = fpwire.reply(nngcat(d.url, q))
+            check(r["status"] == 0, f"{r['status_name']}: {r['message']}")
+            refs.append(r)
+        script = os.path.join(tmp, "client.sh")
+        paths = []
+        for i, q in enumerate(reqs):
+            p = os.path.join(tmp, f"q{i}.bin")
+            with open(p, "wb") as f:
+                f.write(q)
+            paths.append(p)
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\nset -e\nfor q in \"$@\"; do\n"
+                    "  nngcat --req0 --dial " + d.url + " --file \"$q\" "
+                    "--raw --recv-timeout 60 > \"$q.$$.out\"\n"
+                    "  echo \"$q.$$.out\"\ndone\n")
+        os.chmod(script, 0o755)
+        procs = []
+        for c in range(32):
+            mine = [paths[(c + k) % len(paths)] for k in range(4)]
+            procs.append((mine, subprocess.Popen(
+                [script, *mine], stdout=subprocess.PIPE)))
+        checked = 0
+        for mine, p in procs:
+            outs = p.communicate(timeout=120)[0].decode().split()
+            check(p.returncode == 0, f"client exited {p.returncode}")
+            check(len(outs) == 4, f"client produced {len(outs)} replies")
+            for q, o in zip(mine, outs):
+                with open(o, "rb") as f:
+                    reply = f.read()
+                check(reply, f"{o}: no reply (timed out)")
+                r = fpwire.reply(reply)
+                ref = refs[paths.index(q)]
+                check(r["status"] == 0, f"{r['status_name']}: "
+                                        f"{r['message']}")
+                check(r["request_id"] == ref["request_id"],
+                      f"request id {r['request_id']} != "
+                      f"{ref['request_id']}")
+                check(r["payload"] == ref["payload"],
+                      f"request {ref['request_id']}: tensor differs from "
+                      f"the same request answered alone")
+                checked += 1
+        print(f"ok {checked} concurrent replies checked")
+    finally:
+        d.stop()
+
+
+def good_request_ok(d, rid=4242):
+    r = fpwire.reply(nngcat(d.url, fpwire.request(request_id=rid)))
+    check(r["status"] == 0 and r["request_id"] == rid,
+          f"good request after a bad one: {r['status_name']} "
+          f"{r['message']}")
+
+
+def test_malformed(tmp):
+    """(4) Malformed requests: an error reply naming the field, and the
+    daemon keeps serving."""
+    d = Daemon(tmp, "--max-width", "4096", "--max-frame-bytes", "1000000",
+               "--max-tensor-bytes", "4000000")
+    good = fpwire.request(request_id=77)
+    cases = [
+        ("truncated header", good[:60], "EPROTO", "header", 77),
+        ("4 bytes", good[:4], "EPROTO", "header", 0),
+        ("wrong magic", fpwire.request(magic=0x12345678), "EPROTO",
+         "magic", 0),
+        ("wrong version", fpwire.request(version=9, request_id=5),
+         "EVERSION", "version", 5),
+        ("unknown kind", fpwire.request(kind=99, request_id=6), "EINVAL",
+         "kind", 6),
+        ("absurd width", fpwire.request(width=100000, payload=b""),
+         "ELIMIT", "src_width", 1),
+        ("zero height", fpwire.request(height=0, payload=b""), "EINVAL",
+         "src_height", 1),
+        ("overflowing sizes", fpwire.request(width=4096, height=4000,
+                                             stride=0xFFFFFFFF,
+                                             input_size=(1 << 64) - 1,
+                                             payload=b""),
+         "ELIMIT", "stride", 1),
+        ("huge input_size", fpwire.request(input_size=(1 << 63),
+                                           payload=b""),
+         "ELIMIT", "input_size", 1),
+        ("stride too small", fpwire.request(stride=10), "EINVAL",
+         "src_stride", 1),
+        ("payload too short", good[:-1], "EPROTO", "payload", 77),
+        ("payload too long", good + b"x", "EPROTO", "payload", 77),
+        ("tensor over the limit", fpwire.request(out_width=2000,
+                                                 out_height=2000),
+         "ELIMIT", "max_tensor_bytes", 1),
+        ("bad dtype", fpwire.request(dtype=9), "EINVAL", "dtype", 1),
+        ("std zero", fpwire.request(std=(1, 0, 1)), "EINVAL", "std", 1),
+        ("shared memory kind", fpwire.request(kind=4, request_id=8),
+         "EUNSUPPORTED", "kind", 8),
+    ]
+    try:
+        for name, data, status, field, rid in cases:
+            reply = nngcat(d.url, data, timeout=10)
+            check(reply, f"{name}: no reply")
+            r = fpwire.reply(reply)
+            check(r["status_name"] == status,
+                  f"{name}: status {r['status_name']}, expected {status} "
+                  f"({r['message']})")
+            check(field in r["message"],
+                  f"{name}: message '{r['message']}' does not name "
+                  f"'{field}'")
+            check(r["request_id"] == rid,
+                  f"{name}: request id {r['request_id']}, expected {rid}")
+            check(r["payload_size"] == 0, f"{name}: error with payload")
+            good_request_ok(d)
+            print(f"ok {name}: {status}: {r['message']}")
+    finally:
+        d.stop()
+
+
+def test_oversized(tmp):
+    """(5) A message over NNG_OPT_RECVMAXSZ: nng drops the connection, the
+    daemon survives and serves others, even while that client retries."""
+    d = Daemon(tmp, "--max-frame-bytes", "100000")
+    try:
+        big = fpwire.request(width=400, height=300, request_id=9)
+        check(len(big) > 100000 + 128, "test message not oversized")
+        path = os.path.join(tmp, "big.bin")
+        with open(path, "wb") as f:
+            f.write(big)
+        bg = subprocess.Popen(["nngcat", "--req0", "--dial", d.url, "--file",
+                               path, "--raw", "--recv-timeout", "3"],
+                              stdout=subprocess.PIPE)
+        for i in range(5):
+            time.sleep(0.2)
+            good_request_ok(d, 5000 + i)
+        out = bg.communicate(timeout=30)[0]
+        check(out == b"", f"oversized request got {len(out)} bytes back")
+        check(d.alive(), "daemon died")
+        good_request_ok(d)
+        print("ok oversized message refused, daemon still serving")
+    finally:
+        d.stop()
+
+
+def test_shutdown_inflight(tmp):
+    """(6) SIGTERM with requests in flight: each answered (OK or
+    ESHUTDOWN), exit 0 within the bound."""
+    timeout_ms = 200
+    d = Daemon(tmp, "--workers", "1", "--shutdown-timeout-ms",
+               str(timeout_ms), "--max-inflight", "64")
+    n = 40
+    rng = np.random.default_rng(7)
+    frame = rng.integers(0, 256, size=(1080, 1920, 3), dtype=np.uint8)
+    path = os.path.join(tmp, "hd.bin")
+    with open(path, "wb") as f:
+        f.write(fpwire.request(width=1920, height=1080, out_width=1280,
+                               out_height=1280, payload=frame.tobytes()))
+    procs = [subprocess.Popen(["nngcat", "--req0", "--dial", d.url, "--file",
+                               path, "--raw", "--recv-timeout", "60"],
+                              stdout=subprocess.PIPE) for _ in range(n)]
+    try:
+        # Wait until the daemon holds all of them: in flight or answered.
+        # served counts INFO replies too: the one of Daemon.wait_ready and
+        # each poll here before the current one.
+        deadline = time.monotonic() + 30
+        busy = polls = 0
+        while time.monotonic() < deadline:
+            info = fpwire.reply(nngcat(d.url, fpwire.request(kind=2)))
+            text = info["payload"].decode()
+            busy = int(text.split("\ninflight: ")[1].split()[0])
+            frames = int(text.split("\nserved: ")[1].split()[0]) - 1 - polls
+            polls += 1
+            if busy + frames >= n:
+                break
+            time.sleep(0.02)
+        check(busy > 0, "no request in flight when SIGTERM was sent")
+        took = d.stop(bound=timeout_ms / 1000 + 12)
+        counts = {}
+        for p in procs:
+            out = p.communicate(timeout=90)[0]
+            check(out, "a request in flight got no reply")
+            r = fpwire.reply(out)
+            check(r["status_name"] in ("OK", "ESHUTDOWN"),
+                  f"status {r['status_name']}: {r['message']}")
+            counts[r["status_name"]] = counts.get(r["status_name"], 0) + 1
+        print(f"ok {busy} in flight at SIGTERM; replies {counts}; exited "
+              f"0 after {took:.2f} s")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        d.kill()
+
+
+def test_info(tmp):
+    """(7) INFO through the CLI."""
+    d = Daemon(tmp, "--max-inflight", "12", "--max-frame-bytes", "5000000")
+    try:
+        text = cli("info", "--socket", d.url).stdout.decode()
+        for want in ("version: ", "protocol: 1", "backend: cpu",
+                     "device: cpu", "listen: " + d.url,
+                     "max_frame_bytes: 5000000", "max_inflight: 12",
+                     "max_width: ", "max_out_width: ", "max_tensor_bytes: "):
+            check(want in text, f"INFO lacks '{want}':\n{text}")
+        print("ok INFO:\n" + text)
+    finally:
+        d.stop()
+
+
+def run_daemon(*argv, timeout=10):
+    return subprocess.run([ARGS.daemon, *argv], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, timeout=timeout)
+
+
+def test_config(tmp):
+    """(8) Bad flags and config files exit 2 with a clear message; help,
+    version, file + flag precedence, socket mode, refusing a second
+    daemon, stale socket files."""
+    sock = "ipc://" + os.path.join(tmp, "c.sock")
+    bad = [
+        (["--max-width", "0"], "--max-width"),
+        (["--max-width", "12abc"], "--max-width"),
+        (["--max-inflight", "99999999999999999999"], "--max-inflight"),
+        (["--device", "gpu"], "--device"),
+        (["--listen", "http://x"], "--listen"),
+        (["--log-level", "loud"], "--log-level"),
+        (["--slots", "1"], "--slots"),
+        (["--bogus"], "--bogus"),
+        (["--max-width"], "--max-width"),
+        (["stray"], "stray"),
+        (["--config", os.path.join(tmp, "missing.conf")], "missing.conf"),
+    ]
+    conf = os.path.join(tmp, "bad.conf")
+    for text, want in (("max-width = 0\n", "max-width"),
+                       ("no-such-key = 1\n", "no-such-key"),
+                       ("[other]\nmax-width = 5\n", "other"),
+                       ("this is not ini\n", "bad.conf")):
+        with open(conf, "w") as f:
+            f.write(text)
+        r = run_daemon("--config", conf, "--listen", sock)
+        check(r.returncode == 2, f"config {text!r}: exit {r.returncode}")
+        check(want in r.stderr.decode(),
+              f"config {text!r}: message lacks {want}: {r.stderr!r}")
+    for argv, want in bad:
+        r = run_daemon("--listen", sock, *argv)
+        check(r.returncode == 2, f"{argv}: exit {r.returncode}, expected 2")
+        check(want in r.stderr.decode(),
+              f"{argv}: message lacks '{want}': {r.stderr.decode()}")
+        print(f"ok {' '.join(argv)}: {r.stderr.decode().strip()}")
+    r = run_daemon("--help")
+    check(r.returncode == 0, "--help exit")
+    for flag in ("--listen", "--config", "--device", "--workers",
+                 "--max-inflight", "--max-width", "--max-height",
+                 "--max-frame-bytes", "--max-out-width", "--max-out-height",
+                 "--max-tensor-bytes", "--send-timeout-ms",
+                 "--shutdown-timeout-ms", "--slots", "--kernels",
+                 "--kernel-cache", "--log-level", "--version"):
+        check(flag in r.stdout.decode(), f"--help lacks {flag}")
+    r = run_daemon("--version")
+    check(r.returncode == 0 and b"frameprepd" in r.stdout, "--version")
+
+    # The file sets limits, a flag overrides one of them.
+    good = os.path.join(tmp, "good.conf")
+    with open(good, "w") as f:
+        f.write("# comment\n[frameprepd]\nmax-inflight = 5\n"
+                "max-frame-bytes = 123456\nlisten = ipc:///nonexistent/x\n")
+    d = Daemon(tmp, "--config", good, "--max-frame-bytes", "654321")
+    try:
+        info = fpwire.reply(nngcat(d.url, fpwire.request(kind=2)))
+        text = info["payload"].decode()
+        check("max_inflight: 5\n" in text, f"file not applied:\n{text}")
+        check("max_frame_bytes: 654321\n" in text,
+              f"flag did not override the file:\n{text}")
+        mode = stat.S_IMODE(os.stat(d.url[len("ipc://"):]).st_mode)
+        check(mode == 0o600, f"socket mode {oct(mode)}, expected 0o600")
+        # A second daemon on the same socket must refuse to start.
+        r = run_daemon("--device", "cpu", "--listen", d.url)
+        check(r.returncode == 1 and b"in use" in r.stderr,
+              f"second daemon: exit {r.returncode}: {r.stderr!r}")
+        good_request_ok(d)
+    finally:
+        d.stop()
+    # A stale socket file (daemon killed) does not stop the next start.
+    d = Daemon(tmp, name="stale.sock")
+    d.proc.kill()
+    d.proc.wait()
+    check(os.path.exists(d.url[len("ipc://"):]), "no stale socket left")
+    d = Daemon(tmp, name="stale.sock")
+    try:
+        good_request_ok(d)
+    finally:
+        d.stop()
+    print("ok config file, precedence, socket mode, second daemon, stale "
+          "socket")
+
+
+def test_systemd_notify(tmp):
+    """sd_notify: READY=1 once listening, STOPPING=1 on SIGTERM."""
+    import socket
+    path = os.path.join(tmp, "notify.sock")
+    ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    ns.bind(path)
+    ns.settimeout(10)
+    os.environ["NOTIFY_SOCKET"] = path
+    try:
+        d = Daemon(tmp)
+    finally:
+        del os.environ["NOTIFY_SOCKET"]
+    try:
+        first = ns.recv(4096).decode()
+        check("READY=1" in first.split("\n"), f"first notification: {first!r}")
+        good_request_ok(d)
+    finally:
+        d.stop()
+    rest = ns.recv(4096).decode()
+    check("STOPPING=1" in rest.split("\n"), f"on SIGTERM: {rest!r}")
+    ns.close()
+    print(f"ok notifications {first!r} then {rest!r}")
+
+
+TESTS = {name[5:]: fn for name, fn in globals().items()
+         if name.startswith("test_")}
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("test", choices=sorted(TESTS))
+    ap.add_argument("--daemon", required=True)
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--images")
+    ARGS = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="fprep-it-")
+    try:
+        TESTS[ARGS.test](tmp)
+    except Fail as e:
+        print(f"FAIL {ARGS.test}: {e}", file=sys.stderr)
+        for name in sorted(os.listdir(tmp)):
+            if name.endswith(".log"):
+                with open(os.path.join(tmp, name), errors="replace") as f:
+                    print(f"--- {name}\n{f.read()[-4000:]}", file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"PASS {ARGS.test}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+/*
+ * test_server_fatal.c: frameprepd's server loop with a backend that reports
+ * a sticky device error (job->fatal), as a GPU backend does after a CUDA
+ * context error.
+ *
+ * The fake backend holds jobs until NCLIENTS of them are in flight, then
+ * fails the first with fatal set and completes the others normally. The
+ * server must answer every request with an error naming the device failure
+ * (the normal completions included: their results cannot be trusted), then
+ * shut down in order and return exit status 1, so that the supervisor
+ * restarts the daemon.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "config.h"
+#include "frameprep/frameprep.h"
+#include "server.h"
+
+#define NCLIENTS 4
+
+#define CHECK(cond)                                                            \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, \
+			        __LINE__, #cond);                              \
+			exit(1);                                               \
+		}                                                              \
+	} while (0)
+
+struct fake_backend {
+	fprep__backend b;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	fprep__job *jobs[64];
+	unsigned njobs;
+	int stop;
+	pthread_t thread;
+};
+
+static void *fake_main(void *arg)
+{
+	struct fake_backend *fb = arg;
+
+	pthread_mutex_lock(&fb->lock);
+	while (fb->njobs < NCLIENTS && !fb->stop)
+		pthread_cond_wait(&fb->cond, &fb->lock);
+	for (unsigned i = 0; i < fb->njobs; i++) {
+		fprep__job *job = fb->jobs[i];
+
+		job->t_start_ns = fprep__now_ns();
+		if (i == 0) {
+			job->status = FPREP_ECUDA;
+			job->fatal = 1;
+			snprintf(job->message, sizeof(job->message),
+			         "cudaErrorIllegalAddress (simulated)");
+		} else {
+			memset(job->output, 0, job->output_size);
+			job->status = FPREP_OK;
+		}
+		job->t_end_ns = fprep__now_ns();
+		job->done(job);
+	}
+	fb->njobs = 0;
+	pthread_mutex_unlock(&fb->lock);
+	return NULL;
+}
+
+static int fake_submit(fprep__backend *b, fprep__job *job)
+{
+	struct fake_backend *fb = (struct fake_backend *)b;
+
+	pthread_mutex_lock(&fb->lock);
+	CHECK(fb->njobs < 64);
+	fb->jobs[fb->njobs++] = job;
+	pthread_cond_signal(&fb->cond);
+	pthread_mutex_unlock(&fb->lock);
+	return 0;
+}
+
+static void fake_info(fprep__backend *b, char *buf, size_t size)
+{
+	(void)b;
+	snprintf(buf, size, "fake: yes\n");
+}
+
+static void fake_close(fprep__backend *b, int timeout_ms)
+{
+	struct fake_backend *fb = (struct fake_backend *)b;
+
+	(void)timeout_ms;
+	pthread_mutex_lock(&fb->lock);
+	fb->stop = 1;
+	pthread_cond_signal(&fb->cond);
+	pthread_mutex_unlock(&fb->lock);
+	pthread_join(fb->thread, NULL);
+	pthread_cond_destroy(&fb->cond);
+	pthread_mutex_destroy(&fb->lock);
+	free(fb);
+}
+
+static fprep__backend *fake_open(void)
+{
+	struct fake_backend *fb = calloc(1, sizeof(*fb));
+
+	CHECK(fb != NULL);
+	fb->b.name = "fake";
+	fb->b.submit = fake_submit;
+	fb->b.info = fake_info;
+	fb->b.close = fake_close;
+	pthread_mutex_init(&fb->lock, NULL);
+	pthread_cond_init(&fb->cond, NULL);
+	CHECK(pthread_create(&fb->thread, NULL, fake_main, fb) == 0);
+	return &fb->b;
+}
+
+struct client_arg {
+	const char *url;
+	int rv;
+	uint32_t status;
+	char message[FPREP_MESSAGE_SIZE];
+};
+
+static void *client_main(void *arg)
+{
+	struct client_arg *ca = arg;
+	static uint8_t frame[64 * 48 * 3];
+	fprep_client *client = NULL;
+	fprep_request req;
+	fprep_result res;
+
+	for (int i = 0; i < 500 && client == NULL; i++)
+		if (fprep_client_open(&client, ca->url, 10000) != 0)
+			usleep(10000);
+	CHECK(client != NULL);
+	fprep_request_init(&req, FPREP_PIX_BGR8, 64, 48);
+	req.out_width = 32;
+	req.out_height = 32;
+	ca->rv = fprep_client_request(client, &req, frame, &res);
+	if (ca->rv == FPREP_OK) {
+		ca->status = res.header.status;
+		snprintf(ca->message, sizeof(ca->message), "%s",
+		         res.header.message);
+		fprep_result_fini(&res);
+	}
+	fprep_client_close(client);
+	return NULL;
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/fprep-fatal-XXXXXX";
+	struct client_arg args[NCLIENTS];
+	pthread_t threads[NCLIENTS];
+	fprep__config cfg;
+	int status;
+
+	CHECK(mkdtemp(dir) != NULL);
+	fprep__config_init(&cfg);
+	snprintf(cfg.listen[0], sizeof(cfg.listen[0]), "ipc://%s/s.sock", dir);
+	cfg.nlisten = 1;
+	cfg.max_inflight = 8;
+	cfg.shutdown_timeout_ms = 2000;
+	for (int i = 0; i < NCLIENTS; i++) {
+		args[i] = (struct client_arg){.url = cfg.listen[0], .rv = -1};
+		CHECK(pthread_create(&threads[i], NULL, client_main,
+		                     &args[i]) == 0);
+	}
+	status = fprep__server_run(&cfg, fake_open(), "fake:0");
+	for (int i = 0; i < NCLIENTS; i++) {
+		pthread_join(threads[i], NULL);
+		printf("client %d: rv %d status %s: %s\n", i, args[i].rv,
+		       fprep_err_name((int)args[i].status), args[i].message);
+		CHECK(args[i].rv == FPREP_OK);
+		CHECK(args[i].status == FPREP_ECUDA);
+		CHECK(strstr(args[i].message, "cudaErrorIllegalAddress") !=
+		      NULL);
+	}
+	printf("server exit status %d\n", status);
+	CHECK(status == 1);
+	fprep__config_fini(&cfg);
+	rmdir(dir);
+	return 0;
+}
