@@ -5,6 +5,7 @@
 #ifndef FPREP_SERVICE_CONFIG_H
 #define FPREP_SERVICE_CONFIG_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "frameprep/protocol.h"
@@ -34,6 +35,9 @@ typedef struct fprep__config {
 	int cache_enabled;       /* 0: --kernel-cache off */
 	int log_level;           /* enum fprep__log_level */
 	int socket_mode;         /* permission bits of ipc:// socket files */
+	unsigned max_regions;    /* shared-memory regions per connection */
+	uint64_t max_region_bytes; /* largest region */
+	uint64_t max_shm_bytes;  /* all regions together */
 } fprep__config;
 
 /* Results of fprep__config_parse besides 0 (run). */
