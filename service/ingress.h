@@ -41,8 +41,7 @@ int fprep__ingress_open(fprep__ingress *in, const fprep__config *cfg);
 
 /* fprep__ingress_on_close sets (or, with NULL, clears) the callback told
  * of each closed connection. Any thread. */
-void fprep__ingress_on_close(fprep__ingress *in, fprep__pipe_cb cb,
-                             void *data);
+void fprep__ingress_on_close(fprep__ingress *in, fprep__pipe_cb cb, void *data);
 
 /* fprep__ingress_pipes returns the number of peers connected now. Any
  * thread. */

@@ -14,8 +14,8 @@
 #include "backend.h"
 #include "config.h"
 #include "log.h"
-#include "shm.h"
 #include "server.h"
+#include "shm.h"
 
 #ifdef FPREP_HAVE_CUDA
 #include "gpu/backend_cuda.h"

@@ -81,8 +81,8 @@ static void regions_release(fprep__regions *t, fprep__backend *backend,
                             fprep__region *r)
 {
 	fprep__log(FPREP_LOG_INFO,
-	           "region %" PRIu32 " (%s, %" PRIu64 " bytes) released",
-	           r->id, r->name, r->size);
+	           "region %" PRIu32 " (%s, %" PRIu64 " bytes) released", r->id,
+	           r->name, r->size);
 	if (backend != NULL && backend->region_remove != NULL)
 		backend->region_remove(backend, r);
 	t->bytes -= r->size;

@@ -22,8 +22,8 @@ typedef struct fprep__regions {
 	fprep__backend *backend; /* for region_remove */
 	uint32_t next_id;
 	unsigned max_per_pipe;
-	uint64_t max_bytes;      /* all regions, reserved or mapped */
-	uint64_t bytes;          /* reserved or mapped now */
+	uint64_t max_bytes; /* all regions, reserved or mapped */
+	uint64_t bytes;     /* reserved or mapped now */
 } fprep__regions;
 
 /* fprep__regions_init sets up an empty table. */

@@ -106,10 +106,10 @@ struct server_slot {
 	fprep__job job;
 	/* SLOT_REGISTER: the mapping and pinning, on libuv's thread pool. */
 	uv_work_t work;
-	nng_msg *reg_msg;       /* the REGISTER request */
+	nng_msg *reg_msg; /* the REGISTER request */
 	fprep_request reg_req;
-	uint32_t reg_pipe;      /* nng pipe id of the requester */
-	uint64_t reg_uid;       /* its peer UID */
+	uint32_t reg_pipe; /* nng pipe id of the requester */
+	uint64_t reg_uid;  /* its peer UID */
 	fprep__region *reg_region;
 	int reg_rv;
 	char reg_why[FPREP_MESSAGE_SIZE];
@@ -207,13 +207,13 @@ static void server_info(struct server *srv, char *buf, size_t size)
 		uint64_t shm_bytes;
 		unsigned nreg = fprep__regions_count(&srv->regions, &shm_bytes);
 
-		n += (size_t)snprintf(buf + n, size - n,
-		                      "regions: %u\nshm_bytes: %" PRIu64
-		                      "\nmax_regions: %u\nmax_region_bytes: "
-		                      "%" PRIu64 "\nmax_shm_bytes: %" PRIu64 "\n",
-		                      nreg, shm_bytes, srv->cfg->max_regions,
-		                      srv->cfg->max_region_bytes,
-		                      srv->cfg->max_shm_bytes);
+		n += (size_t)snprintf(
+		        buf + n, size - n,
+		        "regions: %u\nshm_bytes: %" PRIu64
+		        "\nmax_regions: %u\nmax_region_bytes: "
+		        "%" PRIu64 "\nmax_shm_bytes: %" PRIu64 "\n",
+		        nreg, shm_bytes, srv->cfg->max_regions,
+		        srv->cfg->max_region_bytes, srv->cfg->max_shm_bytes);
 	}
 	if (n < size - 1)
 		srv->backend->info(srv->backend, buf + n, size - n);
@@ -497,10 +497,9 @@ static void slot_submit(struct server_slot *s, nng_msg *msg,
 			slot_fail(s, msg, FPREP_EREGION, why);
 			return;
 		}
-		if ((rv = fprep__region_span(in, req->in_offset,
-		                             req->input_size,
-		                             "in_offset/input_size", why,
-		                             sizeof(why)))) {
+		if ((rv = fprep__region_span(
+		             in, req->in_offset, req->input_size,
+		             "in_offset/input_size", why, sizeof(why)))) {
 			slot_fail(s, msg, rv, why);
 			return;
 		}
