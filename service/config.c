@@ -40,6 +40,9 @@ enum config_key {
 	KEY_KERNEL_CACHE,
 	KEY_LOG_LEVEL,
 	KEY_SOCKET_MODE,
+	KEY_MAX_REGIONS,
+	KEY_MAX_REGION_BYTES,
+	KEY_MAX_SHM_BYTES,
 	KEY_COUNT,
 	/* Command-line only. */
 	KEY_CONFIG = 'c',
@@ -112,6 +115,18 @@ static const struct config_option config_options[KEY_COUNT] = {
                                      "bound on finishing work at shutdown",
                                      {1, MS_MAX}},
         [KEY_SLOTS] = {"slots", "N", "GPU staging slots per lane", {2, 64}},
+        [KEY_MAX_REGIONS] = {"max-regions",
+                             "N",
+                             "shared-memory regions per connection",
+                             {0, 1024}},
+        [KEY_MAX_REGION_BYTES] = {"max-region-bytes",
+                                  "BYTES",
+                                  "largest shared-memory region",
+                                  {1, UINT64_C(1) << 40}},
+        [KEY_MAX_SHM_BYTES] = {"max-shm-bytes",
+                               "BYTES",
+                               "shared memory mapped (and pinned) in all",
+                               {1, UINT64_C(1) << 40}},
         [KEY_KERNELS] = {"kernels",
                          "DIR",
                          "read kernel sources from DIR",
@@ -155,6 +170,9 @@ void fprep__config_init(fprep__config *cfg)
 	cfg->cache_enabled = 1;
 	cfg->log_level = FPREP_LOG_INFO;
 	cfg->socket_mode = 0600;
+	cfg->max_regions = 16;
+	cfg->max_region_bytes = UINT64_C(1) << 30;
+	cfg->max_shm_bytes = UINT64_C(4) << 30;
 }
 
 void fprep__config_fini(fprep__config *cfg)
@@ -335,6 +353,15 @@ static int config_set(fprep__config *cfg, enum config_key key, const char *val,
 	case KEY_SLOTS:
 		cfg->slots = (unsigned)v;
 		break;
+	case KEY_MAX_REGIONS:
+		cfg->max_regions = (unsigned)v;
+		break;
+	case KEY_MAX_REGION_BYTES:
+		cfg->max_region_bytes = v;
+		break;
+	case KEY_MAX_SHM_BYTES:
+		cfg->max_shm_bytes = v;
+		break;
 	default:
 		break;
 	}
@@ -386,6 +413,15 @@ static void config_default(const fprep__config *cfg, enum config_key key,
 		break;
 	case KEY_SLOTS:
 		snprintf(buf, size, "%u", cfg->slots);
+		break;
+	case KEY_MAX_REGIONS:
+		snprintf(buf, size, "%u", cfg->max_regions);
+		break;
+	case KEY_MAX_REGION_BYTES:
+		snprintf(buf, size, "%" PRIu64, cfg->max_region_bytes);
+		break;
+	case KEY_MAX_SHM_BYTES:
+		snprintf(buf, size, "%" PRIu64, cfg->max_shm_bytes);
 		break;
 	case KEY_KERNELS:
 		snprintf(buf, size, "the sources built in");

@@ -5,6 +5,7 @@
 #ifndef FPREP_SERVICE_CONFIG_H
 #define FPREP_SERVICE_CONFIG_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "frameprep/protocol.h"
@@ -20,20 +21,23 @@
  * config and released with fprep__config_fini. */
 typedef struct fprep__config {
 	char listen[FPREP__MAX_LISTEN][FPREP__URL_SIZE];
-	unsigned nlisten;        /* 0: fprep_default_url */
-	char *config_file;       /* NULL: none */
-	int device;              /* FPREP__DEVICE_AUTO, _CPU, or a GPU id */
-	unsigned workers;        /* CPU worker threads, 0: one per core */
-	unsigned max_inflight;   /* nng contexts: requests in flight */
-	fprep_limits limits;     /* request bounds */
-	int send_timeout_ms;     /* bound on each reply's send */
-	int shutdown_timeout_ms; /* bound on draining work at shutdown */
-	unsigned slots;          /* GPU staging slots per lane */
-	char *kernel_dir;        /* NULL: the embedded kernel sources */
-	char *kernel_cache;      /* NULL: the default cache directory */
-	int cache_enabled;       /* 0: --kernel-cache off */
-	int log_level;           /* enum fprep__log_level */
-	int socket_mode;         /* permission bits of ipc:// socket files */
+	unsigned nlisten;          /* 0: fprep_default_url */
+	char *config_file;         /* NULL: none */
+	int device;                /* FPREP__DEVICE_AUTO, _CPU, or a GPU id */
+	unsigned workers;          /* CPU worker threads, 0: one per core */
+	unsigned max_inflight;     /* nng contexts: requests in flight */
+	fprep_limits limits;       /* request bounds */
+	int send_timeout_ms;       /* bound on each reply's send */
+	int shutdown_timeout_ms;   /* bound on draining work at shutdown */
+	unsigned slots;            /* GPU staging slots per lane */
+	char *kernel_dir;          /* NULL: the embedded kernel sources */
+	char *kernel_cache;        /* NULL: the default cache directory */
+	int cache_enabled;         /* 0: --kernel-cache off */
+	int log_level;             /* enum fprep__log_level */
+	int socket_mode;           /* permission bits of ipc:// socket files */
+	unsigned max_regions;      /* shared-memory regions per connection */
+	uint64_t max_region_bytes; /* largest region */
+	uint64_t max_shm_bytes;    /* all regions together */
 } fprep__config;
 
 /* Results of fprep__config_parse besides 0 (run). */

@@ -159,7 +159,18 @@ static void ingress_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 				break;
 			}
 		}
+		if (in->on_close != NULL)
+			in->on_close((uint32_t)nng_pipe_id(p),
+			             in->on_close_data);
 	}
+	pthread_mutex_unlock(&in->lock);
+}
+
+void fprep__ingress_on_close(fprep__ingress *in, fprep__pipe_cb cb, void *data)
+{
+	pthread_mutex_lock(&in->lock);
+	in->on_close = cb;
+	in->on_close_data = data;
 	pthread_mutex_unlock(&in->lock);
 }
 

@@ -8,8 +8,14 @@
 
 #include <nng/nng.h>
 #include <pthread.h>
+#include <stdint.h>
 
 #include "config.h"
+
+/* fprep__pipe_cb: told that connection pipe_id closed. Runs on one of
+ * nng's threads with the ingress lock held: it may only queue work for the
+ * loop, and must not touch the socket. */
+typedef void (*fprep__pipe_cb)(uint32_t pipe_id, void *data);
 
 /* fprep__ingress: the socket and its listeners. Embedded; open/close. */
 typedef struct fprep__ingress {
@@ -21,6 +27,8 @@ typedef struct fprep__ingress {
 	nng_pipe *pipes;      /* connected peers, from pipe events */
 	size_t npipes;
 	size_t cap;
+	fprep__pipe_cb on_close; /* NULL: nobody to tell */
+	void *on_close_data;
 } fprep__ingress;
 
 /* fprep__ingress_open opens the REP socket with NNG_OPT_RECVMAXSZ =
@@ -30,6 +38,10 @@ typedef struct fprep__ingress {
  * Returns 0, or FPREP_ETRANSPORT (FPREP_EBUSY when another daemon listens)
  * with the reason logged; on error nothing is left open. */
 int fprep__ingress_open(fprep__ingress *in, const fprep__config *cfg);
+
+/* fprep__ingress_on_close sets (or, with NULL, clears) the callback told
+ * of each closed connection. Any thread. */
+void fprep__ingress_on_close(fprep__ingress *in, fprep__pipe_cb cb, void *data);
 
 /* fprep__ingress_pipes returns the number of peers connected now. Any
  * thread. */

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "log.h"
 #include "server.h"
+#include "shm.h"
 
 #ifdef FPREP_HAVE_CUDA
 #include "gpu/backend_cuda.h"
@@ -117,6 +118,13 @@ int main(int argc, char **argv)
 	fprep__log_set_level(cfg.log_level);
 	/* A peer that goes away must not kill the daemon. */
 	signal(SIGPIPE, SIG_IGN);
+	/* A client that shrinks its shared memory must not kill it either. */
+	if (fprep__shm_guard_install() != 0) {
+		fprep__log(FPREP_LOG_ERR, "frameprepd: cannot install the "
+		                          "SIGBUS handler: exiting");
+		fprep__config_fini(&cfg);
+		return 1;
+	}
 	rv = main_open_backend(&backend, &cfg, device, sizeof(device));
 	if (rv != 0) {
 		fprep__log(FPREP_LOG_ERR, "frameprepd: no backend: exiting");

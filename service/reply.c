@@ -42,7 +42,7 @@ void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
 	rep.dtype = req->dtype;
 	rep.layout = req->layout;
 	rep.ndim = 4;
-	rep.output_loc = FPREP_LOC_INLINE;
+	rep.output_loc = req->output_loc;
 	fprep_tensor_shape(req, rep.shape, &bytes);
 	rep.scale_x = job->xf.scale_x;
 	rep.scale_y = job->xf.scale_y;
@@ -54,8 +54,11 @@ void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
 	rep.t_kernel_us = job->t_kernel_us;
 	rep.t_d2h_us = job->t_d2h_us;
 	rep.t_total_us = t_total_us;
-	rep.payload_size = job->output_size;
+	rep.payload_size =
+	        req->output_loc == FPREP_LOC_INLINE ? job->output_size : 0;
 	rep.tensor_size = job->output_size;
+	if (req->input_loc == FPREP_LOC_SHM)
+		rep.flags |= FPREP_REPLY_F_INPUT_RELEASED;
 	fprep_reply_encode(&rep, nng_msg_body(msg));
 }
 
@@ -79,7 +82,8 @@ static nng_msg *reply_take(nng_msg *spare, size_t size)
 }
 
 static nng_msg *reply_simple(nng_msg *spare, uint16_t kind, uint64_t id,
-                             int status, const char *message, const char *text)
+                             int status, const char *message, const char *text,
+                             uint32_t region_id)
 {
 	size_t tlen = text != NULL ? strlen(text) : 0, mlen;
 	fprep_reply_header rep;
@@ -94,6 +98,7 @@ static nng_msg *reply_simple(nng_msg *spare, uint16_t kind, uint64_t id,
 	rep.request_id = id;
 	rep.status = (uint32_t)status;
 	rep.payload_size = tlen;
+	rep.region_id = region_id;
 	mlen = strnlen(message, sizeof(rep.message) - 1);
 	memcpy(rep.message, message, mlen); /* rep is zeroed: terminated */
 	fprep_reply_encode(&rep, nng_msg_body(msg));
@@ -106,11 +111,18 @@ static nng_msg *reply_simple(nng_msg *spare, uint16_t kind, uint64_t id,
 nng_msg *fprep__reply_text(nng_msg *spare, uint16_t kind, uint64_t request_id,
                            const char *text)
 {
-	return reply_simple(spare, kind, request_id, FPREP_OK, "", text);
+	return reply_simple(spare, kind, request_id, FPREP_OK, "", text, 0);
 }
 
 nng_msg *fprep__reply_error(nng_msg *spare, uint16_t kind, uint64_t request_id,
                             int status, const char *message)
 {
-	return reply_simple(spare, kind, request_id, status, message, NULL);
+	return reply_simple(spare, kind, request_id, status, message, NULL, 0);
+}
+
+nng_msg *fprep__reply_region(nng_msg *spare, uint64_t request_id,
+                             uint32_t region_id, const char *message)
+{
+	return reply_simple(spare, FPREP_KIND_REGISTER, request_id, FPREP_OK,
+	                    message, NULL, region_id);
 }

@@ -18,8 +18,9 @@ int fprep__reply_tensor_alloc(nng_msg **msgp, uint64_t tensor_bytes,
                               uint8_t **tensor);
 
 /* fprep__reply_tensor_finish writes the header of a successful tensor
- * reply for job (whose output lies in msg's payload): shape, transform and
- * timings (t_queue_us, t_total_us measured by the caller). */
+ * reply for job (whose output lies in msg's payload, or in a shared-memory
+ * region: then msg is the header alone): shape, transform and timings
+ * (t_queue_us, t_total_us measured by the caller). */
 void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
                                 uint32_t t_queue_us, uint32_t t_total_us);
 
@@ -36,5 +37,10 @@ nng_msg *fprep__reply_text(nng_msg *spare, uint16_t kind, uint64_t request_id,
  * is short. Returns the reply or NULL. */
 nng_msg *fprep__reply_error(nng_msg *spare, uint16_t kind, uint64_t request_id,
                             int status, const char *message);
+
+/* fprep__reply_region builds the OK reply to a REGISTER: region_id and a
+ * message. spare as in fprep__reply_text. Returns the reply or NULL. */
+nng_msg *fprep__reply_region(nng_msg *spare, uint64_t request_id,
+                             uint32_t region_id, const char *message);
 
 #endif /* FPREP_SERVICE_REPLY_H */

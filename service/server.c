@@ -38,6 +38,7 @@
 
 #include <inttypes.h>
 #include <nng/nng.h>
+#include <nng/transport/ipc/ipc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,7 @@
 #include "evq.h"
 #include "ingress.h"
 #include "log.h"
+#include "regions.h"
 #include "reply.h"
 #include "watchdog.h"
 
@@ -69,8 +71,21 @@
 
 #define SERVER_INFO_SIZE 4096
 
-enum slot_state { SLOT_IDLE, SLOT_RECV, SLOT_WORK, SLOT_SEND };
-enum slot_event { SLOT_EV_AIO, SLOT_EV_DONE };
+enum slot_state { SLOT_IDLE, SLOT_RECV, SLOT_WORK, SLOT_SEND, SLOT_REGISTER };
+enum slot_event { SLOT_EV_AIO, SLOT_EV_DONE, SLOT_EV_PIPE_CLOSED };
+
+/* A queued event starts like this: the queue link, then what it is. */
+struct server_ev_head {
+	fprep__event ev;
+	int ev_kind; /* enum slot_event */
+};
+
+/* server_pipe_ev: a connection closed (its regions go). */
+struct server_pipe_ev {
+	fprep__event ev;
+	int ev_kind; /* SLOT_EV_PIPE_CLOSED */
+	uint32_t pipe;
+};
 
 struct server;
 
@@ -89,6 +104,15 @@ struct server_slot {
 	uint64_t request_id;
 	uint64_t t_recv_ns;
 	fprep__job job;
+	/* SLOT_REGISTER: the mapping and pinning, on libuv's thread pool. */
+	uv_work_t work;
+	nng_msg *reg_msg; /* the REGISTER request */
+	fprep_request reg_req;
+	uint32_t reg_pipe; /* nng pipe id of the requester */
+	uint64_t reg_uid;  /* its peer UID */
+	fprep__region *reg_region;
+	int reg_rv;
+	char reg_why[FPREP_MESSAGE_SIZE];
 };
 
 struct server {
@@ -103,6 +127,7 @@ struct server {
 	uv_timer_t linger_timer;
 	uint64_t linger_end_ns;
 	fprep__ingress ingress;
+	fprep__regions regions;
 	fprep__watchdog watchdog;
 	struct server_slot *slots;
 	unsigned nslots;
@@ -178,6 +203,18 @@ static void server_info(struct server *srv, char *buf, size_t size)
 		        lim->max_tensor_bytes, cfg->max_inflight, busy,
 		        srv->served, srv->failed,
 		        (fprep__now_ns() - srv->t_start_ns) / 1000000000u);
+	if (n < size) {
+		uint64_t shm_bytes;
+		unsigned nreg = fprep__regions_count(&srv->regions, &shm_bytes);
+
+		n += (size_t)snprintf(
+		        buf + n, size - n,
+		        "regions: %u\nshm_bytes: %" PRIu64
+		        "\nmax_regions: %u\nmax_region_bytes: "
+		        "%" PRIu64 "\nmax_shm_bytes: %" PRIu64 "\n",
+		        nreg, shm_bytes, srv->cfg->max_regions,
+		        srv->cfg->max_region_bytes, srv->cfg->max_shm_bytes);
+	}
 	if (n < size - 1)
 		srv->backend->info(srv->backend, buf + n, size - n);
 }
@@ -263,6 +300,171 @@ static void slot_fail(struct server_slot *s, nng_msg *spare, int status,
 	slot_send(s, msg);
 }
 
+/* slot_unuse_regions ends the job's use of its shared-memory regions. */
+static void slot_unuse_regions(struct server_slot *s)
+{
+	if (s->job.shm_in != NULL)
+		fprep__regions_unuse(&s->srv->regions, s->job.shm_in);
+	if (s->job.shm_out != NULL)
+		fprep__regions_unuse(&s->srv->regions, s->job.shm_out);
+	s->job.shm_in = NULL;
+	s->job.shm_out = NULL;
+}
+
+/* slot_register_work maps (and, for the GPU, pins) a region; on libuv's
+ * thread pool. */
+static void slot_register_work(uv_work_t *work)
+{
+	struct server_slot *s = work->data;
+	const fprep__config *cfg = s->srv->cfg;
+	fprep__backend *b = s->srv->backend;
+
+	s->reg_rv = fprep__region_map(&s->reg_region, s->reg_req.region_name,
+	                              s->reg_req.region_size, s->reg_uid,
+	                              cfg->max_region_bytes, s->reg_why,
+	                              sizeof(s->reg_why));
+	if (s->reg_rv != 0 || b->region_add == NULL)
+		return;
+	s->reg_rv = b->region_add(b, s->reg_region);
+	if (s->reg_rv != 0) {
+		snprintf(s->reg_why, sizeof(s->reg_why),
+		         "region %s could not be pinned for the GPU (%s)",
+		         s->reg_req.region_name, fprep_err_name(s->reg_rv));
+		fprep__region_unmap(s->reg_region);
+		s->reg_region = NULL;
+	}
+}
+
+/* slot_register_done enters the mapped region in the table and answers. */
+static void slot_register_done(uv_work_t *work, int status)
+{
+	struct server_slot *s = work->data;
+	struct server *srv = s->srv;
+	fprep__region *r = s->reg_region;
+	nng_msg *msg = s->reg_msg, *rep;
+	uint64_t uid;
+	char why[FPREP_MESSAGE_SIZE];
+
+	(void)status;
+	s->reg_msg = NULL;
+	s->reg_region = NULL;
+	s->state = SLOT_WORK;
+	if (s->reg_rv != 0) {
+		fprep__regions_unreserve(&srv->regions, s->reg_req.region_size);
+		slot_fail(s, msg, s->reg_rv, s->reg_why);
+		return;
+	}
+	fprep__regions_add(&srv->regions, r, s->reg_pipe);
+	if (nng_pipe_get_uint64(nng_msg_get_pipe(msg), NNG_OPT_IPC_PEER_UID,
+	                        &uid) != 0 ||
+	    srv->stopping) {
+		/* The connection closed meanwhile (its close event may have
+		 * come before the region was in the table), or shutdown
+		 * began. */
+		fprep__regions_remove(&srv->regions, r->id, s->reg_pipe);
+		slot_fail(s, msg, FPREP_ECLOSED,
+		          "connection closed during registration");
+		return;
+	}
+	fprep__log(FPREP_LOG_INFO,
+	           "region %" PRIu32 " (%s, %" PRIu64
+	           " bytes) registered by connection %" PRIu32 " (uid %" PRIu64
+	           ")",
+	           r->id, r->name, r->size, s->reg_pipe, s->reg_uid);
+	snprintf(why, sizeof(why), "region %" PRIu32 " registered", r->id);
+	rep = fprep__reply_region(msg, s->request_id, r->id, why);
+	if (rep == NULL) {
+		slot_fail(s, NULL, FPREP_ENOMEM, "REGISTER: out of memory");
+		return;
+	}
+	srv->served++;
+	slot_send(s, rep);
+}
+
+/* slot_register starts a REGISTER: checks what can be checked at once and
+ * queues the mapping on the thread pool. */
+static void slot_register(struct server_slot *s, nng_msg *msg,
+                          const fprep_request *req)
+{
+	struct server *srv = s->srv;
+	nng_pipe pipe = nng_msg_get_pipe(msg);
+	char why[FPREP_MESSAGE_SIZE];
+	int rv;
+
+	if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &s->reg_uid) != 0) {
+		slot_fail(s, msg, FPREP_EUNSUPPORTED,
+		          "REGISTER: shared memory needs an ipc:// connection "
+		          "(the peer's uid is unknown on this one)");
+		return;
+	}
+	if ((rv = fprep__region_name_check(req->region_name,
+	                                   strlen(req->region_name), why,
+	                                   sizeof(why)))) {
+		slot_fail(s, msg, rv, why);
+		return;
+	}
+	if (req->region_size == 0 ||
+	    req->region_size > srv->cfg->max_region_bytes) {
+		snprintf(why, sizeof(why),
+		         "region_size %" PRIu64
+		         " outside 1..max-region-bytes %" PRIu64,
+		         req->region_size, srv->cfg->max_region_bytes);
+		slot_fail(s, msg, FPREP_ELIMIT, why);
+		return;
+	}
+	s->reg_pipe = (uint32_t)nng_pipe_id(pipe);
+	if ((rv = fprep__regions_reserve(&srv->regions, s->reg_pipe,
+	                                 req->region_size, why, sizeof(why)))) {
+		slot_fail(s, msg, rv, why);
+		return;
+	}
+	s->reg_req = *req;
+	s->reg_msg = msg;
+	s->reg_region = NULL;
+	s->reg_rv = 0;
+	s->reg_why[0] = '\0';
+	s->work.data = s;
+	s->state = SLOT_REGISTER;
+	rv = uv_queue_work(&srv->loop, &s->work, slot_register_work,
+	                   slot_register_done);
+	if (rv != 0) {
+		s->state = SLOT_WORK;
+		s->reg_msg = NULL;
+		fprep__regions_unreserve(&srv->regions, req->region_size);
+		snprintf(why, sizeof(why), "REGISTER: %s", uv_strerror(rv));
+		slot_fail(s, msg, FPREP_EINTERNAL, why);
+	}
+}
+
+/* slot_unregister takes a region of this connection out of the table. */
+static void slot_unregister(struct server_slot *s, nng_msg *msg,
+                            const fprep_request *req)
+{
+	struct server *srv = s->srv;
+	uint32_t pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
+	char why[FPREP_MESSAGE_SIZE];
+	nng_msg *rep;
+
+	if (fprep__regions_remove(&srv->regions, req->region_id, pipe) != 0) {
+		snprintf(why, sizeof(why),
+		         "region_id %" PRIu32 " is not a region of this "
+		         "connection",
+		         req->region_id);
+		slot_fail(s, msg, FPREP_EREGION, why);
+		return;
+	}
+	snprintf(why, sizeof(why), "region %" PRIu32 " unregistered",
+	         req->region_id);
+	rep = fprep__reply_error(msg, req->kind, req->request_id, FPREP_OK,
+	                         why);
+	if (rep == NULL) {
+		slot_fail(s, NULL, FPREP_ENOMEM, "UNREGISTER: out of memory");
+		return;
+	}
+	srv->served++;
+	slot_send(s, rep);
+}
+
 /* slot_submit starts a FRAME or ECHO request: allocates the reply with
  * room for the tensor and hands the job to the backend. */
 static void slot_submit(struct server_slot *s, nng_msg *msg,
@@ -277,19 +479,49 @@ static void slot_submit(struct server_slot *s, nng_msg *msg,
 	nng_msg *rep = NULL;
 	int rv;
 
-	if (req->input_loc != FPREP_LOC_INLINE ||
-	    req->output_loc != FPREP_LOC_INLINE) {
-		slot_fail(s, msg, FPREP_EUNSUPPORTED,
-		          "input_loc/output_loc: shared memory is not "
-		          "supported by this daemon (use inline, 0)");
-		return;
-	}
+	fprep__region *in = NULL, *out = NULL;
+	uint32_t pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
+
 	rv = fprep_tensor_shape(req, shape, &bytes);
 	if (rv != 0) {
 		slot_fail(s, msg, rv, "tensor shape: invalid request");
 		return;
 	}
-	rv = fprep__reply_tensor_alloc(&rep, bytes, &tensor);
+	if (req->input_loc == FPREP_LOC_SHM) {
+		in = fprep__regions_find(&srv->regions, req->in_region, pipe);
+		if (in == NULL) {
+			snprintf(why, sizeof(why),
+			         "in_region %" PRIu32 " is not a region of "
+			         "this connection",
+			         req->in_region);
+			slot_fail(s, msg, FPREP_EREGION, why);
+			return;
+		}
+		if ((rv = fprep__region_span(
+		             in, req->in_offset, req->input_size,
+		             "in_offset/input_size", why, sizeof(why)))) {
+			slot_fail(s, msg, rv, why);
+			return;
+		}
+	}
+	if (req->output_loc == FPREP_LOC_SHM) {
+		out = fprep__regions_find(&srv->regions, req->out_region, pipe);
+		if (out == NULL) {
+			snprintf(why, sizeof(why),
+			         "out_region %" PRIu32 " is not a region of "
+			         "this connection",
+			         req->out_region);
+			slot_fail(s, msg, FPREP_EREGION, why);
+			return;
+		}
+		if ((rv = fprep__region_span(out, req->out_offset, bytes,
+		                             "out_offset/tensor bytes", why,
+		                             sizeof(why)))) {
+			slot_fail(s, msg, rv, why);
+			return;
+		}
+	}
+	rv = fprep__reply_tensor_alloc(&rep, out != NULL ? 0 : bytes, &tensor);
 	if (rv != 0) {
 		snprintf(why, sizeof(why),
 		         "tensor of %" PRIu64 " bytes: out of memory", bytes);
@@ -301,6 +533,17 @@ static void slot_submit(struct server_slot *s, nng_msg *msg,
 	job->input =
 	        (const uint8_t *)nng_msg_body(msg) + FPREP_REQUEST_HEADER_SIZE;
 	job->output = tensor;
+	if (in != NULL) {
+		job->input = in->base + req->in_offset;
+		job->input_pinned = in->gpu_priv != NULL;
+		job->shm_in = in;
+		fprep__regions_use(in);
+	}
+	if (out != NULL) {
+		job->output = out->base + req->out_offset;
+		job->shm_out = out;
+		fprep__regions_use(out);
+	}
 	job->output_size = bytes;
 	job->done = slot_job_done;
 	job->data = s;
@@ -309,6 +552,7 @@ static void slot_submit(struct server_slot *s, nng_msg *msg,
 	s->state = SLOT_WORK;
 	rv = srv->backend->submit(srv->backend, job);
 	if (rv != 0) {
+		slot_unuse_regions(s);
 		s->req_msg = NULL;
 		s->rep_msg = NULL;
 		nng_msg_free(msg);
@@ -365,10 +609,14 @@ static void slot_received(struct server_slot *s)
 		srv->served++;
 		slot_send(s, rep);
 		return;
+	case FPREP_KIND_REGISTER:
+		slot_register(s, msg, &req);
+		return;
+	case FPREP_KIND_UNREGISTER:
+		slot_unregister(s, msg, &req);
+		return;
 	default:
-		snprintf(why, sizeof(why),
-		         "kind: %u is not supported by this daemon (shared-"
-		         "memory regions are not available)",
+		snprintf(why, sizeof(why), "kind: %u is not supported",
 		         req.kind);
 		slot_fail(s, msg, FPREP_EUNSUPPORTED, why);
 		return;
@@ -390,6 +638,7 @@ static void slot_completed(struct server_slot *s)
 	nng_msg_free(s->req_msg);
 	s->req_msg = NULL;
 	s->rep_msg = NULL;
+	slot_unuse_regions(s);
 	if (job->fatal && srv->exit_status == 0) {
 		snprintf(why, sizeof(why), "device failed (%s): %s",
 		         fprep_err_name(job->status), job->message);
@@ -468,11 +717,44 @@ static void slot_aio_done(struct server_slot *s)
 	}
 }
 
+/* server_pipe_closed is told by the ingress that a connection closed; on
+ * an nng thread: it only queues the news for the loop. */
+static void server_pipe_closed(uint32_t pipe, void *data)
+{
+	struct server *srv = data;
+	struct server_pipe_ev *pe = malloc(sizeof(*pe));
+
+	if (pe == NULL) {
+		fprep__log(FPREP_LOG_WARNING,
+		           "connection %" PRIu32 " closed: no memory to tell "
+		           "the loop; its regions stay until shutdown",
+		           pipe);
+		return;
+	}
+	pe->ev_kind = SLOT_EV_PIPE_CLOSED;
+	pe->pipe = pipe;
+	fprep__evq_push(&srv->evq, &pe->ev);
+}
+
 static void server_event(fprep__event *ev, void *data)
 {
+	struct server *srv = data;
 	struct server_slot *s = (struct server_slot *)ev;
 
-	(void)data;
+	if (((struct server_ev_head *)ev)->ev_kind == SLOT_EV_PIPE_CLOSED) {
+		struct server_pipe_ev *pe = (struct server_pipe_ev *)ev;
+		unsigned n = 0;
+
+		if (!srv->finished)
+			n = fprep__regions_remove_pipe(&srv->regions, pe->pipe);
+		if (n > 0)
+			fprep__log(FPREP_LOG_INFO,
+			           "connection %" PRIu32 " closed: %u regions "
+			           "removed",
+			           pe->pipe, n);
+		free(pe);
+		return;
+	}
 	if (s->srv->finished)
 		return;
 	if (s->ev_kind == SLOT_EV_DONE)
@@ -496,7 +778,7 @@ static void server_close_backend(struct server *srv, int timeout_ms)
 static void server_drain_timeout(uv_timer_t *timer)
 {
 	struct server *srv = timer->data;
-	unsigned count[SLOT_SEND + 1] = {0};
+	unsigned count[SLOT_REGISTER + 1] = {0};
 
 	fprep__log(FPREP_LOG_WARNING,
 	           "shutdown: %u requests still in flight after %d ms: "
@@ -513,6 +795,7 @@ static void server_drain_timeout(uv_timer_t *timer)
 			 * into these messages any more. */
 			nng_msg_free(s->req_msg);
 			s->req_msg = NULL;
+			slot_unuse_regions(s);
 			slot_fail(s, s->rep_msg, FPREP_ESHUTDOWN,
 			          "server shutting down: the backend did not "
 			          "finish this request in time");
@@ -604,6 +887,9 @@ static void server_free_slots(struct server *srv)
 
 static void server_close_handles(struct server *srv)
 {
+	/* Connection-closed events queued by nng_close own memory: take
+	 * them out before the queue closes. */
+	fprep__evq_drain(&srv->evq);
 	fprep__evq_fini(&srv->evq);
 	uv_close((uv_handle_t *)&srv->sigint, NULL);
 	uv_close((uv_handle_t *)&srv->sigterm, NULL);
@@ -640,6 +926,9 @@ static void server_finish(struct server *srv)
 		return;
 	srv->finished = 1;
 	uv_timer_stop(&srv->drain_timer);
+	/* No request is in flight: every region can go (unpinned first, by
+	 * the backend, unless the drain deadline already closed it). */
+	fprep__regions_fini(&srv->regions, srv->backend);
 	server_close_backend(srv, srv->cfg->shutdown_timeout_ms);
 	if (!srv->ingress.is_open || fprep__ingress_pipes(&srv->ingress) == 0) {
 		server_close_socket(srv);
@@ -760,7 +1049,11 @@ int fprep__server_run(const fprep__config *cfg, fprep__backend *backend,
 		free(srv);
 		return 1;
 	}
+	fprep__regions_init(&srv->regions, backend, cfg->max_regions,
+	                    cfg->max_shm_bytes);
 	rv = fprep__ingress_open(&srv->ingress, cfg);
+	if (rv == 0)
+		fprep__ingress_on_close(&srv->ingress, server_pipe_closed, srv);
 	if (rv == 0)
 		rv = server_open_slots(srv);
 	if (rv != 0) {

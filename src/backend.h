@@ -19,6 +19,8 @@
 
 #include "frameprep/frameprep.h"
 
+struct fprep__region;
+
 typedef struct fprep__job fprep__job;
 typedef struct fprep__backend fprep__backend;
 
@@ -33,8 +35,8 @@ struct fprep__job {
 	uint8_t *output;        /* output_size bytes for the tensor */
 	uint64_t output_size;   /* == tensor bytes from fprep_tensor_shape */
 	int input_pinned;       /* input lies in memory the backend registered */
-	uint32_t region_in;     /* shm region ids (0: none), for pinned lookups */
-	uint32_t region_out;
+	struct fprep__region *shm_in;  /* region holding input, or NULL */
+	struct fprep__region *shm_out; /* region receiving output, or NULL */
 	fprep__job_cb done;
 	void *data;             /* the loop's request */
 
@@ -70,6 +72,14 @@ struct fprep__backend {
 	 * done called) or failed with FPREP_ESHUTDOWN within timeout_ms, the
 	 * threads are joined and everything is freed. Not from a backend thread. */
 	void (*close)(fprep__backend *b, int timeout_ms);
+
+	/* region_add prepares a client shared-memory region for use as job
+	 * input and output (the GPU backend pins it with cudaHostRegister and
+	 * stores its state in r->gpu_priv); region_remove undoes that once no
+	 * job uses the region. Loop thread; may block for the pinning. NULL
+	 * when the backend needs nothing (CPU). */
+	int (*region_add)(fprep__backend *b, struct fprep__region *r);
+	void (*region_remove)(fprep__backend *b, struct fprep__region *r);
 };
 
 /* fprep__backend_cpu_open starts a CPU backend with nthreads worker threads

@@ -28,6 +28,7 @@
 #include "backend.h"
 #include "log.h"
 #include "ops.h"
+#include "shm.h"
 
 #define CPU_MAX_THREADS 256
 #define CPU_BAND_ROWS   32 /* fewest tensor rows in a band */
@@ -67,6 +68,27 @@ uint64_t fprep__now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* cpu_rows writes rows [y0, y1) of job's tensor on the calling thread,
+ * with its shared-memory regions (if any) under the SIGBUS guard, so a
+ * client that shrinks a region fails its request instead of the daemon. */
+static int cpu_rows(fprep__job *job, const fprep_transform *xf, uint32_t y0,
+                    uint32_t y1)
+{
+	int rc, rc_in = 0, rc_out = 0;
+
+	if (job->shm_in != NULL)
+		fprep__region_access_begin(job->shm_in);
+	if (job->shm_out != NULL)
+		fprep__region_access_begin(job->shm_out);
+	rc = fprep__preprocess_cpu_rows(&job->req, job->input, job->output, xf,
+	                                y0, y1);
+	if (job->shm_out != NULL)
+		rc_out = fprep__region_access_end(job->shm_out);
+	if (job->shm_in != NULL)
+		rc_in = fprep__region_access_end(job->shm_in);
+	return rc_in || rc_out ? FPREP_EREGION : rc;
+}
+
 /* cpu_bands writes the bands of sh that are left; called and returns with
  * the lock held. */
 static void cpu_bands(struct cpu_backend *cb, struct cpu_share *sh)
@@ -80,10 +102,8 @@ static void cpu_bands(struct cpu_backend *cb, struct cpu_share *sh)
 		band = sh->next++;
 		sh->busy++;
 		pthread_mutex_unlock(&cb->lock);
-		rc = fprep__preprocess_cpu_rows(
-		        &job->req, job->input, job->output, &sh->xf,
-		        (uint32_t)(h * band / sh->nbands),
-		        (uint32_t)(h * (band + 1) / sh->nbands));
+		rc = cpu_rows(job, &sh->xf, (uint32_t)(h * band / sh->nbands),
+		              (uint32_t)(h * (band + 1) / sh->nbands));
 		pthread_mutex_lock(&cb->lock);
 		if (rc != FPREP_OK && sh->rc == FPREP_OK)
 			sh->rc = rc;
@@ -106,12 +126,11 @@ static int cpu_preprocess(struct cpu_backend *cb, fprep__job *job)
 	uint32_t h = job->req.out_height;
 	int rc;
 
-	if (cb->nthreads < 2 || h < 2 * CPU_BAND_ROWS)
-		return fprep_preprocess_cpu(&job->req, job->input, job->output,
-		                            job->output_size, &job->xf);
 	rc = fprep__preprocess_check(&job->req, job->output_size);
 	if (rc != FPREP_OK || job->input == NULL || job->output == NULL)
 		return rc != FPREP_OK ? rc : FPREP_EINVAL;
+	if (cb->nthreads < 2 || h < 2 * CPU_BAND_ROWS)
+		return cpu_rows(job, &job->xf, 0, h);
 	memset(&sh, 0, sizeof(sh));
 	sh.job = job;
 	sh.xf = job->xf;
@@ -153,6 +172,10 @@ static void cpu_run(struct cpu_backend *cb, fprep__job *job, int fail)
 		if (rc == FPREP_ENOMEM)
 			snprintf(job->message, sizeof(job->message),
 			         "CPU preprocessing: out of memory");
+		else if (rc == FPREP_EREGION)
+			snprintf(job->message, sizeof(job->message),
+			         "shared-memory region shrank while the frame "
+			         "was read or the tensor written");
 		else if (rc != FPREP_OK)
 			snprintf(job->message, sizeof(job->message),
 			         "CPU preprocessing: request or tensor size "

@@ -10,7 +10,9 @@
  * copied. nng errors are translated to enum fprep_err here, once, and their
  * text is kept for fprep_client_last_error.
  */
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,11 +32,11 @@ static _Thread_local char client_open_error[256];
 
 struct fprep_client {
 	nng_socket sock;
-	nng_ctx ctx;      /* the context of the blocking call */
-	nng_aio *aio;     /* its aio */
-	int timeout_ms;   /* per request, send plus reply */
-	uint64_t next_id; /* the next request id */
-	char error[256];  /* the last failure, as a sentence */
+	nng_ctx ctx;              /* the context of the blocking call */
+	nng_aio *aio;             /* its aio */
+	int timeout_ms;           /* per request, send plus reply */
+	_Atomic uint64_t next_id; /* the next request id */
+	char error[256];          /* the last failure, as a sentence */
 };
 
 /* client_error records a sentence about the last failure and returns
@@ -189,20 +191,18 @@ static int client_roundtrip(fprep_client *c, nng_msg *msg, nng_msg **replyp)
 	return FPREP_OK;
 }
 
-/* client_call sends a request header plus payload_size bytes of payload
- * and stores the checked reply in *res. */
-static int client_call(fprep_client *c, fprep_request *req, const void *payload,
-                       size_t payload_size, fprep_result *res)
+/* client_message builds the request message: header plus payload_size
+ * bytes of payload. Assigns the request id. */
+static int client_message(fprep_client *c, fprep_request *req,
+                          const void *payload, size_t payload_size,
+                          nng_msg **msgp)
 {
-	nng_msg *msg = NULL, *reply = NULL;
+	nng_msg *msg;
 	uint8_t *body;
-	size_t len;
-	int err;
 
-	memset(res, 0, sizeof(*res));
-	c->error[0] = '\0';
+	*msgp = NULL;
 	req->version = FPREP_PROTOCOL_VERSION;
-	req->request_id = c->next_id++;
+	req->request_id = atomic_fetch_add(&c->next_id, 1);
 	if (nng_msg_alloc(&msg, FPREP_REQUEST_HEADER_SIZE + payload_size) != 0)
 		return client_error(c, FPREP_ENOMEM,
 		                    "no memory for a %zu-byte request",
@@ -211,11 +211,19 @@ static int client_call(fprep_client *c, fprep_request *req, const void *payload,
 	fprep_request_encode(req, body);
 	if (payload_size > 0)
 		memcpy(body + FPREP_REQUEST_HEADER_SIZE, payload, payload_size);
-	if ((err = client_roundtrip(c, msg, &reply)))
-		return err;
+	*msgp = msg;
+	return FPREP_OK;
+}
 
-	body = nng_msg_body(reply);
-	len = nng_msg_len(reply);
+/* client_check_reply decodes reply (taking it) as the answer to req and
+ * stores it in *res. */
+static int client_check_reply(fprep_client *c, const fprep_request *req,
+                              nng_msg *reply, fprep_result *res)
+{
+	uint8_t *body = nng_msg_body(reply);
+	size_t len = nng_msg_len(reply);
+	int err;
+
 	if ((err = fprep_reply_decode(body, len, &res->header))) {
 		err = client_error(c, err, "unreadable reply of %zu bytes (%s)",
 		                   len, fprep_err_name(err));
@@ -256,27 +264,195 @@ err_reply:
 	return err;
 }
 
-int fprep_client_request(fprep_client *client, fprep_request *req,
-                         const void *payload, fprep_result *res)
+/* client_call sends a request header plus payload_size bytes of payload
+ * and stores the checked reply in *res. */
+static int client_call(fprep_client *c, fprep_request *req, const void *payload,
+                       size_t payload_size, fprep_result *res)
 {
-	size_t size = 0;
+	nng_msg *msg = NULL, *reply = NULL;
+	int err;
 
 	memset(res, 0, sizeof(*res));
+	c->error[0] = '\0';
+	if ((err = client_message(c, req, payload, payload_size, &msg)))
+		return err;
+	if ((err = client_roundtrip(c, msg, &reply)))
+		return err;
+	return client_check_reply(c, req, reply, res);
+}
+
+/* client_payload_size returns in *sizep the inline payload bytes req
+ * carries, checking that payload is there when needed. */
+static int client_payload_size(fprep_client *c, const fprep_request *req,
+                               const void *payload, size_t *sizep)
+{
+	*sizep = 0;
 	if ((req->kind == FPREP_KIND_FRAME || req->kind == FPREP_KIND_ECHO) &&
 	    req->input_loc == FPREP_LOC_INLINE) {
 		if (req->input_size > SIZE_MAX - FPREP_REQUEST_HEADER_SIZE)
 			return client_error(
-			        client, FPREP_ELIMIT,
-			        "input_size %llu too large",
+			        c, FPREP_ELIMIT, "input_size %llu too large",
 			        (unsigned long long)req->input_size);
-		size = (size_t)req->input_size;
-		if (size > 0 && payload == NULL)
-			return client_error(client, FPREP_EINVAL,
+		*sizep = (size_t)req->input_size;
+		if (*sizep > 0 && payload == NULL)
+			return client_error(c, FPREP_EINVAL,
 			                    "inline input of %zu bytes without "
 			                    "a payload",
-			                    size);
+			                    *sizep);
 	}
+	return FPREP_OK;
+}
+
+int fprep_client_request(fprep_client *client, fprep_request *req,
+                         const void *payload, fprep_result *res)
+{
+	size_t size;
+	int err;
+
+	memset(res, 0, sizeof(*res));
+	if ((err = client_payload_size(client, req, payload, &size)))
+		return err;
 	return client_call(client, req, payload, size, res);
+}
+
+/* The asynchronous API: each pending request has its own context and aio.
+ * The aio callback (on an nng thread) turns the completed send into a
+ * receive, and the completed receive into "done": it then wakes waiters
+ * and calls the user's callback. fprep_pending_wait checks the reply on
+ * the caller's thread. */
+enum { PENDING_SEND, PENDING_RECV, PENDING_DONE };
+
+struct fprep_pending {
+	fprep_client *client;
+	fprep_request req;
+	nng_ctx ctx;
+	nng_aio *aio;
+	nng_time deadline;
+	pthread_mutex_t mtx;
+	pthread_cond_t cv;
+	int state;
+	int rv;         /* nng result of the failed step, or 0 */
+	nng_msg *reply; /* on success */
+	fprep_done_fn cb;
+	void *arg;
+};
+
+static void pending_cb(void *arg)
+{
+	fprep_pending *p = arg;
+	nng_time now;
+	int rv = nng_aio_result(p->aio);
+
+	if (p->state == PENDING_SEND && rv == 0) {
+		now = nng_clock();
+		nng_aio_set_timeout(
+		        p->aio, now >= p->deadline
+		                        ? 1
+		                        : (nng_duration)(p->deadline - now));
+		p->state = PENDING_RECV;
+		nng_ctx_recv(p->ctx, p->aio);
+		return;
+	}
+	if (rv != 0) {
+		if (p->state == PENDING_SEND)
+			nng_msg_free(nng_aio_get_msg(p->aio));
+	} else {
+		p->reply = nng_aio_get_msg(p->aio);
+	}
+	nng_aio_set_msg(p->aio, NULL);
+	pthread_mutex_lock(&p->mtx);
+	p->rv = rv;
+	p->state = PENDING_DONE;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mtx);
+	if (p->cb != NULL)
+		p->cb(p, p->arg);
+}
+
+int fprep_client_submit(fprep_client *client, fprep_request *req,
+                        const void *payload, fprep_done_fn cb, void *arg,
+                        fprep_pending **pp)
+{
+	fprep_pending *p;
+	nng_msg *msg;
+	size_t size;
+	int rv, err;
+
+	*pp = NULL;
+	if ((err = client_payload_size(client, req, payload, &size)))
+		return err;
+	p = calloc(1, sizeof(*p));
+	if (p == NULL)
+		return client_error(client, FPREP_ENOMEM, "no memory");
+	if ((rv = nng_ctx_open(&p->ctx, client->sock)) != 0) {
+		err = client_error(client, client_nng_err(rv),
+		                   "opening a context: %s", nng_strerror(rv));
+		goto err_free;
+	}
+	if ((rv = nng_aio_alloc(&p->aio, pending_cb, p)) != 0) {
+		err = client_error(client, client_nng_err(rv),
+		                   "allocating an aio: %s", nng_strerror(rv));
+		goto err_ctx;
+	}
+	if ((err = client_message(client, req, payload, size, &msg)))
+		goto err_aio;
+	pthread_mutex_init(&p->mtx, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	p->client = client;
+	p->req = *req;
+	p->cb = cb;
+	p->arg = arg;
+	p->state = PENDING_SEND;
+	p->deadline = nng_clock() + (nng_time)client->timeout_ms;
+	nng_aio_set_timeout(p->aio, client->timeout_ms);
+	nng_aio_set_msg(p->aio, msg);
+	nng_ctx_send(p->ctx, p->aio);
+	*pp = p;
+	return FPREP_OK;
+
+err_aio:
+	nng_aio_free(p->aio);
+err_ctx:
+	nng_ctx_close(p->ctx);
+err_free:
+	free(p);
+	return err;
+}
+
+int fprep_pending_done(const fprep_pending *p)
+{
+	fprep_pending *q = (fprep_pending *)p;
+	int done;
+
+	pthread_mutex_lock(&q->mtx);
+	done = q->state == PENDING_DONE;
+	pthread_mutex_unlock(&q->mtx);
+	return done;
+}
+
+int fprep_pending_wait(fprep_pending *p, fprep_result *res)
+{
+	fprep_client *c = p->client;
+	int err;
+
+	memset(res, 0, sizeof(*res));
+	pthread_mutex_lock(&p->mtx);
+	while (p->state != PENDING_DONE)
+		pthread_cond_wait(&p->cv, &p->mtx);
+	pthread_mutex_unlock(&p->mtx);
+	if (p->rv != 0)
+		err = client_error(c, client_nng_err(p->rv),
+		                   "request %llu: %s (nng error %d)",
+		                   (unsigned long long)p->req.request_id,
+		                   nng_strerror(p->rv), p->rv);
+	else
+		err = client_check_reply(c, &p->req, p->reply, res);
+	nng_aio_free(p->aio);
+	nng_ctx_close(p->ctx);
+	pthread_cond_destroy(&p->cv);
+	pthread_mutex_destroy(&p->mtx);
+	free(p);
+	return err;
 }
 
 int fprep_client_info(fprep_client *client, fprep_result *res)

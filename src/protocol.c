@@ -149,12 +149,24 @@ void fprep_request_init(fprep_request *req, uint16_t src_format,
 void fprep_request_encode(const fprep_request *req, void *buf)
 {
 	uint8_t *p = buf;
+	size_t name_len;
 
 	memset(p, 0, FPREP_REQUEST_HEADER_SIZE);
 	proto_put32(p + 0, FPREP_REQUEST_MAGIC);
 	proto_put16(p + 4, req->version);
 	proto_put16(p + 6, req->kind);
 	proto_put64(p + 8, req->request_id);
+	if (req->kind == FPREP_KIND_REGISTER) {
+		name_len = strnlen(req->region_name, FPREP_REGION_NAME_MAX);
+		proto_put64(p + 16, req->region_size);
+		proto_put32(p + 24, (uint32_t)name_len);
+		memcpy(p + 32, req->region_name, name_len);
+		return;
+	}
+	if (req->kind == FPREP_KIND_UNREGISTER) {
+		proto_put32(p + 16, req->region_id);
+		return;
+	}
 	proto_put16(p + 16, req->src_format);
 	proto_put32(p + 20, req->src_width);
 	proto_put32(p + 24, req->src_height);
@@ -448,6 +460,26 @@ static int proto_check_frame(const fprep_request *r, const fprep_limits *lim,
 	return FPREP_OK;
 }
 
+/* proto_read_register fills the REGISTER fields of *req. The name's
+ * syntax is the shared-memory code's to check; here only its length. */
+static int proto_read_register(const uint8_t *p, fprep_request *req, char *msg,
+                               size_t msg_size)
+{
+	uint32_t name_len = proto_get32(p + 24);
+
+	req->region_size = proto_get64(p + 16);
+	if (name_len < 2 || name_len > FPREP_REGION_NAME_MAX)
+		return proto_fail(msg, msg_size, FPREP_EINVAL,
+		                  "name_len %u outside 2..%d", name_len,
+		                  FPREP_REGION_NAME_MAX);
+	memcpy(req->region_name, p + 32, name_len);
+	req->region_name[name_len] = '\0';
+	if (strlen(req->region_name) != name_len)
+		return proto_fail(msg, msg_size, FPREP_EINVAL,
+		                  "region name contains a NUL byte");
+	return FPREP_OK;
+}
+
 int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
                          fprep_request *req, char *msg, size_t msg_size)
 {
@@ -486,8 +518,11 @@ int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
 		                         len - FPREP_REQUEST_HEADER_SIZE, msg,
 		                         msg_size);
 	case FPREP_KIND_INFO:
+		return FPREP_OK;
 	case FPREP_KIND_REGISTER:
+		return proto_read_register(p, req, msg, msg_size);
 	case FPREP_KIND_UNREGISTER:
+		req->region_id = proto_get32(p + 16);
 		return FPREP_OK;
 	}
 	return proto_fail(msg, msg_size, FPREP_EINVAL,

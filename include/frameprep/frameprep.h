@@ -157,10 +157,79 @@ void fprep_result_fini(fprep_result *res);
 int fprep_client_request(fprep_client *client, fprep_request *req,
                          const void *payload, fprep_result *res);
 
+/* fprep_pending: one request in flight on a client (asynchronous API). */
+typedef struct fprep_pending fprep_pending;
+
+/* fprep_done_fn: called once when a pending request's reply (or its
+ * failure) arrives, from one of nng's threads. It must not block and must
+ * not call fprep_pending_wait; it typically wakes the submitting thread. */
+typedef void (*fprep_done_fn)(fprep_pending *p, void *arg);
+
+/* fprep_client_submit sends a request without waiting for the reply, so one
+ * thread can keep several frames in flight on one connection (each rides
+ * its own nng context; the daemon may answer them in any order). req and
+ * payload are as for fprep_client_request; payload is copied into the
+ * message before the call returns, so the caller may reuse it (shared-memory
+ * input must stay untouched until the reply). cb (may be NULL) is called
+ * with arg when the reply arrives. On success stores a handle in *pp that
+ * must be given to fprep_pending_wait exactly once. Returns 0, or
+ * FPREP_ENOMEM, FPREP_ETRANSPORT. */
+int fprep_client_submit(fprep_client *client, fprep_request *req,
+                        const void *payload, fprep_done_fn cb, void *arg,
+                        fprep_pending **pp);
+
+/* fprep_pending_done returns nonzero once p's reply or failure has arrived
+ * (fprep_pending_wait will not block). Any thread. */
+int fprep_pending_done(const fprep_pending *p);
+
+/* fprep_pending_wait waits for p (up to the client's timeout from the
+ * submission), stores the reply in *res with the same rules and errors as
+ * fprep_client_request, and frees p. */
+int fprep_pending_wait(fprep_pending *p, fprep_result *res);
+
 /* fprep_client_info asks the daemon what it runs. On success res->payload
  * holds payload_size bytes of "key: value" lines (NUL-terminated as a
  * convenience; the NUL is not counted). */
 int fprep_client_info(fprep_client *client, fprep_result *res);
+
+/* fprep_region: a POSIX shared-memory region created by a client and
+ * registered with the daemon, for the zero-copy path: frames written into it
+ * and tensors written by the daemon into it never cross the socket. Only
+ * over ipc:// connections (the daemon checks the object's owner against the
+ * connection's peer UID). */
+typedef struct fprep_region fprep_region;
+
+/* fprep_region_open creates a shared-memory object of size bytes (mode 0600,
+ * a unique name "/frameprep-PID-N"), maps it, registers it with the daemon
+ * over client, then unlinks the name: the memory lives while this process or
+ * the daemon maps it, so nothing is left behind if either dies. The daemon
+ * releases its mapping when the connection closes. Returns 0, or
+ * FPREP_EREGION (shm_open/ftruncate/mmap failed), FPREP_ENOMEM, or the
+ * transport or server error of the REGISTER request (e.g. FPREP_EUNSUPPORTED
+ * over tcp://). Same thread rules as client. */
+int fprep_region_open(fprep_region **rp, fprep_client *client, size_t size);
+
+/* fprep_region_close unregisters r (best effort), unmaps it and frees it.
+ * Requests naming r must have completed. NULL is ignored. */
+void fprep_region_close(fprep_region *r);
+
+/* fprep_region_base returns the start of r's mapping (page-aligned). */
+void *fprep_region_base(const fprep_region *r);
+
+/* fprep_region_size returns the size of r in bytes. */
+size_t fprep_region_size(const fprep_region *r);
+
+/* fprep_region_id returns the id the daemon gave r. */
+uint32_t fprep_region_id(const fprep_region *r);
+
+/* fprep_request_set_shm points req at shared memory: the frame is the
+ * req->input_size bytes at in_offset of region in (NULL: inline input), the
+ * tensor goes to out_offset of region out (NULL: inline output), with
+ * out_capacity bytes available there. Offsets are not checked here; the
+ * daemon checks them. */
+void fprep_request_set_shm(fprep_request *req, const fprep_region *in,
+                           uint64_t in_offset, const fprep_region *out,
+                           uint64_t out_offset, uint64_t out_capacity);
 
 #ifdef __cplusplus
 }

@@ -62,10 +62,27 @@
  *           is done: the reply carries a tensor of the same shape and size
  *           whose contents are unspecified. It measures what the transport
  *           alone can carry (the transport ceiling).
- *   REGISTER, UNREGISTER  shared-memory regions (see FPREP_KIND_REGISTER).
- *           fprep_request_decode checks only their common part (a whole
- *           128-byte header, magic, version, kind, request_id); their body
- *           is parsed by the shared-memory code.
+ *   REGISTER  maps a client's POSIX shared-memory object into the daemon
+ *           (ipc:// connections only). Header fields after request_id:
+ *              16 u64 region_size  bytes to map, from offset 0 of the object
+ *              24 u32 name_len     bytes of name, 2..FPREP_REGION_NAME_MAX
+ *              28 u32 reserved
+ *              32 char name[64]    "/name": '/' then [A-Za-z0-9._-]; the
+ *                                  bytes after name_len are zero
+ *           The object must be a regular file owned by the connection's
+ *           peer UID and at least region_size bytes. The reply carries the
+ *           new region's id in region_id. The region belongs to the
+ *           connection: it is unmapped (and unpinned) when the connection
+ *           closes, on UNREGISTER, or when the daemon stops.
+ *   UNREGISTER  header field 16 u32 region_id. Requests already using the
+ *           region finish first; the reply comes at once.
+ *
+ * Shared-memory FRAME requests: input_loc = SHM names (in_region,
+ * in_offset, input_size); output_loc = SHM names (out_region, out_offset,
+ * out_capacity) and the reply then has payload_size 0 and tensor_size bytes
+ * written at out_offset. Both must be regions registered by the same
+ * connection. With SHM input the reply's flags carry
+ * FPREP_REPLY_F_INPUT_RELEASED: the input bytes may be rewritten.
  *
  * Every request, whatever its kind, carries the whole 128-byte header.
  *
@@ -126,6 +143,7 @@ extern "C" {
 #define FPREP_REQUEST_HEADER_SIZE 128
 #define FPREP_REPLY_HEADER_SIZE 256
 #define FPREP_MESSAGE_SIZE 152
+#define FPREP_REGION_NAME_MAX 63 /* bytes of a region name, '/' included */
 
 /* fprep_kind: what a request asks for. */
 enum fprep_kind {
@@ -233,6 +251,10 @@ typedef struct fprep_request {
 	uint64_t out_offset;
 	uint64_t out_capacity;
 	uint64_t input_size;
+	/* REGISTER / UNREGISTER */
+	uint64_t region_size;
+	uint32_t region_id;
+	char region_name[FPREP_REGION_NAME_MAX + 1]; /* NUL-terminated */
 } fprep_request;
 
 /* fprep_reply_header: a decoded reply header, in host byte order. */

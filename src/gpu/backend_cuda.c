@@ -44,6 +44,7 @@
 #include "gpu/host_copy.h"
 #include "gpu/kernel_cache.h"
 #include "log.h"
+#include "shm.h"
 
 /* Kernel argument block; must match struct fprep_letterbox_args in
  * kernels/letterbox.cu. */
@@ -584,6 +585,35 @@ static int cuda_submit(fprep__backend *b, fprep__job *job)
 	return 0;
 }
 
+/* cuda_region_add pins a client's shared-memory region for this lane's
+ * device (cudaHostRegister), so H2D reads the client's frames and D2H
+ * writes its tensors directly. Called off the loop thread (the daemon's
+ * registration work), with the device set on that thread first. */
+static int cuda_region_add(fprep__backend *b, struct fprep__region *r)
+{
+	cuda_backend *cb = (cuda_backend *)b;
+	fprep__gpu_status st = {0};
+
+	if (FPREP__CUDA(&st, cudaSetDevice(cb->device)) ||
+	    FPREP__CUDA(&st, cudaHostRegister(r->base, (size_t)r->size,
+	                                      cudaHostRegisterDefault)))
+		return FPREP_ECUDA;
+	r->gpu_priv = r->base;
+	return 0;
+}
+
+/* cuda_region_remove unpins r once no job uses it. */
+static void cuda_region_remove(fprep__backend *b, struct fprep__region *r)
+{
+	cuda_backend *cb = (cuda_backend *)b;
+
+	if (r->gpu_priv == NULL)
+		return;
+	(void)FPREP__CUDA(NULL, cudaSetDevice(cb->device));
+	(void)FPREP__CUDA(NULL, cudaHostUnregister(r->base));
+	r->gpu_priv = NULL;
+}
+
 static void cuda_info(fprep__backend *b, char *buf, size_t size)
 {
 	cuda_backend *cb = (cuda_backend *)b;
@@ -776,6 +806,8 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	cb->base.submit = cuda_submit;
 	cb->base.info = cuda_info;
 	cb->base.close = cuda_close;
+	cb->base.region_add = cuda_region_add;
+	cb->base.region_remove = cuda_region_remove;
 	cb->device = cfg->device;
 	cb->nslots = cfg->slots < 2 ? 2 : cfg->slots;
 	pthread_mutex_init(&cb->mu, NULL);

@@ -34,6 +34,7 @@ struct cli_spec {
 	float mean[3], std[3], scale, pad;
 	int timeout_ms;
 	int echo;
+	int shm;
 	const char *url;
 	const char *out;
 };
@@ -124,7 +125,10 @@ static void cli_usage(FILE *f, const char *cmd)
 		           "  --timeout MS      reply timeout, milliseconds "
 		           "[30000]\n"
 		           "  --echo            send ECHO: transport only, "
-		           "tensor contents unspecified [off]\n");
+		           "tensor contents unspecified [off]\n"
+		           "  --shm             pass frame and tensor through "
+		           "shared memory, not the socket (ipc:// only) "
+		           "[off]\n");
 	if (strcmp(cmd, "request") == 0)
 		fprintf(f, "  -o, --output FILE where to write the request "
 		           "[required]\n"
@@ -228,6 +232,7 @@ enum {
 	OPT_PAD,
 	OPT_TIMEOUT,
 	OPT_ECHO,
+	OPT_SHM,
 };
 
 static const struct option cli_options[] = {
@@ -244,6 +249,7 @@ static const struct option cli_options[] = {
         {"pad", required_argument, NULL, OPT_PAD},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"echo", no_argument, NULL, OPT_ECHO},
+        {"shm", no_argument, NULL, OPT_SHM},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -267,7 +273,8 @@ static int cli_allowed(const char *cmd, int opt)
 	if (strcmp(cmd, "reply") == 0)
 		return opt == 'o';
 	if (strcmp(cmd, "request") == 0)
-		return opt != OPT_SOCKET && opt != OPT_TIMEOUT;
+		return opt != OPT_SOCKET && opt != OPT_TIMEOUT &&
+		       opt != OPT_SHM;
 	return 1;
 }
 
@@ -364,6 +371,9 @@ static int cli_parse(const char *cmd, int argc, char **argv,
 			break;
 		case OPT_ECHO:
 			spec->echo = 1;
+			break;
+		case OPT_SHM:
+			spec->shm = 1;
 			break;
 		}
 		if (v < 0) {
@@ -481,8 +491,8 @@ static int cli_print_reply(const fprep_reply_header *h, const void *payload,
 	       h->t_queue_us, h->t_compute_us, h->t_h2d_us, h->t_kernel_us,
 	       h->t_d2h_us, h->t_total_us);
 	printf("bytes     %" PRIu64 "\n", h->tensor_size);
-	if (h->output_loc != FPREP_LOC_INLINE)
-		return 0;
+	if (payload_size != h->tensor_size)
+		return 0; /* written to shared memory the caller can't see */
 	printf("checksum  fnv1a64 %016" PRIx64 "\n",
 	       cli_fnv1a64(payload, payload_size));
 	if (out == NULL)
@@ -518,6 +528,41 @@ static int cli_failed(fprep_client *c, int err)
 	return EXIT_IO;
 }
 
+/* cli_send_shm sends the request through a shared-memory region holding
+ * the frame at offset 0 and the tensor after it; returns the exit status. */
+static int cli_send_shm(fprep_client *c, const struct cli_spec *spec,
+                        const struct cli_image *img, fprep_request *req)
+{
+	fprep_result res = {0};
+	fprep_region *region;
+	uint32_t shape[4];
+	uint64_t tensor, in_off;
+	uint8_t *base;
+	int err, ret;
+
+	if (fprep_tensor_shape(req, shape, &tensor) != 0) {
+		fprintf(stderr, "frameprep: invalid preprocessing options\n");
+		return EXIT_USAGE;
+	}
+	/* The tensor first: its offset is page-aligned, the frame follows. */
+	in_off = (tensor + 4095) & ~(uint64_t)4095;
+	if ((err = fprep_region_open(&region, c, in_off + req->input_size)))
+		return cli_failed(c, err);
+	base = fprep_region_base(region);
+	memcpy(base + in_off, img->pixels, req->input_size);
+	fprep_request_set_shm(req, region, in_off, region, 0, tensor);
+	if ((err = fprep_client_request(c, req, NULL, &res)) != 0) {
+		ret = cli_failed(c, err);
+		goto out;
+	}
+	ret = cli_print_reply(&res.header, base, res.header.tensor_size,
+	                      spec->out);
+	fprep_result_fini(&res);
+out:
+	fprep_region_close(region);
+	return ret;
+}
+
 static int cli_send(const struct cli_spec *spec, const char *path)
 {
 	struct cli_image img;
@@ -531,8 +576,13 @@ static int cli_send(const struct cli_spec *spec, const char *path)
 	cli_request(spec, &img, &req);
 	if ((ret = cli_client(spec, &c)) != 0)
 		goto out_image;
-	printf("source    %s %" PRIu32 "x%" PRIu32 " %s\n", path, img.width,
-	       img.height, img.format == FPREP_PIX_GRAY8 ? "GRAY8" : "RGB8");
+	printf("source    %s %" PRIu32 "x%" PRIu32 " %s%s\n", path, img.width,
+	       img.height, img.format == FPREP_PIX_GRAY8 ? "GRAY8" : "RGB8",
+	       spec->shm ? " (shared memory)" : "");
+	if (spec->shm) {
+		ret = cli_send_shm(c, spec, &img, &req);
+		goto out_client;
+	}
 	if ((err = fprep_client_request(c, &req, img.pixels, &res)) != 0) {
 		ret = cli_failed(c, err);
 		goto out_client;

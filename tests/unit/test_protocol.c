@@ -311,14 +311,34 @@ static void request_other_kinds(void **state)
 	test_ok(&r, 0);
 	test_ok(&r, 8);
 	r.kind = FPREP_KIND_REGISTER;
-	test_ok(&r, 64);
+	test_decode(&r, 0, &test_limits, FPREP_EINVAL, "name_len");
+	r.region_size = 1ull << 33;
+	snprintf(r.region_name, sizeof(r.region_name), "/frameprep-1-2");
+	test_ok(&r, 0);
+	fprep_request_encode(&r, buf);
+	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
+	                                      &d, NULL, 0),
+	                 FPREP_OK);
+	assert_string_equal(d.region_name, "/frameprep-1-2");
+	assert_true(d.region_size == 1ull << 33);
+	buf[24] = 64; /* name_len over the field */
+	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
+	                                      &d, NULL, 0),
+	                 FPREP_EINVAL);
+	buf[24] = 14;
+	buf[36] = 0; /* a NUL inside the name */
+	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
+	                                      &d, NULL, 0),
+	                 FPREP_EINVAL);
 	r.kind = FPREP_KIND_UNREGISTER;
+	r.region_id = 77;
 	test_ok(&r, 0);
 	fprep_request_encode(&r, buf);
 	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
 	                                      &d, NULL, 0),
 	                 FPREP_OK);
 	assert_int_equal(d.src_width, 0);
+	assert_int_equal(d.region_id, 77);
 }
 
 #define TEST_BAD_ENUM(field, value, name)                                      \

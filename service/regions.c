@@ -1,0 +1,175 @@
+/*
+ * regions.c: the daemon's table of client shared-memory regions (see
+ * regions.h).
+ *
+ * Two singly linked lists are enough: the table holds at most
+ * max-regions per connection and lookups happen once per request. A
+ * removed region moves to the closing list and is released (unpinned by the
+ * backend, unmapped) when its last request completes, on the loop thread;
+ * cudaHostUnregister is quick next to the pinning done at registration.
+ */
+#include "regions.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "log.h"
+
+void fprep__regions_init(fprep__regions *t, fprep__backend *backend,
+                         unsigned max_per_pipe, uint64_t max_bytes)
+{
+	t->head = NULL;
+	t->closing = NULL;
+	t->backend = backend;
+	t->next_id = 1;
+	t->max_per_pipe = max_per_pipe;
+	t->max_bytes = max_bytes;
+	t->bytes = 0;
+}
+
+int fprep__regions_reserve(fprep__regions *t, uint32_t pipe, uint64_t size,
+                           char *msg, size_t msg_size)
+{
+	unsigned n = 0;
+
+	for (fprep__region *r = t->head; r != NULL; r = r->next)
+		n += r->owner == pipe;
+	if (n >= t->max_per_pipe) {
+		snprintf(msg, msg_size,
+		         "this connection has %u regions, the limit "
+		         "max-regions",
+		         n);
+		return FPREP_ELIMIT;
+	}
+	if (size > t->max_bytes - t->bytes) {
+		snprintf(msg, msg_size,
+		         "region_size %" PRIu64 " + %" PRIu64
+		         " bytes already mapped exceeds max-shm-bytes %" PRIu64,
+		         size, t->bytes, t->max_bytes);
+		return FPREP_ELIMIT;
+	}
+	t->bytes += size;
+	return 0;
+}
+
+void fprep__regions_unreserve(fprep__regions *t, uint64_t size)
+{
+	t->bytes -= size;
+}
+
+void fprep__regions_add(fprep__regions *t, fprep__region *r, uint32_t pipe)
+{
+	r->id = t->next_id++;
+	if (t->next_id == 0)
+		t->next_id = 1;
+	r->owner = pipe;
+	r->next = t->head;
+	t->head = r;
+}
+
+fprep__region *fprep__regions_find(fprep__regions *t, uint32_t id,
+                                   uint32_t pipe)
+{
+	for (fprep__region *r = t->head; r != NULL; r = r->next)
+		if (r->id == id)
+			return r->owner == pipe && !r->broken ? r : NULL;
+	return NULL;
+}
+
+/* regions_release unpins, unmaps and frees r. */
+static void regions_release(fprep__regions *t, fprep__backend *backend,
+                            fprep__region *r)
+{
+	fprep__log(FPREP_LOG_INFO,
+	           "region %" PRIu32 " (%s, %" PRIu64 " bytes) released", r->id,
+	           r->name, r->size);
+	if (backend != NULL && backend->region_remove != NULL)
+		backend->region_remove(backend, r);
+	t->bytes -= r->size;
+	fprep__region_unmap(r);
+}
+
+/* regions_retire moves r (already out of the table) to the closing list,
+ * or releases it at once when no request uses it. */
+static void regions_retire(fprep__regions *t, fprep__region *r)
+{
+	r->closing = 1;
+	if (r->users == 0) {
+		regions_release(t, t->backend, r);
+		return;
+	}
+	r->next = t->closing;
+	t->closing = r;
+}
+
+int fprep__regions_remove(fprep__regions *t, uint32_t id, uint32_t pipe)
+{
+	for (fprep__region **pp = &t->head; *pp != NULL; pp = &(*pp)->next) {
+		fprep__region *r = *pp;
+		if (r->id != id || r->owner != pipe)
+			continue;
+		*pp = r->next;
+		regions_retire(t, r);
+		return 0;
+	}
+	return FPREP_EREGION;
+}
+
+unsigned fprep__regions_remove_pipe(fprep__regions *t, uint32_t pipe)
+{
+	unsigned n = 0;
+
+	for (fprep__region **pp = &t->head; *pp != NULL;) {
+		fprep__region *r = *pp;
+		if (r->owner != pipe) {
+			pp = &r->next;
+			continue;
+		}
+		*pp = r->next;
+		regions_retire(t, r);
+		n++;
+	}
+	return n;
+}
+
+void fprep__regions_use(fprep__region *r)
+{
+	r->users++;
+}
+
+void fprep__regions_unuse(fprep__regions *t, fprep__region *r)
+{
+	if (--r->users > 0 || !r->closing)
+		return;
+	for (fprep__region **pp = &t->closing; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	}
+	regions_release(t, t->backend, r);
+}
+
+unsigned fprep__regions_count(const fprep__regions *t, uint64_t *bytes)
+{
+	unsigned n = 0;
+
+	for (const fprep__region *r = t->head; r != NULL; r = r->next)
+		n++;
+	*bytes = t->bytes;
+	return n;
+}
+
+void fprep__regions_fini(fprep__regions *t, fprep__backend *backend)
+{
+	fprep__region *r;
+
+	while ((r = t->head) != NULL) {
+		t->head = r->next;
+		regions_release(t, backend, r);
+	}
+	while ((r = t->closing) != NULL) {
+		t->closing = r->next;
+		regions_release(t, backend, r);
+	}
+}

@@ -1,0 +1,82 @@
+/*
+ * shm.h: client shared-memory regions as the daemon sees them.
+ *
+ * A client creates a POSIX shared-memory object, writes frames into it and
+ * asks the daemon to REGISTER it. The daemon maps it once (after checking
+ * the name, that it is a regular file owned by the peer's UID, and its size),
+ * and from then on a FRAME request names (region, offset, length) instead of
+ * carrying bytes. A region belongs to the connection (nng pipe) that
+ * registered it.
+ *
+ * A client can shrink the object under the daemon's feet (ftruncate); the
+ * next access to the vanished pages would raise SIGBUS. Accesses by the CPU
+ * are therefore bracketed by fprep__region_access_begin / _end: a SIGBUS
+ * inside a bracketed region replaces the mapping with anonymous zero pages
+ * (as libwayland does for wl_shm pools), marks the region broken, and lets
+ * the access finish; _end then reports FPREP_EREGION, so the request gets an
+ * error reply and the daemon keeps running.
+ */
+#ifndef FPREP_SHM_H
+#define FPREP_SHM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "frameprep/protocol.h"
+
+typedef struct fprep__region fprep__region;
+
+struct fprep__region {
+	uint32_t id;    /* daemon-assigned, unique, never 0 */
+	uint32_t owner; /* nng pipe id of the registering connection */
+	char name[FPREP_REGION_NAME_MAX + 1];
+	uint8_t *base; /* mapping, size bytes, shared read/write */
+	uint64_t size;
+	volatile int broken; /* set by the SIGBUS guard */
+	unsigned users;      /* requests in flight that use it (loop thread) */
+	int closing;         /* unregistered: unmap when users drops to 0 */
+	void *gpu_priv;      /* GPU backend state (registration per lane) */
+	fprep__region *next; /* loop thread's list */
+};
+
+/* fprep__region_name_check returns 0 when name (len bytes, not
+ * NUL-terminated) is a valid POSIX shared-memory name for frameprep: a '/'
+ * then 1..FPREP_REGION_NAME_MAX-1 characters from [A-Za-z0-9._-], not "."
+ * or ".."; else FPREP_EINVAL with a sentence in msg. */
+int fprep__region_name_check(const char *name, size_t len, char *msg,
+                             size_t msg_size);
+
+/* fprep__region_map opens and maps the shared-memory object name for a peer
+ * with uid peer_uid: O_RDWR | O_NOFOLLOW, must be a regular file owned by
+ * peer_uid, at least size bytes, size in [1, max_size]. On success stores a
+ * new region (id and owner left 0) in *rp. Returns 0, or FPREP_EINVAL,
+ * FPREP_ELIMIT, FPREP_EPERM, FPREP_EREGION (cannot open/map; errno text in
+ * msg), FPREP_ENOMEM. Blocking system calls: call off the loop thread or
+ * accept a short open+mmap. */
+int fprep__region_map(fprep__region **rp, const char *name, uint64_t size,
+                      uint64_t peer_uid, uint64_t max_size, char *msg,
+                      size_t msg_size);
+
+/* fprep__region_unmap unmaps and frees r. NULL is ignored. */
+void fprep__region_unmap(fprep__region *r);
+
+/* fprep__region_span checks that [offset, offset + len) lies inside r, with
+ * overflow-safe arithmetic. Returns 0 or FPREP_EINVAL with a sentence naming
+ * field in msg. */
+int fprep__region_span(const fprep__region *r, uint64_t offset, uint64_t len,
+                       const char *field, char *msg, size_t msg_size);
+
+/* fprep__shm_guard_install installs the process-wide SIGBUS handler once.
+ * Returns 0 or FPREP_EINTERNAL. */
+int fprep__shm_guard_install(void);
+
+/* fprep__region_access_begin marks r as being accessed by the calling
+ * thread (at most two regions at a time: input and output). */
+void fprep__region_access_begin(fprep__region *r);
+
+/* fprep__region_access_end ends the access to r begun on this thread and
+ * returns FPREP_EREGION if the region faulted (it is broken from then on), or
+ * 0. */
+int fprep__region_access_end(fprep__region *r);
+
+#endif /* FPREP_SHM_H */

@@ -1,0 +1,577 @@
+/*
+ * test_shm_daemon.c: the shared-memory path end to end, against a real
+ * frameprepd (CPU backend) on a scratch socket, with the public client API.
+ *
+ *   round trip    real photographs through shared memory equal the inline
+ *                 result bit for bit (f32, f16, u8; NCHW and NHWC)
+ *   async ring    one thread keeps a ring of slots in flight with
+ *                 fprep_client_submit; every tensor equals the inline one
+ *   refusals      foreign owner, bad names, out-of-range and overflowing
+ *                 offsets, another connection's region, unknown ids, the
+ *                 region limit, tcp:// -- each answered with an error while
+ *                 the daemon keeps serving
+ *   shrunk region the client truncates its object: EREGION, daemon alive
+ *   kill -9       a killed client's regions leave the daemon's mappings
+ *
+ * Usage: test_shm_daemon FRAMEPREPD IMAGE_DIR [DEVICE]
+ * DEVICE is frameprepd's --device (default cpu; the GPU machine runs it with
+ * 0, where shared memory must equal inline bit for bit as well).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <stb/stb_image.h>
+
+#include "frameprep/frameprep.h"
+
+static int failures;
+static char url[256];
+static pid_t daemon_pid;
+static const char *device = "cpu";
+
+#define CHECK(cond, ...)                                                       \
+	do {                                                                   \
+		if (!(cond)) {                                                 \
+			failures++;                                            \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);   \
+			fprintf(stderr, __VA_ARGS__);                          \
+			fprintf(stderr, "\n");                                 \
+		}                                                              \
+	} while (0)
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+	nanosleep(&ts, NULL);
+}
+
+static fprep_client *open_client(const char *u)
+{
+	fprep_client *c = NULL;
+	int err = fprep_client_open(&c, u, 30000);
+
+	if (err) {
+		fprintf(stderr, "connect %s: %s\n", u,
+		        fprep_client_last_error(NULL));
+		exit(1);
+	}
+	return c;
+}
+
+static pid_t start_daemon(const char *exe, char *const extra[])
+{
+	char *argv[16] = {(char *)exe, "--device",    "cpu", "--listen",
+	                  url,         "--log-level", "info"};
+	int n = 7;
+	pid_t pid;
+
+	for (int i = 0; extra != NULL && extra[i] != NULL; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	pid = fork();
+	if (pid == 0) {
+		execv(exe, argv);
+		_exit(127);
+	}
+	for (int i = 0; i < 200; i++) {
+		fprep_client *c = NULL;
+		if (fprep_client_open(&c, url, 1000) == 0) {
+			fprep_client_close(c);
+			return pid;
+		}
+		sleep_ms(25);
+	}
+	fprintf(stderr, "frameprepd did not start\n");
+	exit(1);
+}
+
+static int stop_daemon(pid_t pid)
+{
+	int st;
+
+	kill(pid, SIGTERM);
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* good_request checks that the daemon still serves an inline frame. */
+static void good_request(const char *why)
+{
+	static uint8_t px[64 * 48 * 3];
+	fprep_client *c = open_client(url);
+	fprep_request req;
+	fprep_result res;
+	int err;
+
+	for (size_t i = 0; i < sizeof(px); i++)
+		px[i] = (uint8_t)(i * 7);
+	fprep_request_init(&req, FPREP_PIX_BGR8, 64, 48);
+	req.out_width = req.out_height = 32;
+	err = fprep_client_request(c, &req, px, &res);
+	CHECK(err == 0 && res.header.status == 0,
+	      "daemon no longer serves after %s: %s", why,
+	      fprep_client_last_error(c));
+	fprep_result_fini(&res);
+	fprep_client_close(c);
+}
+
+/* raw_register sends a REGISTER for name/size and returns the reply's
+ * status (and region id). */
+static int raw_register(fprep_client *c, const char *name, uint64_t size,
+                        uint32_t *id, char *msg, size_t msg_size)
+{
+	fprep_request req;
+	fprep_result res;
+	int err, status;
+
+	memset(&req, 0, sizeof(req));
+	req.kind = FPREP_KIND_REGISTER;
+	req.region_size = size;
+	snprintf(req.region_name, sizeof(req.region_name), "%s", name);
+	err = fprep_client_request(c, &req, NULL, &res);
+	if (err)
+		return -err;
+	status = (int)res.header.status;
+	if (id != NULL)
+		*id = res.header.region_id;
+	if (msg != NULL)
+		snprintf(msg, msg_size, "%s", res.header.message);
+	fprep_result_fini(&res);
+	return status;
+}
+
+/* frame_status sends req (shm fields set by the caller) and returns the
+ * reply's status, the message in msg. */
+static int frame_status(fprep_client *c, fprep_request *req, char *msg,
+                        size_t msg_size)
+{
+	fprep_result res;
+	int err, status;
+
+	err = fprep_client_request(c, req, NULL, &res);
+	if (err)
+		return -err;
+	status = (int)res.header.status;
+	snprintf(msg, msg_size, "%s", res.header.message);
+	fprep_result_fini(&res);
+	return status;
+}
+
+static void test_round_trip(const char *dir)
+{
+	static const char *const names[] = {"astronaut.png", "coffee.png",
+	                                    "camera.png", "chelsea.png"};
+	static const uint8_t dtypes[] = {FPREP_DTYPE_F32, FPREP_DTYPE_F16,
+	                                 FPREP_DTYPE_U8};
+	fprep_client *c = open_client(url);
+	int cases = 0;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char path[1024];
+		int w, h, n;
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		uint8_t *px = stbi_load(path, &w, &h, &n, 3);
+		CHECK(px != NULL, "cannot load %s", path);
+		if (px == NULL)
+			continue;
+		for (size_t d = 0; d < sizeof(dtypes); d++) {
+			for (int layout = 1; layout <= 2; layout++) {
+				fprep_request req;
+				fprep_result inl, shm;
+				fprep_region *r;
+				uint32_t shape[4];
+				uint64_t tensor;
+
+				fprep_request_init(&req, FPREP_PIX_RGB8,
+				                   (uint32_t)w, (uint32_t)h);
+				req.dtype = dtypes[d];
+				req.layout = (uint8_t)layout;
+				req.out_width = 416;
+				req.out_height = 256;
+				fprep_tensor_shape(&req, shape, &tensor);
+				CHECK(fprep_client_request(c, &req, px, &inl) ==
+				                      0 &&
+				              inl.header.status == 0,
+				      "inline %s", names[i]);
+				CHECK(fprep_region_open(
+				              &r, c, tensor + req.input_size) ==
+				              0,
+				      "region: %s", fprep_client_last_error(c));
+				uint8_t *base = fprep_region_base(r);
+				memset(base, 0xee, tensor);
+				memcpy(base + tensor, px, req.input_size);
+				fprep_request_set_shm(&req, r, tensor, r, 0,
+				                      tensor);
+				CHECK(fprep_client_request(c, &req, NULL,
+				                           &shm) == 0 &&
+				              shm.header.status == 0,
+				      "shm %s: %s", names[i],
+				      shm.header.message);
+				CHECK(shm.header.output_loc == FPREP_LOC_SHM &&
+				              shm.header.payload_size == 0 &&
+				              shm.header.tensor_size ==
+				                      tensor &&
+				              (shm.header.flags &
+				               FPREP_REPLY_F_INPUT_RELEASED),
+				      "shm reply header");
+				CHECK(inl.payload_size == tensor &&
+				              memcmp(inl.payload, base,
+				                     tensor) == 0,
+				      "%s dtype %u layout %d: shm tensor "
+				      "differs "
+				      "from inline",
+				      names[i], dtypes[d], layout);
+				CHECK(memcmp(shm.header.shape, inl.header.shape,
+				             sizeof(shm.header.shape)) == 0 &&
+				              shm.header.pad_x ==
+				                      inl.header.pad_x &&
+				              shm.header.scale_y ==
+				                      inl.header.scale_y,
+				      "shape/transform differ");
+				fprep_result_fini(&inl);
+				fprep_result_fini(&shm);
+				fprep_region_close(r);
+				cases++;
+			}
+		}
+		stbi_image_free(px);
+	}
+	fprep_client_close(c);
+	printf("round trip: %d cases, shared memory == inline bit for bit\n",
+	       cases);
+}
+
+static void test_async_ring(const char *dir)
+{
+	enum { SLOTS = 4, FRAMES = 24 };
+	fprep_client *c = open_client(url);
+	fprep_pending *pend[SLOTS] = {0};
+	fprep_request req, reqs[SLOTS];
+	fprep_result ref, res;
+	fprep_region *r;
+	uint32_t shape[4];
+	uint64_t tensor, slot_bytes, in_off;
+	char path[1024];
+	int w, h, n, ok = 0;
+	uint8_t *px;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, "rocket.jpg");
+	px = stbi_load(path, &w, &h, &n, 3);
+	CHECK(px != NULL, "cannot load %s", path);
+	if (px == NULL)
+		return;
+	fprep_request_init(&req, FPREP_PIX_RGB8, (uint32_t)w, (uint32_t)h);
+	fprep_tensor_shape(&req, shape, &tensor);
+	CHECK(fprep_client_request(c, &req, px, &ref) == 0, "reference");
+	in_off = (tensor + 4095) & ~(uint64_t)4095;
+	slot_bytes = (in_off + req.input_size + 4095) & ~(uint64_t)4095;
+	CHECK(fprep_region_open(&r, c, SLOTS * slot_bytes) == 0, "ring: %s",
+	      fprep_client_last_error(c));
+	uint8_t *base = fprep_region_base(r);
+	for (int f = 0; f < FRAMES + SLOTS; f++) {
+		int k = f % SLOTS;
+		uint8_t *slot = base + (uint64_t)k * slot_bytes;
+		if (pend[k] != NULL) {
+			int err = fprep_pending_wait(pend[k], &res);
+			pend[k] = NULL;
+			CHECK(err == 0 && res.header.status == 0 &&
+			              res.header.request_id ==
+			                      reqs[k].request_id,
+			      "async reply %d: %s", f,
+			      fprep_client_last_error(c));
+			CHECK(memcmp(slot, ref.payload, tensor) == 0,
+			      "async slot %d differs", k);
+			ok += err == 0 &&
+			      memcmp(slot, ref.payload, tensor) == 0;
+			fprep_result_fini(&res);
+		}
+		if (f >= FRAMES)
+			continue;
+		memset(slot, 0, tensor);
+		memcpy(slot + in_off, px, req.input_size);
+		reqs[k] = req;
+		fprep_request_set_shm(&reqs[k], r,
+		                      (uint64_t)k * slot_bytes + in_off, r,
+		                      (uint64_t)k * slot_bytes, tensor);
+		CHECK(fprep_client_submit(c, &reqs[k], NULL, NULL, NULL,
+		                          &pend[k]) == 0,
+		      "submit %d", f);
+	}
+	fprep_result_fini(&ref);
+	fprep_region_close(r);
+	fprep_client_close(c);
+	stbi_image_free(px);
+	CHECK(ok == FRAMES, "async ring: %d of %d", ok, FRAMES);
+	printf("async ring: %d frames over %d slots, all equal to inline\n", ok,
+	       SLOTS);
+}
+
+/* make_object creates a shared-memory object of size bytes. */
+static int make_object(char *name, size_t name_size, const char *tag,
+                       size_t size)
+{
+	int fd;
+
+	snprintf(name, name_size, "/fprep-test-%s-%ld", tag, (long)getpid());
+	shm_unlink(name);
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
+		fprintf(stderr, "shm_open %s: %s\n", name, strerror(errno));
+		exit(1);
+	}
+	return fd;
+}
+
+static void test_refusals(void)
+{
+	fprep_client *a = open_client(url), *b = open_client(url);
+	char name[64], msg[FPREP_MESSAGE_SIZE];
+	fprep_request req;
+	uint32_t id = 0;
+	int fd, st;
+
+	/* Names. */
+	st = raw_register(a, "/../etc/passwd", 4096, NULL, msg, sizeof(msg));
+	CHECK(st == FPREP_EINVAL, "bad name: %d %s", st, msg);
+	st = raw_register(a, "/fprep-no-such-object", 4096, NULL, msg,
+	                  sizeof(msg));
+	CHECK(st == FPREP_EREGION, "missing object: %d %s", st, msg);
+
+	fd = make_object(name, sizeof(name), "r", 1 << 20);
+	/* Size bounds. */
+	st = raw_register(a, name, 2 << 20, NULL, msg, sizeof(msg));
+	CHECK(st == FPREP_EINVAL, "larger than the object: %d %s", st, msg);
+	st = raw_register(a, name, 0, NULL, msg, sizeof(msg));
+	CHECK(st == FPREP_ELIMIT, "size 0: %d %s", st, msg);
+	/* Foreign owner: only root can make one. */
+	if (geteuid() == 0) {
+		CHECK(fchown(fd, 65534, 65534) == 0, "fchown");
+		st = raw_register(a, name, 1 << 20, NULL, msg, sizeof(msg));
+		CHECK(st == FPREP_EPERM && strstr(msg, "owned by uid"),
+		      "foreign owner: %d %s", st, msg);
+		CHECK(fchown(fd, 0, 0) == 0, "fchown back");
+	} else {
+		printf("refusals: foreign owner not checked (needs root to "
+		       "chown)\n");
+	}
+	st = raw_register(a, name, 1 << 20, &id, msg, sizeof(msg));
+	CHECK(st == 0 && id != 0, "register: %d %s", st, msg);
+
+	fprep_request_init(&req, FPREP_PIX_BGR8, 64, 48);
+	req.out_width = req.out_height = 32;
+	/* Out of range and overflowing offsets. */
+	fprep_request_set_shm(&req, NULL, 0, NULL, 0, 0);
+	req.input_loc = FPREP_LOC_SHM;
+	req.in_region = id;
+	req.in_offset = (1 << 20) - 100;
+	st = frame_status(a, &req, msg, sizeof(msg));
+	CHECK(st == FPREP_EINVAL && strstr(msg, "in_offset"),
+	      "offset past the end: %d %s", st, msg);
+	req.in_offset = UINT64_MAX - 10;
+	st = frame_status(a, &req, msg, sizeof(msg));
+	CHECK(st == FPREP_EINVAL, "overflowing offset: %d %s", st, msg);
+	req.in_offset = 0;
+	req.output_loc = FPREP_LOC_SHM;
+	req.out_region = id;
+	req.out_offset = (1 << 20) - 16;
+	req.out_capacity = 32 * 32 * 3 * 4;
+	st = frame_status(a, &req, msg, sizeof(msg));
+	CHECK(st == FPREP_EINVAL && strstr(msg, "out_offset"),
+	      "output past the end: %d %s", st, msg);
+	req.out_offset = 8192;
+	st = frame_status(a, &req, msg, sizeof(msg));
+	CHECK(st == 0, "good shm request: %d %s", st, msg);
+	/* Another connection's region, and an unknown one. */
+	st = frame_status(b, &req, msg, sizeof(msg));
+	CHECK(st == FPREP_EREGION, "other connection's region: %d %s", st, msg);
+	req.in_region = req.out_region = id + 1000;
+	st = frame_status(a, &req, msg, sizeof(msg));
+	CHECK(st == FPREP_EREGION, "unknown region: %d %s", st, msg);
+
+	/* The client shrinks its object while the daemon uses it. The CPU
+	 * backend reads it through the mapping and must refuse; the GPU
+	 * backend pinned the pages at registration and its DMA still reaches
+	 * them, so it may answer. Either way the daemon lives on. */
+	req.in_region = req.out_region = id;
+	CHECK(ftruncate(fd, 0) == 0, "ftruncate");
+	st = frame_status(a, &req, msg, sizeof(msg));
+	if (strcmp(device, "cpu") == 0) {
+		CHECK(st == FPREP_EREGION && strstr(msg, "shrank"),
+		      "shrunk region: %d %s", st, msg);
+		st = frame_status(a, &req, msg, sizeof(msg));
+		CHECK(st == FPREP_EREGION, "broken region stays refused: %d %s",
+		      st, msg);
+	} else {
+		CHECK(st == 0 || st == FPREP_EREGION, "shrunk region: %d %s",
+		      st, msg);
+	}
+	good_request("a shrunk region");
+
+	/* UNREGISTER: by another connection, then by the owner, twice. */
+	memset(&req, 0, sizeof(req));
+	req.kind = FPREP_KIND_UNREGISTER;
+	req.region_id = id;
+	st = frame_status(b, &req, msg, sizeof(msg));
+	CHECK(st == FPREP_EREGION, "unregister by another: %d %s", st, msg);
+	st = frame_status(a, &req, msg, sizeof(msg));
+	CHECK(st == 0, "unregister: %d %s", st, msg);
+	st = frame_status(a, &req, msg, sizeof(msg));
+	CHECK(st == FPREP_EREGION, "unregister twice: %d %s", st, msg);
+	close(fd);
+	shm_unlink(name);
+
+	/* The per-connection limit (the daemon runs with --max-regions 3). */
+	fprep_region *regs[4] = {0};
+	for (int i = 0; i < 3; i++)
+		CHECK(fprep_region_open(&regs[i], a, 4096) == 0,
+		      "region %d: %s", i, fprep_client_last_error(a));
+	CHECK(fprep_region_open(&regs[3], a, 4096) == FPREP_ELIMIT,
+	      "fourth region: %s", fprep_client_last_error(a));
+	for (int i = 0; i < 4; i++)
+		fprep_region_close(regs[i]);
+
+	fprep_client_close(a);
+	fprep_client_close(b);
+	printf("refusals: checked\n");
+}
+
+static void test_tcp(const char *exe)
+{
+	char tcp[64], msg[FPREP_MESSAGE_SIZE], name[64];
+	char *extra[] = {"--listen", tcp, NULL};
+	fprep_client *c;
+	pid_t pid;
+	int fd, st;
+
+	snprintf(tcp, sizeof(tcp), "tcp://127.0.0.1:%d",
+	         20000 + (int)(getpid() % 20000));
+	pid = start_daemon(exe, extra);
+	c = open_client(tcp);
+	fd = make_object(name, sizeof(name), "t", 4096);
+	st = raw_register(c, name, 4096, NULL, msg, sizeof(msg));
+	CHECK(st == FPREP_EUNSUPPORTED && strstr(msg, "ipc://"),
+	      "tcp register: %d %s", st, msg);
+	fprep_client_close(c);
+	close(fd);
+	shm_unlink(name);
+	CHECK(stop_daemon(pid) == 0, "daemon exit status");
+	printf("tcp: REGISTER refused\n");
+}
+
+/* maps_count counts the daemon's mappings whose path contains needle. */
+static int maps_count(pid_t pid, const char *needle)
+{
+	char path[64], line[1024];
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/maps", (long)pid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL)
+		n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
+}
+
+static void test_kill9(void)
+{
+	char needle[64];
+	int pfd[2], st, before = -1, after = -1;
+	pid_t child;
+	char b;
+
+	CHECK(pipe(pfd) == 0, "pipe");
+	child = fork();
+	if (child == 0) {
+		/* A fresh process: nng's threads do not survive fork. */
+		char fdarg[16];
+		snprintf(fdarg, sizeof(fdarg), "%d", pfd[1]);
+		close(pfd[0]);
+		execl("/proc/self/exe", "test_shm_daemon", "--hold", url, fdarg,
+		      (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	CHECK(read(pfd[0], &b, 1) == 1, "child registered its regions");
+	close(pfd[0]);
+	snprintf(needle, sizeof(needle), "/frameprep-%ld-", (long)child);
+	before = maps_count(daemon_pid, needle);
+	kill(child, SIGKILL);
+	waitpid(child, &st, 0);
+	for (int i = 0; i < 100; i++) {
+		after = maps_count(daemon_pid, needle);
+		if (after == 0)
+			break;
+		sleep_ms(20);
+	}
+	CHECK(before == 2, "daemon maps %d of the child's regions, not 2",
+	      before);
+	CHECK(after == 0, "after kill -9, %d of the child's mappings remain",
+	      after);
+	good_request("a killed client");
+	printf("kill -9: %d mappings before, %d after\n", before, after);
+}
+
+/* hold_regions registers two regions, says so on fd, and waits to be
+ * killed (the kill -9 test's client). */
+static int hold_regions(const char *u, int fd)
+{
+	fprep_client *c = open_client(u);
+	fprep_region *r1, *r2;
+
+	if (fprep_region_open(&r1, c, 1 << 20) != 0 ||
+	    fprep_region_open(&r2, c, 1 << 16) != 0)
+		return 1;
+	if (write(fd, "x", 1) != 1)
+		return 1;
+	for (;;)
+		pause();
+}
+
+int main(int argc, char **argv)
+{
+	char dir[] = "/tmp/fprep-shm-XXXXXX";
+	char *extra[] = {"--max-regions", "3", NULL};
+
+	if (argc == 4 && strcmp(argv[1], "--hold") == 0)
+		return hold_regions(argv[2], atoi(argv[3]));
+
+	if (argc != 3 && argc != 4) {
+		fprintf(stderr, "usage: %s FRAMEPREPD IMAGE_DIR [DEVICE]\n",
+		        argv[0]);
+		return 2;
+	}
+	if (argc == 4)
+		device = argv[3];
+	signal(SIGPIPE, SIG_IGN);
+	if (mkdtemp(dir) == NULL)
+		return 1;
+	snprintf(url, sizeof(url), "ipc://%s/d.sock", dir);
+	daemon_pid = start_daemon(argv[1], extra);
+	test_round_trip(argv[2]);
+	test_async_ring(argv[2]);
+	test_refusals();
+	test_kill9();
+	CHECK(maps_count(daemon_pid, "/fprep-test-") == 0,
+	      "test regions still mapped");
+	CHECK(stop_daemon(daemon_pid) == 0, "daemon exit status");
+	test_tcp(argv[1]);
+	rmdir(dir);
+	printf("%d failures\n", failures);
+	return failures ? 1 : 0;
+}
