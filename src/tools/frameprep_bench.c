@@ -50,6 +50,8 @@ typedef struct bench_opts {
 	uint64_t requests;
 	double warmup_s;
 	int echo;
+	int shm_in;  /* frames through the stream's shared-memory region */
+	int shm_out; /* tensors written into it */
 	int verify;
 	unsigned verify_every;
 	int timeout_ms;
@@ -62,6 +64,16 @@ typedef struct bench_opts {
 	int quiet;
 	bench_frame_spec spec;
 } bench_opts;
+
+/* bench_conn: one connection of the pool and, with --shm, its
+ * shared-memory region: the frame slot at offset 0 (holding the input last
+ * written there) and the tensor slot at out_offset. */
+typedef struct bench_conn {
+	fprep_client *client;
+	fprep_region *region;
+	const bench_input *staged;
+	uint64_t out_offset;
+} bench_conn;
 
 /* bench_run: what every thread of one run shares. */
 typedef struct bench_run {
@@ -96,7 +108,7 @@ typedef struct bench_run {
 /* bench_stream: one thread and its connection. */
 typedef struct bench_stream {
 	bench_run *run;
-	fprep_client *client;
+	bench_conn *conn;
 	pthread_t thread;
 	uint64_t last_done_ns;
 	bench_result res;
@@ -198,15 +210,25 @@ static void bench_say(bench_run *run, const char *fmt, const char *what,
 
 /* bench_check classifies one request's outcome into res. Returns 1 if it
  * was a good reply. */
-static int bench_check(bench_run *run, bench_input *in,
+static int bench_check(bench_run *run, const bench_conn *conn, bench_input *in,
                        const fprep_request *req, int rc, const fprep_result *r,
                        bench_result *res)
 {
 	const fprep_reply_header *h = &r->header;
+	const bench_opts *o = run->opts;
+	const void *tensor = r->payload;
+	uint64_t n, want_payload = in->tensor_bytes;
+	uint8_t want_loc = FPREP_LOC_INLINE;
 	char why[256];
-	uint64_t n;
 	unsigned i;
 	int bad = 0, err;
+
+	if (o->shm_out) {
+		tensor = (const char *)fprep_region_base(conn->region) +
+		         conn->out_offset;
+		want_payload = 0;
+		want_loc = FPREP_LOC_SHM;
+	}
 
 	if (rc == FPREP_ETIMEDOUT) {
 		res->timeouts++;
@@ -234,13 +256,13 @@ static int bench_check(bench_run *run, bench_input *in,
 	}
 	if (h->kind != req->kind || h->dtype != req->dtype ||
 	    h->layout != req->layout || h->ndim != 4 ||
-	    h->output_loc != FPREP_LOC_INLINE)
+	    h->output_loc != want_loc)
 		bad = snprintf(why, sizeof(why),
 		               "kind %u dtype %u layout %u ndim %u loc %u, "
 		               "expected %u %u %u 4 %u",
 		               h->kind, h->dtype, h->layout, h->ndim,
 		               h->output_loc, req->kind, req->dtype,
-		               req->layout, FPREP_LOC_INLINE);
+		               req->layout, want_loc);
 	for (i = 0; !bad && i < 4; i++)
 		if (h->shape[i] != in->shape[i])
 			bad = snprintf(why, sizeof(why),
@@ -250,19 +272,21 @@ static int bench_check(bench_run *run, bench_input *in,
 			               h->shape[3], in->shape[0], in->shape[1],
 			               in->shape[2], in->shape[3]);
 	if (!bad && (h->tensor_size != in->tensor_bytes ||
-	             r->payload_size != in->tensor_bytes || !r->payload))
+	             r->payload_size != want_payload || !tensor))
 		bad = snprintf(why, sizeof(why),
-		               "tensor_size %llu, payload %zu, expected %llu",
+		               "tensor_size %llu, payload %zu, expected %llu "
+		               "and %llu",
 		               (unsigned long long)h->tensor_size,
 		               r->payload_size,
-		               (unsigned long long)in->tensor_bytes);
+		               (unsigned long long)in->tensor_bytes,
+		               (unsigned long long)want_payload);
 	if (!bad && req->kind == FPREP_KIND_FRAME &&
-	    run->opts->verify != BENCH_VERIFY_NONE) {
+	    o->verify != BENCH_VERIFY_NONE) {
 		n = atomic_fetch_add(&in->replies, 1);
-		if (run->opts->verify == BENCH_VERIFY_ALL || n == 0 ||
-		    n % run->opts->verify_every == 0) {
+		if (o->verify == BENCH_VERIFY_ALL || n == 0 ||
+		    n % o->verify_every == 0) {
 			res->verified++;
-			if (bench_compare(in, r->payload, why, sizeof(why)))
+			if (bench_compare(in, tensor, why, sizeof(why)))
 				bad = 1;
 		}
 	}
@@ -279,8 +303,11 @@ static void *bench_stream_main(void *arg)
 {
 	bench_stream *st = arg;
 	bench_run *run = st->run;
+	bench_conn *conn = st->conn;
+	const bench_opts *o = run->opts;
 	bench_result *res = &st->res;
 	uint64_t intended, done, idx;
+	const void *payload;
 	fprep_request req;
 	fprep_result r;
 	bench_input *in;
@@ -298,15 +325,31 @@ static void *bench_stream_main(void *arg)
 		in = &run->inputs[idx % run->ninputs];
 		req = in->req;
 		req.kind = run->kind;
+		payload = in->pixels;
+		if (o->shm_in && conn->staged != in) {
+			/* The producer's write of a new frame into shared
+			 * memory; a repeated frame is already there. */
+			memcpy(fprep_region_base(conn->region), in->pixels,
+			       in->req.input_size);
+			conn->staged = in;
+		}
+		if (conn->region) {
+			fprep_request_set_shm(
+			        &req, o->shm_in ? conn->region : NULL, 0,
+			        o->shm_out ? conn->region : NULL,
+			        conn->out_offset, in->tensor_bytes);
+			if (o->shm_in)
+				payload = NULL;
+		}
 		memset(&r, 0, sizeof(r));
-		rc = fprep_client_request(st->client, &req, in->pixels, &r);
+		rc = fprep_client_request(conn->client, &req, payload, &r);
 		done = bench_now_ns();
 		/* A timed closed loop counts what completes inside the window,
 		 * so the requests in flight as it opens are not lost to the
 		 * throughput. */
 		if (!run->open_loop && run->duration_s > 0)
 			measured = done >= run->warm_end_ns;
-		good = bench_check(run, in, &req, rc, &r, res);
+		good = bench_check(run, conn, in, &req, rc, &r, res);
 		if (measured) {
 			res->sent++;
 			if (good) {
@@ -379,10 +422,10 @@ static void *bench_watch_main(void *arg)
 }
 
 /* bench_run_exec runs one load described by run (its configuration fields
- * set) on clients[0..run->streams) and merges the streams' results into
+ * set) on conns[0..run->streams) and merges the streams' results into
  * *out. Returns 0, or -1 if threads could not be started. */
-static int bench_run_exec(bench_run *run, fprep_client **clients,
-                          const char *label, bench_result *out)
+static int bench_run_exec(bench_run *run, bench_conn *conns, const char *label,
+                          bench_result *out)
 {
 	bench_stream *st;
 	bench_watch watch = {.run = run, .label = label};
@@ -414,7 +457,7 @@ static int bench_run_exec(bench_run *run, fprep_client **clients,
 	run->gen_dropped = 0;
 	for (i = 0; i < run->streams; i++) {
 		st[i].run = run;
-		st[i].client = clients[i];
+		st[i].conn = &conns[i];
 		bench_hist_init(&st[i].res.hist);
 		if (pthread_create(&st[i].thread, NULL, bench_stream_main,
 		                   &st[i]) != 0) {
@@ -629,6 +672,14 @@ static void bench_usage(FILE *f)
 	        "114)\n"
 	        "      --echo                  send ECHO requests: the "
 	        "transport alone\n"
+	        "      --shm WHERE             in, out, both, none: frames "
+	        "and/or tensors\n"
+	        "                              through a shared-memory region "
+	        "per connection\n"
+	        "                              (ipc:// only; a frame is "
+	        "written there when\n"
+	        "                              it differs from the last one; "
+	        "default none)\n"
 	        "\n"
 	        "Checks:\n"
 	        "      --verify MODE           all, sample, none: compare "
@@ -679,6 +730,7 @@ enum {
 	OPT_SCALE,
 	OPT_PAD,
 	OPT_ECHO,
+	OPT_SHM,
 	OPT_VERIFY,
 	OPT_VERIFY_EVERY,
 	OPT_CEILING,
@@ -715,6 +767,7 @@ static const struct option bench_long_opts[] = {
         {"scale", required_argument, NULL, OPT_SCALE},
         {"pad", required_argument, NULL, OPT_PAD},
         {"echo", no_argument, NULL, OPT_ECHO},
+        {"shm", required_argument, NULL, OPT_SHM},
         {"verify", required_argument, NULL, OPT_VERIFY},
         {"verify-every", required_argument, NULL, OPT_VERIFY_EVERY},
         {"ceiling", no_argument, NULL, OPT_CEILING},
@@ -905,6 +958,15 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 		case OPT_ECHO:
 			o->echo = 1;
 			break;
+		case OPT_SHM:
+			o->shm_in = strcmp(optarg, "in") == 0 ||
+			            strcmp(optarg, "both") == 0;
+			o->shm_out = strcmp(optarg, "out") == 0 ||
+			             strcmp(optarg, "both") == 0;
+			if (!o->shm_in && !o->shm_out &&
+			    strcmp(optarg, "none") != 0)
+				return bench_bad("--shm", optarg);
+			break;
 		case OPT_VERIFY:
 			if (strcmp(optarg, "all") == 0)
 				o->verify = BENCH_VERIFY_ALL;
@@ -1005,6 +1067,40 @@ static void bench_info_value(const char *text, const char *key, char *buf,
 	}
 }
 
+/* bench_open_regions gives each connection a shared-memory region with a
+ * frame slot for the largest input and, page-aligned after it, a tensor
+ * slot for the largest tensor. */
+static int bench_open_regions(bench_conn *conns, unsigned n,
+                              const bench_input *inputs, size_t ninputs)
+{
+	uint64_t in_max = 0, out_max = 0;
+	unsigned i;
+	size_t k;
+	int rc;
+
+	for (k = 0; k < ninputs; k++) {
+		if (inputs[k].req.input_size > in_max)
+			in_max = inputs[k].req.input_size;
+		if (inputs[k].tensor_bytes > out_max)
+			out_max = inputs[k].tensor_bytes;
+	}
+	in_max = (in_max + 4095) & ~(uint64_t)4095;
+	for (i = 0; i < n; i++) {
+		rc = fprep_region_open(&conns[i].region, conns[i].client,
+		                       (size_t)(in_max + out_max));
+		if (rc) {
+			fprintf(stderr,
+			        "frameprep-bench: --shm: cannot open a "
+			        "shared-memory region: %s (%s)\n",
+			        fprep_strerror(rc),
+			        fprep_client_last_error(conns[i].client));
+			return -1;
+		}
+		conns[i].out_offset = in_max;
+	}
+	return 0;
+}
+
 static void bench_on_sigint(int sig)
 {
 	(void)sig;
@@ -1031,13 +1127,18 @@ static void bench_describe(const bench_opts *o, const bench_input *inputs,
 		         t->src_width, t->src_height, fmt,
 		         (unsigned long long)o->spec.seed);
 	snprintf(request, rsize,
-	         "%s%ux%u %s %s %s %s, scale %g, mean (%g,%g,%g), std "
+	         "%s%s%ux%u %s %s %s %s, scale %g, mean (%g,%g,%g), std "
 	         "(%g,%g,%g), pad %g, %llu bytes in, %llu bytes out%s",
-	         o->echo ? "ECHO " : "", t->out_width, t->out_height,
-	         bench_resizes[t->resize], bench_orders[t->channel_order],
-	         bench_dtypes[t->dtype], bench_layouts[t->layout], t->scale,
-	         t->mean[0], t->mean[1], t->mean[2], t->std[0], t->std[1],
-	         t->std[2], t->pad_value, (unsigned long long)t->input_size,
+	         o->echo ? "ECHO " : "",
+	         o->shm_in && o->shm_out ? "shm in+out, "
+	         : o->shm_in             ? "shm in, "
+	         : o->shm_out            ? "shm out, "
+	                                 : "",
+	         t->out_width, t->out_height, bench_resizes[t->resize],
+	         bench_orders[t->channel_order], bench_dtypes[t->dtype],
+	         bench_layouts[t->layout], t->scale, t->mean[0], t->mean[1],
+	         t->mean[2], t->std[0], t->std[1], t->std[2], t->pad_value,
+	         (unsigned long long)t->input_size,
 	         (unsigned long long)inputs[0].tensor_bytes,
 	         n > 1 ? " (first input)" : "");
 }
@@ -1047,7 +1148,7 @@ int main(int argc, char **argv)
 	bench_opts o;
 	bench_input *inputs = NULL;
 	size_t ninputs = 0;
-	fprep_client **clients = NULL;
+	bench_conn *conns = NULL;
 	bench_result *runs = NULL, echo_res;
 	double ceil_fps, ceil_p50_us;
 	bench_report rep;
@@ -1080,14 +1181,14 @@ int main(int argc, char **argv)
 	for (i = 0; i < o.nconc; i++)
 		if (o.conc[i] > nclients)
 			nclients = o.conc[i];
-	clients = calloc(nclients, sizeof(*clients));
+	conns = calloc(nclients, sizeof(*conns));
 	runs = calloc(npoints, sizeof(*runs));
-	if (!clients || !runs) {
+	if (!conns || !runs) {
 		fprintf(stderr, "frameprep-bench: out of memory\n");
 		goto out;
 	}
 	for (i = 0; i < nclients; i++) {
-		rc = fprep_client_open(&clients[i], url, o.timeout_ms);
+		rc = fprep_client_open(&conns[i].client, url, o.timeout_ms);
 		if (rc) {
 			fprintf(stderr,
 			        "frameprep-bench: cannot connect to %s: %s "
@@ -1101,7 +1202,7 @@ int main(int argc, char **argv)
 	/* What the daemon runs; a server that cannot answer INFO is still
 	 * measured, since its frame replies are checked one by one. */
 	memset(&info, 0, sizeof(info));
-	rc = fprep_client_info(clients[0], &info);
+	rc = fprep_client_info(conns[0].client, &info);
 	if (rc == FPREP_OK && info.header.status == FPREP_OK && info.payload) {
 		info_text = strndup(info.payload, info.payload_size);
 		if (info_text) {
@@ -1118,6 +1219,10 @@ int main(int argc, char **argv)
 	}
 	fprep_result_fini(&info);
 
+	if ((o.shm_in || o.shm_out) &&
+	    bench_open_regions(conns, nclients, inputs, ninputs))
+		goto out;
+
 	for (p = 0; p < npoints && !bench_interrupted; p++) {
 		memset(&run, 0, sizeof(run));
 		run.opts = &o;
@@ -1131,7 +1236,7 @@ int main(int argc, char **argv)
 			run.warmup_s = o.warmup_s < 0.5 ? o.warmup_s : 0.5;
 			snprintf(label, sizeof(label), "[ceiling c=%u]",
 			         run.streams);
-			if (bench_run_exec(&run, clients, label, &echo_res))
+			if (bench_run_exec(&run, conns, label, &echo_res))
 				goto out;
 			ceiling_fail += bench_result_fail_count(&echo_res);
 			if (echo_res.elapsed_s > 0)
@@ -1152,7 +1257,7 @@ int main(int argc, char **argv)
 			         run.rate, run.streams);
 		else
 			snprintf(label, sizeof(label), "[c=%u]", run.streams);
-		if (bench_run_exec(&run, clients, label, &runs[p]))
+		if (bench_run_exec(&run, conns, label, &runs[p]))
 			goto out;
 		runs[p].ceiling_fps = ceil_fps;
 		runs[p].ceiling_p50_us = ceil_p50_us;
@@ -1192,9 +1297,11 @@ int main(int argc, char **argv)
 		status = 1;
 	}
 out:
-	for (i = 0; clients && i < nclients; i++)
-		fprep_client_close(clients[i]);
-	free(clients);
+	for (i = 0; conns && i < nclients; i++) {
+		fprep_region_close(conns[i].region);
+		fprep_client_close(conns[i].client);
+	}
+	free(conns);
 	free(runs);
 	free(info_text);
 	bench_inputs_free(inputs, ninputs);
