@@ -7,10 +7,15 @@
 #          copies the test binaries, the shared libraries they need that the
 #          GPU machine lacks (collect-libs.sh, path in $FPREP_COLLECT_LIBS),
 #          the photographs and this script into BUNDLE_DIR.
-#   there: bash BUNDLE_DIR/run-on-gpu.sh
-#          runs test_kernel_cache, test_gpu_backend (plain and under
-#          compute-sanitizer memcheck when present) and bench_lane, and ends
-#          with a short table. Exit status: 0 when every test passed.
+#   there: bash BUNDLE_DIR/run-on-gpu.sh [lane|service|all]
+#          lane: test_kernel_cache, test_gpu_backend (plain and, with
+#          FPREP_MEMCHECK=1, under compute-sanitizer memcheck) and bench_lane;
+#          service: frameprepd on GPU 0 with the CLI, the shared-memory test,
+#          frameprep-bench (inline, shared memory, ECHO ceiling, sweeps, 1080p
+#          and 4K, against the PCIe ceiling that bench_lane measured) and the
+#          peers (OpenCV on the CPU, PyTorch naive and tuned) on the same
+#          frames. Ends with a short table. Exit status: 0 when every test and
+#          every verified benchmark passed.
 set -uo pipefail
 
 if [ "${1:-}" = "--stage" ]; then
@@ -24,6 +29,14 @@ if [ "${1:-}" = "--stage" ]; then
 		cp "$build/tests/gpu/$b" "$out/bin/"
 		bins+=("$out/bin/$b")
 	done
+	for b in service/frameprepd src/frameprep src/frameprep-bench \
+	         tests/integration/test_shm_daemon; do
+		cp "$build/$b" "$out/bin/"
+		bins+=("$out/bin/$(basename "$b")")
+	done
+	mkdir -p "$out/peers"
+	src=$(cd "$(dirname "$0")/../.." && pwd)
+	cp "$src"/tests/bench/*.py "$out/peers/"
 	bash "$collect" "$out/libs" "${bins[@]}" >/dev/null
 	cp "$images"/*.png "$images"/*.jpg "$out/images/" 2>/dev/null || true
 	cp "$0" "$out/run-on-gpu.sh"
@@ -34,7 +47,7 @@ fi
 here=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH=$here/libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export XDG_CACHE_HOME=$(mktemp -d)
-logs=${OUT:-$(mktemp -d)}
+logs=$(mktemp -d)
 declare -A result
 
 run() { # run NAME COMMAND...: runs, keeps the log, records the verdict
@@ -50,20 +63,80 @@ run() { # run NAME COMMAND...: runs, keeps the log, records the verdict
 	grep -v '^<[67]>' "$logs/$name.log" | tail -n "${TAILN:-40}"
 }
 
+mode=${1:-all}
 nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader 2>/dev/null
-TAILN=12 run kernel_cache "$here/bin/test_kernel_cache"
-TAILN=30 run gpu_backend "$here/bin/test_gpu_backend" "$here/images"
-if command -v compute-sanitizer >/dev/null || [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
+tests=()
+if [ "$mode" != service ]; then
+	TAILN=12 run kernel_cache "$here/bin/test_kernel_cache"
+	TAILN=30 run gpu_backend "$here/bin/test_gpu_backend" "$here/images"
+	tests+=(kernel_cache gpu_backend)
 	cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-	TAILN=4 run memcheck timeout 150 "$cs" --tool memcheck --leak-check full \
-		--error-exitcode 9 "$here/bin/test_gpu_backend" "$here/images" 2
+	if [ "${FPREP_MEMCHECK:-0}" = 1 ] && [ -x "$cs" ]; then
+		TAILN=4 run memcheck timeout 150 "$cs" --tool memcheck --leak-check full \
+			--error-exitcode 9 "$here/bin/test_gpu_backend" "$here/images" 2
+		tests+=(memcheck)
+	fi
 fi
+# The lane benchmark also gives the PCIe ceiling the service runs compare with.
 TAILN=40 run bench "$here/bin/bench_lane" "$here/images"
+tests+=(bench)
+pcie=$(awk '/H2D .*1080p BGR8/ { print $(NF-1) }' "$logs/bench.log")
 
+if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
+	tmp=$(mktemp -d)
+	url=ipc://$tmp/fp.sock
+	TAILN=8 run shm_gpu "$here/bin/test_shm_daemon" "$here/bin/frameprepd" "$here/images" 0
+	tests+=(shm_gpu)
+	"$here/bin/frameprepd" --device 0 --listen "$url" --slots 4 \
+		--max-inflight 256 --max-out-width 4096 --max-out-height 4096 \
+		2>"$logs/frameprepd.log" &
+	dpid=$!
+	for _ in $(seq 200); do "$here/bin/frameprep" info --socket "$url" >/dev/null 2>&1 && break; sleep 0.1; done
+	TAILN=40 run info "$here/bin/frameprep" info --socket "$url"
+	TAILN=12 run send "$here/bin/frameprep" send "$here/images/astronaut.png" --socket "$url" -o "$logs/astronaut_gpu.npy"
+	TAILN=12 run send_shm "$here/bin/frameprep" send "$here/images/astronaut.png" --socket "$url" --shm -o "$logs/astronaut_gpu_shm.npy"
+	tests+=(info send send_shm)
+	B=("$here/bin/frameprep-bench" --socket "$url" --quiet --image "$here/images/astronaut.png"
+	   --verify sample --duration "${FPREP_BENCH_S:-3}" --warmup 1 --ceiling-duration 2 --pcie-gbps "${pcie:-0}")
+	sweep=1,2,4,8,16,32,64
+	TAILN=30 run b1080_inline "${B[@]}" --frame-size 1920x1080 --size 640x640 -c $sweep --json "$logs/b1080_inline.json" --plot "$logs/b1080_inline.png"
+	TAILN=30 run b1080_shm "${B[@]}" --frame-size 1920x1080 --size 640x640 --shm both -c $sweep --json "$logs/b1080_shm.json" --plot "$logs/b1080_shm.png"
+	TAILN=20 run b4k_inline "${B[@]}" --frame-size 3840x2160 --size 1280x1280 -c 1,8,32 --json "$logs/b4k_inline.json"
+	TAILN=20 run b4k_shm "${B[@]}" --frame-size 3840x2160 --size 1280x1280 --shm both -c 1,8,32 --json "$logs/b4k_shm.json"
+	TAILN=20 run b1080_f16 "${B[@]}" --frame-size 1920x1080 --size 640x640 --dtype f16 --shm both -c 1,16 --json "$logs/b1080_f16.json"
+	TAILN=20 run b1080_open "${B[@]}" --frame-size 1920x1080 --size 640x640 --shm both -c 32 --rate 2000,6000 --arrivals poisson --json "$logs/b1080_open.json"
+	tests+=(b1080_inline b1080_shm b4k_inline b4k_shm b1080_f16 b1080_open)
+	# What users do instead, on the same photo and sizes.
+	if command -v python3 >/dev/null; then
+		pd=$logs/peers; mkdir -p "$pd"
+		for p in opencv_cpu torch_naive torch_tuned; do
+			TAILN=8 run peer_$p python3 "$here/peers/peer_$p.py" --image "$here/images/astronaut.png" \
+				--iters "${FPREP_PEER_ITERS:-200}" --out-dir "$pd" --json "$logs/peers.json"
+			tests+=(peer_$p)
+		done
+		TAILN=12 run check_peers python3 "$here/peers/check_peers.py" --dir "$pd" \
+			--frameprep "$here/bin/frameprep" --socket "$url"
+		tests+=(check_peers)
+	fi
+	kill -TERM $dpid; wait $dpid; echo "frameprepd exit status $?" | tee -a "$logs/frameprepd.log"
+	grep -v '^<[67]>' "$logs/frameprepd.log" | tail -n 5
+	# The CPU backend on this machine's cores, for comparison.
+	"$here/bin/frameprepd" --device cpu --listen "$url" 2>"$logs/frameprepd_cpu.log" &
+	dpid=$!
+	for _ in $(seq 100); do "$here/bin/frameprep" info --socket "$url" >/dev/null 2>&1 && break; sleep 0.1; done
+	TAILN=20 run b1080_cpu "${B[@]}" --frame-size 1920x1080 --size 640x640 -c 1,16 --no-ceiling --json "$logs/b1080_cpu.json"
+	tests+=(b1080_cpu)
+	kill -TERM $dpid; wait $dpid
+	rm -rf "$tmp"
+fi
+
+if [ -n "${OUT:-}" ]; then
+	tar czf "$OUT/gpu-logs.tgz" -C "$logs" . && echo "logs: gpu-logs.tgz"
+fi
 echo
 echo "summary"
 fails=0
-for t in kernel_cache gpu_backend memcheck bench; do
+for t in "${tests[@]}"; do
 	[ -n "${result[$t]:-}" ] || continue
 	printf '  %-14s %s\n' "$t" "${result[$t]}"
 	case ${result[$t]} in FAIL*) fails=1 ;; esac
