@@ -14,7 +14,10 @@
  *
  * so frame k+1's H2D runs while frame k's kernel and frame k-1's D2H do.
  * The slot then joins the in-flight FIFO. The completion thread waits on
- * the oldest slot's ev_done (a blocking-sync event: the thread sleeps),
+ * the oldest slot's ev_done (polling it for up to CUDA_SPIN_NS, since a
+ * frame's GPU work takes a few hundred microseconds and waking from a
+ * blocking wait adds tens of microseconds to every reply; then sleeping on
+ * it, a blocking-sync event),
  * copies the pinned output into the job, fills the timings, frees the slot
  * and calls done. When the job's output is itself pinned (a registered
  * shared-memory slot) the D2H writes it directly and there is no copy out;
@@ -68,6 +71,8 @@ _Static_assert(sizeof(cuda_lb_args) == 96, "kernel argument layout");
 #define CUDA_INITIAL_IN  (1920u * 1080u * 3u)
 #define CUDA_INITIAL_OUT (640u * 640u * 3u * 4u)
 #define CUDA_GROW_ALIGN  (1u << 20)
+/* How long the completion thread polls an event before it sleeps on it. */
+#define CUDA_SPIN_NS (1000u * 1000u)
 
 enum {
 	CUDA_T_H2D0,
@@ -505,12 +510,25 @@ static double cuda_stamp(cudaEvent_t base, cudaEvent_t e)
 }
 
 /* cuda_finish completes the job of the oldest in-flight slot. */
+/* cuda_wait waits for ev: polls it for up to CUDA_SPIN_NS, then blocks. */
+static cudaError_t cuda_wait(cudaEvent_t ev)
+{
+	uint64_t until = cuda_now_ns() + CUDA_SPIN_NS;
+	cudaError_t e;
+
+	while ((e = cudaEventQuery(ev)) == cudaErrorNotReady) {
+		if (cuda_now_ns() > until)
+			return cudaEventSynchronize(ev);
+	}
+	return e;
+}
+
 static void cuda_finish(cuda_backend *cb, cuda_slot *s)
 {
 	fprep__job *job = s->job;
 	fprep__gpu_status st = {0};
 
-	if (FPREP__CUDA(&st, cudaEventSynchronize(s->ev_done))) {
+	if (FPREP__CUDA(&st, cuda_wait(s->ev_done))) {
 		cuda_fail(job, FPREP_ECUDA, cuda_sticky(st.code), st.text);
 		cuda_deliver(cb, s, job);
 		return;

@@ -52,6 +52,8 @@ declare -A result
 
 run() { # run NAME COMMAND...: runs, keeps the log, records the verdict
 	local name=$1; shift
+	# FPREP_RUNS (a comma-separated list of names) limits what runs.
+	case ",${FPREP_RUNS:-$name}," in *",$name,"*) ;; *) return 0 ;; esac
 	echo "=== $name: $*"
 	"$@" >"$logs/$name.log" 2>&1
 	local rc=$?
@@ -99,8 +101,8 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	B=("$here/bin/frameprep-bench" --socket "$url" --quiet --image "$here/images/astronaut.png"
 	   --verify sample --duration "${FPREP_BENCH_S:-3}" --warmup 1 --ceiling-duration 2 --pcie-gbps "${pcie:-0}")
 	sweep=1,2,4,8,16,32,64
-	TAILN=30 run b1080_inline "${B[@]}" --frame-size 1920x1080 --size 640x640 -c $sweep --json "$logs/b1080_inline.json" --plot "$logs/b1080_inline.png"
-	TAILN=30 run b1080_shm "${B[@]}" --frame-size 1920x1080 --size 640x640 --shm both -c $sweep --json "$logs/b1080_shm.json" --plot "$logs/b1080_shm.png"
+	TAILN=30 run b1080_inline "${B[@]}" --frame-size 1920x1080 --size 640x640 -c $sweep --json "$logs/b1080_inline.json"
+	TAILN=30 run b1080_shm "${B[@]}" --frame-size 1920x1080 --size 640x640 --shm both -c $sweep --json "$logs/b1080_shm.json"
 	TAILN=20 run b4k_inline "${B[@]}" --frame-size 3840x2160 --size 1280x1280 -c 1,8,32 --json "$logs/b4k_inline.json"
 	TAILN=20 run b4k_shm "${B[@]}" --frame-size 3840x2160 --size 1280x1280 --shm both -c 1,8,32 --json "$logs/b4k_shm.json"
 	TAILN=20 run b1080_f16 "${B[@]}" --frame-size 1920x1080 --size 640x640 --dtype f16 --shm both -c 1,16 --json "$logs/b1080_f16.json"
@@ -131,7 +133,8 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 fi
 
 if [ -n "${OUT:-}" ]; then
-	tar czf "$OUT/gpu-logs.tgz" -C "$logs" . && echo "logs: gpu-logs.tgz"
+	tar czf "$OUT/gpu-logs.tgz" --exclude='*.npy' --exclude='*.png' -C "$logs" . &&
+		echo "logs: gpu-logs.tgz"
 fi
 echo
 echo "summary"
