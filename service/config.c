@@ -166,7 +166,7 @@ void fprep__config_init(fprep__config *cfg)
 	cfg->limits.max_tensor_bytes = UINT64_C(48) << 20;
 	cfg->send_timeout_ms = 10000;
 	cfg->shutdown_timeout_ms = 10000;
-	cfg->slots = 2;
+	cfg->slots = 4;
 	cfg->cache_enabled = 1;
 	cfg->log_level = FPREP_LOG_INFO;
 	cfg->socket_mode = 0600;
