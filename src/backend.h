@@ -30,23 +30,23 @@ typedef void (*fprep__job_cb)(fprep__job *job);
 
 struct fprep__job {
 	/* Filled by the loop before submit. */
-	fprep_request req;      /* validated by fprep_request_decode */
-	const uint8_t *input;   /* req.input_size bytes of frame */
-	uint8_t *output;        /* output_size bytes for the tensor */
-	uint64_t output_size;   /* == tensor bytes from fprep_tensor_shape */
-	int input_pinned;       /* input lies in memory the backend registered */
+	fprep_request req;    /* validated by fprep_request_decode */
+	const uint8_t *input; /* req.input_size bytes of frame */
+	uint8_t *output;      /* output_size bytes for the tensor */
+	uint64_t output_size; /* == tensor bytes from fprep_tensor_shape */
+	int input_pinned;     /* input lies in memory the backend registered */
 	struct fprep__region *shm_in;  /* region holding input, or NULL */
 	struct fprep__region *shm_out; /* region receiving output, or NULL */
 	fprep__job_cb done;
-	void *data;             /* the loop's request */
+	void *data; /* the loop's request */
 
 	/* Written by the backend before done. */
-	int status;                          /* FPREP_OK or enum fprep_err */
-	int fatal;                           /* sticky device error: exit */
-	char message[FPREP_MESSAGE_SIZE];    /* set when status != FPREP_OK */
+	int status;                       /* FPREP_OK or enum fprep_err */
+	int fatal;                        /* sticky device error: exit */
+	char message[FPREP_MESSAGE_SIZE]; /* set when status != FPREP_OK */
 	fprep_transform xf;
-	uint64_t t_start_ns;                 /* CLOCK_MONOTONIC, work began */
-	uint64_t t_end_ns;                   /* CLOCK_MONOTONIC, output ready */
+	uint64_t t_start_ns; /* CLOCK_MONOTONIC, work began */
+	uint64_t t_end_ns;   /* CLOCK_MONOTONIC, output ready */
 	uint32_t t_compute_us;
 	uint32_t t_h2d_us;
 	uint32_t t_kernel_us;
@@ -70,7 +70,8 @@ struct fprep__backend {
 
 	/* close stops the backend: jobs already submitted are completed (their
 	 * done called) or failed with FPREP_ESHUTDOWN within timeout_ms, the
-	 * threads are joined and everything is freed. Not from a backend thread. */
+	 * threads are joined and everything is freed. Not from a backend
+	 * thread. */
 	void (*close)(fprep__backend *b, int timeout_ms);
 
 	/* region_add prepares a client shared-memory region for use as job

@@ -14,7 +14,7 @@
 static int log_level = FPREP_LOG_INFO;
 
 static const char *const log_names[] = {
-        [FPREP_LOG_ERR] = "err",   [FPREP_LOG_WARNING] = "warning",
+        [FPREP_LOG_ERR] = "err",       [FPREP_LOG_WARNING] = "warning",
         [FPREP_LOG_NOTICE] = "notice", [FPREP_LOG_INFO] = "info",
         [FPREP_LOG_DEBUG] = "debug",
 };

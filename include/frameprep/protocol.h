@@ -104,18 +104,16 @@
  *    48  f32 pad_x          tensor pixels of padding on the left
  *    52  f32 pad_y          tensor pixels of padding on the top
  *                           A tensor point (u, v) maps back to the source
- *                           point ((u - pad_x) / scale_x, (v - pad_y) / scale_y).
- *    56  u32 t_queue_us     receipt to start of work, microseconds
- *    60  u32 t_compute_us   preprocessing (CPU op or GPU kernel), microseconds
- *    64  u32 t_h2d_us       host-to-device copy (GPU only), microseconds
- *    68  u32 t_kernel_us    kernel (GPU only), microseconds
- *    72  u32 t_d2h_us       device-to-host copy (GPU only), microseconds
- *    76  u32 t_total_us     receipt to reply, microseconds
- *    80  u64 payload_size   bytes after this header
- *    88  u64 tensor_size    bytes of the tensor (inline or written to shm)
- *    96  u32 region_id      REGISTER: the new region's id
- *   100  u32 flags          FPREP_REPLY_F_* bits
- *   104  char message[152]  NUL-terminated human-readable text; on error it
+ *                           point ((u - pad_x) / scale_x, (v - pad_y) /
+ * scale_y). 56  u32 t_queue_us     receipt to start of work, microseconds 60
+ * u32 t_compute_us   preprocessing (CPU op or GPU kernel), microseconds 64  u32
+ * t_h2d_us       host-to-device copy (GPU only), microseconds 68  u32
+ * t_kernel_us    kernel (GPU only), microseconds 72  u32 t_d2h_us
+ * device-to-host copy (GPU only), microseconds 76  u32 t_total_us     receipt
+ * to reply, microseconds 80  u64 payload_size   bytes after this header 88  u64
+ * tensor_size    bytes of the tensor (inline or written to shm) 96  u32
+ * region_id      REGISTER: the new region's id 100  u32 flags FPREP_REPLY_F_*
+ * bits 104  char message[152]  NUL-terminated human-readable text; on error it
  *                           names the field, the value and the limit
  *   256  ...                payload: tensor bytes (FRAME/ECHO inline output),
  *                           text (INFO), nothing otherwise
@@ -137,13 +135,13 @@
 extern "C" {
 #endif
 
-#define FPREP_PROTOCOL_VERSION 1
-#define FPREP_REQUEST_MAGIC 0x51525046u /* "FPRQ" as little-endian bytes */
-#define FPREP_REPLY_MAGIC 0x50525046u   /* "FPRP" as little-endian bytes */
+#define FPREP_PROTOCOL_VERSION    1
+#define FPREP_REQUEST_MAGIC       0x51525046u /* "FPRQ" as little-endian bytes */
+#define FPREP_REPLY_MAGIC         0x50525046u /* "FPRP" as little-endian bytes */
 #define FPREP_REQUEST_HEADER_SIZE 128
-#define FPREP_REPLY_HEADER_SIZE 256
-#define FPREP_MESSAGE_SIZE 152
-#define FPREP_REGION_NAME_MAX 63 /* bytes of a region name, '/' included */
+#define FPREP_REPLY_HEADER_SIZE   256
+#define FPREP_MESSAGE_SIZE        152
+#define FPREP_REGION_NAME_MAX     63 /* bytes of a region name, '/' included */
 
 /* fprep_kind: what a request asks for. */
 enum fprep_kind {
@@ -215,12 +213,12 @@ enum fprep_location {
 /* fprep_limits: the bounds a daemon enforces on requests. Every size from
  * the wire is checked against these before anything is allocated. */
 typedef struct fprep_limits {
-	uint32_t max_width;         /* source width, pixels */
-	uint32_t max_height;        /* source height, pixels */
-	uint64_t max_frame_bytes;   /* source frame bytes (input_size) */
-	uint32_t max_out_width;     /* tensor width, pixels */
-	uint32_t max_out_height;    /* tensor height, pixels */
-	uint64_t max_tensor_bytes;  /* tensor bytes */
+	uint32_t max_width;        /* source width, pixels */
+	uint32_t max_height;       /* source height, pixels */
+	uint64_t max_frame_bytes;  /* source frame bytes (input_size) */
+	uint32_t max_out_width;    /* tensor width, pixels */
+	uint32_t max_out_height;   /* tensor height, pixels */
+	uint64_t max_tensor_bytes; /* tensor bytes */
 } fprep_limits;
 
 /* fprep_request: a decoded request header, in host byte order. Field
