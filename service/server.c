@@ -300,6 +300,52 @@ static void slot_fail(struct server_slot *s, nng_msg *spare, int status,
 	slot_send(s, msg);
 }
 
+/* slot_answer sends rep, a reply built from the request's message (what
+ * names the request kind), or fails the request when it could not be
+ * built. */
+static void slot_answer(struct server_slot *s, nng_msg *rep, const char *what)
+{
+	char why[FPREP_MESSAGE_SIZE];
+
+	if (rep == NULL) {
+		snprintf(why, sizeof(why), "%s: out of memory", what);
+		slot_fail(s, NULL, FPREP_ENOMEM, why);
+		return;
+	}
+	s->srv->served++;
+	slot_send(s, rep);
+}
+
+/* slot_region finds the region a FRAME names for its input or output (field
+ * "in" or "out"): one of this connection's, with [offset, offset + len)
+ * inside it. Returns it, or NULL after answering the request with the
+ * error. */
+static fprep__region *slot_region(struct server_slot *s, nng_msg *msg,
+                                  uint32_t id, uint32_t pipe, uint64_t offset,
+                                  uint64_t len, const char *field)
+{
+	char why[FPREP_MESSAGE_SIZE], span[32];
+	fprep__region *r;
+	int rv;
+
+	r = fprep__regions_find(&s->srv->regions, id, pipe);
+	if (r == NULL) {
+		snprintf(why, sizeof(why),
+		         "%s_region %" PRIu32 " is not a region of this "
+		         "connection",
+		         field, id);
+		slot_fail(s, msg, FPREP_EREGION, why);
+		return NULL;
+	}
+	snprintf(span, sizeof(span), "%s_offset + length", field);
+	rv = fprep__region_span(r, offset, len, span, why, sizeof(why));
+	if (rv != 0) {
+		slot_fail(s, msg, rv, why);
+		return NULL;
+	}
+	return r;
+}
+
 /* slot_unuse_regions ends the job's use of its shared-memory regions. */
 static void slot_unuse_regions(struct server_slot *s)
 {
@@ -373,12 +419,7 @@ static void slot_register_done(uv_work_t *work, int status)
 	           r->id, r->name, r->size, s->reg_pipe, s->reg_uid);
 	snprintf(why, sizeof(why), "region %" PRIu32 " registered", r->id);
 	rep = fprep__reply_region(msg, s->request_id, r->id, why);
-	if (rep == NULL) {
-		slot_fail(s, NULL, FPREP_ENOMEM, "REGISTER: out of memory");
-		return;
-	}
-	srv->served++;
-	slot_send(s, rep);
+	slot_answer(s, rep, "REGISTER");
 }
 
 /* slot_register starts a REGISTER: checks what can be checked at once and
@@ -457,12 +498,7 @@ static void slot_unregister(struct server_slot *s, nng_msg *msg,
 	         req->region_id);
 	rep = fprep__reply_error(msg, req->kind, req->request_id, FPREP_OK,
 	                         why);
-	if (rep == NULL) {
-		slot_fail(s, NULL, FPREP_ENOMEM, "UNREGISTER: out of memory");
-		return;
-	}
-	srv->served++;
-	slot_send(s, rep);
+	slot_answer(s, rep, "UNREGISTER");
 }
 
 /* slot_submit starts a FRAME or ECHO request: allocates the reply with
@@ -487,40 +523,14 @@ static void slot_submit(struct server_slot *s, nng_msg *msg,
 		slot_fail(s, msg, rv, "tensor shape: invalid request");
 		return;
 	}
-	if (req->input_loc == FPREP_LOC_SHM) {
-		in = fprep__regions_find(&srv->regions, req->in_region, pipe);
-		if (in == NULL) {
-			snprintf(why, sizeof(why),
-			         "in_region %" PRIu32 " is not a region of "
-			         "this connection",
-			         req->in_region);
-			slot_fail(s, msg, FPREP_EREGION, why);
-			return;
-		}
-		if ((rv = fprep__region_span(
-		             in, req->in_offset, req->input_size,
-		             "in_offset/input_size", why, sizeof(why)))) {
-			slot_fail(s, msg, rv, why);
-			return;
-		}
-	}
-	if (req->output_loc == FPREP_LOC_SHM) {
-		out = fprep__regions_find(&srv->regions, req->out_region, pipe);
-		if (out == NULL) {
-			snprintf(why, sizeof(why),
-			         "out_region %" PRIu32 " is not a region of "
-			         "this connection",
-			         req->out_region);
-			slot_fail(s, msg, FPREP_EREGION, why);
-			return;
-		}
-		if ((rv = fprep__region_span(out, req->out_offset, bytes,
-		                             "out_offset/tensor bytes", why,
-		                             sizeof(why)))) {
-			slot_fail(s, msg, rv, why);
-			return;
-		}
-	}
+	if (req->input_loc == FPREP_LOC_SHM &&
+	    (in = slot_region(s, msg, req->in_region, pipe, req->in_offset,
+	                      req->input_size, "in")) == NULL)
+		return;
+	if (req->output_loc == FPREP_LOC_SHM &&
+	    (out = slot_region(s, msg, req->out_region, pipe, req->out_offset,
+	                       bytes, "out")) == NULL)
+		return;
 	rv = fprep__reply_tensor_alloc(&rep, out != NULL ? 0 : bytes, &tensor);
 	if (rv != 0) {
 		snprintf(why, sizeof(why),
@@ -602,12 +612,7 @@ static void slot_received(struct server_slot *s)
 		server_info(srv, info, SERVER_INFO_SIZE);
 		rep = fprep__reply_text(msg, req.kind, req.request_id, info);
 		free(info);
-		if (rep == NULL) {
-			slot_fail(s, NULL, FPREP_ENOMEM, "INFO: out of memory");
-			return;
-		}
-		srv->served++;
-		slot_send(s, rep);
+		slot_answer(s, rep, "INFO");
 		return;
 	case FPREP_KIND_REGISTER:
 		slot_register(s, msg, &req);
