@@ -27,7 +27,15 @@ done
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
-if ! (cd "$tmp" && apt-get download python3-skimage >"$tmp/apt.log" 2>&1); then
+download() {
+	(cd "$tmp" && apt-get download python3-skimage >"$tmp/apt.log" 2>&1)
+}
+# As root, a machine whose package lists were never fetched gets them once.
+if ! download && [ "$(id -u)" = 0 ] &&
+	apt-get update -q >"$tmp/update.log" 2>&1; then
+	download || true
+fi
+if ! ls "$tmp"/python3-skimage_*.deb >/dev/null 2>&1; then
 	cat "$tmp/apt.log" >&2
 	echo "$0: 'apt-get download python3-skimage' failed: run" \
 		"'apt-get update' (the package lists are needed) or put the" \
