@@ -4,8 +4,11 @@
  *
  *   round trip    real photographs through shared memory equal the inline
  *                 result bit for bit (f32, f16, u8; NCHW and NHWC)
- *   async ring    one thread keeps a ring of slots in flight with
- *                 fprep_client_submit; every tensor equals the inline one
+ *   async ring    one thread keeps a ring of slots (fprep_ring) in flight
+ *                 with fprep_ring_submit; every tensor equals the inline
+ *                 one
+ *   registration  what REGISTER costs (printed: mapping, and pinning on
+ *                 a GPU)
  *   refusals      foreign owner, bad names, out-of-range and overflowing
  *                 offsets, another connection's region, unknown ids, the
  *                 region limit, tcp:// -- each answered with an error while
@@ -261,9 +264,9 @@ static void test_async_ring(const char *dir)
 	fprep_pending *pend[SLOTS] = {0};
 	fprep_request req, reqs[SLOTS];
 	fprep_result ref, res;
-	fprep_region *r;
+	fprep_ring *ring;
 	uint32_t shape[4];
-	uint64_t tensor, slot_bytes, in_off;
+	uint64_t tensor;
 	char path[1024];
 	int w, h, n, ok = 0;
 	uint8_t *px;
@@ -276,47 +279,96 @@ static void test_async_ring(const char *dir)
 	fprep_request_init(&req, FPREP_PIX_RGB8, (uint32_t)w, (uint32_t)h);
 	fprep_tensor_shape(&req, shape, &tensor);
 	CHECK(fprep_client_request(c, &req, px, &ref) == 0, "reference");
-	in_off = (tensor + 4095) & ~(uint64_t)4095;
-	slot_bytes = (in_off + req.input_size + 4095) & ~(uint64_t)4095;
-	CHECK(fprep_region_open(&r, c, SLOTS * slot_bytes) == 0, "ring: %s",
-	      fprep_client_last_error(c));
-	uint8_t *base = fprep_region_base(r);
+	CHECK(fprep_ring_open(&ring, c, SLOTS, req.input_size, tensor) == 0,
+	      "ring: %s", fprep_client_last_error(c));
+	CHECK(fprep_ring_submit(ring, SLOTS, &req, NULL, NULL, &pend[0]) ==
+	              FPREP_EINVAL,
+	      "slot out of range accepted");
 	for (int f = 0; f < FRAMES + SLOTS; f++) {
-		int k = f % SLOTS;
-		uint8_t *slot = base + (uint64_t)k * slot_bytes;
+		unsigned k = (unsigned)f % SLOTS;
 		if (pend[k] != NULL) {
 			int err = fprep_pending_wait(pend[k], &res);
+			int same = memcmp(fprep_ring_tensor(ring, k),
+			                  ref.payload, tensor) == 0;
 			pend[k] = NULL;
 			CHECK(err == 0 && res.header.status == 0 &&
 			              res.header.request_id ==
-			                      reqs[k].request_id,
+			                      reqs[k].request_id &&
+			              (res.header.flags &
+			               FPREP_REPLY_F_INPUT_RELEASED),
 			      "async reply %d: %s", f,
 			      fprep_client_last_error(c));
-			CHECK(memcmp(slot, ref.payload, tensor) == 0,
-			      "async slot %d differs", k);
-			ok += err == 0 &&
-			      memcmp(slot, ref.payload, tensor) == 0;
+			CHECK(same, "async slot %u differs", k);
+			ok += err == 0 && same;
 			fprep_result_fini(&res);
 		}
 		if (f >= FRAMES)
 			continue;
-		memset(slot, 0, tensor);
-		memcpy(slot + in_off, px, req.input_size);
+		memset((void *)fprep_ring_tensor(ring, k), 0, tensor);
+		memcpy(fprep_ring_frame(ring, k), px, req.input_size);
 		reqs[k] = req;
-		fprep_request_set_shm(&reqs[k], r,
-		                      (uint64_t)k * slot_bytes + in_off, r,
-		                      (uint64_t)k * slot_bytes, tensor);
-		CHECK(fprep_client_submit(c, &reqs[k], NULL, NULL, NULL,
-		                          &pend[k]) == 0,
+		CHECK(fprep_ring_submit(ring, k, &reqs[k], NULL, NULL,
+		                        &pend[k]) == 0,
 		      "submit %d", f);
 	}
 	fprep_result_fini(&ref);
-	fprep_region_close(r);
+	fprep_ring_close(ring);
 	fprep_client_close(c);
 	stbi_image_free(px);
 	CHECK(ok == FRAMES, "async ring: %d of %d", ok, FRAMES);
 	printf("async ring: %d frames over %d slots, all equal to inline\n", ok,
 	       SLOTS);
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* test_registration_cost prints what registering and unregistering a
+ * region costs (the daemon maps it, and on a GPU pins it with
+ * cudaHostRegister), median of 3, for a few sizes. */
+static void test_registration_cost(void)
+{
+	static const size_t sizes[] = {1u << 20, 16u << 20, 256u << 20};
+	fprep_client *c = open_client(url);
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		double open_ms[3], close_ms[3], t;
+		for (int r = 0; r < 3; r++) {
+			fprep_region *region;
+			t = now_ms();
+			int err = fprep_region_open(&region, c, sizes[i]);
+			open_ms[r] = now_ms() - t;
+			CHECK(err == 0, "region of %zu bytes: %s", sizes[i],
+			      fprep_client_last_error(c));
+			if (err)
+				return;
+			t = now_ms();
+			fprep_region_close(region);
+			close_ms[r] = now_ms() - t;
+		}
+		for (int r = 0; r < 3; r++)
+			for (int q = r + 1; q < 3; q++) {
+				if (open_ms[q] < open_ms[r]) {
+					t = open_ms[q];
+					open_ms[q] = open_ms[r];
+					open_ms[r] = t;
+				}
+				if (close_ms[q] < close_ms[r]) {
+					t = close_ms[q];
+					close_ms[q] = close_ms[r];
+					close_ms[r] = t;
+				}
+			}
+		printf("registration of %4zu MiB: open + REGISTER %.2f ms, "
+		       "UNREGISTER + close %.2f ms (median of 3)\n",
+		       sizes[i] >> 20, open_ms[1], close_ms[1]);
+	}
+	fprep_client_close(c);
 }
 
 /* make_object creates a shared-memory object of size bytes. */
@@ -565,6 +617,7 @@ int main(int argc, char **argv)
 	daemon_pid = start_daemon(argv[1], extra);
 	test_round_trip(argv[2]);
 	test_async_ring(argv[2]);
+	test_registration_cost();
 	test_refusals();
 	test_kill9();
 	CHECK(maps_count(daemon_pid, "/fprep-test-") == 0,
