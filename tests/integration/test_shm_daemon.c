@@ -75,8 +75,9 @@ static fprep_client *open_client(const char *u)
 
 static pid_t start_daemon(const char *exe, char *const extra[])
 {
-	char *argv[16] = {(char *)exe, "--device",    "cpu", "--listen",
-	                  url,         "--log-level", "info"};
+	char *argv[16] = {(char *)exe, "--device", (char *)device,
+	                  "--listen",  url,        "--log-level",
+	                  "info"};
 	int n = 7;
 	pid_t pid;
 
@@ -579,6 +580,22 @@ static void test_kill9(void)
 	printf("kill -9: %d mappings before, %d after\n", before, after);
 }
 
+/* check_backend checks that the daemon runs the backend asked for. */
+static void check_backend(void)
+{
+	const char *want = strcmp(device, "cpu") == 0 ? "backend: cpu\n"
+	                                              : "backend: cuda\n";
+	fprep_client *c = open_client(url);
+	fprep_result res;
+
+	CHECK(fprep_client_info(c, &res) == 0, "INFO");
+	CHECK(res.payload != NULL && strstr(res.payload, want) != NULL,
+	      "the daemon does not run the %s", want);
+	printf("daemon: %s", want);
+	fprep_result_fini(&res);
+	fprep_client_close(c);
+}
+
 /* hold_regions registers two regions, says so on fd, and waits to be
  * killed (the kill -9 test's client). */
 static int hold_regions(const char *u, int fd)
@@ -615,6 +632,7 @@ int main(int argc, char **argv)
 		return 1;
 	snprintf(url, sizeof(url), "ipc://%s/d.sock", dir);
 	daemon_pid = start_daemon(argv[1], extra);
+	check_backend();
 	test_round_trip(argv[2]);
 	test_async_ring(argv[2]);
 	test_registration_cost();
