@@ -32,18 +32,18 @@ struct fprep_letterbox_args {
 
 /* Values of enum fprep_pixel_format, fprep_channel_order, fprep_layout and
  * fprep_dtype (include/frameprep/protocol.h). */
-#define LB_PIX_BGR8 1
-#define LB_PIX_RGB8 2
-#define LB_PIX_BGRA8 3
-#define LB_PIX_RGBA8 4
-#define LB_PIX_GRAY8 5
-#define LB_ORDER_RGB 1
-#define LB_ORDER_BGR 2
-#define LB_ORDER_GRAY 3
+#define LB_PIX_BGR8    1
+#define LB_PIX_RGB8    2
+#define LB_PIX_BGRA8   3
+#define LB_PIX_RGBA8   4
+#define LB_PIX_GRAY8   5
+#define LB_ORDER_RGB   1
+#define LB_ORDER_BGR   2
+#define LB_ORDER_GRAY  3
 #define LB_LAYOUT_NCHW 1
-#define LB_DTYPE_F32 1
-#define LB_DTYPE_F16 2
-#define LB_DTYPE_U8 3
+#define LB_DTYPE_F32   1
+#define LB_DTYPE_F16   2
+#define LB_DTYPE_U8    3
 
 /* lb_f32_to_f16 returns the IEEE binary16 bits of f rounded to nearest
  * even (NaN stays NaN, overflow gives infinity), like __float2half_rn. */

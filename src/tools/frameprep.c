@@ -23,6 +23,7 @@
 #include <stb/stb_image.h>
 
 #include "npy.h"
+#include "tool_options.h"
 
 enum { EXIT_SERVER = 1, EXIT_USAGE = 2, EXIT_IO = 3 };
 
@@ -38,19 +39,6 @@ struct cli_spec {
 	const char *url;
 	const char *out;
 };
-
-static const char *cli_dtype_name(uint8_t dtype)
-{
-	switch (dtype) {
-	case FPREP_DTYPE_F32:
-		return "f32";
-	case FPREP_DTYPE_F16:
-		return "f16";
-	case FPREP_DTYPE_U8:
-		return "u8";
-	}
-	return "?";
-}
 
 static const char *cli_npy_descr(uint8_t dtype)
 {
@@ -156,31 +144,6 @@ static void cli_usage(FILE *f, const char *cmd)
 	fprintf(f, "  -h, --help        this text\n");
 }
 
-/* cli_floats parses "a,b,c" or "a" (replicated) into v[3]. */
-static int cli_floats(const char *s, float v[3])
-{
-	char *end;
-	int i;
-
-	for (i = 0; i < 3; i++) {
-		errno = 0;
-		v[i] = strtof(s, &end);
-		if (end == s || errno != 0)
-			return -1;
-		if (*end == '\0')
-			break;
-		if (*end != ',')
-			return -1;
-		s = end + 1;
-	}
-	if (i == 0) {
-		v[1] = v[0];
-		v[2] = v[0];
-		return 0;
-	}
-	return i == 2 && *end == '\0' ? 0 : -1;
-}
-
 static int cli_float(const char *s, float *v)
 {
 	char *end;
@@ -188,35 +151,6 @@ static int cli_float(const char *s, float *v)
 	errno = 0;
 	*v = strtof(s, &end);
 	return end == s || *end != '\0' || errno != 0 ? -1 : 0;
-}
-
-static int cli_size(const char *s, uint32_t *w, uint32_t *h)
-{
-	unsigned long a, b;
-	char *end;
-
-	errno = 0;
-	a = strtoul(s, &end, 10);
-	if (end == s || (*end != 'x' && *end != 'X'))
-		return -1;
-	s = end + 1;
-	b = strtoul(s, &end, 10);
-	if (end == s || *end != '\0' || errno != 0 || a == 0 || b == 0 ||
-	    a > UINT32_MAX || b > UINT32_MAX)
-		return -1;
-	*w = (uint32_t)a;
-	*h = (uint32_t)b;
-	return 0;
-}
-
-/* cli_choice maps name to the value at the same index of vals, or -1. */
-static int cli_choice(const char *name, const char *const *names,
-                      const int *vals, int n)
-{
-	for (int i = 0; i < n; i++)
-		if (strcmp(name, names[i]) == 0)
-			return vals[i];
-	return -1;
 }
 
 enum {
@@ -284,17 +218,6 @@ static int cli_allowed(const char *cmd, int opt)
 static int cli_parse(const char *cmd, int argc, char **argv,
                      struct cli_spec *spec)
 {
-	static const char *const dtypes[] = {"f32", "f16", "u8"};
-	static const int dtype_v[] = {FPREP_DTYPE_F32, FPREP_DTYPE_F16,
-	                              FPREP_DTYPE_U8};
-	static const char *const layouts[] = {"nchw", "nhwc"};
-	static const int layout_v[] = {FPREP_LAYOUT_NCHW, FPREP_LAYOUT_NHWC};
-	static const char *const orders[] = {"rgb", "bgr", "gray"};
-	static const int order_v[] = {FPREP_ORDER_RGB, FPREP_ORDER_BGR,
-	                              FPREP_ORDER_GRAY};
-	static const char *const resizes[] = {"letterbox", "stretch"};
-	static const int resize_v[] = {FPREP_RESIZE_LETTERBOX,
-	                               FPREP_RESIZE_STRETCH};
 	int opt, v;
 	char *end;
 	long t;
@@ -326,30 +249,32 @@ static int cli_parse(const char *cmd, int argc, char **argv,
 			spec->url = optarg;
 			break;
 		case OPT_SIZE:
-			v = cli_size(optarg, &spec->out_w, &spec->out_h);
+			v = tool_size(optarg, &spec->out_w, &spec->out_h);
 			break;
 		case OPT_DTYPE:
-			v = cli_choice(optarg, dtypes, dtype_v, 3);
-			spec->dtype = (uint8_t)v;
+			spec->dtype = (uint8_t)tool_lookup(TOOL_DTYPE, optarg);
+			v = spec->dtype != 0 ? 0 : -1;
 			break;
 		case OPT_LAYOUT:
-			v = cli_choice(optarg, layouts, layout_v, 2);
-			spec->layout = (uint8_t)v;
+			spec->layout =
+			        (uint8_t)tool_lookup(TOOL_LAYOUT, optarg);
+			v = spec->layout != 0 ? 0 : -1;
 			break;
 		case OPT_ORDER:
-			v = cli_choice(optarg, orders, order_v, 3);
-			spec->order = (uint8_t)v;
+			spec->order = (uint8_t)tool_lookup(TOOL_ORDER, optarg);
+			v = spec->order != 0 ? 0 : -1;
 			break;
 		case OPT_RESIZE:
-			v = cli_choice(optarg, resizes, resize_v, 2);
-			spec->resize = (uint8_t)v;
+			spec->resize =
+			        (uint8_t)tool_lookup(TOOL_RESIZE, optarg);
+			v = spec->resize != 0 ? 0 : -1;
 			break;
 		case OPT_MEAN:
-			v = cli_floats(optarg, spec->mean);
+			v = tool_triple(optarg, spec->mean);
 			spec->have_mean = 1;
 			break;
 		case OPT_STD:
-			v = cli_floats(optarg, spec->std);
+			v = tool_triple(optarg, spec->std);
 			spec->have_std = 1;
 			break;
 		case OPT_SCALE:
@@ -480,7 +405,7 @@ static int cli_print_reply(const fprep_reply_header *h, const void *payload,
 	for (int i = 0; i < h->ndim; i++)
 		printf("%s%" PRIu32, i ? ", " : "", h->shape[i]);
 	printf(")\n");
-	printf("dtype     %s %s\n", cli_dtype_name(h->dtype),
+	printf("dtype     %s %s\n", tool_name(TOOL_DTYPE, h->dtype),
 	       h->layout == FPREP_LAYOUT_NHWC ? "NHWC" : "NCHW");
 	printf("transform scale %.6g x %.6g, pad %g x %g (left x top)\n",
 	       (double)h->scale_x, (double)h->scale_y, (double)h->pad_x,

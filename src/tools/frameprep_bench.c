@@ -30,6 +30,7 @@
 #include "bench_input.h"
 #include "bench_report.h"
 #include "frameprep/frameprep.h"
+#include "tool_options.h"
 
 #define BENCH_MAX_POINTS   64
 #define BENCH_MAX_STREAMS  4096
@@ -523,44 +524,6 @@ join:
 
 /* ---- command line ---- */
 
-static const char *const bench_formats[] = {NULL,    "bgr8",  "rgb8",
-                                            "bgra8", "rgba8", "gray8"};
-static const char *const bench_dtypes[] = {NULL, "f32", "f16", "u8"};
-static const char *const bench_layouts[] = {NULL, "nchw", "nhwc"};
-static const char *const bench_orders[] = {NULL, "rgb", "bgr", "gray"};
-static const char *const bench_resizes[] = {NULL, "letterbox", "stretch"};
-
-/* bench_lookup returns the index of s in names[1..n), or 0. */
-static int bench_lookup(const char *const *names, int n, const char *s)
-{
-	int i;
-
-	for (i = 1; i < n; i++)
-		if (strcmp(names[i], s) == 0)
-			return i;
-	return 0;
-}
-
-#define BENCH_LOOKUP(names, s)                                                 \
-	bench_lookup(names, (int)(sizeof(names) / sizeof(names[0])), s)
-
-static int bench_parse_wxh(const char *s, uint32_t *w, uint32_t *h)
-{
-	unsigned long a, b;
-	char *end;
-
-	errno = 0;
-	a = strtoul(s, &end, 10);
-	if (*end != 'x' || a == 0 || a > 65535)
-		return -1;
-	b = strtoul(end + 1, &end, 10);
-	if (*end || b == 0 || b > 65535 || errno)
-		return -1;
-	*w = (uint32_t)a;
-	*h = (uint32_t)b;
-	return 0;
-}
-
 static int bench_parse_double(const char *s, double *v)
 {
 	char *end;
@@ -591,22 +554,6 @@ static int bench_parse_doubles(const char *s, double *v, int max)
 			return -1;
 		s = end + 1;
 	}
-}
-
-/* bench_parse_triple parses one value or three ("a,b,c") into v[3]. */
-static int bench_parse_triple(const char *s, float v[3])
-{
-	double d[3];
-	int n = bench_parse_doubles(s, d, 3);
-
-	if (n == 1)
-		d[1] = d[2] = d[0];
-	else if (n != 3)
-		return -1;
-	v[0] = (float)d[0];
-	v[1] = (float)d[1];
-	v[2] = (float)d[2];
-	return 0;
 }
 
 static void bench_usage(FILE *f)
@@ -885,18 +832,18 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 			sources++;
 			break;
 		case OPT_SYNTHETIC:
-			if (bench_parse_wxh(optarg, &o->spec.synth_w,
-			                    &o->spec.synth_h))
+			if (tool_size(optarg, &o->spec.synth_w,
+			              &o->spec.synth_h))
 				return bench_bad("--synthetic", optarg);
 			sources++;
 			break;
 		case OPT_FRAME_SIZE:
-			if (bench_parse_wxh(optarg, &o->spec.frame_w,
-			                    &o->spec.frame_h))
+			if (tool_size(optarg, &o->spec.frame_w,
+			              &o->spec.frame_h))
 				return bench_bad("--frame-size", optarg);
 			break;
 		case 'f':
-			n = BENCH_LOOKUP(bench_formats, optarg);
+			n = tool_lookup(TOOL_FORMAT, optarg);
 			if (!n)
 				return bench_bad("--format", optarg);
 			o->spec.format = (uint16_t)n;
@@ -907,41 +854,41 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 			o->spec.seed = (uint64_t)v;
 			break;
 		case 's':
-			if (bench_parse_wxh(optarg, &w, &h))
+			if (tool_size(optarg, &w, &h))
 				return bench_bad("--size", optarg);
 			t->out_width = w;
 			t->out_height = h;
 			break;
 		case OPT_DTYPE:
-			n = BENCH_LOOKUP(bench_dtypes, optarg);
+			n = tool_lookup(TOOL_DTYPE, optarg);
 			if (!n)
 				return bench_bad("--dtype", optarg);
 			t->dtype = (uint8_t)n;
 			break;
 		case OPT_LAYOUT:
-			n = BENCH_LOOKUP(bench_layouts, optarg);
+			n = tool_lookup(TOOL_LAYOUT, optarg);
 			if (!n)
 				return bench_bad("--layout", optarg);
 			t->layout = (uint8_t)n;
 			break;
 		case OPT_ORDER:
-			n = BENCH_LOOKUP(bench_orders, optarg);
+			n = tool_lookup(TOOL_ORDER, optarg);
 			if (!n)
 				return bench_bad("--order", optarg);
 			t->channel_order = (uint8_t)n;
 			break;
 		case OPT_RESIZE:
-			n = BENCH_LOOKUP(bench_resizes, optarg);
+			n = tool_lookup(TOOL_RESIZE, optarg);
 			if (!n)
 				return bench_bad("--resize", optarg);
 			t->resize = (uint8_t)n;
 			break;
 		case OPT_MEAN:
-			if (bench_parse_triple(optarg, t->mean))
+			if (tool_triple(optarg, t->mean))
 				return bench_bad("--mean", optarg);
 			break;
 		case OPT_STD:
-			if (bench_parse_triple(optarg, t->std) ||
+			if (tool_triple(optarg, t->std) ||
 			    !(t->std[0] > 0 && t->std[1] > 0 && t->std[2] > 0))
 				return bench_bad("--std", optarg);
 			break;
@@ -1113,7 +1060,7 @@ static void bench_describe(const bench_opts *o, const bench_input *inputs,
                            size_t rsize)
 {
 	const fprep_request *t = &inputs[0].req;
-	const char *fmt = bench_formats[o->spec.format];
+	const char *fmt = tool_name(TOOL_FORMAT, o->spec.format);
 
 	if (o->spec.image_dir)
 		snprintf(input, isize, "%zu images from %s, %s%s", n,
@@ -1134,11 +1081,12 @@ static void bench_describe(const bench_opts *o, const bench_input *inputs,
 	         : o->shm_in             ? "shm in, "
 	         : o->shm_out            ? "shm out, "
 	                                 : "",
-	         t->out_width, t->out_height, bench_resizes[t->resize],
-	         bench_orders[t->channel_order], bench_dtypes[t->dtype],
-	         bench_layouts[t->layout], t->scale, t->mean[0], t->mean[1],
-	         t->mean[2], t->std[0], t->std[1], t->std[2], t->pad_value,
-	         (unsigned long long)t->input_size,
+	         t->out_width, t->out_height, tool_name(TOOL_RESIZE, t->resize),
+	         tool_name(TOOL_ORDER, t->channel_order),
+	         tool_name(TOOL_DTYPE, t->dtype),
+	         tool_name(TOOL_LAYOUT, t->layout), t->scale, t->mean[0],
+	         t->mean[1], t->mean[2], t->std[0], t->std[1], t->std[2],
+	         t->pad_value, (unsigned long long)t->input_size,
 	         (unsigned long long)inputs[0].tensor_bytes,
 	         n > 1 ? " (first input)" : "");
 }
