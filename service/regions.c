@@ -4,9 +4,10 @@
  *
  * Two singly linked lists are enough: the table holds at most
  * max-regions per connection and lookups happen once per request. A
- * removed region moves to the closing list and is released (unpinned by the
- * backend, unmapped) when its last request completes, on the loop thread;
- * cudaHostUnregister is quick next to the pinning done at registration.
+ * removed region moves to the closing list and is released when its last
+ * request completes: the backend unpins and unmaps it on its own thread
+ * (cudaHostUnregister takes milliseconds for a large region), so the loop
+ * thread does not wait for it.
  */
 #include "regions.h"
 
@@ -76,17 +77,19 @@ fprep__region *fprep__regions_find(fprep__regions *t, uint32_t id,
 	return NULL;
 }
 
-/* regions_release unpins, unmaps and frees r. */
+/* regions_release unpins, unmaps and frees r: the backend does it (the
+ * GPU's unpinning, off the loop thread), or, without one, munmap here. */
 static void regions_release(fprep__regions *t, fprep__backend *backend,
                             fprep__region *r)
 {
 	fprep__log(FPREP_LOG_INFO,
 	           "region %" PRIu32 " (%s, %" PRIu64 " bytes) released", r->id,
 	           r->name, r->size);
+	t->bytes -= r->size;
 	if (backend != NULL && backend->region_remove != NULL)
 		backend->region_remove(backend, r);
-	t->bytes -= r->size;
-	fprep__region_unmap(r);
+	else
+		fprep__region_unmap(r);
 }
 
 /* regions_retire moves r (already out of the table) to the closing list,

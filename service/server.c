@@ -775,6 +775,8 @@ static void server_close_backend(struct server *srv, int timeout_ms)
 		return;
 	srv->backend->close(srv->backend, timeout_ms);
 	srv->backend = NULL;
+	/* Regions released from now on are only unmapped. */
+	srv->regions.backend = NULL;
 }
 
 /* server_drain_timeout: the drain deadline passed with work in flight. The

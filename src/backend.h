@@ -76,9 +76,12 @@ struct fprep__backend {
 
 	/* region_add prepares a client shared-memory region for use as job
 	 * input and output (the GPU backend pins it with cudaHostRegister and
-	 * stores its state in r->gpu_priv); region_remove undoes that once no
-	 * job uses the region. Loop thread; may block for the pinning. NULL
-	 * when the backend needs nothing (CPU). */
+	 * marks that in r->gpu_priv); called off the loop thread (it may take
+	 * milliseconds). region_remove takes r, which no job uses any more,
+	 * and undoes that, then unmaps and frees r with fprep__region_unmap,
+	 * possibly later on a backend thread: the caller (the loop thread)
+	 * neither waits nor touches r afterwards; close finishes what is
+	 * left. Both NULL when the backend needs nothing (CPU). */
 	int (*region_add)(fprep__backend *b, struct fprep__region *r);
 	void (*region_remove)(fprep__backend *b, struct fprep__region *r);
 };

@@ -126,6 +126,7 @@ typedef struct cuda_backend {
 	pthread_cond_t cv_done; /* in-flight slot, or lane exited */
 	fprep__job *pend_head, *pend_tail;
 	cuda_slot *fly_head, *fly_tail;
+	struct fprep__region *unpin; /* regions to unpin and unmap */
 	int stopping;
 	uint64_t deadline_ns;
 	int lane_exited;
@@ -418,6 +419,19 @@ static void cuda_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ns)
 	pthread_cond_timedwait(cv, mu, &ts);
 }
 
+/* cuda_unpin unpins (cudaHostUnregister: milliseconds for a large region)
+ * and unmaps the regions of list, on a thread whose device is set. */
+static void cuda_unpin(struct fprep__region *list)
+{
+	while (list != NULL) {
+		struct fprep__region *r = list;
+		list = r->next;
+		if (r->gpu_priv != NULL)
+			(void)FPREP__CUDA(NULL, cudaHostUnregister(r->base));
+		fprep__region_unmap(r);
+	}
+}
+
 static void *cuda_lane_main(void *arg)
 {
 	cuda_backend *cb = arg;
@@ -429,6 +443,14 @@ static void *cuda_lane_main(void *arg)
 		fprep__job *job = cb->pend_head;
 		cuda_slot *s = NULL;
 
+		if (cb->unpin != NULL) {
+			struct fprep__region *list = cb->unpin;
+			cb->unpin = NULL;
+			pthread_mutex_unlock(&cb->mu);
+			cuda_unpin(list);
+			pthread_mutex_lock(&cb->mu);
+			continue;
+		}
 		if (job == NULL) {
 			if (cb->stopping)
 				break;
@@ -620,16 +642,18 @@ static int cuda_region_add(fprep__backend *b, struct fprep__region *r)
 	return 0;
 }
 
-/* cuda_region_remove unpins r once no job uses it. */
+/* cuda_region_remove hands r, which no job uses any more, to the lane
+ * thread, which unpins and unmaps it: the caller (the loop thread) does not
+ * wait for the unpinning. */
 static void cuda_region_remove(fprep__backend *b, struct fprep__region *r)
 {
 	cuda_backend *cb = (cuda_backend *)b;
 
-	if (r->gpu_priv == NULL)
-		return;
-	(void)FPREP__CUDA(NULL, cudaSetDevice(cb->device));
-	(void)FPREP__CUDA(NULL, cudaHostUnregister(r->base));
-	r->gpu_priv = NULL;
+	pthread_mutex_lock(&cb->mu);
+	r->next = cb->unpin;
+	cb->unpin = r;
+	pthread_cond_signal(&cb->cv_lane);
+	pthread_mutex_unlock(&cb->mu);
 }
 
 static void cuda_info(fprep__backend *b, char *buf, size_t size)
@@ -698,6 +722,8 @@ static void cuda_close(fprep__backend *b, int timeout_ms)
 		pthread_join(cb->completion, NULL);
 	}
 	(void)FPREP__CUDA(NULL, cudaSetDevice(cb->device));
+	cuda_unpin(cb->unpin); /* left if the lane thread never ran */
+	cb->unpin = NULL;
 	cuda_free(cb);
 }
 
