@@ -643,7 +643,6 @@ static void slot_completed(struct server_slot *s)
 	nng_msg_free(s->req_msg);
 	s->req_msg = NULL;
 	s->rep_msg = NULL;
-	slot_unuse_regions(s);
 	if (job->fatal && srv->exit_status == 0) {
 		snprintf(why, sizeof(why), "device failed (%s): %s",
 		         fprep_err_name(job->status), job->message);
@@ -656,6 +655,18 @@ static void slot_completed(struct server_slot *s)
 		                                    : FPREP_EINTERNAL,
 		            why);
 	}
+	if (job->status == FPREP_OK &&
+	    ((job->shm_in != NULL && job->shm_in->broken) ||
+	     (job->shm_out != NULL && job->shm_out->broken))) {
+		/* The SIGBUS guard caught an access to a region the client
+		 * shrank (shm.h): what was read or written is not the
+		 * client's. */
+		job->status = FPREP_EREGION;
+		snprintf(job->message, sizeof(job->message),
+		         "shared-memory region shrank while the frame was read "
+		         "or the tensor written");
+	}
+	slot_unuse_regions(s);
 	if (job->status != FPREP_OK) {
 		job->message[FPREP_MESSAGE_SIZE - 1] = '\0';
 		slot_fail(s, rep, job->status,

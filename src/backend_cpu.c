@@ -68,25 +68,18 @@ uint64_t fprep__now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* cpu_rows writes rows [y0, y1) of job's tensor on the calling thread,
- * with its shared-memory regions (if any) under the SIGBUS guard, so a
- * client that shrinks a region fails its request instead of the daemon. */
+/* cpu_rows writes rows [y0, y1) of job's tensor on the calling thread. A
+ * shared-memory region that the client shrinks meanwhile is caught by the
+ * SIGBUS guard (shm.h), which marks it broken: the request then fails. */
 static int cpu_rows(fprep__job *job, const fprep_transform *xf, uint32_t y0,
                     uint32_t y1)
 {
-	int rc, rc_in = 0, rc_out = 0;
-
-	if (job->shm_in != NULL)
-		fprep__region_access_begin(job->shm_in);
-	if (job->shm_out != NULL)
-		fprep__region_access_begin(job->shm_out);
-	rc = fprep__preprocess_cpu_rows(&job->req, job->input, job->output, xf,
-	                                y0, y1);
-	if (job->shm_out != NULL)
-		rc_out = fprep__region_access_end(job->shm_out);
-	if (job->shm_in != NULL)
-		rc_in = fprep__region_access_end(job->shm_in);
-	return rc_in || rc_out ? FPREP_EREGION : rc;
+	int rc = fprep__preprocess_cpu_rows(&job->req, job->input, job->output,
+	                                    xf, y0, y1);
+	if ((job->shm_in != NULL && job->shm_in->broken) ||
+	    (job->shm_out != NULL && job->shm_out->broken))
+		return FPREP_EREGION;
+	return rc;
 }
 
 /* cpu_bands writes the bands of sh that are left; called and returns with

@@ -2,13 +2,14 @@
  * shm.c: mapping, validation and fault protection of client shared-memory
  * regions (see shm.h).
  *
- * The SIGBUS guard keeps, per thread, the (at most two) regions that thread
- * is reading or writing. The handler looks the faulting address up there;
- * when it falls inside one, the region's pages are replaced by anonymous
- * zero pages with MAP_FIXED (mmap is async-signal-safe in practice on Linux
- * and is what libwayland does), the region is marked broken, and the
- * faulting instruction is retried. Any other SIGBUS is re-raised with the
- * default action.
+ * The SIGBUS guard keeps every mapped region in a fixed table that the
+ * handler can read without locks. When a fault's address falls inside a
+ * region, whichever thread touched it (a CPU worker, a host-copy helper,
+ * the CUDA driver copying pageable memory), the region's pages are replaced
+ * by anonymous zero pages with MAP_FIXED (mmap is async-signal-safe in
+ * practice on Linux and is what libwayland does), the region is marked
+ * broken, and the faulting instruction is retried. Any other SIGBUS is
+ * re-raised with the default action.
  */
 #include "shm.h"
 
@@ -24,9 +25,7 @@
 
 #include "frameprep/frameprep.h"
 
-#define SHM_GUARD_SLOTS 2
-
-static __thread fprep__region *shm_guard_regions[SHM_GUARD_SLOTS];
+static fprep__region *shm_guard_table[FPREP__REGIONS_MAX];
 static struct sigaction shm_guard_old;
 static int shm_guard_installed;
 
@@ -58,6 +57,30 @@ int fprep__region_name_check(const char *name, size_t len, char *msg,
 		return FPREP_EINVAL;
 	}
 	return 0;
+}
+
+/* shm_guard_add enters r in the guard's table; -1 when it is full. */
+static int shm_guard_add(fprep__region *r)
+{
+	for (int i = 0; i < FPREP__REGIONS_MAX; i++) {
+		fprep__region *none = NULL;
+		if (__atomic_compare_exchange_n(&shm_guard_table[i], &none, r,
+		                                0, __ATOMIC_SEQ_CST,
+		                                __ATOMIC_SEQ_CST))
+			return 0;
+	}
+	return -1;
+}
+
+static void shm_guard_remove(fprep__region *r)
+{
+	for (int i = 0; i < FPREP__REGIONS_MAX; i++) {
+		fprep__region *self = r;
+		if (__atomic_compare_exchange_n(&shm_guard_table[i], &self,
+		                                NULL, 0, __ATOMIC_SEQ_CST,
+		                                __ATOMIC_SEQ_CST))
+			return;
+	}
 }
 
 int fprep__region_map(fprep__region **rp, const char *name, uint64_t size,
@@ -129,10 +152,19 @@ int fprep__region_map(fprep__region **rp, const char *name, uint64_t size,
 	snprintf(r->name, sizeof(r->name), "%s", name);
 	r->base = base;
 	r->size = size;
+	if (shm_guard_add(r) != 0) {
+		snprintf(msg, msg_size,
+		         "the daemon maps %d regions already, its limit",
+		         FPREP__REGIONS_MAX);
+		err = FPREP_ELIMIT;
+		goto err_alloc;
+	}
 	close(fd);
 	*rp = r;
 	return 0;
 
+err_alloc:
+	free(r);
 err_map:
 	munmap(base, (size_t)size);
 err_fd:
@@ -144,6 +176,7 @@ void fprep__region_unmap(fprep__region *r)
 {
 	if (r == NULL)
 		return;
+	shm_guard_remove(r);
 	munmap(r->base, (size_t)r->size);
 	free(r);
 }
@@ -169,8 +202,9 @@ static void shm_guard_handler(int sig, siginfo_t *si, void *uctx)
 {
 	uint8_t *addr = si->si_addr;
 
-	for (int i = 0; i < SHM_GUARD_SLOTS; i++) {
-		fprep__region *r = shm_guard_regions[i];
+	for (int i = 0; i < FPREP__REGIONS_MAX; i++) {
+		fprep__region *r =
+		        __atomic_load_n(&shm_guard_table[i], __ATOMIC_SEQ_CST);
 		if (r == NULL || addr < r->base || addr >= r->base + r->size)
 			continue;
 		if (mmap(r->base, (size_t)r->size, PROT_READ | PROT_WRITE,
@@ -208,25 +242,4 @@ int fprep__shm_guard_install(void)
 		return FPREP_EINTERNAL;
 	shm_guard_installed = 1;
 	return 0;
-}
-
-void fprep__region_access_begin(fprep__region *r)
-{
-	for (int i = 0; i < SHM_GUARD_SLOTS; i++) {
-		if (shm_guard_regions[i] == NULL) {
-			shm_guard_regions[i] = r;
-			__atomic_signal_fence(__ATOMIC_SEQ_CST);
-			return;
-		}
-	}
-	abort(); /* more than two regions at once is a programming error */
-}
-
-int fprep__region_access_end(fprep__region *r)
-{
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	for (int i = 0; i < SHM_GUARD_SLOTS; i++)
-		if (shm_guard_regions[i] == r)
-			shm_guard_regions[i] = NULL;
-	return r->broken ? FPREP_EREGION : 0;
 }

@@ -9,12 +9,13 @@
  * registered it.
  *
  * A client can shrink the object under the daemon's feet (ftruncate); the
- * next access to the vanished pages would raise SIGBUS. Accesses by the CPU
- * are therefore bracketed by fprep__region_access_begin / _end: a SIGBUS
- * inside a bracketed region replaces the mapping with anonymous zero pages
- * (as libwayland does for wl_shm pools), marks the region broken, and lets
- * the access finish; _end then reports FPREP_EREGION, so the request gets an
- * error reply and the daemon keeps running.
+ * next access to the vanished pages would raise SIGBUS. The SIGBUS guard
+ * (fprep__shm_guard_install) knows every mapped region: a fault inside one,
+ * on any thread, replaces the mapping with anonymous zero pages (as
+ * libwayland does for wl_shm pools), sets the region's broken flag and lets
+ * the access finish. Whoever answers a request that used the region checks
+ * the flag afterwards and replies FPREP_EREGION instead; the daemon keeps
+ * running.
  */
 #ifndef FPREP_SHM_H
 #define FPREP_SHM_H
@@ -23,6 +24,9 @@
 #include <stdint.h>
 
 #include "frameprep/protocol.h"
+
+/* Regions mapped at once in the whole daemon (the guard's table). */
+#define FPREP__REGIONS_MAX 4096
 
 typedef struct fprep__region fprep__region;
 
@@ -49,10 +53,11 @@ int fprep__region_name_check(const char *name, size_t len, char *msg,
 /* fprep__region_map opens and maps the shared-memory object name for a peer
  * with uid peer_uid: O_RDWR | O_NOFOLLOW, must be a regular file owned by
  * peer_uid, at least size bytes, size in [1, max_size]. On success stores a
- * new region (id and owner left 0) in *rp. Returns 0, or FPREP_EINVAL,
- * FPREP_ELIMIT, FPREP_EPERM, FPREP_EREGION (cannot open/map; errno text in
- * msg), FPREP_ENOMEM. Blocking system calls: call off the loop thread or
- * accept a short open+mmap. */
+ * new region (id and owner left 0), known to the SIGBUS guard, in *rp;
+ * FPREP_ELIMIT also when FPREP__REGIONS_MAX regions are mapped. Returns 0, or
+ * FPREP_EINVAL, FPREP_ELIMIT, FPREP_EPERM, FPREP_EREGION (cannot open/map;
+ * errno text in msg), FPREP_ENOMEM. Blocking system calls: call off the loop
+ * thread or accept a short open+mmap. */
 int fprep__region_map(fprep__region **rp, const char *name, uint64_t size,
                       uint64_t peer_uid, uint64_t max_size, char *msg,
                       size_t msg_size);
@@ -69,14 +74,5 @@ int fprep__region_span(const fprep__region *r, uint64_t offset, uint64_t len,
 /* fprep__shm_guard_install installs the process-wide SIGBUS handler once.
  * Returns 0 or FPREP_EINTERNAL. */
 int fprep__shm_guard_install(void);
-
-/* fprep__region_access_begin marks r as being accessed by the calling
- * thread (at most two regions at a time: input and output). */
-void fprep__region_access_begin(fprep__region *r);
-
-/* fprep__region_access_end ends the access to r begun on this thread and
- * returns FPREP_EREGION if the region faulted (it is broken from then on), or
- * 0. */
-int fprep__region_access_end(fprep__region *r);
 
 #endif /* FPREP_SHM_H */

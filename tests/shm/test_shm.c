@@ -147,17 +147,14 @@ static void test_sigbus_guard(void **state)
 	assert_int_equal(fprep__region_map(&r, test_name, size, getuid(),
 	                                   1 << 30, msg, sizeof(msg)),
 	                 0);
-	/* Untouched accesses report no fault. */
-	fprep__region_access_begin(r);
+	/* Untouched accesses leave the region whole. */
 	sum += r->base[0];
-	assert_int_equal(fprep__region_access_end(r), 0);
+	assert_false(r->broken);
 	/* The client shrinks the object: reads past the end would SIGBUS. */
 	assert_int_equal(ftruncate(fd, 0), 0);
-	fprep__region_access_begin(r);
 	for (size_t i = 0; i < size; i += 4096)
 		sum += r->base[i];
 	r->base[size - 1] = 1; /* writes too */
-	assert_int_equal(fprep__region_access_end(r), FPREP_EREGION);
 	assert_true(r->broken);
 	fprep__region_unmap(r);
 	close(fd);
