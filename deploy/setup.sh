@@ -20,7 +20,7 @@ build_type=${FPREP_BUILD_TYPE:-Release}
 packages=(
 	build-essential cmake pkg-config
 	libuv1-dev libnng-dev nng-utils libcmocka-dev libinih-dev libstb-dev
-	libsystemd-dev
+	libsystemd-dev libacl1-dev
 	python3-opencv python3-numpy gnuplot-nox
 	ca-certificates
 )

@@ -22,6 +22,7 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/util/platform.h>
 
+#include "client.h"
 #include "frameprep/frameprep.h"
 
 #define CLIENT_DEFAULT_TIMEOUT_MS 30000
@@ -37,6 +38,8 @@ struct fprep_client {
 	int timeout_ms;           /* per request, send plus reply */
 	_Atomic uint64_t next_id; /* the next request id */
 	char error[256];          /* the last failure, as a sentence */
+	_Atomic uint64_t
+	        peer_uid; /* the daemon's uid + 1 (ipc://), 0 unknown */
 };
 
 /* client_error records a sentence about the last failure and returns
@@ -83,6 +86,28 @@ int fprep_default_url(char *buf, size_t size)
 	return FPREP_OK;
 }
 
+/* client_pipe_added records the daemon's uid when a connection is made
+ * (ipc:// only: tcp:// has no peer credentials). nng's thread. */
+static void client_pipe_added(nng_pipe pipe, nng_pipe_ev ev, void *arg)
+{
+	fprep_client *c = arg;
+	uint64_t uid;
+
+	(void)ev;
+	if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &uid) == 0)
+		atomic_store(&c->peer_uid, uid + 1);
+}
+
+int fprep__client_peer_uid(fprep_client *c, uint64_t *uid)
+{
+	uint64_t v = atomic_load(&c->peer_uid);
+
+	if (v == 0)
+		return FPREP_EUNSUPPORTED;
+	*uid = v - 1;
+	return 0;
+}
+
 int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
 {
 	char defurl[512];
@@ -109,6 +134,8 @@ int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
 	if ((rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME,
 	                            NNG_DURATION_INFINITE)) != 0 ||
 	    (rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
+	    (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST,
+	                          client_pipe_added, c)) != 0 ||
 	    (rv = nng_ctx_open(&c->ctx, c->sock)) != 0 ||
 	    (rv = nng_aio_alloc(&c->aio, NULL, NULL)) != 0) {
 		err = client_nng_err(rv);

@@ -5,7 +5,10 @@
  * name and mode 0600, size it, map it, ask the daemon to REGISTER it (the
  * daemon maps it by name), then unlink the name. From then on the memory is
  * shared by exactly the two mappings and disappears with the last of them,
- * so a crashed client or daemon leaves nothing in /dev/shm.
+ * so a crashed client or daemon leaves nothing in /dev/shm. A daemon that
+ * runs as another user gets one ACL entry for its uid (the kernel's peer
+ * credentials of the connection say which): group and others keep no
+ * access, and the owner stays the client's user.
  *
  * A ring (fprep_ring_*) is one region cut into equal slots, each a
  * page-aligned tensor area followed by a page-aligned frame area.
@@ -16,9 +19,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/acl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "client.h"
 #include "frameprep/frameprep.h"
 
 struct fprep_region {
@@ -29,6 +34,35 @@ struct fprep_region {
 };
 
 static atomic_uint region_counter;
+
+/* region_grant gives the daemon's user read and write access to the object
+ * open on fd when the daemon runs as another user than this process. The
+ * daemon's uid comes from the connection's peer credentials; when no
+ * connection has been made yet, an INFO request makes one. */
+static int region_grant(fprep_client *client, int fd)
+{
+	fprep_result res;
+	uint64_t uid;
+	char text[96];
+	acl_t acl;
+	int err;
+
+	if (fprep__client_peer_uid(client, &uid) != 0) {
+		if (fprep_client_info(client, &res) == 0)
+			fprep_result_fini(&res);
+		if (fprep__client_peer_uid(client, &uid) != 0)
+			return 0; /* tcp://: REGISTER is refused there anyway */
+	}
+	if (uid == (uint64_t)geteuid())
+		return 0;
+	snprintf(text, sizeof(text), "u::rw-,u:%llu:rw-,g::---,m::rw-,o::---",
+	         (unsigned long long)uid);
+	if ((acl = acl_from_text(text)) == NULL)
+		return FPREP_ENOMEM;
+	err = acl_set_fd(fd, acl) == 0 ? 0 : FPREP_EREGION;
+	acl_free(acl);
+	return err;
+}
 
 int fprep_region_open(fprep_region **rp, fprep_client *client, size_t size)
 {
@@ -55,6 +89,8 @@ int fprep_region_open(fprep_region **rp, fprep_client *client, size_t size)
 		err = FPREP_EREGION;
 		goto err_fd;
 	}
+	if ((err = region_grant(client, fd)) != 0)
+		goto err_fd;
 	r->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (r->base == MAP_FAILED) {
 		err = errno == ENOMEM ? FPREP_ENOMEM : FPREP_EREGION;

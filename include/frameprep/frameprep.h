@@ -203,8 +203,13 @@ typedef struct fprep_region fprep_region;
  * a unique name "/frameprep-PID-N"), maps it, registers it with the daemon
  * over client, then unlinks the name: the memory lives while this process or
  * the daemon maps it, so nothing is left behind if either dies. The daemon
- * releases its mapping when the connection closes. Returns 0, or
- * FPREP_EREGION (shm_open/ftruncate/mmap failed), FPREP_ENOMEM, or the
+ * releases its mapping when the connection closes. When the daemon runs as
+ * another user (the packaged service's "frameprep"), that one user is
+ * granted read and write access by a POSIX ACL entry on the object, so the
+ * object stays closed to everyone else and still belongs to this process's
+ * user (the daemon checks that its owner is the connection's peer). Returns
+ * 0, or FPREP_EREGION (shm_open/ftruncate/mmap failed, or the ACL could not
+ * be set: the file system of /dev/shm lacks ACL support), FPREP_ENOMEM, or the
  * transport or server error of the REGISTER request (e.g. FPREP_EUNSUPPORTED
  * over tcp://). Same thread rules as client. */
 int fprep_region_open(fprep_region **rp, fprep_client *client, size_t size);

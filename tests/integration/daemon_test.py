@@ -31,6 +31,10 @@ class Fail(Exception):
     pass
 
 
+class Skip(Exception):
+    """The test cannot run here (exit 77, which ctest reports as skipped)."""
+
+
 def check(cond, what):
     if not cond:
         raise Fail(what)
@@ -39,12 +43,12 @@ def check(cond, what):
 class Daemon:
     """A frameprepd process on a scratch socket."""
 
-    def __init__(self, tmp, *extra, name="d.sock"):
+    def __init__(self, tmp, *extra, name="d.sock", prefix=()):
         self.url = "ipc://" + os.path.join(tmp, name)
         self.log_path = os.path.join(tmp, name + ".log")
         self.log = open(self.log_path, "wb")
-        argv = [ARGS.daemon, "--device", "cpu", "--listen", self.url,
-                "--workers", "2", "--log-level", "debug", *extra]
+        argv = [*prefix, ARGS.daemon, "--device", "cpu", "--listen",
+                self.url, "--workers", "2", "--log-level", "debug", *extra]
         self.proc = subprocess.Popen(argv, stdout=self.log,
                                      stderr=subprocess.STDOUT)
         self.wait_ready()
@@ -179,6 +183,40 @@ def test_send_images(tmp):
                       f"{path}: two runs differ")
                 print(f"ok {os.path.basename(path)} {w}x{h}: max "
                       f"{m:.3f} LSB from OpenCV")
+    finally:
+        d.stop()
+
+
+def test_shm_service_user(tmp):
+    """Shared memory with a daemon that runs as another user (as the packaged
+    service does): the client's 0600 object gets an ACL entry for the
+    daemon's uid alone, and its owner is still the client."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        raise Skip("needs root and setpriv to run the daemon as nobody")
+    uid = 65534
+    os.chmod(tmp, 0o755)
+    run = os.path.join(tmp, "run")
+    os.mkdir(run, 0o700)
+    os.chown(run, uid, uid)
+    d = Daemon(run, prefix=("setpriv", f"--reuid={uid}", f"--regid={uid}",
+                            "--clear-groups"))
+    try:
+        path = images()[0]
+        inline = os.path.join(tmp, "inline.npy")
+        shm = os.path.join(tmp, "shm.npy")
+        cli("send", path, "--socket", d.url, "-o", inline)
+        r = cli("send", path, "--shm", "--socket", d.url, "-o", shm, ok=(0, 1))
+        check(r.returncode == 0,
+              "shared memory with a daemon running as uid "
+              f"{uid} failed:\n{r.stdout.decode()}{r.stderr.decode()}")
+        check(np.array_equal(np.load(inline), np.load(shm)),
+              "shared-memory tensor differs from the inline one")
+        leftover = [n for n in os.listdir("/dev/shm")
+                    if n.startswith("frameprep-")]
+        check(not any(os.stat("/dev/shm/" + n).st_uid == uid
+                      for n in leftover), "an object owned by the daemon")
+        print(f"ok {os.path.basename(path)} through shared memory with the "
+              f"daemon as uid {uid}, equal to inline")
     finally:
         d.stop()
 
@@ -564,6 +602,9 @@ def main():
     tmp = tempfile.mkdtemp(prefix="fprep-it-")
     try:
         TESTS[ARGS.test](tmp)
+    except Skip as e:
+        print(f"SKIP {ARGS.test}: {e}")
+        return 77
     except Fail as e:
         print(f"FAIL {ARGS.test}: {e}", file=sys.stderr)
         for name in sorted(os.listdir(tmp)):

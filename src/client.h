@@ -1,0 +1,18 @@
+/*
+ * client.h: what other modules of libframeprep need from a client beyond
+ * the public API (internal).
+ */
+#ifndef FPREP_CLIENT_H
+#define FPREP_CLIENT_H
+
+#include <stdint.h>
+
+#include "frameprep/frameprep.h"
+
+/* fprep__client_peer_uid stores in *uid the user id the daemon runs as, as
+ * the kernel reported it when the connection was made (SO_PEERCRED through
+ * NNG_OPT_IPC_PEER_UID). Returns 0, or FPREP_EUNSUPPORTED while no ipc://
+ * connection has been made (tcp:// has no peer credentials). Any thread. */
+int fprep__client_peer_uid(fprep_client *c, uint64_t *uid);
+
+#endif /* FPREP_CLIENT_H */
