@@ -1,6 +1,6 @@
 /*
  * letterbox.cu: the preprocessing kernels of frameprep's GPU backend,
- * compiled at run time by NVRTC (no #include: NVRTC has no include path).
+ * compiled at run time by NVRTC.
  *
  * One thread per output pixel. The thread maps its pixel into the resized
  * region given by the host's transform (fprep_transform_compute, so the CPU
@@ -15,35 +15,10 @@
  * region take pad_value. The dtype is a separate entry point so each one is
  * specialised; format, order and layout are uniform branches.
  *
- * struct fprep_letterbox_args must match the copy in src/gpu/backend_cuda.c
- * field for field.
+ * The argument block and enum values are in letterbox_abi.h, which NVRTC
+ * finds as a named header (no include path).
  */
-
-struct fprep_letterbox_args {
-	const unsigned char *src; /* src_h rows of src_stride bytes */
-	void *dst;                /* the tensor */
-	unsigned int src_w, src_h, src_stride, src_format;
-	unsigned int out_w, out_h;
-	unsigned int resized_w, resized_h, pad_x, pad_y;
-	unsigned int channel_order, layout;
-	float pad_value, scale;
-	float mean[3], std[3];
-};
-
-/* Values of enum fprep_pixel_format, fprep_channel_order, fprep_layout and
- * fprep_dtype (include/frameprep/protocol.h). */
-#define LB_PIX_BGR8    1
-#define LB_PIX_RGB8    2
-#define LB_PIX_BGRA8   3
-#define LB_PIX_RGBA8   4
-#define LB_PIX_GRAY8   5
-#define LB_ORDER_RGB   1
-#define LB_ORDER_BGR   2
-#define LB_ORDER_GRAY  3
-#define LB_LAYOUT_NCHW 1
-#define LB_DTYPE_F32   1
-#define LB_DTYPE_F16   2
-#define LB_DTYPE_U8    3
+#include "letterbox_abi.h"
 
 /* lb_f32_to_f16 returns the IEEE binary16 bits of f rounded to nearest
  * even (NaN stays NaN, overflow gives infinity), like __float2half_rn. */

@@ -49,20 +49,29 @@
 #include "log.h"
 #include "shm.h"
 
-/* Kernel argument block; must match struct fprep_letterbox_args in
- * kernels/letterbox.cu. */
-typedef struct cuda_lb_args {
-	const unsigned char *src;
-	void *dst;
-	unsigned int src_w, src_h, src_stride, src_format;
-	unsigned int out_w, out_h;
-	unsigned int resized_w, resized_h, pad_x, pad_y;
-	unsigned int channel_order, layout;
-	float pad_value, scale;
-	float mean[3], std[3];
-} cuda_lb_args;
+/* The kernels' argument block and enum values: one definition, shared
+ * with kernels/letterbox.cu. */
+#include "letterbox_abi.h"
+
+typedef struct fprep_letterbox_args cuda_lb_args;
 
 _Static_assert(sizeof(cuda_lb_args) == 96, "kernel argument layout");
+_Static_assert(LB_PIX_BGR8 == FPREP_PIX_BGR8 && LB_PIX_RGB8 == FPREP_PIX_RGB8 &&
+                       LB_PIX_BGRA8 == FPREP_PIX_BGRA8 &&
+                       LB_PIX_RGBA8 == FPREP_PIX_RGBA8 &&
+                       LB_PIX_GRAY8 == FPREP_PIX_GRAY8,
+               "pixel formats");
+_Static_assert(LB_ORDER_RGB == FPREP_ORDER_RGB &&
+                       LB_ORDER_BGR == FPREP_ORDER_BGR &&
+                       LB_ORDER_GRAY == FPREP_ORDER_GRAY,
+               "channel orders");
+_Static_assert(LB_LAYOUT_NCHW == FPREP_LAYOUT_NCHW &&
+                       LB_LAYOUT_NHWC == FPREP_LAYOUT_NHWC,
+               "layouts");
+_Static_assert(LB_DTYPE_F32 == FPREP_DTYPE_F32 &&
+                       LB_DTYPE_F16 == FPREP_DTYPE_F16 &&
+                       LB_DTYPE_U8 == FPREP_DTYPE_U8,
+               "dtypes");
 
 #define CUDA_KERNEL_SOURCE "letterbox.cu"
 #define CUDA_BLOCK_X       32
@@ -769,10 +778,44 @@ out:
 	return text;
 }
 
+/* cuda_free_headers frees a table made by cuda_read_headers. */
+static void cuda_free_headers(fprep__kernel_source *t)
+{
+	for (size_t i = 0; t != NULL && t[i].name != NULL; i++)
+		free((char *)t[i].text);
+	free(t);
+}
+
+/* cuda_read_headers reads the files named like the embedded headers from
+ * dir into a table like fprep__kernel_headers (every text malloc'ed; free
+ * it with cuda_free_headers). Returns NULL when one cannot be read. */
+static fprep__kernel_source *cuda_read_headers(const char *dir)
+{
+	fprep__kernel_source *t;
+	size_t n = 0;
+
+	while (fprep__kernel_headers[n].name != NULL)
+		n++;
+	if ((t = calloc(n + 1, sizeof *t)) == NULL)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		t[i].name = fprep__kernel_headers[i].name;
+		t[i].text = cuda_read_source(dir, t[i].name);
+		if (t[i].text == NULL) {
+			t[i].name = NULL; /* the table ends here for the free */
+			cuda_free_headers(t);
+			return NULL;
+		}
+	}
+	return t;
+}
+
 /* cuda_load_kernels builds (or fetches from the cache) the letterbox CUBIN
  * and loads it; a cached CUBIN the driver refuses is recompiled once. */
 static int cuda_load_kernels(cuda_backend *cb, const fprep__cuda_config *cfg)
 {
+	const fprep__kernel_source *headers = fprep__kernel_headers;
+	fprep__kernel_source *owned_headers = NULL;
 	const char *text = NULL;
 	char *owned = NULL;
 	char msg[FPREP_MESSAGE_SIZE];
@@ -784,18 +827,19 @@ static int cuda_load_kernels(cuda_backend *cb, const fprep__cuda_config *cfg)
 	if (cfg->kernel_dir != NULL) {
 		text = owned =
 		        cuda_read_source(cfg->kernel_dir, CUDA_KERNEL_SOURCE);
+		headers = owned_headers = cuda_read_headers(cfg->kernel_dir);
 	} else {
 		for (const fprep__kernel_source *k = fprep__kernel_sources;
 		     k->name != NULL; k++)
 			if (strcmp(k->name, CUDA_KERNEL_SOURCE) == 0)
 				text = k->text;
 	}
-	if (text == NULL)
+	if (text == NULL || headers == NULL)
 		goto out;
 	for (int force = 0; force < 2; force++) {
-		err = fprep__kernel_build(cb->cache, CUDA_KERNEL_SOURCE, text,
-		                          cb->arch, force, &cubin, &size,
-		                          &cb->cache_hit, msg, sizeof msg);
+		err = fprep__kernel_build(
+		        cb->cache, CUDA_KERNEL_SOURCE, text, headers, cb->arch,
+		        force, &cubin, &size, &cb->cache_hit, msg, sizeof msg);
 		if (err != 0) {
 			fprep__log(FPREP_LOG_ERR, "%s", msg);
 			goto out;
@@ -824,6 +868,7 @@ static int cuda_load_kernels(cuda_backend *cb, const fprep__cuda_config *cfg)
 out:
 	free(cubin);
 	free(owned);
+	cuda_free_headers(owned_headers);
 	return err;
 }
 

@@ -72,6 +72,7 @@ static uint64_t kcache_fnv_str(uint64_t h, const char *s)
 }
 
 uint64_t fprep__kcache_key(const char *name, const char *text,
+                           const fprep__kernel_source *headers,
                            const char *const *opts, int nopts, int nvrtc_major,
                            int nvrtc_minor, int cc)
 {
@@ -82,6 +83,10 @@ uint64_t fprep__kcache_key(const char *name, const char *text,
 	h = kcache_fnv_field(h, &version, sizeof version);
 	h = kcache_fnv_str(h, name);
 	h = kcache_fnv_str(h, text);
+	for (int i = 0; headers != NULL && headers[i].name != NULL; i++) {
+		h = kcache_fnv_str(h, headers[i].name);
+		h = kcache_fnv_str(h, headers[i].text);
+	}
 	h = kcache_fnv_field(h, &nopts, sizeof nopts);
 	for (int i = 0; i < nopts; i++)
 		h = kcache_fnv_str(h, opts[i]);
@@ -390,13 +395,16 @@ static void kcache_log_program(nvrtcProgram prog, const char *name)
 	free(log);
 }
 
-int fprep__nvrtc_compile(const char *name, const char *text, int cc,
+int fprep__nvrtc_compile(const char *name, const char *text,
+                         const fprep__kernel_source *headers, int cc,
                          const char *const *opts, int nopts, void **cubin,
                          size_t *size, double *ms, char *msg, size_t msg_size)
 {
 	fprep__gpu_status st = {0};
 	nvrtcProgram prog = NULL;
 	const char **all = NULL;
+	const char **htext = NULL, **hname = NULL;
+	int nh = 0;
 	char arch[48];
 	size_t n = 0;
 	void *buf = NULL;
@@ -408,16 +416,26 @@ int fprep__nvrtc_compile(const char *name, const char *text, int cc,
 	*size = 0;
 	msg[0] = '\0';
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (headers != NULL && headers[nh].name != NULL)
+		nh++;
 	all = calloc((size_t)nopts + 1, sizeof *all);
-	if (all == NULL)
-		return FPREP_ENOMEM;
+	htext = calloc((size_t)nh + 1, sizeof *htext);
+	hname = calloc((size_t)nh + 1, sizeof *hname);
+	if (all == NULL || htext == NULL || hname == NULL) {
+		err = FPREP_ENOMEM;
+		goto out;
+	}
+	for (int i = 0; i < nh; i++) {
+		htext[i] = headers[i].text;
+		hname[i] = headers[i].name;
+	}
 	snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d", cc);
 	all[0] = arch;
 	for (int i = 0; i < nopts; i++)
 		all[i + 1] = opts[i];
 
-	if (FPREP__NVRTC(&st,
-	                 nvrtcCreateProgram(&prog, text, name, 0, NULL, NULL)))
+	if (FPREP__NVRTC(&st, nvrtcCreateProgram(&prog, text, name, nh, htext,
+	                                         hname)))
 		goto out;
 	atomic_fetch_add(&kcache_compiles, 1);
 	r = nvrtcCompileProgram(prog, nopts + 1, all);
@@ -449,13 +467,16 @@ out:
 	free(buf);
 	if (prog != NULL)
 		nvrtcDestroyProgram(&prog);
+	free(hname);
+	free(htext);
 	free(all);
 	return err;
 }
 
 int fprep__kernel_build(fprep__kcache *c, const char *name, const char *text,
-                        int cc, int force, void **cubin, size_t *size, int *hit,
-                        char *msg, size_t msg_size)
+                        const fprep__kernel_source *headers, int cc, int force,
+                        void **cubin, size_t *size, int *hit, char *msg,
+                        size_t msg_size)
 {
 	int major = 0, minor = 0;
 	double ms = 0;
@@ -468,7 +489,7 @@ int fprep__kernel_build(fprep__kcache *c, const char *name, const char *text,
 		snprintf(msg, msg_size, "nvrtcVersion failed");
 		return FPREP_ENVRTC;
 	}
-	key = fprep__kcache_key(name, text, NULL, 0, major, minor, cc);
+	key = fprep__kcache_key(name, text, headers, NULL, 0, major, minor, cc);
 	if (c->enabled && !force) {
 		err = fprep__kcache_get(c, key, cubin, size);
 		if (err == 0) {
@@ -485,8 +506,8 @@ int fprep__kernel_build(fprep__kcache *c, const char *name, const char *text,
 			return err;
 	}
 	c->misses++;
-	err = fprep__nvrtc_compile(name, text, cc, NULL, 0, cubin, size, &ms,
-	                           msg, msg_size);
+	err = fprep__nvrtc_compile(name, text, headers, cc, NULL, 0, cubin,
+	                           size, &ms, msg, msg_size);
 	if (err != 0)
 		return err;
 	fprep__log(FPREP_LOG_INFO,

@@ -43,9 +43,13 @@ typedef struct fprep__kernel_source {
 	const char *text; /* NUL-terminated CUDA C++ */
 } fprep__kernel_source;
 
-/* fprep__kernel_sources: the kernels/ sources embedded by embed.cmake,
- * ended by an entry with name NULL. */
+/* fprep__kernel_sources: the kernels/ sources (*.cu) embedded by
+ * embed.cmake, ended by an entry with name NULL. */
 extern const fprep__kernel_source fprep__kernel_sources[];
+
+/* fprep__kernel_headers: the kernels/ headers (*.h), embedded likewise. A
+ * source's #include "name" is resolved among them (NVRTC named headers). */
+extern const fprep__kernel_source fprep__kernel_headers[];
 
 /* fprep__kcache: a cache directory (or a disabled cache). */
 typedef struct fprep__kcache fprep__kcache;
@@ -70,9 +74,11 @@ void fprep__kcache_stats(const fprep__kcache *c, unsigned *hits,
                          unsigned *misses);
 
 /* fprep__kcache_key hashes the inputs of a compilation: source name and
- * text, nopts options, the NVRTC version and the compute capability
- * (major * 10 + minor). */
+ * text, the name and text of every header (a table ended by a NULL name, or
+ * NULL for none), nopts options, the NVRTC version and the compute
+ * capability (major * 10 + minor). */
 uint64_t fprep__kcache_key(const char *name, const char *text,
+                           const fprep__kernel_source *headers,
                            const char *const *opts, int nopts, int nvrtc_major,
                            int nvrtc_minor, int cc);
 
@@ -95,11 +101,13 @@ int fprep__kcache_put(fprep__kcache *c, uint64_t key, const void *data,
 
 /* fprep__nvrtc_compile compiles one source to a CUBIN for compute
  * capability cc (major * 10 + minor) with --gpu-architecture=sm_<cc> plus
- * nopts extra options. On success *cubin (malloc'ed, *size bytes) is the
- * ELF image and *ms the compile time. On a compile error the NVRTC program
- * log is logged and a one-line reason written to msg. Returns 0,
- * FPREP_ENVRTC or FPREP_ENOMEM. Thread-safe. */
-int fprep__nvrtc_compile(const char *name, const char *text, int cc,
+ * nopts extra options; headers (a table ended by a NULL name, or NULL) are
+ * the files its #include "name" lines may name. On success *cubin (malloc'ed,
+ * *size bytes) is the ELF image and *ms the compile time. On a compile error
+ * the NVRTC program log is logged and a one-line reason written to msg. Returns
+ * 0, FPREP_ENVRTC or FPREP_ENOMEM. Thread-safe. */
+int fprep__nvrtc_compile(const char *name, const char *text,
+                         const fprep__kernel_source *headers, int cc,
                          const char *const *opts, int nopts, void **cubin,
                          size_t *size, double *ms, char *msg, size_t msg_size);
 
@@ -113,13 +121,15 @@ unsigned fprep__nvrtc_compile_count(void);
  * on later minor versions). Returns 0 when none fits. */
 int fprep__nvrtc_arch(int cc);
 
-/* fprep__kernel_build returns the CUBIN of source (name, text) for cc:
+/* fprep__kernel_build returns the CUBIN of source (name, text), with its
+ * headers as for fprep__nvrtc_compile, for cc:
  * from the cache when it holds a valid entry (unless force is set), else
  * compiled with NVRTC and stored. *hit tells which; *cubin is malloc'ed.
  * Logs "kernel cache hit ..." or "kernel cache miss ... compile N ms".
  * Returns 0, FPREP_ENVRTC, FPREP_ENOMEM. */
 int fprep__kernel_build(fprep__kcache *c, const char *name, const char *text,
-                        int cc, int force, void **cubin, size_t *size, int *hit,
-                        char *msg, size_t msg_size);
+                        const fprep__kernel_source *headers, int cc, int force,
+                        void **cubin, size_t *size, int *hit, char *msg,
+                        size_t msg_size);
 
 #endif /* FPREP_GPU_KERNEL_CACHE_H */

@@ -106,9 +106,9 @@ static void test_compile_every_entry(void **state)
 		size_t size = 0;
 		double ms = 0;
 		char msg[FPREP_MESSAGE_SIZE];
-		int err = fprep__nvrtc_compile(k->name, k->text, TEST_CC, NULL,
-		                               0, &cubin, &size, &ms, msg,
-		                               sizeof msg);
+		int err = fprep__nvrtc_compile(
+		        k->name, k->text, fprep__kernel_headers, TEST_CC, NULL,
+		        0, &cubin, &size, &ms, msg, sizeof msg);
 		assert_int_equal(err, 0);
 		assert_true(size > 64);
 		assert_memory_equal(cubin,
@@ -139,8 +139,8 @@ static void test_compile_error_is_reported(void **state)
 	int err = fprep__nvrtc_compile("bad.cu",
 	                               "extern \"C\" __global__ void k() { "
 	                               "undeclared_thing(); }",
-	                               TEST_CC, NULL, 0, &cubin, &size, &ms,
-	                               msg, sizeof msg);
+	                               NULL, TEST_CC, NULL, 0, &cubin, &size,
+	                               &ms, msg, sizeof msg);
 	assert_int_equal(err, FPREP_ENVRTC);
 	assert_null(cubin);
 	assert_int_equal(size, 0);
@@ -154,9 +154,10 @@ static unsigned test_build(fprep__kcache *c, int *hit, void **cubin,
 {
 	char msg[FPREP_MESSAGE_SIZE];
 	unsigned before = fprep__nvrtc_compile_count();
-	assert_int_equal(fprep__kernel_build(
-	                         c, "letterbox.cu", test_letterbox_source(),
-	                         TEST_CC, 0, cubin, size, hit, msg, sizeof msg),
+	assert_int_equal(fprep__kernel_build(c, "letterbox.cu",
+	                                     test_letterbox_source(),
+	                                     fprep__kernel_headers, TEST_CC, 0,
+	                                     cubin, size, hit, msg, sizeof msg),
 	                 0);
 	assert_memory_equal(*cubin,
 	                    "\x7f"
@@ -319,28 +320,40 @@ static void test_key_changes(void **state)
 	(void)state;
 	const char *o1[] = {"--fmad=true"};
 	const char *o2[] = {"--fmad=false"};
-	uint64_t k = fprep__kcache_key("a.cu", "src", o1, 1, 13, 0, 90);
+	uint64_t k = fprep__kcache_key("a.cu", "src", NULL, o1, 1, 13, 0, 90);
 
-	assert_int_equal(k, fprep__kcache_key("a.cu", "src", o1, 1, 13, 0, 90));
+	assert_int_equal(
+	        k, fprep__kcache_key("a.cu", "src", NULL, o1, 1, 13, 0, 90));
 	assert_int_not_equal(
-	        k, fprep__kcache_key("a.cu", "srd", o1, 1, 13, 0, 90));
+	        k, fprep__kcache_key("a.cu", "srd", NULL, o1, 1, 13, 0, 90));
 	assert_int_not_equal(
-	        k, fprep__kcache_key("b.cu", "src", o1, 1, 13, 0, 90));
+	        k, fprep__kcache_key("b.cu", "src", NULL, o1, 1, 13, 0, 90));
 	assert_int_not_equal(
-	        k, fprep__kcache_key("a.cu", "src", o2, 1, 13, 0, 90));
+	        k, fprep__kcache_key("a.cu", "src", NULL, o2, 1, 13, 0, 90));
 	assert_int_not_equal(
-	        k, fprep__kcache_key("a.cu", "src", NULL, 0, 13, 0, 90));
+	        k, fprep__kcache_key("a.cu", "src", NULL, NULL, 0, 13, 0, 90));
 	assert_int_not_equal(
-	        k, fprep__kcache_key("a.cu", "src", o1, 1, 13, 0, 89));
+	        k, fprep__kcache_key("a.cu", "src", NULL, o1, 1, 13, 0, 89));
 	assert_int_not_equal(
-	        k, fprep__kcache_key("a.cu", "src", o1, 1, 13, 0, 100));
+	        k, fprep__kcache_key("a.cu", "src", NULL, o1, 1, 13, 0, 100));
 	assert_int_not_equal(
-	        k, fprep__kcache_key("a.cu", "src", o1, 1, 12, 8, 90));
+	        k, fprep__kcache_key("a.cu", "src", NULL, o1, 1, 12, 8, 90));
 	assert_int_not_equal(
-	        k, fprep__kcache_key("a.cu", "src", o1, 1, 13, 1, 90));
+	        k, fprep__kcache_key("a.cu", "src", NULL, o1, 1, 13, 1, 90));
+	/* Every header's name and text count. */
+	const fprep__kernel_source h1[] = {{"a.h", "x"}, {NULL, NULL}};
+	const fprep__kernel_source h2[] = {{"a.h", "y"}, {NULL, NULL}};
+	const fprep__kernel_source h3[] = {{"b.h", "x"}, {NULL, NULL}};
+	uint64_t kh = fprep__kcache_key("a.cu", "src", h1, o1, 1, 13, 0, 90);
+	assert_int_not_equal(k, kh);
+	assert_int_not_equal(
+	        kh, fprep__kcache_key("a.cu", "src", h2, o1, 1, 13, 0, 90));
+	assert_int_not_equal(
+	        kh, fprep__kcache_key("a.cu", "src", h3, o1, 1, 13, 0, 90));
 	/* Field boundaries count: ("ab", "c") is not ("a", "bc"). */
-	assert_int_not_equal(fprep__kcache_key("ab", "c", NULL, 0, 13, 0, 90),
-	                     fprep__kcache_key("a", "bc", NULL, 0, 13, 0, 90));
+	assert_int_not_equal(
+	        fprep__kcache_key("ab", "c", NULL, NULL, 0, 13, 0, 90),
+	        fprep__kcache_key("a", "bc", NULL, NULL, 0, 13, 0, 90));
 }
 
 static void test_cache_off_writes_nothing(void **state)

@@ -1,0 +1,43 @@
+/*
+ * letterbox_abi.h: the interface between the CUDA lane and the letterbox
+ * kernels, in one place. kernels/letterbox.cu includes it through NVRTC's
+ * named headers (the lane hands every header of kernels/ to NVRTC, and the
+ * cache key covers them); src/gpu/backend_cuda.c includes it directly and
+ * checks the enum values against include/frameprep/protocol.h at compile time.
+ * Plain C with no includes, so both compilers read it alike.
+ */
+#ifndef FPREP_LETTERBOX_ABI_H
+#define FPREP_LETTERBOX_ABI_H
+
+/* fprep_letterbox_args: the kernels' only parameter, passed by value
+ * (96 bytes on LP64). Sizes in pixels, strides in bytes. resized_w/h and
+ * pad_x/y are the letterbox transform the host computed
+ * (fprep_transform_compute), so both backends agree on them. */
+struct fprep_letterbox_args {
+	const unsigned char *src; /* src_h rows of src_stride bytes */
+	void *dst;                /* the tensor */
+	unsigned int src_w, src_h, src_stride, src_format;
+	unsigned int out_w, out_h;
+	unsigned int resized_w, resized_h, pad_x, pad_y;
+	unsigned int channel_order, layout;
+	float pad_value, scale;
+	float mean[3], std[3];
+};
+
+/* Values of enum fprep_pixel_format, fprep_channel_order, fprep_layout and
+ * fprep_dtype (include/frameprep/protocol.h). */
+#define LB_PIX_BGR8    1
+#define LB_PIX_RGB8    2
+#define LB_PIX_BGRA8   3
+#define LB_PIX_RGBA8   4
+#define LB_PIX_GRAY8   5
+#define LB_ORDER_RGB   1
+#define LB_ORDER_BGR   2
+#define LB_ORDER_GRAY  3
+#define LB_LAYOUT_NCHW 1
+#define LB_LAYOUT_NHWC 2
+#define LB_DTYPE_F32   1
+#define LB_DTYPE_F16   2
+#define LB_DTYPE_U8    3
+
+#endif /* FPREP_LETTERBOX_ABI_H */
