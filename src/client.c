@@ -193,16 +193,16 @@ static int client_check_tcp(const char *url, const char *hostport)
 	colon = strrchr(bracket != NULL ? bracket : hostport, ':');
 	if (colon == NULL || colon == hostport)
 		return client_open_fail(FPREP_EINVAL,
-		                        "'%.200s' names no host and port "
-		                        "(tcp://HOST:PORT)",
-		                        url);
+		                        "'%.200s' has no %s: give "
+		                        "tcp://HOST:PORT",
+		                        url, colon == NULL ? "port" : "host");
 	errno = 0;
 	port = strtoul(colon + 1, &end, 10);
 	if (colon[1] < '0' || colon[1] > '9' || *end != '\0' || errno != 0 ||
 	    port == 0 || port > 65535)
 		return client_open_fail(FPREP_EINVAL,
-		                        "'%.200s' has no valid port (tcp://"
-		                        "HOST:PORT, PORT in 1..65535)",
+		                        "'%.200s' has no valid port: give "
+		                        "tcp://HOST:PORT, PORT in 1..65535",
 		                        url);
 	return FPREP_OK;
 }
