@@ -146,21 +146,25 @@ static int client_trusted_owner(uid_t uid)
  * has a trusted owner. */
 static int client_check_ipc(const char *url, const char *path)
 {
-	char dir[512], owner[128];
+	char buf[512], owner[128];
+	const char *dir;
 	struct stat st;
 
 	if (stat(path, &st) != 0) {
 		if (errno != ENOENT)
-			return client_open_fail(FPREP_ETRANSPORT,
-			                        "connecting to %.200s: %s", url,
-			                        strerror(errno));
-		snprintf(dir, sizeof(dir), "%s", path);
-		if (stat(dirname(dir), &st) != 0)
 			return client_open_fail(
 			        FPREP_ETRANSPORT,
-			        "connecting to %.200s: the directory %.200s "
-			        "does not exist",
-			        url, dir);
+			        "connecting to %.200s: %.200s: %s", url, path,
+			        strerror(errno));
+		snprintf(buf, sizeof(buf), "%s", path);
+		dir = dirname(buf);
+		if (stat(dir, &st) != 0)
+			return client_open_fail(
+			        FPREP_ETRANSPORT,
+			        "connecting to %.200s: the directory %.200s %s",
+			        url, dir,
+			        errno == ENOENT ? "does not exist"
+			                        : strerror(errno));
 		return client_open_fail(FPREP_ETRANSPORT,
 		                        "connecting to %.200s: no socket at "
 		                        "%.200s",

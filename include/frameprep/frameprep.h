@@ -196,7 +196,9 @@ typedef void (*fprep_done_fn)(fprep_pending *p, void *arg);
  * message before the call returns, so the caller may reuse it (shared-memory
  * input must stay untouched until the reply). cb (may be NULL) is called
  * with arg when the reply arrives. On success stores a handle in *pp that
- * must be given to fprep_pending_wait exactly once. Returns 0, or
+ * must be given to fprep_pending_wait exactly once. The first inline
+ * frame on a client waits for one INFO round trip (fprep_client_limits);
+ * call that first to keep it out of a timed loop. Returns 0, or
  * FPREP_ENOMEM, FPREP_ETRANSPORT, FPREP_ELIMIT (as fprep_client_request). */
 int fprep_client_submit(fprep_client *client, fprep_request *req,
                         const void *payload, fprep_done_fn cb, void *arg,
