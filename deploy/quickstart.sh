@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # quickstart.sh: installs and builds frameprep, starts frameprepd on its
 # built-in defaults, sends real photographs through it with the frameprep CLI
-# and stops the daemon. Usage: bash deploy/quickstart.sh
+# and stops the daemon. The tensors stay in build/demo (FPREP_DEMO_DIR), as
+# .npy files for numpy.load. Usage: bash deploy/quickstart.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash deploy/setup.sh build
 bash tests/data/fetch-images.sh build/images
 
-out=$(mktemp -d)
+out=${FPREP_DEMO_DIR:-build/demo}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
 build/service/frameprepd &
 pid=$!
-trap 'kill -TERM $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$out"' EXIT
+trap 'kill -TERM $pid 2>/dev/null || true; wait $pid 2>/dev/null || true' EXIT
 
 # Wait until the daemon answers (it listens on its default socket).
 for _ in $(seq 100); do
@@ -40,5 +43,6 @@ PY
 echo "== stopping frameprepd"
 kill -TERM $pid
 wait $pid
-trap 'rm -rf "$out"' EXIT
+trap - EXIT
 echo "frameprepd exited cleanly"
+echo "== the tensors are in $out (numpy.load(\"$out/astronaut.png.npy\"))"

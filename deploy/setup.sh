@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # setup.sh: installs frameprep's Debian build and run dependencies and builds
-# it with CMake. Idempotent and non-interactive; run as root or with sudo.
+# it with CMake. Idempotent and non-interactive. It first looks for what is
+# missing: only then does it need root (or sudo) to run apt-get, so a user
+# whose packages are all installed runs it as themselves.
 #
 # Usage: bash deploy/setup.sh [BUILD_DIR]      (default: build)
+#        bash deploy/setup.sh --deps-only      packages only, no build
+#        bash deploy/setup.sh --missing        print the missing packages
 # Environment:
 #   FPREP_BUILD_TYPE   CMake build type (default: Release)
 #   FPREP_CMAKE_ARGS   extra CMake arguments, e.g. "-DFPREP_SANITIZE=address"
-#   FPREP_SKIP_APT=1   do not install packages (already done)
+#   FPREP_SKIP_APT=1   do not look at packages at all (installed otherwise)
 #
 # The CUDA backend is built when the CUDA toolkit (cudart + NVRTC) is found,
 # e.g. in /usr/local/cuda; it is not installed here. Without it the daemon
@@ -14,6 +18,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+mode=build
+case "${1:-}" in
+--deps-only) mode=deps; shift ;;
+--missing) mode=missing; shift ;;
+esac
 build_dir=${1:-build}
 build_type=${FPREP_BUILD_TYPE:-Release}
 
@@ -25,27 +34,37 @@ packages=(
 	ca-certificates
 )
 
-if [ "${FPREP_SKIP_APT:-0}" != 1 ]; then
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+		grep -q "install ok installed" || missing+=("$p")
+done
+if [ "$mode" = missing ]; then
+	[ "${#missing[@]}" -eq 0 ] || printf '%s\n' "${missing[@]}"
+	exit 0
+fi
+
+if [ "${FPREP_SKIP_APT:-0}" = 1 ]; then
+	:
+elif [ "${#missing[@]}" -eq 0 ]; then
+	echo "== the ${#packages[@]} Debian packages are installed"
+else
 	sudo=
 	if [ "$(id -u)" != 0 ]; then
 		command -v sudo >/dev/null || {
-			echo "setup.sh: not root and no sudo: install ${packages[*]}" >&2
+			echo "setup.sh: missing Debian packages: ${missing[*]}" >&2
+			echo "setup.sh: run this as root or install sudo, or" \
+				"install them yourself and set FPREP_SKIP_APT=1" >&2
 			exit 1
 		}
 		sudo="sudo"
 	fi
-	missing=()
-	for p in "${packages[@]}"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
-			grep -q "install ok installed" || missing+=("$p")
-	done
-	if [ "${#missing[@]}" -gt 0 ]; then
-		echo "== apt-get install ${missing[*]}"
-		$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
-		$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-			--no-install-recommends "${missing[@]}"
-	fi
+	echo "== apt-get install ${missing[*]}"
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+		--no-install-recommends "${missing[@]}"
 fi
+[ "$mode" = build ] || exit 0
 
 if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
 	export PATH="/usr/local/cuda/bin:$PATH"

@@ -80,7 +80,7 @@ static const struct config_option config_options[KEY_COUNT] = {
                          {0, 1024}},
         [KEY_MAX_INFLIGHT] = {"max-inflight",
                               "N",
-                              "requests in flight (nng contexts)",
+                              "requests in flight at once",
                               {1, 4096}},
         [KEY_MAX_WIDTH] = {"max-width",
                            "PX",
@@ -90,10 +90,11 @@ static const struct config_option config_options[KEY_COUNT] = {
                             "PX",
                             "largest source height",
                             {1, 65535}},
+        /* nng receives messages of up to 4 GiB - 1, header included. */
         [KEY_MAX_FRAME_BYTES] = {"max-frame-bytes",
                                  "BYTES",
                                  "largest source frame",
-                                 {1, UINT64_C(1) << 34}},
+                                 {1, UINT32_MAX - FPREP_REQUEST_HEADER_SIZE}},
         [KEY_MAX_OUT_WIDTH] = {"max-out-width",
                                "PX",
                                "largest tensor width",
@@ -114,7 +115,10 @@ static const struct config_option config_options[KEY_COUNT] = {
                                      "MS",
                                      "bound on finishing work at shutdown",
                                      {1, MS_MAX}},
-        [KEY_SLOTS] = {"slots", "N", "GPU staging slots per lane", {2, 64}},
+        [KEY_SLOTS] = {"slots",
+                       "N",
+                       "frames staged on the GPU at once, per stream",
+                       {2, 64}},
         [KEY_MAX_REGIONS] = {"max-regions",
                              "N",
                              "shared-memory regions per connection",
@@ -446,8 +450,8 @@ static void config_usage(const fprep__config *cfg, FILE *out)
 	char flag[64], def[FPREP__URL_SIZE];
 
 	fprintf(out, "Usage: frameprepd [OPTION]...\n"
-	             "Serve preprocessing requests (frame -> tensor) over "
-	             "nng.\n\n");
+	             "Serve preprocessing requests (frame -> tensor) on "
+	             "ipc:// and tcp:// sockets.\n\n");
 	for (int k = 0; k < KEY_COUNT; k++) {
 		const struct config_option *o = &config_options[k];
 
@@ -456,7 +460,7 @@ static void config_usage(const fprep__config *cfg, FILE *out)
 		fprintf(out, "  %-30s %s (default: %s)\n", flag, o->help, def);
 	}
 	fprintf(out, "  %-30s %s\n  %-30s %s\n  %-30s %s\n\n", "--config FILE",
-	        "read settings from an INI file first", "--help",
+	        "read settings from an INI file first", "-h, --help",
 	        "print this help and exit", "--version",
 	        "print the version and exit");
 	fprintf(out,
@@ -539,7 +543,7 @@ int fprep__config_parse(fprep__config *cfg, int argc, char **argv, FILE *out,
 	/* First pass: --help, --version, --config and unknown flags. */
 	opterr = 0;
 	optind = 0;
-	while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case KEY_HELP:
 			config_usage(cfg, out);
@@ -579,7 +583,7 @@ int fprep__config_parse(fprep__config *cfg, int argc, char **argv, FILE *out,
 
 	/* Second pass: the flags, over the file's values. */
 	optind = 0;
-	while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		if (opt < 256)
 			continue;
 		if (opt - 256 == KEY_LISTEN && !flag_listens) {

@@ -10,12 +10,17 @@
  * copied. nng errors are translated to enum fprep_err here, once, and their
  * text is kept for fprep_client_last_error.
  */
+#include <errno.h>
+#include <inttypes.h>
+#include <libgen.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
@@ -38,9 +43,20 @@ struct fprep_client {
 	int timeout_ms;           /* per request, send plus reply */
 	_Atomic uint64_t next_id; /* the next request id */
 	char error[256];          /* the last failure, as a sentence */
+	int limits_state;         /* CLIENT_LIMITS_* */
+	fprep_limits limits;      /* the daemon's, when CLIENT_LIMITS_KNOWN */
+	int check_owner; /* the default socket: its peer must be trusted */
 	_Atomic uint64_t
 	        peer_uid; /* the daemon's uid + 1 (ipc://), 0 unknown */
 };
+
+/* Whether the daemon's limits were asked for: not yet, known, or asked
+ * without an answer (not asked again). */
+enum { CLIENT_LIMITS_UNASKED, CLIENT_LIMITS_KNOWN, CLIENT_LIMITS_UNKNOWN };
+
+/* The service account of the packaged daemon: a socket it owns may be
+ * dialled like one of the caller's own. */
+#define CLIENT_SERVICE_USER "frameprep"
 
 /* client_error records a sentence about the last failure and returns
  * err. */
@@ -108,11 +124,152 @@ int fprep__client_peer_uid(fprep_client *c, uint64_t *uid)
 	return 0;
 }
 
+/* client_open_fail records why fprep_client_open failed and returns
+ * err. */
+static int client_open_fail(int err, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+
+static int client_open_fail(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(client_open_error, sizeof(client_open_error), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+/* client_owner_name writes the user name of uid (or its number). */
+static void client_owner_name(uid_t uid, char *buf, size_t size)
+{
+	struct passwd pw, *found = NULL;
+	char tmp[1024];
+
+	if (getpwuid_r(uid, &pw, tmp, sizeof(tmp), &found) == 0 &&
+	    found != NULL)
+		snprintf(buf, size, "%s, uid %u", pw.pw_name, (unsigned)uid);
+	else
+		snprintf(buf, size, "uid %u", (unsigned)uid);
+}
+
+/* client_trusted_owner says whether a socket file owned by uid may be
+ * dialled: it is the caller's, root's or the service account's. Anyone
+ * else could have created the path first and would receive the frames. */
+static int client_trusted_owner(uid_t uid)
+{
+	struct passwd pw, *found = NULL;
+	char tmp[1024];
+
+	if (uid == 0 || uid == getuid() || uid == geteuid())
+		return 1;
+	return getpwnam_r(CLIENT_SERVICE_USER, &pw, tmp, sizeof(tmp), &found) ==
+	               0 &&
+	       found != NULL && pw.pw_uid == uid;
+}
+
+/* client_check_ipc checks the socket file of an ipc:// URL before it is
+ * dialled: that it exists (naming a missing directory), is a socket and,
+ * with check_owner (the default socket, which anyone could create first in
+ * /tmp), has a trusted owner. */
+static int client_check_ipc(const char *url, const char *path, int check_owner)
+{
+	char buf[512], owner[128];
+	const char *dir;
+	struct stat st;
+
+	if (stat(path, &st) != 0) {
+		if (errno != ENOENT)
+			return client_open_fail(
+			        FPREP_ETRANSPORT,
+			        "connecting to %.200s: %.200s: %s", url, path,
+			        strerror(errno));
+		snprintf(buf, sizeof(buf), "%s", path);
+		dir = dirname(buf);
+		if (stat(dir, &st) != 0)
+			return client_open_fail(
+			        FPREP_ETRANSPORT,
+			        "connecting to %.200s: the directory %.200s %s",
+			        url, dir,
+			        errno == ENOENT ? "does not exist"
+			                        : strerror(errno));
+		return client_open_fail(FPREP_ETRANSPORT,
+		                        "connecting to %.200s: no socket at "
+		                        "%.200s",
+		                        url, path);
+	}
+	if (!S_ISSOCK(st.st_mode))
+		return client_open_fail(FPREP_ETRANSPORT,
+		                        "connecting to %.200s: %.200s is not a "
+		                        "socket",
+		                        url, path);
+	if (check_owner && !client_trusted_owner(st.st_uid)) {
+		client_owner_name(st.st_uid, owner, sizeof(owner));
+		return client_open_fail(
+		        FPREP_EPERM,
+		        "refusing %.200s: the socket is owned by %s, not by "
+		        "you, root or " CLIENT_SERVICE_USER
+		        ", so another user may be listening",
+		        path, owner);
+	}
+	return FPREP_OK;
+}
+
+/* client_check_tcp checks that a tcp:// URL names a port. */
+static int client_check_tcp(const char *url, const char *hostport)
+{
+	const char *colon, *bracket = strrchr(hostport, ']');
+	char *end;
+	unsigned long port;
+
+	colon = strrchr(bracket != NULL ? bracket : hostport, ':');
+	if (colon == NULL || colon == hostport)
+		return client_open_fail(FPREP_EINVAL,
+		                        "'%.200s' has no %s: give "
+		                        "tcp://HOST:PORT",
+		                        url, colon == NULL ? "port" : "host");
+	errno = 0;
+	port = strtoul(colon + 1, &end, 10);
+	if (colon[1] < '0' || colon[1] > '9' || *end != '\0' || errno != 0 ||
+	    port == 0 || port > 65535)
+		return client_open_fail(FPREP_EINVAL,
+		                        "'%.200s' has no valid port: give "
+		                        "tcp://HOST:PORT, PORT in 1..65535",
+		                        url);
+	return FPREP_OK;
+}
+
+/* client_check_url checks url as the daemon checks its listen URLs, and
+ * the socket an ipc:// URL names (its owner too with check_owner). */
+static int client_check_url(const char *url, int check_owner)
+{
+	if (strncmp(url, "ipc://", 6) == 0 && url[6] != '\0')
+		return client_check_ipc(url, url + 6, check_owner);
+	if (strncmp(url, "tcp://", 6) == 0 && url[6] != '\0')
+		return client_check_tcp(url, url + 6);
+	return client_open_fail(FPREP_EINVAL,
+	                        "'%.200s' is not an ipc:// or tcp:// URL", url);
+}
+
+/* client_pipe_cb drops a new ipc:// connection to the default socket whose
+ * peer is not a trusted owner, so a socket replaced after the check (or on
+ * a redial) is not trusted either. nng's thread. */
+static void client_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	fprep_client *c = arg;
+	uint64_t uid;
+
+	(void)ev;
+	if (c->check_owner &&
+	    nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) == 0 &&
+	    !client_trusted_owner((uid_t)uid))
+		nng_pipe_close(p);
+}
+
 int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
 {
 	char defurl[512];
 	fprep_client *c;
-	int rv, err;
+	int rv, err, is_default = url == NULL;
 
 	*clientp = NULL;
 	if (timeout_ms < 0)
@@ -122,9 +279,12 @@ int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
 			return err;
 		url = defurl;
 	}
+	if ((err = client_check_url(url, is_default)))
+		return err;
 	c = calloc(1, sizeof(*c));
 	if (c == NULL)
 		return FPREP_ENOMEM;
+	c->check_owner = is_default;
 	c->timeout_ms = timeout_ms ? timeout_ms : CLIENT_DEFAULT_TIMEOUT_MS;
 	c->next_id = 1;
 	if ((rv = nng_req0_open(&c->sock)) != 0) {
@@ -137,7 +297,9 @@ int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
 	    (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST,
 	                          client_pipe_added, c)) != 0 ||
 	    (rv = nng_ctx_open(&c->ctx, c->sock)) != 0 ||
-	    (rv = nng_aio_alloc(&c->aio, NULL, NULL)) != 0) {
+	    (rv = nng_aio_alloc(&c->aio, NULL, NULL)) != 0 ||
+	    (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_PRE, client_pipe_cb,
+	                          c)) != 0) {
 		err = client_nng_err(rv);
 		goto err_close;
 	}
@@ -308,6 +470,100 @@ static int client_call(fprep_client *c, fprep_request *req, const void *payload,
 	return client_check_reply(c, req, reply, res);
 }
 
+/* client_info_value parses the unsigned value of "key: value" in the INFO
+ * text; returns 0 or -1 when the key is missing or the value bad. */
+static int client_info_value(const char *text, const char *key, uint64_t max,
+                             uint64_t *v)
+{
+	size_t klen = strlen(key);
+	const char *p = text;
+	unsigned long long x;
+	char *end;
+
+	for (; p != NULL; p = strchr(p, '\n'), p = p != NULL ? p + 1 : NULL) {
+		if (strncmp(p, key, klen) != 0 || strncmp(p + klen, ": ", 2))
+			continue;
+		errno = 0;
+		x = strtoull(p + klen + 2, &end, 10);
+		if (end == p + klen + 2 || (*end != '\n' && *end != '\0') ||
+		    errno != 0 || x > max)
+			return -1;
+		*v = x;
+		return 0;
+	}
+	return -1;
+}
+
+/* client_parse_limits reads the limits from the INFO text. */
+static int client_parse_limits(const char *text, fprep_limits *lim)
+{
+	uint64_t w, h, ow, oh;
+
+	if (client_info_value(text, "max_width", UINT32_MAX, &w) ||
+	    client_info_value(text, "max_height", UINT32_MAX, &h) ||
+	    client_info_value(text, "max_frame_bytes", UINT64_MAX,
+	                      &lim->max_frame_bytes) ||
+	    client_info_value(text, "max_out_width", UINT32_MAX, &ow) ||
+	    client_info_value(text, "max_out_height", UINT32_MAX, &oh) ||
+	    client_info_value(text, "max_tensor_bytes", UINT64_MAX,
+	                      &lim->max_tensor_bytes))
+		return -1;
+	lim->max_width = (uint32_t)w;
+	lim->max_height = (uint32_t)h;
+	lim->max_out_width = (uint32_t)ow;
+	lim->max_out_height = (uint32_t)oh;
+	return 0;
+}
+
+int fprep_client_limits(fprep_client *client, fprep_limits *lim)
+{
+	fprep_result res;
+	int err;
+
+	if (client->limits_state == CLIENT_LIMITS_UNASKED) {
+		client->limits_state = CLIENT_LIMITS_UNKNOWN;
+		if ((err = fprep_client_info(client, &res)))
+			return err;
+		if (res.header.status != FPREP_OK)
+			err = (int)res.header.status;
+		else if (client_parse_limits(res.payload, &client->limits))
+			err = client_error(client, FPREP_EPROTO,
+			                   "the daemon's INFO reply lacks its "
+			                   "limits");
+		else
+			client->limits_state = CLIENT_LIMITS_KNOWN;
+		fprep_result_fini(&res);
+		if (err)
+			return err;
+	}
+	if (client->limits_state != CLIENT_LIMITS_KNOWN)
+		return client_error(client, FPREP_EPROTO,
+		                    "the daemon did not tell its limits");
+	*lim = client->limits;
+	return FPREP_OK;
+}
+
+int fprep_client_check_request(fprep_client *client, const fprep_request *req)
+{
+	fprep_limits lim;
+
+	if ((req->kind != FPREP_KIND_FRAME && req->kind != FPREP_KIND_ECHO) ||
+	    req->input_loc != FPREP_LOC_INLINE)
+		return FPREP_OK;
+	/* A daemon that cannot tell its limits still gets the request. */
+	if (fprep_client_limits(client, &lim) != FPREP_OK) {
+		client->error[0] = '\0';
+		return FPREP_OK;
+	}
+	if (req->input_size > lim.max_frame_bytes)
+		return client_error(client, FPREP_ELIMIT,
+		                    "frame is %" PRIu64 " bytes; the daemon's "
+		                    "max_frame_bytes is %" PRIu64
+		                    " (--max-frame-bytes)",
+		                    req->input_size, lim.max_frame_bytes);
+	return FPREP_OK;
+}
+
 /* client_payload_size returns in *sizep the inline payload bytes req
  * carries, checking that payload is there when needed. */
 static int client_payload_size(fprep_client *c, const fprep_request *req,
@@ -326,6 +582,8 @@ static int client_payload_size(fprep_client *c, const fprep_request *req,
 			                    "inline input of %zu bytes without "
 			                    "a payload",
 			                    *sizep);
+		if (*sizep > 0)
+			return fprep_client_check_request(c, req);
 	}
 	return FPREP_OK;
 }

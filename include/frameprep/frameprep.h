@@ -114,10 +114,18 @@ int fprep_default_url(char *buf, size_t size);
 typedef struct fprep_client fprep_client;
 
 /* fprep_client_open dials url (NULL: fprep_default_url) and stores a new
- * client in *clientp. The dial is synchronous: it fails with
- * FPREP_ETRANSPORT (and the nng error in the log text) when nobody listens.
- * timeout_ms bounds each request's wait for its reply (0: 30 s).
- * Release with fprep_client_close. */
+ * client in *clientp. url must be ipc://PATH or tcp://HOST:PORT, else
+ * FPREP_EINVAL. Before an ipc:// socket is dialled its file must exist
+ * (FPREP_ETRANSPORT naming a missing directory or socket); the default
+ * socket (url NULL) must also be owned by the caller, root or the service's
+ * user "frameprep" (else FPREP_EPERM: another local user could have created
+ * the path in /tmp first and would receive the frames), and connections to
+ * a peer of another user are dropped likewise. A URL given explicitly is
+ * trusted as given. The
+ * dial is synchronous: it fails with FPREP_ETRANSPORT when nobody listens.
+ * fprep_client_last_error(NULL) says why in each case. timeout_ms bounds
+ * each request's wait for its reply (0: 30 s). Release with
+ * fprep_client_close. */
 int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms);
 
 /* fprep_client_close closes the connection and frees the client. Results
@@ -143,6 +151,22 @@ typedef struct fprep_result {
 /* fprep_result_fini releases what a result owns and zeroes it. */
 void fprep_result_fini(fprep_result *res);
 
+/* fprep_client_limits stores in *lim the limits the daemon enforces on
+ * requests, from its INFO reply: asked the first time (one round trip)
+ * and kept for the life of the client, also when the daemon could not
+ * tell them. Returns 0, fprep_client_info's errors, the server's status,
+ * or FPREP_EPROTO when the daemon did not tell its limits. */
+int fprep_client_limits(fprep_client *client, fprep_limits *lim);
+
+/* fprep_client_check_request checks req against the limits the daemon's
+ * transport enforces without a reply: an inline frame (FRAME or ECHO)
+ * larger than max_frame_bytes would only have its connection dropped.
+ * Returns 0, or FPREP_ELIMIT with a sentence naming the size and the limit
+ * in fprep_client_last_error. The limits come from fprep_client_limits; a
+ * daemon that cannot tell them is not checked. fprep_client_request and
+ * fprep_client_submit call it for every inline frame. */
+int fprep_client_check_request(fprep_client *client, const fprep_request *req);
+
 /* fprep_client_request sends one request and waits for its reply.
  *
  * req      a request (see fprep_request_init); its request_id is assigned
@@ -153,7 +177,9 @@ void fprep_result_fini(fprep_result *res);
  * Returns FPREP_OK when a reply with a matching request id arrived (check
  * res->header.status for the server's verdict), or FPREP_ETRANSPORT,
  * FPREP_ETIMEDOUT, FPREP_EPROTO (unreadable reply), FPREP_EMISMATCH (reply
- * for another request), FPREP_ENOMEM. On error *res is left zeroed. */
+ * for another request), FPREP_ENOMEM, or FPREP_ELIMIT (an inline frame
+ * over the daemon's max_frame_bytes, not sent: see
+ * fprep_client_check_request). On error *res is left zeroed. */
 int fprep_client_request(fprep_client *client, fprep_request *req,
                          const void *payload, fprep_result *res);
 
@@ -172,8 +198,10 @@ typedef void (*fprep_done_fn)(fprep_pending *p, void *arg);
  * message before the call returns, so the caller may reuse it (shared-memory
  * input must stay untouched until the reply). cb (may be NULL) is called
  * with arg when the reply arrives. On success stores a handle in *pp that
- * must be given to fprep_pending_wait exactly once. Returns 0, or
- * FPREP_ENOMEM, FPREP_ETRANSPORT. */
+ * must be given to fprep_pending_wait exactly once. The first inline
+ * frame on a client waits for one INFO round trip (fprep_client_limits);
+ * call that first to keep it out of a timed loop. Returns 0, or
+ * FPREP_ENOMEM, FPREP_ETRANSPORT, FPREP_ELIMIT (as fprep_client_request). */
 int fprep_client_submit(fprep_client *client, fprep_request *req,
                         const void *payload, fprep_done_fn cb, void *arg,
                         fprep_pending **pp);

@@ -9,8 +9,9 @@
  * the bytes. It uses only the public API of libframeprep, like any other
  * application would.
  *
- * Exit status: 0 success, 1 the server answered with an error status, 2
- * usage error, 3 transport, protocol or file error.
+ * Exit status: 0 success, 1 the server answered with an error status or
+ * the frame is over its limits, 2 usage error, 3 transport, protocol or
+ * file error.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -89,7 +90,8 @@ static void cli_usage(FILE *f, const char *cmd)
 		        "\n"
 		        "`frameprep COMMAND --help` lists the command's "
 		        "options.\n"
-		        "exit status: 0 ok, 1 server error status, 2 usage, 3 "
+		        "exit status: 0 ok, 1 refused by the daemon or its "
+		        "limits, 2 usage, 3 "
 		        "transport/IO error\n");
 	if (!all && strcmp(cmd, "info") == 0)
 		fprintf(f, "usage: frameprep info [--socket URL]\n");
@@ -108,19 +110,21 @@ static void cli_usage(FILE *f, const char *cmd)
 		           "$XDG_RUNTIME_DIR/frameprep.sock, else "
 		           "ipc:///tmp/frameprep-$UID.sock]\n");
 	if (strcmp(cmd, "send") == 0)
-		fprintf(f, "  -o, --output FILE save the tensor as .npy "
-		           "[not saved]\n"
-		           "  --timeout MS      reply timeout, milliseconds "
-		           "[30000]\n"
-		           "  --echo            send ECHO: transport only, "
-		           "tensor contents unspecified [off]\n"
-		           "  --shm             pass frame and tensor through "
-		           "shared memory, not the socket (ipc:// only) "
-		           "[off]\n");
+		fprintf(f,
+		        "  -o, --output FILE save the tensor as .npy "
+		        "[not saved]\n"
+		        "  --timeout MS      reply timeout, milliseconds "
+		        "[30000]\n"
+		        "  --echo            measure the transport alone: "
+		        "no preprocessing, tensor contents unspecified [off]\n"
+		        "  --shm             pass frame and tensor through "
+		        "shared memory, not the socket (ipc:// only) "
+		        "[off]\n");
 	if (strcmp(cmd, "request") == 0)
 		fprintf(f, "  -o, --output FILE where to write the request "
 		           "[required]\n"
-		           "  --echo            write an ECHO request [off]\n");
+		           "  --echo            write a transport-only request "
+		           "[off]\n");
 	if (strcmp(cmd, "reply") == 0)
 		fprintf(f, "  -o, --output FILE save the tensor as .npy "
 		           "[not saved]\n");
@@ -318,6 +322,50 @@ struct cli_image {
 	uint16_t format;
 };
 
+/* cli_png_size reads the width and height from a PNG file's header;
+ * returns 0, or -1 when f is not a PNG. */
+static int cli_png_size(FILE *f, uint32_t *w, uint32_t *h)
+{
+	static const uint8_t sig[8] = {0x89, 'P',  'N',  'G',
+	                               '\r', '\n', 0x1a, '\n'};
+	uint8_t b[24];
+
+	if (fseek(f, 0, SEEK_SET) != 0 || fread(b, 1, 24, f) != 24 ||
+	    memcmp(b, sig, 8) != 0 || memcmp(b + 12, "IHDR", 4) != 0)
+		return -1;
+	*w = (uint32_t)b[16] << 24 | (uint32_t)b[17] << 16 |
+	     (uint32_t)b[18] << 8 | b[19];
+	*h = (uint32_t)b[20] << 24 | (uint32_t)b[21] << 16 |
+	     (uint32_t)b[22] << 8 | b[23];
+	return 0;
+}
+
+/* cli_load_failed says why path could not be decoded: stb_image reports
+ * only its last format's reason ("unknown image type"), which hides an
+ * image too large for it. */
+static void cli_load_failed(const char *path)
+{
+	const char *why = stbi_failure_reason();
+	uint32_t w, h;
+	FILE *f = fopen(path, "rb");
+
+	if (f == NULL) {
+		fprintf(stderr, "frameprep: %s: %s\n", path, strerror(errno));
+		return;
+	}
+	if (cli_png_size(f, &w, &h) == 0 && (uint64_t)w * h * 4 > (uint64_t)1
+	                                                                  << 30)
+		fprintf(stderr,
+		        "frameprep: %s: the image is %" PRIu32 "x%" PRIu32
+		        " pixels, too large to decode (at most 2^30 bytes of "
+		        "pixels)\n",
+		        path, w, h);
+	else
+		fprintf(stderr, "frameprep: %s: cannot decode image: %s\n",
+		        path, why != NULL ? why : "unknown reason");
+	fclose(f);
+}
+
 /* cli_load decodes path as GRAY8 when the file is grayscale or a gray
  * tensor is asked for, else as RGB8. */
 static int cli_load(const char *path, uint8_t order, struct cli_image *img)
@@ -325,15 +373,13 @@ static int cli_load(const char *path, uint8_t order, struct cli_image *img)
 	int w, h, comp, want;
 
 	if (!stbi_info(path, &w, &h, &comp)) {
-		fprintf(stderr, "frameprep: %s: %s\n", path,
-		        stbi_failure_reason());
+		cli_load_failed(path);
 		return -1;
 	}
 	want = comp <= 2 || order == FPREP_ORDER_GRAY ? 1 : 3;
 	img->pixels = stbi_load(path, &w, &h, &comp, want);
 	if (img->pixels == NULL) {
-		fprintf(stderr, "frameprep: %s: %s\n", path,
-		        stbi_failure_reason());
+		cli_load_failed(path);
 		return -1;
 	}
 	img->width = (uint32_t)w;
@@ -438,19 +484,22 @@ static int cli_client(const struct cli_spec *spec, fprep_client **cp)
 	int err = fprep_client_open(cp, spec->url, spec->timeout_ms);
 
 	if (err) {
-		fprintf(stderr, "frameprep: %s: %s\n", fprep_err_name(err),
-		        fprep_client_last_error(NULL));
-		return EXIT_IO;
+		fprintf(stderr, "frameprep: %s: %s%s\n", fprep_err_name(err),
+		        fprep_client_last_error(NULL),
+		        err == FPREP_ETRANSPORT ? " (is frameprepd running?)"
+		                                : "");
+		return err == FPREP_EINVAL ? EXIT_USAGE : EXIT_IO;
 	}
 	return 0;
 }
 
-/* cli_failed reports a failed client call; returns the exit status. */
+/* cli_failed reports a failed client call; returns the exit status: a
+ * frame over the daemon's limits is refused as the daemon would. */
 static int cli_failed(fprep_client *c, int err)
 {
 	fprintf(stderr, "frameprep: %s: %s\n", fprep_err_name(err),
 	        fprep_client_last_error(c));
-	return EXIT_IO;
+	return err == FPREP_ELIMIT ? EXIT_SERVER : EXIT_IO;
 }
 
 /* cli_send_shm sends the request through a shared-memory region holding

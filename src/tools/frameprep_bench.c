@@ -585,9 +585,9 @@ static void bench_usage(FILE *f)
 	        "  -t, --timeout MS            per-request reply timeout "
 	        "(default 10000)\n"
 	        "  -u, --socket URL            daemon URL (default: "
-	        "fprep_default_url, e.g.\n"
+	        "ipc://$XDG_RUNTIME_DIR/frameprep.sock,\n"
 	        "                              "
-	        "ipc://$XDG_RUNTIME_DIR/frameprep.sock)\n"
+	        "else ipc:///tmp/frameprep-$UID.sock)\n"
 	        "\n"
 	        "Frames (one of; default --synthetic 1920x1080):\n"
 	        "  -i, --image FILE            one image, decoded once "
@@ -1166,6 +1166,22 @@ int main(int argc, char **argv)
 		        rc ? fprep_strerror(rc) : info.header.message);
 	}
 	fprep_result_fini(&info);
+
+	/* Frames the daemon would drop unanswered stop the run before it
+	 * starts; each client learns the limits here, outside the timing. */
+	for (i = 0; i < nclients && !o.shm_in; i++) {
+		for (unsigned k = 0; k < ninputs; k++) {
+			rc = fprep_client_check_request(conns[i].client,
+			                                &inputs[k].req);
+			if (rc) {
+				fprintf(stderr, "frameprep-bench: %s: %s: %s\n",
+				        inputs[k].name, fprep_err_name(rc),
+				        fprep_client_last_error(
+				                conns[i].client));
+				goto out;
+			}
+		}
+	}
 
 	if ((o.shm_in || o.shm_out) &&
 	    bench_open_regions(conns, nclients, inputs, ninputs))

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # run-on-gpu.sh: runs frameprep's GPU tests and the lane benchmark on a
-# machine that has a GPU and the CUDA toolkit but not the build's other
-# libraries (see GPU-MACHINE.md), from a bundle made on the build machine.
+# machine that has a GPU, its driver and the CUDA toolkit but not the
+# build's other libraries, from a bundle made on the build machine (see
+# "GPU build" in README.md).
 #
 #   here:  tests/gpu/run-on-gpu.sh --stage BUILD_DIR IMAGE_DIR BUNDLE_DIR
 #          copies the test binaries, the shared libraries they need that the
-#          GPU machine lacks (collect-libs.sh, path in $FPREP_COLLECT_LIBS),
+#          GPU machine lacks (tests/gpu/collect-libs.sh),
 #          the photographs and this script into BUNDLE_DIR.
 #   there: bash BUNDLE_DIR/run-on-gpu.sh [lane|service|all]
 #          lane: test_kernel_cache, test_gpu_backend (plain and, with
@@ -21,7 +22,6 @@ set -uo pipefail
 if [ "${1:-}" = "--stage" ]; then
 	[ $# -eq 4 ] || { echo "usage: $0 --stage BUILD_DIR IMAGE_DIR BUNDLE_DIR" >&2; exit 2; }
 	build=$2 images=$3 out=$4
-	collect=${FPREP_COLLECT_LIBS:-/work/shared/device/collect-libs.sh}
 	set -e
 	mkdir -p "$out/bin" "$out/images"
 	bins=()
@@ -37,7 +37,7 @@ if [ "${1:-}" = "--stage" ]; then
 	mkdir -p "$out/peers"
 	src=$(cd "$(dirname "$0")/../.." && pwd)
 	cp "$src"/tests/bench/*.py "$out/peers/"
-	bash "$collect" "$out/libs" "${bins[@]}" >/dev/null
+	bash "$src/tests/gpu/collect-libs.sh" "$out/libs" "${bins[@]}" >/dev/null
 	cp "$images"/*.png "$images"/*.jpg "$out/images/" 2>/dev/null || true
 	cp "$0" "$out/run-on-gpu.sh"
 	du -sh "$out"

@@ -563,6 +563,112 @@ def test_config(tmp):
           "socket")
 
 
+def tool_run(argv, ok):
+    r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=120)
+    out = r.stdout.decode() + r.stderr.decode()
+    check(r.returncode in ok, f"{' '.join(argv)} exited {r.returncode}, "
+                              f"expected {ok}:\n{out}")
+    return out
+
+
+def bench_path():
+    return os.path.join(os.path.dirname(ARGS.cli), "frameprep-bench")
+
+
+def test_cli_oversized(tmp):
+    """A 6000x4000 photo sent inline (72 MB, over the default 64 MiB) is
+    refused by the client before it is sent, naming the limit, in the CLI
+    and in frameprep-bench; the daemon keeps serving."""
+    import cv2
+    photo = os.path.join(tmp, "photo.png")
+    check(cv2.imwrite(photo, np.zeros((4000, 6000, 3), np.uint8)),
+          "cannot write the test photo")
+    d = Daemon(tmp)
+    try:
+        want = ("frame is 72000000 bytes; the daemon's max_frame_bytes is "
+                "67108864 (--max-frame-bytes)")
+        out = tool_run([ARGS.cli, "send", photo, "--socket", d.url], (1,))
+        check(want in out and "nng error" not in out,
+              f"frameprep send: {out}")
+        print(f"ok frameprep send: {out.strip().splitlines()[-1]}")
+        out = tool_run([bench_path(), "--socket", d.url, "--synthetic",
+                        "6000x4000", "--format", "rgb8", "--requests", "4",
+                        "--no-ceiling", "--quiet"], (2,))
+        check(want in out, f"frameprep-bench: {out}")
+        print(f"ok frameprep-bench: {want}")
+        good_request_ok(d)
+    finally:
+        d.stop()
+
+
+def png_header_only(path, width, height):
+    """A PNG whose header claims width x height (no pixel data)."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data +
+                struct.pack(">I", zlib.crc32(kind + data)))
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" +
+                chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2,
+                                           0, 0, 0)) +
+                chunk(b"IEND", b""))
+
+
+def test_cli_errors(tmp):
+    """Errors a newcomer can act on: addresses checked like the daemon's,
+    a missing socket directory named, the daemon-not-running hint, image
+    errors that say what happened, help without internal names, and
+    frameprepd's -h and --max-frame-bytes bound."""
+    missing_dir = os.path.join(tmp, "no-such-dir")
+    cases = [
+        (["info", "--socket", "/tmp/x.sock"], 2,
+         "'/tmp/x.sock' is not an ipc:// or tcp:// URL"),
+        (["info", "--socket", "tcp://127.0.0.1"], 2, "has no port"),
+        (["info", "--socket", f"ipc://{missing_dir}/d.sock"], 3,
+         f"the directory {missing_dir} does not exist"),
+        (["info", "--socket", f"ipc://{tmp}/none.sock"], 3,
+         "is frameprepd running?"),
+        (["send", os.path.join(tmp, "missing.png"), "--socket",
+          f"ipc://{tmp}/none.sock"], 3, "No such file or directory"),
+    ]
+    garbage = os.path.join(tmp, "garbage.png")
+    with open(garbage, "wb") as f:
+        f.write(b"this is not an image\n" * 10)
+    cases.append((["send", garbage], 3, "cannot decode image: "))
+    huge = os.path.join(tmp, "huge.png")
+    png_header_only(huge, 20000, 20000)
+    cases.append((["send", huge], 3, "20000x20000 pixels, too large"))
+    out = tool_run([ARGS.cli, "send", huge], (3,))
+    check("unknown image type" not in out, f"send huge.png: {out}")
+    for argv, status, want in cases:
+        out = tool_run([ARGS.cli, *argv], (status,))
+        check(want in out, f"frameprep {' '.join(argv)}: lacks '{want}':\n"
+                           f"{out}")
+        check("nng error" not in out, f"frameprep {' '.join(argv)}: {out}")
+        print(f"ok frameprep {' '.join(argv)}: {out.strip()}")
+
+    helps = [[ARGS.cli, "--help"], [ARGS.daemon, "-h"],
+             [ARGS.daemon, "--help"], [bench_path(), "--help"]]
+    for cmd in ("send", "info", "request", "reply"):
+        helps.append([ARGS.cli, cmd, "--help"])
+    for argv in helps:
+        out = tool_run(argv, (0,))
+        check("--" in out, f"{' '.join(argv)}: no options listed")
+        for internal in ("nng", "fprep_", "lane"):
+            check(internal not in out,
+                  f"{' '.join(argv)} shows '{internal}':\n{out}")
+    print("ok help texts without internal names; frameprepd -h")
+
+    r = run_daemon("--listen", f"ipc://{tmp}/m.sock", "--max-frame-bytes",
+                   "4294967296")
+    check(r.returncode == 2 and b"--max-frame-bytes" in r.stderr,
+          f"--max-frame-bytes 4294967296: exit {r.returncode}: {r.stderr!r}")
+    print(f"ok {r.stderr.decode().strip()}")
+
+
 def test_systemd_notify(tmp):
     """sd_notify: READY=1 once listening, STOPPING=1 on SIGTERM."""
     import socket

@@ -33,14 +33,17 @@ enum fake_mode {
 	FAKE_STATUS,
 };
 
-#define FAKE_INFO "version: test\nbackend: fake\n"
+#define FAKE_INFO                                                              \
+	"version: test\nbackend: fake\nmax_width: 4096\nmax_height: 4096\n"    \
+	"max_frame_bytes: 1000\nmax_out_width: 4096\nmax_out_height: 4096\n"   \
+	"max_tensor_bytes: 268435456\n"
 
 struct fake {
 	nng_socket sock;
 	pthread_t thread;
 	char url[128];
 	_Atomic int mode;
-	_Atomic int requests; /* requests received */
+	_Atomic int requests; /* requests received, besides INFO */
 	fprep_request last;   /* the last request, decoded */
 	size_t last_len;      /* its length */
 	uint8_t last_sum;     /* xor of its payload */
@@ -58,7 +61,7 @@ static nng_msg *fake_reply(struct fake *f, const uint8_t *body, size_t len)
 	size_t payload = 0;
 	nng_msg *msg;
 	uint8_t *p;
-	int err;
+	int err, mode;
 
 	err = fprep_request_decode(body, len, &lim, &req, NULL, 0);
 	f->last = req;
@@ -71,11 +74,13 @@ static nng_msg *fake_reply(struct fake *f, const uint8_t *body, size_t len)
 	h.kind = req.kind;
 	h.request_id = req.request_id;
 	h.status = (uint32_t)err;
-	if (f->mode == FAKE_WRONG_ID)
+	/* INFO, which the client asks for its limits, is always answered. */
+	mode = req.kind == FPREP_KIND_INFO ? FAKE_OK : f->mode;
+	if (mode == FAKE_WRONG_ID)
 		h.request_id++;
-	if (f->mode == FAKE_WRONG_KIND)
+	if (mode == FAKE_WRONG_KIND)
 		h.kind = FPREP_KIND_ECHO;
-	if (f->mode == FAKE_STATUS) {
+	if (mode == FAKE_STATUS) {
 		h.status = FPREP_ELIMIT;
 		snprintf(h.message, sizeof(h.message),
 		         "out_width 9999 exceeds max_out_width 4096");
@@ -102,7 +107,7 @@ static nng_msg *fake_reply(struct fake *f, const uint8_t *body, size_t len)
 	else
 		for (size_t i = 0; i < payload; i++)
 			p[FPREP_REPLY_HEADER_SIZE + i] = (uint8_t)(i * 7);
-	if (f->mode == FAKE_GARBAGE) {
+	if (mode == FAKE_GARBAGE) {
 		nng_msg_clear(msg);
 		nng_msg_append(msg, "not a reply", 11);
 	}
@@ -117,6 +122,11 @@ static void *fake_main(void *arg)
 	while (nng_recvmsg(f->sock, &msg, 0) == 0) {
 		reply = fake_reply(f, nng_msg_body(msg), nng_msg_len(msg));
 		nng_msg_free(msg);
+		if (f->last.kind == FPREP_KIND_INFO) {
+			if (reply != NULL && nng_sendmsg(f->sock, reply, 0))
+				nng_msg_free(reply);
+			continue;
+		}
 		f->requests++;
 		if (reply == NULL)
 			continue;
@@ -335,10 +345,81 @@ static void nobody_listening(void **state)
 	assert_int_equal(fprep_client_open(&c, url, 100), FPREP_ETRANSPORT);
 	assert_null(c);
 	assert_non_null(strstr(fprep_client_last_error(NULL), url));
-	assert_int_equal(fprep_client_open(&c, "bogus://x", 100),
-	                 FPREP_ETRANSPORT);
+	assert_non_null(strstr(fprep_client_last_error(NULL), "no socket"));
+	assert_int_equal(fprep_client_open(&c, "bogus://x", 100), FPREP_EINVAL);
 	assert_int_equal(fprep_client_open(&c, url, -1), FPREP_EINVAL);
 	fprep_client_close(NULL);
+}
+
+/* An inline frame over the daemon's max_frame_bytes (1000 in the fake's
+ * INFO) is refused before it is sent: nng would only drop the
+ * connection. */
+static void frame_over_limit(void **state)
+{
+	struct fake *f = *state;
+	uint8_t frame[1200] = {0};
+	fprep_request req;
+	fprep_result res;
+	fprep_limits lim;
+	fprep_pending *p;
+
+	fprep_request_init(&req, FPREP_PIX_BGR8, 20, 20);
+	assert_int_equal(fprep_client_request(f->client, &req, frame, &res),
+	                 FPREP_ELIMIT);
+	assert_string_equal(fprep_client_last_error(f->client),
+	                    "frame is 1200 bytes; the daemon's max_frame_bytes "
+	                    "is 1000 (--max-frame-bytes)");
+	assert_int_equal(
+	        fprep_client_submit(f->client, &req, frame, NULL, NULL, &p),
+	        FPREP_ELIMIT);
+	assert_null(p);
+	assert_int_equal(f->requests, 0);
+	assert_int_equal(fprep_client_limits(f->client, &lim), FPREP_OK);
+	assert_int_equal(lim.max_frame_bytes, 1000);
+	assert_int_equal(lim.max_out_width, 4096);
+	assert_true(lim.max_tensor_bytes == 268435456);
+	/* A frame within the limit goes through. */
+	fprep_request_init(&req, FPREP_PIX_GRAY8, 20, 20);
+	req.out_width = 16;
+	req.out_height = 8;
+	assert_int_equal(fprep_client_request(f->client, &req, frame, &res),
+	                 FPREP_OK);
+	assert_int_equal(f->requests, 1);
+	fprep_result_fini(&res);
+}
+
+/* Addresses are checked as the daemon checks its own, and the error names
+ * what is wrong. */
+static void bad_urls(void **state)
+{
+	static const struct {
+		const char *url;
+		int err;
+		const char *needle;
+	} cases[] = {
+	        {"/tmp/x.sock", FPREP_EINVAL, "not an ipc:// or tcp:// URL"},
+	        {"ipc://", FPREP_EINVAL, "not an ipc:// or tcp:// URL"},
+	        {"tcp://127.0.0.1", FPREP_EINVAL, "tcp://HOST:PORT"},
+	        {"tcp://127.0.0.1:", FPREP_EINVAL, "no valid port"},
+	        {"tcp://127.0.0.1:99999", FPREP_EINVAL, "no valid port"},
+	        {"tcp://[::1]", FPREP_EINVAL, "tcp://HOST:PORT"},
+	        {"ipc:///nonexistent-fprep-dir/f.sock", FPREP_ETRANSPORT,
+	         "the directory /nonexistent-fprep-dir does not exist"},
+	        {"ipc:///tmp", FPREP_ETRANSPORT, "/tmp is not a socket"},
+	};
+	fprep_client *c;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(fprep_client_open(&c, cases[i].url, 100),
+		                 cases[i].err);
+		assert_null(c);
+		if (strstr(fprep_client_last_error(NULL), cases[i].needle) ==
+		    NULL)
+			fail_msg("%s: '%s' lacks '%s'", cases[i].url,
+			         fprep_client_last_error(NULL),
+			         cases[i].needle);
+	}
 }
 
 static void default_url(void **state)
@@ -374,7 +455,10 @@ int main(void)
 	                                        fake_teardown),
 	        cmocka_unit_test_setup_teardown(timeout, fake_setup,
 	                                        fake_teardown),
+	        cmocka_unit_test_setup_teardown(frame_over_limit, fake_setup,
+	                                        fake_teardown),
 	        cmocka_unit_test(nobody_listening),
+	        cmocka_unit_test(bad_urls),
 	        cmocka_unit_test(default_url),
 	};
 

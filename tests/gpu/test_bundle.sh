@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# test_bundle.sh: run-on-gpu.sh --stage makes a bundle from the repository
+# alone (no helper outside it): the binaries, the shared libraries a GPU
+# machine lacks (collect-libs.sh), and nothing of glibc or CUDA.
+#
+# Usage: test_bundle.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+
+src=$1 build=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+status=0
+fail() {
+	echo "FAIL: $*"
+	status=1
+}
+
+if grep -nE '/work/|\.\./shared|GPU-MACHINE' "$src/tests/gpu/run-on-gpu.sh"; then
+	fail "run-on-gpu.sh points outside the repository"
+fi
+mkdir -p "$tmp/images"
+bash "$src/tests/gpu/run-on-gpu.sh" --stage "$build" "$tmp/images" "$tmp/b" ||
+	fail "run-on-gpu.sh --stage exited $?"
+for lib in libframeprep.so.0 libnng.so.1 libuv.so.1; do
+	[ -f "$tmp/b/libs/$lib" ] || fail "the bundle lacks $lib"
+done
+for lib in libc.so.6 libcuda.so.1 libstdc++.so.6; do
+	[ ! -e "$tmp/b/libs/$lib" ] || fail "the bundle carries $lib"
+done
+if out=$(LD_LIBRARY_PATH=$tmp/b/libs "$tmp/b/bin/frameprep" --version 2>&1); then
+	echo "ok bundled frameprep: $out; libs: $(ls "$tmp/b/libs" | tr '\n' ' ')"
+else
+	fail "the bundled frameprep does not start: $out"
+fi
+exit $status
