@@ -1,3 +1,4 @@
+/* clang-format off */
 /*
  * frameprep wire protocol, version 1.
  *
@@ -104,16 +105,19 @@
  *    48  f32 pad_x          tensor pixels of padding on the left
  *    52  f32 pad_y          tensor pixels of padding on the top
  *                           A tensor point (u, v) maps back to the source
- *                           point ((u - pad_x) / scale_x, (v - pad_y) /
- * scale_y). 56  u32 t_queue_us     receipt to start of work, microseconds 60
- * u32 t_compute_us   preprocessing (CPU op or GPU kernel), microseconds 64  u32
- * t_h2d_us       host-to-device copy (GPU only), microseconds 68  u32
- * t_kernel_us    kernel (GPU only), microseconds 72  u32 t_d2h_us
- * device-to-host copy (GPU only), microseconds 76  u32 t_total_us     receipt
- * to reply, microseconds 80  u64 payload_size   bytes after this header 88  u64
- * tensor_size    bytes of the tensor (inline or written to shm) 96  u32
- * region_id      REGISTER: the new region's id 100  u32 flags FPREP_REPLY_F_*
- * bits 104  char message[152]  NUL-terminated human-readable text; on error it
+ *                           point ((u - pad_x) / scale_x,
+ *                           (v - pad_y) / scale_y).
+ *    56  u32 t_queue_us     receipt to start of work, microseconds
+ *    60  u32 t_compute_us   preprocessing (CPU op or GPU kernel), microseconds
+ *    64  u32 t_h2d_us       host-to-device copy (GPU only), microseconds
+ *    68  u32 t_kernel_us    kernel (GPU only), microseconds
+ *    72  u32 t_d2h_us       device-to-host copy (GPU only), microseconds
+ *    76  u32 t_total_us     receipt to reply, microseconds
+ *    80  u64 payload_size   bytes after this header
+ *    88  u64 tensor_size    bytes of the tensor (inline or written to shm)
+ *    96  u32 region_id      REGISTER: the new region's id
+ *   100  u32 flags          FPREP_REPLY_F_* bits
+ *   104  char message[152]  NUL-terminated human-readable text; on error it
  *                           names the field, the value and the limit
  *   256  ...                payload: tensor bytes (FRAME/ECHO inline output),
  *                           text (INFO), nothing otherwise
@@ -125,6 +129,7 @@
  * then resends the request forever. Clients must respect the max_frame_bytes
  * reported by INFO.
  */
+/* clang-format on */
 #ifndef FRAMEPREP_PROTOCOL_H
 #define FRAMEPREP_PROTOCOL_H
 
