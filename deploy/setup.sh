@@ -22,7 +22,7 @@ packages=(
 	libuv1-dev libnng-dev nng-utils libcmocka-dev libinih-dev libstb-dev
 	libsystemd-dev
 	python3-opencv python3-numpy gnuplot-nox
-	ca-certificates
+	clang-format git ca-certificates
 )
 
 if [ "${FPREP_SKIP_APT:-0}" != 1 ]; then
