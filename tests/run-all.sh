@@ -48,6 +48,10 @@ if [ "$tsan" = 1 ]; then
 	echo "== test suite under ThreadSanitizer (build-tsan/)"
 	FPREP_BUILD_TYPE=Debug FPREP_CMAKE_ARGS="-DFPREP_SANITIZE=thread" \
 		FPREP_SKIP_APT=1 bash deploy/setup.sh build-tsan
+	# ops_vs_opencv is left out: it runs the CPU op on one thread only
+	# (nothing for TSan to check; ASan covers it), and under TSan it does
+	# not finish within its 300 s timeout (about a minute in build/).
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-		ctest --test-dir build-tsan --output-on-failure -j"$jobs" --timeout 900
+		ctest --test-dir build-tsan --output-on-failure -j"$jobs" \
+		--timeout 900 -E '^ops_vs_opencv$'
 fi
