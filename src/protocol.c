@@ -5,10 +5,12 @@
  * Every field is read and written byte by byte at its documented offset in
  * little-endian order: a received nng body is only 4-byte aligned and the
  * host may be of either byte order, so wire bytes are never cast to
- * structs. The request decoder is the daemon's first line of defence: it
- * looks at nothing outside buf[0..len), checks every size from the peer
- * with overflow-checked 64-bit arithmetic before anything is allocated, and
- * explains each refusal with the field, the value and the bound.
+ * structs. The reads and writes are generated from one table per header,
+ * which the compiler checks against the header sizes. The request decoder is
+ * the daemon's first line of defence: it looks at nothing outside buf[0..len),
+ * checks every size from the peer with overflow-checked 64-bit arithmetic
+ * before anything is allocated, and explains each refusal with the field, the
+ * value and the bound.
  */
 #include <math.h>
 #include <stdarg.h>
