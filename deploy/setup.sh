@@ -31,7 +31,7 @@ packages=(
 	libuv1-dev libnng-dev nng-utils libcmocka-dev libinih-dev libstb-dev
 	libsystemd-dev libacl1-dev
 	python3-opencv python3-numpy gnuplot-nox
-	ca-certificates
+	clang-format git ca-certificates
 )
 
 missing=()

@@ -5,10 +5,12 @@
  * Every field is read and written byte by byte at its documented offset in
  * little-endian order: a received nng body is only 4-byte aligned and the
  * host may be of either byte order, so wire bytes are never cast to
- * structs. The request decoder is the daemon's first line of defence: it
- * looks at nothing outside buf[0..len), checks every size from the peer
- * with overflow-checked 64-bit arithmetic before anything is allocated, and
- * explains each refusal with the field, the value and the bound.
+ * structs. The reads and writes are generated from one table per header,
+ * which the compiler checks against the header sizes. The request decoder is
+ * the daemon's first line of defence: it looks at nothing outside buf[0..len),
+ * checks every size from the peer with overflow-checked 64-bit arithmetic
+ * before anything is allocated, and explains each refusal with the field, the
+ * value and the bound.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -71,6 +73,226 @@ static void proto_putf(uint8_t *p, float f)
 	memcpy(&u, &f, sizeof(u));
 	proto_put32(p, u);
 }
+
+static void proto_putf_array(uint8_t *p, const float *v, int n)
+{
+	for (int i = 0; i < n; i++)
+		proto_putf(p + 4 * i, v[i]);
+}
+
+static void proto_getf_array(const uint8_t *p, float *v, int n)
+{
+	for (int i = 0; i < n; i++)
+		v[i] = proto_getf(p + 4 * i);
+}
+
+static void proto_put32_array(uint8_t *p, const uint32_t *v, int n)
+{
+	for (int i = 0; i < n; i++)
+		proto_put32(p + 4 * i, v[i]);
+}
+
+static void proto_get32_array(const uint8_t *p, uint32_t *v, int n)
+{
+	for (int i = 0; i < n; i++)
+		v[i] = proto_get32(p + 4 * i);
+}
+
+/* proto_put_text writes the text in a field of size bytes up to its NUL,
+ * cut to size - 1 bytes; the field must already be zero. */
+static void proto_put_text(uint8_t *p, const char *text, size_t size)
+{
+	memcpy(p, text, strnlen(text, size - 1));
+}
+
+/*
+ * The wire tables. Each header is a list of fields (offset, type, name) and
+ * reserved spans R(offset, bytes), in the order and at the offsets of the
+ * tables in protocol.h. The encoder and decoder are generated from them, and
+ * so are compile-time checks that every field starts where its offset says
+ * (no gap, no overlap), that the host field has the wire size, and that
+ * FRAME and reply headers end exactly at their header size. The magic at
+ * offset 0 is not listed: it is written first and checked before anything
+ * else is read.
+ */
+
+/* The common part of every request and every reply. */
+#define PROTO_HEAD(X, R)                                                       \
+	X(4, u16, version)                                                     \
+	X(6, u16, kind)                                                        \
+	X(8, u64, request_id)
+
+/* The rest of a FRAME or ECHO request header (fprep_request). */
+#define PROTO_FRAME(X, R)                                                      \
+	X(16, u16, src_format)                                                 \
+	R(18, 2)                                                               \
+	X(20, u32, src_width)                                                  \
+	X(24, u32, src_height)                                                 \
+	X(28, u32, src_stride)                                                 \
+	X(32, u32, out_width)                                                  \
+	X(36, u32, out_height)                                                 \
+	X(40, u8, resize)                                                      \
+	X(41, u8, channel_order)                                               \
+	X(42, u8, dtype)                                                       \
+	X(43, u8, layout)                                                      \
+	X(44, f32, pad_value)                                                  \
+	X(48, f32, scale)                                                      \
+	X(52, f32x3, mean)                                                     \
+	X(64, f32x3, std)                                                      \
+	X(76, u8, input_loc)                                                   \
+	X(77, u8, output_loc)                                                  \
+	R(78, 2)                                                               \
+	X(80, u32, in_region)                                                  \
+	X(84, u32, out_region)                                                 \
+	X(88, u64, in_offset)                                                  \
+	X(96, u64, out_offset)                                                 \
+	X(104, u64, out_capacity)                                              \
+	X(112, u64, input_size)                                                \
+	R(120, 8)
+
+/* The rest of a REGISTER request header (proto_register); the bytes after
+ * the name are reserved. */
+#define PROTO_REGISTER(X, R)                                                   \
+	X(16, u64, region_size)                                                \
+	X(24, u32, name_len)                                                   \
+	R(28, 4)                                                               \
+	X(32, char64, name)
+
+/* The rest of an UNREGISTER request header (fprep_request); the bytes after
+ * region_id are reserved. */
+#define PROTO_UNREGISTER(X, R) X(16, u32, region_id)
+
+/* The rest of a reply header (fprep_reply_header). */
+#define PROTO_REPLY(X, R)                                                      \
+	X(16, u32, status)                                                     \
+	X(20, u8, dtype)                                                       \
+	X(21, u8, layout)                                                      \
+	X(22, u8, ndim)                                                        \
+	X(23, u8, output_loc)                                                  \
+	X(24, u32x4, shape)                                                    \
+	X(40, f32, scale_x)                                                    \
+	X(44, f32, scale_y)                                                    \
+	X(48, f32, pad_x)                                                      \
+	X(52, f32, pad_y)                                                      \
+	X(56, u32, t_queue_us)                                                 \
+	X(60, u32, t_compute_us)                                               \
+	X(64, u32, t_h2d_us)                                                   \
+	X(68, u32, t_kernel_us)                                                \
+	X(72, u32, t_d2h_us)                                                   \
+	X(76, u32, t_total_us)                                                 \
+	X(80, u64, payload_size)                                               \
+	X(88, u64, tensor_size)                                                \
+	X(96, u32, region_id)                                                  \
+	X(100, u32, flags)                                                     \
+	X(104, char152, message)
+
+/* proto_register: the REGISTER fields as the table names them. */
+struct proto_register {
+	uint64_t region_size;
+	uint32_t name_len;
+	char name[FPREP_REGION_NAME_MAX + 1];
+};
+
+/* The wire types: size in bytes, how a host value is written at p and how
+ * it is read from p. Text is NUL-padded; its last byte is always written
+ * as NUL, and a received one is checked by the decoder. */
+#define PROTO_SIZE_u8      1
+#define PROTO_SIZE_u16     2
+#define PROTO_SIZE_u32     4
+#define PROTO_SIZE_u64     8
+#define PROTO_SIZE_f32     4
+#define PROTO_SIZE_f32x3   12
+#define PROTO_SIZE_u32x4   16
+#define PROTO_SIZE_char64  64
+#define PROTO_SIZE_char152 152
+
+#define PROTO_PUT_u8(p, v)      ((p)[0] = (v))
+#define PROTO_PUT_u16(p, v)     proto_put16(p, v)
+#define PROTO_PUT_u32(p, v)     proto_put32(p, v)
+#define PROTO_PUT_u64(p, v)     proto_put64(p, v)
+#define PROTO_PUT_f32(p, v)     proto_putf(p, v)
+#define PROTO_PUT_f32x3(p, v)   proto_putf_array(p, v, 3)
+#define PROTO_PUT_u32x4(p, v)   proto_put32_array(p, v, 4)
+#define PROTO_PUT_char64(p, v)  proto_put_text(p, v, sizeof(v))
+#define PROTO_PUT_char152(p, v) proto_put_text(p, v, sizeof(v))
+
+#define PROTO_GET_u8(p, v)      ((v) = (p)[0])
+#define PROTO_GET_u16(p, v)     ((v) = proto_get16(p))
+#define PROTO_GET_u32(p, v)     ((v) = proto_get32(p))
+#define PROTO_GET_u64(p, v)     ((v) = proto_get64(p))
+#define PROTO_GET_f32(p, v)     ((v) = proto_getf(p))
+#define PROTO_GET_f32x3(p, v)   proto_getf_array(p, v, 3)
+#define PROTO_GET_u32x4(p, v)   proto_get32_array(p, v, 4)
+#define PROTO_GET_char64(p, v)  memcpy(v, p, sizeof(v))
+#define PROTO_GET_char152(p, v) memcpy(v, p, sizeof(v))
+
+/* Generators: a table expanded with these writes the fields of *obj at p,
+ * reads them, or reads those that lie inside len bytes. */
+#define PROTO_SKIP(off, bytes)
+#define PROTO_ENCODE(off, type, field) PROTO_PUT_##type(p + (off), obj->field);
+#define PROTO_DECODE(off, type, field) PROTO_GET_##type(p + (off), obj->field);
+#define PROTO_DECODE_IN(off, type, field)                                      \
+	if (len >= (off) + PROTO_SIZE_##type)                                  \
+		PROTO_GET_##type(p + (off), obj->field);
+
+/* Layout checks: a struct of byte arrays, one per field and reserved span,
+ * has no padding, so each field's offset in it is the sum of the sizes
+ * before it. */
+#define PROTO_LAYOUT(off, type, field) uint8_t field[PROTO_SIZE_##type];
+#define PROTO_LAYOUT_R(off, bytes)     uint8_t reserved_##off[bytes];
+#define PROTO_CHECK(layout, host, off, type, field)                            \
+	_Static_assert(offsetof(struct layout, field) == (off),                \
+	               #field " is not at offset " #off);                      \
+	_Static_assert(sizeof(((host *)0)->field) == PROTO_SIZE_##type,        \
+	               #field " does not hold a " #type);
+
+#define PROTO_CHECK_FRAME(off, type, field)                                    \
+	PROTO_CHECK(proto_frame_layout, fprep_request, off, type, field)
+#define PROTO_CHECK_REGISTER(off, type, field)                                 \
+	PROTO_CHECK(proto_register_layout, struct proto_register, off, type,   \
+	            field)
+#define PROTO_CHECK_UNREGISTER(off, type, field)                               \
+	PROTO_CHECK(proto_unregister_layout, fprep_request, off, type, field)
+#define PROTO_CHECK_REPLY(off, type, field)                                    \
+	PROTO_CHECK(proto_reply_layout, fprep_reply_header, off, type, field)
+
+struct proto_frame_layout {
+	uint8_t magic[4];
+	PROTO_HEAD(PROTO_LAYOUT, PROTO_LAYOUT_R)
+	PROTO_FRAME(PROTO_LAYOUT, PROTO_LAYOUT_R)
+};
+struct proto_register_layout {
+	uint8_t magic[4];
+	PROTO_HEAD(PROTO_LAYOUT, PROTO_LAYOUT_R)
+	PROTO_REGISTER(PROTO_LAYOUT, PROTO_LAYOUT_R)
+};
+struct proto_unregister_layout {
+	uint8_t magic[4];
+	PROTO_HEAD(PROTO_LAYOUT, PROTO_LAYOUT_R)
+	PROTO_UNREGISTER(PROTO_LAYOUT, PROTO_LAYOUT_R)
+};
+struct proto_reply_layout {
+	uint8_t magic[4];
+	PROTO_HEAD(PROTO_LAYOUT, PROTO_LAYOUT_R)
+	PROTO_REPLY(PROTO_LAYOUT, PROTO_LAYOUT_R)
+};
+
+PROTO_HEAD(PROTO_CHECK_FRAME, PROTO_SKIP)
+PROTO_FRAME(PROTO_CHECK_FRAME, PROTO_SKIP)
+PROTO_HEAD(PROTO_CHECK_REPLY, PROTO_SKIP)
+PROTO_REPLY(PROTO_CHECK_REPLY, PROTO_SKIP)
+PROTO_REGISTER(PROTO_CHECK_REGISTER, PROTO_SKIP)
+PROTO_UNREGISTER(PROTO_CHECK_UNREGISTER, PROTO_SKIP)
+_Static_assert(sizeof(struct proto_frame_layout) == FPREP_REQUEST_HEADER_SIZE,
+               "the FRAME table does not end at the request header size");
+_Static_assert(sizeof(struct proto_reply_layout) == FPREP_REPLY_HEADER_SIZE,
+               "the reply table does not end at the reply header size");
+_Static_assert(sizeof(struct proto_register_layout) <=
+                       FPREP_REQUEST_HEADER_SIZE,
+               "the REGISTER table exceeds the request header size");
+_Static_assert(sizeof(struct proto_unregister_layout) <=
+                       FPREP_REQUEST_HEADER_SIZE,
+               "the UNREGISTER table exceeds the request header size");
 
 /* proto_fail writes the explanation of a refusal and returns err. */
 static int proto_fail(char *msg, size_t msg_size, int err, const char *fmt, ...)
@@ -146,81 +368,35 @@ void fprep_request_init(fprep_request *req, uint16_t src_format,
 	req->input_size = (uint64_t)req->src_stride * src_height;
 }
 
+/* proto_register_encode writes the REGISTER fields of *obj. */
+static void proto_register_encode(uint8_t *p, const struct proto_register *obj)
+{
+	PROTO_REGISTER(PROTO_ENCODE, PROTO_SKIP)
+}
+
 void fprep_request_encode(const fprep_request *req, void *buf)
 {
 	uint8_t *p = buf;
-	size_t name_len;
+	const fprep_request *obj = req;
+	struct proto_register reg;
 
 	memset(p, 0, FPREP_REQUEST_HEADER_SIZE);
-	proto_put32(p + 0, FPREP_REQUEST_MAGIC);
-	proto_put16(p + 4, req->version);
-	proto_put16(p + 6, req->kind);
-	proto_put64(p + 8, req->request_id);
-	if (req->kind == FPREP_KIND_REGISTER) {
-		name_len = strnlen(req->region_name, FPREP_REGION_NAME_MAX);
-		proto_put64(p + 16, req->region_size);
-		proto_put32(p + 24, (uint32_t)name_len);
-		memcpy(p + 32, req->region_name, name_len);
+	proto_put32(p, FPREP_REQUEST_MAGIC);
+	PROTO_HEAD(PROTO_ENCODE, PROTO_SKIP)
+	switch (req->kind) {
+	case FPREP_KIND_REGISTER:
+		memset(&reg, 0, sizeof(reg));
+		reg.region_size = req->region_size;
+		reg.name_len = (uint32_t)strnlen(req->region_name,
+		                                 FPREP_REGION_NAME_MAX);
+		memcpy(reg.name, req->region_name, reg.name_len);
+		proto_register_encode(p, &reg);
+		return;
+	case FPREP_KIND_UNREGISTER:
+		PROTO_UNREGISTER(PROTO_ENCODE, PROTO_SKIP)
 		return;
 	}
-	if (req->kind == FPREP_KIND_UNREGISTER) {
-		proto_put32(p + 16, req->region_id);
-		return;
-	}
-	proto_put16(p + 16, req->src_format);
-	proto_put32(p + 20, req->src_width);
-	proto_put32(p + 24, req->src_height);
-	proto_put32(p + 28, req->src_stride);
-	proto_put32(p + 32, req->out_width);
-	proto_put32(p + 36, req->out_height);
-	p[40] = req->resize;
-	p[41] = req->channel_order;
-	p[42] = req->dtype;
-	p[43] = req->layout;
-	proto_putf(p + 44, req->pad_value);
-	proto_putf(p + 48, req->scale);
-	for (int c = 0; c < 3; c++) {
-		proto_putf(p + 52 + 4 * c, req->mean[c]);
-		proto_putf(p + 64 + 4 * c, req->std[c]);
-	}
-	p[76] = req->input_loc;
-	p[77] = req->output_loc;
-	proto_put32(p + 80, req->in_region);
-	proto_put32(p + 84, req->out_region);
-	proto_put64(p + 88, req->in_offset);
-	proto_put64(p + 96, req->out_offset);
-	proto_put64(p + 104, req->out_capacity);
-	proto_put64(p + 112, req->input_size);
-}
-
-/* proto_read_frame fills the FRAME/ECHO fields of *req from a whole
- * header. */
-static void proto_read_frame(const uint8_t *p, fprep_request *req)
-{
-	req->src_format = proto_get16(p + 16);
-	req->src_width = proto_get32(p + 20);
-	req->src_height = proto_get32(p + 24);
-	req->src_stride = proto_get32(p + 28);
-	req->out_width = proto_get32(p + 32);
-	req->out_height = proto_get32(p + 36);
-	req->resize = p[40];
-	req->channel_order = p[41];
-	req->dtype = p[42];
-	req->layout = p[43];
-	req->pad_value = proto_getf(p + 44);
-	req->scale = proto_getf(p + 48);
-	for (int c = 0; c < 3; c++) {
-		req->mean[c] = proto_getf(p + 52 + 4 * c);
-		req->std[c] = proto_getf(p + 64 + 4 * c);
-	}
-	req->input_loc = p[76];
-	req->output_loc = p[77];
-	req->in_region = proto_get32(p + 80);
-	req->out_region = proto_get32(p + 84);
-	req->in_offset = proto_get64(p + 88);
-	req->out_offset = proto_get64(p + 96);
-	req->out_capacity = proto_get64(p + 104);
-	req->input_size = proto_get64(p + 112);
+	PROTO_FRAME(PROTO_ENCODE, PROTO_SKIP)
 }
 
 /* proto_check_enums checks every enumerated field of a FRAME/ECHO request,
@@ -465,18 +641,19 @@ static int proto_check_frame(const fprep_request *r, const fprep_limits *lim,
 static int proto_read_register(const uint8_t *p, fprep_request *req, char *msg,
                                size_t msg_size)
 {
-	uint32_t name_len = proto_get32(p + 24);
+	struct proto_register reg, *obj = &reg;
 
-	req->region_size = proto_get64(p + 16);
-	if (name_len < 2 || name_len > FPREP_REGION_NAME_MAX)
+	PROTO_REGISTER(PROTO_DECODE, PROTO_SKIP)
+	req->region_size = reg.region_size;
+	if (reg.name_len < 2 || reg.name_len > FPREP_REGION_NAME_MAX)
 		return proto_fail(msg, msg_size, FPREP_EINVAL,
-		                  "name_len %u outside 2..%d", name_len,
+		                  "name_len %u outside 2..%d", reg.name_len,
 		                  FPREP_REGION_NAME_MAX);
-	memcpy(req->region_name, p + 32, name_len);
-	req->region_name[name_len] = '\0';
-	if (strlen(req->region_name) != name_len)
+	reg.name[reg.name_len] = '\0';
+	if (strlen(reg.name) != reg.name_len)
 		return proto_fail(msg, msg_size, FPREP_EINVAL,
 		                  "region name contains a NUL byte");
+	memcpy(req->region_name, reg.name, reg.name_len + 1);
 	return FPREP_OK;
 }
 
@@ -484,6 +661,7 @@ int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
                          fprep_request *req, char *msg, size_t msg_size)
 {
 	const uint8_t *p = buf;
+	fprep_request *obj = req;
 	uint32_t magic;
 
 	memset(req, 0, sizeof(*req));
@@ -496,12 +674,7 @@ int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
 			                  "magic 0x%08x != 0x%08x", magic,
 			                  FPREP_REQUEST_MAGIC);
 	}
-	if (len >= 6)
-		req->version = proto_get16(p + 4);
-	if (len >= 8)
-		req->kind = proto_get16(p + 6);
-	if (len >= 16)
-		req->request_id = proto_get64(p + 8);
+	PROTO_HEAD(PROTO_DECODE_IN, PROTO_SKIP)
 	if (len < FPREP_REQUEST_HEADER_SIZE)
 		return proto_fail(msg, msg_size, FPREP_EPROTO,
 		                  "message length %zu < header size %d", len,
@@ -513,7 +686,7 @@ int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
 	switch (req->kind) {
 	case FPREP_KIND_FRAME:
 	case FPREP_KIND_ECHO:
-		proto_read_frame(p, req);
+		PROTO_FRAME(PROTO_DECODE, PROTO_SKIP)
 		return proto_check_frame(req, lim,
 		                         len - FPREP_REQUEST_HEADER_SIZE, msg,
 		                         msg_size);
@@ -522,7 +695,7 @@ int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
 	case FPREP_KIND_REGISTER:
 		return proto_read_register(p, req, msg, msg_size);
 	case FPREP_KIND_UNREGISTER:
-		req->region_id = proto_get32(p + 16);
+		PROTO_UNREGISTER(PROTO_DECODE, PROTO_SKIP)
 		return FPREP_OK;
 	}
 	return proto_fail(msg, msg_size, FPREP_EINVAL,
@@ -558,35 +731,12 @@ int fprep_tensor_shape(const fprep_request *req, uint32_t shape[4],
 void fprep_reply_encode(const fprep_reply_header *rep, void *buf)
 {
 	uint8_t *p = buf;
-	size_t mlen = strnlen(rep->message, FPREP_MESSAGE_SIZE - 1);
+	const fprep_reply_header *obj = rep;
 
 	memset(p, 0, FPREP_REPLY_HEADER_SIZE);
-	proto_put32(p + 0, FPREP_REPLY_MAGIC);
-	proto_put16(p + 4, rep->version);
-	proto_put16(p + 6, rep->kind);
-	proto_put64(p + 8, rep->request_id);
-	proto_put32(p + 16, rep->status);
-	p[20] = rep->dtype;
-	p[21] = rep->layout;
-	p[22] = rep->ndim;
-	p[23] = rep->output_loc;
-	for (int i = 0; i < 4; i++)
-		proto_put32(p + 24 + 4 * i, rep->shape[i]);
-	proto_putf(p + 40, rep->scale_x);
-	proto_putf(p + 44, rep->scale_y);
-	proto_putf(p + 48, rep->pad_x);
-	proto_putf(p + 52, rep->pad_y);
-	proto_put32(p + 56, rep->t_queue_us);
-	proto_put32(p + 60, rep->t_compute_us);
-	proto_put32(p + 64, rep->t_h2d_us);
-	proto_put32(p + 68, rep->t_kernel_us);
-	proto_put32(p + 72, rep->t_d2h_us);
-	proto_put32(p + 76, rep->t_total_us);
-	proto_put64(p + 80, rep->payload_size);
-	proto_put64(p + 88, rep->tensor_size);
-	proto_put32(p + 96, rep->region_id);
-	proto_put32(p + 100, rep->flags);
-	memcpy(p + 104, rep->message, mlen);
+	proto_put32(p, FPREP_REPLY_MAGIC);
+	PROTO_HEAD(PROTO_ENCODE, PROTO_SKIP)
+	PROTO_REPLY(PROTO_ENCODE, PROTO_SKIP)
 }
 
 /* proto_check_tensor checks that a successful FRAME/ECHO reply describes
@@ -614,44 +764,21 @@ static int proto_check_tensor(const fprep_reply_header *rep)
 int fprep_reply_decode(const void *buf, size_t len, fprep_reply_header *rep)
 {
 	const uint8_t *p = buf;
+	fprep_reply_header *obj = rep;
 
 	memset(rep, 0, sizeof(*rep));
 	if (len >= 4 && proto_get32(p) != FPREP_REPLY_MAGIC)
 		return FPREP_EPROTO;
-	if (len >= 6)
-		rep->version = proto_get16(p + 4);
-	if (len >= 8)
-		rep->kind = proto_get16(p + 6);
-	if (len >= 16)
-		rep->request_id = proto_get64(p + 8);
+	PROTO_HEAD(PROTO_DECODE_IN, PROTO_SKIP)
 	if (len < FPREP_REPLY_HEADER_SIZE)
 		return FPREP_EPROTO;
 	if (rep->version != FPREP_PROTOCOL_VERSION)
 		return FPREP_EVERSION;
-	rep->status = proto_get32(p + 16);
-	rep->dtype = p[20];
-	rep->layout = p[21];
-	rep->ndim = p[22];
-	rep->output_loc = p[23];
-	for (int i = 0; i < 4; i++)
-		rep->shape[i] = proto_get32(p + 24 + 4 * i);
-	rep->scale_x = proto_getf(p + 40);
-	rep->scale_y = proto_getf(p + 44);
-	rep->pad_x = proto_getf(p + 48);
-	rep->pad_y = proto_getf(p + 52);
-	rep->t_queue_us = proto_get32(p + 56);
-	rep->t_compute_us = proto_get32(p + 60);
-	rep->t_h2d_us = proto_get32(p + 64);
-	rep->t_kernel_us = proto_get32(p + 68);
-	rep->t_d2h_us = proto_get32(p + 72);
-	rep->t_total_us = proto_get32(p + 76);
-	rep->payload_size = proto_get64(p + 80);
-	rep->tensor_size = proto_get64(p + 88);
-	rep->region_id = proto_get32(p + 96);
-	rep->flags = proto_get32(p + 100);
-	if (memchr(p + 104, '\0', FPREP_MESSAGE_SIZE) == NULL)
+	PROTO_REPLY(PROTO_DECODE, PROTO_SKIP)
+	if (memchr(rep->message, '\0', sizeof(rep->message)) == NULL) {
+		memset(rep->message, 0, sizeof(rep->message));
 		return FPREP_EPROTO;
-	memcpy(rep->message, p + 104, FPREP_MESSAGE_SIZE);
+	}
 	if (rep->payload_size != len - FPREP_REPLY_HEADER_SIZE || rep->ndim > 4)
 		return FPREP_EPROTO;
 	if (rep->status == FPREP_OK &&

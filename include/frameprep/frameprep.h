@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "frameprep/export.h"
 #include "frameprep/protocol.h"
 
 #ifdef __cplusplus
@@ -59,11 +60,11 @@ enum fprep_err {
 
 /* fprep_strerror returns a static English description of err ("unknown
  * error" for numbers not in enum fprep_err). */
-const char *fprep_strerror(int err);
+FPREP_EXTERN const char *fprep_strerror(int err);
 
 /* fprep_err_name returns the enum name of err without the prefix, e.g.
  * "ELIMIT", or "UNKNOWN". */
-const char *fprep_err_name(int err);
+FPREP_EXTERN const char *fprep_err_name(int err);
 
 /* fprep_transform: where the source lands in the tensor. resized_w and
  * resized_h are the size of the resized image inside the tensor; pad_x and
@@ -84,7 +85,8 @@ typedef struct fprep_transform {
  * precision, resized = (round_half_even(W*r), round_half_even(H*r)) clamped
  * to [1, out], dw = (W_out - resized_w) / 2, pad_x = round_half_even(dw -
  * 0.1), likewise pad_y. STRETCH has resized = out and no padding. */
-void fprep_transform_compute(const fprep_request *req, fprep_transform *xf);
+FPREP_EXTERN void fprep_transform_compute(const fprep_request *req,
+                                          fprep_transform *xf);
 
 /* fprep_preprocess_cpu runs a FRAME request on the CPU, on the calling
  * thread. This is the reference implementation of the preprocessing.
@@ -101,14 +103,15 @@ void fprep_transform_compute(const fprep_request *req, fprep_transform *xf);
  * padding matches cv2.copyMakeBorder(BORDER_CONSTANT, pad_value). Results are
  * within 1 LSB (before normalisation) of OpenCV's fixed-point arithmetic.
  * Returns 0 or FPREP_EINVAL (tensor_size wrong, request invalid). */
-int fprep_preprocess_cpu(const fprep_request *req, const void *frame,
-                         void *tensor, size_t tensor_size, fprep_transform *xf);
+FPREP_EXTERN int fprep_preprocess_cpu(const fprep_request *req,
+                                      const void *frame, void *tensor,
+                                      size_t tensor_size, fprep_transform *xf);
 
 /* fprep_default_url writes the daemon's default listen URL into buf:
  * "ipc://$XDG_RUNTIME_DIR/frameprep.sock" when XDG_RUNTIME_DIR is set, else
  * "ipc:///tmp/frameprep-$UID.sock". Returns 0, or FPREP_ELIMIT if buf is too
  * small. */
-int fprep_default_url(char *buf, size_t size);
+FPREP_EXTERN int fprep_default_url(char *buf, size_t size);
 
 /* fprep_client: a connection to frameprepd. */
 typedef struct fprep_client fprep_client;
@@ -121,22 +124,23 @@ typedef struct fprep_client fprep_client;
  * user "frameprep" (else FPREP_EPERM: another local user could have created
  * the path in /tmp first and would receive the frames), and connections to
  * a peer of another user are dropped likewise. A URL given explicitly is
- * trusted as given. The
- * dial is synchronous: it fails with FPREP_ETRANSPORT when nobody listens.
+ * trusted as given. The dial is synchronous: it fails with
+ * FPREP_ETRANSPORT when nobody listens.
  * fprep_client_last_error(NULL) says why in each case. timeout_ms bounds
  * each request's wait for its reply (0: 30 s). Release with
  * fprep_client_close. */
-int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms);
+FPREP_EXTERN int fprep_client_open(fprep_client **clientp, const char *url,
+                                   int timeout_ms);
 
 /* fprep_client_close closes the connection and frees the client. Results
  * obtained from it stay valid. NULL is ignored. */
-void fprep_client_close(fprep_client *client);
+FPREP_EXTERN void fprep_client_close(fprep_client *client);
 
 /* fprep_client_last_error returns a sentence about the last failure on
  * this client (the transport error name, or the server's message), or "".
  * With client NULL it returns the calling thread's last fprep_client_open
  * failure (nng's error text for a failed dial). */
-const char *fprep_client_last_error(const fprep_client *client);
+FPREP_EXTERN const char *fprep_client_last_error(const fprep_client *client);
 
 /* fprep_result: a reply received by the client. header is the decoded reply
  * header; payload points to payload_size bytes (the tensor for FRAME/ECHO,
@@ -149,14 +153,14 @@ typedef struct fprep_result {
 } fprep_result;
 
 /* fprep_result_fini releases what a result owns and zeroes it. */
-void fprep_result_fini(fprep_result *res);
+FPREP_EXTERN void fprep_result_fini(fprep_result *res);
 
 /* fprep_client_limits stores in *lim the limits the daemon enforces on
  * requests, from its INFO reply: asked the first time (one round trip)
  * and kept for the life of the client, also when the daemon could not
  * tell them. Returns 0, fprep_client_info's errors, the server's status,
  * or FPREP_EPROTO when the daemon did not tell its limits. */
-int fprep_client_limits(fprep_client *client, fprep_limits *lim);
+FPREP_EXTERN int fprep_client_limits(fprep_client *client, fprep_limits *lim);
 
 /* fprep_client_check_request checks req against the limits the daemon's
  * transport enforces without a reply: an inline frame (FRAME or ECHO)
@@ -165,7 +169,8 @@ int fprep_client_limits(fprep_client *client, fprep_limits *lim);
  * in fprep_client_last_error. The limits come from fprep_client_limits; a
  * daemon that cannot tell them is not checked. fprep_client_request and
  * fprep_client_submit call it for every inline frame. */
-int fprep_client_check_request(fprep_client *client, const fprep_request *req);
+FPREP_EXTERN int fprep_client_check_request(fprep_client *client,
+                                            const fprep_request *req);
 
 /* fprep_client_request sends one request and waits for its reply.
  *
@@ -180,8 +185,8 @@ int fprep_client_check_request(fprep_client *client, const fprep_request *req);
  * for another request), FPREP_ENOMEM, or FPREP_ELIMIT (an inline frame
  * over the daemon's max_frame_bytes, not sent: see
  * fprep_client_check_request). On error *res is left zeroed. */
-int fprep_client_request(fprep_client *client, fprep_request *req,
-                         const void *payload, fprep_result *res);
+FPREP_EXTERN int fprep_client_request(fprep_client *client, fprep_request *req,
+                                      const void *payload, fprep_result *res);
 
 /* fprep_pending: one request in flight on a client (asynchronous API). */
 typedef struct fprep_pending fprep_pending;
@@ -202,23 +207,23 @@ typedef void (*fprep_done_fn)(fprep_pending *p, void *arg);
  * frame on a client waits for one INFO round trip (fprep_client_limits);
  * call that first to keep it out of a timed loop. Returns 0, or
  * FPREP_ENOMEM, FPREP_ETRANSPORT, FPREP_ELIMIT (as fprep_client_request). */
-int fprep_client_submit(fprep_client *client, fprep_request *req,
-                        const void *payload, fprep_done_fn cb, void *arg,
-                        fprep_pending **pp);
+FPREP_EXTERN int fprep_client_submit(fprep_client *client, fprep_request *req,
+                                     const void *payload, fprep_done_fn cb,
+                                     void *arg, fprep_pending **pp);
 
 /* fprep_pending_done returns nonzero once p's reply or failure has arrived
  * (fprep_pending_wait will not block). Any thread. */
-int fprep_pending_done(const fprep_pending *p);
+FPREP_EXTERN int fprep_pending_done(const fprep_pending *p);
 
 /* fprep_pending_wait waits for p (up to the client's timeout from the
  * submission), stores the reply in *res with the same rules and errors as
  * fprep_client_request, and frees p. */
-int fprep_pending_wait(fprep_pending *p, fprep_result *res);
+FPREP_EXTERN int fprep_pending_wait(fprep_pending *p, fprep_result *res);
 
 /* fprep_client_info asks the daemon what it runs. On success res->payload
  * holds payload_size bytes of "key: value" lines (NUL-terminated as a
  * convenience; the NUL is not counted). */
-int fprep_client_info(fprep_client *client, fprep_result *res);
+FPREP_EXTERN int fprep_client_info(fprep_client *client, fprep_result *res);
 
 /* fprep_region: a POSIX shared-memory region created by a client and
  * registered with the daemon, for the zero-copy path: frames written into it
@@ -240,29 +245,31 @@ typedef struct fprep_region fprep_region;
  * be set: the file system of /dev/shm lacks ACL support), FPREP_ENOMEM, or the
  * transport or server error of the REGISTER request (e.g. FPREP_EUNSUPPORTED
  * over tcp://). Same thread rules as client. */
-int fprep_region_open(fprep_region **rp, fprep_client *client, size_t size);
+FPREP_EXTERN int fprep_region_open(fprep_region **rp, fprep_client *client,
+                                   size_t size);
 
 /* fprep_region_close unregisters r (best effort), unmaps it and frees it.
  * Requests naming r must have completed. NULL is ignored. */
-void fprep_region_close(fprep_region *r);
+FPREP_EXTERN void fprep_region_close(fprep_region *r);
 
 /* fprep_region_base returns the start of r's mapping (page-aligned). */
-void *fprep_region_base(const fprep_region *r);
+FPREP_EXTERN void *fprep_region_base(const fprep_region *r);
 
 /* fprep_region_size returns the size of r in bytes. */
-size_t fprep_region_size(const fprep_region *r);
+FPREP_EXTERN size_t fprep_region_size(const fprep_region *r);
 
 /* fprep_region_id returns the id the daemon gave r. */
-uint32_t fprep_region_id(const fprep_region *r);
+FPREP_EXTERN uint32_t fprep_region_id(const fprep_region *r);
 
 /* fprep_request_set_shm points req at shared memory: the frame is the
  * req->input_size bytes at in_offset of region in (NULL: inline input), the
  * tensor goes to out_offset of region out (NULL: inline output), with
  * out_capacity bytes available there. Offsets are not checked here; the
  * daemon checks them. */
-void fprep_request_set_shm(fprep_request *req, const fprep_region *in,
-                           uint64_t in_offset, const fprep_region *out,
-                           uint64_t out_offset, uint64_t out_capacity);
+FPREP_EXTERN void
+fprep_request_set_shm(fprep_request *req, const fprep_region *in,
+                      uint64_t in_offset, const fprep_region *out,
+                      uint64_t out_offset, uint64_t out_capacity);
 
 /* fprep_ring: a ring of slots in one shared-memory region, so that one
  * thread keeps several frames in flight: slot k holds one frame and, after
@@ -275,21 +282,22 @@ typedef struct fprep_ring fprep_ring;
  * frame of frame_bytes and a tensor of tensor_bytes. Returns 0, or
  * FPREP_EINVAL (no slots, zero sizes, overflow) or fprep_region_open's
  * errors. */
-int fprep_ring_open(fprep_ring **rp, fprep_client *client, unsigned slots,
-                    size_t frame_bytes, size_t tensor_bytes);
+FPREP_EXTERN int fprep_ring_open(fprep_ring **rp, fprep_client *client,
+                                 unsigned slots, size_t frame_bytes,
+                                 size_t tensor_bytes);
 
 /* fprep_ring_close closes the ring's region and frees it. Every request
  * submitted on it must have been waited for. NULL is ignored. */
-void fprep_ring_close(fprep_ring *ring);
+FPREP_EXTERN void fprep_ring_close(fprep_ring *ring);
 
 /* fprep_ring_slots returns the number of slots. */
-unsigned fprep_ring_slots(const fprep_ring *ring);
+FPREP_EXTERN unsigned fprep_ring_slots(const fprep_ring *ring);
 
 /* fprep_ring_frame returns where slot k's frame is written (frame_bytes). */
-void *fprep_ring_frame(const fprep_ring *ring, unsigned k);
+FPREP_EXTERN void *fprep_ring_frame(const fprep_ring *ring, unsigned k);
 
 /* fprep_ring_tensor returns where slot k's tensor lands (tensor_bytes). */
-const void *fprep_ring_tensor(const fprep_ring *ring, unsigned k);
+FPREP_EXTERN const void *fprep_ring_tensor(const fprep_ring *ring, unsigned k);
 
 /* fprep_ring_submit submits req for the frame in slot k (req->input_size
  * bytes already written there), its tensor to land in slot k, like
@@ -297,8 +305,9 @@ const void *fprep_ring_tensor(const fprep_ring *ring, unsigned k);
  * (k out of range, or the frame or the request's tensor larger than the
  * slot), or fprep_client_submit's errors. The slot's frame may be
  * rewritten once the reply arrived (FPREP_REPLY_F_INPUT_RELEASED). */
-int fprep_ring_submit(fprep_ring *ring, unsigned k, fprep_request *req,
-                      fprep_done_fn cb, void *arg, fprep_pending **pp);
+FPREP_EXTERN int fprep_ring_submit(fprep_ring *ring, unsigned k,
+                                   fprep_request *req, fprep_done_fn cb,
+                                   void *arg, fprep_pending **pp);
 
 #ifdef __cplusplus
 }

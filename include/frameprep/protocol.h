@@ -1,3 +1,4 @@
+/* clang-format off */
 /*
  * frameprep wire protocol, version 1.
  *
@@ -104,16 +105,19 @@
  *    48  f32 pad_x          tensor pixels of padding on the left
  *    52  f32 pad_y          tensor pixels of padding on the top
  *                           A tensor point (u, v) maps back to the source
- *                           point ((u - pad_x) / scale_x, (v - pad_y) /
- * scale_y). 56  u32 t_queue_us     receipt to start of work, microseconds 60
- * u32 t_compute_us   preprocessing (CPU op or GPU kernel), microseconds 64  u32
- * t_h2d_us       host-to-device copy (GPU only), microseconds 68  u32
- * t_kernel_us    kernel (GPU only), microseconds 72  u32 t_d2h_us
- * device-to-host copy (GPU only), microseconds 76  u32 t_total_us     receipt
- * to reply, microseconds 80  u64 payload_size   bytes after this header 88  u64
- * tensor_size    bytes of the tensor (inline or written to shm) 96  u32
- * region_id      REGISTER: the new region's id 100  u32 flags FPREP_REPLY_F_*
- * bits 104  char message[152]  NUL-terminated human-readable text; on error it
+ *                           point ((u - pad_x) / scale_x,
+ *                           (v - pad_y) / scale_y).
+ *    56  u32 t_queue_us     receipt to start of work, microseconds
+ *    60  u32 t_compute_us   preprocessing (CPU op or GPU kernel), microseconds
+ *    64  u32 t_h2d_us       host-to-device copy (GPU only), microseconds
+ *    68  u32 t_kernel_us    kernel (GPU only), microseconds
+ *    72  u32 t_d2h_us       device-to-host copy (GPU only), microseconds
+ *    76  u32 t_total_us     receipt to reply, microseconds
+ *    80  u64 payload_size   bytes after this header
+ *    88  u64 tensor_size    bytes of the tensor (inline or written to shm)
+ *    96  u32 region_id      REGISTER: the new region's id
+ *   100  u32 flags          FPREP_REPLY_F_* bits
+ *   104  char message[152]  NUL-terminated human-readable text; on error it
  *                           names the field, the value and the limit
  *   256  ...                payload: tensor bytes (FRAME/ECHO inline output),
  *                           text (INFO), nothing otherwise
@@ -125,11 +129,14 @@
  * then resends the request forever. Clients must respect the max_frame_bytes
  * reported by INFO.
  */
+/* clang-format on */
 #ifndef FRAMEPREP_PROTOCOL_H
 #define FRAMEPREP_PROTOCOL_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "frameprep/export.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -285,18 +292,18 @@ typedef struct fprep_reply_header {
 
 /* fprep_pixel_bytes returns the bytes per pixel of a format, or 0 for an
  * unknown format. */
-uint32_t fprep_pixel_bytes(uint16_t format);
+FPREP_EXTERN uint32_t fprep_pixel_bytes(uint16_t format);
 
 /* fprep_request_init fills *req with a FRAME request for the given source
  * and the YOLO defaults: LETTERBOX to 640x640, RGB, F32, NCHW, pad 114,
  * scale 1/255, mean 0, std 1, inline input and output, stride = width * bpp,
  * input_size = stride * height. */
-void fprep_request_init(fprep_request *req, uint16_t src_format,
-                        uint32_t src_width, uint32_t src_height);
+FPREP_EXTERN void fprep_request_init(fprep_request *req, uint16_t src_format,
+                                     uint32_t src_width, uint32_t src_height);
 
 /* fprep_request_encode writes the 128-byte wire header for *req into buf
  * (which must hold FPREP_REQUEST_HEADER_SIZE bytes). It does not validate. */
-void fprep_request_encode(const fprep_request *req, void *buf);
+FPREP_EXTERN void fprep_request_encode(const fprep_request *req, void *buf);
 
 /* fprep_request_decode parses and validates a whole request message of len
  * bytes (header plus payload). On success returns FPREP_OK and fills *req;
@@ -321,17 +328,19 @@ void fprep_request_encode(const fprep_request *req, void *buf);
  * could be read of version, kind and request_id is still stored in *req so
  * the error reply can carry them (nothing when the magic is wrong). Never
  * reads outside buf[0..len). Thread-safe. */
-int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
-                         fprep_request *req, char *msg, size_t msg_size);
+FPREP_EXTERN int fprep_request_decode(const void *buf, size_t len,
+                                      const fprep_limits *lim,
+                                      fprep_request *req, char *msg,
+                                      size_t msg_size);
 
 /* fprep_tensor_shape computes the tensor a valid request produces: shape in
  * the request's layout (4 entries) and its size in bytes. Returns 0, or
  * FPREP_EINVAL for a request that fprep_request_decode would refuse. */
-int fprep_tensor_shape(const fprep_request *req, uint32_t shape[4],
-                       uint64_t *bytes);
+FPREP_EXTERN int fprep_tensor_shape(const fprep_request *req, uint32_t shape[4],
+                                    uint64_t *bytes);
 
 /* fprep_reply_encode writes the 256-byte wire header for *rep into buf. */
-void fprep_reply_encode(const fprep_reply_header *rep, void *buf);
+FPREP_EXTERN void fprep_reply_encode(const fprep_reply_header *rep, void *buf);
 
 /* fprep_reply_decode parses a reply message of len bytes: magic, version,
  * payload_size == len - header, message NUL-terminated, ndim <= 4; and for
@@ -341,7 +350,8 @@ void fprep_reply_encode(const fprep_reply_header *rep, void *buf);
  * FPREP_EVERSION; on failure kind and request_id are still filled as far
  * as they could be read (nothing when the magic is wrong). The payload, if
  * any, starts at FPREP_REPLY_HEADER_SIZE. */
-int fprep_reply_decode(const void *buf, size_t len, fprep_reply_header *rep);
+FPREP_EXTERN int fprep_reply_decode(const void *buf, size_t len,
+                                    fprep_reply_header *rep);
 
 #ifdef __cplusplus
 }

@@ -1,3 +1,4 @@
+/* clang-format off */
 /*
  * kernel_cache.h: compiles kernel sources to CUBINs with NVRTC and keeps them
  * in an on-disk cache, so a warm start loads kernels without compiling.
@@ -26,6 +27,7 @@
  * renamed over the final name, so readers see a whole entry or none; a
  * corrupt, truncated or stale entry is logged and replaced, never trusted.
  */
+/* clang-format on */
 #ifndef FPREP_GPU_KERNEL_CACHE_H
 #define FPREP_GPU_KERNEL_CACHE_H
 
