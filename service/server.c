@@ -107,6 +107,7 @@ struct server_conn {
 	unsigned held;        /* slots holding one of its requests */
 	unsigned inflight;    /* of those, requests not refused with EBUSY */
 	uint64_t reply_bytes; /* tensor bytes of its replies in flight */
+	int closing;          /* closed for not reading: drop its requests */
 };
 
 struct server;
@@ -311,8 +312,10 @@ static void slot_release(struct server_slot *s)
 		c->inflight--;
 	c->reply_bytes -= s->reply_bytes;
 	s->srv->reply_bytes -= s->reply_bytes;
-	if (c->held == 0)
+	if (c->held == 0) {
 		c->pipe = 0;
+		c->closing = 0;
+	}
 	s->conn = NULL;
 	s->counted = 0;
 	s->reply_bytes = 0;
@@ -707,14 +710,19 @@ static int slot_admit(struct server_slot *s, nng_msg *msg)
 
 	s->conn = server_conn_find(srv, (uint32_t)nng_pipe_id(pipe));
 	s->conn->held++;
-	if (s->conn->held <= bound)
+	if (s->conn->held <= bound && !s->conn->closing)
 		return 0;
-	fprep__log(FPREP_LOG_WARNING,
-	           "connection %" PRIu32 " closed: more than %u requests "
-	           "unanswered (twice --max-inflight-per-conn): it does not "
-	           "read its replies",
-	           s->conn->pipe, bound);
-	nng_pipe_close(pipe);
+	if (!s->conn->closing) {
+		/* Requests it sent before the close may still arrive. */
+		fprep__log(FPREP_LOG_WARNING,
+		           "connection %" PRIu32 " closed: more than %u "
+		           "requests unanswered (twice "
+		           "--max-inflight-per-conn): it does not read its "
+		           "replies",
+		           s->conn->pipe, bound);
+		s->conn->closing = 1;
+		nng_pipe_close(pipe);
+	}
 	nng_msg_free(msg);
 	slot_next(s);
 	return -1;
