@@ -602,7 +602,10 @@ static int slot_reserve_reply(struct server_slot *s, nng_msg *msg,
 	uint64_t share = cfg->max_reply_bytes * per_conn / cfg->max_inflight;
 	char why[FPREP_MESSAGE_SIZE];
 
-	if (c->reply_bytes > 0 && bytes > share - c->reply_bytes) {
+	/* A first reply may be larger than the share (or the whole): the
+	 * totals can exceed their bounds, hence the >= tests. */
+	if (c->reply_bytes > 0 &&
+	    (c->reply_bytes >= share || bytes > share - c->reply_bytes)) {
 		snprintf(why, sizeof(why),
 		         "tensor of %" PRIu64 " bytes: this connection's "
 		         "replies hold %" PRIu64 " of its %" PRIu64
@@ -612,7 +615,8 @@ static int slot_reserve_reply(struct server_slot *s, nng_msg *msg,
 		return -1;
 	}
 	if (srv->reply_bytes > 0 &&
-	    bytes > cfg->max_reply_bytes - srv->reply_bytes) {
+	    (srv->reply_bytes >= cfg->max_reply_bytes ||
+	     bytes > cfg->max_reply_bytes - srv->reply_bytes)) {
 		snprintf(why, sizeof(why),
 		         "tensor of %" PRIu64 " bytes: replies in flight hold "
 		         "%" PRIu64 " of --max-reply-bytes %" PRIu64,

@@ -456,6 +456,8 @@ def test_config(tmp):
         (["--listen", "http://x"], "--listen"),
         (["--log-level", "loud"], "--log-level"),
         (["--slots", "1"], "--slots"),
+        (["--max-inflight-per-conn", "0"], "--max-inflight-per-conn"),
+        (["--max-reply-bytes", "-1"], "--max-reply-bytes"),
         (["--bogus"], "--bogus"),
         (["--max-width"], "--max-width"),
         (["stray"], "stray"),
@@ -481,7 +483,8 @@ def test_config(tmp):
     r = run_daemon("--help")
     check(r.returncode == 0, "--help exit")
     for flag in ("--listen", "--config", "--device", "--workers",
-                 "--max-inflight", "--max-width", "--max-height",
+                 "--max-inflight", "--max-inflight-per-conn",
+                 "--max-reply-bytes", "--max-width", "--max-height",
                  "--max-frame-bytes", "--max-out-width", "--max-out-height",
                  "--max-tensor-bytes", "--send-timeout-ms",
                  "--shutdown-timeout-ms", "--slots", "--kernels",
@@ -494,12 +497,16 @@ def test_config(tmp):
     good = os.path.join(tmp, "good.conf")
     with open(good, "w") as f:
         f.write("# comment\n[frameprepd]\nmax-inflight = 5\n"
+                "max-inflight-per-conn = 3\nmax-reply-bytes = 7654321\n"
                 "max-frame-bytes = 123456\nlisten = ipc:///nonexistent/x\n")
     d = Daemon(tmp, "--config", good, "--max-frame-bytes", "654321")
     try:
         info = fpwire.reply(nngcat(d.url, fpwire.request(kind=2)))
         text = info["payload"].decode()
-        check("max_inflight: 5\n" in text, f"file not applied:\n{text}")
+        check("max_inflight: 5\n" in text and
+              "max_inflight_per_conn: 3\n" in text and
+              "max_reply_bytes: 7654321\n" in text,
+              f"file not applied:\n{text}")
         check("max_frame_bytes: 654321\n" in text,
               f"flag did not override the file:\n{text}")
         mode = stat.S_IMODE(os.stat(d.url[len("ipc://"):]).st_mode)
@@ -677,6 +684,60 @@ def test_flood(tmp):
             c.close()
         if d.alive():
             d.stop(60)
+
+
+def test_reply_budget(tmp):
+    """--max-reply-bytes across connections: a connection's tensor that
+    does not fit beside the replies in flight gets EBUSY naming it; with
+    nothing in flight any tensor within the limits is served."""
+    budget, mib = 10 << 20, 1 << 20
+    d = Daemon(tmp, "--max-inflight-per-conn", "64", "--max-reply-bytes",
+               str(budget), "--send-timeout-ms", "30000")
+    a = b = None
+    try:
+        # a: six 3 MiB tensors pipelined, not read yet.
+        a = fpwire.SpReq(d.url)
+        for i in range(6):
+            a.send(fpwire.request(request_id=10 + i, out_width=512,
+                                  out_height=512))
+        time.sleep(1.0)
+        # b: one 12 MiB tensor (1024x1024x3 float32), over what is left.
+        b = fpwire.SpReq(d.url)
+        big = fpwire.request(request_id=99, out_width=1024, out_height=1024)
+        b.send(big)
+        r = fpwire.reply(b.recv()[1])
+        print(f"beside a's replies: {r['status_name']}: {r['message']}")
+        check(r["status_name"] == "EBUSY" and
+              f"of --max-reply-bytes {budget}" in r["message"],
+              f"12 MiB tensor beside 6 MiB in flight: {r['status_name']} "
+              f"{r['message']!r}")
+        b.send(fpwire.request(kind=2))
+        info = fpwire.reply(b.recv()[1])["payload"].decode()
+        held = int(info.split("\nreply_bytes: ")[1].split()[0])
+        check(0 < held <= budget, f"INFO reply_bytes {held}")
+        status = {}
+        for _ in range(6):
+            r = fpwire.reply(a.recv()[1])
+            status[r["status_name"]] = status.get(r["status_name"], 0) + 1
+            if r["status_name"] == "EBUSY":
+                check("--max-reply-bytes" in r["message"],
+                      f"EBUSY message {r['message']!r}")
+        print(f"a's six 3 MiB tensors: {status}; INFO reply_bytes was "
+              f"{held / mib:.0f} MiB")
+        check(status.get("EBUSY", 0) >= 1 and status.get("OK", 0) >= 3,
+              f"a's replies {status}")
+        time.sleep(0.2)
+        b.send(big)
+        r = fpwire.reply(b.recv()[1])
+        check(r["status"] == 0 and r["tensor_size"] == 12 * mib,
+              f"12 MiB tensor with nothing in flight: {r['status_name']} "
+              f"{r['message']!r}")
+        print("ok reply byte budget across connections")
+    finally:
+        for c in (a, b):
+            if c is not None:
+                c.close()
+        d.stop()
 
 
 TESTS = {name[5:]: fn for name, fn in globals().items()
