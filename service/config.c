@@ -27,6 +27,8 @@ enum config_key {
 	KEY_DEVICE,
 	KEY_WORKERS,
 	KEY_MAX_INFLIGHT,
+	KEY_MAX_INFLIGHT_PER_CONN,
+	KEY_MAX_REPLY_BYTES,
 	KEY_MAX_WIDTH,
 	KEY_MAX_HEIGHT,
 	KEY_MAX_FRAME_BYTES,
@@ -82,6 +84,15 @@ static const struct config_option config_options[KEY_COUNT] = {
                               "N",
                               "requests in flight at once",
                               {1, 4096}},
+        [KEY_MAX_INFLIGHT_PER_CONN] = {"max-inflight-per-conn",
+                                       "N",
+                                       "requests in flight per connection "
+                                       "(EBUSY past it)",
+                                       {1, 4096}},
+        [KEY_MAX_REPLY_BYTES] = {"max-reply-bytes",
+                                 "BYTES",
+                                 "tensor bytes of the replies in flight",
+                                 {1, UINT64_C(1) << 40}},
         [KEY_MAX_WIDTH] = {"max-width",
                            "PX",
                            "largest source width",
@@ -162,6 +173,8 @@ void fprep__config_init(fprep__config *cfg)
 	cfg->device = FPREP__DEVICE_AUTO;
 	cfg->workers = 0;
 	cfg->max_inflight = 64;
+	cfg->max_inflight_per_conn = 16;
+	cfg->max_reply_bytes = UINT64_C(1) << 30;
 	cfg->limits.max_width = 8192;
 	cfg->limits.max_height = 8192;
 	cfg->limits.max_frame_bytes = UINT64_C(64) << 20;
@@ -330,6 +343,12 @@ static int config_set(fprep__config *cfg, enum config_key key, const char *val,
 	case KEY_MAX_INFLIGHT:
 		cfg->max_inflight = (unsigned)v;
 		break;
+	case KEY_MAX_INFLIGHT_PER_CONN:
+		cfg->max_inflight_per_conn = (unsigned)v;
+		break;
+	case KEY_MAX_REPLY_BYTES:
+		cfg->max_reply_bytes = v;
+		break;
 	case KEY_MAX_WIDTH:
 		cfg->limits.max_width = (uint32_t)v;
 		break;
@@ -390,6 +409,12 @@ static void config_default(const fprep__config *cfg, enum config_key key,
 		break;
 	case KEY_MAX_INFLIGHT:
 		snprintf(buf, size, "%u", cfg->max_inflight);
+		break;
+	case KEY_MAX_INFLIGHT_PER_CONN:
+		snprintf(buf, size, "%u", cfg->max_inflight_per_conn);
+		break;
+	case KEY_MAX_REPLY_BYTES:
+		snprintf(buf, size, "%" PRIu64, cfg->max_reply_bytes);
 		break;
 	case KEY_MAX_WIDTH:
 		snprintf(buf, size, "%" PRIu32, cfg->limits.max_width);

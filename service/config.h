@@ -21,11 +21,13 @@
  * config and released with fprep__config_fini. */
 typedef struct fprep__config {
 	char listen[FPREP__MAX_LISTEN][FPREP__URL_SIZE];
-	unsigned nlisten;          /* 0: fprep_default_url */
-	char *config_file;         /* NULL: none */
-	int device;                /* FPREP__DEVICE_AUTO, _CPU, or a GPU id */
-	unsigned workers;          /* CPU worker threads, 0: one per core */
-	unsigned max_inflight;     /* nng contexts: requests in flight */
+	unsigned nlisten;      /* 0: fprep_default_url */
+	char *config_file;     /* NULL: none */
+	int device;            /* FPREP__DEVICE_AUTO, _CPU, or a GPU id */
+	unsigned workers;      /* CPU worker threads, 0: one per core */
+	unsigned max_inflight; /* nng contexts: requests in flight */
+	unsigned max_inflight_per_conn; /* of those, one connection's */
+	uint64_t max_reply_bytes;  /* tensor bytes of the replies in flight */
 	fprep_limits limits;       /* request bounds */
 	int send_timeout_ms;       /* bound on each reply's send */
 	int shutdown_timeout_ms;   /* bound on draining work at shutdown */

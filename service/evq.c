@@ -5,7 +5,10 @@
  * mutex and calls uv_async_send. libuv coalesces wake-ups, so the loop
  * takes the whole list in one step under the mutex and walks it outside,
  * repeating until the queue is empty: one wake-up serves any number of
- * events, and a producer never waits for the loop.
+ * events, and a producer never waits for the loop. The list taken out
+ * stays in the queue (taken) until each event is drained, so a drain
+ * nested in a drain callback keeps the order, and a close from a drain
+ * callback can dispose of what the walk had not reached.
  */
 #include "evq.h"
 
@@ -24,14 +27,16 @@ static void evq_close_cb(uv_handle_t *handle)
 }
 
 int fprep__evq_init(fprep__evq *q, uv_loop_t *loop, fprep__evq_drain_cb drain,
-                    void *data)
+                    fprep__evq_dispose_cb dispose, void *data)
 {
 	int rv;
 
 	q->head = NULL;
 	q->tail = NULL;
+	q->taken = NULL;
 	q->closed = 0;
 	q->drain = drain;
+	q->dispose = dispose;
 	q->data = data;
 	if (pthread_mutex_init(&q->lock, NULL) != 0)
 		return UV_ENOMEM;
@@ -57,29 +62,44 @@ void fprep__evq_push(fprep__evq *q, fprep__event *ev)
 	uv_async_send(&q->async);
 }
 
+/* evq_take moves the queued events to the end of q->taken. */
+static void evq_take(fprep__evq *q)
+{
+	fprep__event **end = &q->taken;
+
+	while (*end != NULL)
+		end = &(*end)->next;
+	pthread_mutex_lock(&q->lock);
+	*end = q->head;
+	q->head = NULL;
+	q->tail = NULL;
+	pthread_mutex_unlock(&q->lock);
+}
+
 void fprep__evq_drain(fprep__evq *q)
 {
-	fprep__event *ev, *next;
+	fprep__event *ev;
 
-	for (;;) {
-		if (q->closed)
+	while (!q->closed) {
+		if (q->taken == NULL)
+			evq_take(q);
+		if ((ev = q->taken) == NULL)
 			return;
-		pthread_mutex_lock(&q->lock);
-		ev = q->head;
-		q->head = NULL;
-		q->tail = NULL;
-		pthread_mutex_unlock(&q->lock);
-		if (ev == NULL)
-			return;
-		for (; ev != NULL && !q->closed; ev = next) {
-			next = ev->next;
-			q->drain(ev, q->data);
-		}
+		q->taken = ev->next;
+		q->drain(ev, q->data);
 	}
 }
 
 void fprep__evq_fini(fprep__evq *q)
 {
+	fprep__event *ev;
+
 	q->closed = 1;
+	evq_take(q);
+	while ((ev = q->taken) != NULL) {
+		q->taken = ev->next;
+		if (q->dispose != NULL)
+			q->dispose(ev, q->data);
+	}
 	uv_close((uv_handle_t *)&q->async, evq_close_cb);
 }

@@ -20,22 +20,30 @@ struct fprep__event {
  * the order they were pushed. */
 typedef void (*fprep__evq_drain_cb)(fprep__event *ev, void *data);
 
+/* fprep__evq_dispose_cb: called by fprep__evq_fini, on the loop thread,
+ * once for each event that was pushed and not drained, so that what it
+ * owns is released. */
+typedef void (*fprep__evq_dispose_cb)(fprep__event *ev, void *data);
+
 /* fprep__evq: the queue. Embedded by its owner; init/fini pair. */
 typedef struct fprep__evq {
 	pthread_mutex_t lock;
 	fprep__event *head;
 	fprep__event *tail;
+	fprep__event *taken; /* loop thread: taken out, not yet drained */
 	uv_async_t async;
 	fprep__evq_drain_cb drain;
+	fprep__evq_dispose_cb dispose;
 	void *data;
 	int closed; /* fprep__evq_fini was called: drain no more */
 } fprep__evq;
 
 /* fprep__evq_init initialises q on loop, calling drain(ev, data) for each
- * event the loop takes out. Returns 0 or a libuv error (negative). Loop
- * thread. */
+ * event the loop takes out, and dispose(ev, data) (NULL: nothing) for each
+ * event still queued when the queue closes. Returns 0 or a libuv error
+ * (negative). Loop thread. */
 int fprep__evq_init(fprep__evq *q, uv_loop_t *loop, fprep__evq_drain_cb drain,
-                    void *data);
+                    fprep__evq_dispose_cb dispose, void *data);
 
 /* fprep__evq_push appends ev and wakes the loop. Any thread, until
  * fprep__evq_fini; it never blocks beyond the queue's mutex. */
@@ -43,13 +51,15 @@ void fprep__evq_push(fprep__evq *q, fprep__event *ev);
 
 /* fprep__evq_drain takes out every queued event (and those pushed while it
  * runs) and calls drain for each. Loop thread; the async handler calls it,
- * and shutdown may call it directly. */
+ * and shutdown may call it directly, also from drain: the inner call goes
+ * on with the events the outer one took, in order. */
 void fprep__evq_drain(fprep__evq *q);
 
 /* fprep__evq_fini closes the queue: the drain in progress, if any, stops
- * after the current event, and the events still queued are dropped. The
- * async handle closes, and the mutex is destroyed, when the loop runs next.
- * No thread may push any more. Loop thread; may be called from drain. */
+ * after the current event, and the events still queued (taken out by that
+ * drain or not) are given to dispose. The async handle closes, and the
+ * mutex is destroyed, when the loop runs next. No thread may push any
+ * more. Loop thread; may be called from drain. */
 void fprep__evq_fini(fprep__evq *q);
 
 #endif /* FPREP_SERVICE_EVQ_H */

@@ -22,6 +22,19 @@
  * Every request received gets exactly one reply; a request that cannot be
  * served gets an error reply naming the reason.
  *
+ * The slots are shared by every connection, so each connection is held to
+ * its part of them: a request finds its connection by the message's nng
+ * pipe, and past --max-inflight-per-conn requests of that connection in
+ * flight it gets EBUSY at once. The tensor bytes of the replies in flight
+ * are bounded by --max-reply-bytes, and one connection's by its share,
+ * max-reply-bytes * max-inflight-per-conn / max-inflight: a FRAME whose
+ * tensor does not fit gets EBUSY too, unless nothing is in flight. A reply
+ * waits in its slot until the peer has read the replies before it, so an
+ * EBUSY reply holds a slot as well: a connection with more than twice
+ * --max-inflight-per-conn requests unanswered does not read its replies,
+ * and is closed. A request counts from its receipt until its reply has
+ * been sent or has failed (slot_next).
+ *
  * Shutdown (SIGINT, SIGTERM, or a fatal device error) goes in a fixed
  * order, since nng 1.5.2 has close races: stop receiving (cancel the posted
  * receives; slots do not post new ones) -> let the work in flight finish
@@ -87,6 +100,16 @@ struct server_pipe_ev {
 	uint32_t pipe;
 };
 
+/* server_conn: what one connection (nng pipe) holds; an entry is in use
+ * while held > 0, so there are never more than the slots. */
+struct server_conn {
+	uint32_t pipe;        /* nng pipe id; 0: a free entry */
+	unsigned held;        /* slots holding one of its requests */
+	unsigned inflight;    /* of those, requests not refused with EBUSY */
+	uint64_t reply_bytes; /* tensor bytes of its replies in flight */
+	int closing;          /* closed for not reading: drop its requests */
+};
+
 struct server;
 
 struct server_slot {
@@ -100,7 +123,10 @@ struct server_slot {
 	nng_aio *aio;
 	nng_msg *req_msg; /* WORK: the request; job.input points into it */
 	nng_msg *rep_msg; /* WORK: the reply; job.output points into it */
-	uint16_t kind;    /* of the request being served, for logs */
+	struct server_conn *conn; /* the requester; NULL: none yet */
+	int counted;              /* counted in conn->inflight */
+	uint64_t reply_bytes;     /* counted in the reply byte totals */
+	uint16_t kind;            /* of the request being served, for logs */
 	uint64_t request_id;
 	uint64_t t_recv_ns;
 	fprep__job job;
@@ -131,7 +157,9 @@ struct server {
 	fprep__watchdog watchdog;
 	struct server_slot *slots;
 	unsigned nslots;
-	unsigned active; /* slots not IDLE */
+	unsigned active;           /* slots not IDLE */
+	struct server_conn *conns; /* nslots entries */
+	uint64_t reply_bytes;      /* tensor bytes of the replies in flight */
 	uint64_t t_start_ns;
 	uint64_t served;
 	uint64_t failed;
@@ -196,12 +224,15 @@ static void server_info(struct server *srv, char *buf, size_t size)
 		        "\nmax_frame_bytes: %" PRIu64
 		        "\nmax_out_width: %" PRIu32 "\nmax_out_height: %" PRIu32
 		        "\nmax_tensor_bytes: %" PRIu64 "\nmax_inflight: %u\n"
+		        "max_inflight_per_conn: %u\nmax_reply_bytes: %" PRIu64
+		        "\nreply_bytes: %" PRIu64 "\n"
 		        "inflight: %u\nserved: %" PRIu64 "\nfailed: %" PRIu64
 		        "\nuptime_s: %" PRIu64 "\n",
 		        lim->max_width, lim->max_height, lim->max_frame_bytes,
 		        lim->max_out_width, lim->max_out_height,
-		        lim->max_tensor_bytes, cfg->max_inflight, busy,
-		        srv->served, srv->failed,
+		        lim->max_tensor_bytes, cfg->max_inflight,
+		        cfg->max_inflight_per_conn, cfg->max_reply_bytes,
+		        srv->reply_bytes, busy, srv->served, srv->failed,
 		        (fprep__now_ns() - srv->t_start_ns) / 1000000000u);
 	if (n < size) {
 		uint64_t shm_bytes;
@@ -247,12 +278,56 @@ static void slot_recv(struct server_slot *s)
 	nng_ctx_recv(s->ctx, s->aio);
 }
 
+/* server_conn_find returns the entry of connection pipe, taking a free one
+ * when it holds nothing yet. There is always one: each entry in use holds
+ * a slot. */
+static struct server_conn *server_conn_find(struct server *srv, uint32_t pipe)
+{
+	struct server_conn *free_entry = NULL;
+
+	for (unsigned i = 0; i < srv->nslots; i++) {
+		if (srv->conns[i].pipe == pipe)
+			return &srv->conns[i];
+		if (srv->conns[i].pipe == 0 && free_entry == NULL)
+			free_entry = &srv->conns[i];
+	}
+	if (free_entry == NULL) {
+		fprep__log(FPREP_LOG_ERR, "connection table full");
+		abort();
+	}
+	free_entry->pipe = pipe;
+	return free_entry;
+}
+
+/* slot_release ends what the slot's request counted for its connection
+ * and in the reply byte totals; once per request. */
+static void slot_release(struct server_slot *s)
+{
+	struct server_conn *c = s->conn;
+
+	if (c == NULL)
+		return;
+	c->held--;
+	if (s->counted)
+		c->inflight--;
+	c->reply_bytes -= s->reply_bytes;
+	s->srv->reply_bytes -= s->reply_bytes;
+	if (c->held == 0) {
+		c->pipe = 0;
+		c->closing = 0;
+	}
+	s->conn = NULL;
+	s->counted = 0;
+	s->reply_bytes = 0;
+}
+
 /* slot_next ends a request: the slot receives again, or rests once the
  * server is stopping. */
 static void slot_next(struct server_slot *s)
 {
 	struct server *srv = s->srv;
 
+	slot_release(s);
 	if (!srv->stopping) {
 		slot_recv(s);
 		return;
@@ -501,6 +576,60 @@ static void slot_unregister(struct server_slot *s, nng_msg *msg,
 	slot_answer(s, rep, "UNREGISTER");
 }
 
+/* slot_refuse answers the slot's request with EBUSY: it no longer counts
+ * as in flight for its connection. */
+static void slot_refuse(struct server_slot *s, nng_msg *msg, const char *why)
+{
+	if (s->counted) {
+		s->conn->inflight--;
+		s->counted = 0;
+	}
+	slot_fail(s, msg, FPREP_EBUSY, why);
+}
+
+/* slot_reserve_reply counts a reply of bytes tensor bytes against the
+ * connection's share of --max-reply-bytes and the whole. Returns 0, or -1
+ * after answering the request with EBUSY. */
+static int slot_reserve_reply(struct server_slot *s, nng_msg *msg,
+                              uint64_t bytes)
+{
+	struct server *srv = s->srv;
+	const fprep__config *cfg = srv->cfg;
+	struct server_conn *c = s->conn;
+	unsigned per_conn = cfg->max_inflight_per_conn < cfg->max_inflight
+	                            ? cfg->max_inflight_per_conn
+	                            : cfg->max_inflight;
+	uint64_t share = cfg->max_reply_bytes * per_conn / cfg->max_inflight;
+	char why[FPREP_MESSAGE_SIZE];
+
+	/* A first reply may be larger than the share (or the whole): the
+	 * totals can exceed their bounds, hence the >= tests. */
+	if (c->reply_bytes > 0 &&
+	    (c->reply_bytes >= share || bytes > share - c->reply_bytes)) {
+		snprintf(why, sizeof(why),
+		         "tensor of %" PRIu64 " bytes: this connection's "
+		         "replies hold %" PRIu64 " of its %" PRIu64
+		         "-byte share of --max-reply-bytes",
+		         bytes, c->reply_bytes, share);
+		slot_refuse(s, msg, why);
+		return -1;
+	}
+	if (srv->reply_bytes > 0 &&
+	    (srv->reply_bytes >= cfg->max_reply_bytes ||
+	     bytes > cfg->max_reply_bytes - srv->reply_bytes)) {
+		snprintf(why, sizeof(why),
+		         "tensor of %" PRIu64 " bytes: replies in flight hold "
+		         "%" PRIu64 " of --max-reply-bytes %" PRIu64,
+		         bytes, srv->reply_bytes, cfg->max_reply_bytes);
+		slot_refuse(s, msg, why);
+		return -1;
+	}
+	s->reply_bytes = bytes;
+	c->reply_bytes += bytes;
+	srv->reply_bytes += bytes;
+	return 0;
+}
+
 /* slot_submit starts a FRAME or ECHO request: allocates the reply with
  * room for the tensor and hands the job to the backend. */
 static void slot_submit(struct server_slot *s, nng_msg *msg,
@@ -530,6 +659,8 @@ static void slot_submit(struct server_slot *s, nng_msg *msg,
 	if (req->output_loc == FPREP_LOC_SHM &&
 	    (out = slot_region(s, msg, req->out_region, pipe, req->out_offset,
 	                       bytes, "out")) == NULL)
+		return;
+	if (out == NULL && slot_reserve_reply(s, msg, bytes) != 0)
 		return;
 	rv = fprep__reply_tensor_alloc(&rep, out != NULL ? 0 : bytes, &tensor);
 	if (rv != 0) {
@@ -572,6 +703,35 @@ static void slot_submit(struct server_slot *s, nng_msg *msg,
 	}
 }
 
+/* slot_admit counts a request that just arrived for its connection.
+ * Returns 0, or -1 when the connection holds too many unanswered requests:
+ * it is closed, and the request dropped. */
+static int slot_admit(struct server_slot *s, nng_msg *msg)
+{
+	struct server *srv = s->srv;
+	nng_pipe pipe = nng_msg_get_pipe(msg);
+	unsigned bound = 2 * srv->cfg->max_inflight_per_conn;
+
+	s->conn = server_conn_find(srv, (uint32_t)nng_pipe_id(pipe));
+	s->conn->held++;
+	if (s->conn->held <= bound && !s->conn->closing)
+		return 0;
+	if (!s->conn->closing) {
+		/* Requests it sent before the close may still arrive. */
+		fprep__log(FPREP_LOG_WARNING,
+		           "connection %" PRIu32 " closed: more than %u "
+		           "requests unanswered (twice "
+		           "--max-inflight-per-conn): it does not read its "
+		           "replies",
+		           s->conn->pipe, bound);
+		s->conn->closing = 1;
+		nng_pipe_close(pipe);
+	}
+	nng_msg_free(msg);
+	slot_next(s);
+	return -1;
+}
+
 /* slot_received handles a request that just arrived. */
 static void slot_received(struct server_slot *s)
 {
@@ -583,6 +743,8 @@ static void slot_received(struct server_slot *s)
 	int rv;
 
 	s->t_recv_ns = fprep__now_ns();
+	if (slot_admit(s, msg) != 0)
+		return;
 	memset(&req, 0, sizeof(req));
 	why[0] = '\0';
 	rv = fprep_request_decode(nng_msg_body(msg), nng_msg_len(msg),
@@ -598,6 +760,16 @@ static void slot_received(struct server_slot *s)
 		slot_fail(s, msg, srv->stop_status, srv->stop_message);
 		return;
 	}
+	if (s->conn->inflight >= srv->cfg->max_inflight_per_conn) {
+		snprintf(why, sizeof(why),
+		         "this connection has %u requests in flight: the limit "
+		         "is --max-inflight-per-conn %u",
+		         s->conn->inflight, srv->cfg->max_inflight_per_conn);
+		slot_refuse(s, msg, why);
+		return;
+	}
+	s->conn->inflight++;
+	s->counted = 1;
 	switch (req.kind) {
 	case FPREP_KIND_FRAME:
 	case FPREP_KIND_ECHO:
@@ -779,6 +951,15 @@ static void server_event(fprep__event *ev, void *data)
 		slot_aio_done(s);
 }
 
+/* server_event_dispose releases an event the queue dropped at its close:
+ * a connection-closed event owns its memory; a slot's is the slot. */
+static void server_event_dispose(fprep__event *ev, void *data)
+{
+	(void)data;
+	if (((struct server_ev_head *)ev)->ev_kind == SLOT_EV_PIPE_CLOSED)
+		free(ev);
+}
+
 /* server_close_backend closes the backend once. */
 static void server_close_backend(struct server *srv, int timeout_ms)
 {
@@ -899,14 +1080,16 @@ static void server_free_slots(struct server *srv)
 		s->aio = NULL;
 	}
 	free(srv->slots);
+	free(srv->conns);
 	srv->slots = NULL;
+	srv->conns = NULL;
 	srv->nslots = 0;
 }
 
 static void server_close_handles(struct server *srv)
 {
-	/* Connection-closed events queued by nng_close own memory: take
-	 * them out before the queue closes. */
+	/* Connection-closed events queued by nng_close: their regions go
+	 * before the queue closes (what is left is disposed of). */
 	fprep__evq_drain(&srv->evq);
 	fprep__evq_fini(&srv->evq);
 	uv_close((uv_handle_t *)&srv->sigint, NULL);
@@ -966,6 +1149,9 @@ static int server_open_slots(struct server *srv)
 	if (srv->slots == NULL)
 		return FPREP_ENOMEM;
 	srv->nslots = srv->cfg->max_inflight;
+	srv->conns = calloc(srv->nslots, sizeof(*srv->conns));
+	if (srv->conns == NULL)
+		return FPREP_ENOMEM;
 	for (unsigned i = 0; i < srv->nslots; i++) {
 		struct server_slot *s = &srv->slots[i];
 
@@ -1019,7 +1205,8 @@ static int server_init_loop(struct server *srv)
 	rv = uv_loop_init(&srv->loop);
 	if (rv != 0)
 		goto err;
-	rv = fprep__evq_init(&srv->evq, &srv->loop, server_event, srv);
+	rv = fprep__evq_init(&srv->evq, &srv->loop, server_event,
+	                     server_event_dispose, srv);
 	if (rv != 0)
 		goto err_loop;
 	uv_signal_init(&srv->loop, &srv->sigint);

@@ -494,6 +494,8 @@ def test_config(tmp):
         (["--listen", "http://x"], "--listen"),
         (["--log-level", "loud"], "--log-level"),
         (["--slots", "1"], "--slots"),
+        (["--max-inflight-per-conn", "0"], "--max-inflight-per-conn"),
+        (["--max-reply-bytes", "-1"], "--max-reply-bytes"),
         (["--bogus"], "--bogus"),
         (["--max-width"], "--max-width"),
         (["stray"], "stray"),
@@ -519,7 +521,8 @@ def test_config(tmp):
     r = run_daemon("--help")
     check(r.returncode == 0, "--help exit")
     for flag in ("--listen", "--config", "--device", "--workers",
-                 "--max-inflight", "--max-width", "--max-height",
+                 "--max-inflight", "--max-inflight-per-conn",
+                 "--max-reply-bytes", "--max-width", "--max-height",
                  "--max-frame-bytes", "--max-out-width", "--max-out-height",
                  "--max-tensor-bytes", "--send-timeout-ms",
                  "--shutdown-timeout-ms", "--slots", "--kernels",
@@ -532,12 +535,16 @@ def test_config(tmp):
     good = os.path.join(tmp, "good.conf")
     with open(good, "w") as f:
         f.write("# comment\n[frameprepd]\nmax-inflight = 5\n"
+                "max-inflight-per-conn = 3\nmax-reply-bytes = 7654321\n"
                 "max-frame-bytes = 123456\nlisten = ipc:///nonexistent/x\n")
     d = Daemon(tmp, "--config", good, "--max-frame-bytes", "654321")
     try:
         info = fpwire.reply(nngcat(d.url, fpwire.request(kind=2)))
         text = info["payload"].decode()
-        check("max_inflight: 5\n" in text, f"file not applied:\n{text}")
+        check("max_inflight: 5\n" in text and
+              "max_inflight_per_conn: 3\n" in text and
+              "max_reply_bytes: 7654321\n" in text,
+              f"file not applied:\n{text}")
         check("max_frame_bytes: 654321\n" in text,
               f"flag did not override the file:\n{text}")
         mode = stat.S_IMODE(os.stat(d.url[len("ipc://"):]).st_mode)
@@ -691,6 +698,190 @@ def test_systemd_notify(tmp):
     check("STOPPING=1" in rest.split("\n"), f"on SIGTERM: {rest!r}")
     ns.close()
     print(f"ok notifications {first!r} then {rest!r}")
+
+
+def vmrss(pid):
+    """The process's resident set, bytes."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise Fail(f"no VmRSS for pid {pid}")
+
+
+def info_latencies(url, n, bound_s):
+    """Up to n INFO round trips on one connection, one at a time; their
+    latencies in seconds. One not answered within bound_s counts as
+    bound_s and ends the series."""
+    c = fpwire.SpReq(url, timeout=bound_s)
+    lat = []
+    try:
+        for i in range(n):
+            t0 = time.monotonic()
+            c.send(fpwire.request(kind=2, request_id=i))
+            try:
+                _, body = c.recv()
+            except TimeoutError:
+                lat.append(bound_s)
+                break
+            lat.append(time.monotonic() - t0)
+            check(fpwire.reply(body)["status"] == 0, "INFO failed")
+            time.sleep(0.002)
+    finally:
+        c.close()
+    return lat
+
+
+def p99(lat):
+    return sorted(lat)[int(len(lat) * 0.99) - 1]
+
+
+def test_flood(tmp):
+    """A client that pipelines requests for large tensors and never reads
+    the replies: a well-behaved client's INFO keeps its latency (p99 within
+    2x of alone, with a floor), the daemon's memory stays bounded, and the
+    requests past the connection's limits get EBUSY. The latency floor
+    (50 ms) absorbs the CPU and page faults of the flooder's accepted work
+    on a small, shared machine; a starved client waits for the send
+    timeout (30 s)."""
+    import threading
+    d = Daemon(tmp, "--send-timeout-ms", "30000", "--log-level", "info",
+               "--workers", "1")
+    floor_s, n, mib = 0.050, 600, 1 << 20
+    flooders, threads = [], []
+    try:
+        alone = info_latencies(d.url, n, 5.0)
+        base = vmrss(d.proc.pid)
+        peak = [base]
+        done = threading.Event()
+
+        def sample():
+            while not done.is_set() and d.alive():
+                peak[0] = max(peak[0], vmrss(d.proc.pid))
+                time.sleep(0.01)
+
+        def flood(c, reqs, pause):
+            try:
+                for i, q in enumerate(reqs):
+                    c.send(q)
+                    if i == 0:
+                        time.sleep(pause)
+            except OSError:
+                pass  # closed by the daemon
+
+        # 24 requests for 3 MiB tensors, read later; then 70 for 48 MiB
+        # tensors (2048x2048x3 float32), never read, the first alone so
+        # that its reply fills the connection and the refusals pile up
+        # behind it.
+        small = [fpwire.request(request_id=100 + i, out_width=512,
+                                out_height=512) for i in range(24)]
+        big = [fpwire.request(request_id=200 + i, out_width=2048,
+                              out_height=2048) for i in range(70)]
+        for reqs, pause in ((small, 0), (big, 1.0)):
+            c = fpwire.SpReq(d.url, timeout=30)
+            flooders.append(c)
+            threads.append(threading.Thread(target=flood,
+                                            args=(c, reqs, pause)))
+        threads.append(threading.Thread(target=sample))
+        for t in threads:
+            t.start()
+            time.sleep(0.3)
+        flooded = info_latencies(d.url, n, 5.0)
+        time.sleep(1.0)
+        done.set()
+        for t in threads:
+            t.join(60)
+        a, f = p99(alone), p99(flooded)
+        grown = (peak[0] - base) / mib
+        print(f"INFO p99 alone {a * 1000:.2f} ms, beside the flood "
+              f"{f * 1000:.2f} ms (max {max(flooded) * 1000:.2f} ms); "
+              f"daemon VmRSS grew {grown:.0f} MiB")
+        check(len(flooded) == n,
+              f"INFO {len(flooded) - 1} not answered within 5 s")
+        check(f <= 2 * max(a, floor_s),
+              f"INFO p99 {f * 1000:.2f} ms beside the flood, over 2x "
+              f"max(alone {a * 1000:.2f} ms, {floor_s * 1000:.0f} ms)")
+        check(grown <= 640, f"daemon VmRSS grew {grown:.0f} MiB under "
+                            f"one flooding connection (bound 640 MiB)")
+        status = {}
+        for _ in small:
+            _, body = flooders[0].recv()
+            r = fpwire.reply(body)
+            status[r["status_name"]] = status.get(r["status_name"], 0) + 1
+            if r["status_name"] == "EBUSY":
+                check("--max-inflight-per-conn 16" in r["message"],
+                      f"EBUSY message: {r['message']!r}")
+        print(f"reading client: {status}")
+        check(status.get("EBUSY", 0) >= 1 and status.get("OK", 0) >= 1 and
+              status.get("OK", 0) + status.get("EBUSY", 0) == len(small),
+              f"24 pipelined requests answered {status}")
+        log = d.log_text()
+        check("--max-reply-bytes" in log,
+              "no EBUSY for the reply byte share in the log")
+        check("does not read its replies" in log,
+              "the never-reading connection was not closed")
+        check(fpwire.reply(nngcat(d.url, fpwire.request(kind=2)))["status"]
+              == 0, "INFO after the flood")
+        print("ok flooding connection held to its share")
+    finally:
+        for c in flooders:
+            c.close()
+        if d.alive():
+            d.stop(60)
+
+
+def test_reply_budget(tmp):
+    """--max-reply-bytes across connections: a connection's tensor that
+    does not fit beside the replies in flight gets EBUSY naming it; with
+    nothing in flight any tensor within the limits is served."""
+    budget, mib = 10 << 20, 1 << 20
+    d = Daemon(tmp, "--max-inflight-per-conn", "64", "--max-reply-bytes",
+               str(budget), "--send-timeout-ms", "30000")
+    a = b = None
+    try:
+        # a: six 3 MiB tensors pipelined, not read yet.
+        a = fpwire.SpReq(d.url)
+        for i in range(6):
+            a.send(fpwire.request(request_id=10 + i, out_width=512,
+                                  out_height=512))
+        time.sleep(1.0)
+        # b: one 12 MiB tensor (1024x1024x3 float32), over what is left.
+        b = fpwire.SpReq(d.url)
+        big = fpwire.request(request_id=99, out_width=1024, out_height=1024)
+        b.send(big)
+        r = fpwire.reply(b.recv()[1])
+        print(f"beside a's replies: {r['status_name']}: {r['message']}")
+        check(r["status_name"] == "EBUSY" and
+              f"of --max-reply-bytes {budget}" in r["message"],
+              f"12 MiB tensor beside 6 MiB in flight: {r['status_name']} "
+              f"{r['message']!r}")
+        b.send(fpwire.request(kind=2))
+        info = fpwire.reply(b.recv()[1])["payload"].decode()
+        held = int(info.split("\nreply_bytes: ")[1].split()[0])
+        check(0 < held <= budget, f"INFO reply_bytes {held}")
+        status = {}
+        for _ in range(6):
+            r = fpwire.reply(a.recv()[1])
+            status[r["status_name"]] = status.get(r["status_name"], 0) + 1
+            if r["status_name"] == "EBUSY":
+                check("--max-reply-bytes" in r["message"],
+                      f"EBUSY message {r['message']!r}")
+        print(f"a's six 3 MiB tensors: {status}; INFO reply_bytes was "
+              f"{held / mib:.0f} MiB")
+        check(status.get("EBUSY", 0) >= 1 and status.get("OK", 0) >= 3,
+              f"a's replies {status}")
+        time.sleep(0.2)
+        b.send(big)
+        r = fpwire.reply(b.recv()[1])
+        check(r["status"] == 0 and r["tensor_size"] == 12 * mib,
+              f"12 MiB tensor with nothing in flight: {r['status_name']} "
+              f"{r['message']!r}")
+        print("ok reply byte budget across connections")
+    finally:
+        for c in (a, b):
+            if c is not None:
+                c.close()
+        d.stop()
 
 
 TESTS = {name[5:]: fn for name, fn in globals().items()

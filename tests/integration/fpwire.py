@@ -67,3 +67,54 @@ def reply(msg):
                 t_total_us=tt, payload_size=payload_size,
                 tensor_size=tensor_size, message=message,
                 payload=msg[REP_HDR:])
+
+
+class SpReq:
+    """A raw nng REQ peer over ipc:// written on a plain AF_UNIX socket: SP
+    handshake, then each message as type 1, a 64-bit big-endian length, a
+    4-byte request id (high bit set) and the body. Requests can be
+    pipelined without reading the replies, which no cooked REQ socket
+    does."""
+
+    def __init__(self, url, timeout=30.0):
+        import socket
+        path = url[len("ipc://"):] if url.startswith("ipc://") else url
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(path)
+        self.sock.sendall(b"\0SP\0" + struct.pack(">HH", 0x30, 0))
+        peer = self._read(8)
+        if peer[:4] != b"\0SP\0" or struct.unpack(">H", peer[4:6])[0] != 0x31:
+            raise ValueError(f"not an nng REP peer: {peer!r}")
+        self.next_id = 1
+
+    def _read(self, n):
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(min(n - len(buf), 1 << 20))
+            if not chunk:
+                raise ConnectionError("connection closed by the daemon")
+            buf += chunk
+        return bytes(buf)
+
+    def send(self, body):
+        """Sends one request; returns its SP request id."""
+        rid = self.next_id
+        self.next_id += 1
+        self.sock.sendall(b"\x01" + struct.pack(">QI", len(body) + 4,
+                                                0x80000000 | rid) + body)
+        return rid
+
+    def recv(self):
+        """Reads one reply: (SP request id, body)."""
+        hdr = self._read(9)
+        if hdr[0] != 1:
+            raise ValueError(f"message type {hdr[0]}")
+        n = struct.unpack(">Q", hdr[1:])[0]
+        if n < 4:
+            raise ValueError(f"reply of {n} bytes has no request id")
+        msg = self._read(n)
+        return struct.unpack(">I", msg[:4])[0] & 0x7FFFFFFF, msg[4:]
+
+    def close(self):
+        self.sock.close()
