@@ -583,6 +583,7 @@ static void slot_received(struct server_slot *s)
 	int rv;
 
 	s->t_recv_ns = fprep__now_ns();
+	fprep__ingress_request(&srv->ingress, nng_msg_get_pipe(msg));
 	memset(&req, 0, sizeof(req));
 	why[0] = '\0';
 	rv = fprep_request_decode(nng_msg_body(msg), nng_msg_len(msg),

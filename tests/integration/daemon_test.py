@@ -12,6 +12,7 @@ import argparse
 import os
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -369,6 +370,79 @@ def test_oversized(tmp):
         check(d.alive(), "daemon died")
         good_request_ok(d)
         print("ok oversized message refused, daemon still serving")
+        lines = [ln for ln in d.log_text().splitlines()
+                 if f"(pid {bg.pid}, uid {os.getuid()})" in ln]
+        why = f"larger than {100000 + 128} bytes (--max-frame-bytes 100000"
+        check(lines and all(why in ln for ln in lines),
+              f"no log line naming the dropped connection of pid {bg.pid} "
+              f"and the limit ('{why}'):\n{d.log_text()}")
+        print(f"ok the daemon logged the dropped connection: {lines[0]}")
+    finally:
+        d.stop()
+
+
+def ipc_path(d):
+    return d.url[len("ipc://"):]
+
+
+def raw_connect(path, send=b""):
+    """Connects to the daemon's socket file, sends send, and closes."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.connect(path)
+    if send:
+        s.sendall(send)
+    s.close()
+
+
+def info_within(d, bound):
+    """Runs frameprep info until it answers, for up to bound seconds (a
+    client that connected while the listener was stuck is dropped when it
+    restarts, and tries again). Returns (seconds, attempts, last output)."""
+    t0 = time.monotonic()
+    attempts, out = 0, ""
+    while time.monotonic() - t0 < bound:
+        attempts += 1
+        try:
+            r = subprocess.run([ARGS.cli, "info", "--socket", d.url],
+                               stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT,
+                               timeout=max(1.0, bound - (time.monotonic() - t0)))
+            out = r.stdout.decode()
+            if r.returncode == 0 and "backend:" in out:
+                return time.monotonic() - t0, attempts, out
+        except subprocess.TimeoutExpired:
+            out = "(no answer)"
+        time.sleep(0.2)
+    return None, attempts, out
+
+
+def test_ipc_wedge(tmp):
+    """(13) Local peers that connect and leave before the SP handshake (two
+    silent ones, one that sends half a header) must not stop the ipc://
+    listener accepting: a normal client is answered within seconds, round
+    after round; the daemon logs the restart once per round at most, and
+    its own check connections are not logged."""
+    d = Daemon(tmp)
+    try:
+        for rnd in range(4):
+            for _ in range(3):
+                raw_connect(ipc_path(d))
+                raw_connect(ipc_path(d))
+                raw_connect(ipc_path(d), b"\x00SP")
+            dt, attempts, out = info_within(d, 20)
+            check(dt is not None,
+                  f"round {rnd}: frameprep info after the early-closing "
+                  f"peers: no answer within 20 s ({attempts} attempts):\n"
+                  f"{out}")
+            print(f"ok round {rnd}: info answered in {dt:.1f} s "
+                  f"({attempts} attempts)")
+        good_request_ok(d)
+        log = d.log_text()
+        restarts = log.count("does not answer a handshake")
+        print(f"ok {restarts} listener restarts logged")
+        check(f"pid {d.proc.pid}," not in log,
+              "the daemon logged its own check connections")
     finally:
         d.stop()
 
