@@ -117,8 +117,9 @@ static const struct config_option config_options[KEY_COUNT] = {
                                      {1, MS_MAX}},
         [KEY_LISTENER_CHECK_MS] = {"listener-check-ms",
                                    "MS",
-                                   "how often each ipc:// listener is checked "
-                                   "to answer a handshake (0: never)",
+                                   "check every MS that each ipc:// "
+                                   "listener accepts, restart it if not "
+                                   "(0: off)",
                                    {0, MS_MAX}},
         [KEY_SLOTS] = {"slots", "N", "GPU staging slots per lane", {2, 64}},
         [KEY_MAX_REGIONS] = {"max-regions",

@@ -40,14 +40,15 @@ def check(cond, what):
 class Daemon:
     """A frameprepd process on a scratch socket."""
 
-    def __init__(self, tmp, *extra, name="d.sock"):
+    def __init__(self, tmp, *extra, name="d.sock", preexec_fn=None):
         self.url = "ipc://" + os.path.join(tmp, name)
         self.log_path = os.path.join(tmp, name + ".log")
         self.log = open(self.log_path, "wb")
         argv = [ARGS.daemon, "--device", "cpu", "--listen", self.url,
                 "--workers", "2", "--log-level", "debug", *extra]
         self.proc = subprocess.Popen(argv, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
+                                     stderr=subprocess.STDOUT,
+                                     preexec_fn=preexec_fn)
         self.wait_ready()
 
     def wait_ready(self):
@@ -444,6 +445,56 @@ def test_ipc_wedge(tmp):
         check(f"pid {d.proc.pid}," not in log,
               "the daemon logged its own check connections")
     finally:
+        d.stop()
+
+
+def test_fd_exhaustion(tmp):
+    """(14) A daemon out of file descriptors logs it (once), logs when they
+    are available again, and then serves clients."""
+    import resource
+
+    def low_nofile():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+    d = Daemon(tmp, name="fd.sock", preexec_fn=low_nofile)
+    held = []
+    try:
+        for _ in range(80):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(5)
+            s.connect(ipc_path(d))
+            s.sendall(b"\x00SP\x00\x000\x00\x00")
+            held.append(s)
+        deadline = time.monotonic() + 15
+        while ("out of file descriptors" not in d.log_text() and
+               time.monotonic() < deadline):
+            time.sleep(0.2)
+        check("out of file descriptors" in d.log_text(),
+              "no 'out of file descriptors' log line with 80 connections "
+              "held and 64 descriptors")
+        for s in held:
+            s.close()
+        held = []
+        dt, attempts, out = info_within(d, 20)
+        check(dt is not None, f"frameprep info after the descriptors came "
+                              f"back: no answer within 20 s:\n{out}")
+        deadline = time.monotonic() + 10
+        while ("available again" not in d.log_text() and
+               time.monotonic() < deadline):
+            time.sleep(0.2)
+        log = d.log_text()
+        check(log.count("out of file descriptors") == 1,
+              f"'out of file descriptors' logged "
+              f"{log.count('out of file descriptors')} times, not once")
+        check("file descriptors available again" in log,
+              "no 'available again' log line")
+        for ln in log.splitlines():
+            if "file descriptors" in ln:
+                print(f"ok logged: {ln}")
+        print(f"ok info answered in {dt:.1f} s ({attempts} attempts)")
+    finally:
+        for s in held:
+            s.close()
         d.stop()
 
 
