@@ -282,7 +282,7 @@ int fprep__ingress_pipes(fprep__ingress *in)
 
 	pthread_mutex_lock(&in->lock);
 	for (size_t i = 0; i < in->npeers; i++)
-		n += in->peers[i].pid == 0 || in->peers[i].pid != in->self_pid;
+		n += in->peers[i].pid != in->self_pid;
 	pthread_mutex_unlock(&in->lock);
 	return n;
 }
@@ -335,7 +335,6 @@ static int ingress_check_handshake(fprep__ingress *in, const char *path,
 static void ingress_check_listener(fprep__ingress *in, unsigned i)
 {
 	const char *url = in->cfg->listen[i];
-	char why[64];
 	int connected, rv;
 
 	if (nng_listener_id(in->listeners[i]) > 0) {
@@ -362,17 +361,20 @@ static void ingress_check_listener(fprep__ingress *in, unsigned i)
 		if (rv == ENOMEM || rv == ENOBUFS)
 			return; /* the check itself could not run */
 		if (connected)
-			snprintf(why, sizeof(why), "no answer within %d ms",
-			         INGRESS_CHECK_DEADLINE_MS);
+			fprep__log(
+			        FPREP_LOG_WARNING,
+			        "listen %s: the listener stopped accepting "
+			        "connections (the check's connection was "
+			        "not taken within %d ms; nng 1.5.2 does this "
+			        "after a peer leaves during the handshake): "
+			        "restarting it, which drops its connections",
+			        url, INGRESS_CHECK_DEADLINE_MS);
 		else
-			snprintf(why, sizeof(why), "connect: %s", strerror(rv));
-		fprep__log(FPREP_LOG_WARNING,
-		           "listen %s: the listener does not answer a "
-		           "handshake (%s): it stopped accepting (nng 1.5.2 "
-		           "does this after a peer leaves during the "
-		           "handshake): restarting it, which drops its "
-		           "connections",
-		           url, why);
+			fprep__log(FPREP_LOG_WARNING,
+			           "listen %s: the check cannot connect (%s): "
+			           "restarting the listener, which drops its "
+			           "connections",
+			           url, strerror(rv));
 		nng_listener_close(in->listeners[i]);
 		in->listeners[i] = (nng_listener)NNG_LISTENER_INITIALIZER;
 	}
