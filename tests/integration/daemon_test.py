@@ -454,6 +454,48 @@ def test_ipc_wedge(tmp):
         d.stop()
 
 
+def test_half_open(tmp):
+    """(15) Peers that connect and send nothing, or only part of the SP
+    handshake, hold nothing: others are served meanwhile, and nng drops them
+    after its 10 s handshake bound."""
+    d = Daemon(tmp, name="ho.sock")
+    held = []
+    try:
+        t0 = time.monotonic()
+        for i in range(20):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(ipc_path(d))
+            if i % 2:
+                s.sendall(b"\x00SP")
+            held.append(s)
+        dt, attempts, out = info_within(d, 20)
+        check(dt is not None, f"frameprep info beside 20 half-open peers: "
+                              f"no answer within 20 s:\n{out}")
+        print(f"ok info answered beside them in {dt:.1f} s "
+              f"({attempts} attempts)")
+        slowest = 0.0
+        for s in held:
+            s.settimeout(max(0.1, 30 - (time.monotonic() - t0)))
+            try:
+                while s.recv(64):
+                    pass
+            except socket.timeout:
+                raise Fail("a half-open peer was still connected after "
+                           "30 s")
+            except ConnectionResetError:
+                pass
+            slowest = max(slowest, time.monotonic() - t0)
+        check(slowest < 20, f"half-open peers dropped after {slowest:.1f} s")
+        print(f"ok all half-open peers dropped by {slowest:.1f} s")
+        dt, attempts, out = info_within(d, 20)
+        check(dt is not None, f"frameprep info afterwards: no answer:\n"
+                              f"{out}")
+    finally:
+        for s in held:
+            s.close()
+        d.stop()
+
+
 def test_fd_exhaustion(tmp):
     """(14) A daemon out of file descriptors logs it (once), logs when they
     are available again, and then serves clients."""
