@@ -10,18 +10,22 @@
  * closes before sending one complete request is logged with the limit.
  *
  * In nng 1.5.2 a connection that closes during the SP handshake stops the
- * ipc:// listener from accepting for good (nng issue #1518, fixed in
- * 1.6.0): any local process allowed to connect can do it. The listener
- * check thread therefore connects to each ipc:// listener every
- * --listener-check-ms and completes the handshake as a REQ peer; a listener
- * that does not answer within INGRESS_CHECK_DEADLINE_MS is closed and a
- * new one is started on the same path with the same options (closing it
- * also drops the connections it had accepted). nng's own stale-socket check
- * before binding is exactly such an early-closing connection, so the path
- * is probed here the same way before a listener binds; a socket file nobody
- * listens on is removed. nng bounds each handshake to 10 s (fixed in 1.5.2,
- * not an option): a peer that connects and sends nothing is dropped then,
- * and holds nothing meanwhile, since handshakes run side by side.
+ * ipc:// listener from handing new connections to the socket for good (nng
+ * issue #1518, fixed in 1.6.0): any local process allowed to connect can
+ * do it. The transport still answers the handshake, so the listener check
+ * thread connects to each ipc:// listener every --listener-check-ms, as a
+ * REQ peer, and waits for the socket to add that connection (its pipe's
+ * peer pid is the daemon's own, which keeps it out of the logs). A
+ * listener that fails this within INGRESS_CHECK_DEADLINE_MS is retired:
+ * its socket file is removed and a new listener with the same options
+ * takes the path, while the retired one stays open for the connections it
+ * had accepted and is closed once they are gone. nng's own stale-socket
+ * check before binding is exactly such an early-closing connection, so the
+ * path is probed here the same way before a listener binds; a socket file
+ * nobody listens on is removed. nng bounds each handshake to 10 s (fixed
+ * in 1.5.2, not an option): a peer that connects and sends nothing is
+ * dropped then, and holds nothing meanwhile, since handshakes run side by
+ * side.
  */
 #include "ingress.h"
 
@@ -234,6 +238,7 @@ static void ingress_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 
 	memset(&peer, 0, sizeof(peer));
 	peer.pipe = p;
+	peer.listener = nng_listener_id(nng_pipe_listener(p));
 	if (ev == NNG_PIPE_EV_ADD_POST &&
 	    nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &peer.pid) == 0)
 		(void)nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &peer.uid);
@@ -330,6 +335,68 @@ static int ingress_check_handshake(fprep__ingress *in, const char *path,
 	return rv;
 }
 
+/* ingress_close_retired closes retired listener r. nng removes the
+ * socket file of a listener it closes, by name: the file of the listener
+ * now serving the path is kept under a second name meanwhile and put
+ * back. */
+static void ingress_close_retired(fprep__ingress *in, unsigned r)
+{
+	const char *path = in->cfg->listen[in->retired[r].index] + 6;
+	char keep[sizeof(((struct sockaddr_un *)0)->sun_path) + 16];
+	int kept;
+
+	kept = snprintf(keep, sizeof(keep), "%s.keep", path) <
+	       (int)sizeof(keep);
+	if (kept) {
+		(void)unlink(keep);
+		kept = link(path, keep) == 0;
+	}
+	nng_listener_close(in->retired[r].l);
+	if (kept && rename(keep, path) != 0)
+		(void)unlink(keep);
+	in->nretired--;
+	memmove(&in->retired[r], &in->retired[r + 1],
+	        (in->nretired - r) * sizeof(in->retired[0]));
+}
+
+/* ingress_retire takes the stuck listener i off its path, which a new
+ * listener then takes, and keeps it open for the connections it had
+ * accepted: the oldest retired listener is closed when there are too
+ * many. */
+static void ingress_retire(fprep__ingress *in, unsigned i)
+{
+	if (in->nretired == FPREP__MAX_RETIRED) {
+		fprep__log(FPREP_LOG_WARNING,
+		           "listen %s: %d stuck listeners kept: closing the "
+		           "oldest, which drops its connections",
+		           in->cfg->listen[i], FPREP__MAX_RETIRED);
+		ingress_close_retired(in, 0);
+	}
+	(void)unlink(in->cfg->listen[i] + 6);
+	in->retired[in->nretired].l = in->listeners[i];
+	in->retired[in->nretired].index = i;
+	in->nretired++;
+	in->listeners[i] = (nng_listener)NNG_LISTENER_INITIALIZER;
+}
+
+/* ingress_reap_retired closes the retired listeners that have no
+ * connection left. */
+static void ingress_reap_retired(fprep__ingress *in)
+{
+	for (unsigned r = 0; r < in->nretired;) {
+		int id = nng_listener_id(in->retired[r].l), busy = 0;
+
+		pthread_mutex_lock(&in->lock);
+		for (size_t k = 0; k < in->npeers && !busy; k++)
+			busy = in->peers[k].listener == id;
+		pthread_mutex_unlock(&in->lock);
+		if (busy)
+			r++;
+		else
+			ingress_close_retired(in, r);
+	}
+}
+
 /* ingress_check_listener checks the ipc:// listener i (see the top of the
  * file) and recreates it when it does not answer; on the check thread. */
 static void ingress_check_listener(fprep__ingress *in, unsigned i)
@@ -367,16 +434,16 @@ static void ingress_check_listener(fprep__ingress *in, unsigned i)
 			        "connections (the check's connection was "
 			        "not taken within %d ms; nng 1.5.2 does this "
 			        "after a peer leaves during the handshake): "
-			        "restarting it, which drops its connections",
+			        "starting a new one on the path; the "
+			        "connections it had stay",
 			        url, INGRESS_CHECK_DEADLINE_MS);
 		else
 			fprep__log(FPREP_LOG_WARNING,
 			           "listen %s: the check cannot connect (%s): "
-			           "restarting the listener, which drops its "
-			           "connections",
+			           "starting a new listener on the path; the "
+			           "connections the old one had stay",
 			           url, strerror(rv));
-		nng_listener_close(in->listeners[i]);
-		in->listeners[i] = (nng_listener)NNG_LISTENER_INITIALIZER;
+		ingress_retire(in, i);
 	}
 	rv = ingress_listen(in, url, in->cfg->socket_mode, &in->listeners[i]);
 	if (rv == 0) {
@@ -414,6 +481,7 @@ static void *ingress_check_main(void *arg)
 		for (unsigned i = 0; i < in->nlisteners; i++)
 			if (strncmp(in->cfg->listen[i], "ipc://", 6) == 0)
 				ingress_check_listener(in, i);
+		ingress_reap_retired(in);
 		pthread_mutex_lock(&in->check_lock);
 	}
 	pthread_mutex_unlock(&in->check_lock);

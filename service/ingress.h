@@ -23,7 +23,11 @@ typedef struct fprep__peer {
 	uint64_t pid;      /* ipc peer's process, 0: unknown (tcp) */
 	uint64_t uid;      /* ipc peer's user */
 	uint64_t requests; /* complete requests received from it */
+	int listener;      /* id of the nng listener that accepted it */
 } fprep__peer;
+
+/* How many stuck listeners are kept open for the connections they had. */
+#define FPREP__MAX_RETIRED 16
 
 /* fprep__ingress: the socket and its listeners. Embedded; open/close. */
 typedef struct fprep__ingress {
@@ -50,6 +54,11 @@ typedef struct fprep__ingress {
 	pthread_cond_t check_cond;
 	int check_nofiles;                   /* "no file descriptors" logged */
 	int check_failed[FPREP__MAX_LISTEN]; /* recreation failure logged */
+	struct {
+		nng_listener l;
+		unsigned index;        /* of the URL it listened on */
+	} retired[FPREP__MAX_RETIRED]; /* stuck listeners, oldest first */
+	unsigned nretired;
 } fprep__ingress;
 
 /* fprep__ingress_open opens the REP socket with NNG_OPT_RECVMAXSZ =

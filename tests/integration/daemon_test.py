@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import stat
 import subprocess
 import sys
@@ -399,24 +400,55 @@ def raw_connect(path, send=b""):
     s.close()
 
 
-def info_within(d, bound):
-    """Runs frameprep info until it answers, for up to bound seconds (a
-    client that connected while the listener was stuck is dropped when it
-    restarts, and tries again). Returns (seconds, attempts, last output)."""
+class RawReq:
+    """A REQ peer written by hand on the daemon's socket file, so that the
+    test knows which connection a request travels on."""
+
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(10)
+        self.s.connect(path)
+        self.s.sendall(b"\x00SP\x00\x00\x30\x00\x00")
+        check(self.s.recv(8, socket.MSG_WAITALL)[:4] == b"\x00SP\x00",
+              "no SP handshake from the daemon")
+        self.next_id = 1
+
+    def call(self, data):
+        """Sends one request; returns the reply body (OSError when the
+        connection broke)."""
+        body = struct.pack(">I", 0x80000000 | self.next_id) + data
+        self.next_id += 1
+        self.s.sendall(struct.pack(">BQ", 1, len(body)) + body)
+        head = self.s.recv(9, socket.MSG_WAITALL)
+        if len(head) < 9:
+            raise ConnectionResetError("connection closed")
+        n = struct.unpack(">Q", head[1:])[0]
+        return self.s.recv(n, socket.MSG_WAITALL)[4:]
+
+    def close(self):
+        self.s.close()
+
+
+def info_within(d, bound, attempt_s=5):
+    """Runs frameprep info until it answers, for up to bound seconds, each
+    attempt given up after attempt_s (a client that connected while the
+    listener was stuck is not answered, and tries again). Returns
+    (seconds, attempts, last output); seconds is None on failure."""
     t0 = time.monotonic()
     attempts, out = 0, ""
     while time.monotonic() - t0 < bound:
         attempts += 1
+        left = bound - (time.monotonic() - t0)
         try:
             r = subprocess.run([ARGS.cli, "info", "--socket", d.url],
                                stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT,
-                               timeout=max(1.0, bound - (time.monotonic() - t0)))
+                               timeout=max(1.0, min(attempt_s, left)))
             out = r.stdout.decode()
             if r.returncode == 0 and "backend:" in out:
                 return time.monotonic() - t0, attempts, out
         except subprocess.TimeoutExpired:
-            out = "(no answer)"
+            out = f"(no answer within {attempt_s} s)"
         time.sleep(0.2)
     return None, attempts, out
 
@@ -431,7 +463,13 @@ def test_ipc_wedge(tmp):
                         "nng-stuck-listener.supp")
     d = Daemon(tmp, env={"LSAN_OPTIONS": f"suppressions={supp}:"
                                          f"print_suppressions=0"})
+    keep = None
     try:
+        keep = RawReq(ipc_path(d))
+        # Answered: the daemon has taken the connection (not only its
+        # handshake) before the listener gets stuck.
+        check(fpwire.reply(keep.call(fpwire.request(kind=2)))["status"] == 0,
+              "INFO on the long-lived connection failed")
         for rnd in range(4):
             for _ in range(3):
                 raw_connect(ipc_path(d))
@@ -444,6 +482,15 @@ def test_ipc_wedge(tmp):
                   f"{out}")
             print(f"ok round {rnd}: info answered in {dt:.1f} s "
                   f"({attempts} attempts)")
+            try:
+                r = fpwire.reply(keep.call(fpwire.request(kind=2,
+                                                          request_id=rnd)))
+            except OSError as e:
+                raise Fail(f"round {rnd}: the connection made before the "
+                           f"listener got stuck was dropped: {e}")
+            check(r["status"] == 0, f"round {rnd}: INFO on the old "
+                                    f"connection: {r['status_name']}")
+        print("ok the connection made before stayed served")
         good_request_ok(d)
         log = d.log_text()
         restarts = log.count("the listener stopped accepting")
@@ -451,6 +498,8 @@ def test_ipc_wedge(tmp):
         check(f"pid {d.proc.pid}," not in log,
               "the daemon logged its own check connections")
     finally:
+        if keep is not None:
+            keep.close()
         d.stop()
 
 
