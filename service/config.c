@@ -37,6 +37,7 @@ enum config_key {
 	KEY_MAX_TENSOR_BYTES,
 	KEY_SEND_TIMEOUT_MS,
 	KEY_SHUTDOWN_TIMEOUT_MS,
+	KEY_LISTENER_CHECK_MS,
 	KEY_SLOTS,
 	KEY_KERNELS,
 	KEY_KERNEL_CACHE,
@@ -126,6 +127,12 @@ static const struct config_option config_options[KEY_COUNT] = {
                                      "MS",
                                      "bound on finishing work at shutdown",
                                      {1, MS_MAX}},
+        [KEY_LISTENER_CHECK_MS] = {"listener-check-ms",
+                                   "MS",
+                                   "check every MS that each ipc:// "
+                                   "listener accepts, restart it if not "
+                                   "(0: off)",
+                                   {0, MS_MAX}},
         [KEY_SLOTS] = {"slots",
                        "N",
                        "frames staged on the GPU at once, per stream",
@@ -183,6 +190,7 @@ void fprep__config_init(fprep__config *cfg)
 	cfg->limits.max_tensor_bytes = UINT64_C(48) << 20;
 	cfg->send_timeout_ms = 10000;
 	cfg->shutdown_timeout_ms = 10000;
+	cfg->listener_check_ms = 500;
 	cfg->slots = 4;
 	cfg->cache_enabled = 1;
 	cfg->log_level = FPREP_LOG_INFO;
@@ -373,6 +381,9 @@ static int config_set(fprep__config *cfg, enum config_key key, const char *val,
 	case KEY_SHUTDOWN_TIMEOUT_MS:
 		cfg->shutdown_timeout_ms = (int)v;
 		break;
+	case KEY_LISTENER_CHECK_MS:
+		cfg->listener_check_ms = (int)v;
+		break;
 	case KEY_SLOTS:
 		cfg->slots = (unsigned)v;
 		break;
@@ -439,6 +450,9 @@ static void config_default(const fprep__config *cfg, enum config_key key,
 		break;
 	case KEY_SHUTDOWN_TIMEOUT_MS:
 		snprintf(buf, size, "%d", cfg->shutdown_timeout_ms);
+		break;
+	case KEY_LISTENER_CHECK_MS:
+		snprintf(buf, size, "%d", cfg->listener_check_ms);
 		break;
 	case KEY_SLOTS:
 		snprintf(buf, size, "%u", cfg->slots);

@@ -743,6 +743,7 @@ static void slot_received(struct server_slot *s)
 	int rv;
 
 	s->t_recv_ns = fprep__now_ns();
+	fprep__ingress_request(&srv->ingress, nng_msg_get_pipe(msg));
 	if (slot_admit(s, msg) != 0)
 		return;
 	memset(&req, 0, sizeof(req));

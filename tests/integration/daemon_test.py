@@ -12,6 +12,8 @@ import argparse
 import os
 import shutil
 import signal
+import socket
+import struct
 import stat
 import subprocess
 import sys
@@ -43,14 +45,18 @@ def check(cond, what):
 class Daemon:
     """A frameprepd process on a scratch socket."""
 
-    def __init__(self, tmp, *extra, name="d.sock", prefix=()):
+    def __init__(self, tmp, *extra, name="d.sock", prefix=(),
+                 preexec_fn=None, env=None):
         self.url = "ipc://" + os.path.join(tmp, name)
         self.log_path = os.path.join(tmp, name + ".log")
         self.log = open(self.log_path, "wb")
         argv = [*prefix, ARGS.daemon, "--device", "cpu", "--listen",
                 self.url, "--workers", "2", "--log-level", "debug", *extra]
         self.proc = subprocess.Popen(argv, stdout=self.log,
-                                     stderr=subprocess.STDOUT)
+                                     stderr=subprocess.STDOUT,
+                                     preexec_fn=preexec_fn,
+                                     env=None if env is None
+                                     else {**os.environ, **env})
         self.wait_ready()
 
     def wait_ready(self):
@@ -407,7 +413,227 @@ def test_oversized(tmp):
         check(d.alive(), "daemon died")
         good_request_ok(d)
         print("ok oversized message refused, daemon still serving")
+        lines = [ln for ln in d.log_text().splitlines()
+                 if f"(pid {bg.pid}, uid {os.getuid()})" in ln]
+        why = f"larger than {100000 + 128} bytes (--max-frame-bytes 100000"
+        check(lines and all(why in ln for ln in lines),
+              f"no log line naming the dropped connection of pid {bg.pid} "
+              f"and the limit ('{why}'):\n{d.log_text()}")
+        print(f"ok the daemon logged the dropped connection: {lines[0]}")
     finally:
+        d.stop()
+
+
+def ipc_path(d):
+    return d.url[len("ipc://"):]
+
+
+def raw_connect(path, send=b""):
+    """Connects to the daemon's socket file, sends send, and closes."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.connect(path)
+    if send:
+        s.sendall(send)
+    s.close()
+
+
+class RawReq:
+    """A REQ peer written by hand on the daemon's socket file, so that the
+    test knows which connection a request travels on."""
+
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(10)
+        self.s.connect(path)
+        self.s.sendall(b"\x00SP\x00\x00\x30\x00\x00")
+        check(self.s.recv(8, socket.MSG_WAITALL)[:4] == b"\x00SP\x00",
+              "no SP handshake from the daemon")
+        self.next_id = 1
+
+    def call(self, data):
+        """Sends one request; returns the reply body (OSError when the
+        connection broke)."""
+        body = struct.pack(">I", 0x80000000 | self.next_id) + data
+        self.next_id += 1
+        self.s.sendall(struct.pack(">BQ", 1, len(body)) + body)
+        head = self.s.recv(9, socket.MSG_WAITALL)
+        if len(head) < 9:
+            raise ConnectionResetError("connection closed")
+        n = struct.unpack(">Q", head[1:])[0]
+        return self.s.recv(n, socket.MSG_WAITALL)[4:]
+
+    def close(self):
+        self.s.close()
+
+
+def info_within(d, bound, attempt_s=5):
+    """Runs frameprep info until it answers, for up to bound seconds, each
+    attempt given up after attempt_s (a client that connected while the
+    listener was stuck is not answered, and tries again). Returns
+    (seconds, attempts, last output); seconds is None on failure."""
+    t0 = time.monotonic()
+    attempts, out = 0, ""
+    while time.monotonic() - t0 < bound:
+        attempts += 1
+        left = bound - (time.monotonic() - t0)
+        try:
+            r = subprocess.run([ARGS.cli, "info", "--socket", d.url],
+                               stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT,
+                               timeout=max(1.0, min(attempt_s, left)))
+            out = r.stdout.decode()
+            if r.returncode == 0 and "backend:" in out:
+                return time.monotonic() - t0, attempts, out
+        except subprocess.TimeoutExpired:
+            out = f"(no answer within {attempt_s} s)"
+        time.sleep(0.2)
+    return None, attempts, out
+
+
+def test_ipc_wedge(tmp):
+    """(13) Local peers that connect and leave before the SP handshake (two
+    silent ones, one that sends half a header) must not stop the ipc://
+    listener accepting: a normal client is answered within seconds, round
+    after round; the daemon logs the restart once per round at most, and
+    its own check connections are not logged."""
+    supp = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                        "nng-stuck-listener.supp")
+    d = Daemon(tmp, env={"LSAN_OPTIONS": f"suppressions={supp}:"
+                                         f"print_suppressions=0"})
+    keep = None
+    try:
+        keep = RawReq(ipc_path(d))
+        # Answered: the daemon has taken the connection (not only its
+        # handshake) before the listener gets stuck.
+        check(fpwire.reply(keep.call(fpwire.request(kind=2)))["status"] == 0,
+              "INFO on the long-lived connection failed")
+        # The bug does not strike every round: go on until it struck
+        # twice (and was mended), or for 6 rounds.
+        for rnd in range(6):
+            if d.log_text().count("the listener stopped accepting") >= 2:
+                break
+            for _ in range(5):
+                raw_connect(ipc_path(d))
+                raw_connect(ipc_path(d))
+                raw_connect(ipc_path(d), b"\x00SP")
+            dt, attempts, out = info_within(d, 15)
+            check(dt is not None,
+                  f"round {rnd}: frameprep info after the early-closing "
+                  f"peers: no answer within 15 s ({attempts} attempts):\n"
+                  f"{out}")
+            print(f"ok round {rnd}: info answered in {dt:.1f} s "
+                  f"({attempts} attempts)")
+            try:
+                r = fpwire.reply(keep.call(fpwire.request(kind=2,
+                                                          request_id=rnd)))
+            except OSError as e:
+                raise Fail(f"round {rnd}: the connection made before the "
+                           f"listener got stuck was dropped: {e}")
+            check(r["status"] == 0, f"round {rnd}: INFO on the old "
+                                    f"connection: {r['status_name']}")
+        print("ok the connection made before stayed served")
+        good_request_ok(d)
+        log = d.log_text()
+        restarts = log.count("the listener stopped accepting")
+        print(f"ok {restarts} listener restarts logged")
+        check(f"pid {d.proc.pid}," not in log,
+              "the daemon logged its own check connections")
+    finally:
+        if keep is not None:
+            keep.close()
+        d.stop()
+
+
+def test_half_open(tmp):
+    """(15) Peers that connect and send nothing, or only part of the SP
+    handshake, hold nothing: others are served meanwhile, and nng drops them
+    after its 10 s handshake bound."""
+    d = Daemon(tmp, name="ho.sock")
+    held = []
+    try:
+        t0 = time.monotonic()
+        for i in range(20):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(ipc_path(d))
+            if i % 2:
+                s.sendall(b"\x00SP")
+            held.append(s)
+        dt, attempts, out = info_within(d, 20)
+        check(dt is not None, f"frameprep info beside 20 half-open peers: "
+                              f"no answer within 20 s:\n{out}")
+        print(f"ok info answered beside them in {dt:.1f} s "
+              f"({attempts} attempts)")
+        slowest = 0.0
+        for s in held:
+            s.settimeout(max(0.1, 30 - (time.monotonic() - t0)))
+            try:
+                while s.recv(64):
+                    pass
+            except socket.timeout:
+                raise Fail("a half-open peer was still connected after "
+                           "30 s")
+            except ConnectionResetError:
+                pass
+            slowest = max(slowest, time.monotonic() - t0)
+        check(slowest < 20, f"half-open peers dropped after {slowest:.1f} s")
+        print(f"ok all half-open peers dropped by {slowest:.1f} s")
+        dt, attempts, out = info_within(d, 20)
+        check(dt is not None, f"frameprep info afterwards: no answer:\n"
+                              f"{out}")
+    finally:
+        for s in held:
+            s.close()
+        d.stop()
+
+
+def test_fd_exhaustion(tmp):
+    """(14) A daemon out of file descriptors logs it (once), logs when they
+    are available again, and then serves clients."""
+    import resource
+
+    def low_nofile():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+
+    d = Daemon(tmp, name="fd.sock", preexec_fn=low_nofile)
+    held = []
+    try:
+        for _ in range(80):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(5)
+            s.connect(ipc_path(d))
+            s.sendall(b"\x00SP\x00\x000\x00\x00")
+            held.append(s)
+        deadline = time.monotonic() + 15
+        while ("out of file descriptors" not in d.log_text() and
+               time.monotonic() < deadline):
+            time.sleep(0.2)
+        check("out of file descriptors" in d.log_text(),
+              "no 'out of file descriptors' log line with 80 connections "
+              "held and 64 descriptors")
+        for s in held:
+            s.close()
+        held = []
+        dt, attempts, out = info_within(d, 20)
+        check(dt is not None, f"frameprep info after the descriptors came "
+                              f"back: no answer within 20 s:\n{out}")
+        deadline = time.monotonic() + 10
+        while ("available again" not in d.log_text() and
+               time.monotonic() < deadline):
+            time.sleep(0.2)
+        log = d.log_text()
+        check(log.count("out of file descriptors") == 1,
+              f"'out of file descriptors' logged "
+              f"{log.count('out of file descriptors')} times, not once")
+        check("file descriptors available again" in log,
+              "no 'available again' log line")
+        for ln in log.splitlines():
+            if "file descriptors" in ln:
+                print(f"ok logged: {ln}")
+        print(f"ok info answered in {dt:.1f} s ({attempts} attempts)")
+    finally:
+        for s in held:
+            s.close()
         d.stop()
 
 
