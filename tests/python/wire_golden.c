@@ -211,7 +211,7 @@ static void golden_print_string(const char *s)
 		unsigned char c = (unsigned char)*s;
 		if (c == '"' || c == '\\')
 			printf("\\%c", c);
-		else if (c < 0x20 || c >= 0x7f)
+		else if (c < 0x20)
 			printf("\\u%04x", c);
 		else
 			putchar(c);

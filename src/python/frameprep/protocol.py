@@ -176,9 +176,9 @@ class Request:
     @classmethod
     def decode(cls, buf: bytes | bytearray | memoryview) -> Request:
         """Parses the header at the start of buf (a payload may follow).
-        Reads the fields of the request's kind: the FRAME fields for FRAME,
-        ECHO and unknown kinds, the region fields for REGISTER and
-        UNREGISTER, nothing more for INFO. Raises :class:`ProtocolError`
+        Reads the fields of the request's kind: the region fields for
+        REGISTER and UNREGISTER, else the FRAME fields (which INFO ignores
+        but carries, so that it re-encodes byte for byte). Raises :class:`ProtocolError`
         (short buffer, wrong magic, unterminated region name) or
         :class:`VersionMismatchError`."""
         if len(buf) < REQUEST_HEADER_SIZE:
@@ -191,8 +191,6 @@ class Request:
             raise VersionMismatchError(f"request version {version}, "
                                        f"expected {PROTOCOL_VERSION}")
         req = cls(kind=kind, request_id=request_id, version=version)
-        if kind == Kind.INFO:
-            return req
         if kind == Kind.REGISTER:
             (_, _, _, _, req.region_size, name_len, _,
              name) = _REQ_REGISTER.unpack_from(buf, 0)
