@@ -239,7 +239,7 @@ def test_ring_shared_by_threads(client):
     want = [client.preprocess(f, size=(128, 128)).tensor.tobytes()
             for f in frames]
     errors = []
-    with client.ring(slots=16, frame=(512, 512, 3), size=(128, 128)) as ring:
+    with client.ring(slots=32, frame=(512, 512, 3), size=(128, 128)) as ring:
         def worker(t):
             try:
                 for i in range(6):

@@ -120,14 +120,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns the exit status."""
     args = _parser().parse_args(argv)
     try:
-        frame = None
-        if args.cmd == "send":
-            frame = _load(args.image, args.order == "gray")
-        with Client(args.socket, timeout=args.timeout / 1000) as client:
-            if args.cmd == "info":
+        if args.cmd == "info":
+            with Client(args.socket, timeout=args.timeout / 1000) as client:
                 for key, value in client.info().items():
                     print(f"{key}: {value}")
-                return 0
+            return 0
+        frame = _load(args.image, args.order == "gray")
+        with Client(args.socket, timeout=args.timeout / 1000) as client:
             opts = dict(size=args.size, resize=args.resize, order=args.order,
                         dtype=_DTYPES[args.dtype], layout=args.layout,
                         scale=args.scale, mean=_triple(args.mean),

@@ -101,12 +101,12 @@ class Options:
             raise errors.InvalidRequestError(
                 f"size {w}x{h} must be at least 1x1")
 
-        def triple(v: float | Sequence[float], what: str) -> tuple:
+        def triple(v: Any, what: str) -> tuple[float, float, float]:
             t = (v, v, v) if np.isscalar(v) else tuple(v)
             if len(t) != 3:
                 raise errors.InvalidRequestError(
                     f"{what} {v!r} is not one value or three")
-            return tuple(float(x) for x in t)
+            return (float(t[0]), float(t[1]), float(t[2]))
 
         return cls(w, h, _pick(_RESIZES, resize, "resize"),
                    _pick(_ORDERS, order, "order"),

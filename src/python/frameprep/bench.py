@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="tensor WxH [640x640]")
     args = p.parse_args(argv)
     fw, fh = (int(v) for v in args.frame.lower().split("x"))
-    size = tuple(int(v) for v in args.size.lower().split("x"))
+    sw, sh = (int(v) for v in args.size.lower().split("x"))
+    size = (sw, sh)
     frame = np.random.default_rng(1).integers(0, 256, (fh, fw, 3), np.uint8)
     with Client(args.socket) as c:
         url = c.address

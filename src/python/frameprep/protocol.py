@@ -105,7 +105,7 @@ _REPLY = struct.Struct("<IHHQIBBBB4I4f6IQQII152s")
 assert _REQ_FRAME.size == REQUEST_HEADER_SIZE
 assert _REPLY.size == REPLY_HEADER_SIZE
 
-_DTYPE_BYTES = {DType.F32: 4, DType.F16: 2, DType.U8: 1}
+_DTYPE_BYTES: dict[int, int] = {DType.F32: 4, DType.F16: 2, DType.U8: 1}
 
 
 @dataclasses.dataclass

@@ -17,6 +17,7 @@ unregisters the region and unmaps it. Nothing relies on ``__del__``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import mmap
 import os
@@ -68,7 +69,7 @@ class _RingBase:
         self.size = self._slot_bytes * self.slots
         self.region_id = 0
         self._state = [_FREE] * self.slots
-        self._cursor = 0
+        self._free = collections.deque(range(self.slots))
         self._lock = threading.Lock()
         self._closed = False
         self._mm: mmap.mmap | None = None
@@ -129,16 +130,15 @@ class _RingBase:
         return self._buf[offset:offset + nbytes].view(dtype).reshape(shape)
 
     def _try_take(self, state: int) -> int | None:
-        """Takes the next free slot in ring order (caller holds the lock)."""
+        """Takes the least recently used free slot (caller holds the
+        lock)."""
         if self._closed:
             raise errors.ClosedError("the ring was closed")
-        for i in range(self.slots):
-            k = (self._cursor + i) % self.slots
-            if self._state[k] == _FREE:
-                self._state[k] = state
-                self._cursor = (k + 1) % self.slots
-                return k
-        return None
+        if not self._free:
+            return None
+        k = self._free.popleft()
+        self._state[k] = state
+        return k
 
     def _frame_view(self, k: int, shape: Sequence[int] | None) -> np.ndarray:
         shape = tuple(self.frame_shape if shape is None else shape)
@@ -201,6 +201,7 @@ class _RingBase:
     def _release(self, k: int) -> None:
         with self._lock:
             self._state[k] = _FREE
+            self._free.append(k)
         self._wake()
 
     def _wake(self) -> None:
@@ -213,8 +214,8 @@ class Ring(_RingBase):
     ``ipc://``.
 
     Each slot holds one frame of up to ``frame_shape`` uint8 pixels and one
-    tensor of the ring's options. The ring hands slots out in order,
-    skipping those in flight, and is safe to share between threads.
+    tensor of the ring's options. The ring hands out the least recently
+    used free slot, and is safe to share between threads.
 
     Writing in place: ``buf = ring.next_frame()`` reserves the next slot
     and returns a writable numpy view (H, W, C) of its frame area; write
@@ -225,8 +226,12 @@ class Ring(_RingBase):
 
     Tensor lifetime: the result's tensor is a numpy view of the slot's
     output area, not a copy. It is valid until the ring hands that slot
-    out again: with one thread, for the next ``slots - 1`` requests on the
-    ring. Copy it (``result.tensor.copy()``) to keep it longer. After
+    out again, which happens only after every other free slot has been
+    handed out: with one thread, for the next ``slots - 1`` requests on the
+    ring. Threads or tasks sharing a ring should give it more slots than
+    requests in flight (twice as many is comfortable) and read the tensor
+    before their next request. Copy it (``result.tensor.copy()``) to keep
+    it longer. After
     :meth:`close`, views still held keep the memory mapped (reading them
     is safe) but the daemon no longer writes there.
     """
