@@ -397,6 +397,7 @@ def test_daemon_killed_mid_request(tmp_path):
     try:
         c = frameprep.Client(d.url, timeout=timeout)
         c.info()
+        ac = frameprep.AsyncClient(d.url, timeout=timeout)
         big = np.random.default_rng(1).integers(0, 255, (3000, 5000, 3),
                                                 np.uint8)
         outcome = {}
@@ -427,6 +428,11 @@ def test_daemon_killed_mid_request(tmp_path):
             c.info()
         assert time.monotonic() - t0 < timeout + 5
         c.close()
+        t0 = time.monotonic()
+        with pytest.raises((TimeoutError, ConnectionError)):
+            asyncio.run(ac.info())
+        assert time.monotonic() - t0 < timeout + 5
+        ac.close()
     finally:
         d.kill()
 
@@ -451,6 +457,24 @@ def test_module_cli(daemon, tmp_path):
                    check=True, capture_output=True, timeout=60)
     assert np.load(out).tobytes() == np.load(cout).tobytes()
     r = subprocess.run([sys.executable, "-m", "frameprep", "send",
+                        str(IMAGES / "coffee.png"), "--socket", daemon.url,
+                        "--size", "320x320", "--shm", "-o", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "(shared memory)" in r.stdout
+    assert np.load(out).tobytes() == np.load(cout).tobytes()
+    r = subprocess.run([sys.executable, "-m", "frameprep", "send",
                         str(tmp_path / "missing.png"), "--socket", daemon.url],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "missing.png" in r.stderr
+
+
+def test_module_cli_without_opencv(daemon):
+    code = ("import runpy, sys; sys.modules['cv2'] = None; "
+            "sys.argv = ['frameprep', 'send', sys.argv[1], '--socket', "
+            "sys.argv[2]]; runpy.run_module('frameprep', run_name='__main__')")
+    r = subprocess.run([sys.executable, "-c", code,
+                        str(IMAGES / "coffee.png"), daemon.url],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "OpenCV" in r.stderr and ".npy" in r.stderr
