@@ -1,0 +1,40 @@
+"""frameprep: the Python client of frameprepd, a GPU preprocessing daemon.
+
+Numpy frames in, model-ready tensors out::
+
+    import cv2, frameprep
+    with frameprep.Client() as client:
+        result = client.preprocess(cv2.imread("bus.jpg"))   # BGR (H, W, 3)
+    result.tensor            # float32 (1, 3, 640, 640), RGB, letterboxed, /255
+
+:class:`Client` is blocking and thread-safe, :class:`AsyncClient` the same
+over asyncio, :meth:`Client.ring` a shared-memory ring (ipc:// only).
+Errors are :class:`FrameprepError` subclasses, one per daemon status
+(:mod:`frameprep.errors`); the wire codec is :mod:`frameprep.protocol`.
+"""
+
+__version__ = "0.1.0"
+
+from ._core import Options, Result, Timings, Transform, default_address
+from .client import AsyncClient, Client
+from .errors import (BY_STATUS, ClosedError, CudaError, FrameprepError,
+                     InternalError, InvalidRequestError, LimitExceededError,
+                     MismatchError, NvrtcError, PermissionDeniedError,
+                     ProtocolError, RegionError, RequestTimeoutError,
+                     ServerBusyError, ServerIOError, ServerOutOfMemoryError,
+                     ServerShuttingDownError, TransportError,
+                     UnsupportedError, VersionMismatchError,
+                     error_for_status)
+from .ring import AsyncRing, Ring
+
+__all__ = [
+    "AsyncClient", "AsyncRing", "BY_STATUS", "Client", "ClosedError",
+    "CudaError", "FrameprepError", "InternalError", "InvalidRequestError",
+    "LimitExceededError", "MismatchError", "NvrtcError", "Options",
+    "PermissionDeniedError", "ProtocolError", "RegionError",
+    "RequestTimeoutError", "Result", "Ring", "ServerBusyError",
+    "ServerIOError", "ServerOutOfMemoryError", "ServerShuttingDownError",
+    "Timings", "Transform", "TransportError", "UnsupportedError",
+    "VersionMismatchError", "__version__", "default_address",
+    "error_for_status",
+]

@@ -1,0 +1,178 @@
+"""python -m frameprep.bench: the Python client's cost per request against
+the C client's (``frameprep-bench``) on the same daemon, in one run.
+
+For each path (inline: frame and tensor in the messages; shm: both in a
+shared-memory ring) and each concurrency (closed loop, one connection and
+one thread per stream, as ``frameprep-bench`` does), it runs
+``frameprep-bench`` and then the Python client with the same frame
+(synthetic 1920x1080 BGR by default) and tensor (640x640 float32 NCHW
+letterbox), and prints frames/s, p50 latency and the client-side cost
+(mean latency minus the daemon's own t_total: what the client and the
+transport add). The shm path writes the frame into its slot once and then
+sends the slot as it lies, as ``frameprep-bench --shm both`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from .client import Client
+
+
+def _python_run(url: str, frame: np.ndarray, size: tuple[int, int],
+                shm: bool, streams: int, duration: float,
+                warmup: float) -> dict[str, float]:
+    """Closed loop with the Python client; returns fps, p50 and the mean
+    client-side cost (latency - server total), microseconds."""
+    lat: list[list[float]] = [[] for _ in range(streams)]
+    cost: list[list[float]] = [[] for _ in range(streams)]
+    start = threading.Barrier(streams + 1)
+    state = {"measure": False, "stop": False}
+    failures: list[str] = []
+
+    def stream(i: int) -> None:
+        try:
+            with Client(url, timeout=30) as client:
+                ring = None
+                if shm:
+                    ring = client.ring(slots=1, frame=frame.shape, size=size)
+                    buf = ring.next_frame()
+                    buf[:] = frame
+                    ring.preprocess(buf)
+                    del buf
+                start.wait()
+                while not state["stop"]:
+                    t0 = time.perf_counter()
+                    if ring is not None:
+                        r = ring.preprocess(ring.next_frame())
+                    else:
+                        r = client.preprocess(frame, size=size)
+                    us = (time.perf_counter() - t0) * 1e6
+                    if state["measure"]:
+                        lat[i].append(us)
+                        cost[i].append(us - r.timings.total_us)
+                    del r
+                if ring is not None:
+                    ring.close()
+        except Exception as exc:  # reported by the caller
+            failures.append(repr(exc))
+            if not start.broken:
+                start.abort()
+
+    threads = [threading.Thread(target=stream, args=(i,))
+               for i in range(streams)]
+    for t in threads:
+        t.start()
+    try:
+        start.wait()
+    except threading.BrokenBarrierError:
+        pass
+    time.sleep(warmup)
+    state["measure"] = True
+    t0 = time.perf_counter()
+    time.sleep(duration)
+    state["measure"] = False
+    elapsed = time.perf_counter() - t0
+    state["stop"] = True
+    for t in threads:
+        t.join()
+    if failures:
+        raise RuntimeError("; ".join(failures))
+    all_lat = np.concatenate([np.asarray(v) for v in lat])
+    all_cost = np.concatenate([np.asarray(v) for v in cost])
+    return {"fps": len(all_lat) / elapsed,
+            "p50": float(np.percentile(all_lat, 50)),
+            "cost": float(all_cost.mean())}
+
+
+def _c_run(bench: str, url: str, frame_wh: tuple[int, int],
+           size: tuple[int, int], shm: bool, streams: int, duration: float,
+           warmup: float) -> dict[str, float]:
+    """The same load with frameprep-bench."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = f"{tmp}/bench.json"
+        subprocess.run(
+            [bench, "-u", url, "-c", str(streams), "-d", str(duration),
+             "-w", str(warmup), "--synthetic", "%dx%d" % frame_wh,
+             "-s", "%dx%d" % size, "--shm", "both" if shm else "none",
+             "--no-ceiling", "--verify", "none", "-q", "--json", out],
+            check=True, stdout=subprocess.DEVNULL)
+        with open(out) as f:
+            run = json.load(f)["runs"][0]
+    server = run["server_us"]
+    return {"fps": run["frames_per_s"], "p50": run["latency_us"]["p50"],
+            "cost": run["latency_us"]["mean"] - server["total"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the comparison and prints the table; returns the exit status."""
+    p = argparse.ArgumentParser(prog="python -m frameprep.bench",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("-u", "--socket", default=None,
+                   help="daemon URL [the daemon's default]")
+    p.add_argument("--c-bench", default=shutil.which("frameprep-bench"),
+                   help="frameprep-bench to compare with [from PATH]")
+    p.add_argument("-c", "--concurrency", default="1,16",
+                   help="comma-separated streams [1,16]")
+    p.add_argument("--paths", default="inline,shm",
+                   help="inline, shm or both [inline,shm]")
+    p.add_argument("-d", "--duration", type=float, default=5.0,
+                   help="measured seconds per point [5]")
+    p.add_argument("-w", "--warmup", type=float, default=1.0,
+                   help="unmeasured seconds before each point [1]")
+    p.add_argument("--frame", default="1920x1080",
+                   help="synthetic BGR frame WxH [1920x1080]")
+    p.add_argument("-s", "--size", default="640x640",
+                   help="tensor WxH [640x640]")
+    args = p.parse_args(argv)
+    fw, fh = (int(v) for v in args.frame.lower().split("x"))
+    sw, sh = (int(v) for v in args.size.lower().split("x"))
+    size = (sw, sh)
+    frame = np.random.default_rng(1).integers(0, 256, (fh, fw, 3), np.uint8)
+    with Client(args.socket) as c:
+        url = c.address
+        info = c.info()
+    print(f"frameprep.bench: {url}, backend {info.get('backend')}, device "
+          f"{info.get('device')}; frame {fw}x{fh} bgr8 -> "
+          f"{size[0]}x{size[1]} f32 nchw letterbox")
+    print(f"{'path':7} {'c':>3} {'C fps':>8} {'Py fps':>8} {'Py/C':>6} "
+          f"{'C p50':>8} {'Py p50':>8} {'C cost':>7} {'Py cost':>7} "
+          f"{'added':>6}   (latencies and costs in us)")
+    rows: list[dict[str, Any]] = []
+    for path in args.paths.split(","):
+        for streams in (int(v) for v in args.concurrency.split(",")):
+            shm = path == "shm"
+            c_res = (_c_run(args.c_bench, url, (fw, fh), size, shm, streams,
+                            args.duration, args.warmup)
+                     if args.c_bench else None)
+            py = _python_run(url, frame, size, shm, streams, args.duration,
+                             args.warmup)
+            rows.append({"path": path, "c": streams, "C": c_res, "py": py})
+            if c_res is None:
+                print(f"{path:7} {streams:3} {'-':>8} {py['fps']:8.1f} "
+                      f"{'-':>6} {'-':>8} {py['p50']:8.0f} {'-':>7} "
+                      f"{py['cost']:7.0f} {'-':>6}")
+                continue
+            print(f"{path:7} {streams:3} {c_res['fps']:8.1f} "
+                  f"{py['fps']:8.1f} {py['fps'] / c_res['fps']:6.2f} "
+                  f"{c_res['p50']:8.0f} {py['p50']:8.0f} "
+                  f"{c_res['cost']:7.0f} {py['cost']:7.0f} "
+                  f"{py['cost'] - c_res['cost']:6.0f}", flush=True)
+    if not args.c_bench:
+        print("frameprep-bench not found (--c-bench): Python figures only",
+              file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,344 @@
+"""Blocking and asyncio clients of frameprepd.
+
+The design is simple: one nng REQ socket per client, dialled once, and one
+nng context per request in flight (contexts are pooled), so any number of
+threads, or of asyncio tasks, share a client and the daemon answers their
+requests in any order. A request is one nng message holding the 128-byte
+header and the frame's bytes (copied once, from the first byte of the view
+to its last with its row stride); the reply's tensor is a numpy view of the
+reply message, not a copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+import pynng
+
+from . import _core, errors
+from .protocol import Kind, Request
+
+if TYPE_CHECKING:
+    from .ring import AsyncRing, Ring
+
+DEFAULT_TIMEOUT = 30.0
+
+
+class _Socket:
+    """The REQ socket and its pool of contexts."""
+
+    def __init__(self, address: str | None, timeout: float):
+        if not timeout > 0:
+            raise ValueError(f"timeout {timeout!r} must be > 0 seconds")
+        self.address = address or _core.default_address()
+        self.timeout = float(timeout)
+        ms = max(1, int(self.timeout * 1000))
+        self._sock = pynng.Req0(recv_timeout=ms, send_timeout=ms,
+                                resend_time=-1, recv_max_size=0)
+        try:
+            self._sock.dial(self.address, block=True)
+        except pynng.NNGException as exc:
+            self._sock.close()
+            raise errors.TransportError(
+                f"connecting to {self.address}: {exc}") from None
+        self._ids = itertools.count(1)
+        self._pool: list[pynng.Context] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._limits: dict[str, Any] | None = None
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    def ctx_get(self) -> pynng.Context:
+        with self._lock:
+            if self._closed:
+                raise errors.ClosedError("the client was closed")
+            if self._pool:
+                return self._pool.pop()
+            try:
+                return self._sock.new_context()
+            except pynng.NNGException as exc:
+                raise _core.transport_error(exc, self.address,
+                                            self.timeout) from None
+
+    def ctx_put(self, ctx: pynng.Context, ok: bool) -> None:
+        with self._lock:
+            if ok and not self._closed:
+                self._pool.append(ctx)
+                return
+        self.ctx_close(ctx)
+
+    @staticmethod
+    def ctx_close(ctx: pynng.Context) -> None:
+        try:
+            ctx.close()
+        except pynng.NNGException:
+            pass
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            pool, self._pool = self._pool, []
+        for ctx in pool:
+            self.ctx_close(ctx)
+        self._sock.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+def _frame_message(sock: _Socket, opts: _core.Options, src: _core.Source,
+                   limits: dict[str, Any]) -> tuple[Request, Any]:
+    req = _core.frame_request(opts, src, sock.next_id())
+    _core.check_limits(req, opts, limits)
+    return req, _core.message(req.encode(), src.bytes_view(), src.span)
+
+
+class Client:
+    """A blocking connection to frameprepd, safe to share between threads.
+
+    ``address`` is an nng URL (``ipc:///path`` or ``tcp://host:port``);
+    None means the daemon's default, ``ipc://$XDG_RUNTIME_DIR/frameprep.sock``
+    or else ``ipc:///tmp/frameprep-$UID.sock``. ``timeout`` (seconds, > 0)
+    bounds every request's wait for its reply. The connection is made here:
+    :class:`~frameprep.TransportError` (a ``ConnectionError``) when nobody
+    listens. Use as a context manager or call :meth:`close`.
+
+    Every method raises :class:`~frameprep.RequestTimeoutError` (a
+    ``TimeoutError``) when no reply comes within ``timeout``,
+    :class:`~frameprep.ClosedError` after :meth:`close`, and the exception
+    class of the daemon's status (see :mod:`frameprep.errors`) with the
+    daemon's message when it refuses a request.
+    """
+
+    def __init__(self, address: str | None = None,
+                 timeout: float = DEFAULT_TIMEOUT):
+        self._s = _Socket(address, timeout)
+
+    @property
+    def address(self) -> str:
+        """The daemon's URL."""
+        return self._s.address
+
+    @property
+    def timeout(self) -> float:
+        """The reply timeout, seconds."""
+        return self._s.timeout
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the connection; requests still waiting on other threads
+        fail with :class:`~frameprep.ClosedError`. Closing twice is a
+        no-op. Results already returned stay valid."""
+        self._s.close()
+
+    def _roundtrip(self, req: Request, msg: Any) -> tuple[Any, Any]:
+        s = self._s
+        ctx = s.ctx_get()
+        ok = False
+        try:
+            ctx.send_msg(msg)
+            rmsg = ctx.recv_msg()
+            ok = True
+        except pynng.NNGException as exc:
+            raise _core.transport_error(exc, s.address, s.timeout) from None
+        finally:
+            s.ctx_put(ctx, ok)
+        rep = _core.reply_of(rmsg)
+        _core.check_reply(rep, req)
+        return rmsg, rep
+
+    def request(self, req: Request, payload: bytes = b"") -> tuple[Any, Any]:
+        """Sends a request header (its request_id is assigned here) and an
+        optional payload; returns (reply message, :class:`Reply`) after
+        checking the status. For protocol-level tools and tests."""
+        req.request_id = self._s.next_id()
+        return self._roundtrip(req, _core.message(req.encode(), payload,
+                                                  len(payload)))
+
+    def info(self) -> dict[str, Any]:
+        """Asks the daemon what it runs. Returns its INFO lines as a dict
+        (version, backend, device, listen, and the limits max_width,
+        max_height, max_frame_bytes, max_out_width, max_out_height,
+        max_tensor_bytes, max_inflight, ... as ints)."""
+        req = Request(kind=Kind.INFO)
+        rmsg, rep = self.request(req)
+        text = _core.payload_bytes(rmsg, rep).decode("utf-8", "replace")
+        info = _core.parse_info(text)
+        self._s._limits = info
+        return info
+
+    def limits(self) -> dict[str, Any]:
+        """The daemon's INFO, fetched once and cached: the limits the
+        client checks before sending."""
+        if self._s._limits is None:
+            self.info()
+        assert self._s._limits is not None
+        return self._s._limits
+
+    def preprocess(self, frame: np.ndarray, size: Sequence[int] = (640, 640),
+                   resize: str = "letterbox", order: str = "rgb",
+                   dtype: Any = "float32", layout: str = "nchw",
+                   scale: float = 1 / 255,
+                   mean: float | Sequence[float] = (0.0, 0.0, 0.0),
+                   std: float | Sequence[float] = (1.0, 1.0, 1.0),
+                   pad: float = 114, format: str | None = None
+                   ) -> _core.Result:
+        """Preprocesses one frame into a model-ready tensor.
+
+        frame   numpy uint8 array (H, W) gray, (H, W, 3) BGR or (H, W, 4)
+                BGRA by default (as ``cv2.imread`` gives), or in ``format``
+                ("bgr8", "rgb8", "bgra8", "rgba8", "gray8"). Rows may be
+                strided (a crop ``big[y0:y1, x0:x1]`` is sent with its row
+                stride, without copying the big frame); other non-packed
+                layouts are copied first.
+        size    tensor (width, height) in pixels.
+        resize  "letterbox" (keep aspect, centred, padded with ``pad``;
+                Ultralytics convention) or "stretch".
+        order   tensor channels "rgb", "bgr" or "gray" (gray needs a gray
+                frame).
+        dtype   "float32", "float16" or "uint8" (uint8 holds the rounded
+                resized pixels: scale, mean and std keep their defaults).
+        layout  "nchw" -> tensor (1, C, H, W); "nhwc" -> (1, H, W, C).
+        scale, mean, std  out = (pixel * scale - mean[c]) / std[c], c in
+                the tensor's channel order; YOLO: 1/255, 0, 1.
+        pad     border value in pixel units, 0..255.
+
+        Returns a :class:`~frameprep.Result`; its tensor views the reply
+        message (no copy). Raises :class:`~frameprep.InvalidRequestError`
+        (wrong dtype, shape, format or option, checked before sending, or
+        refused by the daemon with its message),
+        :class:`~frameprep.LimitExceededError` (beyond the daemon's limits,
+        checked before sending against INFO, fetched once), and the
+        transport errors of the class.
+        """
+        opts = _core.Options.make(size, resize, order, dtype, layout, scale,
+                                  mean, std, pad)
+        src = _core.check_frame(frame, format)
+        req, msg = _frame_message(self._s, opts, src, self.limits())
+        rmsg, rep = self._roundtrip(req, msg)
+        return _core.make_result(_core.payload_array(rmsg, rep), rep, src)
+
+    def ring(self, slots: int = 4, frame: Sequence[int] = (1080, 1920, 3),
+             **options: Any) -> Ring:
+        """Creates a shared-memory ring on this connection (ipc:// only):
+        ``slots`` slots, each holding a frame of up to ``frame`` = (H, W)
+        or (H, W, C) uint8 pixels and the tensor of ``options`` (the
+        keyword arguments of :meth:`preprocess`: size, resize, order,
+        dtype, layout, scale, mean, std, pad, format). See
+        :class:`~frameprep.Ring`."""
+        from .ring import Ring
+        return Ring(self, slots, frame, **options)
+
+
+class AsyncClient:
+    """An asyncio connection to frameprepd: the methods of :class:`Client`,
+    awaited, so one thread keeps many frames in flight (each request rides
+    its own nng context). Same arguments, results and exceptions as
+    :class:`Client`; the constructor dials synchronously. Use ``async with``
+    or call :meth:`close`."""
+
+    def __init__(self, address: str | None = None,
+                 timeout: float = DEFAULT_TIMEOUT):
+        self._s = _Socket(address, timeout)
+
+    @property
+    def address(self) -> str:
+        """The daemon's URL."""
+        return self._s.address
+
+    @property
+    def timeout(self) -> float:
+        """The reply timeout, seconds."""
+        return self._s.timeout
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the connection (see :meth:`Client.close`)."""
+        self._s.close()
+
+    async def _roundtrip(self, req: Request, msg: Any) -> tuple[Any, Any]:
+        s = self._s
+        ctx = s.ctx_get()
+        ok = False
+        try:
+            # nng's receive timeout ends the wait; wait_for is a backstop.
+            await ctx.asend_msg(msg)
+            rmsg = await asyncio.wait_for(ctx.arecv_msg(), s.timeout + 5)
+            ok = True
+        except pynng.NNGException as exc:
+            raise _core.transport_error(exc, s.address, s.timeout) from None
+        except asyncio.TimeoutError:
+            raise errors.RequestTimeoutError(
+                f"no reply from {s.address} within {s.timeout:g} s") from None
+        finally:
+            s.ctx_put(ctx, ok)
+        rep = _core.reply_of(rmsg)
+        _core.check_reply(rep, req)
+        return rmsg, rep
+
+    async def request(self, req: Request,
+                      payload: bytes = b"") -> tuple[Any, Any]:
+        """See :meth:`Client.request`."""
+        req.request_id = self._s.next_id()
+        return await self._roundtrip(
+            req, _core.message(req.encode(), payload, len(payload)))
+
+    async def info(self) -> dict[str, Any]:
+        """See :meth:`Client.info`."""
+        rmsg, rep = await self.request(Request(kind=Kind.INFO))
+        text = _core.payload_bytes(rmsg, rep).decode("utf-8", "replace")
+        info = _core.parse_info(text)
+        self._s._limits = info
+        return info
+
+    async def limits(self) -> dict[str, Any]:
+        """See :meth:`Client.limits`."""
+        if self._s._limits is None:
+            await self.info()
+        assert self._s._limits is not None
+        return self._s._limits
+
+    async def preprocess(self, frame: np.ndarray,
+                         size: Sequence[int] = (640, 640),
+                         resize: str = "letterbox", order: str = "rgb",
+                         dtype: Any = "float32", layout: str = "nchw",
+                         scale: float = 1 / 255,
+                         mean: float | Sequence[float] = (0.0, 0.0, 0.0),
+                         std: float | Sequence[float] = (1.0, 1.0, 1.0),
+                         pad: float = 114, format: str | None = None
+                         ) -> _core.Result:
+        """See :meth:`Client.preprocess`."""
+        opts = _core.Options.make(size, resize, order, dtype, layout, scale,
+                                  mean, std, pad)
+        src = _core.check_frame(frame, format)
+        req, msg = _frame_message(self._s, opts, src, await self.limits())
+        rmsg, rep = await self._roundtrip(req, msg)
+        return _core.make_result(_core.payload_array(rmsg, rep), rep, src)
+
+    async def ring(self, slots: int = 4,
+                   frame: Sequence[int] = (1080, 1920, 3),
+                   **options: Any) -> AsyncRing:
+        """See :meth:`Client.ring`; returns an :class:`~frameprep.AsyncRing`."""
+        from .ring import AsyncRing
+        ring = AsyncRing(self, slots, frame, **options)
+        await ring._register()
+        return ring

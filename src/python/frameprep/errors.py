@@ -1,0 +1,161 @@
+"""Exceptions: one class per daemon status (``enum fprep_err`` in
+``include/frameprep/frameprep.h``).
+
+Every class derives from :class:`FrameprepError`, carries the status number
+(``status``), its enum name (``name``, e.g. "ELIMIT") and the daemon's
+sentence (``message``). A reply with a non-zero status raises the class of
+that status; the client raises the same classes for what it can check
+before sending. Invalid input also derives from ``ValueError``, transport
+failures from ``ConnectionError``, timeouts from ``TimeoutError``.
+"""
+
+from __future__ import annotations
+
+
+class FrameprepError(Exception):
+    """Base of every frameprep error. ``status`` is the ``enum fprep_err``
+    number (0 only for errors of unknown status), ``message`` the
+    daemon's or the client's sentence."""
+
+    status: int = 0
+    name: str = "UNKNOWN"
+
+    def __init__(self, message: str = "", status: int | None = None):
+        super().__init__(message)
+        self.message = message
+        if status is not None:
+            self.status = status
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.message}" if self.message else self.name
+
+
+class ProtocolError(FrameprepError):
+    """EPROTO: a malformed message (from the daemon, or a reply the
+    client cannot read)."""
+
+    status, name = 1, "EPROTO"
+
+
+class VersionMismatchError(FrameprepError):
+    """EVERSION: unsupported protocol version."""
+
+    status, name = 2, "EVERSION"
+
+
+class InvalidRequestError(FrameprepError, ValueError):
+    """EINVAL: a field has an invalid value (dtype, shape, option)."""
+
+    status, name = 3, "EINVAL"
+
+
+class LimitExceededError(FrameprepError, ValueError):
+    """ELIMIT: a size exceeds a limit the daemon enforces (see INFO)."""
+
+    status, name = 4, "ELIMIT"
+
+
+class ServerOutOfMemoryError(FrameprepError, MemoryError):
+    """ENOMEM: the daemon (or the client) ran out of memory."""
+
+    status, name = 5, "ENOMEM"
+
+
+class ServerBusyError(FrameprepError):
+    """EBUSY: the daemon has max_inflight requests in flight; retry."""
+
+    status, name = 6, "EBUSY"
+
+
+class ServerShuttingDownError(FrameprepError):
+    """ESHUTDOWN: the daemon is stopping."""
+
+    status, name = 7, "ESHUTDOWN"
+
+
+class CudaError(FrameprepError):
+    """ECUDA: a CUDA call failed in the daemon."""
+
+    status, name = 8, "ECUDA"
+
+
+class NvrtcError(FrameprepError):
+    """ENVRTC: runtime kernel compilation failed in the daemon."""
+
+    status, name = 9, "ENVRTC"
+
+
+class TransportError(FrameprepError, ConnectionError):
+    """ETRANSPORT: the connection failed (nobody listens, connection
+    lost, socket closed under a request)."""
+
+    status, name = 10, "ETRANSPORT"
+
+
+class RequestTimeoutError(FrameprepError, TimeoutError):
+    """ETIMEDOUT: no reply within the client's timeout."""
+
+    status, name = 11, "ETIMEDOUT"
+
+
+class RegionError(FrameprepError):
+    """EREGION: a shared-memory region could not be created, mapped or
+    used (unknown id, span outside it, object shrunk)."""
+
+    status, name = 12, "EREGION"
+
+
+class PermissionDeniedError(FrameprepError, PermissionError):
+    """EPERM: permission denied (e.g. a region owned by another user)."""
+
+    status, name = 13, "EPERM"
+
+
+class InternalError(FrameprepError):
+    """EINTERNAL: a bug in the daemon."""
+
+    status, name = 14, "EINTERNAL"
+
+
+class ServerIOError(FrameprepError):
+    """EIO: an input/output error in the daemon."""
+
+    status, name = 15, "EIO"
+
+
+class UnsupportedError(FrameprepError):
+    """EUNSUPPORTED: not supported (e.g. shared memory over tcp://)."""
+
+    status, name = 16, "EUNSUPPORTED"
+
+
+class ClosedError(FrameprepError):
+    """ECLOSED: the client or ring was closed."""
+
+    status, name = 17, "ECLOSED"
+
+
+class MismatchError(FrameprepError):
+    """EMISMATCH: a reply that does not match its request."""
+
+    status, name = 18, "EMISMATCH"
+
+
+BY_STATUS: dict[int, type[FrameprepError]] = {
+    cls.status: cls
+    for cls in (ProtocolError, VersionMismatchError, InvalidRequestError,
+                LimitExceededError, ServerOutOfMemoryError, ServerBusyError,
+                ServerShuttingDownError, CudaError, NvrtcError,
+                TransportError, RequestTimeoutError, RegionError,
+                PermissionDeniedError, InternalError, ServerIOError,
+                UnsupportedError, ClosedError, MismatchError)
+}
+
+
+def error_for_status(status: int, message: str) -> FrameprepError:
+    """Returns the exception for a daemon status (a plain
+    :class:`FrameprepError` carrying the number for an unknown one)."""
+    cls = BY_STATUS.get(status)
+    if cls is None:
+        return FrameprepError(f"status {status}: {message}", status)
+    return cls(message)

@@ -1,0 +1,327 @@
+"""Wire codec of the frameprep protocol, version 1.
+
+Written from ``include/frameprep/protocol.h``, which is the reference: every
+integer is little-endian, every float IEEE-754 binary32 little-endian,
+reserved bytes are written as zero. A request starts with a 128-byte header
+(:class:`Request`), a reply with a 256-byte header (:class:`Reply`); a
+payload (frame, tensor or INFO text) may follow either.
+
+The codec encodes and decodes headers only; it checks what it needs to read
+a message safely (length, magic, version, and for replies the consistency
+rules of ``fprep_reply_decode``) and leaves the validation of request fields
+to the daemon, whose answer names the field, the value and the limit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import struct
+
+from .errors import ProtocolError, VersionMismatchError
+
+PROTOCOL_VERSION = 1
+REQUEST_MAGIC = 0x51525046  # "FPRQ" as little-endian bytes
+REPLY_MAGIC = 0x50525046  # "FPRP" as little-endian bytes
+REQUEST_HEADER_SIZE = 128
+REPLY_HEADER_SIZE = 256
+MESSAGE_SIZE = 152
+REGION_NAME_MAX = 63  # bytes of a region name, '/' included
+REPLY_F_INPUT_RELEASED = 0x1
+
+
+class Kind(enum.IntEnum):
+    """What a request asks for (``enum fprep_kind``)."""
+
+    FRAME = 1
+    INFO = 2
+    ECHO = 3
+    REGISTER = 4
+    UNREGISTER = 5
+
+
+class PixelFormat(enum.IntEnum):
+    """Layout of one interleaved 8-bit source pixel (``enum fprep_pixel_format``)."""
+
+    BGR8 = 1
+    RGB8 = 2
+    BGRA8 = 3
+    RGBA8 = 4
+    GRAY8 = 5
+
+    @property
+    def channels(self) -> int:
+        """Bytes (channels) per pixel: 3, 4 or 1."""
+        return {1: 3, 2: 3, 3: 4, 4: 4, 5: 1}[int(self)]
+
+
+class Resize(enum.IntEnum):
+    """How the source is fitted to the tensor (``enum fprep_resize``)."""
+
+    LETTERBOX = 1
+    STRETCH = 2
+
+
+class ChannelOrder(enum.IntEnum):
+    """Channel order of the tensor (``enum fprep_channel_order``)."""
+
+    RGB = 1
+    BGR = 2
+    GRAY = 3
+
+
+class DType(enum.IntEnum):
+    """Element type of the tensor (``enum fprep_dtype``)."""
+
+    F32 = 1
+    F16 = 2
+    U8 = 3
+
+    @property
+    def numpy(self) -> str:
+        """The numpy dtype string ("<f4", "<f2" or "u1")."""
+        return {1: "<f4", 2: "<f2", 3: "u1"}[int(self)]
+
+
+class Layout(enum.IntEnum):
+    """Tensor memory layout, N always 1 (``enum fprep_layout``)."""
+
+    NCHW = 1
+    NHWC = 2
+
+
+class Location(enum.IntEnum):
+    """Where a frame or tensor lives (``enum fprep_location``)."""
+
+    INLINE = 0
+    SHM = 1
+
+
+_REQ_FRAME = struct.Struct("<IHHQHHIIIIIBBBBff3f3fBBHIIQQQQQ")
+_REQ_REGISTER = struct.Struct("<IHHQQII64s")
+_REQ_UNREGISTER = struct.Struct("<IHHQI")
+_REQ_COMMON = struct.Struct("<IHHQ")
+_REPLY = struct.Struct("<IHHQIBBBB4I4f6IQQII152s")
+assert _REQ_FRAME.size == REQUEST_HEADER_SIZE
+assert _REPLY.size == REPLY_HEADER_SIZE
+
+_DTYPE_BYTES: dict[int, int] = {DType.F32: 4, DType.F16: 2, DType.U8: 1}
+
+
+@dataclasses.dataclass
+class Request:
+    """A request header (``struct fprep_request``), field for field.
+
+    Sizes are in pixels or bytes, offsets in bytes, floats are binary32 on
+    the wire. ``region_size`` and ``region_name`` are used by REGISTER,
+    ``region_id`` by UNREGISTER; FRAME and ECHO use the rest. The defaults
+    are those of ``fprep_request_init``: LETTERBOX to 640x640, RGB, F32,
+    NCHW, pad 114, scale 1/255, mean 0, std 1, inline input and output.
+    """
+
+    kind: int = Kind.FRAME
+    request_id: int = 0
+    version: int = PROTOCOL_VERSION
+    src_format: int = PixelFormat.BGR8
+    src_width: int = 0
+    src_height: int = 0
+    src_stride: int = 0
+    out_width: int = 640
+    out_height: int = 640
+    resize: int = Resize.LETTERBOX
+    channel_order: int = ChannelOrder.RGB
+    dtype: int = DType.F32
+    layout: int = Layout.NCHW
+    pad_value: float = 114.0
+    scale: float = 1.0 / 255.0
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    input_loc: int = Location.INLINE
+    output_loc: int = Location.INLINE
+    in_region: int = 0
+    out_region: int = 0
+    in_offset: int = 0
+    out_offset: int = 0
+    out_capacity: int = 0
+    input_size: int = 0
+    region_size: int = 0
+    region_id: int = 0
+    region_name: str = ""
+
+    def encode(self) -> bytes:
+        """Returns the 128-byte wire header, as ``fprep_request_encode``
+        writes it (no validation). Raises ``struct.error`` for a field that
+        does not fit its wire type."""
+        if self.kind == Kind.REGISTER:
+            name = self.region_name.encode("ascii")[:REGION_NAME_MAX]
+            head = _REQ_REGISTER.pack(REQUEST_MAGIC, self.version, self.kind,
+                                      self.request_id, self.region_size,
+                                      len(name), 0, name)
+            return head.ljust(REQUEST_HEADER_SIZE, b"\0")
+        if self.kind == Kind.UNREGISTER:
+            head = _REQ_UNREGISTER.pack(REQUEST_MAGIC, self.version,
+                                        self.kind, self.request_id,
+                                        self.region_id)
+            return head.ljust(REQUEST_HEADER_SIZE, b"\0")
+        return _REQ_FRAME.pack(
+            REQUEST_MAGIC, self.version, self.kind, self.request_id,
+            self.src_format, 0, self.src_width, self.src_height,
+            self.src_stride, self.out_width, self.out_height, self.resize,
+            self.channel_order, self.dtype, self.layout, self.pad_value,
+            self.scale, *self.mean, *self.std, self.input_loc,
+            self.output_loc, 0, self.in_region, self.out_region,
+            self.in_offset, self.out_offset, self.out_capacity,
+            self.input_size, 0)
+
+    @classmethod
+    def decode(cls, buf: bytes | bytearray | memoryview) -> Request:
+        """Parses the header at the start of buf (a payload may follow).
+        Reads the fields of the request's kind: the region fields for
+        REGISTER and UNREGISTER, else the FRAME fields (which INFO ignores
+        but carries, so that it re-encodes byte for byte). Raises :class:`ProtocolError`
+        (short buffer, wrong magic, unterminated region name) or
+        :class:`VersionMismatchError`."""
+        if len(buf) < REQUEST_HEADER_SIZE:
+            raise ProtocolError(f"request of {len(buf)} bytes is shorter "
+                                f"than the {REQUEST_HEADER_SIZE}-byte header")
+        magic, version, kind, request_id = _REQ_COMMON.unpack_from(buf, 0)
+        if magic != REQUEST_MAGIC:
+            raise ProtocolError(f"bad request magic {magic:#010x}")
+        if version != PROTOCOL_VERSION:
+            raise VersionMismatchError(f"request version {version}, "
+                                       f"expected {PROTOCOL_VERSION}")
+        req = cls(kind=kind, request_id=request_id, version=version)
+        if kind == Kind.REGISTER:
+            (_, _, _, _, req.region_size, name_len, _,
+             name) = _REQ_REGISTER.unpack_from(buf, 0)
+            if name_len > REGION_NAME_MAX or b"\0" in name[:name_len]:
+                raise ProtocolError(f"region name_len {name_len} is not "
+                                    f"the name's length")
+            req.region_name = name[:name_len].decode("ascii", "replace")
+            return req
+        if kind == Kind.UNREGISTER:
+            req.region_id = _REQ_UNREGISTER.unpack_from(buf, 0)[4]
+            return req
+        f = _REQ_FRAME.unpack_from(buf, 0)
+        (req.src_format, _, req.src_width, req.src_height, req.src_stride,
+         req.out_width, req.out_height, req.resize, req.channel_order,
+         req.dtype, req.layout, req.pad_value, req.scale) = f[4:17]
+        req.mean = tuple(f[17:20])
+        req.std = tuple(f[20:23])
+        (req.input_loc, req.output_loc, _, req.in_region, req.out_region,
+         req.in_offset, req.out_offset, req.out_capacity,
+         req.input_size) = f[23:32]
+        return req
+
+
+@dataclasses.dataclass
+class Reply:
+    """A reply header (``struct fprep_reply_header``), field for field.
+
+    ``shape`` is (1, C, H, W) for NCHW and (1, H, W, C) for NHWC, ``ndim``
+    of its entries used. ``scale_*`` map source pixels to tensor pixels and
+    ``pad_*`` are the left/top padding in tensor pixels. Times ``t_*_us``
+    are microseconds measured by the daemon. ``message`` is the daemon's
+    sentence (on error it names the field, the value and the limit).
+    """
+
+    kind: int = 0
+    request_id: int = 0
+    version: int = PROTOCOL_VERSION
+    status: int = 0
+    dtype: int = 0
+    layout: int = 0
+    ndim: int = 0
+    output_loc: int = Location.INLINE
+    shape: tuple[int, int, int, int] = (0, 0, 0, 0)
+    scale_x: float = 0.0
+    scale_y: float = 0.0
+    pad_x: float = 0.0
+    pad_y: float = 0.0
+    t_queue_us: int = 0
+    t_compute_us: int = 0
+    t_h2d_us: int = 0
+    t_kernel_us: int = 0
+    t_d2h_us: int = 0
+    t_total_us: int = 0
+    payload_size: int = 0
+    tensor_size: int = 0
+    region_id: int = 0
+    flags: int = 0
+    message: str = ""
+
+    def encode(self) -> bytes:
+        """Returns the 256-byte wire header, as ``fprep_reply_encode``
+        writes it: the message is cut to 151 bytes of UTF-8 and padded with
+        zeros."""
+        msg = self.message.encode("utf-8")[:MESSAGE_SIZE - 1]
+        return _REPLY.pack(
+            REPLY_MAGIC, self.version, self.kind, self.request_id,
+            self.status, self.dtype, self.layout, self.ndim, self.output_loc,
+            *self.shape, self.scale_x, self.scale_y, self.pad_x, self.pad_y,
+            self.t_queue_us, self.t_compute_us, self.t_h2d_us,
+            self.t_kernel_us, self.t_d2h_us, self.t_total_us,
+            self.payload_size, self.tensor_size, self.region_id, self.flags,
+            msg)
+
+    @classmethod
+    def decode(cls, buf: bytes | bytearray | memoryview,
+               length: int | None = None) -> Reply:
+        """Parses a reply message of ``length`` bytes (default: len(buf)),
+        with the checks of ``fprep_reply_decode``: magic, version,
+        payload_size == length - 256, message NUL-terminated, ndim <= 4,
+        and for a successful FRAME or ECHO reply ndim 4, known dtype and
+        layout, shape product * element size == tensor_size, and
+        payload_size == tensor_size for inline output. Raises
+        :class:`ProtocolError` or :class:`VersionMismatchError`."""
+        n = len(buf) if length is None else length
+        if n < REPLY_HEADER_SIZE:
+            raise ProtocolError(f"reply of {n} bytes is shorter than the "
+                                f"{REPLY_HEADER_SIZE}-byte header")
+        f = _REPLY.unpack_from(buf, 0)
+        if f[0] != REPLY_MAGIC:
+            raise ProtocolError(f"bad reply magic {f[0]:#010x}")
+        rep = cls(version=f[1], kind=f[2], request_id=f[3], status=f[4],
+                  dtype=f[5], layout=f[6], ndim=f[7], output_loc=f[8],
+                  shape=tuple(f[9:13]), scale_x=f[13], scale_y=f[14],
+                  pad_x=f[15], pad_y=f[16], t_queue_us=f[17],
+                  t_compute_us=f[18], t_h2d_us=f[19], t_kernel_us=f[20],
+                  t_d2h_us=f[21], t_total_us=f[22], payload_size=f[23],
+                  tensor_size=f[24], region_id=f[25], flags=f[26])
+        if rep.version != PROTOCOL_VERSION:
+            raise VersionMismatchError(f"reply version {rep.version}, "
+                                       f"expected {PROTOCOL_VERSION}")
+        if rep.payload_size != n - REPLY_HEADER_SIZE:
+            raise ProtocolError(f"reply payload_size {rep.payload_size} but "
+                                f"{n - REPLY_HEADER_SIZE} bytes follow")
+        raw = f[27]
+        end = raw.find(b"\0")
+        if end < 0:
+            raise ProtocolError("reply message is not NUL-terminated")
+        rep.message = raw[:end].decode("utf-8", "replace")
+        if rep.ndim > 4:
+            raise ProtocolError(f"reply ndim {rep.ndim} > 4")
+        if rep.status == 0 and rep.kind in (Kind.FRAME, Kind.ECHO):
+            rep._check_tensor()
+        return rep
+
+    def _check_tensor(self) -> None:
+        size = _DTYPE_BYTES.get(self.dtype, 0)
+        if (size == 0 or self.ndim != 4 or
+                self.layout not in (Layout.NCHW, Layout.NHWC)):
+            raise ProtocolError(f"reply tensor has ndim {self.ndim}, dtype "
+                                f"{self.dtype}, layout {self.layout}")
+        for d in self.shape:
+            size *= d
+        if size != self.tensor_size:
+            raise ProtocolError(f"reply shape {self.shape} does not make "
+                                f"tensor_size {self.tensor_size}")
+        if (self.output_loc == Location.INLINE and
+                self.payload_size != self.tensor_size):
+            raise ProtocolError(f"reply payload_size {self.payload_size} "
+                                f"!= tensor_size {self.tensor_size}")
+
+
+def dtype_bytes(dtype: int) -> int:
+    """Bytes per tensor element of a :class:`DType` value (0 if unknown)."""
+    return _DTYPE_BYTES.get(dtype, 0)

@@ -1,0 +1,400 @@
+"""Shared-memory rings: frames and tensors that never cross the socket.
+
+The design is simple, and the C library's (``src/region.c``): create a
+POSIX shared-memory object (``/dev/shm/NAME``, mode 0600, a unique name),
+size it, map it, ask the daemon to REGISTER it (the daemon maps it by
+name), then unlink the name at once: the memory is shared by exactly the two
+mappings and disappears with the last of them, so a process that dies
+leaves nothing behind. The region is cut into ``slots`` equal slots, each a
+page-aligned tensor area followed by a page-aligned frame area. A request
+names (region, offset, length) for its frame and for its tensor; the daemon
+reads the frame in place and writes the tensor in place.
+
+Lifetimes are explicit: :meth:`Ring.close` (or the context manager)
+unregisters the region and unmaps it. Nothing relies on ``__del__``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import mmap
+import os
+import secrets
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from . import _core, errors
+from .protocol import Kind, Location, Request
+
+if TYPE_CHECKING:
+    from .client import AsyncClient, Client
+
+_PAGE = 4096
+_FREE, _RESERVED, _INFLIGHT = 0, 1, 2
+_names = itertools.count()
+
+
+def _round_page(n: int) -> int:
+    return (n + _PAGE - 1) // _PAGE * _PAGE
+
+
+class _RingBase:
+    """Bookkeeping shared by :class:`Ring` and :class:`AsyncRing`."""
+
+    def __init__(self, slots: int, frame: Sequence[int], options: dict):
+        fmt = options.pop("format", None)
+        self._opts = _core.Options.make(**options)
+        self._format = fmt
+        shape = tuple(int(v) for v in frame)
+        if len(shape) == 2:
+            shape = shape + (1,)
+        if (len(shape) != 3 or shape[2] not in (1, 3, 4) or
+                min(shape) < 1):
+            raise errors.InvalidRequestError(
+                f"ring frame {tuple(frame)} is not (H, W) or (H, W, C) "
+                f"with C in 1, 3, 4")
+        if int(slots) < 1:
+            raise errors.InvalidRequestError(f"ring slots {slots} < 1")
+        self.slots = int(slots)
+        self.frame_shape = shape if shape[2] != 1 else shape[:2]
+        self.frame_bytes = shape[0] * shape[1] * shape[2]
+        self.tensor_bytes = self._opts.tensor_bytes
+        self._frame_off = _round_page(self.tensor_bytes)
+        self._slot_bytes = self._frame_off + _round_page(self.frame_bytes)
+        self.size = self._slot_bytes * self.slots
+        self.region_id = 0
+        self._state = [_FREE] * self.slots
+        self._free = collections.deque(range(self.slots))
+        self._lock = threading.Lock()
+        self._closed = False
+        self._mm: mmap.mmap | None = None
+        self._buf: np.ndarray | None = None
+        self._base = 0
+
+    def _create(self, limits: dict[str, Any]) -> tuple[str, int]:
+        bound = limits.get("max_region_bytes")
+        if isinstance(bound, int) and self.size > bound:
+            raise errors.LimitExceededError(
+                f"ring of {self.size} bytes exceeds the daemon's "
+                f"max_region_bytes {bound}")
+        name = (f"/frameprep-py-{os.getpid()}-{next(_names)}-"
+                f"{secrets.token_hex(4)}")
+        path = "/dev/shm" + name
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL |
+                         os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            raise errors.RegionError(f"creating {path}: {exc}") from None
+        try:
+            os.ftruncate(fd, self.size)
+            self._mm = mmap.mmap(fd, self.size, mmap.MAP_SHARED,
+                                 mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError as exc:
+            os.close(fd)
+            os.unlink(path)
+            raise errors.RegionError(f"sizing or mapping {path}: "
+                                     f"{exc}") from None
+        self._buf = np.frombuffer(self._mm, np.uint8)
+        self._base = self._buf.__array_interface__["data"][0]
+        return name, fd
+
+    @staticmethod
+    def _forget_name(name: str, fd: int) -> None:
+        os.close(fd)
+        try:
+            os.unlink("/dev/shm" + name)
+        except FileNotFoundError:
+            pass
+
+    def _register_request(self, name: str) -> Request:
+        return Request(kind=Kind.REGISTER, region_size=self.size,
+                       region_name=name)
+
+    def _unmap(self) -> None:
+        self._buf = None
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:
+                pass  # views the caller holds keep the mapping alive
+            self._mm = None
+
+    def _view(self, offset: int, nbytes: int, dtype: str,
+              shape: tuple) -> np.ndarray:
+        assert self._buf is not None
+        return self._buf[offset:offset + nbytes].view(dtype).reshape(shape)
+
+    def _try_take(self, state: int) -> int | None:
+        """Takes the least recently used free slot (caller holds the
+        lock)."""
+        if self._closed:
+            raise errors.ClosedError("the ring was closed")
+        if not self._free:
+            return None
+        k = self._free.popleft()
+        self._state[k] = state
+        return k
+
+    def _frame_view(self, k: int, shape: Sequence[int] | None) -> np.ndarray:
+        shape = tuple(self.frame_shape if shape is None else shape)
+        n = int(np.prod(shape))
+        if n > self.frame_bytes or len(shape) not in (2, 3):
+            self._release(k)
+            raise errors.InvalidRequestError(
+                f"frame shape {shape} does not fit the ring's slot of "
+                f"{self.frame_shape}")
+        return self._view(k * self._slot_bytes + self._frame_off, n, "u1",
+                          shape)
+
+    def _claim(self, frame: Any) -> tuple[int | None, _core.Source]:
+        """Checks frame; if it lies in a slot reserved by next_frame, marks
+        that slot in flight and returns its index, else None."""
+        src = _core.check_frame(frame, self._format)
+        off = src.address() - self._base
+        with self._lock:
+            if self._buf is None:
+                raise errors.ClosedError("the ring was closed")
+            for k in range(self.slots):
+                start = k * self._slot_bytes + self._frame_off
+                if (self._state[k] == _RESERVED and start <= off and
+                        off + src.span <= start + self.frame_bytes):
+                    self._state[k] = _INFLIGHT
+                    return k, src
+        return None, src
+
+    def _build(self, k: int, src: _core.Source, copy: bool, request_id: int,
+               limits: dict[str, Any]) -> tuple[Request, _core.Source]:
+        """The request for src in slot k, after copying it there if copy."""
+        if copy:
+            if src.span > self.frame_bytes:
+                raise errors.LimitExceededError(
+                    f"frame of {src.span} bytes is larger than the ring's "
+                    f"slot of {self.frame_bytes}")
+            a = src.array
+            shape = (src.height, src.width, a.shape[2] if a.ndim == 3 else 1)
+            n = shape[0] * shape[1] * shape[2]
+            dst = self._view(k * self._slot_bytes + self._frame_off, n, "u1",
+                             shape)
+            np.copyto(dst, a.reshape(shape))
+            src = _core.Source(src.format, src.width, src.height,
+                               src.width * shape[2], n, dst)
+        req = _core.frame_request(self._opts, src, request_id)
+        _core.check_limits(req, self._opts, limits)
+        req.input_loc = req.output_loc = Location.SHM
+        req.in_region = req.out_region = self.region_id
+        req.in_offset = src.address() - self._base
+        req.out_offset = k * self._slot_bytes
+        req.out_capacity = self.tensor_bytes
+        return req, src
+
+    def _finish(self, k: int, rep: Any, src: _core.Source) -> _core.Result:
+        shape = tuple(rep.shape[:rep.ndim])
+        tensor = self._view(k * self._slot_bytes, rep.tensor_size,
+                            _core.DType(rep.dtype).numpy, shape)
+        return _core.make_result(tensor, rep, src)
+
+    def _release(self, k: int) -> None:
+        with self._lock:
+            self._state[k] = _FREE
+            self._free.append(k)
+        self._wake()
+
+    def _wake(self) -> None:
+        pass
+
+
+class Ring(_RingBase):
+    """A ring of shared-memory slots on a :class:`~frameprep.Client`
+    (create it with :meth:`Client.ring`), for the zero-copy path over
+    ``ipc://``.
+
+    Each slot holds one frame of up to ``frame_shape`` uint8 pixels and one
+    tensor of the ring's options. The ring hands out the least recently
+    used free slot, and is safe to share between threads.
+
+    Writing in place: ``buf = ring.next_frame()`` reserves the next slot
+    and returns a writable numpy view (H, W, C) of its frame area; write
+    the frame there (a decoder's output, ``cv2.resize(..., dst=buf)``,
+    ``buf[:] = ...``) and pass ``buf`` (or a crop of it) to
+    :meth:`preprocess`, which sends it without a copy. Any other array
+    given to :meth:`preprocess` is copied into the next free slot.
+
+    Tensor lifetime: the result's tensor is a numpy view of the slot's
+    output area, not a copy. It is valid until the ring hands that slot
+    out again, which happens only after every other free slot has been
+    handed out: with one thread, for the next ``slots - 1`` requests on the
+    ring. Threads or tasks sharing a ring should give it more slots than
+    requests in flight (twice as many is comfortable) and read the tensor
+    before their next request. Copy it (``result.tensor.copy()``) to keep
+    it longer. After
+    :meth:`close`, views still held keep the memory mapped (reading them
+    is safe) but the daemon no longer writes there.
+    """
+
+    def __init__(self, client: Client, slots: int, frame: Sequence[int],
+                 **options: Any):
+        super().__init__(slots, frame, options)
+        self._client = client
+        self._cond = threading.Condition(self._lock)
+        name, fd = self._create(client.limits())
+        try:
+            _, rep = client.request(self._register_request(name))
+        except BaseException:
+            self._unmap()
+            raise
+        finally:
+            self._forget_name(name, fd)
+        self.region_id = rep.region_id
+
+    def __enter__(self) -> Ring:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def _take(self, state: int) -> int:
+        deadline = time.monotonic() + self._client.timeout
+        with self._cond:
+            while (k := self._try_take(state)) is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise errors.RequestTimeoutError(
+                        f"no free ring slot within "
+                        f"{self._client.timeout:g} s")
+                self._cond.wait(left)
+            return k
+
+    def next_frame(self, shape: Sequence[int] | None = None) -> np.ndarray:
+        """Reserves the next free slot and returns a writable uint8 view of
+        its frame area, of shape ``shape`` (default ``frame_shape``; at most
+        the slot's bytes). Pass it to :meth:`preprocess`. Waits up to the
+        client's timeout for a free slot
+        (:class:`~frameprep.RequestTimeoutError`)."""
+        return self._frame_view(self._take(_RESERVED), shape)
+
+    def preprocess(self, frame: np.ndarray) -> _core.Result:
+        """Preprocesses a frame through the ring: a view from
+        :meth:`next_frame` (or a crop of one) as it lies, any other uint8
+        array (H, W[, C]) after copying it into the next free slot. Returns
+        a :class:`~frameprep.Result` whose tensor views the slot (see the
+        class's tensor lifetime). Raises as :meth:`Client.preprocess`, and
+        :class:`~frameprep.LimitExceededError` for a frame larger than a
+        slot."""
+        k, src = self._claim(frame)
+        copy = k is None
+        if k is None:
+            k = self._take(_INFLIGHT)
+        try:
+            req, src = self._build(k, src, copy, self._client._s.next_id(),
+                                   self._client.limits())
+            _, rep = self._client._roundtrip(req,
+                                             _core.message(req.encode()))
+            return self._finish(k, rep, src)
+        finally:
+            self._release(k)
+
+    def close(self) -> None:
+        """Unregisters the region (best effort) and unmaps it. Requests on
+        the ring must have finished. Closing twice is a no-op."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._client.request(Request(kind=Kind.UNREGISTER,
+                                         region_id=self.region_id))
+        except errors.FrameprepError:
+            pass
+        self._unmap()
+
+
+class AsyncRing(_RingBase):
+    """The asyncio form of :class:`Ring`, made by :meth:`AsyncClient.ring`:
+    ``await ring.next_frame()``, ``await ring.preprocess(frame)``, ``await
+    ring.aclose()`` or ``async with``. Same slots, lifetimes and errors."""
+
+    def __init__(self, client: AsyncClient, slots: int,
+                 frame: Sequence[int], **options: Any):
+        super().__init__(slots, frame, options)
+        self._client = client
+        self._freed = asyncio.Event()
+
+    async def _register(self) -> None:
+        name, fd = self._create(await self._client.limits())
+        try:
+            _, rep = await self._client.request(
+                self._register_request(name))
+        except BaseException:
+            self._unmap()
+            raise
+        finally:
+            self._forget_name(name, fd)
+        self.region_id = rep.region_id
+
+    async def __aenter__(self) -> AsyncRing:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _wake(self) -> None:
+        self._freed.set()
+
+    async def _take(self, state: int) -> int:
+        deadline = time.monotonic() + self._client.timeout
+        while True:
+            with self._lock:
+                k = self._try_take(state)
+            if k is not None:
+                return k
+            self._freed.clear()
+            left = deadline - time.monotonic()
+            try:
+                await asyncio.wait_for(self._freed.wait(), max(left, 0))
+            except asyncio.TimeoutError:
+                raise errors.RequestTimeoutError(
+                    f"no free ring slot within "
+                    f"{self._client.timeout:g} s") from None
+
+    async def next_frame(self,
+                         shape: Sequence[int] | None = None) -> np.ndarray:
+        """See :meth:`Ring.next_frame`."""
+        return self._frame_view(await self._take(_RESERVED), shape)
+
+    async def preprocess(self, frame: np.ndarray) -> _core.Result:
+        """See :meth:`Ring.preprocess`."""
+        limits = await self._client.limits()
+        k, src = self._claim(frame)
+        copy = k is None
+        if k is None:
+            k = await self._take(_INFLIGHT)
+        try:
+            req, src = self._build(k, src, copy, self._client._s.next_id(),
+                                   limits)
+            _, rep = await self._client._roundtrip(
+                req, _core.message(req.encode()))
+            return self._finish(k, rep, src)
+        finally:
+            self._release(k)
+
+    async def aclose(self) -> None:
+        """See :meth:`Ring.close`."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            await self._client.request(Request(kind=Kind.UNREGISTER,
+                                               region_id=self.region_id))
+        except errors.FrameprepError:
+            pass
+        self._unmap()

@@ -1,0 +1,480 @@
+"""The Python client against a real frameprepd (CPU backend): results equal
+to the C CLI's bit for bit and within 1 LSB of OpenCV on real photographs;
+inline, shared memory, threads and asyncio with 64 requests in flight;
+every bad input gets its own exception and the daemon keeps serving; a
+daemon killed mid-request gives an exception within the timeout."""
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import cv2
+import numpy as np
+import pytest
+
+import frameprep
+from conftest import CLI, IMAGES, ROOT, Daemon
+from frameprep import _core
+from frameprep.protocol import Kind, Location, Request
+
+sys.path.insert(0, str(ROOT / "tests" / "ops"))
+from compare_opencv import letterbox_ref  # noqa: E402
+
+PHOTOS = ["astronaut.png", "coffee.png", "chelsea.png", "camera.png"]
+
+# (CLI flags, Python keyword arguments), the same preprocessing
+OPTIONS = [
+    ([], {}),
+    (["--size", "416x256", "--resize", "stretch", "--order", "bgr",
+      "--dtype", "f16", "--layout", "nhwc"],
+     dict(size=(416, 256), resize="stretch", order="bgr", dtype="float16",
+          layout="nhwc")),
+    (["--size", "333x517", "--dtype", "u8", "--pad", "0"],
+     dict(size=(333, 517), dtype="uint8", pad=0)),
+    (["--mean", "0.485,0.456,0.406", "--std", "0.229,0.224,0.225",
+      "--size", "320x320"],
+     dict(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
+          size=(320, 320))),
+]
+
+
+def photo(name, gray_as_gray=True):
+    """An image as cv2.imread gives it: BGR, or gray for gray files."""
+    path = str(IMAGES / name)
+    img = cv2.imread(path, cv2.IMREAD_UNCHANGED)
+    assert img is not None, path
+    if img.ndim == 2 and gray_as_gray:
+        return img
+    return cv2.imread(path, cv2.IMREAD_COLOR)
+
+
+def assert_serving(client):
+    """The daemon still answers, and correctly."""
+    frame = np.full((48, 64, 3), 200, np.uint8)
+    r = client.preprocess(frame, size=(32, 32), dtype="uint8")
+    assert r.tensor.shape == (1, 3, 32, 32)
+    assert (r.tensor[:, :, 4:28, :] == 200).all()
+
+
+def test_info(client):
+    info = client.info()
+    assert info["backend"] == "cpu"
+    assert info["protocol"] == 1
+    assert isinstance(info["max_frame_bytes"], int)
+    assert client.limits() is not None
+
+
+def test_default_address(monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/1000")
+    assert frameprep.default_address() == "ipc:///run/user/1000/frameprep.sock"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "")
+    assert frameprep.default_address() == \
+        f"ipc:///tmp/frameprep-{os.getuid()}.sock"
+
+
+@pytest.mark.parametrize("name", PHOTOS)
+@pytest.mark.parametrize("opt", range(len(OPTIONS)))
+def test_equals_c_cli_bit_for_bit(client, daemon, tmp_path, name, opt):
+    flags, kwargs = OPTIONS[opt]
+    out = tmp_path / "c.npy"
+    r = subprocess.run([str(CLI), "send", str(IMAGES / name), "--socket",
+                        daemon.url, "-o", str(out), *flags],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    c = np.load(out)
+    py = client.preprocess(photo(name), **kwargs)
+    assert py.tensor.dtype == c.dtype and py.tensor.shape == c.shape
+    assert py.tensor.tobytes() == c.tobytes()
+
+
+@pytest.mark.parametrize("name", PHOTOS)
+@pytest.mark.parametrize("size", [(640, 640), (333, 517)])
+def test_within_one_lsb_of_opencv(client, name, size):
+    img = photo(name, gray_as_gray=False)
+    ref = letterbox_ref(img, *size)[:, :, ::-1]  # RGB, (H, W, 3)
+    r = client.preprocess(img, size=size, dtype="uint8", layout="nhwc")
+    diff = np.abs(r.tensor[0].astype(int) - ref.astype(int))
+    assert diff.max() <= 1, diff.max()
+    f = client.preprocess(img, size=size)
+    assert np.abs(f.tensor[0].transpose(1, 2, 0) - ref / 255.0).max() <= \
+        1 / 255 + 1e-6
+
+
+def test_transform_to_source(client):
+    img = photo("chelsea.png")  # 451 x 300
+    r = client.preprocess(img, size=(640, 640))
+    xf = r.transform
+    assert (xf.src_width, xf.src_height) == (451, 300)
+    assert xf.scale_x == pytest.approx(640 / 451, rel=1e-3)
+    assert xf.pad_x == 0 and xf.pad_y > 0
+    boxes = np.array([[0, xf.pad_y, 640, 640 - xf.pad_y],
+                      [-50, -50, 2000, 2000],
+                      [xf.pad_x + 10 * xf.scale_x, xf.pad_y + 20 * xf.scale_y,
+                       xf.pad_x + 30 * xf.scale_x, xf.pad_y + 40 * xf.scale_y]],
+                     np.float32)
+    src = xf.to_source(boxes)
+    assert src.dtype == np.float32 and src.shape == (3, 4)
+    np.testing.assert_allclose(src[0], [0, 0, 451, 300], atol=0.5)
+    np.testing.assert_allclose(src[1], [0, 0, 451, 300])
+    np.testing.assert_allclose(src[2], [10, 20, 30, 40], atol=1e-3)
+    assert xf.to_source(np.zeros((0, 4))).shape == (0, 4)
+    with pytest.raises(ValueError):
+        xf.to_source(np.zeros((2, 3)))
+    assert r.timings.total_us >= r.timings.compute_us > 0
+
+
+def test_crop_is_sent_with_its_stride(client):
+    big = photo("astronaut.png")
+    crop = big[37:401, 51:333]
+    src = _core.check_frame(crop)
+    assert src.stride == big.strides[0] and src.array is crop
+    assert src.span < big.nbytes
+    a = client.preprocess(crop, size=(320, 320))
+    b = client.preprocess(np.ascontiguousarray(crop), size=(320, 320))
+    assert a.tensor.tobytes() == b.tensor.tobytes()
+    # A view whose pixels are not packed is copied first, same result.
+    flipped = np.ascontiguousarray(crop[:, ::-1])[:, ::-1]
+    c = client.preprocess(flipped, size=(320, 320))
+    assert c.tensor.tobytes() == a.tensor.tobytes()
+
+
+def test_pixel_formats_agree(client):
+    bgr = photo("coffee.png")
+    base = client.preprocess(bgr, size=(256, 256)).tensor
+    rgb = np.ascontiguousarray(bgr[:, :, ::-1])
+    bgra = cv2.cvtColor(bgr, cv2.COLOR_BGR2BGRA)
+    rgba = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGBA)
+    for frame, fmt in ((rgb, "rgb8"), (bgra, None), (rgba, "rgba8")):
+        t = client.preprocess(frame, size=(256, 256), format=fmt).tensor
+        assert t.tobytes() == base.tobytes(), fmt
+    gray = photo("camera.png")
+    g = client.preprocess(gray, size=(256, 256), order="gray").tensor
+    assert g.shape == (1, 1, 256, 256)
+    g3 = client.preprocess(gray[:, :, None], size=(256, 256)).tensor
+    assert (g3 == g).all()
+
+
+def test_ring_in_place_and_copied(client):
+    img = photo("astronaut.png")
+    want = client.preprocess(img).tensor.copy()
+    crop_want = client.preprocess(img[10:300, 20:400]).tensor.copy()
+    pid = os.getpid()
+    with client.ring(slots=3, frame=img.shape) as ring:
+        assert not [n for n in os.listdir("/dev/shm")
+                    if n.startswith(f"frameprep-py-{pid}-")], \
+            "the shared-memory name must be unlinked after registration"
+        buf = ring.next_frame()
+        assert buf.shape == img.shape and buf.flags.writeable
+        buf[:] = img
+        r = ring.preprocess(buf)
+        assert r.tensor.tobytes() == want.tobytes()
+        assert r.reply.output_loc == Location.SHM
+        assert r.reply.payload_size == 0
+        assert r.reply.flags & 1  # input released
+        assert r.tensor.base is not None and not r.tensor.flags.owndata
+        r2 = ring.preprocess(img)  # copied into the next slot
+        assert r2.tensor.tobytes() == want.tobytes()
+        buf = ring.next_frame()
+        buf[:] = img
+        r3 = ring.preprocess(buf[10:300, 20:400])  # a crop of the slot
+        assert r3.tensor.tobytes() == crop_want.tobytes()
+        # The first tensor still holds its values: its slot was not reused.
+        assert r.tensor.tobytes() == want.tobytes()
+        with pytest.raises(frameprep.LimitExceededError):
+            ring.preprocess(np.zeros((600, 600, 3), np.uint8))
+        del buf, r, r2, r3
+    with pytest.raises(frameprep.ClosedError):
+        ring.preprocess(img)
+    ring.close()
+    assert_serving(client)
+
+
+def test_ring_options_and_gray(client):
+    gray = photo("camera.png")
+    want = client.preprocess(gray, size=(160, 96), order="gray",
+                             dtype="uint8", layout="nhwc").tensor.copy()
+    with client.ring(slots=2, frame=gray.shape, size=(160, 96), order="gray",
+                     dtype="uint8", layout="nhwc") as ring:
+        for _ in range(5):
+            r = ring.preprocess(gray)
+            assert r.tensor.shape == (1, 96, 160, 1)
+            assert r.tensor.tobytes() == want.tobytes()
+
+
+def frames_for(n):
+    """n different frames (crops of a photograph) and their tensors."""
+    img = photo("astronaut.png")
+    return [img[i:i + 200 + i, 2 * i:300 + i] for i in range(n)]
+
+
+def test_threads_share_one_client(client):
+    frames = frames_for(16)
+    want = [client.preprocess(f, size=(128, 128)).tensor.tobytes()
+            for f in frames]
+    errors = []
+
+    def worker(t):
+        try:
+            for i in range(8):
+                k = (t + i) % len(frames)
+                got = client.preprocess(frames[k], size=(128, 128))
+                if got.tensor.tobytes() != want[k]:
+                    errors.append(f"thread {t} frame {k} differs")
+        except Exception as exc:  # reported below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+
+
+def test_ring_shared_by_threads(client):
+    frames = frames_for(8)
+    want = [client.preprocess(f, size=(128, 128)).tensor.tobytes()
+            for f in frames]
+    errors = []
+    with client.ring(slots=32, frame=(512, 512, 3), size=(128, 128)) as ring:
+        def worker(t):
+            try:
+                for i in range(6):
+                    k = (t + i) % len(frames)
+                    buf = ring.next_frame(frames[k].shape)
+                    buf[:] = frames[k]
+                    got = ring.preprocess(buf).tensor.tobytes()
+                    if got != want[k]:
+                        errors.append(f"thread {t} frame {k} differs")
+            except Exception as exc:
+                errors.append(repr(exc))
+
+        threads = [threading.Thread(target=worker, args=(t,))
+                   for t in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    assert errors == []
+
+
+def test_asyncio_64_in_flight(daemon, client):
+    frames = frames_for(64)
+    want = [client.preprocess(f, size=(96, 96)).tensor.tobytes()
+            for f in frames]
+
+    async def main():
+        async with frameprep.AsyncClient(daemon.url, timeout=120) as ac:
+            info = await ac.info()
+            assert info["max_inflight"] >= 64
+            results = await asyncio.gather(
+                *(ac.preprocess(f, size=(96, 96)) for f in frames))
+            inline = [r.tensor.tobytes() for r in results]
+            async with await ac.ring(slots=64, frame=(512, 512, 3),
+                                     size=(96, 96)) as ring:
+                results = await asyncio.gather(
+                    *(ring.preprocess(f) for f in frames))
+                shm = [r.tensor.tobytes() for r in results]
+                buf = await ring.next_frame(frames[5].shape)
+                buf[:] = frames[5]
+                placed = (await ring.preprocess(buf)).tensor.tobytes()
+                del buf, results
+            return inline, shm, placed
+
+    inline, shm, placed = asyncio.run(main())
+    assert inline == want
+    assert shm == want
+    assert placed == want[5]
+
+
+def test_async_errors(daemon):
+    async def main():
+        async with frameprep.AsyncClient(daemon.url, timeout=30) as ac:
+            with pytest.raises(frameprep.InvalidRequestError):
+                await ac.preprocess(np.zeros((8, 8), np.float32))
+            with pytest.raises(frameprep.InvalidRequestError, match="std"):
+                await ac.preprocess(np.zeros((8, 8, 3), np.uint8), std=-1)
+            r = await ac.preprocess(np.zeros((8, 8, 3), np.uint8))
+            assert r.tensor.shape == (1, 3, 640, 640)
+
+    asyncio.run(main())
+
+
+BAD_INPUTS = [
+    # (keyword arguments, exception, text in the message); the frame
+    # defaults to a small BGR image
+    (dict(frame=np.zeros((16, 16, 3), np.float32)),
+     frameprep.InvalidRequestError, "dtype"),
+    (dict(frame=np.zeros((2, 16, 16, 3), np.uint8)),
+     frameprep.InvalidRequestError, "shape"),
+    (dict(frame=np.zeros((16, 16, 2), np.uint8)),
+     frameprep.InvalidRequestError, "shape"),
+    (dict(frame=np.zeros((0, 16, 3), np.uint8)),
+     frameprep.InvalidRequestError, "empty"),
+    (dict(frame=[[1, 2], [3, 4]]), frameprep.InvalidRequestError, "ndarray"),
+    (dict(format="rgba8"), frameprep.InvalidRequestError, "channels"),
+    (dict(format="yuv"), frameprep.InvalidRequestError, "format"),
+    (dict(resize="crop"), frameprep.InvalidRequestError, "resize"),
+    (dict(dtype="int32"), frameprep.InvalidRequestError, "dtype"),
+    (dict(layout="chw"), frameprep.InvalidRequestError, "layout"),
+    (dict(order="gray"), frameprep.InvalidRequestError, "gray8"),
+    (dict(size=(0, 640)), frameprep.InvalidRequestError, "size"),
+    (dict(mean=(1, 2)), frameprep.InvalidRequestError, "mean"),
+    (dict(size=(4096, 640)), frameprep.LimitExceededError, "max_out_width"),
+    (dict(frame=np.zeros((300, 8193), np.uint8)),
+     frameprep.LimitExceededError, "max_width"),
+    (dict(frame=np.zeros((4100, 4100, 4), np.uint8), size=(64, 64)),
+     frameprep.LimitExceededError, "max_frame_bytes"),
+    # the daemon's refusals, its message kept
+    (dict(std=0), frameprep.InvalidRequestError, "std"),
+    (dict(scale=float("nan")), frameprep.InvalidRequestError, "scale"),
+    (dict(pad=300), frameprep.InvalidRequestError, "pad"),
+    (dict(dtype="uint8", mean=0.5), frameprep.InvalidRequestError, "mean"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(BAD_INPUTS)))
+def test_bad_input_gets_its_exception(client, case):
+    kwargs, exc, text = BAD_INPUTS[case]
+    kwargs = dict(kwargs)
+    frame = kwargs.pop("frame", np.zeros((16, 16, 3), np.uint8))
+    with pytest.raises(exc, match=text) as info:
+        client.preprocess(frame, **kwargs)
+    assert info.value.status == exc.status
+    assert_serving(client)
+
+
+def test_protocol_level_refusals(client):
+    with pytest.raises(frameprep.VersionMismatchError):
+        client.request(Request(kind=Kind.INFO, version=2))
+    with pytest.raises(frameprep.RegionError):
+        client.request(Request(kind=Kind.UNREGISTER, region_id=12345))
+    req = Request(src_width=16, src_height=16, src_stride=48,
+                  input_size=48 * 16, input_loc=Location.SHM, in_region=999)
+    with pytest.raises(frameprep.FrameprepError) as info:
+        client.request(req)
+    assert info.value.status in (frameprep.RegionError.status,
+                                 frameprep.InvalidRequestError.status)
+    with pytest.raises(frameprep.InvalidRequestError, match="name"):
+        client.request(Request(kind=Kind.REGISTER, region_size=4096,
+                               region_name="/no/slashes"))
+    with pytest.raises(frameprep.InvalidRequestError):
+        client.request(Request(kind=99))
+    assert_serving(client)
+
+
+def test_error_classes_cover_every_status():
+    for status in range(1, 19):
+        exc = frameprep.error_for_status(status, "why")
+        assert type(exc) is frameprep.BY_STATUS[status]
+        assert exc.status == status and exc.message == "why"
+    assert isinstance(frameprep.error_for_status(10, ""), ConnectionError)
+    assert isinstance(frameprep.error_for_status(11, ""), TimeoutError)
+    assert frameprep.error_for_status(1000, "x").status == 1000
+
+
+def test_no_daemon_is_a_connection_error(tmp_path):
+    t0 = time.monotonic()
+    with pytest.raises(ConnectionError):
+        frameprep.Client(f"ipc://{tmp_path}/nobody.sock", timeout=2)
+    assert time.monotonic() - t0 < 10
+
+
+def test_closed_client(daemon):
+    c = frameprep.Client(daemon.url, timeout=10)
+    c.close()
+    c.close()
+    with pytest.raises(frameprep.ClosedError):
+        c.info()
+
+
+def test_daemon_killed_mid_request(tmp_path):
+    d = Daemon(tmp_path)
+    timeout = 4.0
+    try:
+        c = frameprep.Client(d.url, timeout=timeout)
+        c.info()
+        ac = frameprep.AsyncClient(d.url, timeout=timeout)
+        big = np.random.default_rng(1).integers(0, 255, (3000, 5000, 3),
+                                                np.uint8)
+        outcome = {}
+
+        def send():
+            t0 = time.monotonic()
+            try:
+                for _ in range(50):  # the daemon dies during one of these
+                    c.preprocess(big, size=(2048, 2048))
+                outcome["error"] = None
+            except frameprep.FrameprepError as exc:
+                outcome["error"] = exc
+            outcome["seconds"] = time.monotonic() - t0
+
+        t = threading.Thread(target=send)
+        t.start()
+        time.sleep(1.0)
+        d.proc.send_signal(signal.SIGKILL)
+        d.proc.wait()
+        killed = time.monotonic()
+        t.join(timeout + 30)
+        assert not t.is_alive(), "the request hangs past the timeout"
+        assert isinstance(outcome["error"], (TimeoutError, ConnectionError))
+        assert time.monotonic() - killed < timeout + 5
+        # The next request on the dead connection fails just as quickly.
+        t0 = time.monotonic()
+        with pytest.raises((TimeoutError, ConnectionError)):
+            c.info()
+        assert time.monotonic() - t0 < timeout + 5
+        c.close()
+        t0 = time.monotonic()
+        with pytest.raises((TimeoutError, ConnectionError)):
+            asyncio.run(ac.info())
+        assert time.monotonic() - t0 < timeout + 5
+        ac.close()
+    finally:
+        d.kill()
+
+
+def test_module_cli(daemon, tmp_path):
+    env = dict(os.environ)
+    r = subprocess.run([sys.executable, "-m", "frameprep", "info", "--socket",
+                        daemon.url], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "backend: cpu" in r.stdout
+    out = tmp_path / "py.npy"
+    r = subprocess.run([sys.executable, "-m", "frameprep", "send",
+                        str(IMAGES / "coffee.png"), "--socket", daemon.url,
+                        "--size", "320x320", "-o", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "shape     (1, 3, 320, 320)" in r.stdout
+    cout = tmp_path / "c.npy"
+    subprocess.run([str(CLI), "send", str(IMAGES / "coffee.png"), "--socket",
+                    daemon.url, "--size", "320x320", "-o", str(cout)],
+                   check=True, capture_output=True, timeout=60)
+    assert np.load(out).tobytes() == np.load(cout).tobytes()
+    r = subprocess.run([sys.executable, "-m", "frameprep", "send",
+                        str(IMAGES / "coffee.png"), "--socket", daemon.url,
+                        "--size", "320x320", "--shm", "-o", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "(shared memory)" in r.stdout
+    assert np.load(out).tobytes() == np.load(cout).tobytes()
+    r = subprocess.run([sys.executable, "-m", "frameprep", "send",
+                        str(tmp_path / "missing.png"), "--socket", daemon.url],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "missing.png" in r.stderr
+
+
+def test_module_cli_without_opencv(daemon):
+    code = ("import runpy, sys; sys.modules['cv2'] = None; "
+            "sys.argv = ['frameprep', 'send', sys.argv[1], '--socket', "
+            "sys.argv[2]]; runpy.run_module('frameprep', run_name='__main__')")
+    r = subprocess.run([sys.executable, "-c", code,
+                        str(IMAGES / "coffee.png"), daemon.url],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "OpenCV" in r.stderr and ".npy" in r.stderr
