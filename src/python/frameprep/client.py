@@ -12,6 +12,7 @@ reply message, not a copy.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import threading
 from typing import TYPE_CHECKING, Any, Sequence
@@ -50,6 +51,19 @@ class _Socket:
         self._lock = threading.Lock()
         self._closed = False
         self._limits: dict[str, Any] | None = None
+        # The daemon answers EBUSY past max_inflight_per_conn requests in
+        # flight on one connection: requests past it wait here instead.
+        self.gate: threading.BoundedSemaphore | None = None
+        self.agate: asyncio.Semaphore | None = None
+
+    def set_limits(self, info: dict[str, Any]) -> None:
+        """Keeps the daemon's INFO and, the first time, bounds the requests
+        in flight on this connection to its max_inflight_per_conn."""
+        self._limits = info
+        cap = info.get("max_inflight_per_conn")
+        if self.gate is None and isinstance(cap, int) and cap > 0:
+            self.agate = asyncio.Semaphore(cap)
+            self.gate = threading.BoundedSemaphore(cap)
 
     def next_id(self) -> int:
         return next(self._ids)
@@ -112,6 +126,11 @@ class Client:
     :class:`~frameprep.TransportError` (a ``ConnectionError``) when nobody
     listens. Use as a context manager or call :meth:`close`.
 
+    Once the daemon's limits are known (the first frame asks for them), at
+    most its ``max_inflight_per_conn`` requests are in flight on the
+    connection at a time; more threads wait their turn here, within
+    ``timeout``, rather than get ``EBUSY``.
+
     Every method raises :class:`~frameprep.RequestTimeoutError` (a
     ``TimeoutError``) when no reply comes within ``timeout``,
     :class:`~frameprep.ClosedError` after :meth:`close`, and the exception
@@ -147,16 +166,26 @@ class Client:
 
     def _roundtrip(self, req: Request, msg: Any) -> tuple[Any, Any]:
         s = self._s
-        ctx = s.ctx_get()
-        ok = False
+        gate = s.gate
+        if gate is not None and not gate.acquire(timeout=s.timeout):
+            raise errors.RequestTimeoutError(
+                f"{s.address}: no room for another request in flight "
+                f"within {s.timeout:g} s")
         try:
-            ctx.send_msg(msg)
-            rmsg = ctx.recv_msg()
-            ok = True
-        except pynng.NNGException as exc:
-            raise _core.transport_error(exc, s.address, s.timeout) from None
+            ctx = s.ctx_get()
+            ok = False
+            try:
+                ctx.send_msg(msg)
+                rmsg = ctx.recv_msg()
+                ok = True
+            except pynng.NNGException as exc:
+                raise _core.transport_error(exc, s.address,
+                                            s.timeout) from None
+            finally:
+                s.ctx_put(ctx, ok)
         finally:
-            s.ctx_put(ctx, ok)
+            if gate is not None:
+                gate.release()
         rep = _core.reply_of(rmsg)
         _core.check_reply(rep, req)
         return rmsg, rep
@@ -178,7 +207,7 @@ class Client:
         rmsg, rep = self.request(req)
         text = _core.payload_bytes(rmsg, rep).decode("utf-8", "replace")
         info = _core.parse_info(text)
-        self._s._limits = info
+        self._s.set_limits(info)
         return info
 
     def limits(self) -> dict[str, Any]:
@@ -277,20 +306,26 @@ class AsyncClient:
 
     async def _roundtrip(self, req: Request, msg: Any) -> tuple[Any, Any]:
         s = self._s
-        ctx = s.ctx_get()
-        ok = False
-        try:
-            # nng's receive timeout ends the wait; wait_for is a backstop.
-            await ctx.asend_msg(msg)
-            rmsg = await asyncio.wait_for(ctx.arecv_msg(), s.timeout + 5)
-            ok = True
-        except pynng.NNGException as exc:
-            raise _core.transport_error(exc, s.address, s.timeout) from None
-        except asyncio.TimeoutError:
-            raise errors.RequestTimeoutError(
-                f"no reply from {s.address} within {s.timeout:g} s") from None
-        finally:
-            s.ctx_put(ctx, ok)
+        gate = s.agate
+        async with gate if gate is not None else contextlib.nullcontext():
+            ctx = s.ctx_get()
+            ok = False
+            try:
+                # nng's receive timeout ends the wait; wait_for is a
+                # backstop.
+                await ctx.asend_msg(msg)
+                rmsg = await asyncio.wait_for(ctx.arecv_msg(),
+                                              s.timeout + 5)
+                ok = True
+            except pynng.NNGException as exc:
+                raise _core.transport_error(exc, s.address,
+                                            s.timeout) from None
+            except asyncio.TimeoutError:
+                raise errors.RequestTimeoutError(
+                    f"no reply from {s.address} within "
+                    f"{s.timeout:g} s") from None
+            finally:
+                s.ctx_put(ctx, ok)
         rep = _core.reply_of(rmsg)
         _core.check_reply(rep, req)
         return rmsg, rep
@@ -307,7 +342,7 @@ class AsyncClient:
         rmsg, rep = await self.request(Request(kind=Kind.INFO))
         text = _core.payload_bytes(rmsg, rep).decode("utf-8", "replace")
         info = _core.parse_info(text)
-        self._s._limits = info
+        self._s.set_limits(info)
         return info
 
     async def limits(self) -> dict[str, Any]:

@@ -62,7 +62,9 @@ class ServerOutOfMemoryError(FrameprepError, MemoryError):
 
 
 class ServerBusyError(FrameprepError):
-    """EBUSY: the daemon has max_inflight requests in flight; retry."""
+    """EBUSY: the daemon has no room for the request now (its
+    max_inflight_per_conn on this connection, or its reply-memory budget);
+    retry."""
 
     status, name = 6, "EBUSY"
 
