@@ -32,8 +32,10 @@
  * waits in its slot until the peer has read the replies before it, so an
  * EBUSY reply holds a slot as well: a connection with more than twice
  * --max-inflight-per-conn requests unanswered does not read its replies,
- * and is closed. A request counts from its receipt until its reply has
- * been sent or has failed (slot_next).
+ * and is closed. A request counts against the cap from its receipt until
+ * its reply is handed to nng (slot_send), so a client that sends its next
+ * request as soon as it has a reply is never refused; its slot and reply
+ * bytes count until the send has ended or failed (slot_next).
  *
  * Shutdown (SIGINT, SIGTERM, or a fatal device error) goes in a fixed
  * order, since nng 1.5.2 has close races: stop receiving (cancel the posted
@@ -345,6 +347,10 @@ static void slot_send(struct server_slot *s, nng_msg *msg)
 
 	if (s->srv->stopping && timeout_ms > SERVER_STOP_SEND_MS)
 		timeout_ms = SERVER_STOP_SEND_MS;
+	if (s->counted) { /* its work is done */
+		s->conn->inflight--;
+		s->counted = 0;
+	}
 	s->state = SLOT_SEND;
 	nng_aio_set_msg(s->aio, msg);
 	nng_aio_set_timeout(s->aio, timeout_ms);

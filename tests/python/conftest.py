@@ -30,12 +30,12 @@ class Daemon:
     """A frameprepd process on a socket in tmp; stop() requires a clean
     exit (status 0 after SIGTERM)."""
 
-    def __init__(self, tmp, *extra):
+    def __init__(self, tmp, *extra, prefix=()):
         self.url = f"ipc://{tmp}/frameprepd.sock"
         self.log_path = tmp / "frameprepd.log"
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [str(DAEMON), "--device", "cpu", "--listen", self.url,
+            [*prefix, str(DAEMON), "--device", "cpu", "--listen", self.url,
              "--workers", "2", "--log-level", "info", *extra],
             stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30

@@ -5,9 +5,12 @@ every bad input gets its own exception and the daemon keeps serving; a
 daemon killed mid-request gives an exception within the timeout."""
 import asyncio
 import os
+import pathlib
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -155,6 +158,31 @@ def test_pixel_formats_agree(client):
     assert g.shape == (1, 1, 256, 256)
     g3 = client.preprocess(gray[:, :, None], size=(256, 256)).tensor
     assert (g3 == g).all()
+
+
+def test_ring_with_the_daemon_as_another_user(client):
+    """The packaged service runs as its own user: a ring still works, and its
+    object is open to that user alone (one ACL entry), owned by ours."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run the daemon as nobody")
+    uid = 65534
+    base = pathlib.Path(tempfile.mkdtemp(prefix="fprep-py-user-"))
+    os.chmod(base, 0o755)  # pytest's own folders are closed to others
+    run = base / "run"
+    run.mkdir(mode=0o700)
+    os.chown(run, uid, uid)
+    d = Daemon(run, prefix=("setpriv", f"--reuid={uid}", f"--regid={uid}",
+                            "--clear-groups"))
+    try:
+        img = photo("astronaut.png")
+        want = client.preprocess(img).tensor.copy()
+        with frameprep.Client(d.url, timeout=60) as c:
+            with c.ring(slots=2, frame=img.shape) as ring:
+                assert ring.preprocess(img).tensor.tobytes() == \
+                    want.tobytes()
+    finally:
+        d.stop()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_ring_in_place_and_copied(client):

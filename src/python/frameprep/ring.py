@@ -5,7 +5,10 @@ POSIX shared-memory object (``/dev/shm/NAME``, mode 0600, a unique name),
 size it, map it, ask the daemon to REGISTER it (the daemon maps it by
 name), then unlink the name at once: the memory is shared by exactly the two
 mappings and disappears with the last of them, so a process that dies
-leaves nothing behind. The region is cut into ``slots`` equal slots, each a
+leaves nothing behind. When the daemon runs as another user (the packaged
+service's ``frameprep``, the owner of its ipc:// socket), that one user gets
+a POSIX ACL entry on the object (through libacl, as the C library does):
+group and others keep no access and the owner stays this process's user. The region is cut into ``slots`` equal slots, each a
 page-aligned tensor area followed by a page-aligned frame area. A request
 names (region, offset, length) for its frame and for its tensor; the daemon
 reads the frame in place and writes the tensor in place.
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import ctypes
+import ctypes.util
 import itertools
 import mmap
 import os
@@ -41,6 +46,40 @@ _names = itertools.count()
 
 def _round_page(n: int) -> int:
     return (n + _PAGE - 1) // _PAGE * _PAGE
+
+
+def _daemon_uid(address: str) -> int | None:
+    """The user the daemon at an ipc:// address runs as (its socket file's
+    owner), or None (tcp://, or the file cannot be read)."""
+    if not address.startswith("ipc://"):
+        return None
+    try:
+        return os.stat(address[len("ipc://"):]).st_uid
+    except OSError:
+        return None
+
+
+def _grant(fd: int, uid: int) -> None:
+    """Gives user uid read and write access to the object open on fd with
+    one ACL entry (libacl's acl_from_text + acl_set_fd)."""
+    lib = ctypes.CDLL(ctypes.util.find_library("acl") or "libacl.so.1",
+                      use_errno=True)
+    lib.acl_from_text.restype = ctypes.c_void_p
+    lib.acl_from_text.argtypes = [ctypes.c_char_p]
+    lib.acl_set_fd.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    lib.acl_free.argtypes = [ctypes.c_void_p]
+    acl = lib.acl_from_text(
+        f"u::rw-,u:{uid}:rw-,g::---,m::rw-,o::---".encode())
+    if not acl:
+        raise errors.RegionError("acl_from_text failed")
+    try:
+        if lib.acl_set_fd(fd, acl) != 0:
+            err = ctypes.get_errno()
+            raise errors.RegionError(
+                f"granting the daemon (uid {uid}) access to the region: "
+                f"{os.strerror(err)}")
+    finally:
+        lib.acl_free(acl)
 
 
 class _RingBase:
@@ -76,7 +115,8 @@ class _RingBase:
         self._buf: np.ndarray | None = None
         self._base = 0
 
-    def _create(self, limits: dict[str, Any]) -> tuple[str, int]:
+    def _create(self, limits: dict[str, Any],
+                address: str) -> tuple[str, int]:
         bound = limits.get("max_region_bytes")
         if isinstance(bound, int) and self.size > bound:
             raise errors.LimitExceededError(
@@ -90,6 +130,14 @@ class _RingBase:
                          os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
             raise errors.RegionError(f"creating {path}: {exc}") from None
+        try:
+            uid = _daemon_uid(address)
+            if uid is not None and uid != os.geteuid():
+                _grant(fd, uid)
+        except (OSError, errors.RegionError):
+            os.close(fd)
+            os.unlink(path)
+            raise
         try:
             os.ftruncate(fd, self.size)
             self._mm = mmap.mmap(fd, self.size, mmap.MAP_SHARED,
@@ -241,7 +289,7 @@ class Ring(_RingBase):
         super().__init__(slots, frame, options)
         self._client = client
         self._cond = threading.Condition(self._lock)
-        name, fd = self._create(client.limits())
+        name, fd = self._create(client.limits(), client.address)
         try:
             _, rep = client.request(self._register_request(name))
         except BaseException:
@@ -329,7 +377,8 @@ class AsyncRing(_RingBase):
         self._freed = asyncio.Event()
 
     async def _register(self) -> None:
-        name, fd = self._create(await self._client.limits())
+        name, fd = self._create(await self._client.limits(),
+                                self._client.address)
         try:
             _, rep = await self._client.request(
                 self._register_request(name))
