@@ -65,7 +65,8 @@ struct fprep__backend {
 	int (*submit)(fprep__backend *b, fprep__job *job);
 
 	/* info appends "key: value\n" lines describing the backend to buf,
-	 * which holds size bytes and is NUL-terminated. */
+	 * which holds size bytes and is NUL-terminated: what only it knows
+	 * (the server writes the backend's name and the device itself). */
 	void (*info)(fprep__backend *b, char *buf, size_t size);
 
 	/* close stops the backend: jobs already submitted are completed (their

@@ -247,8 +247,7 @@ static void cpu_info(fprep__backend *b, char *buf, size_t size)
 	if (size == 0)
 		return;
 	len = strnlen(buf, size - 1);
-	snprintf(buf + len, size - len, "backend: cpu\nworkers: %u\n",
-	         cb->nthreads);
+	snprintf(buf + len, size - len, "workers: %u\n", cb->nthreads);
 }
 
 /* cpu_free stops and joins the first n workers (the queue must be empty

@@ -676,18 +676,16 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	fprep__kcache_stats(cb->cache, &hits, &misses);
 	const char *dir = fprep__kcache_dir(cb->cache);
 	snprintf(buf + n, size - n,
-	         "backend: cuda\n"
-	         "device: %d %s\n"
+	         "device_name: %s\n"
 	         "compute_capability: %d.%d\n"
 	         "kernel_arch: sm_%d\n"
 	         "device_memory_mib: %zu\n"
 	         "copy_engines: %d\n"
-	         "lanes: 1\n"
 	         "slots: %u\n"
 	         "host_copy_threads: %u\n"
 	         "kernel_cache: %s (%s, %u hits, %u misses)\n",
-	         cb->device, cb->device_name, cb->cc / 10, cb->cc % 10,
-	         cb->arch, cb->memory >> 20, cb->copy_engines, cb->nslots,
+	         cb->device_name, cb->cc / 10, cb->cc % 10, cb->arch,
+	         cb->memory >> 20, cb->copy_engines, cb->nslots,
 	         cb->copy_threads, dir[0] ? dir : "off",
 	         cb->cache_hit ? "hit" : "miss", hits, misses);
 }

@@ -697,6 +697,10 @@ def test_info(tmp):
                      "max_frame_bytes: 5000000", "max_inflight: 12",
                      "max_width: ", "max_out_width: ", "max_tensor_bytes: "):
             check(want in text, f"INFO lacks '{want}':\n{text}")
+        keys = [ln.split(":", 1)[0] for ln in text.splitlines()
+                if ":" in ln and not ln.startswith(" ")]
+        dup = sorted({k for k in keys if keys.count(k) > 1})
+        check(not dup, f"INFO repeats {dup}:\n{text}")
         print("ok INFO:\n" + text)
     finally:
         d.stop()
