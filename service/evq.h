@@ -7,14 +7,23 @@
 #define FPREP_SERVICE_EVQ_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <uv.h>
 
-/* fprep__event: an intrusive queue link, embedded in whatever is queued.
- * An event is in at most one queue at a time. */
+/* fprep__event: an intrusive queue link, embedded in whatever is queued,
+ * with a kind the owner sets (its own enumeration) so that the drain can
+ * tell what it holds; the drain reaches the embedding structure with
+ * fprep__container_of. An event is in at most one queue at a time. */
 typedef struct fprep__event fprep__event;
 struct fprep__event {
 	fprep__event *next;
+	int kind;
 };
+
+/* fprep__container_of returns the structure of type type whose member
+ * member is at ptr. */
+#define fprep__container_of(ptr, type, member)                                 \
+	((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 /* fprep__evq_drain_cb: called on the loop thread once per queued event, in
  * the order they were pushed. */

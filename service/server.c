@@ -89,16 +89,10 @@
 enum slot_state { SLOT_IDLE, SLOT_RECV, SLOT_WORK, SLOT_SEND, SLOT_REGISTER };
 enum slot_event { SLOT_EV_AIO, SLOT_EV_DONE, SLOT_EV_PIPE_CLOSED };
 
-/* A queued event starts like this: the queue link, then what it is. */
-struct server_ev_head {
-	fprep__event ev;
-	int ev_kind; /* enum slot_event */
-};
-
-/* server_pipe_ev: a connection closed (its regions go). */
+/* server_pipe_ev: a connection closed (its regions go); ev.kind is
+ * SLOT_EV_PIPE_CLOSED. */
 struct server_pipe_ev {
 	fprep__event ev;
-	int ev_kind; /* SLOT_EV_PIPE_CLOSED */
 	uint32_t pipe;
 };
 
@@ -115,8 +109,7 @@ struct server_conn {
 struct server;
 
 struct server_slot {
-	fprep__event ev; /* first: the queue link */
-	int ev_kind;     /* enum slot_event */
+	fprep__event ev; /* kind: SLOT_EV_AIO or SLOT_EV_DONE */
 	int aio_result;  /* nng error of the finished aio */
 	struct server *srv;
 	unsigned index;
@@ -256,7 +249,7 @@ static void slot_aio_cb(void *arg)
 {
 	struct server_slot *s = arg;
 
-	s->ev_kind = SLOT_EV_AIO;
+	s->ev.kind = SLOT_EV_AIO;
 	s->aio_result = nng_aio_result(s->aio);
 	fprep__evq_push(&s->srv->evq, &s->ev);
 }
@@ -265,7 +258,7 @@ static void slot_job_done(fprep__job *job)
 {
 	struct server_slot *s = job->data;
 
-	s->ev_kind = SLOT_EV_DONE;
+	s->ev.kind = SLOT_EV_DONE;
 	fprep__evq_push(&s->srv->evq, &s->ev);
 }
 
@@ -926,7 +919,7 @@ static void server_pipe_closed(uint32_t pipe, void *data)
 		           pipe);
 		return;
 	}
-	pe->ev_kind = SLOT_EV_PIPE_CLOSED;
+	pe->ev.kind = SLOT_EV_PIPE_CLOSED;
 	pe->pipe = pipe;
 	fprep__evq_push(&srv->evq, &pe->ev);
 }
@@ -934,10 +927,11 @@ static void server_pipe_closed(uint32_t pipe, void *data)
 static void server_event(fprep__event *ev, void *data)
 {
 	struct server *srv = data;
-	struct server_slot *s = (struct server_slot *)ev;
+	struct server_slot *s;
 
-	if (((struct server_ev_head *)ev)->ev_kind == SLOT_EV_PIPE_CLOSED) {
-		struct server_pipe_ev *pe = (struct server_pipe_ev *)ev;
+	if (ev->kind == SLOT_EV_PIPE_CLOSED) {
+		struct server_pipe_ev *pe =
+		        fprep__container_of(ev, struct server_pipe_ev, ev);
 		unsigned n = 0;
 
 		if (!srv->finished)
@@ -950,9 +944,10 @@ static void server_event(fprep__event *ev, void *data)
 		free(pe);
 		return;
 	}
+	s = fprep__container_of(ev, struct server_slot, ev);
 	if (s->srv->finished)
 		return;
-	if (s->ev_kind == SLOT_EV_DONE)
+	if (ev->kind == SLOT_EV_DONE)
 		slot_completed(s);
 	else
 		slot_aio_done(s);
@@ -963,8 +958,8 @@ static void server_event(fprep__event *ev, void *data)
 static void server_event_dispose(fprep__event *ev, void *data)
 {
 	(void)data;
-	if (((struct server_ev_head *)ev)->ev_kind == SLOT_EV_PIPE_CLOSED)
-		free(ev);
+	if (ev->kind == SLOT_EV_PIPE_CLOSED)
+		free(fprep__container_of(ev, struct server_pipe_ev, ev));
 }
 
 /* server_close_backend closes the backend once. */

@@ -18,7 +18,7 @@
 #define TEST_MAX_EVENTS 4096
 
 struct test_ev {
-	fprep__event ev; /* first: the queue link */
+	fprep__event ev;
 	int id;
 };
 
@@ -44,7 +44,7 @@ static struct test_ev *test_ev_alloc(int id)
 static void test_drain_cb(fprep__event *ev, void *data)
 {
 	struct test_ctx *t = data;
-	struct test_ev *e = (struct test_ev *)ev;
+	struct test_ev *e = fprep__container_of(ev, struct test_ev, ev);
 	int id = e->id;
 
 	assert_true(t->ndrained < TEST_MAX_EVENTS);
