@@ -412,6 +412,41 @@ static void timeouts(void **state)
 	fake_stop(f);
 }
 
+/* Closing the client with requests still in flight: every pending then
+ * completes once with a transport error, and nothing is used after it is
+ * freed or leaks (under ASan). */
+static void close_with_pendings(void **state)
+{
+	enum { N = 4 };
+	struct fake *f = fake_start(10000);
+	struct done d[N];
+	fprep_pending *p[N];
+	fprep_request req;
+	uint8_t frame[384];
+	fprep_result res;
+
+	(void)state;
+	f->silent = 1;
+	memset(d, 0, sizeof(d));
+	for (int i = 0; i < N; i++) {
+		async_frame(&req, frame, 1);
+		assert_int_equal(fprep_client_submit(f->client, &req, frame,
+		                                     done_cb, &d[i], &p[i]),
+		                 FPREP_OK);
+	}
+	assert_true(wait_until(&f->requests, N, 10000));
+	fprep_client_close(f->client);
+	f->client = NULL;
+	for (int i = 0; i < N; i++) {
+		int rv = fprep_pending_wait(p[i], &res);
+
+		assert_true(rv == FPREP_ECLOSED || rv == FPREP_ETRANSPORT);
+		assert_null(res.priv);
+		assert_int_equal(d[i].calls, 1);
+	}
+	fake_stop(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -419,6 +454,7 @@ int main(void)
 	        cmocka_unit_test(threads),
 	        cmocka_unit_test(completion_races_wait),
 	        cmocka_unit_test(timeouts),
+	        cmocka_unit_test(close_with_pendings),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
