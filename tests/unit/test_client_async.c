@@ -39,6 +39,7 @@ struct fake {
 	_Atomic int delay_us; /* then wait this long */
 	_Atomic int flush;    /* answer what is held after 20 ms of quiet */
 	_Atomic int requests; /* requests received */
+	_Atomic int stop;     /* end the thread */
 	nng_msg *held[FAKE_MAX];
 	int nheld;
 	fprep_client *client;
@@ -104,8 +105,8 @@ static void *fake_main(void *arg)
 	nng_msg *msg;
 	int rv;
 
-	while ((rv = nng_recvmsg(f->sock, &msg, 0)) != NNG_ECLOSED) {
-		if (rv != 0) {
+	while (!f->stop) {
+		if ((rv = nng_recvmsg(f->sock, &msg, 0)) != 0) {
 			while (f->flush && f->nheld > 0)
 				fake_send(f, f->held[--f->nheld]);
 			continue;
@@ -155,11 +156,15 @@ static struct fake *fake_start(int timeout_ms)
 	return f;
 }
 
+/* fake_stop closes the client, then the fake. The fake's thread ends
+ * before its socket closes: nng 1.5.2 can crash closing a socket under a
+ * receive that has a timeout. */
 static void fake_stop(struct fake *f)
 {
 	fprep_client_close(f->client);
-	nng_close(f->sock);
+	f->stop = 1;
 	pthread_join(f->thread, NULL);
+	nng_close(f->sock);
 	free(f);
 }
 
