@@ -58,11 +58,27 @@ void fprep__regions_unreserve(fprep__regions *t, uint64_t size)
 	t->bytes -= size;
 }
 
+/* regions_id_used tells whether a region in the table or still closing
+ * has id. */
+static int regions_id_used(const fprep__regions *t, uint32_t id)
+{
+	for (const fprep__region *r = t->head; r != NULL; r = r->next)
+		if (r->id == id)
+			return 1;
+	for (const fprep__region *r = t->closing; r != NULL; r = r->next)
+		if (r->id == id)
+			return 1;
+	return 0;
+}
+
 void fprep__regions_add(fprep__regions *t, fprep__region *r, uint32_t pipe)
 {
-	r->id = t->next_id++;
-	if (t->next_id == 0)
-		t->next_id = 1;
+	/* After the counter wraps, skip the ids of regions still alive. */
+	do {
+		r->id = t->next_id++;
+		if (t->next_id == 0)
+			t->next_id = 1;
+	} while (regions_id_used(t, r->id));
 	r->owner = pipe;
 	r->next = t->head;
 	t->head = r;

@@ -42,6 +42,7 @@ struct fprep_client {
 	nng_aio *aio;             /* its aio */
 	int timeout_ms;           /* per request, send plus reply */
 	_Atomic uint64_t next_id; /* the next request id */
+	_Atomic unsigned refs;    /* 1 until closed, + 1 per pending */
 	char error[256];          /* the last failure, as a sentence */
 	int limits_state;         /* CLIENT_LIMITS_* */
 	fprep_limits limits;      /* the daemon's, when CLIENT_LIMITS_KNOWN */
@@ -287,6 +288,7 @@ int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
 	c->check_owner = is_default;
 	c->timeout_ms = timeout_ms ? timeout_ms : CLIENT_DEFAULT_TIMEOUT_MS;
 	c->next_id = 1;
+	c->refs = 1;
 	if ((rv = nng_req0_open(&c->sock)) != 0) {
 		err = client_nng_err(rv);
 		goto err_free;
@@ -323,6 +325,14 @@ err_free:
 	return err;
 }
 
+/* client_unref frees c once it is closed and no pending request still
+ * needs it (a pending waited for after the close reports into it). */
+static void client_unref(fprep_client *c)
+{
+	if (atomic_fetch_sub(&c->refs, 1) == 1)
+		free(c);
+}
+
 void fprep_client_close(fprep_client *client)
 {
 	if (client == NULL)
@@ -331,7 +341,7 @@ void fprep_client_close(fprep_client *client)
 	nng_ctx_close(client->ctx);
 	nng_close(client->sock);
 	nng_aio_free(client->aio);
-	free(client);
+	client_unref(client);
 }
 
 const char *fprep_client_last_error(const fprep_client *client)
@@ -634,7 +644,9 @@ static void pending_cb(void *arg)
 		        p->aio, now >= p->deadline
 		                        ? 1
 		                        : (nng_duration)(p->deadline - now));
+		pthread_mutex_lock(&p->mtx);
 		p->state = PENDING_RECV;
+		pthread_mutex_unlock(&p->mtx);
 		nng_ctx_recv(p->ctx, p->aio);
 		return;
 	}
@@ -690,6 +702,7 @@ int fprep_client_submit(fprep_client *client, fprep_request *req,
 	p->state = PENDING_SEND;
 	p->deadline = nng_clock() + (nng_time)client->timeout_ms;
 	nng_aio_set_timeout(p->aio, client->timeout_ms);
+	atomic_fetch_add(&client->refs, 1);
 	nng_aio_set_msg(p->aio, msg);
 	nng_ctx_send(p->ctx, p->aio);
 	*pp = p;
@@ -737,6 +750,7 @@ int fprep_pending_wait(fprep_pending *p, fprep_result *res)
 	pthread_cond_destroy(&p->cv);
 	pthread_mutex_destroy(&p->mtx);
 	free(p);
+	client_unref(c);
 	return err;
 }
 

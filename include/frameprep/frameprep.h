@@ -133,7 +133,9 @@ FPREP_EXTERN int fprep_client_open(fprep_client **clientp, const char *url,
                                    int timeout_ms);
 
 /* fprep_client_close closes the connection and frees the client. Results
- * obtained from it stay valid. NULL is ignored. */
+ * obtained from it stay valid. Requests still pending fail (their wait
+ * returns FPREP_ETRANSPORT) and must still be given to fprep_pending_wait;
+ * the client's memory goes with the last of them. NULL is ignored. */
 FPREP_EXTERN void fprep_client_close(fprep_client *client);
 
 /* fprep_client_last_error returns a sentence about the last failure on

@@ -25,24 +25,11 @@
 #include <cuda_runtime_api.h>
 #include <stb_image.h>
 
+#include "check.h"
 #include "gpu/backend_cuda.h"
 #include "lane_util.h"
 
 #define MAX_IMAGES 8
-
-static int failures;
-static int checks;
-
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		checks++;                                                      \
-		if (!(cond)) {                                                 \
-			failures++;                                            \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);            \
-			printf(__VA_ARGS__);                                   \
-			printf("\n");                                          \
-		}                                                              \
-	} while (0)
 
 static const char *const fmt_names[] = {"",      "BGR8",  "RGB8",
                                         "BGRA8", "RGBA8", "GRAY8"};
@@ -534,7 +521,8 @@ int main(int argc, char **argv)
 		       max_diff[f][FPREP_DTYPE_F32],
 		       max_diff[f][FPREP_DTYPE_F16],
 		       max_diff[f][FPREP_DTYPE_U8]);
-	printf("\n%d cases, %d checks, %d failed\n", ncases, checks, failures);
+	printf("\n%d cases, %d checks, %d failed\n", ncases, check_count,
+	       check_failures);
 	free(big.rgb);
 	for (int i = 0; i < nims; i++)
 		stbi_image_free(ims[i].rgb);
@@ -542,5 +530,5 @@ int main(int argc, char **argv)
 	snprintf(cmd, sizeof cmd, "rm -rf %s", cache);
 	if (system(cmd) != 0)
 		printf("could not remove %s\n", cache);
-	return failures ? 1 : 0;
+	return check_failures ? 1 : 0;
 }

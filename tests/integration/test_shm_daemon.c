@@ -37,22 +37,12 @@
 
 #include <stb/stb_image.h>
 
+#include "check.h"
 #include "frameprep/frameprep.h"
 
-static int failures;
 static char url[256];
 static pid_t daemon_pid;
 static const char *device = "cpu";
-
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			failures++;                                            \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);   \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fprintf(stderr, "\n");                                 \
-		}                                                              \
-	} while (0)
 
 static void sleep_ms(int ms)
 {
@@ -643,6 +633,6 @@ int main(int argc, char **argv)
 	CHECK(stop_daemon(daemon_pid) == 0, "daemon exit status");
 	test_tcp(argv[1]);
 	rmdir(dir);
-	printf("%d failures\n", failures);
-	return failures ? 1 : 0;
+	printf("%d failures\n", check_failures);
+	return check_failures ? 1 : 0;
 }

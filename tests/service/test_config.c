@@ -1,0 +1,437 @@
+/*
+ * test_config.c: frameprepd's settings (service/config.c): the defaults,
+ * flags over the INI file, every key of the example file
+ * deploy/frameprepd.conf, and refusals that name the setting.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "frameprep/frameprep.h"
+#include "log.h"
+
+#define CONFIG_EXAMPLE FPREP_SOURCE_DIR "/deploy/frameprepd.conf"
+
+static char config_out[8192];
+static char config_err[8192];
+
+/* config_run parses args (a NULL-terminated list after "frameprepd") into
+ * *cfg, freshly initialised; what is printed lands in config_out and
+ * config_err. Returns fprep__config_parse's result. */
+static int config_run(fprep__config *cfg, const char *const *args)
+{
+	char *argv[64];
+	int argc = 0, rv;
+	FILE *out, *err;
+
+	argv[argc++] = (char *)"frameprepd";
+	while (*args != NULL) {
+		assert_true(argc < 63);
+		argv[argc++] = (char *)*args++;
+	}
+	argv[argc] = NULL;
+	out = fmemopen(config_out, sizeof(config_out), "w");
+	err = fmemopen(config_err, sizeof(config_err), "w");
+	assert_non_null(out);
+	assert_non_null(err);
+	fprep__config_init(cfg);
+	rv = fprep__config_parse(cfg, argc, argv, out, err);
+	fclose(out);
+	fclose(err);
+	return rv;
+}
+
+/* config_file writes text to a new temporary file; its path goes in path
+ * (64 bytes). */
+static void config_file(char *path, const char *text)
+{
+	FILE *f;
+	int fd;
+
+	snprintf(path, 64, "/tmp/fprep-test-config-XXXXXX");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	assert_non_null(f);
+	assert_int_equal(fputs(text, f) >= 0, 1);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* config_same_numbers checks the numeric settings of a and b are equal. */
+static void config_same_numbers(const fprep__config *a, const fprep__config *b)
+{
+	assert_int_equal(a->device, b->device);
+	assert_int_equal(a->workers, b->workers);
+	assert_int_equal(a->max_inflight, b->max_inflight);
+	assert_memory_equal(&a->limits, &b->limits, sizeof(a->limits));
+	assert_int_equal(a->send_timeout_ms, b->send_timeout_ms);
+	assert_int_equal(a->shutdown_timeout_ms, b->shutdown_timeout_ms);
+	assert_int_equal(a->slots, b->slots);
+	assert_int_equal(a->log_level, b->log_level);
+	assert_int_equal(a->max_regions, b->max_regions);
+	assert_true(a->max_region_bytes == b->max_region_bytes);
+	assert_true(a->max_shm_bytes == b->max_shm_bytes);
+}
+
+static void defaults(void **state)
+{
+	static const char *const none[] = {NULL};
+	fprep__config cfg;
+
+	(void)state;
+	assert_int_equal(setenv("XDG_RUNTIME_DIR", "/run/user/test", 1), 0);
+	assert_int_equal(config_run(&cfg, none), 0);
+	assert_int_equal(cfg.nlisten, 1);
+	assert_string_equal(cfg.listen[0],
+	                    "ipc:///run/user/test/frameprep.sock");
+	assert_null(cfg.config_file);
+	assert_int_equal(cfg.device, FPREP__DEVICE_AUTO);
+	assert_int_equal(cfg.workers, 0);
+	assert_int_equal(cfg.max_inflight, 64);
+	assert_int_equal(cfg.limits.max_width, 8192);
+	assert_int_equal(cfg.limits.max_height, 8192);
+	assert_true(cfg.limits.max_frame_bytes == UINT64_C(67108864));
+	assert_int_equal(cfg.limits.max_out_width, 2048);
+	assert_int_equal(cfg.limits.max_out_height, 2048);
+	assert_true(cfg.limits.max_tensor_bytes == UINT64_C(50331648));
+	assert_int_equal(cfg.send_timeout_ms, 10000);
+	assert_int_equal(cfg.shutdown_timeout_ms, 10000);
+	assert_int_equal(cfg.slots, 4);
+	assert_null(cfg.kernel_dir);
+	assert_null(cfg.kernel_cache);
+	assert_int_equal(cfg.cache_enabled, 1);
+	assert_int_equal(cfg.log_level, FPREP_LOG_INFO);
+	assert_int_equal(cfg.socket_mode, 0600);
+	assert_int_equal(cfg.max_regions, 16);
+	assert_true(cfg.max_region_bytes == UINT64_C(1073741824));
+	assert_true(cfg.max_shm_bytes == UINT64_C(4294967296));
+	assert_string_equal(config_err, "");
+	fprep__config_fini(&cfg);
+}
+
+/* The example file as shipped, and with every commented-out key line
+ * enabled: each key is accepted, and the defaults it documents are the
+ * built-in ones. */
+static void example_file(void **state)
+{
+	const char *args[] = {"--config", CONFIG_EXAMPLE, NULL};
+	fprep__config cfg, def;
+	char path[64], line[1024];
+	FILE *in, *out;
+	unsigned enabled = 0;
+
+	(void)state;
+	assert_int_equal(config_run(&cfg, args), 0);
+	assert_string_equal(config_err, "");
+	assert_int_equal(cfg.nlisten, 1);
+	assert_string_equal(cfg.listen[0],
+	                    "ipc:///run/frameprep/frameprep.sock");
+	assert_int_equal(cfg.socket_mode, 0660);
+	assert_string_equal(cfg.kernel_cache, "/var/cache/frameprep");
+	fprep__config_init(&def);
+	config_same_numbers(&cfg, &def);
+	fprep__config_fini(&cfg);
+
+	/* "#key = value" lines become "key = value". */
+	in = fopen(CONFIG_EXAMPLE, "r");
+	assert_non_null(in);
+	snprintf(path, sizeof(path), "/tmp/fprep-test-config-XXXXXX");
+	out = fdopen(mkstemp(path), "w");
+	assert_non_null(out);
+	while (fgets(line, sizeof(line), in) != NULL) {
+		size_t k = strspn(line + 1, "abcdefghijklmnopqrstuvwxyz-");
+
+		if (line[0] == '#' && k > 0 &&
+		    strncmp(line + 1 + k, " = ", 3) == 0) {
+			fputs(line + 1, out);
+			enabled++;
+		} else {
+			fputs(line, out);
+		}
+	}
+	fclose(in);
+	assert_int_equal(fclose(out), 0);
+	assert_true(enabled >= 15);
+	args[1] = path;
+	assert_int_equal(config_run(&cfg, args), 0);
+	assert_string_equal(config_err, "");
+	assert_int_equal(cfg.nlisten, 2);
+	assert_string_equal(cfg.listen[1], "tcp://127.0.0.1:5555");
+	assert_non_null(cfg.kernel_dir);
+	config_same_numbers(&cfg, &def);
+	fprep__config_fini(&cfg);
+	unlink(path);
+}
+
+static void flags_over_file(void **state)
+{
+	const char *args[16] = {
+	        "--max-width", "2000",     "--config",
+	        NULL,          "--listen", "tcp://127.0.0.1:7000",
+	        "--device",    "cpu",      "--kernel-cache",
+	        "off",         NULL};
+	fprep__config cfg;
+	char path[64];
+
+	(void)state;
+	config_file(path, "max-width = 1000\n"
+	                  "max-height = 900\n"
+	                  "listen = ipc:///tmp/a.sock\n"
+	                  "listen = ipc:///tmp/b.sock\n"
+	                  "device = 1\n"
+	                  "kernel-cache = /tmp/cache\n"
+	                  "[frameprepd]\n"
+	                  "log-level = debug\n"
+	                  "socket-mode = 0666\n");
+	args[3] = path;
+	assert_int_equal(config_run(&cfg, args), 0);
+	assert_string_equal(config_err, "");
+	assert_string_equal(cfg.config_file, path);
+	assert_int_equal(cfg.limits.max_width, 2000);
+	assert_int_equal(cfg.limits.max_height, 900);
+	/* One --listen replaces every listen of the file. */
+	assert_int_equal(cfg.nlisten, 1);
+	assert_string_equal(cfg.listen[0], "tcp://127.0.0.1:7000");
+	assert_int_equal(cfg.device, FPREP__DEVICE_CPU);
+	assert_int_equal(cfg.cache_enabled, 0);
+	assert_null(cfg.kernel_cache);
+	assert_int_equal(cfg.log_level, FPREP_LOG_DEBUG);
+	assert_int_equal(cfg.socket_mode, 0666);
+	fprep__config_fini(&cfg);
+
+	/* Without flags the file's listens stay, in order. */
+	args[0] = "--config";
+	args[1] = path;
+	args[2] = NULL;
+	assert_int_equal(config_run(&cfg, args), 0);
+	assert_int_equal(cfg.nlisten, 2);
+	assert_string_equal(cfg.listen[0], "ipc:///tmp/a.sock");
+	assert_string_equal(cfg.listen[1], "ipc:///tmp/b.sock");
+	assert_int_equal(cfg.device, 1);
+	assert_string_equal(cfg.kernel_cache, "/tmp/cache");
+	fprep__config_fini(&cfg);
+	unlink(path);
+}
+
+/* Every refused value, as a flag and as a file key: result 2 (exit status
+ * 2) and a message naming the setting and the value. */
+static void bad_values(void **state)
+{
+	static const char *const bad[][2] = {
+	        {"max-width", "0"},
+	        {"max-width", "65536"},
+	        {"max-width", "12abc"},
+	        {"max-width", "-1"},
+	        {"max-width", "+5"},
+	        {"max-height", "1e3"},
+	        {"max-frame-bytes", "99999999999999999999999"},
+	        {"max-out-width", "0"},
+	        {"max-out-height", "70000"},
+	        {"max-tensor-bytes", "17179869185"},
+	        {"workers", "1025"},
+	        {"max-inflight", "0"},
+	        {"max-inflight", "4097"},
+	        {"send-timeout-ms", "0"},
+	        {"shutdown-timeout-ms", "3600001"},
+	        {"slots", "1"},
+	        {"slots", "65"},
+	        {"max-regions", "1025"},
+	        {"max-region-bytes", "0"},
+	        {"max-shm-bytes", "1099511627777"},
+	        {"device", "gpu"},
+	        {"device", "1024"},
+	        {"device", "-1"},
+	        {"socket-mode", "777"},
+	        {"socket-mode", "644"},
+	        {"log-level", "loud"},
+	        {"listen", "http://x"},
+	        {"listen", "ipc://"},
+	};
+	fprep__config cfg;
+	char flag[64], text[256], path[64];
+
+	(void)state;
+	assert_int_equal(FPREP__CONFIG_ERROR, 2);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *args[] = {flag, bad[i][1], NULL, NULL};
+
+		snprintf(flag, sizeof(flag), "--%s", bad[i][0]);
+		assert_int_equal(config_run(&cfg, args), FPREP__CONFIG_ERROR);
+		if (strstr(config_err, flag) == NULL ||
+		    strstr(config_err, bad[i][1]) == NULL)
+			fail_msg("%s %s: %s", flag, bad[i][1], config_err);
+		fprep__config_fini(&cfg);
+
+		snprintf(text, sizeof(text), "%s = %s\n", bad[i][0], bad[i][1]);
+		config_file(path, text);
+		args[0] = "--config";
+		args[1] = path;
+		assert_int_equal(config_run(&cfg, args), FPREP__CONFIG_ERROR);
+		snprintf(text, sizeof(text), "%s: %s", path, bad[i][0]);
+		if (strstr(config_err, text) == NULL ||
+		    strstr(config_err, bad[i][1]) == NULL)
+			fail_msg("file %s = %s: %s", bad[i][0], bad[i][1],
+			         config_err);
+		fprep__config_fini(&cfg);
+		unlink(path);
+	}
+}
+
+/* The edges of the ranges are accepted. */
+static void range_edges(void **state)
+{
+	static const char *const args[] = {"--max-width",
+	                                   "65535",
+	                                   "--max-height",
+	                                   "1",
+	                                   "--max-inflight",
+	                                   "4096",
+	                                   "--slots",
+	                                   "2",
+	                                   "--max-regions",
+	                                   "0",
+	                                   "--device",
+	                                   "1023",
+	                                   "--send-timeout-ms",
+	                                   "3600000",
+	                                   "--max-shm-bytes",
+	                                   "1099511627776",
+	                                   NULL};
+	fprep__config cfg;
+
+	(void)state;
+	assert_int_equal(config_run(&cfg, args), 0);
+	assert_int_equal(cfg.limits.max_width, 65535);
+	assert_int_equal(cfg.limits.max_height, 1);
+	assert_int_equal(cfg.max_inflight, 4096);
+	assert_int_equal(cfg.slots, 2);
+	assert_int_equal(cfg.max_regions, 0);
+	assert_int_equal(cfg.device, 1023);
+	assert_int_equal(cfg.send_timeout_ms, 3600000);
+	assert_true(cfg.max_shm_bytes == UINT64_C(1) << 40);
+	fprep__config_fini(&cfg);
+}
+
+/* Bad files and command lines: each result 2 with a message naming what
+ * is wrong. */
+static void bad_files_and_flags(void **state)
+{
+	static const char *const files[][2] = {
+	        {"no-such-key = 1\n", "no-such-key"},
+	        {"[other]\nmax-width = 5\n", "[other]"},
+	        {"this is not ini\n", ":1: not an INI line"},
+	        {"kernels =\n", "kernels"},
+	};
+	const char *args[4] = {"--config", NULL, NULL};
+	char path[64], urls[20 * 40];
+	const char *many[64];
+	fprep__config cfg;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		config_file(path, files[i][0]);
+		args[1] = path;
+		assert_int_equal(config_run(&cfg, args), FPREP__CONFIG_ERROR);
+		if (strstr(config_err, files[i][1]) == NULL)
+			fail_msg("%s: %s", files[i][0], config_err);
+		fprep__config_fini(&cfg);
+		unlink(path);
+	}
+	args[1] = "/nonexistent/frameprepd.conf";
+	assert_int_equal(config_run(&cfg, args), FPREP__CONFIG_ERROR);
+	assert_non_null(strstr(config_err, "/nonexistent/frameprepd.conf"));
+	fprep__config_fini(&cfg);
+
+	args[0] = "--bogus";
+	args[1] = NULL;
+	assert_int_equal(config_run(&cfg, args), FPREP__CONFIG_ERROR);
+	assert_non_null(strstr(config_err, "--bogus"));
+	args[0] = "--max-width";
+	assert_int_equal(config_run(&cfg, args), FPREP__CONFIG_ERROR);
+	assert_non_null(strstr(config_err, "--max-width needs a value"));
+	args[0] = "stray";
+	assert_int_equal(config_run(&cfg, args), FPREP__CONFIG_ERROR);
+	assert_non_null(strstr(config_err, "'stray'"));
+	args[0] = "--kernels";
+	args[1] = "";
+	assert_int_equal(config_run(&cfg, args), FPREP__CONFIG_ERROR);
+	assert_non_null(strstr(config_err, "--kernels"));
+
+	/* More listen URLs than the daemon holds. */
+	for (int i = 0; i <= FPREP__MAX_LISTEN; i++) {
+		char *u = urls + i * 40;
+
+		snprintf(u, 40, "tcp://127.0.0.1:%d", 7000 + i);
+		many[2 * i] = "--listen";
+		many[2 * i + 1] = u;
+	}
+	many[2 * (FPREP__MAX_LISTEN + 1)] = NULL;
+	assert_int_equal(config_run(&cfg, many), FPREP__CONFIG_ERROR);
+	assert_non_null(strstr(config_err, "--listen"));
+	many[2 * FPREP__MAX_LISTEN] = NULL;
+	assert_int_equal(config_run(&cfg, many), 0);
+	assert_int_equal(cfg.nlisten, FPREP__MAX_LISTEN);
+}
+
+/* --help names every setting with its default; --version; both ask the
+ * caller to exit 0. */
+static void help_version(void **state)
+{
+	static const char *const keys[] = {"--listen",
+	                                   "--device",
+	                                   "--workers",
+	                                   "--max-inflight",
+	                                   "--max-width",
+	                                   "--max-height",
+	                                   "--max-frame-bytes",
+	                                   "--max-out-width",
+	                                   "--max-out-height",
+	                                   "--max-tensor-bytes",
+	                                   "--send-timeout-ms",
+	                                   "--shutdown-timeout-ms",
+	                                   "--slots",
+	                                   "--kernels",
+	                                   "--kernel-cache",
+	                                   "--log-level",
+	                                   "--socket-mode",
+	                                   "--max-regions",
+	                                   "--max-region-bytes",
+	                                   "--max-shm-bytes",
+	                                   "--config"};
+	const char *args[] = {"--help", NULL};
+	fprep__config cfg;
+
+	(void)state;
+	assert_int_equal(config_run(&cfg, args), FPREP__CONFIG_EXIT);
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (strstr(config_out, keys[i]) == NULL)
+			fail_msg("--help lacks %s", keys[i]);
+	assert_non_null(strstr(config_out, "(default: 67108864)"));
+	args[0] = "--version";
+	assert_int_equal(config_run(&cfg, args), FPREP__CONFIG_EXIT);
+	assert_non_null(strstr(config_out, FPREP_VERSION_STRING));
+	fprep__config_fini(&cfg);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(defaults),
+	        cmocka_unit_test(example_file),
+	        cmocka_unit_test(flags_over_file),
+	        cmocka_unit_test(bad_values),
+	        cmocka_unit_test(range_edges),
+	        cmocka_unit_test(bad_files_and_flags),
+	        cmocka_unit_test(help_version),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
