@@ -76,8 +76,8 @@ int fprep__ingress_open(fprep__ingress *in, const fprep__config *cfg);
  * of each closed connection. Any thread. */
 void fprep__ingress_on_close(fprep__ingress *in, fprep__pipe_cb cb, void *data);
 
-/* fprep__ingress_pipes returns the number of peers connected now, the
- * listener check's own connections left out. Any thread. */
+/* fprep__ingress_pipes returns the number of peers connected now (the
+ * listener check's own connection included while it lasts). Any thread. */
 int fprep__ingress_pipes(fprep__ingress *in);
 
 /* fprep__ingress_request counts a complete request received on pipe (a

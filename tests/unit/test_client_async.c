@@ -69,6 +69,22 @@ static nng_msg *fake_reply(nng_msg *msg)
 	h.version = FPREP_PROTOCOL_VERSION;
 	h.kind = req.kind;
 	h.request_id = req.request_id;
+	if (h.status == FPREP_OK && req.kind == FPREP_KIND_INFO) {
+		/* The limits the client asks for before its first frame. */
+		static const char info[] =
+		        "max_width: 4096\nmax_height: 4096\n"
+		        "max_frame_bytes: 67108864\nmax_out_width: 4096\n"
+		        "max_out_height: 4096\nmax_tensor_bytes: 268435456\n";
+		tensor = sizeof(info) - 1;
+		h.payload_size = tensor;
+		if (nng_msg_alloc(&reply, FPREP_REPLY_HEADER_SIZE + tensor) !=
+		    0)
+			return NULL;
+		p = nng_msg_body(reply);
+		fprep_reply_encode(&h, p);
+		memcpy(p + FPREP_REPLY_HEADER_SIZE, info, tensor);
+		goto routing;
+	}
 	if (h.status == FPREP_OK) {
 		h.ndim = 4;
 		h.dtype = req.dtype;
@@ -82,6 +98,7 @@ static nng_msg *fake_reply(nng_msg *msg)
 	p = nng_msg_body(reply);
 	fprep_reply_encode(&h, p);
 	memset(p + FPREP_REPLY_HEADER_SIZE, sum, tensor);
+routing:
 	if (nng_msg_header_append(reply, nng_msg_header(msg),
 	                          nng_msg_header_len(msg)) != 0) {
 		nng_msg_free(reply);
@@ -109,6 +126,12 @@ static void *fake_main(void *arg)
 		if ((rv = nng_recvmsg(f->sock, &msg, 0)) != 0) {
 			while (f->flush && f->nheld > 0)
 				fake_send(f, f->held[--f->nheld]);
+			continue;
+		}
+		if (nng_msg_len(msg) >= 8 &&
+		    ((const uint8_t *)nng_msg_body(msg))[6] ==
+		            FPREP_KIND_INFO) {
+			fake_send(f, msg); /* INFO is answered at once */
 			continue;
 		}
 		f->requests++;
@@ -153,6 +176,9 @@ static struct fake *fake_start(int timeout_ms)
 	assert_int_equal(pthread_create(&f->thread, NULL, fake_main, f), 0);
 	assert_int_equal(fprep_client_open(&f->client, f->url, timeout_ms),
 	                 FPREP_OK);
+	/* The limits are asked for once, here, not inside a test's timing. */
+	fprep_limits lim;
+	assert_int_equal(fprep_client_limits(f->client, &lim), FPREP_OK);
 	return f;
 }
 
