@@ -1031,8 +1031,15 @@ def test_flood(tmp):
         check(f <= 2 * max(a, floor_s),
               f"INFO p99 {f * 1000:.2f} ms beside the flood, over 2x "
               f"max(alone {a * 1000:.2f} ms, {floor_s * 1000:.0f} ms)")
-        check(grown <= 640, f"daemon VmRSS grew {grown:.0f} MiB under "
-                            f"one flooding connection (bound 640 MiB)")
+        # ThreadSanitizer's shadow memory counts in VmRSS: about twice as
+        # much there. Without the reply budget it grew by over 2 GiB.
+        with open(f"/proc/{d.proc.pid}/maps") as m:
+            tsan = "libtsan" in m.read()
+        rss_bound = 1536 if tsan else 640
+        check(grown <= rss_bound,
+              f"daemon VmRSS grew {grown:.0f} MiB under one flooding "
+              f"connection (bound {rss_bound} MiB"
+              f"{' under ThreadSanitizer' if tsan else ''})")
         status = {}
         for _ in small:
             _, body = flooders[0].recv()
