@@ -238,87 +238,66 @@ def frames_for(n):
     return [img[i:i + 200 + i, 2 * i:300 + i] for i in range(n)]
 
 
-def test_threads_share_one_client(client):
-    frames = frames_for(16)
-    want = [client.preprocess(f, size=(128, 128)).tensor.tobytes()
-            for f in frames]
+def in_threads(threads, rounds, frames, want, send):
+    """Calls send(k, i) (the tensor's bytes for frames[k]) for rounds i on
+    each thread t, with k = (t + i) % len(frames); returns what went wrong
+    (a tensor other than want[k], an exception)."""
     errors = []
 
     def worker(t):
         try:
-            for i in range(8):
+            for i in range(rounds):
                 k = (t + i) % len(frames)
-                got = client.preprocess(frames[k], size=(128, 128))
-                if got.tensor.tobytes() != want[k]:
+                if send(k, i) != want[k]:
                     errors.append(f"thread {t} frame {k} differs")
-        except Exception as exc:  # reported below
+        except Exception as exc:  # reported by the caller
             errors.append(repr(exc))
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert errors == []
+    workers = [threading.Thread(target=worker, args=(t,))
+               for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(120)
+    return errors
+
+
+def test_threads_share_one_client(client):
+    frames = frames_for(16)
+    want = [client.preprocess(f, size=(128, 128)).tensor.tobytes()
+            for f in frames]
+    assert in_threads(16, 8, frames, want, lambda k, i: client.preprocess(
+        frames[k], size=(128, 128)).tensor.tobytes()) == []
+
+
+def place(ring, frame):
+    """Writes frame into the ring's next slot and sends it from there."""
+    buf = ring.next_frame(frame.shape)
+    buf[:] = frame
+    return ring.preprocess(buf).tensor.tobytes()
 
 
 def test_ring_shared_by_threads(client):
     frames = frames_for(8)
     want = [client.preprocess(f, size=(128, 128)).tensor.tobytes()
             for f in frames]
-    errors = []
     with client.ring(slots=32, frame=(512, 512, 3), size=(128, 128)) as ring:
-        def worker(t):
-            try:
-                for i in range(6):
-                    k = (t + i) % len(frames)
-                    buf = ring.next_frame(frames[k].shape)
-                    buf[:] = frames[k]
-                    got = ring.preprocess(buf).tensor.tobytes()
-                    if got != want[k]:
-                        errors.append(f"thread {t} frame {k} differs")
-            except Exception as exc:
-                errors.append(repr(exc))
-
-        threads = [threading.Thread(target=worker, args=(t,))
-                   for t in range(16)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
+        errors = in_threads(16, 6, frames, want,
+                            lambda k, i: place(ring, frames[k]))
     assert errors == []
 
 
 def test_ring_with_fewer_slots_than_threads(daemon):
     """Threads wait for a free slot and are woken when one is released."""
     frames = frames_for(8)
-    errors = []
     with frameprep.Client(daemon.url, timeout=20) as client:
         want = [client.preprocess(f, size=(64, 64)).tensor.tobytes()
                 for f in frames]
         with client.ring(slots=2, frame=(512, 512, 3),
                          size=(64, 64)) as ring:
-            def worker(t):
-                try:
-                    for i in range(10):
-                        k = (t + i) % len(frames)
-                        if i % 2:
-                            r = ring.preprocess(frames[k])
-                        else:
-                            buf = ring.next_frame(frames[k].shape)
-                            buf[:] = frames[k]
-                            r = ring.preprocess(buf)
-                        if r.tensor.tobytes() != want[k]:
-                            errors.append(f"thread {t} frame {k} differs")
-                except Exception as exc:
-                    errors.append(repr(exc))
-
-            threads = [threading.Thread(target=worker, args=(t,))
-                       for t in range(8)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(120)
+            errors = in_threads(
+                8, 10, frames, want, lambda k, i: place(ring, frames[k])
+                if i % 2 else ring.preprocess(frames[k]).tensor.tobytes())
     assert errors == []
 
 
