@@ -238,55 +238,134 @@ def frames_for(n):
     return [img[i:i + 200 + i, 2 * i:300 + i] for i in range(n)]
 
 
-def test_threads_share_one_client(client):
-    frames = frames_for(16)
-    want = [client.preprocess(f, size=(128, 128)).tensor.tobytes()
-            for f in frames]
+def in_threads(threads, rounds, frames, want, send):
+    """Calls send(k, i) (the tensor's bytes for frames[k]) for rounds i on
+    each thread t, with k = (t + i) % len(frames); returns what went wrong
+    (a tensor other than want[k], an exception)."""
     errors = []
 
     def worker(t):
         try:
-            for i in range(8):
+            for i in range(rounds):
                 k = (t + i) % len(frames)
-                got = client.preprocess(frames[k], size=(128, 128))
-                if got.tensor.tobytes() != want[k]:
+                if send(k, i) != want[k]:
                     errors.append(f"thread {t} frame {k} differs")
-        except Exception as exc:  # reported below
+        except Exception as exc:  # reported by the caller
             errors.append(repr(exc))
 
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert errors == []
+    workers = [threading.Thread(target=worker, args=(t,))
+               for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(120)
+    return errors
+
+
+def test_threads_share_one_client(client):
+    frames = frames_for(16)
+    want = [client.preprocess(f, size=(128, 128)).tensor.tobytes()
+            for f in frames]
+    assert in_threads(16, 8, frames, want, lambda k, i: client.preprocess(
+        frames[k], size=(128, 128)).tensor.tobytes()) == []
+
+
+def place(ring, frame):
+    """Writes frame into the ring's next slot and sends it from there."""
+    buf = ring.next_frame(frame.shape)
+    buf[:] = frame
+    return ring.preprocess(buf).tensor.tobytes()
 
 
 def test_ring_shared_by_threads(client):
     frames = frames_for(8)
     want = [client.preprocess(f, size=(128, 128)).tensor.tobytes()
             for f in frames]
-    errors = []
     with client.ring(slots=32, frame=(512, 512, 3), size=(128, 128)) as ring:
-        def worker(t):
-            try:
-                for i in range(6):
-                    k = (t + i) % len(frames)
-                    buf = ring.next_frame(frames[k].shape)
-                    buf[:] = frames[k]
-                    got = ring.preprocess(buf).tensor.tobytes()
-                    if got != want[k]:
-                        errors.append(f"thread {t} frame {k} differs")
-            except Exception as exc:
-                errors.append(repr(exc))
-
-        threads = [threading.Thread(target=worker, args=(t,))
-                   for t in range(16)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
+        errors = in_threads(16, 6, frames, want,
+                            lambda k, i: place(ring, frames[k]))
     assert errors == []
+
+
+def test_ring_with_fewer_slots_than_threads(daemon):
+    """Threads wait for a free slot and are woken when one is released."""
+    frames = frames_for(8)
+    with frameprep.Client(daemon.url, timeout=20) as client:
+        want = [client.preprocess(f, size=(64, 64)).tensor.tobytes()
+                for f in frames]
+        with client.ring(slots=2, frame=(512, 512, 3),
+                         size=(64, 64)) as ring:
+            errors = in_threads(
+                8, 10, frames, want, lambda k, i: place(ring, frames[k])
+                if i % 2 else ring.preprocess(frames[k]).tensor.tobytes())
+    assert errors == []
+
+
+def test_options_reused_only_when_equal(client):
+    """Requests keep the prepared form of their options for the next
+    request with equal ones: each set still gets its own tensor."""
+    frame = photo("coffee.png")[:120, :160]
+    cases = [dict(size=(32, 32)), dict(size=(48, 32)),
+             dict(size=(32, 32), dtype="uint8"),
+             dict(size=[32, 32], dtype=np.uint8),
+             dict(size=(32, 32), dtype=np.dtype("float16")),
+             dict(size=(32, 32), mean=0.5), dict(size=(32, 32), mean=0.25),
+             dict(size=(32, 32), mean=np.array([0.25, 0.25, 0.25])),
+             dict(size=(32, 32), layout="nhwc")]
+    for _ in range(2):
+        got = [client.preprocess(frame, **kw).tensor for kw in cases]
+        shapes = [(t.shape, t.dtype.str) for t in got]
+        assert shapes == [((1, 3, 32, 32), "<f4"), ((1, 3, 32, 48), "<f4"),
+                          ((1, 3, 32, 32), "|u1"), ((1, 3, 32, 32), "|u1"),
+                          ((1, 3, 32, 32), "<f2"), ((1, 3, 32, 32), "<f4"),
+                          ((1, 3, 32, 32), "<f4"), ((1, 3, 32, 32), "<f4"),
+                          ((1, 32, 32, 3), "<f4")]
+        np.testing.assert_allclose(got[5], got[0] - 0.5, atol=1e-6)
+        np.testing.assert_allclose(got[6], got[0] - 0.25, atol=1e-6)
+        assert (got[7] == got[6]).all()
+    with pytest.raises(frameprep.InvalidRequestError, match="dtype"):
+        client.preprocess(frame, dtype="e")
+
+
+def test_limits_checked_against_each_limits_dict():
+    """A prepared set of options checks against whichever limits it is
+    given: new limits are read, not the first ones remembered."""
+    plan = _core.plan((64, 64), "letterbox", "rgb", "float32", "nchw",
+                      1 / 255, 0.0, 1.0, 114)
+    src = _core.check_frame(np.zeros((100, 200, 3), np.uint8))
+    plan.check(src, {"max_width": 200, "max_tensor_bytes": 64 * 64 * 12})
+    with pytest.raises(frameprep.LimitExceededError,
+                       match="src_width 200 exceeds the daemon's max_width"):
+        plan.check(src, {"max_width": 199})
+    with pytest.raises(frameprep.LimitExceededError,
+                       match="input_size 60000 exceeds"):
+        plan.check(src, {"max_out_width": 32, "max_frame_bytes": 59999})
+    with pytest.raises(frameprep.LimitExceededError,
+                       match="out_width 64 exceeds"):
+        plan.check(src, {"max_out_width": 32})
+    with pytest.raises(frameprep.LimitExceededError, match="tensor bytes"):
+        plan.check(src, {"max_tensor_bytes": 64 * 64 * 12 - 1})
+    plan.check(src, {})
+
+
+def test_round_trips_without_nng_ctx_sendmsg(daemon, client, monkeypatch):
+    """With a pynng whose nng lacks nng_ctx_sendmsg/recvmsg, contexts
+    carry requests on an aio of their own: same results, same errors."""
+    frame = photo("chelsea.png")
+    want = client.preprocess(frame, size=(96, 96)).tensor.copy()
+    monkeypatch.setattr(_core, "SYNC_CTX", False)
+    with frameprep.Client(daemon.url, timeout=30) as c:
+        for _ in range(3):
+            assert (c.preprocess(frame, size=(96, 96)).tensor == want).all()
+        with c.ring(slots=2, frame=frame.shape, size=(96, 96)) as ring:
+            for _ in range(3):
+                assert (ring.preprocess(frame).tensor == want).all()
+        with pytest.raises(frameprep.InvalidRequestError, match="std"):
+            c.preprocess(frame, std=-1)
+        assert_serving(c)
+        assert c._s._pool and all(ctx._aio is not None for ctx in c._s._pool)
+    with pytest.raises(frameprep.ClosedError):
+        c.preprocess(frame)
 
 
 def test_asyncio_64_in_flight(daemon, client):

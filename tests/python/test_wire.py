@@ -5,8 +5,10 @@ fprep_reply_encode). Each must come out of the C encoder unchanged today,
 decode in Python to the fields the C decoder reads, and re-encode byte for
 byte; Python-encoded messages must decode in C to the fields Python put in.
 """
+import dataclasses
 import json
 import math
+import struct
 import subprocess
 
 import pytest
@@ -192,3 +194,27 @@ def test_reply_decode_refuses(mutate, error):
     Reply.decode(data)
     with pytest.raises(error):
         Reply.decode(mutate(data))
+
+
+STAMPED = [r for r in PY_REQUESTS if r.kind in (Kind.FRAME, Kind.ECHO)]
+
+
+@pytest.mark.parametrize("req", STAMPED,
+                         ids=[f"{Kind(r.kind).name}-{r.request_id}"
+                              for r in STAMPED])
+def test_stamped_header_is_the_encoded_request(req):
+    """The clients stamp each request's id, source and offsets into a
+    header encoded once per set of options: byte for byte what encode
+    writes for the whole request."""
+    template = dataclasses.replace(
+        req, request_id=0, src_format=1, src_width=0, src_height=0,
+        src_stride=0, in_offset=0, out_offset=0, out_capacity=0,
+        input_size=0)
+    head = protocol.FrameHeader(template).stamp(
+        req.request_id, req.src_format, req.src_width, req.src_height,
+        req.src_stride, req.in_offset, req.out_offset, req.out_capacity,
+        req.input_size)
+    assert head == req.encode()
+    with pytest.raises(struct.error):
+        protocol.FrameHeader(template).stamp(1 << 64, 1, 1, 1, 1, 0, 0, 0, 0)
+

@@ -14,11 +14,16 @@ import pynng
 
 from . import errors
 from .protocol import (REPLY_HEADER_SIZE, ChannelOrder,
-                       DType, Kind, Layout, PixelFormat, Reply, Request,
-                       Resize, dtype_bytes)
+                       DType, FrameHeader, Kind, Layout, PixelFormat, Reply,
+                       Request, Resize, dtype_bytes)
 
 _ffi = pynng.ffi
 _lib = pynng.lib
+_NULL = pynng.ffi.NULL
+_U8 = np.dtype(np.uint8)
+_NUMPY_DTYPES = {int(d): d.numpy for d in DType}
+_DEFAULT_FORMATS = {1: PixelFormat.GRAY8, 3: PixelFormat.BGR8,
+                    4: PixelFormat.BGRA8}
 
 _RESIZES = {"letterbox": Resize.LETTERBOX, "stretch": Resize.STRETCH}
 _ORDERS = {"rgb": ChannelOrder.RGB, "bgr": ChannelOrder.BGR,
@@ -151,10 +156,11 @@ class Source:
     stride: int
     span: int
     array: np.ndarray
+    addr: int = 0
 
     def address(self) -> int:
         """Address of the first byte."""
-        return self.array.__array_interface__["data"][0]
+        return self.addr or self.array.__array_interface__["data"][0]
 
     def bytes_view(self) -> np.ndarray:
         """A 1-D uint8 view of the span (no copy)."""
@@ -172,75 +178,148 @@ def check_frame(frame: Any, format: str | None = None) -> Source:
     if not isinstance(frame, np.ndarray):
         raise errors.InvalidRequestError(
             f"frame must be a numpy.ndarray, not {type(frame).__name__}")
-    if frame.dtype != np.uint8:
+    dt = frame.dtype
+    if dt is not _U8 and dt != np.uint8:
         raise errors.InvalidRequestError(
             f"frame dtype {frame.dtype} is not uint8")
-    if frame.ndim == 2:
+    shape = frame.shape
+    ndim = len(shape)
+    if ndim == 2:
         channels = 1
-    elif frame.ndim == 3 and frame.shape[2] in (1, 3, 4):
-        channels = frame.shape[2]
+    elif ndim == 3 and shape[2] in (1, 3, 4):
+        channels = shape[2]
     else:
         raise errors.InvalidRequestError(
             f"frame shape {frame.shape} is not (H, W), (H, W, 1), "
             f"(H, W, 3) or (H, W, 4)")
-    h, w = frame.shape[:2]
+    h, w = shape[0], shape[1]
     if h < 1 or w < 1:
         raise errors.InvalidRequestError(f"frame shape {frame.shape} is "
                                          f"empty")
     if format is None:
-        fmt = {1: PixelFormat.GRAY8, 3: PixelFormat.BGR8,
-               4: PixelFormat.BGRA8}[channels]
+        fmt = _DEFAULT_FORMATS[channels]
     else:
         fmt = _pick(_FORMATS, format, "format")
         if fmt.channels != channels:
             raise errors.InvalidRequestError(
                 f"format {format} has {fmt.channels} channels but the "
                 f"frame shape {frame.shape} has {channels}")
-    packed = frame.strides[1] == channels and (
-        frame.ndim == 2 or frame.strides[2] == 1)
-    if not packed or frame.strides[0] < w * channels:
+    strides = frame.strides
+    packed = strides[1] == channels and (ndim == 2 or strides[2] == 1)
+    if not packed or strides[0] < w * channels:
         frame = np.ascontiguousarray(frame)
-    stride = frame.strides[0]
-    return Source(fmt, w, h, stride, stride * (h - 1) + w * channels, frame)
+        strides = frame.strides
+    stride = strides[0]
+    return Source(fmt, w, h, stride, stride * (h - 1) + w * channels, frame,
+                  address_of(frame))
 
 
-def frame_request(opts: Options, src: Source, request_id: int,
-                  kind: int = Kind.FRAME) -> Request:
-    """The request for a source with these options (inline input)."""
-    req = opts.request(kind)
-    req.request_id = request_id
-    req.src_format = src.format
-    req.src_width = src.width
-    req.src_height = src.height
-    req.src_stride = src.stride
-    req.input_size = src.span
-    return req
+def address_of(a: np.ndarray) -> int:
+    """The address of an array's first byte."""
+    try:  # a C-contiguous array: the quicker way
+        return int(_ffi.cast("uintptr_t", _ffi.from_buffer(a)))
+    except ValueError:
+        return a.__array_interface__["data"][0]
 
 
-def check_limits(req: Request, opts: Options, limits: dict[str, Any]) -> None:
-    """Raises :class:`~frameprep.LimitExceededError` for a request beyond
-    the daemon's limits (INFO's max_* keys): a frame larger than
-    max_frame_bytes would make nng drop the connection."""
-    for field, value, key in (
-            ("src_width", req.src_width, "max_width"),
-            ("src_height", req.src_height, "max_height"),
-            ("input_size", req.input_size, "max_frame_bytes"),
-            ("out_width", req.out_width, "max_out_width"),
-            ("out_height", req.out_height, "max_out_height"),
-            ("tensor bytes", opts.tensor_bytes, "max_tensor_bytes")):
-        bound = limits.get(key)
-        if isinstance(bound, int) and value > bound:
+def _over(field: str, value: int, key: str, bound: int) -> str:
+    return f"{field} {value} exceeds the daemon's {key} {bound}"
+
+
+def _bound(limits: dict[str, Any], key: str) -> int | None:
+    bound = limits.get(key)
+    return bound if isinstance(bound, int) else None
+
+
+class Plan:
+    """Options made ready for sending: the FRAME header they make (inline,
+    or a ring's shared-memory locations when ``req`` gives them), the
+    tensor's shape, dtype and bytes, and the checks against the daemon's
+    limits."""
+
+    __slots__ = ("opts", "header", "tensor_bytes", "shape", "typestr",
+                 "_gray", "_checked")
+
+    def __init__(self, opts: Options, req: Request | None = None):
+        self.opts = opts
+        self.header = FrameHeader(opts.request() if req is None else req)
+        self.tensor_bytes = opts.tensor_bytes
+        self.shape = opts.shape
+        self.typestr = _NUMPY_DTYPES[opts.dtype]
+        self._gray = opts.order == ChannelOrder.GRAY
+        self._checked: tuple[Any, tuple, str | None] = (None, (), None)
+
+    def check(self, src: Source, limits: dict[str, Any]) -> None:
+        """Raises :class:`~frameprep.LimitExceededError` for a request of
+        src beyond the daemon's limits (INFO's max_* keys; a frame larger
+        than max_frame_bytes would make nng drop the connection), and
+        :class:`~frameprep.InvalidRequestError` for order gray without a
+        gray8 frame. The bounds are read again when limits is another
+        dict."""
+        seen, bounds, late = self._checked
+        if seen is not limits:
+            bounds = (_bound(limits, "max_width"), _bound(limits, "max_height"),
+                      _bound(limits, "max_frame_bytes"))
+            late = None
+            opts = self.opts
+            for field, value, key in (
+                    ("out_width", opts.out_width, "max_out_width"),
+                    ("out_height", opts.out_height, "max_out_height"),
+                    ("tensor bytes", self.tensor_bytes, "max_tensor_bytes")):
+                bound = _bound(limits, key)
+                if bound is not None and value > bound:
+                    late = _over(field, value, key, bound)
+                    break
+            self._checked = (limits, bounds, late)
+        max_w, max_h, max_bytes = bounds
+        if max_w is not None and src.width > max_w:
             raise errors.LimitExceededError(
-                f"{field} {value} exceeds the daemon's {key} {bound}")
-    if (opts.order == ChannelOrder.GRAY and
-            req.src_format != PixelFormat.GRAY8):
-        raise errors.InvalidRequestError(
-            "order gray needs a gray8 source frame")
+                _over("src_width", src.width, "max_width", max_w))
+        if max_h is not None and src.height > max_h:
+            raise errors.LimitExceededError(
+                _over("src_height", src.height, "max_height", max_h))
+        if max_bytes is not None and src.span > max_bytes:
+            raise errors.LimitExceededError(
+                _over("input_size", src.span, "max_frame_bytes", max_bytes))
+        if late is not None:
+            raise errors.LimitExceededError(late)
+        if self._gray and src.format != PixelFormat.GRAY8:
+            raise errors.InvalidRequestError(
+                "order gray needs a gray8 source frame")
+
+    def inline_header(self, src: Source, request_id: int) -> bytes:
+        """The header of an inline request for src."""
+        return self.header.stamp(request_id, src.format, src.width,
+                                 src.height, src.stride, 0, 0, 0, src.span)
+
+
+_plans: dict[tuple, Plan] = {}
+
+
+def plan(size: Sequence[int], resize: str, order: str, dtype: Any,
+         layout: str, scale: float, mean: float | Sequence[float],
+         std: float | Sequence[float], pad: float) -> Plan:
+    """The :class:`Plan` of :meth:`Options.make`'s arguments (and its
+    errors), kept for the next request with equal (hashable) arguments."""
+    key = (size, resize, order, dtype, type(dtype), layout, scale, mean, std,
+           pad)
+    try:
+        p = _plans.get(key)
+    except TypeError:  # a list or an array among the options
+        return Plan(Options.make(size, resize, order, dtype, layout, scale,
+                                 mean, std, pad))
+    if p is None:
+        p = Plan(Options.make(size, resize, order, dtype, layout, scale, mean,
+                              std, pad))
+        if len(_plans) >= 64:
+            _plans.clear()
+        _plans[key] = p
+    return p
 
 
 def message(header: bytes, payload: Any = None, size: int = 0) -> Any:
     """An nng message holding header and ``size`` bytes of payload (an
-    object with the buffer interface), copied once."""
+    object with the buffer interface, or a cdata pointer), copied once."""
     p = _ffi.new("nng_msg **")
     if _lib.nng_msg_alloc(p, len(header) + size) != 0:
         raise errors.ServerOutOfMemoryError("cannot allocate an nng message")
@@ -251,11 +330,112 @@ def message(header: bytes, payload: Any = None, size: int = 0) -> Any:
     return pynng.Message(p[0])
 
 
+def _nng_error(rc: int) -> pynng.NNGException:
+    try:
+        pynng.exceptions.check_err(rc)
+    except pynng.NNGException as exc:
+        return exc
+    return pynng.NNGException(f"nng error {rc}", rc)
+
+
+# nng_ctx_sendmsg and nng_ctx_recvmsg (nng >= 1.6) make a round trip two
+# calls into nng; without them each direction takes an aio.
+SYNC_CTX = hasattr(_lib, "nng_ctx_sendmsg") and hasattr(_lib,
+                                                        "nng_ctx_recvmsg")
+
+
+class Ctx:
+    """One nng context of a REQ socket, for one request at a time, with the
+    socket's timeouts. Each call into nng releases the GIL, so a round trip
+    makes as few as it can."""
+
+    __slots__ = ("ctx", "_raw", "_msgp", "_aio")
+
+    def __init__(self, sock: pynng.Socket):
+        self.ctx = sock.new_context()
+        self._raw = self.ctx.context
+        self._msgp = _ffi.new("nng_msg **")
+        self._aio = None
+        if not SYNC_CTX:
+            p = _ffi.new("nng_aio **")
+            rc = _lib.nng_aio_alloc(p, _NULL, _NULL)
+            if rc != 0:
+                self.ctx.close()
+                raise _nng_error(rc)
+            self._aio = _ffi.gc(p[0], _lib.nng_aio_free)
+
+    def exchange(self, head: bytes, body: Any, size: int) -> Any:
+        """Sends head and then ``size`` bytes at body (a cdata pointer) as
+        one message and returns the reply (an ``nng_msg *`` the caller
+        frees). Raises ``pynng.NNGException`` (timeout, closed, ...) or
+        :class:`~frameprep.ServerOutOfMemoryError`."""
+        mp = self._msgp
+        if _lib.nng_msg_alloc(mp, 0) != 0:
+            raise errors.ServerOutOfMemoryError(
+                "cannot allocate an nng message")
+        m = mp[0]
+        rc = _lib.nng_msg_append(m, head, len(head))
+        if rc == 0 and size:
+            rc = _lib.nng_msg_append(m, body, size)
+        if rc != 0:
+            _lib.nng_msg_free(m)
+            raise errors.ServerOutOfMemoryError(
+                "cannot allocate an nng message")
+        aio = self._aio
+        if aio is None:
+            rc = _lib.nng_ctx_sendmsg(self._raw, m, 0)
+            if rc != 0:
+                _lib.nng_msg_free(m)
+                raise _nng_error(rc)
+            rc = _lib.nng_ctx_recvmsg(self._raw, mp, 0)
+            if rc != 0:
+                raise _nng_error(rc)
+            return mp[0]
+        _lib.nng_aio_set_msg(aio, m)
+        _lib.nng_ctx_send(self._raw, aio)
+        _lib.nng_aio_wait(aio)
+        rc = _lib.nng_aio_result(aio)
+        if rc != 0:
+            _lib.nng_aio_set_msg(aio, _NULL)
+            _lib.nng_msg_free(m)
+            raise _nng_error(rc)
+        _lib.nng_ctx_recv(self._raw, aio)
+        _lib.nng_aio_wait(aio)
+        rc = _lib.nng_aio_result(aio)
+        if rc != 0:
+            raise _nng_error(rc)
+        return _lib.nng_aio_get_msg(aio)
+
+    def close(self) -> None:
+        """Closes the context (ignoring errors) and frees its aio."""
+        try:
+            self.ctx.close()
+        except pynng.NNGException:
+            pass
+        if self._aio is not None:
+            _ffi.release(self._aio)
+            self._aio = None
+
+
+class OwnedMessage:
+    """A received nng message (``nng_msg *``), freed with the last
+    reference to this object (a tensor viewing it holds one)."""
+
+    __slots__ = ("_nng_msg",)
+
+    def __init__(self, msg: Any):
+        self._nng_msg = msg
+
+    def __del__(self) -> None:
+        _lib.nng_msg_free(self._nng_msg)
+
+
 class _MessageArray:
     """Owner of a reply message whose bytes a numpy array views."""
 
-    def __init__(self, msg: pynng.Message, offset: int, shape: tuple,
-                 typestr: str):
+    __slots__ = ("msg", "__array_interface__")
+
+    def __init__(self, msg: Any, offset: int, shape: tuple, typestr: str):
         self.msg = msg
         addr = int(_ffi.cast("uintptr_t", _lib.nng_msg_body(msg._nng_msg)))
         self.__array_interface__ = {"data": (addr + offset, False),
@@ -263,38 +443,44 @@ class _MessageArray:
                                     "version": 3}
 
 
-def reply_of(msg: pynng.Message) -> Reply:
-    """Decodes the header of a reply message."""
-    n = _lib.nng_msg_len(msg._nng_msg)
+def decode_reply(msg: Any) -> Reply:
+    """Decodes the header of a reply message (an ``nng_msg *``)."""
+    n = _lib.nng_msg_len(msg)
     if n < REPLY_HEADER_SIZE:
         raise errors.ProtocolError(f"reply of {n} bytes is shorter than the "
                                    f"{REPLY_HEADER_SIZE}-byte header")
-    head = _ffi.buffer(_lib.nng_msg_body(msg._nng_msg), REPLY_HEADER_SIZE)
+    head = _ffi.buffer(_lib.nng_msg_body(msg), REPLY_HEADER_SIZE)
     return Reply.decode(head, n)
 
 
-def payload_array(msg: pynng.Message, rep: Reply) -> np.ndarray:
+def reply_of(msg: Any) -> Reply:
+    """Decodes the header of a reply message (a ``pynng.Message`` or an
+    :class:`OwnedMessage`)."""
+    return decode_reply(msg._nng_msg)
+
+
+def payload_array(msg: Any, rep: Reply) -> np.ndarray:
     """The reply's tensor as a writable numpy view of the message."""
-    shape = tuple(rep.shape[:rep.ndim])
+    shape = rep.shape if rep.ndim == 4 else tuple(rep.shape[:rep.ndim])
     return np.asarray(_MessageArray(msg, REPLY_HEADER_SIZE, shape,
-                                    DType(rep.dtype).numpy))
+                                    _NUMPY_DTYPES[rep.dtype]))
 
 
-def payload_bytes(msg: pynng.Message, rep: Reply) -> bytes:
+def payload_bytes(msg: Any, rep: Reply) -> bytes:
     """The reply's payload as bytes (a copy)."""
     body = _ffi.cast("char *", _lib.nng_msg_body(msg._nng_msg))
     return bytes(_ffi.buffer(body + REPLY_HEADER_SIZE, rep.payload_size))
 
 
-def check_reply(rep: Reply, req: Request) -> None:
+def check_reply(rep: Reply, request_id: int, kind: int) -> None:
     """Raises the exception of a reply's status, or
     :class:`~frameprep.MismatchError` for a reply to another request."""
-    if rep.request_id != req.request_id or rep.kind != req.kind:
+    if rep.request_id != request_id or rep.kind != kind:
         if rep.status != 0 and rep.request_id == 0:
             raise errors.error_for_status(rep.status, rep.message)
         raise errors.MismatchError(
             f"reply to request {rep.request_id} kind {rep.kind} for "
-            f"request {req.request_id} kind {req.kind}")
+            f"request {request_id} kind {kind}")
     if rep.status != 0:
         raise errors.error_for_status(rep.status, rep.message)
 
@@ -382,13 +568,27 @@ class Result:
     reply: Reply
 
 
+_new = object.__new__
+
+
 def make_result(tensor: np.ndarray, rep: Reply, src: Source) -> Result:
-    """Builds the result of a successful FRAME or ECHO reply."""
-    xf = Transform(rep.scale_x, rep.scale_y, rep.pad_x, rep.pad_y,
-                   src.width, src.height)
-    tm = Timings(rep.t_queue_us, rep.t_compute_us, rep.t_h2d_us,
-                 rep.t_kernel_us, rep.t_d2h_us, rep.t_total_us)
-    return Result(tensor, xf, tm, rep.request_id, rep)
+    """Builds the result of a successful FRAME or ECHO reply.
+
+    The frozen dataclasses are filled without their ``__init__``, which
+    sets field after field through ``object.__setattr__``: the same
+    objects at a third of the cost."""
+    xf = _new(Transform)
+    xf.__dict__.update(scale_x=rep.scale_x, scale_y=rep.scale_y,
+                       pad_x=rep.pad_x, pad_y=rep.pad_y,
+                       src_width=src.width, src_height=src.height)
+    tm = _new(Timings)
+    tm.__dict__.update(queue_us=rep.t_queue_us, compute_us=rep.t_compute_us,
+                       h2d_us=rep.t_h2d_us, kernel_us=rep.t_kernel_us,
+                       d2h_us=rep.t_d2h_us, total_us=rep.t_total_us)
+    res = _new(Result)
+    res.__dict__.update(tensor=tensor, transform=xf, timings=tm,
+                        request_id=rep.request_id, reply=rep)
+    return res
 
 
 def info_request(request_id: int) -> bytes:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import queue
 import threading
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -47,13 +48,14 @@ class _Socket:
             raise errors.TransportError(
                 f"connecting to {self.address}: {exc}") from None
         self._ids = itertools.count(1)
-        self._pool: list[pynng.Context] = []
+        self._pool: list[_core.Ctx] = []
         self._lock = threading.Lock()
         self._closed = False
         self._limits: dict[str, Any] | None = None
         # The daemon answers EBUSY past max_inflight_per_conn requests in
-        # flight on one connection: requests past it wait here instead.
-        self.gate: threading.BoundedSemaphore | None = None
+        # flight on one connection: requests past it wait here instead,
+        # for one of the gate's tokens.
+        self.gate: queue.SimpleQueue[None] | None = None
         self.agate: asyncio.Semaphore | None = None
 
     def set_limits(self, info: dict[str, Any]) -> None:
@@ -63,36 +65,62 @@ class _Socket:
         cap = info.get("max_inflight_per_conn")
         if self.gate is None and isinstance(cap, int) and cap > 0:
             self.agate = asyncio.Semaphore(cap)
-            self.gate = threading.BoundedSemaphore(cap)
+            gate: queue.SimpleQueue[None] = queue.SimpleQueue()
+            for _ in range(cap):
+                gate.put(None)
+            self.gate = gate
 
     def next_id(self) -> int:
         return next(self._ids)
 
-    def ctx_get(self) -> pynng.Context:
+    def ctx_get(self) -> _core.Ctx:
         with self._lock:
             if self._closed:
                 raise errors.ClosedError("the client was closed")
             if self._pool:
                 return self._pool.pop()
             try:
-                return self._sock.new_context()
+                return _core.Ctx(self._sock)
             except pynng.NNGException as exc:
                 raise _core.transport_error(exc, self.address,
                                             self.timeout) from None
 
-    def ctx_put(self, ctx: pynng.Context, ok: bool) -> None:
+    def ctx_put(self, ctx: _core.Ctx, ok: bool) -> None:
         with self._lock:
             if ok and not self._closed:
                 self._pool.append(ctx)
                 return
-        self.ctx_close(ctx)
+        ctx.close()
 
-    @staticmethod
-    def ctx_close(ctx: pynng.Context) -> None:
+    def call(self, head: bytes, body: Any = _core._NULL,
+             size: int = 0) -> Any:
+        """Sends one request (head, then ``size`` bytes at body, a cdata
+        pointer) on a pooled context, within the cap on requests in flight,
+        and returns the reply (an ``nng_msg *`` the caller frees). Raises
+        the transport errors."""
+        gate = self.gate
+        if gate is not None:
+            try:
+                gate.get(True, self.timeout)
+            except queue.Empty:
+                raise errors.RequestTimeoutError(
+                    f"{self.address}: no room for another request in "
+                    f"flight within {self.timeout:g} s") from None
         try:
-            ctx.close()
-        except pynng.NNGException:
-            pass
+            ctx = self.ctx_get()
+            ok = False
+            try:
+                msg = ctx.exchange(head, body, size)
+                ok = True
+            except pynng.NNGException as exc:
+                raise _core.transport_error(exc, self.address,
+                                            self.timeout) from None
+            finally:
+                self.ctx_put(ctx, ok)
+        finally:
+            if gate is not None:
+                gate.put(None)
+        return msg
 
     def close(self) -> None:
         with self._lock:
@@ -101,19 +129,12 @@ class _Socket:
             self._closed = True
             pool, self._pool = self._pool, []
         for ctx in pool:
-            self.ctx_close(ctx)
+            ctx.close()
         self._sock.close()
 
     @property
     def closed(self) -> bool:
         return self._closed
-
-
-def _frame_message(sock: _Socket, opts: _core.Options, src: _core.Source,
-                   limits: dict[str, Any]) -> tuple[Request, Any]:
-    req = _core.frame_request(opts, src, sock.next_id())
-    _core.check_limits(req, opts, limits)
-    return req, _core.message(req.encode(), src.bytes_view(), src.span)
 
 
 class Client:
@@ -164,39 +185,17 @@ class Client:
         no-op. Results already returned stay valid."""
         self._s.close()
 
-    def _roundtrip(self, req: Request, msg: Any) -> tuple[Any, Any]:
-        s = self._s
-        gate = s.gate
-        if gate is not None and not gate.acquire(timeout=s.timeout):
-            raise errors.RequestTimeoutError(
-                f"{s.address}: no room for another request in flight "
-                f"within {s.timeout:g} s")
-        try:
-            ctx = s.ctx_get()
-            ok = False
-            try:
-                ctx.send_msg(msg)
-                rmsg = ctx.recv_msg()
-                ok = True
-            except pynng.NNGException as exc:
-                raise _core.transport_error(exc, s.address,
-                                            s.timeout) from None
-            finally:
-                s.ctx_put(ctx, ok)
-        finally:
-            if gate is not None:
-                gate.release()
-        rep = _core.reply_of(rmsg)
-        _core.check_reply(rep, req)
-        return rmsg, rep
-
     def request(self, req: Request, payload: bytes = b"") -> tuple[Any, Any]:
         """Sends a request header (its request_id is assigned here) and an
         optional payload; returns (reply message, :class:`Reply`) after
         checking the status. For protocol-level tools and tests."""
         req.request_id = self._s.next_id()
-        return self._roundtrip(req, _core.message(req.encode(), payload,
-                                                  len(payload)))
+        head = req.encode()
+        body = _core._ffi.from_buffer(payload) if len(payload) else _core._NULL
+        rmsg = pynng.Message(self._s.call(head, body, len(payload)))
+        rep = _core.reply_of(rmsg)
+        _core.check_reply(rep, req.request_id, req.kind)
+        return rmsg, rep
 
     def info(self) -> dict[str, Any]:
         """Asks the daemon what it runs. Returns its INFO lines as a dict
@@ -254,11 +253,17 @@ class Client:
         checked before sending against INFO, fetched once), and the
         transport errors of the class.
         """
-        opts = _core.Options.make(size, resize, order, dtype, layout, scale,
-                                  mean, std, pad)
+        plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
+                          std, pad)
         src = _core.check_frame(frame, format)
-        req, msg = _frame_message(self._s, opts, src, self.limits())
-        rmsg, rep = self._roundtrip(req, msg)
+        plan.check(src, self.limits())
+        s = self._s
+        request_id = s.next_id()
+        rmsg = _core.OwnedMessage(s.call(
+            plan.inline_header(src, request_id),
+            _core._ffi.cast("char *", src.addr), src.span))
+        rep = _core.reply_of(rmsg)
+        _core.check_reply(rep, request_id, Kind.FRAME)
         return _core.make_result(_core.payload_array(rmsg, rep), rep, src)
 
     def ring(self, slots: int = 4, frame: Sequence[int] = (1080, 1920, 3),
@@ -304,7 +309,8 @@ class AsyncClient:
         """Closes the connection (see :meth:`Client.close`)."""
         self._s.close()
 
-    async def _roundtrip(self, req: Request, msg: Any) -> tuple[Any, Any]:
+    async def _roundtrip(self, request_id: int, kind: int,
+                         msg: Any) -> tuple[Any, Any]:
         s = self._s
         gate = s.agate
         async with gate if gate is not None else contextlib.nullcontext():
@@ -313,8 +319,8 @@ class AsyncClient:
             try:
                 # nng's receive timeout ends the wait; wait_for is a
                 # backstop.
-                await ctx.asend_msg(msg)
-                rmsg = await asyncio.wait_for(ctx.arecv_msg(),
+                await ctx.ctx.asend_msg(msg)
+                rmsg = await asyncio.wait_for(ctx.ctx.arecv_msg(),
                                               s.timeout + 5)
                 ok = True
             except pynng.NNGException as exc:
@@ -327,7 +333,7 @@ class AsyncClient:
             finally:
                 s.ctx_put(ctx, ok)
         rep = _core.reply_of(rmsg)
-        _core.check_reply(rep, req)
+        _core.check_reply(rep, request_id, kind)
         return rmsg, rep
 
     async def request(self, req: Request,
@@ -335,7 +341,8 @@ class AsyncClient:
         """See :meth:`Client.request`."""
         req.request_id = self._s.next_id()
         return await self._roundtrip(
-            req, _core.message(req.encode(), payload, len(payload)))
+            req.request_id, req.kind,
+            _core.message(req.encode(), payload, len(payload)))
 
     async def info(self) -> dict[str, Any]:
         """See :meth:`Client.info`."""
@@ -362,11 +369,14 @@ class AsyncClient:
                          pad: float = 114, format: str | None = None
                          ) -> _core.Result:
         """See :meth:`Client.preprocess`."""
-        opts = _core.Options.make(size, resize, order, dtype, layout, scale,
-                                  mean, std, pad)
+        plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
+                          std, pad)
         src = _core.check_frame(frame, format)
-        req, msg = _frame_message(self._s, opts, src, await self.limits())
-        rmsg, rep = await self._roundtrip(req, msg)
+        plan.check(src, await self.limits())
+        request_id = self._s.next_id()
+        msg = _core.message(plan.inline_header(src, request_id),
+                            _core._ffi.cast("char *", src.addr), src.span)
+        rmsg, rep = await self._roundtrip(request_id, Kind.FRAME, msg)
         return _core.make_result(_core.payload_array(rmsg, rep), rep, src)
 
     async def ring(self, slots: int = 4,

@@ -104,6 +104,12 @@ _REQ_COMMON = struct.Struct("<IHHQ")
 _REPLY = struct.Struct("<IHHQIBBBB4I4f6IQQII152s")
 assert _REQ_FRAME.size == REQUEST_HEADER_SIZE
 assert _REPLY.size == REPLY_HEADER_SIZE
+# The FRAME fields that change from request to request: request_id to
+# src_stride (at byte 8), and in_offset to input_size.
+_REQ_ID_SRC = struct.Struct("<QHHIII")
+_REQ_PLACES = struct.Struct("<QQQQ")
+_PLACES_AT = struct.calcsize("<IHHQHHIIIIIBBBBff3f3fBBHII")
+assert _PLACES_AT + _REQ_PLACES.size + 8 == REQUEST_HEADER_SIZE
 
 _DTYPE_BYTES: dict[int, int] = {DType.F32: 4, DType.F16: 2, DType.U8: 1}
 
@@ -281,38 +287,33 @@ class Reply:
         f = _REPLY.unpack_from(buf, 0)
         if f[0] != REPLY_MAGIC:
             raise ProtocolError(f"bad reply magic {f[0]:#010x}")
-        rep = cls(version=f[1], kind=f[2], request_id=f[3], status=f[4],
-                  dtype=f[5], layout=f[6], ndim=f[7], output_loc=f[8],
-                  shape=tuple(f[9:13]), scale_x=f[13], scale_y=f[14],
-                  pad_x=f[15], pad_y=f[16], t_queue_us=f[17],
-                  t_compute_us=f[18], t_h2d_us=f[19], t_kernel_us=f[20],
-                  t_d2h_us=f[21], t_total_us=f[22], payload_size=f[23],
-                  tensor_size=f[24], region_id=f[25], flags=f[26])
-        if rep.version != PROTOCOL_VERSION:
-            raise VersionMismatchError(f"reply version {rep.version}, "
+        if f[1] != PROTOCOL_VERSION:
+            raise VersionMismatchError(f"reply version {f[1]}, "
                                        f"expected {PROTOCOL_VERSION}")
-        if rep.payload_size != n - REPLY_HEADER_SIZE:
-            raise ProtocolError(f"reply payload_size {rep.payload_size} but "
+        if f[23] != n - REPLY_HEADER_SIZE:
+            raise ProtocolError(f"reply payload_size {f[23]} but "
                                 f"{n - REPLY_HEADER_SIZE} bytes follow")
         raw = f[27]
         end = raw.find(b"\0")
         if end < 0:
             raise ProtocolError("reply message is not NUL-terminated")
-        rep.message = raw[:end].decode("utf-8", "replace")
+        # Positional, in the order of the fields above.
+        rep = cls(f[2], f[3], f[1], *f[4:9], f[9:13], *f[13:27],
+                  raw[:end].decode("utf-8", "replace") if end else "")
         if rep.ndim > 4:
             raise ProtocolError(f"reply ndim {rep.ndim} > 4")
-        if rep.status == 0 and rep.kind in (Kind.FRAME, Kind.ECHO):
+        if rep.status == 0 and (rep.kind == 1 or rep.kind == 3):
             rep._check_tensor()
         return rep
 
     def _check_tensor(self) -> None:
         size = _DTYPE_BYTES.get(self.dtype, 0)
         if (size == 0 or self.ndim != 4 or
-                self.layout not in (Layout.NCHW, Layout.NHWC)):
+                not 1 <= self.layout <= 2):  # NCHW, NHWC
             raise ProtocolError(f"reply tensor has ndim {self.ndim}, dtype "
                                 f"{self.dtype}, layout {self.layout}")
-        for d in self.shape:
-            size *= d
+        c, h, w, d = self.shape
+        size *= c * h * w * d
         if size != self.tensor_size:
             raise ProtocolError(f"reply shape {self.shape} does not make "
                                 f"tensor_size {self.tensor_size}")
@@ -325,3 +326,27 @@ class Reply:
 def dtype_bytes(dtype: int) -> int:
     """Bytes per tensor element of a :class:`DType` value (0 if unknown)."""
     return _DTYPE_BYTES.get(dtype, 0)
+
+
+class FrameHeader:
+    """The wire header of FRAME (or ECHO) requests that share their
+    options and locations: encoded once from a :class:`Request`, then
+    stamped with each request's id, source and offsets."""
+
+    __slots__ = ("_head",)
+
+    def __init__(self, req: Request):
+        self._head = req.encode()
+
+    def stamp(self, request_id: int, src_format: int, src_width: int,
+              src_height: int, src_stride: int, in_offset: int,
+              out_offset: int, out_capacity: int, input_size: int) -> bytes:
+        """The 128-byte header with these fields, byte for byte what
+        :meth:`Request.encode` writes for them. Raises ``struct.error`` for
+        a field that does not fit its wire type."""
+        head = bytearray(self._head)
+        _REQ_ID_SRC.pack_into(head, 8, request_id, src_format, 0, src_width,
+                              src_height, src_stride)
+        _REQ_PLACES.pack_into(head, _PLACES_AT, in_offset, out_offset,
+                              out_capacity, input_size)
+        return bytes(head)

@@ -36,6 +36,8 @@ import numpy as np
 from . import _core, errors
 from .protocol import Kind, Location, Request
 
+_lib = _core._lib
+
 if TYPE_CHECKING:
     from .client import AsyncClient, Client
 
@@ -88,6 +90,7 @@ class _RingBase:
     def __init__(self, slots: int, frame: Sequence[int], options: dict):
         fmt = options.pop("format", None)
         self._opts = _core.Options.make(**options)
+        self._plan = _core.Plan(self._opts)
         self._format = fmt
         shape = tuple(int(v) for v in frame)
         if len(shape) == 2:
@@ -114,6 +117,12 @@ class _RingBase:
         self._mm: mmap.mmap | None = None
         self._buf: np.ndarray | None = None
         self._base = 0
+        # Per slot, views of the whole frame area and of the tensor: a
+        # request's views are fresh views of these.
+        self._frames: list[np.ndarray] = []
+        self._tensors: list[np.ndarray] = []
+        self._tensor_form = (self._opts.shape, int(self._opts.dtype),
+                             self.tensor_bytes)
 
     def _create(self, limits: dict[str, Any],
                 address: str) -> tuple[str, int]:
@@ -149,7 +158,24 @@ class _RingBase:
                                      f"{exc}") from None
         self._buf = np.frombuffer(self._mm, np.uint8)
         self._base = self._buf.__array_interface__["data"][0]
+        fshape = tuple(self.frame_shape)
+        for k in range(self.slots):
+            self._frames.append(self._view(
+                k * self._slot_bytes + self._frame_off, self.frame_bytes,
+                "u1", fshape))
+            self._tensors.append(self._view(
+                k * self._slot_bytes, self.tensor_bytes, self._plan.typestr,
+                self._opts.shape))
         return name, fd
+
+    def _registered(self, region_id: int) -> None:
+        """Keeps the region id the daemon gave and the header of the
+        ring's requests."""
+        self.region_id = region_id
+        req = self._opts.request()
+        req.input_loc = req.output_loc = Location.SHM
+        req.in_region = req.out_region = region_id
+        self._plan = _core.Plan(self._opts, req)
 
     @staticmethod
     def _forget_name(name: str, fd: int) -> None:
@@ -165,6 +191,8 @@ class _RingBase:
 
     def _unmap(self) -> None:
         self._buf = None
+        self._frames = []
+        self._tensors = []
         if self._mm is not None:
             try:
                 self._mm.close()
@@ -189,7 +217,9 @@ class _RingBase:
         return k
 
     def _frame_view(self, k: int, shape: Sequence[int] | None) -> np.ndarray:
-        shape = tuple(self.frame_shape if shape is None else shape)
+        if shape is None:
+            return self._frames[k][...]
+        shape = tuple(shape)
         n = int(np.prod(shape))
         if n > self.frame_bytes or len(shape) not in (2, 3):
             self._release(k)
@@ -203,21 +233,22 @@ class _RingBase:
         """Checks frame; if it lies in a slot reserved by next_frame, marks
         that slot in flight and returns its index, else None."""
         src = _core.check_frame(frame, self._format)
-        off = src.address() - self._base
+        # The only slot whose frame area can hold the frame's first byte.
+        k, at = divmod(src.addr - self._base - self._frame_off,
+                       self._slot_bytes)
         with self._lock:
             if self._buf is None:
                 raise errors.ClosedError("the ring was closed")
-            for k in range(self.slots):
-                start = k * self._slot_bytes + self._frame_off
-                if (self._state[k] == _RESERVED and start <= off and
-                        off + src.span <= start + self.frame_bytes):
-                    self._state[k] = _INFLIGHT
-                    return k, src
+            if (0 <= k < self.slots and self._state[k] == _RESERVED and
+                    at + src.span <= self.frame_bytes):
+                self._state[k] = _INFLIGHT
+                return k, src
         return None, src
 
     def _build(self, k: int, src: _core.Source, copy: bool, request_id: int,
-               limits: dict[str, Any]) -> tuple[Request, _core.Source]:
-        """The request for src in slot k, after copying it there if copy."""
+               limits: dict[str, Any]) -> tuple[bytes, _core.Source]:
+        """The request header for src in slot k, after copying src there if
+        copy."""
         if copy:
             if src.span > self.frame_bytes:
                 raise errors.LimitExceededError(
@@ -230,20 +261,22 @@ class _RingBase:
                              shape)
             np.copyto(dst, a.reshape(shape))
             src = _core.Source(src.format, src.width, src.height,
-                               src.width * shape[2], n, dst)
-        req = _core.frame_request(self._opts, src, request_id)
-        _core.check_limits(req, self._opts, limits)
-        req.input_loc = req.output_loc = Location.SHM
-        req.in_region = req.out_region = self.region_id
-        req.in_offset = src.address() - self._base
-        req.out_offset = k * self._slot_bytes
-        req.out_capacity = self.tensor_bytes
-        return req, src
+                               src.width * shape[2], n, dst,
+                               _core.address_of(dst))
+        plan = self._plan
+        plan.check(src, limits)
+        return plan.header.stamp(request_id, src.format, src.width,
+                                 src.height, src.stride,
+                                 src.addr - self._base, k * self._slot_bytes,
+                                 self.tensor_bytes, src.span), src
 
     def _finish(self, k: int, rep: Any, src: _core.Source) -> _core.Result:
-        shape = tuple(rep.shape[:rep.ndim])
-        tensor = self._view(k * self._slot_bytes, rep.tensor_size,
-                            _core.DType(rep.dtype).numpy, shape)
+        if (rep.shape, rep.dtype, rep.tensor_size) == self._tensor_form:
+            tensor = self._tensors[k][...]
+        else:
+            shape = tuple(rep.shape[:rep.ndim])
+            tensor = self._view(k * self._slot_bytes, rep.tensor_size,
+                                _core.DType(rep.dtype).numpy, shape)
         return _core.make_result(tensor, rep, src)
 
     def _release(self, k: int) -> None:
@@ -289,6 +322,7 @@ class Ring(_RingBase):
         super().__init__(slots, frame, options)
         self._client = client
         self._cond = threading.Condition(self._lock)
+        self._waiting = 0
         name, fd = self._create(client.limits(), client.address)
         try:
             _, rep = client.request(self._register_request(name))
@@ -297,7 +331,7 @@ class Ring(_RingBase):
             raise
         finally:
             self._forget_name(name, fd)
-        self.region_id = rep.region_id
+        self._registered(rep.region_id)
 
     def __enter__(self) -> Ring:
         return self
@@ -305,11 +339,18 @@ class Ring(_RingBase):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _wake(self) -> None:
-        with self._cond:
-            self._cond.notify_all()
+    def _release(self, k: int) -> None:
+        with self._lock:
+            self._state[k] = _FREE
+            self._free.append(k)
+            if self._waiting:
+                self._cond.notify_all()
 
     def _take(self, state: int) -> int:
+        with self._lock:
+            k = self._try_take(state)
+        if k is not None:
+            return k
         deadline = time.monotonic() + self._client.timeout
         with self._cond:
             while (k := self._try_take(state)) is None:
@@ -318,7 +359,11 @@ class Ring(_RingBase):
                     raise errors.RequestTimeoutError(
                         f"no free ring slot within "
                         f"{self._client.timeout:g} s")
-                self._cond.wait(left)
+                self._waiting += 1
+                try:
+                    self._cond.wait(left)
+                finally:
+                    self._waiting -= 1
             return k
 
     def next_frame(self, shape: Sequence[int] | None = None) -> np.ndarray:
@@ -342,10 +387,16 @@ class Ring(_RingBase):
         if k is None:
             k = self._take(_INFLIGHT)
         try:
-            req, src = self._build(k, src, copy, self._client._s.next_id(),
-                                   self._client.limits())
-            _, rep = self._client._roundtrip(req,
-                                             _core.message(req.encode()))
+            s = self._client._s
+            request_id = s.next_id()
+            head, src = self._build(k, src, copy, request_id,
+                                    self._client.limits())
+            msg = s.call(head)
+            try:
+                rep = _core.decode_reply(msg)
+            finally:
+                _lib.nng_msg_free(msg)
+            _core.check_reply(rep, request_id, Kind.FRAME)
             return self._finish(k, rep, src)
         finally:
             self._release(k)
@@ -387,7 +438,7 @@ class AsyncRing(_RingBase):
             raise
         finally:
             self._forget_name(name, fd)
-        self.region_id = rep.region_id
+        self._registered(rep.region_id)
 
     async def __aenter__(self) -> AsyncRing:
         return self
@@ -427,10 +478,10 @@ class AsyncRing(_RingBase):
         if k is None:
             k = await self._take(_INFLIGHT)
         try:
-            req, src = self._build(k, src, copy, self._client._s.next_id(),
-                                   limits)
+            request_id = self._client._s.next_id()
+            head, src = self._build(k, src, copy, request_id, limits)
             _, rep = await self._client._roundtrip(
-                req, _core.message(req.encode()))
+                request_id, Kind.FRAME, _core.message(head))
             return self._finish(k, rep, src)
         finally:
             self._release(k)
