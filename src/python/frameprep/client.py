@@ -137,7 +137,32 @@ class _Socket:
         return self._closed
 
 
-class Client:
+class _Connection:
+    """What :class:`Client` and :class:`AsyncClient` share: the socket, its
+    address and timeout, and closing it."""
+
+    def __init__(self, address: str | None = None,
+                 timeout: float = DEFAULT_TIMEOUT):
+        self._s = _Socket(address, timeout)
+
+    @property
+    def address(self) -> str:
+        """The daemon's URL."""
+        return self._s.address
+
+    @property
+    def timeout(self) -> float:
+        """The reply timeout, seconds."""
+        return self._s.timeout
+
+    def close(self) -> None:
+        """Closes the connection; requests still waiting on other threads
+        fail with :class:`~frameprep.ClosedError`. Closing twice is a
+        no-op. Results already returned stay valid."""
+        self._s.close()
+
+
+class Client(_Connection):
     """A blocking connection to frameprepd, safe to share between threads.
 
     ``address`` is an nng URL (``ipc:///path`` or ``tcp://host:port``);
@@ -159,31 +184,11 @@ class Client:
     daemon's message when it refuses a request.
     """
 
-    def __init__(self, address: str | None = None,
-                 timeout: float = DEFAULT_TIMEOUT):
-        self._s = _Socket(address, timeout)
-
-    @property
-    def address(self) -> str:
-        """The daemon's URL."""
-        return self._s.address
-
-    @property
-    def timeout(self) -> float:
-        """The reply timeout, seconds."""
-        return self._s.timeout
-
     def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def close(self) -> None:
-        """Closes the connection; requests still waiting on other threads
-        fail with :class:`~frameprep.ClosedError`. Closing twice is a
-        no-op. Results already returned stay valid."""
-        self._s.close()
 
     def request(self, req: Request, payload: bytes = b"") -> tuple[Any, Any]:
         """Sends a request header (its request_id is assigned here) and an
@@ -278,36 +283,18 @@ class Client:
         return Ring(self, slots, frame, **options)
 
 
-class AsyncClient:
+class AsyncClient(_Connection):
     """An asyncio connection to frameprepd: the methods of :class:`Client`,
     awaited, so one thread keeps many frames in flight (each request rides
     its own nng context). Same arguments, results and exceptions as
     :class:`Client`; the constructor dials synchronously. Use ``async with``
     or call :meth:`close`."""
 
-    def __init__(self, address: str | None = None,
-                 timeout: float = DEFAULT_TIMEOUT):
-        self._s = _Socket(address, timeout)
-
-    @property
-    def address(self) -> str:
-        """The daemon's URL."""
-        return self._s.address
-
-    @property
-    def timeout(self) -> float:
-        """The reply timeout, seconds."""
-        return self._s.timeout
-
     async def __aenter__(self) -> AsyncClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         self.close()
-
-    def close(self) -> None:
-        """Closes the connection (see :meth:`Client.close`)."""
-        self._s.close()
 
     async def _roundtrip(self, request_id: int, kind: int,
                          msg: Any) -> tuple[Any, Any]:
