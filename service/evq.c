@@ -31,9 +31,8 @@ int fprep__evq_init(fprep__evq *q, uv_loop_t *loop, fprep__evq_drain_cb drain,
 {
 	int rv;
 
-	q->head = NULL;
-	q->tail = NULL;
-	q->taken = NULL;
+	fprep__queue_init(&q->queued);
+	fprep__queue_init(&q->taken);
 	q->closed = 0;
 	q->drain = drain;
 	q->dispose = dispose;
@@ -51,13 +50,8 @@ int fprep__evq_init(fprep__evq *q, uv_loop_t *loop, fprep__evq_drain_cb drain,
 
 void fprep__evq_push(fprep__evq *q, fprep__event *ev)
 {
-	ev->next = NULL;
 	pthread_mutex_lock(&q->lock);
-	if (q->tail != NULL)
-		q->tail->next = ev;
-	else
-		q->head = ev;
-	q->tail = ev;
+	fprep__queue_push(&q->queued, &ev->node);
 	pthread_mutex_unlock(&q->lock);
 	uv_async_send(&q->async);
 }
@@ -65,41 +59,34 @@ void fprep__evq_push(fprep__evq *q, fprep__event *ev)
 /* evq_take moves the queued events to the end of q->taken. */
 static void evq_take(fprep__evq *q)
 {
-	fprep__event **end = &q->taken;
-
-	while (*end != NULL)
-		end = &(*end)->next;
 	pthread_mutex_lock(&q->lock);
-	*end = q->head;
-	q->head = NULL;
-	q->tail = NULL;
+	fprep__queue_splice(&q->taken, &q->queued);
 	pthread_mutex_unlock(&q->lock);
 }
 
 void fprep__evq_drain(fprep__evq *q)
 {
-	fprep__event *ev;
+	fprep__qnode *n;
 
 	while (!q->closed) {
-		if (q->taken == NULL)
+		if (fprep__queue_empty(&q->taken))
 			evq_take(q);
-		if ((ev = q->taken) == NULL)
+		if ((n = fprep__queue_pop(&q->taken)) == NULL)
 			return;
-		q->taken = ev->next;
-		q->drain(ev, q->data);
+		q->drain(fprep__container_of(n, fprep__event, node), q->data);
 	}
 }
 
 void fprep__evq_fini(fprep__evq *q)
 {
-	fprep__event *ev;
+	fprep__qnode *n;
 
 	q->closed = 1;
 	evq_take(q);
-	while ((ev = q->taken) != NULL) {
-		q->taken = ev->next;
+	while ((n = fprep__queue_pop(&q->taken)) != NULL) {
 		if (q->dispose != NULL)
-			q->dispose(ev, q->data);
+			q->dispose(fprep__container_of(n, fprep__event, node),
+			           q->data);
 	}
 	uv_close((uv_handle_t *)&q->async, evq_close_cb);
 }

@@ -10,20 +10,17 @@
 #include <stddef.h>
 #include <uv.h>
 
-/* fprep__event: an intrusive queue link, embedded in whatever is queued,
+#include "queue.h"
+
+/* fprep__event: a queue link (queue.h), embedded in whatever is queued,
  * with a kind the owner sets (its own enumeration) so that the drain can
  * tell what it holds; the drain reaches the embedding structure with
  * fprep__container_of. An event is in at most one queue at a time. */
 typedef struct fprep__event fprep__event;
 struct fprep__event {
-	fprep__event *next;
+	fprep__qnode node;
 	int kind;
 };
-
-/* fprep__container_of returns the structure of type type whose member
- * member is at ptr. */
-#define fprep__container_of(ptr, type, member)                                 \
-	((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 /* fprep__evq_drain_cb: called on the loop thread once per queued event, in
  * the order they were pushed. */
@@ -37,9 +34,8 @@ typedef void (*fprep__evq_dispose_cb)(fprep__event *ev, void *data);
 /* fprep__evq: the queue. Embedded by its owner; init/fini pair. */
 typedef struct fprep__evq {
 	pthread_mutex_t lock;
-	fprep__event *head;
-	fprep__event *tail;
-	fprep__event *taken; /* loop thread: taken out, not yet drained */
+	fprep__queue queued; /* under lock */
+	fprep__queue taken;  /* loop thread: taken out, not yet drained */
 	uv_async_t async;
 	fprep__evq_drain_cb drain;
 	fprep__evq_dispose_cb dispose;

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "clock.h"
 #include "frameprep/frameprep.h"
 #include "log.h"
 

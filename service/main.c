@@ -15,7 +15,7 @@
 #include "config.h"
 #include "log.h"
 #include "server.h"
-#include "shm.h"
+#include "shm_region.h"
 
 #ifdef FPREP_HAVE_CUDA
 #include "gpu/backend_cuda.h"

@@ -33,7 +33,7 @@ int fprep__regions_reserve(fprep__regions *t, uint32_t pipe, uint64_t size,
 {
 	unsigned n = 0;
 
-	for (fprep__region *r = t->head; r != NULL; r = r->next)
+	for (fprep__shm_region *r = t->head; r != NULL; r = r->next)
 		n += r->owner == pipe;
 	if (n >= t->max_per_pipe) {
 		snprintf(msg, msg_size,
@@ -62,16 +62,16 @@ void fprep__regions_unreserve(fprep__regions *t, uint64_t size)
  * has id. */
 static int regions_id_used(const fprep__regions *t, uint32_t id)
 {
-	for (const fprep__region *r = t->head; r != NULL; r = r->next)
+	for (const fprep__shm_region *r = t->head; r != NULL; r = r->next)
 		if (r->id == id)
 			return 1;
-	for (const fprep__region *r = t->closing; r != NULL; r = r->next)
+	for (const fprep__shm_region *r = t->closing; r != NULL; r = r->next)
 		if (r->id == id)
 			return 1;
 	return 0;
 }
 
-void fprep__regions_add(fprep__regions *t, fprep__region *r, uint32_t pipe)
+void fprep__regions_add(fprep__regions *t, fprep__shm_region *r, uint32_t pipe)
 {
 	/* After the counter wraps, skip the ids of regions still alive. */
 	do {
@@ -84,10 +84,10 @@ void fprep__regions_add(fprep__regions *t, fprep__region *r, uint32_t pipe)
 	t->head = r;
 }
 
-fprep__region *fprep__regions_find(fprep__regions *t, uint32_t id,
+fprep__shm_region *fprep__regions_find(fprep__regions *t, uint32_t id,
                                    uint32_t pipe)
 {
-	for (fprep__region *r = t->head; r != NULL; r = r->next)
+	for (fprep__shm_region *r = t->head; r != NULL; r = r->next)
 		if (r->id == id)
 			return r->owner == pipe && !r->broken ? r : NULL;
 	return NULL;
@@ -96,7 +96,7 @@ fprep__region *fprep__regions_find(fprep__regions *t, uint32_t id,
 /* regions_release unpins, unmaps and frees r: the backend does it (the
  * GPU's unpinning, off the loop thread), or, without one, munmap here. */
 static void regions_release(fprep__regions *t, fprep__backend *backend,
-                            fprep__region *r)
+                            fprep__shm_region *r)
 {
 	fprep__log(FPREP_LOG_INFO,
 	           "region %" PRIu32 " (%s, %" PRIu64 " bytes) released", r->id,
@@ -105,12 +105,12 @@ static void regions_release(fprep__regions *t, fprep__backend *backend,
 	if (backend != NULL && backend->region_remove != NULL)
 		backend->region_remove(backend, r);
 	else
-		fprep__region_unmap(r);
+		fprep__shm_region_unmap(r);
 }
 
 /* regions_retire moves r (already out of the table) to the closing list,
  * or releases it at once when no request uses it. */
-static void regions_retire(fprep__regions *t, fprep__region *r)
+static void regions_retire(fprep__regions *t, fprep__shm_region *r)
 {
 	r->closing = 1;
 	if (r->users == 0) {
@@ -123,8 +123,8 @@ static void regions_retire(fprep__regions *t, fprep__region *r)
 
 int fprep__regions_remove(fprep__regions *t, uint32_t id, uint32_t pipe)
 {
-	for (fprep__region **pp = &t->head; *pp != NULL; pp = &(*pp)->next) {
-		fprep__region *r = *pp;
+	for (fprep__shm_region **pp = &t->head; *pp != NULL; pp = &(*pp)->next) {
+		fprep__shm_region *r = *pp;
 		if (r->id != id || r->owner != pipe)
 			continue;
 		*pp = r->next;
@@ -138,8 +138,8 @@ unsigned fprep__regions_remove_pipe(fprep__regions *t, uint32_t pipe)
 {
 	unsigned n = 0;
 
-	for (fprep__region **pp = &t->head; *pp != NULL;) {
-		fprep__region *r = *pp;
+	for (fprep__shm_region **pp = &t->head; *pp != NULL;) {
+		fprep__shm_region *r = *pp;
 		if (r->owner != pipe) {
 			pp = &r->next;
 			continue;
@@ -151,16 +151,16 @@ unsigned fprep__regions_remove_pipe(fprep__regions *t, uint32_t pipe)
 	return n;
 }
 
-void fprep__regions_use(fprep__region *r)
+void fprep__regions_use(fprep__shm_region *r)
 {
 	r->users++;
 }
 
-void fprep__regions_unuse(fprep__regions *t, fprep__region *r)
+void fprep__regions_unuse(fprep__regions *t, fprep__shm_region *r)
 {
 	if (--r->users > 0 || !r->closing)
 		return;
-	for (fprep__region **pp = &t->closing; *pp != NULL; pp = &(*pp)->next) {
+	for (fprep__shm_region **pp = &t->closing; *pp != NULL; pp = &(*pp)->next) {
 		if (*pp == r) {
 			*pp = r->next;
 			break;
@@ -173,7 +173,7 @@ unsigned fprep__regions_count(const fprep__regions *t, uint64_t *bytes)
 {
 	unsigned n = 0;
 
-	for (const fprep__region *r = t->head; r != NULL; r = r->next)
+	for (const fprep__shm_region *r = t->head; r != NULL; r = r->next)
 		n++;
 	*bytes = t->bytes;
 	return n;
@@ -181,7 +181,7 @@ unsigned fprep__regions_count(const fprep__regions *t, uint64_t *bytes)
 
 void fprep__regions_fini(fprep__regions *t, fprep__backend *backend)
 {
-	fprep__region *r;
+	fprep__shm_region *r;
 
 	while ((r = t->head) != NULL) {
 		t->head = r->next;

@@ -1,6 +1,6 @@
 /*
  * regions.h: the daemon's table of client shared-memory regions (see
- * src/shm.h for one region). The loop thread owns the table.
+ * src/backend/shm_region.h for one region). The loop thread owns the table.
  *
  * A region is registered by one connection (nng pipe) and only that
  * connection's requests may name it. It leaves the table on UNREGISTER,
@@ -13,12 +13,12 @@
 #include <stdint.h>
 
 #include "backend.h"
-#include "shm.h"
+#include "shm_region.h"
 
 /* fprep__regions: the table and its limits. Embedded; init/fini. */
 typedef struct fprep__regions {
-	fprep__region *head;     /* registered, usable regions */
-	fprep__region *closing;  /* out of the table, still in use */
+	fprep__shm_region *head;     /* registered, usable regions */
+	fprep__shm_region *closing;  /* out of the table, still in use */
 	fprep__backend *backend; /* for region_remove */
 	uint32_t next_id;
 	unsigned max_per_pipe;
@@ -41,11 +41,11 @@ int fprep__regions_reserve(fprep__regions *t, uint32_t pipe, uint64_t size,
 void fprep__regions_unreserve(fprep__regions *t, uint64_t size);
 
 /* fprep__regions_add enters a mapped region for pipe and gives it its id. */
-void fprep__regions_add(fprep__regions *t, fprep__region *r, uint32_t pipe);
+void fprep__regions_add(fprep__regions *t, fprep__shm_region *r, uint32_t pipe);
 
 /* fprep__regions_find returns pipe's region id, or NULL (another pipe's
  * region, an unknown id, or a region closing or broken). */
-fprep__region *fprep__regions_find(fprep__regions *t, uint32_t id,
+fprep__shm_region *fprep__regions_find(fprep__regions *t, uint32_t id,
                                    uint32_t pipe);
 
 /* fprep__regions_remove takes region id of pipe out of the table (release
@@ -58,8 +58,8 @@ unsigned fprep__regions_remove_pipe(fprep__regions *t, uint32_t pipe);
 
 /* fprep__regions_use and _unuse count the requests in flight on r; the
  * last _unuse of a removed region releases it. */
-void fprep__regions_use(fprep__region *r);
-void fprep__regions_unuse(fprep__regions *t, fprep__region *r);
+void fprep__regions_use(fprep__shm_region *r);
+void fprep__regions_unuse(fprep__regions *t, fprep__shm_region *r);
 
 /* fprep__regions_count returns the regions in the table and the mapped
  * bytes. */

@@ -63,6 +63,7 @@
 #include <systemd/sd-daemon.h>
 #endif
 
+#include "clock.h"
 #include "evq.h"
 #include "ingress.h"
 #include "log.h"
@@ -131,7 +132,7 @@ struct server_slot {
 	fprep_request reg_req;
 	uint32_t reg_pipe; /* nng pipe id of the requester */
 	uint64_t reg_uid;  /* its peer UID */
-	fprep__region *reg_region;
+	fprep__shm_region *reg_region;
 	int reg_rv;
 	char reg_why[FPREP_MESSAGE_SIZE];
 };
@@ -394,12 +395,13 @@ static void slot_answer(struct server_slot *s, nng_msg *rep, const char *what)
  * "in" or "out"): one of this connection's, with [offset, offset + len)
  * inside it. Returns it, or NULL after answering the request with the
  * error. */
-static fprep__region *slot_region(struct server_slot *s, nng_msg *msg,
-                                  uint32_t id, uint32_t pipe, uint64_t offset,
-                                  uint64_t len, const char *field)
+static fprep__shm_region *slot_region(struct server_slot *s, nng_msg *msg,
+                                      uint32_t id, uint32_t pipe,
+                                      uint64_t offset, uint64_t len,
+                                      const char *field)
 {
 	char why[FPREP_MESSAGE_SIZE], span[32];
-	fprep__region *r;
+	fprep__shm_region *r;
 	int rv;
 
 	r = fprep__regions_find(&s->srv->regions, id, pipe);
@@ -412,7 +414,7 @@ static fprep__region *slot_region(struct server_slot *s, nng_msg *msg,
 		return NULL;
 	}
 	snprintf(span, sizeof(span), "%s_offset + length", field);
-	rv = fprep__region_span(r, offset, len, span, why, sizeof(why));
+	rv = fprep__shm_region_span(r, offset, len, span, why, sizeof(why));
 	if (rv != 0) {
 		slot_fail(s, msg, rv, why);
 		return NULL;
@@ -439,10 +441,10 @@ static void slot_register_work(uv_work_t *work)
 	const fprep__config *cfg = s->srv->cfg;
 	fprep__backend *b = s->srv->backend;
 
-	s->reg_rv = fprep__region_map(&s->reg_region, s->reg_req.region_name,
-	                              s->reg_req.region_size, s->reg_uid,
-	                              cfg->max_region_bytes, s->reg_why,
-	                              sizeof(s->reg_why));
+	s->reg_rv = fprep__shm_region_map(
+	        &s->reg_region, s->reg_req.region_name, s->reg_req.region_size,
+	        s->reg_uid, cfg->max_region_bytes, s->reg_why,
+	        sizeof(s->reg_why));
 	if (s->reg_rv != 0 || b->region_add == NULL)
 		return;
 	s->reg_rv = b->region_add(b, s->reg_region);
@@ -450,7 +452,7 @@ static void slot_register_work(uv_work_t *work)
 		snprintf(s->reg_why, sizeof(s->reg_why),
 		         "region %s could not be pinned for the GPU (%s)",
 		         s->reg_req.region_name, fprep_err_name(s->reg_rv));
-		fprep__region_unmap(s->reg_region);
+		fprep__shm_region_unmap(s->reg_region);
 		s->reg_region = NULL;
 	}
 }
@@ -460,7 +462,7 @@ static void slot_register_done(uv_work_t *work, int status)
 {
 	struct server_slot *s = work->data;
 	struct server *srv = s->srv;
-	fprep__region *r = s->reg_region;
+	fprep__shm_region *r = s->reg_region;
 	nng_msg *msg = s->reg_msg, *rep;
 	uint64_t uid;
 	char why[FPREP_MESSAGE_SIZE];
@@ -512,9 +514,9 @@ static void slot_register(struct server_slot *s, nng_msg *msg,
 		          "(the peer's uid is unknown on this one)");
 		return;
 	}
-	if ((rv = fprep__region_name_check(req->region_name,
-	                                   strlen(req->region_name), why,
-	                                   sizeof(why)))) {
+	if ((rv = fprep__shm_region_name_check(req->region_name,
+	                                       strlen(req->region_name), why,
+	                                       sizeof(why)))) {
 		slot_fail(s, msg, rv, why);
 		return;
 	}
@@ -643,7 +645,7 @@ static void slot_submit(struct server_slot *s, nng_msg *msg,
 	nng_msg *rep = NULL;
 	int rv;
 
-	fprep__region *in = NULL, *out = NULL;
+	fprep__shm_region *in = NULL, *out = NULL;
 	uint32_t pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
 
 	rv = fprep_tensor_shape(req, shape, &bytes);
@@ -831,7 +833,7 @@ static void slot_completed(struct server_slot *s)
 	    ((job->shm_in != NULL && job->shm_in->broken) ||
 	     (job->shm_out != NULL && job->shm_out->broken))) {
 		/* The SIGBUS guard caught an access to a region the client
-		 * shrank (shm.h): what was read or written is not the
+		 * shrank (shm_region.h): what was read or written is not the
 		 * client's. */
 		job->status = FPREP_EREGION;
 		snprintf(job->message, sizeof(job->message),

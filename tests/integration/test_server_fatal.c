@@ -21,6 +21,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "clock.h"
 #include "config.h"
 #include "frameprep/frameprep.h"
 #include "server.h"

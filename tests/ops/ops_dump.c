@@ -22,7 +22,7 @@
 #include <stb_image.h>
 
 #include "frameprep/frameprep.h"
-#include "tools/npy.h"
+#include "npy.h"
 
 struct dump_args {
 	fprep_request req;

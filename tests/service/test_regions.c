@@ -30,14 +30,14 @@ struct fake_backend {
 
 static char regions_shm_name[64];
 
-static void fake_region_remove(fprep__backend *b, fprep__region *r)
+static void fake_region_remove(fprep__backend *b, fprep__shm_region *r)
 {
 	struct fake_backend *fb = (struct fake_backend *)b;
 
 	assert_int_equal(r->users, 0);
 	fb->removed++;
 	fb->last_id = r->id;
-	fprep__region_unmap(r);
+	fprep__shm_region_unmap(r);
 }
 
 static int regions_setup(void **state)
@@ -67,12 +67,12 @@ static int regions_teardown(void **state)
 }
 
 /* region_map maps the test's object, size bytes of it. */
-static fprep__region *region_map(uint64_t size)
+static fprep__shm_region *region_map(uint64_t size)
 {
 	char msg[FPREP_MESSAGE_SIZE];
-	fprep__region *r = NULL;
+	fprep__shm_region *r = NULL;
 
-	assert_int_equal(fprep__region_map(&r, regions_shm_name, size,
+	assert_int_equal(fprep__shm_region_map(&r, regions_shm_name, size,
 	                                   (uint64_t)getuid(), REGION_SIZE, msg,
 	                                   sizeof(msg)),
 	                 0);
@@ -81,11 +81,11 @@ static fprep__region *region_map(uint64_t size)
 
 /* region_register does what the server does for a REGISTER: reserve, map,
  * add. Returns the region. */
-static fprep__region *region_register(fprep__regions *t, uint32_t pipe,
+static fprep__shm_region *region_register(fprep__regions *t, uint32_t pipe,
                                       uint64_t size)
 {
 	char msg[FPREP_MESSAGE_SIZE];
-	fprep__region *r;
+	fprep__shm_region *r;
 
 	assert_int_equal(
 	        fprep__regions_reserve(t, pipe, size, msg, sizeof(msg)), 0);
@@ -163,7 +163,7 @@ static void limit_zero(void **state)
 static void add_find(void **state)
 {
 	struct fake_backend *fb = *state;
-	fprep__region *r[6];
+	fprep__shm_region *r[6];
 	fprep__regions t;
 
 	fprep__regions_init(&t, &fb->b, 16, 1 << 20);
@@ -198,7 +198,7 @@ static void add_find(void **state)
 static void ids_wrap(void **state)
 {
 	struct fake_backend *fb = *state;
-	fprep__region *r[8];
+	fprep__shm_region *r[8];
 	fprep__regions t;
 
 	fprep__regions_init(&t, &fb->b, 16, 1 << 20);
@@ -221,7 +221,7 @@ static void ids_wrap(void **state)
 static void remove_one(void **state)
 {
 	struct fake_backend *fb = *state;
-	fprep__region *a, *b;
+	fprep__shm_region *a, *b;
 	fprep__regions t;
 	uint32_t id;
 	uint64_t bytes;
@@ -251,7 +251,7 @@ static void remove_one(void **state)
 static void remove_pipe(void **state)
 {
 	struct fake_backend *fb = *state;
-	fprep__region *keep;
+	fprep__shm_region *keep;
 	fprep__regions t;
 	uint64_t bytes;
 
@@ -277,7 +277,7 @@ static void remove_pipe(void **state)
 static void use_unuse(void **state)
 {
 	struct fake_backend *fb = *state;
-	fprep__region *r[3];
+	fprep__shm_region *r[3];
 	fprep__regions t;
 	uint32_t id[3];
 	uint64_t bytes;
@@ -333,7 +333,7 @@ static void use_unuse(void **state)
 static void fini_releases_all(void **state)
 {
 	struct fake_backend *fb = *state;
-	fprep__region *busy;
+	fprep__shm_region *busy;
 	fprep__regions t;
 
 	fprep__regions_init(&t, &fb->b, 16, 1 << 20);

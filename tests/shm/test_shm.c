@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "frameprep/frameprep.h"
-#include "shm.h"
+#include "shm_region.h"
 
 static char test_name[64];
 
@@ -41,7 +41,7 @@ static void test_name_check(void **state)
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		assert_int_equal(fprep__region_name_check(bad[i],
+		assert_int_equal(fprep__shm_region_name_check(bad[i],
 		                                          strlen(bad[i]), msg,
 		                                          sizeof(msg)),
 		                 FPREP_EINVAL);
@@ -49,11 +49,11 @@ static void test_name_check(void **state)
 	memset(longname, 'a', sizeof(longname));
 	longname[0] = '/';
 	assert_int_equal(
-	        fprep__region_name_check(longname, 64, msg, sizeof(msg)),
+	        fprep__shm_region_name_check(longname, 64, msg, sizeof(msg)),
 	        FPREP_EINVAL);
 	assert_int_equal(
-	        fprep__region_name_check(longname, 63, msg, sizeof(msg)), 0);
-	assert_int_equal(fprep__region_name_check("/frameprep-12-0", 15, msg,
+	        fprep__shm_region_name_check(longname, 63, msg, sizeof(msg)), 0);
+	assert_int_equal(fprep__shm_region_name_check("/frameprep-12-0", 15, msg,
 	                                          sizeof(msg)),
 	                 0);
 }
@@ -61,30 +61,30 @@ static void test_name_check(void **state)
 static void test_map_checks(void **state)
 {
 	char msg[FPREP_MESSAGE_SIZE];
-	fprep__region *r;
+	fprep__shm_region *r;
 	uint64_t uid = (uint64_t)getuid();
 	int fd = make_object(1 << 20);
 	(void)state;
 
 	/* Foreign owner: the peer claims another uid than the file's. */
-	assert_int_equal(fprep__region_map(&r, test_name, 4096, uid + 1,
+	assert_int_equal(fprep__shm_region_map(&r, test_name, 4096, uid + 1,
 	                                   1 << 30, msg, sizeof(msg)),
 	                 FPREP_EPERM);
 	assert_non_null(strstr(msg, "owned by uid"));
 	assert_null(r);
 	/* Larger than the object. */
-	assert_int_equal(fprep__region_map(&r, test_name, 2 << 20, uid, 1 << 30,
+	assert_int_equal(fprep__shm_region_map(&r, test_name, 2 << 20, uid, 1 << 30,
 	                                   msg, sizeof(msg)),
 	                 FPREP_EINVAL);
 	/* Over the limit, and zero. */
-	assert_int_equal(fprep__region_map(&r, test_name, 1 << 20, uid, 1 << 19,
+	assert_int_equal(fprep__shm_region_map(&r, test_name, 1 << 20, uid, 1 << 19,
 	                                   msg, sizeof(msg)),
 	                 FPREP_ELIMIT);
-	assert_int_equal(fprep__region_map(&r, test_name, 0, uid, 1 << 30, msg,
+	assert_int_equal(fprep__shm_region_map(&r, test_name, 0, uid, 1 << 30, msg,
 	                                   sizeof(msg)),
 	                 FPREP_ELIMIT);
 	/* Missing object. */
-	assert_int_equal(fprep__region_map(&r, "/fprep-test-absent", 4096, uid,
+	assert_int_equal(fprep__shm_region_map(&r, "/fprep-test-absent", 4096, uid,
 	                                   1 << 30, msg, sizeof(msg)),
 	                 FPREP_EREGION);
 	/* A symbolic link is refused (O_NOFOLLOW). */
@@ -94,14 +94,14 @@ static void test_map_checks(void **state)
 	snprintf(target, sizeof(target), "/dev/shm%s", test_name);
 	unlink(link);
 	if (symlink(target, link) == 0) {
-		assert_int_not_equal(fprep__region_map(&r, link + 8, 4096, uid,
+		assert_int_not_equal(fprep__shm_region_map(&r, link + 8, 4096, uid,
 		                                       1 << 30, msg,
 		                                       sizeof(msg)),
 		                     0);
 		unlink(link);
 	}
 	/* A good one, shared with the creator. */
-	assert_int_equal(fprep__region_map(&r, test_name, 1 << 20, uid, 1 << 30,
+	assert_int_equal(fprep__shm_region_map(&r, test_name, 1 << 20, uid, 1 << 30,
 	                                   msg, sizeof(msg)),
 	                 0);
 	uint8_t *mine =
@@ -110,7 +110,7 @@ static void test_map_checks(void **state)
 	mine[12345] = 0xa5;
 	assert_int_equal(r->base[12345], 0xa5);
 	munmap(mine, 1 << 20);
-	fprep__region_unmap(r);
+	fprep__shm_region_unmap(r);
 	close(fd);
 	shm_unlink(test_name);
 }
@@ -118,18 +118,18 @@ static void test_map_checks(void **state)
 static void test_span(void **state)
 {
 	char msg[FPREP_MESSAGE_SIZE];
-	fprep__region r = {.id = 7, .size = 1000};
+	fprep__shm_region r = {.id = 7, .size = 1000};
 	(void)state;
 	assert_int_equal(
-	        fprep__region_span(&r, 0, 1000, "in", msg, sizeof(msg)), 0);
+	        fprep__shm_region_span(&r, 0, 1000, "in", msg, sizeof(msg)), 0);
 	assert_int_equal(
-	        fprep__region_span(&r, 1, 1000, "in", msg, sizeof(msg)),
+	        fprep__shm_region_span(&r, 1, 1000, "in", msg, sizeof(msg)),
 	        FPREP_EINVAL);
 	assert_int_equal(
-	        fprep__region_span(&r, UINT64_MAX, 2, "out", msg, sizeof(msg)),
+	        fprep__shm_region_span(&r, UINT64_MAX, 2, "out", msg, sizeof(msg)),
 	        FPREP_EINVAL);
 	assert_non_null(strstr(msg, "out"));
-	assert_int_equal(fprep__region_span(&r, 2, UINT64_MAX - 1, "in", msg,
+	assert_int_equal(fprep__shm_region_span(&r, 2, UINT64_MAX - 1, "in", msg,
 	                                    sizeof(msg)),
 	                 FPREP_EINVAL);
 }
@@ -137,14 +137,14 @@ static void test_span(void **state)
 static void test_sigbus_guard(void **state)
 {
 	char msg[FPREP_MESSAGE_SIZE];
-	fprep__region *r;
+	fprep__shm_region *r;
 	volatile unsigned sum = 0;
 	size_t size = 1 << 20;
 	int fd = make_object(size);
 	(void)state;
 
 	assert_int_equal(fprep__shm_guard_install(), 0);
-	assert_int_equal(fprep__region_map(&r, test_name, size, getuid(),
+	assert_int_equal(fprep__shm_region_map(&r, test_name, size, getuid(),
 	                                   1 << 30, msg, sizeof(msg)),
 	                 0);
 	/* Untouched accesses leave the region whole. */
@@ -156,7 +156,7 @@ static void test_sigbus_guard(void **state)
 		sum += r->base[i];
 	r->base[size - 1] = 1; /* writes too */
 	assert_true(r->broken);
-	fprep__region_unmap(r);
+	fprep__shm_region_unmap(r);
 	close(fd);
 	shm_unlink(test_name);
 	(void)sum;

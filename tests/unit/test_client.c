@@ -1,5 +1,5 @@
 /*
- * test_client.c: the blocking client (src/client.c) against a fake daemon.
+ * test_client.c: the blocking client (src/lib/client.c) against a fake daemon.
  *
  * The fake is an nng REP socket on a private ipc:// path served by one
  * thread. Per test it answers each request in a chosen way: a correct

@@ -1,6 +1,6 @@
 /*
  * test_client_async.c: the asynchronous client API (fprep_client_submit,
- * fprep_pending_done, fprep_pending_wait in src/client.c) against a fake
+ * fprep_pending_done, fprep_pending_wait in src/lib/client.c) against a fake
  * daemon.
  *
  * The fake is a raw REP socket on a private ipc:// path, served by one

@@ -1,6 +1,6 @@
 """Shared-memory rings: frames and tensors that never cross the socket.
 
-The design is simple, and the C library's (``src/region.c``): create a
+The design is simple, and the C library's (``src/lib/client_region.c``): create a
 POSIX shared-memory object (``/dev/shm/NAME``, mode 0600, a unique name),
 size it, map it, ask the daemon to REGISTER it (the daemon maps it by
 name), then unlink the name at once: the memory is shared by exactly the two

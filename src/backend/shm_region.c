@@ -1,6 +1,6 @@
 /*
- * shm.c: mapping, validation and fault protection of client shared-memory
- * regions (see shm.h).
+ * shm_region.c: mapping, validation and fault protection of client
+ * shared-memory regions (see shm_region.h).
  *
  * The SIGBUS guard keeps every mapped region in a fixed table that the
  * handler can read without locks. When a fault's address falls inside a
@@ -11,7 +11,7 @@
  * broken, and the faulting instruction is retried. Any other SIGBUS is
  * re-raised with the default action.
  */
-#include "shm.h"
+#include "shm_region.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,12 +25,12 @@
 
 #include "frameprep/frameprep.h"
 
-static fprep__region *shm_guard_table[FPREP__REGIONS_MAX];
+static fprep__shm_region *shm_guard_table[FPREP__REGIONS_MAX];
 static struct sigaction shm_guard_old;
 static int shm_guard_installed;
 
-int fprep__region_name_check(const char *name, size_t len, char *msg,
-                             size_t msg_size)
+int fprep__shm_region_name_check(const char *name, size_t len, char *msg,
+                                 size_t msg_size)
 {
 	if (len < 2 || len > FPREP_REGION_NAME_MAX || name[0] != '/') {
 		snprintf(msg, msg_size,
@@ -60,10 +60,10 @@ int fprep__region_name_check(const char *name, size_t len, char *msg,
 }
 
 /* shm_guard_add enters r in the guard's table; -1 when it is full. */
-static int shm_guard_add(fprep__region *r)
+static int shm_guard_add(fprep__shm_region *r)
 {
 	for (int i = 0; i < FPREP__REGIONS_MAX; i++) {
-		fprep__region *none = NULL;
+		fprep__shm_region *none = NULL;
 		if (__atomic_compare_exchange_n(&shm_guard_table[i], &none, r,
 		                                0, __ATOMIC_SEQ_CST,
 		                                __ATOMIC_SEQ_CST))
@@ -72,10 +72,10 @@ static int shm_guard_add(fprep__region *r)
 	return -1;
 }
 
-static void shm_guard_remove(fprep__region *r)
+static void shm_guard_remove(fprep__shm_region *r)
 {
 	for (int i = 0; i < FPREP__REGIONS_MAX; i++) {
-		fprep__region *self = r;
+		fprep__shm_region *self = r;
 		if (__atomic_compare_exchange_n(&shm_guard_table[i], &self,
 		                                NULL, 0, __ATOMIC_SEQ_CST,
 		                                __ATOMIC_SEQ_CST))
@@ -83,17 +83,17 @@ static void shm_guard_remove(fprep__region *r)
 	}
 }
 
-int fprep__region_map(fprep__region **rp, const char *name, uint64_t size,
-                      uint64_t peer_uid, uint64_t max_size, char *msg,
-                      size_t msg_size)
+int fprep__shm_region_map(fprep__shm_region **rp, const char *name,
+                          uint64_t size, uint64_t peer_uid, uint64_t max_size,
+                          char *msg, size_t msg_size)
 {
-	fprep__region *r;
+	fprep__shm_region *r;
 	struct stat st;
 	void *base;
 	int fd, err;
 
 	*rp = NULL;
-	err = fprep__region_name_check(name, strlen(name), msg, msg_size);
+	err = fprep__shm_region_name_check(name, strlen(name), msg, msg_size);
 	if (err)
 		return err;
 	if (size == 0 || size > max_size || size > SIZE_MAX) {
@@ -172,7 +172,7 @@ err_fd:
 	return err;
 }
 
-void fprep__region_unmap(fprep__region *r)
+void fprep__shm_region_unmap(fprep__shm_region *r)
 {
 	if (r == NULL)
 		return;
@@ -181,8 +181,9 @@ void fprep__region_unmap(fprep__region *r)
 	free(r);
 }
 
-int fprep__region_span(const fprep__region *r, uint64_t offset, uint64_t len,
-                       const char *field, char *msg, size_t msg_size)
+int fprep__shm_region_span(const fprep__shm_region *r, uint64_t offset,
+                           uint64_t len, const char *field, char *msg,
+                           size_t msg_size)
 {
 	uint64_t end;
 
@@ -203,7 +204,7 @@ static void shm_guard_handler(int sig, siginfo_t *si, void *uctx)
 	uint8_t *addr = si->si_addr;
 
 	for (int i = 0; i < FPREP__REGIONS_MAX; i++) {
-		fprep__region *r =
+		fprep__shm_region *r =
 		        __atomic_load_n(&shm_guard_table[i], __ATOMIC_SEQ_CST);
 		if (r == NULL || addr < r->base || addr >= r->base + r->size)
 			continue;

@@ -1,9 +1,9 @@
 /*
- * client.h: what other modules of libframeprep need from a client beyond
- * the public API (internal).
+ * client_internal.h: what other modules of libframeprep need from a client
+ * beyond the public API (internal).
  */
-#ifndef FPREP_CLIENT_H
-#define FPREP_CLIENT_H
+#ifndef FPREP_CLIENT_INTERNAL_H
+#define FPREP_CLIENT_INTERNAL_H
 
 #include <stdint.h>
 
@@ -15,4 +15,4 @@
  * connection has been made (tcp:// has no peer credentials). Any thread. */
 int fprep__client_peer_uid(fprep_client *c, uint64_t *uid);
 
-#endif /* FPREP_CLIENT_H */
+#endif /* FPREP_CLIENT_INTERNAL_H */

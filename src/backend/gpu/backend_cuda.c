@@ -47,7 +47,7 @@
 #include "gpu/host_copy.h"
 #include "gpu/kernel_cache.h"
 #include "log.h"
-#include "shm.h"
+#include "shm_region.h"
 
 /* The kernels' argument block and enum values: one definition, shared
  * with kernels/letterbox.cu. */
@@ -107,9 +107,9 @@ typedef struct cuda_slot {
 	cudaEvent_t ev_kern; /* ordering: D2H after kernel */
 	cudaEvent_t ev_done; /* blocking sync: the completion thread waits */
 	cudaEvent_t t[CUDA_NT];
-	fprep__job *job; /* non-NULL while the slot is in use */
-	int out_direct;  /* D2H went straight into job->output (pinned) */
-	struct cuda_slot *next;
+	fprep__job *job;   /* non-NULL while the slot is in use */
+	int out_direct;    /* D2H went straight into job->output (pinned) */
+	fprep__qnode link; /* in flying */
 } cuda_slot;
 
 typedef struct cuda_backend {
@@ -133,9 +133,9 @@ typedef struct cuda_backend {
 	pthread_mutex_t mu;
 	pthread_cond_t cv_lane; /* pending job, free slot, or stop */
 	pthread_cond_t cv_done; /* in-flight slot, or lane exited */
-	fprep__job *pend_head, *pend_tail;
-	cuda_slot *fly_head, *fly_tail;
-	struct fprep__region *unpin; /* regions to unpin and unmap */
+	fprep__queue pending;   /* jobs submitted, not yet on a slot */
+	fprep__queue flying;    /* slots enqueued, in completion order */
+	struct fprep__shm_region *unpin; /* regions to unpin and unmap */
 	int stopping;
 	uint64_t deadline_ns;
 	int lane_exited;
@@ -430,14 +430,14 @@ static void cuda_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ns)
 
 /* cuda_unpin unpins (cudaHostUnregister: milliseconds for a large region)
  * and unmaps the regions of list, on a thread whose device is set. */
-static void cuda_unpin(struct fprep__region *list)
+static void cuda_unpin(struct fprep__shm_region *list)
 {
 	while (list != NULL) {
-		struct fprep__region *r = list;
+		struct fprep__shm_region *r = list;
 		list = r->next;
 		if (r->gpu_priv != NULL)
 			(void)FPREP__CUDA(NULL, cudaHostUnregister(r->base));
-		fprep__region_unmap(r);
+		fprep__shm_region_unmap(r);
 	}
 }
 
@@ -449,17 +449,20 @@ static void *cuda_lane_main(void *arg)
 
 	pthread_mutex_lock(&cb->mu);
 	for (;;) {
-		fprep__job *job = cb->pend_head;
+		fprep__job *job = NULL;
 		cuda_slot *s = NULL;
 
 		if (cb->unpin != NULL) {
-			struct fprep__region *list = cb->unpin;
+			struct fprep__shm_region *list = cb->unpin;
 			cb->unpin = NULL;
 			pthread_mutex_unlock(&cb->mu);
 			cuda_unpin(list);
 			pthread_mutex_lock(&cb->mu);
 			continue;
 		}
+		if (!fprep__queue_empty(&cb->pending))
+			job = fprep__container_of(cb->pending.head, fprep__job,
+			                          link);
 		if (job == NULL) {
 			if (cb->stopping)
 				break;
@@ -477,10 +480,7 @@ static void *cuda_lane_main(void *arg)
 				pthread_cond_wait(&cb->cv_lane, &cb->mu);
 			continue;
 		}
-		cb->pend_head = job->next;
-		if (cb->pend_head == NULL)
-			cb->pend_tail = NULL;
-		job->next = NULL;
+		fprep__queue_pop(&cb->pending);
 		if (s != NULL)
 			s->job = job;
 		int fatal = cb->fatal;
@@ -508,12 +508,7 @@ static void *cuda_lane_main(void *arg)
 			cuda_deliver(cb, s, job);
 		} else {
 			pthread_mutex_lock(&cb->mu);
-			s->next = NULL;
-			if (cb->fly_tail != NULL)
-				cb->fly_tail->next = s;
-			else
-				cb->fly_head = s;
-			cb->fly_tail = s;
+			fprep__queue_push(&cb->flying, &s->link);
 			pthread_cond_signal(&cb->cv_done);
 			pthread_mutex_unlock(&cb->mu);
 		}
@@ -593,16 +588,14 @@ static void *cuda_completion_main(void *arg)
 	(void)FPREP__CUDA(NULL, cudaSetDevice(cb->device));
 	pthread_mutex_lock(&cb->mu);
 	for (;;) {
-		cuda_slot *s = cb->fly_head;
-		if (s == NULL) {
+		fprep__qnode *n = fprep__queue_pop(&cb->flying);
+		if (n == NULL) {
 			if (cb->lane_exited)
 				break;
 			pthread_cond_wait(&cb->cv_done, &cb->mu);
 			continue;
 		}
-		cb->fly_head = s->next;
-		if (cb->fly_head == NULL)
-			cb->fly_tail = NULL;
+		cuda_slot *s = fprep__container_of(n, cuda_slot, link);
 		pthread_mutex_unlock(&cb->mu);
 		cuda_finish(cb, s);
 		pthread_mutex_lock(&cb->mu);
@@ -618,17 +611,12 @@ static int cuda_submit(fprep__backend *b, fprep__job *job)
 	if (job->req.kind != FPREP_KIND_FRAME &&
 	    job->req.kind != FPREP_KIND_ECHO)
 		return FPREP_EINVAL;
-	job->next = NULL;
 	pthread_mutex_lock(&cb->mu);
 	if (cb->stopping) {
 		pthread_mutex_unlock(&cb->mu);
 		return FPREP_ESHUTDOWN;
 	}
-	if (cb->pend_tail != NULL)
-		cb->pend_tail->next = job;
-	else
-		cb->pend_head = job;
-	cb->pend_tail = job;
+	fprep__queue_push(&cb->pending, &job->link);
 	pthread_cond_signal(&cb->cv_lane);
 	pthread_mutex_unlock(&cb->mu);
 	return 0;
@@ -638,7 +626,7 @@ static int cuda_submit(fprep__backend *b, fprep__job *job)
  * device (cudaHostRegister), so H2D reads the client's frames and D2H
  * writes its tensors directly. Called off the loop thread (the daemon's
  * registration work), with the device set on that thread first. */
-static int cuda_region_add(fprep__backend *b, struct fprep__region *r)
+static int cuda_region_add(fprep__backend *b, struct fprep__shm_region *r)
 {
 	cuda_backend *cb = (cuda_backend *)b;
 	fprep__gpu_status st = {0};
@@ -654,7 +642,7 @@ static int cuda_region_add(fprep__backend *b, struct fprep__region *r)
 /* cuda_region_remove hands r, which no job uses any more, to the lane
  * thread, which unpins and unmaps it: the caller (the loop thread) does not
  * wait for the unpinning. */
-static void cuda_region_remove(fprep__backend *b, struct fprep__region *r)
+static void cuda_region_remove(fprep__backend *b, struct fprep__shm_region *r)
 {
 	cuda_backend *cb = (cuda_backend *)b;
 
@@ -897,6 +885,8 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	cb->base.region_remove = cuda_region_remove;
 	cb->device = cfg->device;
 	cb->nslots = cfg->slots < 2 ? 2 : cfg->slots;
+	fprep__queue_init(&cb->pending);
+	fprep__queue_init(&cb->flying);
 	pthread_mutex_init(&cb->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -1,5 +1,5 @@
 /*
- * shm.h: client shared-memory regions as the daemon sees them.
+ * shm_region.h: client shared-memory regions as the daemon sees them.
  *
  * A client creates a POSIX shared-memory object, writes frames into it and
  * asks the daemon to REGISTER it. The daemon maps it once (after checking
@@ -17,8 +17,8 @@
  * the flag afterwards and replies FPREP_EREGION instead; the daemon keeps
  * running.
  */
-#ifndef FPREP_SHM_H
-#define FPREP_SHM_H
+#ifndef FPREP_SHM_REGION_H
+#define FPREP_SHM_REGION_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -28,9 +28,9 @@
 /* Regions mapped at once in the whole daemon (the guard's table). */
 #define FPREP__REGIONS_MAX 4096
 
-typedef struct fprep__region fprep__region;
+typedef struct fprep__shm_region fprep__shm_region;
 
-struct fprep__region {
+struct fprep__shm_region {
 	uint32_t id;    /* daemon-assigned, unique, never 0 */
 	uint32_t owner; /* nng pipe id of the registering connection */
 	char name[FPREP_REGION_NAME_MAX + 1];
@@ -40,17 +40,17 @@ struct fprep__region {
 	unsigned users;      /* requests in flight that use it (loop thread) */
 	int closing;         /* unregistered: unmap when users drops to 0 */
 	void *gpu_priv;      /* GPU backend state (registration per lane) */
-	fprep__region *next; /* loop thread's list */
+	fprep__shm_region *next; /* loop thread's list */
 };
 
-/* fprep__region_name_check returns 0 when name (len bytes, not
+/* fprep__shm_region_name_check returns 0 when name (len bytes, not
  * NUL-terminated) is a valid POSIX shared-memory name for frameprep: a '/'
  * then 1..FPREP_REGION_NAME_MAX-1 characters from [A-Za-z0-9._-], not "."
  * or ".."; else FPREP_EINVAL with a sentence in msg. */
-int fprep__region_name_check(const char *name, size_t len, char *msg,
-                             size_t msg_size);
+int fprep__shm_region_name_check(const char *name, size_t len, char *msg,
+                                 size_t msg_size);
 
-/* fprep__region_map opens and maps the shared-memory object name for a peer
+/* fprep__shm_region_map opens and maps the shared-memory object name for a peer
  * with uid peer_uid: O_RDWR | O_NOFOLLOW, must be a regular file owned by
  * peer_uid, at least size bytes, size in [1, max_size]. On success stores a
  * new region (id and owner left 0), known to the SIGBUS guard, in *rp;
@@ -58,21 +58,22 @@ int fprep__region_name_check(const char *name, size_t len, char *msg,
  * FPREP_EINVAL, FPREP_ELIMIT, FPREP_EPERM, FPREP_EREGION (cannot open/map;
  * errno text in msg), FPREP_ENOMEM. Blocking system calls: call off the loop
  * thread or accept a short open+mmap. */
-int fprep__region_map(fprep__region **rp, const char *name, uint64_t size,
-                      uint64_t peer_uid, uint64_t max_size, char *msg,
-                      size_t msg_size);
+int fprep__shm_region_map(fprep__shm_region **rp, const char *name,
+                          uint64_t size, uint64_t peer_uid, uint64_t max_size,
+                          char *msg, size_t msg_size);
 
-/* fprep__region_unmap unmaps and frees r. NULL is ignored. */
-void fprep__region_unmap(fprep__region *r);
+/* fprep__shm_region_unmap unmaps and frees r. NULL is ignored. */
+void fprep__shm_region_unmap(fprep__shm_region *r);
 
-/* fprep__region_span checks that [offset, offset + len) lies inside r, with
+/* fprep__shm_region_span checks that [offset, offset + len) lies inside r, with
  * overflow-safe arithmetic. Returns 0 or FPREP_EINVAL with a sentence naming
  * field in msg. */
-int fprep__region_span(const fprep__region *r, uint64_t offset, uint64_t len,
-                       const char *field, char *msg, size_t msg_size);
+int fprep__shm_region_span(const fprep__shm_region *r, uint64_t offset,
+                           uint64_t len, const char *field, char *msg,
+                           size_t msg_size);
 
 /* fprep__shm_guard_install installs the process-wide SIGBUS handler once.
  * Returns 0 or FPREP_EINTERNAL. */
 int fprep__shm_guard_install(void);
 
-#endif /* FPREP_SHM_H */
+#endif /* FPREP_SHM_REGION_H */

@@ -18,8 +18,9 @@
 #include <stdint.h>
 
 #include "frameprep/frameprep.h"
+#include "queue.h"
 
-struct fprep__region;
+struct fprep__shm_region;
 
 typedef struct fprep__job fprep__job;
 typedef struct fprep__backend fprep__backend;
@@ -35,8 +36,9 @@ struct fprep__job {
 	uint8_t *output;      /* output_size bytes for the tensor */
 	uint64_t output_size; /* == tensor bytes from fprep_tensor_shape */
 	int input_pinned;     /* input lies in memory the backend registered */
-	struct fprep__region *shm_in;  /* region holding input, or NULL */
-	struct fprep__region *shm_out; /* region receiving output, or NULL */
+	struct fprep__shm_region *shm_in; /* region holding input, or NULL */
+	struct fprep__shm_region
+	        *shm_out; /* region receiving output, or NULL */
 	fprep__job_cb done;
 	void *data; /* the loop's request */
 
@@ -53,7 +55,7 @@ struct fprep__job {
 	uint32_t t_d2h_us;
 
 	/* Private to the backend. */
-	fprep__job *next;
+	fprep__qnode link; /* in the backend's queue */
 	void *priv;
 };
 
@@ -79,19 +81,17 @@ struct fprep__backend {
 	 * input and output (the GPU backend pins it with cudaHostRegister and
 	 * marks that in r->gpu_priv); called off the loop thread (it may take
 	 * milliseconds). region_remove takes r, which no job uses any more,
-	 * and undoes that, then unmaps and frees r with fprep__region_unmap,
-	 * possibly later on a backend thread: the caller (the loop thread)
-	 * neither waits nor touches r afterwards; close finishes what is
-	 * left. Both NULL when the backend needs nothing (CPU). */
-	int (*region_add)(fprep__backend *b, struct fprep__region *r);
-	void (*region_remove)(fprep__backend *b, struct fprep__region *r);
+	 * and undoes that, then unmaps and frees r with
+	 * fprep__shm_region_unmap, possibly later on a backend thread: the
+	 * caller (the loop thread) neither waits nor touches r afterwards;
+	 * close finishes what is left. Both NULL when the backend needs nothing
+	 * (CPU). */
+	int (*region_add)(fprep__backend *b, struct fprep__shm_region *r);
+	void (*region_remove)(fprep__backend *b, struct fprep__shm_region *r);
 };
 
 /* fprep__backend_cpu_open starts a CPU backend with nthreads worker threads
  * (0: one per online core). */
 int fprep__backend_cpu_open(fprep__backend **bp, unsigned nthreads);
-
-/* fprep__now_ns returns CLOCK_MONOTONIC in nanoseconds. */
-uint64_t fprep__now_ns(void);
 
 #endif /* FPREP_BACKEND_H */

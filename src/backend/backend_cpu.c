@@ -26,9 +26,10 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "clock.h"
 #include "log.h"
 #include "ops.h"
-#include "shm.h"
+#include "shm_region.h"
 
 #define CPU_MAX_THREADS 256
 #define CPU_BAND_ROWS   32 /* fewest tensor rows in a band */
@@ -50,7 +51,7 @@ struct cpu_backend {
 	pthread_cond_t work;      /* a job was queued, or stopping */
 	pthread_cond_t idle;      /* the queue drained and no job runs */
 	pthread_cond_t band_done; /* a band of the shared frame was written */
-	fprep__job *head, *tail;
+	fprep__queue jobs;        /* submitted, not yet taken */
 	struct cpu_share *shared; /* a frame with bands left to take, or NULL */
 	unsigned running;         /* jobs taken by workers, not yet done */
 	int closing;              /* submit refuses new jobs */
@@ -60,17 +61,10 @@ struct cpu_backend {
 	pthread_t *threads;
 };
 
-uint64_t fprep__now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* cpu_rows writes rows [y0, y1) of job's tensor on the calling thread. A
  * shared-memory region that the client shrinks meanwhile is caught by the
- * SIGBUS guard (shm.h), which marks it broken: the request then fails. */
+ * SIGBUS guard (shm_region.h), which marks it broken: the request then fails.
+ */
 static int cpu_rows(fprep__job *job, const fprep_transform *xf, uint32_t y0,
                     uint32_t y1)
 {
@@ -188,19 +182,17 @@ static void *cpu_worker(void *arg)
 
 	pthread_mutex_lock(&cb->lock);
 	for (;;) {
-		while (cb->head == NULL && !cpu_has_bands(cb) && !cb->stopping)
+		while (fprep__queue_empty(&cb->jobs) && !cpu_has_bands(cb) &&
+		       !cb->stopping)
 			pthread_cond_wait(&cb->work, &cb->lock);
-		job = cb->head;
-		if (job == NULL && cpu_has_bands(cb)) {
+		if (fprep__queue_empty(&cb->jobs) && cpu_has_bands(cb)) {
 			cpu_bands(cb, cb->shared);
 			continue;
 		}
-		if (job == NULL)
+		if (fprep__queue_empty(&cb->jobs))
 			break; /* stopping and drained */
-		cb->head = job->next;
-		if (cb->head == NULL)
-			cb->tail = NULL;
-		job->next = NULL;
+		job = fprep__container_of(fprep__queue_pop(&cb->jobs),
+		                          fprep__job, link);
 		fail = cb->failing;
 		cb->running++;
 		pthread_mutex_unlock(&cb->lock);
@@ -210,7 +202,7 @@ static void *cpu_worker(void *arg)
 
 		pthread_mutex_lock(&cb->lock);
 		cb->running--;
-		if (cb->head == NULL && cb->running == 0)
+		if (fprep__queue_empty(&cb->jobs) && cb->running == 0)
 			pthread_cond_broadcast(&cb->idle);
 	}
 	pthread_mutex_unlock(&cb->lock);
@@ -223,17 +215,12 @@ static int cpu_submit(fprep__backend *b, fprep__job *job)
 
 	if (job == NULL || job->done == NULL)
 		return FPREP_EINVAL;
-	job->next = NULL;
 	pthread_mutex_lock(&cb->lock);
 	if (cb->closing) {
 		pthread_mutex_unlock(&cb->lock);
 		return FPREP_ESHUTDOWN;
 	}
-	if (cb->tail != NULL)
-		cb->tail->next = job;
-	else
-		cb->head = job;
-	cb->tail = job;
+	fprep__queue_push(&cb->jobs, &job->link);
 	pthread_cond_signal(&cb->work);
 	pthread_mutex_unlock(&cb->lock);
 	return FPREP_OK;
@@ -287,9 +274,10 @@ static void cpu_close(fprep__backend *b, int timeout_ms)
 	}
 	pthread_mutex_lock(&cb->lock);
 	cb->closing = 1;
-	while ((cb->head != NULL || cb->running > 0) && rc != ETIMEDOUT)
+	while ((!fprep__queue_empty(&cb->jobs) || cb->running > 0) &&
+	       rc != ETIMEDOUT)
 		rc = pthread_cond_timedwait(&cb->idle, &cb->lock, &deadline);
-	if (cb->head != NULL) {
+	if (!fprep__queue_empty(&cb->jobs)) {
 		fprep__log(FPREP_LOG_WARNING,
 		           "cpu backend: close timed out after %d ms, failing "
 		           "queued jobs",
@@ -318,6 +306,7 @@ int fprep__backend_cpu_open(fprep__backend **bp, unsigned nthreads)
 	cb = calloc(1, sizeof(*cb));
 	if (cb == NULL)
 		return FPREP_ENOMEM;
+	fprep__queue_init(&cb->jobs);
 	cb->threads = calloc(nthreads, sizeof(*cb->threads));
 	if (cb->threads == NULL) {
 		free(cb);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "frameprep/frameprep.h"
+#include "queue.h"
 
 #define HOST_COPY_MIN_CHUNK   (512u * 1024u)
 #define HOST_COPY_MAX_THREADS 16
@@ -27,13 +28,13 @@ typedef struct host_copy_task {
 	const unsigned char *src;
 	size_t n;
 	host_copy_group *group;
-	struct host_copy_task *next;
+	fprep__qnode link;
 } host_copy_task;
 
 struct fprep__copy_pool {
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* queue not empty, or stop */
-	host_copy_task *head, *tail;
+	fprep__queue tasks;
 	int stop;
 	unsigned nthreads;
 	pthread_t threads[HOST_COPY_MAX_THREADS];
@@ -45,16 +46,15 @@ static void *host_copy_main(void *arg)
 
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
-		host_copy_task *t = p->head;
-		if (t == NULL) {
+		fprep__qnode *n = fprep__queue_pop(&p->tasks);
+		if (n == NULL) {
 			if (p->stop)
 				break;
 			pthread_cond_wait(&p->cv, &p->mu);
 			continue;
 		}
-		p->head = t->next;
-		if (p->head == NULL)
-			p->tail = NULL;
+		host_copy_task *t =
+		        fprep__container_of(n, host_copy_task, link);
 		pthread_mutex_unlock(&p->mu);
 		memcpy(t->dst, t->src, t->n);
 		pthread_mutex_lock(&p->mu);
@@ -72,6 +72,7 @@ int fprep__copy_pool_open(fprep__copy_pool **pp, unsigned nthreads)
 	*pp = NULL;
 	if (p == NULL)
 		return FPREP_ENOMEM;
+	fprep__queue_init(&p->tasks);
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
 	if (nthreads > HOST_COPY_MAX_THREADS)
@@ -123,12 +124,7 @@ void fprep__copy(fprep__copy_pool *p, void *dst, const void *src, size_t n)
 		t->src = (const unsigned char *)src + off;
 		t->n = n - off < step ? n - off : step;
 		t->group = &g;
-		t->next = NULL;
-		if (p->tail != NULL)
-			p->tail->next = t;
-		else
-			p->head = t;
-		p->tail = t;
+		fprep__queue_push(&p->tasks, &t->link);
 		g.remaining++;
 	}
 	pthread_cond_broadcast(&p->cv);

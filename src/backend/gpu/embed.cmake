@@ -2,7 +2,7 @@
 # a string: the .cu files in the table fprep__kernel_sources[], the .h files
 # (NVRTC's named headers) in fprep__kernel_headers[], each entry (name, text)
 # and each table NULL-ended (declared in kernel_cache.h).
-set(body "/* Generated from kernels by src/gpu/embed.cmake. */\n#include <stddef.h>\n#include \"gpu/kernel_cache.h\"\n")
+set(body "/* Generated from kernels by src/backend/gpu/embed.cmake. */\n#include <stddef.h>\n#include \"gpu/kernel_cache.h\"\n")
 set(sources "")
 set(headers "")
 set(i 0)

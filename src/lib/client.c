@@ -27,7 +27,7 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/util/platform.h>
 
-#include "client.h"
+#include "client_internal.h"
 #include "frameprep/frameprep.h"
 
 #define CLIENT_DEFAULT_TIMEOUT_MS 30000

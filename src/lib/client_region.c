@@ -1,5 +1,5 @@
 /*
- * region.c: client-side shared-memory regions (fprep_region_*).
+ * client_region.c: client-side shared-memory regions (fprep_region_*).
  *
  * The design is simple: create a POSIX shared-memory object with a unique
  * name and mode 0600, size it, map it, ask the daemon to REGISTER it (the
@@ -23,7 +23,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "client.h"
+#include "client_internal.h"
 #include "frameprep/frameprep.h"
 
 struct fprep_region {
