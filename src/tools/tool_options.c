@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char *const tool_formats[] = {NULL,    "bgr8",  "rgb8",
@@ -81,4 +82,16 @@ int tool_triple(const char *s, float v[3])
 	if (n == 1)
 		v[1] = v[2] = v[0];
 	return n == 1 || n == 3 ? 0 : -1;
+}
+
+int tool_socket(char *list, size_t size, const char *url)
+{
+	size_t n = strlen(list);
+	int w = snprintf(list + n, size - n, "%s%s", n > 0 ? "," : "", url);
+
+	if (url[0] == '\0' || w < 0 || (size_t)w >= size - n) {
+		list[n] = '\0';
+		return -1;
+	}
+	return 0;
 }

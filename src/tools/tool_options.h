@@ -7,6 +7,7 @@
 #ifndef FPREP_TOOL_OPTIONS_H
 #define FPREP_TOOL_OPTIONS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* The kinds of named option values. */
@@ -31,5 +32,13 @@ int tool_size(const char *s, uint32_t *w, uint32_t *h);
 /* tool_triple parses "a" (used for all three) or "a,b,c" (finite numbers)
  * into v. Returns 0 or -1. */
 int tool_triple(const char *s, float v[3]);
+
+/* TOOL_URLS_SIZE: room for the daemon URLs of --socket. */
+#define TOOL_URLS_SIZE 4096
+
+/* tool_socket adds url, or a comma-separated list of URLs, to list (size
+ * bytes, "" at first), the form fprep_client_open takes for several
+ * daemons. Returns 0 or -1 when it does not fit. */
+int tool_socket(char *list, size_t size, const char *url);
 
 #endif /* FPREP_TOOL_OPTIONS_H */
