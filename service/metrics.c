@@ -458,34 +458,33 @@ static enum MHD_Result metrics_answer(void *cls, struct MHD_Connection *conn,
 	return rv;
 }
 
-/* metrics_resolve splits listen into host and port and resolves them. */
+/* metrics_resolve splits listen into host and port and resolves them;
+ * logs why it cannot. */
 static int metrics_resolve(const char *listen, struct addrinfo **res)
 {
-	char host[256];
-	const char *colon = strrchr(listen, ':'), *port;
+	const char *colon = strrchr(listen, ':'), *host = listen;
 	struct addrinfo hints;
+	char buf[256];
 	size_t n;
 	int rv;
 
-	if (colon == NULL || colon[1] == '\0')
-		return FPREP_EINVAL;
-	port = colon + 1;
-	n = (size_t)(colon - listen);
-	if (n > 0 && listen[0] == '[') {
-		if (listen[n - 1] != ']')
-			return FPREP_EINVAL;
-		listen++;
+	n = colon != NULL ? (size_t)(colon - listen) : 0;
+	if (n >= 2 && listen[0] == '[' && listen[n - 1] == ']') {
+		host++;
 		n -= 2;
 	}
-	if (n >= sizeof(host))
+	if (colon == NULL || colon[1] == '\0' || n >= sizeof(buf)) {
+		fprep__log(FPREP_LOG_ERR, "--metrics-listen %s: not HOST:PORT",
+		           listen);
 		return FPREP_EINVAL;
-	memcpy(host, listen, n);
-	host[n] = '\0';
+	}
+	memcpy(buf, host, n);
+	buf[n] = '\0';
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-	rv = getaddrinfo(n > 0 ? host : NULL, port, &hints, res);
+	rv = getaddrinfo(n > 0 ? buf : NULL, colon + 1, &hints, res);
 	if (rv != 0) {
 		fprep__log(FPREP_LOG_ERR, "--metrics-listen %s: %s", listen,
 		           gai_strerror(rv));
@@ -502,13 +501,8 @@ int fprep__metrics_open(const char *listen, const char *device)
 	int rv;
 
 	rv = metrics_resolve(listen, &res);
-	if (rv != 0) {
-		fprep__log(FPREP_LOG_ERR,
-		           "--metrics-listen %s: not HOST:PORT with a known "
-		           "host",
-		           listen);
+	if (rv != 0)
 		return rv;
-	}
 	snprintf(metrics.device, sizeof(metrics.device), "%s", device);
 	metrics.started = time(NULL);
 	atomic_store(&metrics.on, 1);

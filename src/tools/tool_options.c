@@ -7,8 +7,8 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const tool_formats[] = {NULL,    "bgr8",  "rgb8",
