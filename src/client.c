@@ -318,16 +318,19 @@ static nng_duration client_resend_ms(const fprep_client *c)
 }
 
 /* client_dial dials every URL. One daemon must answer at once; of
- * several, those that do not are dialled again in the background, and at
- * least one must answer. Returns 0 or the nng error of the last failure,
- * with *failed naming its URL. */
-static int client_dial(fprep_client *c, const char **urls, const char **failed)
+ * several, those that do not (or whose ipc:// socket file is missing,
+ * down[i]) are dialled again in the background, and at least one must
+ * answer. Returns 0 or the nng error of the last failure, with *failed
+ * naming its URL. */
+static int client_dial(fprep_client *c, const char **urls, const int *down,
+                       const char **failed)
 {
 	unsigned up = 0;
-	int rv = 0, last = 0;
+	int rv = 0, last = NNG_ECONNREFUSED;
 
 	for (unsigned i = 0; i < c->daemons; i++) {
-		rv = nng_dial(c->sock, urls[i], NULL, 0);
+		rv = down[i] ? NNG_ECONNREFUSED
+		             : nng_dial(c->sock, urls[i], NULL, 0);
 		if (rv == 0) {
 			up++;
 			continue;
@@ -356,6 +359,7 @@ int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
 {
 	char defurl[512], list[CLIENT_MAX_DAEMONS * 512];
 	const char *urls[CLIENT_MAX_DAEMONS];
+	int down[CLIENT_MAX_DAEMONS];
 	unsigned n = 0;
 	fprep_client *c;
 	int rv, err, is_default = url == NULL;
@@ -370,9 +374,14 @@ int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
 	}
 	if ((err = client_split(url, urls, &n, list, sizeof(list))))
 		return err;
-	for (unsigned i = 0; i < n; i++)
-		if ((err = client_check_url(urls[i], is_default)))
+	for (unsigned i = 0; i < n; i++) {
+		down[i] = 0;
+		err = client_check_url(urls[i], is_default);
+		if (err == FPREP_ETRANSPORT && n > 1)
+			down[i] = 1; /* no socket file yet: maybe later */
+		else if (err != 0)
 			return err;
+	}
 	c = calloc(1, sizeof(*c));
 	if (c == NULL)
 		return FPREP_ENOMEM;
@@ -397,7 +406,7 @@ int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
 		err = client_nng_err(rv);
 		goto err_close;
 	}
-	if ((rv = client_dial(c, urls, &url)) != 0) {
+	if ((rv = client_dial(c, urls, down, &url)) != 0) {
 		err = FPREP_ETRANSPORT;
 		goto err_close;
 	}

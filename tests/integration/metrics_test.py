@@ -5,8 +5,10 @@ behind one client, against CPU daemons, with daemon_test.py's helpers.
   metrics   scrapes /metrics before, during and after load: promtool check
             metrics passes on a scrape taken under load, and the counters
             equal what nngcat and frameprep-bench sent and received.
-  failover  two daemons behind one frameprep-bench (--socket A --socket B);
-            one is killed mid-run: every request is answered, none twice.
+  failover  two daemons behind one frameprep-bench (--socket A --socket B,
+            and a third URL where nobody listens); one is killed mid-run:
+            every request is answered, none twice. Shared memory is refused
+            with several daemons.
 
 Usage: metrics_test.py TEST --daemon PATH --cli PATH [--images DIR]
 """
@@ -198,6 +200,7 @@ def test_failover(tmp):
         out_json = os.path.join(tmp, "bench.json")
         bench = subprocess.Popen(
             [dt.bench_path(), "--socket", a.url, "--socket", b.url,
+             "--socket", f"ipc://{tmp}/nobody.sock",
              "--synthetic", "160x120", "--size", "64x64", "-c", "4",
              "-d", "6", "--warmup", "0", "--no-ceiling", "--timeout",
              "20000", "--verify", "all", "--json", out_json, "-q"],
