@@ -436,7 +436,8 @@ static void several_urls(void **state)
 	snprintf(none, sizeof(none), "ipc:///tmp/fprep-test-client-%d-gone",
 	         (int)getpid());
 	snprintf(list, sizeof(list), "%s,%s", none, f->url);
-	assert_int_equal(fprep_client_open(&c, list, 2000), FPREP_OK);
+	if (fprep_client_open(&c, list, 2000) != FPREP_OK)
+		fail_msg("%s: %s", list, fprep_client_last_error(NULL));
 	assert_int_equal(fprep_client_info(c, &res), FPREP_OK);
 	assert_string_equal(res.payload, FAKE_INFO);
 	fprep_result_fini(&res);
