@@ -41,6 +41,7 @@ typedef struct fprep__config {
 	unsigned max_regions;      /* shared-memory regions per connection */
 	uint64_t max_region_bytes; /* largest region */
 	uint64_t max_shm_bytes;    /* all regions together */
+	char *metrics_listen;      /* HOST:PORT of /metrics; NULL: off */
 } fprep__config;
 
 /* Results of fprep__config_parse besides 0 (run). */

@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "log.h"
+#include "metrics.h"
 
 void fprep__regions_init(fprep__regions *t, fprep__backend *backend,
                          unsigned max_per_pipe, uint64_t max_bytes)
@@ -82,6 +83,7 @@ void fprep__regions_add(fprep__regions *t, fprep__shm_region *r, uint32_t pipe)
 	r->owner = pipe;
 	r->next = t->head;
 	t->head = r;
+	fprep__metrics_region(1, r->size, r->gpu_priv != NULL);
 }
 
 fprep__shm_region *fprep__regions_find(fprep__regions *t, uint32_t id,
@@ -102,6 +104,7 @@ static void regions_release(fprep__regions *t, fprep__backend *backend,
 	           "region %" PRIu32 " (%s, %" PRIu64 " bytes) released", r->id,
 	           r->name, r->size);
 	t->bytes -= r->size;
+	fprep__metrics_region(-1, r->size, r->gpu_priv != NULL);
 	if (backend != NULL && backend->region_remove != NULL)
 		backend->region_remove(backend, r);
 	else

@@ -67,6 +67,7 @@
 #include "evq.h"
 #include "ingress.h"
 #include "log.h"
+#include "metrics.h"
 #include "regions.h"
 #include "reply.h"
 #include "watchdog.h"
@@ -303,6 +304,7 @@ static void slot_release(struct server_slot *s)
 
 	if (c == NULL)
 		return;
+	fprep__metrics_request_end();
 	c->held--;
 	if (s->counted)
 		c->inflight--;
@@ -346,6 +348,7 @@ static void slot_send(struct server_slot *s, nng_msg *msg)
 		s->counted = 0;
 	}
 	s->state = SLOT_SEND;
+	fprep__metrics_reply(nng_msg_body(msg), nng_msg_len(msg));
 	nng_aio_set_msg(s->aio, msg);
 	nng_aio_set_timeout(s->aio, timeout_ms);
 	nng_ctx_send(s->ctx, s->aio);
@@ -744,6 +747,7 @@ static void slot_received(struct server_slot *s)
 	int rv;
 
 	s->t_recv_ns = fprep__now_ns();
+	fprep__metrics_request(nng_msg_len(msg));
 	fprep__ingress_request(&srv->ingress, nng_msg_get_pipe(msg));
 	if (slot_admit(s, msg) != 0)
 		return;
@@ -969,6 +973,7 @@ static void server_close_backend(struct server *srv, int timeout_ms)
 {
 	if (srv->backend == NULL)
 		return;
+	fprep__metrics_set_backend(NULL);
 	srv->backend->close(srv->backend, timeout_ms);
 	srv->backend = NULL;
 	/* Regions released from now on are only unmapped. */
@@ -1246,6 +1251,7 @@ int fprep__server_run(const fprep__config *cfg, fprep__backend *backend,
 
 	srv = calloc(1, sizeof(*srv));
 	if (srv == NULL) {
+		fprep__metrics_set_backend(NULL);
 		backend->close(backend, cfg->shutdown_timeout_ms);
 		return 1;
 	}

@@ -126,6 +126,17 @@ typedef struct fprep_client fprep_client;
  * a peer of another user are dropped likewise. A URL given explicitly is
  * trusted as given. The dial is synchronous: it fails with
  * FPREP_ETRANSPORT when nobody listens.
+ *
+ * url may list several daemons, comma-separated ("ipc:///a.sock,tcp://h:5555",
+ * at most 16): one socket dials them all, and nng spreads the requests over
+ * the connections and resends a request to another daemon when its
+ * connection closes (the daemon died) or no reply came within half of
+ * timeout_ms (at least 1 s). A request is then answered once but may be
+ * processed twice (at least once). The open succeeds when one daemon
+ * answers; the others are dialled again in the background. Shared memory
+ * (fprep_region_open, fprep_ring_open) is refused with FPREP_EUNSUPPORTED
+ * on such a client, and its limits (fprep_client_limits) are those of the
+ * daemon that answered the INFO.
  * fprep_client_last_error(NULL) says why in each case. timeout_ms bounds
  * each request's wait for its reply (0: 30 s). Release with
  * fprep_client_close. */

@@ -25,6 +25,15 @@ struct fprep__shm_region;
 typedef struct fprep__job fprep__job;
 typedef struct fprep__backend fprep__backend;
 
+/* fprep__backend_stats: what a backend tells the metrics endpoint. */
+typedef struct fprep__backend_stats {
+	uint64_t memory_used;  /* device memory in use, bytes */
+	uint64_t memory_total; /* device memory, bytes; 0: unknown */
+	unsigned cache_hits;   /* kernels found in the compiled-kernel cache */
+	unsigned cache_misses; /* lookups that found none */
+	unsigned compiles;     /* NVRTC compilations */
+} fprep__backend_stats;
+
 /* fprep__job_cb: completion callback, called once per submitted job from a
  * backend thread. */
 typedef void (*fprep__job_cb)(fprep__job *job);
@@ -88,6 +97,11 @@ struct fprep__backend {
 	 * (CPU). */
 	int (*region_add)(fprep__backend *b, struct fprep__shm_region *r);
 	void (*region_remove)(fprep__backend *b, struct fprep__shm_region *r);
+
+	/* stats fills *st (zeroed by the caller) for the metrics endpoint;
+	 * called from any thread while the backend is open, never blocking
+	 * on its work. NULL when the backend has nothing to tell (CPU). */
+	void (*stats)(fprep__backend *b, fprep__backend_stats *st);
 };
 
 /* fprep__backend_cpu_open starts a CPU backend with nthreads worker threads

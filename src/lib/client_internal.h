@@ -15,4 +15,10 @@
  * connection has been made (tcp:// has no peer credentials). Any thread. */
 int fprep__client_peer_uid(fprep_client *c, uint64_t *uid);
 
+/* fprep__client_check_shm returns 0 when c may use shared memory, or
+ * FPREP_EUNSUPPORTED, with the reason for fprep_client_last_error, when it
+ * dials several daemons: a region is registered with one daemon, and the
+ * requests are spread over all. */
+int fprep__client_check_shm(fprep_client *c);
+
 #endif /* FPREP_CLIENT_INTERNAL_H */

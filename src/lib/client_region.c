@@ -75,6 +75,8 @@ int fprep_region_open(fprep_region **rp, fprep_client *client, size_t size)
 	*rp = NULL;
 	if (size == 0)
 		return FPREP_EINVAL;
+	if ((err = fprep__client_check_shm(client)) != 0)
+		return err;
 	r = calloc(1, sizeof(*r));
 	if (r == NULL)
 		return FPREP_ENOMEM;

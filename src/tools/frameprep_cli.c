@@ -36,6 +36,7 @@ struct cli_spec {
 	int shm;
 	const char *url;
 	const char *out;
+	char urls[TOOL_URLS_SIZE]; /* the --socket URLs, comma-separated */
 };
 
 static const char *cli_npy_descr(uint8_t dtype)
@@ -105,7 +106,9 @@ static void cli_usage(FILE *f, const char *cmd)
 	if (strcmp(cmd, "reply") != 0 && strcmp(cmd, "request") != 0)
 		fprintf(f, "  --socket URL      daemon URL [ipc://"
 		           "$XDG_RUNTIME_DIR/frameprep.sock, else "
-		           "ipc:///tmp/frameprep-$UID.sock]\n");
+		           "ipc:///tmp/frameprep-$UID.sock]; repeat it or "
+		           "give a comma list\n                    for several "
+		           "daemons (no --shm then)\n");
 	if (strcmp(cmd, "send") == 0)
 		fprintf(f,
 		        "  -o, --output FILE save the tensor as .npy "
@@ -206,7 +209,8 @@ static int cli_parse(const char *cmd, int argc, char **argv,
 			spec->out = optarg;
 			break;
 		case OPT_SOCKET:
-			spec->url = optarg;
+			v = tool_socket(spec->urls, sizeof(spec->urls), optarg);
+			spec->url = spec->urls;
 			break;
 		case OPT_TIMEOUT:
 			errno = 0;

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -186,4 +187,16 @@ void tool_preprocess_usage(FILE *f, int indent, int width)
 	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
 		fprintf(f, "%*s%-*s%s\n", indent, "", width - indent,
 		        lines[i][0], lines[i][1]);
+}
+
+int tool_socket(char *list, size_t size, const char *url)
+{
+	size_t n = strlen(list);
+	int w = snprintf(list + n, size - n, "%s%s", n > 0 ? "," : "", url);
+
+	if (url[0] == '\0' || w < 0 || (size_t)w >= size - n) {
+		list[n] = '\0';
+		return -1;
+	}
+	return 0;
 }

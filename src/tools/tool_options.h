@@ -8,6 +8,7 @@
 #define FPREP_TOOL_OPTIONS_H
 
 #include <getopt.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -55,18 +56,18 @@ enum tool_opt {
 /* TOOL_PREPROCESS_OPTIONS: the struct option entries of the shared
  * preprocessing options, spliced into each tool's getopt_long table, so
  * both tools spell them from this one list. */
+/* clang-format off */
 #define TOOL_PREPROCESS_OPTIONS                                                \
 	{"size", required_argument, NULL, TOOL_OPT_SIZE},                      \
-	        {"dtype", required_argument, NULL, TOOL_OPT_DTYPE},            \
-	        {"layout", required_argument, NULL, TOOL_OPT_LAYOUT},          \
-	        {"order", required_argument, NULL, TOOL_OPT_ORDER},            \
-	        {"resize", required_argument, NULL, TOOL_OPT_RESIZE},          \
-	        {"mean", required_argument, NULL, TOOL_OPT_MEAN},              \
-	        {"std", required_argument, NULL, TOOL_OPT_STD},                \
-	        {"scale", required_argument, NULL, TOOL_OPT_SCALE},            \
-	{                                                                      \
-		"pad", required_argument, NULL, TOOL_OPT_PAD                   \
-	}
+	{"dtype", required_argument, NULL, TOOL_OPT_DTYPE},                    \
+	{"layout", required_argument, NULL, TOOL_OPT_LAYOUT},                  \
+	{"order", required_argument, NULL, TOOL_OPT_ORDER},                    \
+	{"resize", required_argument, NULL, TOOL_OPT_RESIZE},                  \
+	{"mean", required_argument, NULL, TOOL_OPT_MEAN},                      \
+	{"std", required_argument, NULL, TOOL_OPT_STD},                        \
+	{"scale", required_argument, NULL, TOOL_OPT_SCALE},                    \
+	{"pad", required_argument, NULL, TOOL_OPT_PAD}
+/* clang-format on */
 
 /* tool_preprocess: what the shared options asked for; a field is applied
  * to a request only when its bit is in set (1 << (opt - TOOL_OPT_DTYPE),
@@ -95,5 +96,13 @@ void tool_preprocess_apply(const struct tool_preprocess *p, fprep_request *req);
  * its default (fprep_request_init's), each starting with indent spaces
  * and its description at column width. */
 void tool_preprocess_usage(FILE *f, int indent, int width);
+
+/* TOOL_URLS_SIZE: room for the daemon URLs of --socket. */
+#define TOOL_URLS_SIZE 4096
+
+/* tool_socket adds url, or a comma-separated list of URLs, to list (size
+ * bytes, "" at first), the form fprep_client_open takes for several
+ * daemons. Returns 0 or -1 when it does not fit. */
+int tool_socket(char *list, size_t size, const char *url);
 
 #endif /* FPREP_TOOL_OPTIONS_H */

@@ -15,7 +15,8 @@
 #          frameprep-bench (inline, shared memory, ECHO ceiling, sweeps, 1080p
 #          and 4K, against the PCIe ceiling that bench_lane measured) and the
 #          peers (OpenCV on the CPU, PyTorch naive and tuned) on the same
-#          frames. Ends with a short table. Exit status: 0 when every test and
+#          frames, and the metrics endpoint's cost (metrics_cost.py). Ends
+#          with a short table. Exit status: 0 when every test and
 #          every verified benchmark passed.
 set -uo pipefail
 
@@ -122,6 +123,20 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	fi
 	kill -TERM $dpid; wait $dpid; echo "frameprepd exit status $?" | tee -a "$logs/frameprepd.log"
 	grep -v '^<[67]>' "$logs/frameprepd.log" | tail -n 5
+	# What the metrics endpoint costs at saturation: two GPU daemons, one with
+	# --metrics-listen, the same shared-memory load on each in turn; also
+	# the histograms' stage means beside the bench's.
+	if command -v python3 >/dev/null; then
+		TAILN=24 run metrics_cost python3 "$here/peers/metrics_cost.py" \
+			--daemon "$here/bin/frameprepd" --bench "$here/bin/frameprep-bench" \
+			--rounds "${FPREP_COST_ROUNDS:-3}" --out "$logs/metrics_cost" \
+			--daemon-arg=--device --daemon-arg=0 --daemon-arg=--slots --daemon-arg=4 \
+			--daemon-arg=--max-inflight --daemon-arg=256 \
+			-- --image "$here/images/astronaut.png" --frame-size 1920x1080 --size 640x640 \
+			--shm both -c 8,32 --duration "${FPREP_BENCH_S:-3}" --warmup 1 --no-ceiling \
+			--verify sample
+		tests+=(metrics_cost)
+	fi
 	# The CPU backend on this machine's cores, for comparison.
 	"$here/bin/frameprepd" --device cpu --listen "$url" 2>"$logs/frameprepd_cpu.log" &
 	dpid=$!

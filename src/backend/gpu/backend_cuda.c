@@ -678,6 +678,22 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	         cb->cache_hit ? "hit" : "miss", hits, misses);
 }
 
+/* cuda_stats reports the kernel cache and the device's memory; on the
+ * metrics thread. cudaMemGetInfo counts every process's allocations. */
+static void cuda_stats(fprep__backend *b, fprep__backend_stats *st)
+{
+	cuda_backend *cb = (cuda_backend *)b;
+	size_t free_b = 0, total_b = 0;
+
+	fprep__kcache_stats(cb->cache, &st->cache_hits, &st->cache_misses);
+	st->compiles = fprep__nvrtc_compile_count();
+	if (cudaSetDevice(cb->device) == cudaSuccess &&
+	    cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+		st->memory_total = total_b;
+		st->memory_used = total_b - free_b;
+	}
+}
+
 static void cuda_free(cuda_backend *cb)
 {
 	if (cb->slots != NULL) {
@@ -883,6 +899,7 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	cb->base.close = cuda_close;
 	cb->base.region_add = cuda_region_add;
 	cb->base.region_remove = cuda_region_remove;
+	cb->base.stats = cuda_stats;
 	cb->device = cfg->device;
 	cb->nslots = cfg->slots < 2 ? 2 : cfg->slots;
 	fprep__queue_init(&cb->pending);
