@@ -87,8 +87,13 @@
 
 #define SERVER_INFO_SIZE 4096
 
-enum slot_state { SLOT_IDLE, SLOT_RECV, SLOT_WORK, SLOT_SEND, SLOT_REGISTER };
-enum slot_event { SLOT_EV_AIO, SLOT_EV_DONE, SLOT_EV_PIPE_CLOSED };
+enum slot_state { SLOT_IDLE, SLOT_RECV, SLOT_WORK, SLOT_SEND, SLOT_REGION };
+enum slot_event {
+	SLOT_EV_AIO,
+	SLOT_EV_DONE,
+	SLOT_EV_PIPE_CLOSED,
+	SLOT_EV_REGION /* a region operation ended (regions.c) */
+};
 
 /* server_pipe_ev: a connection closed (its regions go); ev.kind is
  * SLOT_EV_PIPE_CLOSED. */
@@ -126,15 +131,6 @@ struct server_slot {
 	uint64_t request_id;
 	uint64_t t_recv_ns;
 	fprep__job job;
-	/* SLOT_REGISTER: the mapping and pinning, on libuv's thread pool. */
-	uv_work_t work;
-	nng_msg *reg_msg; /* the REGISTER request */
-	fprep_request reg_req;
-	uint32_t reg_pipe; /* nng pipe id of the requester */
-	uint64_t reg_uid;  /* its peer UID */
-	fprep__shm_region *reg_region;
-	int reg_rv;
-	char reg_why[FPREP_MESSAGE_SIZE];
 };
 
 struct server {
@@ -395,13 +391,12 @@ static void slot_answer(struct server_slot *s, nng_msg *rep, const char *what)
  * "in" or "out"): one of this connection's, with [offset, offset + len)
  * inside it. Returns it, or NULL after answering the request with the
  * error. */
-static fprep__shm_region *slot_region(struct server_slot *s, nng_msg *msg,
-                                      uint32_t id, uint32_t pipe,
-                                      uint64_t offset, uint64_t len,
-                                      const char *field)
+static fprep__memreg *slot_region(struct server_slot *s, nng_msg *msg,
+                                  uint32_t id, uint32_t pipe, uint64_t offset,
+                                  uint64_t len, const char *field)
 {
 	char why[FPREP_MESSAGE_SIZE], span[32];
-	fprep__shm_region *r;
+	fprep__memreg *r;
 	int rv;
 
 	r = fprep__regions_find(&s->srv->regions, id, pipe);
@@ -414,7 +409,7 @@ static fprep__shm_region *slot_region(struct server_slot *s, nng_msg *msg,
 		return NULL;
 	}
 	snprintf(span, sizeof(span), "%s_offset + length", field);
-	rv = fprep__shm_region_span(r, offset, len, span, why, sizeof(why));
+	rv = fprep__memreg_span(r, offset, len, span, why, sizeof(why));
 	if (rv != 0) {
 		slot_fail(s, msg, rv, why);
 		return NULL;
@@ -422,159 +417,102 @@ static fprep__shm_region *slot_region(struct server_slot *s, nng_msg *msg,
 	return r;
 }
 
-/* slot_unuse_regions ends the job's use of its shared-memory regions. */
+/* slot_unuse_regions ends the job's use of its registered regions. */
 static void slot_unuse_regions(struct server_slot *s)
 {
-	if (s->job.shm_in != NULL)
-		fprep__regions_unuse(&s->srv->regions, s->job.shm_in);
-	if (s->job.shm_out != NULL)
-		fprep__regions_unuse(&s->srv->regions, s->job.shm_out);
-	s->job.shm_in = NULL;
-	s->job.shm_out = NULL;
+	if (s->job.in_region != NULL)
+		fprep__regions_unuse(&s->srv->regions, s->job.in_region);
+	if (s->job.out_region != NULL)
+		fprep__regions_unuse(&s->srv->regions, s->job.out_region);
+	s->job.in_region = NULL;
+	s->job.out_region = NULL;
 }
 
-/* slot_register_work maps (and, for the GPU, pins) a region; on libuv's
- * thread pool. */
-static void slot_register_work(uv_work_t *work)
+/* slot_region_done answers a REGISTER or UNREGISTER once the regions
+ * module is done with it; on the loop thread. */
+static void slot_region_done(void *data, int status, uint32_t id,
+                             const char *message)
 {
-	struct server_slot *s = work->data;
-	const fprep__config *cfg = s->srv->cfg;
-	fprep__backend *b = s->srv->backend;
-
-	s->reg_rv = fprep__shm_region_map(
-	        &s->reg_region, s->reg_req.region_name, s->reg_req.region_size,
-	        s->reg_uid, cfg->max_region_bytes, s->reg_why,
-	        sizeof(s->reg_why));
-	if (s->reg_rv != 0 || b->region_add == NULL)
-		return;
-	s->reg_rv = b->region_add(b, s->reg_region);
-	if (s->reg_rv != 0) {
-		snprintf(s->reg_why, sizeof(s->reg_why),
-		         "region %s could not be pinned for the GPU (%s)",
-		         s->reg_req.region_name, fprep_err_name(s->reg_rv));
-		fprep__shm_region_unmap(s->reg_region);
-		s->reg_region = NULL;
-	}
-}
-
-/* slot_register_done enters the mapped region in the table and answers. */
-static void slot_register_done(uv_work_t *work, int status)
-{
-	struct server_slot *s = work->data;
+	struct server_slot *s = data;
 	struct server *srv = s->srv;
-	fprep__shm_region *r = s->reg_region;
-	nng_msg *msg = s->reg_msg, *rep;
+	nng_msg *msg = s->req_msg, *rep;
+	uint32_t pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
 	uint64_t uid;
 	char why[FPREP_MESSAGE_SIZE];
 
-	(void)status;
-	s->reg_msg = NULL;
-	s->reg_region = NULL;
+	s->req_msg = NULL;
 	s->state = SLOT_WORK;
-	if (s->reg_rv != 0) {
-		fprep__regions_unreserve(&srv->regions, s->reg_req.region_size);
-		slot_fail(s, msg, s->reg_rv, s->reg_why);
+	if (status != FPREP_OK) {
+		slot_fail(s, msg, status, message);
 		return;
 	}
-	fprep__regions_add(&srv->regions, r, s->reg_pipe);
+	if (s->kind == FPREP_KIND_UNREGISTER) {
+		rep = fprep__reply_error(msg, s->kind, s->request_id, FPREP_OK,
+		                         message);
+		slot_answer(s, rep, "UNREGISTER");
+		return;
+	}
 	if (nng_pipe_get_uint64(nng_msg_get_pipe(msg), NNG_OPT_IPC_PEER_UID,
-	                        &uid) != 0 ||
-	    srv->stopping) {
-		/* The connection closed meanwhile (its close event may have
-		 * come before the region was in the table), or shutdown
-		 * began. */
-		fprep__regions_remove(&srv->regions, r->id, s->reg_pipe);
+	                        &uid) != 0) {
+		/* The connection closed before the registration began (its
+		 * close event came first): nobody can use the region. */
+		fprep__regions_unregister(&srv->regions, id, pipe, NULL, NULL,
+		                          why, sizeof(why));
 		slot_fail(s, msg, FPREP_ECLOSED,
 		          "connection closed during registration");
 		return;
 	}
-	fprep__log(FPREP_LOG_INFO,
-	           "region %" PRIu32 " (%s, %" PRIu64
-	           " bytes) registered by connection %" PRIu32 " (uid %" PRIu64
-	           ")",
-	           r->id, r->name, r->size, s->reg_pipe, s->reg_uid);
-	snprintf(why, sizeof(why), "region %" PRIu32 " registered", r->id);
-	rep = fprep__reply_region(msg, s->request_id, r->id, why);
+	rep = fprep__reply_region(msg, s->request_id, id, message);
 	slot_answer(s, rep, "REGISTER");
 }
 
-/* slot_register starts a REGISTER: checks what can be checked at once and
- * queues the mapping on the thread pool. */
+/* slot_register hands a REGISTER to the regions module, which answers
+ * through slot_region_done. */
 static void slot_register(struct server_slot *s, nng_msg *msg,
                           const fprep_request *req)
 {
 	struct server *srv = s->srv;
 	nng_pipe pipe = nng_msg_get_pipe(msg);
 	char why[FPREP_MESSAGE_SIZE];
+	uint64_t uid;
 	int rv;
 
-	if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &s->reg_uid) != 0) {
+	if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &uid) != 0) {
 		slot_fail(s, msg, FPREP_EUNSUPPORTED,
 		          "REGISTER: shared memory needs an ipc:// connection "
 		          "(the peer's uid is unknown on this one)");
 		return;
 	}
-	if ((rv = fprep__shm_region_name_check(req->region_name,
-	                                       strlen(req->region_name), why,
-	                                       sizeof(why)))) {
-		slot_fail(s, msg, rv, why);
-		return;
-	}
-	if (req->region_size == 0 ||
-	    req->region_size > srv->cfg->max_region_bytes) {
-		snprintf(why, sizeof(why),
-		         "region_size %" PRIu64
-		         " outside 1..max-region-bytes %" PRIu64,
-		         req->region_size, srv->cfg->max_region_bytes);
-		slot_fail(s, msg, FPREP_ELIMIT, why);
-		return;
-	}
-	s->reg_pipe = (uint32_t)nng_pipe_id(pipe);
-	if ((rv = fprep__regions_reserve(&srv->regions, s->reg_pipe,
-	                                 req->region_size, why, sizeof(why)))) {
-		slot_fail(s, msg, rv, why);
-		return;
-	}
-	s->reg_req = *req;
-	s->reg_msg = msg;
-	s->reg_region = NULL;
-	s->reg_rv = 0;
-	s->reg_why[0] = '\0';
-	s->work.data = s;
-	s->state = SLOT_REGISTER;
-	rv = uv_queue_work(&srv->loop, &s->work, slot_register_work,
-	                   slot_register_done);
+	rv = fprep__regions_register(&srv->regions, req->region_name,
+	                             req->region_size,
+	                             (uint32_t)nng_pipe_id(pipe), uid,
+	                             slot_region_done, s, why, sizeof(why));
 	if (rv != 0) {
-		s->state = SLOT_WORK;
-		s->reg_msg = NULL;
-		fprep__regions_unreserve(&srv->regions, req->region_size);
-		snprintf(why, sizeof(why), "REGISTER: %s", uv_strerror(rv));
-		slot_fail(s, msg, FPREP_EINTERNAL, why);
+		slot_fail(s, msg, rv, why);
+		return;
 	}
+	s->req_msg = msg;
+	s->state = SLOT_REGION;
 }
 
-/* slot_unregister takes a region of this connection out of the table. */
+/* slot_unregister hands an UNREGISTER to the regions module: the reply
+ * goes once the daemon no longer touches the region. */
 static void slot_unregister(struct server_slot *s, nng_msg *msg,
                             const fprep_request *req)
 {
 	struct server *srv = s->srv;
 	uint32_t pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
 	char why[FPREP_MESSAGE_SIZE];
-	nng_msg *rep;
+	int rv;
 
-	if (fprep__regions_remove(&srv->regions, req->region_id, pipe) != 0) {
-		snprintf(why, sizeof(why),
-		         "region_id %" PRIu32 " is not a region of this "
-		         "connection",
-		         req->region_id);
-		slot_fail(s, msg, FPREP_EREGION, why);
+	rv = fprep__regions_unregister(&srv->regions, req->region_id, pipe,
+	                               slot_region_done, s, why, sizeof(why));
+	if (rv != 0) {
+		slot_fail(s, msg, rv, why);
 		return;
 	}
-	snprintf(why, sizeof(why), "region %" PRIu32 " unregistered",
-	         req->region_id);
-	rep = fprep__reply_error(msg, req->kind, req->request_id, FPREP_OK,
-	                         why);
-	slot_answer(s, rep, "UNREGISTER");
+	s->req_msg = msg;
+	s->state = SLOT_REGION;
 }
 
 /* slot_refuse answers the slot's request with EBUSY: it no longer counts
@@ -645,7 +583,7 @@ static void slot_submit(struct server_slot *s, nng_msg *msg,
 	nng_msg *rep = NULL;
 	int rv;
 
-	fprep__shm_region *in = NULL, *out = NULL;
+	fprep__memreg *in = NULL, *out = NULL;
 	uint32_t pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
 
 	rv = fprep_tensor_shape(req, shape, &bytes);
@@ -677,13 +615,13 @@ static void slot_submit(struct server_slot *s, nng_msg *msg,
 	job->output = tensor;
 	if (in != NULL) {
 		job->input = in->base + req->in_offset;
-		job->input_pinned = in->gpu_priv != NULL;
-		job->shm_in = in;
+		job->input_pinned = in->pinned;
+		job->in_region = in;
 		fprep__regions_use(in);
 	}
 	if (out != NULL) {
 		job->output = out->base + req->out_offset;
-		job->shm_out = out;
+		job->out_region = out;
 		fprep__regions_use(out);
 	}
 	job->output_size = bytes;
@@ -830,8 +768,9 @@ static void slot_completed(struct server_slot *s)
 		            why);
 	}
 	if (job->status == FPREP_OK &&
-	    ((job->shm_in != NULL && job->shm_in->broken) ||
-	     (job->shm_out != NULL && job->shm_out->broken))) {
+	    ((job->in_region != NULL && fprep__memreg_broken(job->in_region)) ||
+	     (job->out_region != NULL &&
+	      fprep__memreg_broken(job->out_region)))) {
 		/* The SIGBUS guard caught an access to a region the client
 		 * shrank (shm_region.h): what was read or written is not the
 		 * client's. */
@@ -931,6 +870,10 @@ static void server_event(fprep__event *ev, void *data)
 	struct server *srv = data;
 	struct server_slot *s;
 
+	if (ev->kind == SLOT_EV_REGION) {
+		fprep__regions_event(&srv->regions, ev);
+		return;
+	}
 	if (ev->kind == SLOT_EV_PIPE_CLOSED) {
 		struct server_pipe_ev *pe =
 		        fprep__container_of(ev, struct server_pipe_ev, ev);
@@ -971,8 +914,7 @@ static void server_close_backend(struct server *srv, int timeout_ms)
 		return;
 	srv->backend->close(srv->backend, timeout_ms);
 	srv->backend = NULL;
-	/* Regions released from now on are only unmapped. */
-	srv->regions.backend = NULL;
+	fprep__regions_detach(&srv->regions);
 }
 
 /* server_drain_timeout: the drain deadline passed with work in flight. The
@@ -981,7 +923,7 @@ static void server_close_backend(struct server *srv, int timeout_ms)
 static void server_drain_timeout(uv_timer_t *timer)
 {
 	struct server *srv = timer->data;
-	unsigned count[SLOT_REGISTER + 1] = {0};
+	unsigned count[SLOT_REGION + 1] = {0};
 
 	fprep__log(FPREP_LOG_WARNING,
 	           "shutdown: %u requests still in flight after %d ms: "
@@ -1038,6 +980,9 @@ static void server_stop(struct server *srv, int exit_status, int status,
 		server_set_message(srv->stop_message, why);
 	}
 	server_notify("STOPPING=1");
+	/* The regions leave the table (requests in flight keep theirs until
+	 * they are done); registrations still opening end with ESHUTDOWN. */
+	fprep__regions_close(&srv->regions);
 	if (fprep__watchdog_start(&srv->watchdog,
 	                          srv->cfg->shutdown_timeout_ms +
 	                                  SERVER_WATCHDOG_MARGIN_MS) != 0)
@@ -1096,6 +1041,7 @@ static void server_close_handles(struct server *srv)
 	 * before the queue closes (what is left is disposed of). */
 	fprep__evq_drain(&srv->evq);
 	fprep__evq_fini(&srv->evq);
+	fprep__regions_fini(&srv->regions);
 	uv_close((uv_handle_t *)&srv->sigint, NULL);
 	uv_close((uv_handle_t *)&srv->sigterm, NULL);
 	uv_close((uv_handle_t *)&srv->drain_timer, NULL);
@@ -1133,7 +1079,7 @@ static void server_finish(struct server *srv)
 	uv_timer_stop(&srv->drain_timer);
 	/* No request is in flight: every region can go (unpinned first, by
 	 * the backend, unless the drain deadline already closed it). */
-	fprep__regions_fini(&srv->regions, srv->backend);
+	fprep__regions_close(&srv->regions);
 	server_close_backend(srv, srv->cfg->shutdown_timeout_ms);
 	if (!srv->ingress.is_open || fprep__ingress_pipes(&srv->ingress) == 0) {
 		server_close_socket(srv);
@@ -1258,7 +1204,8 @@ int fprep__server_run(const fprep__config *cfg, fprep__backend *backend,
 		free(srv);
 		return 1;
 	}
-	fprep__regions_init(&srv->regions, backend, cfg->max_regions,
+	fprep__regions_init(&srv->regions, backend, &srv->evq, SLOT_EV_REGION,
+	                    cfg->max_regions, cfg->max_region_bytes,
 	                    cfg->max_shm_bytes);
 	rv = fprep__ingress_open(&srv->ingress, cfg);
 	if (rv == 0)
