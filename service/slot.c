@@ -159,7 +159,7 @@ static void slot_park(fprep__slot *s, nng_msg *msg, int rv, const char *why)
 /* slot_register hands a REGISTER to the regions module, which answers
  * through slot_region_done. */
 static void slot_register(fprep__slot *s, nng_msg *msg,
-                          const fprep_request *req)
+                          const fprep_register_request *req)
 {
 	fprep__server *srv = s->srv;
 	nng_pipe pipe = nng_msg_get_pipe(msg);
@@ -184,7 +184,7 @@ static void slot_register(fprep__slot *s, nng_msg *msg,
 /* slot_unregister hands an UNREGISTER to the regions module: the reply
  * goes once the daemon no longer touches the region. */
 static void slot_unregister(fprep__slot *s, nng_msg *msg,
-                            const fprep_request *req)
+                            const fprep_register_request *req)
 {
 	fprep__server *srv = s->srv;
 	uint32_t pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
@@ -274,6 +274,7 @@ static void slot_received(fprep__slot *s)
 	fprep__server *srv = s->srv;
 	nng_msg *msg = nng_aio_get_msg(s->aio);
 	char why[FPREP_MESSAGE_SIZE], *info;
+	fprep_register_request reg;
 	fprep_request req;
 	nng_msg *rep;
 	int rv;
@@ -325,10 +326,17 @@ static void slot_received(fprep__slot *s)
 		fprep__slot_answer(s, rep, "INFO");
 		return;
 	case FPREP_KIND_REGISTER:
-		slot_register(s, msg, &req);
-		return;
 	case FPREP_KIND_UNREGISTER:
-		slot_unregister(s, msg, &req);
+		/* Checked by fprep_request_decode already: cannot fail. */
+		rv = fprep_register_request_decode(nng_msg_body(msg),
+		                                   nng_msg_len(msg), &reg, why,
+		                                   sizeof(why));
+		if (rv != 0)
+			fprep__slot_fail(s, msg, rv, why);
+		else if (reg.kind == FPREP_KIND_REGISTER)
+			slot_register(s, msg, &reg);
+		else
+			slot_unregister(s, msg, &reg);
 		return;
 	default:
 		snprintf(why, sizeof(why), "kind: %u is not supported",
