@@ -203,8 +203,7 @@ static void slot_submit(fprep__slot *s, nng_msg *msg, const fprep_request *req)
 	fprep__server *srv = s->srv;
 	fprep__job *job = &s->job;
 	char why[FPREP_MESSAGE_SIZE];
-	uint32_t shape[4];
-	uint64_t bytes = 0;
+	uint64_t bytes;
 	uint8_t *tensor = NULL;
 	nng_msg *rep = NULL;
 	int rv;
@@ -212,11 +211,15 @@ static void slot_submit(fprep__slot *s, nng_msg *msg, const fprep_request *req)
 	fprep__memreg *in = NULL, *out = NULL;
 	uint32_t pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
 
-	rv = fprep_tensor_shape(req, shape, &bytes);
+	/* Shape, size and transform are decided here, once. */
+	memset(job, 0, sizeof(*job));
+	job->req = *req;
+	rv = fprep__job_plan(job);
 	if (rv != 0) {
 		fprep__slot_fail(s, msg, rv, "tensor shape: invalid request");
 		return;
 	}
+	bytes = job->output_size;
 	if (req->input_loc == FPREP_LOC_SHM &&
 	    (in = slot_region(s, msg, req->in_region, pipe, req->in_offset,
 	                      req->input_size, "in")) == NULL)
@@ -234,8 +237,6 @@ static void slot_submit(fprep__slot *s, nng_msg *msg, const fprep_request *req)
 		fprep__slot_fail(s, msg, rv, why);
 		return;
 	}
-	memset(job, 0, sizeof(*job));
-	job->req = *req;
 	job->input =
 	        (const uint8_t *)nng_msg_body(msg) + FPREP_REQUEST_HEADER_SIZE;
 	job->output = tensor;
@@ -247,10 +248,10 @@ static void slot_submit(fprep__slot *s, nng_msg *msg, const fprep_request *req)
 	}
 	if (out != NULL) {
 		job->output = out->base + req->out_offset;
+		job->output_pinned = out->pinned;
 		job->out_region = out;
 		fprep__regions_use(out);
 	}
-	job->output_size = bytes;
 	job->done = slot_job_done;
 	job->data = s;
 	s->req_msg = msg;

@@ -19,6 +19,7 @@
 
 #include "frameprep/frameprep.h"
 #include "frameprep/protocol.h"
+#include "ops.h"
 
 /* Little-endian field access at byte offsets. */
 static uint16_t proto_get16(const uint8_t *p)
@@ -604,9 +605,30 @@ static int proto_check_norm(const fprep_request *r, char *msg, size_t n)
 	return FPREP_OK;
 }
 
+/* proto_check_payload checks the payload length of a request message:
+ * input_size for inline input, nothing for shared-memory input. */
+static int proto_check_payload(const fprep_request *r, uint64_t payload,
+                               char *msg, size_t n)
+{
+	if (r->input_loc == FPREP_LOC_INLINE && payload != r->input_size)
+		return proto_fail(
+		        msg, n, FPREP_EPROTO,
+		        "inline payload %llu bytes != input_size %llu",
+		        (unsigned long long)payload,
+		        (unsigned long long)r->input_size);
+	if (r->input_loc == FPREP_LOC_SHM && payload != 0)
+		return proto_fail(msg, n, FPREP_EPROTO,
+		                  "payload %llu bytes with input_loc SHM: must "
+		                  "be 0",
+		                  (unsigned long long)payload);
+	return FPREP_OK;
+}
+
 /* proto_check_frame validates a FRAME/ECHO request, in the order that
  * fprep_request_decode documents. payload is the number of bytes after the
- * header. */
+ * header, or PROTO_NO_MESSAGE for a request that is not in a message (its
+ * payload is not checked). */
+#define PROTO_NO_MESSAGE UINT64_MAX
 static int proto_check_frame(const fprep_request *r, const fprep_limits *lim,
                              uint64_t payload, char *msg, size_t n)
 {
@@ -631,17 +653,9 @@ static int proto_check_frame(const fprep_request *r, const fprep_limits *lim,
 		                  proto_dtype_bytes(r->dtype),
 		                  (unsigned long long)tensor,
 		                  (unsigned long long)lim->max_tensor_bytes);
-	if (r->input_loc == FPREP_LOC_INLINE && payload != r->input_size)
-		return proto_fail(
-		        msg, n, FPREP_EPROTO,
-		        "inline payload %llu bytes != input_size %llu",
-		        (unsigned long long)payload,
-		        (unsigned long long)r->input_size);
-	if (r->input_loc == FPREP_LOC_SHM && payload != 0)
-		return proto_fail(msg, n, FPREP_EPROTO,
-		                  "payload %llu bytes with input_loc SHM: must "
-		                  "be 0",
-		                  (unsigned long long)payload);
+	if (payload != PROTO_NO_MESSAGE &&
+	    (err = proto_check_payload(r, payload, msg, n)))
+		return err;
 	if ((err = proto_check_norm(r, msg, n)))
 		return err;
 	if (r->output_loc == FPREP_LOC_SHM && r->out_capacity < tensor)
@@ -762,6 +776,23 @@ int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
 	}
 	return proto_fail(msg, msg_size, FPREP_EINVAL,
 	                  "kind %u is not a request kind (1..5)", req->kind);
+}
+
+int fprep__request_check(const fprep_request *req, char *msg, size_t msg_size)
+{
+	/* No limits: the daemon's are for peers, not for in-memory use. */
+	static const fprep_limits none = {
+	        .max_width = UINT32_MAX,
+	        .max_height = UINT32_MAX,
+	        .max_frame_bytes = UINT64_MAX,
+	        .max_out_width = UINT32_MAX,
+	        .max_out_height = UINT32_MAX,
+	        .max_tensor_bytes = UINT64_MAX,
+	};
+
+	if (msg != NULL && msg_size > 0)
+		msg[0] = '\0';
+	return proto_check_frame(req, &none, PROTO_NO_MESSAGE, msg, msg_size);
 }
 
 int fprep_tensor_shape(const fprep_request *req, uint32_t shape[4],

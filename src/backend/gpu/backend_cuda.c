@@ -291,38 +291,18 @@ static void cuda_slot_fini(cuda_slot *s)
 	cuda_free_pair(&s->h_out, &s->d_out, &s->out_cap);
 }
 
-/* cuda_is_pinned tells whether the n bytes at p lie in page-locked host
- * memory (cudaMallocHost, or a region registered with cudaHostRegister,
- * like the shared-memory path's output slots), so the D2H may write them
- * directly. */
-static int cuda_is_pinned(const void *p, size_t n)
-{
-	struct cudaPointerAttributes a0, a1;
-
-	if (n == 0 || cudaPointerGetAttributes(&a0, p) != cudaSuccess ||
-	    cudaPointerGetAttributes(&a1, (const char *)p + n - 1) !=
-	            cudaSuccess) {
-		(void)cudaGetLastError();
-		return 0;
-	}
-	return a0.type == cudaMemoryTypeHost && a1.type == cudaMemoryTypeHost;
-}
-
 /* cuda_enqueue puts job's H2D, kernel and D2H on the streams, using slot s.
  * Runs on the lane thread. Returns 0, or an error with job's reply set. */
 static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 {
 	const fprep_request *rq = &job->req;
 	fprep__gpu_status st = {0};
-	uint32_t shape[4];
-	uint64_t out_bytes = 0;
+	uint64_t out_bytes = job->output_size; /* planned by the loop */
 	const uint8_t *src;
 	uint8_t *dst;
 	cuda_lb_args a;
 
-	if (fprep_tensor_shape(rq, shape, &out_bytes) != 0 ||
-	    out_bytes != job->output_size || rq->dtype < FPREP_DTYPE_F32 ||
-	    rq->dtype > FPREP_DTYPE_U8) {
+	if (rq->dtype < FPREP_DTYPE_F32 || rq->dtype > FPREP_DTYPE_U8) {
 		cuda_fail(job, FPREP_EINVAL, 0, "invalid tensor request");
 		return FPREP_EINVAL;
 	}
@@ -334,7 +314,7 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 		          fatal, st.text);
 		return job->status;
 	}
-	s->out_direct = cuda_is_pinned(job->output, out_bytes);
+	s->out_direct = job->output_pinned;
 	dst = s->out_direct ? job->output : s->h_out;
 	src = job->input;
 	if (!job->input_pinned) {
@@ -524,7 +504,6 @@ static void *cuda_lane_main(void *arg)
 		job->status = FPREP_OK;
 		job->fatal = 0;
 		job->message[0] = '\0';
-		fprep_transform_compute(&job->req, &job->xf);
 		if (!dev_ok) {
 			cuda_fail(job, FPREP_ECUDA, 1, st.text);
 			cuda_deliver(cb, NULL, job);
