@@ -76,7 +76,8 @@
  *           connection: it is unmapped (and unpinned) when the connection
  *           closes, on UNREGISTER, or when the daemon stops.
  *   UNREGISTER  header field 16 u32 region_id. Requests already using the
- *           region finish first; the reply comes at once.
+ *           region finish first; the reply comes once the daemon has
+ *           unmapped (and unpinned) it and no longer touches the memory.
  *
  * Shared-memory FRAME requests: input_loc = SHM names (in_region,
  * in_offset, input_size); output_loc = SHM names (out_region, out_offset,
