@@ -1,41 +1,156 @@
 /*
- * regions.c: the daemon's table of client shared-memory regions (see
- * regions.h).
+ * regions.c: the daemon's registered memory regions, from REGISTER to the
+ * last unmap (see regions.h).
  *
- * Two singly linked lists are enough: the table holds at most
- * max-regions per connection and lookups happen once per request. A
- * removed region moves to the closing list and is released when its last
- * request completes: the backend unpins and unmaps it on its own thread
- * (cudaHostUnregister takes milliseconds for a large region), so the loop
- * thread does not wait for it.
+ * The design is simple: each region is an entry on the loop thread that
+ * embeds its record (memreg.h) and goes through
+ *
+ *   OPENING  its OPEN (map, pin) is queued on the backend
+ *   OPEN     in the table: requests of its connection find and use it
+ *   RETIRED  out of the table, still used by requests in flight
+ *   CLOSING  its CLOSE (unpin, unmap) is queued on the backend
+ *
+ * and is freed when the CLOSE completes. An operation's completion comes
+ * back as an event on the loop's queue, where fprep__regions_event moves
+ * the entry on and tells whoever waits (the server's slot). Two singly
+ * linked lists are enough: the table holds at most max-regions per
+ * connection and lookups happen once per request. Once the backend is
+ * closed (detached), the operations run here and only unmap.
  */
 #include "regions.h"
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "log.h"
 #include "metrics.h"
 
+enum regions_state { ENTRY_OPENING, ENTRY_OPEN, ENTRY_RETIRED, ENTRY_CLOSING };
+
+struct fprep__regions_entry {
+	fprep__memreg r;
+	fprep__event ev; /* the end of r's operation, for the loop */
+	fprep__regions *t;
+	int state;            /* enum regions_state */
+	int dropped;          /* OPENING: its connection closed meanwhile */
+	unsigned users;       /* requests in flight that use it */
+	int metered;          /* counted in the metrics: 1 + pinned */
+	fprep__regions_cb cb; /* told when the operation it waits for ends */
+	void *cb_data;
+	fprep__regions_entry *next;
+};
+
 void fprep__regions_init(fprep__regions *t, fprep__backend *backend,
-                         unsigned max_per_pipe, uint64_t max_bytes)
+                         fprep__evq *evq, int ev_kind, unsigned max_per_pipe,
+                         uint64_t max_region_bytes, uint64_t max_bytes)
 {
-	t->head = NULL;
-	t->closing = NULL;
+	memset(t, 0, sizeof(*t));
 	t->backend = backend;
+	t->evq = evq;
+	t->ev_kind = ev_kind;
 	t->next_id = 1;
 	t->max_per_pipe = max_per_pipe;
+	t->max_region_bytes = max_region_bytes;
 	t->max_bytes = max_bytes;
-	t->bytes = 0;
 }
 
-int fprep__regions_reserve(fprep__regions *t, uint32_t pipe, uint64_t size,
-                           char *msg, size_t msg_size)
+static fprep__regions_entry *regions_entry(fprep__memreg *r)
 {
-	unsigned n = 0;
+	return fprep__container_of(r, fprep__regions_entry, r);
+}
 
-	for (fprep__shm_region *r = t->head; r != NULL; r = r->next)
-		n += r->owner == pipe;
+/* regions_unlink takes e out of the list at *head. */
+static void regions_unlink(fprep__regions_entry **head, fprep__regions_entry *e)
+{
+	for (fprep__regions_entry **pp = head; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == e) {
+			*pp = e->next;
+			e->next = NULL;
+			return;
+		}
+	}
+}
+
+/* regions_op_done: the backend ran e's operation; on its thread. */
+static void regions_op_done(fprep__memreg *r)
+{
+	fprep__regions_entry *e = regions_entry(r);
+
+	fprep__evq_push(e->t->evq, &e->ev);
+}
+
+/* regions_submit has the backend run verb on e; when it cannot (detached,
+ * or refused), the operation runs here: an OPEN fails, a CLOSE unmaps.
+ * Either way its completion arrives as an event. */
+static void regions_submit(fprep__regions *t, fprep__regions_entry *e, int verb)
+{
+	fprep__backend *b = t->backend;
+	int rv = FPREP_ESHUTDOWN;
+
+	e->r.verb = verb;
+	e->r.status = FPREP_OK;
+	e->r.message[0] = '\0';
+	e->r.done = regions_op_done;
+	e->r.data = t;
+	e->ev.kind = t->ev_kind;
+	if (b != NULL && b->region_op == NULL)
+		rv = FPREP_EUNSUPPORTED;
+	else if (b != NULL && (rv = b->region_op(b, &e->r)) == 0)
+		return;
+	if (verb == FPREP__MEMREG_OPEN) {
+		e->r.status = rv;
+		snprintf(e->r.message, sizeof(e->r.message),
+		         "backend %s cannot map regions (%s)",
+		         b != NULL ? b->name : "(closed)", fprep_err_name(rv));
+	} else {
+		fprep__memreg_unmap(&e->r);
+	}
+	fprep__evq_push(t->evq, &e->ev);
+}
+
+/* regions_retire takes e, out of the table, to its close: at once, or
+ * when its last request is done. */
+static void regions_retire(fprep__regions *t, fprep__regions_entry *e)
+{
+	e->next = t->other;
+	t->other = e;
+	if (e->users > 0) {
+		e->state = ENTRY_RETIRED;
+		return;
+	}
+	e->state = ENTRY_CLOSING;
+	regions_submit(t, e, FPREP__MEMREG_CLOSE);
+}
+
+int fprep__regions_register(fprep__regions *t, const char *name, uint64_t size,
+                            uint32_t pipe, uint64_t uid, fprep__regions_cb cb,
+                            void *data, char *msg, size_t msg_size)
+{
+	fprep__regions_entry *e;
+	unsigned n = 0;
+	int rv;
+
+	if (t->closing) {
+		snprintf(msg, msg_size, "server shutting down");
+		return FPREP_ESHUTDOWN;
+	}
+	rv = fprep__shm_region_name_check(name, strlen(name), msg, msg_size);
+	if (rv != 0)
+		return rv;
+	if (size == 0 || size > t->max_region_bytes) {
+		snprintf(msg, msg_size,
+		         "region_size %" PRIu64
+		         " outside 1..max-region-bytes %" PRIu64,
+		         size, t->max_region_bytes);
+		return FPREP_ELIMIT;
+	}
+	for (e = t->head; e != NULL; e = e->next)
+		n += e->r.owner == pipe;
+	for (e = t->other; e != NULL; e = e->next)
+		n += e->state == ENTRY_OPENING && !e->dropped &&
+		     e->r.owner == pipe;
 	if (n >= t->max_per_pipe) {
 		snprintf(msg, msg_size,
 		         "this connection has %u regions, the limit "
@@ -50,90 +165,156 @@ int fprep__regions_reserve(fprep__regions *t, uint32_t pipe, uint64_t size,
 		         size, t->bytes, t->max_bytes);
 		return FPREP_ELIMIT;
 	}
+	e = calloc(1, sizeof(*e));
+	if (e == NULL) {
+		snprintf(msg, msg_size, "REGISTER: out of memory");
+		return FPREP_ENOMEM;
+	}
+	e->t = t;
+	e->r.kind = FPREP__MEMREG_SHM;
+	e->r.owner = pipe;
+	e->r.size = size;
+	snprintf(e->r.u.shm.name, sizeof(e->r.u.shm.name), "%s", name);
+	e->r.u.shm.peer_uid = uid;
+	e->r.u.shm.max_size = t->max_region_bytes;
+	e->state = ENTRY_OPENING;
+	e->cb = cb;
+	e->cb_data = data;
+	e->next = t->other;
+	t->other = e;
 	t->bytes += size;
+	regions_submit(t, e, FPREP__MEMREG_OPEN);
 	return 0;
 }
 
-void fprep__regions_unreserve(fprep__regions *t, uint64_t size)
-{
-	t->bytes -= size;
-}
-
-/* regions_id_used tells whether a region in the table or still closing
- * has id. */
+/* regions_id_used tells whether a region not yet closed has id. */
 static int regions_id_used(const fprep__regions *t, uint32_t id)
 {
-	for (const fprep__shm_region *r = t->head; r != NULL; r = r->next)
-		if (r->id == id)
+	for (const fprep__regions_entry *e = t->head; e != NULL; e = e->next)
+		if (e->r.id == id)
 			return 1;
-	for (const fprep__shm_region *r = t->closing; r != NULL; r = r->next)
-		if (r->id == id)
+	for (const fprep__regions_entry *e = t->other; e != NULL; e = e->next)
+		if (e->r.id == id)
 			return 1;
 	return 0;
 }
 
-void fprep__regions_add(fprep__regions *t, fprep__shm_region *r, uint32_t pipe)
+/* regions_opened enters e, just mapped and pinned, in the table, or closes
+ * it when nobody wants it any more. */
+static void regions_opened(fprep__regions *t, fprep__regions_entry *e)
 {
-	/* After the counter wraps, skip the ids of regions still alive. */
-	do {
-		r->id = t->next_id++;
-		if (t->next_id == 0)
-			t->next_id = 1;
-	} while (regions_id_used(t, r->id));
-	r->owner = pipe;
-	r->next = t->head;
-	t->head = r;
-	fprep__metrics_region(1, r->size, r->gpu_priv != NULL);
-}
+	fprep__regions_cb cb = e->cb;
+	void *data = e->cb_data;
+	const char *why = NULL;
+	char msg[FPREP_MESSAGE_SIZE];
+	int status = FPREP_OK;
 
-fprep__shm_region *fprep__regions_find(fprep__regions *t, uint32_t id,
-                                   uint32_t pipe)
-{
-	for (fprep__shm_region *r = t->head; r != NULL; r = r->next)
-		if (r->id == id)
-			return r->owner == pipe && !r->broken ? r : NULL;
-	return NULL;
-}
-
-/* regions_release unpins, unmaps and frees r: the backend does it (the
- * GPU's unpinning, off the loop thread), or, without one, munmap here. */
-static void regions_release(fprep__regions *t, fprep__backend *backend,
-                            fprep__shm_region *r)
-{
-	fprep__log(FPREP_LOG_INFO,
-	           "region %" PRIu32 " (%s, %" PRIu64 " bytes) released", r->id,
-	           r->name, r->size);
-	t->bytes -= r->size;
-	fprep__metrics_region(-1, r->size, r->gpu_priv != NULL);
-	if (backend != NULL && backend->region_remove != NULL)
-		backend->region_remove(backend, r);
-	else
-		fprep__shm_region_unmap(r);
-}
-
-/* regions_retire moves r (already out of the table) to the closing list,
- * or releases it at once when no request uses it. */
-static void regions_retire(fprep__regions *t, fprep__shm_region *r)
-{
-	r->closing = 1;
-	if (r->users == 0) {
-		regions_release(t, t->backend, r);
+	e->cb = NULL;
+	regions_unlink(&t->other, e);
+	if (e->dropped || t->closing) {
+		status = e->dropped ? FPREP_ECLOSED : FPREP_ESHUTDOWN;
+		why = e->dropped ? "connection closed during registration"
+		                 : "server shutting down";
+		e->state = ENTRY_CLOSING;
+		e->next = t->other;
+		t->other = e;
+		regions_submit(t, e, FPREP__MEMREG_CLOSE);
+		if (cb != NULL)
+			cb(data, status, 0, why);
 		return;
 	}
-	r->next = t->closing;
-	t->closing = r;
+	/* After the counter wraps, skip the ids of regions still alive. */
+	do {
+		e->r.id = t->next_id++;
+		if (t->next_id == 0)
+			t->next_id = 1;
+	} while (regions_id_used(t, e->r.id));
+	e->state = ENTRY_OPEN;
+	e->next = t->head;
+	t->head = e;
+	e->metered = 1 + (e->r.pinned != 0);
+	fprep__metrics_region(1, e->r.size, e->metered == 2);
+	fprep__log(FPREP_LOG_INFO,
+	           "region %" PRIu32 " (%s, %" PRIu64
+	           " bytes%s) registered by connection %" PRIu32
+	           " (uid %" PRIu64 ")",
+	           e->r.id, e->r.u.shm.name, e->r.size,
+	           e->r.pinned ? ", pinned" : "", e->r.owner,
+	           e->r.u.shm.peer_uid);
+	snprintf(msg, sizeof(msg), "region %" PRIu32 " registered", e->r.id);
+	if (cb != NULL)
+		cb(data, FPREP_OK, e->r.id, msg);
 }
 
-int fprep__regions_remove(fprep__regions *t, uint32_t id, uint32_t pipe)
+/* regions_closed frees e, closed, and tells whoever waits. */
+static void regions_closed(fprep__regions *t, fprep__regions_entry *e)
 {
-	for (fprep__shm_region **pp = &t->head; *pp != NULL; pp = &(*pp)->next) {
-		fprep__shm_region *r = *pp;
-		if (r->id != id || r->owner != pipe)
+	fprep__regions_cb cb = e->cb;
+	void *data = e->cb_data;
+	uint32_t id = e->r.id;
+	char msg[FPREP_MESSAGE_SIZE];
+
+	regions_unlink(&t->other, e);
+	t->bytes -= e->r.size;
+	if (e->metered)
+		fprep__metrics_region(-1, e->r.size, e->metered == 2);
+	if (id != 0)
+		fprep__log(FPREP_LOG_INFO,
+		           "region %" PRIu32 " (%s, %" PRIu64
+		           " bytes) released",
+		           id, e->r.u.shm.name, e->r.size);
+	free(e);
+	snprintf(msg, sizeof(msg), "region %" PRIu32 " unregistered", id);
+	if (cb != NULL)
+		cb(data, FPREP_OK, id, msg);
+}
+
+void fprep__regions_event(fprep__regions *t, fprep__event *ev)
+{
+	fprep__regions_entry *e =
+	        fprep__container_of(ev, fprep__regions_entry, ev);
+	fprep__regions_cb cb = e->cb;
+	char msg[FPREP_MESSAGE_SIZE];
+	int status = e->r.status;
+
+	if (e->r.verb == FPREP__MEMREG_CLOSE) {
+		regions_closed(t, e);
+		return;
+	}
+	if (status == FPREP_OK) {
+		regions_opened(t, e);
+		return;
+	}
+	/* The OPEN failed: nothing is mapped. */
+	snprintf(msg, sizeof(msg), "%s",
+	         e->r.message[0] != '\0' ? e->r.message
+	                                 : fprep_strerror(status));
+	regions_unlink(&t->other, e);
+	t->bytes -= e->r.size;
+	if (cb != NULL)
+		cb(e->cb_data, status, 0, msg);
+	free(e);
+}
+
+int fprep__regions_unregister(fprep__regions *t, uint32_t id, uint32_t pipe,
+                              fprep__regions_cb cb, void *data, char *msg,
+                              size_t msg_size)
+{
+	for (fprep__regions_entry **pp = &t->head; *pp != NULL;
+	     pp = &(*pp)->next) {
+		fprep__regions_entry *e = *pp;
+
+		if (e->r.id != id || e->r.owner != pipe)
 			continue;
-		*pp = r->next;
-		regions_retire(t, r);
+		*pp = e->next;
+		e->cb = cb;
+		e->cb_data = data;
+		regions_retire(t, e);
 		return 0;
 	}
+	snprintf(msg, msg_size,
+	         "region_id %" PRIu32 " is not a region of this connection",
+	         id);
 	return FPREP_EREGION;
 }
 
@@ -141,57 +322,96 @@ unsigned fprep__regions_remove_pipe(fprep__regions *t, uint32_t pipe)
 {
 	unsigned n = 0;
 
-	for (fprep__shm_region **pp = &t->head; *pp != NULL;) {
-		fprep__shm_region *r = *pp;
-		if (r->owner != pipe) {
-			pp = &r->next;
+	for (fprep__regions_entry *e = t->other; e != NULL; e = e->next)
+		if (e->state == ENTRY_OPENING && e->r.owner == pipe)
+			e->dropped = 1;
+	for (fprep__regions_entry **pp = &t->head; *pp != NULL;) {
+		fprep__regions_entry *e = *pp;
+
+		if (e->r.owner != pipe) {
+			pp = &e->next;
 			continue;
 		}
-		*pp = r->next;
-		regions_retire(t, r);
+		*pp = e->next;
+		regions_retire(t, e);
 		n++;
 	}
 	return n;
 }
 
-void fprep__regions_use(fprep__shm_region *r)
+fprep__memreg *fprep__regions_find(fprep__regions *t, uint32_t id,
+                                   uint32_t pipe)
 {
-	r->users++;
+	for (fprep__regions_entry *e = t->head; e != NULL; e = e->next)
+		if (e->r.id == id)
+			return e->r.owner == pipe &&
+			                       !fprep__memreg_broken(&e->r)
+			               ? &e->r
+			               : NULL;
+	return NULL;
 }
 
-void fprep__regions_unuse(fprep__regions *t, fprep__shm_region *r)
+void fprep__regions_use(fprep__memreg *r)
 {
-	if (--r->users > 0 || !r->closing)
+	regions_entry(r)->users++;
+}
+
+void fprep__regions_unuse(fprep__regions *t, fprep__memreg *r)
+{
+	fprep__regions_entry *e = regions_entry(r);
+
+	if (--e->users > 0 || e->state != ENTRY_RETIRED)
 		return;
-	for (fprep__shm_region **pp = &t->closing; *pp != NULL; pp = &(*pp)->next) {
-		if (*pp == r) {
-			*pp = r->next;
-			break;
-		}
-	}
-	regions_release(t, t->backend, r);
+	e->state = ENTRY_CLOSING;
+	regions_submit(t, e, FPREP__MEMREG_CLOSE);
 }
 
 unsigned fprep__regions_count(const fprep__regions *t, uint64_t *bytes)
 {
 	unsigned n = 0;
 
-	for (const fprep__shm_region *r = t->head; r != NULL; r = r->next)
+	for (const fprep__regions_entry *e = t->head; e != NULL; e = e->next)
 		n++;
 	*bytes = t->bytes;
 	return n;
 }
 
-void fprep__regions_fini(fprep__regions *t, fprep__backend *backend)
+void fprep__regions_close(fprep__regions *t)
 {
-	fprep__shm_region *r;
+	fprep__regions_entry *e;
 
-	while ((r = t->head) != NULL) {
-		t->head = r->next;
-		regions_release(t, backend, r);
+	t->closing = 1;
+	while ((e = t->head) != NULL) {
+		t->head = e->next;
+		regions_retire(t, e);
 	}
-	while ((r = t->closing) != NULL) {
-		t->closing = r->next;
-		regions_release(t, backend, r);
+}
+
+void fprep__regions_detach(fprep__regions *t)
+{
+	t->backend = NULL;
+}
+
+unsigned fprep__regions_fini(fprep__regions *t)
+{
+	unsigned n = 0;
+	fprep__regions_entry *e;
+
+	while ((e = t->head) != NULL || (e = t->other) != NULL) {
+		if (e == t->head)
+			t->head = e->next;
+		else
+			t->other = e->next;
+		fprep__memreg_unmap(&e->r);
+		t->bytes -= e->r.size;
+		if (e->metered)
+			fprep__metrics_region(-1, e->r.size, e->metered == 2);
+		free(e);
+		n++;
 	}
+	if (n > 0)
+		fprep__log(FPREP_LOG_WARNING,
+		           "%u regions were still open at the end: unmapped",
+		           n);
+	return n;
 }

@@ -1,6 +1,10 @@
 /*
- * regions.h: the daemon's table of client shared-memory regions (see
- * src/backend/shm_region.h for one region). The loop thread owns the table.
+ * regions.h: every memory region a client registered with the daemon, from
+ * REGISTER to the last unmap: register -> map -> pin -> use -> unpin ->
+ * unmap. The loop thread owns the table; what blocks or needs the device
+ * (open + mmap, cudaHostRegister and their undoing) runs on the backend's
+ * thread through its administrative queue (backend.h, memreg.h), and each
+ * operation's end comes back to the loop through the event queue.
  *
  * A region is registered by one connection (nng pipe) and only that
  * connection's requests may name it. It leaves the table on UNREGISTER,
@@ -13,61 +17,101 @@
 #include <stdint.h>
 
 #include "backend.h"
-#include "shm_region.h"
+#include "evq.h"
+#include "memreg.h"
+
+/* fprep__regions_cb: the end of a registration or unregistration, on the
+ * loop thread: status FPREP_OK (id: the region's) or an enum fprep_err
+ * with a sentence in message (which lives until the callback returns). */
+typedef void (*fprep__regions_cb)(void *data, int status, uint32_t id,
+                                  const char *message);
+
+typedef struct fprep__regions_entry fprep__regions_entry;
 
 /* fprep__regions: the table and its limits. Embedded; init/fini. */
 typedef struct fprep__regions {
-	fprep__shm_region *head;     /* registered, usable regions */
-	fprep__shm_region *closing;  /* out of the table, still in use */
-	fprep__backend *backend; /* for region_remove */
+	fprep__regions_entry *head;  /* open and usable */
+	fprep__regions_entry *other; /* opening, or out of the table and
+	                                not yet closed */
+	fprep__backend *backend;     /* runs the operations; NULL: detached */
+	fprep__evq *evq;             /* where completions go */
+	int ev_kind;                 /* their fprep__event kind */
+	int closing;                 /* fprep__regions_close ran */
 	uint32_t next_id;
 	unsigned max_per_pipe;
+	uint64_t max_region_bytes;
 	uint64_t max_bytes; /* all regions, reserved or mapped */
 	uint64_t bytes;     /* reserved or mapped now */
 } fprep__regions;
 
-/* fprep__regions_init sets up an empty table. */
+/* fprep__regions_init sets up an empty table whose operations backend
+ * runs; their completions are pushed onto evq as events of kind ev_kind,
+ * which the evq's owner hands to fprep__regions_event. Loop thread. */
 void fprep__regions_init(fprep__regions *t, fprep__backend *backend,
-                         unsigned max_per_pipe, uint64_t max_bytes);
+                         fprep__evq *evq, int ev_kind, unsigned max_per_pipe,
+                         uint64_t max_region_bytes, uint64_t max_bytes);
 
-/* fprep__regions_reserve checks a registration of size bytes by pipe
- * against the limits and reserves the bytes. Returns 0, or FPREP_ELIMIT
- * with a sentence in msg. */
-int fprep__regions_reserve(fprep__regions *t, uint32_t pipe, uint64_t size,
-                           char *msg, size_t msg_size);
+/* fprep__regions_register registers the shared-memory object name (size
+ * bytes) for connection pipe, whose peer is user uid: the name, the size
+ * and the limits are checked at once and the bytes reserved, then the
+ * backend maps (and pins) it. Returns 0, and cb(data, ...) follows on the
+ * loop thread with the region's id or the reason it failed (FPREP_ECLOSED
+ * when the connection closed meanwhile); or an error with a sentence in
+ * msg, and cb is not called. */
+int fprep__regions_register(fprep__regions *t, const char *name, uint64_t size,
+                            uint32_t pipe, uint64_t uid, fprep__regions_cb cb,
+                            void *data, char *msg, size_t msg_size);
 
-/* fprep__regions_unreserve gives back bytes reserved for a registration
- * that failed. */
-void fprep__regions_unreserve(fprep__regions *t, uint64_t size);
+/* fprep__regions_unregister takes region id of pipe out of the table: no
+ * new request finds it. Once the requests using it are done, the backend
+ * unpins and unmaps it; then cb (NULL: nobody to tell) follows on the loop
+ * thread with FPREP_OK, so a reply sent from cb tells the client that the
+ * daemon no longer touches the memory. Returns 0, or FPREP_EREGION with a
+ * sentence in msg (cb is not called). */
+int fprep__regions_unregister(fprep__regions *t, uint32_t id, uint32_t pipe,
+                              fprep__regions_cb cb, void *data, char *msg,
+                              size_t msg_size);
 
-/* fprep__regions_add enters a mapped region for pipe and gives it its id. */
-void fprep__regions_add(fprep__regions *t, fprep__shm_region *r, uint32_t pipe);
-
-/* fprep__regions_find returns pipe's region id, or NULL (another pipe's
- * region, an unknown id, or a region closing or broken). */
-fprep__shm_region *fprep__regions_find(fprep__regions *t, uint32_t id,
-                                   uint32_t pipe);
-
-/* fprep__regions_remove takes region id of pipe out of the table (release
- * follows when its last user is done). Returns 0 or FPREP_EREGION. */
-int fprep__regions_remove(fprep__regions *t, uint32_t id, uint32_t pipe);
-
-/* fprep__regions_remove_pipe takes every region of pipe out of the table;
- * returns how many. */
+/* fprep__regions_remove_pipe takes every region of pipe out of the table
+ * (and drops its registrations in progress: they are closed once open);
+ * returns how many regions left the table. */
 unsigned fprep__regions_remove_pipe(fprep__regions *t, uint32_t pipe);
 
-/* fprep__regions_use and _unuse count the requests in flight on r; the
- * last _unuse of a removed region releases it. */
-void fprep__regions_use(fprep__shm_region *r);
-void fprep__regions_unuse(fprep__regions *t, fprep__shm_region *r);
+/* fprep__regions_find returns pipe's open region id, or NULL (another
+ * pipe's region, an unknown id, or a region closing or broken). */
+fprep__memreg *fprep__regions_find(fprep__regions *t, uint32_t id,
+                                   uint32_t pipe);
 
-/* fprep__regions_count returns the regions in the table and the mapped
- * bytes. */
+/* fprep__regions_use and _unuse count the requests in flight on r (found
+ * with fprep__regions_find); the last _unuse of a removed region closes
+ * it. */
+void fprep__regions_use(fprep__memreg *r);
+void fprep__regions_unuse(fprep__regions *t, fprep__memreg *r);
+
+/* fprep__regions_count returns the regions in the table and the bytes
+ * reserved or mapped. */
 unsigned fprep__regions_count(const fprep__regions *t, uint64_t *bytes);
 
-/* fprep__regions_fini releases every region. No request may use any;
- * backend is the one the regions were added to, or NULL once it is closed
- * (the mappings are then only unmapped: the process is ending). */
-void fprep__regions_fini(fprep__regions *t, fprep__backend *backend);
+/* fprep__regions_event finishes an operation whose completion ev (of kind
+ * ev_kind) the event queue delivered; it calls the waiting callback, if
+ * any. Loop thread. */
+void fprep__regions_event(fprep__regions *t, fprep__event *ev);
+
+/* fprep__regions_close begins the end at shutdown: every region in the
+ * table is closed (no request may use one any more), registrations still
+ * opening fail with FPREP_ESHUTDOWN once open and are closed, and new
+ * ones are refused. The closes complete through events as usual. */
+void fprep__regions_close(fprep__regions *t);
+
+/* fprep__regions_detach tells the table that its backend is closed (its
+ * queued operations ran): operations from now on run here, on the loop
+ * thread, and only unmap (the process is ending); their completions
+ * still arrive as events. */
+void fprep__regions_detach(fprep__regions *t);
+
+/* fprep__regions_fini frees the table once the event queue has closed.
+ * Whatever is left (its completion never delivered) is unmapped and freed
+ * with a warning; returns how many were left, 0 after a clean close. */
+unsigned fprep__regions_fini(fprep__regions *t);
 
 #endif /* FPREP_SERVICE_REGIONS_H */

@@ -233,6 +233,16 @@ FPREP_EXTERN int fprep_pending_done(const fprep_pending *p);
  * fprep_client_request, and frees p. */
 FPREP_EXTERN int fprep_pending_wait(fprep_pending *p, fprep_result *res);
 
+/* fprep_client_register sends a REGISTER or UNREGISTER request *req,
+ * assigning its version and request id, and stores the reply in *res (free
+ * it with fprep_result_fini): the daemon's status is res->header.status and,
+ * after a REGISTER, the new region's id res->header.region_id. Most
+ * programs use fprep_region_open and fprep_region_close instead. Returns 0
+ * or a transport error, like fprep_client_request. */
+FPREP_EXTERN int fprep_client_register(fprep_client *client,
+                                       fprep_register_request *req,
+                                       fprep_result *res);
+
 /* fprep_client_info asks the daemon what it runs. On success res->payload
  * holds payload_size bytes of "key: value" lines (NUL-terminated as a
  * convenience; the NUL is not counted). */

@@ -76,7 +76,8 @@
  *           connection: it is unmapped (and unpinned) when the connection
  *           closes, on UNREGISTER, or when the daemon stops.
  *   UNREGISTER  header field 16 u32 region_id. Requests already using the
- *           region finish first; the reply comes at once.
+ *           region finish first; the reply comes once the daemon has
+ *           unmapped (and unpinned) it and no longer touches the memory.
  *
  * Shared-memory FRAME requests: input_loc = SHM names (in_region,
  * in_offset, input_size); output_loc = SHM names (out_region, out_offset,
@@ -256,11 +257,18 @@ typedef struct fprep_request {
 	uint64_t out_offset;
 	uint64_t out_capacity;
 	uint64_t input_size;
-	/* REGISTER / UNREGISTER */
-	uint64_t region_size;
-	uint32_t region_id;
-	char region_name[FPREP_REGION_NAME_MAX + 1]; /* NUL-terminated */
 } fprep_request;
+
+/* fprep_register_request: a decoded REGISTER or UNREGISTER request (see the
+ * kinds above), in host byte order. */
+typedef struct fprep_register_request {
+	uint16_t version;
+	uint16_t kind; /* FPREP_KIND_REGISTER or FPREP_KIND_UNREGISTER */
+	uint64_t request_id;
+	uint64_t region_size; /* REGISTER: bytes to map */
+	uint32_t region_id;   /* UNREGISTER: the region to drop */
+	char region_name[FPREP_REGION_NAME_MAX + 1]; /* REGISTER; NUL-ended */
+} fprep_register_request;
 
 /* fprep_reply_header: a decoded reply header, in host byte order. */
 typedef struct fprep_reply_header {
@@ -302,8 +310,17 @@ FPREP_EXTERN void fprep_request_init(fprep_request *req, uint16_t src_format,
                                      uint32_t src_width, uint32_t src_height);
 
 /* fprep_request_encode writes the 128-byte wire header for *req into buf
- * (which must hold FPREP_REQUEST_HEADER_SIZE bytes). It does not validate. */
+ * (which must hold FPREP_REQUEST_HEADER_SIZE bytes). It does not validate.
+ * A REGISTER or UNREGISTER header gets only the common part: use
+ * fprep_register_request_encode for those. */
 FPREP_EXTERN void fprep_request_encode(const fprep_request *req, void *buf);
+
+/* fprep_register_request_encode writes the 128-byte wire header of a
+ * REGISTER or UNREGISTER request *req into buf (which must hold
+ * FPREP_REQUEST_HEADER_SIZE bytes); a name longer than
+ * FPREP_REGION_NAME_MAX is cut. It does not validate. */
+FPREP_EXTERN void
+fprep_register_request_encode(const fprep_register_request *req, void *buf);
 
 /* fprep_request_decode parses and validates a whole request message of len
  * bytes (header plus payload). On success returns FPREP_OK and fills *req;
@@ -319,8 +336,9 @@ FPREP_EXTERN void fprep_request_encode(const fprep_request *req, void *buf);
  * payload length (== input_size for inline input, 0 for shm input),
  * normalisation (finite values, pad_value in [0, 255], std > 0; dtype U8
  * needs scale 1/255 or 1, mean 0, std 1), out_capacity >= tensor size for
- * shm output. INFO, REGISTER and UNREGISTER: only the common part (see the
- * kinds above); the other fields of *req are left zero.
+ * shm output. INFO: only the common part. REGISTER and UNREGISTER: the
+ * checks of fprep_register_request_decode, which gives their fields; the
+ * other fields of *req are left zero.
  *
  * On failure returns the error (FPREP_EPROTO, FPREP_EVERSION, FPREP_EINVAL,
  * FPREP_ELIMIT) and, if msg is not NULL, writes a NUL-terminated sentence of
@@ -332,6 +350,17 @@ FPREP_EXTERN int fprep_request_decode(const void *buf, size_t len,
                                       const fprep_limits *lim,
                                       fprep_request *req, char *msg,
                                       size_t msg_size);
+
+/* fprep_register_request_decode parses and validates a whole REGISTER or
+ * UNREGISTER message of len bytes: magic, length >= header, version, kind
+ * (another kind: FPREP_EINVAL), and for REGISTER name_len in
+ * 2..FPREP_REGION_NAME_MAX with no NUL inside the name (its syntax and the
+ * size are the daemon's to judge). Returns and explains errors like
+ * fprep_request_decode, storing what could be read of version, kind and
+ * request_id. Never reads outside buf[0..len). Thread-safe. */
+FPREP_EXTERN int fprep_register_request_decode(const void *buf, size_t len,
+                                               fprep_register_request *req,
+                                               char *msg, size_t msg_size);
 
 /* fprep_tensor_shape computes the tensor a valid request produces: shape in
  * the request's layout (4 entries) and its size in bytes. Returns 0, or

@@ -11,6 +11,12 @@
  * completion queue and wake the loop (uv_async_send); the loop then builds
  * and sends the reply. Between submit and done the backend owns the job; the
  * input and output buffers stay valid until done.
+ *
+ * Beside the job queue, each backend runs an administrative queue of
+ * operations on registered memory regions (memreg.h): region_op queues
+ * one, a backend thread runs it (the GPU lane, whose device is set, pins
+ * and unpins there; a CPU worker only maps and unmaps) and calls its done
+ * the same way.
  */
 #ifndef FPREP_BACKEND_H
 #define FPREP_BACKEND_H
@@ -18,9 +24,8 @@
 #include <stdint.h>
 
 #include "frameprep/frameprep.h"
+#include "memreg.h"
 #include "queue.h"
-
-struct fprep__shm_region;
 
 typedef struct fprep__job fprep__job;
 typedef struct fprep__backend fprep__backend;
@@ -39,15 +44,19 @@ typedef struct fprep__backend_stats {
 typedef void (*fprep__job_cb)(fprep__job *job);
 
 struct fprep__job {
-	/* Filled by the loop before submit. */
+	/* Filled by the loop before submit; what is decided once per request
+	 * (shape, transform, pinned-ness) is here, and backends read it
+	 * rather than work it out again. */
 	fprep_request req;    /* validated by fprep_request_decode */
 	const uint8_t *input; /* req.input_size bytes of frame */
 	uint8_t *output;      /* output_size bytes for the tensor */
-	uint64_t output_size; /* == tensor bytes from fprep_tensor_shape */
-	int input_pinned;     /* input lies in memory the backend registered */
-	struct fprep__shm_region *shm_in; /* region holding input, or NULL */
-	struct fprep__shm_region
-	        *shm_out; /* region receiving output, or NULL */
+	uint32_t shape[4]; /* the tensor's, in req.layout (fprep__job_plan) */
+	uint64_t output_size; /* its bytes (fprep__job_plan) */
+	fprep_transform xf;   /* source to tensor mapping (fprep__job_plan) */
+	int input_pinned;     /* input lies in page-locked memory */
+	int output_pinned;    /* output lies in page-locked memory */
+	fprep__memreg *in_region;  /* region holding the input, or NULL */
+	fprep__memreg *out_region; /* region receiving the output, or NULL */
 	fprep__job_cb done;
 	void *data; /* the loop's request */
 
@@ -55,9 +64,8 @@ struct fprep__job {
 	int status;                       /* FPREP_OK or enum fprep_err */
 	int fatal;                        /* sticky device error: exit */
 	char message[FPREP_MESSAGE_SIZE]; /* set when status != FPREP_OK */
-	fprep_transform xf;
-	uint64_t t_start_ns; /* CLOCK_MONOTONIC, work began */
-	uint64_t t_end_ns;   /* CLOCK_MONOTONIC, output ready */
+	uint64_t t_start_ns;              /* CLOCK_MONOTONIC, work began */
+	uint64_t t_end_ns;                /* CLOCK_MONOTONIC, output ready */
 	uint32_t t_compute_us;
 	uint32_t t_h2d_us;
 	uint32_t t_kernel_us;
@@ -86,23 +94,27 @@ struct fprep__backend {
 	 * thread. */
 	void (*close)(fprep__backend *b, int timeout_ms);
 
-	/* region_add prepares a client shared-memory region for use as job
-	 * input and output (the GPU backend pins it with cudaHostRegister and
-	 * marks that in r->gpu_priv); called off the loop thread (it may take
-	 * milliseconds). region_remove takes r, which no job uses any more,
-	 * and undoes that, then unmaps and frees r with
-	 * fprep__shm_region_unmap, possibly later on a backend thread: the
-	 * caller (the loop thread) neither waits nor touches r afterwards;
-	 * close finishes what is left. Both NULL when the backend needs nothing
-	 * (CPU). */
-	int (*region_add)(fprep__backend *b, struct fprep__shm_region *r);
-	void (*region_remove)(fprep__backend *b, struct fprep__shm_region *r);
+	/* region_op queues the operation r->verb on region r (OPEN: map it
+	 * and make it usable by jobs, which on the GPU means pinning it;
+	 * CLOSE: no job uses r any more: undo that and unmap it) on the
+	 * backend's administrative queue; called on the loop thread; never
+	 * blocks. Returns 0 (r->done will be called once, from a backend
+	 * thread, with r->status and r->message set) or an error (done will
+	 * not be called). close runs the operations already queued, and
+	 * calls their done, before it returns. */
+	int (*region_op)(fprep__backend *b, fprep__memreg *r);
 
 	/* stats fills *st (zeroed by the caller) for the metrics endpoint;
 	 * called from any thread while the backend is open, never blocking
 	 * on its work. NULL when the backend has nothing to tell (CPU). */
 	void (*stats)(fprep__backend *b, fprep__backend_stats *st);
 };
+
+/* fprep__job_plan decides, once, what job->req implies: the tensor's
+ * shape and size (fprep_tensor_shape) and the transform
+ * (fprep_transform_compute), stored in the job. Returns 0 or FPREP_EINVAL
+ * for a request fprep_request_decode would refuse. */
+int fprep__job_plan(fprep__job *job);
 
 /* fprep__backend_cpu_open starts a CPU backend with nthreads worker threads
  * (0: one per online core). */

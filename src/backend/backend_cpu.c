@@ -16,6 +16,10 @@
  * queued with FPREP_ESHUTDOWN, joins them and frees the backend. A job that
  * is already running is always finished: the op cannot be interrupted, and
  * it takes milliseconds.
+ *
+ * Operations on registered regions (region_op: map, unmap) wait in their
+ * own queue, which workers serve before the jobs; nothing needs pinning
+ * here. close() runs every operation queued before the workers exit.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -29,7 +33,6 @@
 #include "clock.h"
 #include "log.h"
 #include "ops.h"
-#include "shm_region.h"
 
 #define CPU_MAX_THREADS 256
 #define CPU_BAND_ROWS   32 /* fewest tensor rows in a band */
@@ -52,6 +55,7 @@ struct cpu_backend {
 	pthread_cond_t idle;      /* the queue drained and no job runs */
 	pthread_cond_t band_done; /* a band of the shared frame was written */
 	fprep__queue jobs;        /* submitted, not yet taken */
+	fprep__queue admin;       /* region operations, not yet taken */
 	struct cpu_share *shared; /* a frame with bands left to take, or NULL */
 	unsigned running;         /* jobs taken by workers, not yet done */
 	int closing;              /* submit refuses new jobs */
@@ -70,8 +74,8 @@ static int cpu_rows(fprep__job *job, const fprep_transform *xf, uint32_t y0,
 {
 	int rc = fprep__preprocess_cpu_rows(&job->req, job->input, job->output,
 	                                    xf, y0, y1);
-	if ((job->shm_in != NULL && job->shm_in->broken) ||
-	    (job->shm_out != NULL && job->shm_out->broken))
+	if ((job->in_region != NULL && fprep__memreg_broken(job->in_region)) ||
+	    (job->out_region != NULL && fprep__memreg_broken(job->out_region)))
 		return FPREP_EREGION;
 	return rc;
 }
@@ -111,11 +115,10 @@ static int cpu_preprocess(struct cpu_backend *cb, fprep__job *job)
 {
 	struct cpu_share sh;
 	uint32_t h = job->req.out_height;
-	int rc;
 
-	rc = fprep__preprocess_check(&job->req, job->output_size);
-	if (rc != FPREP_OK || job->input == NULL || job->output == NULL)
-		return rc != FPREP_OK ? rc : FPREP_EINVAL;
+	/* The request was validated and planned when it was accepted. */
+	if (job->input == NULL || job->output == NULL)
+		return FPREP_EINVAL;
 	if (cb->nthreads < 2 || h < 2 * CPU_BAND_ROWS)
 		return cpu_rows(job, &job->xf, 0, h);
 	memset(&sh, 0, sizeof(sh));
@@ -147,7 +150,6 @@ static void cpu_run(struct cpu_backend *cb, fprep__job *job, int fail)
 	job->fatal = 0;
 	job->message[0] = '\0';
 	job->t_start_ns = fprep__now_ns();
-	fprep_transform_compute(&job->req, &job->xf);
 	if (fail) {
 		rc = FPREP_ESHUTDOWN;
 		snprintf(job->message, sizeof(job->message),
@@ -164,9 +166,9 @@ static void cpu_run(struct cpu_backend *cb, fprep__job *job, int fail)
 			         "shared-memory region shrank while the frame "
 			         "was read or the tensor written");
 		else if (rc != FPREP_OK)
-			snprintf(job->message, sizeof(job->message),
-			         "CPU preprocessing: request or tensor size "
-			         "invalid");
+			snprintf(
+			        job->message, sizeof(job->message),
+			        "CPU preprocessing: no input or output buffer");
 	}
 	job->status = rc;
 	job->t_end_ns = fprep__now_ns();
@@ -174,17 +176,43 @@ static void cpu_run(struct cpu_backend *cb, fprep__job *job, int fail)
 	        (uint32_t)((job->t_end_ns - job->t_start_ns) / 1000);
 }
 
+/* cpu_region_run runs a region operation on the calling worker thread:
+ * the CPU reads and writes the mapping as it is. */
+static void cpu_region_run(fprep__memreg *r)
+{
+	r->message[0] = '\0';
+	if (r->verb == FPREP__MEMREG_OPEN) {
+		r->status = fprep__memreg_map(r);
+		r->pinned = 0;
+	} else {
+		fprep__memreg_unmap(r);
+		r->status = FPREP_OK;
+	}
+}
+
 static void *cpu_worker(void *arg)
 {
 	struct cpu_backend *cb = arg;
+	fprep__qnode *op;
 	fprep__job *job;
 	int fail;
 
 	pthread_mutex_lock(&cb->lock);
 	for (;;) {
-		while (fprep__queue_empty(&cb->jobs) && !cpu_has_bands(cb) &&
+		while (fprep__queue_empty(&cb->jobs) &&
+		       fprep__queue_empty(&cb->admin) && !cpu_has_bands(cb) &&
 		       !cb->stopping)
 			pthread_cond_wait(&cb->work, &cb->lock);
+		if ((op = fprep__queue_pop(&cb->admin)) != NULL) {
+			fprep__memreg *r =
+			        fprep__container_of(op, fprep__memreg, link);
+
+			pthread_mutex_unlock(&cb->lock);
+			cpu_region_run(r);
+			r->done(r); /* r belongs to the loop from here */
+			pthread_mutex_lock(&cb->lock);
+			continue;
+		}
 		if (fprep__queue_empty(&cb->jobs) && cpu_has_bands(cb)) {
 			cpu_bands(cb, cb->shared);
 			continue;
@@ -221,6 +249,23 @@ static int cpu_submit(fprep__backend *b, fprep__job *job)
 		return FPREP_ESHUTDOWN;
 	}
 	fprep__queue_push(&cb->jobs, &job->link);
+	pthread_cond_signal(&cb->work);
+	pthread_mutex_unlock(&cb->lock);
+	return FPREP_OK;
+}
+
+static int cpu_region_op(fprep__backend *b, fprep__memreg *r)
+{
+	struct cpu_backend *cb = (struct cpu_backend *)b;
+
+	if (r == NULL || r->done == NULL)
+		return FPREP_EINVAL;
+	pthread_mutex_lock(&cb->lock);
+	if (cb->closing) {
+		pthread_mutex_unlock(&cb->lock);
+		return FPREP_ESHUTDOWN;
+	}
+	fprep__queue_push(&cb->admin, &r->link);
 	pthread_cond_signal(&cb->work);
 	pthread_mutex_unlock(&cb->lock);
 	return FPREP_OK;
@@ -307,6 +352,7 @@ int fprep__backend_cpu_open(fprep__backend **bp, unsigned nthreads)
 	if (cb == NULL)
 		return FPREP_ENOMEM;
 	fprep__queue_init(&cb->jobs);
+	fprep__queue_init(&cb->admin);
 	cb->threads = calloc(nthreads, sizeof(*cb->threads));
 	if (cb->threads == NULL) {
 		free(cb);
@@ -316,6 +362,7 @@ int fprep__backend_cpu_open(fprep__backend **bp, unsigned nthreads)
 	cb->base.submit = cpu_submit;
 	cb->base.info = cpu_info;
 	cb->base.close = cpu_close;
+	cb->base.region_op = cpu_region_op;
 	pthread_mutex_init(&cb->lock, NULL);
 	pthread_cond_init(&cb->work, NULL);
 	pthread_cond_init(&cb->band_done, NULL);

@@ -181,24 +181,6 @@ void fprep__shm_region_unmap(fprep__shm_region *r)
 	free(r);
 }
 
-int fprep__shm_region_span(const fprep__shm_region *r, uint64_t offset,
-                           uint64_t len, const char *field, char *msg,
-                           size_t msg_size)
-{
-	uint64_t end;
-
-	if (__builtin_add_overflow(offset, len, &end) || end > r->size) {
-		snprintf(msg, msg_size,
-		         "%s: offset %llu + length %llu exceeds region %u size "
-		         "%llu",
-		         field, (unsigned long long)offset,
-		         (unsigned long long)len, r->id,
-		         (unsigned long long)r->size);
-		return FPREP_EINVAL;
-	}
-	return 0;
-}
-
 static void shm_guard_handler(int sig, siginfo_t *si, void *uctx)
 {
 	uint8_t *addr = si->si_addr;

@@ -30,17 +30,13 @@
 
 typedef struct fprep__shm_region fprep__shm_region;
 
+/* fprep__shm_region: one mapping; the registered region that holds it is
+ * an fprep__memreg (memreg.h). */
 struct fprep__shm_region {
-	uint32_t id;    /* daemon-assigned, unique, never 0 */
-	uint32_t owner; /* nng pipe id of the registering connection */
 	char name[FPREP_REGION_NAME_MAX + 1];
 	uint8_t *base; /* mapping, size bytes, shared read/write */
 	uint64_t size;
 	volatile int broken; /* set by the SIGBUS guard */
-	unsigned users;      /* requests in flight that use it (loop thread) */
-	int closing;         /* unregistered: unmap when users drops to 0 */
-	void *gpu_priv;      /* GPU backend state (registration per lane) */
-	fprep__shm_region *next; /* loop thread's list */
 };
 
 /* fprep__shm_region_name_check returns 0 when name (len bytes, not
@@ -53,7 +49,7 @@ int fprep__shm_region_name_check(const char *name, size_t len, char *msg,
 /* fprep__shm_region_map opens and maps the shared-memory object name for a peer
  * with uid peer_uid: O_RDWR | O_NOFOLLOW, must be a regular file owned by
  * peer_uid, at least size bytes, size in [1, max_size]. On success stores a
- * new region (id and owner left 0), known to the SIGBUS guard, in *rp;
+ * new region, known to the SIGBUS guard, in *rp;
  * FPREP_ELIMIT also when FPREP__REGIONS_MAX regions are mapped. Returns 0, or
  * FPREP_EINVAL, FPREP_ELIMIT, FPREP_EPERM, FPREP_EREGION (cannot open/map;
  * errno text in msg), FPREP_ENOMEM. Blocking system calls: call off the loop
@@ -64,13 +60,6 @@ int fprep__shm_region_map(fprep__shm_region **rp, const char *name,
 
 /* fprep__shm_region_unmap unmaps and frees r. NULL is ignored. */
 void fprep__shm_region_unmap(fprep__shm_region *r);
-
-/* fprep__shm_region_span checks that [offset, offset + len) lies inside r, with
- * overflow-safe arithmetic. Returns 0 or FPREP_EINVAL with a sentence naming
- * field in msg. */
-int fprep__shm_region_span(const fprep__shm_region *r, uint64_t offset,
-                           uint64_t len, const char *field, char *msg,
-                           size_t msg_size);
 
 /* fprep__shm_guard_install installs the process-wide SIGBUS handler once.
  * Returns 0 or FPREP_EINTERNAL. */

@@ -515,10 +515,10 @@ static int client_message(fprep_client *c, fprep_request *req,
 	return FPREP_OK;
 }
 
-/* client_check_reply decodes reply (taking it) as the answer to req and
- * stores it in *res. */
-static int client_check_reply(fprep_client *c, const fprep_request *req,
-                              nng_msg *reply, fprep_result *res)
+/* client_check_reply decodes reply (taking it) as the answer to the
+ * request request_id of kind kind and stores it in *res. */
+static int client_check_reply(fprep_client *c, uint64_t request_id,
+                              uint16_t kind, nng_msg *reply, fprep_result *res)
 {
 	uint8_t *body = nng_msg_body(reply);
 	size_t len = nng_msg_len(reply);
@@ -529,18 +529,16 @@ static int client_check_reply(fprep_client *c, const fprep_request *req,
 		                   len, fprep_err_name(err));
 		goto err_reply;
 	}
-	if (res->header.request_id != req->request_id ||
-	    res->header.kind != req->kind) {
+	if (res->header.request_id != request_id || res->header.kind != kind) {
 		err = client_error(c, FPREP_EMISMATCH,
 		                   "reply for request %llu kind %u, expected "
 		                   "request %llu kind %u",
 		                   (unsigned long long)res->header.request_id,
 		                   res->header.kind,
-		                   (unsigned long long)req->request_id,
-		                   req->kind);
+		                   (unsigned long long)request_id, kind);
 		goto err_reply;
 	}
-	if (req->kind == FPREP_KIND_INFO) {
+	if (kind == FPREP_KIND_INFO) {
 		/* A NUL after the text, not counted in payload_size. */
 		if (nng_msg_append(reply, "", 1) != 0) {
 			err = client_error(c, FPREP_ENOMEM,
@@ -578,7 +576,7 @@ static int client_call(fprep_client *c, fprep_request *req, const void *payload,
 		return err;
 	if ((err = client_roundtrip(c, msg, &reply)))
 		return err;
-	return client_check_reply(c, req, reply, res);
+	return client_check_reply(c, req->request_id, req->kind, reply, res);
 }
 
 /* client_info_value parses the unsigned value of "key: value" in the INFO
@@ -845,7 +843,8 @@ int fprep_pending_wait(fprep_pending *p, fprep_result *res)
 		                   (unsigned long long)p->req.request_id,
 		                   nng_strerror(p->rv), p->rv);
 	else
-		err = client_check_reply(c, &p->req, p->reply, res);
+		err = client_check_reply(c, p->req.request_id, p->req.kind,
+		                         p->reply, res);
 	nng_aio_free(p->aio);
 	nng_ctx_close(p->ctx);
 	pthread_cond_destroy(&p->cv);
@@ -853,6 +852,26 @@ int fprep_pending_wait(fprep_pending *p, fprep_result *res)
 	free(p);
 	client_unref(c);
 	return err;
+}
+
+int fprep_client_register(fprep_client *c, fprep_register_request *req,
+                          fprep_result *res)
+{
+	nng_msg *msg = NULL, *reply = NULL;
+	int err;
+
+	memset(res, 0, sizeof(*res));
+	c->error[0] = '\0';
+	req->version = FPREP_PROTOCOL_VERSION;
+	req->request_id = atomic_fetch_add(&c->next_id, 1);
+	if (nng_msg_alloc(&msg, FPREP_REQUEST_HEADER_SIZE) != 0)
+		return client_error(c, FPREP_ENOMEM,
+		                    "no memory for a %d-byte request",
+		                    FPREP_REQUEST_HEADER_SIZE);
+	fprep_register_request_encode(req, nng_msg_body(msg));
+	if ((err = client_roundtrip(c, msg, &reply)))
+		return err;
+	return client_check_reply(c, req->request_id, req->kind, reply, res);
 }
 
 int fprep_client_info(fprep_client *client, fprep_result *res)

@@ -66,7 +66,7 @@ static int region_grant(fprep_client *client, int fd)
 
 int fprep_region_open(fprep_region **rp, fprep_client *client, size_t size)
 {
-	fprep_request req;
+	fprep_register_request req;
 	fprep_result res;
 	fprep_region *r;
 	char name[FPREP_REGION_NAME_MAX + 1];
@@ -102,11 +102,10 @@ int fprep_region_open(fprep_region **rp, fprep_client *client, size_t size)
 	r->client = client;
 
 	memset(&req, 0, sizeof(req));
-	req.version = FPREP_PROTOCOL_VERSION;
 	req.kind = FPREP_KIND_REGISTER;
 	req.region_size = size;
 	snprintf(req.region_name, sizeof(req.region_name), "%s", name);
-	err = fprep_client_request(client, &req, NULL, &res);
+	err = fprep_client_register(client, &req, &res);
 	if (err)
 		goto err_map;
 	err = (int)res.header.status;
@@ -135,16 +134,15 @@ err_alloc:
 
 void fprep_region_close(fprep_region *r)
 {
-	fprep_request req;
+	fprep_register_request req;
 	fprep_result res;
 
 	if (r == NULL)
 		return;
 	memset(&req, 0, sizeof(req));
-	req.version = FPREP_PROTOCOL_VERSION;
 	req.kind = FPREP_KIND_UNREGISTER;
 	req.region_id = r->id;
-	if (fprep_client_request(r->client, &req, NULL, &res) == 0)
+	if (fprep_client_register(r->client, &req, &res) == 0)
 		fprep_result_fini(&res);
 	munmap(r->base, r->size);
 	free(r);

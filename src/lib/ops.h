@@ -25,10 +25,16 @@
 
 #include "frameprep/frameprep.h"
 
-/* fprep__preprocess_check validates the fields of a FRAME/ECHO request that
- * the ops depend on (formats, enums, sizes, stride, input_size,
- * normalisation) and that tensor_size is the request's tensor size.
- * Returns 0 or FPREP_EINVAL. Thread-safe. */
+/* fprep__request_check validates a FRAME/ECHO request built in memory with
+ * the checks fprep_request_decode applies to one from the wire (the one
+ * validator, in protocol.c), without the daemon's limits and without the
+ * payload length, which only a message has. Returns 0, or the error with a
+ * sentence in msg (NULL: none) as fprep_request_decode does. Thread-safe. */
+int fprep__request_check(const fprep_request *req, char *msg, size_t msg_size);
+
+/* fprep__preprocess_check validates a FRAME/ECHO request for the ops
+ * (fprep__request_check) and that tensor_size is its tensor size. Returns 0
+ * or FPREP_EINVAL. Thread-safe. */
 int fprep__preprocess_check(const fprep_request *req, size_t tensor_size);
 
 /* fprep__preprocess_cpu_rows writes tensor rows [y0, y1) (0 <= y0 <= y1 <=

@@ -72,35 +72,11 @@ static uint32_t ops_source_channels(uint16_t format, uint8_t order,
 
 int fprep__preprocess_check(const fprep_request *req, size_t tensor_size)
 {
-	uint32_t bpp, ch[3], shape[4];
-	uint64_t need, bytes;
-	int i;
+	uint32_t shape[4];
+	uint64_t bytes;
 
-	if (req == NULL)
-		return FPREP_EINVAL;
-	bpp = fprep_pixel_bytes(req->src_format);
-	if (bpp == 0 ||
-	    ops_source_channels(req->src_format, req->channel_order, ch) == 0)
-		return FPREP_EINVAL;
-	if (req->resize != FPREP_RESIZE_LETTERBOX &&
-	    req->resize != FPREP_RESIZE_STRETCH)
-		return FPREP_EINVAL;
-	if (req->src_width == 0 || req->src_height == 0)
-		return FPREP_EINVAL;
-	if ((uint64_t)req->src_stride < (uint64_t)req->src_width * bpp)
-		return FPREP_EINVAL;
-	need = (uint64_t)req->src_stride * (req->src_height - 1) +
-	       (uint64_t)req->src_width * bpp;
-	if (req->input_size < need)
-		return FPREP_EINVAL;
-	if (!isfinite(req->pad_value) || !isfinite(req->scale))
-		return FPREP_EINVAL;
-	for (i = 0; i < 3; i++)
-		if (!isfinite(req->mean[i]) || !isfinite(req->std[i]) ||
-		    !(req->std[i] > 0.0f))
-			return FPREP_EINVAL;
-	/* Order, dtype, layout, output size and its overflow. */
-	if (fprep_tensor_shape(req, shape, &bytes) != FPREP_OK ||
+	if (req == NULL || fprep__request_check(req, NULL, 0) != FPREP_OK ||
+	    fprep_tensor_shape(req, shape, &bytes) != FPREP_OK ||
 	    bytes != (uint64_t)tensor_size)
 		return FPREP_EINVAL;
 	return FPREP_OK;

@@ -317,6 +317,7 @@ static void check_burst(fprep__backend *b, lane_waiter *w, const lane_image *im,
 	for (int k = 0; k < BURST; k++) {
 		lane_job_init(&jobs[k], w, &rq, frame, out + bytes * k, bytes);
 		jobs[k].job.input_pinned = pinned;
+		jobs[k].job.output_pinned = pinned;
 		jobs[k].job.data = (void *)(uintptr_t)k;
 		CHECK(b->submit(b, &jobs[k].job) == 0, "submit");
 	}

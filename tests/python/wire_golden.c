@@ -2,12 +2,14 @@
  * wire_golden.c: the C side of the Python codec's cross-check.
  *
  * `wire_golden write DIR` encodes a fixed set of request and reply headers
- * with fprep_request_encode / fprep_reply_encode and writes each to
+ * with fprep_request_encode / fprep_register_request_encode /
+ * fprep_reply_encode and writes each to
  * DIR/NAME.bin; the checked-in copies under tests/python/golden/ must equal
  * what this writes, byte for byte.
  *
  * `wire_golden request FILE` and `wire_golden reply FILE` decode a message
- * with fprep_request_decode / fprep_reply_decode and print every decoded
+ * with fprep_request_decode (and fprep_register_request_decode for REGISTER
+ * and UNREGISTER) / fprep_reply_decode and print every decoded
  * field as one JSON object on stdout (floats with 9 significant digits, so
  * binary32 values round-trip), or exit 1 with the error name on stderr.
  */
@@ -43,6 +45,15 @@ static int golden_request(const char *dir, const char *name,
 	return golden_write(dir, name, buf, sizeof(buf));
 }
 
+static int golden_register(const char *dir, const char *name,
+                           const fprep_register_request *req)
+{
+	uint8_t buf[FPREP_REQUEST_HEADER_SIZE];
+
+	fprep_register_request_encode(req, buf);
+	return golden_write(dir, name, buf, sizeof(buf));
+}
+
 static int golden_reply(const char *dir, const char *name,
                         const fprep_reply_header *rep)
 {
@@ -54,6 +65,7 @@ static int golden_reply(const char *dir, const char *name,
 
 static int golden_write_all(const char *dir)
 {
+	fprep_register_request reg;
 	fprep_request req;
 	fprep_reply_header rep;
 	int err = 0;
@@ -102,21 +114,21 @@ static int golden_write_all(const char *dir)
 	req.request_id = 9;
 	err |= golden_request(dir, "request_info", &req);
 
-	memset(&req, 0, sizeof(req));
-	req.version = FPREP_PROTOCOL_VERSION;
-	req.kind = FPREP_KIND_REGISTER;
-	req.request_id = 10;
-	req.region_size = 3u << 20;
-	snprintf(req.region_name, sizeof(req.region_name), "%s",
+	memset(&reg, 0, sizeof(reg));
+	reg.version = FPREP_PROTOCOL_VERSION;
+	reg.kind = FPREP_KIND_REGISTER;
+	reg.request_id = 10;
+	reg.region_size = 3u << 20;
+	snprintf(reg.region_name, sizeof(reg.region_name), "%s",
 	         "/frameprep-py-1234-0");
-	err |= golden_request(dir, "request_register", &req);
+	err |= golden_register(dir, "request_register", &reg);
 
-	memset(&req, 0, sizeof(req));
-	req.version = FPREP_PROTOCOL_VERSION;
-	req.kind = FPREP_KIND_UNREGISTER;
-	req.request_id = 11;
-	req.region_id = 5;
-	err |= golden_request(dir, "request_unregister", &req);
+	memset(&reg, 0, sizeof(reg));
+	reg.version = FPREP_PROTOCOL_VERSION;
+	reg.kind = FPREP_KIND_UNREGISTER;
+	reg.request_id = 11;
+	reg.region_id = 5;
+	err |= golden_register(dir, "request_unregister", &reg);
 
 	memset(&rep, 0, sizeof(rep));
 	rep.version = FPREP_PROTOCOL_VERSION;
@@ -229,10 +241,15 @@ static int golden_print_request(const uint8_t *buf, size_t size)
 	        .max_out_height = 1u << 16,
 	        .max_tensor_bytes = 1ull << 36,
 	};
+	fprep_register_request g = {0};
 	fprep_request r;
 	char msg[FPREP_MESSAGE_SIZE];
 	int err = fprep_request_decode(buf, size, &lim, &r, msg, sizeof(msg));
 
+	if (err == 0 &&
+	    (r.kind == FPREP_KIND_REGISTER || r.kind == FPREP_KIND_UNREGISTER))
+		err = fprep_register_request_decode(buf, size, &g, msg,
+		                                    sizeof(msg));
 	if (err) {
 		fprintf(stderr, "%s: %s\n", fprep_err_name(err), msg);
 		return 1;
@@ -258,8 +275,8 @@ static int golden_print_request(const uint8_t *buf, size_t size)
 	       (unsigned long long)r.out_offset,
 	       (unsigned long long)r.out_capacity,
 	       (unsigned long long)r.input_size,
-	       (unsigned long long)r.region_size, r.region_id);
-	golden_print_string(r.region_name);
+	       (unsigned long long)g.region_size, g.region_id);
+	golden_print_string(g.region_name);
 	printf("}\n");
 	return 0;
 }

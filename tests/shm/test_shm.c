@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "frameprep/frameprep.h"
+#include "memreg.h"
 #include "shm_region.h"
 
 static char test_name[64];
@@ -42,8 +43,8 @@ static void test_name_check(void **state)
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_int_equal(fprep__shm_region_name_check(bad[i],
-		                                          strlen(bad[i]), msg,
-		                                          sizeof(msg)),
+		                                              strlen(bad[i]),
+		                                              msg, sizeof(msg)),
 		                 FPREP_EINVAL);
 	char longname[80];
 	memset(longname, 'a', sizeof(longname));
@@ -52,9 +53,10 @@ static void test_name_check(void **state)
 	        fprep__shm_region_name_check(longname, 64, msg, sizeof(msg)),
 	        FPREP_EINVAL);
 	assert_int_equal(
-	        fprep__shm_region_name_check(longname, 63, msg, sizeof(msg)), 0);
-	assert_int_equal(fprep__shm_region_name_check("/frameprep-12-0", 15, msg,
-	                                          sizeof(msg)),
+	        fprep__shm_region_name_check(longname, 63, msg, sizeof(msg)),
+	        0);
+	assert_int_equal(fprep__shm_region_name_check("/frameprep-12-0", 15,
+	                                              msg, sizeof(msg)),
 	                 0);
 }
 
@@ -68,24 +70,24 @@ static void test_map_checks(void **state)
 
 	/* Foreign owner: the peer claims another uid than the file's. */
 	assert_int_equal(fprep__shm_region_map(&r, test_name, 4096, uid + 1,
-	                                   1 << 30, msg, sizeof(msg)),
+	                                       1 << 30, msg, sizeof(msg)),
 	                 FPREP_EPERM);
 	assert_non_null(strstr(msg, "owned by uid"));
 	assert_null(r);
 	/* Larger than the object. */
-	assert_int_equal(fprep__shm_region_map(&r, test_name, 2 << 20, uid, 1 << 30,
-	                                   msg, sizeof(msg)),
+	assert_int_equal(fprep__shm_region_map(&r, test_name, 2 << 20, uid,
+	                                       1 << 30, msg, sizeof(msg)),
 	                 FPREP_EINVAL);
 	/* Over the limit, and zero. */
-	assert_int_equal(fprep__shm_region_map(&r, test_name, 1 << 20, uid, 1 << 19,
-	                                   msg, sizeof(msg)),
+	assert_int_equal(fprep__shm_region_map(&r, test_name, 1 << 20, uid,
+	                                       1 << 19, msg, sizeof(msg)),
 	                 FPREP_ELIMIT);
-	assert_int_equal(fprep__shm_region_map(&r, test_name, 0, uid, 1 << 30, msg,
-	                                   sizeof(msg)),
+	assert_int_equal(fprep__shm_region_map(&r, test_name, 0, uid, 1 << 30,
+	                                       msg, sizeof(msg)),
 	                 FPREP_ELIMIT);
 	/* Missing object. */
-	assert_int_equal(fprep__shm_region_map(&r, "/fprep-test-absent", 4096, uid,
-	                                   1 << 30, msg, sizeof(msg)),
+	assert_int_equal(fprep__shm_region_map(&r, "/fprep-test-absent", 4096,
+	                                       uid, 1 << 30, msg, sizeof(msg)),
 	                 FPREP_EREGION);
 	/* A symbolic link is refused (O_NOFOLLOW). */
 	char link[128], target[128];
@@ -94,15 +96,15 @@ static void test_map_checks(void **state)
 	snprintf(target, sizeof(target), "/dev/shm%s", test_name);
 	unlink(link);
 	if (symlink(target, link) == 0) {
-		assert_int_not_equal(fprep__shm_region_map(&r, link + 8, 4096, uid,
-		                                       1 << 30, msg,
-		                                       sizeof(msg)),
+		assert_int_not_equal(fprep__shm_region_map(&r, link + 8, 4096,
+		                                           uid, 1 << 30, msg,
+		                                           sizeof(msg)),
 		                     0);
 		unlink(link);
 	}
 	/* A good one, shared with the creator. */
-	assert_int_equal(fprep__shm_region_map(&r, test_name, 1 << 20, uid, 1 << 30,
-	                                   msg, sizeof(msg)),
+	assert_int_equal(fprep__shm_region_map(&r, test_name, 1 << 20, uid,
+	                                       1 << 30, msg, sizeof(msg)),
 	                 0);
 	uint8_t *mine =
 	        mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -118,18 +120,18 @@ static void test_map_checks(void **state)
 static void test_span(void **state)
 {
 	char msg[FPREP_MESSAGE_SIZE];
-	fprep__shm_region r = {.id = 7, .size = 1000};
+	fprep__memreg r = {.id = 7, .size = 1000};
 	(void)state;
 	assert_int_equal(
-	        fprep__shm_region_span(&r, 0, 1000, "in", msg, sizeof(msg)), 0);
+	        fprep__memreg_span(&r, 0, 1000, "in", msg, sizeof(msg)), 0);
 	assert_int_equal(
-	        fprep__shm_region_span(&r, 1, 1000, "in", msg, sizeof(msg)),
+	        fprep__memreg_span(&r, 1, 1000, "in", msg, sizeof(msg)),
 	        FPREP_EINVAL);
 	assert_int_equal(
-	        fprep__shm_region_span(&r, UINT64_MAX, 2, "out", msg, sizeof(msg)),
+	        fprep__memreg_span(&r, UINT64_MAX, 2, "out", msg, sizeof(msg)),
 	        FPREP_EINVAL);
 	assert_non_null(strstr(msg, "out"));
-	assert_int_equal(fprep__shm_region_span(&r, 2, UINT64_MAX - 1, "in", msg,
+	assert_int_equal(fprep__memreg_span(&r, 2, UINT64_MAX - 1, "in", msg,
 	                                    sizeof(msg)),
 	                 FPREP_EINVAL);
 }
@@ -145,7 +147,7 @@ static void test_sigbus_guard(void **state)
 
 	assert_int_equal(fprep__shm_guard_install(), 0);
 	assert_int_equal(fprep__shm_region_map(&r, test_name, size, getuid(),
-	                                   1 << 30, msg, sizeof(msg)),
+	                                       1 << 30, msg, sizeof(msg)),
 	                 0);
 	/* Untouched accesses leave the region whole. */
 	sum += r->base[0];

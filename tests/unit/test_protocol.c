@@ -295,12 +295,15 @@ static void request_magic_version_kind(void **state)
 	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL, "kind 65535");
 }
 
-/* INFO, REGISTER, UNREGISTER: only the common part is decoded. */
+/* INFO: only the common part is decoded. REGISTER and UNREGISTER: the
+ * request decoder applies their checks and leaves their fields to
+ * fprep_register_request_decode. */
 static void request_other_kinds(void **state)
 {
-	fprep_request r;
+	fprep_request r, d;
+	fprep_register_request g, e;
 	uint8_t buf[FPREP_REQUEST_HEADER_SIZE + 8];
-	fprep_request d;
+	char msg[FPREP_MESSAGE_SIZE];
 
 	(void)state;
 	memset(&r, 0, sizeof(r));
@@ -312,33 +315,83 @@ static void request_other_kinds(void **state)
 	test_ok(&r, 8);
 	r.kind = FPREP_KIND_REGISTER;
 	test_decode(&r, 0, &test_limits, FPREP_EINVAL, "name_len");
-	r.region_size = 1ull << 33;
-	snprintf(r.region_name, sizeof(r.region_name), "/frameprep-1-2");
-	test_ok(&r, 0);
-	fprep_request_encode(&r, buf);
+
+	memset(&g, 0, sizeof(g));
+	g.version = FPREP_PROTOCOL_VERSION;
+	g.kind = FPREP_KIND_REGISTER;
+	g.request_id = 42;
+	g.region_size = 1ull << 33;
+	snprintf(g.region_name, sizeof(g.region_name), "/frameprep-1-2");
+	fprep_register_request_encode(&g, buf);
 	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
 	                                      &d, NULL, 0),
 	                 FPREP_OK);
-	assert_string_equal(d.region_name, "/frameprep-1-2");
-	assert_true(d.region_size == 1ull << 33);
+	assert_int_equal(d.kind, FPREP_KIND_REGISTER);
+	assert_true(d.request_id == 42);
+	assert_int_equal(
+	        fprep_register_request_decode(buf, sizeof(buf), &e, NULL, 0),
+	        FPREP_OK);
+	assert_int_equal(e.kind, FPREP_KIND_REGISTER);
+	assert_true(e.request_id == 42);
+	assert_string_equal(e.region_name, "/frameprep-1-2");
+	assert_true(e.region_size == 1ull << 33);
 	buf[24] = 64; /* name_len over the field */
 	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
 	                                      &d, NULL, 0),
 	                 FPREP_EINVAL);
+	assert_int_equal(fprep_register_request_decode(buf, sizeof(buf), &e,
+	                                               msg, sizeof(msg)),
+	                 FPREP_EINVAL);
+	assert_non_null(strstr(msg, "name_len 64"));
 	buf[24] = 14;
 	buf[36] = 0; /* a NUL inside the name */
 	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
 	                                      &d, NULL, 0),
 	                 FPREP_EINVAL);
-	r.kind = FPREP_KIND_UNREGISTER;
-	r.region_id = 77;
-	test_ok(&r, 0);
-	fprep_request_encode(&r, buf);
+	assert_int_equal(fprep_register_request_decode(buf, sizeof(buf), &e,
+	                                               msg, sizeof(msg)),
+	                 FPREP_EINVAL);
+	assert_non_null(strstr(msg, "NUL"));
+
+	memset(&g, 0, sizeof(g));
+	g.version = FPREP_PROTOCOL_VERSION;
+	g.kind = FPREP_KIND_UNREGISTER;
+	g.request_id = 43;
+	g.region_id = 77;
+	fprep_register_request_encode(&g, buf);
 	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
 	                                      &d, NULL, 0),
 	                 FPREP_OK);
 	assert_int_equal(d.src_width, 0);
-	assert_int_equal(d.region_id, 77);
+	assert_int_equal(
+	        fprep_register_request_decode(buf, sizeof(buf), &e, NULL, 0),
+	        FPREP_OK);
+	assert_int_equal(e.region_id, 77);
+	assert_true(e.request_id == 43);
+
+	/* The register decoder checks the common part the same way and
+	 * refuses the other kinds. */
+	assert_int_equal(
+	        fprep_register_request_decode(buf, 64, &e, msg, sizeof(msg)),
+	        FPREP_EPROTO);
+	assert_non_null(strstr(msg, "header size"));
+	assert_true(e.request_id == 43);
+	buf[0] ^= 1;
+	assert_int_equal(fprep_register_request_decode(buf, sizeof(buf), &e,
+	                                               msg, sizeof(msg)),
+	                 FPREP_EPROTO);
+	assert_non_null(strstr(msg, "magic"));
+	buf[0] ^= 1;
+	buf[4] = 2;
+	assert_int_equal(fprep_register_request_decode(buf, sizeof(buf), &e,
+	                                               msg, sizeof(msg)),
+	                 FPREP_EVERSION);
+	test_req(&r);
+	fprep_request_encode(&r, buf);
+	assert_int_equal(fprep_register_request_decode(buf, sizeof(buf), &e,
+	                                               msg, sizeof(msg)),
+	                 FPREP_EINVAL);
+	assert_non_null(strstr(msg, "kind 1"));
 }
 
 #define TEST_BAD_ENUM(field, value, name)                                      \

@@ -143,7 +143,7 @@ static void frame_request_bytes(void **state)
 	assert_int_equal(fprep_request_decode(want, sizeof(want), &lim, &d, msg,
 	                                      sizeof(msg)),
 	                 FPREP_OK);
-	assert_memory_equal(&d, &r, offsetof(fprep_request, region_size));
+	assert_memory_equal(&d, &r, sizeof(fprep_request));
 }
 
 static void register_request_bytes(void **state)
@@ -151,7 +151,8 @@ static void register_request_bytes(void **state)
 	uint8_t got[FPREP_REQUEST_HEADER_SIZE];
 	uint8_t want[FPREP_REQUEST_HEADER_SIZE] = {0};
 	const char *name = "/frameprep-4242-7";
-	fprep_request r, d;
+	fprep_register_request r, d;
+	fprep_request any;
 	fprep_limits lim = {0};
 	char msg[FPREP_MESSAGE_SIZE];
 
@@ -171,10 +172,13 @@ static void register_request_bytes(void **state)
 	memcpy(want + 32, name, strlen(name));
 
 	memset(got, 0xa5, sizeof(got));
-	fprep_request_encode(&r, got);
+	fprep_register_request_encode(&r, got);
 	bytes_equal(got, want, sizeof(want));
-	assert_int_equal(fprep_request_decode(want, sizeof(want), &lim, &d, msg,
-	                                      sizeof(msg)),
+	assert_int_equal(fprep_request_decode(want, sizeof(want), &lim, &any,
+	                                      msg, sizeof(msg)),
+	                 FPREP_OK);
+	assert_int_equal(fprep_register_request_decode(want, sizeof(want), &d,
+	                                               msg, sizeof(msg)),
 	                 FPREP_OK);
 	assert_true(d.request_id == r.request_id);
 	assert_true(d.region_size == r.region_size);
@@ -192,10 +196,13 @@ static void register_request_bytes(void **state)
 	bytes_le(want, 8, r.request_id, 8);
 	bytes_le(want, 16, r.region_id, 4);
 	memset(got, 0xa5, sizeof(got));
-	fprep_request_encode(&r, got);
+	fprep_register_request_encode(&r, got);
 	bytes_equal(got, want, sizeof(want));
-	assert_int_equal(fprep_request_decode(want, sizeof(want), &lim, &d, msg,
-	                                      sizeof(msg)),
+	assert_int_equal(fprep_request_decode(want, sizeof(want), &lim, &any,
+	                                      msg, sizeof(msg)),
+	                 FPREP_OK);
+	assert_int_equal(fprep_register_request_decode(want, sizeof(want), &d,
+	                                               msg, sizeof(msg)),
 	                 FPREP_OK);
 	assert_int_equal(d.region_id, r.region_id);
 }

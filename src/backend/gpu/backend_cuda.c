@@ -47,7 +47,7 @@
 #include "gpu/host_copy.h"
 #include "gpu/kernel_cache.h"
 #include "log.h"
-#include "shm_region.h"
+#include "memreg.h"
 
 /* The kernels' argument block and enum values: one definition, shared
  * with kernels/letterbox.cu. */
@@ -135,7 +135,7 @@ typedef struct cuda_backend {
 	pthread_cond_t cv_done; /* in-flight slot, or lane exited */
 	fprep__queue pending;   /* jobs submitted, not yet on a slot */
 	fprep__queue flying;    /* slots enqueued, in completion order */
-	struct fprep__shm_region *unpin; /* regions to unpin and unmap */
+	fprep__queue admin;     /* region operations, not yet run */
 	int stopping;
 	uint64_t deadline_ns;
 	int lane_exited;
@@ -291,38 +291,18 @@ static void cuda_slot_fini(cuda_slot *s)
 	cuda_free_pair(&s->h_out, &s->d_out, &s->out_cap);
 }
 
-/* cuda_is_pinned tells whether the n bytes at p lie in page-locked host
- * memory (cudaMallocHost, or a region registered with cudaHostRegister,
- * like the shared-memory path's output slots), so the D2H may write them
- * directly. */
-static int cuda_is_pinned(const void *p, size_t n)
-{
-	struct cudaPointerAttributes a0, a1;
-
-	if (n == 0 || cudaPointerGetAttributes(&a0, p) != cudaSuccess ||
-	    cudaPointerGetAttributes(&a1, (const char *)p + n - 1) !=
-	            cudaSuccess) {
-		(void)cudaGetLastError();
-		return 0;
-	}
-	return a0.type == cudaMemoryTypeHost && a1.type == cudaMemoryTypeHost;
-}
-
 /* cuda_enqueue puts job's H2D, kernel and D2H on the streams, using slot s.
  * Runs on the lane thread. Returns 0, or an error with job's reply set. */
 static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 {
 	const fprep_request *rq = &job->req;
 	fprep__gpu_status st = {0};
-	uint32_t shape[4];
-	uint64_t out_bytes = 0;
+	uint64_t out_bytes = job->output_size; /* planned by the loop */
 	const uint8_t *src;
 	uint8_t *dst;
 	cuda_lb_args a;
 
-	if (fprep_tensor_shape(rq, shape, &out_bytes) != 0 ||
-	    out_bytes != job->output_size || rq->dtype < FPREP_DTYPE_F32 ||
-	    rq->dtype > FPREP_DTYPE_U8) {
+	if (rq->dtype < FPREP_DTYPE_F32 || rq->dtype > FPREP_DTYPE_U8) {
 		cuda_fail(job, FPREP_EINVAL, 0, "invalid tensor request");
 		return FPREP_EINVAL;
 	}
@@ -334,7 +314,7 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 		          fatal, st.text);
 		return job->status;
 	}
-	s->out_direct = cuda_is_pinned(job->output, out_bytes);
+	s->out_direct = job->output_pinned;
 	dst = s->out_direct ? job->output : s->h_out;
 	src = job->input;
 	if (!job->input_pinned) {
@@ -428,16 +408,54 @@ static void cuda_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ns)
 	pthread_cond_timedwait(cv, mu, &ts);
 }
 
-/* cuda_unpin unpins (cudaHostUnregister: milliseconds for a large region)
- * and unmaps the regions of list, on a thread whose device is set. */
-static void cuda_unpin(struct fprep__shm_region *list)
+/* cuda_region_run runs a region operation on the lane thread, whose
+ * device is set (dev_ok): OPEN maps the region and pins it
+ * (cudaHostRegister), so H2D reads the client's frames and D2H writes its
+ * tensors directly; CLOSE unpins it (milliseconds for a large region) and
+ * unmaps it. */
+static void cuda_region_run(fprep__memreg *r, int dev_ok)
 {
-	while (list != NULL) {
-		struct fprep__shm_region *r = list;
-		list = r->next;
-		if (r->gpu_priv != NULL)
+	fprep__gpu_status st = {0};
+
+	r->message[0] = '\0';
+	r->status = FPREP_OK;
+	if (r->verb == FPREP__MEMREG_CLOSE) {
+		if (r->pinned)
 			(void)FPREP__CUDA(NULL, cudaHostUnregister(r->base));
-		fprep__shm_region_unmap(r);
+		r->pinned = 0;
+		fprep__memreg_unmap(r);
+		return;
+	}
+	r->pinned = 0;
+	r->status = fprep__memreg_map(r);
+	if (r->status != FPREP_OK)
+		return;
+	if (!dev_ok ||
+	    FPREP__CUDA(&st, cudaHostRegister(r->base, (size_t)r->size,
+	                                      cudaHostRegisterDefault))) {
+		r->status = FPREP_ECUDA;
+		snprintf(r->message, sizeof(r->message),
+		         "region not pinned for the GPU: %.90s",
+		         dev_ok ? st.text : "the lane has no device");
+		fprep__memreg_unmap(r);
+		return;
+	}
+	r->pinned = 1;
+}
+
+/* cuda_region_drain runs the queued region operations; called and returns
+ * with cb->mu held. */
+static void cuda_region_drain(cuda_backend *cb, int dev_ok)
+{
+	fprep__qnode *n;
+
+	while ((n = fprep__queue_pop(&cb->admin)) != NULL) {
+		fprep__memreg *r = fprep__container_of(n, fprep__memreg, link);
+
+		pthread_mutex_unlock(&cb->mu);
+		cuda_region_run(r, dev_ok);
+		r->done(r); /* r belongs to the loop from here */
+		pthread_mutex_lock(&cb->mu);
 	}
 }
 
@@ -452,12 +470,8 @@ static void *cuda_lane_main(void *arg)
 		fprep__job *job = NULL;
 		cuda_slot *s = NULL;
 
-		if (cb->unpin != NULL) {
-			struct fprep__shm_region *list = cb->unpin;
-			cb->unpin = NULL;
-			pthread_mutex_unlock(&cb->mu);
-			cuda_unpin(list);
-			pthread_mutex_lock(&cb->mu);
+		if (!fprep__queue_empty(&cb->admin)) {
+			cuda_region_drain(cb, dev_ok);
 			continue;
 		}
 		if (!fprep__queue_empty(&cb->pending))
@@ -490,7 +504,6 @@ static void *cuda_lane_main(void *arg)
 		job->status = FPREP_OK;
 		job->fatal = 0;
 		job->message[0] = '\0';
-		fprep_transform_compute(&job->req, &job->xf);
 		if (!dev_ok) {
 			cuda_fail(job, FPREP_ECUDA, 1, st.text);
 			cuda_deliver(cb, NULL, job);
@@ -622,35 +635,23 @@ static int cuda_submit(fprep__backend *b, fprep__job *job)
 	return 0;
 }
 
-/* cuda_region_add pins a client's shared-memory region for this lane's
- * device (cudaHostRegister), so H2D reads the client's frames and D2H
- * writes its tensors directly. Called off the loop thread (the daemon's
- * registration work), with the device set on that thread first. */
-static int cuda_region_add(fprep__backend *b, struct fprep__shm_region *r)
-{
-	cuda_backend *cb = (cuda_backend *)b;
-	fprep__gpu_status st = {0};
-
-	if (FPREP__CUDA(&st, cudaSetDevice(cb->device)) ||
-	    FPREP__CUDA(&st, cudaHostRegister(r->base, (size_t)r->size,
-	                                      cudaHostRegisterDefault)))
-		return FPREP_ECUDA;
-	r->gpu_priv = r->base;
-	return 0;
-}
-
-/* cuda_region_remove hands r, which no job uses any more, to the lane
- * thread, which unpins and unmaps it: the caller (the loop thread) does not
- * wait for the unpinning. */
-static void cuda_region_remove(fprep__backend *b, struct fprep__shm_region *r)
+/* cuda_region_op queues a region operation for the lane thread, which
+ * runs it before its next job. */
+static int cuda_region_op(fprep__backend *b, fprep__memreg *r)
 {
 	cuda_backend *cb = (cuda_backend *)b;
 
+	if (r == NULL || r->done == NULL)
+		return FPREP_EINVAL;
 	pthread_mutex_lock(&cb->mu);
-	r->next = cb->unpin;
-	cb->unpin = r;
+	if (cb->stopping) {
+		pthread_mutex_unlock(&cb->mu);
+		return FPREP_ESHUTDOWN;
+	}
+	fprep__queue_push(&cb->admin, &r->link);
 	pthread_cond_signal(&cb->cv_lane);
 	pthread_mutex_unlock(&cb->mu);
+	return 0;
 }
 
 static void cuda_info(fprep__backend *b, char *buf, size_t size)
@@ -732,9 +733,6 @@ static void cuda_close(fprep__backend *b, int timeout_ms)
 		pthread_join(cb->lane, NULL);
 		pthread_join(cb->completion, NULL);
 	}
-	(void)FPREP__CUDA(NULL, cudaSetDevice(cb->device));
-	cuda_unpin(cb->unpin); /* left if the lane thread never ran */
-	cb->unpin = NULL;
 	cuda_free(cb);
 }
 
@@ -897,13 +895,13 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	cb->base.submit = cuda_submit;
 	cb->base.info = cuda_info;
 	cb->base.close = cuda_close;
-	cb->base.region_add = cuda_region_add;
-	cb->base.region_remove = cuda_region_remove;
+	cb->base.region_op = cuda_region_op;
 	cb->base.stats = cuda_stats;
 	cb->device = cfg->device;
 	cb->nslots = cfg->slots < 2 ? 2 : cfg->slots;
 	fprep__queue_init(&cb->pending);
 	fprep__queue_init(&cb->flying);
+	fprep__queue_init(&cb->admin);
 	pthread_mutex_init(&cb->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -1,0 +1,196 @@
+/*
+ * conns.c: what each connection of frameprepd may hold.
+ *
+ * The slots are shared by every connection, so each connection is held to
+ * its part of them: a request finds its connection by the message's nng
+ * pipe, and past --max-inflight-per-conn requests of that connection in
+ * flight it gets EBUSY at once. The tensor bytes of the replies in flight
+ * are bounded by --max-reply-bytes, and one connection's by its share,
+ * max-reply-bytes * max-inflight-per-conn / max-inflight: a FRAME whose
+ * tensor does not fit gets EBUSY too, unless nothing is in flight. A reply
+ * waits in its slot until the peer has read the replies before it, so an
+ * EBUSY reply holds a slot as well: a connection with more than twice
+ * --max-inflight-per-conn requests unanswered does not read its replies,
+ * and is closed. A request counts against the cap from its receipt until
+ * its reply is handed to nng (fprep__slot_send), so a client that sends its
+ * next request as soon as it has a reply is never refused; its slot and
+ * reply bytes count until the send has ended or failed (fprep__slot_next).
+ *
+ * A connection that closes takes its regions with it: the ingress tells
+ * the loop through the event queue.
+ */
+#include <inttypes.h>
+#include <nng/nng.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "log.h"
+#include "metrics.h"
+#include "server_internal.h"
+
+/* conns_pipe_ev: a connection closed (its regions go); ev.kind is
+ * FPREP__EV_PIPE_CLOSED. */
+struct conns_pipe_ev {
+	fprep__event ev;
+	uint32_t pipe;
+};
+
+/* conns_find returns the entry of connection pipe, taking a free one
+ * when it holds nothing yet. There is always one: each entry in use holds
+ * a slot. */
+static fprep__conn *conns_find(fprep__server *srv, uint32_t pipe)
+{
+	fprep__conn *free_entry = NULL;
+
+	for (unsigned i = 0; i < srv->nslots; i++) {
+		if (srv->conns[i].pipe == pipe)
+			return &srv->conns[i];
+		if (srv->conns[i].pipe == 0 && free_entry == NULL)
+			free_entry = &srv->conns[i];
+	}
+	if (free_entry == NULL) {
+		fprep__log(FPREP_LOG_ERR, "connection table full");
+		abort();
+	}
+	free_entry->pipe = pipe;
+	return free_entry;
+}
+
+/* fprep__slot_release ends what the slot's request counted for its connection
+ * and in the reply byte totals; once per request. */
+void fprep__slot_release(fprep__slot *s)
+{
+	fprep__conn *c = s->conn;
+
+	if (c == NULL)
+		return;
+	fprep__metrics_request_end();
+	c->held--;
+	if (s->counted)
+		c->inflight--;
+	c->reply_bytes -= s->reply_bytes;
+	s->srv->reply_bytes -= s->reply_bytes;
+	if (c->held == 0) {
+		c->pipe = 0;
+		c->closing = 0;
+	}
+	s->conn = NULL;
+	s->counted = 0;
+	s->reply_bytes = 0;
+}
+
+/* fprep__slot_admit counts a request that just arrived for its connection.
+ * Returns 0, or -1 when the connection holds too many unanswered requests:
+ * it is closed, and the request dropped. */
+int fprep__slot_admit(fprep__slot *s, nng_msg *msg)
+{
+	fprep__server *srv = s->srv;
+	nng_pipe pipe = nng_msg_get_pipe(msg);
+	unsigned bound = 2 * srv->cfg->max_inflight_per_conn;
+
+	s->conn = conns_find(srv, (uint32_t)nng_pipe_id(pipe));
+	s->conn->held++;
+	if (s->conn->held <= bound && !s->conn->closing)
+		return 0;
+	if (!s->conn->closing) {
+		/* Requests it sent before the close may still arrive. */
+		fprep__log(FPREP_LOG_WARNING,
+		           "connection %" PRIu32 " closed: more than %u "
+		           "requests unanswered (twice "
+		           "--max-inflight-per-conn): it does not read its "
+		           "replies",
+		           s->conn->pipe, bound);
+		s->conn->closing = 1;
+		nng_pipe_close(pipe);
+	}
+	nng_msg_free(msg);
+	fprep__slot_next(s);
+	return -1;
+}
+
+/* fprep__slot_refuse answers the slot's request with EBUSY: it no longer counts
+ * as in flight for its connection. */
+void fprep__slot_refuse(fprep__slot *s, nng_msg *msg, const char *why)
+{
+	if (s->counted) {
+		s->conn->inflight--;
+		s->counted = 0;
+	}
+	fprep__slot_fail(s, msg, FPREP_EBUSY, why);
+}
+
+/* fprep__slot_reserve_reply counts a reply of bytes tensor bytes against the
+ * connection's share of --max-reply-bytes and the whole. Returns 0, or -1
+ * after answering the request with EBUSY. */
+int fprep__slot_reserve_reply(fprep__slot *s, nng_msg *msg, uint64_t bytes)
+{
+	fprep__server *srv = s->srv;
+	const fprep__config *cfg = srv->cfg;
+	fprep__conn *c = s->conn;
+	unsigned per_conn = cfg->max_inflight_per_conn < cfg->max_inflight
+	                            ? cfg->max_inflight_per_conn
+	                            : cfg->max_inflight;
+	uint64_t share = cfg->max_reply_bytes * per_conn / cfg->max_inflight;
+	char why[FPREP_MESSAGE_SIZE];
+
+	/* A first reply may be larger than the share (or the whole): the
+	 * totals can exceed their bounds, hence the >= tests. */
+	if (c->reply_bytes > 0 &&
+	    (c->reply_bytes >= share || bytes > share - c->reply_bytes)) {
+		snprintf(why, sizeof(why),
+		         "tensor of %" PRIu64 " bytes: this connection's "
+		         "replies hold %" PRIu64 " of its %" PRIu64
+		         "-byte share of --max-reply-bytes",
+		         bytes, c->reply_bytes, share);
+		fprep__slot_refuse(s, msg, why);
+		return -1;
+	}
+	if (srv->reply_bytes > 0 &&
+	    (srv->reply_bytes >= cfg->max_reply_bytes ||
+	     bytes > cfg->max_reply_bytes - srv->reply_bytes)) {
+		snprintf(why, sizeof(why),
+		         "tensor of %" PRIu64 " bytes: replies in flight hold "
+		         "%" PRIu64 " of --max-reply-bytes %" PRIu64,
+		         bytes, srv->reply_bytes, cfg->max_reply_bytes);
+		fprep__slot_refuse(s, msg, why);
+		return -1;
+	}
+	s->reply_bytes = bytes;
+	c->reply_bytes += bytes;
+	srv->reply_bytes += bytes;
+	return 0;
+}
+
+/* fprep__server_pipe_closed is told by the ingress that a connection closed; on
+ * an nng thread: it only queues the news for the loop. */
+void fprep__server_pipe_closed(uint32_t pipe, void *data)
+{
+	fprep__server *srv = data;
+	struct conns_pipe_ev *pe = malloc(sizeof(*pe));
+
+	if (pe == NULL) {
+		fprep__log(FPREP_LOG_WARNING,
+		           "connection %" PRIu32 " closed: no memory to tell "
+		           "the loop; its regions stay until shutdown",
+		           pipe);
+		return;
+	}
+	pe->ev.kind = FPREP__EV_PIPE_CLOSED;
+	pe->pipe = pipe;
+	fprep__evq_push(&srv->evq, &pe->ev);
+}
+
+void fprep__conn_closed(fprep__server *srv, fprep__event *ev)
+{
+	struct conns_pipe_ev *pe =
+	        fprep__container_of(ev, struct conns_pipe_ev, ev);
+	unsigned n = 0;
+
+	if (srv != NULL && !srv->finished)
+		n = fprep__regions_remove_pipe(&srv->regions, pe->pipe);
+	if (n > 0)
+		fprep__log(FPREP_LOG_INFO,
+		           "connection %" PRIu32 " closed: %u regions removed",
+		           pe->pipe, n);
+	free(pe);
+}

@@ -1,0 +1,86 @@
+/*
+ * info.c: what frameprepd says about itself: the INFO reply's text (one
+ * "key: value" line each, the backend's own lines last) and the start-up
+ * log line.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "clock.h"
+#include "log.h"
+#include "server_internal.h"
+
+/* fprep__server_info writes the INFO text. */
+void fprep__server_info(fprep__server *srv, char *buf, size_t size)
+{
+	const fprep__config *cfg = srv->cfg;
+	const fprep_limits *lim = &cfg->limits;
+	unsigned busy = 0;
+	size_t n;
+
+	for (unsigned i = 0; i < srv->nslots; i++)
+		busy += srv->slots[i].state == FPREP__SLOT_WORK ||
+		        srv->slots[i].state == FPREP__SLOT_SEND;
+	n = (size_t)snprintf(buf, size,
+	                     "version: %s\nprotocol: %d\nbackend: %s\n"
+	                     "device: %s\nlisten:",
+	                     FPREP_VERSION_STRING, FPREP_PROTOCOL_VERSION,
+	                     srv->backend->name, srv->device);
+	for (unsigned i = 0; i < cfg->nlisten && n < size; i++)
+		n += (size_t)snprintf(buf + n, size - n, " %s", cfg->listen[i]);
+	if (n < size)
+		n += (size_t)snprintf(
+		        buf + n, size - n,
+		        "\nmax_width: %" PRIu32 "\nmax_height: %" PRIu32
+		        "\nmax_frame_bytes: %" PRIu64
+		        "\nmax_out_width: %" PRIu32 "\nmax_out_height: %" PRIu32
+		        "\nmax_tensor_bytes: %" PRIu64 "\nmax_inflight: %u\n"
+		        "max_inflight_per_conn: %u\nmax_reply_bytes: %" PRIu64
+		        "\nreply_bytes: %" PRIu64 "\n"
+		        "inflight: %u\nserved: %" PRIu64 "\nfailed: %" PRIu64
+		        "\nuptime_s: %" PRIu64 "\n",
+		        lim->max_width, lim->max_height, lim->max_frame_bytes,
+		        lim->max_out_width, lim->max_out_height,
+		        lim->max_tensor_bytes, cfg->max_inflight,
+		        cfg->max_inflight_per_conn, cfg->max_reply_bytes,
+		        srv->reply_bytes, busy, srv->served, srv->failed,
+		        (fprep__now_ns() - srv->t_start_ns) / 1000000000u);
+	if (n < size) {
+		uint64_t shm_bytes;
+		unsigned nreg = fprep__regions_count(&srv->regions, &shm_bytes);
+
+		n += (size_t)snprintf(
+		        buf + n, size - n,
+		        "regions: %u\nshm_bytes: %" PRIu64
+		        "\nmax_regions: %u\nmax_region_bytes: "
+		        "%" PRIu64 "\nmax_shm_bytes: %" PRIu64 "\n",
+		        nreg, shm_bytes, srv->cfg->max_regions,
+		        srv->cfg->max_region_bytes, srv->cfg->max_shm_bytes);
+	}
+	if (n < size - 1)
+		srv->backend->info(srv->backend, buf + n, size - n);
+}
+
+void fprep__server_log_start(fprep__server *srv)
+{
+	const fprep__config *cfg = srv->cfg;
+	const fprep_limits *lim = &cfg->limits;
+	char urls[FPREP__MAX_LISTEN * (FPREP__URL_SIZE + 1)];
+	size_t n = 0;
+
+	urls[0] = '\0';
+	for (unsigned i = 0; i < cfg->nlisten; i++)
+		n += (size_t)snprintf(urls + n, sizeof(urls) - n, "%s%s",
+		                      i > 0 ? " " : "", cfg->listen[i]);
+	fprep__log(FPREP_LOG_NOTICE,
+	           "frameprepd %s started: backend %s, device %s, listen %s, "
+	           "max_inflight %u, source <= %" PRIu32 "x%" PRIu32
+	           " and %" PRIu64 " bytes, tensor <= %" PRIu32 "x%" PRIu32
+	           " and %" PRIu64 " bytes, send timeout %d ms, shutdown "
+	           "timeout %d ms",
+	           FPREP_VERSION_STRING, srv->backend->name, srv->device, urls,
+	           cfg->max_inflight, lim->max_width, lim->max_height,
+	           lim->max_frame_bytes, lim->max_out_width,
+	           lim->max_out_height, lim->max_tensor_bytes,
+	           cfg->send_timeout_ms, cfg->shutdown_timeout_ms);
+}

@@ -1,0 +1,188 @@
+/*
+ * server_internal.h: what the files of frameprepd's event loop share: the
+ * server, its slots and its connection table, and the calls between them.
+ * The loop thread alone touches any of it.
+ *
+ *   server.c    set-up, the event dispatch, fprep__server_run
+ *   slot.c      the request state machine: intake, validation, the hand-off
+ *               to the backend or the regions module, completions
+ *   answer.c    the end of a request: replies, error replies, the next
+ *               receive
+ *   conns.c     per-connection caps (requests and reply bytes in flight),
+ *               closed connections
+ *   shutdown.c  signals and the ordered close
+ *   info.c      the INFO text and the start-up line
+ */
+#ifndef FPREP_SERVICE_SERVER_INTERNAL_H
+#define FPREP_SERVICE_SERVER_INTERNAL_H
+
+#include <nng/nng.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "backend.h"
+#include "config.h"
+#include "evq.h"
+#include "ingress.h"
+#include "regions.h"
+#include "watchdog.h"
+
+/* Bound on each reply's send once shutdown began. */
+#define FPREP__STOP_SEND_MS 2000
+
+/* fprep__slot_state: where a slot's request is (slot.c). */
+enum fprep__slot_state {
+	FPREP__SLOT_IDLE,
+	FPREP__SLOT_RECV,
+	FPREP__SLOT_WORK,
+	FPREP__SLOT_SEND,
+	FPREP__SLOT_REGION /* the regions module has its (UN)REGISTER */
+};
+
+/* fprep__server_event: the kinds of the loop's events. */
+enum fprep__server_event {
+	FPREP__EV_AIO,         /* a slot's nng operation ended */
+	FPREP__EV_DONE,        /* a slot's job ended */
+	FPREP__EV_PIPE_CLOSED, /* a connection closed (conns.c) */
+	FPREP__EV_REGION       /* a region operation ended (regions.c) */
+};
+
+typedef struct fprep__server fprep__server;
+typedef struct fprep__slot fprep__slot;
+typedef struct fprep__conn fprep__conn;
+
+/* fprep__conn: what one connection (nng pipe) holds; an entry is in use
+ * while held > 0, so there are never more than the slots. */
+struct fprep__conn {
+	uint32_t pipe;        /* nng pipe id; 0: a free entry */
+	unsigned held;        /* slots holding one of its requests */
+	unsigned inflight;    /* of those, requests not refused with EBUSY */
+	uint64_t reply_bytes; /* tensor bytes of its replies in flight */
+	int closing;          /* closed for not reading: drop its requests */
+};
+
+/* fprep__slot: one nng context and the request it serves. */
+struct fprep__slot {
+	fprep__event ev; /* kind: FPREP__EV_AIO or FPREP__EV_DONE */
+	int aio_result;  /* nng error of the finished aio */
+	fprep__server *srv;
+	unsigned index;
+	int state; /* enum fprep__slot_state */
+	nng_ctx ctx;
+	nng_aio *aio;
+	nng_msg *req_msg;     /* WORK, REGION: the request (job.input in it) */
+	nng_msg *rep_msg;     /* WORK: the reply; job.output points into it */
+	fprep__conn *conn;    /* the requester; NULL: none yet */
+	int counted;          /* counted in conn->inflight */
+	uint64_t reply_bytes; /* counted in the reply byte totals */
+	uint16_t kind;        /* of the request being served, for logs */
+	uint64_t request_id;
+	uint64_t t_recv_ns;
+	fprep__job job;
+};
+
+struct fprep__server {
+	const fprep__config *cfg;
+	fprep__backend *backend;
+	const char *device;
+	uv_loop_t loop;
+	fprep__evq evq;
+	uv_signal_t sigint;
+	uv_signal_t sigterm;
+	uv_timer_t drain_timer;
+	uv_timer_t linger_timer;
+	uint64_t linger_end_ns;
+	fprep__ingress ingress;
+	fprep__regions regions;
+	fprep__watchdog watchdog;
+	fprep__slot *slots;
+	unsigned nslots;
+	unsigned active;      /* slots not IDLE */
+	fprep__conn *conns;   /* nslots entries */
+	uint64_t reply_bytes; /* tensor bytes of the replies in flight */
+	uint64_t t_start_ns;
+	uint64_t served;
+	uint64_t failed;
+
+	int stopping; /* no new receives; new requests get stop_status */
+	int forcing;  /* inside the drain deadline's handler */
+	int finished; /* the ordered close has run */
+	int exit_status;
+	int stop_status; /* ESHUTDOWN, or the fatal job's status */
+	char stop_message[FPREP_MESSAGE_SIZE];
+};
+
+/* slot.c */
+
+/* fprep__slot_recv posts a receive on s. */
+void fprep__slot_recv(fprep__slot *s);
+/* fprep__slot_aio_cb: nng's callback for a slot's aio (nng's thread). */
+void fprep__slot_aio_cb(void *arg);
+/* fprep__slot_event handles the slot's event (kind AIO or DONE). */
+void fprep__slot_event(fprep__slot *s);
+/* fprep__slot_unuse_regions ends the job's use of its regions. */
+void fprep__slot_unuse_regions(fprep__slot *s);
+
+/* answer.c */
+
+/* fprep__slot_send sends msg as the reply of s's request. */
+void fprep__slot_send(fprep__slot *s, nng_msg *msg);
+/* fprep__slot_fail answers s's request with the error status and why;
+ * spare is a message the caller gives up, reused when possible. */
+void fprep__slot_fail(fprep__slot *s, nng_msg *spare, int status,
+                      const char *why);
+/* fprep__slot_answer sends rep, built for the request kind what, or fails
+ * the request when rep is NULL (out of memory). */
+void fprep__slot_answer(fprep__slot *s, nng_msg *rep, const char *what);
+/* fprep__slot_next ends s's request: s receives again, or rests once the
+ * server is stopping. */
+void fprep__slot_next(fprep__slot *s);
+
+/* conns.c */
+
+/* fprep__slot_admit counts a request that just arrived for its
+ * connection. Returns 0, or -1 after closing a connection that does not
+ * read its replies (the request is dropped). */
+int fprep__slot_admit(fprep__slot *s, nng_msg *msg);
+/* fprep__slot_release ends what s's request counted for its connection;
+ * once per request. */
+void fprep__slot_release(fprep__slot *s);
+/* fprep__slot_refuse answers s's request with EBUSY and why. */
+void fprep__slot_refuse(fprep__slot *s, nng_msg *msg, const char *why);
+/* fprep__slot_reserve_reply counts a reply of bytes tensor bytes against
+ * the reply budgets. Returns 0, or -1 after answering EBUSY. */
+int fprep__slot_reserve_reply(fprep__slot *s, nng_msg *msg, uint64_t bytes);
+/* fprep__server_pipe_closed: the ingress's close callback (nng thread). */
+void fprep__server_pipe_closed(uint32_t pipe, void *data);
+/* fprep__conn_closed handles an FPREP__EV_PIPE_CLOSED event; with
+ * srv NULL it only frees it (the queue dropped it). */
+void fprep__conn_closed(fprep__server *srv, fprep__event *ev);
+
+/* shutdown.c */
+
+/* fprep__server_stop begins the shutdown (exit_status, and the status and
+ * why that new requests get). */
+void fprep__server_stop(fprep__server *srv, int exit_status, int status,
+                        const char *why);
+/* fprep__server_finish runs the ordered close once no slot is busy. */
+void fprep__server_finish(fprep__server *srv);
+/* fprep__server_close_backend closes the backend once. */
+void fprep__server_close_backend(fprep__server *srv, int timeout_ms);
+/* fprep__server_close_handles closes the event queue and the uv handles. */
+void fprep__server_close_handles(fprep__server *srv);
+/* fprep__server_signal_cb: SIGINT and SIGTERM. */
+void fprep__server_signal_cb(uv_signal_t *handle, int signum);
+
+/* server.c */
+
+/* fprep__server_notify tells systemd state (no-op without it). */
+void fprep__server_notify(const char *state);
+
+/* info.c */
+
+/* fprep__server_info writes the INFO text into buf (size bytes). */
+void fprep__server_info(fprep__server *srv, char *buf, size_t size);
+/* fprep__server_log_start logs the start-up line. */
+void fprep__server_log_start(fprep__server *srv);
+
+#endif /* FPREP_SERVICE_SERVER_INTERNAL_H */
