@@ -19,6 +19,7 @@
 
 #include "half.h"
 #include "ops.h"
+#include "yuv.h"
 
 #define OPS_COEF_SCALE 2048.0f /* OpenCV INTER_RESIZE_COEF_SCALE */
 
@@ -28,8 +29,8 @@ struct ops_plan {
 	const uint8_t *frame;
 	uint8_t *tensor;
 	fprep_transform xf;
-	uint32_t bpp;       /* source bytes per pixel */
-	uint32_t nch;       /* tensor channels, 1 or 3 */
+	uint32_t bpp; /* source bytes per pixel (3 for YUV: the RGB row) */
+	uint32_t nch; /* tensor channels, 1 or 3 */
 	uint32_t src_ch[3]; /* source byte of each tensor channel */
 	float mean[3], std[3];
 	double scale_y; /* source rows per resized row */
@@ -45,6 +46,10 @@ struct ops_plan {
 	/* One tensor row in float, channel-planar (nch planes of out_width),
 	 * before normalisation. */
 	float *trow;
+	/* YUV sources: one source row converted to RGB8, and the
+	 * coefficients. NULL for the other formats. */
+	uint8_t *rgb;
+	fprep__yuv_coefs yuv;
 };
 
 /* ops_source_channels maps tensor channels to source bytes; returns the
@@ -53,7 +58,9 @@ struct ops_plan {
 static uint32_t ops_source_channels(uint16_t format, uint8_t order,
                                     uint32_t ch[3])
 {
-	int src_rgb = format == FPREP_PIX_RGB8 || format == FPREP_PIX_RGBA8;
+	/* YUV sources are converted to RGB8 rows first. */
+	int src_rgb = format == FPREP_PIX_RGB8 || format == FPREP_PIX_RGBA8 ||
+	              fprep__yuv_is_yuv(format);
 
 	if (format == FPREP_PIX_GRAY8) {
 		ch[0] = ch[1] = ch[2] = 0;
@@ -74,6 +81,7 @@ int fprep__preprocess_check(const fprep_request *req, size_t tensor_size)
 {
 	uint32_t bpp, ch[3], shape[4];
 	uint64_t need, bytes;
+	fprep__yuv_coefs coefs;
 	int i;
 
 	if (req == NULL)
@@ -91,7 +99,12 @@ int fprep__preprocess_check(const fprep_request *req, size_t tensor_size)
 		return FPREP_EINVAL;
 	need = (uint64_t)req->src_stride * (req->src_height - 1) +
 	       (uint64_t)req->src_width * bpp;
-	if (req->input_size < need)
+	if (req->input_size < need ||
+	    fprep__yuv_check_planes(req, NULL, 0) != FPREP_OK)
+		return FPREP_EINVAL;
+	if (fprep__yuv_is_yuv(req->src_format) &&
+	    fprep__yuv_coefs_get(req->yuv_matrix, req->yuv_range, &coefs) !=
+	            FPREP_OK)
 		return FPREP_EINVAL;
 	if (!isfinite(req->pad_value) || !isfinite(req->scale))
 		return FPREP_EINVAL;
@@ -170,6 +183,7 @@ static void ops_plan_free(struct ops_plan *p)
 	free(p->xo0);
 	free(p->hrow[0]);
 	free(p->trow);
+	free(p->rgb);
 }
 
 static int ops_plan_init(struct ops_plan *p, const fprep_request *req,
@@ -187,6 +201,14 @@ static int ops_plan_init(struct ops_plan *p, const fprep_request *req,
 	p->tensor = tensor;
 	p->xf = *xf;
 	p->bpp = fprep_pixel_bytes(req->src_format);
+	if (fprep__yuv_is_yuv(req->src_format)) {
+		p->bpp = 3;
+		p->rgb = malloc((size_t)req->src_width * 3);
+		if (p->rgb == NULL)
+			return FPREP_ENOMEM;
+		(void)fprep__yuv_coefs_get(req->yuv_matrix, req->yuv_range,
+		                           &p->yuv);
+	}
 	p->nch = ops_source_channels(req->src_format, req->channel_order,
 	                             p->src_ch);
 	for (c = 0; c < 3; c++) {
@@ -228,11 +250,67 @@ static int ops_plan_init(struct ops_plan *p, const fprep_request *req,
 	return FPREP_OK;
 }
 
+/* ops_yuv_sat rounds a converted value half up and saturates it to a
+ * byte. */
+static uint8_t ops_yuv_sat(float v)
+{
+	v = floorf(v + 0.5f);
+	return v < 0.0f ? 0 : v > 255.0f ? 255 : (uint8_t)v;
+}
+
+/* ops_yuv_pixel converts one pixel to RGB8 (the equations of yuv.h). */
+static void ops_yuv_pixel(const fprep__yuv_coefs *k, uint8_t y, uint8_t u,
+                          uint8_t v, uint8_t *rgb)
+{
+	float fy = ((float)y - k->y_off) * k->y_mul;
+	float fu = (float)u - 128.0f, fv = (float)v - 128.0f;
+
+	rgb[0] = ops_yuv_sat(fy + k->rv * fv);
+	rgb[1] = ops_yuv_sat(fy + k->gu * fu + k->gv * fv);
+	rgb[2] = ops_yuv_sat(fy + k->bu * fu);
+}
+
+/* ops_yuv_row converts source row sy of a YUV frame into p->rgb. Each pixel
+ * takes the chroma sample of its 2x2 block (NV12, I420) or 2x1 pair
+ * (YUYV). */
+static const uint8_t *ops_yuv_row(const struct ops_plan *p, uint32_t sy)
+{
+	const fprep_request *r = p->req;
+	const uint8_t *row = p->frame + (size_t)sy * r->src_stride, *cu, *cv;
+	size_t crow = (size_t)(sy / 2) * r->uv_stride;
+	uint8_t *d = p->rgb;
+	uint32_t x, w = r->src_width;
+
+	switch (r->src_format) {
+	case FPREP_PIX_NV12:
+		cu = p->frame + r->u_offset + crow;
+		for (x = 0; x < w; x++)
+			ops_yuv_pixel(&p->yuv, row[x], cu[x & ~1u], cu[x | 1u],
+			              d + 3 * (size_t)x);
+		break;
+	case FPREP_PIX_I420:
+		cu = p->frame + r->u_offset + crow;
+		cv = p->frame + r->v_offset + crow;
+		for (x = 0; x < w; x++)
+			ops_yuv_pixel(&p->yuv, row[x], cu[x / 2], cv[x / 2],
+			              d + 3 * (size_t)x);
+		break;
+	default: /* YUYV: Y0 U Y1 V */
+		for (x = 0; x < w; x++)
+			ops_yuv_pixel(&p->yuv, row[2 * x], row[4 * (x / 2) + 1],
+			              row[4 * (x / 2) + 3], d + 3 * (size_t)x);
+		break;
+	}
+	return d;
+}
+
 /* ops_hresize resizes source row sy horizontally into dst (channel-planar).
  * Three channels are done in one pass over the column tables. */
 static void ops_hresize(const struct ops_plan *p, uint32_t sy, float *dst)
 {
-	const uint8_t *s = p->frame + (size_t)sy * p->req->src_stride;
+	const uint8_t *s = p->rgb != NULL
+	                           ? ops_yuv_row(p, sy)
+	                           : p->frame + (size_t)sy * p->req->src_stride;
 	const uint32_t *xo0 = p->xo0, *xo1 = p->xo1;
 	const float *wx0 = p->wx0, *wx1 = p->wx1;
 	uint32_t nw = p->xf.resized_w, x, c;
