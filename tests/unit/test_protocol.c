@@ -445,7 +445,7 @@ static void request_yuv(void **state)
 	test_decode(&d, 0, &test_huge, FPREP_EINVAL,
 	            "v_offset 2048000 overlaps");
 	d = r;
-	d.input_size -= 1;
+	d.input_size = r.v_offset + 1024ull * 539 + 960 - 1;
 	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "v_offset plane ends at");
 	d = r;
 	d.v_offset = UINT32_MAX;
@@ -470,6 +470,7 @@ static void request_yuv(void **state)
 	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "src_stride 3839");
 	d.src_width = 1921;
 	d.src_stride = 3842;
+	d.input_size = 3842ull * 1080;
 	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "src_width 1921 is odd");
 	/* Other formats ignore the YUV fields. */
 	test_req(&d);
