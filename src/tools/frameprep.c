@@ -25,6 +25,7 @@
 
 #include "npy.h"
 #include "tool_options.h"
+#include "tool_yuv.h"
 
 enum { EXIT_SERVER = 1, EXIT_USAGE = 2, EXIT_IO = 3 };
 
@@ -32,6 +33,8 @@ enum { EXIT_SERVER = 1, EXIT_USAGE = 2, EXIT_IO = 3 };
 struct cli_spec {
 	uint32_t out_w, out_h;
 	uint8_t dtype, layout, order, resize;
+	uint16_t format;       /* a YUV format to convert the image to, or 0 */
+	uint8_t matrix, range; /* of that YUV format, 0: BT.601 limited */
 	int have_mean, have_std, have_scale, have_pad;
 	float mean[3], std[3], scale, pad;
 	int timeout_ms;
@@ -144,7 +147,16 @@ static void cli_usage(FILE *f, const char *cmd)
 		        "  --scale S         pixel multiplier [1/255 = "
 		        "0.00392157]\n"
 		        "  --pad V           letterbox border value, 0..255 "
-		        "[114]\n");
+		        "[114]\n"
+		        "  --format F        send the image converted to nv12, "
+		        "i420 or yuyv (an odd\n"
+		        "                    width or height loses its last "
+		        "column or row) [rgb8]\n"
+		        "  --matrix M        YUV colour matrix: bt601, bt709 "
+		        "or "
+		        "bt2020 [bt601]\n"
+		        "  --range R         YUV range: limited or full "
+		        "[limited]\n");
 	fprintf(f, "  -h, --help        this text\n");
 }
 
@@ -171,6 +183,9 @@ enum {
 	OPT_TIMEOUT,
 	OPT_ECHO,
 	OPT_SHM,
+	OPT_FORMAT,
+	OPT_MATRIX,
+	OPT_RANGE,
 };
 
 static const struct option cli_options[] = {
@@ -188,6 +203,9 @@ static const struct option cli_options[] = {
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"echo", no_argument, NULL, OPT_ECHO},
         {"shm", no_argument, NULL, OPT_SHM},
+        {"format", required_argument, NULL, OPT_FORMAT},
+        {"matrix", required_argument, NULL, OPT_MATRIX},
+        {"range", required_argument, NULL, OPT_RANGE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -304,6 +322,26 @@ static int cli_parse(const char *cmd, int argc, char **argv,
 		case OPT_SHM:
 			spec->shm = 1;
 			break;
+		case OPT_FORMAT:
+			spec->format =
+			        (uint16_t)tool_lookup(TOOL_FORMAT, optarg);
+			/* The image itself decides between RGB8 and GRAY8. */
+			v = spec->format >= FPREP_PIX_NV12 ||
+			                    spec->format == FPREP_PIX_RGB8
+			            ? 0
+			            : -1;
+			if (spec->format == FPREP_PIX_RGB8)
+				spec->format = 0;
+			break;
+		case OPT_MATRIX:
+			spec->matrix =
+			        (uint8_t)tool_lookup(TOOL_MATRIX, optarg);
+			v = spec->matrix != 0 ? 0 : -1;
+			break;
+		case OPT_RANGE:
+			spec->range = (uint8_t)tool_lookup(TOOL_RANGE, optarg);
+			v = spec->range != 0 ? 0 : -1;
+			break;
 		}
 		if (v < 0) {
 			fprintf(stderr,
@@ -317,10 +355,83 @@ static int cli_parse(const char *cmd, int argc, char **argv,
 
 /* cli_image is a decoded image in a pixel format the protocol knows. */
 struct cli_image {
-	uint8_t *pixels;
+	uint8_t *pixels; /* free with cli_image_free */
 	uint32_t width, height;
 	uint16_t format;
+	uint64_t size; /* bytes of a YUV frame */
 };
+
+/* cli_format_name: the format of a sent frame, as the CLI prints it. */
+static const char *cli_format_name(uint16_t format)
+{
+	static const char *const names[] = {"GRAY8", "RGB8", "NV12", "I420",
+	                                    "YUYV"};
+
+	switch (format) {
+	case FPREP_PIX_GRAY8:
+		return names[0];
+	case FPREP_PIX_NV12:
+		return names[2];
+	case FPREP_PIX_I420:
+		return names[3];
+	case FPREP_PIX_YUYV:
+		return names[4];
+	}
+	return names[1];
+}
+
+static void cli_image_free(struct cli_image *img)
+{
+	if (img->format >= FPREP_PIX_NV12)
+		free(img->pixels);
+	else
+		stbi_image_free(img->pixels);
+	img->pixels = NULL;
+}
+
+/* cli_to_yuv converts a decoded RGB8 image to spec's YUV format (dropping
+ * an odd last column, and for NV12 and I420 an odd last row). */
+static int cli_to_yuv(const struct cli_spec *spec, struct cli_image *img)
+{
+	uint32_t w = img->width & ~1u, h = img->height;
+	uint8_t *yuv;
+
+	if (spec->format != FPREP_PIX_YUYV)
+		h &= ~1u;
+	if (w == 0 || h == 0) {
+		fprintf(stderr,
+		        "frameprep: a %" PRIu32 "x%" PRIu32 " image is too "
+		        "small for %s (2x2 at least)\n",
+		        img->width, img->height,
+		        tool_name(TOOL_FORMAT, spec->format));
+		return -1;
+	}
+	if (w != img->width || h != img->height) {
+		/* Keep rows of the original width: move them together. */
+		for (uint32_t y = 1; y < h; y++)
+			memmove(img->pixels + (size_t)y * w * 3,
+			        img->pixels + (size_t)y * img->width * 3,
+			        (size_t)w * 3);
+		fprintf(stderr,
+		        "frameprep: note: %s needs even sizes: sending "
+		        "%" PRIu32 "x%" PRIu32 " of the %" PRIu32 "x%" PRIu32
+		        " image\n",
+		        tool_name(TOOL_FORMAT, spec->format), w, h, img->width,
+		        img->height);
+	}
+	yuv = tool_rgb_to_yuv(img->pixels, w, h, spec->format, spec->matrix,
+	                      spec->range, &img->size);
+	if (yuv == NULL) {
+		fprintf(stderr, "frameprep: out of memory\n");
+		return -1;
+	}
+	stbi_image_free(img->pixels);
+	img->pixels = yuv;
+	img->width = w;
+	img->height = h;
+	img->format = spec->format;
+	return 0;
+}
 
 /* cli_png_size reads the width and height from a PNG file's header;
  * returns 0, or -1 when f is not a PNG. */
@@ -367,8 +478,10 @@ static void cli_load_failed(const char *path)
 }
 
 /* cli_load decodes path as GRAY8 when the file is grayscale or a gray
- * tensor is asked for, else as RGB8. */
-static int cli_load(const char *path, uint8_t order, struct cli_image *img)
+ * tensor is asked for, else as RGB8, and converts it to spec's YUV format
+ * when one was asked for. */
+static int cli_load(const char *path, const struct cli_spec *spec,
+                    struct cli_image *img)
 {
 	int w, h, comp, want;
 
@@ -376,7 +489,9 @@ static int cli_load(const char *path, uint8_t order, struct cli_image *img)
 		cli_load_failed(path);
 		return -1;
 	}
-	want = comp <= 2 || order == FPREP_ORDER_GRAY ? 1 : 3;
+	want = comp <= 2 || spec->order == FPREP_ORDER_GRAY ? 1 : 3;
+	if (spec->format != 0)
+		want = 3;
 	img->pixels = stbi_load(path, &w, &h, &comp, want);
 	if (img->pixels == NULL) {
 		cli_load_failed(path);
@@ -385,6 +500,10 @@ static int cli_load(const char *path, uint8_t order, struct cli_image *img)
 	img->width = (uint32_t)w;
 	img->height = (uint32_t)h;
 	img->format = want == 1 ? FPREP_PIX_GRAY8 : FPREP_PIX_RGB8;
+	if (spec->format != 0 && cli_to_yuv(spec, img) != 0) {
+		stbi_image_free(img->pixels);
+		return -1;
+	}
 	return 0;
 }
 
@@ -393,6 +512,8 @@ static void cli_request(const struct cli_spec *spec,
                         const struct cli_image *img, fprep_request *req)
 {
 	fprep_request_init(req, img->format, img->width, img->height);
+	req->yuv_matrix = spec->matrix;
+	req->yuv_range = spec->range;
 	if (spec->echo)
 		req->kind = FPREP_KIND_ECHO;
 	if (spec->out_w != 0) {
@@ -545,13 +666,13 @@ static int cli_send(const struct cli_spec *spec, const char *path)
 	fprep_request req;
 	int err, ret;
 
-	if (cli_load(path, spec->order, &img) != 0)
+	if (cli_load(path, spec, &img) != 0)
 		return EXIT_IO;
 	cli_request(spec, &img, &req);
 	if ((ret = cli_client(spec, &c)) != 0)
 		goto out_image;
 	printf("source    %s %" PRIu32 "x%" PRIu32 " %s%s\n", path, img.width,
-	       img.height, img.format == FPREP_PIX_GRAY8 ? "GRAY8" : "RGB8",
+	       img.height, cli_format_name(img.format),
 	       spec->shm ? " (shared memory)" : "");
 	if (spec->shm) {
 		ret = cli_send_shm(c, spec, &img, &req);
@@ -567,7 +688,7 @@ static int cli_send(const struct cli_spec *spec, const char *path)
 out_client:
 	fprep_client_close(c);
 out_image:
-	stbi_image_free(img.pixels);
+	cli_image_free(&img);
 	return ret;
 }
 
@@ -608,7 +729,7 @@ static int cli_write_request(const struct cli_spec *spec, const char *path)
 	FILE *f;
 	int ret = EXIT_IO;
 
-	if (cli_load(path, spec->order, &img) != 0)
+	if (cli_load(path, spec, &img) != 0)
 		return EXIT_IO;
 	cli_request(spec, &img, &req);
 	req.request_id = 1;
@@ -626,8 +747,7 @@ static int cli_write_request(const struct cli_spec *spec, const char *path)
 	printf("wrote     %s: %s request %" PRIu64 ", %" PRIu32 "x%" PRIu32
 	       " %s, %zu bytes\n",
 	       spec->out, cli_kind_name(req.kind), req.request_id,
-	       req.src_width, req.src_height,
-	       req.src_format == FPREP_PIX_GRAY8 ? "GRAY8" : "RGB8",
+	       req.src_width, req.src_height, cli_format_name(req.src_format),
 	       sizeof(header) + (size_t)req.input_size);
 	ret = 0;
 	goto out;
@@ -635,7 +755,7 @@ fail:
 	fprintf(stderr, "frameprep: writing %s: %s\n", spec->out,
 	        strerror(errno));
 out:
-	stbi_image_free(img.pixels);
+	cli_image_free(&img);
 	return ret;
 }
 

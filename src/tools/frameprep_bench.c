@@ -597,8 +597,16 @@ static void bench_usage(FILE *f)
 	        "      --synthetic WxH         seeded random pixels\n"
 	        "      --frame-size WxH        resize decoded images to WxH "
 	        "first\n"
-	        "  -f, --format FMT            bgr8, rgb8, bgra8, rgba8, gray8 "
-	        "(default bgr8)\n"
+	        "  -f, --format FMT            bgr8, rgb8, bgra8, rgba8, "
+	        "gray8, "
+	        "nv12, i420,\n"
+	        "                              yuyv (default bgr8; images are "
+	        "converted as\n"
+	        "                              the frameprep CLI does)\n"
+	        "      --matrix M              YUV matrix bt601, bt709, bt2020 "
+	        "(default bt601)\n"
+	        "      --range R               YUV range limited, full "
+	        "(default limited)\n"
 	        "      --seed N                synthetic pixels and Poisson "
 	        "arrivals (default 1)\n"
 	        "\n"
@@ -668,6 +676,8 @@ enum {
 	OPT_SYNTHETIC,
 	OPT_FRAME_SIZE,
 	OPT_SEED,
+	OPT_MATRIX,
+	OPT_RANGE,
 	OPT_DTYPE,
 	OPT_LAYOUT,
 	OPT_ORDER,
@@ -704,6 +714,8 @@ static const struct option bench_long_opts[] = {
         {"frame-size", required_argument, NULL, OPT_FRAME_SIZE},
         {"format", required_argument, NULL, 'f'},
         {"seed", required_argument, NULL, OPT_SEED},
+        {"matrix", required_argument, NULL, OPT_MATRIX},
+        {"range", required_argument, NULL, OPT_RANGE},
         {"size", required_argument, NULL, 's'},
         {"dtype", required_argument, NULL, OPT_DTYPE},
         {"layout", required_argument, NULL, OPT_LAYOUT},
@@ -847,6 +859,18 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 			if (!n)
 				return bench_bad("--format", optarg);
 			o->spec.format = (uint16_t)n;
+			break;
+		case OPT_MATRIX:
+			n = tool_lookup(TOOL_MATRIX, optarg);
+			if (!n)
+				return bench_bad("--matrix", optarg);
+			t->yuv_matrix = (uint8_t)n;
+			break;
+		case OPT_RANGE:
+			n = tool_lookup(TOOL_RANGE, optarg);
+			if (!n)
+				return bench_bad("--range", optarg);
+			t->yuv_range = (uint8_t)n;
 			break;
 		case OPT_SEED:
 			if (bench_parse_double(optarg, &v) || v < 0)
@@ -1060,7 +1084,18 @@ static void bench_describe(const bench_opts *o, const bench_input *inputs,
                            size_t rsize)
 {
 	const fprep_request *t = &inputs[0].req;
-	const char *fmt = tool_name(TOOL_FORMAT, o->spec.format);
+	char fmt[64];
+
+	if (o->spec.format >= FPREP_PIX_NV12)
+		snprintf(fmt, sizeof(fmt), "%s %s %s",
+		         tool_name(TOOL_FORMAT, o->spec.format),
+		         t->yuv_matrix ? tool_name(TOOL_MATRIX, t->yuv_matrix)
+		                       : "bt601",
+		         t->yuv_range ? tool_name(TOOL_RANGE, t->yuv_range)
+		                      : "limited");
+	else
+		snprintf(fmt, sizeof(fmt), "%s",
+		         tool_name(TOOL_FORMAT, o->spec.format));
 
 	if (o->spec.image_dir)
 		snprintf(input, isize, "%zu images from %s, %s%s", n,

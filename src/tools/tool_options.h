@@ -1,7 +1,8 @@
 /*
  * tool_options.h: the spellings and parsers of the preprocessing options
  * that the frameprep CLI and frameprep-bench share (--size, --format,
- * --dtype, --layout, --order, --resize, --mean, --std), so both tools accept
+ * --matrix, --range, --dtype, --layout, --order, --resize, --mean, --std),
+ * so both tools accept
  * and print exactly the same words.
  */
 #ifndef FPREP_TOOL_OPTIONS_H
@@ -11,7 +12,10 @@
 
 /* The kinds of named option values. */
 enum tool_kind {
-	TOOL_FORMAT, /* enum fprep_pixel_format: bgr8 rgb8 bgra8 rgba8 gray8 */
+	TOOL_FORMAT, /* enum fprep_pixel_format: bgr8 rgb8 bgra8 rgba8 gray8
+	                nv12 i420 yuyv */
+	TOOL_MATRIX, /* enum fprep_yuv_matrix: bt601 bt709 bt2020 */
+	TOOL_RANGE,  /* enum fprep_yuv_range: limited full */
 	TOOL_DTYPE,  /* enum fprep_dtype: f32 f16 u8 */
 	TOOL_LAYOUT, /* enum fprep_layout: nchw nhwc */
 	TOOL_ORDER,  /* enum fprep_channel_order: rgb bgr gray */

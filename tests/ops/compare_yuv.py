@@ -6,8 +6,9 @@ chroma taken as the mean of each block), sent through ops_dump
 (fprep_preprocess_cpu), and the tensor is compared with:
 
 - BT.601 limited range: OpenCV's cvtColor (COLOR_YUV2BGR_NV12, _I420,
-  _YUY2), then the reference letterbox (cv2.resize + cv2.copyMakeBorder):
-  within 1 LSB;
+  _YUY2), then the reference letterbox (frameprep's CPU op on that RGB8
+  image, itself checked against cv2.resize + cv2.copyMakeBorder by
+  compare_opencv.py): within 1 LSB;
 - every matrix (BT.601, BT.709, BT.2020) and range: a float64 conversion
   written here from the ITU-R equations (BT.601-7, BT.709-6, BT.2020-2),
   then the same letterbox: within 1 LSB;
@@ -30,8 +31,6 @@ import tempfile
 import cv2
 import numpy as np
 
-from compare_opencv import letterbox_ref, tensor_ref
-
 FORMATS = ["nv12", "i420", "yuyv"]
 MATRICES = {"bt601": (0.299, 0.114), "bt709": (0.2126, 0.0722),
             "bt2020": (0.2627, 0.0593)}
@@ -41,10 +40,8 @@ OPENCV_CODES = {"nv12": cv2.COLOR_YUV2BGR_NV12, "i420": cv2.COLOR_YUV2BGR_I420,
 FFMPEG_PIX = {"nv12": "nv12", "i420": "yuv420p", "yuyv": "yuyv422"}
 FFMPEG_MATRIX = {"bt601": "bt601", "bt709": "bt709", "bt2020": "bt2020"}
 OUT_SIZES = [(640, 640), (333, 517)]
-# 1 LSB in 1/255 units of the F32 tensor, plus what the 11-bit resize
-# weights (OpenCV's, which frameprep follows) add against the float resize
-# of the reference.
-TOL = 1.01
+# 1 LSB in 1/255 units of the F32 tensor (plus float rounding).
+TOL = 1.0 + 1e-4
 MAD_TOL = 0.5
 PAD = 0xA5
 
@@ -58,18 +55,20 @@ def coefs(matrix, rng):
 
 
 def rgb_to_yuv444(rgb, matrix, rng):
-    """Forward conversion (the inverse of yuv444_to_rgb) in float64, rounded:
-    full-resolution Y, U, V planes as uint8."""
+    """The forward conversion the frameprep CLI documents (tool_yuv.c), in
+    float64 and not yet quantised: Y, U, V planes at full resolution."""
     yo, ys, cs, kr, kb = coefs(matrix, rng)
     kg = 1.0 - kr - kb
     r, g, b = [rgb[:, :, i].astype(np.float64) / 255.0 for i in range(3)]
     y = kr * r + kg * g + kb * b
     cb = (b - y) / (2.0 * (1.0 - kb))
     cr = (r - y) / (2.0 * (1.0 - kr))
-    Y = y * 255.0 / ys + yo
-    U = cb * 255.0 / cs + 128.0
-    V = cr * 255.0 / cs + 128.0
-    return [np.clip(np.floor(p + 0.5), 0, 255) for p in (Y, U, V)]
+    return y * 255.0 / ys + yo, cb * 255.0 / cs + 128.0, cr * 255.0 / cs + 128.0
+
+
+def quantise(p):
+    """Rounded half up, saturated to uint8."""
+    return np.clip(np.floor(p + 0.5), 0, 255).astype(np.uint8)
 
 
 def yuv444_to_rgb(Y, U, V, matrix, rng):
@@ -82,13 +81,13 @@ def yuv444_to_rgb(Y, U, V, matrix, rng):
     r = y + 2.0 * (1.0 - kr) * v
     g = y - 2.0 * kb * (1.0 - kb) / kg * u - 2.0 * kr * (1.0 - kr) / kg * v
     b = y + 2.0 * (1.0 - kb) * u
-    return np.clip(np.floor(np.stack([r, g, b], axis=2) + 0.5), 0,
-                   255).astype(np.uint8)
+    return quantise(np.stack([r, g, b], axis=2))
 
 
 class Frame:
-    """A YUV frame: the planes (Y full size, U and V subsampled), their
-    byte layout in a buffer (optionally padded), and the buffer."""
+    """A YUV frame: the planes (Y full size, U and V the mean of each
+    block, as the frameprep CLI makes them), their byte layout in a buffer
+    (optionally padded), and the buffer."""
 
     def __init__(self, rgb, fmt, matrix, rng, padded):
         h, w = rgb.shape[:2]
@@ -99,9 +98,7 @@ class Frame:
         else:
             U = U.reshape(h // 2, 2, w // 2, 2).mean(axis=(1, 3))
             V = V.reshape(h // 2, 2, w // 2, 2).mean(axis=(1, 3))
-        self.Y = Y.astype(np.uint8)
-        self.U = np.floor(U + 0.5).astype(np.uint8)
-        self.V = np.floor(V + 0.5).astype(np.uint8)
+        self.Y, self.U, self.V = quantise(Y), quantise(U), quantise(V)
         self.fmt, self.w, self.h = fmt, w, h
         self.layout(padded)
 
@@ -202,6 +199,41 @@ def ffmpeg_rgb(frame, matrix, rng, tmp):
     return out.reshape(frame.h, frame.w, 3)
 
 
+def check_cli(cli, path, rgb, r):
+    """`frameprep request IMAGE --format F` writes the frame its
+    documentation describes: byte for byte (up to 1 where float64 rounding
+    in another order lands on the other side of .5) the Frame made here from
+    the same documented equations."""
+    for fmt in FORMATS:
+        for matrix in MATRICES:
+            for rng in RANGES:
+                req = os.path.join(r.tmp, "req.bin")
+                p = subprocess.run([cli, "request", path, "--format", fmt,
+                                    "--matrix", matrix, "--range", rng,
+                                    "-o", req], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+                what = "CLI %s %s %s %s" % (os.path.basename(path), fmt,
+                                            matrix, rng)
+                if p.returncode != 0:
+                    r.failures.append("%s: %s" % (what, p.stderr.strip()))
+                    continue
+                got = np.fromfile(req, np.uint8)[128:]
+                h, w = rgb.shape[:2]
+                even = rgb[:h if fmt == "yuyv" else h // 2 * 2, :w // 2 * 2]
+                want = Frame(even, fmt, matrix, rng, False).packed_bytes()
+                want = np.frombuffer(want, np.uint8)
+                if got.size != want.size:
+                    r.failures.append("%s: %d bytes, expected %d" % (
+                        what, got.size, want.size))
+                    continue
+                d = np.abs(got.astype(int) - want.astype(int))
+                ok = d.max() <= 1 and (d > 0).mean() < 1e-3
+                print("%-60s max %d differ %.6f %s" % (
+                    what, d.max(), (d > 0).mean(), "ok" if ok else "FAIL"))
+                if not ok:
+                    r.failures.append("%s: max %d" % (what, d.max()))
+
+
 class Runner:
     def __init__(self, ops_dump, tmp):
         self.ops_dump, self.tmp, self.n = ops_dump, tmp, 0
@@ -226,18 +258,34 @@ class Runner:
         os.unlink(npy)
         return t, ""
 
+    def reference(self, rgb, out):
+        """The reference letterbox (the CPU op on an RGB8 source, which
+        ops_vs_opencv checks against OpenCV) of an RGB uint8 image: as the
+        resize is linear with positive weights summing to 1, a difference
+        of at most 1 between converted pixels stays at most 1 in the
+        tensor, without rounding of its own."""
+        self.n += 1
+        raw = os.path.join(self.tmp, "ref%d.raw" % self.n)
+        npy = os.path.join(self.tmp, "ref%d.npy" % self.n)
+        np.ascontiguousarray(rgb).tofile(raw)
+        h, w = rgb.shape[:2]
+        subprocess.run([self.ops_dump, "--raw", "rgb8", "%dx%d" % (w, h),
+                        "--size", "%dx%d" % out, "--dtype", "f32", "--order",
+                        "rgb", raw, npy], check=True, stdout=subprocess.PIPE)
+        os.unlink(raw)
+        t = np.load(npy)[0]
+        os.unlink(npy)
+        return t
+
     def check(self, what, t, ref_bgr, bound, mad_bound=None):
-        """Compares tensor t with the letterbox of ref_bgr (BGR uint8),
-        resized in float so that the reference adds no rounding of its
-        own: a difference of the converted pixels is then never made
-        larger by the resize (its weights are positive, summing to 1)."""
+        """Compares tensor t with the reference letterbox of ref_bgr (BGR
+        uint8)."""
         if t is None:
             self.failures.append("%s: ops_dump refused the frame" % what)
             print("%-60s REFUSED" % what)
             return
         ow, oh = t.shape[2], t.shape[1]
-        ref = tensor_ref(letterbox_ref(ref_bgr.astype(np.float32), ow, oh),
-                         "rgb")
+        ref = self.reference(ref_bgr[:, :, ::-1], (ow, oh)) * 255.0
         d = np.abs(t.astype(np.float64) * 255.0 - ref.astype(np.float64))
         mx, mad = float(d.max()), float(d.mean())
         ok = mx <= bound if mad_bound is None else mad <= mad_bound
@@ -260,7 +308,8 @@ def photos(images, only):
             continue
         h, w = img.shape[:2]
         # Even sizes, and an odd crop offset so chroma blocks move.
-        out.append((name, img[1:1 + (h - 1) // 2 * 2, 1:1 + (w - 1) // 2 * 2]))
+        out.append((name, os.path.join(images, n),
+                    img[1:1 + (h - 1) // 2 * 2, 1:1 + (w - 1) // 2 * 2]))
     return out
 
 
@@ -270,6 +319,8 @@ def main():
     ap.add_argument("--images", required=True)
     ap.add_argument("--only", default="astronaut,coffee,chelsea,rocket",
                     help="comma-separated image names ('' for all)")
+    ap.add_argument("--cli", help="the frameprep CLI: check its "
+                    "conversion of the photos")
     ap.add_argument("--ffmpeg", action="store_true",
                     help="cross-check against FFmpeg's conversion")
     args = ap.parse_args()
@@ -284,8 +335,12 @@ def main():
     tmp = tempfile.mkdtemp(prefix="fprep-yuv-")
     r = Runner(args.ops_dump, tmp)
     try:
-        for name, bgr in pics:
+        for name, path, bgr in pics:
             rgb = bgr[:, :, ::-1]
+            # PNG only: JPEG decoders (stb_image, libjpeg) differ.
+            if args.cli and path.endswith(".png"):
+                check_cli(args.cli, path,
+                          cv2.imread(path, cv2.IMREAD_COLOR)[:, :, ::-1], r)
             for fmt in FORMATS:
                 for matrix in MATRICES:
                     for rng in RANGES:
