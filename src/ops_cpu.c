@@ -252,22 +252,27 @@ static int ops_plan_init(struct ops_plan *p, const fprep_request *req,
 
 /* ops_yuv_sat rounds a converted value half up and saturates it to a
  * byte. */
-static uint8_t ops_yuv_sat(float v)
+static inline uint8_t ops_yuv_sat(float v)
 {
-	v = floorf(v + 0.5f);
-	return v < 0.0f ? 0 : v > 255.0f ? 255 : (uint8_t)v;
+	/* |v| < 1024 here. Truncation equals floor for v + 0.5 >= 0, and
+	 * below that both saturate to 0. Integer clamps compile without
+	 * branches: photographs saturate often enough to defeat prediction. */
+	int i = (int)(v + 0.5f);
+
+	i = i < 0 ? 0 : i;
+	return (uint8_t)(i > 255 ? 255 : i);
 }
 
 /* ops_yuv_pixel converts one pixel to RGB8 (the equations of yuv.h). */
-static void ops_yuv_pixel(const fprep__yuv_coefs *k, uint8_t y, uint8_t u,
-                          uint8_t v, uint8_t *rgb)
+static inline void ops_yuv_pixel(fprep__yuv_coefs k, uint8_t y, uint8_t u,
+                                 uint8_t v, uint8_t *rgb)
 {
-	float fy = ((float)y - k->y_off) * k->y_mul;
+	float fy = ((float)y - k.y_off) * k.y_mul;
 	float fu = (float)u - 128.0f, fv = (float)v - 128.0f;
 
-	rgb[0] = ops_yuv_sat(fy + k->rv * fv);
-	rgb[1] = ops_yuv_sat(fy + k->gu * fu + k->gv * fv);
-	rgb[2] = ops_yuv_sat(fy + k->bu * fu);
+	rgb[0] = ops_yuv_sat(fy + k.rv * fv);
+	rgb[1] = ops_yuv_sat(fy + k.gu * fu + k.gv * fv);
+	rgb[2] = ops_yuv_sat(fy + k.bu * fu);
 }
 
 /* ops_yuv_row converts source row sy of a YUV frame into p->rgb. Each pixel
@@ -280,24 +285,25 @@ static const uint8_t *ops_yuv_row(const struct ops_plan *p, uint32_t sy)
 	size_t crow = (size_t)(sy / 2) * r->uv_stride;
 	uint8_t *d = p->rgb;
 	uint32_t x, w = r->src_width;
+	const fprep__yuv_coefs k = p->yuv; /* a copy: stores to d alias */
 
 	switch (r->src_format) {
 	case FPREP_PIX_NV12:
 		cu = p->frame + r->u_offset + crow;
 		for (x = 0; x < w; x++)
-			ops_yuv_pixel(&p->yuv, row[x], cu[x & ~1u], cu[x | 1u],
+			ops_yuv_pixel(k, row[x], cu[x & ~1u], cu[x | 1u],
 			              d + 3 * (size_t)x);
 		break;
 	case FPREP_PIX_I420:
 		cu = p->frame + r->u_offset + crow;
 		cv = p->frame + r->v_offset + crow;
 		for (x = 0; x < w; x++)
-			ops_yuv_pixel(&p->yuv, row[x], cu[x / 2], cv[x / 2],
+			ops_yuv_pixel(k, row[x], cu[x / 2], cv[x / 2],
 			              d + 3 * (size_t)x);
 		break;
 	default: /* YUYV: Y0 U Y1 V */
 		for (x = 0; x < w; x++)
-			ops_yuv_pixel(&p->yuv, row[2 * x], row[4 * (x / 2) + 1],
+			ops_yuv_pixel(k, row[2 * x], row[4 * (x / 2) + 1],
 			              row[4 * (x / 2) + 3], d + 3 * (size_t)x);
 		break;
 	}
