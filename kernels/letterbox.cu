@@ -242,16 +242,12 @@ __device__ __forceinline__ void lb_body(const fprep_letterbox_args &a,
 	{                                                                      \
 		lb_body<fmt>(a, dtype);                                        \
 	}
+#define LB_ENTRIES(prefix, fmt)                                                \
+	LB_ENTRY(prefix##_f32, fmt, LB_DTYPE_F32)                              \
+	LB_ENTRY(prefix##_f16, fmt, LB_DTYPE_F16)                              \
+	LB_ENTRY(prefix##_u8, fmt, LB_DTYPE_U8)
 
-LB_ENTRY(fprep_letterbox_f32, 0, LB_DTYPE_F32)
-LB_ENTRY(fprep_letterbox_f16, 0, LB_DTYPE_F16)
-LB_ENTRY(fprep_letterbox_u8, 0, LB_DTYPE_U8)
-LB_ENTRY(fprep_letterbox_nv12_f32, LB_PIX_NV12, LB_DTYPE_F32)
-LB_ENTRY(fprep_letterbox_nv12_f16, LB_PIX_NV12, LB_DTYPE_F16)
-LB_ENTRY(fprep_letterbox_nv12_u8, LB_PIX_NV12, LB_DTYPE_U8)
-LB_ENTRY(fprep_letterbox_i420_f32, LB_PIX_I420, LB_DTYPE_F32)
-LB_ENTRY(fprep_letterbox_i420_f16, LB_PIX_I420, LB_DTYPE_F16)
-LB_ENTRY(fprep_letterbox_i420_u8, LB_PIX_I420, LB_DTYPE_U8)
-LB_ENTRY(fprep_letterbox_yuyv_f32, LB_PIX_YUYV, LB_DTYPE_F32)
-LB_ENTRY(fprep_letterbox_yuyv_f16, LB_PIX_YUYV, LB_DTYPE_F16)
-LB_ENTRY(fprep_letterbox_yuyv_u8, LB_PIX_YUYV, LB_DTYPE_U8)
+LB_ENTRIES(fprep_letterbox, 0)
+LB_ENTRIES(fprep_letterbox_nv12, LB_PIX_NV12)
+LB_ENTRIES(fprep_letterbox_i420, LB_PIX_I420)
+LB_ENTRIES(fprep_letterbox_yuyv, LB_PIX_YUYV)
