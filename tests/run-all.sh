@@ -26,10 +26,10 @@ bash deploy/setup.sh build
 
 echo "== format check (clang-format --dry-run -Werror)"
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-	git ls-files -z -- '*.c' '*.h' '*.cu'
+	git ls-files -z -- '*.c' '*.h' '*.cu' '*.cpp'
 else
 	find include src service tests kernels -type f \
-		\( -name '*.c' -o -name '*.h' -o -name '*.cu' \) -print0
+		\( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cpp' \) -print0
 fi | xargs -0 clang-format --dry-run -Werror
 
 echo "== test suite (build/)"

@@ -37,7 +37,8 @@
  *    76  u8  input_loc      enum fprep_location of the source frame
  *    77  u8  output_loc     enum fprep_location of the tensor
  *    78  u16 uv_stride      NV12, I420: bytes from one chroma row to the
- *                           next, >= width (NV12) or width / 2 (I420)
+ *                           next, >= width (NV12) or width / 2 (I420);
+ *                           so chroma rows span at most 65535 bytes
  *    80  u32 in_region      region id (input_loc == FPREP_LOC_SHM), else 0
  *    84  u32 out_region     region id (output_loc == FPREP_LOC_SHM), else 0
  *    88  u64 in_offset      byte offset of the frame in in_region
@@ -69,8 +70,9 @@
  *   a pitch of 2048): say so with the offsets and strides. Each plane must
  *   lie inside input_size and the chroma planes start at or after the end
  *   of the Y plane. NV12 and I420 need an even width and height, YUYV an
- *   even width. The YUV fields are ignored for the other formats (old
- *   clients write them as zero).
+ *   even width. YUYV ignores uv_stride, u_offset and v_offset, NV12
+ *   v_offset; the other formats ignore all five YUV fields (old clients
+ *   write them as zero).
  *
  *   Chroma: the 2x2 block (NV12, I420) or the 2x1 pair (YUYV) whose top-left
  *   pixel has even coordinates shares one chroma sample, which every pixel
