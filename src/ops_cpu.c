@@ -49,6 +49,7 @@ struct ops_plan {
 	/* YUV sources: one source row converted to RGB8, and the
 	 * coefficients. NULL for the other formats. */
 	uint8_t *rgb;
+	float *chroma; /* per pixel pair: rv*V, gu*U, gv*V, bu*U (4 planes) */
 	fprep__yuv_coefs yuv;
 };
 
@@ -184,6 +185,7 @@ static void ops_plan_free(struct ops_plan *p)
 	free(p->hrow[0]);
 	free(p->trow);
 	free(p->rgb);
+	free(p->chroma);
 }
 
 static int ops_plan_init(struct ops_plan *p, const fprep_request *req,
@@ -204,8 +206,13 @@ static int ops_plan_init(struct ops_plan *p, const fprep_request *req,
 	if (fprep__yuv_is_yuv(req->src_format)) {
 		p->bpp = 3;
 		p->rgb = malloc((size_t)req->src_width * 3);
-		if (p->rgb == NULL)
+		p->chroma =
+		        malloc((size_t)req->src_width / 2 * 4 * sizeof(float));
+		if (p->rgb == NULL || p->chroma == NULL) {
+			free(p->rgb);
+			free(p->chroma);
 			return FPREP_ENOMEM;
+		}
 		(void)fprep__yuv_coefs_get(req->yuv_matrix, req->yuv_range,
 		                           &p->yuv);
 	}
@@ -263,49 +270,48 @@ static inline uint8_t ops_yuv_sat(float v)
 	return (uint8_t)(i > 255 ? 255 : i);
 }
 
-/* ops_yuv_pixel converts one pixel to RGB8 (the equations of yuv.h). */
-static inline void ops_yuv_pixel(fprep__yuv_coefs k, uint8_t y, uint8_t u,
-                                 uint8_t v, uint8_t *rgb)
-{
-	float fy = ((float)y - k.y_off) * k.y_mul;
-	float fu = (float)u - 128.0f, fv = (float)v - 128.0f;
-
-	rgb[0] = ops_yuv_sat(fy + k.rv * fv);
-	rgb[1] = ops_yuv_sat(fy + k.gu * fu + k.gv * fv);
-	rgb[2] = ops_yuv_sat(fy + k.bu * fu);
-}
-
 /* ops_yuv_row converts source row sy of a YUV frame into p->rgb. Each pixel
  * takes the chroma sample of its 2x2 block (NV12, I420) or 2x1 pair
- * (YUYV). */
+ * (YUYV). The chroma products are computed once per pair, then each pixel
+ * adds them to its luma in the order ops.h gives. */
 static const uint8_t *ops_yuv_row(const struct ops_plan *p, uint32_t sy)
 {
 	const fprep_request *r = p->req;
 	const uint8_t *row = p->frame + (size_t)sy * r->src_stride, *cu, *cv;
 	size_t crow = (size_t)(sy / 2) * r->uv_stride;
-	uint8_t *d = p->rgb;
-	uint32_t x, w = r->src_width;
+	uint32_t x, j, w = r->src_width, pairs = w / 2;
 	const fprep__yuv_coefs k = p->yuv; /* a copy: stores to d alias */
+	float *rv = p->chroma, *gu = rv + pairs, *gv = gu + pairs;
+	float *bu = gv + pairs;
+	uint8_t *d = p->rgb;
 
-	switch (r->src_format) {
-	case FPREP_PIX_NV12:
-		cu = p->frame + r->u_offset + crow;
-		for (x = 0; x < w; x++)
-			ops_yuv_pixel(k, row[x], cu[x & ~1u], cu[x | 1u],
-			              d + 3 * (size_t)x);
-		break;
-	case FPREP_PIX_I420:
-		cu = p->frame + r->u_offset + crow;
-		cv = p->frame + r->v_offset + crow;
-		for (x = 0; x < w; x++)
-			ops_yuv_pixel(k, row[x], cu[x / 2], cv[x / 2],
-			              d + 3 * (size_t)x);
-		break;
-	default: /* YUYV: Y0 U Y1 V */
-		for (x = 0; x < w; x++)
-			ops_yuv_pixel(k, row[2 * x], row[4 * (x / 2) + 1],
-			              row[4 * (x / 2) + 3], d + 3 * (size_t)x);
-		break;
+	for (j = 0; j < pairs; j++) {
+		uint8_t u, v;
+
+		if (r->src_format == FPREP_PIX_NV12) {
+			cu = p->frame + r->u_offset + crow;
+			u = cu[2 * j], v = cu[2 * j + 1];
+		} else if (r->src_format == FPREP_PIX_I420) {
+			cu = p->frame + r->u_offset + crow;
+			cv = p->frame + r->v_offset + crow;
+			u = cu[j], v = cv[j];
+		} else { /* YUYV: Y0 U Y1 V */
+			u = row[4 * j + 1], v = row[4 * j + 3];
+		}
+		rv[j] = k.rv * ((float)v - 128.0f);
+		gu[j] = k.gu * ((float)u - 128.0f);
+		gv[j] = k.gv * ((float)v - 128.0f);
+		bu[j] = k.bu * ((float)u - 128.0f);
+	}
+	for (x = 0; x < w; x++) {
+		uint8_t yy =
+		        r->src_format == FPREP_PIX_YUYV ? row[2 * x] : row[x];
+		float fy = ((float)yy - k.y_off) * k.y_mul;
+
+		j = x / 2;
+		d[3 * x] = ops_yuv_sat(fy + rv[j]);
+		d[3 * x + 1] = ops_yuv_sat(fy + gu[j] + gv[j]);
+		d[3 * x + 2] = ops_yuv_sat(fy + bu[j]);
 	}
 	return d;
 }
