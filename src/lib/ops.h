@@ -16,6 +16,12 @@
  * the row indices). The pixel is the float
  * v = (s00 * a0 + s01 * a1) * b0 + (s10 * a0 + s11 * a1) * b1; U8 stores
  * floor(v + 0.5) saturated, F32/F16 store (v * scale - mean[c]) / std[c].
+ *
+ * YUV sources are first converted, one source row at a time, to the RGB8
+ * row an RGB8 source would hold, with yuv.h's coefficients in float:
+ * y = (Y - y_off) * y_mul, u = U - 128, v = V - 128; R = y + rv * v,
+ * G = (y + gu * u) + gv * v, B = y + bu * u (no fused multiply-add); each
+ * stored as floor(value + 0.5) saturated to 0..255.
  */
 #ifndef FPREP_OPS_H
 #define FPREP_OPS_H

@@ -20,6 +20,7 @@
 #include "frameprep/frameprep.h"
 #include "frameprep/protocol.h"
 #include "ops.h"
+#include "yuv.h"
 
 /* Little-endian field access at byte offsets. */
 static uint16_t proto_get16(const uint8_t *p)
@@ -126,7 +127,8 @@ static void proto_put_text(uint8_t *p, const char *text, size_t size)
 /* The rest of a FRAME or ECHO request header (fprep_request). */
 #define PROTO_FRAME(X, R)                                                      \
 	X(16, u16, src_format)                                                 \
-	R(18, 2)                                                               \
+	X(18, u8, yuv_matrix)                                                  \
+	X(19, u8, yuv_range)                                                   \
 	X(20, u32, src_width)                                                  \
 	X(24, u32, src_height)                                                 \
 	X(28, u32, src_stride)                                                 \
@@ -142,14 +144,15 @@ static void proto_put_text(uint8_t *p, const char *text, size_t size)
 	X(64, f32x3, std)                                                      \
 	X(76, u8, input_loc)                                                   \
 	X(77, u8, output_loc)                                                  \
-	R(78, 2)                                                               \
+	X(78, u16, uv_stride)                                                  \
 	X(80, u32, in_region)                                                  \
 	X(84, u32, out_region)                                                 \
 	X(88, u64, in_offset)                                                  \
 	X(96, u64, out_offset)                                                 \
 	X(104, u64, out_capacity)                                              \
 	X(112, u64, input_size)                                                \
-	R(120, 8)
+	X(120, u32, u_offset)                                                  \
+	X(124, u32, v_offset)
 
 /* The rest of a REGISTER request header (proto_register); the bytes after
  * the name are reserved. */
@@ -329,7 +332,11 @@ uint32_t fprep_pixel_bytes(uint16_t format)
 	case FPREP_PIX_RGBA8:
 		return 4;
 	case FPREP_PIX_GRAY8:
+	case FPREP_PIX_NV12:
+	case FPREP_PIX_I420:
 		return 1;
+	case FPREP_PIX_YUYV:
+		return 2;
 	}
 	return 0;
 }
@@ -375,6 +382,7 @@ void fprep_request_init(fprep_request *req, uint16_t src_format,
 	req->input_loc = FPREP_LOC_INLINE;
 	req->output_loc = FPREP_LOC_INLINE;
 	req->input_size = (uint64_t)req->src_stride * src_height;
+	fprep__yuv_default_planes(req);
 }
 
 /* proto_register_encode writes the REGISTER fields of *obj. */
@@ -422,7 +430,7 @@ static int proto_check_enums(const fprep_request *r, char *msg, size_t n)
 {
 	if (fprep_pixel_bytes(r->src_format) == 0)
 		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "src_format %u is not a pixel format (1..5)",
+		                  "src_format %u is not a pixel format (1..8)",
 		                  r->src_format);
 	if (r->resize != FPREP_RESIZE_LETTERBOX &&
 	    r->resize != FPREP_RESIZE_STRETCH)
@@ -445,6 +453,15 @@ static int proto_check_enums(const fprep_request *r, char *msg, size_t n)
 	if (proto_dtype_bytes(r->dtype) == 0)
 		return proto_fail(msg, n, FPREP_EINVAL,
 		                  "dtype %u is not a dtype (1..3)", r->dtype);
+	if (fprep__yuv_is_yuv(r->src_format) &&
+	    r->yuv_matrix > FPREP_MATRIX_BT2020)
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "yuv_matrix %u is not a colour matrix (0..3)",
+		                  r->yuv_matrix);
+	if (fprep__yuv_is_yuv(r->src_format) && r->yuv_range > FPREP_RANGE_FULL)
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "yuv_range %u is not a range (0..2)",
+		                  r->yuv_range);
 	if (r->layout != FPREP_LAYOUT_NCHW && r->layout != FPREP_LAYOUT_NHWC)
 		return proto_fail(msg, n, FPREP_EINVAL,
 		                  "layout %u is not a layout (1..2)",
@@ -535,7 +552,7 @@ static int proto_check_input(const fprep_request *r, const fprep_limits *lim,
 		        "input_size %llu exceeds max_frame_bytes %llu",
 		        (unsigned long long)r->input_size,
 		        (unsigned long long)lim->max_frame_bytes);
-	return FPREP_OK;
+	return fprep__yuv_check_planes(r, msg, n);
 }
 
 /* proto_tensor_bytes computes the tensor size of a request whose enums are

@@ -603,8 +603,12 @@ static void bench_usage(FILE *f)
 	        "      --synthetic WxH         seeded random pixels\n"
 	        "      --frame-size WxH        resize decoded images to WxH "
 	        "first\n"
-	        "  -f, --format FMT            bgr8, rgb8, bgra8, rgba8, gray8 "
-	        "(default bgr8)\n"
+	        "  -f, --format FMT            bgr8, rgb8, bgra8, rgba8, "
+	        "gray8, "
+	        "nv12, i420,\n"
+	        "                              yuyv (default bgr8; images are "
+	        "converted as\n"
+	        "                              the frameprep CLI does)\n"
 	        "      --seed N                synthetic pixels and Poisson "
 	        "arrivals (default 1)\n"
 	        "\n"
@@ -1012,7 +1016,18 @@ static void bench_describe(const bench_opts *o, const bench_input *inputs,
                            size_t rsize)
 {
 	const fprep_request *t = &inputs[0].req;
-	const char *fmt = tool_name(TOOL_FORMAT, o->spec.format);
+	char fmt[64];
+
+	if (o->spec.format >= FPREP_PIX_NV12)
+		snprintf(fmt, sizeof(fmt), "%s %s %s",
+		         tool_name(TOOL_FORMAT, o->spec.format),
+		         t->yuv_matrix ? tool_name(TOOL_MATRIX, t->yuv_matrix)
+		                       : "bt601",
+		         t->yuv_range ? tool_name(TOOL_RANGE, t->yuv_range)
+		                      : "limited");
+	else
+		snprintf(fmt, sizeof(fmt), "%s",
+		         tool_name(TOOL_FORMAT, o->spec.format));
 
 	if (o->spec.image_dir)
 		snprintf(input, isize, "%zu images from %s, %s%s", n,

@@ -130,6 +130,33 @@ int main(int argc, char **argv)
 	req.request_id = 77;
 	driver_request(&req, (size_t)req.input_size);
 
+	/* YUV frames with padded rows and chroma planes after gaps. */
+	for (uint16_t f = FPREP_PIX_NV12; f <= FPREP_PIX_YUYV; f++) {
+		fprep_request_init(&req, f, 8, 6);
+		req.out_width = 16;
+		req.out_height = 12;
+		req.yuv_matrix = (uint8_t)(f - FPREP_PIX_GRAY8);
+		req.yuv_range = FPREP_RANGE_FULL;
+		req.src_stride += 3;
+		req.input_size = (uint64_t)req.src_stride * 6;
+		if (f != FPREP_PIX_YUYV) {
+			req.uv_stride = (uint16_t)(req.uv_stride + 2);
+			req.u_offset = req.src_stride * 6 + 5;
+			req.v_offset =
+			        f == FPREP_PIX_I420
+			                ? req.u_offset + req.uv_stride * 3
+			                : 0;
+			req.input_size = (f == FPREP_PIX_I420 ? req.v_offset
+			                                      : req.u_offset) +
+			                 req.uv_stride * 3u;
+		}
+		driver_request(&req, (size_t)req.input_size);
+	}
+
+	fprep_request_init(&req, FPREP_PIX_BGR8, 8, 6);
+	req.out_width = 16;
+	req.out_height = 12;
+	req.request_id = 77;
 	req.kind = FPREP_KIND_ECHO;
 	req.src_format = FPREP_PIX_GRAY8;
 	req.channel_order = FPREP_ORDER_GRAY;
@@ -175,7 +202,7 @@ int main(int argc, char **argv)
 	snprintf(rep.message, sizeof(rep.message), "src_width is 0");
 	driver_reply(&rep);
 
-	printf("fuzz_driver: 6 seeds, every truncation and %d mutations each\n",
+	printf("fuzz_driver: 9 seeds, every truncation and %d mutations each\n",
 	       DRIVER_MUTATIONS);
 	return 0;
 }

@@ -457,7 +457,7 @@ static void test_rejects(void **state)
 		                 FPREP_EINVAL);                                \
 	} while (0)
 	T_BAD(src_format, 0);
-	T_BAD(src_format, 6);
+	T_BAD(src_format, 9);
 	T_BAD(channel_order, FPREP_ORDER_GRAY); /* from a colour source */
 	T_BAD(channel_order, 4);
 	T_BAD(dtype, 0);

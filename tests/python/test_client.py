@@ -106,6 +106,58 @@ def test_within_one_lsb_of_opencv(client, name, size):
         1 / 255 + 1e-6
 
 
+def _yuv_frames(bgr):
+    """The photo (cropped to even sizes) as OpenCV's I420, NV12 and YUYV
+    arrays (BT.601 limited, cv2's own forward conversion)."""
+    h, w = bgr.shape[:2]
+    bgr = bgr[:h // 2 * 2, :w // 2 * 2]
+    h, w = bgr.shape[:2]
+    i420 = cv2.cvtColor(bgr, cv2.COLOR_BGR2YUV_I420)
+    u = i420[h:h + h // 4].reshape(h // 2, w // 2)
+    v = i420[h + h // 4:].reshape(h // 2, w // 2)
+    nv12 = np.concatenate([i420[:h], np.stack([u, v], 2).reshape(h // 2, w)])
+    yuyv = np.zeros((h, w, 2), np.uint8)
+    yuyv[:, :, 0] = i420[:h]
+    yuyv[:, 0::2, 1] = np.repeat(u, 2, axis=0)
+    yuyv[:, 1::2, 1] = np.repeat(v, 2, axis=0)
+    return {"i420": (i420, cv2.COLOR_YUV2BGR_I420),
+            "nv12": (nv12, cv2.COLOR_YUV2BGR_NV12),
+            "yuyv": (yuyv, cv2.COLOR_YUV2BGR_YUY2)}
+
+
+@pytest.mark.parametrize("fmt", ["nv12", "i420", "yuyv"])
+def test_yuv_within_one_lsb_of_opencv(client, fmt):
+    """YUV frames in OpenCV's layout, BT.601 limited: the tensor is within
+    1 LSB of cvtColor then the letterbox (resized in float, so the
+    reference adds no rounding)."""
+    frame, code = _yuv_frames(photo("astronaut.png", False))[fmt]
+    ref = letterbox_ref(cv2.cvtColor(frame, code).astype(np.float32),
+                        640, 640)[:, :, ::-1]
+    r = client.preprocess(frame, format=fmt)
+    d = np.abs(r.tensor[0].transpose(1, 2, 0) * 255.0 - ref)
+    assert d.max() <= 1.01, d.max()
+    # Another matrix and range change the tensor.
+    r2 = client.preprocess(frame, format=fmt, matrix="bt709",
+                           yuv_range="full")
+    assert np.abs(r2.tensor - r.tensor).max() > 0.01
+
+
+def test_yuv_bad_frames_refused(client):
+    with pytest.raises(frameprep.InvalidRequestError, match="even"):
+        client.preprocess(np.zeros((48, 63), np.uint8), format="nv12")
+    with pytest.raises(frameprep.InvalidRequestError, match=r"\(H, W, 2\)"):
+        client.preprocess(np.zeros((48, 64, 3), np.uint8), format="yuyv")
+    with pytest.raises(frameprep.InvalidRequestError, match="matrix"):
+        client.preprocess(np.zeros((48, 64), np.uint8), format="i420",
+                          matrix="bt2100")
+    # The daemon names the field of an odd size the client let through.
+    req = Request(src_format=6, src_width=63, src_height=32, src_stride=64,
+                  uv_stride=64, u_offset=64 * 32, input_size=64 * 48)
+    with pytest.raises(frameprep.InvalidRequestError, match="src_width 63"):
+        client.request(req, bytes(req.input_size))
+    assert_serving(client)
+
+
 def test_transform_to_source(client):
     img = photo("chelsea.png")  # 451 x 300
     r = client.preprocess(img, size=(640, 640))

@@ -108,6 +108,26 @@ static int golden_write_all(const char *dir)
 	req.out_capacity = 640u * 640u;
 	err |= golden_request(dir, "request_frame_shm", &req);
 
+	/* A decoder's padded NV12 1080p frame (pitch 2048, 1088 rows). */
+	fprep_request_init(&req, FPREP_PIX_NV12, 1920, 1080);
+	req.request_id = 78;
+	req.yuv_matrix = FPREP_MATRIX_BT709;
+	req.yuv_range = FPREP_RANGE_FULL;
+	req.src_stride = 2048;
+	req.uv_stride = 2048;
+	req.u_offset = 2048u * 1088u;
+	req.input_size = 2048u * 1088u * 3u / 2u;
+	req.input_loc = FPREP_LOC_SHM;
+	req.in_region = 2;
+	req.in_offset = 3u << 20;
+	err |= golden_request(dir, "request_frame_nv12", &req);
+
+	fprep_request_init(&req, FPREP_PIX_I420, 64, 48);
+	req.request_id = 79;
+	req.yuv_matrix = FPREP_MATRIX_BT2020;
+	req.yuv_range = FPREP_RANGE_LIMITED;
+	err |= golden_request(dir, "request_frame_i420", &req);
+
 	memset(&req, 0, sizeof(req));
 	req.version = FPREP_PROTOCOL_VERSION;
 	req.kind = FPREP_KIND_INFO;
@@ -255,7 +275,8 @@ static int golden_print_request(const uint8_t *buf, size_t size)
 		return 1;
 	}
 	printf("{\"version\": %u, \"kind\": %u, \"request_id\": %llu, "
-	       "\"src_format\": %u, \"src_width\": %u, \"src_height\": %u, "
+	       "\"src_format\": %u, \"yuv_matrix\": %u, \"yuv_range\": %u, "
+	       "\"src_width\": %u, \"src_height\": %u, "
 	       "\"src_stride\": %u, \"out_width\": %u, \"out_height\": %u, "
 	       "\"resize\": %u, \"channel_order\": %u, \"dtype\": %u, "
 	       "\"layout\": %u, \"pad_value\": %.9g, \"scale\": %.9g, "
@@ -263,19 +284,20 @@ static int golden_print_request(const uint8_t *buf, size_t size)
 	       "\"input_loc\": %u, \"output_loc\": %u, \"in_region\": %u, "
 	       "\"out_region\": %u, \"in_offset\": %llu, \"out_offset\": "
 	       "%llu, \"out_capacity\": %llu, \"input_size\": %llu, "
+	       "\"uv_stride\": %u, \"u_offset\": %u, \"v_offset\": %u, "
 	       "\"region_size\": %llu, \"region_id\": %u, \"region_name\": ",
 	       r.version, r.kind, (unsigned long long)r.request_id,
-	       r.src_format, r.src_width, r.src_height, r.src_stride,
-	       r.out_width, r.out_height, r.resize, r.channel_order, r.dtype,
-	       r.layout, (double)r.pad_value, (double)r.scale,
-	       (double)r.mean[0], (double)r.mean[1], (double)r.mean[2],
-	       (double)r.std[0], (double)r.std[1], (double)r.std[2],
-	       r.input_loc, r.output_loc, r.in_region, r.out_region,
-	       (unsigned long long)r.in_offset,
+	       r.src_format, r.yuv_matrix, r.yuv_range, r.src_width,
+	       r.src_height, r.src_stride, r.out_width, r.out_height, r.resize,
+	       r.channel_order, r.dtype, r.layout, (double)r.pad_value,
+	       (double)r.scale, (double)r.mean[0], (double)r.mean[1],
+	       (double)r.mean[2], (double)r.std[0], (double)r.std[1],
+	       (double)r.std[2], r.input_loc, r.output_loc, r.in_region,
+	       r.out_region, (unsigned long long)r.in_offset,
 	       (unsigned long long)r.out_offset,
 	       (unsigned long long)r.out_capacity,
-	       (unsigned long long)r.input_size,
-	       (unsigned long long)g.region_size, g.region_id);
+	       (unsigned long long)r.input_size, r.uv_stride, r.u_offset,
+	       r.v_offset, (unsigned long long)g.region_size, g.region_id);
 	golden_print_string(g.region_name);
 	printf("}\n");
 	return 0;

@@ -78,6 +78,11 @@ static void frame_request(fprep_request *r)
 	r->out_offset = 0x3736353433323130ull;
 	r->out_capacity = 0x3f3e3d3c3b3a3938ull;
 	r->input_size = 0x4746454443424140ull;
+	r->yuv_matrix = 0x48;
+	r->yuv_range = 0x49;
+	r->uv_stride = 0x4b4a;
+	r->u_offset = 0x4f4e4d4cu;
+	r->v_offset = 0x53525150u;
 }
 
 static void frame_request_bytes(void **state)
@@ -96,6 +101,8 @@ static void frame_request_bytes(void **state)
 	bytes_le(want, 6, FPREP_KIND_FRAME, 2);
 	bytes_le(want, 8, r.request_id, 8);
 	bytes_le(want, 16, FPREP_PIX_RGBA8, 2);
+	want[18] = r.yuv_matrix;
+	want[19] = r.yuv_range;
 	bytes_le(want, 20, r.src_width, 4);
 	bytes_le(want, 24, r.src_height, 4);
 	bytes_le(want, 28, r.src_stride, 4);
@@ -113,12 +120,15 @@ static void frame_request_bytes(void **state)
 	}
 	want[76] = FPREP_LOC_SHM;
 	want[77] = FPREP_LOC_SHM;
+	bytes_le(want, 78, r.uv_stride, 2);
 	bytes_le(want, 80, r.in_region, 4);
 	bytes_le(want, 84, r.out_region, 4);
 	bytes_le(want, 88, r.in_offset, 8);
 	bytes_le(want, 96, r.out_offset, 8);
 	bytes_le(want, 104, r.out_capacity, 8);
 	bytes_le(want, 112, r.input_size, 8);
+	bytes_le(want, 120, r.u_offset, 4);
+	bytes_le(want, 124, r.v_offset, 4);
 
 	memset(got, 0xa5, sizeof(got));
 	fprep_request_encode(&r, got);

@@ -48,6 +48,7 @@
 #include "gpu/kernel_cache.h"
 #include "log.h"
 #include "memreg.h"
+#include "yuv.h"
 
 /* The kernels' argument block and enum values: one definition, shared
  * with kernels/letterbox.cu. */
@@ -55,12 +56,17 @@
 
 typedef struct fprep_letterbox_args cuda_lb_args;
 
-_Static_assert(sizeof(cuda_lb_args) == 96, "kernel argument layout");
+_Static_assert(sizeof(cuda_lb_args) == 136, "kernel argument layout");
 _Static_assert(LB_PIX_BGR8 == FPREP_PIX_BGR8 && LB_PIX_RGB8 == FPREP_PIX_RGB8 &&
                        LB_PIX_BGRA8 == FPREP_PIX_BGRA8 &&
                        LB_PIX_RGBA8 == FPREP_PIX_RGBA8 &&
-                       LB_PIX_GRAY8 == FPREP_PIX_GRAY8,
+                       LB_PIX_GRAY8 == FPREP_PIX_GRAY8 &&
+                       LB_PIX_NV12 == FPREP_PIX_NV12 &&
+                       LB_PIX_I420 == FPREP_PIX_I420 &&
+                       LB_PIX_YUYV == FPREP_PIX_YUYV,
                "pixel formats");
+_Static_assert(sizeof(((cuda_lb_args *)0)->yuv) == sizeof(fprep__yuv_coefs),
+               "YUV coefficients");
 _Static_assert(LB_ORDER_RGB == FPREP_ORDER_RGB &&
                        LB_ORDER_BGR == FPREP_ORDER_BGR &&
                        LB_ORDER_GRAY == FPREP_ORDER_GRAY,
@@ -93,11 +99,32 @@ enum {
 	CUDA_NT
 };
 
-static const char *const cuda_kernel_names[3] = {
-        [0] = "fprep_letterbox_f32",
-        [1] = "fprep_letterbox_f16",
-        [2] = "fprep_letterbox_u8",
+/* The kernels by source family (interleaved pixels, NV12, I420, YUYV)
+ * and dtype - 1. */
+#define CUDA_FAMILIES 4
+static const char *const cuda_kernel_names[CUDA_FAMILIES][3] = {
+        {"fprep_letterbox_f32", "fprep_letterbox_f16", "fprep_letterbox_u8"},
+        {"fprep_letterbox_nv12_f32", "fprep_letterbox_nv12_f16",
+         "fprep_letterbox_nv12_u8"},
+        {"fprep_letterbox_i420_f32", "fprep_letterbox_i420_f16",
+         "fprep_letterbox_i420_u8"},
+        {"fprep_letterbox_yuyv_f32", "fprep_letterbox_yuyv_f16",
+         "fprep_letterbox_yuyv_u8"},
 };
+
+/* cuda_family: the kernel family of a source format. */
+static int cuda_family(uint16_t format)
+{
+	switch (format) {
+	case FPREP_PIX_NV12:
+		return 1;
+	case FPREP_PIX_I420:
+		return 2;
+	case FPREP_PIX_YUYV:
+		return 3;
+	}
+	return 0;
+}
 
 typedef struct cuda_slot {
 	uint8_t *h_in, *d_in;   /* pinned and device input, in_cap bytes */
@@ -125,7 +152,7 @@ typedef struct cuda_backend {
 	int cache_hit;
 
 	cudaLibrary_t lib;
-	cudaKernel_t kernel[3]; /* by dtype - 1 */
+	cudaKernel_t kernel[CUDA_FAMILIES][3]; /* cuda_kernel_names */
 	cudaStream_t s_h2d, s_comp, s_d2h;
 	cudaEvent_t ev_base; /* origin of fprep__cuda_stamps */
 	cuda_slot *slots;
@@ -301,7 +328,13 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 	const uint8_t *src;
 	uint8_t *dst;
 	cuda_lb_args a;
+	fprep__yuv_coefs k;
+	int yuv = fprep__yuv_is_yuv(rq->src_format);
 
+	if (yuv && fprep__yuv_coefs_get(rq->yuv_matrix, rq->yuv_range, &k)) {
+		cuda_fail(job, FPREP_EINVAL, 0, "invalid YUV request");
+		return FPREP_EINVAL;
+	}
 	if (rq->dtype < FPREP_DTYPE_F32 || rq->dtype > FPREP_DTYPE_U8) {
 		cuda_fail(job, FPREP_EINVAL, 0, "invalid tensor request");
 		return FPREP_EINVAL;
@@ -341,11 +374,19 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 	a.scale = rq->scale;
 	memcpy(a.mean, rq->mean, sizeof a.mean);
 	memcpy(a.std, rq->std, sizeof a.std);
+	if (yuv) {
+		memcpy(a.yuv, &k, sizeof a.yuv);
+		a.uv_stride = rq->uv_stride;
+		a.u_offset = rq->u_offset;
+		a.v_offset = rq->v_offset;
+	}
 	void *args[] = {&a};
 	dim3 block = {CUDA_BLOCK_X, CUDA_BLOCK_Y, 1};
 	dim3 grid = {(rq->out_width + CUDA_BLOCK_X - 1) / CUDA_BLOCK_X,
 	             (rq->out_height + CUDA_BLOCK_Y - 1) / CUDA_BLOCK_Y, 1};
-	const void *kern = (const void *)cb->kernel[rq->dtype - 1];
+	const void *kern =
+	        (const void *)
+	                cb->kernel[cuda_family(rq->src_format)][rq->dtype - 1];
 
 	if (FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D0], cb->s_h2d)) ||
 	    FPREP__CUDA(&st,
@@ -859,11 +900,12 @@ static int cuda_load_kernels(cuda_backend *cb, const fprep__cuda_config *cfg)
 	}
 	if (cb->lib == NULL)
 		goto out;
-	for (int i = 0; i < 3; i++)
-		if (FPREP__CUDA(&st,
-		                cudaLibraryGetKernel(&cb->kernel[i], cb->lib,
-		                                     cuda_kernel_names[i])))
-			goto out;
+	for (int f = 0; f < CUDA_FAMILIES; f++)
+		for (int i = 0; i < 3; i++)
+			if (FPREP__CUDA(&st, cudaLibraryGetKernel(
+			                             &cb->kernel[f][i], cb->lib,
+			                             cuda_kernel_names[f][i])))
+				goto out;
 	err = 0;
 out:
 	free(cubin);

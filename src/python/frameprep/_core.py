@@ -15,6 +15,7 @@ import pynng
 from . import errors
 from .protocol import (REPLY_HEADER_SIZE, ChannelOrder,
                        DType, FrameHeader, Kind, Layout, PixelFormat, Reply,
+                       YuvMatrix, YuvRange,
                        Request, Resize, dtype_bytes)
 
 _ffi = pynng.ffi
@@ -35,7 +36,12 @@ _FORMATS = {"bgr8": PixelFormat.BGR8, "bgr": PixelFormat.BGR8,
             "rgb8": PixelFormat.RGB8, "rgb": PixelFormat.RGB8,
             "bgra8": PixelFormat.BGRA8, "bgra": PixelFormat.BGRA8,
             "rgba8": PixelFormat.RGBA8, "rgba": PixelFormat.RGBA8,
-            "gray8": PixelFormat.GRAY8, "gray": PixelFormat.GRAY8}
+            "gray8": PixelFormat.GRAY8, "gray": PixelFormat.GRAY8,
+            "nv12": PixelFormat.NV12, "i420": PixelFormat.I420,
+            "yuyv": PixelFormat.YUYV, "yuy2": PixelFormat.YUYV}
+_MATRICES = {"bt601": YuvMatrix.BT601, "bt709": YuvMatrix.BT709,
+             "bt2020": YuvMatrix.BT2020}
+_YUV_RANGES = {"limited": YuvRange.LIMITED, "full": YuvRange.FULL}
 
 
 def default_address() -> str:
@@ -86,6 +92,8 @@ class Options:
     mean: tuple[float, float, float]
     std: tuple[float, float, float]
     pad: float
+    matrix: YuvMatrix = YuvMatrix.BT601
+    yuv_range: YuvRange = YuvRange.LIMITED
 
     @classmethod
     def make(cls, size: Sequence[int] = (640, 640), resize: str = "letterbox",
@@ -93,7 +101,8 @@ class Options:
              layout: str = "nchw", scale: float = 1 / 255,
              mean: float | Sequence[float] = (0.0, 0.0, 0.0),
              std: float | Sequence[float] = (1.0, 1.0, 1.0),
-             pad: float = 114) -> Options:
+             pad: float = 114, matrix: str = "bt601",
+             yuv_range: str = "limited") -> Options:
         """Checks the option names and the size (two ints >= 1); raises
         :class:`~frameprep.InvalidRequestError`. Numeric ranges (std > 0,
         pad in [0, 255], finite values) are the daemon's to check."""
@@ -117,7 +126,9 @@ class Options:
                    _pick(_ORDERS, order, "order"),
                    _pick(_DTYPES, dtype, "dtype"),
                    _pick(_LAYOUTS, layout, "layout"), float(scale),
-                   triple(mean, "mean"), triple(std, "std"), float(pad))
+                   triple(mean, "mean"), triple(std, "std"), float(pad),
+                   _pick(_MATRICES, matrix, "matrix"),
+                   _pick(_YUV_RANGES, yuv_range, "yuv_range"))
 
     @property
     def channels(self) -> int:
@@ -141,7 +152,8 @@ class Options:
                        out_height=self.out_height, resize=self.resize,
                        channel_order=self.order, dtype=self.dtype,
                        layout=self.layout, pad_value=self.pad,
-                       scale=self.scale, mean=self.mean, std=self.std)
+                       scale=self.scale, mean=self.mean, std=self.std,
+                       yuv_matrix=self.matrix, yuv_range=self.yuv_range)
 
 
 @dataclasses.dataclass
@@ -157,6 +169,7 @@ class Source:
     span: int
     array: np.ndarray
     addr: int = 0
+    planes: tuple[int, int, int] = (0, 0, 0)  # uv_stride, u_offset, v_offset
 
     def address(self) -> int:
         """Address of the first byte."""
@@ -168,13 +181,45 @@ class Source:
                                                (1,), writeable=False)
 
 
+def _check_yuv(frame: np.ndarray, fmt: PixelFormat) -> Source:
+    """A YUV frame in OpenCV's layout: NV12 and I420 as one (H * 3 / 2, W)
+    array (Y rows, then the UV rows, or the U and then the V plane), YUYV
+    as (H, W, 2). Sent unpadded (copied when not contiguous)."""
+    shape = frame.shape
+    if fmt == PixelFormat.YUYV:
+        if len(shape) != 3 or shape[2] != 2:
+            raise errors.InvalidRequestError(
+                f"a yuyv frame is (H, W, 2), not {shape}")
+        h, w = shape[0], shape[1]
+    else:
+        if len(shape) != 2 or shape[0] % 3 != 0:
+            raise errors.InvalidRequestError(
+                f"a {fmt.name.lower()} frame is (H * 3 / 2, W) with H "
+                f"even, not {shape}")
+        h, w = shape[0] // 3 * 2, shape[1]
+    if w < 2 or h < 1 or w % 2 or (fmt != PixelFormat.YUYV and h % 2):
+        raise errors.InvalidRequestError(
+            f"{fmt.name.lower()} frame {w}x{h}: width"
+            f"{'' if fmt == PixelFormat.YUYV else ' and height'} must be "
+            f"even")
+    frame = np.ascontiguousarray(frame)
+    span = frame.size
+    if fmt == PixelFormat.YUYV:
+        return Source(fmt, w, h, 2 * w, span, frame, address_of(frame))
+    uv = w if fmt == PixelFormat.NV12 else w // 2
+    v_off = w * h + uv * (h // 2) if fmt == PixelFormat.I420 else 0
+    return Source(fmt, w, h, w, span, frame, address_of(frame),
+                  (uv, w * h, v_off))
+
+
 def check_frame(frame: Any, format: str | None = None) -> Source:
     """Checks a frame: a numpy uint8 array (H, W), (H, W, 1), (H, W, 3) or
     (H, W, 4). ``format`` (bgr8, rgb8, bgra8, rgba8, gray8) defaults to
     gray8, bgr8 or bgra8 by channel count. Rows may be strided (a crop of a
     bigger frame is sent with its row stride, without a copy); pixels must
-    be packed, else the frame is copied. Raises
-    :class:`~frameprep.InvalidRequestError`."""
+    be packed, else the frame is copied. YUV formats (nv12, i420, yuyv)
+    take the arrays OpenCV's cvtColor takes (see :func:`_check_yuv`).
+    Raises :class:`~frameprep.InvalidRequestError`."""
     if not isinstance(frame, np.ndarray):
         raise errors.InvalidRequestError(
             f"frame must be a numpy.ndarray, not {type(frame).__name__}")
@@ -182,6 +227,10 @@ def check_frame(frame: Any, format: str | None = None) -> Source:
     if dt is not _U8 and dt != np.uint8:
         raise errors.InvalidRequestError(
             f"frame dtype {frame.dtype} is not uint8")
+    if format is not None:
+        fmt = _pick(_FORMATS, format, "format")
+        if fmt.is_yuv:
+            return _check_yuv(frame, fmt)
     shape = frame.shape
     ndim = len(shape)
     if ndim == 2:
@@ -290,7 +339,8 @@ class Plan:
     def inline_header(self, src: Source, request_id: int) -> bytes:
         """The header of an inline request for src."""
         return self.header.stamp(request_id, src.format, src.width,
-                                 src.height, src.stride, 0, 0, 0, src.span)
+                                 src.height, src.stride, 0, 0, 0, src.span,
+                                 src.planes)
 
 
 _plans: dict[tuple, Plan] = {}
@@ -298,19 +348,20 @@ _plans: dict[tuple, Plan] = {}
 
 def plan(size: Sequence[int], resize: str, order: str, dtype: Any,
          layout: str, scale: float, mean: float | Sequence[float],
-         std: float | Sequence[float], pad: float) -> Plan:
+         std: float | Sequence[float], pad: float, matrix: str = "bt601",
+         yuv_range: str = "limited") -> Plan:
     """The :class:`Plan` of :meth:`Options.make`'s arguments (and its
     errors), kept for the next request with equal (hashable) arguments."""
     key = (size, resize, order, dtype, type(dtype), layout, scale, mean, std,
-           pad)
+           pad, matrix, yuv_range)
     try:
         p = _plans.get(key)
     except TypeError:  # a list or an array among the options
         return Plan(Options.make(size, resize, order, dtype, layout, scale,
-                                 mean, std, pad))
+                                 mean, std, pad, matrix, yuv_range))
     if p is None:
         p = Plan(Options.make(size, resize, order, dtype, layout, scale, mean,
-                              std, pad))
+                              std, pad, matrix, yuv_range))
         if len(_plans) >= 64:
             _plans.clear()
         _plans[key] = p

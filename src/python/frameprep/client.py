@@ -228,7 +228,8 @@ class Client(_Connection):
                    scale: float = 1 / 255,
                    mean: float | Sequence[float] = (0.0, 0.0, 0.0),
                    std: float | Sequence[float] = (1.0, 1.0, 1.0),
-                   pad: float = 114, format: str | None = None
+                   pad: float = 114, format: str | None = None,
+                   matrix: str = "bt601", yuv_range: str = "limited"
                    ) -> _core.Result:
         """Preprocesses one frame into a model-ready tensor.
 
@@ -249,6 +250,13 @@ class Client(_Connection):
         scale, mean, std  out = (pixel * scale - mean[c]) / std[c], c in
                 the tensor's channel order; YOLO: 1/255, 0, 1.
         pad     border value in pixel units, 0..255.
+        format  "nv12", "i420" or "yuyv" take YUV frames as OpenCV's
+                cvtColor does: NV12 and I420 one (H * 3 / 2, W) array,
+                YUYV (H, W, 2); width (and for NV12/I420 height) even.
+        matrix, yuv_range  a YUV frame's colour matrix ("bt601", "bt709",
+                "bt2020") and range ("limited", "full"); the defaults are
+                what OpenCV's COLOR_YUV2BGR_NV12 assumes. The conversion
+                is described in protocol.h.
 
         Returns a :class:`~frameprep.Result`; its tensor views the reply
         message (no copy). Raises :class:`~frameprep.InvalidRequestError`
@@ -259,7 +267,7 @@ class Client(_Connection):
         transport errors of the class.
         """
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
-                          std, pad)
+                          std, pad, matrix, yuv_range)
         src = _core.check_frame(frame, format)
         plan.check(src, self.limits())
         s = self._s
@@ -353,11 +361,12 @@ class AsyncClient(_Connection):
                          scale: float = 1 / 255,
                          mean: float | Sequence[float] = (0.0, 0.0, 0.0),
                          std: float | Sequence[float] = (1.0, 1.0, 1.0),
-                         pad: float = 114, format: str | None = None
+                         pad: float = 114, format: str | None = None,
+                         matrix: str = "bt601", yuv_range: str = "limited"
                          ) -> _core.Result:
         """See :meth:`Client.preprocess`."""
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
-                          std, pad)
+                          std, pad, matrix, yuv_range)
         src = _core.check_frame(frame, format)
         plan.check(src, await self.limits())
         request_id = self._s.next_id()

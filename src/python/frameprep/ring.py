@@ -89,6 +89,11 @@ class _RingBase:
 
     def __init__(self, slots: int, frame: Sequence[int], options: dict):
         fmt = options.pop("format", None)
+        if fmt is not None and _core._pick(_core._FORMATS, fmt,
+                                           "format").is_yuv:
+            raise errors.InvalidRequestError(
+                f"format {fmt}: rings take interleaved frames; send YUV "
+                f"frames with preprocess()")
         self._opts = _core.Options.make(**options)
         self._plan = _core.Plan(self._opts)
         self._format = fmt
