@@ -107,6 +107,7 @@ assert _REPLY.size == REPLY_HEADER_SIZE
 # The FRAME fields that change from request to request: request_id to
 # src_stride (at byte 8), and in_offset to input_size.
 _REQ_ID_SRC = struct.Struct("<QHHIII")
+_REQ_ID = struct.Struct("<Q")
 _REQ_PLACES = struct.Struct("<QQQQ")
 _PLACES_AT = struct.calcsize("<IHHQHHIIIIIBBBBff3f3fBBHII")
 assert _PLACES_AT + _REQ_PLACES.size + 8 == REQUEST_HEADER_SIZE
@@ -317,7 +318,7 @@ class Reply:
         if size != self.tensor_size:
             raise ProtocolError(f"reply shape {self.shape} does not make "
                                 f"tensor_size {self.tensor_size}")
-        if (self.output_loc == Location.INLINE and
+        if (self.output_loc == 0 and  # inline
                 self.payload_size != self.tensor_size):
             raise ProtocolError(f"reply payload_size {self.payload_size} "
                                 f"!= tensor_size {self.tensor_size}")
@@ -344,9 +345,24 @@ class FrameHeader:
         """The 128-byte header with these fields, byte for byte what
         :meth:`Request.encode` writes for them. Raises ``struct.error`` for
         a field that does not fit its wire type."""
+        return bytes(self.buffer(request_id, src_format, src_width,
+                                 src_height, src_stride, in_offset,
+                                 out_offset, out_capacity, input_size))
+
+    def buffer(self, request_id: int, src_format: int, src_width: int,
+               src_height: int, src_stride: int, in_offset: int,
+               out_offset: int, out_capacity: int,
+               input_size: int) -> bytearray:
+        """:meth:`stamp`'s header as a new bytearray, for requests that
+        differ only in their id (see :func:`set_request_id`)."""
         head = bytearray(self._head)
         _REQ_ID_SRC.pack_into(head, 8, request_id, src_format, 0, src_width,
                               src_height, src_stride)
         _REQ_PLACES.pack_into(head, _PLACES_AT, in_offset, out_offset,
                               out_capacity, input_size)
-        return bytes(head)
+        return head
+
+
+def set_request_id(head: bytearray, request_id: int) -> None:
+    """Writes request_id into a request header in place."""
+    _REQ_ID.pack_into(head, 8, request_id)
