@@ -301,10 +301,14 @@ class Reply:
         # Positional, in the order of the fields above.
         rep = cls(f[2], f[3], f[1], *f[4:9], f[9:13], *f[13:27],
                   raw[:end].decode("utf-8", "replace") if end else "")
-        if rep.ndim > 4:
-            raise ProtocolError(f"reply ndim {rep.ndim} > 4")
-        if rep.status == 0 and (rep.kind == 1 or rep.kind == 3):
-            rep._check_tensor()
+        if f[7] > 4:
+            raise ProtocolError(f"reply ndim {f[7]} > 4")
+        if f[4] == 0 and (f[2] == 1 or f[2] == 3):
+            # The checks of _check_tensor, on the unpacked fields.
+            size = _DTYPE_BYTES.get(f[5], 0) * f[9] * f[10] * f[11] * f[12]
+            if (size == 0 or size != f[24] or f[7] != 4 or
+                    not 1 <= f[6] <= 2 or (f[8] == 0 and f[23] != f[24])):
+                rep._check_tensor()
         return rep
 
     def _check_tensor(self) -> None:
