@@ -320,6 +320,24 @@ def test_ring_whole_slot_views(client):
             assert got.tobytes() == client.preprocess(
                 crop, size=(96, 96)).tensor.tobytes()
         assert ring._handed == {}
+        # The result's header fields, read when asked for, agree with the
+        # inline request's and with one another; the result is read-only.
+        buf = ring.next_frame()
+        buf[:] = frames[3]
+        r = ring.preprocess(buf)
+        inline = client.preprocess(frames[3], size=(96, 96))
+        assert r.transform == inline.transform
+        assert r.reply.request_id == r.request_id
+        assert r.reply.t_total_us == r.timings.total_us > 0
+        assert r.reply.shape == inline.reply.shape == (1, 3, 96, 96)
+        with pytest.raises(AttributeError):
+            r.tensor = None
+    # A reply other than the usual one is decoded and checked in full.
+    with client.ring(slots=2, frame=(200, 300, 3), size=(96, 96),
+                     std=0) as ring:
+        with pytest.raises(frameprep.InvalidRequestError, match="std"):
+            ring.preprocess(ring.next_frame())
+        assert_serving(client)
 
 
 def test_ring_with_fewer_slots_than_threads(daemon):

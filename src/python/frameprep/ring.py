@@ -27,6 +27,7 @@ import itertools
 import mmap
 import os
 import secrets
+import struct
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Sequence
@@ -34,12 +35,14 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from . import _core, errors
-from .protocol import Kind, Location, Request, set_request_id
+from .protocol import (REPLY_HEADER_SIZE, Kind, Location, Reply, Request,
+                       set_request_id)
 
 _lib = _core._lib
 _ffi = _core._ffi
 _U8 = np.dtype(np.uint8)
 _FRAME = int(Kind.FRAME)
+_U64 = struct.Struct("<Q")
 
 if TYPE_CHECKING:
     from .client import AsyncClient, Client
@@ -133,6 +136,13 @@ class _RingBase:
         self._slot_heads: list[tuple[bytearray, Any]] = []
         self._slot_form: tuple = ()
         self._slot_checked: Any = None
+        # The bytes of a successful reply to a request of this ring, but
+        # for its id at byte 8 and its scales, pads and times at 40..80.
+        ok = Reply(kind=_FRAME, dtype=self._opts.dtype,
+                   layout=self._opts.layout, ndim=4,
+                   output_loc=Location.SHM, shape=self._opts.shape,
+                   tensor_size=self.tensor_bytes).encode()
+        self._reply_form = (ok[:8], ok[16:40], ok[80:96])
         self._tensor_form = (self._opts.shape, int(self._opts.dtype),
                              self.tensor_bytes)
 
@@ -295,6 +305,16 @@ class _RingBase:
         head, ptr = self._slot_heads[k]
         set_request_id(head, request_id)
         return ptr
+
+    def _usual_reply(self, head: bytes, length: int, request_id: int) -> bool:
+        """Whether a reply (its header and length) is the successful reply
+        to request_id with the ring's tensor, which then needs no further
+        checks: each field that Reply.decode and check_reply check has the
+        value they accept."""
+        a, b, c = self._reply_form
+        return (length == REPLY_HEADER_SIZE and head[16:40] == b and
+                head[80:96] == c and head[:8] == a and head[-1] == 0 and
+                _U64.unpack_from(head, 8)[0] == request_id)
 
     def _claim(self, frame: Any) -> tuple[int | None, _core.Source]:
         """Checks frame; if it lies in a slot reserved by next_frame, marks
@@ -473,9 +493,13 @@ class Ring(_RingBase):
                 head, src = self._build(k, src, copy, request_id, limits)
             msg = s.call(head)
             try:
-                rep = _core.decode_reply(msg)
+                head, length = _core.reply_head(msg)
             finally:
                 _lib.nng_msg_free(msg)
+            if handed and self._usual_reply(head, length, request_id):
+                return _core.new_result(self._tensors[k][...], request_id,
+                                        src, None, head, length)
+            rep = Reply.decode(head, length)
             _core.check_reply(rep, request_id, _FRAME)
             return self._finish(k, rep, src)
         finally:
