@@ -332,6 +332,18 @@ def test_ring_whole_slot_views(client):
         assert r.reply.shape == inline.reply.shape == (1, 3, 96, 96)
         with pytest.raises(AttributeError):
             r.tensor = None
+    async def in_async_ring():
+        async with frameprep.AsyncClient(client.address) as ac:
+            async with await ac.ring(slots=4, frame=(200, 300, 3),
+                                     size=(96, 96)) as aring:
+                async def one(k):
+                    buf = await aring.next_frame()
+                    buf[:] = frames[k]
+                    return (await aring.preprocess(buf)).tensor.tobytes()
+
+                return await asyncio.gather(*[one(k) for k in range(4)])
+
+    assert asyncio.run(in_async_ring()) == want[:4]
     # A reply other than the usual one is decoded and checked in full.
     with client.ring(slots=2, frame=(200, 300, 3), size=(96, 96),
                      std=0) as ring:

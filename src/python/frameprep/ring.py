@@ -390,7 +390,8 @@ class Ring(_RingBase):
     and returns a writable numpy view (H, W, C) of its frame area; write
     the frame there (a decoder's output, ``cv2.resize(..., dst=buf)``,
     ``buf[:] = ...``) and pass ``buf`` (or a crop of it) to
-    :meth:`preprocess`, which sends it without a copy. Any other array
+    :meth:`preprocess`, which sends it without a copy (``buf`` itself, as
+    next_frame() returned it, takes the quickest path). Any other array
     given to :meth:`preprocess` is copied into the next free slot.
 
     Tensor lifetime: the result's tensor is a numpy view of the slot's
