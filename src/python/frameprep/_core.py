@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import struct
 from typing import Any, Sequence
 
 import numpy as np
@@ -496,12 +497,19 @@ class _MessageArray:
 
 def decode_reply(msg: Any) -> Reply:
     """Decodes the header of a reply message (an ``nng_msg *``)."""
+    head, n = reply_head(msg)
+    return Reply.decode(head, n)
+
+
+def reply_head(msg: Any) -> tuple[bytes, int]:
+    """A copy of the header of a reply message (an ``nng_msg *``) and the
+    message's length; raises :class:`~frameprep.ProtocolError` for a
+    message shorter than a header."""
     n = _lib.nng_msg_len(msg)
     if n < REPLY_HEADER_SIZE:
         raise errors.ProtocolError(f"reply of {n} bytes is shorter than the "
                                    f"{REPLY_HEADER_SIZE}-byte header")
-    head = _ffi.buffer(_lib.nng_msg_body(msg), REPLY_HEADER_SIZE)
-    return Reply.decode(head, n)
+    return _ffi.buffer(_lib.nng_msg_body(msg), REPLY_HEADER_SIZE)[:], n
 
 
 def reply_of(msg: Any) -> Reply:
@@ -598,7 +606,12 @@ class Timings:
     total_us: int
 
 
-@dataclasses.dataclass(frozen=True)
+_new = object.__new__
+# Reply fields at byte 40: scale_x, scale_y, pad_x, pad_y, then the six
+# timings (protocol.h).
+_REPLY_PLACES = struct.Struct("<4f6I")
+
+
 class Result:
     """One preprocessed frame.
 
@@ -609,37 +622,89 @@ class Result:
     it views the ring's output slot and is valid until the ring hands that
     slot out again (copy it to keep it longer). ``transform`` maps tensor
     boxes back to the source, ``timings`` are the daemon's, ``reply`` the
-    whole reply header.
+    whole reply header (:class:`~frameprep.protocol.Reply`), ``request_id``
+    the request's id. The attributes are read-only; ``transform``,
+    ``timings`` and ``reply`` are made from the reply header when first
+    read.
     """
 
+    __slots__ = ("tensor", "request_id", "_head", "_length", "_src_width",
+                 "_src_height", "_reply", "_transform", "_timings")
+
     tensor: np.ndarray
-    transform: Transform
-    timings: Timings
     request_id: int
-    reply: Reply
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"Result.{name} is read-only")
+
+    @property
+    def reply(self) -> Reply:
+        """The reply header."""
+        rep = self._reply
+        if rep is None:
+            rep = Reply.decode(self._head, self._length)
+            object.__setattr__(self, "_reply", rep)
+        return rep
+
+    def _places(self) -> tuple:
+        rep = self._reply
+        if rep is None:
+            return _REPLY_PLACES.unpack_from(self._head, 40)
+        return (rep.scale_x, rep.scale_y, rep.pad_x, rep.pad_y,
+                rep.t_queue_us, rep.t_compute_us, rep.t_h2d_us,
+                rep.t_kernel_us, rep.t_d2h_us, rep.t_total_us)
+
+    @property
+    def transform(self) -> Transform:
+        """Where the source landed in the tensor."""
+        xf = self._transform
+        if xf is None:
+            f = self._places()
+            xf = Transform(f[0], f[1], f[2], f[3], self._src_width,
+                           self._src_height)
+            object.__setattr__(self, "_transform", xf)
+        return xf
+
+    @property
+    def timings(self) -> Timings:
+        """The daemon's timings of the request."""
+        tm = self._timings
+        if tm is None:
+            tm = Timings(*self._places()[4:])
+            object.__setattr__(self, "_timings", tm)
+        return tm
+
+    def __repr__(self) -> str:
+        return (f"Result(tensor=<{self.tensor.dtype} {self.tensor.shape}>, "
+                f"request_id={self.request_id}, "
+                f"transform={self.transform!r}, timings={self.timings!r})")
 
 
-_new = object.__new__
+_set = object.__setattr__
+
+
+def new_result(tensor: np.ndarray, request_id: int, src: Source,
+               rep: Reply | None = None, head: bytes = b"",
+               length: int = 0) -> Result:
+    """A result of a successful FRAME or ECHO reply: decoded (rep) or
+    not yet (head, the reply's first REPLY_HEADER_SIZE bytes, of a message
+    of ``length`` bytes, already checked by the caller)."""
+    res = _new(Result)
+    _set(res, "tensor", tensor)
+    _set(res, "request_id", request_id)
+    _set(res, "_head", head)
+    _set(res, "_length", length)
+    _set(res, "_src_width", src.width)
+    _set(res, "_src_height", src.height)
+    _set(res, "_reply", rep)
+    _set(res, "_transform", None)
+    _set(res, "_timings", None)
+    return res
 
 
 def make_result(tensor: np.ndarray, rep: Reply, src: Source) -> Result:
-    """Builds the result of a successful FRAME or ECHO reply.
-
-    The frozen dataclasses are filled without their ``__init__``, which
-    sets field after field through ``object.__setattr__``: the same
-    objects at a third of the cost."""
-    xf = _new(Transform)
-    xf.__dict__.update(scale_x=rep.scale_x, scale_y=rep.scale_y,
-                       pad_x=rep.pad_x, pad_y=rep.pad_y,
-                       src_width=src.width, src_height=src.height)
-    tm = _new(Timings)
-    tm.__dict__.update(queue_us=rep.t_queue_us, compute_us=rep.t_compute_us,
-                       h2d_us=rep.t_h2d_us, kernel_us=rep.t_kernel_us,
-                       d2h_us=rep.t_d2h_us, total_us=rep.t_total_us)
-    res = _new(Result)
-    res.__dict__.update(tensor=tensor, transform=xf, timings=tm,
-                        request_id=rep.request_id, reply=rep)
-    return res
+    """The result of a successful, decoded FRAME or ECHO reply."""
+    return new_result(tensor, rep.request_id, src, rep)
 
 
 def info_request(request_id: int) -> bytes:

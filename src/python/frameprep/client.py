@@ -108,15 +108,15 @@ class _Socket:
                     f"flight within {self.timeout:g} s") from None
         try:
             ctx = self.ctx_get()
-            ok = False
             try:
                 msg = ctx.exchange(head, body, size)
-                ok = True
-            except pynng.NNGException as exc:
-                raise _core.transport_error(exc, self.address,
-                                            self.timeout) from None
-            finally:
-                self.ctx_put(ctx, ok)
+            except BaseException as exc:
+                self.ctx_put(ctx, False)
+                if isinstance(exc, pynng.NNGException):
+                    raise _core.transport_error(exc, self.address,
+                                                self.timeout) from None
+                raise
+            self.ctx_put(ctx, True)
         finally:
             if gate is not None:
                 gate.put(None)

@@ -142,6 +142,7 @@ _UV_STRIDE_AT = 78
 _REQ_PLACES = struct.Struct("<QQQQII")
 _PLACES_AT = struct.calcsize("<IHHQHBBIIIIIBBBBff3f3fBBHII")
 assert _PLACES_AT + _REQ_PLACES.size == REQUEST_HEADER_SIZE
+_REQ_ID = struct.Struct("<Q")
 
 _DTYPE_BYTES: dict[int, int] = {DType.F32: 4, DType.F16: 2, DType.U8: 1}
 
@@ -340,10 +341,14 @@ class Reply:
         # Positional, in the order of the fields above.
         rep = cls(f[2], f[3], f[1], *f[4:9], f[9:13], *f[13:27],
                   raw[:end].decode("utf-8", "replace") if end else "")
-        if rep.ndim > 4:
-            raise ProtocolError(f"reply ndim {rep.ndim} > 4")
-        if rep.status == 0 and (rep.kind == 1 or rep.kind == 3):
-            rep._check_tensor()
+        if f[7] > 4:
+            raise ProtocolError(f"reply ndim {f[7]} > 4")
+        if f[4] == 0 and (f[2] == 1 or f[2] == 3):
+            # The checks of _check_tensor, on the unpacked fields.
+            size = _DTYPE_BYTES.get(f[5], 0) * f[9] * f[10] * f[11] * f[12]
+            if (size == 0 or size != f[24] or f[7] != 4 or
+                    not 1 <= f[6] <= 2 or (f[8] == 0 and f[23] != f[24])):
+                rep._check_tensor()
         return rep
 
     def _check_tensor(self) -> None:
@@ -357,7 +362,7 @@ class Reply:
         if size != self.tensor_size:
             raise ProtocolError(f"reply shape {self.shape} does not make "
                                 f"tensor_size {self.tensor_size}")
-        if (self.output_loc == Location.INLINE and
+        if (self.output_loc == 0 and  # inline
                 self.payload_size != self.tensor_size):
             raise ProtocolError(f"reply payload_size {self.payload_size} "
                                 f"!= tensor_size {self.tensor_size}")
@@ -386,10 +391,26 @@ class FrameHeader:
         :meth:`Request.encode` writes for them; planes is (uv_stride,
         u_offset, v_offset) of a YUV source. Raises ``struct.error`` for a
         field that does not fit its wire type."""
+        return bytes(self.buffer(request_id, src_format, src_width,
+                                 src_height, src_stride, in_offset,
+                                 out_offset, out_capacity, input_size,
+                                 planes))
+
+    def buffer(self, request_id: int, src_format: int, src_width: int,
+               src_height: int, src_stride: int, in_offset: int,
+               out_offset: int, out_capacity: int, input_size: int,
+               planes: tuple[int, int, int] = (0, 0, 0)) -> bytearray:
+        """:meth:`stamp`'s header as a new bytearray, for requests that
+        differ only in their id (see :func:`set_request_id`)."""
         head = bytearray(self._head)
         _REQ_ID_FMT.pack_into(head, 8, request_id, src_format)
         _REQ_SIZE.pack_into(head, 20, src_width, src_height, src_stride)
         _REQ_UV_STRIDE.pack_into(head, _UV_STRIDE_AT, planes[0])
         _REQ_PLACES.pack_into(head, _PLACES_AT, in_offset, out_offset,
                               out_capacity, input_size, planes[1], planes[2])
-        return bytes(head)
+        return head
+
+
+def set_request_id(head: bytearray, request_id: int) -> None:
+    """Writes request_id into a request header in place."""
+    _REQ_ID.pack_into(head, 8, request_id)
