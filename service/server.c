@@ -45,9 +45,12 @@
  * backend -> let the last replies leave (a finished send is only queued on
  * the pipe: wait, up to 2 s, for the peers to disconnect) -> close the
  * remaining connections one by one (nng_pipe_close; nng_close in 1.5.2 can
- * hang on connections that are still writing) -> nng_close -> stop
- * and free the aios -> close the uv handles -> uv_loop_close. A watchdog
- * thread ends the process if this takes too long.
+ * hang on connections that are still writing) -> nng_close, waited for at
+ * most 2 s (1.5.2 never finishes closing a connection that was closed
+ * while a message was arriving on it, as the daemon does to a client that
+ * floods it without reading: the socket is then left to the process exit)
+ * -> stop and free the aios -> close the uv handles -> uv_loop_close. A
+ * watchdog thread ends the process if this takes too long.
  */
 #include "server.h"
 
@@ -161,9 +164,10 @@ struct server {
 	uint64_t served;
 	uint64_t failed;
 
-	int stopping; /* no new receives; new requests get stop_status */
-	int forcing;  /* inside the drain deadline's handler */
-	int finished; /* the ordered close has run */
+	int stopping;    /* no new receives; new requests get stop_status */
+	int forcing;     /* inside the drain deadline's handler */
+	int finished;    /* the ordered close has run */
+	int socket_left; /* nng_close did not return: srv is never freed */
 	int exit_status;
 	int stop_status; /* ESHUTDOWN, or the fatal job's status */
 	char stop_message[FPREP_MESSAGE_SIZE];
@@ -1114,7 +1118,8 @@ static void server_close_socket(struct server *srv)
 	uv_timer_stop(&srv->linger_timer);
 	if (srv->ingress.is_open)
 		fprep__ingress_close_pipes(&srv->ingress);
-	fprep__ingress_close(&srv->ingress);
+	if (fprep__ingress_close(&srv->ingress) != 0)
+		srv->socket_left = 1;
 	server_free_slots(srv);
 	server_close_handles(srv);
 }
@@ -1294,6 +1299,8 @@ int fprep__server_run(const fprep__config *cfg, fprep__backend *backend,
 	           "frameprepd stopped: %" PRIu64 " requests served, %" PRIu64
 	           " failed, exit status %d",
 	           srv->served, srv->failed, status);
-	free(srv);
+	/* A socket still closing may call into srv->ingress. */
+	if (!srv->socket_left)
+		free(srv);
 	return status;
 }
