@@ -54,6 +54,18 @@
 #define INGRESS_CHECK_DEADLINE_MS 1000
 /* The probe before binding: a running daemon answers at once. */
 #define INGRESS_PROBE_DEADLINE_MS 1000
+/* How long nng_close may take before the socket is left to the exit. */
+#define INGRESS_CLOSE_DEADLINE_MS 2000
+
+/* ingress_closer: an nng_close running on its own thread. Whoever comes
+ * last (the thread, or a waiter that gave up) frees it. */
+struct ingress_closer {
+	nng_socket sock;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int done;      /* nng_close returned */
+	int abandoned; /* the waiter gave up on it */
+};
 
 /* ingress_handshake connects to the ipc socket at path and completes the
  * SP handshake as a REQ peer, each step bounded by deadline_ms; *connected
@@ -617,21 +629,106 @@ int fprep__ingress_open(fprep__ingress *in, const fprep__config *cfg)
 	return 0;
 
 err_socket:
-	fprep__ingress_close(in);
+	(void)fprep__ingress_close(in);
 	return rv;
 }
 
-void fprep__ingress_close(fprep__ingress *in)
+static void ingress_closer_free(struct ingress_closer *c)
+{
+	pthread_cond_destroy(&c->cond);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+static void *ingress_closer_main(void *arg)
+{
+	struct ingress_closer *c = arg;
+	int abandoned;
+
+	nng_close(c->sock);
+	pthread_mutex_lock(&c->lock);
+	c->done = 1;
+	abandoned = c->abandoned;
+	pthread_cond_signal(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+	if (abandoned)
+		ingress_closer_free(c);
+	return NULL;
+}
+
+/* ingress_close_bounded runs nng_close(sock) and waits for it at most
+ * deadline_ms. Returns 0 once it returned, or FPREP_ETIMEDOUT: it goes on
+ * on a detached thread that nobody waits for. */
+static int ingress_close_bounded(nng_socket sock, int deadline_ms)
+{
+	struct ingress_closer *c = calloc(1, sizeof(*c));
+	pthread_condattr_t attr;
+	struct timespec ts;
+	pthread_t thread;
+	uint64_t end;
+	int rv = 0;
+
+	if (c == NULL || pthread_mutex_init(&c->lock, NULL) != 0) {
+		free(c);
+		nng_close(sock);
+		return 0;
+	}
+	if (pthread_condattr_init(&attr) != 0 ||
+	    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) != 0 ||
+	    pthread_cond_init(&c->cond, &attr) != 0) {
+		pthread_mutex_destroy(&c->lock);
+		free(c);
+		nng_close(sock);
+		return 0;
+	}
+	pthread_condattr_destroy(&attr);
+	c->sock = sock;
+	if (pthread_create(&thread, NULL, ingress_closer_main, c) != 0) {
+		ingress_closer_free(c);
+		nng_close(sock);
+		return 0;
+	}
+	end = fprep__now_ns() + (uint64_t)deadline_ms * 1000000u;
+	ts.tv_sec = (time_t)(end / 1000000000u);
+	ts.tv_nsec = (long)(end % 1000000000u);
+	pthread_mutex_lock(&c->lock);
+	while (!c->done && rv != ETIMEDOUT)
+		rv = pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+	if (!c->done) {
+		c->abandoned = 1;
+		pthread_mutex_unlock(&c->lock);
+		pthread_detach(thread);
+		return FPREP_ETIMEDOUT;
+	}
+	pthread_mutex_unlock(&c->lock);
+	pthread_join(thread, NULL);
+	ingress_closer_free(c);
+	return 0;
+}
+
+int fprep__ingress_close(fprep__ingress *in)
 {
 	if (!in->is_open)
-		return;
+		return 0;
 	ingress_check_stop(in);
-	nng_close(in->sock);
 	in->is_open = 0;
 	in->nlisteners = 0;
+	if (ingress_close_bounded(in->sock, INGRESS_CLOSE_DEADLINE_MS) != 0) {
+		fprep__log(FPREP_LOG_WARNING,
+		           "shutdown: nng_close did not return within %d ms "
+		           "(nng 1.5.2 waits forever for a connection that was "
+		           "closed while a message was arriving on it): the "
+		           "socket is left to the process exit",
+		           INGRESS_CLOSE_DEADLINE_MS);
+		/* Pipe callbacks may still come: they find no one to tell,
+		 * and the peer list and its lock stay. */
+		fprep__ingress_on_close(in, NULL, NULL);
+		return FPREP_ETIMEDOUT;
+	}
 	/* No pipe callback runs after nng_close has returned. */
 	free(in->peers);
 	in->peers = NULL;
 	in->npeers = in->cap = 0;
 	pthread_mutex_destroy(&in->lock);
+	return 0;
 }

@@ -91,7 +91,11 @@ void fprep__ingress_request(fprep__ingress *in, nng_pipe pipe);
 void fprep__ingress_close_pipes(fprep__ingress *in);
 
 /* fprep__ingress_close closes the socket: its listeners, pipes and
- * contexts; pending operations complete with NNG_ECLOSED. Idempotent. */
-void fprep__ingress_close(fprep__ingress *in);
+ * contexts; pending operations complete with NNG_ECLOSED. Idempotent.
+ * Returns 0, or FPREP_ETIMEDOUT (logged) when nng_close did not return in
+ * time: nng 1.5.2 can wait forever for a pipe that was closed while a
+ * message was arriving on it. The close then goes on on a thread of its
+ * own and in must stay allocated until the process exits. */
+int fprep__ingress_close(fprep__ingress *in);
 
 #endif /* FPREP_SERVICE_INGRESS_H */

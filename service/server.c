@@ -190,6 +190,8 @@ int fprep__server_run(const fprep__config *cfg, fprep__backend *backend,
 	           "frameprepd stopped: %" PRIu64 " requests served, %" PRIu64
 	           " failed, exit status %d",
 	           srv->served, srv->failed, status);
-	free(srv);
+	/* A socket still closing may call into srv->ingress. */
+	if (!srv->socket_left)
+		free(srv);
 	return status;
 }

@@ -10,9 +10,12 @@
  * is only queued on the pipe: wait, up to 2 s, for the peers to
  * disconnect) -> close the remaining connections one by one
  * (nng_pipe_close; nng_close in 1.5.2 can hang on connections that are
- * still writing) -> nng_close -> stop and free the aios -> close the event
- * queue and the uv handles -> uv_loop_close. A watchdog thread ends the
- * process if this takes too long.
+ * still writing) -> nng_close, waited for at most 2 s (1.5.2 never
+ * finishes closing a connection that was closed while a message was
+ * arriving on it, as the daemon does to a client that floods it without
+ * reading: the socket is then left to the process exit) -> stop and free
+ * the aios -> close the event queue and the uv handles -> uv_loop_close. A
+ * watchdog thread ends the process if this takes too long.
  */
 #include <nng/nng.h>
 #include <signal.h>
@@ -196,7 +199,8 @@ static void shutdown_close_socket(fprep__server *srv)
 	uv_timer_stop(&srv->linger_timer);
 	if (srv->ingress.is_open)
 		fprep__ingress_close_pipes(&srv->ingress);
-	fprep__ingress_close(&srv->ingress);
+	if (fprep__ingress_close(&srv->ingress) != 0)
+		srv->socket_left = 1;
 	shutdown_free_slots(srv);
 	fprep__server_close_handles(srv);
 }
