@@ -603,20 +603,9 @@ static void bench_usage(FILE *f)
 	        "arrivals (default 1)\n"
 	        "\n"
 	        "Tensor (defaults: the YOLO convention):\n"
-	        "  -s, --size WxH              tensor size (default 640x640)\n"
-	        "      --dtype T               f32, f16, u8 (default f32)\n"
-	        "      --layout L              nchw, nhwc (default nchw)\n"
-	        "      --order O               rgb, bgr, gray (default rgb)\n"
-	        "      --resize R              letterbox, stretch (default "
-	        "letterbox)\n"
-	        "      --mean A[,B,C]          subtracted after scaling "
-	        "(default 0)\n"
-	        "      --std A[,B,C]           divisor after the mean (default "
-	        "1)\n"
-	        "      --scale S               pixel multiplier (default "
-	        "1/255)\n"
-	        "      --pad V                 border value, 0..255 (default "
-	        "114)\n"
+	        "  -s WxH                      same as --size WxH\n");
+	tool_preprocess_usage(f, 6, 30);
+	fprintf(f,
 	        "      --echo                  send ECHO requests: the "
 	        "transport alone\n"
 	        "      --shm WHERE             in, out, both, none: frames "
@@ -663,19 +652,11 @@ static void bench_usage(FILE *f)
 }
 
 enum {
-	OPT_ARRIVALS = 256,
+	OPT_ARRIVALS = TOOL_OPT_END,
 	OPT_IMAGE_DIR,
 	OPT_SYNTHETIC,
 	OPT_FRAME_SIZE,
 	OPT_SEED,
-	OPT_DTYPE,
-	OPT_LAYOUT,
-	OPT_ORDER,
-	OPT_RESIZE,
-	OPT_MEAN,
-	OPT_STD,
-	OPT_SCALE,
-	OPT_PAD,
 	OPT_ECHO,
 	OPT_SHM,
 	OPT_VERIFY,
@@ -704,15 +685,7 @@ static const struct option bench_long_opts[] = {
         {"frame-size", required_argument, NULL, OPT_FRAME_SIZE},
         {"format", required_argument, NULL, 'f'},
         {"seed", required_argument, NULL, OPT_SEED},
-        {"size", required_argument, NULL, 's'},
-        {"dtype", required_argument, NULL, OPT_DTYPE},
-        {"layout", required_argument, NULL, OPT_LAYOUT},
-        {"order", required_argument, NULL, OPT_ORDER},
-        {"resize", required_argument, NULL, OPT_RESIZE},
-        {"mean", required_argument, NULL, OPT_MEAN},
-        {"std", required_argument, NULL, OPT_STD},
-        {"scale", required_argument, NULL, OPT_SCALE},
-        {"pad", required_argument, NULL, OPT_PAD},
+        TOOL_PREPROCESS_OPTIONS,
         {"echo", no_argument, NULL, OPT_ECHO},
         {"shm", required_argument, NULL, OPT_SHM},
         {"verify", required_argument, NULL, OPT_VERIFY},
@@ -730,6 +703,19 @@ static const struct option bench_long_opts[] = {
         {NULL, 0, NULL, 0},
 };
 
+/* bench_opt_name returns "--name" for the getopt value opt. */
+static const char *bench_opt_name(int opt)
+{
+	static char name[32];
+
+	for (const struct option *o = bench_long_opts; o->name != NULL; o++)
+		if (o->val == opt) {
+			snprintf(name, sizeof(name), "--%s", o->name);
+			return name;
+		}
+	return "option";
+}
+
 static int bench_bad(const char *opt, const char *arg)
 {
 	fprintf(stderr, "frameprep-bench: invalid %s '%s' (see --help)\n", opt,
@@ -742,9 +728,9 @@ static int bench_bad(const char *opt, const char *arg)
 static int bench_parse(int argc, char **argv, bench_opts *o)
 {
 	fprep_request *t = &o->spec.tmpl;
+	struct tool_preprocess pre = {0};
 	double d[BENCH_MAX_POINTS], v;
 	int c, n, i, sources = 0;
-	uint32_t w, h;
 
 	memset(o, 0, sizeof(*o));
 	o->conc[0] = 1;
@@ -853,55 +839,6 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 				return bench_bad("--seed", optarg);
 			o->spec.seed = (uint64_t)v;
 			break;
-		case 's':
-			if (tool_size(optarg, &w, &h))
-				return bench_bad("--size", optarg);
-			t->out_width = w;
-			t->out_height = h;
-			break;
-		case OPT_DTYPE:
-			n = tool_lookup(TOOL_DTYPE, optarg);
-			if (!n)
-				return bench_bad("--dtype", optarg);
-			t->dtype = (uint8_t)n;
-			break;
-		case OPT_LAYOUT:
-			n = tool_lookup(TOOL_LAYOUT, optarg);
-			if (!n)
-				return bench_bad("--layout", optarg);
-			t->layout = (uint8_t)n;
-			break;
-		case OPT_ORDER:
-			n = tool_lookup(TOOL_ORDER, optarg);
-			if (!n)
-				return bench_bad("--order", optarg);
-			t->channel_order = (uint8_t)n;
-			break;
-		case OPT_RESIZE:
-			n = tool_lookup(TOOL_RESIZE, optarg);
-			if (!n)
-				return bench_bad("--resize", optarg);
-			t->resize = (uint8_t)n;
-			break;
-		case OPT_MEAN:
-			if (tool_triple(optarg, t->mean))
-				return bench_bad("--mean", optarg);
-			break;
-		case OPT_STD:
-			if (tool_triple(optarg, t->std) ||
-			    !(t->std[0] > 0 && t->std[1] > 0 && t->std[2] > 0))
-				return bench_bad("--std", optarg);
-			break;
-		case OPT_SCALE:
-			if (bench_parse_double(optarg, &v))
-				return bench_bad("--scale", optarg);
-			t->scale = (float)v;
-			break;
-		case OPT_PAD:
-			if (bench_parse_double(optarg, &v) || v < 0 || v > 255)
-				return bench_bad("--pad", optarg);
-			t->pad_value = (float)v;
-			break;
 		case OPT_ECHO:
 			o->echo = 1;
 			break;
@@ -964,10 +901,17 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 			printf("frameprep-bench %s\n", FPREP_VERSION_STRING);
 			return -1;
 		default:
-			bench_usage(stderr);
-			return 2;
+			n = tool_preprocess_option(&pre, c, optarg);
+			if (n < 0)
+				return bench_bad(bench_opt_name(c), optarg);
+			if (n > 0) {
+				bench_usage(stderr);
+				return 2;
+			}
+			break;
 		}
 	}
+	tool_preprocess_apply(&pre, t);
 	if (optind < argc) {
 		fprintf(stderr, "frameprep-bench: unexpected argument '%s'\n",
 		        argv[optind]);

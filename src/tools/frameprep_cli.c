@@ -30,10 +30,7 @@ enum { EXIT_SERVER = 1, EXIT_USAGE = 2, EXIT_IO = 3 };
 
 /* cli_spec: what the user asked for, before it becomes a request. */
 struct cli_spec {
-	uint32_t out_w, out_h;
-	uint8_t dtype, layout, order, resize;
-	int have_mean, have_std, have_scale, have_pad;
-	float mean[3], std[3], scale, pad;
+	struct tool_preprocess pre;
 	int timeout_ms;
 	int echo;
 	int shm;
@@ -129,62 +126,21 @@ static void cli_usage(FILE *f, const char *cmd)
 		fprintf(f, "  -o, --output FILE save the tensor as .npy "
 		           "[not saved]\n");
 	if (strcmp(cmd, "send") == 0 || strcmp(cmd, "request") == 0)
-		fprintf(f,
-		        "  --size WxH        tensor width x height [640x640]\n"
-		        "  --dtype T         f32, f16 or u8 [f32]\n"
-		        "  --layout L        nchw or nhwc [nchw]\n"
-		        "  --order O         rgb, bgr or gray [rgb]\n"
-		        "  --resize R        letterbox or stretch [letterbox]\n"
-		        "  --mean a,b,c      per-channel mean after scaling, "
-		        "or "
-		        "one value [0,0,0]\n"
-		        "  --std a,b,c       per-channel std, > 0, or one "
-		        "value "
-		        "[1,1,1]\n"
-		        "  --scale S         pixel multiplier [1/255 = "
-		        "0.00392157]\n"
-		        "  --pad V           letterbox border value, 0..255 "
-		        "[114]\n");
+		tool_preprocess_usage(f, 2, 20);
 	fprintf(f, "  -h, --help        this text\n");
 }
 
-static int cli_float(const char *s, float *v)
-{
-	char *end;
-
-	errno = 0;
-	*v = strtof(s, &end);
-	return end == s || *end != '\0' || errno != 0 ? -1 : 0;
-}
-
 enum {
-	OPT_SIZE = 256,
-	OPT_SOCKET,
-	OPT_DTYPE,
-	OPT_LAYOUT,
-	OPT_ORDER,
-	OPT_RESIZE,
-	OPT_MEAN,
-	OPT_STD,
-	OPT_SCALE,
-	OPT_PAD,
+	OPT_SOCKET = TOOL_OPT_END,
 	OPT_TIMEOUT,
 	OPT_ECHO,
 	OPT_SHM,
 };
 
 static const struct option cli_options[] = {
-        {"size", required_argument, NULL, OPT_SIZE},
+        TOOL_PREPROCESS_OPTIONS,
         {"socket", required_argument, NULL, OPT_SOCKET},
         {"output", required_argument, NULL, 'o'},
-        {"dtype", required_argument, NULL, OPT_DTYPE},
-        {"layout", required_argument, NULL, OPT_LAYOUT},
-        {"order", required_argument, NULL, OPT_ORDER},
-        {"resize", required_argument, NULL, OPT_RESIZE},
-        {"mean", required_argument, NULL, OPT_MEAN},
-        {"std", required_argument, NULL, OPT_STD},
-        {"scale", required_argument, NULL, OPT_SCALE},
-        {"pad", required_argument, NULL, OPT_PAD},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"echo", no_argument, NULL, OPT_ECHO},
         {"shm", no_argument, NULL, OPT_SHM},
@@ -252,43 +208,6 @@ static int cli_parse(const char *cmd, int argc, char **argv,
 		case OPT_SOCKET:
 			spec->url = optarg;
 			break;
-		case OPT_SIZE:
-			v = tool_size(optarg, &spec->out_w, &spec->out_h);
-			break;
-		case OPT_DTYPE:
-			spec->dtype = (uint8_t)tool_lookup(TOOL_DTYPE, optarg);
-			v = spec->dtype != 0 ? 0 : -1;
-			break;
-		case OPT_LAYOUT:
-			spec->layout =
-			        (uint8_t)tool_lookup(TOOL_LAYOUT, optarg);
-			v = spec->layout != 0 ? 0 : -1;
-			break;
-		case OPT_ORDER:
-			spec->order = (uint8_t)tool_lookup(TOOL_ORDER, optarg);
-			v = spec->order != 0 ? 0 : -1;
-			break;
-		case OPT_RESIZE:
-			spec->resize =
-			        (uint8_t)tool_lookup(TOOL_RESIZE, optarg);
-			v = spec->resize != 0 ? 0 : -1;
-			break;
-		case OPT_MEAN:
-			v = tool_triple(optarg, spec->mean);
-			spec->have_mean = 1;
-			break;
-		case OPT_STD:
-			v = tool_triple(optarg, spec->std);
-			spec->have_std = 1;
-			break;
-		case OPT_SCALE:
-			v = cli_float(optarg, &spec->scale);
-			spec->have_scale = 1;
-			break;
-		case OPT_PAD:
-			v = cli_float(optarg, &spec->pad);
-			spec->have_pad = 1;
-			break;
 		case OPT_TIMEOUT:
 			errno = 0;
 			t = strtol(optarg, &end, 10);
@@ -303,6 +222,9 @@ static int cli_parse(const char *cmd, int argc, char **argv,
 			break;
 		case OPT_SHM:
 			spec->shm = 1;
+			break;
+		default:
+			v = tool_preprocess_option(&spec->pre, opt, optarg);
 			break;
 		}
 		if (v < 0) {
@@ -395,26 +317,7 @@ static void cli_request(const struct cli_spec *spec,
 	fprep_request_init(req, img->format, img->width, img->height);
 	if (spec->echo)
 		req->kind = FPREP_KIND_ECHO;
-	if (spec->out_w != 0) {
-		req->out_width = spec->out_w;
-		req->out_height = spec->out_h;
-	}
-	if (spec->dtype != 0)
-		req->dtype = spec->dtype;
-	if (spec->layout != 0)
-		req->layout = spec->layout;
-	if (spec->order != 0)
-		req->channel_order = spec->order;
-	if (spec->resize != 0)
-		req->resize = spec->resize;
-	if (spec->have_mean)
-		memcpy(req->mean, spec->mean, sizeof(req->mean));
-	if (spec->have_std)
-		memcpy(req->std, spec->std, sizeof(req->std));
-	if (spec->have_scale)
-		req->scale = spec->scale;
-	if (spec->have_pad)
-		req->pad_value = spec->pad;
+	tool_preprocess_apply(&spec->pre, req);
 }
 
 static uint64_t cli_fnv1a64(const void *data, size_t size)
@@ -545,7 +448,7 @@ static int cli_send(const struct cli_spec *spec, const char *path)
 	fprep_request req;
 	int err, ret;
 
-	if (cli_load(path, spec->order, &img) != 0)
+	if (cli_load(path, spec->pre.order, &img) != 0)
 		return EXIT_IO;
 	cli_request(spec, &img, &req);
 	if ((ret = cli_client(spec, &c)) != 0)
@@ -608,7 +511,7 @@ static int cli_write_request(const struct cli_spec *spec, const char *path)
 	FILE *f;
 	int ret = EXIT_IO;
 
-	if (cli_load(path, spec->order, &img) != 0)
+	if (cli_load(path, spec->pre.order, &img) != 0)
 		return EXIT_IO;
 	cli_request(spec, &img, &req);
 	req.request_id = 1;

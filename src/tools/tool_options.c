@@ -82,3 +82,108 @@ int tool_triple(const char *s, float v[3])
 		v[1] = v[2] = v[0];
 	return n == 1 || n == 3 ? 0 : -1;
 }
+
+int tool_preprocess_option(struct tool_preprocess *p, int opt, const char *arg)
+{
+	enum tool_kind kind;
+	char *end;
+	float v;
+	int n;
+
+	switch (opt) {
+	case TOOL_OPT_SIZE:
+		if (tool_size(arg, &p->out_w, &p->out_h) != 0)
+			return -1;
+		p->set |= TOOL_SET_SIZE;
+		return 0;
+	case TOOL_OPT_DTYPE:
+	case TOOL_OPT_LAYOUT:
+	case TOOL_OPT_ORDER:
+	case TOOL_OPT_RESIZE:
+		kind = opt == TOOL_OPT_DTYPE    ? TOOL_DTYPE
+		       : opt == TOOL_OPT_LAYOUT ? TOOL_LAYOUT
+		       : opt == TOOL_OPT_ORDER  ? TOOL_ORDER
+		                                : TOOL_RESIZE;
+		if ((n = tool_lookup(kind, arg)) == 0)
+			return -1;
+		*(opt == TOOL_OPT_DTYPE    ? &p->dtype
+		  : opt == TOOL_OPT_LAYOUT ? &p->layout
+		  : opt == TOOL_OPT_ORDER  ? &p->order
+		                           : &p->resize) = (uint8_t)n;
+		break;
+	case TOOL_OPT_MEAN:
+		if (tool_triple(arg, p->mean) != 0)
+			return -1;
+		break;
+	case TOOL_OPT_STD:
+		if (tool_triple(arg, p->std) != 0 ||
+		    !(p->std[0] > 0 && p->std[1] > 0 && p->std[2] > 0))
+			return -1;
+		break;
+	case TOOL_OPT_SCALE:
+	case TOOL_OPT_PAD:
+		errno = 0;
+		v = strtof(arg, &end);
+		if (end == arg || *end != '\0' || errno != 0 || !isfinite(v))
+			return -1;
+		if (opt == TOOL_OPT_PAD && !(v >= 0 && v <= 255))
+			return -1;
+		*(opt == TOOL_OPT_SCALE ? &p->scale : &p->pad) = v;
+		break;
+	default:
+		return 1;
+	}
+	p->set |= 1u << (opt - TOOL_OPT_DTYPE);
+	return 0;
+}
+
+/* tool_isset says whether option opt (not --size) was given. */
+static int tool_isset(const struct tool_preprocess *p, int opt)
+{
+	return (p->set & (1u << (opt - TOOL_OPT_DTYPE))) != 0;
+}
+
+void tool_preprocess_apply(const struct tool_preprocess *p, fprep_request *req)
+{
+	if (p->set & TOOL_SET_SIZE) {
+		req->out_width = p->out_w;
+		req->out_height = p->out_h;
+	}
+	if (tool_isset(p, TOOL_OPT_DTYPE))
+		req->dtype = p->dtype;
+	if (tool_isset(p, TOOL_OPT_LAYOUT))
+		req->layout = p->layout;
+	if (tool_isset(p, TOOL_OPT_ORDER))
+		req->channel_order = p->order;
+	if (tool_isset(p, TOOL_OPT_RESIZE))
+		req->resize = p->resize;
+	if (tool_isset(p, TOOL_OPT_MEAN))
+		memcpy(req->mean, p->mean, sizeof(req->mean));
+	if (tool_isset(p, TOOL_OPT_STD))
+		memcpy(req->std, p->std, sizeof(req->std));
+	if (tool_isset(p, TOOL_OPT_SCALE))
+		req->scale = p->scale;
+	if (tool_isset(p, TOOL_OPT_PAD))
+		req->pad_value = p->pad;
+}
+
+void tool_preprocess_usage(FILE *f, int indent, int width)
+{
+	static const char *const lines[][2] = {
+	        {"--size WxH", "tensor width x height [640x640]"},
+	        {"--dtype T", "f32, f16 or u8 [f32]"},
+	        {"--layout L", "nchw or nhwc [nchw]"},
+	        {"--order O", "rgb, bgr or gray [rgb]"},
+	        {"--resize R", "letterbox or stretch [letterbox]"},
+	        {"--mean A[,B,C]",
+	         "per-channel mean, subtracted after scaling [0,0,0]"},
+	        {"--std A[,B,C]", "per-channel divisor after the mean, > 0 "
+	                          "[1,1,1]"},
+	        {"--scale S", "pixel multiplier [1/255 = 0.00392157]"},
+	        {"--pad V", "letterbox border value, 0..255 [114]"},
+	};
+
+	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+		fprintf(f, "%*s%-*s%s\n", indent, "", width - indent,
+		        lines[i][0], lines[i][1]);
+}

@@ -7,7 +7,11 @@
 #ifndef FPREP_TOOL_OPTIONS_H
 #define FPREP_TOOL_OPTIONS_H
 
+#include <getopt.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#include "frameprep/frameprep.h"
 
 /* The kinds of named option values. */
 enum tool_kind {
@@ -31,5 +35,65 @@ int tool_size(const char *s, uint32_t *w, uint32_t *h);
 /* tool_triple parses "a" (used for all three) or "a,b,c" (finite numbers)
  * into v. Returns 0 or -1. */
 int tool_triple(const char *s, float v[3]);
+
+/* The getopt_long values of the shared preprocessing options. --size is
+ * 's' (frameprep-bench also takes -s); the others lie above every
+ * character, below each tool's own values (which start at TOOL_OPT_END). */
+enum tool_opt {
+	TOOL_OPT_SIZE = 's',
+	TOOL_OPT_DTYPE = 0x100,
+	TOOL_OPT_LAYOUT,
+	TOOL_OPT_ORDER,
+	TOOL_OPT_RESIZE,
+	TOOL_OPT_MEAN,
+	TOOL_OPT_STD,
+	TOOL_OPT_SCALE,
+	TOOL_OPT_PAD,
+	TOOL_OPT_END,
+};
+
+/* TOOL_PREPROCESS_OPTIONS: the struct option entries of the shared
+ * preprocessing options, spliced into each tool's getopt_long table, so
+ * both tools spell them from this one list. */
+#define TOOL_PREPROCESS_OPTIONS                                                \
+	{"size", required_argument, NULL, TOOL_OPT_SIZE},                      \
+	        {"dtype", required_argument, NULL, TOOL_OPT_DTYPE},            \
+	        {"layout", required_argument, NULL, TOOL_OPT_LAYOUT},          \
+	        {"order", required_argument, NULL, TOOL_OPT_ORDER},            \
+	        {"resize", required_argument, NULL, TOOL_OPT_RESIZE},          \
+	        {"mean", required_argument, NULL, TOOL_OPT_MEAN},              \
+	        {"std", required_argument, NULL, TOOL_OPT_STD},                \
+	        {"scale", required_argument, NULL, TOOL_OPT_SCALE},            \
+	{                                                                      \
+		"pad", required_argument, NULL, TOOL_OPT_PAD                   \
+	}
+
+/* tool_preprocess: what the shared options asked for; a field is applied
+ * to a request only when its bit is in set (1 << (opt - TOOL_OPT_DTYPE),
+ * TOOL_SET_SIZE for --size), so the request keeps fprep_request_init's
+ * defaults for the rest. Zero-initialise before use. */
+#define TOOL_SET_SIZE (1u << 15)
+struct tool_preprocess {
+	unsigned set;
+	uint32_t out_w, out_h;
+	uint8_t dtype, layout, order, resize;
+	float mean[3], std[3], scale, pad;
+};
+
+/* tool_preprocess_option applies option opt with argument arg to *p.
+ * Returns 0, -1 when arg is not a valid value for opt (the caller names
+ * the option in its message), or 1 when opt is not a preprocessing
+ * option. Values: --size WxH (1..65535 each); --dtype/--layout/--order/
+ * --resize by name (tool_lookup); --mean one or three finite numbers;
+ * --std the same, each > 0; --scale a finite number; --pad 0..255. */
+int tool_preprocess_option(struct tool_preprocess *p, int opt, const char *arg);
+
+/* tool_preprocess_apply copies the fields set in *p into req. */
+void tool_preprocess_apply(const struct tool_preprocess *p, fprep_request *req);
+
+/* tool_preprocess_usage prints one line per shared option, its words and
+ * its default (fprep_request_init's), each starting with indent spaces
+ * and its description at column width. */
+void tool_preprocess_usage(FILE *f, int indent, int width);
 
 #endif /* FPREP_TOOL_OPTIONS_H */
