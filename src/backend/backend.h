@@ -41,6 +41,8 @@ struct fprep__job {
 	uint8_t *output;      /* output_size bytes for the tensor */
 	uint64_t output_size; /* == tensor bytes from fprep_tensor_shape */
 	int input_pinned;     /* input lies in memory the backend registered */
+	int input_device;     /* input is device memory (a CUDA region) */
+	int output_device;    /* output is device memory (a CUDA region) */
 	fprep__memreg *in_region;  /* region holding the input, or NULL */
 	fprep__memreg *out_region; /* region receiving the output, or NULL */
 	fprep__job_cb done;

@@ -236,7 +236,7 @@ static void region(void **state)
 
 	(void)state;
 	assert_int_equal(nng_msg_alloc(&spare, FPREP_REQUEST_HEADER_SIZE), 0);
-	msg = fprep__reply_region(spare, 77, 5,
+	msg = fprep__reply_region(spare, FPREP_KIND_REGISTER, 77, 5,
 	                          "region 5: /fprep-x, 4096 bytes");
 	assert_ptr_equal(msg, spare);
 	reply_decode(msg, FPREP_KIND_REGISTER, 77, FPREP_OK, &rep);
@@ -268,13 +268,13 @@ static void message_truncated(void **state)
 
 	/* Exactly the field's capacity, and one more. */
 	big[FPREP_MESSAGE_SIZE - 1] = '\0';
-	msg = fprep__reply_region(NULL, 2, 3, big);
+	msg = fprep__reply_region(NULL, FPREP_KIND_REGISTER, 2, 3, big);
 	reply_decode(msg, FPREP_KIND_REGISTER, 2, FPREP_OK, &rep);
 	assert_string_equal(rep.message, big);
 	nng_msg_free(msg);
 	big[FPREP_MESSAGE_SIZE - 1] = 'x';
 	big[FPREP_MESSAGE_SIZE] = '\0';
-	msg = fprep__reply_region(NULL, 2, 3, big);
+	msg = fprep__reply_region(NULL, FPREP_KIND_REGISTER, 2, 3, big);
 	reply_decode(msg, FPREP_KIND_REGISTER, 2, FPREP_OK, &rep);
 	assert_int_equal(strlen(rep.message), FPREP_MESSAGE_SIZE - 1);
 	nng_msg_free(msg);
