@@ -120,10 +120,9 @@ nng_msg *fprep__reply_error(nng_msg *spare, uint16_t kind, uint64_t request_id,
 	return reply_simple(spare, kind, request_id, status, message, NULL, 0);
 }
 
-nng_msg *fprep__reply_region(nng_msg *spare, uint16_t kind,
-                             uint64_t request_id,
+nng_msg *fprep__reply_region(nng_msg *spare, uint16_t kind, uint64_t request_id,
                              uint32_t region_id, const char *message)
 {
-	return reply_simple(spare, kind, request_id, FPREP_OK,
-	                    message, NULL, region_id);
+	return reply_simple(spare, kind, request_id, FPREP_OK, message, NULL,
+	                    region_id);
 }

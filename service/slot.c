@@ -89,7 +89,8 @@ static fprep__memreg *slot_region(fprep__slot *s, nng_msg *msg, int loc,
 	if (fprep__memreg_on_device(r) != (loc == FPREP_LOC_CUDA)) {
 		snprintf(why, sizeof(why),
 		         "%s_region %" PRIu32 " is a %s region, not %s", field,
-		         id, fprep__memreg_on_device(r) ? "CUDA" : "shared-memory",
+		         id,
+		         fprep__memreg_on_device(r) ? "CUDA" : "shared-memory",
 		         loc == FPREP_LOC_CUDA ? "CUDA" : "SHM");
 		fprep__slot_fail(s, msg, FPREP_EREGION, why);
 		return NULL;
@@ -210,10 +211,9 @@ static void slot_register_cuda(fprep__slot *s, nng_msg *msg,
 		                 "another host)");
 		return;
 	}
-	rv = fprep__regions_register_cuda(&srv->regions, req,
-	                                  (uint32_t)nng_pipe_id(pipe),
-	                                  slot_region_done, s, why,
-	                                  sizeof(why));
+	rv = fprep__regions_register_cuda(
+	        &srv->regions, req, (uint32_t)nng_pipe_id(pipe),
+	        slot_region_done, s, why, sizeof(why));
 	slot_park(s, msg, rv, why);
 }
 

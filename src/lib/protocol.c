@@ -266,11 +266,9 @@ struct proto_register {
 	PROTO_CHECK(proto_register_layout, struct proto_register, off, type,   \
 	            field)
 #define PROTO_CHECK_REGISTER_CUDA(off, type, field)                            \
-	PROTO_CHECK(proto_register_cuda_layout, fprep_request, off, type,      \
-	            field)
+	PROTO_CHECK(proto_register_cuda_layout, fprep_request, off, type, field)
 #define PROTO_CHECK_REGISTER_CUDA(off, type, field)                            \
-	PROTO_CHECK(proto_register_cuda_layout, fprep_request, off, type,      \
-	            field)
+	PROTO_CHECK(proto_register_cuda_layout, fprep_request, off, type, field)
 #define PROTO_CHECK_UNREGISTER(off, type, field)                               \
 	PROTO_CHECK(proto_unregister_layout, fprep_request, off, type, field)
 #define PROTO_CHECK_REPLY(off, type, field)                                    \
@@ -658,7 +656,8 @@ static int proto_check_frame(const fprep_request *r, const fprep_limits *lim,
 		                  "payload %llu bytes with input_loc %s: must "
 		                  "be 0",
 		                  (unsigned long long)payload,
-		                  r->input_loc == FPREP_LOC_SHM ? "SHM" : "CUDA");
+		                  r->input_loc == FPREP_LOC_SHM ? "SHM"
+		                                                : "CUDA");
 	if ((err = proto_check_norm(r, msg, n)))
 		return err;
 	if (r->output_loc != FPREP_LOC_INLINE && r->out_capacity < tensor)

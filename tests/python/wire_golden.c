@@ -118,6 +118,29 @@ static int golden_write_all(const char *dir)
 	req.region_id = 5;
 	err |= golden_request(dir, "request_unregister", &req);
 
+	memset(&req, 0, sizeof(req));
+	req.version = FPREP_PROTOCOL_VERSION;
+	req.kind = FPREP_KIND_REGISTER_CUDA;
+	req.request_id = 12;
+	req.region_size = 8u * 3u * 640u * 640u * 4u;
+	req.cuda_offset = 3u * 640u * 640u * 4u + 512u;
+	for (int i = 0; i < FPREP_CUDA_HANDLE_SIZE; i++)
+		req.cuda_handle[i] = (uint8_t)(i * 7 + 1);
+	for (int i = 0; i < FPREP_CUDA_UUID_SIZE; i++)
+		req.cuda_uuid[i] = (uint8_t)(0xf0 - i);
+	err |= golden_request(dir, "request_register_cuda", &req);
+
+	fprep_request_init(&req, FPREP_PIX_BGR8, 1920, 1080);
+	req.request_id = 13;
+	req.input_loc = FPREP_LOC_CUDA;
+	req.output_loc = FPREP_LOC_CUDA;
+	req.in_region = 6;
+	req.out_region = 7;
+	req.in_offset = 1920u * 1080u * 3u;
+	req.out_offset = 2u * 3u * 640u * 640u * 4u;
+	req.out_capacity = 3u * 640u * 640u * 4u;
+	err |= golden_request(dir, "request_frame_cuda", &req);
+
 	memset(&rep, 0, sizeof(rep));
 	rep.version = FPREP_PROTOCOL_VERSION;
 	rep.kind = FPREP_KIND_FRAME;
@@ -246,7 +269,8 @@ static int golden_print_request(const uint8_t *buf, size_t size)
 	       "\"input_loc\": %u, \"output_loc\": %u, \"in_region\": %u, "
 	       "\"out_region\": %u, \"in_offset\": %llu, \"out_offset\": "
 	       "%llu, \"out_capacity\": %llu, \"input_size\": %llu, "
-	       "\"region_size\": %llu, \"region_id\": %u, \"region_name\": ",
+	       "\"region_size\": %llu, \"region_id\": %u, \"cuda_offset\": "
+	       "%llu, \"cuda_handle\": \"",
 	       r.version, r.kind, (unsigned long long)r.request_id,
 	       r.src_format, r.src_width, r.src_height, r.src_stride,
 	       r.out_width, r.out_height, r.resize, r.channel_order, r.dtype,
@@ -258,7 +282,14 @@ static int golden_print_request(const uint8_t *buf, size_t size)
 	       (unsigned long long)r.out_offset,
 	       (unsigned long long)r.out_capacity,
 	       (unsigned long long)r.input_size,
-	       (unsigned long long)r.region_size, r.region_id);
+	       (unsigned long long)r.region_size, r.region_id,
+	       (unsigned long long)r.cuda_offset);
+	for (int i = 0; i < FPREP_CUDA_HANDLE_SIZE; i++)
+		printf("%02x", r.cuda_handle[i]);
+	printf("\", \"cuda_uuid\": \"");
+	for (int i = 0; i < FPREP_CUDA_UUID_SIZE; i++)
+		printf("%02x", r.cuda_uuid[i]);
+	printf("\", \"region_name\": ");
 	golden_print_string(r.region_name);
 	printf("}\n");
 	return 0;

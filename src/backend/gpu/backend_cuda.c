@@ -381,9 +381,9 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 
 	if (FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D0], cb->s_h2d)) ||
 	    (!in_dev &&
-	     FPREP__CUDA(&st, cudaMemcpyAsync(s->d_in, src, rq->input_size,
-	                                      cudaMemcpyHostToDevice,
-	                                      cb->s_h2d))) ||
+	     FPREP__CUDA(&st,
+	                 cudaMemcpyAsync(s->d_in, src, rq->input_size,
+	                                 cudaMemcpyHostToDevice, cb->s_h2d))) ||
 	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D1], cb->s_h2d)) ||
 	    FPREP__CUDA(&st, cudaEventRecord(s->ev_h2d, cb->s_h2d)) ||
 	    FPREP__CUDA(&st, cudaStreamWaitEvent(cb->s_comp, s->ev_h2d, 0)) ||
@@ -395,9 +395,9 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 	    FPREP__CUDA(&st, cudaStreamWaitEvent(cb->s_d2h, s->ev_kern, 0)) ||
 	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_D2H0], cb->s_d2h)) ||
 	    (!out_dev &&
-	     FPREP__CUDA(&st, cudaMemcpyAsync(dst, s->d_out, out_bytes,
-	                                      cudaMemcpyDeviceToHost,
-	                                      cb->s_d2h))) ||
+	     FPREP__CUDA(&st,
+	                 cudaMemcpyAsync(dst, s->d_out, out_bytes,
+	                                 cudaMemcpyDeviceToHost, cb->s_d2h))) ||
 	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_D2H1], cb->s_d2h)) ||
 	    FPREP__CUDA(&st, cudaEventRecord(s->ev_done, cb->s_d2h))) {
 		/* Part of the work may be queued: let it finish before the
@@ -449,10 +449,9 @@ static void cuda_uuid_text(const uint8_t u[FPREP_CUDA_UUID_SIZE], char *buf,
 	size_t n = (size_t)snprintf(buf, size, "GPU-");
 
 	for (int i = 0; i < FPREP_CUDA_UUID_SIZE && n + 3 < size; i++)
-		n += (size_t)snprintf(buf + n, size - n, "%s%02x",
-		                      i == 4 || i == 6 || i == 8 || i == 10 ? "-"
-		                                                          : "",
-		                      u[i]);
+		n += (size_t)snprintf(
+		        buf + n, size - n, "%s%02x",
+		        i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", u[i]);
 }
 
 /* cuda_addr_range_fn: the driver's cuMemGetAddressRange (v2), fetched
@@ -465,9 +464,9 @@ static cuda_addr_range_fn cuda_addr_range(void)
 	enum cudaDriverEntryPointQueryResult q;
 	void *fn = NULL;
 
-	if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn,
-	                                    12000, cudaEnableDefault,
-	                                    &q) != cudaSuccess ||
+	if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000,
+	                                     cudaEnableDefault,
+	                                     &q) != cudaSuccess ||
 	    q != cudaDriverEntryPointSuccess) {
 		(void)cudaGetLastError();
 		return NULL;
@@ -502,7 +501,8 @@ static int cuda_ipc_check(cuda_backend *cb, fprep__memreg *r, uint8_t *p)
 		if (end > (uint64_t)alloc - ((uintptr_t)p - base) ||
 		    base > (uintptr_t)p) {
 			snprintf(r->message, sizeof(r->message),
-			         "cuda_offset %" PRIu64 " + region_size %" PRIu64
+			         "cuda_offset %" PRIu64
+			         " + region_size %" PRIu64
 			         " exceeds the allocation's %zu bytes",
 			         off, r->size, alloc);
 			return FPREP_EINVAL;
@@ -512,8 +512,9 @@ static int cuda_ipc_check(cuda_backend *cb, fprep__memreg *r, uint8_t *p)
 	if (end == UINT64_MAX ||
 	    cudaPointerGetAttributes(&a0, p + off) != cudaSuccess ||
 	    cudaPointerGetAttributes(&a1, p + end - 1) != cudaSuccess ||
-	    a0.type != cudaMemoryTypeDevice || a1.type != cudaMemoryTypeDevice ||
-	    a0.device != cb->device || a1.device != cb->device) {
+	    a0.type != cudaMemoryTypeDevice ||
+	    a1.type != cudaMemoryTypeDevice || a0.device != cb->device ||
+	    a1.device != cb->device) {
 		(void)cudaGetLastError();
 		snprintf(r->message, sizeof(r->message),
 		         "cuda_offset %" PRIu64 " + region_size %" PRIu64
@@ -536,8 +537,8 @@ static void cuda_ipc_run(cuda_backend *cb, fprep__memreg *r, int dev_ok)
 
 	if (r->verb == FPREP__MEMREG_CLOSE) {
 		if (r->u.cuda.opened != NULL)
-			(void)FPREP__CUDA(NULL,
-			                  cudaIpcCloseMemHandle(r->u.cuda.opened));
+			(void)FPREP__CUDA(
+			        NULL, cudaIpcCloseMemHandle(r->u.cuda.opened));
 		r->u.cuda.opened = NULL;
 		r->base = NULL;
 		return;
