@@ -257,9 +257,9 @@ int fprep__regions_register_cuda(fprep__regions *t, const fprep_request *req,
 	n = regions_pipe_count(t, pipe, FPREP__MEMREG_CUDA);
 	if (n >= t->max_cuda_per_pipe) {
 		snprintf(msg, msg_size,
-		         "this connection has %u CUDA regions, the limit "
-		         "max-cuda-regions",
-		         n);
+		         "this connection has %u CUDA regions: the limit "
+		         "is max-cuda-regions %u",
+		         n, t->max_cuda_per_pipe);
 		return FPREP_ELIMIT;
 	}
 	e = regions_new(t, FPREP__MEMREG_CUDA, pipe, req->region_size, msg,

@@ -74,6 +74,11 @@ static int client_error(fprep_client *c, int err, const char *fmt, ...)
 	return err;
 }
 
+int fprep__client_set_error(fprep_client *c, int err, const char *text)
+{
+	return client_error(c, err, "%s", text);
+}
+
 /* client_nng_err translates an nng error. */
 static int client_nng_err(int rv)
 {

@@ -15,4 +15,8 @@
  * connection has been made (tcp:// has no peer credentials). Any thread. */
 int fprep__client_peer_uid(fprep_client *c, uint64_t *uid);
 
+/* fprep__client_set_error records text as the client's last error (what
+ * fprep_client_last_error returns) and returns err. */
+int fprep__client_set_error(fprep_client *c, int err, const char *text);
+
 #endif /* FPREP_CLIENT_INTERNAL_H */
