@@ -198,3 +198,17 @@ def test_gpu_refusals(gpu_daemon):
         r = client.preprocess(np.full((48, 64, 3), 200, np.uint8),
                               size=(32, 32), dtype="uint8")
         assert (r.tensor[:, :, 4:28, :] == 200).all()
+
+
+def test_exported_elements_and_pickle():
+    import pickle
+    exp = cuda.Exported(bytes(range(64)), bytes(16), 1 << 30, 512,
+                        (8, 3, 640, 640), "<f4")
+    assert exp.nbytes == 8 * 3 * 640 * 640 * 4
+    e3 = exp[3]
+    assert e3.shape == (3, 640, 640) and e3.offset == 512 + 3 * 3 * 640 * \
+        640 * 4
+    assert exp[-1].offset == exp[7].offset
+    with pytest.raises(IndexError):
+        exp[8]
+    assert pickle.loads(pickle.dumps(e3)) == e3

@@ -256,14 +256,18 @@ class Client(_Connection):
                 straight into it (no copy through the host; ipc:// and a
                 GPU daemon only). The frame may also be a CUDA uint8
                 (H, W, C) tensor, read where it lies; it must be complete
-                (its stream synchronised). See :mod:`frameprep.cuda`.
+                (its stream synchronised). ``out`` may also be a
+                :class:`~frameprep.cuda.Exported` (``export(batch)[k]``)
+                from another process: the consumer's memory. See
+                :mod:`frameprep.cuda`.
 
         Returns a :class:`~frameprep.Result`; its tensor views the reply
         message (no copy), or for ``out`` is a
         :class:`~frameprep.cuda.CudaTensor` over ``out`` (ready when this
         returns: the daemon replies after the GPU work completed, so no
-        stream synchronisation is needed). Raises :class:`~frameprep.InvalidRequestError`
-        (wrong dtype, shape, format or option, checked before sending, or
+        stream synchronisation is needed; an ``Exported`` out is returned
+        as it is). Raises :class:`~frameprep.InvalidRequestError` (wrong
+        dtype, shape, format or option, checked before sending, or
         refused by the daemon with its message),
         :class:`~frameprep.LimitExceededError` (beyond the daemon's limits,
         checked before sending against INFO, fetched once), and the
@@ -331,7 +335,13 @@ class Client(_Connection):
             src.format, src.width, src.height)
         req.src_stride, req.input_size = src.stride, src.span
         dev_out = None
-        if out is not None:
+        if isinstance(out, cuda.Exported):
+            cuda.check_exported(out, plan)
+            req.output_loc = Location.CUDA
+            req.out_region = regions.region_of_export(out)
+            req.out_offset = out.offset
+            req.out_capacity = plan.tensor_bytes
+        elif out is not None:
             dev_out = cuda.check_out(out, plan)
             req.output_loc = Location.CUDA
             req.out_region, req.out_offset = regions.region_of(dev_out)
@@ -344,6 +354,8 @@ class Client(_Connection):
                                                  dev_out.itemsize),
                                  dev_out.typestr, dev_out.device,
                                  plan.tensor_bytes), out)
+        elif out is not None:
+            tensor = out  # in another process's memory: nothing to view
         else:
             tensor = _core.payload_array(rmsg, rep)
         return _core.make_result(tensor, rep, src)

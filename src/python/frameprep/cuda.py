@@ -373,6 +373,55 @@ def _export(t: CudaTensor) -> Any:
     return _api.PyCapsule_New(addr, b"dltensor", _capsule_destructor)
 
 
+@dataclasses.dataclass(frozen=True)
+class Exported:
+    """A CUDA buffer described for another process (picklable): the
+    allocation's IPC handle and device UUID, the buffer's byte offset in
+    the allocation, its shape and numpy typestr (C-contiguous). A producer
+    passes it (or ``exported[k]``, element k along the first axis) as
+    ``out=`` to :meth:`frameprep.Client.preprocess`, and the daemon writes
+    the tensor straight into the memory of the process that exported it.
+    That process must keep the memory allocated until the producer's
+    connection released its region (``release_cuda``) or closed."""
+
+    handle: bytes
+    uuid: bytes
+    alloc_size: int
+    offset: int
+    shape: tuple[int, ...]
+    typestr: str
+
+    @property
+    def nbytes(self) -> int:
+        n = int(self.typestr[2:])
+        for d in self.shape:
+            n *= d
+        return n
+
+    def __getitem__(self, k: int) -> Exported:
+        n = self.shape[0]
+        if not -n <= k < n:
+            raise IndexError(f"element {k} of {n}")
+        k %= n
+        sub = Exported(self.handle, self.uuid, self.alloc_size, self.offset,
+                       self.shape[1:], self.typestr)
+        return dataclasses.replace(sub, offset=self.offset + k * sub.nbytes)
+
+
+def export(tensor: Any) -> Exported:
+    """Describes a C-contiguous CUDA tensor for another process (see
+    :class:`Exported`). Raises InvalidRequestError (not contiguous),
+    CudaError or ImportError."""
+    from .errors import InvalidRequestError
+    a = describe(tensor)
+    if not a.contiguous():
+        raise InvalidRequestError(f"strides {a.strides} are not "
+                                  f"C-contiguous")
+    alloc = allocation(a.ptr)
+    return Exported(alloc.handle, alloc.uuid, alloc.size,
+                    a.ptr - alloc.base, a.shape, a.typestr)
+
+
 class Regions:
     """One connection's CUDA regions, one per allocation, registered on
     first use (REGISTER_CUDA) and kept until :meth:`release`. ``call``
@@ -380,7 +429,7 @@ class Regions:
 
     def __init__(self, call: Any):
         self._call = call
-        self._by_alloc: dict[tuple[int, int], int] = {}
+        self._by_alloc: dict[tuple[Any, int], int] = {}
         self._lock = threading.Lock()
 
     def region_of(self, arr: DeviceArray) -> tuple[int, int]:
@@ -402,6 +451,23 @@ class Regions:
             with self._lock:
                 self._by_alloc[key] = rid
         return rid, arr.ptr - alloc.base
+
+    def region_of_export(self, exp: Exported) -> int:
+        """The region id of another process's exported allocation,
+        registering it the first time (cached by handle)."""
+        from .protocol import Kind, Request
+        key = (exp.handle, exp.alloc_size)
+        with self._lock:
+            rid = self._by_alloc.get(key)  # type: ignore[call-overload]
+        if rid is None:
+            rep = self._call(Request(kind=Kind.REGISTER_CUDA,
+                                     region_size=exp.alloc_size,
+                                     cuda_offset=0, cuda_handle=exp.handle,
+                                     cuda_uuid=exp.uuid))
+            rid = rep.region_id
+            with self._lock:
+                self._by_alloc[key] = rid  # type: ignore[index]
+        return rid
 
     def count(self) -> int:
         with self._lock:
@@ -457,6 +523,18 @@ def source(frame: Any, format: str | None = None) -> Any:
     src.dev = a  # type: ignore[attr-defined]
     src.stream = a.stream  # type: ignore[attr-defined]
     return src
+
+
+def check_exported(out: Exported, plan: Any) -> None:
+    """Checks an exported ``out`` like :func:`check_out`."""
+    from .errors import InvalidRequestError
+    want = tuple(plan.shape)
+    if out.shape not in (want, want[1:]):
+        raise InvalidRequestError(f"out shape {out.shape} is not {want} or "
+                                  f"{want[1:]}")
+    if out.typestr[1:] != plan.typestr[1:]:
+        raise InvalidRequestError(f"out dtype {out.typestr} is not "
+                                  f"{plan.typestr}")
 
 
 def check_out(out: Any, plan: Any) -> DeviceArray:
