@@ -498,8 +498,8 @@ static int cuda_ipc_check(cuda_backend *cb, fprep__memreg *r, uint8_t *p)
 			         rv);
 			return FPREP_ECUDA;
 		}
-		if (end > (uint64_t)alloc - ((uintptr_t)p - base) ||
-		    base > (uintptr_t)p) {
+		if (base > (uintptr_t)p ||
+		    end > (uint64_t)alloc - ((uintptr_t)p - base)) {
 			snprintf(r->message, sizeof(r->message),
 			         "cuda_offset %" PRIu64
 			         " + region_size %" PRIu64
