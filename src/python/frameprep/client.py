@@ -30,6 +30,12 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT = 30.0
 
 
+def _is_cuda(obj: Any) -> bool:
+    """Whether obj is a CUDA array (frameprep.cuda; nothing imported)."""
+    from .cuda import is_cuda
+    return is_cuda(obj)
+
+
 class _Socket:
     """The REQ socket and its pool of contexts."""
 
@@ -275,7 +281,8 @@ class Client(_Connection):
         """
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
                           std, pad)
-        if out is not None or not isinstance(frame, np.ndarray):
+        if out is not None or (not isinstance(frame, np.ndarray) and
+                               _is_cuda(frame)):
             return self._preprocess_cuda(plan, frame, format, out)
         src = _core.check_frame(frame, format)
         plan.check(src, self.limits())
@@ -376,7 +383,8 @@ class AsyncClient(_Connection):
     """An asyncio connection to frameprepd: the methods of :class:`Client`,
     awaited, so one thread keeps many frames in flight (each request rides
     its own nng context). Same arguments, results and exceptions as
-    :class:`Client`; the constructor dials synchronously. Use ``async with``
+    :class:`Client`, except CUDA tensors (``out=`` and CUDA frames), which
+    only :class:`Client` takes; the constructor dials synchronously. Use ``async with``
     or call :meth:`close`."""
 
     async def __aenter__(self) -> AsyncClient:
@@ -447,8 +455,6 @@ class AsyncClient(_Connection):
         """See :meth:`Client.preprocess`."""
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
                           std, pad)
-        if out is not None or not isinstance(frame, np.ndarray):
-            return self._preprocess_cuda(plan, frame, format, out)
         src = _core.check_frame(frame, format)
         plan.check(src, await self.limits())
         request_id = self._s.next_id()

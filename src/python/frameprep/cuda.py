@@ -263,7 +263,9 @@ def allocation(ptr: int) -> Allocation:
                             "cuMemGetAddressRange")
         handle = _check(drv, drv.cuIpcGetMemHandle(base), "cuIpcGetMemHandle")
         dev = _check(drv, drv.cuCtxGetDevice(), "cuCtxGetDevice")
-        uuid = _check(drv, drv.cuDeviceGetUuid(dev), "cuDeviceGetUuid")
+        get_uuid = getattr(drv, "cuDeviceGetUuid_v2", None) or \
+            drv.cuDeviceGetUuid
+        uuid = _check(drv, get_uuid(dev), "cuDeviceGetUuid")
     finally:
         drv.cuCtxPopCurrent()
     return Allocation(int(base), int(size), _as_bytes(handle.reserved, 64),
