@@ -147,6 +147,19 @@ int main(int argc, char **argv)
 	req.out_capacity = 16 * 12;
 	driver_request(&req, 0);
 
+	req.input_loc = FPREP_LOC_CUDA;
+	req.output_loc = FPREP_LOC_CUDA;
+	driver_request(&req, 0);
+
+	memset(&req, 0, sizeof(req));
+	req.version = FPREP_PROTOCOL_VERSION;
+	req.kind = FPREP_KIND_REGISTER_CUDA;
+	req.region_size = 1u << 20;
+	req.cuda_offset = 512;
+	memset(req.cuda_handle, 0x3c, sizeof(req.cuda_handle));
+	memset(req.cuda_uuid, 0xc3, sizeof(req.cuda_uuid));
+	driver_request(&req, 0);
+
 	memset(&req, 0, sizeof(req));
 	req.version = FPREP_PROTOCOL_VERSION;
 	req.kind = FPREP_KIND_INFO;
