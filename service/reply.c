@@ -57,7 +57,7 @@ void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
 	rep.payload_size =
 	        req->output_loc == FPREP_LOC_INLINE ? job->output_size : 0;
 	rep.tensor_size = job->output_size;
-	if (req->input_loc == FPREP_LOC_SHM)
+	if (req->input_loc != FPREP_LOC_INLINE)
 		rep.flags |= FPREP_REPLY_F_INPUT_RELEASED;
 	fprep_reply_encode(&rep, nng_msg_body(msg));
 }

@@ -118,9 +118,10 @@
  * on that memory has completed: the consumer may read the tensor as soon
  * as it has the reply, with no synchronisation of its own. The producer
  * must have finished writing the frame (synchronised its stream) before it
- * sends the request. Any combination of INLINE, SHM and CUDA input and
- * output is allowed; a region named with a location of the other kind is
- * refused.
+ * sends the request; with CUDA input the reply carries
+ * FPREP_REPLY_F_INPUT_RELEASED. Any combination of INLINE, SHM and CUDA
+ * input and output is allowed; a region named with a location of the
+ * other kind is refused.
  *
  * Shared-memory FRAME requests: input_loc = SHM names (in_region,
  * in_offset, input_size); output_loc = SHM names (out_region, out_offset,
@@ -265,8 +266,8 @@ enum fprep_location {
 #define FPREP_CUDA_HANDLE_SIZE 64 /* bytes of a cudaIpcMemHandle_t */
 #define FPREP_CUDA_UUID_SIZE   16 /* bytes of a CUDA device UUID */
 
-/* Reply flags. */
-#define FPREP_REPLY_F_INPUT_RELEASED 0x1u /* the shm input may be rewritten */
+/* Reply flags. INPUT_RELEASED: the shm or CUDA input may be rewritten. */
+#define FPREP_REPLY_F_INPUT_RELEASED 0x1u
 
 /* fprep_limits: the bounds a daemon enforces on requests. Every size from
  * the wire is checked against these before anything is allocated. */

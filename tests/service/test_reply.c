@@ -124,7 +124,8 @@ static void tensor_inline(void **state)
 	}
 }
 
-/* Shared-memory output: the reply is the header alone, payload_size 0. */
+/* Shared-memory (and CUDA) output: the reply is the header alone,
+ * payload_size 0. */
 static void tensor_shm(void **state)
 {
 	fprep_reply_header rep;
@@ -143,6 +144,18 @@ static void tensor_shm(void **state)
 	assert_int_equal(rep.output_loc, FPREP_LOC_SHM);
 	assert_true(rep.payload_size == 0);
 	assert_true(rep.tensor_size == job.output_size);
+	assert_int_equal(rep.flags, FPREP_REPLY_F_INPUT_RELEASED);
+	nng_msg_free(msg);
+
+	/* CUDA input and output: the same, the input released as well. */
+	job.req.input_loc = FPREP_LOC_CUDA;
+	job.req.output_loc = FPREP_LOC_CUDA;
+	msg = NULL;
+	assert_int_equal(fprep__reply_tensor_alloc(&msg, 0, &tensor), 0);
+	fprep__reply_tensor_finish(msg, &job, 1, 2);
+	reply_decode(msg, FPREP_KIND_FRAME, job.req.request_id, FPREP_OK, &rep);
+	assert_int_equal(rep.output_loc, FPREP_LOC_CUDA);
+	assert_true(rep.payload_size == 0);
 	assert_int_equal(rep.flags, FPREP_REPLY_F_INPUT_RELEASED);
 	nng_msg_free(msg);
 }
