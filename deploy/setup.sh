@@ -29,8 +29,8 @@ build_type=${FPREP_BUILD_TYPE:-Release}
 packages=(
 	build-essential cmake pkg-config
 	libuv1-dev libnng-dev nng-utils libcmocka-dev libinih-dev libstb-dev
-	libsystemd-dev libacl1-dev
-	python3-opencv python3-numpy python3-venv python3-pytest gnuplot-nox
+	libsystemd-dev libacl1-dev libmicrohttpd-dev prometheus
+	python3-opencv python3-numpy python3-venv python3-pytest gnuplot-nox ffmpeg
 	clang-format git ca-certificates
 )
 

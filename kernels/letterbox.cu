@@ -13,7 +13,11 @@
  * std[c] as float32 or float16, or the pixel rounded half up for uint8, in
  * NCHW or NHWC. Pixels outside the resized
  * region take pad_value. The dtype is a separate entry point so each one is
- * specialised; format, order and layout are uniform branches.
+ * specialised; so is the source family (interleaved pixels, NV12, I420,
+ * YUYV): a YUV kernel reads the four neighbours' Y and chroma samples from
+ * the planes, converts each to the RGB8 pixel the CPU reference would
+ * (lb_yuv_pixel, no fused multiply-add, so both agree exactly), and
+ * resizes those, in one pass. Order and layout are uniform branches.
  *
  * The argument block and enum values are in letterbox_abi.h, which NVRTC
  * finds as a named header (no include path).
@@ -80,6 +84,57 @@ __device__ __forceinline__ void lb_axis(unsigned int d, unsigned int n,
 	*w1 = lb_coef(t);
 }
 
+/* lb_yuv_sat rounds a converted value half up and saturates it to
+ * 0..255, as a float. */
+__device__ __forceinline__ float lb_yuv_sat(float v)
+{
+	return fminf(fmaxf(floorf(__fadd_rn(v, 0.5f)), 0.0f), 255.0f);
+}
+
+/* lb_yuv_pixel converts one pixel to RGB with the host's coefficients,
+ * rounding each step as the CPU reference does (ops.h). */
+__device__ __forceinline__ void lb_yuv_pixel(const fprep_letterbox_args &a,
+                                             unsigned int y, unsigned int u,
+                                             unsigned int v, float *rgb)
+{
+	float fy = __fmul_rn(__fsub_rn((float)y, a.yuv[0]), a.yuv[1]);
+	float fu = (float)u - 128.0f, fv = (float)v - 128.0f;
+
+	rgb[0] = lb_yuv_sat(__fadd_rn(fy, __fmul_rn(a.yuv[2], fv)));
+	rgb[1] = lb_yuv_sat(__fadd_rn(__fadd_rn(fy, __fmul_rn(a.yuv[3], fu)),
+	                              __fmul_rn(a.yuv[4], fv)));
+	rgb[2] = lb_yuv_sat(__fadd_rn(fy, __fmul_rn(a.yuv[5], fu)));
+}
+
+/* lb_yuv_fetch converts source pixel (x, y) of a YUV frame to RGB; the
+ * pixel takes the chroma sample of its 2x2 block (NV12, I420) or 2x1 pair
+ * (YUYV). */
+template <int FMT>
+__device__ __forceinline__ void lb_yuv_fetch(const fprep_letterbox_args &a,
+                                             int x, int y, float *rgb)
+{
+	const unsigned char *row = a.src + (size_t)y * a.src_stride;
+	size_t crow = (size_t)(y >> 1) * a.uv_stride;
+	unsigned int yy, u, v;
+
+	if (FMT == LB_PIX_NV12) {
+		const unsigned char *c = a.src + a.u_offset + crow;
+		yy = row[x];
+		u = c[x & ~1];
+		v = c[x | 1];
+	} else if (FMT == LB_PIX_I420) {
+		yy = row[x];
+		u = a.src[a.u_offset + crow + (x >> 1)];
+		v = a.src[a.v_offset + crow + (x >> 1)];
+	} else {
+		yy = row[2 * x];
+		u = row[4 * (x >> 1) + 1];
+		v = row[4 * (x >> 1) + 3];
+	}
+	lb_yuv_pixel(a, yy, u, v, rgb);
+}
+
+template <int FMT>
 __device__ __forceinline__ void lb_body(const fprep_letterbox_args &a,
                                         int dtype)
 {
@@ -100,42 +155,63 @@ __device__ __forceinline__ void lb_body(const fprep_letterbox_args &a,
 		lb_axis(y - a.pad_y, a.src_h, a.resized_h, &y0, &y1, &wy0,
 		        &wy1);
 
-		unsigned int bpp, r, g, b;
-		switch (a.src_format) {
-		case LB_PIX_BGR8:
-			bpp = 3, r = 2, g = 1, b = 0;
-			break;
-		case LB_PIX_RGB8:
-			bpp = 3, r = 0, g = 1, b = 2;
-			break;
-		case LB_PIX_BGRA8:
-			bpp = 4, r = 2, g = 1, b = 0;
-			break;
-		case LB_PIX_RGBA8:
-			bpp = 4, r = 0, g = 1, b = 2;
-			break;
-		default:
-			bpp = 1, r = 0, g = 0, b = 0;
-			break;
-		}
-		unsigned int off[3];
-		if (a.channel_order == LB_ORDER_BGR) {
-			off[0] = b, off[1] = g, off[2] = r;
+		if (FMT != 0) {
+			/* YUV: RGB of the four neighbours, then the blend. */
+			float p00[3], p01[3], p10[3], p11[3];
+			lb_yuv_fetch<FMT>(a, x0, y0, p00);
+			lb_yuv_fetch<FMT>(a, x1, y0, p01);
+			lb_yuv_fetch<FMT>(a, x0, y1, p10);
+			lb_yuv_fetch<FMT>(a, x1, y1, p11);
+			for (unsigned int c = 0; c < 3; c++) {
+				unsigned int o = a.channel_order == LB_ORDER_BGR
+				                         ? 2 - c
+				                         : c;
+				float top = p00[o] * wx0 + p01[o] * wx1;
+				float bot = p10[o] * wx0 + p11[o] * wx1;
+				v[c] = top * wy0 + bot * wy1;
+			}
 		} else {
-			off[0] = r, off[1] = g, off[2] = b;
-		}
+			unsigned int bpp, r, g, b;
+			switch (a.src_format) {
+			case LB_PIX_BGR8:
+				bpp = 3, r = 2, g = 1, b = 0;
+				break;
+			case LB_PIX_RGB8:
+				bpp = 3, r = 0, g = 1, b = 2;
+				break;
+			case LB_PIX_BGRA8:
+				bpp = 4, r = 2, g = 1, b = 0;
+				break;
+			case LB_PIX_RGBA8:
+				bpp = 4, r = 0, g = 1, b = 2;
+				break;
+			default:
+				bpp = 1, r = 0, g = 0, b = 0;
+				break;
+			}
+			unsigned int off[3];
+			if (a.channel_order == LB_ORDER_BGR) {
+				off[0] = b, off[1] = g, off[2] = r;
+			} else {
+				off[0] = r, off[1] = g, off[2] = b;
+			}
 
-		const unsigned char *row0 = a.src + (size_t)y0 * a.src_stride;
-		const unsigned char *row1 = a.src + (size_t)y1 * a.src_stride;
-		const unsigned char *p00 = row0 + (size_t)x0 * bpp;
-		const unsigned char *p01 = row0 + (size_t)x1 * bpp;
-		const unsigned char *p10 = row1 + (size_t)x0 * bpp;
-		const unsigned char *p11 = row1 + (size_t)x1 * bpp;
-		for (unsigned int c = 0; c < nch; c++) {
-			unsigned int o = off[c];
-			float top = (float)p00[o] * wx0 + (float)p01[o] * wx1;
-			float bot = (float)p10[o] * wx0 + (float)p11[o] * wx1;
-			v[c] = top * wy0 + bot * wy1;
+			const unsigned char *row0 =
+			        a.src + (size_t)y0 * a.src_stride;
+			const unsigned char *row1 =
+			        a.src + (size_t)y1 * a.src_stride;
+			const unsigned char *p00 = row0 + (size_t)x0 * bpp;
+			const unsigned char *p01 = row0 + (size_t)x1 * bpp;
+			const unsigned char *p10 = row1 + (size_t)x0 * bpp;
+			const unsigned char *p11 = row1 + (size_t)x1 * bpp;
+			for (unsigned int c = 0; c < nch; c++) {
+				unsigned int o = off[c];
+				float top = (float)p00[o] * wx0 +
+				            (float)p01[o] * wx1;
+				float bot = (float)p10[o] * wx0 +
+				            (float)p11[o] * wx1;
+				v[c] = top * wy0 + bot * wy1;
+			}
 		}
 	} else {
 		v[0] = v[1] = v[2] = a.pad_value;
@@ -160,17 +236,18 @@ __device__ __forceinline__ void lb_body(const fprep_letterbox_args &a,
 	}
 }
 
-extern "C" __global__ void fprep_letterbox_f32(fprep_letterbox_args a)
-{
-	lb_body(a, LB_DTYPE_F32);
-}
+/* The entry points: one per source family and dtype. */
+#define LB_ENTRY(name, fmt, dtype)                                             \
+	extern "C" __global__ void name(fprep_letterbox_args a)                \
+	{                                                                      \
+		lb_body<fmt>(a, dtype);                                        \
+	}
+#define LB_ENTRIES(prefix, fmt)                                                \
+	LB_ENTRY(prefix##_f32, fmt, LB_DTYPE_F32)                              \
+	LB_ENTRY(prefix##_f16, fmt, LB_DTYPE_F16)                              \
+	LB_ENTRY(prefix##_u8, fmt, LB_DTYPE_U8)
 
-extern "C" __global__ void fprep_letterbox_f16(fprep_letterbox_args a)
-{
-	lb_body(a, LB_DTYPE_F16);
-}
-
-extern "C" __global__ void fprep_letterbox_u8(fprep_letterbox_args a)
-{
-	lb_body(a, LB_DTYPE_U8);
-}
+LB_ENTRIES(fprep_letterbox, 0)
+LB_ENTRIES(fprep_letterbox_nv12, LB_PIX_NV12)
+LB_ENTRIES(fprep_letterbox_i420, LB_PIX_I420)
+LB_ENTRIES(fprep_letterbox_yuyv, LB_PIX_YUYV)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "reply.h"
 #include "server_internal.h"
 
@@ -41,6 +42,7 @@ void fprep__slot_send(fprep__slot *s, nng_msg *msg)
 		s->counted = 0;
 	}
 	s->state = FPREP__SLOT_SEND;
+	fprep__metrics_reply(nng_msg_body(msg), nng_msg_len(msg));
 	nng_aio_set_msg(s->aio, msg);
 	nng_aio_set_timeout(s->aio, timeout_ms);
 	nng_ctx_send(s->ctx, s->aio);

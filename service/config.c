@@ -48,6 +48,7 @@ enum config_key {
 	KEY_MAX_SHM_BYTES,
 	KEY_ALLOW_CUDA_REGIONS,
 	KEY_MAX_CUDA_REGIONS,
+	KEY_METRICS_LISTEN,
 	KEY_COUNT,
 	/* Command-line only. */
 	KEY_CONFIG = 'c',
@@ -173,6 +174,11 @@ static const struct config_option config_options[KEY_COUNT] = {
                              "ipc:// socket file mode, octal: 600, 660 "
                              "(a group) or 666",
                              {0, 0}},
+        [KEY_METRICS_LISTEN] = {"metrics-listen",
+                                "HOST:PORT|off",
+                                "serve Prometheus metrics on "
+                                "http://HOST:PORT/metrics",
+                                {0, 65535}},
         [KEY_LOG_LEVEL] = {"log-level",
                            "LEVEL",
                            "err, warning, notice, info or debug",
@@ -218,7 +224,9 @@ void fprep__config_fini(fprep__config *cfg)
 	free(cfg->config_file);
 	free(cfg->kernel_dir);
 	free(cfg->kernel_cache);
+	free(cfg->metrics_listen);
 	cfg->config_file = NULL;
+	cfg->metrics_listen = NULL;
 	cfg->kernel_dir = NULL;
 	cfg->kernel_cache = NULL;
 }
@@ -274,6 +282,31 @@ static int config_listen(fprep__config *cfg, const char *url, const char *where,
 	}
 	strcpy(cfg->listen[cfg->nlisten++], url);
 	return 0;
+}
+
+/* config_metrics_listen takes HOST:PORT (HOST may be empty or [v6]) or
+ * off; the host is resolved when the endpoint opens. */
+static int config_metrics_listen(fprep__config *cfg, const char *val,
+                                 const char *where, FILE *err)
+{
+	const char *colon = strrchr(val, ':');
+	uint64_t port;
+
+	if (strcmp(val, "off") == 0) {
+		free(cfg->metrics_listen);
+		cfg->metrics_listen = NULL;
+		return 0;
+	}
+	if (colon == NULL ||
+	    config_uint(colon + 1, config_options[KEY_METRICS_LISTEN].range,
+	                &port) != 0) {
+		fprintf(err,
+		        "frameprepd: %s: '%s' is not HOST:PORT (port "
+		        "0..65535) or off\n",
+		        where, val);
+		return -1;
+	}
+	return config_string(&cfg->metrics_listen, val);
 }
 
 /* config_set applies one setting; where names its origin in errors. */
@@ -336,6 +369,8 @@ static int config_set(fprep__config *cfg, enum config_key key, const char *val,
 		}
 		cfg->socket_mode = (int)strtol(val, NULL, 8);
 		return 0;
+	case KEY_METRICS_LISTEN:
+		return config_metrics_listen(cfg, val, where, err);
 	case KEY_LOG_LEVEL:
 		level = fprep__log_parse_level(val);
 		if (level < 0) {
@@ -511,6 +546,10 @@ static void config_default(const fprep__config *cfg, enum config_key key,
 		break;
 	case KEY_SOCKET_MODE:
 		snprintf(buf, size, "%03o", (unsigned)cfg->socket_mode);
+		break;
+	case KEY_METRICS_LISTEN:
+		snprintf(buf, size, "%s",
+		         cfg->metrics_listen ? cfg->metrics_listen : "off");
 		break;
 	case KEY_LOG_LEVEL:
 		snprintf(buf, size, "%s", config_level_names[cfg->log_level]);

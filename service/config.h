@@ -43,6 +43,7 @@ typedef struct fprep__config {
 	uint64_t max_shm_bytes;    /* all regions together */
 	int allow_cuda_regions;    /* 0: REGISTER_CUDA refused */
 	unsigned max_cuda_regions; /* CUDA regions per connection */
+	char *metrics_listen;      /* HOST:PORT of /metrics; NULL: off */
 } fprep__config;
 
 /* Results of fprep__config_parse besides 0 (run). */

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "server_internal.h"
 
 /* conns_pipe_ev: a connection closed (its regions go); ev.kind is
@@ -63,6 +64,7 @@ void fprep__slot_release(fprep__slot *s)
 
 	if (c == NULL)
 		return;
+	fprep__metrics_request_end();
 	c->held--;
 	if (s->counted)
 		c->inflight--;

@@ -46,6 +46,7 @@
 #include "clock.h"
 #include "frameprep/frameprep.h"
 #include "log.h"
+#include "metrics.h"
 
 /* SP protocol number of REQ v0, sent in the handshake. */
 #define INGRESS_SP_REQ0 0x30
@@ -253,14 +254,19 @@ static void ingress_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 				in->cap = in->cap * 2 + 16;
 			}
 		}
-		if (in->npeers < in->cap)
+		if (in->npeers < in->cap) {
 			in->peers[in->npeers++] = peer;
+			if (peer.pid != in->self_pid)
+				fprep__metrics_connection(1);
+		}
 		if (peer.pid == in->self_pid)
 			in->self_added++;
 	} else if (ev == NNG_PIPE_EV_REM_POST) {
 		for (size_t i = 0; i < in->npeers; i++) {
 			if (nng_pipe_id(in->peers[i].pipe) == nng_pipe_id(p)) {
 				peer = in->peers[i];
+				if (peer.pid != in->self_pid)
+					fprep__metrics_connection(-1);
 				ingress_peer_closed(in, &peer);
 				in->peers[i] = in->peers[--in->npeers];
 				break;

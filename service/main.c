@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "config.h"
 #include "log.h"
+#include "metrics.h"
 #include "server.h"
 #include "shm_region.h"
 
@@ -131,7 +132,18 @@ int main(int argc, char **argv)
 		fprep__config_fini(&cfg);
 		return 1;
 	}
+	if (cfg.metrics_listen != NULL) {
+		if (fprep__metrics_open(cfg.metrics_listen, device) != 0) {
+			fprep__log(FPREP_LOG_ERR, "frameprepd: no metrics "
+			                          "endpoint: exiting");
+			backend->close(backend, cfg.shutdown_timeout_ms);
+			fprep__config_fini(&cfg);
+			return 1;
+		}
+		fprep__metrics_set_backend(backend);
+	}
 	rv = fprep__server_run(&cfg, backend, device);
+	fprep__metrics_close();
 	fprep__config_fini(&cfg);
 	return rv;
 }

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "metrics.h"
 
 enum regions_state { ENTRY_OPENING, ENTRY_OPEN, ENTRY_RETIRED, ENTRY_CLOSING };
 
@@ -35,6 +36,7 @@ struct fprep__regions_entry {
 	int state;            /* enum regions_state */
 	int dropped;          /* OPENING: its connection closed meanwhile */
 	unsigned users;       /* requests in flight that use it */
+	int metered;          /* counted in the metrics: 1 + pinned */
 	fprep__regions_cb cb; /* told when the operation it waits for ends */
 	void *cb_data;
 	fprep__regions_entry *next;
@@ -228,7 +230,8 @@ int fprep__regions_register(fprep__regions *t, const char *name, uint64_t size,
 	return 0;
 }
 
-int fprep__regions_register_cuda(fprep__regions *t, const fprep_request *req,
+int fprep__regions_register_cuda(fprep__regions *t,
+                                 const fprep_register_request *req,
                                  uint32_t pipe, fprep__regions_cb cb,
                                  void *data, char *msg, size_t msg_size)
 {
@@ -320,6 +323,8 @@ static void regions_opened(fprep__regions *t, fprep__regions_entry *e)
 	e->next = t->head;
 	t->head = e;
 	fprep__memreg_describe(&e->r, what, sizeof(what));
+	e->metered = 1 + (e->r.pinned != 0);
+	fprep__metrics_region(1, e->r.size, e->metered == 2);
 	fprep__log(FPREP_LOG_INFO,
 	           "region %" PRIu32 " (%s, %" PRIu64
 	           " bytes%s) registered by connection %" PRIu32,
@@ -341,6 +346,8 @@ static void regions_closed(fprep__regions *t, fprep__regions_entry *e)
 	regions_unlink(&t->other, e);
 	t->bytes -= regions_host_bytes(e);
 	fprep__memreg_describe(&e->r, what, sizeof(what));
+	if (e->metered)
+		fprep__metrics_region(-1, e->r.size, e->metered == 2);
 	if (id != 0)
 		fprep__log(FPREP_LOG_INFO,
 		           "region %" PRIu32 " (%s, %" PRIu64
@@ -499,6 +506,8 @@ unsigned fprep__regions_fini(fprep__regions *t)
 			t->other = e->next;
 		fprep__memreg_unmap(&e->r);
 		t->bytes -= regions_host_bytes(e);
+		if (e->metered)
+			fprep__metrics_region(-1, e->r.size, e->metered == 2);
 		free(e);
 		n++;
 	}

@@ -76,7 +76,8 @@ void fprep__regions_set_cuda(fprep__regions *t, int allow,
  * the backend's lane of that device, which checks the UUID and the
  * allocation. Returns 0 and cb follows, or an error with msg (FPREP_EPERM
  * when CUDA regions are off). */
-int fprep__regions_register_cuda(fprep__regions *t, const fprep_request *req,
+int fprep__regions_register_cuda(fprep__regions *t,
+                                 const fprep_register_request *req,
                                  uint32_t pipe, fprep__regions_cb cb,
                                  void *data, char *msg, size_t msg_size);
 

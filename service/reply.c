@@ -32,7 +32,6 @@ void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
 {
 	const fprep_request *req = &job->req;
 	fprep_reply_header rep;
-	uint64_t bytes = 0;
 
 	memset(&rep, 0, sizeof(rep));
 	rep.version = FPREP_PROTOCOL_VERSION;
@@ -43,7 +42,7 @@ void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
 	rep.layout = req->layout;
 	rep.ndim = 4;
 	rep.output_loc = req->output_loc;
-	fprep_tensor_shape(req, rep.shape, &bytes);
+	memcpy(rep.shape, job->shape, sizeof(rep.shape));
 	rep.scale_x = job->xf.scale_x;
 	rep.scale_y = job->xf.scale_y;
 	rep.pad_x = (float)job->xf.pad_x;

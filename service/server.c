@@ -25,6 +25,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "metrics.h"
 #include "server_internal.h"
 
 void fprep__server_notify(const char *state)
@@ -144,6 +145,7 @@ int fprep__server_run(const fprep__config *cfg, fprep__backend *backend,
 
 	srv = calloc(1, sizeof(*srv));
 	if (srv == NULL) {
+		fprep__metrics_set_backend(NULL);
 		backend->close(backend, cfg->shutdown_timeout_ms);
 		return 1;
 	}

@@ -22,6 +22,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "metrics.h"
 #include "server_internal.h"
 
 /* Added to --shutdown-timeout-ms for the watchdog: closing the backend, the
@@ -50,6 +51,7 @@ void fprep__server_close_backend(fprep__server *srv, int timeout_ms)
 {
 	if (srv->backend == NULL)
 		return;
+	fprep__metrics_set_backend(NULL);
 	srv->backend->close(srv->backend, timeout_ms);
 	srv->backend = NULL;
 	fprep__regions_detach(&srv->regions);

@@ -25,6 +25,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "metrics.h"
 #include "reply.h"
 #include "server_internal.h"
 
@@ -170,7 +171,7 @@ static void slot_park(fprep__slot *s, nng_msg *msg, int rv, const char *why)
 /* slot_register hands a REGISTER to the regions module, which answers
  * through slot_region_done. */
 static void slot_register(fprep__slot *s, nng_msg *msg,
-                          const fprep_request *req)
+                          const fprep_register_request *req)
 {
 	fprep__server *srv = s->srv;
 	nng_pipe pipe = nng_msg_get_pipe(msg);
@@ -196,7 +197,7 @@ static void slot_register(fprep__slot *s, nng_msg *msg,
  * answers through slot_region_done. Like shared memory, only over ipc://:
  * a handle means nothing on another host. */
 static void slot_register_cuda(fprep__slot *s, nng_msg *msg,
-                               const fprep_request *req)
+                               const fprep_register_request *req)
 {
 	fprep__server *srv = s->srv;
 	nng_pipe pipe = nng_msg_get_pipe(msg);
@@ -220,7 +221,7 @@ static void slot_register_cuda(fprep__slot *s, nng_msg *msg,
 /* slot_unregister hands an UNREGISTER to the regions module: the reply
  * goes once the daemon no longer touches the region. */
 static void slot_unregister(fprep__slot *s, nng_msg *msg,
-                            const fprep_request *req)
+                            const fprep_register_request *req)
 {
 	fprep__server *srv = s->srv;
 	uint32_t pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
@@ -239,8 +240,7 @@ static void slot_submit(fprep__slot *s, nng_msg *msg, const fprep_request *req)
 	fprep__server *srv = s->srv;
 	fprep__job *job = &s->job;
 	char why[FPREP_MESSAGE_SIZE];
-	uint32_t shape[4];
-	uint64_t bytes = 0;
+	uint64_t bytes;
 	uint8_t *tensor = NULL;
 	nng_msg *rep = NULL;
 	int rv;
@@ -248,11 +248,15 @@ static void slot_submit(fprep__slot *s, nng_msg *msg, const fprep_request *req)
 	fprep__memreg *in = NULL, *out = NULL;
 	uint32_t pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
 
-	rv = fprep_tensor_shape(req, shape, &bytes);
+	/* Shape, size and transform are decided here, once. */
+	memset(job, 0, sizeof(*job));
+	job->req = *req;
+	rv = fprep__job_plan(job);
 	if (rv != 0) {
 		fprep__slot_fail(s, msg, rv, "tensor shape: invalid request");
 		return;
 	}
+	bytes = job->output_size;
 	if (req->input_loc != FPREP_LOC_INLINE &&
 	    (in = slot_region(s, msg, req->input_loc, req->in_region, pipe,
 	                      req->in_offset, req->input_size, "in")) == NULL)
@@ -270,8 +274,6 @@ static void slot_submit(fprep__slot *s, nng_msg *msg, const fprep_request *req)
 		fprep__slot_fail(s, msg, rv, why);
 		return;
 	}
-	memset(job, 0, sizeof(*job));
-	job->req = *req;
 	job->input =
 	        (const uint8_t *)nng_msg_body(msg) + FPREP_REQUEST_HEADER_SIZE;
 	job->output = tensor;
@@ -284,11 +286,11 @@ static void slot_submit(fprep__slot *s, nng_msg *msg, const fprep_request *req)
 	}
 	if (out != NULL) {
 		job->output = out->base + req->out_offset;
+		job->output_pinned = out->pinned;
 		job->output_device = fprep__memreg_on_device(out);
 		job->out_region = out;
 		fprep__regions_use(out);
 	}
-	job->output_size = bytes;
 	job->done = slot_job_done;
 	job->data = s;
 	s->req_msg = msg;
@@ -312,11 +314,13 @@ static void slot_received(fprep__slot *s)
 	fprep__server *srv = s->srv;
 	nng_msg *msg = nng_aio_get_msg(s->aio);
 	char why[FPREP_MESSAGE_SIZE], *info;
+	fprep_register_request reg;
 	fprep_request req;
 	nng_msg *rep;
 	int rv;
 
 	s->t_recv_ns = fprep__now_ns();
+	fprep__metrics_request(nng_msg_len(msg));
 	fprep__ingress_request(&srv->ingress, nng_msg_get_pipe(msg));
 	if (fprep__slot_admit(s, msg) != 0)
 		return;
@@ -363,13 +367,20 @@ static void slot_received(fprep__slot *s)
 		fprep__slot_answer(s, rep, "INFO");
 		return;
 	case FPREP_KIND_REGISTER:
-		slot_register(s, msg, &req);
-		return;
-	case FPREP_KIND_REGISTER_CUDA:
-		slot_register_cuda(s, msg, &req);
-		return;
 	case FPREP_KIND_UNREGISTER:
-		slot_unregister(s, msg, &req);
+	case FPREP_KIND_REGISTER_CUDA:
+		/* Checked by fprep_request_decode already: cannot fail. */
+		rv = fprep_register_request_decode(nng_msg_body(msg),
+		                                   nng_msg_len(msg), &reg, why,
+		                                   sizeof(why));
+		if (rv != 0)
+			fprep__slot_fail(s, msg, rv, why);
+		else if (reg.kind == FPREP_KIND_REGISTER)
+			slot_register(s, msg, &reg);
+		else if (reg.kind == FPREP_KIND_REGISTER_CUDA)
+			slot_register_cuda(s, msg, &reg);
+		else
+			slot_unregister(s, msg, &reg);
 		return;
 	default:
 		snprintf(why, sizeof(why), "kind: %u is not supported",

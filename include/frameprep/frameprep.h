@@ -126,6 +126,17 @@ typedef struct fprep_client fprep_client;
  * a peer of another user are dropped likewise. A URL given explicitly is
  * trusted as given. The dial is synchronous: it fails with
  * FPREP_ETRANSPORT when nobody listens.
+ *
+ * url may list several daemons, comma-separated ("ipc:///a.sock,tcp://h:5555",
+ * at most 16): one socket dials them all, and nng spreads the requests over
+ * the connections and resends a request to another daemon when its
+ * connection closes (the daemon died) or no reply came within half of
+ * timeout_ms (at least 1 s). A request is then answered once but may be
+ * processed twice (at least once). The open succeeds when one daemon
+ * answers; the others are dialled again in the background. Shared memory
+ * (fprep_region_open, fprep_ring_open) is refused with FPREP_EUNSUPPORTED
+ * on such a client, and its limits (fprep_client_limits) are those of the
+ * daemon that answered the INFO.
  * fprep_client_last_error(NULL) says why in each case. timeout_ms bounds
  * each request's wait for its reply (0: 30 s). Release with
  * fprep_client_close. */
@@ -222,6 +233,17 @@ FPREP_EXTERN int fprep_pending_done(const fprep_pending *p);
  * fprep_client_request, and frees p. */
 FPREP_EXTERN int fprep_pending_wait(fprep_pending *p, fprep_result *res);
 
+/* fprep_client_register sends a REGISTER, UNREGISTER or REGISTER_CUDA
+ * request *req, assigning its version and request id, and stores the reply
+ * in *res (free it with fprep_result_fini): the daemon's status is
+ * res->header.status and, after a REGISTER or REGISTER_CUDA, the new
+ * region's id res->header.region_id. Most programs use fprep_region_open,
+ * fprep_region_open_cuda and fprep_region_close instead. Returns 0 or a
+ * transport error, like fprep_client_request. */
+FPREP_EXTERN int fprep_client_register(fprep_client *client,
+                                       fprep_register_request *req,
+                                       fprep_result *res);
+
 /* fprep_client_info asks the daemon what it runs. On success res->payload
  * holds payload_size bytes of "key: value" lines (NUL-terminated as a
  * convenience; the NUL is not counted). */
@@ -265,10 +287,10 @@ FPREP_EXTERN int fprep_region_open(fprep_region **rp, fprep_client *client,
  * CUDA). A frame must be complete in device memory (its stream
  * synchronised) before its request is sent; a tensor is complete when the
  * reply arrives. Offsets in requests count from dptr. Returns 0, or
- * FPREP_EUNSUPPORTED (no CUDA driver here, tcp://, or a daemon on the CPU
- * backend), FPREP_EINVAL (not device memory, size 0 or past its
- * allocation, memory without an IPC handle, a daemon on another GPU),
- * FPREP_EPERM (the daemon runs with --allow-cuda-regions=false),
+ * FPREP_EUNSUPPORTED (no CUDA driver here, tcp://, a client of several
+ * daemons, or a daemon on the CPU backend), FPREP_EINVAL (not device memory,
+ * size 0 or past its allocation, memory without an IPC handle, a daemon on
+ * another GPU), FPREP_EPERM (the daemon runs with --allow-cuda-regions=false),
  * FPREP_ELIMIT (--max-cuda-regions), FPREP_EREGION, FPREP_ECUDA, or the
  * transport errors of fprep_client_request; fprep_client_last_error says
  * why. Same thread rules as client. */

@@ -18,10 +18,12 @@
  *     6  u16 kind           enum fprep_kind
  *     8  u64 request_id     chosen by the client, echoed in the reply
  *    16  u16 src_format     enum fprep_pixel_format of the source frame
- *    18  u16 reserved
+ *    18  u8  yuv_matrix     enum fprep_yuv_matrix (YUV formats; 0 = BT.601)
+ *    19  u8  yuv_range      enum fprep_yuv_range (YUV formats; 0 = limited)
  *    20  u32 src_width      source width in pixels, 1..limit
  *    24  u32 src_height     source height in pixels, 1..limit
  *    28  u32 src_stride     bytes from one row to the next, >= width * bpp
+ *                           (NV12, I420: rows of the Y plane)
  *    32  u32 out_width      tensor width in pixels, 1..limit
  *    36  u32 out_height     tensor height in pixels, 1..limit
  *    40  u8  resize         enum fprep_resize
@@ -34,7 +36,9 @@
  *    64  f32 std[3]         divisor after the mean, per tensor channel, > 0
  *    76  u8  input_loc      enum fprep_location of the source frame
  *    77  u8  output_loc     enum fprep_location of the tensor
- *    78  u16 reserved
+ *    78  u16 uv_stride      NV12, I420: bytes from one chroma row to the
+ *                           next, >= width (NV12) or width / 2 (I420);
+ *                           so chroma rows span at most 65535 bytes
  *    80  u32 in_region      region id (input_loc SHM or CUDA), else 0
  *    84  u32 out_region     region id (output_loc SHM or CUDA), else 0
  *    88  u64 in_offset      byte offset of the frame in in_region
@@ -44,8 +48,10 @@
  *   112  u64 input_size     bytes of the source frame: the inline payload
  *                           (which must be exactly this long) or the bytes at
  *                           in_offset; must be >= stride * (height - 1) +
- *                           width * bpp
- *   120  u64 reserved
+ *                           width * bpp, and hold every plane (below)
+ *   120  u32 u_offset       NV12: the UV plane, I420: the U plane; bytes
+ *                           from the start of the frame (the Y plane)
+ *   124  u32 v_offset       I420: the V plane, bytes from the frame start
  *   128  ...                inline payload (input_loc == FPREP_LOC_INLINE)
  *
  * The tensor is normalised as out = (pixel * scale - mean[c]) / std[c], with
@@ -53,6 +59,41 @@
  * scale = 1/255, mean = 0, std = 1. FPREP_DTYPE_U8 tensors carry the resized
  * pixels rounded to the nearest integer, before normalisation, so scale,
  * mean and std must keep their defaults (1/255, 0, 1) or be (1, 0, 1).
+ *
+ * YUV sources (src_format NV12, I420, YUYV)
+ *   The frame starts with the Y plane (NV12, I420: src_height rows of
+ *   src_stride bytes, one byte per pixel) or the packed rows (YUYV:
+ *   src_height rows of src_stride bytes, Y0 U Y1 V for each pixel pair).
+ *   NV12 has a UV plane at u_offset: src_height/2 rows of uv_stride bytes,
+ *   U V interleaved for each 2x2 block. I420 has a U plane at u_offset and
+ *   a V plane at v_offset: src_height/2 rows of uv_stride bytes each, one
+ *   byte per 2x2 block. Decoders pad (a 1080-row frame stored as 1088 rows,
+ *   a pitch of 2048): say so with the offsets and strides. Each plane must
+ *   lie inside input_size and the chroma planes start at or after the end
+ *   of the Y plane. NV12 and I420 need an even width and height, YUYV an
+ *   even width. YUYV ignores uv_stride, u_offset and v_offset, NV12
+ *   v_offset; the other formats ignore all five YUV fields (old clients
+ *   write them as zero).
+ *
+ *   Chroma: the 2x2 block (NV12, I420) or the 2x1 pair (YUYV) whose top-left
+ *   pixel has even coordinates shares one chroma sample, which every pixel
+ *   of the block uses as it is (no chroma interpolation), as OpenCV's
+ *   cvtColor COLOR_YUV2RGB_NV12 / _I420 / _YUY2 does.
+ *
+ *   Each pixel is converted to RGB with the equations of ITU-R BT.601-7
+ *   (Kr = 0.299, Kb = 0.114), BT.709-6 (Kr = 0.2126, Kb = 0.0722) or
+ *   BT.2020-2 non-constant luminance (Kr = 0.2627, Kb = 0.0593), Kg = 1 -
+ *   Kr - Kb:
+ *     limited range: Y' = (Y - 16) / 219, Cb = (U - 128) / 224,
+ *                    Cr = (V - 128) / 224
+ *     full range:    Y' = Y / 255, Cb = (U - 128) / 255, Cr = (V - 128) / 255
+ *     R = Y' + 2 (1 - Kr) Cr
+ *     G = Y' - 2 Kb (1 - Kb) / Kg Cb - 2 Kr (1 - Kr) / Kg Cr
+ *     B = Y' + 2 (1 - Kb) Cb
+ *   and each of R, G, B is scaled by 255, rounded half up and saturated to
+ *   0..255 (float arithmetic; the exact steps are in src/ops.h). The RGB8
+ *   image is then letterboxed or stretched exactly as an RGB8 source would
+ *   be. BT.601 limited range is what OpenCV's COLOR_YUV2RGB_NV12 does.
  *
  * Request kinds
  *   FRAME   the header above plus the frame; answered with the tensor.
@@ -77,8 +118,9 @@
  *           connection: it is unmapped (and unpinned) when the connection
  *           closes, on UNREGISTER, or when the daemon stops.
  *   UNREGISTER  header field 16 u32 region_id. Requests already using the
- *           region finish first; the reply comes at once. Works for both
- *           kinds of region.
+ *           region finish first; the reply comes once the daemon has
+ *           unmapped (and unpinned) it and no longer touches the memory.
+ *           Works for both kinds of region.
  *   REGISTER_CUDA  opens a client's device memory through a CUDA IPC
  *           handle (ipc:// connections only). Header fields after
  *           request_id:
@@ -209,15 +251,34 @@ enum fprep_kind {
 	FPREP_KIND_REGISTER_CUDA = 6,
 };
 
-/* fprep_pixel_format: layout of one source pixel, interleaved, 8 bits per
- * channel. GRAY8 has one channel; BGR8/RGB8 three; BGRA8/RGBA8 four (alpha
- * is ignored). */
+/* fprep_pixel_format: layout of the source frame, 8 bits per sample.
+ * GRAY8 has one channel; BGR8/RGB8 three; BGRA8/RGBA8 four (alpha is
+ * ignored), interleaved. NV12, I420 (4:2:0, planar) and YUYV (4:2:2,
+ * packed) are the YUV formats described above. */
 enum fprep_pixel_format {
 	FPREP_PIX_BGR8 = 1,
 	FPREP_PIX_RGB8 = 2,
 	FPREP_PIX_BGRA8 = 3,
 	FPREP_PIX_RGBA8 = 4,
 	FPREP_PIX_GRAY8 = 5,
+	FPREP_PIX_NV12 = 6,
+	FPREP_PIX_I420 = 7,
+	FPREP_PIX_YUYV = 8,
+};
+
+/* fprep_yuv_matrix: the colour matrix of a YUV source. 0 on the wire means
+ * BT.601. */
+enum fprep_yuv_matrix {
+	FPREP_MATRIX_BT601 = 1,
+	FPREP_MATRIX_BT709 = 2,
+	FPREP_MATRIX_BT2020 = 3, /* non-constant luminance */
+};
+
+/* fprep_yuv_range: the quantisation range of a YUV source. LIMITED: Y in
+ * 16..235, U and V in 16..240; FULL: 0..255. 0 on the wire means LIMITED. */
+enum fprep_yuv_range {
+	FPREP_RANGE_LIMITED = 1,
+	FPREP_RANGE_FULL = 2,
 };
 
 /* fprep_resize: how the source is fitted to the tensor.
@@ -287,6 +348,8 @@ typedef struct fprep_request {
 	uint16_t kind;
 	uint64_t request_id;
 	uint16_t src_format;
+	uint8_t yuv_matrix;
+	uint8_t yuv_range;
 	uint32_t src_width;
 	uint32_t src_height;
 	uint32_t src_stride;
@@ -302,20 +365,33 @@ typedef struct fprep_request {
 	float std[3];
 	uint8_t input_loc;
 	uint8_t output_loc;
+	uint16_t uv_stride;
 	uint32_t in_region;
 	uint32_t out_region;
 	uint64_t in_offset;
 	uint64_t out_offset;
 	uint64_t out_capacity;
 	uint64_t input_size;
-	/* REGISTER / UNREGISTER / REGISTER_CUDA */
-	uint64_t region_size;
-	uint32_t region_id;
-	char region_name[FPREP_REGION_NAME_MAX + 1]; /* NUL-terminated */
+	uint32_t u_offset;
+	uint32_t v_offset;
+} fprep_request;
+
+/* fprep_register_request: a decoded REGISTER, UNREGISTER or REGISTER_CUDA
+ * request (see the kinds above), in host byte order. */
+typedef struct fprep_register_request {
+	uint16_t version;
+	uint16_t kind; /* FPREP_KIND_REGISTER, _UNREGISTER or _REGISTER_CUDA */
+	uint64_t request_id;
+	uint64_t region_size; /* REGISTER: bytes to map; REGISTER_CUDA: of the
+	                       * client's buffer */
+	uint32_t region_id;   /* UNREGISTER: the region to drop */
+	char region_name[FPREP_REGION_NAME_MAX + 1]; /* REGISTER; NUL-ended */
+	/* REGISTER_CUDA: the buffer's offset from its allocation's base, the
+	 * allocation's cudaIpcMemHandle_t and its device's UUID. */
 	uint64_t cuda_offset;
 	uint8_t cuda_handle[FPREP_CUDA_HANDLE_SIZE];
 	uint8_t cuda_uuid[FPREP_CUDA_UUID_SIZE];
-} fprep_request;
+} fprep_register_request;
 
 /* fprep_reply_header: a decoded reply header, in host byte order. */
 typedef struct fprep_reply_header {
@@ -345,20 +421,33 @@ typedef struct fprep_reply_header {
 	char message[FPREP_MESSAGE_SIZE]; /* always NUL-terminated */
 } fprep_reply_header;
 
-/* fprep_pixel_bytes returns the bytes per pixel of a format, or 0 for an
- * unknown format. */
+/* fprep_pixel_bytes returns the bytes per pixel of a format's rows at
+ * src_stride (for NV12 and I420 those of the Y plane: 1; YUYV: 2), or 0 for
+ * an unknown format. */
 FPREP_EXTERN uint32_t fprep_pixel_bytes(uint16_t format);
 
 /* fprep_request_init fills *req with a FRAME request for the given source
  * and the YOLO defaults: LETTERBOX to 640x640, RGB, F32, NCHW, pad 114,
  * scale 1/255, mean 0, std 1, inline input and output, stride = width * bpp,
- * input_size = stride * height. */
+ * input_size = stride * height. For NV12 and I420 the planes follow each
+ * other unpadded (uv_stride = width or width / 2, u_offset = stride *
+ * height, I420's v_offset after the U plane) and input_size covers them;
+ * the YUV matrix and range are left 0 (BT.601, limited). */
 FPREP_EXTERN void fprep_request_init(fprep_request *req, uint16_t src_format,
                                      uint32_t src_width, uint32_t src_height);
 
 /* fprep_request_encode writes the 128-byte wire header for *req into buf
- * (which must hold FPREP_REQUEST_HEADER_SIZE bytes). It does not validate. */
+ * (which must hold FPREP_REQUEST_HEADER_SIZE bytes). It does not validate.
+ * A REGISTER, UNREGISTER or REGISTER_CUDA header gets only the common
+ * part: use fprep_register_request_encode for those. */
 FPREP_EXTERN void fprep_request_encode(const fprep_request *req, void *buf);
+
+/* fprep_register_request_encode writes the 128-byte wire header of a
+ * REGISTER, UNREGISTER or REGISTER_CUDA request *req into buf (which must hold
+ * FPREP_REQUEST_HEADER_SIZE bytes); a name longer than
+ * FPREP_REGION_NAME_MAX is cut. It does not validate. */
+FPREP_EXTERN void
+fprep_register_request_encode(const fprep_register_request *req, void *buf);
 
 /* fprep_request_decode parses and validates a whole request message of len
  * bytes (header plus payload). On success returns FPREP_OK and fills *req;
@@ -367,17 +456,18 @@ FPREP_EXTERN void fprep_request_encode(const fprep_request *req, void *buf);
  * Validation, in this order, before anything is allocated: magic (when at
  * least 4 bytes), length >= header, version, kind; for FRAME and ECHO every
  * enum field (input_loc and output_loc included; channel_order GRAY needs
- * src_format GRAY8), every dimension (1..limit) against *lim, the stride
- * against width * bpp, input_size against stride * (height - 1) + width *
- * bpp and against lim->max_frame_bytes (all in 64-bit arithmetic with
- * overflow checks), the tensor size against lim->max_tensor_bytes, the
- * payload length (== input_size for inline input, 0 for shm input),
- * normalisation (finite values, pad_value in [0, 255], std > 0; dtype U8
- * needs scale 1/255 or 1, mean 0, std 1), out_capacity >= tensor size for
- * shm or CUDA output, payload 0 for shm or CUDA input. REGISTER_CUDA:
- * region_size >= 1 and cuda_offset + region_size without 64-bit overflow
- * (the daemon checks them against the allocation). INFO, REGISTER and
- * UNREGISTER: only the common part (see the kinds above); the other
+ * src_format GRAY8; for YUV formats yuv_matrix and yuv_range), every
+ * dimension (1..limit) against *lim, the stride against width * bpp,
+ * input_size against stride * (height - 1) + width * bpp and against
+ * lim->max_frame_bytes (all in 64-bit arithmetic with overflow checks), for
+ * YUV formats the even sizes, uv_stride and that each plane lies in
+ * input_size, the tensor size against lim->max_tensor_bytes, the
+ * payload length (== input_size for inline input, 0 for shm or CUDA
+ * input), normalisation (finite values, pad_value in [0, 255], std > 0; dtype
+ * U8 needs scale 1/255 or 1, mean 0, std 1), out_capacity >= tensor size for
+ * shm or CUDA output. INFO: only the
+ * common part. REGISTER, UNREGISTER and REGISTER_CUDA: the checks of
+ * fprep_register_request_decode, which gives their fields; the other
  * fields of *req are left zero.
  *
  * On failure returns the error (FPREP_EPROTO, FPREP_EVERSION, FPREP_EINVAL,
@@ -390,6 +480,19 @@ FPREP_EXTERN int fprep_request_decode(const void *buf, size_t len,
                                       const fprep_limits *lim,
                                       fprep_request *req, char *msg,
                                       size_t msg_size);
+
+/* fprep_register_request_decode parses and validates a whole REGISTER,
+ * UNREGISTER or REGISTER_CUDA message of len bytes: magic, length >=
+ * header, version, kind (another kind: FPREP_EINVAL), for REGISTER
+ * name_len in 2..FPREP_REGION_NAME_MAX with no NUL inside the name (its
+ * syntax and the size are the daemon's to judge), for REGISTER_CUDA
+ * region_size >= 1 and cuda_offset + region_size without 64-bit overflow
+ * (the daemon checks them against the allocation). Returns and explains errors
+ * like fprep_request_decode, storing what could be read of version, kind and
+ * request_id. Never reads outside buf[0..len). Thread-safe. */
+FPREP_EXTERN int fprep_register_request_decode(const void *buf, size_t len,
+                                               fprep_register_request *req,
+                                               char *msg, size_t msg_size);
 
 /* fprep_tensor_shape computes the tensor a valid request produces: shape in
  * the request's layout (4 entries) and its size in bytes. Returns 0, or

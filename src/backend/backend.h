@@ -30,17 +30,31 @@
 typedef struct fprep__job fprep__job;
 typedef struct fprep__backend fprep__backend;
 
+/* fprep__backend_stats: what a backend tells the metrics endpoint. */
+typedef struct fprep__backend_stats {
+	uint64_t memory_used;  /* device memory in use, bytes */
+	uint64_t memory_total; /* device memory, bytes; 0: unknown */
+	unsigned cache_hits;   /* kernels found in the compiled-kernel cache */
+	unsigned cache_misses; /* lookups that found none */
+	unsigned compiles;     /* NVRTC compilations */
+} fprep__backend_stats;
+
 /* fprep__job_cb: completion callback, called once per submitted job from a
  * backend thread. */
 typedef void (*fprep__job_cb)(fprep__job *job);
 
 struct fprep__job {
-	/* Filled by the loop before submit. */
+	/* Filled by the loop before submit; what is decided once per request
+	 * (shape, transform, pinned-ness) is here, and backends read it
+	 * rather than work it out again. */
 	fprep_request req;    /* validated by fprep_request_decode */
 	const uint8_t *input; /* req.input_size bytes of frame */
 	uint8_t *output;      /* output_size bytes for the tensor */
-	uint64_t output_size; /* == tensor bytes from fprep_tensor_shape */
-	int input_pinned;     /* input lies in memory the backend registered */
+	uint32_t shape[4]; /* the tensor's, in req.layout (fprep__job_plan) */
+	uint64_t output_size; /* its bytes (fprep__job_plan) */
+	fprep_transform xf;   /* source to tensor mapping (fprep__job_plan) */
+	int input_pinned;     /* input lies in page-locked memory */
+	int output_pinned;    /* output lies in page-locked memory */
 	int input_device;     /* input is device memory (a CUDA region) */
 	int output_device;    /* output is device memory (a CUDA region) */
 	fprep__memreg *in_region;  /* region holding the input, or NULL */
@@ -52,9 +66,8 @@ struct fprep__job {
 	int status;                       /* FPREP_OK or enum fprep_err */
 	int fatal;                        /* sticky device error: exit */
 	char message[FPREP_MESSAGE_SIZE]; /* set when status != FPREP_OK */
-	fprep_transform xf;
-	uint64_t t_start_ns; /* CLOCK_MONOTONIC, work began */
-	uint64_t t_end_ns;   /* CLOCK_MONOTONIC, output ready */
+	uint64_t t_start_ns;              /* CLOCK_MONOTONIC, work began */
+	uint64_t t_end_ns;                /* CLOCK_MONOTONIC, output ready */
 	uint32_t t_compute_us;
 	uint32_t t_h2d_us;
 	uint32_t t_kernel_us;
@@ -92,7 +105,18 @@ struct fprep__backend {
 	 * not be called). close runs the operations already queued, and
 	 * calls their done, before it returns. */
 	int (*region_op)(fprep__backend *b, fprep__memreg *r);
+
+	/* stats fills *st (zeroed by the caller) for the metrics endpoint;
+	 * called from any thread while the backend is open, never blocking
+	 * on its work. NULL when the backend has nothing to tell (CPU). */
+	void (*stats)(fprep__backend *b, fprep__backend_stats *st);
 };
+
+/* fprep__job_plan decides, once, what job->req implies: the tensor's
+ * shape and size (fprep_tensor_shape) and the transform
+ * (fprep_transform_compute), stored in the job. Returns 0 or FPREP_EINVAL
+ * for a request fprep_request_decode would refuse. */
+int fprep__job_plan(fprep__job *job);
 
 /* fprep__backend_cpu_open starts a CPU backend with nthreads worker threads
  * (0: one per online core). */

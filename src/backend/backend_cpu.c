@@ -115,11 +115,10 @@ static int cpu_preprocess(struct cpu_backend *cb, fprep__job *job)
 {
 	struct cpu_share sh;
 	uint32_t h = job->req.out_height;
-	int rc;
 
-	rc = fprep__preprocess_check(&job->req, job->output_size);
-	if (rc != FPREP_OK || job->input == NULL || job->output == NULL)
-		return rc != FPREP_OK ? rc : FPREP_EINVAL;
+	/* The request was validated and planned when it was accepted. */
+	if (job->input == NULL || job->output == NULL)
+		return FPREP_EINVAL;
 	if (cb->nthreads < 2 || h < 2 * CPU_BAND_ROWS)
 		return cpu_rows(job, &job->xf, 0, h);
 	memset(&sh, 0, sizeof(sh));
@@ -151,7 +150,6 @@ static void cpu_run(struct cpu_backend *cb, fprep__job *job, int fail)
 	job->fatal = 0;
 	job->message[0] = '\0';
 	job->t_start_ns = fprep__now_ns();
-	fprep_transform_compute(&job->req, &job->xf);
 	if (fail) {
 		rc = FPREP_ESHUTDOWN;
 		snprintf(job->message, sizeof(job->message),
@@ -168,9 +166,9 @@ static void cpu_run(struct cpu_backend *cb, fprep__job *job, int fail)
 			         "shared-memory region shrank while the frame "
 			         "was read or the tensor written");
 		else if (rc != FPREP_OK)
-			snprintf(job->message, sizeof(job->message),
-			         "CPU preprocessing: request or tensor size "
-			         "invalid");
+			snprintf(
+			        job->message, sizeof(job->message),
+			        "CPU preprocessing: no input or output buffer");
 	}
 	job->status = rc;
 	job->t_end_ns = fprep__now_ns();

@@ -4,8 +4,13 @@
  * A client is one cooked nng REQ socket dialled synchronously to the
  * daemon. Each request goes through an nng context with its own aio, so an
  * asynchronous, pipelined API (one context and aio per request in flight)
- * can sit beside this blocking call on the same socket. Resending is off:
- * the daemon sees every request once. A reply is kept in the nng message
+ * can sit beside this blocking call on the same socket. With one daemon,
+ * resending is off: the daemon sees every request once. With several (a
+ * comma-separated list of URLs) the one socket dials them all: nng hands
+ * each request to a connection that is free, and resends a request whose
+ * connection closed, or that got no reply within half the timeout, to
+ * another, so a request may be processed twice but is answered once. A
+ * reply is kept in the nng message
  * it arrived in; the result's payload points into it, so a tensor is never
  * copied. nng errors are translated to enum fprep_err here, once, and their
  * text is kept for fprep_client_last_error.
@@ -31,6 +36,10 @@
 #include "frameprep/frameprep.h"
 
 #define CLIENT_DEFAULT_TIMEOUT_MS 30000
+/* Daemons one client may dial. */
+#define CLIENT_MAX_DAEMONS 16
+/* Shortest resend interval with several daemons. */
+#define CLIENT_MIN_RESEND_MS 1000
 
 /* The last fprep_client_open failure of each thread (there is no client
  * to keep it in). */
@@ -46,7 +55,8 @@ struct fprep_client {
 	char error[256];          /* the last failure, as a sentence */
 	int limits_state;         /* CLIENT_LIMITS_* */
 	fprep_limits limits;      /* the daemon's, when CLIENT_LIMITS_KNOWN */
-	int check_owner; /* the default socket: its peer must be trusted */
+	int check_owner;  /* the default socket: its peer must be trusted */
+	unsigned daemons; /* URLs dialled */
 	_Atomic uint64_t
 	        peer_uid; /* the daemon's uid + 1 (ipc://), 0 unknown */
 };
@@ -271,9 +281,92 @@ static void client_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 		nng_pipe_close(p);
 }
 
+/* client_split cuts url, a comma-separated list, into urls (pointers into
+ * buf) and their number *n. */
+static int client_split(const char *url, const char **urls, unsigned *n,
+                        char *buf, size_t size)
+{
+	char *save = NULL, *u;
+
+	*n = 0;
+	if (strlen(url) >= size)
+		return client_open_fail(FPREP_ELIMIT,
+		                        "the URL list is longer than %zu bytes",
+		                        size - 1);
+	strcpy(buf, url);
+	if (buf[0] == ',' || (buf[0] != '\0' && buf[strlen(buf) - 1] == ',') ||
+	    strstr(buf, ",,") != NULL)
+		return client_open_fail(FPREP_EINVAL,
+		                        "'%.200s': an empty URL in the list",
+		                        url);
+	for (u = strtok_r(buf, ",", &save); u != NULL;
+	     u = strtok_r(NULL, ",", &save)) {
+		if (*n == CLIENT_MAX_DAEMONS)
+			return client_open_fail(FPREP_ELIMIT,
+			                        "more than %d daemon URLs",
+			                        CLIENT_MAX_DAEMONS);
+		urls[(*n)++] = u;
+	}
+	if (*n == 0)
+		return client_open_fail(FPREP_EINVAL, "an empty URL");
+	return 0;
+}
+
+/* client_resend_ms is the REQ resend interval: off for one daemon; for
+ * several, half the timeout (a request may then be processed twice). */
+static nng_duration client_resend_ms(const fprep_client *c)
+{
+	if (c->daemons < 2)
+		return NNG_DURATION_INFINITE;
+	return c->timeout_ms / 2 > CLIENT_MIN_RESEND_MS ? c->timeout_ms / 2
+	                                                : CLIENT_MIN_RESEND_MS;
+}
+
+/* client_dial dials every URL. One daemon must answer at once; of
+ * several, those that do not (or whose ipc:// socket file is missing,
+ * down[i]) are dialled again in the background, and at least one must
+ * answer. Returns 0 or the nng error of the last failure, with *failed
+ * naming its URL. */
+static int client_dial(fprep_client *c, const char **urls, const int *down,
+                       const char **failed)
+{
+	unsigned up = 0;
+	int rv = 0, last = NNG_ECONNREFUSED;
+
+	for (unsigned i = 0; i < c->daemons; i++) {
+		rv = down[i] ? NNG_ECONNREFUSED
+		             : nng_dial(c->sock, urls[i], NULL, 0);
+		if (rv == 0) {
+			up++;
+			continue;
+		}
+		last = rv;
+		*failed = urls[i];
+		if (c->daemons > 1)
+			(void)nng_dial(c->sock, urls[i], NULL,
+			               NNG_FLAG_NONBLOCK);
+	}
+	return up > 0 ? 0 : last;
+}
+
+int fprep__client_check_shm(fprep_client *c)
+{
+	if (c->daemons < 2)
+		return 0;
+	return client_error(c, FPREP_EUNSUPPORTED,
+	                    "shared memory and CUDA regions need a client of "
+	                    "one daemon (this one dials %u): a region is "
+	                    "registered with one daemon, and requests are "
+	                    "spread over all",
+	                    c->daemons);
+}
+
 int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
 {
-	char defurl[512];
+	char defurl[512], list[CLIENT_MAX_DAEMONS * 512];
+	const char *urls[CLIENT_MAX_DAEMONS];
+	int down[CLIENT_MAX_DAEMONS];
+	unsigned n = 0;
 	fprep_client *c;
 	int rv, err, is_default = url == NULL;
 
@@ -285,12 +378,21 @@ int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
 			return err;
 		url = defurl;
 	}
-	if ((err = client_check_url(url, is_default)))
+	if ((err = client_split(url, urls, &n, list, sizeof(list))))
 		return err;
+	for (unsigned i = 0; i < n; i++) {
+		down[i] = 0;
+		err = client_check_url(urls[i], is_default);
+		if (err == FPREP_ETRANSPORT && n > 1)
+			down[i] = 1; /* no socket file yet: maybe later */
+		else if (err != 0)
+			return err;
+	}
 	c = calloc(1, sizeof(*c));
 	if (c == NULL)
 		return FPREP_ENOMEM;
 	c->check_owner = is_default;
+	c->daemons = n;
 	c->timeout_ms = timeout_ms ? timeout_ms : CLIENT_DEFAULT_TIMEOUT_MS;
 	c->next_id = 1;
 	c->refs = 1;
@@ -299,7 +401,7 @@ int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
 		goto err_free;
 	}
 	if ((rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME,
-	                            NNG_DURATION_INFINITE)) != 0 ||
+	                            client_resend_ms(c))) != 0 ||
 	    (rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
 	    (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST,
 	                          client_pipe_added, c)) != 0 ||
@@ -310,7 +412,7 @@ int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
 		err = client_nng_err(rv);
 		goto err_close;
 	}
-	if ((rv = nng_dial(c->sock, url, NULL, 0)) != 0) {
+	if ((rv = client_dial(c, urls, down, &url)) != 0) {
 		err = FPREP_ETRANSPORT;
 		goto err_close;
 	}
@@ -419,10 +521,10 @@ static int client_message(fprep_client *c, fprep_request *req,
 	return FPREP_OK;
 }
 
-/* client_check_reply decodes reply (taking it) as the answer to req and
- * stores it in *res. */
-static int client_check_reply(fprep_client *c, const fprep_request *req,
-                              nng_msg *reply, fprep_result *res)
+/* client_check_reply decodes reply (taking it) as the answer to the
+ * request request_id of kind kind and stores it in *res. */
+static int client_check_reply(fprep_client *c, uint64_t request_id,
+                              uint16_t kind, nng_msg *reply, fprep_result *res)
 {
 	uint8_t *body = nng_msg_body(reply);
 	size_t len = nng_msg_len(reply);
@@ -433,18 +535,16 @@ static int client_check_reply(fprep_client *c, const fprep_request *req,
 		                   len, fprep_err_name(err));
 		goto err_reply;
 	}
-	if (res->header.request_id != req->request_id ||
-	    res->header.kind != req->kind) {
+	if (res->header.request_id != request_id || res->header.kind != kind) {
 		err = client_error(c, FPREP_EMISMATCH,
 		                   "reply for request %llu kind %u, expected "
 		                   "request %llu kind %u",
 		                   (unsigned long long)res->header.request_id,
 		                   res->header.kind,
-		                   (unsigned long long)req->request_id,
-		                   req->kind);
+		                   (unsigned long long)request_id, kind);
 		goto err_reply;
 	}
-	if (req->kind == FPREP_KIND_INFO) {
+	if (kind == FPREP_KIND_INFO) {
 		/* A NUL after the text, not counted in payload_size. */
 		if (nng_msg_append(reply, "", 1) != 0) {
 			err = client_error(c, FPREP_ENOMEM,
@@ -482,7 +582,7 @@ static int client_call(fprep_client *c, fprep_request *req, const void *payload,
 		return err;
 	if ((err = client_roundtrip(c, msg, &reply)))
 		return err;
-	return client_check_reply(c, req, reply, res);
+	return client_check_reply(c, req->request_id, req->kind, reply, res);
 }
 
 /* client_info_value parses the unsigned value of "key: value" in the INFO
@@ -749,7 +849,8 @@ int fprep_pending_wait(fprep_pending *p, fprep_result *res)
 		                   (unsigned long long)p->req.request_id,
 		                   nng_strerror(p->rv), p->rv);
 	else
-		err = client_check_reply(c, &p->req, p->reply, res);
+		err = client_check_reply(c, p->req.request_id, p->req.kind,
+		                         p->reply, res);
 	nng_aio_free(p->aio);
 	nng_ctx_close(p->ctx);
 	pthread_cond_destroy(&p->cv);
@@ -757,6 +858,26 @@ int fprep_pending_wait(fprep_pending *p, fprep_result *res)
 	free(p);
 	client_unref(c);
 	return err;
+}
+
+int fprep_client_register(fprep_client *c, fprep_register_request *req,
+                          fprep_result *res)
+{
+	nng_msg *msg = NULL, *reply = NULL;
+	int err;
+
+	memset(res, 0, sizeof(*res));
+	c->error[0] = '\0';
+	req->version = FPREP_PROTOCOL_VERSION;
+	req->request_id = atomic_fetch_add(&c->next_id, 1);
+	if (nng_msg_alloc(&msg, FPREP_REQUEST_HEADER_SIZE) != 0)
+		return client_error(c, FPREP_ENOMEM,
+		                    "no memory for a %d-byte request",
+		                    FPREP_REQUEST_HEADER_SIZE);
+	fprep_register_request_encode(req, nng_msg_body(msg));
+	if ((err = client_roundtrip(c, msg, &reply)))
+		return err;
+	return client_check_reply(c, req->request_id, req->kind, reply, res);
 }
 
 int fprep_client_info(fprep_client *client, fprep_result *res)

@@ -73,7 +73,7 @@ static int region_grant(fprep_client *client, int fd)
 
 int fprep_region_open(fprep_region **rp, fprep_client *client, size_t size)
 {
-	fprep_request req;
+	fprep_register_request req;
 	fprep_result res;
 	fprep_region *r;
 	char name[FPREP_REGION_NAME_MAX + 1];
@@ -82,6 +82,8 @@ int fprep_region_open(fprep_region **rp, fprep_client *client, size_t size)
 	*rp = NULL;
 	if (size == 0)
 		return FPREP_EINVAL;
+	if ((err = fprep__client_check_shm(client)) != 0)
+		return err;
 	r = calloc(1, sizeof(*r));
 	if (r == NULL)
 		return FPREP_ENOMEM;
@@ -108,11 +110,10 @@ int fprep_region_open(fprep_region **rp, fprep_client *client, size_t size)
 	r->location = FPREP_LOC_SHM;
 
 	memset(&req, 0, sizeof(req));
-	req.version = FPREP_PROTOCOL_VERSION;
 	req.kind = FPREP_KIND_REGISTER;
 	req.region_size = size;
 	snprintf(req.region_name, sizeof(req.region_name), "%s", name);
-	err = fprep_client_request(client, &req, NULL, &res);
+	err = fprep_client_register(client, &req, &res);
 	if (err)
 		goto err_map;
 	err = (int)res.header.status;
@@ -144,12 +145,14 @@ int fprep_region_open_cuda(fprep_region **rp, fprep_client *client, void *dptr,
 {
 	char why[FPREP_MESSAGE_SIZE];
 	fprep__cuda_ptr ptr;
-	fprep_request req;
+	fprep_register_request req;
 	fprep_result res;
 	fprep_region *r;
 	int err;
 
 	*rp = NULL;
+	if ((err = fprep__client_check_shm(client)) != 0)
+		return err;
 	err = fprep__cuda_ptr_lookup(dptr, size, &ptr, why, sizeof(why));
 	if (err)
 		return fprep__client_set_error(client, err, why);
@@ -157,13 +160,12 @@ int fprep_region_open_cuda(fprep_region **rp, fprep_client *client, void *dptr,
 	if (r == NULL)
 		return FPREP_ENOMEM;
 	memset(&req, 0, sizeof(req));
-	req.version = FPREP_PROTOCOL_VERSION;
 	req.kind = FPREP_KIND_REGISTER_CUDA;
 	req.region_size = size;
 	req.cuda_offset = ptr.offset;
 	memcpy(req.cuda_handle, ptr.handle, sizeof(req.cuda_handle));
 	memcpy(req.cuda_uuid, ptr.uuid, sizeof(req.cuda_uuid));
-	err = fprep_client_request(client, &req, NULL, &res);
+	err = fprep_client_register(client, &req, &res);
 	if (err)
 		goto err_alloc;
 	err = (int)res.header.status;
@@ -191,16 +193,15 @@ err_alloc:
 
 void fprep_region_close(fprep_region *r)
 {
-	fprep_request req;
+	fprep_register_request req;
 	fprep_result res;
 
 	if (r == NULL)
 		return;
 	memset(&req, 0, sizeof(req));
-	req.version = FPREP_PROTOCOL_VERSION;
 	req.kind = FPREP_KIND_UNREGISTER;
 	req.region_id = r->id;
-	if (fprep_client_request(r->client, &req, NULL, &res) == 0)
+	if (fprep_client_register(r->client, &req, &res) == 0)
 		fprep_result_fini(&res);
 	if (r->location == FPREP_LOC_SHM)
 		munmap(r->base, r->size);

@@ -16,6 +16,12 @@
  * the row indices). The pixel is the float
  * v = (s00 * a0 + s01 * a1) * b0 + (s10 * a0 + s11 * a1) * b1; U8 stores
  * floor(v + 0.5) saturated, F32/F16 store (v * scale - mean[c]) / std[c].
+ *
+ * YUV sources are first converted, one source row at a time, to the RGB8
+ * row an RGB8 source would hold, with yuv.h's coefficients in float:
+ * y = (Y - y_off) * y_mul, u = U - 128, v = V - 128; R = y + rv * v,
+ * G = (y + gu * u) + gv * v, B = y + bu * u (no fused multiply-add); each
+ * stored as floor(value + 0.5) saturated to 0..255.
  */
 #ifndef FPREP_OPS_H
 #define FPREP_OPS_H
@@ -25,10 +31,16 @@
 
 #include "frameprep/frameprep.h"
 
-/* fprep__preprocess_check validates the fields of a FRAME/ECHO request that
- * the ops depend on (formats, enums, sizes, stride, input_size,
- * normalisation) and that tensor_size is the request's tensor size.
- * Returns 0 or FPREP_EINVAL. Thread-safe. */
+/* fprep__request_check validates a FRAME/ECHO request built in memory with
+ * the checks fprep_request_decode applies to one from the wire (the one
+ * validator, in protocol.c), without the daemon's limits and without the
+ * payload length, which only a message has. Returns 0, or the error with a
+ * sentence in msg (NULL: none) as fprep_request_decode does. Thread-safe. */
+int fprep__request_check(const fprep_request *req, char *msg, size_t msg_size);
+
+/* fprep__preprocess_check validates a FRAME/ECHO request for the ops
+ * (fprep__request_check) and that tensor_size is its tensor size. Returns 0
+ * or FPREP_EINVAL. Thread-safe. */
 int fprep__preprocess_check(const fprep_request *req, size_t tensor_size);
 
 /* fprep__preprocess_cpu_rows writes tensor rows [y0, y1) (0 <= y0 <= y1 <=

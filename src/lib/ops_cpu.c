@@ -19,6 +19,7 @@
 
 #include "half.h"
 #include "ops.h"
+#include "yuv.h"
 
 #define OPS_COEF_SCALE 2048.0f /* OpenCV INTER_RESIZE_COEF_SCALE */
 
@@ -28,8 +29,8 @@ struct ops_plan {
 	const uint8_t *frame;
 	uint8_t *tensor;
 	fprep_transform xf;
-	uint32_t bpp;       /* source bytes per pixel */
-	uint32_t nch;       /* tensor channels, 1 or 3 */
+	uint32_t bpp; /* source bytes per pixel (3 for YUV: the RGB row) */
+	uint32_t nch; /* tensor channels, 1 or 3 */
 	uint32_t src_ch[3]; /* source byte of each tensor channel */
 	float mean[3], std[3];
 	double scale_y; /* source rows per resized row */
@@ -45,6 +46,11 @@ struct ops_plan {
 	/* One tensor row in float, channel-planar (nch planes of out_width),
 	 * before normalisation. */
 	float *trow;
+	/* YUV sources: one source row converted to RGB8, and the
+	 * coefficients. NULL for the other formats. */
+	uint8_t *rgb;
+	float *chroma; /* per pixel pair: rv*V, gu*U, gv*V, bu*U (4 planes) */
+	fprep__yuv_coefs yuv;
 };
 
 /* ops_source_channels maps tensor channels to source bytes; returns the
@@ -53,7 +59,9 @@ struct ops_plan {
 static uint32_t ops_source_channels(uint16_t format, uint8_t order,
                                     uint32_t ch[3])
 {
-	int src_rgb = format == FPREP_PIX_RGB8 || format == FPREP_PIX_RGBA8;
+	/* YUV sources are converted to RGB8 rows first. */
+	int src_rgb = format == FPREP_PIX_RGB8 || format == FPREP_PIX_RGBA8 ||
+	              fprep__yuv_is_yuv(format);
 
 	if (format == FPREP_PIX_GRAY8) {
 		ch[0] = ch[1] = ch[2] = 0;
@@ -72,35 +80,11 @@ static uint32_t ops_source_channels(uint16_t format, uint8_t order,
 
 int fprep__preprocess_check(const fprep_request *req, size_t tensor_size)
 {
-	uint32_t bpp, ch[3], shape[4];
-	uint64_t need, bytes;
-	int i;
+	uint32_t shape[4];
+	uint64_t bytes;
 
-	if (req == NULL)
-		return FPREP_EINVAL;
-	bpp = fprep_pixel_bytes(req->src_format);
-	if (bpp == 0 ||
-	    ops_source_channels(req->src_format, req->channel_order, ch) == 0)
-		return FPREP_EINVAL;
-	if (req->resize != FPREP_RESIZE_LETTERBOX &&
-	    req->resize != FPREP_RESIZE_STRETCH)
-		return FPREP_EINVAL;
-	if (req->src_width == 0 || req->src_height == 0)
-		return FPREP_EINVAL;
-	if ((uint64_t)req->src_stride < (uint64_t)req->src_width * bpp)
-		return FPREP_EINVAL;
-	need = (uint64_t)req->src_stride * (req->src_height - 1) +
-	       (uint64_t)req->src_width * bpp;
-	if (req->input_size < need)
-		return FPREP_EINVAL;
-	if (!isfinite(req->pad_value) || !isfinite(req->scale))
-		return FPREP_EINVAL;
-	for (i = 0; i < 3; i++)
-		if (!isfinite(req->mean[i]) || !isfinite(req->std[i]) ||
-		    !(req->std[i] > 0.0f))
-			return FPREP_EINVAL;
-	/* Order, dtype, layout, output size and its overflow. */
-	if (fprep_tensor_shape(req, shape, &bytes) != FPREP_OK ||
+	if (req == NULL || fprep__request_check(req, NULL, 0) != FPREP_OK ||
+	    fprep_tensor_shape(req, shape, &bytes) != FPREP_OK ||
 	    bytes != (uint64_t)tensor_size)
 		return FPREP_EINVAL;
 	return FPREP_OK;
@@ -170,6 +154,8 @@ static void ops_plan_free(struct ops_plan *p)
 	free(p->xo0);
 	free(p->hrow[0]);
 	free(p->trow);
+	free(p->rgb);
+	free(p->chroma);
 }
 
 static int ops_plan_init(struct ops_plan *p, const fprep_request *req,
@@ -187,6 +173,19 @@ static int ops_plan_init(struct ops_plan *p, const fprep_request *req,
 	p->tensor = tensor;
 	p->xf = *xf;
 	p->bpp = fprep_pixel_bytes(req->src_format);
+	if (fprep__yuv_is_yuv(req->src_format)) {
+		p->bpp = 3;
+		p->rgb = malloc((size_t)req->src_width * 3);
+		p->chroma =
+		        malloc((size_t)req->src_width / 2 * 4 * sizeof(float));
+		if (p->rgb == NULL || p->chroma == NULL) {
+			free(p->rgb);
+			free(p->chroma);
+			return FPREP_ENOMEM;
+		}
+		(void)fprep__yuv_coefs_get(req->yuv_matrix, req->yuv_range,
+		                           &p->yuv);
+	}
 	p->nch = ops_source_channels(req->src_format, req->channel_order,
 	                             p->src_ch);
 	for (c = 0; c < 3; c++) {
@@ -228,11 +227,72 @@ static int ops_plan_init(struct ops_plan *p, const fprep_request *req,
 	return FPREP_OK;
 }
 
+/* ops_yuv_sat rounds a converted value half up and saturates it to a
+ * byte. */
+static inline uint8_t ops_yuv_sat(float v)
+{
+	/* |v| < 1024 here. Truncation equals floor for v + 0.5 >= 0, and
+	 * below that both saturate to 0. Integer clamps compile without
+	 * branches: photographs saturate often enough to defeat prediction. */
+	int i = (int)(v + 0.5f);
+
+	i = i < 0 ? 0 : i;
+	return (uint8_t)(i > 255 ? 255 : i);
+}
+
+/* ops_yuv_row converts source row sy of a YUV frame into p->rgb. Each pixel
+ * takes the chroma sample of its 2x2 block (NV12, I420) or 2x1 pair
+ * (YUYV). The chroma products are computed once per pair, then each pixel
+ * adds them to its luma in the order ops.h gives. */
+static const uint8_t *ops_yuv_row(const struct ops_plan *p, uint32_t sy)
+{
+	const fprep_request *r = p->req;
+	const uint8_t *row = p->frame + (size_t)sy * r->src_stride, *cu, *cv;
+	size_t crow = (size_t)(sy / 2) * r->uv_stride;
+	uint32_t x, j, w = r->src_width, pairs = w / 2;
+	const fprep__yuv_coefs k = p->yuv; /* a copy: stores to d alias */
+	float *rv = p->chroma, *gu = rv + pairs, *gv = gu + pairs;
+	float *bu = gv + pairs;
+	uint8_t *d = p->rgb;
+
+	for (j = 0; j < pairs; j++) {
+		uint8_t u, v;
+
+		if (r->src_format == FPREP_PIX_NV12) {
+			cu = p->frame + r->u_offset + crow;
+			u = cu[2 * j], v = cu[2 * j + 1];
+		} else if (r->src_format == FPREP_PIX_I420) {
+			cu = p->frame + r->u_offset + crow;
+			cv = p->frame + r->v_offset + crow;
+			u = cu[j], v = cv[j];
+		} else { /* YUYV: Y0 U Y1 V */
+			u = row[4 * j + 1], v = row[4 * j + 3];
+		}
+		rv[j] = k.rv * ((float)v - 128.0f);
+		gu[j] = k.gu * ((float)u - 128.0f);
+		gv[j] = k.gv * ((float)v - 128.0f);
+		bu[j] = k.bu * ((float)u - 128.0f);
+	}
+	for (x = 0; x < w; x++) {
+		uint8_t yy =
+		        r->src_format == FPREP_PIX_YUYV ? row[2 * x] : row[x];
+		float fy = ((float)yy - k.y_off) * k.y_mul;
+
+		j = x / 2;
+		d[3 * x] = ops_yuv_sat(fy + rv[j]);
+		d[3 * x + 1] = ops_yuv_sat(fy + gu[j] + gv[j]);
+		d[3 * x + 2] = ops_yuv_sat(fy + bu[j]);
+	}
+	return d;
+}
+
 /* ops_hresize resizes source row sy horizontally into dst (channel-planar).
  * Three channels are done in one pass over the column tables. */
 static void ops_hresize(const struct ops_plan *p, uint32_t sy, float *dst)
 {
-	const uint8_t *s = p->frame + (size_t)sy * p->req->src_stride;
+	const uint8_t *s = p->rgb != NULL
+	                           ? ops_yuv_row(p, sy)
+	                           : p->frame + (size_t)sy * p->req->src_stride;
 	const uint32_t *xo0 = p->xo0, *xo1 = p->xo1;
 	const float *wx0 = p->wx0, *wx1 = p->wx1;
 	uint32_t nw = p->xf.resized_w, x, c;

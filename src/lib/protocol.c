@@ -19,6 +19,8 @@
 
 #include "frameprep/frameprep.h"
 #include "frameprep/protocol.h"
+#include "ops.h"
+#include "yuv.h"
 
 /* Little-endian field access at byte offsets. */
 static uint16_t proto_get16(const uint8_t *p)
@@ -125,7 +127,8 @@ static void proto_put_text(uint8_t *p, const char *text, size_t size)
 /* The rest of a FRAME or ECHO request header (fprep_request). */
 #define PROTO_FRAME(X, R)                                                      \
 	X(16, u16, src_format)                                                 \
-	R(18, 2)                                                               \
+	X(18, u8, yuv_matrix)                                                  \
+	X(19, u8, yuv_range)                                                   \
 	X(20, u32, src_width)                                                  \
 	X(24, u32, src_height)                                                 \
 	X(28, u32, src_stride)                                                 \
@@ -141,14 +144,15 @@ static void proto_put_text(uint8_t *p, const char *text, size_t size)
 	X(64, f32x3, std)                                                      \
 	X(76, u8, input_loc)                                                   \
 	X(77, u8, output_loc)                                                  \
-	R(78, 2)                                                               \
+	X(78, u16, uv_stride)                                                  \
 	X(80, u32, in_region)                                                  \
 	X(84, u32, out_region)                                                 \
 	X(88, u64, in_offset)                                                  \
 	X(96, u64, out_offset)                                                 \
 	X(104, u64, out_capacity)                                              \
 	X(112, u64, input_size)                                                \
-	R(120, 8)
+	X(120, u32, u_offset)                                                  \
+	X(124, u32, v_offset)
 
 /* The rest of a REGISTER request header (proto_register); the bytes after
  * the name are reserved. */
@@ -158,7 +162,7 @@ static void proto_put_text(uint8_t *p, const char *text, size_t size)
 	R(28, 4)                                                               \
 	X(32, char64, name)
 
-/* The rest of a REGISTER_CUDA request header (fprep_request). */
+/* The rest of a REGISTER_CUDA request header (fprep_register_request). */
 #define PROTO_REGISTER_CUDA(X, R)                                              \
 	X(16, u64, region_size)                                                \
 	X(24, u64, cuda_offset)                                                \
@@ -166,8 +170,8 @@ static void proto_put_text(uint8_t *p, const char *text, size_t size)
 	X(96, u8x16, cuda_uuid)                                                \
 	R(112, 16)
 
-/* The rest of an UNREGISTER request header (fprep_request); the bytes after
- * region_id are reserved. */
+/* The rest of an UNREGISTER request header (fprep_register_request); the
+ * bytes after region_id are reserved. */
 #define PROTO_UNREGISTER(X, R) X(16, u32, region_id)
 
 /* The rest of a reply header (fprep_reply_header). */
@@ -199,6 +203,13 @@ struct proto_register {
 	uint64_t region_size;
 	uint32_t name_len;
 	char name[FPREP_REGION_NAME_MAX + 1];
+};
+
+/* proto_head: the common part of a request, as the table names it. */
+struct proto_head {
+	uint16_t version;
+	uint16_t kind;
+	uint64_t request_id;
 };
 
 /* The wire types: size in bytes, how a host value is written at p and how
@@ -266,11 +277,11 @@ struct proto_register {
 	PROTO_CHECK(proto_register_layout, struct proto_register, off, type,   \
 	            field)
 #define PROTO_CHECK_REGISTER_CUDA(off, type, field)                            \
-	PROTO_CHECK(proto_register_cuda_layout, fprep_request, off, type, field)
-#define PROTO_CHECK_REGISTER_CUDA(off, type, field)                            \
-	PROTO_CHECK(proto_register_cuda_layout, fprep_request, off, type, field)
+	PROTO_CHECK(proto_register_cuda_layout, fprep_register_request, off,   \
+	            type, field)
 #define PROTO_CHECK_UNREGISTER(off, type, field)                               \
-	PROTO_CHECK(proto_unregister_layout, fprep_request, off, type, field)
+	PROTO_CHECK(proto_unregister_layout, fprep_register_request, off,      \
+	            type, field)
 #define PROTO_CHECK_REPLY(off, type, field)                                    \
 	PROTO_CHECK(proto_reply_layout, fprep_reply_header, off, type, field)
 
@@ -347,7 +358,11 @@ uint32_t fprep_pixel_bytes(uint16_t format)
 	case FPREP_PIX_RGBA8:
 		return 4;
 	case FPREP_PIX_GRAY8:
+	case FPREP_PIX_NV12:
+	case FPREP_PIX_I420:
 		return 1;
+	case FPREP_PIX_YUYV:
+		return 2;
 	}
 	return 0;
 }
@@ -393,6 +408,7 @@ void fprep_request_init(fprep_request *req, uint16_t src_format,
 	req->input_loc = FPREP_LOC_INLINE;
 	req->output_loc = FPREP_LOC_INLINE;
 	req->input_size = (uint64_t)req->src_stride * src_height;
+	fprep__yuv_default_planes(req);
 }
 
 /* proto_register_encode writes the REGISTER fields of *obj. */
@@ -405,28 +421,37 @@ void fprep_request_encode(const fprep_request *req, void *buf)
 {
 	uint8_t *p = buf;
 	const fprep_request *obj = req;
+
+	memset(p, 0, FPREP_REQUEST_HEADER_SIZE);
+	proto_put32(p, FPREP_REQUEST_MAGIC);
+	PROTO_HEAD(PROTO_ENCODE, PROTO_SKIP)
+	if (req->kind == FPREP_KIND_FRAME || req->kind == FPREP_KIND_ECHO)
+		PROTO_FRAME(PROTO_ENCODE, PROTO_SKIP)
+}
+
+void fprep_register_request_encode(const fprep_register_request *req, void *buf)
+{
+	uint8_t *p = buf;
+	const fprep_register_request *obj = req;
 	struct proto_register reg;
 
 	memset(p, 0, FPREP_REQUEST_HEADER_SIZE);
 	proto_put32(p, FPREP_REQUEST_MAGIC);
 	PROTO_HEAD(PROTO_ENCODE, PROTO_SKIP)
-	switch (req->kind) {
-	case FPREP_KIND_REGISTER:
-		memset(&reg, 0, sizeof(reg));
-		reg.region_size = req->region_size;
-		reg.name_len = (uint32_t)strnlen(req->region_name,
-		                                 FPREP_REGION_NAME_MAX);
-		memcpy(reg.name, req->region_name, reg.name_len);
-		proto_register_encode(p, &reg);
-		return;
-	case FPREP_KIND_UNREGISTER:
+	if (req->kind == FPREP_KIND_UNREGISTER) {
 		PROTO_UNREGISTER(PROTO_ENCODE, PROTO_SKIP)
 		return;
-	case FPREP_KIND_REGISTER_CUDA:
+	}
+	if (req->kind == FPREP_KIND_REGISTER_CUDA) {
 		PROTO_REGISTER_CUDA(PROTO_ENCODE, PROTO_SKIP)
 		return;
 	}
-	PROTO_FRAME(PROTO_ENCODE, PROTO_SKIP)
+	memset(&reg, 0, sizeof(reg));
+	reg.region_size = req->region_size;
+	reg.name_len =
+	        (uint32_t)strnlen(req->region_name, FPREP_REGION_NAME_MAX);
+	memcpy(reg.name, req->region_name, reg.name_len);
+	proto_register_encode(p, &reg);
 }
 
 /* proto_check_enums checks every enumerated field of a FRAME/ECHO request,
@@ -435,7 +460,7 @@ static int proto_check_enums(const fprep_request *r, char *msg, size_t n)
 {
 	if (fprep_pixel_bytes(r->src_format) == 0)
 		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "src_format %u is not a pixel format (1..5)",
+		                  "src_format %u is not a pixel format (1..8)",
 		                  r->src_format);
 	if (r->resize != FPREP_RESIZE_LETTERBOX &&
 	    r->resize != FPREP_RESIZE_STRETCH)
@@ -458,6 +483,15 @@ static int proto_check_enums(const fprep_request *r, char *msg, size_t n)
 	if (proto_dtype_bytes(r->dtype) == 0)
 		return proto_fail(msg, n, FPREP_EINVAL,
 		                  "dtype %u is not a dtype (1..3)", r->dtype);
+	if (fprep__yuv_is_yuv(r->src_format) &&
+	    r->yuv_matrix > FPREP_MATRIX_BT2020)
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "yuv_matrix %u is not a colour matrix (0..3)",
+		                  r->yuv_matrix);
+	if (fprep__yuv_is_yuv(r->src_format) && r->yuv_range > FPREP_RANGE_FULL)
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "yuv_range %u is not a range (0..2)",
+		                  r->yuv_range);
 	if (r->layout != FPREP_LAYOUT_NCHW && r->layout != FPREP_LAYOUT_NHWC)
 		return proto_fail(msg, n, FPREP_EINVAL,
 		                  "layout %u is not a layout (1..2)",
@@ -548,7 +582,7 @@ static int proto_check_input(const fprep_request *r, const fprep_limits *lim,
 		        "input_size %llu exceeds max_frame_bytes %llu",
 		        (unsigned long long)r->input_size,
 		        (unsigned long long)lim->max_frame_bytes);
-	return FPREP_OK;
+	return fprep__yuv_check_planes(r, msg, n);
 }
 
 /* proto_tensor_bytes computes the tensor size of a request whose enums are
@@ -618,9 +652,32 @@ static int proto_check_norm(const fprep_request *r, char *msg, size_t n)
 	return FPREP_OK;
 }
 
+/* proto_check_payload checks the payload length of a request message:
+ * input_size for inline input, nothing for shared-memory or CUDA input. */
+static int proto_check_payload(const fprep_request *r, uint64_t payload,
+                               char *msg, size_t n)
+{
+	if (r->input_loc == FPREP_LOC_INLINE && payload != r->input_size)
+		return proto_fail(
+		        msg, n, FPREP_EPROTO,
+		        "inline payload %llu bytes != input_size %llu",
+		        (unsigned long long)payload,
+		        (unsigned long long)r->input_size);
+	if (r->input_loc != FPREP_LOC_INLINE && payload != 0)
+		return proto_fail(msg, n, FPREP_EPROTO,
+		                  "payload %llu bytes with input_loc %s: must "
+		                  "be 0",
+		                  (unsigned long long)payload,
+		                  r->input_loc == FPREP_LOC_SHM ? "SHM"
+		                                                : "CUDA");
+	return FPREP_OK;
+}
+
 /* proto_check_frame validates a FRAME/ECHO request, in the order that
  * fprep_request_decode documents. payload is the number of bytes after the
- * header. */
+ * header, or PROTO_NO_MESSAGE for a request that is not in a message (its
+ * payload is not checked). */
+#define PROTO_NO_MESSAGE UINT64_MAX
 static int proto_check_frame(const fprep_request *r, const fprep_limits *lim,
                              uint64_t payload, char *msg, size_t n)
 {
@@ -645,19 +702,9 @@ static int proto_check_frame(const fprep_request *r, const fprep_limits *lim,
 		                  proto_dtype_bytes(r->dtype),
 		                  (unsigned long long)tensor,
 		                  (unsigned long long)lim->max_tensor_bytes);
-	if (r->input_loc == FPREP_LOC_INLINE && payload != r->input_size)
-		return proto_fail(
-		        msg, n, FPREP_EPROTO,
-		        "inline payload %llu bytes != input_size %llu",
-		        (unsigned long long)payload,
-		        (unsigned long long)r->input_size);
-	if (r->input_loc != FPREP_LOC_INLINE && payload != 0)
-		return proto_fail(msg, n, FPREP_EPROTO,
-		                  "payload %llu bytes with input_loc %s: must "
-		                  "be 0",
-		                  (unsigned long long)payload,
-		                  r->input_loc == FPREP_LOC_SHM ? "SHM"
-		                                                : "CUDA");
+	if (payload != PROTO_NO_MESSAGE &&
+	    (err = proto_check_payload(r, payload, msg, n)))
+		return err;
 	if ((err = proto_check_norm(r, msg, n)))
 		return err;
 	if (r->output_loc != FPREP_LOC_INLINE && r->out_capacity < tensor)
@@ -670,8 +717,8 @@ static int proto_check_frame(const fprep_request *r, const fprep_limits *lim,
 
 /* proto_read_register fills the REGISTER fields of *req. The name's
  * syntax is the shared-memory code's to check; here only its length. */
-static int proto_read_register(const uint8_t *p, fprep_request *req, char *msg,
-                               size_t msg_size)
+static int proto_read_register(const uint8_t *p, fprep_register_request *req,
+                               char *msg, size_t msg_size)
 {
 	struct proto_register reg, *obj = &reg;
 
@@ -691,7 +738,7 @@ static int proto_read_register(const uint8_t *p, fprep_request *req, char *msg,
 
 /* proto_check_register_cuda checks what a REGISTER_CUDA says of itself:
  * a non-empty buffer whose end does not overflow 64 bits. */
-static int proto_check_register_cuda(const fprep_request *r, char *msg,
+static int proto_check_register_cuda(const fprep_register_request *r, char *msg,
                                      size_t n)
 {
 	uint64_t end;
@@ -707,14 +754,17 @@ static int proto_check_register_cuda(const fprep_request *r, char *msg,
 	return FPREP_OK;
 }
 
-int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
-                         fprep_request *req, char *msg, size_t msg_size)
+/* proto_read_head reads a request's magic and common part (as much of it
+ * as len holds, into the three fields given) and checks the header length
+ * and the version. */
+static int proto_read_head(const uint8_t *p, size_t len, uint16_t *version,
+                           uint16_t *kind, uint64_t *request_id, char *msg,
+                           size_t msg_size)
 {
-	const uint8_t *p = buf;
-	fprep_request *obj = req;
+	struct proto_head head = {0}, *obj = &head;
 	uint32_t magic;
+	int err = FPREP_OK;
 
-	memset(req, 0, sizeof(*req));
 	if (msg != NULL && msg_size > 0)
 		msg[0] = '\0';
 	if (len >= 4) {
@@ -725,23 +775,34 @@ int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
 			                  FPREP_REQUEST_MAGIC);
 	}
 	PROTO_HEAD(PROTO_DECODE_IN, PROTO_SKIP)
+	*version = head.version;
+	*kind = head.kind;
+	*request_id = head.request_id;
 	if (len < FPREP_REQUEST_HEADER_SIZE)
-		return proto_fail(msg, msg_size, FPREP_EPROTO,
-		                  "message length %zu < header size %d", len,
-		                  FPREP_REQUEST_HEADER_SIZE);
-	if (req->version != FPREP_PROTOCOL_VERSION)
-		return proto_fail(msg, msg_size, FPREP_EVERSION,
-		                  "version %u != %d", req->version,
-		                  FPREP_PROTOCOL_VERSION);
+		err = proto_fail(msg, msg_size, FPREP_EPROTO,
+		                 "message length %zu < header size %d", len,
+		                 FPREP_REQUEST_HEADER_SIZE);
+	else if (head.version != FPREP_PROTOCOL_VERSION)
+		err = proto_fail(msg, msg_size, FPREP_EVERSION,
+		                 "version %u != %d", head.version,
+		                 FPREP_PROTOCOL_VERSION);
+	return err;
+}
+
+int fprep_register_request_decode(const void *buf, size_t len,
+                                  fprep_register_request *req, char *msg,
+                                  size_t msg_size)
+{
+	const uint8_t *p = buf;
+	fprep_register_request *obj = req;
+	int err;
+
+	memset(req, 0, sizeof(*req));
+	err = proto_read_head(p, len, &req->version, &req->kind,
+	                      &req->request_id, msg, msg_size);
+	if (err != FPREP_OK)
+		return err;
 	switch (req->kind) {
-	case FPREP_KIND_FRAME:
-	case FPREP_KIND_ECHO:
-		PROTO_FRAME(PROTO_DECODE, PROTO_SKIP)
-		return proto_check_frame(req, lim,
-		                         len - FPREP_REQUEST_HEADER_SIZE, msg,
-		                         msg_size);
-	case FPREP_KIND_INFO:
-		return FPREP_OK;
 	case FPREP_KIND_REGISTER:
 		return proto_read_register(p, req, msg, msg_size);
 	case FPREP_KIND_UNREGISTER:
@@ -752,7 +813,58 @@ int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
 		return proto_check_register_cuda(req, msg, msg_size);
 	}
 	return proto_fail(msg, msg_size, FPREP_EINVAL,
+	                  "kind %u is not REGISTER (4), UNREGISTER (5) or "
+	                  "REGISTER_CUDA (6)",
+	                  req->kind);
+}
+
+int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
+                         fprep_request *req, char *msg, size_t msg_size)
+{
+	const uint8_t *p = buf;
+	fprep_request *obj = req;
+	fprep_register_request reg;
+	int err;
+
+	memset(req, 0, sizeof(*req));
+	err = proto_read_head(p, len, &req->version, &req->kind,
+	                      &req->request_id, msg, msg_size);
+	if (err != FPREP_OK)
+		return err;
+	switch (req->kind) {
+	case FPREP_KIND_FRAME:
+	case FPREP_KIND_ECHO:
+		PROTO_FRAME(PROTO_DECODE, PROTO_SKIP)
+		return proto_check_frame(req, lim,
+		                         len - FPREP_REQUEST_HEADER_SIZE, msg,
+		                         msg_size);
+	case FPREP_KIND_INFO:
+		return FPREP_OK;
+	case FPREP_KIND_REGISTER:
+	case FPREP_KIND_UNREGISTER:
+	case FPREP_KIND_REGISTER_CUDA:
+		return fprep_register_request_decode(buf, len, &reg, msg,
+		                                     msg_size);
+	}
+	return proto_fail(msg, msg_size, FPREP_EINVAL,
 	                  "kind %u is not a request kind (1..6)", req->kind);
+}
+
+int fprep__request_check(const fprep_request *req, char *msg, size_t msg_size)
+{
+	/* No limits: the daemon's are for peers, not for in-memory use. */
+	static const fprep_limits none = {
+	        .max_width = UINT32_MAX,
+	        .max_height = UINT32_MAX,
+	        .max_frame_bytes = UINT64_MAX,
+	        .max_out_width = UINT32_MAX,
+	        .max_out_height = UINT32_MAX,
+	        .max_tensor_bytes = UINT64_MAX,
+	};
+
+	if (msg != NULL && msg_size > 0)
+		msg[0] = '\0';
+	return proto_check_frame(req, &none, PROTO_NO_MESSAGE, msg, msg_size);
 }
 
 int fprep_tensor_shape(const fprep_request *req, uint32_t shape[4],

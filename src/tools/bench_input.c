@@ -19,6 +19,8 @@
 #include <stb/stb_image.h>
 #include <stb/stb_image_resize.h>
 
+#include "tool_yuv.h"
+
 uint64_t bench_splitmix64(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -36,13 +38,20 @@ static int input_finish(const bench_frame_spec *spec, bench_input *in,
 	fprep_request *req = &in->req;
 	int err;
 
+	fprep_request planes;
+
+	/* fprep_request_init lays out the (unpadded) planes. */
+	fprep_request_init(&planes, spec->format, w, h);
 	*req = spec->tmpl;
 	req->kind = FPREP_KIND_FRAME;
 	req->src_format = spec->format;
 	req->src_width = w;
 	req->src_height = h;
-	req->src_stride = w * fprep_pixel_bytes(spec->format);
-	req->input_size = (uint64_t)req->src_stride * h;
+	req->src_stride = planes.src_stride;
+	req->input_size = planes.input_size;
+	req->uv_stride = planes.uv_stride;
+	req->u_offset = planes.u_offset;
+	req->v_offset = planes.v_offset;
 	req->input_loc = FPREP_LOC_INLINE;
 	req->output_loc = FPREP_LOC_INLINE;
 	err = fprep_tensor_shape(req, in->shape, &in->tensor_bytes);
@@ -61,9 +70,10 @@ static int input_finish(const bench_frame_spec *spec, bench_input *in,
 static int input_synthetic(const bench_frame_spec *spec, bench_input *in)
 {
 	uint64_t s = spec->seed, n, i, r = 0;
-	uint32_t bpp = fprep_pixel_bytes(spec->format);
+	fprep_request sized;
 
-	n = (uint64_t)spec->synth_w * spec->synth_h * bpp;
+	fprep_request_init(&sized, spec->format, spec->synth_w, spec->synth_h);
+	n = sized.input_size;
 	in->pixels = malloc(n);
 	if (!in->pixels) {
 		fprintf(stderr, "frameprep-bench: out of memory\n");
@@ -83,11 +93,12 @@ static int input_synthetic(const bench_frame_spec *spec, bench_input *in)
 static int input_image(const bench_frame_spec *spec, const char *path,
                        bench_input *in, const char **why)
 {
-	int w, h, n, want;
+	int w, h, n, want, yuv;
 	uint8_t *px, *sized;
 	uint64_t i, count;
 
-	want = (int)fprep_pixel_bytes(spec->format);
+	yuv = spec->format >= FPREP_PIX_NV12;
+	want = yuv ? 3 : (int)fprep_pixel_bytes(spec->format);
 	px = stbi_load(path, &w, &h, &n, want);
 	if (!px) {
 		*why = stbi_failure_reason();
@@ -128,6 +139,29 @@ static int input_image(const bench_frame_spec *spec, const char *path,
 			px[i * want] = px[i * want + 2];
 			px[i * want + 2] = t;
 		}
+	}
+	if (yuv) {
+		/* Even sizes: the last odd column (and row) are dropped. */
+		uint64_t size;
+		int ew = w & ~1,
+		    eh = spec->format == FPREP_PIX_YUYV ? h : h & ~1;
+
+		for (int y = 1; y < eh && ew != w; y++)
+			memmove(px + (size_t)y * ew * 3, px + (size_t)y * w * 3,
+			        (size_t)ew * 3);
+		sized = ew && eh ? tool_rgb_to_yuv(px, (uint32_t)ew,
+		                                   (uint32_t)eh, spec->format,
+		                                   spec->tmpl.yuv_matrix,
+		                                   spec->tmpl.yuv_range, &size)
+		                 : NULL;
+		free(px);
+		if (!sized) {
+			*why = "too small or out of memory";
+			return -1;
+		}
+		px = sized;
+		w = ew;
+		h = eh;
 	}
 	in->pixels = px;
 	snprintf(in->name, sizeof(in->name), "%s", path);

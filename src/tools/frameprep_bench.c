@@ -42,6 +42,7 @@ enum bench_arrivals { BENCH_ARRIVALS_CONSTANT, BENCH_ARRIVALS_POISSON };
 /* bench_opts: the command line. */
 typedef struct bench_opts {
 	const char *url;
+	char urls[TOOL_URLS_SIZE]; /* the --socket URLs, comma-separated */
 	unsigned conc[BENCH_MAX_POINTS];
 	unsigned nconc;
 	double rates[BENCH_MAX_POINTS];
@@ -587,7 +588,12 @@ static void bench_usage(FILE *f)
 	        "  -u, --socket URL            daemon URL (default: "
 	        "ipc://$XDG_RUNTIME_DIR/frameprep.sock,\n"
 	        "                              "
-	        "else ipc:///tmp/frameprep-$UID.sock)\n"
+	        "else ipc:///tmp/frameprep-$UID.sock); repeat it or\n"
+	        "                              give a comma list for several "
+	        "daemons:\n"
+	        "                              requests are spread over them "
+	        "and resent\n"
+	        "                              when one dies (no --shm)\n"
 	        "\n"
 	        "Frames (one of; default --synthetic 1920x1080):\n"
 	        "  -i, --image FILE            one image, decoded once "
@@ -597,8 +603,12 @@ static void bench_usage(FILE *f)
 	        "      --synthetic WxH         seeded random pixels\n"
 	        "      --frame-size WxH        resize decoded images to WxH "
 	        "first\n"
-	        "  -f, --format FMT            bgr8, rgb8, bgra8, rgba8, gray8 "
-	        "(default bgr8)\n"
+	        "  -f, --format FMT            bgr8, rgb8, bgra8, rgba8, "
+	        "gray8, "
+	        "nv12, i420,\n"
+	        "                              yuyv (default bgr8; images are "
+	        "converted as\n"
+	        "                              the frameprep CLI does)\n"
 	        "      --seed N                synthetic pixels and Poisson "
 	        "arrivals (default 1)\n"
 	        "\n"
@@ -807,7 +817,9 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 			o->timeout_ms = (int)v;
 			break;
 		case 'u':
-			o->url = optarg;
+			if (tool_socket(o->urls, sizeof(o->urls), optarg) != 0)
+				return bench_bad("--socket", optarg);
+			o->url = o->urls;
 			break;
 		case 'i':
 			o->spec.image = optarg;
@@ -1004,7 +1016,18 @@ static void bench_describe(const bench_opts *o, const bench_input *inputs,
                            size_t rsize)
 {
 	const fprep_request *t = &inputs[0].req;
-	const char *fmt = tool_name(TOOL_FORMAT, o->spec.format);
+	char fmt[64];
+
+	if (o->spec.format >= FPREP_PIX_NV12)
+		snprintf(fmt, sizeof(fmt), "%s %s %s",
+		         tool_name(TOOL_FORMAT, o->spec.format),
+		         t->yuv_matrix ? tool_name(TOOL_MATRIX, t->yuv_matrix)
+		                       : "bt601",
+		         t->yuv_range ? tool_name(TOOL_RANGE, t->yuv_range)
+		                      : "limited");
+	else
+		snprintf(fmt, sizeof(fmt), "%s",
+		         tool_name(TOOL_FORMAT, o->spec.format));
 
 	if (o->spec.image_dir)
 		snprintf(input, isize, "%zu images from %s, %s%s", n,
@@ -1046,7 +1069,7 @@ int main(int argc, char **argv)
 	bench_report rep;
 	bench_run run;
 	fprep_result info;
-	char url[512], backend[64] = "unknown", device[128] = "";
+	char url[TOOL_URLS_SIZE], backend[64] = "unknown", device[128] = "";
 	char input_desc[512], request_desc[512], label[64];
 	char *info_text = NULL;
 	unsigned npoints, nclients = 0, i, p;

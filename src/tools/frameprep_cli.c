@@ -25,17 +25,20 @@
 
 #include "npy.h"
 #include "tool_options.h"
+#include "tool_yuv.h"
 
 enum { EXIT_SERVER = 1, EXIT_USAGE = 2, EXIT_IO = 3 };
 
 /* cli_spec: what the user asked for, before it becomes a request. */
 struct cli_spec {
 	struct tool_preprocess pre;
+	uint16_t format; /* a YUV format to convert the image to, or 0 */
 	int timeout_ms;
 	int echo;
 	int shm;
 	const char *url;
 	const char *out;
+	char urls[TOOL_URLS_SIZE]; /* the --socket URLs, comma-separated */
 };
 
 static const char *cli_npy_descr(uint8_t dtype)
@@ -105,7 +108,9 @@ static void cli_usage(FILE *f, const char *cmd)
 	if (strcmp(cmd, "reply") != 0 && strcmp(cmd, "request") != 0)
 		fprintf(f, "  --socket URL      daemon URL [ipc://"
 		           "$XDG_RUNTIME_DIR/frameprep.sock, else "
-		           "ipc:///tmp/frameprep-$UID.sock]\n");
+		           "ipc:///tmp/frameprep-$UID.sock]; repeat it or "
+		           "give a comma list\n                    for several "
+		           "daemons (no --shm then)\n");
 	if (strcmp(cmd, "send") == 0)
 		fprintf(f,
 		        "  -o, --output FILE save the tensor as .npy "
@@ -126,6 +131,12 @@ static void cli_usage(FILE *f, const char *cmd)
 		fprintf(f, "  -o, --output FILE save the tensor as .npy "
 		           "[not saved]\n");
 	if (strcmp(cmd, "send") == 0 || strcmp(cmd, "request") == 0)
+		fprintf(f,
+		        "  --format F        send the image converted to nv12, "
+		        "i420 or yuyv (an odd\n"
+		        "                    width or height loses its last "
+		        "column or row) [rgb8]\n");
+	if (strcmp(cmd, "send") == 0 || strcmp(cmd, "request") == 0)
 		tool_preprocess_usage(f, 2, 20);
 	fprintf(f, "  -h, --help        this text\n");
 }
@@ -135,6 +146,7 @@ enum {
 	OPT_TIMEOUT,
 	OPT_ECHO,
 	OPT_SHM,
+	OPT_FORMAT,
 };
 
 static const struct option cli_options[] = {
@@ -144,6 +156,7 @@ static const struct option cli_options[] = {
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"echo", no_argument, NULL, OPT_ECHO},
         {"shm", no_argument, NULL, OPT_SHM},
+        {"format", required_argument, NULL, OPT_FORMAT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -206,7 +219,8 @@ static int cli_parse(const char *cmd, int argc, char **argv,
 			spec->out = optarg;
 			break;
 		case OPT_SOCKET:
-			spec->url = optarg;
+			v = tool_socket(spec->urls, sizeof(spec->urls), optarg);
+			spec->url = spec->urls;
 			break;
 		case OPT_TIMEOUT:
 			errno = 0;
@@ -222,6 +236,18 @@ static int cli_parse(const char *cmd, int argc, char **argv,
 			break;
 		case OPT_SHM:
 			spec->shm = 1;
+			break;
+		case OPT_FORMAT:
+			spec->format =
+			        (uint16_t)tool_lookup(TOOL_FORMAT, optarg);
+			/* The image itself decides between RGB8 and GRAY8. */
+			v = spec->format >= FPREP_PIX_NV12 ||
+			                    spec->format == FPREP_PIX_RGB8
+			            ? 0
+			            : -1;
+			if (spec->format == FPREP_PIX_RGB8)
+				spec->format = 0;
+			break;
 			break;
 		default:
 			v = tool_preprocess_option(&spec->pre, opt, optarg);
@@ -239,10 +265,83 @@ static int cli_parse(const char *cmd, int argc, char **argv,
 
 /* cli_image is a decoded image in a pixel format the protocol knows. */
 struct cli_image {
-	uint8_t *pixels;
+	uint8_t *pixels; /* free with cli_image_free */
 	uint32_t width, height;
 	uint16_t format;
+	uint64_t size; /* bytes of a YUV frame */
 };
+
+/* cli_format_name: the format of a sent frame, as the CLI prints it. */
+static const char *cli_format_name(uint16_t format)
+{
+	static const char *const names[] = {"GRAY8", "RGB8", "NV12", "I420",
+	                                    "YUYV"};
+
+	switch (format) {
+	case FPREP_PIX_GRAY8:
+		return names[0];
+	case FPREP_PIX_NV12:
+		return names[2];
+	case FPREP_PIX_I420:
+		return names[3];
+	case FPREP_PIX_YUYV:
+		return names[4];
+	}
+	return names[1];
+}
+
+static void cli_image_free(struct cli_image *img)
+{
+	if (img->format >= FPREP_PIX_NV12)
+		free(img->pixels);
+	else
+		stbi_image_free(img->pixels);
+	img->pixels = NULL;
+}
+
+/* cli_to_yuv converts a decoded RGB8 image to spec's YUV format (dropping
+ * an odd last column, and for NV12 and I420 an odd last row). */
+static int cli_to_yuv(const struct cli_spec *spec, struct cli_image *img)
+{
+	uint32_t w = img->width & ~1u, h = img->height;
+	uint8_t *yuv;
+
+	if (spec->format != FPREP_PIX_YUYV)
+		h &= ~1u;
+	if (w == 0 || h == 0) {
+		fprintf(stderr,
+		        "frameprep: a %" PRIu32 "x%" PRIu32 " image is too "
+		        "small for %s (2x2 at least)\n",
+		        img->width, img->height,
+		        tool_name(TOOL_FORMAT, spec->format));
+		return -1;
+	}
+	if (w != img->width || h != img->height) {
+		/* Keep rows of the original width: move them together. */
+		for (uint32_t y = 1; y < h; y++)
+			memmove(img->pixels + (size_t)y * w * 3,
+			        img->pixels + (size_t)y * img->width * 3,
+			        (size_t)w * 3);
+		fprintf(stderr,
+		        "frameprep: note: %s needs even sizes: sending "
+		        "%" PRIu32 "x%" PRIu32 " of the %" PRIu32 "x%" PRIu32
+		        " image\n",
+		        tool_name(TOOL_FORMAT, spec->format), w, h, img->width,
+		        img->height);
+	}
+	yuv = tool_rgb_to_yuv(img->pixels, w, h, spec->format, spec->pre.matrix,
+	                      spec->pre.range, &img->size);
+	if (yuv == NULL) {
+		fprintf(stderr, "frameprep: out of memory\n");
+		return -1;
+	}
+	stbi_image_free(img->pixels);
+	img->pixels = yuv;
+	img->width = w;
+	img->height = h;
+	img->format = spec->format;
+	return 0;
+}
 
 /* cli_png_size reads the width and height from a PNG file's header;
  * returns 0, or -1 when f is not a PNG. */
@@ -289,8 +388,10 @@ static void cli_load_failed(const char *path)
 }
 
 /* cli_load decodes path as GRAY8 when the file is grayscale or a gray
- * tensor is asked for, else as RGB8. */
-static int cli_load(const char *path, uint8_t order, struct cli_image *img)
+ * tensor is asked for, else as RGB8, and converts it to spec's YUV format
+ * when one was asked for. */
+static int cli_load(const char *path, const struct cli_spec *spec,
+                    struct cli_image *img)
 {
 	int w, h, comp, want;
 
@@ -298,7 +399,9 @@ static int cli_load(const char *path, uint8_t order, struct cli_image *img)
 		cli_load_failed(path);
 		return -1;
 	}
-	want = comp <= 2 || order == FPREP_ORDER_GRAY ? 1 : 3;
+	want = comp <= 2 || spec->pre.order == FPREP_ORDER_GRAY ? 1 : 3;
+	if (spec->format != 0)
+		want = 3;
 	img->pixels = stbi_load(path, &w, &h, &comp, want);
 	if (img->pixels == NULL) {
 		cli_load_failed(path);
@@ -307,6 +410,10 @@ static int cli_load(const char *path, uint8_t order, struct cli_image *img)
 	img->width = (uint32_t)w;
 	img->height = (uint32_t)h;
 	img->format = want == 1 ? FPREP_PIX_GRAY8 : FPREP_PIX_RGB8;
+	if (spec->format != 0 && cli_to_yuv(spec, img) != 0) {
+		stbi_image_free(img->pixels);
+		return -1;
+	}
 	return 0;
 }
 
@@ -448,13 +555,13 @@ static int cli_send(const struct cli_spec *spec, const char *path)
 	fprep_request req;
 	int err, ret;
 
-	if (cli_load(path, spec->pre.order, &img) != 0)
+	if (cli_load(path, spec, &img) != 0)
 		return EXIT_IO;
 	cli_request(spec, &img, &req);
 	if ((ret = cli_client(spec, &c)) != 0)
 		goto out_image;
 	printf("source    %s %" PRIu32 "x%" PRIu32 " %s%s\n", path, img.width,
-	       img.height, img.format == FPREP_PIX_GRAY8 ? "GRAY8" : "RGB8",
+	       img.height, cli_format_name(img.format),
 	       spec->shm ? " (shared memory)" : "");
 	if (spec->shm) {
 		ret = cli_send_shm(c, spec, &img, &req);
@@ -470,7 +577,7 @@ static int cli_send(const struct cli_spec *spec, const char *path)
 out_client:
 	fprep_client_close(c);
 out_image:
-	stbi_image_free(img.pixels);
+	cli_image_free(&img);
 	return ret;
 }
 
@@ -511,7 +618,7 @@ static int cli_write_request(const struct cli_spec *spec, const char *path)
 	FILE *f;
 	int ret = EXIT_IO;
 
-	if (cli_load(path, spec->pre.order, &img) != 0)
+	if (cli_load(path, spec, &img) != 0)
 		return EXIT_IO;
 	cli_request(spec, &img, &req);
 	req.request_id = 1;
@@ -529,8 +636,7 @@ static int cli_write_request(const struct cli_spec *spec, const char *path)
 	printf("wrote     %s: %s request %" PRIu64 ", %" PRIu32 "x%" PRIu32
 	       " %s, %zu bytes\n",
 	       spec->out, cli_kind_name(req.kind), req.request_id,
-	       req.src_width, req.src_height,
-	       req.src_format == FPREP_PIX_GRAY8 ? "GRAY8" : "RGB8",
+	       req.src_width, req.src_height, cli_format_name(req.src_format),
 	       sizeof(header) + (size_t)req.input_size);
 	ret = 0;
 	goto out;
@@ -538,7 +644,7 @@ fail:
 	fprintf(stderr, "frameprep: writing %s: %s\n", spec->out,
 	        strerror(errno));
 out:
-	stbi_image_free(img.pixels);
+	cli_image_free(&img);
 	return ret;
 }
 

@@ -7,11 +7,15 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const char *const tool_formats[] = {NULL,    "bgr8",  "rgb8",
-                                           "bgra8", "rgba8", "gray8"};
+                                           "bgra8", "rgba8", "gray8",
+                                           "nv12",  "i420",  "yuyv"};
+static const char *const tool_matrices[] = {NULL, "bt601", "bt709", "bt2020"};
+static const char *const tool_ranges[] = {NULL, "limited", "full"};
 static const char *const tool_dtypes[] = {NULL, "f32", "f16", "u8"};
 static const char *const tool_layouts[] = {NULL, "nchw", "nhwc"};
 static const char *const tool_orders[] = {NULL, "rgb", "bgr", "gray"};
@@ -21,9 +25,10 @@ static const struct {
 	const char *const *names;
 	int n;
 } tool_tables[] = {
-        [TOOL_FORMAT] = {tool_formats, 6}, [TOOL_DTYPE] = {tool_dtypes, 4},
+        [TOOL_FORMAT] = {tool_formats, 9}, [TOOL_DTYPE] = {tool_dtypes, 4},
         [TOOL_LAYOUT] = {tool_layouts, 3}, [TOOL_ORDER] = {tool_orders, 4},
-        [TOOL_RESIZE] = {tool_resizes, 3},
+        [TOOL_RESIZE] = {tool_resizes, 3}, [TOOL_MATRIX] = {tool_matrices, 4},
+        [TOOL_RANGE] = {tool_ranges, 3},
 };
 
 int tool_lookup(enum tool_kind kind, const char *s)
@@ -100,16 +105,22 @@ int tool_preprocess_option(struct tool_preprocess *p, int opt, const char *arg)
 	case TOOL_OPT_LAYOUT:
 	case TOOL_OPT_ORDER:
 	case TOOL_OPT_RESIZE:
+	case TOOL_OPT_MATRIX:
+	case TOOL_OPT_RANGE:
 		kind = opt == TOOL_OPT_DTYPE    ? TOOL_DTYPE
 		       : opt == TOOL_OPT_LAYOUT ? TOOL_LAYOUT
 		       : opt == TOOL_OPT_ORDER  ? TOOL_ORDER
-		                                : TOOL_RESIZE;
+		       : opt == TOOL_OPT_RESIZE ? TOOL_RESIZE
+		       : opt == TOOL_OPT_MATRIX ? TOOL_MATRIX
+		                                : TOOL_RANGE;
 		if ((n = tool_lookup(kind, arg)) == 0)
 			return -1;
 		*(opt == TOOL_OPT_DTYPE    ? &p->dtype
 		  : opt == TOOL_OPT_LAYOUT ? &p->layout
 		  : opt == TOOL_OPT_ORDER  ? &p->order
-		                           : &p->resize) = (uint8_t)n;
+		  : opt == TOOL_OPT_RESIZE ? &p->resize
+		  : opt == TOOL_OPT_MATRIX ? &p->matrix
+		                           : &p->range) = (uint8_t)n;
 		break;
 	case TOOL_OPT_MEAN:
 		if (tool_triple(arg, p->mean) != 0)
@@ -165,6 +176,10 @@ void tool_preprocess_apply(const struct tool_preprocess *p, fprep_request *req)
 		req->scale = p->scale;
 	if (tool_isset(p, TOOL_OPT_PAD))
 		req->pad_value = p->pad;
+	if (tool_isset(p, TOOL_OPT_MATRIX))
+		req->yuv_matrix = p->matrix;
+	if (tool_isset(p, TOOL_OPT_RANGE))
+		req->yuv_range = p->range;
 }
 
 void tool_preprocess_usage(FILE *f, int indent, int width)
@@ -181,9 +196,24 @@ void tool_preprocess_usage(FILE *f, int indent, int width)
 	                          "[1,1,1]"},
 	        {"--scale S", "pixel multiplier [1/255 = 0.00392157]"},
 	        {"--pad V", "letterbox border value, 0..255 [114]"},
+	        {"--matrix M", "YUV colour matrix: bt601, bt709, bt2020 "
+	                       "[bt601]"},
+	        {"--range R", "YUV range: limited, full [limited]"},
 	};
 
 	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
 		fprintf(f, "%*s%-*s%s\n", indent, "", width - indent,
 		        lines[i][0], lines[i][1]);
+}
+
+int tool_socket(char *list, size_t size, const char *url)
+{
+	size_t n = strlen(list);
+	int w = snprintf(list + n, size - n, "%s%s", n > 0 ? "," : "", url);
+
+	if (url[0] == '\0' || w < 0 || (size_t)w >= size - n) {
+		list[n] = '\0';
+		return -1;
+	}
+	return 0;
 }

@@ -1,13 +1,15 @@
 /*
  * tool_options.h: the spellings and parsers of the preprocessing options
  * that the frameprep CLI and frameprep-bench share (--size, --format,
- * --dtype, --layout, --order, --resize, --mean, --std), so both tools accept
+ * --matrix, --range, --dtype, --layout, --order, --resize, --mean, --std),
+ * so both tools accept
  * and print exactly the same words.
  */
 #ifndef FPREP_TOOL_OPTIONS_H
 #define FPREP_TOOL_OPTIONS_H
 
 #include <getopt.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -15,7 +17,10 @@
 
 /* The kinds of named option values. */
 enum tool_kind {
-	TOOL_FORMAT, /* enum fprep_pixel_format: bgr8 rgb8 bgra8 rgba8 gray8 */
+	TOOL_FORMAT, /* enum fprep_pixel_format: bgr8 rgb8 bgra8 rgba8 gray8
+	                nv12 i420 yuyv */
+	TOOL_MATRIX, /* enum fprep_yuv_matrix: bt601 bt709 bt2020 */
+	TOOL_RANGE,  /* enum fprep_yuv_range: limited full */
 	TOOL_DTYPE,  /* enum fprep_dtype: f32 f16 u8 */
 	TOOL_LAYOUT, /* enum fprep_layout: nchw nhwc */
 	TOOL_ORDER,  /* enum fprep_channel_order: rgb bgr gray */
@@ -49,24 +54,28 @@ enum tool_opt {
 	TOOL_OPT_STD,
 	TOOL_OPT_SCALE,
 	TOOL_OPT_PAD,
+	TOOL_OPT_MATRIX,
+	TOOL_OPT_RANGE,
 	TOOL_OPT_END,
 };
 
 /* TOOL_PREPROCESS_OPTIONS: the struct option entries of the shared
  * preprocessing options, spliced into each tool's getopt_long table, so
  * both tools spell them from this one list. */
+/* clang-format off */
 #define TOOL_PREPROCESS_OPTIONS                                                \
 	{"size", required_argument, NULL, TOOL_OPT_SIZE},                      \
-	        {"dtype", required_argument, NULL, TOOL_OPT_DTYPE},            \
-	        {"layout", required_argument, NULL, TOOL_OPT_LAYOUT},          \
-	        {"order", required_argument, NULL, TOOL_OPT_ORDER},            \
-	        {"resize", required_argument, NULL, TOOL_OPT_RESIZE},          \
-	        {"mean", required_argument, NULL, TOOL_OPT_MEAN},              \
-	        {"std", required_argument, NULL, TOOL_OPT_STD},                \
-	        {"scale", required_argument, NULL, TOOL_OPT_SCALE},            \
-	{                                                                      \
-		"pad", required_argument, NULL, TOOL_OPT_PAD                   \
-	}
+	{"dtype", required_argument, NULL, TOOL_OPT_DTYPE},                    \
+	{"layout", required_argument, NULL, TOOL_OPT_LAYOUT},                  \
+	{"order", required_argument, NULL, TOOL_OPT_ORDER},                    \
+	{"resize", required_argument, NULL, TOOL_OPT_RESIZE},                  \
+	{"mean", required_argument, NULL, TOOL_OPT_MEAN},                      \
+	{"std", required_argument, NULL, TOOL_OPT_STD},                        \
+	{"scale", required_argument, NULL, TOOL_OPT_SCALE},                    \
+	{"pad", required_argument, NULL, TOOL_OPT_PAD},                        \
+	{"matrix", required_argument, NULL, TOOL_OPT_MATRIX},                  \
+	{"range", required_argument, NULL, TOOL_OPT_RANGE}
+/* clang-format on */
 
 /* tool_preprocess: what the shared options asked for; a field is applied
  * to a request only when its bit is in set (1 << (opt - TOOL_OPT_DTYPE),
@@ -77,6 +86,7 @@ struct tool_preprocess {
 	unsigned set;
 	uint32_t out_w, out_h;
 	uint8_t dtype, layout, order, resize;
+	uint8_t matrix, range; /* of a YUV source (yuv_matrix, yuv_range) */
 	float mean[3], std[3], scale, pad;
 };
 
@@ -85,7 +95,8 @@ struct tool_preprocess {
  * the option in its message), or 1 when opt is not a preprocessing
  * option. Values: --size WxH (1..65535 each); --dtype/--layout/--order/
  * --resize by name (tool_lookup); --mean one or three finite numbers;
- * --std the same, each > 0; --scale a finite number; --pad 0..255. */
+ * --std the same, each > 0; --scale a finite number; --pad 0..255;
+ * --matrix bt601|bt709|bt2020; --range limited|full. */
 int tool_preprocess_option(struct tool_preprocess *p, int opt, const char *arg);
 
 /* tool_preprocess_apply copies the fields set in *p into req. */
@@ -95,5 +106,13 @@ void tool_preprocess_apply(const struct tool_preprocess *p, fprep_request *req);
  * its default (fprep_request_init's), each starting with indent spaces
  * and its description at column width. */
 void tool_preprocess_usage(FILE *f, int indent, int width);
+
+/* TOOL_URLS_SIZE: room for the daemon URLs of --socket. */
+#define TOOL_URLS_SIZE 4096
+
+/* tool_socket adds url, or a comma-separated list of URLs, to list (size
+ * bytes, "" at first), the form fprep_client_open takes for several
+ * daemons. Returns 0 or -1 when it does not fit. */
+int tool_socket(char *list, size_t size, const char *url);
 
 #endif /* FPREP_TOOL_OPTIONS_H */

@@ -6,7 +6,8 @@
 #       it with the given arguments; pass when BENCH exits 0.
 #   bench_ci.sh sweep DAEMON BENCH [BENCH ARGS...]
 #       as live, with --json, --csv and --plot (when gnuplot is on PATH)
-#       into the scratch directory; pass when the files are there and sound.
+#       into the scratch directory, then bench_plot.py over the JSON; pass
+#       when the files are there and sound.
 #   bench_ci.sh limit DAEMON BENCH
 #       a daemon limited to 320-pixel-wide frames gets 640x480 ones; pass
 #       when BENCH counts the ELIMIT error replies and exits 1.
@@ -109,6 +110,18 @@ print("json ok:", len(runs), "runs")
 		[ -s "$tmp/sweep.png" ] || fail "no PNG"
 		sig=$(head -c 4 "$tmp/sweep.png" | tail -c 3)
 		[ "$sig" = "PNG" ] || fail "the plot is not a PNG"
+		/usr/bin/python3 "$here/bench_plot.py" "$tmp/plots" \
+			"$tmp/sweep.json" >"$tmp/plot.log" 2>&1 ||
+			fail "bench_plot.py exited $?: $(cat "$tmp/plot.log")"
+		for f in throughput.png throughput.svg sweep-latency.png \
+			sweep-latency.svg; do
+			[ -s "$tmp/plots/$f" ] || fail "bench_plot.py wrote no $f"
+		done
+		sig=$(head -c 4 "$tmp/plots/throughput.png" | tail -c 3)
+		[ "$sig" = "PNG" ] || fail "throughput.png is not a PNG"
+		grep -q "<svg" "$tmp/plots/sweep-latency.svg" ||
+			fail "sweep-latency.svg is not an SVG"
+		echo "bench_plot ok: $(ls "$tmp/plots" | tr '\n' ' ')"
 	fi
 	;;
 limit)

@@ -104,6 +104,15 @@ static void driver_request(const fprep_request *req, size_t payload)
 	free(buf);
 }
 
+/* driver_register seeds with a REGISTER, UNREGISTER or REGISTER_CUDA. */
+static void driver_register(const fprep_register_request *req)
+{
+	uint8_t buf[FPREP_REQUEST_HEADER_SIZE];
+
+	fprep_register_request_encode(req, buf);
+	driver_seed(buf, sizeof(buf));
+}
+
 static void driver_reply(const fprep_reply_header *rep)
 {
 	size_t size = FPREP_REPLY_HEADER_SIZE + (size_t)rep->payload_size;
@@ -118,6 +127,7 @@ static void driver_reply(const fprep_reply_header *rep)
 
 int main(int argc, char **argv)
 {
+	fprep_register_request reg;
 	fprep_request req;
 	fprep_reply_header rep;
 
@@ -130,6 +140,33 @@ int main(int argc, char **argv)
 	req.request_id = 77;
 	driver_request(&req, (size_t)req.input_size);
 
+	/* YUV frames with padded rows and chroma planes after gaps. */
+	for (uint16_t f = FPREP_PIX_NV12; f <= FPREP_PIX_YUYV; f++) {
+		fprep_request_init(&req, f, 8, 6);
+		req.out_width = 16;
+		req.out_height = 12;
+		req.yuv_matrix = (uint8_t)(f - FPREP_PIX_GRAY8);
+		req.yuv_range = FPREP_RANGE_FULL;
+		req.src_stride += 3;
+		req.input_size = (uint64_t)req.src_stride * 6;
+		if (f != FPREP_PIX_YUYV) {
+			req.uv_stride = (uint16_t)(req.uv_stride + 2);
+			req.u_offset = req.src_stride * 6 + 5;
+			req.v_offset =
+			        f == FPREP_PIX_I420
+			                ? req.u_offset + req.uv_stride * 3
+			                : 0;
+			req.input_size = (f == FPREP_PIX_I420 ? req.v_offset
+			                                      : req.u_offset) +
+			                 req.uv_stride * 3u;
+		}
+		driver_request(&req, (size_t)req.input_size);
+	}
+
+	fprep_request_init(&req, FPREP_PIX_BGR8, 8, 6);
+	req.out_width = 16;
+	req.out_height = 12;
+	req.request_id = 77;
 	req.kind = FPREP_KIND_ECHO;
 	req.src_format = FPREP_PIX_GRAY8;
 	req.channel_order = FPREP_ORDER_GRAY;
@@ -151,14 +188,14 @@ int main(int argc, char **argv)
 	req.output_loc = FPREP_LOC_CUDA;
 	driver_request(&req, 0);
 
-	memset(&req, 0, sizeof(req));
-	req.version = FPREP_PROTOCOL_VERSION;
-	req.kind = FPREP_KIND_REGISTER_CUDA;
-	req.region_size = 1u << 20;
-	req.cuda_offset = 512;
-	memset(req.cuda_handle, 0x3c, sizeof(req.cuda_handle));
-	memset(req.cuda_uuid, 0xc3, sizeof(req.cuda_uuid));
-	driver_request(&req, 0);
+	memset(&reg, 0, sizeof(reg));
+	reg.version = FPREP_PROTOCOL_VERSION;
+	reg.kind = FPREP_KIND_REGISTER_CUDA;
+	reg.region_size = 1u << 20;
+	reg.cuda_offset = 512;
+	memset(reg.cuda_handle, 0x3c, sizeof(reg.cuda_handle));
+	memset(reg.cuda_uuid, 0xc3, sizeof(reg.cuda_uuid));
+	driver_register(&reg);
 
 	memset(&req, 0, sizeof(req));
 	req.version = FPREP_PROTOCOL_VERSION;
@@ -188,7 +225,7 @@ int main(int argc, char **argv)
 	snprintf(rep.message, sizeof(rep.message), "src_width is 0");
 	driver_reply(&rep);
 
-	printf("fuzz_driver: 6 seeds, every truncation and %d mutations each\n",
+	printf("fuzz_driver: 9 seeds, every truncation and %d mutations each\n",
 	       DRIVER_MUTATIONS);
 	return 0;
 }

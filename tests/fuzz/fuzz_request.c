@@ -1,11 +1,13 @@
 /*
- * fuzz_request.c: fuzz target for the wire decoders (src/protocol.c).
+ * fuzz_request.c: fuzz target for the wire decoders (src/lib/protocol.c).
  *
  * Each input is handed to fprep_request_decode, under tight limits, and to
  * fprep_reply_decode. Besides not crashing or reading out of bounds, an
  * accepted message must keep the promises the daemon relies on: sizes
- * within the limits, the inline payload exactly input_size bytes, and a
- * decode that survives re-encoding unchanged. Built for libFuzzer with
+ * within the limits, the inline payload exactly input_size bytes, a
+ * decode that survives re-encoding unchanged, and a frame the CPU op
+ * preprocesses without reading outside the payload (which the sanitizers
+ * watch; YUV planes included). Built for libFuzzer with
  * -DFPREP_FUZZ=ON (clang), and run over generated inputs by fuzz_driver.c
  * with any compiler.
  */
@@ -76,6 +78,19 @@ static void fuzz_request(const uint8_t *data, size_t size)
 	fuzz_check(err == FPREP_OK);
 	fuzz_check(memcmp(&req, &req2, sizeof(req)) == 0);
 	free(again);
+
+	/* The payload, copied to a buffer of exactly input_size bytes. */
+	if (req.input_loc == FPREP_LOC_INLINE) {
+		uint8_t *frame = malloc(req.input_size ? req.input_size : 1);
+		void *tensor = malloc(bytes);
+
+		fuzz_check(frame != NULL && tensor != NULL);
+		memcpy(frame, data + FPREP_REQUEST_HEADER_SIZE, req.input_size);
+		fuzz_check(fprep_preprocess_cpu(&req, frame, tensor, bytes,
+		                                NULL) == FPREP_OK);
+		free(frame);
+		free(tensor);
+	}
 }
 
 static void fuzz_reply(const uint8_t *data, size_t size)

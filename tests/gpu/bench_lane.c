@@ -148,6 +148,7 @@ static void latency(const fprep__cuda_config *cfg, const bench_frame *bf,
 		lane_job_init(&lj, &w, &bf->rq, pinned ? bf->pinned : bf->frame,
 		              out, bf->out_bytes);
 		lj.job.input_pinned = pinned;
+		lj.job.output_pinned = mode == 2;
 		unsigned target = lane_count(&w) + 1;
 		uint64_t t0 = now_ns();
 		if (b->submit(b, &lj.job) != 0)
@@ -192,6 +193,7 @@ static double throughput(const fprep__cuda_config *cfg, const bench_frame *bf,
 		              pinned ? bf->pinned : bf->frame,
 		              out + bf->out_bytes * (k % 4), bf->out_bytes);
 		jobs[k].job.input_pinned = pinned;
+		jobs[k].job.output_pinned = mode == 2;
 		b->submit(b, &jobs[k].job);
 	}
 	lane_wait(&w, 8);
@@ -203,6 +205,7 @@ static double throughput(const fprep__cuda_config *cfg, const bench_frame *bf,
 		              pinned ? bf->pinned : bf->frame,
 		              out + bf->out_bytes * (k % 4), bf->out_bytes);
 		jobs[k].job.input_pinned = pinned;
+		jobs[k].job.output_pinned = mode == 2;
 		if (b->submit(b, &jobs[k].job) != 0)
 			exit(1);
 	}

@@ -117,16 +117,23 @@ static inline void lane_wait(lane_waiter *w, unsigned n)
 }
 
 /* lane_job_init prepares lj for req with input frame and output buffer out
- * (output_size from fprep_tensor_shape). */
+ * of out_size bytes (the tensor's size), planned as the daemon plans a job
+ * (fprep__job_plan). The caller sets input_pinned and output_pinned when
+ * frame or out lie in page-locked memory. */
 static inline void lane_job_init(lane_job *lj, lane_waiter *w,
                                  const fprep_request *req, const uint8_t *frame,
                                  uint8_t *out, uint64_t out_size)
 {
 	memset(lj, 0, sizeof *lj);
 	lj->job.req = *req;
+	if (fprep__job_plan(&lj->job) != 0 || lj->job.output_size != out_size) {
+		fprintf(stderr, "lane_job_init: tensor size %llu, not %llu\n",
+		        (unsigned long long)lj->job.output_size,
+		        (unsigned long long)out_size);
+		exit(1);
+	}
 	lj->job.input = frame;
 	lj->job.output = out;
-	lj->job.output_size = out_size;
 	lj->job.done = lane_done;
 	lj->w = w;
 }

@@ -15,9 +15,10 @@
 #          frameprep-bench (inline, shared memory, ECHO ceiling, sweeps, 1080p
 #          and 4K, against the PCIe ceiling that bench_lane measured) and the
 #          peers (OpenCV on the CPU, PyTorch naive and tuned) on the same
-#          frames; CUDA regions: cuda_regions (test_cuda_regions: producer
-#          and consumer processes, every input x output location, bad
-#          handles, leaks), cuda_py (tests/python/test_cuda.py), cuda_example
+#          frames, and the metrics endpoint's cost (metrics_cost.py); CUDA
+#          regions: cuda_regions (test_cuda_regions: producer and consumer
+#          processes, every input x output location, bad handles, leaks),
+#          cuda_py (tests/python/test_cuda.py), cuda_example
 #          (src/python/examples/cuda_batch.py) and cuda_bench
 #          (tests/bench/bench_cuda.py); the Python runs need pynng,
 #          carried as wheels in .whl/ of the tree (pip download pynng), and
@@ -114,11 +115,23 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	sweep=1,2,4,8,16,32,64
 	TAILN=30 run b1080_inline "${B[@]}" --frame-size 1920x1080 --size 640x640 -c $sweep --json "$logs/b1080_inline.json"
 	TAILN=30 run b1080_shm "${B[@]}" --frame-size 1920x1080 --size 640x640 --shm both -c $sweep --json "$logs/b1080_shm.json"
+	# The same photo as NV12 (converted by the bench as the CLI does): half the bytes in.
+	TAILN=30 run b1080_nv12_shm "${B[@]}" --frame-size 1920x1080 --size 640x640 --shm both --format nv12 -c $sweep --json "$logs/b1080_nv12_shm.json"
 	TAILN=20 run b4k_inline "${B[@]}" --frame-size 3840x2160 --size 1280x1280 -c 1,8,32 --json "$logs/b4k_inline.json"
 	TAILN=20 run b4k_shm "${B[@]}" --frame-size 3840x2160 --size 1280x1280 --shm both -c 1,8,32 --json "$logs/b4k_shm.json"
 	TAILN=20 run b1080_f16 "${B[@]}" --frame-size 1920x1080 --size 640x640 --dtype f16 --shm both -c 1,16 --json "$logs/b1080_f16.json"
+	# With f32 out, NV12's D2H (4.9 MB) outweighs its H2D (3.1 MB); with f16 (2.5 MB) the input bounds it.
+	TAILN=20 run b1080_nv12_f16 "${B[@]}" --frame-size 1920x1080 --size 640x640 --dtype f16 --shm both --format nv12 -c 1,16 --json "$logs/b1080_nv12_f16.json"
 	TAILN=20 run b1080_open "${B[@]}" --frame-size 1920x1080 --size 640x640 --shm both -c 32 --rate 2000,6000 --arrivals poisson --json "$logs/b1080_open.json"
-	tests+=(b1080_inline b1080_shm b4k_inline b4k_shm b1080_f16 b1080_open)
+	tests+=(b1080_inline b1080_shm b1080_nv12_shm b4k_inline b4k_shm b1080_f16 b1080_nv12_f16 b1080_open)
+	# NV12 against BGR8 in the same run: the best frames/s of each sweep.
+	best_fps() { grep -o '"frames_per_s": [0-9.]*' "$1" 2>/dev/null | awk '$2 > m { m = $2 } END { printf "%.1f", m }'; }
+	for d in f32:b1080_shm:b1080_nv12_shm f16:b1080_f16:b1080_nv12_f16; do
+		IFS=: read -r dt bgr_run nv12_run <<<"$d"
+		[ -s "$logs/$bgr_run.json" ] && [ -s "$logs/$nv12_run.json" ] || continue
+		bgr=$(best_fps "$logs/$bgr_run.json") nv12=$(best_fps "$logs/$nv12_run.json")
+		echo "1080p -> 640x640 $dt over shm, best frames/s: BGR8 $bgr, NV12 $nv12, NV12/BGR8 $(awk -v a="$nv12" -v b="$bgr" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')"
+	done | tee "$logs/nv12_ratio.txt"
 	# What users do instead, on the same photo and sizes.
 	if command -v python3 >/dev/null; then
 		pd=$logs/peers; mkdir -p "$pd"
@@ -159,6 +172,20 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	fi
 	kill -TERM $dpid; wait $dpid; echo "frameprepd exit status $?" | tee -a "$logs/frameprepd.log"
 	grep -v '^<[67]>' "$logs/frameprepd.log" | tail -n 5
+	# What the metrics endpoint costs at saturation: two GPU daemons, one with
+	# --metrics-listen, the same shared-memory load on each in turn; also
+	# the histograms' stage means beside the bench's.
+	if command -v python3 >/dev/null; then
+		TAILN=24 run metrics_cost python3 "$here/peers/metrics_cost.py" \
+			--daemon "$here/bin/frameprepd" --bench "$here/bin/frameprep-bench" \
+			--rounds "${FPREP_COST_ROUNDS:-3}" --out "$logs/metrics_cost" \
+			--daemon-arg=--device --daemon-arg=0 --daemon-arg=--slots --daemon-arg=4 \
+			--daemon-arg=--max-inflight --daemon-arg=256 \
+			-- --image "$here/images/astronaut.png" --frame-size 1920x1080 --size 640x640 \
+			--shm both -c 8,32 --duration "${FPREP_BENCH_S:-3}" --warmup 1 --no-ceiling \
+			--verify sample
+		tests+=(metrics_cost)
+	fi
 	# The CPU backend on this machine's cores, for comparison.
 	"$here/bin/frameprepd" --device cpu --listen "$url" 2>"$logs/frameprepd_cpu.log" &
 	dpid=$!

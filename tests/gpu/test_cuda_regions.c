@@ -202,19 +202,18 @@ static int register_raw(fprep_client *c, const uint8_t *handle,
                         const uint8_t *uuid, uint64_t offset, uint64_t size,
                         uint32_t *id, char *msg, size_t msg_size)
 {
-	fprep_request req;
+	fprep_register_request req;
 	fprep_result res;
 	int err;
 
 	memset(&req, 0, sizeof(req));
-	req.version = FPREP_PROTOCOL_VERSION;
 	req.kind = FPREP_KIND_REGISTER_CUDA;
 	req.region_size = size;
 	req.cuda_offset = offset;
 	memcpy(req.cuda_handle, handle, FPREP_CUDA_HANDLE_SIZE);
 	memcpy(req.cuda_uuid, uuid, FPREP_CUDA_UUID_SIZE);
 	*id = 0;
-	err = fprep_client_request(c, &req, NULL, &res);
+	err = fprep_client_register(c, &req, &res);
 	if (err) {
 		snprintf(msg, msg_size, "transport: %s",
 		         fprep_client_last_error(c));
@@ -229,14 +228,13 @@ static int register_raw(fprep_client *c, const uint8_t *handle,
 
 static void unregister_raw(fprep_client *c, uint32_t id)
 {
-	fprep_request req;
+	fprep_register_request req;
 	fprep_result res;
 
 	memset(&req, 0, sizeof(req));
-	req.version = FPREP_PROTOCOL_VERSION;
 	req.kind = FPREP_KIND_UNREGISTER;
 	req.region_id = id;
-	if (fprep_client_request(c, &req, NULL, &res) == 0) {
+	if (fprep_client_register(c, &req, &res) == 0) {
 		CHECK(res.header.status == 0, "unregister %u: %s", id,
 		      res.header.message);
 		fprep_result_fini(&res);

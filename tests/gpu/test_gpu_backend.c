@@ -15,7 +15,10 @@
  * boundary by one. F16: the F32 tolerance plus one float16 ulp of the
  * value (both sides round the float32 result to nearest even, so their
  * float32 difference can move the result by one ulp). U8: 1 (a pixel that
- * lands on .5 may round either way).
+ * lands on .5 may round either way). YUV sources (NV12, I420, YUYV, every
+ * matrix and range, padded planes) take the same bounds: both backends
+ * convert each pixel to the same RGB8 value (no fused multiply-add in that
+ * step), then resize as for RGB8.
  */
 #include <math.h>
 #include <stdio.h>
@@ -31,13 +34,13 @@
 
 #define MAX_IMAGES 8
 
-static const char *const fmt_names[] = {"",      "BGR8",  "RGB8",
-                                        "BGRA8", "RGBA8", "GRAY8"};
+static const char *const fmt_names[] = {
+        "", "BGR8", "RGB8", "BGRA8", "RGBA8", "GRAY8", "NV12", "I420", "YUYV"};
 static const char *const dtype_names[] = {"", "f32", "f16", "u8"};
 
 /* Largest difference seen, by pixel format and dtype (f32/f16 in tensor
  * units, u8 in LSB). */
-static double max_diff[6][4];
+static double max_diff[9][4];
 
 static float f16_to_f32(uint16_t h)
 {
@@ -142,7 +145,81 @@ typedef struct case_spec {
 	uint32_t out_w, out_h;
 	int imagenet; /* ImageNet mean/std instead of the YOLO defaults */
 	uint32_t extra_stride;
+	uint8_t matrix, range; /* YUV sources */
 } case_spec;
+
+/* yuv_frame_make makes a YUV frame of format fmt from im (cropped to even
+ * sizes) and sets rq's source fields: BT.601-like integer luma and chroma
+ * from each block's first pixel, rows padded by extra bytes and chroma
+ * planes placed after gaps, every padding byte filled, so a kernel that
+ * reads outside the planes shows. Returns a malloc'ed buffer. */
+static uint8_t *yuv_frame_make(const lane_image *im, uint16_t fmt,
+                               uint32_t extra, fprep_request *rq)
+{
+	uint32_t w = (uint32_t)im->w & ~1u, h = (uint32_t)im->h;
+	uint32_t crow, ch, x, y;
+	uint64_t size;
+	uint8_t *f;
+
+	if (fmt != FPREP_PIX_YUYV)
+		h &= ~1u;
+	rq->src_format = fmt;
+	rq->src_width = w;
+	rq->src_height = h;
+	rq->src_stride = w * fprep_pixel_bytes(fmt) + extra;
+	crow = fmt == FPREP_PIX_NV12 ? w : w / 2;
+	ch = h / 2;
+	rq->uv_stride = (uint16_t)(fmt == FPREP_PIX_YUYV ? 0 : crow + extra);
+	rq->u_offset = fmt == FPREP_PIX_YUYV
+	                       ? 0
+	                       : rq->src_stride * (h + 8) + 3 * extra;
+	rq->v_offset = fmt == FPREP_PIX_I420
+	                       ? rq->u_offset + rq->uv_stride * ch + 64
+	                       : 0;
+	size = fmt == FPREP_PIX_YUYV ? (uint64_t)rq->src_stride * h
+	                             : (uint64_t)(rq->v_offset ? rq->v_offset
+	                                                       : rq->u_offset) +
+	                                       (uint64_t)rq->uv_stride * ch;
+	rq->input_size = size;
+	f = malloc(size);
+	if (f == NULL)
+		return NULL;
+	for (uint64_t i = 0; i < size; i++)
+		f[i] = (uint8_t)(0xc3 ^ i);
+	for (y = 0; y < h; y++)
+		for (x = 0; x < w; x++) {
+			const uint8_t *p =
+			        im->rgb + ((size_t)y * im->w + (x & ~1u)) * 3;
+			const uint8_t *q =
+			        im->rgb + ((size_t)y * im->w + x) * 3;
+			int yy = (66 * q[0] + 129 * q[1] + 25 * q[2] + 4224) >>
+			         8;
+			int u = (-38 * p[0] - 74 * p[1] + 112 * p[2] + 32896) >>
+			        8;
+			int v = (112 * p[0] - 94 * p[1] - 18 * p[2] + 32896) >>
+			        8;
+			uint8_t *row = f + (size_t)y * rq->src_stride;
+			size_t c = (size_t)(y / 2) * rq->uv_stride;
+
+			if (fmt == FPREP_PIX_YUYV) {
+				row[2 * x] = (uint8_t)yy;
+				row[4 * (x / 2) + 1] = (uint8_t)u;
+				row[4 * (x / 2) + 3] = (uint8_t)v;
+				continue;
+			}
+			row[x] = (uint8_t)yy;
+			if (y % 2 != 0 || x % 2 != 0)
+				continue;
+			if (fmt == FPREP_PIX_NV12) {
+				f[rq->u_offset + c + x] = (uint8_t)u;
+				f[rq->u_offset + c + x + 1] = (uint8_t)v;
+			} else {
+				f[rq->u_offset + c + x / 2] = (uint8_t)u;
+				f[rq->v_offset + c + x / 2] = (uint8_t)v;
+			}
+		}
+	return f;
+}
 
 /* check_case runs one request on both backends and compares. */
 static void check_case(fprep__backend *b, lane_waiter *w, const lane_image *im,
@@ -158,8 +235,13 @@ static void check_case(fprep__backend *b, lane_waiter *w, const lane_image *im,
 	int bad = 0;
 
 	fprep_request_init(&rq, cs->fmt, (uint32_t)im->w, (uint32_t)im->h);
-	uint8_t *frame = lane_frame_make(im, cs->fmt, cs->extra_stride,
-	                                 &rq.src_stride, &rq.input_size);
+	uint8_t *frame =
+	        cs->fmt >= FPREP_PIX_NV12
+	                ? yuv_frame_make(im, cs->fmt, cs->extra_stride, &rq)
+	                : lane_frame_make(im, cs->fmt, cs->extra_stride,
+	                                  &rq.src_stride, &rq.input_size);
+	rq.yuv_matrix = cs->matrix;
+	rq.yuv_range = cs->range;
 	rq.channel_order = cs->order;
 	rq.dtype = cs->dtype;
 	rq.layout = cs->layout;
@@ -186,8 +268,9 @@ static void check_case(fprep__backend *b, lane_waiter *w, const lane_image *im,
 	if (lj.job.status == FPREP_OK) {
 		double d = compare(&rq, gpu, cpu, bytes, &bad);
 		CHECK(bad == 0,
-		      "%s %s %s->%s %s %s %ux%u: %d elements off (max %g)",
-		      im->name, fmt_names[cs->fmt],
+		      "%s %s (matrix %u range %u) %s->%s %s %s %ux%u: %d "
+		      "elements off (max %g)",
+		      im->name, fmt_names[cs->fmt], cs->matrix, cs->range,
 		      cs->order == FPREP_ORDER_RGB   ? "RGB"
 		      : cs->order == FPREP_ORDER_BGR ? "BGR"
 		                                     : "GRAY",
@@ -211,7 +294,7 @@ static int all_cases(fprep__backend *b, lane_waiter *w, const lane_image *ims,
 {
 	int n = 0;
 	for (int i = 0; i < nims; i++)
-		for (uint16_t fmt = FPREP_PIX_BGR8; fmt <= FPREP_PIX_GRAY8;
+		for (uint16_t fmt = FPREP_PIX_BGR8; fmt <= FPREP_PIX_YUYV;
 		     fmt++)
 			for (uint8_t dt = FPREP_DTYPE_F32; dt <= FPREP_DTYPE_U8;
 			     dt++)
@@ -230,6 +313,10 @@ static int all_cases(fprep__backend *b, lane_waiter *w, const lane_image *ims,
 					        .imagenet = (i + v) & 1,
 					        .extra_stride =
 					                (uint32_t)(v * 5),
+					        .matrix =
+					                (uint8_t)((i + v) % 4),
+					        .range =
+					                (uint8_t)((v >> 1) + 1),
 					};
 					if (fmt == FPREP_PIX_GRAY8)
 						cs.order =
@@ -282,7 +369,7 @@ static lane_image scale_image(const lane_image *im, int w, int h)
  * inline path, whose overlap is only reported (its host copies can take
  * longer than the GPU's work). Every tensor must equal the CPU's. */
 static void check_burst(fprep__backend *b, lane_waiter *w, const lane_image *im,
-                        int pinned)
+                        uint16_t fmt, int pinned)
 {
 	static lane_job jobs[BURST];
 	fprep_request rq;
@@ -291,10 +378,11 @@ static void check_burst(fprep__backend *b, lane_waiter *w, const lane_image *im,
 	uint8_t *frame, *out, *cpu;
 	int overlaps = 0, bad = 0;
 
-	fprep_request_init(&rq, FPREP_PIX_BGR8, (uint32_t)im->w,
-	                   (uint32_t)im->h);
-	frame = lane_frame_make(im, FPREP_PIX_BGR8, 0, &rq.src_stride,
-	                        &rq.input_size);
+	fprep_request_init(&rq, fmt, (uint32_t)im->w, (uint32_t)im->h);
+	frame = fmt >= FPREP_PIX_NV12
+	                ? yuv_frame_make(im, fmt, 0, &rq)
+	                : lane_frame_make(im, fmt, 0, &rq.src_stride,
+	                                  &rq.input_size);
 	fprep_tensor_shape(&rq, shape, &bytes);
 	cpu = malloc(bytes);
 	CHECK(frame && cpu, "out of memory");
@@ -317,6 +405,7 @@ static void check_burst(fprep__backend *b, lane_waiter *w, const lane_image *im,
 	for (int k = 0; k < BURST; k++) {
 		lane_job_init(&jobs[k], w, &rq, frame, out + bytes * k, bytes);
 		jobs[k].job.input_pinned = pinned;
+		jobs[k].job.output_pinned = pinned;
 		jobs[k].job.data = (void *)(uintptr_t)k;
 		CHECK(b->submit(b, &jobs[k].job) == 0, "submit");
 	}
@@ -332,12 +421,14 @@ static void check_burst(fprep__backend *b, lane_waiter *w, const lane_image *im,
 	double t0 = m->h2d_start;
 	double span =
 	        burst_stamps[BURST - 1].d2h_end - burst_stamps[0].h2d_start;
-	printf("burst %s: frame k+1's H2D began before frame k's D2H ended in "
+	printf("burst %s %s, %llu bytes a frame: frame k+1's H2D began before "
+	       "frame k's D2H ended in "
 	       "%d of %d pairs; %.0f frames/s on the device timeline\n"
 	       "  frame %d: H2D 0-%.1f us, kernel %.1f-%.1f, D2H %.1f-%.1f; "
 	       "frame %d: H2D from %.1f\n",
-	       pinned ? "pinned in+out (shm path)" : "inline", overlaps,
-	       BURST - 1, (BURST - 1) / span * 1e6, BURST / 2, m->h2d_end - t0,
+	       fmt_names[fmt], pinned ? "pinned in+out (shm path)" : "inline",
+	       (unsigned long long)rq.input_size, overlaps, BURST - 1,
+	       (BURST - 1) / span * 1e6, BURST / 2, m->h2d_end - t0,
 	       m->kernel_start - t0, m->kernel_end - t0, m->d2h_start - t0,
 	       m->d2h_end - t0, BURST / 2 + 1,
 	       burst_stamps[BURST / 2 + 1].h2d_start - t0);
@@ -478,8 +569,9 @@ int main(int argc, char **argv)
 	 * must allocate nothing. */
 	int ncases = all_cases(b, &w, ims, nims);
 	lane_image big = scale_image(&ims[0], 1920, 1080);
-	check_burst(b, &w, &big, 0);
-	check_burst(b, &w, &big, 1);
+	check_burst(b, &w, &big, FPREP_PIX_BGR8, 0);
+	check_burst(b, &w, &big, FPREP_PIX_BGR8, 1);
+	check_burst(b, &w, &big, FPREP_PIX_NV12, 1);
 	/* A frame and tensor larger than the initial staging grow a slot. */
 	unsigned long allocs = fprep__cuda_alloc_count();
 	lane_image huge = scale_image(&ims[1], 2560, 1600);
@@ -498,14 +590,15 @@ int main(int argc, char **argv)
 	allocs = fprep__cuda_alloc_count();
 	memset(max_diff, 0, sizeof max_diff);
 	ncases += all_cases(b, &w, ims, nims);
-	check_burst(b, &w, &big, 0);
-	check_burst(b, &w, &big, 1);
+	check_burst(b, &w, &big, FPREP_PIX_BGR8, 0);
+	check_burst(b, &w, &big, FPREP_PIX_BGR8, 1);
+	check_burst(b, &w, &big, FPREP_PIX_NV12, 1);
 	check_echo_and_bad(b, &w, &ims[0]);
 	CHECK(fprep__cuda_alloc_count() == allocs,
 	      "allocations after warm-up: %lu -> %lu", allocs,
 	      fprep__cuda_alloc_count());
 	printf("allocations: %lu at warm-up, %lu after %d more requests\n",
-	       allocs, fprep__cuda_alloc_count(), ncases / 2 + 2 * BURST + 2);
+	       allocs, fprep__cuda_alloc_count(), ncases / 2 + 3 * BURST + 2);
 	b->close(b, 5000);
 
 	/* Warm cache: the second open compiles nothing. */
@@ -516,7 +609,7 @@ int main(int argc, char **argv)
 	       "(f32/f16: tensor units, u8: LSB), %d images:\n",
 	       nims);
 	printf("%-6s %10s %10s %6s\n", "format", "f32", "f16", "u8");
-	for (int f = FPREP_PIX_BGR8; f <= FPREP_PIX_GRAY8; f++)
+	for (int f = FPREP_PIX_BGR8; f <= FPREP_PIX_YUYV; f++)
 		printf("%-6s %10.3g %10.3g %6g\n", fmt_names[f],
 		       max_diff[f][FPREP_DTYPE_F32],
 		       max_diff[f][FPREP_DTYPE_F16],

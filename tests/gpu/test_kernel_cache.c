@@ -24,9 +24,12 @@
 #define TEST_CC 90
 
 static const char *const test_entries[] = {
-        "fprep_letterbox_f32",
-        "fprep_letterbox_f16",
-        "fprep_letterbox_u8",
+        "fprep_letterbox_f32",      "fprep_letterbox_f16",
+        "fprep_letterbox_u8",       "fprep_letterbox_nv12_f32",
+        "fprep_letterbox_nv12_f16", "fprep_letterbox_nv12_u8",
+        "fprep_letterbox_i420_f32", "fprep_letterbox_i420_f16",
+        "fprep_letterbox_i420_u8",  "fprep_letterbox_yuyv_f32",
+        "fprep_letterbox_yuyv_f16", "fprep_letterbox_yuyv_u8",
 };
 
 typedef struct test_dir {

@@ -193,6 +193,60 @@ def test_send_images(tmp):
         d.stop()
 
 
+def test_send_yuv(tmp):
+    """The CLI's YUV conversion through the daemon: NV12, I420 and YUYV of
+    each matrix and range, inline and through shared memory (bit-equal),
+    give back the photograph: within the chroma subsampling's loss of the
+    RGB8 tensor (mean under 1.5 LSB), and a wrong matrix is seen."""
+    d = Daemon(tmp)
+    try:
+        path = next(p for p in images() if p.endswith("astronaut.png"))
+        rgb = os.path.join(tmp, "rgb.npy")
+        cli("send", path, "--socket", d.url, "-o", rgb)
+        ref = np.load(rgb).astype(np.float64) * 255.0
+        for fmt in ("nv12", "i420", "yuyv"):
+            for matrix, rng in (("bt601", "limited"), ("bt709", "full"),
+                                ("bt2020", "limited")):
+                opts = ["--format", fmt, "--matrix", matrix, "--range", rng]
+                out = os.path.join(tmp, f"{fmt}.npy")
+                shm = os.path.join(tmp, f"{fmt}.shm.npy")
+                r = cli("send", path, *opts, "--socket", d.url, "-o", out)
+                check(fmt.upper().encode() in r.stdout,
+                      f"{fmt}: the CLI does not say what it sent")
+                cli("send", path, *opts, "--shm", "--socket", d.url,
+                    "-o", shm)
+                t = np.load(out)
+                check(np.array_equal(t, np.load(shm)),
+                      f"{fmt} {matrix} {rng}: shm differs from inline")
+                mad = np.abs(t.astype(np.float64) * 255.0 - ref).mean()
+                check(mad < 1.5, f"{fmt} {matrix} {rng}: {mad:.3f} LSB "
+                                 f"mean from the RGB8 tensor")
+                print(f"ok {fmt} {matrix} {rng}: mean {mad:.3f} LSB from "
+                      f"the RGB8 tensor, shm == inline")
+            # Sent as BT.709, read as BT.601: the colours move.
+            out = os.path.join(tmp, "mismatch.npy")
+            req = os.path.join(tmp, "req.bin")
+            cli("request", path, "--format", fmt, "--matrix", "bt709",
+                "-o", req)
+            data = bytearray(open(req, "rb").read())
+            data[18] = 1  # yuv_matrix: BT.601
+            open(req, "wb").write(bytes(data))
+            r = subprocess.run(["nngcat", "--req0", "--dial", d.url,
+                                "--file", req, "--raw", "--recv-timeout",
+                                "30"], stdout=subprocess.PIPE, timeout=60)
+            check(r.returncode == 0 and len(r.stdout) > 256,
+                  f"nngcat: no reply ({r.returncode})")
+            t = np.frombuffer(r.stdout[256:], np.float32)
+            mad = np.abs(t.astype(np.float64) * 255.0 -
+                         ref.reshape(-1)).mean()
+            check(mad > 2.0, f"{fmt}: a wrong matrix went unseen "
+                             f"({mad:.3f} LSB)")
+            print(f"ok {fmt}: read with the wrong matrix, mean {mad:.3f} "
+                  f"LSB off")
+    finally:
+        d.stop()
+
+
 def test_shm_service_user(tmp):
     """Shared memory with a daemon that runs as another user (as the packaged
     service does): the client's 0600 object gets an ACL entry for the

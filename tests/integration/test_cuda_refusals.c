@@ -31,18 +31,17 @@ static char url[256];
 static int register_cuda(fprep_client *c, uint64_t size, uint64_t offset,
                          char *msg, size_t msg_size)
 {
-	fprep_request req;
+	fprep_register_request req;
 	fprep_result res;
 	int err;
 
 	memset(&req, 0, sizeof(req));
-	req.version = FPREP_PROTOCOL_VERSION;
 	req.kind = FPREP_KIND_REGISTER_CUDA;
 	req.region_size = size;
 	req.cuda_offset = offset;
 	memset(req.cuda_handle, 0x5a, sizeof(req.cuda_handle));
 	memset(req.cuda_uuid, 0xa5, sizeof(req.cuda_uuid));
-	err = fprep_client_request(c, &req, NULL, &res);
+	err = fprep_client_register(c, &req, &res);
 	if (err) {
 		snprintf(msg, msg_size, "transport: %s",
 		         fprep_client_last_error(c));

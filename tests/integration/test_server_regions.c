@@ -217,7 +217,7 @@ static int info_has(fprep_client *c, const char *line)
 static void register_and_close(const char *url, const char *name)
 {
 	uint8_t hdr[FPREP_REQUEST_HEADER_SIZE];
-	fprep_request req;
+	fprep_register_request req;
 	nng_socket s;
 
 	memset(&req, 0, sizeof(req));
@@ -226,7 +226,7 @@ static void register_and_close(const char *url, const char *name)
 	req.request_id = 77;
 	req.region_size = 4096;
 	snprintf(req.region_name, sizeof(req.region_name), "%s", name);
-	fprep_request_encode(&req, hdr);
+	fprep_register_request_encode(&req, hdr);
 	REQUIRE(nng_req0_open(&s) == 0);
 	REQUIRE(nng_dial(s, url, NULL, 0) == 0);
 	REQUIRE(nng_send(s, hdr, sizeof(hdr), 0) == 0);

@@ -122,20 +122,15 @@ static void good_request(const char *why)
 	fprep_client_close(c);
 }
 
-/* raw_register sends a REGISTER for name/size and returns the reply's
- * status (and region id). */
-static int raw_register(fprep_client *c, const char *name, uint64_t size,
-                        uint32_t *id, char *msg, size_t msg_size)
+/* raw_send sends the REGISTER or UNREGISTER req and returns the reply's
+ * status (and region id, and message, where asked). */
+static int raw_send(fprep_client *c, fprep_register_request *req, uint32_t *id,
+                    char *msg, size_t msg_size)
 {
-	fprep_request req;
 	fprep_result res;
 	int err, status;
 
-	memset(&req, 0, sizeof(req));
-	req.kind = FPREP_KIND_REGISTER;
-	req.region_size = size;
-	snprintf(req.region_name, sizeof(req.region_name), "%s", name);
-	err = fprep_client_request(c, &req, NULL, &res);
+	err = fprep_client_register(c, req, &res);
 	if (err)
 		return -err;
 	status = (int)res.header.status;
@@ -145,6 +140,33 @@ static int raw_register(fprep_client *c, const char *name, uint64_t size,
 		snprintf(msg, msg_size, "%s", res.header.message);
 	fprep_result_fini(&res);
 	return status;
+}
+
+/* raw_register sends a REGISTER for name/size and returns the reply's
+ * status (and region id). */
+static int raw_register(fprep_client *c, const char *name, uint64_t size,
+                        uint32_t *id, char *msg, size_t msg_size)
+{
+	fprep_register_request req;
+
+	memset(&req, 0, sizeof(req));
+	req.kind = FPREP_KIND_REGISTER;
+	req.region_size = size;
+	snprintf(req.region_name, sizeof(req.region_name), "%s", name);
+	return raw_send(c, &req, id, msg, msg_size);
+}
+
+/* raw_unregister sends an UNREGISTER of region id and returns the reply's
+ * status. */
+static int raw_unregister(fprep_client *c, uint32_t id, char *msg,
+                          size_t msg_size)
+{
+	fprep_register_request req;
+
+	memset(&req, 0, sizeof(req));
+	req.kind = FPREP_KIND_UNREGISTER;
+	req.region_id = id;
+	return raw_send(c, &req, NULL, msg, msg_size);
 }
 
 /* frame_status sends req (shm fields set by the caller) and returns the
@@ -464,14 +486,11 @@ static void test_refusals(void)
 	good_request("a shrunk region");
 
 	/* UNREGISTER: by another connection, then by the owner, twice. */
-	memset(&req, 0, sizeof(req));
-	req.kind = FPREP_KIND_UNREGISTER;
-	req.region_id = id;
-	st = frame_status(b, &req, msg, sizeof(msg));
+	st = raw_unregister(b, id, msg, sizeof(msg));
 	CHECK(st == FPREP_EREGION, "unregister by another: %d %s", st, msg);
-	st = frame_status(a, &req, msg, sizeof(msg));
+	st = raw_unregister(a, id, msg, sizeof(msg));
 	CHECK(st == 0, "unregister: %d %s", st, msg);
-	st = frame_status(a, &req, msg, sizeof(msg));
+	st = raw_unregister(a, id, msg, sizeof(msg));
 	CHECK(st == FPREP_EREGION, "unregister twice: %d %s", st, msg);
 	close(fd);
 	shm_unlink(name);

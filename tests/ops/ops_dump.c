@@ -8,6 +8,9 @@
  *
  * INPUT is an image file read with stb_image (as RGB8, or GRAY8 when it has
  * one channel), or with --raw FMT WxH[+STRIDE] a file of raw pixel rows.
+ * YUV formats (nv12, i420, yuyv) take --matrix bt601|bt709|bt2020,
+ * --range limited|full and --planes UOFF,VOFF,UVSTRIDE,SIZE (the plane
+ * offsets, chroma stride and frame bytes; default: unpadded planes).
  * For each frame one line goes to stdout:
  *   OUT.npy resized=WxH pad=X,Y scale=SX,SY
  * With --bench N the op runs N more times; the mean and best times are
@@ -23,18 +26,22 @@
 
 #include "frameprep/frameprep.h"
 #include "npy.h"
+#include "yuv.h"
 
 struct dump_args {
 	fprep_request req;
 	const char *input;
 	const char *output;
 	int raw;
+	int planes;       /* --planes given */
 	uint16_t convert; /* image input converted to this format, or 0 */
 	int bench;
 };
 
 static const char *const dump_formats[] = {NULL,    "bgr8",  "rgb8",
-                                           "bgra8", "rgba8", "gray8"};
+                                           "bgra8", "rgba8", "gray8",
+                                           "nv12",  "i420",  "yuyv"};
+#define DUMP_NFORMATS 9
 
 static int dump_lookup(const char *s, const char *const *names, int n)
 {
@@ -67,6 +74,11 @@ static int dump_parse(int argc, char **argv, struct dump_args *a)
 	static const char *const orders[] = {NULL, "rgb", "bgr", "gray"};
 	static const char *const dtypes[] = {NULL, "f32", "f16", "u8"};
 	static const char *const layouts[] = {NULL, "nchw", "nhwc"};
+	static const char *const matrices[] = {NULL, "bt601", "bt709",
+	                                       "bt2020"};
+	static const char *const ranges[] = {NULL, "limited", "full"};
+	unsigned long long size;
+	unsigned uv_stride;
 	fprep_request *r = &a->req;
 	int i, v, pos = 0;
 
@@ -130,15 +142,33 @@ static int dump_parse(int argc, char **argv, struct dump_args *a)
 			if (dump_floats(n, r->std, 3))
 				return -1;
 		} else if (strcmp(o, "--convert") == 0) {
-			if ((v = dump_lookup(n, dump_formats, 6)) < 0)
+			if ((v = dump_lookup(n, dump_formats, DUMP_NFORMATS)) <
+			    0)
 				return -1;
 			a->convert = (uint16_t)v;
+		} else if (strcmp(o, "--matrix") == 0) {
+			if ((v = dump_lookup(n, matrices, 4)) < 0)
+				return -1;
+			r->yuv_matrix = (uint8_t)v;
+		} else if (strcmp(o, "--range") == 0) {
+			if ((v = dump_lookup(n, ranges, 3)) < 0)
+				return -1;
+			r->yuv_range = (uint8_t)v;
+		} else if (strcmp(o, "--planes") == 0) {
+			if (sscanf(n, "%u,%u,%u,%llu", &r->u_offset,
+			           &r->v_offset, &uv_stride, &size) != 4 ||
+			    uv_stride > UINT16_MAX)
+				return -1;
+			r->uv_stride = (uint16_t)uv_stride;
+			r->input_size = size;
+			a->planes = 1;
 		} else if (strcmp(o, "--bench") == 0) {
 			a->bench = atoi(n);
 		} else if (strcmp(o, "--raw") == 0) {
 			if (i + 1 >= argc)
 				return -1;
-			if ((v = dump_lookup(n, dump_formats, 6)) < 0)
+			if ((v = dump_lookup(n, dump_formats, DUMP_NFORMATS)) <
+			    0)
 				return -1;
 			r->src_format = (uint16_t)v;
 			r->src_stride = 0;
@@ -162,7 +192,19 @@ static uint8_t *dump_load_raw(struct dump_args *a)
 
 	if (r->src_stride == 0)
 		r->src_stride = r->src_width * fprep_pixel_bytes(r->src_format);
-	r->input_size = (uint64_t)r->src_stride * r->src_height;
+	if (!a->planes) {
+		fprep_request d;
+
+		fprep_request_init(&d, r->src_format, r->src_width,
+		                   r->src_height);
+		d.src_stride = r->src_stride;
+		d.input_size = (uint64_t)r->src_stride * r->src_height;
+		fprep__yuv_default_planes(&d);
+		r->u_offset = d.u_offset;
+		r->v_offset = d.v_offset;
+		r->uv_stride = d.uv_stride;
+		r->input_size = d.input_size;
+	}
 	f = fopen(a->input, "rb");
 	if (f == NULL)
 		return NULL;
@@ -237,6 +279,26 @@ static int dump_write_npy(const char *path, const fprep_request *r,
 	return fprep_npy_write(path, descr[r->dtype], shape, 4, data, size);
 }
 
+/* dump_validate runs the daemon's validation (fprep_request_decode) on
+ * the request, as shared-memory input, and prints its refusal. */
+static int dump_validate(const fprep_request *r)
+{
+	uint8_t head[FPREP_REQUEST_HEADER_SIZE];
+	fprep_limits lim = {UINT32_MAX, UINT32_MAX, UINT64_MAX,
+	                    UINT32_MAX, UINT32_MAX, UINT64_MAX};
+	fprep_request shm = *r, back;
+	char msg[FPREP_MESSAGE_SIZE];
+
+	shm.input_loc = FPREP_LOC_SHM;
+	fprep_request_encode(&shm, head);
+	if (fprep_request_decode(head, sizeof(head), &lim, &back, msg,
+	                         sizeof(msg)) != FPREP_OK) {
+		fprintf(stderr, "ops_dump: request refused: %s\n", msg);
+		return -1;
+	}
+	return 0;
+}
+
 static double dump_now(void)
 {
 	struct timespec ts;
@@ -269,6 +331,8 @@ static int dump_one(int argc, char **argv)
 		fprintf(stderr, "ops_dump: invalid tensor\n");
 		goto out;
 	}
+	if (dump_validate(&a.req) != 0)
+		goto out;
 	size = (size_t)bytes;
 	tensor = malloc(size);
 	if (tensor == NULL)

@@ -84,7 +84,8 @@ static struct t_job *t_job_alloc(uint32_t w, uint32_t h, uint32_t ow,
 	}
 	memset(tj->job.output, 0xcd, tj->output_size);
 	tj->job.input = tj->input;
-	tj->job.output_size = tj->output_size;
+	assert_int_equal(fprep__job_plan(&tj->job), FPREP_OK);
+	assert_true(tj->job.output_size == tj->output_size);
 	tj->job.done = t_done_cb;
 	tj->job.data = tj;
 	tj->job.status = -1;
@@ -226,8 +227,8 @@ static void test_large_jobs(void **state)
 	t_finish(b, jobs, N);
 }
 
-/* ECHO does no work but reports the transform; a bad tensor size fails
- * the job, not the backend. */
+/* ECHO does no work but reports the transform planned for it; a job the
+ * backend cannot run (no input buffer) fails the job, not the backend. */
 static void test_echo_and_error(void **state)
 {
 	struct t_job *echo, *bad;
@@ -240,8 +241,11 @@ static void test_echo_and_error(void **state)
 	assert_int_equal(fprep__backend_cpu_open(&b, 2), FPREP_OK);
 	echo = t_job_alloc(320, 200, 160, 160, FPREP_DTYPE_F32, 1);
 	echo->job.req.kind = FPREP_KIND_ECHO;
+	/* The backend reports the transform planned for the job; it does not
+	 * work it out again. */
+	echo->job.xf.scale_x = 0.25f;
 	bad = t_job_alloc(32, 20, 16, 16, FPREP_DTYPE_F32, 2);
-	bad->job.output_size -= 1;
+	bad->job.input = NULL;
 	assert_int_equal(b->submit(b, &echo->job), FPREP_OK);
 	assert_int_equal(b->submit(b, &bad->job), FPREP_OK);
 	t_wait(2);
@@ -249,6 +253,8 @@ static void test_echo_and_error(void **state)
 
 	assert_int_equal(echo->job.status, FPREP_OK);
 	fprep_transform_compute(&echo->job.req, &xf);
+	assert_true(echo->job.xf.scale_x == 0.25f);
+	xf.scale_x = 0.25f;
 	assert_memory_equal(&xf, &echo->job.xf, sizeof(xf));
 	assert_int_equal(xf.resized_h, 100);
 	for (i = 0; i < echo->output_size; i++)

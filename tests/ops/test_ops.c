@@ -457,7 +457,7 @@ static void test_rejects(void **state)
 		                 FPREP_EINVAL);                                \
 	} while (0)
 	T_BAD(src_format, 0);
-	T_BAD(src_format, 6);
+	T_BAD(src_format, 9);
 	T_BAD(channel_order, FPREP_ORDER_GRAY); /* from a colour source */
 	T_BAD(channel_order, 4);
 	T_BAD(dtype, 0);
@@ -473,7 +473,64 @@ static void test_rejects(void **state)
 	T_BAD(mean[0], NAN);
 	T_BAD(scale, INFINITY);
 	T_BAD(pad_value, NAN);
+	/* The decoder's checks, which the ops share. */
+	T_BAD(pad_value, 300.0f);
+	T_BAD(input_loc, 3);
+	T_BAD(output_loc, 3);
+	T_BAD(output_loc, FPREP_LOC_SHM);  /* out_capacity 0 < tensor */
+	T_BAD(output_loc, FPREP_LOC_CUDA); /* the same */
 #undef T_BAD
+}
+
+/* One validator: a request built in memory is judged by the checks that
+ * judge one from the wire, with the same error and the same sentence. */
+static void test_one_validator(void **state)
+{
+	static const fprep_limits lim = {
+	        .max_width = UINT32_MAX,
+	        .max_height = UINT32_MAX,
+	        .max_frame_bytes = UINT64_MAX,
+	        .max_out_width = UINT32_MAX,
+	        .max_out_height = UINT32_MAX,
+	        .max_tensor_bytes = UINT64_MAX,
+	};
+	uint8_t buf[FPREP_REQUEST_HEADER_SIZE + 16 * 16 * 3];
+	char m1[FPREP_MESSAGE_SIZE], m2[FPREP_MESSAGE_SIZE];
+	fprep_request r, b, d;
+	int e1, e2, cases = 0;
+
+	(void)state;
+	t_request(&r, FPREP_PIX_BGR8, 16, 16, 4, 4);
+	assert_int_equal(fprep__request_check(&r, m2, sizeof(m2)), FPREP_OK);
+#define T_SAME(field, value)                                                   \
+	do {                                                                   \
+		b = r;                                                         \
+		b.field = value;                                               \
+		memset(buf, 0, sizeof(buf));                                   \
+		fprep_request_encode(&b, buf);                                 \
+		e1 = fprep_request_decode(buf, sizeof(buf), &lim, &d, m1,      \
+		                          sizeof(m1));                         \
+		e2 = fprep__request_check(&b, m2, sizeof(m2));                 \
+		assert_int_not_equal(e1, FPREP_OK);                            \
+		assert_int_equal(e1, e2);                                      \
+		assert_string_equal(m1, m2);                                   \
+		cases++;                                                       \
+	} while (0)
+	T_SAME(src_format, 9);
+	T_SAME(channel_order, FPREP_ORDER_GRAY);
+	T_SAME(dtype, 7);
+	T_SAME(layout, 0);
+	T_SAME(resize, 3);
+	T_SAME(src_width, 0);
+	T_SAME(out_height, 0);
+	T_SAME(src_stride, 47);
+	T_SAME(input_size, 100);
+	T_SAME(pad_value, -1.0f);
+	T_SAME(scale, NAN);
+	T_SAME(std[2], 0.0f);
+	T_SAME(output_loc, 5);
+#undef T_SAME
+	assert_int_equal(cases, 13);
 }
 
 int main(void)
@@ -489,6 +546,7 @@ int main(void)
 	        cmocka_unit_test(test_format_equivalence),
 	        cmocka_unit_test(test_row_bands),
 	        cmocka_unit_test(test_rejects),
+	        cmocka_unit_test(test_one_validator),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

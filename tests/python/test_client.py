@@ -106,6 +106,58 @@ def test_within_one_lsb_of_opencv(client, name, size):
         1 / 255 + 1e-6
 
 
+def _yuv_frames(bgr):
+    """The photo (cropped to even sizes) as OpenCV's I420, NV12 and YUYV
+    arrays (BT.601 limited, cv2's own forward conversion)."""
+    h, w = bgr.shape[:2]
+    bgr = bgr[:h // 2 * 2, :w // 2 * 2]
+    h, w = bgr.shape[:2]
+    i420 = cv2.cvtColor(bgr, cv2.COLOR_BGR2YUV_I420)
+    u = i420[h:h + h // 4].reshape(h // 2, w // 2)
+    v = i420[h + h // 4:].reshape(h // 2, w // 2)
+    nv12 = np.concatenate([i420[:h], np.stack([u, v], 2).reshape(h // 2, w)])
+    yuyv = np.zeros((h, w, 2), np.uint8)
+    yuyv[:, :, 0] = i420[:h]
+    yuyv[:, 0::2, 1] = np.repeat(u, 2, axis=0)
+    yuyv[:, 1::2, 1] = np.repeat(v, 2, axis=0)
+    return {"i420": (i420, cv2.COLOR_YUV2BGR_I420),
+            "nv12": (nv12, cv2.COLOR_YUV2BGR_NV12),
+            "yuyv": (yuyv, cv2.COLOR_YUV2BGR_YUY2)}
+
+
+@pytest.mark.parametrize("fmt", ["nv12", "i420", "yuyv"])
+def test_yuv_within_one_lsb_of_opencv(client, fmt):
+    """YUV frames in OpenCV's layout, BT.601 limited: the tensor is within
+    1 LSB of cvtColor then the letterbox (resized in float, so the
+    reference adds no rounding)."""
+    frame, code = _yuv_frames(photo("astronaut.png", False))[fmt]
+    ref = letterbox_ref(cv2.cvtColor(frame, code).astype(np.float32),
+                        640, 640)[:, :, ::-1]
+    r = client.preprocess(frame, format=fmt)
+    d = np.abs(r.tensor[0].transpose(1, 2, 0) * 255.0 - ref)
+    assert d.max() <= 1.01, d.max()
+    # Another matrix and range change the tensor.
+    r2 = client.preprocess(frame, format=fmt, matrix="bt709",
+                           yuv_range="full")
+    assert np.abs(r2.tensor - r.tensor).max() > 0.01
+
+
+def test_yuv_bad_frames_refused(client):
+    with pytest.raises(frameprep.InvalidRequestError, match="even"):
+        client.preprocess(np.zeros((48, 63), np.uint8), format="nv12")
+    with pytest.raises(frameprep.InvalidRequestError, match=r"\(H, W, 2\)"):
+        client.preprocess(np.zeros((48, 64, 3), np.uint8), format="yuyv")
+    with pytest.raises(frameprep.InvalidRequestError, match="matrix"):
+        client.preprocess(np.zeros((48, 64), np.uint8), format="i420",
+                          matrix="bt2100")
+    # The daemon names the field of an odd size the client let through.
+    req = Request(src_format=6, src_width=63, src_height=32, src_stride=64,
+                  uv_stride=64, u_offset=64 * 32, input_size=64 * 48)
+    with pytest.raises(frameprep.InvalidRequestError, match="src_width 63"):
+        client.request(req, bytes(req.input_size))
+    assert_serving(client)
+
+
 def test_transform_to_source(client):
     img = photo("chelsea.png")  # 451 x 300
     r = client.preprocess(img, size=(640, 640))
@@ -285,6 +337,71 @@ def test_ring_shared_by_threads(client):
         errors = in_threads(16, 6, frames, want,
                             lambda k, i: place(ring, frames[k]))
     assert errors == []
+
+
+def test_ring_whole_slot_views(client):
+    """Views from next_frame() sent as they are take the quick path; views
+    changed in place, sent twice or cropped still give the right tensor,
+    and nothing is left behind for them."""
+    img = photo("astronaut.png")
+    frames = [img[i:i + 200, 2 * i:2 * i + 300] for i in range(8)]
+    want = [client.preprocess(f, size=(96, 96)).tensor.tobytes()
+            for f in frames]
+
+    def whole(ring, k):
+        buf = ring.next_frame()
+        buf[:] = frames[k]
+        return ring.preprocess(buf).tensor.tobytes()
+
+    with client.ring(slots=32, frame=(200, 300, 3), size=(96, 96)) as ring:
+        assert in_threads(16, 6, frames, want,
+                          lambda k, i: whole(ring, k)) == []
+        buf = ring.next_frame()
+        buf[:] = frames[1]
+        assert ring.preprocess(buf).tensor.tobytes() == want[1]
+        assert ring.preprocess(buf).tensor.tobytes() == want[1]  # copied
+        buf = ring.next_frame()
+        buf.shape = (100, 600, 3)  # the same bytes, read as another frame
+        other = client.preprocess(buf.copy(), size=(96, 96)).tensor
+        assert ring.preprocess(buf).tensor.tobytes() == other.tobytes()
+        for i in range(40):
+            buf = ring.next_frame()
+            buf[:] = frames[2]
+            crop = frames[2][5:150, 7:250]
+            got = ring.preprocess(buf[5:150, 7:250]).tensor
+            assert got.tobytes() == client.preprocess(
+                crop, size=(96, 96)).tensor.tobytes()
+        assert ring._handed == {}
+        # The result's header fields, read when asked for, agree with the
+        # inline request's and with one another; the result is read-only.
+        buf = ring.next_frame()
+        buf[:] = frames[3]
+        r = ring.preprocess(buf)
+        inline = client.preprocess(frames[3], size=(96, 96))
+        assert r.transform == inline.transform
+        assert r.reply.request_id == r.request_id
+        assert r.reply.t_total_us == r.timings.total_us > 0
+        assert r.reply.shape == inline.reply.shape == (1, 3, 96, 96)
+        with pytest.raises(AttributeError):
+            r.tensor = None
+    async def in_async_ring():
+        async with frameprep.AsyncClient(client.address) as ac:
+            async with await ac.ring(slots=4, frame=(200, 300, 3),
+                                     size=(96, 96)) as aring:
+                async def one(k):
+                    buf = await aring.next_frame()
+                    buf[:] = frames[k]
+                    return (await aring.preprocess(buf)).tensor.tobytes()
+
+                return await asyncio.gather(*[one(k) for k in range(4)])
+
+    assert asyncio.run(in_async_ring()) == want[:4]
+    # A reply other than the usual one is decoded and checked in full.
+    with client.ring(slots=2, frame=(200, 300, 3), size=(96, 96),
+                     std=0) as ring:
+        with pytest.raises(frameprep.InvalidRequestError, match="std"):
+            ring.preprocess(ring.next_frame())
+        assert_serving(client)
 
 
 def test_ring_with_fewer_slots_than_threads(daemon):

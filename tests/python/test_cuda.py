@@ -200,6 +200,23 @@ def test_gpu_refusals(gpu_daemon):
         assert (r.tensor[:, :, 4:28, :] == 200).all()
 
 
+def test_cuda_yuv_frames_take_opencv_layouts():
+    def dev(shape):
+        n = int(np.prod(shape))
+        return _DLOnly(cuda.CudaTensor(cuda.DeviceArray(
+            0x7f0000100000, shape, cuda._c_strides(shape, 1), "|u1", 0, n)))
+    src = cuda.source(dev((720, 640)), "nv12")
+    assert (src.width, src.height, src.stride, src.span) == (640, 480, 640,
+                                                             720 * 640)
+    assert src.planes == (640, 640 * 480, 0)
+    src = cuda.source(dev((720, 640)), "i420")
+    assert src.planes == (320, 640 * 480, 640 * 480 + 320 * 240)
+    src = cuda.source(dev((480, 640, 2)), "yuyv")
+    assert (src.width, src.height, src.stride) == (640, 480, 1280)
+    with pytest.raises(frameprep.InvalidRequestError, match="H \\* 3 / 2"):
+        cuda.source(dev((721, 640)), "nv12")
+
+
 def test_exported_elements_and_pickle():
     import pickle
     exp = cuda.Exported(bytes(range(64)), bytes(16), 1 << 30, 512,

@@ -128,6 +128,18 @@ PY_REQUESTS = [
             output_loc=Location.SHM, in_region=7, out_region=9,
             in_offset=1 << 33, out_offset=4096, out_capacity=1 << 24,
             request_id=(1 << 64) - 1),
+    # YUV sources: matrix, range and padded planes.
+    Request(src_format=protocol.PixelFormat.NV12, yuv_matrix=2, yuv_range=2,
+            src_width=1920, src_height=1080, src_stride=2048,
+            uv_stride=2048, u_offset=2048 * 1088,
+            input_size=2048 * 1088 + 2048 * 540, request_id=2000),
+    Request(src_format=protocol.PixelFormat.I420, yuv_matrix=3, yuv_range=1,
+            src_width=64, src_height=48, src_stride=80, uv_stride=40,
+            u_offset=80 * 48 + 16, v_offset=80 * 48 + 16 + 40 * 24 + 8,
+            input_size=80 * 48 + 16 + 2 * 40 * 24 + 8, request_id=2001),
+    Request(src_format=protocol.PixelFormat.YUYV, yuv_matrix=1,
+            src_width=64, src_height=3, src_stride=130, input_size=130 * 3,
+            request_id=2002),
     Request(kind=Kind.INFO, request_id=5),
     Request(kind=Kind.REGISTER, request_id=6, region_size=(1 << 40) + 3,
             region_name="/frameprep-py-" + "x" * 48),
@@ -227,11 +239,11 @@ def test_stamped_header_is_the_encoded_request(req):
     template = dataclasses.replace(
         req, request_id=0, src_format=1, src_width=0, src_height=0,
         src_stride=0, in_offset=0, out_offset=0, out_capacity=0,
-        input_size=0)
+        input_size=0, uv_stride=0, u_offset=0, v_offset=0)
     head = protocol.FrameHeader(template).stamp(
         req.request_id, req.src_format, req.src_width, req.src_height,
         req.src_stride, req.in_offset, req.out_offset, req.out_capacity,
-        req.input_size)
+        req.input_size, (req.uv_stride, req.u_offset, req.v_offset))
     assert head == req.encode()
     with pytest.raises(struct.error):
         protocol.FrameHeader(template).stamp(1 << 64, 1, 1, 1, 1, 0, 0, 0, 0)

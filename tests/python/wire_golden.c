@@ -2,12 +2,14 @@
  * wire_golden.c: the C side of the Python codec's cross-check.
  *
  * `wire_golden write DIR` encodes a fixed set of request and reply headers
- * with fprep_request_encode / fprep_reply_encode and writes each to
+ * with fprep_request_encode / fprep_register_request_encode /
+ * fprep_reply_encode and writes each to
  * DIR/NAME.bin; the checked-in copies under tests/python/golden/ must equal
  * what this writes, byte for byte.
  *
  * `wire_golden request FILE` and `wire_golden reply FILE` decode a message
- * with fprep_request_decode / fprep_reply_decode and print every decoded
+ * with fprep_request_decode (and fprep_register_request_decode for REGISTER
+ * and UNREGISTER) / fprep_reply_decode and print every decoded
  * field as one JSON object on stdout (floats with 9 significant digits, so
  * binary32 values round-trip), or exit 1 with the error name on stderr.
  */
@@ -43,6 +45,15 @@ static int golden_request(const char *dir, const char *name,
 	return golden_write(dir, name, buf, sizeof(buf));
 }
 
+static int golden_register(const char *dir, const char *name,
+                           const fprep_register_request *req)
+{
+	uint8_t buf[FPREP_REQUEST_HEADER_SIZE];
+
+	fprep_register_request_encode(req, buf);
+	return golden_write(dir, name, buf, sizeof(buf));
+}
+
 static int golden_reply(const char *dir, const char *name,
                         const fprep_reply_header *rep)
 {
@@ -54,6 +65,7 @@ static int golden_reply(const char *dir, const char *name,
 
 static int golden_write_all(const char *dir)
 {
+	fprep_register_request reg;
 	fprep_request req;
 	fprep_reply_header rep;
 	int err = 0;
@@ -96,39 +108,59 @@ static int golden_write_all(const char *dir)
 	req.out_capacity = 640u * 640u;
 	err |= golden_request(dir, "request_frame_shm", &req);
 
+	/* A decoder's padded NV12 1080p frame (pitch 2048, 1088 rows). */
+	fprep_request_init(&req, FPREP_PIX_NV12, 1920, 1080);
+	req.request_id = 78;
+	req.yuv_matrix = FPREP_MATRIX_BT709;
+	req.yuv_range = FPREP_RANGE_FULL;
+	req.src_stride = 2048;
+	req.uv_stride = 2048;
+	req.u_offset = 2048u * 1088u;
+	req.input_size = 2048u * 1088u * 3u / 2u;
+	req.input_loc = FPREP_LOC_SHM;
+	req.in_region = 2;
+	req.in_offset = 3u << 20;
+	err |= golden_request(dir, "request_frame_nv12", &req);
+
+	fprep_request_init(&req, FPREP_PIX_I420, 64, 48);
+	req.request_id = 79;
+	req.yuv_matrix = FPREP_MATRIX_BT2020;
+	req.yuv_range = FPREP_RANGE_LIMITED;
+	err |= golden_request(dir, "request_frame_i420", &req);
+
 	memset(&req, 0, sizeof(req));
 	req.version = FPREP_PROTOCOL_VERSION;
 	req.kind = FPREP_KIND_INFO;
 	req.request_id = 9;
 	err |= golden_request(dir, "request_info", &req);
 
-	memset(&req, 0, sizeof(req));
-	req.version = FPREP_PROTOCOL_VERSION;
-	req.kind = FPREP_KIND_REGISTER;
-	req.request_id = 10;
-	req.region_size = 3u << 20;
-	snprintf(req.region_name, sizeof(req.region_name), "%s",
+	memset(&reg, 0, sizeof(reg));
+	reg.version = FPREP_PROTOCOL_VERSION;
+	reg.kind = FPREP_KIND_REGISTER;
+	reg.request_id = 10;
+	reg.region_size = 3u << 20;
+	snprintf(reg.region_name, sizeof(reg.region_name), "%s",
 	         "/frameprep-py-1234-0");
-	err |= golden_request(dir, "request_register", &req);
+	err |= golden_register(dir, "request_register", &reg);
 
-	memset(&req, 0, sizeof(req));
-	req.version = FPREP_PROTOCOL_VERSION;
-	req.kind = FPREP_KIND_UNREGISTER;
-	req.request_id = 11;
-	req.region_id = 5;
-	err |= golden_request(dir, "request_unregister", &req);
+	memset(&reg, 0, sizeof(reg));
+	reg.version = FPREP_PROTOCOL_VERSION;
+	reg.kind = FPREP_KIND_UNREGISTER;
+	reg.request_id = 11;
+	reg.region_id = 5;
+	err |= golden_register(dir, "request_unregister", &reg);
 
-	memset(&req, 0, sizeof(req));
-	req.version = FPREP_PROTOCOL_VERSION;
-	req.kind = FPREP_KIND_REGISTER_CUDA;
-	req.request_id = 12;
-	req.region_size = 8u * 3u * 640u * 640u * 4u;
-	req.cuda_offset = 3u * 640u * 640u * 4u + 512u;
+	memset(&reg, 0, sizeof(reg));
+	reg.version = FPREP_PROTOCOL_VERSION;
+	reg.kind = FPREP_KIND_REGISTER_CUDA;
+	reg.request_id = 12;
+	reg.region_size = 8u * 3u * 640u * 640u * 4u;
+	reg.cuda_offset = 3u * 640u * 640u * 4u + 512u;
 	for (int i = 0; i < FPREP_CUDA_HANDLE_SIZE; i++)
-		req.cuda_handle[i] = (uint8_t)(i * 7 + 1);
+		reg.cuda_handle[i] = (uint8_t)(i * 7 + 1);
 	for (int i = 0; i < FPREP_CUDA_UUID_SIZE; i++)
-		req.cuda_uuid[i] = (uint8_t)(0xf0 - i);
-	err |= golden_request(dir, "request_register_cuda", &req);
+		reg.cuda_uuid[i] = (uint8_t)(0xf0 - i);
+	err |= golden_register(dir, "request_register_cuda", &reg);
 
 	fprep_request_init(&req, FPREP_PIX_BGR8, 1920, 1080);
 	req.request_id = 13;
@@ -252,16 +284,23 @@ static int golden_print_request(const uint8_t *buf, size_t size)
 	        .max_out_height = 1u << 16,
 	        .max_tensor_bytes = 1ull << 36,
 	};
+	fprep_register_request g = {0};
 	fprep_request r;
 	char msg[FPREP_MESSAGE_SIZE];
 	int err = fprep_request_decode(buf, size, &lim, &r, msg, sizeof(msg));
 
+	if (err == 0 &&
+	    (r.kind == FPREP_KIND_REGISTER || r.kind == FPREP_KIND_UNREGISTER ||
+	     r.kind == FPREP_KIND_REGISTER_CUDA))
+		err = fprep_register_request_decode(buf, size, &g, msg,
+		                                    sizeof(msg));
 	if (err) {
 		fprintf(stderr, "%s: %s\n", fprep_err_name(err), msg);
 		return 1;
 	}
 	printf("{\"version\": %u, \"kind\": %u, \"request_id\": %llu, "
-	       "\"src_format\": %u, \"src_width\": %u, \"src_height\": %u, "
+	       "\"src_format\": %u, \"yuv_matrix\": %u, \"yuv_range\": %u, "
+	       "\"src_width\": %u, \"src_height\": %u, "
 	       "\"src_stride\": %u, \"out_width\": %u, \"out_height\": %u, "
 	       "\"resize\": %u, \"channel_order\": %u, \"dtype\": %u, "
 	       "\"layout\": %u, \"pad_value\": %.9g, \"scale\": %.9g, "
@@ -269,28 +308,29 @@ static int golden_print_request(const uint8_t *buf, size_t size)
 	       "\"input_loc\": %u, \"output_loc\": %u, \"in_region\": %u, "
 	       "\"out_region\": %u, \"in_offset\": %llu, \"out_offset\": "
 	       "%llu, \"out_capacity\": %llu, \"input_size\": %llu, "
+	       "\"uv_stride\": %u, \"u_offset\": %u, \"v_offset\": %u, "
 	       "\"region_size\": %llu, \"region_id\": %u, \"cuda_offset\": "
 	       "%llu, \"cuda_handle\": \"",
 	       r.version, r.kind, (unsigned long long)r.request_id,
-	       r.src_format, r.src_width, r.src_height, r.src_stride,
-	       r.out_width, r.out_height, r.resize, r.channel_order, r.dtype,
-	       r.layout, (double)r.pad_value, (double)r.scale,
-	       (double)r.mean[0], (double)r.mean[1], (double)r.mean[2],
-	       (double)r.std[0], (double)r.std[1], (double)r.std[2],
-	       r.input_loc, r.output_loc, r.in_region, r.out_region,
-	       (unsigned long long)r.in_offset,
+	       r.src_format, r.yuv_matrix, r.yuv_range, r.src_width,
+	       r.src_height, r.src_stride, r.out_width, r.out_height, r.resize,
+	       r.channel_order, r.dtype, r.layout, (double)r.pad_value,
+	       (double)r.scale, (double)r.mean[0], (double)r.mean[1],
+	       (double)r.mean[2], (double)r.std[0], (double)r.std[1],
+	       (double)r.std[2], r.input_loc, r.output_loc, r.in_region,
+	       r.out_region, (unsigned long long)r.in_offset,
 	       (unsigned long long)r.out_offset,
 	       (unsigned long long)r.out_capacity,
-	       (unsigned long long)r.input_size,
-	       (unsigned long long)r.region_size, r.region_id,
-	       (unsigned long long)r.cuda_offset);
+	       (unsigned long long)r.input_size, r.uv_stride, r.u_offset,
+	       r.v_offset, (unsigned long long)g.region_size, g.region_id,
+	       (unsigned long long)g.cuda_offset);
 	for (int i = 0; i < FPREP_CUDA_HANDLE_SIZE; i++)
-		printf("%02x", r.cuda_handle[i]);
+		printf("%02x", g.cuda_handle[i]);
 	printf("\", \"cuda_uuid\": \"");
 	for (int i = 0; i < FPREP_CUDA_UUID_SIZE; i++)
-		printf("%02x", r.cuda_uuid[i]);
+		printf("%02x", g.cuda_uuid[i]);
 	printf("\", \"region_name\": ");
-	golden_print_string(r.region_name);
+	golden_print_string(g.region_name);
 	printf("}\n");
 	return 0;
 }

@@ -113,6 +113,7 @@ static void defaults(void **state)
 	assert_int_equal(cfg.max_regions, 16);
 	assert_true(cfg.max_region_bytes == UINT64_C(1073741824));
 	assert_true(cfg.max_shm_bytes == UINT64_C(4294967296));
+	assert_null(cfg.metrics_listen);
 	assert_string_equal(config_err, "");
 	fprep__config_fini(&cfg);
 }
@@ -190,9 +191,11 @@ static void flags_over_file(void **state)
 	                  "kernel-cache = /tmp/cache\n"
 	                  "[frameprepd]\n"
 	                  "log-level = debug\n"
-	                  "socket-mode = 0666\n");
+	                  "socket-mode = 0666\n"
+	                  "metrics-listen = [::1]:9464\n");
 	args[3] = path;
 	assert_int_equal(config_run(&cfg, args), 0);
+	assert_string_equal(cfg.metrics_listen, "[::1]:9464");
 	assert_string_equal(config_err, "");
 	assert_string_equal(cfg.config_file, path);
 	assert_int_equal(cfg.limits.max_width, 2000);
@@ -254,6 +257,9 @@ static void bad_values(void **state)
 	        {"log-level", "loud"},
 	        {"listen", "http://x"},
 	        {"listen", "ipc://"},
+	        {"metrics-listen", "9464"},
+	        {"metrics-listen", "127.0.0.1:http"},
+	        {"metrics-listen", "[::1]:65536"},
 	};
 	fprep__config cfg;
 	char flag[64], text[256], path[64];

@@ -643,7 +643,7 @@ static void cpu_backend(void **state)
 static int cuda_register(struct fixture *f, uint32_t pipe, uint64_t offset,
                          uint64_t size, struct result *res, char *msg)
 {
-	fprep_request req;
+	fprep_register_request req;
 	int rv;
 
 	memset(&req, 0, sizeof(req));

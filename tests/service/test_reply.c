@@ -44,8 +44,9 @@ static void reply_job(fprep__job *job, uint16_t dtype, uint16_t layout)
 	job->req.dtype = dtype;
 	job->req.layout = layout;
 	assert_int_equal(fprep_tensor_shape(&job->req, shape, &bytes), 0);
-	job->output_size = bytes;
-	fprep_transform_compute(&job->req, &job->xf);
+	assert_int_equal(fprep__job_plan(job), 0);
+	assert_memory_equal(job->shape, shape, sizeof(shape));
+	assert_true(job->output_size == bytes);
 	job->t_compute_us = 11;
 	job->t_h2d_us = 22;
 	job->t_kernel_us = 33;

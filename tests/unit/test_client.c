@@ -422,6 +422,53 @@ static void bad_urls(void **state)
 	}
 }
 
+/* A comma list of daemons: one that answers is enough (the others are
+ * dialled in the background), requests go through, shared memory and
+ * CUDA regions are refused; malformed lists are refused. */
+static void several_urls(void **state)
+{
+	struct fake *f = *state;
+	char list[1200], none[128];
+	fprep_client *c = NULL;
+	fprep_region *r = (fprep_region *)1;
+	fprep_result res;
+
+	snprintf(none, sizeof(none), "ipc:///tmp/fprep-test-client-%d-gone",
+	         (int)getpid());
+	snprintf(list, sizeof(list), "%s,%s", none, f->url);
+	if (fprep_client_open(&c, list, 2000) != FPREP_OK)
+		fail_msg("%s: %s", list, fprep_client_last_error(NULL));
+	assert_int_equal(fprep_client_info(c, &res), FPREP_OK);
+	assert_string_equal(res.payload, FAKE_INFO);
+	fprep_result_fini(&res);
+	assert_int_equal(fprep_region_open(&r, c, 4096), FPREP_EUNSUPPORTED);
+	assert_null(r);
+	assert_non_null(strstr(fprep_client_last_error(c), "one daemon"));
+	/* CUDA regions too, before the pointer is even looked at. */
+	r = (fprep_region *)1;
+	assert_int_equal(fprep_region_open_cuda(&r, c, list, sizeof(list)),
+	                 FPREP_EUNSUPPORTED);
+	assert_null(r);
+	assert_non_null(strstr(fprep_client_last_error(c),
+	                       "CUDA regions need a client of one daemon"));
+	fprep_client_close(c);
+
+	snprintf(list, sizeof(list), "%s,%s-2", none, none);
+	assert_int_equal(fprep_client_open(&c, list, 100), FPREP_ETRANSPORT);
+	assert_null(c);
+	snprintf(list, sizeof(list), "%s,,%s", f->url, f->url);
+	assert_int_equal(fprep_client_open(&c, list, 100), FPREP_EINVAL);
+	assert_non_null(strstr(fprep_client_last_error(NULL), "empty URL"));
+	snprintf(list, sizeof(list), "%s,", f->url);
+	assert_int_equal(fprep_client_open(&c, list, 100), FPREP_EINVAL);
+	list[0] = '\0';
+	for (int i = 0; i < 17; i++)
+		snprintf(list + strlen(list), sizeof(list) - strlen(list),
+		         "%s%s", i ? "," : "", f->url);
+	assert_int_equal(fprep_client_open(&c, list, 100), FPREP_ELIMIT);
+	assert_non_null(strstr(fprep_client_last_error(NULL), "more than 16"));
+}
+
 static void default_url(void **state)
 {
 	char buf[256], want[64];
@@ -456,6 +503,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(timeout, fake_setup,
 	                                        fake_teardown),
 	        cmocka_unit_test_setup_teardown(frame_over_limit, fake_setup,
+	                                        fake_teardown),
+	        cmocka_unit_test_setup_teardown(several_urls, fake_setup,
 	                                        fake_teardown),
 	        cmocka_unit_test(nobody_listening),
 	        cmocka_unit_test(bad_urls),

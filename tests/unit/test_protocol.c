@@ -1,5 +1,5 @@
 /*
- * test_protocol.c: the wire codec (src/protocol.c).
+ * test_protocol.c: the wire codec (src/lib/protocol.c).
  *
  * Round trips of every request and reply field, and every way the request
  * decoder refuses a message: each refusal must come with the right error,
@@ -88,8 +88,11 @@ static void pixel_bytes(void **state)
 	assert_int_equal(fprep_pixel_bytes(FPREP_PIX_BGRA8), 4);
 	assert_int_equal(fprep_pixel_bytes(FPREP_PIX_RGBA8), 4);
 	assert_int_equal(fprep_pixel_bytes(FPREP_PIX_GRAY8), 1);
+	assert_int_equal(fprep_pixel_bytes(FPREP_PIX_NV12), 1);
+	assert_int_equal(fprep_pixel_bytes(FPREP_PIX_I420), 1);
+	assert_int_equal(fprep_pixel_bytes(FPREP_PIX_YUYV), 2);
 	assert_int_equal(fprep_pixel_bytes(0), 0);
-	assert_int_equal(fprep_pixel_bytes(6), 0);
+	assert_int_equal(fprep_pixel_bytes(9), 0);
 	assert_int_equal(fprep_pixel_bytes(0xffff), 0);
 }
 
@@ -295,12 +298,15 @@ static void request_magic_version_kind(void **state)
 	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL, "kind 65535");
 }
 
-/* INFO, REGISTER, UNREGISTER: only the common part is decoded. */
+/* INFO: only the common part is decoded. REGISTER and UNREGISTER: the
+ * request decoder applies their checks and leaves their fields to
+ * fprep_register_request_decode. */
 static void request_other_kinds(void **state)
 {
-	fprep_request r;
+	fprep_request r, d;
+	fprep_register_request g, e;
 	uint8_t buf[FPREP_REQUEST_HEADER_SIZE + 8];
-	fprep_request d;
+	char msg[FPREP_MESSAGE_SIZE];
 
 	(void)state;
 	memset(&r, 0, sizeof(r));
@@ -312,33 +318,83 @@ static void request_other_kinds(void **state)
 	test_ok(&r, 8);
 	r.kind = FPREP_KIND_REGISTER;
 	test_decode(&r, 0, &test_limits, FPREP_EINVAL, "name_len");
-	r.region_size = 1ull << 33;
-	snprintf(r.region_name, sizeof(r.region_name), "/frameprep-1-2");
-	test_ok(&r, 0);
-	fprep_request_encode(&r, buf);
+
+	memset(&g, 0, sizeof(g));
+	g.version = FPREP_PROTOCOL_VERSION;
+	g.kind = FPREP_KIND_REGISTER;
+	g.request_id = 42;
+	g.region_size = 1ull << 33;
+	snprintf(g.region_name, sizeof(g.region_name), "/frameprep-1-2");
+	fprep_register_request_encode(&g, buf);
 	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
 	                                      &d, NULL, 0),
 	                 FPREP_OK);
-	assert_string_equal(d.region_name, "/frameprep-1-2");
-	assert_true(d.region_size == 1ull << 33);
+	assert_int_equal(d.kind, FPREP_KIND_REGISTER);
+	assert_true(d.request_id == 42);
+	assert_int_equal(
+	        fprep_register_request_decode(buf, sizeof(buf), &e, NULL, 0),
+	        FPREP_OK);
+	assert_int_equal(e.kind, FPREP_KIND_REGISTER);
+	assert_true(e.request_id == 42);
+	assert_string_equal(e.region_name, "/frameprep-1-2");
+	assert_true(e.region_size == 1ull << 33);
 	buf[24] = 64; /* name_len over the field */
 	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
 	                                      &d, NULL, 0),
 	                 FPREP_EINVAL);
+	assert_int_equal(fprep_register_request_decode(buf, sizeof(buf), &e,
+	                                               msg, sizeof(msg)),
+	                 FPREP_EINVAL);
+	assert_non_null(strstr(msg, "name_len 64"));
 	buf[24] = 14;
 	buf[36] = 0; /* a NUL inside the name */
 	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
 	                                      &d, NULL, 0),
 	                 FPREP_EINVAL);
-	r.kind = FPREP_KIND_UNREGISTER;
-	r.region_id = 77;
-	test_ok(&r, 0);
-	fprep_request_encode(&r, buf);
+	assert_int_equal(fprep_register_request_decode(buf, sizeof(buf), &e,
+	                                               msg, sizeof(msg)),
+	                 FPREP_EINVAL);
+	assert_non_null(strstr(msg, "NUL"));
+
+	memset(&g, 0, sizeof(g));
+	g.version = FPREP_PROTOCOL_VERSION;
+	g.kind = FPREP_KIND_UNREGISTER;
+	g.request_id = 43;
+	g.region_id = 77;
+	fprep_register_request_encode(&g, buf);
 	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
 	                                      &d, NULL, 0),
 	                 FPREP_OK);
 	assert_int_equal(d.src_width, 0);
-	assert_int_equal(d.region_id, 77);
+	assert_int_equal(
+	        fprep_register_request_decode(buf, sizeof(buf), &e, NULL, 0),
+	        FPREP_OK);
+	assert_int_equal(e.region_id, 77);
+	assert_true(e.request_id == 43);
+
+	/* The register decoder checks the common part the same way and
+	 * refuses the other kinds. */
+	assert_int_equal(
+	        fprep_register_request_decode(buf, 64, &e, msg, sizeof(msg)),
+	        FPREP_EPROTO);
+	assert_non_null(strstr(msg, "header size"));
+	assert_true(e.request_id == 43);
+	buf[0] ^= 1;
+	assert_int_equal(fprep_register_request_decode(buf, sizeof(buf), &e,
+	                                               msg, sizeof(msg)),
+	                 FPREP_EPROTO);
+	assert_non_null(strstr(msg, "magic"));
+	buf[0] ^= 1;
+	buf[4] = 2;
+	assert_int_equal(fprep_register_request_decode(buf, sizeof(buf), &e,
+	                                               msg, sizeof(msg)),
+	                 FPREP_EVERSION);
+	test_req(&r);
+	fprep_request_encode(&r, buf);
+	assert_int_equal(fprep_register_request_decode(buf, sizeof(buf), &e,
+	                                               msg, sizeof(msg)),
+	                 FPREP_EINVAL);
+	assert_non_null(strstr(msg, "kind 1"));
 }
 
 #define TEST_BAD_ENUM(field, value, name)                                      \
@@ -355,7 +411,7 @@ static void request_bad_enums(void **state)
 
 	(void)state;
 	TEST_BAD_ENUM(src_format, 0, "src_format 0");
-	TEST_BAD_ENUM(src_format, 6, "src_format 6");
+	TEST_BAD_ENUM(src_format, 9, "src_format 9");
 	TEST_BAD_ENUM(resize, 0, "resize 0");
 	TEST_BAD_ENUM(resize, 3, "resize 3");
 	TEST_BAD_ENUM(channel_order, 0, "channel_order 0");
@@ -368,6 +424,112 @@ static void request_bad_enums(void **state)
 	TEST_BAD_ENUM(output_loc, 255, "output_loc 255");
 	/* GRAY tensors need a GRAY8 source. */
 	TEST_BAD_ENUM(channel_order, FPREP_ORDER_GRAY, "channel_order GRAY");
+}
+
+/* YUV requests: the plane fields round-trip at their offsets, unpadded
+ * defaults decode, and each bad geometry is refused naming its field. */
+static void request_yuv(void **state)
+{
+	uint8_t buf[FPREP_REQUEST_HEADER_SIZE];
+	fprep_request r, d;
+	char msg[FPREP_MESSAGE_SIZE];
+
+	(void)state;
+	fprep_request_init(&r, FPREP_PIX_I420, 64, 48);
+	assert_int_equal(r.src_stride, 64);
+	assert_int_equal(r.uv_stride, 32);
+	assert_int_equal(r.u_offset, 64 * 48);
+	assert_int_equal(r.v_offset, 64 * 48 + 32 * 24);
+	assert_true(r.input_size == 64 * 48 * 3 / 2);
+	test_decode(&r, r.input_size, &test_huge, FPREP_OK, NULL);
+	fprep_request_init(&r, FPREP_PIX_NV12, 64, 48);
+	assert_int_equal(r.uv_stride, 64);
+	assert_int_equal(r.v_offset, 0);
+	assert_true(r.input_size == 64 * 48 * 3 / 2);
+	test_decode(&r, r.input_size, &test_huge, FPREP_OK, NULL);
+	fprep_request_init(&r, FPREP_PIX_YUYV, 64, 48);
+	assert_int_equal(r.src_stride, 128);
+	assert_true(r.input_size == 128 * 48);
+	test_decode(&r, r.input_size, &test_huge, FPREP_OK, NULL);
+
+	/* A decoder's padded NV12 1080p: pitch 2048, 1088 rows. */
+	fprep_request_init(&r, FPREP_PIX_I420, 1920, 1080);
+	r.yuv_matrix = FPREP_MATRIX_BT709;
+	r.yuv_range = FPREP_RANGE_FULL;
+	r.src_stride = 2048;
+	r.uv_stride = 1024;
+	r.u_offset = 2048 * 1088;
+	r.v_offset = 2048 * 1088 + 1024 * 544;
+	r.input_size = 2048ull * 1088 + 2 * 1024 * 544;
+	r.input_loc = FPREP_LOC_SHM;
+	fprep_request_encode(&r, buf);
+	assert_int_equal(buf[18], FPREP_MATRIX_BT709);
+	assert_int_equal(buf[19], FPREP_RANGE_FULL);
+	assert_int_equal(buf[78] | buf[79] << 8, 1024);
+	assert_int_equal(buf[120] | buf[121] << 8 | buf[122] << 16,
+	                 2048 * 1088);
+	assert_int_equal(buf[124] | buf[125] << 8 | buf[126] << 16,
+	                 2048 * 1088 + 1024 * 544);
+	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_huge, &d,
+	                                      msg, sizeof(msg)),
+	                 FPREP_OK);
+	assert_int_equal(d.yuv_matrix, r.yuv_matrix);
+	assert_int_equal(d.yuv_range, r.yuv_range);
+	assert_int_equal(d.uv_stride, r.uv_stride);
+	assert_int_equal(d.u_offset, r.u_offset);
+	assert_int_equal(d.v_offset, r.v_offset);
+
+	/* Each refusal names its field. */
+	d = r;
+	d.src_width = 1919;
+	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "src_width 1919 is odd");
+	d = r;
+	d.src_height = 1079;
+	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "src_height 1079 is odd");
+	d = r;
+	d.uv_stride = 959;
+	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "uv_stride 959 <");
+	d = r;
+	d.u_offset = 0;
+	test_decode(&d, 0, &test_huge, FPREP_EINVAL,
+	            "u_offset 0 overlaps the Y plane");
+	d = r;
+	d.v_offset = 2048 * 1000;
+	test_decode(&d, 0, &test_huge, FPREP_EINVAL,
+	            "v_offset 2048000 overlaps");
+	d = r;
+	d.input_size = r.v_offset + 1024ull * 539 + 960 - 1;
+	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "v_offset plane ends at");
+	d = r;
+	d.v_offset = UINT32_MAX;
+	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "v_offset plane ends at");
+	d = r;
+	d.yuv_matrix = 4;
+	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "yuv_matrix 4");
+	d = r;
+	d.yuv_range = 3;
+	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "yuv_range 3");
+	d = r;
+	d.src_format = FPREP_PIX_NV12;
+	d.uv_stride = 2048;
+	d.u_offset = 2048 * 1088;
+	d.input_size = d.u_offset + 2048ull * 539 + 1919;
+	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "u_offset plane ends at");
+	d.input_size += 1;
+	test_decode(&d, 0, &test_huge, FPREP_OK, NULL);
+	d = r;
+	d.src_format = FPREP_PIX_YUYV;
+	d.src_stride = 3839;
+	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "src_stride 3839");
+	d.src_width = 1921;
+	d.src_stride = 3842;
+	d.input_size = 3842ull * 1080;
+	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "src_width 1921 is odd");
+	/* Other formats ignore the YUV fields. */
+	test_req(&d);
+	d.yuv_matrix = 9;
+	d.u_offset = 1;
+	test_ok(&d, d.input_size);
 }
 
 #define TEST_BAD_DIM(field, value, err, text)                                  \
@@ -570,30 +732,61 @@ static void request_cuda_output(void **state)
 	test_decode(&r, 0, &test_limits, FPREP_EINVAL, "out_capacity 0");
 }
 
-/* REGISTER_CUDA: what the request says of itself is checked here; the
- * handle, the device and the allocation by the daemon. */
+/* REGISTER_CUDA: what the request says of itself is checked here (by
+ * fprep_register_request_decode, to which fprep_request_decode delegates);
+ * the handle, the device and the allocation by the daemon. */
 static void request_register_cuda(void **state)
 {
-	fprep_request r;
+	fprep_register_request g, e;
+	fprep_request d;
+	uint8_t buf[FPREP_REQUEST_HEADER_SIZE];
+	char msg[FPREP_MESSAGE_SIZE];
 
 	(void)state;
-	memset(&r, 0, sizeof(r));
-	r.version = FPREP_PROTOCOL_VERSION;
-	r.kind = FPREP_KIND_REGISTER_CUDA;
-	r.region_size = 4096;
-	r.cuda_offset = 512;
-	memset(r.cuda_handle, 0x5a, sizeof(r.cuda_handle));
-	test_ok(&r, 0);
-	r.region_size = 0;
-	test_decode(&r, 0, &test_limits, FPREP_EINVAL, "region_size is 0");
-	r.region_size = 2;
-	r.cuda_offset = UINT64_MAX;
-	test_decode(&r, 0, &test_limits, FPREP_EINVAL,
-	            "cuda_offset 18446744073709551615 + region_size 2 "
-	            "overflows");
-	r.kind = 7;
-	test_decode(&r, 0, &test_limits, FPREP_EINVAL,
-	            "kind 7 is not a request kind (1..6)");
+	memset(&g, 0, sizeof(g));
+	g.version = FPREP_PROTOCOL_VERSION;
+	g.kind = FPREP_KIND_REGISTER_CUDA;
+	g.request_id = 44;
+	g.region_size = 4096;
+	g.cuda_offset = 512;
+	memset(g.cuda_handle, 0x5a, sizeof(g.cuda_handle));
+	fprep_register_request_encode(&g, buf);
+	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
+	                                      &d, msg, sizeof(msg)),
+	                 FPREP_OK);
+	assert_int_equal(d.kind, FPREP_KIND_REGISTER_CUDA);
+	assert_true(d.request_id == 44);
+	assert_int_equal(fprep_register_request_decode(buf, sizeof(buf), &e,
+	                                               msg, sizeof(msg)),
+	                 FPREP_OK);
+	assert_true(e.region_size == 4096 && e.cuda_offset == 512);
+	assert_memory_equal(e.cuda_handle, g.cuda_handle,
+	                    FPREP_CUDA_HANDLE_SIZE);
+
+	g.region_size = 0;
+	fprep_register_request_encode(&g, buf);
+	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
+	                                      &d, msg, sizeof(msg)),
+	                 FPREP_EINVAL);
+	assert_non_null(strstr(msg, "region_size is 0"));
+	assert_int_equal(fprep_register_request_decode(buf, sizeof(buf), &e,
+	                                               msg, sizeof(msg)),
+	                 FPREP_EINVAL);
+	assert_non_null(strstr(msg, "region_size is 0"));
+	g.region_size = 2;
+	g.cuda_offset = UINT64_MAX;
+	fprep_register_request_encode(&g, buf);
+	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
+	                                      &d, msg, sizeof(msg)),
+	                 FPREP_EINVAL);
+	assert_non_null(strstr(msg, "cuda_offset 18446744073709551615 + "
+	                            "region_size 2 overflows"));
+	g.kind = 7;
+	fprep_register_request_encode(&g, buf);
+	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
+	                                      &d, msg, sizeof(msg)),
+	                 FPREP_EINVAL);
+	assert_non_null(strstr(msg, "kind 7 is not a request kind (1..6)"));
 }
 
 static void request_small_msg(void **state)
@@ -855,6 +1048,7 @@ int main(void)
 	        cmocka_unit_test(request_other_kinds),
 	        cmocka_unit_test(request_bad_enums),
 	        cmocka_unit_test(request_bad_dims),
+	        cmocka_unit_test(request_yuv),
 	        cmocka_unit_test(request_bad_sizes),
 	        cmocka_unit_test(request_bad_payload),
 	        cmocka_unit_test(request_bad_norm),

@@ -78,6 +78,11 @@ static void frame_request(fprep_request *r)
 	r->out_offset = 0x3736353433323130ull;
 	r->out_capacity = 0x3f3e3d3c3b3a3938ull;
 	r->input_size = 0x4746454443424140ull;
+	r->yuv_matrix = 0x48;
+	r->yuv_range = 0x49;
+	r->uv_stride = 0x4b4a;
+	r->u_offset = 0x4f4e4d4cu;
+	r->v_offset = 0x53525150u;
 }
 
 static void frame_request_bytes(void **state)
@@ -96,6 +101,8 @@ static void frame_request_bytes(void **state)
 	bytes_le(want, 6, FPREP_KIND_FRAME, 2);
 	bytes_le(want, 8, r.request_id, 8);
 	bytes_le(want, 16, FPREP_PIX_RGBA8, 2);
+	want[18] = r.yuv_matrix;
+	want[19] = r.yuv_range;
 	bytes_le(want, 20, r.src_width, 4);
 	bytes_le(want, 24, r.src_height, 4);
 	bytes_le(want, 28, r.src_stride, 4);
@@ -113,12 +120,15 @@ static void frame_request_bytes(void **state)
 	}
 	want[76] = FPREP_LOC_SHM;
 	want[77] = FPREP_LOC_SHM;
+	bytes_le(want, 78, r.uv_stride, 2);
 	bytes_le(want, 80, r.in_region, 4);
 	bytes_le(want, 84, r.out_region, 4);
 	bytes_le(want, 88, r.in_offset, 8);
 	bytes_le(want, 96, r.out_offset, 8);
 	bytes_le(want, 104, r.out_capacity, 8);
 	bytes_le(want, 112, r.input_size, 8);
+	bytes_le(want, 120, r.u_offset, 4);
+	bytes_le(want, 124, r.v_offset, 4);
 
 	memset(got, 0xa5, sizeof(got));
 	fprep_request_encode(&r, got);
@@ -143,7 +153,7 @@ static void frame_request_bytes(void **state)
 	assert_int_equal(fprep_request_decode(want, sizeof(want), &lim, &d, msg,
 	                                      sizeof(msg)),
 	                 FPREP_OK);
-	assert_memory_equal(&d, &r, offsetof(fprep_request, region_size));
+	assert_memory_equal(&d, &r, sizeof(fprep_request));
 }
 
 static void register_request_bytes(void **state)
@@ -151,7 +161,8 @@ static void register_request_bytes(void **state)
 	uint8_t got[FPREP_REQUEST_HEADER_SIZE];
 	uint8_t want[FPREP_REQUEST_HEADER_SIZE] = {0};
 	const char *name = "/frameprep-4242-7";
-	fprep_request r, d;
+	fprep_register_request r, d;
+	fprep_request any;
 	fprep_limits lim = {0};
 	char msg[FPREP_MESSAGE_SIZE];
 
@@ -171,10 +182,13 @@ static void register_request_bytes(void **state)
 	memcpy(want + 32, name, strlen(name));
 
 	memset(got, 0xa5, sizeof(got));
-	fprep_request_encode(&r, got);
+	fprep_register_request_encode(&r, got);
 	bytes_equal(got, want, sizeof(want));
-	assert_int_equal(fprep_request_decode(want, sizeof(want), &lim, &d, msg,
-	                                      sizeof(msg)),
+	assert_int_equal(fprep_request_decode(want, sizeof(want), &lim, &any,
+	                                      msg, sizeof(msg)),
+	                 FPREP_OK);
+	assert_int_equal(fprep_register_request_decode(want, sizeof(want), &d,
+	                                               msg, sizeof(msg)),
 	                 FPREP_OK);
 	assert_true(d.request_id == r.request_id);
 	assert_true(d.region_size == r.region_size);
@@ -192,10 +206,13 @@ static void register_request_bytes(void **state)
 	bytes_le(want, 8, r.request_id, 8);
 	bytes_le(want, 16, r.region_id, 4);
 	memset(got, 0xa5, sizeof(got));
-	fprep_request_encode(&r, got);
+	fprep_register_request_encode(&r, got);
 	bytes_equal(got, want, sizeof(want));
-	assert_int_equal(fprep_request_decode(want, sizeof(want), &lim, &d, msg,
-	                                      sizeof(msg)),
+	assert_int_equal(fprep_request_decode(want, sizeof(want), &lim, &any,
+	                                      msg, sizeof(msg)),
+	                 FPREP_OK);
+	assert_int_equal(fprep_register_request_decode(want, sizeof(want), &d,
+	                                               msg, sizeof(msg)),
 	                 FPREP_OK);
 	assert_int_equal(d.region_id, r.region_id);
 }
@@ -204,7 +221,8 @@ static void register_cuda_request_bytes(void **state)
 {
 	uint8_t got[FPREP_REQUEST_HEADER_SIZE];
 	uint8_t want[FPREP_REQUEST_HEADER_SIZE] = {0};
-	fprep_request r, d;
+	fprep_register_request r, d;
+	fprep_request any;
 	fprep_limits lim = {0};
 	char msg[FPREP_MESSAGE_SIZE];
 
@@ -229,10 +247,13 @@ static void register_cuda_request_bytes(void **state)
 	memcpy(want + 96, r.cuda_uuid, FPREP_CUDA_UUID_SIZE);
 
 	memset(got, 0xa5, sizeof(got));
-	fprep_request_encode(&r, got);
+	fprep_register_request_encode(&r, got);
 	bytes_equal(got, want, sizeof(want));
-	assert_int_equal(fprep_request_decode(want, sizeof(want), &lim, &d, msg,
-	                                      sizeof(msg)),
+	assert_int_equal(fprep_request_decode(want, sizeof(want), &lim, &any,
+	                                      msg, sizeof(msg)),
+	                 FPREP_OK);
+	assert_int_equal(fprep_register_request_decode(want, sizeof(want), &d,
+	                                               msg, sizeof(msg)),
 	                 FPREP_OK);
 	assert_true(d.request_id == r.request_id);
 	assert_true(d.region_size == r.region_size);

@@ -21,6 +21,7 @@ static void test_apply(void **state)
 	        {"size", "320x256"}, {"dtype", "f16"},      {"layout", "nhwc"},
 	        {"order", "bgr"},    {"resize", "stretch"}, {"mean", "0.5"},
 	        {"std", "1,2,3"},    {"scale", "1"},        {"pad", "0"},
+	        {"matrix", "bt709"}, {"range", "full"},
 	};
 	struct tool_preprocess p = {0};
 	fprep_request req, def;
@@ -49,6 +50,8 @@ static void test_apply(void **state)
 	assert_true(req.mean[0] == 0.5f && req.mean[2] == 0.5f);
 	assert_true(req.std[0] == 1 && req.std[1] == 2 && req.std[2] == 3);
 	assert_true(req.scale == 1 && req.pad_value == 0);
+	assert_int_equal(req.yuv_matrix, FPREP_MATRIX_BT709);
+	assert_int_equal(req.yuv_range, FPREP_RANGE_FULL);
 	/* Nothing given: the request keeps its defaults. */
 	memset(&p, 0, sizeof(p));
 	req = def;
@@ -69,7 +72,8 @@ static void test_refusals(void **state)
 	        {TOOL_OPT_MEAN, "nan"},     {TOOL_OPT_STD, "0"},
 	        {TOOL_OPT_STD, "1,-1,1"},   {TOOL_OPT_SCALE, "inf"},
 	        {TOOL_OPT_SCALE, "1x"},     {TOOL_OPT_PAD, "256"},
-	        {TOOL_OPT_PAD, "-1"},
+	        {TOOL_OPT_PAD, "-1"},       {TOOL_OPT_MATRIX, "bt2021"},
+	        {TOOL_OPT_RANGE, "tv"},
 	};
 	struct tool_preprocess p = {0};
 

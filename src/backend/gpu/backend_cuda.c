@@ -56,6 +56,7 @@
 #include "gpu/kernel_cache.h"
 #include "log.h"
 #include "memreg.h"
+#include "yuv.h"
 
 /* The kernels' argument block and enum values: one definition, shared
  * with kernels/letterbox.cu. */
@@ -63,12 +64,17 @@
 
 typedef struct fprep_letterbox_args cuda_lb_args;
 
-_Static_assert(sizeof(cuda_lb_args) == 96, "kernel argument layout");
+_Static_assert(sizeof(cuda_lb_args) == 136, "kernel argument layout");
 _Static_assert(LB_PIX_BGR8 == FPREP_PIX_BGR8 && LB_PIX_RGB8 == FPREP_PIX_RGB8 &&
                        LB_PIX_BGRA8 == FPREP_PIX_BGRA8 &&
                        LB_PIX_RGBA8 == FPREP_PIX_RGBA8 &&
-                       LB_PIX_GRAY8 == FPREP_PIX_GRAY8,
+                       LB_PIX_GRAY8 == FPREP_PIX_GRAY8 &&
+                       LB_PIX_NV12 == FPREP_PIX_NV12 &&
+                       LB_PIX_I420 == FPREP_PIX_I420 &&
+                       LB_PIX_YUYV == FPREP_PIX_YUYV,
                "pixel formats");
+_Static_assert(sizeof(((cuda_lb_args *)0)->yuv) == sizeof(fprep__yuv_coefs),
+               "YUV coefficients");
 _Static_assert(LB_ORDER_RGB == FPREP_ORDER_RGB &&
                        LB_ORDER_BGR == FPREP_ORDER_BGR &&
                        LB_ORDER_GRAY == FPREP_ORDER_GRAY,
@@ -101,11 +107,32 @@ enum {
 	CUDA_NT
 };
 
-static const char *const cuda_kernel_names[3] = {
-        [0] = "fprep_letterbox_f32",
-        [1] = "fprep_letterbox_f16",
-        [2] = "fprep_letterbox_u8",
+/* The kernels by source family (interleaved pixels, NV12, I420, YUYV)
+ * and dtype - 1. */
+#define CUDA_FAMILIES 4
+static const char *const cuda_kernel_names[CUDA_FAMILIES][3] = {
+        {"fprep_letterbox_f32", "fprep_letterbox_f16", "fprep_letterbox_u8"},
+        {"fprep_letterbox_nv12_f32", "fprep_letterbox_nv12_f16",
+         "fprep_letterbox_nv12_u8"},
+        {"fprep_letterbox_i420_f32", "fprep_letterbox_i420_f16",
+         "fprep_letterbox_i420_u8"},
+        {"fprep_letterbox_yuyv_f32", "fprep_letterbox_yuyv_f16",
+         "fprep_letterbox_yuyv_u8"},
 };
+
+/* cuda_family: the kernel family of a source format. */
+static int cuda_family(uint16_t format)
+{
+	switch (format) {
+	case FPREP_PIX_NV12:
+		return 1;
+	case FPREP_PIX_I420:
+		return 2;
+	case FPREP_PIX_YUYV:
+		return 3;
+	}
+	return 0;
+}
 
 typedef struct cuda_slot {
 	uint8_t *h_in, *d_in;   /* pinned and device input, in_cap bytes */
@@ -134,7 +161,7 @@ typedef struct cuda_backend {
 	int cache_hit;
 
 	cudaLibrary_t lib;
-	cudaKernel_t kernel[3]; /* by dtype - 1 */
+	cudaKernel_t kernel[CUDA_FAMILIES][3]; /* cuda_kernel_names */
 	cudaStream_t s_h2d, s_comp, s_d2h;
 	cudaEvent_t ev_base; /* origin of fprep__cuda_stamps */
 	cuda_slot *slots;
@@ -300,38 +327,24 @@ static void cuda_slot_fini(cuda_slot *s)
 	cuda_free_pair(&s->h_out, &s->d_out, &s->out_cap);
 }
 
-/* cuda_is_pinned tells whether the n bytes at p lie in page-locked host
- * memory (cudaMallocHost, or a region registered with cudaHostRegister,
- * like the shared-memory path's output slots), so the D2H may write them
- * directly. */
-static int cuda_is_pinned(const void *p, size_t n)
-{
-	struct cudaPointerAttributes a0, a1;
-
-	if (n == 0 || cudaPointerGetAttributes(&a0, p) != cudaSuccess ||
-	    cudaPointerGetAttributes(&a1, (const char *)p + n - 1) !=
-	            cudaSuccess) {
-		(void)cudaGetLastError();
-		return 0;
-	}
-	return a0.type == cudaMemoryTypeHost && a1.type == cudaMemoryTypeHost;
-}
-
 /* cuda_enqueue puts job's H2D, kernel and D2H on the streams, using slot s.
  * Runs on the lane thread. Returns 0, or an error with job's reply set. */
 static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 {
 	const fprep_request *rq = &job->req;
 	fprep__gpu_status st = {0};
-	uint32_t shape[4];
-	uint64_t out_bytes = 0;
+	uint64_t out_bytes = job->output_size; /* planned by the loop */
 	const uint8_t *src;
 	uint8_t *dst;
 	cuda_lb_args a;
+	fprep__yuv_coefs k;
+	int yuv = fprep__yuv_is_yuv(rq->src_format);
 
-	if (fprep_tensor_shape(rq, shape, &out_bytes) != 0 ||
-	    out_bytes != job->output_size || rq->dtype < FPREP_DTYPE_F32 ||
-	    rq->dtype > FPREP_DTYPE_U8) {
+	if (yuv && fprep__yuv_coefs_get(rq->yuv_matrix, rq->yuv_range, &k)) {
+		cuda_fail(job, FPREP_EINVAL, 0, "invalid YUV request");
+		return FPREP_EINVAL;
+	}
+	if (rq->dtype < FPREP_DTYPE_F32 || rq->dtype > FPREP_DTYPE_U8) {
 		cuda_fail(job, FPREP_EINVAL, 0, "invalid tensor request");
 		return FPREP_EINVAL;
 	}
@@ -346,7 +359,7 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 		          fatal, st.text);
 		return job->status;
 	}
-	s->out_direct = out_dev || cuda_is_pinned(job->output, out_bytes);
+	s->out_direct = out_dev || job->output_pinned;
 	dst = s->out_direct ? job->output : s->h_out;
 	src = job->input;
 	if (!job->input_pinned && !in_dev) {
@@ -373,11 +386,19 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 	a.scale = rq->scale;
 	memcpy(a.mean, rq->mean, sizeof a.mean);
 	memcpy(a.std, rq->std, sizeof a.std);
+	if (yuv) {
+		memcpy(a.yuv, &k, sizeof a.yuv);
+		a.uv_stride = rq->uv_stride;
+		a.u_offset = rq->u_offset;
+		a.v_offset = rq->v_offset;
+	}
 	void *args[] = {&a};
 	dim3 block = {CUDA_BLOCK_X, CUDA_BLOCK_Y, 1};
 	dim3 grid = {(rq->out_width + CUDA_BLOCK_X - 1) / CUDA_BLOCK_X,
 	             (rq->out_height + CUDA_BLOCK_Y - 1) / CUDA_BLOCK_Y, 1};
-	const void *kern = (const void *)cb->kernel[rq->dtype - 1];
+	const void *kern =
+	        (const void *)
+	                cb->kernel[cuda_family(rq->src_format)][rq->dtype - 1];
 
 	if (FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D0], cb->s_h2d)) ||
 	    (!in_dev &&
@@ -679,7 +700,6 @@ static void *cuda_lane_main(void *arg)
 		job->status = FPREP_OK;
 		job->fatal = 0;
 		job->message[0] = '\0';
-		fprep_transform_compute(&job->req, &job->xf);
 		if (!dev_ok) {
 			cuda_fail(job, FPREP_ECUDA, 1, st.text);
 			cuda_deliver(cb, NULL, job);
@@ -866,6 +886,22 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	         mem_total - mem_free);
 }
 
+/* cuda_stats reports the kernel cache and the device's memory; on the
+ * metrics thread. cudaMemGetInfo counts every process's allocations. */
+static void cuda_stats(fprep__backend *b, fprep__backend_stats *st)
+{
+	cuda_backend *cb = (cuda_backend *)b;
+	size_t free_b = 0, total_b = 0;
+
+	fprep__kcache_stats(cb->cache, &st->cache_hits, &st->cache_misses);
+	st->compiles = fprep__nvrtc_compile_count();
+	if (cudaSetDevice(cb->device) == cudaSuccess &&
+	    cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+		st->memory_total = total_b;
+		st->memory_used = total_b - free_b;
+	}
+}
+
 static void cuda_free(cuda_backend *cb)
 {
 	if (cb->slots != NULL) {
@@ -1030,11 +1066,12 @@ static int cuda_load_kernels(cuda_backend *cb, const fprep__cuda_config *cfg)
 	}
 	if (cb->lib == NULL)
 		goto out;
-	for (int i = 0; i < 3; i++)
-		if (FPREP__CUDA(&st,
-		                cudaLibraryGetKernel(&cb->kernel[i], cb->lib,
-		                                     cuda_kernel_names[i])))
-			goto out;
+	for (int f = 0; f < CUDA_FAMILIES; f++)
+		for (int i = 0; i < 3; i++)
+			if (FPREP__CUDA(&st, cudaLibraryGetKernel(
+			                             &cb->kernel[f][i], cb->lib,
+			                             cuda_kernel_names[f][i])))
+				goto out;
 	err = 0;
 out:
 	free(cubin);
@@ -1067,6 +1104,7 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	cb->base.info = cuda_info;
 	cb->base.close = cuda_close;
 	cb->base.region_op = cuda_region_op;
+	cb->base.stats = cuda_stats;
 	cb->device = cfg->device;
 	cb->nslots = cfg->slots < 2 ? 2 : cfg->slots;
 	fprep__queue_init(&cb->pending);

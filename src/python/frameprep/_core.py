@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import struct
 from typing import Any, Sequence
 
 import numpy as np
@@ -15,6 +16,7 @@ import pynng
 from . import errors
 from .protocol import (REPLY_HEADER_SIZE, ChannelOrder,
                        DType, FrameHeader, Kind, Layout, PixelFormat, Reply,
+                       YuvMatrix, YuvRange,
                        Request, Resize, dtype_bytes)
 
 _ffi = pynng.ffi
@@ -35,7 +37,12 @@ _FORMATS = {"bgr8": PixelFormat.BGR8, "bgr": PixelFormat.BGR8,
             "rgb8": PixelFormat.RGB8, "rgb": PixelFormat.RGB8,
             "bgra8": PixelFormat.BGRA8, "bgra": PixelFormat.BGRA8,
             "rgba8": PixelFormat.RGBA8, "rgba": PixelFormat.RGBA8,
-            "gray8": PixelFormat.GRAY8, "gray": PixelFormat.GRAY8}
+            "gray8": PixelFormat.GRAY8, "gray": PixelFormat.GRAY8,
+            "nv12": PixelFormat.NV12, "i420": PixelFormat.I420,
+            "yuyv": PixelFormat.YUYV, "yuy2": PixelFormat.YUYV}
+_MATRICES = {"bt601": YuvMatrix.BT601, "bt709": YuvMatrix.BT709,
+             "bt2020": YuvMatrix.BT2020}
+_YUV_RANGES = {"limited": YuvRange.LIMITED, "full": YuvRange.FULL}
 
 
 def default_address() -> str:
@@ -86,6 +93,8 @@ class Options:
     mean: tuple[float, float, float]
     std: tuple[float, float, float]
     pad: float
+    matrix: YuvMatrix = YuvMatrix.BT601
+    yuv_range: YuvRange = YuvRange.LIMITED
 
     @classmethod
     def make(cls, size: Sequence[int] = (640, 640), resize: str = "letterbox",
@@ -93,7 +102,8 @@ class Options:
              layout: str = "nchw", scale: float = 1 / 255,
              mean: float | Sequence[float] = (0.0, 0.0, 0.0),
              std: float | Sequence[float] = (1.0, 1.0, 1.0),
-             pad: float = 114) -> Options:
+             pad: float = 114, matrix: str = "bt601",
+             yuv_range: str = "limited") -> Options:
         """Checks the option names and the size (two ints >= 1); raises
         :class:`~frameprep.InvalidRequestError`. Numeric ranges (std > 0,
         pad in [0, 255], finite values) are the daemon's to check."""
@@ -117,7 +127,9 @@ class Options:
                    _pick(_ORDERS, order, "order"),
                    _pick(_DTYPES, dtype, "dtype"),
                    _pick(_LAYOUTS, layout, "layout"), float(scale),
-                   triple(mean, "mean"), triple(std, "std"), float(pad))
+                   triple(mean, "mean"), triple(std, "std"), float(pad),
+                   _pick(_MATRICES, matrix, "matrix"),
+                   _pick(_YUV_RANGES, yuv_range, "yuv_range"))
 
     @property
     def channels(self) -> int:
@@ -141,7 +153,8 @@ class Options:
                        out_height=self.out_height, resize=self.resize,
                        channel_order=self.order, dtype=self.dtype,
                        layout=self.layout, pad_value=self.pad,
-                       scale=self.scale, mean=self.mean, std=self.std)
+                       scale=self.scale, mean=self.mean, std=self.std,
+                       yuv_matrix=self.matrix, yuv_range=self.yuv_range)
 
 
 @dataclasses.dataclass
@@ -157,6 +170,7 @@ class Source:
     span: int
     array: np.ndarray
     addr: int = 0
+    planes: tuple[int, int, int] = (0, 0, 0)  # uv_stride, u_offset, v_offset
 
     def address(self) -> int:
         """Address of the first byte."""
@@ -168,13 +182,45 @@ class Source:
                                                (1,), writeable=False)
 
 
+def _check_yuv(frame: np.ndarray, fmt: PixelFormat) -> Source:
+    """A YUV frame in OpenCV's layout: NV12 and I420 as one (H * 3 / 2, W)
+    array (Y rows, then the UV rows, or the U and then the V plane), YUYV
+    as (H, W, 2). Sent unpadded (copied when not contiguous)."""
+    shape = frame.shape
+    if fmt == PixelFormat.YUYV:
+        if len(shape) != 3 or shape[2] != 2:
+            raise errors.InvalidRequestError(
+                f"a yuyv frame is (H, W, 2), not {shape}")
+        h, w = shape[0], shape[1]
+    else:
+        if len(shape) != 2 or shape[0] % 3 != 0:
+            raise errors.InvalidRequestError(
+                f"a {fmt.name.lower()} frame is (H * 3 / 2, W) with H "
+                f"even, not {shape}")
+        h, w = shape[0] // 3 * 2, shape[1]
+    if w < 2 or h < 1 or w % 2 or (fmt != PixelFormat.YUYV and h % 2):
+        raise errors.InvalidRequestError(
+            f"{fmt.name.lower()} frame {w}x{h}: width"
+            f"{'' if fmt == PixelFormat.YUYV else ' and height'} must be "
+            f"even")
+    frame = np.ascontiguousarray(frame)
+    span = frame.size
+    if fmt == PixelFormat.YUYV:
+        return Source(fmt, w, h, 2 * w, span, frame, address_of(frame))
+    uv = w if fmt == PixelFormat.NV12 else w // 2
+    v_off = w * h + uv * (h // 2) if fmt == PixelFormat.I420 else 0
+    return Source(fmt, w, h, w, span, frame, address_of(frame),
+                  (uv, w * h, v_off))
+
+
 def check_frame(frame: Any, format: str | None = None) -> Source:
     """Checks a frame: a numpy uint8 array (H, W), (H, W, 1), (H, W, 3) or
     (H, W, 4). ``format`` (bgr8, rgb8, bgra8, rgba8, gray8) defaults to
     gray8, bgr8 or bgra8 by channel count. Rows may be strided (a crop of a
     bigger frame is sent with its row stride, without a copy); pixels must
-    be packed, else the frame is copied. Raises
-    :class:`~frameprep.InvalidRequestError`."""
+    be packed, else the frame is copied. YUV formats (nv12, i420, yuyv)
+    take the arrays OpenCV's cvtColor takes (see :func:`_check_yuv`).
+    Raises :class:`~frameprep.InvalidRequestError`."""
     if not isinstance(frame, np.ndarray):
         raise errors.InvalidRequestError(
             f"frame must be a numpy.ndarray, not {type(frame).__name__}")
@@ -182,6 +228,10 @@ def check_frame(frame: Any, format: str | None = None) -> Source:
     if dt is not _U8 and dt != np.uint8:
         raise errors.InvalidRequestError(
             f"frame dtype {frame.dtype} is not uint8")
+    if format is not None:
+        fmt = _pick(_FORMATS, format, "format")
+        if fmt.is_yuv:
+            return _check_yuv(frame, fmt)
     shape = frame.shape
     ndim = len(shape)
     if ndim == 2:
@@ -290,7 +340,8 @@ class Plan:
     def inline_header(self, src: Source, request_id: int) -> bytes:
         """The header of an inline request for src."""
         return self.header.stamp(request_id, src.format, src.width,
-                                 src.height, src.stride, 0, 0, 0, src.span)
+                                 src.height, src.stride, 0, 0, 0, src.span,
+                                 src.planes)
 
 
 _plans: dict[tuple, Plan] = {}
@@ -298,19 +349,20 @@ _plans: dict[tuple, Plan] = {}
 
 def plan(size: Sequence[int], resize: str, order: str, dtype: Any,
          layout: str, scale: float, mean: float | Sequence[float],
-         std: float | Sequence[float], pad: float) -> Plan:
+         std: float | Sequence[float], pad: float, matrix: str = "bt601",
+         yuv_range: str = "limited") -> Plan:
     """The :class:`Plan` of :meth:`Options.make`'s arguments (and its
     errors), kept for the next request with equal (hashable) arguments."""
     key = (size, resize, order, dtype, type(dtype), layout, scale, mean, std,
-           pad)
+           pad, matrix, yuv_range)
     try:
         p = _plans.get(key)
     except TypeError:  # a list or an array among the options
         return Plan(Options.make(size, resize, order, dtype, layout, scale,
-                                 mean, std, pad))
+                                 mean, std, pad, matrix, yuv_range))
     if p is None:
         p = Plan(Options.make(size, resize, order, dtype, layout, scale, mean,
-                              std, pad))
+                              std, pad, matrix, yuv_range))
         if len(_plans) >= 64:
             _plans.clear()
         _plans[key] = p
@@ -445,12 +497,19 @@ class _MessageArray:
 
 def decode_reply(msg: Any) -> Reply:
     """Decodes the header of a reply message (an ``nng_msg *``)."""
+    head, n = reply_head(msg)
+    return Reply.decode(head, n)
+
+
+def reply_head(msg: Any) -> tuple[bytes, int]:
+    """A copy of the header of a reply message (an ``nng_msg *``) and the
+    message's length; raises :class:`~frameprep.ProtocolError` for a
+    message shorter than a header."""
     n = _lib.nng_msg_len(msg)
     if n < REPLY_HEADER_SIZE:
         raise errors.ProtocolError(f"reply of {n} bytes is shorter than the "
                                    f"{REPLY_HEADER_SIZE}-byte header")
-    head = _ffi.buffer(_lib.nng_msg_body(msg), REPLY_HEADER_SIZE)
-    return Reply.decode(head, n)
+    return _ffi.buffer(_lib.nng_msg_body(msg), REPLY_HEADER_SIZE)[:], n
 
 
 def reply_of(msg: Any) -> Reply:
@@ -547,7 +606,12 @@ class Timings:
     total_us: int
 
 
-@dataclasses.dataclass(frozen=True)
+_new = object.__new__
+# Reply fields at byte 40: scale_x, scale_y, pad_x, pad_y, then the six
+# timings (protocol.h).
+_REPLY_PLACES = struct.Struct("<4f6I")
+
+
 class Result:
     """One preprocessed frame.
 
@@ -558,37 +622,89 @@ class Result:
     it views the ring's output slot and is valid until the ring hands that
     slot out again (copy it to keep it longer). ``transform`` maps tensor
     boxes back to the source, ``timings`` are the daemon's, ``reply`` the
-    whole reply header.
+    whole reply header (:class:`~frameprep.protocol.Reply`), ``request_id``
+    the request's id. The attributes are read-only; ``transform``,
+    ``timings`` and ``reply`` are made from the reply header when first
+    read.
     """
 
+    __slots__ = ("tensor", "request_id", "_head", "_length", "_src_width",
+                 "_src_height", "_reply", "_transform", "_timings")
+
     tensor: np.ndarray
-    transform: Transform
-    timings: Timings
     request_id: int
-    reply: Reply
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"Result.{name} is read-only")
+
+    @property
+    def reply(self) -> Reply:
+        """The reply header."""
+        rep = self._reply
+        if rep is None:
+            rep = Reply.decode(self._head, self._length)
+            object.__setattr__(self, "_reply", rep)
+        return rep
+
+    def _places(self) -> tuple:
+        rep = self._reply
+        if rep is None:
+            return _REPLY_PLACES.unpack_from(self._head, 40)
+        return (rep.scale_x, rep.scale_y, rep.pad_x, rep.pad_y,
+                rep.t_queue_us, rep.t_compute_us, rep.t_h2d_us,
+                rep.t_kernel_us, rep.t_d2h_us, rep.t_total_us)
+
+    @property
+    def transform(self) -> Transform:
+        """Where the source landed in the tensor."""
+        xf = self._transform
+        if xf is None:
+            f = self._places()
+            xf = Transform(f[0], f[1], f[2], f[3], self._src_width,
+                           self._src_height)
+            object.__setattr__(self, "_transform", xf)
+        return xf
+
+    @property
+    def timings(self) -> Timings:
+        """The daemon's timings of the request."""
+        tm = self._timings
+        if tm is None:
+            tm = Timings(*self._places()[4:])
+            object.__setattr__(self, "_timings", tm)
+        return tm
+
+    def __repr__(self) -> str:
+        return (f"Result(tensor=<{self.tensor.dtype} {self.tensor.shape}>, "
+                f"request_id={self.request_id}, "
+                f"transform={self.transform!r}, timings={self.timings!r})")
 
 
-_new = object.__new__
+_set = object.__setattr__
+
+
+def new_result(tensor: np.ndarray, request_id: int, src: Source,
+               rep: Reply | None = None, head: bytes = b"",
+               length: int = 0) -> Result:
+    """A result of a successful FRAME or ECHO reply: decoded (rep) or
+    not yet (head, the reply's first REPLY_HEADER_SIZE bytes, of a message
+    of ``length`` bytes, already checked by the caller)."""
+    res = _new(Result)
+    _set(res, "tensor", tensor)
+    _set(res, "request_id", request_id)
+    _set(res, "_head", head)
+    _set(res, "_length", length)
+    _set(res, "_src_width", src.width)
+    _set(res, "_src_height", src.height)
+    _set(res, "_reply", rep)
+    _set(res, "_transform", None)
+    _set(res, "_timings", None)
+    return res
 
 
 def make_result(tensor: np.ndarray, rep: Reply, src: Source) -> Result:
-    """Builds the result of a successful FRAME or ECHO reply.
-
-    The frozen dataclasses are filled without their ``__init__``, which
-    sets field after field through ``object.__setattr__``: the same
-    objects at a third of the cost."""
-    xf = _new(Transform)
-    xf.__dict__.update(scale_x=rep.scale_x, scale_y=rep.scale_y,
-                       pad_x=rep.pad_x, pad_y=rep.pad_y,
-                       src_width=src.width, src_height=src.height)
-    tm = _new(Timings)
-    tm.__dict__.update(queue_us=rep.t_queue_us, compute_us=rep.t_compute_us,
-                       h2d_us=rep.t_h2d_us, kernel_us=rep.t_kernel_us,
-                       d2h_us=rep.t_d2h_us, total_us=rep.t_total_us)
-    res = _new(Result)
-    res.__dict__.update(tensor=tensor, transform=xf, timings=tm,
-                        request_id=rep.request_id, reply=rep)
-    return res
+    """The result of a successful, decoded FRAME or ECHO reply."""
+    return new_result(tensor, rep.request_id, src, rep)
 
 
 def info_request(request_id: int) -> bytes:

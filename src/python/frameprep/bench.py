@@ -9,7 +9,10 @@ one thread per stream, as ``frameprep-bench`` does), it runs
 letterbox), and prints frames/s, p50 latency and the client-side cost
 (mean latency minus the daemon's own t_total: what the client and the
 transport add). The shm path writes the frame into its slot once and then
-sends the slot as it lies, as ``frameprep-bench --shm both`` does.
+sends the slot as it lies, as ``frameprep-bench --shm both`` does. With
+``--repeat N`` each point is run N times, C and Python in turn, and each
+figure is the median of its N runs ("added" the median of the N
+differences), which steadies the figures on a busy machine.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -114,6 +118,11 @@ def _c_run(bench: str, url: str, frame_wh: tuple[int, int],
             "cost": run["latency_us"]["mean"] - server["total"]}
 
 
+def _median(runs: list[dict[str, float]]) -> dict[str, float]:
+    """Each figure's median over runs."""
+    return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs the comparison and prints the table; returns the exit status."""
     p = argparse.ArgumentParser(prog="python -m frameprep.bench",
@@ -134,7 +143,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="synthetic BGR frame WxH [1920x1080]")
     p.add_argument("-s", "--size", default="640x640",
                    help="tensor WxH [640x640]")
+    p.add_argument("-r", "--repeat", type=int, default=1,
+                   help="runs per point, C and Python in turn; medians [1]")
     args = p.parse_args(argv)
+    if args.repeat < 1:
+        p.error("--repeat must be at least 1")
     fw, fh = (int(v) for v in args.frame.lower().split("x"))
     sw, sh = (int(v) for v in args.size.lower().split("x"))
     size = (sw, sh)
@@ -152,11 +165,20 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.paths.split(","):
         for streams in (int(v) for v in args.concurrency.split(",")):
             shm = path == "shm"
-            c_res = (_c_run(args.c_bench, url, (fw, fh), size, shm, streams,
-                            args.duration, args.warmup)
-                     if args.c_bench else None)
-            py = _python_run(url, frame, size, shm, streams, args.duration,
-                             args.warmup)
+            c_runs: list[dict[str, float]] = []
+            py_runs: list[dict[str, float]] = []
+            for _ in range(args.repeat):
+                if args.c_bench:
+                    c_runs.append(_c_run(args.c_bench, url, (fw, fh), size,
+                                         shm, streams, args.duration,
+                                         args.warmup))
+                py_runs.append(_python_run(url, frame, size, shm, streams,
+                                           args.duration, args.warmup))
+            c_res = _median(c_runs) if c_runs else None
+            py = _median(py_runs)
+            added = (statistics.median(p["cost"] - c["cost"]
+                                       for p, c in zip(py_runs, c_runs))
+                     if c_runs else None)
             rows.append({"path": path, "c": streams, "C": c_res, "py": py})
             if c_res is None:
                 print(f"{path:7} {streams:3} {'-':>8} {py['fps']:8.1f} "
@@ -167,7 +189,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"{py['fps']:8.1f} {py['fps'] / c_res['fps']:6.2f} "
                   f"{c_res['p50']:8.0f} {py['p50']:8.0f} "
                   f"{c_res['cost']:7.0f} {py['cost']:7.0f} "
-                  f"{py['cost'] - c_res['cost']:6.0f}", flush=True)
+                  f"{added:6.0f}", flush=True)
+            if args.repeat > 1:
+                diffs = [p["p50"] - c["p50"] for p, c in zip(py_runs, c_runs)]
+                print(f"        p50 Python - C per run: "
+                      f"{' '.join(f'{d:.0f}' for d in diffs)} (median "
+                      f"{statistics.median(diffs):.0f})", flush=True)
     if not args.c_bench:
         print("frameprep-bench not found (--c-bench): Python figures only",
               file=sys.stderr)

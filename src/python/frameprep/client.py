@@ -114,15 +114,15 @@ class _Socket:
                     f"flight within {self.timeout:g} s") from None
         try:
             ctx = self.ctx_get()
-            ok = False
             try:
                 msg = ctx.exchange(head, body, size)
-                ok = True
-            except pynng.NNGException as exc:
-                raise _core.transport_error(exc, self.address,
-                                            self.timeout) from None
-            finally:
-                self.ctx_put(ctx, ok)
+            except BaseException as exc:
+                self.ctx_put(ctx, False)
+                if isinstance(exc, pynng.NNGException):
+                    raise _core.transport_error(exc, self.address,
+                                                self.timeout) from None
+                raise
+            self.ctx_put(ctx, True)
         finally:
             if gate is not None:
                 gate.put(None)
@@ -235,6 +235,7 @@ class Client(_Connection):
                    mean: float | Sequence[float] = (0.0, 0.0, 0.0),
                    std: float | Sequence[float] = (1.0, 1.0, 1.0),
                    pad: float = 114, format: str | None = None,
+                   matrix: str = "bt601", yuv_range: str = "limited",
                    out: Any = None) -> _core.Result:
         """Preprocesses one frame into a model-ready tensor.
 
@@ -255,6 +256,13 @@ class Client(_Connection):
         scale, mean, std  out = (pixel * scale - mean[c]) / std[c], c in
                 the tensor's channel order; YOLO: 1/255, 0, 1.
         pad     border value in pixel units, 0..255.
+        format  "nv12", "i420" or "yuyv" take YUV frames as OpenCV's
+                cvtColor does: NV12 and I420 one (H * 3 / 2, W) array,
+                YUYV (H, W, 2); width (and for NV12/I420 height) even.
+        matrix, yuv_range  a YUV frame's colour matrix ("bt601", "bt709",
+                "bt2020") and range ("limited", "full"); the defaults are
+                what OpenCV's COLOR_YUV2BGR_NV12 assumes. The conversion
+                is described in protocol.h.
         out     a CUDA tensor (``__cuda_array_interface__`` or DLPack:
                 PyTorch, CuPy) of the tensor's shape, with or without the
                 leading 1 (``batch[k]`` of an (N, 3, H, W) batch), its
@@ -280,7 +288,7 @@ class Client(_Connection):
         transport errors of the class.
         """
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
-                          std, pad)
+                          std, pad, matrix, yuv_range)
         if out is not None or (not isinstance(frame, np.ndarray) and
                                _is_cuda(frame)):
             return self._preprocess_cuda(plan, frame, format, out)
@@ -341,6 +349,7 @@ class Client(_Connection):
         req.src_format, req.src_width, req.src_height = (
             src.format, src.width, src.height)
         req.src_stride, req.input_size = src.stride, src.span
+        req.uv_stride, req.u_offset, req.v_offset = src.planes
         dev_out = None
         if isinstance(out, cuda.Exported):
             cuda.check_exported(out, plan)
@@ -450,11 +459,12 @@ class AsyncClient(_Connection):
                          scale: float = 1 / 255,
                          mean: float | Sequence[float] = (0.0, 0.0, 0.0),
                          std: float | Sequence[float] = (1.0, 1.0, 1.0),
-                         pad: float = 114, format: str | None = None
+                         pad: float = 114, format: str | None = None,
+                         matrix: str = "bt601", yuv_range: str = "limited"
                          ) -> _core.Result:
         """See :meth:`Client.preprocess`."""
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
-                          std, pad)
+                          std, pad, matrix, yuv_range)
         src = _core.check_frame(frame, format)
         plan.check(src, await self.limits())
         request_id = self._s.next_id()

@@ -497,6 +497,10 @@ def source(frame: Any, format: str | None = None) -> Any:
     if a.typestr[1:] != "u1":
         raise InvalidRequestError(f"CUDA frame dtype {a.typestr} is not "
                                   f"uint8")
+    if format is not None:
+        fmt = _core._pick(_core._FORMATS, format, "format")
+        if fmt.is_yuv:
+            return _yuv_source(a, fmt)
     shape, strides = a.shape, a.strides
     if len(shape) == 2:
         shape, strides = shape + (1,), strides + (1,)
@@ -522,6 +526,47 @@ def source(frame: Any, format: str | None = None) -> Any:
                 f"CUDA frame has {c}")
     src = _core.Source(fmt, w, h, strides[0], strides[0] * (h - 1) + w * c,
                        None, a.ptr)  # type: ignore[arg-type]
+    src.dev = a  # type: ignore[attr-defined]
+    src.stream = a.stream  # type: ignore[attr-defined]
+    return src
+
+
+def _yuv_source(a: Any, fmt: Any) -> Any:
+    """A contiguous CUDA YUV frame in OpenCV's layout, as
+    :func:`frameprep._core.check_frame` takes it on the host: NV12 and
+    I420 (H * 3 / 2, W), YUYV (H, W, 2)."""
+    from . import _core
+    from .errors import InvalidRequestError
+    from .protocol import PixelFormat
+    shape, name = tuple(a.shape), fmt.name.lower()
+    if fmt == PixelFormat.YUYV:
+        if len(shape) != 3 or shape[2] != 2:
+            raise InvalidRequestError(f"a yuyv frame is (H, W, 2), not "
+                                      f"{shape}")
+        h, w = shape[0], shape[1]
+    else:
+        if len(shape) != 2 or shape[0] % 3 != 0:
+            raise InvalidRequestError(f"a {name} frame is (H * 3 / 2, W) "
+                                      f"with H even, not {shape}")
+        h, w = shape[0] // 3 * 2, shape[1]
+    if w < 2 or h < 1 or w % 2 or (fmt != PixelFormat.YUYV and h % 2):
+        raise InvalidRequestError(f"{name} frame {w}x{h}: width and "
+                                  f"height must be even")
+    if _c_strides(shape, 1) != tuple(a.strides):
+        raise InvalidRequestError(
+            f"CUDA {name} frame strides {a.strides} are not contiguous "
+            f"(make it contiguous first)")
+    span = 1
+    for n in shape:
+        span *= n
+    planes = (0, 0, 0)
+    stride = 2 * w if fmt == PixelFormat.YUYV else w
+    if fmt != PixelFormat.YUYV:
+        uv = w if fmt == PixelFormat.NV12 else w // 2
+        planes = (uv, w * h,
+                  w * h + uv * (h // 2) if fmt == PixelFormat.I420 else 0)
+    src = _core.Source(fmt, w, h, stride, span, None, a.ptr,
+                       planes)  # type: ignore[arg-type]
     src.dev = a  # type: ignore[attr-defined]
     src.stream = a.stream  # type: ignore[attr-defined]
     return src

@@ -42,18 +42,46 @@ class Kind(enum.IntEnum):
 
 
 class PixelFormat(enum.IntEnum):
-    """Layout of one interleaved 8-bit source pixel (``enum fprep_pixel_format``)."""
+    """Layout of the 8-bit source frame (``enum fprep_pixel_format``):
+    interleaved pixels, or the YUV formats NV12, I420 (4:2:0 planar) and
+    YUYV (4:2:2 packed) described in protocol.h."""
 
     BGR8 = 1
     RGB8 = 2
     BGRA8 = 3
     RGBA8 = 4
     GRAY8 = 5
+    NV12 = 6
+    I420 = 7
+    YUYV = 8
 
     @property
     def channels(self) -> int:
-        """Bytes (channels) per pixel: 3, 4 or 1."""
-        return {1: 3, 2: 3, 3: 4, 4: 4, 5: 1}[int(self)]
+        """Bytes per pixel of the rows at src_stride: 3, 4 or 1; for NV12
+        and I420 those of the Y plane (1), for YUYV 2."""
+        return {1: 3, 2: 3, 3: 4, 4: 4, 5: 1, 6: 1, 7: 1, 8: 2}[int(self)]
+
+    @property
+    def is_yuv(self) -> bool:
+        """True for NV12, I420 and YUYV."""
+        return int(self) >= 6
+
+
+class YuvMatrix(enum.IntEnum):
+    """Colour matrix of a YUV source (``enum fprep_yuv_matrix``); 0 on the
+    wire means BT601."""
+
+    BT601 = 1
+    BT709 = 2
+    BT2020 = 3
+
+
+class YuvRange(enum.IntEnum):
+    """Quantisation range of a YUV source (``enum fprep_yuv_range``); 0 on
+    the wire means LIMITED."""
+
+    LIMITED = 1
+    FULL = 2
 
 
 class Resize(enum.IntEnum):
@@ -99,7 +127,7 @@ class Location(enum.IntEnum):
     CUDA = 2
 
 
-_REQ_FRAME = struct.Struct("<IHHQHHIIIIIBBBBff3f3fBBHIIQQQQQ")
+_REQ_FRAME = struct.Struct("<IHHQHBBIIIIIBBBBff3f3fBBHIIQQQQII")
 _REQ_REGISTER = struct.Struct("<IHHQQII64s")
 _REQ_UNREGISTER = struct.Struct("<IHHQI")
 _REQ_REGISTER_CUDA = struct.Struct("<IHHQQQ64s16s16x")
@@ -110,12 +138,17 @@ _REQ_COMMON = struct.Struct("<IHHQ")
 _REPLY = struct.Struct("<IHHQIBBBB4I4f6IQQII152s")
 assert _REQ_FRAME.size == REQUEST_HEADER_SIZE
 assert _REPLY.size == REPLY_HEADER_SIZE
-# The FRAME fields that change from request to request: request_id to
-# src_stride (at byte 8), and in_offset to input_size.
-_REQ_ID_SRC = struct.Struct("<QHHIII")
-_REQ_PLACES = struct.Struct("<QQQQ")
-_PLACES_AT = struct.calcsize("<IHHQHHIIIIIBBBBff3f3fBBHII")
-assert _PLACES_AT + _REQ_PLACES.size + 8 == REQUEST_HEADER_SIZE
+# The FRAME fields that change from request to request: request_id and
+# src_format (at byte 8), the source size and stride (at 20), uv_stride (at
+# 78), in_offset to input_size, u_offset and v_offset.
+_REQ_ID_FMT = struct.Struct("<QH")
+_REQ_SIZE = struct.Struct("<III")
+_REQ_UV_STRIDE = struct.Struct("<H")
+_UV_STRIDE_AT = 78
+_REQ_PLACES = struct.Struct("<QQQQII")
+_PLACES_AT = struct.calcsize("<IHHQHBBIIIIIBBBBff3f3fBBHII")
+assert _PLACES_AT + _REQ_PLACES.size == REQUEST_HEADER_SIZE
+_REQ_ID = struct.Struct("<Q")
 
 _DTYPE_BYTES: dict[int, int] = {DType.F32: 4, DType.F16: 2, DType.U8: 1}
 
@@ -137,6 +170,8 @@ class Request:
     request_id: int = 0
     version: int = PROTOCOL_VERSION
     src_format: int = PixelFormat.BGR8
+    yuv_matrix: int = 0
+    yuv_range: int = 0
     src_width: int = 0
     src_height: int = 0
     src_stride: int = 0
@@ -158,6 +193,9 @@ class Request:
     out_offset: int = 0
     out_capacity: int = 0
     input_size: int = 0
+    uv_stride: int = 0
+    u_offset: int = 0
+    v_offset: int = 0
     region_size: int = 0
     region_id: int = 0
     region_name: str = ""
@@ -191,13 +229,15 @@ class Request:
             return head.ljust(REQUEST_HEADER_SIZE, b"\0")
         return _REQ_FRAME.pack(
             REQUEST_MAGIC, self.version, self.kind, self.request_id,
-            self.src_format, 0, self.src_width, self.src_height,
+            self.src_format, self.yuv_matrix, self.yuv_range,
+            self.src_width, self.src_height,
             self.src_stride, self.out_width, self.out_height, self.resize,
             self.channel_order, self.dtype, self.layout, self.pad_value,
             self.scale, *self.mean, *self.std, self.input_loc,
-            self.output_loc, 0, self.in_region, self.out_region,
-            self.in_offset, self.out_offset, self.out_capacity,
-            self.input_size, 0)
+            self.output_loc, self.uv_stride, self.in_region,
+            self.out_region, self.in_offset, self.out_offset,
+            self.out_capacity, self.input_size, self.u_offset,
+            self.v_offset)
 
     @classmethod
     def decode(cls, buf: bytes | bytearray | memoryview) -> Request:
@@ -233,14 +273,15 @@ class Request:
              req.cuda_uuid) = _REQ_REGISTER_CUDA.unpack_from(buf, 0)
             return req
         f = _REQ_FRAME.unpack_from(buf, 0)
-        (req.src_format, _, req.src_width, req.src_height, req.src_stride,
-         req.out_width, req.out_height, req.resize, req.channel_order,
-         req.dtype, req.layout, req.pad_value, req.scale) = f[4:17]
-        req.mean = tuple(f[17:20])
-        req.std = tuple(f[20:23])
-        (req.input_loc, req.output_loc, _, req.in_region, req.out_region,
-         req.in_offset, req.out_offset, req.out_capacity,
-         req.input_size) = f[23:32]
+        (req.src_format, req.yuv_matrix, req.yuv_range, req.src_width,
+         req.src_height, req.src_stride, req.out_width, req.out_height,
+         req.resize, req.channel_order, req.dtype, req.layout,
+         req.pad_value, req.scale) = f[4:18]
+        req.mean = tuple(f[18:21])
+        req.std = tuple(f[21:24])
+        (req.input_loc, req.output_loc, req.uv_stride, req.in_region,
+         req.out_region, req.in_offset, req.out_offset, req.out_capacity,
+         req.input_size, req.u_offset, req.v_offset) = f[24:35]
         return req
 
 
@@ -324,10 +365,14 @@ class Reply:
         # Positional, in the order of the fields above.
         rep = cls(f[2], f[3], f[1], *f[4:9], f[9:13], *f[13:27],
                   raw[:end].decode("utf-8", "replace") if end else "")
-        if rep.ndim > 4:
-            raise ProtocolError(f"reply ndim {rep.ndim} > 4")
-        if rep.status == 0 and (rep.kind == 1 or rep.kind == 3):
-            rep._check_tensor()
+        if f[7] > 4:
+            raise ProtocolError(f"reply ndim {f[7]} > 4")
+        if f[4] == 0 and (f[2] == 1 or f[2] == 3):
+            # The checks of _check_tensor, on the unpacked fields.
+            size = _DTYPE_BYTES.get(f[5], 0) * f[9] * f[10] * f[11] * f[12]
+            if (size == 0 or size != f[24] or f[7] != 4 or
+                    not 1 <= f[6] <= 2 or (f[8] == 0 and f[23] != f[24])):
+                rep._check_tensor()
         return rep
 
     def _check_tensor(self) -> None:
@@ -341,7 +386,7 @@ class Reply:
         if size != self.tensor_size:
             raise ProtocolError(f"reply shape {self.shape} does not make "
                                 f"tensor_size {self.tensor_size}")
-        if (self.output_loc == Location.INLINE and
+        if (self.output_loc == 0 and  # inline
                 self.payload_size != self.tensor_size):
             raise ProtocolError(f"reply payload_size {self.payload_size} "
                                 f"!= tensor_size {self.tensor_size}")
@@ -364,13 +409,32 @@ class FrameHeader:
 
     def stamp(self, request_id: int, src_format: int, src_width: int,
               src_height: int, src_stride: int, in_offset: int,
-              out_offset: int, out_capacity: int, input_size: int) -> bytes:
+              out_offset: int, out_capacity: int, input_size: int,
+              planes: tuple[int, int, int] = (0, 0, 0)) -> bytes:
         """The 128-byte header with these fields, byte for byte what
-        :meth:`Request.encode` writes for them. Raises ``struct.error`` for
-        a field that does not fit its wire type."""
+        :meth:`Request.encode` writes for them; planes is (uv_stride,
+        u_offset, v_offset) of a YUV source. Raises ``struct.error`` for a
+        field that does not fit its wire type."""
+        return bytes(self.buffer(request_id, src_format, src_width,
+                                 src_height, src_stride, in_offset,
+                                 out_offset, out_capacity, input_size,
+                                 planes))
+
+    def buffer(self, request_id: int, src_format: int, src_width: int,
+               src_height: int, src_stride: int, in_offset: int,
+               out_offset: int, out_capacity: int, input_size: int,
+               planes: tuple[int, int, int] = (0, 0, 0)) -> bytearray:
+        """:meth:`stamp`'s header as a new bytearray, for requests that
+        differ only in their id (see :func:`set_request_id`)."""
         head = bytearray(self._head)
-        _REQ_ID_SRC.pack_into(head, 8, request_id, src_format, 0, src_width,
-                              src_height, src_stride)
+        _REQ_ID_FMT.pack_into(head, 8, request_id, src_format)
+        _REQ_SIZE.pack_into(head, 20, src_width, src_height, src_stride)
+        _REQ_UV_STRIDE.pack_into(head, _UV_STRIDE_AT, planes[0])
         _REQ_PLACES.pack_into(head, _PLACES_AT, in_offset, out_offset,
-                              out_capacity, input_size)
-        return bytes(head)
+                              out_capacity, input_size, planes[1], planes[2])
+        return head
+
+
+def set_request_id(head: bytearray, request_id: int) -> None:
+    """Writes request_id into a request header in place."""
+    _REQ_ID.pack_into(head, 8, request_id)

@@ -27,6 +27,7 @@ import itertools
 import mmap
 import os
 import secrets
+import struct
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Sequence
@@ -34,9 +35,14 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from . import _core, errors
-from .protocol import Kind, Location, Request
+from .protocol import (REPLY_HEADER_SIZE, Kind, Location, Reply, Request,
+                       set_request_id)
 
 _lib = _core._lib
+_ffi = _core._ffi
+_U8 = np.dtype(np.uint8)
+_FRAME = int(Kind.FRAME)
+_U64 = struct.Struct("<Q")
 
 if TYPE_CHECKING:
     from .client import AsyncClient, Client
@@ -89,6 +95,11 @@ class _RingBase:
 
     def __init__(self, slots: int, frame: Sequence[int], options: dict):
         fmt = options.pop("format", None)
+        if fmt is not None and _core._pick(_core._FORMATS, fmt,
+                                           "format").is_yuv:
+            raise errors.InvalidRequestError(
+                f"format {fmt}: rings take interleaved frames; send YUV "
+                f"frames with preprocess()")
         self._opts = _core.Options.make(**options)
         self._plan = _core.Plan(self._opts)
         self._format = fmt
@@ -121,6 +132,22 @@ class _RingBase:
         # request's views are fresh views of these.
         self._frames: list[np.ndarray] = []
         self._tensors: list[np.ndarray] = []
+        # A whole-slot view that next_frame handed out, by id(), until it
+        # is sent: such a frame needs no checks, and each slot keeps its
+        # checked source and a request header that differs only in its id.
+        self._handed: dict[int, tuple[int, np.ndarray]] = {}
+        self._handed_at = [0] * self.slots
+        self._slot_srcs: list[_core.Source] = []
+        self._slot_heads: list[tuple[bytearray, Any]] = []
+        self._slot_form: tuple = ()
+        self._slot_checked: Any = None
+        # The bytes of a successful reply to a request of this ring, but
+        # for its id at byte 8 and its scales, pads and times at 40..80.
+        ok = Reply(kind=_FRAME, dtype=self._opts.dtype,
+                   layout=self._opts.layout, ndim=4,
+                   output_loc=Location.SHM, shape=self._opts.shape,
+                   tensor_size=self.tensor_bytes).encode()
+        self._reply_form = (ok[:8], ok[16:40], ok[80:96])
         self._tensor_form = (self._opts.shape, int(self._opts.dtype),
                              self.tensor_bytes)
 
@@ -176,6 +203,19 @@ class _RingBase:
         req.input_loc = req.output_loc = Location.SHM
         req.in_region = req.out_region = region_id
         self._plan = _core.Plan(self._opts, req)
+        try:
+            srcs = [_core.check_frame(f, self._format) for f in self._frames]
+        except errors.InvalidRequestError:
+            return  # the format does not fit: every request says so
+        for k, src in enumerate(srcs):
+            head = self._plan.header.buffer(
+                0, src.format, src.width, src.height, src.stride,
+                src.addr - self._base, k * self._slot_bytes,
+                self.tensor_bytes, src.span)
+            self._slot_heads.append((head, _ffi.from_buffer(head)))
+        self._slot_srcs = srcs
+        f = self._frames[0]
+        self._slot_form = (f.shape, f.strides)
 
     @staticmethod
     def _forget_name(name: str, fd: int) -> None:
@@ -190,6 +230,9 @@ class _RingBase:
                        region_name=name)
 
     def _unmap(self) -> None:
+        self._handed.clear()
+        self._slot_srcs = []
+        self._slot_heads = []
         self._buf = None
         self._frames = []
         self._tensors = []
@@ -218,7 +261,11 @@ class _RingBase:
 
     def _frame_view(self, k: int, shape: Sequence[int] | None) -> np.ndarray:
         if shape is None:
-            return self._frames[k][...]
+            view = self._frames[k][...]
+            if self._slot_srcs:
+                self._handed[id(view)] = (k, view)
+                self._handed_at[k] = id(view)
+            return view
         shape = tuple(shape)
         n = int(np.prod(shape))
         if n > self.frame_bytes or len(shape) not in (2, 3):
@@ -228,6 +275,51 @@ class _RingBase:
                 f"{self.frame_shape}")
         return self._view(k * self._slot_bytes + self._frame_off, n, "u1",
                           shape)
+
+    def _claim_handed(self, frame: Any) -> int | None:
+        """The slot of frame if it is a whole-slot view from next_frame,
+        unchanged and not sent yet (the slot is then in flight), else
+        None."""
+        got = self._handed.pop(id(frame), None)
+        if (got is None or got[1] is not frame or frame.dtype is not _U8 or
+                (frame.shape, frame.strides) != self._slot_form):
+            return None
+        k = got[0]
+        with self._lock:
+            if self._closed or self._state[k] != _RESERVED:
+                return None
+            self._state[k] = _INFLIGHT
+            self._handed_at[k] = 0
+        return k
+
+    def _forget_handed(self, k: int) -> None:
+        """Drops slot k's entry in the handed views (caller holds the
+        lock): a view sent as a crop, or not at all."""
+        hid = self._handed_at[k]
+        if hid:
+            self._handed_at[k] = 0
+            self._handed.pop(hid, None)
+
+    def _slot_header(self, k: int, request_id: int,
+                     limits: dict[str, Any]) -> Any:
+        """The header (a cdata array) of the request for slot k's whole
+        frame, after the checks against the daemon's limits."""
+        if limits is not self._slot_checked:
+            self._plan.check(self._slot_srcs[k], limits)
+            self._slot_checked = limits
+        head, ptr = self._slot_heads[k]
+        set_request_id(head, request_id)
+        return ptr
+
+    def _usual_reply(self, head: bytes, length: int, request_id: int) -> bool:
+        """Whether a reply (its header and length) is the successful reply
+        to request_id with the ring's tensor, which then needs no further
+        checks: each field that Reply.decode and check_reply check has the
+        value they accept."""
+        a, b, c = self._reply_form
+        return (length == REPLY_HEADER_SIZE and head[16:40] == b and
+                head[80:96] == c and head[:8] == a and head[-1] == 0 and
+                _U64.unpack_from(head, 8)[0] == request_id)
 
     def _claim(self, frame: Any) -> tuple[int | None, _core.Source]:
         """Checks frame; if it lies in a slot reserved by next_frame, marks
@@ -281,6 +373,7 @@ class _RingBase:
 
     def _release(self, k: int) -> None:
         with self._lock:
+            self._forget_handed(k)
             self._state[k] = _FREE
             self._free.append(k)
         self._wake()
@@ -302,7 +395,8 @@ class Ring(_RingBase):
     and returns a writable numpy view (H, W, C) of its frame area; write
     the frame there (a decoder's output, ``cv2.resize(..., dst=buf)``,
     ``buf[:] = ...``) and pass ``buf`` (or a crop of it) to
-    :meth:`preprocess`, which sends it without a copy. Any other array
+    :meth:`preprocess`, which sends it without a copy (``buf`` itself, as
+    next_frame() returned it, takes the quickest path). Any other array
     given to :meth:`preprocess` is copied into the next free slot.
 
     Tensor lifetime: the result's tensor is a numpy view of the slot's
@@ -341,6 +435,7 @@ class Ring(_RingBase):
 
     def _release(self, k: int) -> None:
         with self._lock:
+            self._forget_handed(k)
             self._state[k] = _FREE
             self._free.append(k)
             if self._waiting:
@@ -382,21 +477,36 @@ class Ring(_RingBase):
         class's tensor lifetime). Raises as :meth:`Client.preprocess`, and
         :class:`~frameprep.LimitExceededError` for a frame larger than a
         slot."""
-        k, src = self._claim(frame)
-        copy = k is None
-        if k is None:
-            k = self._take(_INFLIGHT)
+        k = self._claim_handed(frame)
+        handed = k is not None
+        if k is not None:
+            src = self._slot_srcs[k]
+        else:
+            k, src = self._claim(frame)
+            copy = k is None
+            if k is None:
+                k = self._take(_INFLIGHT)
         try:
-            s = self._client._s
+            client = self._client
+            s = client._s
             request_id = s.next_id()
-            head, src = self._build(k, src, copy, request_id,
-                                    self._client.limits())
+            limits = s._limits
+            if limits is None:
+                limits = client.limits()
+            if handed:
+                head = self._slot_header(k, request_id, limits)
+            else:
+                head, src = self._build(k, src, copy, request_id, limits)
             msg = s.call(head)
             try:
-                rep = _core.decode_reply(msg)
+                head, length = _core.reply_head(msg)
             finally:
                 _lib.nng_msg_free(msg)
-            _core.check_reply(rep, request_id, Kind.FRAME)
+            if handed and self._usual_reply(head, length, request_id):
+                return _core.new_result(self._tensors[k][...], request_id,
+                                        src, None, head, length)
+            rep = Reply.decode(head, length)
+            _core.check_reply(rep, request_id, _FRAME)
             return self._finish(k, rep, src)
         finally:
             self._release(k)
@@ -473,13 +583,21 @@ class AsyncRing(_RingBase):
     async def preprocess(self, frame: np.ndarray) -> _core.Result:
         """See :meth:`Ring.preprocess`."""
         limits = await self._client.limits()
-        k, src = self._claim(frame)
-        copy = k is None
-        if k is None:
-            k = await self._take(_INFLIGHT)
+        k = self._claim_handed(frame)
+        handed = k is not None
+        if k is not None:
+            src = self._slot_srcs[k]
+        else:
+            k, src = self._claim(frame)
+            copy = k is None
+            if k is None:
+                k = await self._take(_INFLIGHT)
         try:
             request_id = self._client._s.next_id()
-            head, src = self._build(k, src, copy, request_id, limits)
+            if handed:
+                head = self._slot_header(k, request_id, limits)
+            else:
+                head, src = self._build(k, src, copy, request_id, limits)
             _, rep = await self._client._roundtrip(
                 request_id, Kind.FRAME, _core.message(head))
             return self._finish(k, rep, src)

@@ -1,0 +1,549 @@
+/*
+ * metrics.c: frameprepd's Prometheus endpoint (see metrics.h).
+ *
+ * The design is simple: every figure is a relaxed atomic in one static
+ * struct. The hooks add to them from the thread that sees the event (the
+ * loop for requests and regions, nng's threads for connections); a
+ * histogram observation is one add to its bucket and one to its sum, the
+ * count being the sum of the buckets. A scrape, on libmicrohttpd's thread,
+ * reads them and writes the text; the counts of one histogram are made
+ * cumulative from one pass over its buckets, so its _count always equals
+ * its +Inf bucket. The duration histograms come from the timings every
+ * tensor reply carries (protocol.h), so they are what clients see.
+ */
+#include "metrics.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "frameprep/frameprep.h"
+#include "frameprep/protocol.h"
+#include "log.h"
+
+/* Upper bounds of the duration buckets, microseconds (shown in seconds). */
+static const uint32_t metrics_bounds_us[] = {
+        10,     25,      50,      100,     250,      500,    1000,
+        2500,   5000,    10000,   25000,   50000,    100000, 250000,
+        500000, 1000000, 2500000, 5000000, 10000000,
+};
+#define METRICS_NBOUNDS                                                        \
+	(sizeof(metrics_bounds_us) / sizeof(metrics_bounds_us[0]))
+
+#define METRICS_NKINDS  6  /* FPREP_KIND_* 0..5; 0: unreadable */
+#define METRICS_NSTATUS 20 /* enum fprep_err 0..18, then any other */
+
+enum metrics_stage {
+	STAGE_QUEUE,
+	STAGE_COMPUTE,
+	STAGE_H2D,
+	STAGE_KERNEL,
+	STAGE_D2H,
+	STAGE_COUNT
+};
+
+static const char *const metrics_stage_names[STAGE_COUNT] = {
+        "queue", "compute", "h2d", "kernel", "d2h"};
+
+static const char *const metrics_kind_names[METRICS_NKINDS] = {
+        "unknown", "frame", "info", "echo", "register", "unregister"};
+
+struct metrics_hist {
+	_Atomic uint64_t bucket[METRICS_NBOUNDS + 1]; /* last: above all */
+	_Atomic uint64_t sum_us;
+};
+
+static struct {
+	atomic_int on;
+	_Atomic uint64_t requests;     /* arrived */
+	_Atomic uint64_t request_ends; /* answered or dropped */
+	_Atomic uint64_t replies[METRICS_NKINDS][METRICS_NSTATUS];
+	_Atomic uint64_t bytes_in;
+	_Atomic uint64_t bytes_out;
+	_Atomic int64_t connections;
+	_Atomic uint64_t connections_opened;
+	_Atomic int64_t regions;
+	_Atomic int64_t region_bytes;
+	_Atomic int64_t pinned_bytes;
+	struct metrics_hist total[METRICS_NKINDS]; /* FRAME and ECHO used */
+	struct metrics_hist stage[STAGE_COUNT];
+
+	/* The endpoint; only main's thread opens and closes it. */
+	struct MHD_Daemon *httpd;
+	unsigned port;
+	char device[32];
+	time_t started;
+	pthread_mutex_t backend_mu;
+	fprep__backend *backend; /* under backend_mu */
+} metrics = {.backend_mu = PTHREAD_MUTEX_INITIALIZER};
+
+#define METRICS_ADD(var, n)                                                    \
+	atomic_fetch_add_explicit(&(var), (n), memory_order_relaxed)
+#define METRICS_GET(var) atomic_load_explicit(&(var), memory_order_relaxed)
+
+static int metrics_on(void)
+{
+	return atomic_load_explicit(&metrics.on, memory_order_relaxed);
+}
+
+static void metrics_observe(struct metrics_hist *h, uint32_t us)
+{
+	size_t i = 0;
+
+	while (i < METRICS_NBOUNDS && us > metrics_bounds_us[i])
+		i++;
+	METRICS_ADD(h->bucket[i], 1);
+	METRICS_ADD(h->sum_us, us);
+}
+
+void fprep__metrics_request(size_t bytes)
+{
+	if (!metrics_on())
+		return;
+	METRICS_ADD(metrics.requests, 1);
+	METRICS_ADD(metrics.bytes_in, bytes);
+}
+
+void fprep__metrics_request_end(void)
+{
+	if (metrics_on())
+		METRICS_ADD(metrics.request_ends, 1);
+}
+
+void fprep__metrics_reply(const void *reply, size_t len)
+{
+	fprep_reply_header h;
+	unsigned kind, status;
+
+	if (!metrics_on())
+		return;
+	METRICS_ADD(metrics.bytes_out, len);
+	if (fprep_reply_decode(reply, len, &h) != FPREP_OK) {
+		h.kind = 0;
+		h.status = FPREP_EINTERNAL;
+	}
+	kind = h.kind < METRICS_NKINDS ? h.kind : 0;
+	status =
+	        h.status < METRICS_NSTATUS - 1 ? h.status : METRICS_NSTATUS - 1;
+	METRICS_ADD(metrics.replies[kind][status], 1);
+	if (status != FPREP_OK ||
+	    (kind != FPREP_KIND_FRAME && kind != FPREP_KIND_ECHO))
+		return;
+	metrics_observe(&metrics.total[kind], h.t_total_us);
+	metrics_observe(&metrics.stage[STAGE_QUEUE], h.t_queue_us);
+	metrics_observe(&metrics.stage[STAGE_COMPUTE], h.t_compute_us);
+	/* Only the GPU backend has copies and kernels to time. */
+	if (h.t_h2d_us == 0 && h.t_kernel_us == 0 && h.t_d2h_us == 0)
+		return;
+	metrics_observe(&metrics.stage[STAGE_H2D], h.t_h2d_us);
+	metrics_observe(&metrics.stage[STAGE_KERNEL], h.t_kernel_us);
+	metrics_observe(&metrics.stage[STAGE_D2H], h.t_d2h_us);
+}
+
+void fprep__metrics_connection(int delta)
+{
+	if (!metrics_on())
+		return;
+	METRICS_ADD(metrics.connections, delta);
+	if (delta > 0)
+		METRICS_ADD(metrics.connections_opened, 1);
+}
+
+void fprep__metrics_region(int delta, uint64_t bytes, int pinned)
+{
+	if (!metrics_on())
+		return;
+	METRICS_ADD(metrics.regions, delta);
+	METRICS_ADD(metrics.region_bytes, delta * (int64_t)bytes);
+	if (pinned)
+		METRICS_ADD(metrics.pinned_bytes, delta * (int64_t)bytes);
+}
+
+void fprep__metrics_set_backend(fprep__backend *b)
+{
+	pthread_mutex_lock(&metrics.backend_mu);
+	metrics.backend = b;
+	pthread_mutex_unlock(&metrics.backend_mu);
+}
+
+/* metrics_buf: the scrape's text, grown as it is written. */
+struct metrics_buf {
+	char *text;
+	size_t len, cap;
+	int failed;
+};
+
+static void metrics_printf(struct metrics_buf *b, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+
+static void metrics_printf(struct metrics_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	for (;;) {
+		if (b->failed)
+			return;
+		va_start(ap, fmt);
+		n = vsnprintf(b->text + b->len, b->cap - b->len, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->failed = 1;
+			return;
+		}
+		if ((size_t)n < b->cap - b->len) {
+			b->len += (size_t)n;
+			return;
+		}
+		char *grown = realloc(b->text, b->cap * 2 + (size_t)n);
+		if (grown == NULL) {
+			b->failed = 1;
+			return;
+		}
+		b->text = grown;
+		b->cap = b->cap * 2 + (size_t)n;
+	}
+}
+
+static void metrics_head(struct metrics_buf *b, const char *name,
+                         const char *type, const char *help)
+{
+	metrics_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
+	               type);
+}
+
+/* metrics_counter and metrics_gauge write a family of one sample. */
+static void metrics_counter(struct metrics_buf *b, const char *name,
+                            const char *help, uint64_t v)
+{
+	metrics_head(b, name, "counter", help);
+	metrics_printf(b, "%s %" PRIu64 "\n", name, v);
+}
+
+static void metrics_gauge(struct metrics_buf *b, const char *name,
+                          const char *help, int64_t v)
+{
+	metrics_head(b, name, "gauge", help);
+	metrics_printf(b, "%s %" PRId64 "\n", name, v);
+}
+
+/* metrics_requests writes the answered requests: every kind's ok, and
+ * the other statuses seen. */
+static void metrics_requests(struct metrics_buf *b)
+{
+	for (unsigned k = 0; k < METRICS_NKINDS; k++) {
+		for (unsigned s = 0; s < METRICS_NSTATUS; s++) {
+			uint64_t n = METRICS_GET(metrics.replies[k][s]);
+			char status[24];
+
+			if (n == 0 && (s != FPREP_OK || k == 0))
+				continue;
+			snprintf(status, sizeof(status), "%s",
+			         s < METRICS_NSTATUS - 1
+			                 ? fprep_err_name((int)s)
+			                 : "OTHER");
+			for (char *p = status; *p; p++)
+				*p = (char)tolower((unsigned char)*p);
+			metrics_printf(b,
+			               "frameprep_requests_total{kind=\"%s\","
+			               "status=\"%s\"} %" PRIu64 "\n",
+			               metrics_kind_names[k], status, n);
+		}
+	}
+}
+
+/* metrics_hist_write writes one labelled series of a histogram family;
+ * labels is "a=\"x\"," or empty. */
+static void metrics_hist_write(struct metrics_buf *b, const char *name,
+                               const char *labels, struct metrics_hist *h)
+{
+	uint64_t cum = 0;
+
+	for (size_t i = 0; i <= METRICS_NBOUNDS; i++) {
+		cum += METRICS_GET(h->bucket[i]);
+		if (i < METRICS_NBOUNDS)
+			metrics_printf(
+			        b, "%s_bucket{%sle=\"%g\"} %" PRIu64 "\n", name,
+			        labels, metrics_bounds_us[i] / 1e6, cum);
+		else
+			metrics_printf(b,
+			               "%s_bucket{%sle=\"+Inf\"} %" PRIu64 "\n",
+			               name, labels, cum);
+	}
+	metrics_printf(b, "%s_sum{%.*s} %.6f\n", name,
+	               labels[0] ? (int)strlen(labels) - 1 : 0, labels,
+	               METRICS_GET(h->sum_us) / 1e6);
+	metrics_printf(b, "%s_count{%.*s} %" PRIu64 "\n", name,
+	               labels[0] ? (int)strlen(labels) - 1 : 0, labels, cum);
+}
+
+static void metrics_backend(struct metrics_buf *b)
+{
+	fprep__backend_stats st;
+	const char *dev = metrics.device;
+	int known = 0;
+
+	memset(&st, 0, sizeof(st));
+	pthread_mutex_lock(&metrics.backend_mu);
+	if (metrics.backend != NULL && metrics.backend->stats != NULL) {
+		metrics.backend->stats(metrics.backend, &st);
+		known = 1;
+	}
+	pthread_mutex_unlock(&metrics.backend_mu);
+	if (!known)
+		return;
+	metrics_head(b, "frameprep_kernel_cache_hits_total", "counter",
+	             "Kernels loaded from the compiled-kernel cache.");
+	metrics_printf(b,
+	               "frameprep_kernel_cache_hits_total{device=\"%s\"} "
+	               "%u\n",
+	               dev, st.cache_hits);
+	metrics_head(b, "frameprep_kernel_cache_misses_total", "counter",
+	             "Kernel cache lookups that found no usable entry.");
+	metrics_printf(b,
+	               "frameprep_kernel_cache_misses_total{device=\"%s\"} "
+	               "%u\n",
+	               dev, st.cache_misses);
+	metrics_head(b, "frameprep_kernel_compiles_total", "counter",
+	             "Kernel compilations with NVRTC.");
+	metrics_printf(b, "frameprep_kernel_compiles_total{device=\"%s\"} %u\n",
+	               dev, st.compiles);
+	if (st.memory_total == 0)
+		return;
+	metrics_head(b, "frameprep_gpu_memory_used_bytes", "gauge",
+	             "Device memory in use (all processes), as "
+	             "cudaMemGetInfo reports it.");
+	metrics_printf(b,
+	               "frameprep_gpu_memory_used_bytes{device=\"%s\"} "
+	               "%" PRIu64 "\n",
+	               dev, st.memory_used);
+	metrics_head(b, "frameprep_gpu_memory_total_bytes", "gauge",
+	             "Device memory in all.");
+	metrics_printf(b,
+	               "frameprep_gpu_memory_total_bytes{device=\"%s\"} "
+	               "%" PRIu64 "\n",
+	               dev, st.memory_total);
+}
+
+/* metrics_write writes the whole exposition. */
+static void metrics_write(struct metrics_buf *b)
+{
+	const char *dev = metrics.device;
+	char labels[96];
+
+	metrics_head(b, "frameprep_build_info", "gauge",
+	             "Version and device of this daemon (always 1).");
+	metrics_printf(b,
+	               "frameprep_build_info{version=\"%s\",device=\"%s\"} "
+	               "1\n",
+	               FPREP_VERSION_STRING, dev);
+	metrics_head(b, "frameprep_start_time_seconds", "gauge",
+	             "Start of the daemon, seconds since the Unix epoch.");
+	metrics_printf(b, "frameprep_start_time_seconds %lld\n",
+	               (long long)metrics.started);
+
+	metrics_counter(b, "frameprep_requests_received_total",
+	                "Requests received.", METRICS_GET(metrics.requests));
+	metrics_head(b, "frameprep_requests_total", "counter",
+	             "Requests answered, by kind and status (ok, or the "
+	             "error's name).");
+	metrics_requests(b);
+	metrics_gauge(b, "frameprep_requests_in_flight",
+	              "Requests received and not yet answered or dropped.",
+	              (int64_t)(METRICS_GET(metrics.requests) -
+	                        METRICS_GET(metrics.request_ends)));
+	metrics_counter(b, "frameprep_received_bytes_total",
+	                "Bytes of request messages received (headers and "
+	                "inline frames).",
+	                METRICS_GET(metrics.bytes_in));
+	metrics_counter(b, "frameprep_sent_bytes_total",
+	                "Bytes of reply messages handed to the transport "
+	                "(headers and inline tensors).",
+	                METRICS_GET(metrics.bytes_out));
+	metrics_gauge(b, "frameprep_connections", "Client connections open.",
+	              METRICS_GET(metrics.connections));
+	metrics_counter(b, "frameprep_connections_opened_total",
+	                "Client connections accepted.",
+	                METRICS_GET(metrics.connections_opened));
+	metrics_gauge(b, "frameprep_shm_regions",
+	              "Shared-memory regions registered.",
+	              METRICS_GET(metrics.regions));
+	metrics_gauge(b, "frameprep_shm_region_bytes",
+	              "Bytes of the shared-memory regions registered.",
+	              METRICS_GET(metrics.region_bytes));
+	metrics_gauge(b, "frameprep_pinned_bytes",
+	              "Bytes of those regions pinned for the GPU.",
+	              METRICS_GET(metrics.pinned_bytes));
+
+	metrics_head(b, "frameprep_request_duration_seconds", "histogram",
+	             "Receipt to reply of FRAME and ECHO requests answered "
+	             "ok (t_total_us of the reply).");
+	for (unsigned k = FPREP_KIND_FRAME; k <= FPREP_KIND_ECHO; k += 2) {
+		snprintf(labels, sizeof(labels), "device=\"%s\",kind=\"%s\",",
+		         dev, metrics_kind_names[k]);
+		metrics_hist_write(b, "frameprep_request_duration_seconds",
+		                   labels, &metrics.total[k]);
+	}
+	metrics_head(b, "frameprep_stage_duration_seconds", "histogram",
+	             "Time in each stage of FRAME and ECHO requests "
+	             "answered ok: queue (receipt to start of work), "
+	             "compute (the CPU op or GPU kernel), and on a GPU h2d, "
+	             "kernel and d2h, from the timings of each reply.");
+	for (unsigned s = 0; s < STAGE_COUNT; s++) {
+		snprintf(labels, sizeof(labels),
+		         "device=\"%s\",lane=\"0\",stage=\"%s\",", dev,
+		         metrics_stage_names[s]);
+		metrics_hist_write(b, "frameprep_stage_duration_seconds",
+		                   labels, &metrics.stage[s]);
+	}
+	metrics_backend(b);
+}
+
+static enum MHD_Result metrics_answer(void *cls, struct MHD_Connection *conn,
+                                      const char *url, const char *method,
+                                      const char *version,
+                                      const char *upload_data,
+                                      size_t *upload_data_size, void **state)
+{
+	static const char not_found[] = "frameprepd: GET /metrics\n";
+	struct metrics_buf b = {NULL, 0, 0, 0};
+	struct MHD_Response *rep;
+	unsigned code = MHD_HTTP_OK;
+	enum MHD_Result rv;
+
+	(void)cls;
+	(void)version;
+	(void)upload_data;
+	(void)upload_data_size;
+	(void)state;
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+		return MHD_NO;
+	if (strcmp(url, "/metrics") == 0) {
+		b.cap = 16384;
+		b.text = malloc(b.cap);
+		b.failed = b.text == NULL;
+		metrics_write(&b);
+	}
+	if (b.text != NULL && !b.failed) {
+		rep = MHD_create_response_from_buffer(b.len, b.text,
+		                                      MHD_RESPMEM_MUST_FREE);
+		if (rep == NULL)
+			free(b.text);
+	} else {
+		free(b.text);
+		code = b.cap > 0 ? MHD_HTTP_INTERNAL_SERVER_ERROR
+		                 : MHD_HTTP_NOT_FOUND;
+		rep = MHD_create_response_from_buffer(sizeof(not_found) - 1,
+		                                      (void *)not_found,
+		                                      MHD_RESPMEM_PERSISTENT);
+	}
+	if (rep == NULL)
+		return MHD_NO;
+	MHD_add_response_header(rep, MHD_HTTP_HEADER_CONTENT_TYPE,
+	                        code == MHD_HTTP_OK
+	                                ? "text/plain; version=0.0.4; "
+	                                  "charset=utf-8"
+	                                : "text/plain; charset=utf-8");
+	rv = MHD_queue_response(conn, code, rep);
+	MHD_destroy_response(rep);
+	return rv;
+}
+
+/* metrics_resolve splits listen into host and port and resolves them;
+ * logs why it cannot. */
+static int metrics_resolve(const char *listen, struct addrinfo **res)
+{
+	const char *colon = strrchr(listen, ':'), *host = listen;
+	struct addrinfo hints;
+	char buf[256];
+	size_t n;
+	int rv;
+
+	n = colon != NULL ? (size_t)(colon - listen) : 0;
+	if (n >= 2 && listen[0] == '[' && listen[n - 1] == ']') {
+		host++;
+		n -= 2;
+	}
+	if (colon == NULL || colon[1] == '\0' || n >= sizeof(buf)) {
+		fprep__log(FPREP_LOG_ERR, "--metrics-listen %s: not HOST:PORT",
+		           listen);
+		return FPREP_EINVAL;
+	}
+	memcpy(buf, host, n);
+	buf[n] = '\0';
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	rv = getaddrinfo(n > 0 ? buf : NULL, colon + 1, &hints, res);
+	if (rv != 0) {
+		fprep__log(FPREP_LOG_ERR, "--metrics-listen %s: %s", listen,
+		           gai_strerror(rv));
+		return FPREP_EINVAL;
+	}
+	return 0;
+}
+
+int fprep__metrics_open(const char *listen, const char *device)
+{
+	struct addrinfo *res = NULL;
+	const union MHD_DaemonInfo *info;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
+	int rv;
+
+	rv = metrics_resolve(listen, &res);
+	if (rv != 0)
+		return rv;
+	snprintf(metrics.device, sizeof(metrics.device), "%s", device);
+	metrics.started = time(NULL);
+	atomic_store(&metrics.on, 1);
+	if (res->ai_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	/* A slow or idle scraper cannot hold the endpoint: few connections,
+	 * each dropped after 10 s of silence. */
+	metrics.httpd = MHD_start_daemon(
+	        flags, 0, NULL, NULL, metrics_answer, NULL,
+	        MHD_OPTION_SOCK_ADDR, res->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
+	        (unsigned)16, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+	        MHD_OPTION_END);
+	freeaddrinfo(res);
+	if (metrics.httpd == NULL) {
+		atomic_store(&metrics.on, 0);
+		fprep__log(FPREP_LOG_ERR,
+		           "--metrics-listen %s: cannot listen (address in use "
+		           "or not local?)",
+		           listen);
+		return FPREP_ETRANSPORT;
+	}
+	info = MHD_get_daemon_info(metrics.httpd, MHD_DAEMON_INFO_BIND_PORT);
+	metrics.port = info != NULL ? info->port : 0;
+	fprep__log(FPREP_LOG_NOTICE,
+	           "metrics: http://%s/metrics (port %u), Prometheus text "
+	           "format",
+	           listen, metrics.port);
+	return 0;
+}
+
+unsigned fprep__metrics_port(void)
+{
+	return metrics.httpd != NULL ? metrics.port : 0;
+}
+
+void fprep__metrics_close(void)
+{
+	if (metrics.httpd != NULL)
+		MHD_stop_daemon(metrics.httpd);
+	metrics.httpd = NULL;
+	metrics.port = 0;
+	atomic_store(&metrics.on, 0);
+	fprep__metrics_set_backend(NULL);
+}

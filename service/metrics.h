@@ -1,0 +1,64 @@
+/*
+ * metrics.h: frameprepd's Prometheus endpoint (--metrics-listen).
+ *
+ * The counters, gauges and histograms live in this module, one set per
+ * process. Whichever thread sees an event updates them with relaxed C11
+ * atomics: a request costs a few atomic adds, and nothing when the
+ * endpoint is off. An HTTP server (libmicrohttpd) on its own thread
+ * answers GET /metrics in the Prometheus text format (version 0.0.4); it
+ * only reads the atomics, so a scrape never waits for the event loop.
+ * Durations are in seconds, following the Prometheus naming guide.
+ */
+#ifndef FPREP_SERVICE_METRICS_H
+#define FPREP_SERVICE_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+/* fprep__metrics_open starts the endpoint on listen ("HOST:PORT"; HOST a
+ * name or address, empty for every interface, [v6] for IPv6; PORT 0 picks
+ * a free port, which is logged) and turns the counting on. device labels
+ * the per-device series ("cpu", "cuda:0"); it is copied. Call before any
+ * request is served, from main. Returns 0, FPREP_EINVAL (listen is
+ * malformed or names no address) or FPREP_ETRANSPORT (the port cannot be
+ * bound), logged. */
+int fprep__metrics_open(const char *listen, const char *device);
+
+/* fprep__metrics_close stops the endpoint (no scrape runs afterwards) and
+ * turns the counting off. Safe when it was never opened. */
+void fprep__metrics_close(void);
+
+/* fprep__metrics_port returns the TCP port the endpoint listens on, or 0
+ * when it is off. */
+unsigned fprep__metrics_port(void);
+
+/* fprep__metrics_set_backend names the backend asked for GPU memory and
+ * kernel-cache figures at each scrape (its metrics hook, when it has one),
+ * or NULL before the backend closes: once it returns, no scrape uses the
+ * old backend. Any thread. */
+void fprep__metrics_set_backend(fprep__backend *b);
+
+/* fprep__metrics_request counts a request of bytes (the whole message)
+ * that arrived; it is in flight until fprep__metrics_request_end. */
+void fprep__metrics_request(size_t bytes);
+
+/* fprep__metrics_reply counts a reply handed to nng: len bytes of wire
+ * reply (header and payload). Its status and kind label the request count;
+ * the timings of a tensor reply feed the duration histograms. */
+void fprep__metrics_reply(const void *reply, size_t len);
+
+/* fprep__metrics_request_end ends a request counted by
+ * fprep__metrics_request, answered or dropped. */
+void fprep__metrics_request_end(void);
+
+/* fprep__metrics_connection counts a connection opened (delta 1) or
+ * closed (-1). Any thread. */
+void fprep__metrics_connection(int delta);
+
+/* fprep__metrics_region counts a shared-memory region of bytes entering
+ * (delta 1) or leaving (-1) the table; pinned: registered with the GPU. */
+void fprep__metrics_region(int delta, uint64_t bytes, int pinned);
+
+#endif /* FPREP_SERVICE_METRICS_H */
