@@ -46,6 +46,8 @@ enum config_key {
 	KEY_MAX_REGIONS,
 	KEY_MAX_REGION_BYTES,
 	KEY_MAX_SHM_BYTES,
+	KEY_ALLOW_CUDA_REGIONS,
+	KEY_MAX_CUDA_REGIONS,
 	KEY_METRICS_LISTEN,
 	KEY_COUNT,
 	/* Command-line only. */
@@ -150,6 +152,15 @@ static const struct config_option config_options[KEY_COUNT] = {
                                "BYTES",
                                "shared memory mapped (and pinned) in all",
                                {1, UINT64_C(1) << 40}},
+        [KEY_ALLOW_CUDA_REGIONS] = {"allow-cuda-regions",
+                                    "true|false",
+                                    "let clients register device memory "
+                                    "(CUDA IPC handles)",
+                                    {0, 0}},
+        [KEY_MAX_CUDA_REGIONS] = {"max-cuda-regions",
+                                  "N",
+                                  "CUDA regions per connection",
+                                  {0, 1024}},
         [KEY_KERNELS] = {"kernels",
                          "DIR",
                          "read kernel sources from DIR",
@@ -204,6 +215,8 @@ void fprep__config_init(fprep__config *cfg)
 	cfg->max_regions = 16;
 	cfg->max_region_bytes = UINT64_C(1) << 30;
 	cfg->max_shm_bytes = UINT64_C(4) << 30;
+	cfg->allow_cuda_regions = 1;
+	cfg->max_cuda_regions = 16;
 }
 
 void fprep__config_fini(fprep__config *cfg)
@@ -369,6 +382,20 @@ static int config_set(fprep__config *cfg, enum config_key key, const char *val,
 		}
 		cfg->log_level = level;
 		return 0;
+	case KEY_ALLOW_CUDA_REGIONS:
+		if (strcmp(val, "true") == 0 || strcmp(val, "yes") == 0 ||
+		    strcmp(val, "on") == 0 || strcmp(val, "1") == 0) {
+			cfg->allow_cuda_regions = 1;
+			return 0;
+		}
+		if (strcmp(val, "false") == 0 || strcmp(val, "no") == 0 ||
+		    strcmp(val, "off") == 0 || strcmp(val, "0") == 0) {
+			cfg->allow_cuda_regions = 0;
+			return 0;
+		}
+		fprintf(err, "frameprepd: %s: '%s' is not true or false\n",
+		        where, val);
+		return -1;
 	default:
 		break;
 	}
@@ -430,6 +457,9 @@ static int config_set(fprep__config *cfg, enum config_key key, const char *val,
 		break;
 	case KEY_MAX_SHM_BYTES:
 		cfg->max_shm_bytes = v;
+		break;
+	case KEY_MAX_CUDA_REGIONS:
+		cfg->max_cuda_regions = (unsigned)v;
 		break;
 	default:
 		break;
@@ -500,6 +530,13 @@ static void config_default(const fprep__config *cfg, enum config_key key,
 		break;
 	case KEY_MAX_SHM_BYTES:
 		snprintf(buf, size, "%" PRIu64, cfg->max_shm_bytes);
+		break;
+	case KEY_ALLOW_CUDA_REGIONS:
+		snprintf(buf, size, "%s",
+		         cfg->allow_cuda_regions ? "true" : "false");
+		break;
+	case KEY_MAX_CUDA_REGIONS:
+		snprintf(buf, size, "%u", cfg->max_cuda_regions);
 		break;
 	case KEY_KERNELS:
 		snprintf(buf, size, "the sources built in");

@@ -41,6 +41,8 @@ typedef struct fprep__config {
 	unsigned max_regions;      /* shared-memory regions per connection */
 	uint64_t max_region_bytes; /* largest region */
 	uint64_t max_shm_bytes;    /* all regions together */
+	int allow_cuda_regions;    /* 0: REGISTER_CUDA refused */
+	unsigned max_cuda_regions; /* CUDA regions per connection */
 	char *metrics_listen;      /* HOST:PORT of /metrics; NULL: off */
 } fprep__config;
 

@@ -57,6 +57,18 @@ void fprep__server_info(fprep__server *srv, char *buf, size_t size)
 		        nreg, shm_bytes, srv->cfg->max_regions,
 		        srv->cfg->max_region_bytes, srv->cfg->max_shm_bytes);
 	}
+	if (n < size) {
+		unsigned alive, ncuda;
+
+		ncuda = fprep__regions_count_cuda(&srv->regions, &alive);
+		n += (size_t)snprintf(
+		        buf + n, size - n,
+		        "allow_cuda_regions: %s\n"
+		        "cuda_regions: %u\ncuda_regions_alive: %u\n"
+		        "max_cuda_regions: %u\n",
+		        srv->cfg->allow_cuda_regions ? "true" : "false", ncuda,
+		        alive, srv->cfg->max_cuda_regions);
+	}
 	if (n < size - 1)
 		srv->backend->info(srv->backend, buf + n, size - n);
 }

@@ -56,6 +56,19 @@ void fprep__regions_init(fprep__regions *t, fprep__backend *backend,
 	t->max_bytes = max_bytes;
 }
 
+void fprep__regions_set_cuda(fprep__regions *t, int allow,
+                             unsigned max_per_pipe)
+{
+	t->allow_cuda = allow;
+	t->max_cuda_per_pipe = max_per_pipe;
+}
+
+/* regions_host_bytes: what e counts against max-shm-bytes. */
+static uint64_t regions_host_bytes(const fprep__regions_entry *e)
+{
+	return e->r.kind == FPREP__MEMREG_SHM ? e->r.size : 0;
+}
+
 static fprep__regions_entry *regions_entry(fprep__memreg *r)
 {
 	return fprep__container_of(r, fprep__regions_entry, r);
@@ -124,12 +137,58 @@ static void regions_retire(fprep__regions *t, fprep__regions_entry *e)
 	regions_submit(t, e, FPREP__MEMREG_CLOSE);
 }
 
+/* regions_pipe_count counts pipe's regions of kind, open or opening. */
+static unsigned regions_pipe_count(const fprep__regions *t, uint32_t pipe,
+                                   int kind)
+{
+	const fprep__regions_entry *e;
+	unsigned n = 0;
+
+	for (e = t->head; e != NULL; e = e->next)
+		n += e->r.owner == pipe && e->r.kind == kind;
+	for (e = t->other; e != NULL; e = e->next)
+		n += e->state == ENTRY_OPENING && !e->dropped &&
+		     e->r.owner == pipe && e->r.kind == kind;
+	return n;
+}
+
+/* regions_new allocates an OPENING entry of kind for pipe. */
+static fprep__regions_entry *regions_new(fprep__regions *t, int kind,
+                                         uint32_t pipe, uint64_t size,
+                                         char *msg, size_t msg_size)
+{
+	fprep__regions_entry *e = calloc(1, sizeof(*e));
+
+	if (e == NULL) {
+		snprintf(msg, msg_size, "REGISTER: out of memory");
+		return NULL;
+	}
+	e->t = t;
+	e->r.kind = kind;
+	e->r.owner = pipe;
+	e->r.size = size;
+	e->state = ENTRY_OPENING;
+	return e;
+}
+
+/* regions_start queues e's OPEN; cb follows. */
+static void regions_start(fprep__regions *t, fprep__regions_entry *e,
+                          fprep__regions_cb cb, void *data)
+{
+	e->cb = cb;
+	e->cb_data = data;
+	e->next = t->other;
+	t->other = e;
+	t->bytes += regions_host_bytes(e);
+	regions_submit(t, e, FPREP__MEMREG_OPEN);
+}
+
 int fprep__regions_register(fprep__regions *t, const char *name, uint64_t size,
                             uint32_t pipe, uint64_t uid, fprep__regions_cb cb,
                             void *data, char *msg, size_t msg_size)
 {
 	fprep__regions_entry *e;
-	unsigned n = 0;
+	unsigned n;
 	int rv;
 
 	if (t->closing) {
@@ -146,11 +205,7 @@ int fprep__regions_register(fprep__regions *t, const char *name, uint64_t size,
 		         size, t->max_region_bytes);
 		return FPREP_ELIMIT;
 	}
-	for (e = t->head; e != NULL; e = e->next)
-		n += e->r.owner == pipe;
-	for (e = t->other; e != NULL; e = e->next)
-		n += e->state == ENTRY_OPENING && !e->dropped &&
-		     e->r.owner == pipe;
+	n = regions_pipe_count(t, pipe, FPREP__MEMREG_SHM);
 	if (n >= t->max_per_pipe) {
 		snprintf(msg, msg_size,
 		         "this connection has %u regions, the limit "
@@ -165,25 +220,60 @@ int fprep__regions_register(fprep__regions *t, const char *name, uint64_t size,
 		         size, t->bytes, t->max_bytes);
 		return FPREP_ELIMIT;
 	}
-	e = calloc(1, sizeof(*e));
-	if (e == NULL) {
-		snprintf(msg, msg_size, "REGISTER: out of memory");
+	e = regions_new(t, FPREP__MEMREG_SHM, pipe, size, msg, msg_size);
+	if (e == NULL)
 		return FPREP_ENOMEM;
-	}
-	e->t = t;
-	e->r.kind = FPREP__MEMREG_SHM;
-	e->r.owner = pipe;
-	e->r.size = size;
 	snprintf(e->r.u.shm.name, sizeof(e->r.u.shm.name), "%s", name);
 	e->r.u.shm.peer_uid = uid;
 	e->r.u.shm.max_size = t->max_region_bytes;
-	e->state = ENTRY_OPENING;
-	e->cb = cb;
-	e->cb_data = data;
-	e->next = t->other;
-	t->other = e;
-	t->bytes += size;
-	regions_submit(t, e, FPREP__MEMREG_OPEN);
+	regions_start(t, e, cb, data);
+	return 0;
+}
+
+int fprep__regions_register_cuda(fprep__regions *t,
+                                 const fprep_register_request *req,
+                                 uint32_t pipe, fprep__regions_cb cb,
+                                 void *data, char *msg, size_t msg_size)
+{
+	fprep__regions_entry *e;
+	uint64_t end;
+	unsigned n;
+
+	if (t->closing) {
+		snprintf(msg, msg_size, "server shutting down");
+		return FPREP_ESHUTDOWN;
+	}
+	if (!t->allow_cuda) {
+		snprintf(msg, msg_size,
+		         "REGISTER_CUDA: CUDA regions are turned off on this "
+		         "daemon (--allow-cuda-regions=false)");
+		return FPREP_EPERM;
+	}
+	if (req->region_size == 0 ||
+	    __builtin_add_overflow(req->cuda_offset, req->region_size, &end)) {
+		snprintf(msg, msg_size,
+		         "region_size %" PRIu64 " at cuda_offset %" PRIu64
+		         ": empty or past 2^64",
+		         req->region_size, req->cuda_offset);
+		return FPREP_EINVAL;
+	}
+	n = regions_pipe_count(t, pipe, FPREP__MEMREG_CUDA);
+	if (n >= t->max_cuda_per_pipe) {
+		snprintf(msg, msg_size,
+		         "this connection has %u CUDA regions: the limit "
+		         "is max-cuda-regions %u",
+		         n, t->max_cuda_per_pipe);
+		return FPREP_ELIMIT;
+	}
+	e = regions_new(t, FPREP__MEMREG_CUDA, pipe, req->region_size, msg,
+	                msg_size);
+	if (e == NULL)
+		return FPREP_ENOMEM;
+	memcpy(e->r.u.cuda.handle, req->cuda_handle,
+	       sizeof(e->r.u.cuda.handle));
+	memcpy(e->r.u.cuda.uuid, req->cuda_uuid, sizeof(e->r.u.cuda.uuid));
+	e->r.u.cuda.offset = req->cuda_offset;
+	regions_start(t, e, cb, data);
 	return 0;
 }
 
@@ -206,7 +296,7 @@ static void regions_opened(fprep__regions *t, fprep__regions_entry *e)
 	fprep__regions_cb cb = e->cb;
 	void *data = e->cb_data;
 	const char *why = NULL;
-	char msg[FPREP_MESSAGE_SIZE];
+	char msg[FPREP_MESSAGE_SIZE], what[FPREP_REGION_NAME_MAX + 1];
 	int status = FPREP_OK;
 
 	e->cb = NULL;
@@ -232,15 +322,14 @@ static void regions_opened(fprep__regions *t, fprep__regions_entry *e)
 	e->state = ENTRY_OPEN;
 	e->next = t->head;
 	t->head = e;
+	fprep__memreg_describe(&e->r, what, sizeof(what));
 	e->metered = 1 + (e->r.pinned != 0);
 	fprep__metrics_region(1, e->r.size, e->metered == 2);
 	fprep__log(FPREP_LOG_INFO,
 	           "region %" PRIu32 " (%s, %" PRIu64
-	           " bytes%s) registered by connection %" PRIu32
-	           " (uid %" PRIu64 ")",
-	           e->r.id, e->r.u.shm.name, e->r.size,
-	           e->r.pinned ? ", pinned" : "", e->r.owner,
-	           e->r.u.shm.peer_uid);
+	           " bytes%s) registered by connection %" PRIu32,
+	           e->r.id, what, e->r.size, e->r.pinned ? ", pinned" : "",
+	           e->r.owner);
 	snprintf(msg, sizeof(msg), "region %" PRIu32 " registered", e->r.id);
 	if (cb != NULL)
 		cb(data, FPREP_OK, e->r.id, msg);
@@ -252,17 +341,18 @@ static void regions_closed(fprep__regions *t, fprep__regions_entry *e)
 	fprep__regions_cb cb = e->cb;
 	void *data = e->cb_data;
 	uint32_t id = e->r.id;
-	char msg[FPREP_MESSAGE_SIZE];
+	char msg[FPREP_MESSAGE_SIZE], what[FPREP_REGION_NAME_MAX + 1];
 
 	regions_unlink(&t->other, e);
-	t->bytes -= e->r.size;
+	t->bytes -= regions_host_bytes(e);
+	fprep__memreg_describe(&e->r, what, sizeof(what));
 	if (e->metered)
 		fprep__metrics_region(-1, e->r.size, e->metered == 2);
 	if (id != 0)
 		fprep__log(FPREP_LOG_INFO,
 		           "region %" PRIu32 " (%s, %" PRIu64
 		           " bytes) released",
-		           id, e->r.u.shm.name, e->r.size);
+		           id, what, e->r.size);
 	free(e);
 	snprintf(msg, sizeof(msg), "region %" PRIu32 " unregistered", id);
 	if (cb != NULL)
@@ -290,7 +380,7 @@ void fprep__regions_event(fprep__regions *t, fprep__event *ev)
 	         e->r.message[0] != '\0' ? e->r.message
 	                                 : fprep_strerror(status));
 	regions_unlink(&t->other, e);
-	t->bytes -= e->r.size;
+	t->bytes -= regions_host_bytes(e);
 	if (cb != NULL)
 		cb(e->cb_data, status, 0, msg);
 	free(e);
@@ -371,8 +461,20 @@ unsigned fprep__regions_count(const fprep__regions *t, uint64_t *bytes)
 	unsigned n = 0;
 
 	for (const fprep__regions_entry *e = t->head; e != NULL; e = e->next)
-		n++;
+		n += e->r.kind == FPREP__MEMREG_SHM;
 	*bytes = t->bytes;
+	return n;
+}
+
+unsigned fprep__regions_count_cuda(const fprep__regions *t, unsigned *alive)
+{
+	unsigned n = 0, a = 0;
+
+	for (const fprep__regions_entry *e = t->head; e != NULL; e = e->next)
+		n += e->r.kind == FPREP__MEMREG_CUDA;
+	for (const fprep__regions_entry *e = t->other; e != NULL; e = e->next)
+		a += e->r.kind == FPREP__MEMREG_CUDA;
+	*alive = n + a;
 	return n;
 }
 
@@ -403,7 +505,7 @@ unsigned fprep__regions_fini(fprep__regions *t)
 		else
 			t->other = e->next;
 		fprep__memreg_unmap(&e->r);
-		t->bytes -= e->r.size;
+		t->bytes -= regions_host_bytes(e);
 		if (e->metered)
 			fprep__metrics_region(-1, e->r.size, e->metered == 2);
 		free(e);

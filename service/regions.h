@@ -42,6 +42,8 @@ typedef struct fprep__regions {
 	uint64_t max_region_bytes;
 	uint64_t max_bytes; /* all regions, reserved or mapped */
 	uint64_t bytes;     /* reserved or mapped now */
+	int allow_cuda;     /* REGISTER_CUDA accepted */
+	unsigned max_cuda_per_pipe;
 } fprep__regions;
 
 /* fprep__regions_init sets up an empty table whose operations backend
@@ -61,6 +63,23 @@ void fprep__regions_init(fprep__regions *t, fprep__backend *backend,
 int fprep__regions_register(fprep__regions *t, const char *name, uint64_t size,
                             uint32_t pipe, uint64_t uid, fprep__regions_cb cb,
                             void *data, char *msg, size_t msg_size);
+
+/* fprep__regions_set_cuda allows CUDA regions (allow != 0; refused
+ * after init), at most max_per_pipe per connection. Loop thread. */
+void fprep__regions_set_cuda(fprep__regions *t, int allow,
+                             unsigned max_per_pipe);
+
+/* fprep__regions_register_cuda registers the device memory a
+ * REGISTER_CUDA request names (req: cuda_handle, cuda_uuid, cuda_offset,
+ * region_size) for connection pipe, like fprep__regions_register: checked
+ * here (allowed, size, overflow, the per-connection limit), then opened by
+ * the backend's lane of that device, which checks the UUID and the
+ * allocation. Returns 0 and cb follows, or an error with msg (FPREP_EPERM
+ * when CUDA regions are off). */
+int fprep__regions_register_cuda(fprep__regions *t,
+                                 const fprep_register_request *req,
+                                 uint32_t pipe, fprep__regions_cb cb,
+                                 void *data, char *msg, size_t msg_size);
 
 /* fprep__regions_unregister takes region id of pipe out of the table: no
  * new request finds it. Once the requests using it are done, the backend
@@ -88,9 +107,14 @@ fprep__memreg *fprep__regions_find(fprep__regions *t, uint32_t id,
 void fprep__regions_use(fprep__memreg *r);
 void fprep__regions_unuse(fprep__regions *t, fprep__memreg *r);
 
-/* fprep__regions_count returns the regions in the table and the bytes
- * reserved or mapped. */
+/* fprep__regions_count returns the shared-memory regions in the table and
+ * the bytes reserved or mapped. */
 unsigned fprep__regions_count(const fprep__regions *t, uint64_t *bytes);
+
+/* fprep__regions_count_cuda returns the CUDA regions in the table and in
+ * *alive those not yet closed (in the table, opening or closing): 0 once
+ * every handle the daemon opened was closed. */
+unsigned fprep__regions_count_cuda(const fprep__regions *t, unsigned *alive);
 
 /* fprep__regions_event finishes an operation whose completion ev (of kind
  * ev_kind) the event queue delivered; it calls the waiting callback, if

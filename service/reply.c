@@ -56,7 +56,7 @@ void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
 	rep.payload_size =
 	        req->output_loc == FPREP_LOC_INLINE ? job->output_size : 0;
 	rep.tensor_size = job->output_size;
-	if (req->input_loc == FPREP_LOC_SHM)
+	if (req->input_loc != FPREP_LOC_INLINE)
 		rep.flags |= FPREP_REPLY_F_INPUT_RELEASED;
 	fprep_reply_encode(&rep, nng_msg_body(msg));
 }
@@ -119,9 +119,9 @@ nng_msg *fprep__reply_error(nng_msg *spare, uint16_t kind, uint64_t request_id,
 	return reply_simple(spare, kind, request_id, status, message, NULL, 0);
 }
 
-nng_msg *fprep__reply_region(nng_msg *spare, uint64_t request_id,
+nng_msg *fprep__reply_region(nng_msg *spare, uint16_t kind, uint64_t request_id,
                              uint32_t region_id, const char *message)
 {
-	return reply_simple(spare, FPREP_KIND_REGISTER, request_id, FPREP_OK,
-	                    message, NULL, region_id);
+	return reply_simple(spare, kind, request_id, FPREP_OK, message, NULL,
+	                    region_id);
 }

@@ -38,9 +38,10 @@ nng_msg *fprep__reply_text(nng_msg *spare, uint16_t kind, uint64_t request_id,
 nng_msg *fprep__reply_error(nng_msg *spare, uint16_t kind, uint64_t request_id,
                             int status, const char *message);
 
-/* fprep__reply_region builds the OK reply to a REGISTER: region_id and a
- * message. spare as in fprep__reply_text. Returns the reply or NULL. */
-nng_msg *fprep__reply_region(nng_msg *spare, uint64_t request_id,
+/* fprep__reply_region builds the OK reply to a REGISTER or REGISTER_CUDA
+ * (kind): region_id and a message. spare as in fprep__reply_text. Returns
+ * the reply or NULL. */
+nng_msg *fprep__reply_region(nng_msg *spare, uint16_t kind, uint64_t request_id,
                              uint32_t region_id, const char *message);
 
 #endif /* FPREP_SERVICE_REPLY_H */

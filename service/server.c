@@ -161,6 +161,8 @@ int fprep__server_run(const fprep__config *cfg, fprep__backend *backend,
 	fprep__regions_init(&srv->regions, backend, &srv->evq, FPREP__EV_REGION,
 	                    cfg->max_regions, cfg->max_region_bytes,
 	                    cfg->max_shm_bytes);
+	fprep__regions_set_cuda(&srv->regions, cfg->allow_cuda_regions,
+	                        cfg->max_cuda_regions);
 	rv = fprep__ingress_open(&srv->ingress, cfg);
 	if (rv == 0)
 		fprep__ingress_on_close(&srv->ingress,

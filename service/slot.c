@@ -67,12 +67,12 @@ void fprep__slot_recv(fprep__slot *s)
 }
 
 /* slot_region finds the region a FRAME names for its input or output (field
- * "in" or "out"): one of this connection's, with [offset, offset + len)
- * inside it. Returns it, or NULL after answering the request with the
- * error. */
-static fprep__memreg *slot_region(fprep__slot *s, nng_msg *msg, uint32_t id,
-                                  uint32_t pipe, uint64_t offset, uint64_t len,
-                                  const char *field)
+ * "in" or "out") at location loc: one of this connection's, of the kind loc
+ * names, with [offset, offset + len) inside it. Returns it, or NULL after
+ * answering the request with the error. */
+static fprep__memreg *slot_region(fprep__slot *s, nng_msg *msg, int loc,
+                                  uint32_t id, uint32_t pipe, uint64_t offset,
+                                  uint64_t len, const char *field)
 {
 	char why[FPREP_MESSAGE_SIZE], span[32];
 	fprep__memreg *r;
@@ -84,6 +84,15 @@ static fprep__memreg *slot_region(fprep__slot *s, nng_msg *msg, uint32_t id,
 		         "%s_region %" PRIu32 " is not a region of this "
 		         "connection",
 		         field, id);
+		fprep__slot_fail(s, msg, FPREP_EREGION, why);
+		return NULL;
+	}
+	if (fprep__memreg_on_device(r) != (loc == FPREP_LOC_CUDA)) {
+		snprintf(why, sizeof(why),
+		         "%s_region %" PRIu32 " is a %s region, not %s", field,
+		         id,
+		         fprep__memreg_on_device(r) ? "CUDA" : "shared-memory",
+		         loc == FPREP_LOC_CUDA ? "CUDA" : "SHM");
 		fprep__slot_fail(s, msg, FPREP_EREGION, why);
 		return NULL;
 	}
@@ -141,8 +150,10 @@ static void slot_region_done(void *data, int status, uint32_t id,
 		                 "connection closed during registration");
 		return;
 	}
-	rep = fprep__reply_region(msg, s->request_id, id, message);
-	fprep__slot_answer(s, rep, "REGISTER");
+	rep = fprep__reply_region(msg, s->kind, s->request_id, id, message);
+	fprep__slot_answer(s, rep,
+	                   s->kind == FPREP_KIND_REGISTER ? "REGISTER"
+	                                                  : "REGISTER_CUDA");
 }
 
 /* slot_park leaves s waiting for the regions module (rv 0), or answers
@@ -179,6 +190,31 @@ static void slot_register(fprep__slot *s, nng_msg *msg,
 	                             req->region_size,
 	                             (uint32_t)nng_pipe_id(pipe), uid,
 	                             slot_region_done, s, why, sizeof(why));
+	slot_park(s, msg, rv, why);
+}
+
+/* slot_register_cuda hands a REGISTER_CUDA to the regions module, which
+ * answers through slot_region_done. Like shared memory, only over ipc://:
+ * a handle means nothing on another host. */
+static void slot_register_cuda(fprep__slot *s, nng_msg *msg,
+                               const fprep_register_request *req)
+{
+	fprep__server *srv = s->srv;
+	nng_pipe pipe = nng_msg_get_pipe(msg);
+	char why[FPREP_MESSAGE_SIZE];
+	uint64_t uid;
+	int rv;
+
+	if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &uid) != 0) {
+		fprep__slot_fail(s, msg, FPREP_EUNSUPPORTED,
+		                 "REGISTER_CUDA: CUDA regions need an ipc:// "
+		                 "connection (a handle means nothing on "
+		                 "another host)");
+		return;
+	}
+	rv = fprep__regions_register_cuda(
+	        &srv->regions, req, (uint32_t)nng_pipe_id(pipe),
+	        slot_region_done, s, why, sizeof(why));
 	slot_park(s, msg, rv, why);
 }
 
@@ -221,13 +257,13 @@ static void slot_submit(fprep__slot *s, nng_msg *msg, const fprep_request *req)
 		return;
 	}
 	bytes = job->output_size;
-	if (req->input_loc == FPREP_LOC_SHM &&
-	    (in = slot_region(s, msg, req->in_region, pipe, req->in_offset,
-	                      req->input_size, "in")) == NULL)
+	if (req->input_loc != FPREP_LOC_INLINE &&
+	    (in = slot_region(s, msg, req->input_loc, req->in_region, pipe,
+	                      req->in_offset, req->input_size, "in")) == NULL)
 		return;
-	if (req->output_loc == FPREP_LOC_SHM &&
-	    (out = slot_region(s, msg, req->out_region, pipe, req->out_offset,
-	                       bytes, "out")) == NULL)
+	if (req->output_loc != FPREP_LOC_INLINE &&
+	    (out = slot_region(s, msg, req->output_loc, req->out_region, pipe,
+	                       req->out_offset, bytes, "out")) == NULL)
 		return;
 	if (out == NULL && fprep__slot_reserve_reply(s, msg, bytes) != 0)
 		return;
@@ -244,12 +280,14 @@ static void slot_submit(fprep__slot *s, nng_msg *msg, const fprep_request *req)
 	if (in != NULL) {
 		job->input = in->base + req->in_offset;
 		job->input_pinned = in->pinned;
+		job->input_device = fprep__memreg_on_device(in);
 		job->in_region = in;
 		fprep__regions_use(in);
 	}
 	if (out != NULL) {
 		job->output = out->base + req->out_offset;
 		job->output_pinned = out->pinned;
+		job->output_device = fprep__memreg_on_device(out);
 		job->out_region = out;
 		fprep__regions_use(out);
 	}
@@ -330,6 +368,7 @@ static void slot_received(fprep__slot *s)
 		return;
 	case FPREP_KIND_REGISTER:
 	case FPREP_KIND_UNREGISTER:
+	case FPREP_KIND_REGISTER_CUDA:
 		/* Checked by fprep_request_decode already: cannot fail. */
 		rv = fprep_register_request_decode(nng_msg_body(msg),
 		                                   nng_msg_len(msg), &reg, why,
@@ -338,6 +377,8 @@ static void slot_received(fprep__slot *s)
 			fprep__slot_fail(s, msg, rv, why);
 		else if (reg.kind == FPREP_KIND_REGISTER)
 			slot_register(s, msg, &reg);
+		else if (reg.kind == FPREP_KIND_REGISTER_CUDA)
+			slot_register_cuda(s, msg, &reg);
 		else
 			slot_unregister(s, msg, &reg);
 		return;

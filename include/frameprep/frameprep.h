@@ -233,12 +233,13 @@ FPREP_EXTERN int fprep_pending_done(const fprep_pending *p);
  * fprep_client_request, and frees p. */
 FPREP_EXTERN int fprep_pending_wait(fprep_pending *p, fprep_result *res);
 
-/* fprep_client_register sends a REGISTER or UNREGISTER request *req,
- * assigning its version and request id, and stores the reply in *res (free
- * it with fprep_result_fini): the daemon's status is res->header.status and,
- * after a REGISTER, the new region's id res->header.region_id. Most
- * programs use fprep_region_open and fprep_region_close instead. Returns 0
- * or a transport error, like fprep_client_request. */
+/* fprep_client_register sends a REGISTER, UNREGISTER or REGISTER_CUDA
+ * request *req, assigning its version and request id, and stores the reply
+ * in *res (free it with fprep_result_fini): the daemon's status is
+ * res->header.status and, after a REGISTER or REGISTER_CUDA, the new
+ * region's id res->header.region_id. Most programs use fprep_region_open,
+ * fprep_region_open_cuda and fprep_region_close instead. Returns 0 or a
+ * transport error, like fprep_client_request. */
 FPREP_EXTERN int fprep_client_register(fprep_client *client,
                                        fprep_register_request *req,
                                        fprep_result *res);
@@ -271,11 +272,39 @@ typedef struct fprep_region fprep_region;
 FPREP_EXTERN int fprep_region_open(fprep_region **rp, fprep_client *client,
                                    size_t size);
 
-/* fprep_region_close unregisters r (best effort), unmaps it and frees it.
- * Requests naming r must have completed. NULL is ignored. */
+/* fprep_region_open_cuda registers size bytes of this process's device
+ * memory at dptr with the daemon (over an ipc:// client), so requests read
+ * frames from it and write tensors into it on the GPU: no copy through
+ * the host, no payload through the socket. dptr may lie anywhere inside
+ * an allocation made by cudaMalloc/cuMemAlloc (a framework's caching
+ * allocator, element k of a batch): the library finds the allocation
+ * (cuMemGetAddressRange), its CUDA IPC handle and the device's UUID
+ * through the CUDA driver, opened at run time (libframeprep does not link
+ * it). The daemon opens the handle once on its GPU of that UUID and
+ * closes it on fprep_region_close, when the connection closes, or when it
+ * stops. The memory must stay allocated until fprep_region_close returned
+ * (freeing it while the daemon has it open is undefined behaviour in
+ * CUDA). A frame must be complete in device memory (its stream
+ * synchronised) before its request is sent; a tensor is complete when the
+ * reply arrives. Offsets in requests count from dptr. Returns 0, or
+ * FPREP_EUNSUPPORTED (no CUDA driver here, tcp://, a client of several
+ * daemons, or a daemon on the CPU backend), FPREP_EINVAL (not device memory,
+ * size 0 or past its allocation, memory without an IPC handle, a daemon on
+ * another GPU), FPREP_EPERM (the daemon runs with --allow-cuda-regions=false),
+ * FPREP_ELIMIT (--max-cuda-regions), FPREP_EREGION, FPREP_ECUDA, or the
+ * transport errors of fprep_client_request; fprep_client_last_error says
+ * why. Same thread rules as client. */
+FPREP_EXTERN int fprep_region_open_cuda(fprep_region **rp, fprep_client *client,
+                                        void *dptr, size_t size);
+
+/* fprep_region_close unregisters r (best effort), unmaps a shared-memory
+ * region and frees r; for a CUDA region, once it returns the daemon no
+ * longer touches the memory. Requests naming r must have completed. NULL
+ * is ignored. */
 FPREP_EXTERN void fprep_region_close(fprep_region *r);
 
-/* fprep_region_base returns the start of r's mapping (page-aligned). */
+/* fprep_region_base returns the start of r's mapping (page-aligned), or
+ * for a CUDA region the device pointer it was opened with. */
 FPREP_EXTERN void *fprep_region_base(const fprep_region *r);
 
 /* fprep_region_size returns the size of r in bytes. */
@@ -284,11 +313,23 @@ FPREP_EXTERN size_t fprep_region_size(const fprep_region *r);
 /* fprep_region_id returns the id the daemon gave r. */
 FPREP_EXTERN uint32_t fprep_region_id(const fprep_region *r);
 
-/* fprep_request_set_shm points req at shared memory: the frame is the
- * req->input_size bytes at in_offset of region in (NULL: inline input), the
- * tensor goes to out_offset of region out (NULL: inline output), with
- * out_capacity bytes available there. Offsets are not checked here; the
- * daemon checks them. */
+/* fprep_region_location returns FPREP_LOC_SHM or FPREP_LOC_CUDA: where
+ * requests naming r find their frame or put their tensor. */
+FPREP_EXTERN int fprep_region_location(const fprep_region *r);
+
+/* fprep_request_set_regions points req at registered regions of either
+ * kind: the frame is the req->input_size bytes at in_offset of region in
+ * (NULL: inline input), the tensor goes to out_offset of region out (NULL:
+ * inline output), with out_capacity bytes available there; input_loc and
+ * output_loc become the regions' locations (SHM or CUDA). Offsets are not
+ * checked here; the daemon checks them. */
+FPREP_EXTERN void
+fprep_request_set_regions(fprep_request *req, const fprep_region *in,
+                          uint64_t in_offset, const fprep_region *out,
+                          uint64_t out_offset, uint64_t out_capacity);
+
+/* fprep_request_set_shm is fprep_request_set_regions under its first
+ * name (it takes CUDA regions too). */
 FPREP_EXTERN void
 fprep_request_set_shm(fprep_request *req, const fprep_region *in,
                       uint64_t in_offset, const fprep_region *out,

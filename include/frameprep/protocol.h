@@ -39,11 +39,12 @@
  *    78  u16 uv_stride      NV12, I420: bytes from one chroma row to the
  *                           next, >= width (NV12) or width / 2 (I420);
  *                           so chroma rows span at most 65535 bytes
- *    80  u32 in_region      region id (input_loc == FPREP_LOC_SHM), else 0
- *    84  u32 out_region     region id (output_loc == FPREP_LOC_SHM), else 0
+ *    80  u32 in_region      region id (input_loc SHM or CUDA), else 0
+ *    84  u32 out_region     region id (output_loc SHM or CUDA), else 0
  *    88  u64 in_offset      byte offset of the frame in in_region
  *    96  u64 out_offset     byte offset of the tensor in out_region
- *   104  u64 out_capacity   bytes available at out_offset (shm output)
+ *   104  u64 out_capacity   bytes available at out_offset (shm or CUDA
+ *                           output)
  *   112  u64 input_size     bytes of the source frame: the inline payload
  *                           (which must be exactly this long) or the bytes at
  *                           in_offset; must be >= stride * (height - 1) +
@@ -119,6 +120,50 @@
  *   UNREGISTER  header field 16 u32 region_id. Requests already using the
  *           region finish first; the reply comes once the daemon has
  *           unmapped (and unpinned) it and no longer touches the memory.
+ *           Works for both kinds of region.
+ *   REGISTER_CUDA  opens a client's device memory through a CUDA IPC
+ *           handle (ipc:// connections only). Header fields after
+ *           request_id:
+ *              16 u64 region_size  bytes of the client's buffer, >= 1
+ *              24 u64 cuda_offset  bytes from the allocation's base (what
+ *                                  the handle names) to the buffer
+ *              32 u8  cuda_handle[64]  cudaIpcMemHandle_t of the
+ *                                  allocation (cuIpcGetMemHandle)
+ *              96 u8  cuda_uuid[16]    UUID of the allocation's device
+ *                                  (cudaDeviceProp.uuid, cuDeviceGetUuid)
+ *             112 u8  reserved[16]
+ *           The daemon opens the handle once (cudaIpcOpenMemHandle) on
+ *           the GPU lane whose device has that UUID and checks that
+ *           [cuda_offset, cuda_offset + region_size) lies inside the
+ *           allocation; the reply carries the region id. Requests then
+ *           name it with the location FPREP_LOC_CUDA, and offsets in them
+ *           count from the buffer's first byte. The handle is closed on
+ *           UNREGISTER, when the connection closes (after its requests in
+ *           flight end) or when the daemon stops. Refused (with a reason)
+ *           over tcp://, by the CPU backend, when the daemon runs with
+ *           --allow-cuda-regions=false, and past --max-cuda-regions per
+ *           connection.
+ *
+ * CUDA regions, trust model: a CUDA IPC handle is a capability. Whoever
+ * can connect to the daemon's socket can make it read and write the
+ * device memory named by any handle that peer holds, and nothing else: the
+ * daemon touches only [cuda_offset, cuda_offset + region_size) of an
+ * allocation it opened for that connection. The socket's permissions are
+ * the boundary (keep ipc:// sockets mode 0660 or stricter). Freeing the
+ * memory while the daemon has it open is undefined behaviour in CUDA: a
+ * client unregisters (and waits for the reply) before it frees.
+ *
+ * CUDA region FRAME requests: input_loc = CUDA reads the frame straight
+ * from the client's device memory (no host-to-device copy); output_loc =
+ * CUDA writes the tensor straight into it (no device-to-host copy). The
+ * reply (payload_size 0 for CUDA output) is sent only after the GPU work
+ * on that memory has completed: the consumer may read the tensor as soon
+ * as it has the reply, with no synchronisation of its own. The producer
+ * must have finished writing the frame (synchronised its stream) before it
+ * sends the request; with CUDA input the reply carries
+ * FPREP_REPLY_F_INPUT_RELEASED. Any combination of INLINE, SHM and CUDA
+ * input and output is allowed; a region named with a location of the
+ * other kind is refused.
  *
  * Shared-memory FRAME requests: input_loc = SHM names (in_region,
  * in_offset, input_size); output_loc = SHM names (out_region, out_offset,
@@ -140,7 +185,8 @@
  *    20  u8  dtype          tensor dtype
  *    21  u8  layout         tensor layout
  *    22  u8  ndim           number of used entries in shape (4 for tensors)
- *    23  u8  output_loc     where the tensor was written (inline or shm)
+ *    23  u8  output_loc     where the tensor was written (inline, shm or
+ *                           CUDA)
  *    24  u32 shape[4]       NCHW: (1, C, H, W); NHWC: (1, H, W, C)
  *    40  f32 scale_x        source pixels -> tensor pixels, x
  *    44  f32 scale_y        source pixels -> tensor pixels, y
@@ -201,6 +247,8 @@ enum fprep_kind {
 	 * documented with the shared-memory API. */
 	FPREP_KIND_REGISTER = 4,
 	FPREP_KIND_UNREGISTER = 5,
+	/* REGISTER_CUDA: a CUDA IPC region (see the table above). */
+	FPREP_KIND_REGISTER_CUDA = 6,
 };
 
 /* fprep_pixel_format: layout of the source frame, 8 bits per sample.
@@ -273,10 +321,14 @@ enum fprep_layout {
 enum fprep_location {
 	FPREP_LOC_INLINE = 0, /* in the message payload */
 	FPREP_LOC_SHM = 1,    /* in a registered shared-memory region */
+	FPREP_LOC_CUDA = 2,   /* in a registered CUDA region (device memory) */
 };
 
-/* Reply flags. */
-#define FPREP_REPLY_F_INPUT_RELEASED 0x1u /* the shm input may be rewritten */
+#define FPREP_CUDA_HANDLE_SIZE 64 /* bytes of a cudaIpcMemHandle_t */
+#define FPREP_CUDA_UUID_SIZE   16 /* bytes of a CUDA device UUID */
+
+/* Reply flags. INPUT_RELEASED: the shm or CUDA input may be rewritten. */
+#define FPREP_REPLY_F_INPUT_RELEASED 0x1u
 
 /* fprep_limits: the bounds a daemon enforces on requests. Every size from
  * the wire is checked against these before anything is allocated. */
@@ -324,15 +376,21 @@ typedef struct fprep_request {
 	uint32_t v_offset;
 } fprep_request;
 
-/* fprep_register_request: a decoded REGISTER or UNREGISTER request (see the
- * kinds above), in host byte order. */
+/* fprep_register_request: a decoded REGISTER, UNREGISTER or REGISTER_CUDA
+ * request (see the kinds above), in host byte order. */
 typedef struct fprep_register_request {
 	uint16_t version;
-	uint16_t kind; /* FPREP_KIND_REGISTER or FPREP_KIND_UNREGISTER */
+	uint16_t kind; /* FPREP_KIND_REGISTER, _UNREGISTER or _REGISTER_CUDA */
 	uint64_t request_id;
-	uint64_t region_size; /* REGISTER: bytes to map */
+	uint64_t region_size; /* REGISTER: bytes to map; REGISTER_CUDA: of the
+	                       * client's buffer */
 	uint32_t region_id;   /* UNREGISTER: the region to drop */
 	char region_name[FPREP_REGION_NAME_MAX + 1]; /* REGISTER; NUL-ended */
+	/* REGISTER_CUDA: the buffer's offset from its allocation's base, the
+	 * allocation's cudaIpcMemHandle_t and its device's UUID. */
+	uint64_t cuda_offset;
+	uint8_t cuda_handle[FPREP_CUDA_HANDLE_SIZE];
+	uint8_t cuda_uuid[FPREP_CUDA_UUID_SIZE];
 } fprep_register_request;
 
 /* fprep_reply_header: a decoded reply header, in host byte order. */
@@ -380,12 +438,12 @@ FPREP_EXTERN void fprep_request_init(fprep_request *req, uint16_t src_format,
 
 /* fprep_request_encode writes the 128-byte wire header for *req into buf
  * (which must hold FPREP_REQUEST_HEADER_SIZE bytes). It does not validate.
- * A REGISTER or UNREGISTER header gets only the common part: use
- * fprep_register_request_encode for those. */
+ * A REGISTER, UNREGISTER or REGISTER_CUDA header gets only the common
+ * part: use fprep_register_request_encode for those. */
 FPREP_EXTERN void fprep_request_encode(const fprep_request *req, void *buf);
 
 /* fprep_register_request_encode writes the 128-byte wire header of a
- * REGISTER or UNREGISTER request *req into buf (which must hold
+ * REGISTER, UNREGISTER or REGISTER_CUDA request *req into buf (which must hold
  * FPREP_REQUEST_HEADER_SIZE bytes); a name longer than
  * FPREP_REGION_NAME_MAX is cut. It does not validate. */
 FPREP_EXTERN void
@@ -404,12 +462,13 @@ fprep_register_request_encode(const fprep_register_request *req, void *buf);
  * lim->max_frame_bytes (all in 64-bit arithmetic with overflow checks), for
  * YUV formats the even sizes, uv_stride and that each plane lies in
  * input_size, the tensor size against lim->max_tensor_bytes, the
- * payload length (== input_size for inline input, 0 for shm input),
- * normalisation (finite values, pad_value in [0, 255], std > 0; dtype U8
- * needs scale 1/255 or 1, mean 0, std 1), out_capacity >= tensor size for
- * shm output. INFO: only the common part. REGISTER and UNREGISTER: the
- * checks of fprep_register_request_decode, which gives their fields; the
- * other fields of *req are left zero.
+ * payload length (== input_size for inline input, 0 for shm or CUDA
+ * input), normalisation (finite values, pad_value in [0, 255], std > 0; dtype
+ * U8 needs scale 1/255 or 1, mean 0, std 1), out_capacity >= tensor size for
+ * shm or CUDA output. INFO: only the
+ * common part. REGISTER, UNREGISTER and REGISTER_CUDA: the checks of
+ * fprep_register_request_decode, which gives their fields; the other
+ * fields of *req are left zero.
  *
  * On failure returns the error (FPREP_EPROTO, FPREP_EVERSION, FPREP_EINVAL,
  * FPREP_ELIMIT) and, if msg is not NULL, writes a NUL-terminated sentence of
@@ -422,12 +481,14 @@ FPREP_EXTERN int fprep_request_decode(const void *buf, size_t len,
                                       fprep_request *req, char *msg,
                                       size_t msg_size);
 
-/* fprep_register_request_decode parses and validates a whole REGISTER or
- * UNREGISTER message of len bytes: magic, length >= header, version, kind
- * (another kind: FPREP_EINVAL), and for REGISTER name_len in
- * 2..FPREP_REGION_NAME_MAX with no NUL inside the name (its syntax and the
- * size are the daemon's to judge). Returns and explains errors like
- * fprep_request_decode, storing what could be read of version, kind and
+/* fprep_register_request_decode parses and validates a whole REGISTER,
+ * UNREGISTER or REGISTER_CUDA message of len bytes: magic, length >=
+ * header, version, kind (another kind: FPREP_EINVAL), for REGISTER
+ * name_len in 2..FPREP_REGION_NAME_MAX with no NUL inside the name (its
+ * syntax and the size are the daemon's to judge), for REGISTER_CUDA
+ * region_size >= 1 and cuda_offset + region_size without 64-bit overflow
+ * (the daemon checks them against the allocation). Returns and explains errors
+ * like fprep_request_decode, storing what could be read of version, kind and
  * request_id. Never reads outside buf[0..len). Thread-safe. */
 FPREP_EXTERN int fprep_register_request_decode(const void *buf, size_t len,
                                                fprep_register_request *req,

@@ -55,6 +55,8 @@ struct fprep__job {
 	fprep_transform xf;   /* source to tensor mapping (fprep__job_plan) */
 	int input_pinned;     /* input lies in page-locked memory */
 	int output_pinned;    /* output lies in page-locked memory */
+	int input_device;     /* input is device memory (a CUDA region) */
+	int output_device;    /* output is device memory (a CUDA region) */
 	fprep__memreg *in_region;  /* region holding the input, or NULL */
 	fprep__memreg *out_region; /* region receiving the output, or NULL */
 	fprep__job_cb done;

@@ -243,6 +243,8 @@ static int cpu_submit(fprep__backend *b, fprep__job *job)
 
 	if (job == NULL || job->done == NULL)
 		return FPREP_EINVAL;
+	if (job->input_device || job->output_device)
+		return FPREP_EUNSUPPORTED; /* device memory: GPU backend only */
 	pthread_mutex_lock(&cb->lock);
 	if (cb->closing) {
 		pthread_mutex_unlock(&cb->lock);

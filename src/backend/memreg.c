@@ -5,7 +5,10 @@
  */
 #include "memreg.h"
 
+#include <inttypes.h>
 #include <stdio.h>
+
+#include "log.h"
 
 int fprep__memreg_map(fprep__memreg *r)
 {
@@ -21,6 +24,11 @@ int fprep__memreg_map(fprep__memreg *r)
 		if (rv == 0)
 			r->base = r->u.shm.map->base;
 		return rv;
+	case FPREP__MEMREG_CUDA:
+		snprintf(r->message, sizeof(r->message),
+		         "CUDA regions need the GPU backend; this daemon runs "
+		         "without a GPU (cpu backend)");
+		return FPREP_EUNSUPPORTED;
 	default:
 		snprintf(r->message, sizeof(r->message),
 		         "region kind %d is not supported by this backend",
@@ -35,6 +43,12 @@ void fprep__memreg_unmap(fprep__memreg *r)
 	case FPREP__MEMREG_SHM:
 		fprep__shm_region_unmap(r->u.shm.map);
 		r->u.shm.map = NULL;
+		break;
+	case FPREP__MEMREG_CUDA:
+		if (r->u.cuda.opened != NULL)
+			fprep__log(FPREP_LOG_WARNING,
+			           "CUDA region %u left open at exit", r->id);
+		r->u.cuda.opened = NULL;
 		break;
 	default:
 		break;
@@ -63,4 +77,12 @@ int fprep__memreg_span(const fprep__memreg *r, uint64_t offset, uint64_t len,
 		return FPREP_EINVAL;
 	}
 	return 0;
+}
+
+void fprep__memreg_describe(const fprep__memreg *r, char *buf, size_t size)
+{
+	if (r->kind == FPREP__MEMREG_CUDA)
+		snprintf(buf, size, "cuda +%" PRIu64, r->u.cuda.offset);
+	else
+		snprintf(buf, size, "%s", r->u.shm.name);
 }

@@ -1,10 +1,11 @@
 /*
  * memreg.h: a memory region that a client registered with the daemon, of
- * any kind. Today the one kind is a POSIX shared-memory object
- * (FPREP__MEMREG_SHM), mapped into the daemon (shm_region.h) and, on the
- * GPU, pinned with cudaHostRegister. Another kind (device memory shared
- * through a CUDA IPC handle) adds its own spec and state to the union and
- * its own case to each backend's open and close.
+ * either kind: a POSIX shared-memory object (FPREP__MEMREG_SHM), mapped
+ * into the daemon (shm_region.h) and, on the GPU, pinned with
+ * cudaHostRegister; or a client's device memory shared through a CUDA IPC
+ * handle (FPREP__MEMREG_CUDA), which only the GPU lane of its device opens
+ * (cudaIpcOpenMemHandle) and closes. Each kind has its spec and state in
+ * the union and its own case in each backend's open and close.
  *
  * The design is simple: the loop thread (service/regions.c) creates the
  * record from a REGISTER and owns it; the work that blocks or needs the
@@ -31,7 +32,8 @@
 
 /* fprep__memreg_kind: what a region is; the numbers are never reused. */
 enum fprep__memreg_kind {
-	FPREP__MEMREG_SHM = 1, /* POSIX shared memory, host */
+	FPREP__MEMREG_SHM = 1,  /* POSIX shared memory, host */
+	FPREP__MEMREG_CUDA = 2, /* a client's device memory, CUDA IPC */
 };
 
 /* fprep__memreg_verb: the administrative operations. */
@@ -60,10 +62,17 @@ struct fprep__memreg {
 			uint64_t max_size; /* --max-region-bytes */
 			fprep__shm_region *map;
 		} shm;
+		struct {
+			uint8_t handle[FPREP_CUDA_HANDLE_SIZE];
+			uint8_t uuid[FPREP_CUDA_UUID_SIZE];
+			uint64_t offset; /* of the buffer in the allocation */
+			void *opened;    /* what cudaIpcOpenMemHandle gave */
+		} cuda;
 	} u;
 
 	/* Set by OPEN on the backend thread; read by the loop after done. */
-	uint8_t *base; /* host address of the first byte jobs use */
+	uint8_t *base; /* address of the first byte jobs use: host memory,
+	                  or device memory for FPREP__MEMREG_CUDA */
 	int pinned;    /* base is page-locked for the device: DMA uses it */
 
 	/* The operation in progress (one at a time) and its result. */
@@ -77,12 +86,14 @@ struct fprep__memreg {
 
 /* fprep__memreg_map does the host side of OPEN for r's kind (shm: check
  * the name, open, check owner and size, mmap; blocking system calls) and
- * sets r->base. Returns 0, or an enum fprep_err with a sentence in
- * r->message. Backend thread. */
+ * sets r->base. A CUDA region has no host side: only a GPU lane opens it,
+ * so here it is refused with FPREP_EUNSUPPORTED. Returns 0, or an enum
+ * fprep_err with a sentence in r->message. Backend thread. */
 int fprep__memreg_map(fprep__memreg *r);
 
 /* fprep__memreg_unmap undoes fprep__memreg_map; nothing when r is not
- * mapped. */
+ * mapped. A CUDA region still open is only forgotten here (its handle is
+ * the lane's to close; the process is ending when this happens). */
 void fprep__memreg_unmap(fprep__memreg *r);
 
 /* fprep__memreg_broken tells whether the SIGBUS guard replaced r's pages
@@ -95,5 +106,15 @@ int fprep__memreg_broken(const fprep__memreg *r);
  * naming field in msg. */
 int fprep__memreg_span(const fprep__memreg *r, uint64_t offset, uint64_t len,
                        const char *field, char *msg, size_t msg_size);
+
+/* fprep__memreg_on_device tells whether r's base is device memory. */
+static inline int fprep__memreg_on_device(const fprep__memreg *r)
+{
+	return r->kind == FPREP__MEMREG_CUDA;
+}
+
+/* fprep__memreg_describe writes a short name of r for logs: the shm name,
+ * or "cuda" with the size. */
+void fprep__memreg_describe(const fprep__memreg *r, char *buf, size_t size);
 
 #endif /* FPREP_MEMREG_H */

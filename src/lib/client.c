@@ -84,6 +84,11 @@ static int client_error(fprep_client *c, int err, const char *fmt, ...)
 	return err;
 }
 
+int fprep__client_set_error(fprep_client *c, int err, const char *text)
+{
+	return client_error(c, err, "%s", text);
+}
+
 /* client_nng_err translates an nng error. */
 static int client_nng_err(int rv)
 {
@@ -349,9 +354,10 @@ int fprep__client_check_shm(fprep_client *c)
 	if (c->daemons < 2)
 		return 0;
 	return client_error(c, FPREP_EUNSUPPORTED,
-	                    "shared memory needs a client of one daemon (this "
-	                    "one dials %u): a region is registered with one "
-	                    "daemon, and requests are spread over all",
+	                    "shared memory and CUDA regions need a client of "
+	                    "one daemon (this one dials %u): a region is "
+	                    "registered with one daemon, and requests are "
+	                    "spread over all",
 	                    c->daemons);
 }
 

@@ -15,10 +15,14 @@
  * connection has been made (tcp:// has no peer credentials). Any thread. */
 int fprep__client_peer_uid(fprep_client *c, uint64_t *uid);
 
-/* fprep__client_check_shm returns 0 when c may use shared memory, or
- * FPREP_EUNSUPPORTED, with the reason for fprep_client_last_error, when it
- * dials several daemons: a region is registered with one daemon, and the
- * requests are spread over all. */
+/* fprep__client_set_error records text as the client's last error (what
+ * fprep_client_last_error returns) and returns err. */
+int fprep__client_set_error(fprep_client *c, int err, const char *text);
+
+/* fprep__client_check_shm returns 0 when c may use regions (shared memory
+ * or CUDA), or FPREP_EUNSUPPORTED, with the reason for
+ * fprep_client_last_error, when it dials several daemons: a region is
+ * registered with one daemon, and the requests are spread over all. */
 int fprep__client_check_shm(fprep_client *c);
 
 #endif /* FPREP_CLIENT_INTERNAL_H */

@@ -10,6 +10,11 @@
  * credentials of the connection say which): group and others keep no
  * access, and the owner stays the client's user.
  *
+ * A CUDA region (fprep_region_open_cuda) is the client's own device
+ * memory: the library finds the allocation holding the buffer, its IPC
+ * handle and the device's UUID (cuda_ptr.h) and sends them with the
+ * buffer's offset in a REGISTER_CUDA; nothing is mapped on this side.
+ *
  * A ring (fprep_ring_*) is one region cut into equal slots, each a
  * page-aligned tensor area followed by a page-aligned frame area.
  */
@@ -24,6 +29,7 @@
 #include <unistd.h>
 
 #include "client_internal.h"
+#include "cuda_ptr.h"
 #include "frameprep/frameprep.h"
 
 struct fprep_region {
@@ -31,6 +37,7 @@ struct fprep_region {
 	void *base;
 	size_t size;
 	uint32_t id;
+	int location; /* FPREP_LOC_SHM or FPREP_LOC_CUDA */
 };
 
 static atomic_uint region_counter;
@@ -100,6 +107,7 @@ int fprep_region_open(fprep_region **rp, fprep_client *client, size_t size)
 	}
 	r->size = size;
 	r->client = client;
+	r->location = FPREP_LOC_SHM;
 
 	memset(&req, 0, sizeof(req));
 	req.kind = FPREP_KIND_REGISTER;
@@ -132,6 +140,57 @@ err_alloc:
 	return err;
 }
 
+int fprep_region_open_cuda(fprep_region **rp, fprep_client *client, void *dptr,
+                           size_t size)
+{
+	char why[FPREP_MESSAGE_SIZE];
+	fprep__cuda_ptr ptr;
+	fprep_register_request req;
+	fprep_result res;
+	fprep_region *r;
+	int err;
+
+	*rp = NULL;
+	if ((err = fprep__client_check_shm(client)) != 0)
+		return err;
+	err = fprep__cuda_ptr_lookup(dptr, size, &ptr, why, sizeof(why));
+	if (err)
+		return fprep__client_set_error(client, err, why);
+	r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		return FPREP_ENOMEM;
+	memset(&req, 0, sizeof(req));
+	req.kind = FPREP_KIND_REGISTER_CUDA;
+	req.region_size = size;
+	req.cuda_offset = ptr.offset;
+	memcpy(req.cuda_handle, ptr.handle, sizeof(req.cuda_handle));
+	memcpy(req.cuda_uuid, ptr.uuid, sizeof(req.cuda_uuid));
+	err = fprep_client_register(client, &req, &res);
+	if (err)
+		goto err_alloc;
+	err = (int)res.header.status;
+	r->id = res.header.region_id;
+	if (err)
+		fprep__client_set_error(client, err, res.header.message);
+	fprep_result_fini(&res);
+	if (err)
+		goto err_alloc;
+	if (r->id == 0) {
+		err = FPREP_EPROTO;
+		goto err_alloc;
+	}
+	r->client = client;
+	r->base = dptr;
+	r->size = size;
+	r->location = FPREP_LOC_CUDA;
+	*rp = r;
+	return 0;
+
+err_alloc:
+	free(r);
+	return err;
+}
+
 void fprep_region_close(fprep_region *r)
 {
 	fprep_register_request req;
@@ -144,7 +203,8 @@ void fprep_region_close(fprep_region *r)
 	req.region_id = r->id;
 	if (fprep_client_register(r->client, &req, &res) == 0)
 		fprep_result_fini(&res);
-	munmap(r->base, r->size);
+	if (r->location == FPREP_LOC_SHM)
+		munmap(r->base, r->size);
 	free(r);
 }
 
@@ -163,14 +223,27 @@ uint32_t fprep_region_id(const fprep_region *r)
 	return r->id;
 }
 
+int fprep_region_location(const fprep_region *r)
+{
+	return r->location;
+}
+
+void fprep_request_set_regions(fprep_request *req, const fprep_region *in,
+                               uint64_t in_offset, const fprep_region *out,
+                               uint64_t out_offset, uint64_t out_capacity)
+{
+	fprep_request_set_shm(req, in, in_offset, out, out_offset,
+	                      out_capacity);
+}
+
 void fprep_request_set_shm(fprep_request *req, const fprep_region *in,
                            uint64_t in_offset, const fprep_region *out,
                            uint64_t out_offset, uint64_t out_capacity)
 {
-	req->input_loc = in ? FPREP_LOC_SHM : FPREP_LOC_INLINE;
+	req->input_loc = in ? (uint8_t)in->location : FPREP_LOC_INLINE;
 	req->in_region = in ? in->id : 0;
 	req->in_offset = in ? in_offset : 0;
-	req->output_loc = out ? FPREP_LOC_SHM : FPREP_LOC_INLINE;
+	req->output_loc = out ? (uint8_t)out->location : FPREP_LOC_INLINE;
 	req->out_region = out ? out->id : 0;
 	req->out_offset = out ? out_offset : 0;
 	req->out_capacity = out ? out_capacity : 0;

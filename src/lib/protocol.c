@@ -162,6 +162,14 @@ static void proto_put_text(uint8_t *p, const char *text, size_t size)
 	R(28, 4)                                                               \
 	X(32, char64, name)
 
+/* The rest of a REGISTER_CUDA request header (fprep_register_request). */
+#define PROTO_REGISTER_CUDA(X, R)                                              \
+	X(16, u64, region_size)                                                \
+	X(24, u64, cuda_offset)                                                \
+	X(32, u8x64, cuda_handle)                                              \
+	X(96, u8x16, cuda_uuid)                                                \
+	R(112, 16)
+
 /* The rest of an UNREGISTER request header (fprep_register_request); the
  * bytes after region_id are reserved. */
 #define PROTO_UNREGISTER(X, R) X(16, u32, region_id)
@@ -214,6 +222,8 @@ struct proto_head {
 #define PROTO_SIZE_f32     4
 #define PROTO_SIZE_f32x3   12
 #define PROTO_SIZE_u32x4   16
+#define PROTO_SIZE_u8x16   16
+#define PROTO_SIZE_u8x64   64
 #define PROTO_SIZE_char64  64
 #define PROTO_SIZE_char152 152
 
@@ -224,6 +234,8 @@ struct proto_head {
 #define PROTO_PUT_f32(p, v)     proto_putf(p, v)
 #define PROTO_PUT_f32x3(p, v)   proto_putf_array(p, v, 3)
 #define PROTO_PUT_u32x4(p, v)   proto_put32_array(p, v, 4)
+#define PROTO_PUT_u8x16(p, v)   memcpy(p, v, 16)
+#define PROTO_PUT_u8x64(p, v)   memcpy(p, v, 64)
 #define PROTO_PUT_char64(p, v)  proto_put_text(p, v, sizeof(v))
 #define PROTO_PUT_char152(p, v) proto_put_text(p, v, sizeof(v))
 
@@ -234,6 +246,8 @@ struct proto_head {
 #define PROTO_GET_f32(p, v)     ((v) = proto_getf(p))
 #define PROTO_GET_f32x3(p, v)   proto_getf_array(p, v, 3)
 #define PROTO_GET_u32x4(p, v)   proto_get32_array(p, v, 4)
+#define PROTO_GET_u8x16(p, v)   memcpy(v, p, 16)
+#define PROTO_GET_u8x64(p, v)   memcpy(v, p, 64)
 #define PROTO_GET_char64(p, v)  memcpy(v, p, sizeof(v))
 #define PROTO_GET_char152(p, v) memcpy(v, p, sizeof(v))
 
@@ -262,6 +276,9 @@ struct proto_head {
 #define PROTO_CHECK_REGISTER(off, type, field)                                 \
 	PROTO_CHECK(proto_register_layout, struct proto_register, off, type,   \
 	            field)
+#define PROTO_CHECK_REGISTER_CUDA(off, type, field)                            \
+	PROTO_CHECK(proto_register_cuda_layout, fprep_register_request, off,   \
+	            type, field)
 #define PROTO_CHECK_UNREGISTER(off, type, field)                               \
 	PROTO_CHECK(proto_unregister_layout, fprep_register_request, off,      \
 	            type, field)
@@ -277,6 +294,11 @@ struct proto_register_layout {
 	uint8_t magic[4];
 	PROTO_HEAD(PROTO_LAYOUT, PROTO_LAYOUT_R)
 	PROTO_REGISTER(PROTO_LAYOUT, PROTO_LAYOUT_R)
+};
+struct proto_register_cuda_layout {
+	uint8_t magic[4];
+	PROTO_HEAD(PROTO_LAYOUT, PROTO_LAYOUT_R)
+	PROTO_REGISTER_CUDA(PROTO_LAYOUT, PROTO_LAYOUT_R)
 };
 struct proto_unregister_layout {
 	uint8_t magic[4];
@@ -295,6 +317,10 @@ PROTO_HEAD(PROTO_CHECK_REPLY, PROTO_SKIP)
 PROTO_REPLY(PROTO_CHECK_REPLY, PROTO_SKIP)
 PROTO_REGISTER(PROTO_CHECK_REGISTER, PROTO_SKIP)
 PROTO_UNREGISTER(PROTO_CHECK_UNREGISTER, PROTO_SKIP)
+PROTO_REGISTER_CUDA(PROTO_CHECK_REGISTER_CUDA, PROTO_SKIP)
+_Static_assert(sizeof(struct proto_register_cuda_layout) ==
+                       FPREP_REQUEST_HEADER_SIZE,
+               "the REGISTER_CUDA table does not end at the header size");
 _Static_assert(sizeof(struct proto_frame_layout) == FPREP_REQUEST_HEADER_SIZE,
                "the FRAME table does not end at the request header size");
 _Static_assert(sizeof(struct proto_reply_layout) == FPREP_REPLY_HEADER_SIZE,
@@ -416,6 +442,10 @@ void fprep_register_request_encode(const fprep_register_request *req, void *buf)
 		PROTO_UNREGISTER(PROTO_ENCODE, PROTO_SKIP)
 		return;
 	}
+	if (req->kind == FPREP_KIND_REGISTER_CUDA) {
+		PROTO_REGISTER_CUDA(PROTO_ENCODE, PROTO_SKIP)
+		return;
+	}
 	memset(&reg, 0, sizeof(reg));
 	reg.region_size = req->region_size;
 	reg.name_len =
@@ -466,13 +496,13 @@ static int proto_check_enums(const fprep_request *r, char *msg, size_t n)
 		return proto_fail(msg, n, FPREP_EINVAL,
 		                  "layout %u is not a layout (1..2)",
 		                  r->layout);
-	if (r->input_loc != FPREP_LOC_INLINE && r->input_loc != FPREP_LOC_SHM)
+	if (r->input_loc > FPREP_LOC_CUDA)
 		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "input_loc %u is not a location (0..1)",
+		                  "input_loc %u is not a location (0..2)",
 		                  r->input_loc);
-	if (r->output_loc != FPREP_LOC_INLINE && r->output_loc != FPREP_LOC_SHM)
+	if (r->output_loc > FPREP_LOC_CUDA)
 		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "output_loc %u is not a location (0..1)",
+		                  "output_loc %u is not a location (0..2)",
 		                  r->output_loc);
 	return FPREP_OK;
 }
@@ -623,7 +653,7 @@ static int proto_check_norm(const fprep_request *r, char *msg, size_t n)
 }
 
 /* proto_check_payload checks the payload length of a request message:
- * input_size for inline input, nothing for shared-memory input. */
+ * input_size for inline input, nothing for shared-memory or CUDA input. */
 static int proto_check_payload(const fprep_request *r, uint64_t payload,
                                char *msg, size_t n)
 {
@@ -633,11 +663,13 @@ static int proto_check_payload(const fprep_request *r, uint64_t payload,
 		        "inline payload %llu bytes != input_size %llu",
 		        (unsigned long long)payload,
 		        (unsigned long long)r->input_size);
-	if (r->input_loc == FPREP_LOC_SHM && payload != 0)
+	if (r->input_loc != FPREP_LOC_INLINE && payload != 0)
 		return proto_fail(msg, n, FPREP_EPROTO,
-		                  "payload %llu bytes with input_loc SHM: must "
+		                  "payload %llu bytes with input_loc %s: must "
 		                  "be 0",
-		                  (unsigned long long)payload);
+		                  (unsigned long long)payload,
+		                  r->input_loc == FPREP_LOC_SHM ? "SHM"
+		                                                : "CUDA");
 	return FPREP_OK;
 }
 
@@ -675,7 +707,7 @@ static int proto_check_frame(const fprep_request *r, const fprep_limits *lim,
 		return err;
 	if ((err = proto_check_norm(r, msg, n)))
 		return err;
-	if (r->output_loc == FPREP_LOC_SHM && r->out_capacity < tensor)
+	if (r->output_loc != FPREP_LOC_INLINE && r->out_capacity < tensor)
 		return proto_fail(msg, n, FPREP_EINVAL,
 		                  "out_capacity %llu < tensor bytes %llu",
 		                  (unsigned long long)r->out_capacity,
@@ -701,6 +733,24 @@ static int proto_read_register(const uint8_t *p, fprep_register_request *req,
 		return proto_fail(msg, msg_size, FPREP_EINVAL,
 		                  "region name contains a NUL byte");
 	memcpy(req->region_name, reg.name, reg.name_len + 1);
+	return FPREP_OK;
+}
+
+/* proto_check_register_cuda checks what a REGISTER_CUDA says of itself:
+ * a non-empty buffer whose end does not overflow 64 bits. */
+static int proto_check_register_cuda(const fprep_register_request *r, char *msg,
+                                     size_t n)
+{
+	uint64_t end;
+
+	if (r->region_size == 0)
+		return proto_fail(msg, n, FPREP_EINVAL, "region_size is 0");
+	if (__builtin_add_overflow(r->cuda_offset, r->region_size, &end))
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "cuda_offset %llu + region_size %llu "
+		                  "overflows 64 bits",
+		                  (unsigned long long)r->cuda_offset,
+		                  (unsigned long long)r->region_size);
 	return FPREP_OK;
 }
 
@@ -758,9 +808,13 @@ int fprep_register_request_decode(const void *buf, size_t len,
 	case FPREP_KIND_UNREGISTER:
 		PROTO_UNREGISTER(PROTO_DECODE, PROTO_SKIP)
 		return FPREP_OK;
+	case FPREP_KIND_REGISTER_CUDA:
+		PROTO_REGISTER_CUDA(PROTO_DECODE, PROTO_SKIP)
+		return proto_check_register_cuda(req, msg, msg_size);
 	}
 	return proto_fail(msg, msg_size, FPREP_EINVAL,
-	                  "kind %u is not REGISTER (4) or UNREGISTER (5)",
+	                  "kind %u is not REGISTER (4), UNREGISTER (5) or "
+	                  "REGISTER_CUDA (6)",
 	                  req->kind);
 }
 
@@ -788,11 +842,12 @@ int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
 		return FPREP_OK;
 	case FPREP_KIND_REGISTER:
 	case FPREP_KIND_UNREGISTER:
+	case FPREP_KIND_REGISTER_CUDA:
 		return fprep_register_request_decode(buf, len, &reg, msg,
 		                                     msg_size);
 	}
 	return proto_fail(msg, msg_size, FPREP_EINVAL,
-	                  "kind %u is not a request kind (1..5)", req->kind);
+	                  "kind %u is not a request kind (1..6)", req->kind);
 }
 
 int fprep__request_check(const fprep_request *req, char *msg, size_t msg_size)

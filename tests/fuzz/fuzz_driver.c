@@ -104,6 +104,15 @@ static void driver_request(const fprep_request *req, size_t payload)
 	free(buf);
 }
 
+/* driver_register seeds with a REGISTER, UNREGISTER or REGISTER_CUDA. */
+static void driver_register(const fprep_register_request *req)
+{
+	uint8_t buf[FPREP_REQUEST_HEADER_SIZE];
+
+	fprep_register_request_encode(req, buf);
+	driver_seed(buf, sizeof(buf));
+}
+
 static void driver_reply(const fprep_reply_header *rep)
 {
 	size_t size = FPREP_REPLY_HEADER_SIZE + (size_t)rep->payload_size;
@@ -118,6 +127,7 @@ static void driver_reply(const fprep_reply_header *rep)
 
 int main(int argc, char **argv)
 {
+	fprep_register_request reg;
 	fprep_request req;
 	fprep_reply_header rep;
 
@@ -173,6 +183,19 @@ int main(int argc, char **argv)
 	req.in_offset = 4096;
 	req.out_capacity = 16 * 12;
 	driver_request(&req, 0);
+
+	req.input_loc = FPREP_LOC_CUDA;
+	req.output_loc = FPREP_LOC_CUDA;
+	driver_request(&req, 0);
+
+	memset(&reg, 0, sizeof(reg));
+	reg.version = FPREP_PROTOCOL_VERSION;
+	reg.kind = FPREP_KIND_REGISTER_CUDA;
+	reg.region_size = 1u << 20;
+	reg.cuda_offset = 512;
+	memset(reg.cuda_handle, 0x3c, sizeof(reg.cuda_handle));
+	memset(reg.cuda_uuid, 0xc3, sizeof(reg.cuda_uuid));
+	driver_register(&reg);
 
 	memset(&req, 0, sizeof(req));
 	req.version = FPREP_PROTOCOL_VERSION;

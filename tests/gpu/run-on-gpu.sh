@@ -15,9 +15,16 @@
 #          frameprep-bench (inline, shared memory, ECHO ceiling, sweeps, 1080p
 #          and 4K, against the PCIe ceiling that bench_lane measured) and the
 #          peers (OpenCV on the CPU, PyTorch naive and tuned) on the same
-#          frames, and the metrics endpoint's cost (metrics_cost.py). Ends
-#          with a short table. Exit status: 0 when every test and
-#          every verified benchmark passed.
+#          frames, and the metrics endpoint's cost (metrics_cost.py); CUDA
+#          regions: cuda_regions (test_cuda_regions: producer and consumer
+#          processes, every input x output location, bad handles, leaks),
+#          cuda_py (tests/python/test_cuda.py), cuda_example
+#          (src/python/examples/cuda_batch.py) and cuda_bench
+#          (tests/bench/bench_cuda.py); the Python runs need pynng,
+#          carried as wheels in .whl/ of the tree (pip download pynng), and
+#          torch, torchvision, cuda-python there. Ends with a short table.
+#          Exit status: 0 when every test and every verified benchmark
+#          passed.
 set -uo pipefail
 
 if [ "${1:-}" = "--stage" ]; then
@@ -31,13 +38,17 @@ if [ "${1:-}" = "--stage" ]; then
 		bins+=("$out/bin/$b")
 	done
 	for b in service/frameprepd src/frameprep src/frameprep-bench \
-	         tests/integration/test_shm_daemon; do
+	         tests/integration/test_shm_daemon tests/gpu/test_cuda_regions; do
 		cp "$build/$b" "$out/bin/"
 		bins+=("$out/bin/$(basename "$b")")
 	done
 	mkdir -p "$out/peers"
 	src=$(cd "$(dirname "$0")/../.." && pwd)
 	cp "$src"/tests/bench/*.py "$out/peers/"
+	mkdir -p "$out/python/tests" "$out/whl"
+	cp -r "$src/src/python/frameprep" "$src/src/python/examples" "$out/python/"
+	cp "$src"/tests/python/conftest.py "$src"/tests/python/test_cuda.py "$out/python/tests/"
+	cp "$src"/.whl/*.whl "$out/whl/" 2>/dev/null || true
 	bash "$src/tests/gpu/collect-libs.sh" "$out/libs" "${bins[@]}" >/dev/null
 	cp "$images"/*.png "$images"/*.jpg "$out/images/" 2>/dev/null || true
 	cp "$0" "$out/run-on-gpu.sh"
@@ -132,6 +143,32 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 		TAILN=12 run check_peers python3 "$here/peers/check_peers.py" --dir "$pd" \
 			--frameprep "$here/bin/frameprep" --socket "$url"
 		tests+=(check_peers)
+	fi
+	# CUDA regions: the C test runs its own daemons; the Python runs use
+	# this one (GPU) and a CPU one as the reference.
+	TAILN=30 run cuda_regions "$here/bin/test_cuda_regions" "$here/bin/frameprepd" "$here/images"
+	tests+=(cuda_regions)
+	site=$(mktemp -d)
+	if ls "$here"/whl/*.whl >/dev/null 2>&1; then
+		python3 -m pip install -q --no-index --no-deps --target "$site" "$here"/whl/*.whl
+	fi
+	if command -v python3 >/dev/null &&
+	   PYTHONPATH=$here/python:$site python3 -c 'import pynng, frameprep.cuda' 2>/dev/null; then
+		cpu_url=ipc://$tmp/cpu.sock
+		"$here/bin/frameprepd" --device cpu --listen "$cpu_url" 2>"$logs/frameprepd_ref.log" &
+		rpid=$!
+		for _ in $(seq 100); do "$here/bin/frameprep" info --socket "$cpu_url" >/dev/null 2>&1 && break; sleep 0.1; done
+		export PYTHONPATH=$here/python:$site${PYTHONPATH:+:$PYTHONPATH}
+		TAILN=20 run cuda_py env FPREP_DAEMON="$here/bin/frameprepd" FPREP_IMAGES="$here/images" \
+			python3 -m pytest -v -p no:cacheprovider -rs "$here/python/tests/test_cuda.py"
+		TAILN=12 run cuda_example python3 "$here/python/examples/cuda_batch.py" --socket "$url" \
+			--images "$here/images" --batch 8 --rounds 3
+		TAILN=30 run cuda_bench python3 "$here/peers/bench_cuda.py" --socket "$url" \
+			--cpu-socket "$cpu_url" --image "$here/images/astronaut.png" --duration "${FPREP_BENCH_S:-5}"
+		tests+=(cuda_py cuda_example cuda_bench)
+		kill -TERM $rpid; wait $rpid
+	else
+		echo "cuda_py, cuda_example, cuda_bench: skipped (no pynng: carry wheels in .whl/)"
 	fi
 	kill -TERM $dpid; wait $dpid; echo "frameprepd exit status $?" | tee -a "$logs/frameprepd.log"
 	grep -v '^<[67]>' "$logs/frameprepd.log" | tail -n 5

@@ -475,9 +475,10 @@ static void test_rejects(void **state)
 	T_BAD(pad_value, NAN);
 	/* The decoder's checks, which the ops share. */
 	T_BAD(pad_value, 300.0f);
-	T_BAD(input_loc, 2);
-	T_BAD(output_loc, 2);
-	T_BAD(output_loc, FPREP_LOC_SHM); /* out_capacity 0 < tensor */
+	T_BAD(input_loc, 3);
+	T_BAD(output_loc, 3);
+	T_BAD(output_loc, FPREP_LOC_SHM);  /* out_capacity 0 < tensor */
+	T_BAD(output_loc, FPREP_LOC_CUDA); /* the same */
 #undef T_BAD
 }
 

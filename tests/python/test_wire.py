@@ -21,10 +21,13 @@ REQUESTS = sorted(p.name for p in GOLDEN.glob("request_*.bin"))
 REPLIES = sorted(p.name for p in GOLDEN.glob("reply_*.bin"))
 COMMON = {"version", "kind", "request_id"}
 FRAME_FIELDS = {f.name for f in Request.__dataclass_fields__.values()
-                if not f.name.startswith("region")}
+                if not f.name.startswith(("region", "cuda"))}
 KIND_FIELDS = {Kind.FRAME: FRAME_FIELDS, Kind.ECHO: FRAME_FIELDS,
                Kind.INFO: set(), Kind.REGISTER: {"region_size", "region_name"},
-               Kind.UNREGISTER: {"region_id"}}
+               Kind.UNREGISTER: {"region_id"},
+               Kind.REGISTER_CUDA: {"region_size", "cuda_offset",
+                                    "cuda_handle", "cuda_uuid"}}
+BYTES_FIELDS = ("cuda_handle", "cuda_uuid")  # hex text in the C decoder's JSON
 
 
 def c_decode(mode, data, tmp_path):
@@ -34,7 +37,11 @@ def c_decode(mode, data, tmp_path):
     r = subprocess.run([str(WIRE_GOLDEN), mode, str(path)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, f"C decoder refused it: {r.stderr}"
-    return json.loads(r.stdout)
+    fields = json.loads(r.stdout)
+    for key in BYTES_FIELDS:
+        if key in fields:
+            fields[key] = bytes.fromhex(fields[key])
+    return fields
 
 
 def whole_request(header, req):
@@ -137,6 +144,14 @@ PY_REQUESTS = [
     Request(kind=Kind.REGISTER, request_id=6, region_size=(1 << 40) + 3,
             region_name="/frameprep-py-" + "x" * 48),
     Request(kind=Kind.UNREGISTER, request_id=7, region_id=0xFFFFFFFF),
+    Request(kind=Kind.REGISTER_CUDA, request_id=8, region_size=1 << 30,
+            cuda_offset=(1 << 40) + 256, cuda_handle=bytes(range(64)),
+            cuda_uuid=bytes(range(200, 216))),
+    Request(src_format=1, src_width=640, src_height=480, src_stride=1920,
+            input_size=1920 * 480, input_loc=Location.CUDA,
+            output_loc=Location.CUDA, in_region=3, out_region=4,
+            in_offset=1 << 20, out_offset=3 << 22, out_capacity=1 << 23,
+            request_id=9),
 ]
 
 
@@ -161,6 +176,9 @@ PY_REPLIES = [
           message="ok \u00b5s"),
     Reply(kind=Kind.FRAME, request_id=4, dtype=3, layout=2, ndim=4,
           output_loc=Location.SHM, shape=(1, 8, 6, 1), tensor_size=48,
+          flags=protocol.REPLY_F_INPUT_RELEASED),
+    Reply(kind=Kind.FRAME, request_id=7, dtype=1, layout=1, ndim=4,
+          output_loc=Location.CUDA, shape=(1, 3, 8, 6), tensor_size=576,
           flags=protocol.REPLY_F_INPUT_RELEASED),
     Reply(kind=Kind.INFO, request_id=5, payload_size=10,
           message="x" * 300),

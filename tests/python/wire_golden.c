@@ -150,6 +150,29 @@ static int golden_write_all(const char *dir)
 	reg.region_id = 5;
 	err |= golden_register(dir, "request_unregister", &reg);
 
+	memset(&reg, 0, sizeof(reg));
+	reg.version = FPREP_PROTOCOL_VERSION;
+	reg.kind = FPREP_KIND_REGISTER_CUDA;
+	reg.request_id = 12;
+	reg.region_size = 8u * 3u * 640u * 640u * 4u;
+	reg.cuda_offset = 3u * 640u * 640u * 4u + 512u;
+	for (int i = 0; i < FPREP_CUDA_HANDLE_SIZE; i++)
+		reg.cuda_handle[i] = (uint8_t)(i * 7 + 1);
+	for (int i = 0; i < FPREP_CUDA_UUID_SIZE; i++)
+		reg.cuda_uuid[i] = (uint8_t)(0xf0 - i);
+	err |= golden_register(dir, "request_register_cuda", &reg);
+
+	fprep_request_init(&req, FPREP_PIX_BGR8, 1920, 1080);
+	req.request_id = 13;
+	req.input_loc = FPREP_LOC_CUDA;
+	req.output_loc = FPREP_LOC_CUDA;
+	req.in_region = 6;
+	req.out_region = 7;
+	req.in_offset = 1920u * 1080u * 3u;
+	req.out_offset = 2u * 3u * 640u * 640u * 4u;
+	req.out_capacity = 3u * 640u * 640u * 4u;
+	err |= golden_request(dir, "request_frame_cuda", &req);
+
 	memset(&rep, 0, sizeof(rep));
 	rep.version = FPREP_PROTOCOL_VERSION;
 	rep.kind = FPREP_KIND_FRAME;
@@ -267,7 +290,8 @@ static int golden_print_request(const uint8_t *buf, size_t size)
 	int err = fprep_request_decode(buf, size, &lim, &r, msg, sizeof(msg));
 
 	if (err == 0 &&
-	    (r.kind == FPREP_KIND_REGISTER || r.kind == FPREP_KIND_UNREGISTER))
+	    (r.kind == FPREP_KIND_REGISTER || r.kind == FPREP_KIND_UNREGISTER ||
+	     r.kind == FPREP_KIND_REGISTER_CUDA))
 		err = fprep_register_request_decode(buf, size, &g, msg,
 		                                    sizeof(msg));
 	if (err) {
@@ -285,7 +309,8 @@ static int golden_print_request(const uint8_t *buf, size_t size)
 	       "\"out_region\": %u, \"in_offset\": %llu, \"out_offset\": "
 	       "%llu, \"out_capacity\": %llu, \"input_size\": %llu, "
 	       "\"uv_stride\": %u, \"u_offset\": %u, \"v_offset\": %u, "
-	       "\"region_size\": %llu, \"region_id\": %u, \"region_name\": ",
+	       "\"region_size\": %llu, \"region_id\": %u, \"cuda_offset\": "
+	       "%llu, \"cuda_handle\": \"",
 	       r.version, r.kind, (unsigned long long)r.request_id,
 	       r.src_format, r.yuv_matrix, r.yuv_range, r.src_width,
 	       r.src_height, r.src_stride, r.out_width, r.out_height, r.resize,
@@ -297,7 +322,14 @@ static int golden_print_request(const uint8_t *buf, size_t size)
 	       (unsigned long long)r.out_offset,
 	       (unsigned long long)r.out_capacity,
 	       (unsigned long long)r.input_size, r.uv_stride, r.u_offset,
-	       r.v_offset, (unsigned long long)g.region_size, g.region_id);
+	       r.v_offset, (unsigned long long)g.region_size, g.region_id,
+	       (unsigned long long)g.cuda_offset);
+	for (int i = 0; i < FPREP_CUDA_HANDLE_SIZE; i++)
+		printf("%02x", g.cuda_handle[i]);
+	printf("\", \"cuda_uuid\": \"");
+	for (int i = 0; i < FPREP_CUDA_UUID_SIZE; i++)
+		printf("%02x", g.cuda_uuid[i]);
+	printf("\", \"region_name\": ");
 	golden_print_string(g.region_name);
 	printf("}\n");
 	return 0;

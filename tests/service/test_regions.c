@@ -7,7 +7,8 @@
  * queue. The regions are real mappings of one shared-memory object. A fake
  * backend runs each operation at once (inline) or holds it until the test
  * lets it go (held), and counts maps and unmaps; one test uses the real
- * CPU backend. Each test ends with the loop closing with nothing open.
+ * CPU backend; CUDA regions are opened by the fake as the GPU lane would.
+ * Each test ends with the loop closing with nothing open.
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -56,6 +57,23 @@ static char regions_shm_name[64];
 
 static void fake_run(struct fake_backend *fb, fprep__memreg *r)
 {
+	static uint8_t device[1 << 16]; /* stands for an opened allocation */
+
+	if (r->kind == FPREP__MEMREG_CUDA) {
+		/* What the GPU lane does: open the handle, or close it. */
+		if (r->verb == FPREP__MEMREG_OPEN) {
+			r->u.cuda.opened = device;
+			r->base = device + r->u.cuda.offset;
+			fb->maps++;
+		} else {
+			r->u.cuda.opened = NULL;
+			r->base = NULL;
+			fb->unmaps++;
+		}
+		r->status = FPREP_OK;
+		r->done(r);
+		return;
+	}
 	if (r->verb == FPREP__MEMREG_OPEN) {
 		r->status = fprep__memreg_map(r);
 		fb->maps += r->status == FPREP_OK;
@@ -619,6 +637,83 @@ static void cpu_backend(void **state)
 	assert_int_equal(fprep__regions_fini(&f->t), 0);
 }
 
+/* cuda_register registers a CUDA region of size bytes at offset for pipe;
+ * returns the registration's immediate result, and with res the callback's
+ * after the loop ran. */
+static int cuda_register(struct fixture *f, uint32_t pipe, uint64_t offset,
+                         uint64_t size, struct result *res, char *msg)
+{
+	fprep_register_request req;
+	int rv;
+
+	memset(&req, 0, sizeof(req));
+	req.kind = FPREP_KIND_REGISTER_CUDA;
+	req.region_size = size;
+	req.cuda_offset = offset;
+	memset(req.cuda_handle, 0x42, sizeof(req.cuda_handle));
+	rv = fprep__regions_register_cuda(&f->t, &req, pipe,
+	                                  res ? result_cb : NULL, res, msg,
+	                                  FPREP_MESSAGE_SIZE);
+	if (rv == 0 && res != NULL)
+		pump(f, &res->called, 1);
+	return rv;
+}
+
+/* CUDA regions: off unless allowed, their own per-connection limit, not
+ * counted as shared memory, found only as device memory, closed once the
+ * last request using them is done. */
+static void cuda_regions(void **state)
+{
+	struct fixture *f = *state;
+	char msg[FPREP_MESSAGE_SIZE];
+	struct result a = {0}, b = {0};
+	fprep__memreg *r;
+	unsigned alive = 9;
+	uint64_t bytes;
+
+	table_init(f, 1, 100000);
+	assert_int_equal(cuda_register(f, 1, 0, 4096, NULL, msg), FPREP_EPERM);
+	assert_non_null(strstr(msg, "allow-cuda-regions=false"));
+	fprep__regions_set_cuda(&f->t, 1, 2);
+	assert_int_equal(cuda_register(f, 1, 0, 0, NULL, msg), FPREP_EINVAL);
+	assert_int_equal(cuda_register(f, 1, UINT64_MAX, 2, NULL, msg),
+	                 FPREP_EINVAL);
+	assert_int_equal(cuda_register(f, 1, 512, 4096, &a, msg), 0);
+	assert_int_equal(a.status, FPREP_OK);
+	assert_int_equal(cuda_register(f, 1, 0, 8192, &b, msg), 0);
+	assert_int_equal(b.status, FPREP_OK);
+	assert_int_equal(cuda_register(f, 1, 0, 64, NULL, msg), FPREP_ELIMIT);
+	assert_non_null(strstr(msg, "max-cuda-regions 2"));
+	/* The shared-memory limit (1 here) is a separate count. */
+	region_register(f, 1, 1000);
+	assert_int_equal(fprep__regions_count(&f->t, &bytes), 1);
+	assert_true(bytes == 1000);
+	assert_int_equal(fprep__regions_count_cuda(&f->t, &alive), 2);
+	assert_int_equal(alive, 2);
+
+	r = fprep__regions_find(&f->t, a.id, 1);
+	assert_non_null(r);
+	assert_true(fprep__memreg_on_device(r));
+	assert_ptr_equal(r->base, (uint8_t *)r->u.cuda.opened + 512);
+	assert_null(fprep__regions_find(&f->t, a.id, 2));
+	assert_int_equal(
+	        fprep__memreg_span(r, 4000, 97, "in", msg, sizeof(msg)),
+	        FPREP_EINVAL);
+
+	/* The connection closes while a request uses region a: it leaves the
+	 * table at once and is closed after the request. */
+	fprep__regions_use(r);
+	assert_int_equal(fprep__regions_remove_pipe(&f->t, 1), 3);
+	uv_run(&f->loop, UV_RUN_NOWAIT);
+	assert_int_equal(fprep__regions_count_cuda(&f->t, &alive), 0);
+	assert_int_equal(alive, 1);
+	fprep__regions_unuse(&f->t, r);
+	uv_run(&f->loop, UV_RUN_NOWAIT);
+	assert_int_equal(fprep__regions_count_cuda(&f->t, &alive), 0);
+	assert_int_equal(alive, 0);
+	table_end(f);
+}
+
 #define REGIONS_TEST(f)                                                        \
 	cmocka_unit_test_setup_teardown(f, regions_setup, regions_teardown)
 
@@ -636,6 +731,7 @@ int main(void)
 	        REGIONS_TEST(pipe_closes_while_opening),
 	        REGIONS_TEST(shutdown_while_queued),
 	        REGIONS_TEST(cpu_backend),
+	        REGIONS_TEST(cuda_regions),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -125,7 +125,8 @@ static void tensor_inline(void **state)
 	}
 }
 
-/* Shared-memory output: the reply is the header alone, payload_size 0. */
+/* Shared-memory (and CUDA) output: the reply is the header alone,
+ * payload_size 0. */
 static void tensor_shm(void **state)
 {
 	fprep_reply_header rep;
@@ -144,6 +145,18 @@ static void tensor_shm(void **state)
 	assert_int_equal(rep.output_loc, FPREP_LOC_SHM);
 	assert_true(rep.payload_size == 0);
 	assert_true(rep.tensor_size == job.output_size);
+	assert_int_equal(rep.flags, FPREP_REPLY_F_INPUT_RELEASED);
+	nng_msg_free(msg);
+
+	/* CUDA input and output: the same, the input released as well. */
+	job.req.input_loc = FPREP_LOC_CUDA;
+	job.req.output_loc = FPREP_LOC_CUDA;
+	msg = NULL;
+	assert_int_equal(fprep__reply_tensor_alloc(&msg, 0, &tensor), 0);
+	fprep__reply_tensor_finish(msg, &job, 1, 2);
+	reply_decode(msg, FPREP_KIND_FRAME, job.req.request_id, FPREP_OK, &rep);
+	assert_int_equal(rep.output_loc, FPREP_LOC_CUDA);
+	assert_true(rep.payload_size == 0);
 	assert_int_equal(rep.flags, FPREP_REPLY_F_INPUT_RELEASED);
 	nng_msg_free(msg);
 }
@@ -237,7 +250,7 @@ static void region(void **state)
 
 	(void)state;
 	assert_int_equal(nng_msg_alloc(&spare, FPREP_REQUEST_HEADER_SIZE), 0);
-	msg = fprep__reply_region(spare, 77, 5,
+	msg = fprep__reply_region(spare, FPREP_KIND_REGISTER, 77, 5,
 	                          "region 5: /fprep-x, 4096 bytes");
 	assert_ptr_equal(msg, spare);
 	reply_decode(msg, FPREP_KIND_REGISTER, 77, FPREP_OK, &rep);
@@ -269,13 +282,13 @@ static void message_truncated(void **state)
 
 	/* Exactly the field's capacity, and one more. */
 	big[FPREP_MESSAGE_SIZE - 1] = '\0';
-	msg = fprep__reply_region(NULL, 2, 3, big);
+	msg = fprep__reply_region(NULL, FPREP_KIND_REGISTER, 2, 3, big);
 	reply_decode(msg, FPREP_KIND_REGISTER, 2, FPREP_OK, &rep);
 	assert_string_equal(rep.message, big);
 	nng_msg_free(msg);
 	big[FPREP_MESSAGE_SIZE - 1] = 'x';
 	big[FPREP_MESSAGE_SIZE] = '\0';
-	msg = fprep__reply_region(NULL, 2, 3, big);
+	msg = fprep__reply_region(NULL, FPREP_KIND_REGISTER, 2, 3, big);
 	reply_decode(msg, FPREP_KIND_REGISTER, 2, FPREP_OK, &rep);
 	assert_int_equal(strlen(rep.message), FPREP_MESSAGE_SIZE - 1);
 	nng_msg_free(msg);

@@ -423,8 +423,8 @@ static void bad_urls(void **state)
 }
 
 /* A comma list of daemons: one that answers is enough (the others are
- * dialled in the background), requests go through, shared memory is
- * refused; malformed lists are refused. */
+ * dialled in the background), requests go through, shared memory and
+ * CUDA regions are refused; malformed lists are refused. */
 static void several_urls(void **state)
 {
 	struct fake *f = *state;
@@ -444,6 +444,13 @@ static void several_urls(void **state)
 	assert_int_equal(fprep_region_open(&r, c, 4096), FPREP_EUNSUPPORTED);
 	assert_null(r);
 	assert_non_null(strstr(fprep_client_last_error(c), "one daemon"));
+	/* CUDA regions too, before the pointer is even looked at. */
+	r = (fprep_region *)1;
+	assert_int_equal(fprep_region_open_cuda(&r, c, list, sizeof(list)),
+	                 FPREP_EUNSUPPORTED);
+	assert_null(r);
+	assert_non_null(strstr(fprep_client_last_error(c),
+	                       "CUDA regions need a client of one daemon"));
 	fprep_client_close(c);
 
 	snprintf(list, sizeof(list), "%s,%s-2", none, none);

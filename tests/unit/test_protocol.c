@@ -292,8 +292,8 @@ static void request_magic_version_kind(void **state)
 	r.version = FPREP_PROTOCOL_VERSION;
 	r.kind = 0;
 	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL, "kind 0");
-	r.kind = 6;
-	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL, "kind 6");
+	r.kind = 7;
+	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL, "kind 7");
 	r.kind = 0xffff;
 	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL, "kind 65535");
 }
@@ -420,7 +420,7 @@ static void request_bad_enums(void **state)
 	TEST_BAD_ENUM(dtype, 4, "dtype 4");
 	TEST_BAD_ENUM(layout, 0, "layout 0");
 	TEST_BAD_ENUM(layout, 3, "layout 3");
-	TEST_BAD_ENUM(input_loc, 2, "input_loc 2");
+	TEST_BAD_ENUM(input_loc, 3, "input_loc 3");
 	TEST_BAD_ENUM(output_loc, 255, "output_loc 255");
 	/* GRAY tensors need a GRAY8 source. */
 	TEST_BAD_ENUM(channel_order, FPREP_ORDER_GRAY, "channel_order GRAY");
@@ -637,6 +637,9 @@ static void request_bad_payload(void **state)
 	r.input_loc = FPREP_LOC_SHM;
 	test_ok(&r, 0);
 	test_decode(&r, 1, &test_limits, FPREP_EPROTO, "input_loc SHM");
+	r.input_loc = FPREP_LOC_CUDA;
+	test_ok(&r, 0);
+	test_decode(&r, 1, &test_limits, FPREP_EPROTO, "input_loc CUDA");
 }
 
 #define TEST_BAD_FLOAT(field, value, text)                                     \
@@ -710,6 +713,80 @@ static void request_shm_output(void **state)
 	r.out_capacity -= 1;
 	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL,
 	            "out_capacity 12287 < tensor bytes 12288");
+}
+
+static void request_cuda_output(void **state)
+{
+	fprep_request r;
+
+	(void)state;
+	test_req(&r);
+	r.output_loc = FPREP_LOC_CUDA;
+	r.out_capacity = 32 * 32 * 3 * 4;
+	test_ok(&r, r.input_size);
+	r.out_capacity -= 1;
+	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL,
+	            "out_capacity 12287 < tensor bytes 12288");
+	r.out_capacity = 0;
+	r.input_loc = FPREP_LOC_CUDA;
+	test_decode(&r, 0, &test_limits, FPREP_EINVAL, "out_capacity 0");
+}
+
+/* REGISTER_CUDA: what the request says of itself is checked here (by
+ * fprep_register_request_decode, to which fprep_request_decode delegates);
+ * the handle, the device and the allocation by the daemon. */
+static void request_register_cuda(void **state)
+{
+	fprep_register_request g, e;
+	fprep_request d;
+	uint8_t buf[FPREP_REQUEST_HEADER_SIZE];
+	char msg[FPREP_MESSAGE_SIZE];
+
+	(void)state;
+	memset(&g, 0, sizeof(g));
+	g.version = FPREP_PROTOCOL_VERSION;
+	g.kind = FPREP_KIND_REGISTER_CUDA;
+	g.request_id = 44;
+	g.region_size = 4096;
+	g.cuda_offset = 512;
+	memset(g.cuda_handle, 0x5a, sizeof(g.cuda_handle));
+	fprep_register_request_encode(&g, buf);
+	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
+	                                      &d, msg, sizeof(msg)),
+	                 FPREP_OK);
+	assert_int_equal(d.kind, FPREP_KIND_REGISTER_CUDA);
+	assert_true(d.request_id == 44);
+	assert_int_equal(fprep_register_request_decode(buf, sizeof(buf), &e,
+	                                               msg, sizeof(msg)),
+	                 FPREP_OK);
+	assert_true(e.region_size == 4096 && e.cuda_offset == 512);
+	assert_memory_equal(e.cuda_handle, g.cuda_handle,
+	                    FPREP_CUDA_HANDLE_SIZE);
+
+	g.region_size = 0;
+	fprep_register_request_encode(&g, buf);
+	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
+	                                      &d, msg, sizeof(msg)),
+	                 FPREP_EINVAL);
+	assert_non_null(strstr(msg, "region_size is 0"));
+	assert_int_equal(fprep_register_request_decode(buf, sizeof(buf), &e,
+	                                               msg, sizeof(msg)),
+	                 FPREP_EINVAL);
+	assert_non_null(strstr(msg, "region_size is 0"));
+	g.region_size = 2;
+	g.cuda_offset = UINT64_MAX;
+	fprep_register_request_encode(&g, buf);
+	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
+	                                      &d, msg, sizeof(msg)),
+	                 FPREP_EINVAL);
+	assert_non_null(strstr(msg, "cuda_offset 18446744073709551615 + "
+	                            "region_size 2 overflows"));
+	g.kind = 7;
+	fprep_register_request_encode(&g, buf);
+	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
+	                                      &d, msg, sizeof(msg)),
+	                 FPREP_EINVAL);
+	assert_non_null(strstr(msg, "kind 7 is not a request kind (1..6)"));
 }
 
 static void request_small_msg(void **state)
@@ -978,6 +1055,8 @@ int main(void)
 	        cmocka_unit_test(request_u8_norm),
 	        cmocka_unit_test(request_shm_output),
 	        cmocka_unit_test(request_small_msg),
+	        cmocka_unit_test(request_cuda_output),
+	        cmocka_unit_test(request_register_cuda),
 	        cmocka_unit_test(tensor_shape),
 	        cmocka_unit_test(reply_round_trip),
 	        cmocka_unit_test(reply_errors),

@@ -217,6 +217,52 @@ static void register_request_bytes(void **state)
 	assert_int_equal(d.region_id, r.region_id);
 }
 
+static void register_cuda_request_bytes(void **state)
+{
+	uint8_t got[FPREP_REQUEST_HEADER_SIZE];
+	uint8_t want[FPREP_REQUEST_HEADER_SIZE] = {0};
+	fprep_register_request r, d;
+	fprep_request any;
+	fprep_limits lim = {0};
+	char msg[FPREP_MESSAGE_SIZE];
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	r.version = FPREP_PROTOCOL_VERSION;
+	r.kind = FPREP_KIND_REGISTER_CUDA;
+	r.request_id = 0x4142434445464748ull;
+	r.region_size = 0x0000000123456000ull;
+	r.cuda_offset = 0x0000000000abc000ull;
+	for (int i = 0; i < FPREP_CUDA_HANDLE_SIZE; i++)
+		r.cuda_handle[i] = (uint8_t)(0x80 + i);
+	for (int i = 0; i < FPREP_CUDA_UUID_SIZE; i++)
+		r.cuda_uuid[i] = (uint8_t)(0xe0 + i);
+	memcpy(want, "FPRQ", 4);
+	bytes_le(want, 4, FPREP_PROTOCOL_VERSION, 2);
+	bytes_le(want, 6, FPREP_KIND_REGISTER_CUDA, 2);
+	bytes_le(want, 8, r.request_id, 8);
+	bytes_le(want, 16, r.region_size, 8);
+	bytes_le(want, 24, r.cuda_offset, 8);
+	memcpy(want + 32, r.cuda_handle, FPREP_CUDA_HANDLE_SIZE);
+	memcpy(want + 96, r.cuda_uuid, FPREP_CUDA_UUID_SIZE);
+
+	memset(got, 0xa5, sizeof(got));
+	fprep_register_request_encode(&r, got);
+	bytes_equal(got, want, sizeof(want));
+	assert_int_equal(fprep_request_decode(want, sizeof(want), &lim, &any,
+	                                      msg, sizeof(msg)),
+	                 FPREP_OK);
+	assert_int_equal(fprep_register_request_decode(want, sizeof(want), &d,
+	                                               msg, sizeof(msg)),
+	                 FPREP_OK);
+	assert_true(d.request_id == r.request_id);
+	assert_true(d.region_size == r.region_size);
+	assert_true(d.cuda_offset == r.cuda_offset);
+	assert_memory_equal(d.cuda_handle, r.cuda_handle,
+	                    FPREP_CUDA_HANDLE_SIZE);
+	assert_memory_equal(d.cuda_uuid, r.cuda_uuid, FPREP_CUDA_UUID_SIZE);
+}
+
 static void reply_bytes(void **state)
 {
 	uint8_t got[FPREP_REPLY_HEADER_SIZE + 8];
@@ -295,6 +341,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(frame_request_bytes),
 	        cmocka_unit_test(register_request_bytes),
+	        cmocka_unit_test(register_cuda_request_bytes),
 	        cmocka_unit_test(reply_bytes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

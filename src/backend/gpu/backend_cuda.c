@@ -27,6 +27,13 @@
  * reused only after its output was copied out, so its pinned input (read by its
  * H2D) is free by then too.
  *
+ * CUDA regions (a client's device memory, opened from its IPC handle on
+ * this lane) replace a side of that chain: a frame in one is read by the
+ * kernel where it lies (no H2D), a tensor for one is written there by the
+ * kernel (no D2H). The events are recorded all the same, so the reply
+ * still waits for ev_done: the work on the client's memory has completed
+ * when the reply leaves.
+ *
  * Every CUDA call goes through FPREP__CUDA. A failed request is answered
  * with FPREP_ECUDA naming the call and error; a sticky error (the context is
  * unusable) marks this and every later job fatal.
@@ -35,6 +42,7 @@
 
 #include <cuda_runtime_api.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -144,6 +152,7 @@ typedef struct cuda_backend {
 	int device;
 	char device_name[256];
 	int cc, arch;
+	uint8_t uuid[FPREP_CUDA_UUID_SIZE]; /* cudaDeviceProp.uuid */
 	size_t memory;
 	int copy_engines;
 	unsigned nslots;
@@ -339,7 +348,10 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 		cuda_fail(job, FPREP_EINVAL, 0, "invalid tensor request");
 		return FPREP_EINVAL;
 	}
-	if (cuda_slot_reserve(s, rq->input_size, out_bytes, &st)) {
+	int in_dev = job->input_device, out_dev = job->output_device;
+
+	if (cuda_slot_reserve(s, in_dev ? 0 : rq->input_size,
+	                      out_dev ? 0 : out_bytes, &st)) {
 		int fatal = cuda_sticky(st.code);
 		cuda_fail(job,
 		          st.code == cudaErrorMemoryAllocation ? FPREP_ENOMEM
@@ -347,17 +359,17 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 		          fatal, st.text);
 		return job->status;
 	}
-	s->out_direct = job->output_pinned;
+	s->out_direct = out_dev || job->output_pinned;
 	dst = s->out_direct ? job->output : s->h_out;
 	src = job->input;
-	if (!job->input_pinned) {
+	if (!job->input_pinned && !in_dev) {
 		fprep__copy(cb->copier, s->h_in, job->input, rq->input_size);
 		src = s->h_in;
 	}
 
 	memset(&a, 0, sizeof a);
-	a.src = s->d_in;
-	a.dst = s->d_out;
+	a.src = in_dev ? job->input : s->d_in;
+	a.dst = out_dev ? (void *)job->output : (void *)s->d_out;
 	a.src_w = rq->src_width;
 	a.src_h = rq->src_height;
 	a.src_stride = rq->src_stride;
@@ -389,9 +401,10 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 	                cb->kernel[cuda_family(rq->src_format)][rq->dtype - 1];
 
 	if (FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D0], cb->s_h2d)) ||
-	    FPREP__CUDA(&st,
-	                cudaMemcpyAsync(s->d_in, src, rq->input_size,
-	                                cudaMemcpyHostToDevice, cb->s_h2d)) ||
+	    (!in_dev &&
+	     FPREP__CUDA(&st,
+	                 cudaMemcpyAsync(s->d_in, src, rq->input_size,
+	                                 cudaMemcpyHostToDevice, cb->s_h2d))) ||
 	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D1], cb->s_h2d)) ||
 	    FPREP__CUDA(&st, cudaEventRecord(s->ev_h2d, cb->s_h2d)) ||
 	    FPREP__CUDA(&st, cudaStreamWaitEvent(cb->s_comp, s->ev_h2d, 0)) ||
@@ -402,9 +415,10 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 	    FPREP__CUDA(&st, cudaEventRecord(s->ev_kern, cb->s_comp)) ||
 	    FPREP__CUDA(&st, cudaStreamWaitEvent(cb->s_d2h, s->ev_kern, 0)) ||
 	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_D2H0], cb->s_d2h)) ||
-	    FPREP__CUDA(&st,
-	                cudaMemcpyAsync(dst, s->d_out, out_bytes,
-	                                cudaMemcpyDeviceToHost, cb->s_d2h)) ||
+	    (!out_dev &&
+	     FPREP__CUDA(&st,
+	                 cudaMemcpyAsync(dst, s->d_out, out_bytes,
+	                                 cudaMemcpyDeviceToHost, cb->s_d2h))) ||
 	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_D2H1], cb->s_d2h)) ||
 	    FPREP__CUDA(&st, cudaEventRecord(s->ev_done, cb->s_d2h))) {
 		/* Part of the work may be queued: let it finish before the
@@ -449,17 +463,158 @@ static void cuda_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ns)
 	pthread_cond_timedwait(cv, mu, &ts);
 }
 
+/* cuda_uuid_text writes a UUID as nvidia-smi does: GPU-8-4-4-4-12 hex. */
+static void cuda_uuid_text(const uint8_t u[FPREP_CUDA_UUID_SIZE], char *buf,
+                           size_t size)
+{
+	size_t n = (size_t)snprintf(buf, size, "GPU-");
+
+	for (int i = 0; i < FPREP_CUDA_UUID_SIZE && n + 3 < size; i++)
+		n += (size_t)snprintf(
+		        buf + n, size - n, "%s%02x",
+		        i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", u[i]);
+}
+
+/* cuda_addr_range_fn: the driver's cuMemGetAddressRange (v2), fetched
+ * through the runtime, so the daemon links no libcuda. */
+typedef int (*cuda_addr_range_fn)(unsigned long long *base, size_t *size,
+                                  unsigned long long dptr);
+
+static cuda_addr_range_fn cuda_addr_range(void)
+{
+	enum cudaDriverEntryPointQueryResult q;
+	void *fn = NULL;
+
+	if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000,
+	                                     cudaEnableDefault,
+	                                     &q) != cudaSuccess ||
+	    q != cudaDriverEntryPointSuccess) {
+		(void)cudaGetLastError();
+		return NULL;
+	}
+	return (cuda_addr_range_fn)fn;
+}
+
+/* cuda_ipc_check checks that the region's [offset, offset + size) lies
+ * inside the allocation opened at p: its real size from the driver
+ * (cuMemGetAddressRange); where the driver entry point is missing, the
+ * first and last byte must be device memory of this lane's device. */
+static int cuda_ipc_check(cuda_backend *cb, fprep__memreg *r, uint8_t *p)
+{
+	cuda_addr_range_fn range = cuda_addr_range();
+	struct cudaPointerAttributes a0, a1;
+	unsigned long long base = 0;
+	uint64_t off = r->u.cuda.offset, end;
+	size_t alloc = 0;
+	int rv;
+
+	if (__builtin_add_overflow(off, r->size, &end))
+		end = UINT64_MAX;
+	if (range != NULL) {
+		rv = range(&base, &alloc, (unsigned long long)(uintptr_t)p);
+		if (rv != 0) {
+			snprintf(r->message, sizeof(r->message),
+			         "cuMemGetAddressRange of the opened handle: "
+			         "CUresult %d",
+			         rv);
+			return FPREP_ECUDA;
+		}
+		if (base > (uintptr_t)p ||
+		    end > (uint64_t)alloc - ((uintptr_t)p - base)) {
+			snprintf(r->message, sizeof(r->message),
+			         "cuda_offset %" PRIu64
+			         " + region_size %" PRIu64
+			         " exceeds the allocation's %zu bytes",
+			         off, r->size, alloc);
+			return FPREP_EINVAL;
+		}
+		return 0;
+	}
+	if (end == UINT64_MAX ||
+	    cudaPointerGetAttributes(&a0, p + off) != cudaSuccess ||
+	    cudaPointerGetAttributes(&a1, p + end - 1) != cudaSuccess ||
+	    a0.type != cudaMemoryTypeDevice ||
+	    a1.type != cudaMemoryTypeDevice || a0.device != cb->device ||
+	    a1.device != cb->device) {
+		(void)cudaGetLastError();
+		snprintf(r->message, sizeof(r->message),
+		         "cuda_offset %" PRIu64 " + region_size %" PRIu64
+		         " is not inside the opened allocation",
+		         off, r->size);
+		return FPREP_EINVAL;
+	}
+	return 0;
+}
+
+/* cuda_ipc_run opens (cudaIpcOpenMemHandle) or closes a CUDA region on
+ * the lane thread: the handle must name an allocation on this lane's
+ * device (by UUID), holding the region. */
+static void cuda_ipc_run(cuda_backend *cb, fprep__memreg *r, int dev_ok)
+{
+	fprep__gpu_status st = {0};
+	char want[48], have[48];
+	cudaIpcMemHandle_t h;
+	void *p = NULL;
+
+	if (r->verb == FPREP__MEMREG_CLOSE) {
+		if (r->u.cuda.opened != NULL)
+			(void)FPREP__CUDA(
+			        NULL, cudaIpcCloseMemHandle(r->u.cuda.opened));
+		r->u.cuda.opened = NULL;
+		r->base = NULL;
+		return;
+	}
+	if (!dev_ok) {
+		r->status = FPREP_ECUDA;
+		snprintf(r->message, sizeof(r->message),
+		         "CUDA region not opened: the lane has no device");
+		return;
+	}
+	if (memcmp(r->u.cuda.uuid, cb->uuid, sizeof(cb->uuid)) != 0) {
+		cuda_uuid_text(r->u.cuda.uuid, want, sizeof(want));
+		cuda_uuid_text(cb->uuid, have, sizeof(have));
+		r->status = FPREP_EINVAL;
+		snprintf(r->message, sizeof(r->message),
+		         "cuda_uuid %s is not the daemon's GPU (%s)", want,
+		         have);
+		return;
+	}
+	_Static_assert(sizeof(h) == FPREP_CUDA_HANDLE_SIZE, "IPC handle size");
+	memcpy(&h, r->u.cuda.handle, sizeof(h));
+	if (FPREP__CUDA(&st, cudaIpcOpenMemHandle(
+	                             &p, h, cudaIpcMemLazyEnablePeerAccess))) {
+		(void)cudaGetLastError();
+		r->status = FPREP_EREGION;
+		snprintf(r->message, sizeof(r->message),
+		         "%.60s: not the handle of a live allocation (garbage, "
+		         "freed, or its process exited)",
+		         st.text);
+		return;
+	}
+	r->status = cuda_ipc_check(cb, r, p);
+	if (r->status != FPREP_OK) {
+		(void)FPREP__CUDA(NULL, cudaIpcCloseMemHandle(p));
+		return;
+	}
+	r->u.cuda.opened = p;
+	r->base = (uint8_t *)p + r->u.cuda.offset;
+}
+
 /* cuda_region_run runs a region operation on the lane thread, whose
  * device is set (dev_ok): OPEN maps the region and pins it
  * (cudaHostRegister), so H2D reads the client's frames and D2H writes its
  * tensors directly; CLOSE unpins it (milliseconds for a large region) and
  * unmaps it. */
-static void cuda_region_run(fprep__memreg *r, int dev_ok)
+static void cuda_region_run(cuda_backend *cb, fprep__memreg *r, int dev_ok)
 {
 	fprep__gpu_status st = {0};
 
 	r->message[0] = '\0';
 	r->status = FPREP_OK;
+	if (r->kind == FPREP__MEMREG_CUDA) {
+		cuda_ipc_run(cb, r, dev_ok);
+		return;
+	}
 	if (r->verb == FPREP__MEMREG_CLOSE) {
 		if (r->pinned)
 			(void)FPREP__CUDA(NULL, cudaHostUnregister(r->base));
@@ -494,7 +649,7 @@ static void cuda_region_drain(cuda_backend *cb, int dev_ok)
 		fprep__memreg *r = fprep__container_of(n, fprep__memreg, link);
 
 		pthread_mutex_unlock(&cb->mu);
-		cuda_region_run(r, dev_ok);
+		cuda_region_run(cb, r, dev_ok);
 		r->done(r); /* r belongs to the loop from here */
 		pthread_mutex_lock(&cb->mu);
 	}
@@ -705,6 +860,14 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 		return;
 	fprep__kcache_stats(cb->cache, &hits, &misses);
 	const char *dir = fprep__kcache_dir(cb->cache);
+	size_t mem_free = 0, mem_total = 0;
+	char uuid[48];
+
+	/* The device's memory in use by every process: what a leaked CUDA
+	 * region (an IPC mapping never closed) would keep. */
+	if (cudaMemGetInfo(&mem_free, &mem_total) != cudaSuccess)
+		(void)cudaGetLastError();
+	cuda_uuid_text(cb->uuid, uuid, sizeof(uuid));
 	snprintf(buf + n, size - n,
 	         "device_name: %s\n"
 	         "compute_capability: %d.%d\n"
@@ -713,11 +876,14 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	         "copy_engines: %d\n"
 	         "slots: %u\n"
 	         "host_copy_threads: %u\n"
-	         "kernel_cache: %s (%s, %u hits, %u misses)\n",
+	         "kernel_cache: %s (%s, %u hits, %u misses)\n"
+	         "device_uuid: %s\n"
+	         "device_memory_used_bytes: %zu\n",
 	         cb->device_name, cb->cc / 10, cb->cc % 10, cb->arch,
 	         cb->memory >> 20, cb->copy_engines, cb->nslots,
 	         cb->copy_threads, dir[0] ? dir : "off",
-	         cb->cache_hit ? "hit" : "miss", hits, misses);
+	         cb->cache_hit ? "hit" : "miss", hits, misses, uuid,
+	         mem_total - mem_free);
 }
 
 /* cuda_stats reports the kernel cache and the device's memory; on the
@@ -955,6 +1121,7 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	    FPREP__CUDA(&st, cudaGetDeviceProperties(&prop, cb->device)))
 		goto fail;
 	snprintf(cb->device_name, sizeof cb->device_name, "%s", prop.name);
+	memcpy(cb->uuid, prop.uuid.bytes, sizeof(cb->uuid));
 	cb->cc = prop.major * 10 + prop.minor;
 	cb->memory = prop.totalGlobalMem;
 	cb->copy_engines = prop.asyncEngineCount;

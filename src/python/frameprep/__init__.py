@@ -9,6 +9,9 @@ Numpy frames in, model-ready tensors out::
 
 :class:`Client` is blocking and thread-safe, :class:`AsyncClient` the same
 over asyncio, :meth:`Client.ring` a shared-memory ring (ipc:// only).
+:mod:`frameprep.cuda` keeps frames and tensors on the GPU:
+``client.preprocess(frame, out=batch[k])`` writes into the caller's CUDA
+tensor (``pip install 'frameprep[cuda]'``).
 Errors are :class:`FrameprepError` subclasses, one per daemon status
 (:mod:`frameprep.errors`); the wire codec is :mod:`frameprep.protocol`.
 """

@@ -22,12 +22,18 @@ import numpy as np
 import pynng
 
 from . import _core, errors
-from .protocol import Kind, Request
+from .protocol import Kind, Location, Request
 
 if TYPE_CHECKING:
     from .ring import AsyncRing, Ring
 
 DEFAULT_TIMEOUT = 30.0
+
+
+def _is_cuda(obj: Any) -> bool:
+    """Whether obj is a CUDA array (frameprep.cuda; nothing imported)."""
+    from .cuda import is_cuda
+    return is_cuda(obj)
 
 
 class _Socket:
@@ -222,15 +228,15 @@ class Client(_Connection):
         assert self._s._limits is not None
         return self._s._limits
 
-    def preprocess(self, frame: np.ndarray, size: Sequence[int] = (640, 640),
+    def preprocess(self, frame: Any, size: Sequence[int] = (640, 640),
                    resize: str = "letterbox", order: str = "rgb",
                    dtype: Any = "float32", layout: str = "nchw",
                    scale: float = 1 / 255,
                    mean: float | Sequence[float] = (0.0, 0.0, 0.0),
                    std: float | Sequence[float] = (1.0, 1.0, 1.0),
                    pad: float = 114, format: str | None = None,
-                   matrix: str = "bt601", yuv_range: str = "limited"
-                   ) -> _core.Result:
+                   matrix: str = "bt601", yuv_range: str = "limited",
+                   out: Any = None) -> _core.Result:
         """Preprocesses one frame into a model-ready tensor.
 
         frame   numpy uint8 array (H, W) gray, (H, W, 3) BGR or (H, W, 4)
@@ -257,10 +263,25 @@ class Client(_Connection):
                 "bt2020") and range ("limited", "full"); the defaults are
                 what OpenCV's COLOR_YUV2BGR_NV12 assumes. The conversion
                 is described in protocol.h.
+        out     a CUDA tensor (``__cuda_array_interface__`` or DLPack:
+                PyTorch, CuPy) of the tensor's shape, with or without the
+                leading 1 (``batch[k]`` of an (N, 3, H, W) batch), its
+                dtype and C-contiguous: the daemon writes the tensor
+                straight into it (no copy through the host; ipc:// and a
+                GPU daemon only). The frame may also be a CUDA uint8
+                (H, W, C) tensor, read where it lies; it must be complete
+                (its stream synchronised). ``out`` may also be a
+                :class:`~frameprep.cuda.Exported` (``export(batch)[k]``)
+                from another process: the consumer's memory. See
+                :mod:`frameprep.cuda`.
 
         Returns a :class:`~frameprep.Result`; its tensor views the reply
-        message (no copy). Raises :class:`~frameprep.InvalidRequestError`
-        (wrong dtype, shape, format or option, checked before sending, or
+        message (no copy), or for ``out`` is a
+        :class:`~frameprep.cuda.CudaTensor` over ``out`` (ready when this
+        returns: the daemon replies after the GPU work completed, so no
+        stream synchronisation is needed; an ``Exported`` out is returned
+        as it is). Raises :class:`~frameprep.InvalidRequestError` (wrong
+        dtype, shape, format or option, checked before sending, or
         refused by the daemon with its message),
         :class:`~frameprep.LimitExceededError` (beyond the daemon's limits,
         checked before sending against INFO, fetched once), and the
@@ -268,6 +289,9 @@ class Client(_Connection):
         """
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
                           std, pad, matrix, yuv_range)
+        if out is not None or (not isinstance(frame, np.ndarray) and
+                               _is_cuda(frame)):
+            return self._preprocess_cuda(plan, frame, format, out)
         src = _core.check_frame(frame, format)
         plan.check(src, self.limits())
         s = self._s
@@ -278,6 +302,79 @@ class Client(_Connection):
         rep = _core.reply_of(rmsg)
         _core.check_reply(rep, request_id, Kind.FRAME)
         return _core.make_result(_core.payload_array(rmsg, rep), rep, src)
+
+    def _cuda_regions(self) -> Any:
+        from . import cuda
+        regions = getattr(self, "_cuda", None)
+        if regions is None:
+            regions = self._cuda = cuda.Regions(
+                lambda req: self.request(req)[1])
+        return regions
+
+    def register_cuda(self, tensor: Any) -> tuple[int, int]:
+        """Registers the allocation holding a CUDA tensor (once per
+        allocation; cached) and returns (region id, the tensor's byte
+        offset in it). :meth:`preprocess` does this by itself; call it to
+        pay the registration (a first open costs the daemon ~0.2 s) before
+        timing anything. Raises ImportError without cuda-python."""
+        from . import cuda
+        return self._cuda_regions().region_of(cuda.describe(tensor))
+
+    def release_cuda(self) -> None:
+        """Unregisters every CUDA region of this client: afterwards the
+        daemon no longer touches its device memory, which may then be
+        freed. Freeing registered memory first is undefined behaviour in
+        CUDA."""
+        regions = getattr(self, "_cuda", None)
+        if regions is not None:
+            regions.release()
+
+    def _preprocess_cuda(self, plan: Any, frame: Any, format: str | None,
+                         out: Any) -> _core.Result:
+        """preprocess with a CUDA frame and/or a CUDA out."""
+        from . import cuda
+        regions = self._cuda_regions()
+        req = plan.opts.request()
+        payload = b""
+        if isinstance(frame, np.ndarray):
+            src = _core.check_frame(frame, format)
+            payload = src.bytes_view()
+        else:
+            src = cuda.source(frame, format)
+            if src.stream is not None:
+                cuda.sync_stream(src.stream)
+            req.input_loc = Location.CUDA
+            req.in_region, req.in_offset = regions.region_of(src.dev)
+        plan.check(src, self.limits())
+        req.src_format, req.src_width, req.src_height = (
+            src.format, src.width, src.height)
+        req.src_stride, req.input_size = src.stride, src.span
+        req.uv_stride, req.u_offset, req.v_offset = src.planes
+        dev_out = None
+        if isinstance(out, cuda.Exported):
+            cuda.check_exported(out, plan)
+            req.output_loc = Location.CUDA
+            req.out_region = regions.region_of_export(out)
+            req.out_offset = out.offset
+            req.out_capacity = plan.tensor_bytes
+        elif out is not None:
+            dev_out = cuda.check_out(out, plan)
+            req.output_loc = Location.CUDA
+            req.out_region, req.out_offset = regions.region_of(dev_out)
+            req.out_capacity = plan.tensor_bytes
+        rmsg, rep = self.request(req, payload)
+        if dev_out is not None:
+            tensor: Any = cuda.CudaTensor(
+                cuda.DeviceArray(dev_out.ptr, tuple(plan.shape),
+                                 cuda._c_strides(tuple(plan.shape),
+                                                 dev_out.itemsize),
+                                 dev_out.typestr, dev_out.device,
+                                 plan.tensor_bytes), out)
+        elif out is not None:
+            tensor = out  # in another process's memory: nothing to view
+        else:
+            tensor = _core.payload_array(rmsg, rep)
+        return _core.make_result(tensor, rep, src)
 
     def ring(self, slots: int = 4, frame: Sequence[int] = (1080, 1920, 3),
              **options: Any) -> Ring:
@@ -295,7 +392,8 @@ class AsyncClient(_Connection):
     """An asyncio connection to frameprepd: the methods of :class:`Client`,
     awaited, so one thread keeps many frames in flight (each request rides
     its own nng context). Same arguments, results and exceptions as
-    :class:`Client`; the constructor dials synchronously. Use ``async with``
+    :class:`Client`, except CUDA tensors (``out=`` and CUDA frames), which
+    only :class:`Client` takes; the constructor dials synchronously. Use ``async with``
     or call :meth:`close`."""
 
     async def __aenter__(self) -> AsyncClient:

@@ -38,6 +38,7 @@ class Kind(enum.IntEnum):
     ECHO = 3
     REGISTER = 4
     UNREGISTER = 5
+    REGISTER_CUDA = 6
 
 
 class PixelFormat(enum.IntEnum):
@@ -123,11 +124,16 @@ class Location(enum.IntEnum):
 
     INLINE = 0
     SHM = 1
+    CUDA = 2
 
 
 _REQ_FRAME = struct.Struct("<IHHQHBBIIIIIBBBBff3f3fBBHIIQQQQII")
 _REQ_REGISTER = struct.Struct("<IHHQQII64s")
 _REQ_UNREGISTER = struct.Struct("<IHHQI")
+_REQ_REGISTER_CUDA = struct.Struct("<IHHQQQ64s16s16x")
+assert _REQ_REGISTER_CUDA.size == 128
+CUDA_HANDLE_SIZE = 64  # bytes of a cudaIpcMemHandle_t
+CUDA_UUID_SIZE = 16  # bytes of a CUDA device UUID
 _REQ_COMMON = struct.Struct("<IHHQ")
 _REPLY = struct.Struct("<IHHQIBBBB4I4f6IQQII152s")
 assert _REQ_FRAME.size == REQUEST_HEADER_SIZE
@@ -153,7 +159,9 @@ class Request:
 
     Sizes are in pixels or bytes, offsets in bytes, floats are binary32 on
     the wire. ``region_size`` and ``region_name`` are used by REGISTER,
-    ``region_id`` by UNREGISTER; FRAME and ECHO use the rest. The defaults
+    ``region_size``, ``cuda_offset``, ``cuda_handle`` (64 bytes) and
+    ``cuda_uuid`` (16 bytes) by REGISTER_CUDA, ``region_id`` by
+    UNREGISTER; FRAME and ECHO use the rest. The defaults
     are those of ``fprep_request_init``: LETTERBOX to 640x640, RGB, F32,
     NCHW, pad 114, scale 1/255, mean 0, std 1, inline input and output.
     """
@@ -191,6 +199,9 @@ class Request:
     region_size: int = 0
     region_id: int = 0
     region_name: str = ""
+    cuda_offset: int = 0
+    cuda_handle: bytes = bytes(CUDA_HANDLE_SIZE)
+    cuda_uuid: bytes = bytes(CUDA_UUID_SIZE)
 
     def encode(self) -> bytes:
         """Returns the 128-byte wire header, as ``fprep_request_encode``
@@ -202,6 +213,15 @@ class Request:
                                       self.request_id, self.region_size,
                                       len(name), 0, name)
             return head.ljust(REQUEST_HEADER_SIZE, b"\0")
+        if self.kind == Kind.REGISTER_CUDA:
+            if (len(self.cuda_handle) != CUDA_HANDLE_SIZE or
+                    len(self.cuda_uuid) != CUDA_UUID_SIZE):
+                raise struct.error("cuda_handle must be 64 bytes and "
+                                   "cuda_uuid 16")
+            return _REQ_REGISTER_CUDA.pack(
+                REQUEST_MAGIC, self.version, self.kind, self.request_id,
+                self.region_size, self.cuda_offset, bytes(self.cuda_handle),
+                bytes(self.cuda_uuid))
         if self.kind == Kind.UNREGISTER:
             head = _REQ_UNREGISTER.pack(REQUEST_MAGIC, self.version,
                                         self.kind, self.request_id,
@@ -223,7 +243,7 @@ class Request:
     def decode(cls, buf: bytes | bytearray | memoryview) -> Request:
         """Parses the header at the start of buf (a payload may follow).
         Reads the fields of the request's kind: the region fields for
-        REGISTER and UNREGISTER, else the FRAME fields (which INFO ignores
+        REGISTER, REGISTER_CUDA and UNREGISTER, else the FRAME fields (which INFO ignores
         but carries, so that it re-encodes byte for byte). Raises :class:`ProtocolError`
         (short buffer, wrong magic, unterminated region name) or
         :class:`VersionMismatchError`."""
@@ -247,6 +267,10 @@ class Request:
             return req
         if kind == Kind.UNREGISTER:
             req.region_id = _REQ_UNREGISTER.unpack_from(buf, 0)[4]
+            return req
+        if kind == Kind.REGISTER_CUDA:
+            (_, _, _, _, req.region_size, req.cuda_offset, req.cuda_handle,
+             req.cuda_uuid) = _REQ_REGISTER_CUDA.unpack_from(buf, 0)
             return req
         f = _REQ_FRAME.unpack_from(buf, 0)
         (req.src_format, req.yuv_matrix, req.yuv_range, req.src_width,

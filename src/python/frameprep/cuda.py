@@ -1,0 +1,603 @@
+"""CUDA regions: frames read from, and tensors written into, the caller's
+own GPU memory, without a copy through the host.
+
+Any tensor that exposes ``__cuda_array_interface__`` (CuPy, Numba, PyTorch)
+or DLPack (``__dlpack__`` / ``__dlpack_device__``: PyTorch, CuPy, JAX) is
+accepted; neither PyTorch nor CuPy is needed. The CUDA driver is reached
+through cuda-python's ``cuda.bindings.driver`` (``pip install
+'frameprep[cuda]'``): the allocation holding a tensor
+(``cuMemGetAddressRange``), its IPC handle (``cuIpcGetMemHandle``) and the
+device's UUID (``cuDeviceGetUuid``) are what the daemon needs to open it.
+
+The daemon opens a whole allocation once (REGISTER_CUDA) and the client
+caches that region per allocation, so ``batch[k]`` of one (N, 3, H, W)
+batch costs one registration for all k. A region stays open until
+:meth:`frameprep.Client.release_cuda` or the connection closes. Freeing the
+memory while the daemon has it open is undefined behaviour in CUDA: release
+the regions before the memory goes (``del batch``, or
+``torch.cuda.empty_cache()`` returning a caching allocator's blocks).
+
+Stream semantics: a frame must be complete in device memory before it is
+sent (synchronise the stream that wrote it; a ``__cuda_array_interface__``
+that names a stream is synchronised here). A tensor written by the daemon
+is complete when the reply arrives: the consumer reads it with no
+synchronisation of its own.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import threading
+from typing import Any
+
+_K_DLCUDA = 2  # DLDeviceType kDLCUDA
+_DL_CODES = {0: "i", 1: "u", 2: "f"}  # DLDataTypeCode -> typestr kind
+
+_drv: Any = None
+_lock = threading.Lock()
+
+
+def driver() -> Any:
+    """cuda-python's driver bindings, initialised once. Raises ImportError
+    with the command that installs them."""
+    global _drv
+    if _drv is not None:
+        return _drv
+    with _lock:
+        if _drv is None:
+            try:
+                from cuda.bindings import driver as drv  # cuda-python >= 12.6
+            except ImportError:
+                try:
+                    from cuda import cuda as drv  # older cuda-python
+                except ImportError:
+                    raise ImportError(
+                        "CUDA regions need cuda-python's driver bindings: "
+                        "pip install 'frameprep[cuda]' (or cuda-python)"
+                    ) from None
+            _check(drv, drv.cuInit(0), "cuInit")
+            _drv = drv
+    return _drv
+
+
+def _check(drv: Any, ret: Any, what: str) -> Any:
+    """Unpacks a cuda-python result tuple; raises CudaError on failure."""
+    from .errors import CudaError
+    err, *rest = ret if isinstance(ret, tuple) else (ret,)
+    if int(err) != 0:
+        _, name = drv.cuGetErrorName(err)
+        text = name.decode() if isinstance(name, bytes) else str(err)
+        raise CudaError(f"{what}: {text}")
+    if not rest:
+        return None
+    return rest[0] if len(rest) == 1 else tuple(rest)
+
+
+def _as_bytes(v: Any, n: int) -> bytes:
+    """Bytes of a driver struct's char array (bytes, or ints maybe signed)."""
+    if isinstance(v, (bytes, bytearray)):
+        b = bytes(v)
+    else:
+        b = bytes(int(x) & 0xFF for x in v)
+    return b[:n].ljust(n, b"\0")
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceArray:
+    """A CUDA array as frameprep sees it: the address of its first byte,
+    shape, strides in bytes, numpy typestr, device ordinal and the bytes
+    from its first to its last element (``span``)."""
+
+    ptr: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    typestr: str
+    device: int
+    span: int
+    stream: int | None = None
+
+    @property
+    def itemsize(self) -> int:
+        return int(self.typestr[2:])
+
+    def contiguous(self) -> bool:
+        """C-contiguous (row-major, packed)."""
+        step = self.itemsize
+        for n, s in zip(reversed(self.shape), reversed(self.strides)):
+            if n != 1 and s != step:
+                return False
+            step *= n
+        return True
+
+
+def _span(shape: tuple[int, ...], strides: tuple[int, ...], item: int) -> int:
+    if any(n == 0 for n in shape):
+        return 0
+    return sum((n - 1) * s for n, s in zip(shape, strides)) + item
+
+
+def _c_strides(shape: tuple[int, ...], item: int) -> tuple[int, ...]:
+    out, step = [], item
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return tuple(reversed(out))
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice),
+                ("ndim", ctypes.c_int32), ("dtype", _DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
+_DLManagedTensor._fields_ = [("dl_tensor", _DLTensor),
+                             ("manager_ctx", ctypes.c_void_p),
+                             ("deleter", _DELETER)]
+
+_api = ctypes.pythonapi
+_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_IsValid.restype = ctypes.c_int
+_api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# The destructor sees a capsule being freed: it is passed as an address,
+# never as an object (no reference counting on a dying object).
+_raw_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p,
+                                  ctypes.c_char_p)(
+    ("PyCapsule_IsValid", ctypes.pythonapi))
+_raw_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p,
+                                     ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+_api.PyCapsule_New.restype = ctypes.py_object
+_api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                               _CAPSULE_DESTRUCTOR]
+
+
+def is_cuda(obj: Any) -> bool:
+    """Whether obj is a CUDA array (by its protocols; nothing is imported)."""
+    if hasattr(obj, "__cuda_array_interface__"):
+        return True
+    dev = getattr(obj, "__dlpack_device__", None)
+    if dev is None:
+        return False
+    try:
+        return int(dev()[0]) == _K_DLCUDA
+    except Exception:
+        return False
+
+
+def describe(obj: Any) -> DeviceArray:
+    """Reads a CUDA array's address, shape, strides and dtype from
+    ``__cuda_array_interface__`` or else from its DLPack capsule (the
+    DLManagedTensor read with ctypes; the capsule is left unconsumed, so
+    its own destructor frees it). Raises InvalidRequestError for an object
+    that is neither, or lives in host memory."""
+    from .errors import InvalidRequestError
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is not None:
+        shape = tuple(int(n) for n in cai["shape"])
+        typestr = cai["typestr"]
+        item = int(typestr[2:])
+        strides = (tuple(int(s) for s in cai["strides"])
+                   if cai.get("strides") else _c_strides(shape, item))
+        ptr = int(cai["data"][0])
+        stream = cai.get("stream")
+        return DeviceArray(ptr, shape, strides, typestr, _ordinal(ptr),
+                           _span(shape, strides, item),
+                           int(stream) if stream not in (None, 0) else None)
+    if not hasattr(obj, "__dlpack__"):
+        raise InvalidRequestError(
+            f"{type(obj).__name__} exposes neither __cuda_array_interface__ "
+            f"nor __dlpack__")
+    dev_type, dev_id = obj.__dlpack_device__()
+    if int(dev_type) != _K_DLCUDA:
+        raise InvalidRequestError(
+            f"DLPack device type {dev_type} is not CUDA ({_K_DLCUDA})")
+    capsule = obj.__dlpack__()
+    addr = _api.PyCapsule_GetPointer(capsule, b"dltensor")
+    t = _DLManagedTensor.from_address(addr).dl_tensor
+    if t.dtype.lanes != 1 or t.dtype.code not in _DL_CODES:
+        raise InvalidRequestError(
+            f"DLPack dtype code {t.dtype.code} bits {t.dtype.bits} lanes "
+            f"{t.dtype.lanes} is not a plain number")
+    item = t.dtype.bits // 8
+    shape = tuple(int(t.shape[i]) for i in range(t.ndim))
+    strides = (tuple(int(t.strides[i]) * item for i in range(t.ndim))
+               if t.strides else _c_strides(shape, item))
+    typestr = "<" + _DL_CODES[t.dtype.code] + str(item)
+    if item == 1:
+        typestr = "|" + typestr[1:]
+    ptr = int(t.data or 0) + int(t.byte_offset)
+    del capsule
+    return DeviceArray(ptr, shape, strides, typestr, int(dev_id),
+                       _span(shape, strides, item))
+
+
+def _ordinal(ptr: int) -> int:
+    drv = driver()
+    attr = drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+    return int(_check(drv, drv.cuPointerGetAttribute(attr, ptr),
+                      "cuPointerGetAttribute"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Allocation:
+    """The allocation holding a device buffer, as REGISTER_CUDA names it:
+    base address, size, IPC handle (64 bytes), device UUID (16 bytes)."""
+
+    base: int
+    size: int
+    handle: bytes
+    uuid: bytes
+
+
+def allocation(ptr: int) -> Allocation:
+    """Finds the allocation holding ptr (with the pointer's context made
+    current for the calls). Raises CudaError (not cudaMalloc memory: a
+    stream-ordered pool or cuMemMap memory has no IPC handle) or
+    ImportError (no cuda-python)."""
+    drv = driver()
+    attr = drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_CONTEXT
+    ctx = _check(drv, drv.cuPointerGetAttribute(attr, ptr),
+                 "cuPointerGetAttribute(CONTEXT)")
+    _check(drv, drv.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
+    try:
+        base, size = _check(drv, drv.cuMemGetAddressRange(ptr),
+                            "cuMemGetAddressRange")
+        handle = _check(drv, drv.cuIpcGetMemHandle(base), "cuIpcGetMemHandle")
+        dev = _check(drv, drv.cuCtxGetDevice(), "cuCtxGetDevice")
+        get_uuid = getattr(drv, "cuDeviceGetUuid_v2", None) or \
+            drv.cuDeviceGetUuid
+        uuid = _check(drv, get_uuid(dev), "cuDeviceGetUuid")
+    finally:
+        drv.cuCtxPopCurrent()
+    return Allocation(int(base), int(size), _as_bytes(handle.reserved, 64),
+                      _as_bytes(uuid.bytes, 16))
+
+
+def sync_stream(stream: int) -> None:
+    """Waits for a producer's stream (from __cuda_array_interface__)."""
+    drv = driver()
+    if stream in (1, 2):  # legacy / per-thread default stream
+        _check(drv, drv.cuCtxSynchronize(), "cuCtxSynchronize")
+        return
+    _check(drv, drv.cuStreamSynchronize(drv.CUstream(stream)),
+           "cuStreamSynchronize")
+
+
+class CudaTensor:
+    """A tensor the daemon wrote into GPU memory: the caller's own when it
+    passed ``out=``, exposed again as ``__cuda_array_interface__`` version
+    3 and DLPack, so PyTorch (``torch.as_tensor(t, device="cuda")``,
+    ``torch.from_dlpack(t)``), CuPy or CV-CUDA consume it without a copy.
+
+    The daemon replies only after the work on this memory has completed:
+    the tensor is ready when this object exists. So the interface's
+    ``stream`` is None (no synchronisation needed) and ``__dlpack__``
+    ignores the consumer's stream. ``owner`` (the caller's ``out``, if
+    any) is kept alive with it."""
+
+    def __init__(self, arr: DeviceArray, owner: Any = None):
+        self._arr = arr
+        self.owner = owner
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._arr.shape
+
+    @property
+    def dtype(self) -> str:
+        return self._arr.typestr
+
+    @property
+    def device(self) -> int:
+        return self._arr.device
+
+    @property
+    def ptr(self) -> int:
+        return self._arr.ptr
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        a = self._arr
+        return {"version": 3, "shape": a.shape, "typestr": a.typestr,
+                "data": (a.ptr, False), "strides": a.strides,
+                "stream": None}
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (_K_DLCUDA, self._arr.device)
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None,
+                   dl_device: Any = None, copy: Any = None) -> Any:
+        """A DLPack capsule ("dltensor") viewing this memory; its deleter
+        releases the reference it holds on this object."""
+        return _export(self)
+
+    def __repr__(self) -> str:
+        a = self._arr
+        return (f"CudaTensor(shape={a.shape}, dtype={a.typestr}, "
+                f"device=cuda:{a.device}, ptr={a.ptr:#x})")
+
+
+_exported: dict[int, tuple] = {}  # DLManagedTensor address -> what it keeps
+
+
+@_DELETER
+def _dl_deleter(mt: Any) -> None:
+    _exported.pop(ctypes.cast(mt, ctypes.c_void_p).value, None)
+
+
+@_CAPSULE_DESTRUCTOR
+def _capsule_destructor(capsule: int) -> None:
+    # An unconsumed capsule frees its tensor; a consumer renamed it to
+    # "used_dltensor" and calls the deleter itself.
+    if _raw_is_valid(capsule, b"dltensor"):
+        _exported.pop(_raw_get_pointer(capsule, b"dltensor"), None)
+
+
+def _export(t: CudaTensor) -> Any:
+    a = t._arr
+    item = a.itemsize
+    kind = {"i": 0, "u": 1, "f": 2}[a.typestr[1]]
+    n = len(a.shape)
+    shape = (ctypes.c_int64 * n)(*a.shape)
+    strides = (ctypes.c_int64 * n)(*(s // item for s in a.strides))
+    mt = _DLManagedTensor()
+    mt.dl_tensor.data = a.ptr
+    mt.dl_tensor.device = _DLDevice(_K_DLCUDA, a.device)
+    mt.dl_tensor.ndim = n
+    mt.dl_tensor.dtype = _DLDataType(kind, item * 8, 1)
+    mt.dl_tensor.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
+    mt.dl_tensor.strides = ctypes.cast(strides,
+                                       ctypes.POINTER(ctypes.c_int64))
+    mt.dl_tensor.byte_offset = 0
+    mt.manager_ctx = None
+    mt.deleter = _dl_deleter
+    addr = ctypes.addressof(mt)
+    _exported[addr] = (mt, shape, strides, t)
+    return _api.PyCapsule_New(addr, b"dltensor", _capsule_destructor)
+
+
+@dataclasses.dataclass(frozen=True)
+class Exported:
+    """A CUDA buffer described for another process (picklable): the
+    allocation's IPC handle and device UUID, the buffer's byte offset in
+    the allocation, its shape and numpy typestr (C-contiguous). A producer
+    passes it (or ``exported[k]``, element k along the first axis) as
+    ``out=`` to :meth:`frameprep.Client.preprocess`, and the daemon writes
+    the tensor straight into the memory of the process that exported it.
+    That process must keep the memory allocated until the producer's
+    connection released its region (``release_cuda``) or closed."""
+
+    handle: bytes
+    uuid: bytes
+    alloc_size: int
+    offset: int
+    shape: tuple[int, ...]
+    typestr: str
+
+    @property
+    def nbytes(self) -> int:
+        n = int(self.typestr[2:])
+        for d in self.shape:
+            n *= d
+        return n
+
+    def __getitem__(self, k: int) -> Exported:
+        n = self.shape[0]
+        if not -n <= k < n:
+            raise IndexError(f"element {k} of {n}")
+        k %= n
+        sub = Exported(self.handle, self.uuid, self.alloc_size, self.offset,
+                       self.shape[1:], self.typestr)
+        return dataclasses.replace(sub, offset=self.offset + k * sub.nbytes)
+
+
+def export(tensor: Any) -> Exported:
+    """Describes a C-contiguous CUDA tensor for another process (see
+    :class:`Exported`). Raises InvalidRequestError (not contiguous),
+    CudaError or ImportError."""
+    from .errors import InvalidRequestError
+    a = describe(tensor)
+    if not a.contiguous():
+        raise InvalidRequestError(f"strides {a.strides} are not "
+                                  f"C-contiguous")
+    alloc = allocation(a.ptr)
+    return Exported(alloc.handle, alloc.uuid, alloc.size,
+                    a.ptr - alloc.base, a.shape, a.typestr)
+
+
+class Regions:
+    """One connection's CUDA regions, one per allocation, registered on
+    first use (REGISTER_CUDA) and kept until :meth:`release`. ``call``
+    sends a request and returns its reply (the client's plumbing)."""
+
+    def __init__(self, call: Any):
+        self._call = call
+        self._by_alloc: dict[tuple[Any, int], int] = {}
+        self._lock = threading.Lock()
+
+    def region_of(self, arr: DeviceArray) -> tuple[int, int]:
+        """(region id, offset of arr in it), registering its allocation
+        the first time. Raises the daemon's errors (UnsupportedError over
+        tcp:// or on the CPU backend, PermissionDeniedError when CUDA
+        regions are off, LimitExceededError past max-cuda-regions)."""
+        from .protocol import Kind, Request
+        alloc = allocation(arr.ptr)
+        key = (alloc.base, alloc.size)
+        with self._lock:
+            rid = self._by_alloc.get(key)
+        if rid is None:
+            rep = self._call(Request(kind=Kind.REGISTER_CUDA,
+                                     region_size=alloc.size, cuda_offset=0,
+                                     cuda_handle=alloc.handle,
+                                     cuda_uuid=alloc.uuid))
+            rid = rep.region_id
+            with self._lock:
+                self._by_alloc[key] = rid
+        return rid, arr.ptr - alloc.base
+
+    def region_of_export(self, exp: Exported) -> int:
+        """The region id of another process's exported allocation,
+        registering it the first time (cached by handle)."""
+        from .protocol import Kind, Request
+        key = (exp.handle, exp.alloc_size)
+        with self._lock:
+            rid = self._by_alloc.get(key)  # type: ignore[call-overload]
+        if rid is None:
+            rep = self._call(Request(kind=Kind.REGISTER_CUDA,
+                                     region_size=exp.alloc_size,
+                                     cuda_offset=0, cuda_handle=exp.handle,
+                                     cuda_uuid=exp.uuid))
+            rid = rep.region_id
+            with self._lock:
+                self._by_alloc[key] = rid  # type: ignore[index]
+        return rid
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self._by_alloc)
+
+    def release(self) -> None:
+        """Unregisters every region: when it returns, the daemon no longer
+        touches any of this connection's device memory."""
+        from .protocol import Kind, Request
+        with self._lock:
+            ids = list(self._by_alloc.values())
+            self._by_alloc.clear()
+        for rid in ids:
+            self._call(Request(kind=Kind.UNREGISTER, region_id=rid))
+
+
+def source(frame: Any, format: str | None = None) -> Any:
+    """Checks a CUDA frame: uint8 (H, W) or (H, W, C) with C in 1, 3, 4,
+    packed pixels (rows may be strided). Returns a Source whose ``dev`` is
+    its DeviceArray and ``stream`` the producer's stream, if it named one.
+    Raises InvalidRequestError."""
+    from . import _core
+    from .errors import InvalidRequestError
+    a = describe(frame)
+    if a.typestr[1:] != "u1":
+        raise InvalidRequestError(f"CUDA frame dtype {a.typestr} is not "
+                                  f"uint8")
+    if format is not None:
+        fmt = _core._pick(_core._FORMATS, format, "format")
+        if fmt.is_yuv:
+            return _yuv_source(a, fmt)
+    shape, strides = a.shape, a.strides
+    if len(shape) == 2:
+        shape, strides = shape + (1,), strides + (1,)
+    if len(shape) != 3 or shape[2] not in (1, 3, 4):
+        raise InvalidRequestError(f"CUDA frame shape {a.shape} is not "
+                                  f"(H, W), (H, W, 1), (H, W, 3) or "
+                                  f"(H, W, 4)")
+    h, w, c = shape
+    if h < 1 or w < 1:
+        raise InvalidRequestError(f"CUDA frame shape {a.shape} is empty")
+    if (strides[2] != 1 and c != 1) or (strides[1] != c and w != 1) or \
+            strides[0] < w * c:
+        raise InvalidRequestError(
+            f"CUDA frame strides {a.strides} are not packed pixels "
+            f"(make it contiguous first)")
+    if format is None:
+        fmt = _core._DEFAULT_FORMATS[c]
+    else:
+        fmt = _core._pick(_core._FORMATS, format, "format")
+        if fmt.channels != c:
+            raise InvalidRequestError(
+                f"format {format} has {fmt.channels} channels but the "
+                f"CUDA frame has {c}")
+    src = _core.Source(fmt, w, h, strides[0], strides[0] * (h - 1) + w * c,
+                       None, a.ptr)  # type: ignore[arg-type]
+    src.dev = a  # type: ignore[attr-defined]
+    src.stream = a.stream  # type: ignore[attr-defined]
+    return src
+
+
+def _yuv_source(a: Any, fmt: Any) -> Any:
+    """A contiguous CUDA YUV frame in OpenCV's layout, as
+    :func:`frameprep._core.check_frame` takes it on the host: NV12 and
+    I420 (H * 3 / 2, W), YUYV (H, W, 2)."""
+    from . import _core
+    from .errors import InvalidRequestError
+    from .protocol import PixelFormat
+    shape, name = tuple(a.shape), fmt.name.lower()
+    if fmt == PixelFormat.YUYV:
+        if len(shape) != 3 or shape[2] != 2:
+            raise InvalidRequestError(f"a yuyv frame is (H, W, 2), not "
+                                      f"{shape}")
+        h, w = shape[0], shape[1]
+    else:
+        if len(shape) != 2 or shape[0] % 3 != 0:
+            raise InvalidRequestError(f"a {name} frame is (H * 3 / 2, W) "
+                                      f"with H even, not {shape}")
+        h, w = shape[0] // 3 * 2, shape[1]
+    if w < 2 or h < 1 or w % 2 or (fmt != PixelFormat.YUYV and h % 2):
+        raise InvalidRequestError(f"{name} frame {w}x{h}: width and "
+                                  f"height must be even")
+    if _c_strides(shape, 1) != tuple(a.strides):
+        raise InvalidRequestError(
+            f"CUDA {name} frame strides {a.strides} are not contiguous "
+            f"(make it contiguous first)")
+    span = 1
+    for n in shape:
+        span *= n
+    planes = (0, 0, 0)
+    stride = 2 * w if fmt == PixelFormat.YUYV else w
+    if fmt != PixelFormat.YUYV:
+        uv = w if fmt == PixelFormat.NV12 else w // 2
+        planes = (uv, w * h,
+                  w * h + uv * (h // 2) if fmt == PixelFormat.I420 else 0)
+    src = _core.Source(fmt, w, h, stride, span, None, a.ptr,
+                       planes)  # type: ignore[arg-type]
+    src.dev = a  # type: ignore[attr-defined]
+    src.stream = a.stream  # type: ignore[attr-defined]
+    return src
+
+
+def check_exported(out: Exported, plan: Any) -> None:
+    """Checks an exported ``out`` like :func:`check_out`."""
+    from .errors import InvalidRequestError
+    want = tuple(plan.shape)
+    if out.shape not in (want, want[1:]):
+        raise InvalidRequestError(f"out shape {out.shape} is not {want} or "
+                                  f"{want[1:]}")
+    if out.typestr[1:] != plan.typestr[1:]:
+        raise InvalidRequestError(f"out dtype {out.typestr} is not "
+                                  f"{plan.typestr}")
+
+
+def check_out(out: Any, plan: Any) -> DeviceArray:
+    """Checks an ``out`` tensor against the request's tensor: shape
+    (1, C, H, W) / (C, H, W) (or NHWC alike), dtype, C-contiguous.
+    Raises InvalidRequestError."""
+    from .errors import InvalidRequestError
+    a = describe(out)
+    want = tuple(plan.shape)
+    if a.shape not in (want, want[1:]):
+        raise InvalidRequestError(f"out shape {a.shape} is not {want} or "
+                                  f"{want[1:]}")
+    if a.typestr[1:] != plan.typestr[1:]:
+        raise InvalidRequestError(f"out dtype {a.typestr} is not "
+                                  f"{plan.typestr}")
+    if not a.contiguous():
+        raise InvalidRequestError(f"out strides {a.strides} are not "
+                                  f"C-contiguous")
+    return a

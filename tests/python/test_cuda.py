@@ -1,0 +1,231 @@
+"""CUDA regions from Python (frameprep.cuda).
+
+Everywhere: the CPU backend refuses REGISTER_CUDA with a clear error; a
+CUDA-looking tensor without cuda-python gives an ImportError that names the
+extra; the DLPack capsule reader and writer round-trip through ctypes.
+
+With a GPU (skipped otherwise: pytest.skip): a daemon on device 0 writes
+tensors straight into element k of a (N, 3, H, W) batch the model will
+consume, reads frames from a CUDA uint8 (H, W, 3) tensor, and every result
+equals the CPU reference; results export __cuda_array_interface__ v3 and
+DLPack over the caller's memory.
+"""
+import ctypes
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+import frameprep
+from conftest import IMAGES, Daemon
+from frameprep import cuda
+from frameprep.protocol import Kind, Request
+
+
+def test_cpu_backend_refuses_cuda_regions(client):
+    req = Request(kind=Kind.REGISTER_CUDA, region_size=4096,
+                  cuda_handle=bytes(range(64)), cuda_uuid=bytes(16))
+    with pytest.raises(frameprep.UnsupportedError, match="GPU backend"):
+        client.request(req)
+    with pytest.raises(frameprep.InvalidRequestError, match="region_size"):
+        client.request(Request(kind=Kind.REGISTER_CUDA, region_size=0))
+    frame = np.full((48, 64, 3), 9, np.uint8)
+    assert client.preprocess(frame, size=(32, 32)).tensor.shape == \
+        (1, 3, 32, 32)
+
+
+class _FakeCuda:
+    """Claims to be a CUDA array; any driver call on it must fail."""
+
+    __cuda_array_interface__ = {"version": 3, "shape": (3, 32, 32),
+                                "typestr": "<f4", "data": (4096, False),
+                                "strides": None}
+
+
+def test_cuda_out_needs_cuda_python_or_a_gpu(client):
+    frame = np.zeros((48, 64, 3), np.uint8)
+    try:
+        import cuda.bindings.driver  # noqa: F401
+        have = True
+    except ImportError:
+        have = False
+    if have:
+        with pytest.raises((frameprep.CudaError, frameprep.FrameprepError)):
+            client.preprocess(frame, size=(32, 32), out=_FakeCuda())
+    else:
+        with pytest.raises(ImportError, match=r"frameprep\[cuda\]"):
+            client.preprocess(frame, size=(32, 32), out=_FakeCuda())
+
+
+class _DLOnly:
+    """Exposes only DLPack, from a CudaTensor's capsule."""
+
+    def __init__(self, t):
+        self._t = t
+
+    def __dlpack__(self, **kw):
+        return self._t.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._t.__dlpack_device__()
+
+
+def test_dlpack_round_trip_through_ctypes():
+    arr = cuda.DeviceArray(0x7f0000001000, (2, 3, 4, 5), (240, 80, 20, 4),
+                           "<f4", 1, 480)
+    t = cuda.CudaTensor(arr)
+    cai = t.__cuda_array_interface__
+    assert cai["version"] == 3 and cai["stream"] is None
+    assert cai["data"] == (0x7f0000001000, False)
+    assert t.__dlpack_device__() == (2, 1)
+    back = cuda.describe(_DLOnly(t))
+    assert back.ptr == arr.ptr and back.shape == arr.shape
+    assert back.strides == arr.strides and back.typestr == "<f4"
+    assert back.device == 1 and back.contiguous()
+    # A consumer takes the capsule and calls the deleter itself.
+    cap = t.__dlpack__()
+    addr = ctypes.pythonapi.PyCapsule_GetPointer(ctypes.py_object(cap),
+                                                 b"dltensor")
+    assert addr in cuda._exported
+    mt = cuda._DLManagedTensor.from_address(addr)
+    mt.deleter(ctypes.pointer(mt))
+    assert addr not in cuda._exported
+    del cap
+    left = len(cuda._exported)
+    cap = t.__dlpack__()
+    del cap  # unconsumed: its destructor frees it
+    assert len(cuda._exported) == left
+
+
+# --- on a GPU -------------------------------------------------------------
+
+def _torch_cuda():
+    try:
+        import torch
+    except ImportError:
+        pytest.skip("no torch to make CUDA tensors with")
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    try:
+        cuda.driver()
+    except ImportError as exc:
+        pytest.skip(str(exc))
+    return torch
+
+
+@pytest.fixture(scope="module")
+def gpu_daemon(tmp_path_factory):
+    torch = _torch_cuda()
+    del torch
+    d = Daemon(tmp_path_factory.mktemp("gpu"), "--device", "0")
+    try:
+        yield d
+    except BaseException:
+        d.kill()
+        raise
+    d.stop()
+
+
+def _photo():
+    import cv2
+    for name in ("astronaut.png", "coffee.png", "chelsea.png"):
+        path = pathlib.Path(IMAGES) / name
+        if path.exists():
+            return cv2.imread(str(path))
+    pytest.skip(f"no photograph in {IMAGES}")
+
+
+def test_batch_in_place_equals_cpu_reference(gpu_daemon, daemon):
+    torch = _torch_cuda()
+    img = _photo()
+    with frameprep.Client(daemon.url) as ref_client:
+        ref = ref_client.preprocess(img).tensor.copy()
+    batch = torch.full((4, 3, 640, 640), float("nan"), device="cuda")
+    with frameprep.Client(gpu_daemon.url) as client:
+        rid, off = client.register_cuda(batch)
+        for k in range(4):
+            res = client.preprocess(img, out=batch[k])
+            assert res.reply.output_loc == 2 and res.reply.payload_size == 0
+            # The result is the caller's memory, exported both ways.
+            assert res.tensor.__cuda_array_interface__["data"][0] == \
+                batch[k].data_ptr()
+            assert torch.from_dlpack(res.tensor).data_ptr() == \
+                batch[k].data_ptr()
+        # One region for the whole batch.
+        assert client.register_cuda(batch[3]) == (rid, off + 3 * 3 * 640 *
+                                                   640 * 4)
+        got = batch.cpu().numpy()  # no synchronisation needed
+        for k in range(4):
+            np.testing.assert_allclose(got[k], ref[0], rtol=0,
+                                       atol=1.0001 / 255)
+        client.release_cuda()
+    with frameprep.Client(gpu_daemon.url) as c:
+        assert c.info()["cuda_regions_alive"] == 0
+
+
+def test_cuda_frame_in(gpu_daemon, daemon):
+    torch = _torch_cuda()
+    img = _photo()
+    with frameprep.Client(daemon.url) as ref_client:
+        ref = ref_client.preprocess(img, dtype="uint8",
+                                    layout="nhwc").tensor.copy()
+    frame = torch.from_numpy(img).cuda()
+    torch.cuda.synchronize()
+    out = torch.empty((1, 640, 640, 3), dtype=torch.uint8, device="cuda")
+    with frameprep.Client(gpu_daemon.url) as client:
+        inline = client.preprocess(frame, dtype="uint8", layout="nhwc")
+        assert np.abs(inline.tensor.astype(int) - ref).max() <= 1
+        both = client.preprocess(frame, dtype="uint8", layout="nhwc",
+                                 out=out)
+        assert both.reply.t_h2d_us <= 5 and both.reply.t_d2h_us <= 5
+        assert np.abs(out.cpu().numpy().astype(int) - ref).max() <= 1
+        client.release_cuda()
+
+
+def test_gpu_refusals(gpu_daemon):
+    torch = _torch_cuda()
+    with frameprep.Client(gpu_daemon.url) as client:
+        with pytest.raises(frameprep.InvalidRequestError, match="shape"):
+            client.preprocess(np.zeros((48, 64, 3), np.uint8),
+                              out=torch.empty((3, 10, 10), device="cuda"))
+        req = Request(kind=Kind.REGISTER_CUDA, region_size=4096,
+                      cuda_handle=os.urandom(64),
+                      cuda_uuid=cuda.allocation(
+                          torch.empty(1, device="cuda").data_ptr()).uuid)
+        with pytest.raises(frameprep.FrameprepError):
+            client.request(req)
+        r = client.preprocess(np.full((48, 64, 3), 200, np.uint8),
+                              size=(32, 32), dtype="uint8")
+        assert (r.tensor[:, :, 4:28, :] == 200).all()
+
+
+def test_cuda_yuv_frames_take_opencv_layouts():
+    def dev(shape):
+        n = int(np.prod(shape))
+        return _DLOnly(cuda.CudaTensor(cuda.DeviceArray(
+            0x7f0000100000, shape, cuda._c_strides(shape, 1), "|u1", 0, n)))
+    src = cuda.source(dev((720, 640)), "nv12")
+    assert (src.width, src.height, src.stride, src.span) == (640, 480, 640,
+                                                             720 * 640)
+    assert src.planes == (640, 640 * 480, 0)
+    src = cuda.source(dev((720, 640)), "i420")
+    assert src.planes == (320, 640 * 480, 640 * 480 + 320 * 240)
+    src = cuda.source(dev((480, 640, 2)), "yuyv")
+    assert (src.width, src.height, src.stride) == (640, 480, 1280)
+    with pytest.raises(frameprep.InvalidRequestError, match="H \\* 3 / 2"):
+        cuda.source(dev((721, 640)), "nv12")
+
+
+def test_exported_elements_and_pickle():
+    import pickle
+    exp = cuda.Exported(bytes(range(64)), bytes(16), 1 << 30, 512,
+                        (8, 3, 640, 640), "<f4")
+    assert exp.nbytes == 8 * 3 * 640 * 640 * 4
+    e3 = exp[3]
+    assert e3.shape == (3, 640, 640) and e3.offset == 512 + 3 * 3 * 640 * \
+        640 * 4
+    assert exp[-1].offset == exp[7].offset
+    with pytest.raises(IndexError):
+        exp[8]
+    assert pickle.loads(pickle.dumps(e3)) == e3
