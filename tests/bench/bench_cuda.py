@@ -121,12 +121,15 @@ class Rig:
         self.client.close()
 
 
-def _worker(url, image, way, threads, duration, q):
-    """One process: threads loops of requests for duration seconds."""
+def _worker(url, image, way, threads, duration, q, start):
+    """One process: threads loops of requests for duration seconds, from
+    when every process has finished its set-up (start, a barrier), so that
+    the processes' windows coincide and their counts add up."""
     rig = Rig(url, image, threads)
     for k in range(threads):
         rig.request(way, k)  # warm-up
     lat = [[] for _ in range(threads)]
+    start.wait()
     stop = time.perf_counter() + duration
 
     def loop(k):
@@ -159,8 +162,9 @@ def run_way(url, image, way, procs, threads, duration, iters):
     rig.close()
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
+    start = ctx.Barrier(procs)
     ps = [ctx.Process(target=_worker,
-                      args=(url, image, way, threads, duration, q))
+                      args=(url, image, way, threads, duration, q, start))
           for _ in range(procs)]
     for p in ps:
         p.start()

@@ -229,3 +229,21 @@ def test_exported_elements_and_pickle():
     with pytest.raises(IndexError):
         exp[8]
     assert pickle.loads(pickle.dumps(e3)) == e3
+
+
+@pytest.mark.parametrize("dtype, typestr", [("uint8", "|u1"), ("uint8", "u1"),
+                                            ("float32", "<f4"),
+                                            ("float16", "<f2")])
+def test_exported_out_dtype_with_or_without_byte_order(dtype, typestr):
+    """A uint8 tensor's typestr is "|u1" in the array interface and "u1" in
+    the plan: the check compares dtypes, not byte-order marks."""
+    from frameprep import _core
+    plan = _core.plan((64, 64), "letterbox", "rgb", dtype, "nchw", 1 / 255,
+                      (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), 114)
+    exp = cuda.Exported(bytes(64), bytes(16), 1 << 30, 0,
+                        tuple(plan.shape), typestr)
+    cuda.check_exported(exp, plan)
+    other = "<f4" if dtype != "float32" else "<f2"
+    with pytest.raises(frameprep.InvalidRequestError, match="out dtype"):
+        cuda.check_exported(cuda.Exported(bytes(64), bytes(16), 1 << 30, 0,
+                                          tuple(plan.shape), other), plan)

@@ -572,6 +572,11 @@ def _yuv_source(a: Any, fmt: Any) -> Any:
     return src
 
 
+def _bare_typestr(typestr: str) -> str:
+    """typestr without its byte-order mark ("<f4" and "f4" -> "f4")."""
+    return typestr[1:] if typestr[:1] in "<>|=" else typestr
+
+
 def check_exported(out: Exported, plan: Any) -> None:
     """Checks an exported ``out`` like :func:`check_out`."""
     from .errors import InvalidRequestError
@@ -579,7 +584,7 @@ def check_exported(out: Exported, plan: Any) -> None:
     if out.shape not in (want, want[1:]):
         raise InvalidRequestError(f"out shape {out.shape} is not {want} or "
                                   f"{want[1:]}")
-    if out.typestr[1:] != plan.typestr[1:]:
+    if _bare_typestr(out.typestr) != _bare_typestr(plan.typestr):
         raise InvalidRequestError(f"out dtype {out.typestr} is not "
                                   f"{plan.typestr}")
 
@@ -594,7 +599,7 @@ def check_out(out: Any, plan: Any) -> DeviceArray:
     if a.shape not in (want, want[1:]):
         raise InvalidRequestError(f"out shape {a.shape} is not {want} or "
                                   f"{want[1:]}")
-    if a.typestr[1:] != plan.typestr[1:]:
+    if _bare_typestr(a.typestr) != _bare_typestr(plan.typestr):
         raise InvalidRequestError(f"out dtype {a.typestr} is not "
                                   f"{plan.typestr}")
     if not a.contiguous():
