@@ -42,7 +42,7 @@ void fprep__slot_send(fprep__slot *s, nng_msg *msg)
 		s->counted = 0;
 	}
 	s->state = FPREP__SLOT_SEND;
-	fprep__metrics_reply(nng_msg_body(msg), nng_msg_len(msg));
+	fprep__metrics_reply(nng_msg_body(msg), nng_msg_len(msg), s->job.lane);
 	nng_aio_set_msg(s->aio, msg);
 	nng_aio_set_timeout(s->aio, timeout_ms);
 	nng_ctx_send(s->ctx, s->aio);

@@ -25,6 +25,7 @@
 enum config_key {
 	KEY_LISTEN,
 	KEY_DEVICE,
+	KEY_LANES,
 	KEY_WORKERS,
 	KEY_MAX_INFLIGHT,
 	KEY_MAX_INFLIGHT_PER_CONN,
@@ -77,9 +78,15 @@ static const struct config_option config_options[KEY_COUNT] = {
                         "listen on URL (ipc:// or tcp://), repeatable",
                         {0, 0}},
         [KEY_DEVICE] = {"device",
-                        "auto|cpu|N",
-                        "auto: GPU 0 if present, else CPU; cpu; GPU N",
+                        "auto|cpu|all|N[,M...]",
+                        "auto: GPU 0 if present, else CPU; cpu; all: "
+                        "every GPU; GPU N, or the GPUs listed",
                         {0, 1023}},
+        [KEY_LANES] = {"lanes",
+                       "K",
+                       "GPU lanes (streams, staging slots, threads) per "
+                       "device",
+                       {1, 16}},
         [KEY_WORKERS] = {"workers",
                          "N",
                          "CPU backend worker threads (0: one per core)",
@@ -196,6 +203,7 @@ void fprep__config_init(fprep__config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->device = FPREP__DEVICE_AUTO;
 	cfg->workers = 0;
+	cfg->lanes = 1;
 	cfg->max_inflight = 64;
 	cfg->max_inflight_per_conn = 16;
 	cfg->max_reply_bytes = UINT64_C(1) << 30;
@@ -309,6 +317,51 @@ static int config_metrics_listen(fprep__config *cfg, const char *val,
 	return config_string(&cfg->metrics_listen, val);
 }
 
+/* config_devices takes a GPU number or a comma-separated list of
+ * distinct ones. */
+static int config_devices(fprep__config *cfg, const char *val,
+                          const char *where, FILE *err)
+{
+	struct config_range r = config_options[KEY_DEVICE].range;
+	int devices[FPREP__MAX_DEVICES];
+	unsigned n = 0;
+	char item[16];
+	uint64_t v;
+
+	for (const char *p = val;; p++) {
+		size_t len = strcspn(p, ",");
+
+		if (len == 0 || len >= sizeof(item) || n == FPREP__MAX_DEVICES)
+			goto bad;
+		memcpy(item, p, len);
+		item[len] = '\0';
+		if (config_uint(item, r, &v) != 0)
+			goto bad;
+		for (unsigned i = 0; i < n; i++)
+			if (devices[i] == (int)v) {
+				fprintf(err,
+				        "frameprepd: %s: GPU %d is listed "
+				        "twice in '%s'\n",
+				        where, devices[i], val);
+				return -1;
+			}
+		devices[n++] = (int)v;
+		p += len;
+		if (*p == '\0')
+			break;
+	}
+	memcpy(cfg->devices, devices, n * sizeof(devices[0]));
+	cfg->ndevices = n;
+	cfg->device = n == 1 ? devices[0] : FPREP__DEVICE_LIST;
+	return 0;
+bad:
+	fprintf(err,
+	        "frameprepd: %s: '%s' is not auto, cpu, all or GPU numbers "
+	        "in 0..%" PRIu64 " separated by commas (at most %d)\n",
+	        where, val, r.max, FPREP__MAX_DEVICES);
+	return -1;
+}
+
 /* config_set applies one setting; where names its origin in errors. */
 static int config_set(fprep__config *cfg, enum config_key key, const char *val,
                       const char *where, FILE *err)
@@ -323,21 +376,20 @@ static int config_set(fprep__config *cfg, enum config_key key, const char *val,
 	case KEY_DEVICE:
 		if (strcmp(val, "auto") == 0) {
 			cfg->device = FPREP__DEVICE_AUTO;
+			cfg->ndevices = 0;
 			return 0;
 		}
 		if (strcmp(val, "cpu") == 0) {
 			cfg->device = FPREP__DEVICE_CPU;
+			cfg->ndevices = 0;
 			return 0;
 		}
-		if (config_uint(val, o->range, &v) != 0) {
-			fprintf(err,
-			        "frameprepd: %s: '%s' is not auto, cpu or a "
-			        "GPU number in 0..%" PRIu64 "\n",
-			        where, val, o->range.max);
-			return -1;
+		if (strcmp(val, "all") == 0) {
+			cfg->device = FPREP__DEVICE_ALL;
+			cfg->ndevices = 0;
+			return 0;
 		}
-		cfg->device = (int)v;
-		return 0;
+		return config_devices(cfg, val, where, err);
 	case KEY_KERNELS:
 		if (val[0] == '\0') {
 			fprintf(err, "frameprepd: %s: empty directory\n",
@@ -410,6 +462,9 @@ static int config_set(fprep__config *cfg, enum config_key key, const char *val,
 	case KEY_WORKERS:
 		cfg->workers = (unsigned)v;
 		break;
+	case KEY_LANES:
+		cfg->lanes = (unsigned)v;
+		break;
 	case KEY_MAX_INFLIGHT:
 		cfg->max_inflight = (unsigned)v;
 		break;
@@ -479,6 +534,9 @@ static void config_default(const fprep__config *cfg, enum config_key key,
 		break;
 	case KEY_DEVICE:
 		snprintf(buf, size, "auto");
+		break;
+	case KEY_LANES:
+		snprintf(buf, size, "%u", cfg->lanes);
 		break;
 	case KEY_WORKERS:
 		snprintf(buf, size, "%u", cfg->workers);

@@ -16,14 +16,23 @@
 /* Device choices besides a GPU id (>= 0). */
 #define FPREP__DEVICE_AUTO (-1)
 #define FPREP__DEVICE_CPU  (-2)
+#define FPREP__DEVICE_ALL  (-3) /* every GPU present */
+#define FPREP__DEVICE_LIST (-4) /* the GPUs in devices[] */
+
+#define FPREP__MAX_DEVICES 64 /* GPUs in one daemon */
+#define FPREP__MAX_LANES   64 /* lanes (GPU x lanes) in one daemon */
 
 /* fprep__config: everything frameprepd is told. Strings are owned by the
  * config and released with fprep__config_fini. */
 typedef struct fprep__config {
 	char listen[FPREP__MAX_LISTEN][FPREP__URL_SIZE];
-	unsigned nlisten;      /* 0: fprep_default_url */
-	char *config_file;     /* NULL: none */
-	int device;            /* FPREP__DEVICE_AUTO, _CPU, or a GPU id */
+	unsigned nlisten;  /* 0: fprep_default_url */
+	char *config_file; /* NULL: none */
+	int device;        /* FPREP__DEVICE_AUTO, _CPU, _ALL, _LIST, or
+	                      a GPU id (then also devices[0]) */
+	int devices[FPREP__MAX_DEVICES]; /* GPU ids, distinct, in order */
+	unsigned ndevices;               /* of devices[]; 0: none named */
+	unsigned lanes;                  /* GPU lanes per device */
 	unsigned workers;      /* CPU worker threads, 0: one per core */
 	unsigned max_inflight; /* nng contexts: requests in flight */
 	unsigned max_inflight_per_conn; /* of those, one connection's */

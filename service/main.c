@@ -2,7 +2,8 @@
  * main.c: frameprepd, the frameprep daemon.
  *
  * Reads the settings (config.c), opens the backend the device choice asks
- * for (the GPU when there is one, else the CPU worker threads) and runs the
+ * for (GPU lanes, --lanes on each GPU chosen, over one multi backend when
+ * there are several; else the CPU worker threads) and runs the
  * server loop (server.c) in the foreground until SIGINT or SIGTERM. Exit
  * status: 0 after a clean shutdown, 1 on a runtime failure (including a
  * fatal device error: the supervisor restarts the daemon), 2 for bad
@@ -19,30 +20,59 @@
 #include "shm_region.h"
 
 #ifdef FPREP_HAVE_CUDA
+#include "backend_multi.h"
 #include "gpu/backend_cuda.h"
 #endif
 
-/* main_open_gpu starts the GPU backend on device. */
-static int main_open_gpu(fprep__backend **bp, const fprep__config *cfg,
-                         int device)
-{
 #ifdef FPREP_HAVE_CUDA
-	fprep__cuda_config cc = {
-	        .device = device,
-	        .slots = cfg->slots,
-	        .kernel_dir = cfg->kernel_dir,
-	        .cache_dir = cfg->kernel_cache,
-	        .cache_enabled = cfg->cache_enabled,
-	};
+/* main_open_lanes starts cfg->lanes GPU lanes on each of the n devices:
+ * the backend itself when that makes one lane, else a multi backend over
+ * them (backend_multi.h). */
+static int main_open_lanes(fprep__backend **bp, const fprep__config *cfg,
+                           const int *devices, unsigned n)
+{
+	fprep__multi_lane lanes[FPREP__MAX_LANES];
+	unsigned nl = 0;
+	int rv = 0;
 
-	return fprep__backend_cuda_open(bp, &cc);
-#else
-	(void)bp;
-	(void)cfg;
-	(void)device;
-	return FPREP_EUNSUPPORTED;
-#endif
+	if ((size_t)n * cfg->lanes > FPREP__MAX_LANES) {
+		fprep__log(FPREP_LOG_ERR,
+		           "%u devices x %u lanes: more than %d lanes", n,
+		           cfg->lanes, FPREP__MAX_LANES);
+		return FPREP_EINVAL;
+	}
+	for (unsigned d = 0; d < n && rv == 0; d++)
+		for (unsigned k = 0; k < cfg->lanes && rv == 0; k++) {
+			fprep__cuda_config cc = {
+			        .device = devices[d],
+			        .lane = nl,
+			        .slots = cfg->slots,
+			        .kernel_dir = cfg->kernel_dir,
+			        .cache_dir = cfg->kernel_cache,
+			        .cache_enabled = cfg->cache_enabled,
+			};
+			fprep__multi_lane *l = &lanes[nl];
+
+			rv = fprep__backend_cuda_open(&l->backend, &cc);
+			if (rv == 0) {
+				fprep__backend_cuda_identity(
+				        l->backend, &l->device, l->uuid,
+				        l->name, sizeof(l->name));
+				nl++;
+			}
+		}
+	if (rv != 0) {
+		while (nl-- > 0)
+			lanes[nl].backend->close(lanes[nl].backend, 0);
+		return rv;
+	}
+	if (nl == 1) {
+		*bp = lanes[0].backend;
+		return 0;
+	}
+	return fprep__backend_multi_open(bp, lanes, nl);
 }
+#endif
 
 static int main_gpu_count(void)
 {
@@ -53,15 +83,16 @@ static int main_gpu_count(void)
 #endif
 }
 
-/* main_open_backend opens the backend cfg->device names and writes the
- * device's name into device. Returns 0 or an enum fprep_err, logged. */
-static int main_open_backend(fprep__backend **bp, const fprep__config *cfg,
-                             char *device, size_t size)
+/* main_gpu_list works out the GPUs cfg names (none: the CPU) and writes
+ * them as "cuda:0,1" into name. Returns 0 or FPREP_EUNSUPPORTED, logged. */
+static int main_gpu_list(const fprep__config *cfg, int *devices, unsigned *n,
+                         char *name, size_t size)
 {
-	int count, rv;
+	int count = cfg->device == FPREP__DEVICE_CPU ? 0 : main_gpu_count();
+	size_t len;
 
+	*n = 0;
 	if (cfg->device == FPREP__DEVICE_AUTO) {
-		count = main_gpu_count();
 #ifdef FPREP_HAVE_CUDA
 		if (count == 0)
 			fprep__log(FPREP_LOG_NOTICE,
@@ -72,30 +103,61 @@ static int main_open_backend(fprep__backend **bp, const fprep__config *cfg,
 		           "device auto: built without CUDA: using the CPU "
 		           "backend");
 #endif
-		if (count > 0) {
-			snprintf(device, size, "cuda:0");
-			return main_open_gpu(bp, cfg, 0);
-		}
-	} else if (cfg->device >= 0) {
-		count = main_gpu_count();
-		if (cfg->device >= count) {
-#ifdef FPREP_HAVE_CUDA
+		if (count > 0)
+			devices[(*n)++] = 0;
+	} else if (cfg->device == FPREP__DEVICE_ALL) {
+		if (count == 0) {
 			fprep__log(FPREP_LOG_ERR,
-			           "device %d: no such CUDA device (%d usable)",
-			           cfg->device, count);
-#else
-			fprep__log(
-			        FPREP_LOG_ERR,
-			        "device %d: this frameprepd was built without "
-			        "CUDA (use --device cpu or auto)",
-			        cfg->device);
-#endif
+			           "device all: no usable CUDA device");
 			return FPREP_EUNSUPPORTED;
 		}
-		snprintf(device, size, "cuda:%d", cfg->device);
-		return main_open_gpu(bp, cfg, cfg->device);
+		for (int d = 0; d < count && d < FPREP__MAX_DEVICES; d++)
+			devices[(*n)++] = d;
+	} else if (cfg->device != FPREP__DEVICE_CPU) {
+		for (unsigned i = 0; i < cfg->ndevices; i++) {
+			if (cfg->devices[i] >= count) {
+#ifdef FPREP_HAVE_CUDA
+				fprep__log(FPREP_LOG_ERR,
+				           "device %d: no such CUDA device (%d "
+				           "usable)",
+				           cfg->devices[i], count);
+#else
+				fprep__log(
+				        FPREP_LOG_ERR,
+				        "device %d: this frameprepd was built "
+				        "without CUDA (use --device cpu or "
+				        "auto)",
+				        cfg->devices[i]);
+#endif
+				return FPREP_EUNSUPPORTED;
+			}
+			devices[(*n)++] = cfg->devices[i];
+		}
 	}
-	snprintf(device, size, "cpu");
+	len = (size_t)snprintf(name, size, *n > 0 ? "cuda:" : "cpu");
+	for (unsigned i = 0; i < *n && len < size; i++)
+		len += (size_t)snprintf(name + len, size - len, "%s%d",
+		                        i > 0 ? "," : "", devices[i]);
+	return 0;
+}
+
+/* main_open_backend opens the backend cfg->device names and writes the
+ * device's name into device. Returns 0 or an enum fprep_err, logged. */
+static int main_open_backend(fprep__backend **bp, const fprep__config *cfg,
+                             char *device, size_t size, int *devices,
+                             unsigned *n_out)
+{
+	unsigned n;
+	int rv;
+
+	rv = main_gpu_list(cfg, devices, &n, device, size);
+	*n_out = n;
+	if (rv != 0)
+		return rv;
+#ifdef FPREP_HAVE_CUDA
+	if (n > 0)
+		return main_open_lanes(bp, cfg, devices, n);
+#endif
 	rv = fprep__backend_cpu_open(bp, cfg->workers);
 	if (rv != 0)
 		fprep__log(FPREP_LOG_ERR, "CPU backend: %s",
@@ -107,7 +169,9 @@ int main(int argc, char **argv)
 {
 	fprep__config cfg;
 	fprep__backend *backend = NULL;
-	char device[32];
+	char device[256];
+	int devices[FPREP__MAX_DEVICES], lane_devices[FPREP__MAX_LANES];
+	unsigned ndevices = 0, nlanes = 0;
 	int rv;
 
 	fprep__config_init(&cfg);
@@ -126,7 +190,8 @@ int main(int argc, char **argv)
 		fprep__config_fini(&cfg);
 		return 1;
 	}
-	rv = main_open_backend(&backend, &cfg, device, sizeof(device));
+	rv = main_open_backend(&backend, &cfg, device, sizeof(device), devices,
+	                       &ndevices);
 	if (rv != 0) {
 		fprep__log(FPREP_LOG_ERR, "frameprepd: no backend: exiting");
 		fprep__config_fini(&cfg);
@@ -140,6 +205,12 @@ int main(int argc, char **argv)
 			fprep__config_fini(&cfg);
 			return 1;
 		}
+		for (unsigned d = 0; d < ndevices; d++)
+			for (unsigned k = 0;
+			     k < cfg.lanes && nlanes < FPREP__MAX_LANES; k++)
+				lane_devices[nlanes++] = devices[d];
+		if (nlanes > 0)
+			fprep__metrics_set_lanes(lane_devices, nlanes);
 		fprep__metrics_set_backend(backend);
 	}
 	rv = fprep__server_run(&cfg, backend, device);

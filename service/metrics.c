@@ -75,12 +75,14 @@ static struct {
 	_Atomic int64_t region_bytes;
 	_Atomic int64_t pinned_bytes;
 	struct metrics_hist total[METRICS_NKINDS]; /* FRAME and ECHO used */
-	struct metrics_hist stage[STAGE_COUNT];
+	struct metrics_hist stage[FPREP__METRICS_MAX_LANES][STAGE_COUNT];
 
 	/* The endpoint; only main's thread opens and closes it. */
 	struct MHD_Daemon *httpd;
 	unsigned port;
-	char device[32];
+	char device[256];
+	unsigned nlanes;                                /* 0: one, "device" */
+	char lane_device[FPREP__METRICS_MAX_LANES][32]; /* "cuda:N" */
 	time_t started;
 	pthread_mutex_t backend_mu;
 	fprep__backend *backend; /* under backend_mu */
@@ -119,8 +121,10 @@ void fprep__metrics_request_end(void)
 		METRICS_ADD(metrics.request_ends, 1);
 }
 
-void fprep__metrics_reply(const void *reply, size_t len)
+void fprep__metrics_reply(const void *reply, size_t len, unsigned lane)
 {
+	struct metrics_hist *stage;
+
 	fprep_reply_header h;
 	unsigned kind, status;
 
@@ -138,15 +142,16 @@ void fprep__metrics_reply(const void *reply, size_t len)
 	if (status != FPREP_OK ||
 	    (kind != FPREP_KIND_FRAME && kind != FPREP_KIND_ECHO))
 		return;
+	stage = metrics.stage[lane < FPREP__METRICS_MAX_LANES ? lane : 0];
 	metrics_observe(&metrics.total[kind], h.t_total_us);
-	metrics_observe(&metrics.stage[STAGE_QUEUE], h.t_queue_us);
-	metrics_observe(&metrics.stage[STAGE_COMPUTE], h.t_compute_us);
+	metrics_observe(&stage[STAGE_QUEUE], h.t_queue_us);
+	metrics_observe(&stage[STAGE_COMPUTE], h.t_compute_us);
 	/* Only the GPU backend has copies and kernels to time. */
 	if (h.t_h2d_us == 0 && h.t_kernel_us == 0 && h.t_d2h_us == 0)
 		return;
-	metrics_observe(&metrics.stage[STAGE_H2D], h.t_h2d_us);
-	metrics_observe(&metrics.stage[STAGE_KERNEL], h.t_kernel_us);
-	metrics_observe(&metrics.stage[STAGE_D2H], h.t_d2h_us);
+	metrics_observe(&stage[STAGE_H2D], h.t_h2d_us);
+	metrics_observe(&stage[STAGE_KERNEL], h.t_kernel_us);
+	metrics_observe(&stage[STAGE_D2H], h.t_d2h_us);
 }
 
 void fprep__metrics_connection(int delta)
@@ -338,7 +343,7 @@ static void metrics_backend(struct metrics_buf *b)
 static void metrics_write(struct metrics_buf *b)
 {
 	const char *dev = metrics.device;
-	char labels[96];
+	char labels[320];
 
 	metrics_head(b, "frameprep_build_info", "gauge",
 	             "Version and device of this daemon (always 1).");
@@ -398,13 +403,16 @@ static void metrics_write(struct metrics_buf *b)
 	             "answered ok: queue (receipt to start of work), "
 	             "compute (the CPU op or GPU kernel), and on a GPU h2d, "
 	             "kernel and d2h, from the timings of each reply.");
-	for (unsigned s = 0; s < STAGE_COUNT; s++) {
-		snprintf(labels, sizeof(labels),
-		         "device=\"%s\",lane=\"0\",stage=\"%s\",", dev,
-		         metrics_stage_names[s]);
-		metrics_hist_write(b, "frameprep_stage_duration_seconds",
-		                   labels, &metrics.stage[s]);
-	}
+	for (unsigned l = 0; l < (metrics.nlanes ? metrics.nlanes : 1); l++)
+		for (unsigned s = 0; s < STAGE_COUNT; s++) {
+			snprintf(labels, sizeof(labels),
+			         "device=\"%s\",lane=\"%u\",stage=\"%s\",",
+			         metrics.nlanes ? metrics.lane_device[l] : dev,
+			         l, metrics_stage_names[s]);
+			metrics_hist_write(b,
+			                   "frameprep_stage_duration_seconds",
+			                   labels, &metrics.stage[l][s]);
+		}
 	metrics_backend(b);
 }
 
@@ -531,6 +539,16 @@ int fprep__metrics_open(const char *listen, const char *device)
 	           "format",
 	           listen, metrics.port);
 	return 0;
+}
+
+void fprep__metrics_set_lanes(const int *devices, unsigned n)
+{
+	if (n > FPREP__METRICS_MAX_LANES)
+		n = FPREP__METRICS_MAX_LANES;
+	for (unsigned l = 0; l < n; l++)
+		snprintf(metrics.lane_device[l], sizeof(metrics.lane_device[l]),
+		         "cuda:%d", devices[l]);
+	metrics.nlanes = n;
 }
 
 unsigned fprep__metrics_port(void)

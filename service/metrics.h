@@ -26,6 +26,16 @@
  * bound), logged. */
 int fprep__metrics_open(const char *listen, const char *device);
 
+/* FPREP__METRICS_MAX_LANES: lanes with series of their own; later ones
+ * count as lane 0. */
+#define FPREP__METRICS_MAX_LANES 64
+
+/* fprep__metrics_set_lanes labels the per-lane series: lane l runs on GPU
+ * devices[l] (n lanes). Without it there is one lane, labelled with the
+ * device given to fprep__metrics_open. Call from main before requests are
+ * served. */
+void fprep__metrics_set_lanes(const int *devices, unsigned n);
+
 /* fprep__metrics_close stops the endpoint (no scrape runs afterwards) and
  * turns the counting off. Safe when it was never opened. */
 void fprep__metrics_close(void);
@@ -46,8 +56,9 @@ void fprep__metrics_request(size_t bytes);
 
 /* fprep__metrics_reply counts a reply handed to nng: len bytes of wire
  * reply (header and payload). Its status and kind label the request count;
- * the timings of a tensor reply feed the duration histograms. */
-void fprep__metrics_reply(const void *reply, size_t len);
+ * the timings of a tensor reply feed the duration histograms, the stage
+ * ones of the lane that ran it (fprep__job.lane). */
+void fprep__metrics_reply(const void *reply, size_t len, unsigned lane);
 
 /* fprep__metrics_request_end ends a request counted by
  * fprep__metrics_request, answered or dropped. */

@@ -72,10 +72,13 @@ struct fprep__job {
 	uint32_t t_h2d_us;
 	uint32_t t_kernel_us;
 	uint32_t t_d2h_us;
+	unsigned lane; /* index of the lane that ran it; 0 with one lane */
 
 	/* Private to the backend. */
 	fprep__qnode link; /* in the backend's queue */
 	void *priv;
+	fprep__job_cb outer_done; /* a backend over others (backend_multi.c)
+	                             keeps the caller's done here */
 };
 
 struct fprep__backend {

@@ -224,6 +224,58 @@ static void flags_over_file(void **state)
 	unlink(path);
 }
 
+/* --device takes all, one GPU or a list; --lanes a count per GPU. */
+static void device_lists(void **state)
+{
+	const char *all[] = {"--device", "all", "--lanes", "3", NULL};
+	const char *one[] = {"--device", "2", NULL};
+	const char *list[] = {"--device", "3,0,7", NULL};
+	fprep__config cfg;
+	char path[64];
+
+	(void)state;
+	assert_int_equal(config_run(&cfg, all), 0);
+	assert_int_equal(cfg.device, FPREP__DEVICE_ALL);
+	assert_int_equal(cfg.ndevices, 0);
+	assert_int_equal(cfg.lanes, 3);
+	fprep__config_fini(&cfg);
+
+	assert_int_equal(config_run(&cfg, one), 0);
+	assert_int_equal(cfg.device, 2);
+	assert_int_equal(cfg.ndevices, 1);
+	assert_int_equal(cfg.devices[0], 2);
+	assert_int_equal(cfg.lanes, 1);
+	fprep__config_fini(&cfg);
+
+	assert_int_equal(config_run(&cfg, list), 0);
+	assert_int_equal(cfg.device, FPREP__DEVICE_LIST);
+	assert_int_equal(cfg.ndevices, 3);
+	assert_int_equal(cfg.devices[0], 3);
+	assert_int_equal(cfg.devices[1], 0);
+	assert_int_equal(cfg.devices[2], 7);
+	fprep__config_fini(&cfg);
+
+	/* The file's keys, and a flag over them. */
+	config_file(path, "device = 0,1\nlanes = 2\n");
+	{
+		const char *args[] = {"--config", path, NULL, NULL, NULL};
+
+		assert_int_equal(config_run(&cfg, args), 0);
+		assert_int_equal(cfg.device, FPREP__DEVICE_LIST);
+		assert_int_equal(cfg.ndevices, 2);
+		assert_int_equal(cfg.lanes, 2);
+		fprep__config_fini(&cfg);
+		args[2] = "--device";
+		args[3] = "cpu";
+		assert_int_equal(config_run(&cfg, args), 0);
+		assert_int_equal(cfg.device, FPREP__DEVICE_CPU);
+		assert_int_equal(cfg.ndevices, 0);
+		assert_int_equal(cfg.lanes, 2);
+		fprep__config_fini(&cfg);
+	}
+	unlink(path);
+}
+
 /* Every refused value, as a flag and as a file key: result 2 (exit status
  * 2) and a message naming the setting and the value. */
 static void bad_values(void **state)
@@ -252,6 +304,13 @@ static void bad_values(void **state)
 	        {"device", "gpu"},
 	        {"device", "1024"},
 	        {"device", "-1"},
+	        {"device", "0,0"},
+	        {"device", "0,"},
+	        {"device", ",1"},
+	        {"device", "1,x"},
+	        {"device", "0,1024"},
+	        {"lanes", "0"},
+	        {"lanes", "17"},
 	        {"socket-mode", "777"},
 	        {"socket-mode", "644"},
 	        {"log-level", "loud"},
@@ -433,6 +492,7 @@ int main(void)
 	        cmocka_unit_test(defaults),
 	        cmocka_unit_test(example_file),
 	        cmocka_unit_test(flags_over_file),
+	        cmocka_unit_test(device_lists),
 	        cmocka_unit_test(bad_values),
 	        cmocka_unit_test(range_edges),
 	        cmocka_unit_test(bad_files_and_flags),

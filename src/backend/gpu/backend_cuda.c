@@ -51,6 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend_multi.h"
 #include "gpu/cuda_check.h"
 #include "gpu/host_copy.h"
 #include "gpu/kernel_cache.h"
@@ -463,18 +464,6 @@ static void cuda_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ns)
 	pthread_cond_timedwait(cv, mu, &ts);
 }
 
-/* cuda_uuid_text writes a UUID as nvidia-smi does: GPU-8-4-4-4-12 hex. */
-static void cuda_uuid_text(const uint8_t u[FPREP_CUDA_UUID_SIZE], char *buf,
-                           size_t size)
-{
-	size_t n = (size_t)snprintf(buf, size, "GPU-");
-
-	for (int i = 0; i < FPREP_CUDA_UUID_SIZE && n + 3 < size; i++)
-		n += (size_t)snprintf(
-		        buf + n, size - n, "%s%02x",
-		        i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", u[i]);
-}
-
 /* cuda_addr_range_fn: the driver's cuMemGetAddressRange (v2), fetched
  * through the runtime, so the daemon links no libcuda. */
 typedef int (*cuda_addr_range_fn)(unsigned long long *base, size_t *size,
@@ -571,8 +560,8 @@ static void cuda_ipc_run(cuda_backend *cb, fprep__memreg *r, int dev_ok)
 		return;
 	}
 	if (memcmp(r->u.cuda.uuid, cb->uuid, sizeof(cb->uuid)) != 0) {
-		cuda_uuid_text(r->u.cuda.uuid, want, sizeof(want));
-		cuda_uuid_text(cb->uuid, have, sizeof(have));
+		fprep__uuid_text(r->u.cuda.uuid, want, sizeof(want));
+		fprep__uuid_text(cb->uuid, have, sizeof(have));
 		r->status = FPREP_EINVAL;
 		snprintf(r->message, sizeof(r->message),
 		         "cuda_uuid %s is not the daemon's GPU (%s)", want,
@@ -600,6 +589,27 @@ static void cuda_ipc_run(cuda_backend *cb, fprep__memreg *r, int dev_ok)
 	r->base = (uint8_t *)p + r->u.cuda.offset;
 }
 
+/* cuda_region_attach runs OPEN on a shared-memory region that another
+ * lane of this process has already mapped and pinned (portable): this
+ * lane's device must see its pages as page-locked host memory. */
+static void cuda_region_attach(cuda_backend *cb, fprep__memreg *r, int dev_ok)
+{
+	struct cudaPointerAttributes a;
+	fprep__gpu_status st = {0};
+
+	if (dev_ok &&
+	    !FPREP__CUDA(&st, cudaPointerGetAttributes(&a, r->base)) &&
+	    a.type == cudaMemoryTypeHost)
+		return;
+	(void)cudaGetLastError();
+	r->status = FPREP_ECUDA;
+	snprintf(r->message, sizeof(r->message),
+	         "region not page-locked for device %d: %.90s", cb->device,
+	         !dev_ok      ? "the lane has no device"
+	         : st.text[0] ? st.text
+	                      : "not registered for it");
+}
+
 /* cuda_region_run runs a region operation on the lane thread, whose
  * device is set (dev_ok): OPEN maps the region and pins it
  * (cudaHostRegister), so H2D reads the client's frames and D2H writes its
@@ -622,13 +632,18 @@ static void cuda_region_run(cuda_backend *cb, fprep__memreg *r, int dev_ok)
 		fprep__memreg_unmap(r);
 		return;
 	}
-	r->pinned = 0;
+	if (r->pinned) {
+		cuda_region_attach(cb, r, dev_ok);
+		return;
+	}
 	r->status = fprep__memreg_map(r);
 	if (r->status != FPREP_OK)
 		return;
+	/* Portable: the pin counts for every device of the process, so
+	 * the other lanes only check it (cuda_region_attach). */
 	if (!dev_ok ||
 	    FPREP__CUDA(&st, cudaHostRegister(r->base, (size_t)r->size,
-	                                      cudaHostRegisterDefault))) {
+	                                      cudaHostRegisterPortable))) {
 		r->status = FPREP_ECUDA;
 		snprintf(r->message, sizeof(r->message),
 		         "region not pinned for the GPU: %.90s",
@@ -867,7 +882,7 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	 * region (an IPC mapping never closed) would keep. */
 	if (cudaMemGetInfo(&mem_free, &mem_total) != cudaSuccess)
 		(void)cudaGetLastError();
-	cuda_uuid_text(cb->uuid, uuid, sizeof(uuid));
+	fprep__uuid_text(cb->uuid, uuid, sizeof(uuid));
 	snprintf(buf + n, size - n,
 	         "device_name: %s\n"
 	         "compute_capability: %d.%d\n"
@@ -1187,10 +1202,10 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	}
 	cb->threads = 1;
 	fprep__log(FPREP_LOG_INFO,
-	           "GPU lane on device %d (%s, sm_%d, %d copy engines), %u "
+	           "GPU lane %u on device %d (%s, sm_%d, %d copy engines), %u "
 	           "staging slots",
-	           cb->device, cb->device_name, cb->cc, cb->copy_engines,
-	           cb->nslots);
+	           cfg->lane, cb->device, cb->device_name, cb->cc,
+	           cb->copy_engines, cb->nslots);
 	*bp = &cb->base;
 	return 0;
 fail:
@@ -1198,4 +1213,15 @@ fail:
 	           cfg->device, fprep_strerror(err));
 	cuda_free(cb);
 	return err;
+}
+
+void fprep__backend_cuda_identity(fprep__backend *b, int *device,
+                                  uint8_t uuid[FPREP_CUDA_UUID_SIZE],
+                                  char *name, size_t size)
+{
+	cuda_backend *cb = (cuda_backend *)b;
+
+	*device = cb->device;
+	memcpy(uuid, cb->uuid, sizeof(cb->uuid));
+	snprintf(name, size, "%s", cb->device_name);
 }

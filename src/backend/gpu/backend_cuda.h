@@ -1,8 +1,8 @@
 /*
- * backend_cuda.h: the GPU backend of frameprepd: one lane per GPU, each with
- * double-buffered (or deeper) pinned staging slots, H2D / compute / D2H on
- * separate CUDA streams ordered by events, kernels compiled at run time by
- * NVRTC and cached on disk (kernel_cache.h).
+ * backend_cuda.h: the GPU backend of frameprepd: one lane per (GPU, lane) pair,
+ * each with double-buffered (or deeper) pinned staging slots, H2D / compute /
+ * D2H on separate CUDA streams ordered by events, kernels compiled at run time
+ * by NVRTC and cached on disk (kernel_cache.h).
  */
 #ifndef FPREP_BACKEND_CUDA_H
 #define FPREP_BACKEND_CUDA_H
@@ -12,6 +12,7 @@
 /* fprep__cuda_config: how to start the GPU backend. */
 typedef struct fprep__cuda_config {
 	int device;             /* CUDA device id of the lane */
+	unsigned lane;          /* the lane's number in the daemon, for logs */
 	unsigned slots;         /* staging slots per lane, >= 2 */
 	const char *kernel_dir; /* NULL: the sources embedded at build time */
 	const char *cache_dir;  /* NULL: $XDG_CACHE_HOME/frameprep (or
@@ -55,5 +56,12 @@ typedef void (*fprep__cuda_probe_fn)(void *arg, const fprep__job *job,
  * Call before submitting jobs; meant for tests and benchmarks. */
 void fprep__backend_cuda_set_probe(fprep__backend *b, fprep__cuda_probe_fn fn,
                                    void *arg);
+
+/* fprep__backend_cuda_identity tells which device the GPU backend b runs
+ * on: its ordinal, its UUID (cudaDeviceProp.uuid) and its name (NUL-
+ * terminated in size bytes). Any thread. */
+void fprep__backend_cuda_identity(fprep__backend *b, int *device,
+                                  uint8_t uuid[FPREP_CUDA_UUID_SIZE],
+                                  char *name, size_t size);
 
 #endif /* FPREP_BACKEND_CUDA_H */
