@@ -15,7 +15,10 @@
 #          frameprep-bench (inline, shared memory, ECHO ceiling, sweeps, 1080p
 #          and 4K, against the PCIe ceiling that bench_lane measured) and the
 #          peers (OpenCV on the CPU, PyTorch naive and tuned) on the same
-#          frames, and the metrics endpoint's cost (metrics_cost.py); CUDA
+#          frames, and the metrics endpoint's cost (metrics_cost.py); two
+#          lanes on GPU 0: two_lanes (test_lanes: --lanes 2, inline and
+#          shared memory equal to the CPU reference, both lanes served) and
+#          b1080_lanes (1080p shm c=16 with --lanes 1, then 2); CUDA
 #          regions: cuda_regions (test_cuda_regions: producer and consumer
 #          processes, every input x output location, bad handles, leaks),
 #          cuda_py (tests/python/test_cuda.py), cuda_example
@@ -38,7 +41,8 @@ if [ "${1:-}" = "--stage" ]; then
 		bins+=("$out/bin/$b")
 	done
 	for b in service/frameprepd src/frameprep src/frameprep-bench \
-	         tests/integration/test_shm_daemon tests/gpu/test_cuda_regions; do
+	         tests/integration/test_shm_daemon tests/gpu/test_cuda_regions \
+	         tests/gpu/test_lanes; do
 		cp "$build/$b" "$out/bin/"
 		bins+=("$out/bin/$(basename "$b")")
 	done
@@ -101,6 +105,32 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	url=ipc://$tmp/fp.sock
 	TAILN=8 run shm_gpu "$here/bin/test_shm_daemon" "$here/bin/frameprepd" "$here/images" 0
 	tests+=(shm_gpu)
+	TAILN=12 run two_lanes "$here/bin/test_lanes" "$here/bin/frameprepd" "$here/images"
+	tests+=(two_lanes)
+	# bench_lanes: 1080p BGR8 -> 640x640 f32 over shared memory at c=16 on
+	# GPU 0, from a daemon with --lanes 1, then one with --lanes 2.
+	bench_lanes() {
+		local k lurl lpid fps=()
+		for k in 1 2; do
+			lurl=ipc://$tmp/lanes$k.sock
+			"$here/bin/frameprepd" --device 0 --lanes $k --listen "$lurl" --slots 4 \
+				--max-inflight 256 2>"$logs/frameprepd_lanes$k.log" &
+			lpid=$!
+			for _ in $(seq 200); do "$here/bin/frameprep" info --socket "$lurl" >/dev/null 2>&1 && break; sleep 0.1; done
+			"$here/bin/frameprep-bench" --socket "$lurl" --quiet --image "$here/images/astronaut.png" \
+				--verify sample --duration "${FPREP_BENCH_S:-3}" --warmup 1 --no-ceiling \
+				--frame-size 1920x1080 --size 640x640 --shm both -c 16 --json "$logs/b1080_lanes$k.json"
+			local rc=$?
+			"$here/bin/frameprep" info --socket "$lurl" | grep -E '^(lanes|lane_[0-9]+):'
+			kill -TERM $lpid; wait $lpid || rc=1
+			[ $rc -eq 0 ] || return 1
+			fps[k]=$(grep -o '"frames_per_s": [0-9.]*' "$logs/b1080_lanes$k.json" | awk '$2 > m { m = $2 } END { printf "%.1f", m }')
+		done
+		echo "1080p -> 640x640 f32 over shm, c=16, GPU 0: --lanes 1 ${fps[1]} frames/s, --lanes 2 ${fps[2]} frames/s," \
+			"ratio $(awk -v a="${fps[2]}" -v b="${fps[1]}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')"
+	}
+	TAILN=16 run b1080_lanes bench_lanes
+	tests+=(b1080_lanes)
 	"$here/bin/frameprepd" --device 0 --listen "$url" --slots 4 \
 		--max-inflight 256 --max-out-width 4096 --max-out-height 4096 \
 		2>"$logs/frameprepd.log" &
