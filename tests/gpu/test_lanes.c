@@ -4,17 +4,21 @@
  * over shared memory, four in flight at a time, must equal the CPU
  * reference (fprep_preprocess_cpu) within the GPU tolerance of
  * tests/gpu/test_gpu_backend.c; INFO must list both lanes on the same
- * device, in service, each having run jobs.
+ * device, in service, each having run jobs, and the metrics endpoint must
+ * count kernels under lane="0" and lane="1" of device="cuda:0".
  *
  * Usage: test_lanes FRAMEPREPD IMAGE_DIR. Exits 77 (skipped) without a
  * GPU. Ends with one PASS/FAIL line.
  */
+#include <arpa/inet.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <stb/stb_image.h>
@@ -171,10 +175,73 @@ static void lanes_check_info(fprep_client *c)
 	printf("jobs per lane: %ld and %ld\n", jobs[0], jobs[1]);
 }
 
+/* lanes_free_port returns a TCP port of 127.0.0.1 free a moment ago. */
+static int lanes_free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	if (fd >= 0)
+		close(fd);
+	REQUIRE(port != 0);
+	return port;
+}
+
+/* lanes_check_metrics scrapes http://127.0.0.1:port/metrics and checks
+ * that each lane counted kernels under its own labels. */
+static void lanes_check_metrics(int port)
+{
+	static char text[1 << 20];
+	static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	size_t n = 0;
+	ssize_t r;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	a.sin_port = htons((uint16_t)port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    write(fd, req, sizeof(req) - 1) != (ssize_t)(sizeof(req) - 1)) {
+		CHECK(0, "cannot reach the metrics endpoint on port %d", port);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while (n < sizeof(text) - 1 &&
+	       (r = read(fd, text + n, sizeof(text) - 1 - n)) > 0)
+		n += (size_t)r;
+	text[n] = '\0';
+	close(fd);
+	for (int k = 0; k < 2; k++) {
+		char key[160];
+		const char *p;
+		long count = 0;
+
+		snprintf(key, sizeof(key),
+		         "frameprep_stage_duration_seconds_count{device=\"cuda:"
+		         "0\",lane=\"%d\",stage=\"kernel\"} ",
+		         k);
+		p = strstr(text, key);
+		if (p != NULL)
+			count = atol(p + strlen(key));
+		printf("metrics lane %d: %ld kernels\n", k, count);
+		CHECK(count > 0, "metrics: no kernel counted for lane %d", k);
+	}
+}
+
 int main(int argc, char **argv)
 {
-	char *extra[] = {"--lanes", "2", "--max-inflight", "64", NULL};
+	char metrics[32];
+	char *extra[] = {
+	        "--lanes", "2", "--max-inflight", "64", "--metrics-listen",
+	        metrics,   NULL};
 	char dir[] = "/tmp/fprep-lanes-XXXXXX", url[256];
+	int port;
 	fprep_request req;
 	uint32_t shape[4];
 	uint64_t tensor = 0;
@@ -193,6 +260,8 @@ int main(int argc, char **argv)
 		return 77;
 	}
 	REQUIRE(mkdtemp(dir) != NULL);
+	port = lanes_free_port();
+	snprintf(metrics, sizeof(metrics), "127.0.0.1:%d", port);
 	snprintf(url, sizeof(url), "ipc://%s/fp.sock", dir);
 	frame = lanes_frame(argv[2]);
 	fprep_request_init(&req, FPREP_PIX_BGR8, W, H);
@@ -207,6 +276,7 @@ int main(int argc, char **argv)
 	lanes_run(c, frame, ref, tensor, 0);
 	lanes_run(c, frame, ref, tensor, 1);
 	lanes_check_info(c);
+	lanes_check_metrics(port);
 	fprep_client_close(c);
 	CHECK(daemon_stop(pid) == 0, "daemon exit status");
 	rmdir(dir);
