@@ -322,6 +322,19 @@ static void metrics_backend(struct metrics_buf *b)
 	             "Kernel compilations with NVRTC.");
 	metrics_printf(b, "frameprep_kernel_compiles_total{device=\"%s\"} %u\n",
 	               dev, st.compiles);
+	if (st.lanes > 0) {
+		metrics_head(b, "frameprep_gpu_lanes", "gauge",
+		             "GPU lanes started (--lanes on each device).");
+		metrics_printf(b, "frameprep_gpu_lanes{device=\"%s\"} %u\n",
+		               dev, st.lanes);
+		metrics_head(b, "frameprep_gpu_lanes_in_service", "gauge",
+		             "GPU lanes not taken out of service by a sticky "
+		             "CUDA error.");
+		metrics_printf(b,
+		               "frameprep_gpu_lanes_in_service{device=\"%s\"} "
+		               "%u\n",
+		               dev, st.lanes_in_service);
+	}
 	if (st.memory_total == 0)
 		return;
 	metrics_head(b, "frameprep_gpu_memory_used_bytes", "gauge",

@@ -37,6 +37,8 @@ typedef struct fprep__backend_stats {
 	unsigned cache_hits;   /* kernels found in the compiled-kernel cache */
 	unsigned cache_misses; /* lookups that found none */
 	unsigned compiles;     /* NVRTC compilations */
+	unsigned lanes;        /* GPU lanes; 0: one, or not a GPU */
+	unsigned lanes_in_service; /* of those, not taken out */
 } fprep__backend_stats;
 
 /* fprep__job_cb: completion callback, called once per submitted job from a

@@ -351,12 +351,14 @@ static void multi_info(fprep__backend *b, char *buf, size_t size)
 		                               size);
 }
 
-/* multi_stats adds up the lanes' kernel caches and each device's memory
- * once (from its first lane). */
+/* multi_stats counts the lanes in service and adds up the lanes' kernel
+ * caches and each device's memory once (from its first lane). */
 static void multi_stats(fprep__backend *b, fprep__backend_stats *st)
 {
 	multi_backend *mb = (multi_backend *)b;
 
+	st->lanes = mb->n;
+	st->lanes_in_service = atomic_load(&mb->alive);
 	for (unsigned k = 0; k < mb->n; k++) {
 		fprep__backend *lb = mb->lanes[k].cfg.backend;
 		fprep__backend_stats one;

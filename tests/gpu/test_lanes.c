@@ -217,6 +217,9 @@ static void lanes_check_metrics(int port)
 		n += (size_t)r;
 	text[n] = '\0';
 	close(fd);
+	CHECK(strstr(text, "frameprep_gpu_lanes_in_service{device=\"cuda:0\"} "
+	                   "2\n") != NULL,
+	      "metrics: two lanes in service");
 	for (int k = 0; k < 2; k++) {
 		char key[160];
 		const char *p;

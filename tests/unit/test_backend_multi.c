@@ -318,6 +318,7 @@ static void test_shm_fan_out_refused(void **state)
 static void test_failed_lanes(void **state)
 {
 	fprep__job jobs[16];
+	fprep__backend_stats st;
 	fprep__memreg reg;
 	char info[2048];
 	unsigned used = 0;
@@ -342,6 +343,10 @@ static void test_failed_lanes(void **state)
 	info[0] = '\0';
 	t_mb->info(t_mb, info, sizeof(info));
 	assert_non_null(strstr(info, "lanes: 4\nlanes_in_service: 3\n"));
+	memset(&st, 0, sizeof(st));
+	t_mb->stats(t_mb, &st);
+	assert_int_equal(st.lanes, 4);
+	assert_int_equal(st.lanes_in_service, 3);
 	assert_non_null(strstr(info, "lane_1: device=0 uuid=GPU-a0000000-"
 	                             "0000-0000-0000-000000000000 "
 	                             "in_service=0 inflight=0 jobs=1"));
