@@ -6,10 +6,11 @@
  * The design is simple: the multi backend has no thread of its own.
  * submit (loop thread) picks a lane, counts the job in flight there and
  * hands it over with done replaced by multi_job_done, which runs on the
- * lane's thread: it uncounts the job, takes the lane out of service when
- * the job came back fatal (a sticky CUDA error), and calls the caller's
- * done. Only when no lane is left in service does a fatal job stay fatal
- * for the loop, which then exits for a restart.
+ * lane's thread: it uncounts the job, takes the lane and the other lanes
+ * of its device (they share its context) out of service when the job came
+ * back fatal (a sticky CUDA error), and calls the caller's done. Only when no
+ * lane is left in service does a fatal job stay fatal for the loop, which then
+ * exits for a restart.
  *
  * Region operations (memreg.h):
  *   CUDA region  OPEN and CLOSE run on one lane of the region's device:
@@ -150,14 +151,21 @@ static void multi_job_done(fprep__job *job)
 	job->lane = l->index;
 	job->done = job->outer_done;
 	if (job->fatal) {
-		if (atomic_exchange(&l->out, 1) == 0) {
-			unsigned left = atomic_fetch_sub(&mb->alive, 1) - 1;
+		/* A sticky error leaves the device's context unusable, and
+		 * the lanes of a device share it: all of them go. */
+		for (unsigned k = 0; k < mb->n; k++) {
+			multi_lane *o = &mb->lanes[k];
 
+			if (!multi_on(o, l->cfg.uuid) ||
+			    atomic_exchange(&o->out, 1) != 0)
+				continue;
 			fprep__log(FPREP_LOG_ERR,
 			           "lane %u (device %d, %s) taken out of "
-			           "service: %s; %u lane(s) left",
-			           l->index, l->cfg.device, l->cfg.name,
-			           job->message, left);
+			           "service after lane %u's error: %s; %u "
+			           "lane(s) left",
+			           k, o->cfg.device, o->cfg.name, l->index,
+			           job->message,
+			           atomic_fetch_sub(&mb->alive, 1) - 1);
 		}
 		if (atomic_load(&mb->alive) > 0) {
 			char why[FPREP_MESSAGE_SIZE];

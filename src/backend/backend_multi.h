@@ -24,8 +24,9 @@ typedef struct fprep__multi_lane {
  * Scheduling: a job whose input (else output) lies in a CUDA region goes
  * to a lane of that region's device, any other to the lane in service with
  * the fewest jobs in flight (ties in turn). A lane whose job comes back
- * fatal is taken out of service; the job is then only fatal when no lane
- * is left. Loop thread. Returns 0, FPREP_EINVAL (n == 0) or FPREP_ENOMEM. */
+ * fatal is taken out of service with the other lanes of its device; the
+ * job is then only fatal when no lane is left. Loop thread. Returns 0,
+ * FPREP_EINVAL (n == 0) or FPREP_ENOMEM. */
 int fprep__backend_multi_open(fprep__backend **bp,
                               const fprep__multi_lane *lanes, unsigned n);
 

@@ -5,8 +5,8 @@
  * so every choice the multi backend makes is seen in order: the least
  * loaded lane, ties in turn, CUDA regions on their device's lanes, one
  * shared-memory OPEN fanned out to every lane in service with one
- * completion, a failed lane taken out while the others serve, and a job
- * left fatal once no lane is.
+ * completion, a failed lane taken out with its device's other lanes while
+ * the other device serves, and a job left fatal once no lane is.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -328,55 +328,53 @@ static void test_failed_lanes(void **state)
 		t_job_init(&jobs[i]);
 	for (unsigned i = 0; i < NLANES; i++)
 		assert_int_equal(t_mb->submit(t_mb, &jobs[used++]), 0);
-	/* Lane 1 fails: its job is answered, not fatal for the daemon. */
+	/* Lane 1 fails: its job is answered, not fatal for the daemon, and
+	 * lane 0, on the same device, goes too. */
 	fake_finish(1, 1);
 	assert_int_equal(t_last_job->status, FPREP_ECUDA);
 	assert_int_equal(t_last_job->fatal, 0);
 	assert_non_null(strstr(t_last_job->message, "lane 1 out of service"));
 	assert_non_null(strstr(t_last_job->message, "cudaErrorIllegalAddress"));
-	/* It gets no more work, though it has the fewest in flight. */
+	fake_finish(0, 0); /* done before the error */
+	assert_int_equal(t_last_job->status, FPREP_OK);
+	/* Device 0 gets no more work, though it has the fewest in flight. */
 	for (unsigned i = 0; i < 6; i++)
 		assert_int_equal(t_mb->submit(t_mb, &jobs[used++]), 0);
-	assert_int_equal(t_lanes[1].njobs, 0);
-	assert_int_equal(t_lanes[0].njobs + t_lanes[2].njobs + t_lanes[3].njobs,
-	                 9);
+	assert_int_equal(t_lanes[0].njobs + t_lanes[1].njobs, 0);
+	assert_int_equal(t_lanes[2].njobs, 4);
+	assert_int_equal(t_lanes[3].njobs, 4);
 	info[0] = '\0';
 	t_mb->info(t_mb, info, sizeof(info));
-	assert_non_null(strstr(info, "lanes: 4\nlanes_in_service: 3\n"));
-	memset(&st, 0, sizeof(st));
-	t_mb->stats(t_mb, &st);
-	assert_int_equal(st.lanes, 4);
-	assert_int_equal(st.lanes_in_service, 3);
+	assert_non_null(strstr(info, "lanes: 4\nlanes_in_service: 2\n"));
+	assert_non_null(strstr(info, "lane_0: device=0 uuid=GPU-a0000000-"
+	                             "0000-0000-0000-000000000000 "
+	                             "in_service=0 inflight=0 jobs=1"));
 	assert_non_null(strstr(info, "lane_1: device=0 uuid=GPU-a0000000-"
 	                             "0000-0000-0000-000000000000 "
 	                             "in_service=0 inflight=0 jobs=1"));
+	assert_non_null(strstr(info, "lane_3: device=1 uuid=GPU-a1000000-"
+	                             "0000-0000-0000-000000000000 "
+	                             "in_service=1 inflight=4 jobs=0 "
+	                             "name=Fake GPU\n"));
 	assert_non_null(strstr(info, "fake_lane: yes\n"));
+	memset(&st, 0, sizeof(st));
+	t_mb->stats(t_mb, &st);
+	assert_int_equal(st.lanes, 4);
+	assert_int_equal(st.lanes_in_service, 2);
 
-	/* A shared-memory OPEN skips it. */
+	/* A shared-memory OPEN skips device 0's lanes. */
 	t_shm_open(&reg, NULL);
-	fake_run(0);
+	assert_int_equal(t_lanes[2].nadmin, 1);
 	fake_run(2);
 	fake_run(3);
-	assert_int_equal(t_lanes[1].nadmin, 0);
+	assert_int_equal(t_lanes[0].nadmin + t_lanes[1].nadmin, 0);
 	assert_int_equal(t_regions_done, 1);
 	assert_int_equal(reg.status, FPREP_OK);
 
-	/* Lanes 0 and 2 fail: lane 3 serves alone. */
-	fake_finish(0, 1);
+	/* Device 1 serves on; its last lane failing leaves a fatal job. */
+	fake_finish(3, 0);
 	assert_int_equal(t_last_job->fatal, 0);
 	fake_finish(2, 1);
-	assert_int_equal(t_last_job->fatal, 0);
-	/* Later jobs of a failed lane are answered the same way. */
-	fake_finish(0, 1);
-	assert_int_equal(t_last_job->fatal, 0);
-	unsigned before = t_lanes[3].njobs;
-	assert_int_equal(t_mb->submit(t_mb, &jobs[used++]), 0);
-	assert_int_equal(t_lanes[3].njobs, before + 1);
-	while (t_lanes[3].njobs > 1)
-		fake_finish(3, 0);
-	assert_int_equal(t_last_job->fatal, 0);
-	/* The last lane fails: that job stays fatal, the daemon exits. */
-	fake_finish(3, 1);
 	assert_int_equal(t_last_job->fatal, 1);
 	assert_int_equal(t_last_job->status, FPREP_ECUDA);
 	info[0] = '\0';
@@ -385,6 +383,7 @@ static void test_failed_lanes(void **state)
 	for (unsigned k = 0; k < NLANES; k++)
 		while (t_lanes[k].njobs > 0)
 			fake_finish(k, 1);
+	assert_int_equal(t_last_job->fatal, 1);
 	assert_int_equal(t_jobs_done, used);
 }
 
