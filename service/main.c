@@ -33,6 +33,8 @@ static int main_open_gpu(fprep__backend **bp, const fprep__config *cfg,
 	        .kernel_dir = cfg->kernel_dir,
 	        .cache_dir = cfg->kernel_cache,
 	        .cache_enabled = cfg->cache_enabled,
+	        .transfer = cfg->transfer,
+	        .trace = cfg->trace,
 	};
 
 	return fprep__backend_cuda_open(bp, &cc);
