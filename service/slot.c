@@ -451,8 +451,7 @@ static void slot_completed(fprep__slot *s)
 	job->message[0] = '\0';
 	if (job->trace) {
 		tt.sent = now;
-		fprep__trace_text(job->message, sizeof(job->message), &tt,
-		                  job);
+		fprep__trace_text(job->message, sizeof(job->message), &tt, job);
 	}
 	fprep__reply_tensor_finish(rep, job,
 	                           slot_us(s->t_recv_ns, job->t_start_ns),

@@ -267,7 +267,8 @@ int bench_report_json(const char *path, const bench_report *rep)
 			fprintf(f, "\"%s\": %.3f, ", report_srv_names[k],
 			        report_srv_us(r, k));
 		fprintf(f,
-		        "\"transport\": %.3f},\n     \"daemon_cpu_us_per_request\": "
+		        "\"transport\": %.3f},\n     "
+		        "\"daemon_cpu_us_per_request\": "
 		        "%.3f,\n     \"ceiling_fps\": %.3f, "
 		        "\"ceiling_p50_us\": %.3f, \"ceiling_ratio\": %.6f}",
 		        report_transport_us(r), r->cpu_us, r->ceiling_fps,

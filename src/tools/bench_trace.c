@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const trace_keys[] = {"loop", "lane", "h2d", "kernel",
-                                         "d2h", "done", "seen", "sent"};
+static const char *const trace_keys[] = {"loop", "lane", "h2d",  "kernel",
+                                         "d2h",  "done", "seen", "sent"};
 /* The point of each key's (first) figure; h2d, kernel, d2h have two. */
 static const int trace_first[] = {0, 1, 2, 4, 6, 8, 9, 10};
 static const char *const trace_names[BENCH_TRACE_POINTS] = {
@@ -136,8 +136,7 @@ void bench_trace_print(FILE *out, const char *label, const bench_trace *t)
 		        (double)bench_hist_percentile(&t->at[i], 50) / 1000.0,
 		        (double)bench_hist_percentile(&t->at[i], 99) / 1000.0,
 		        (double)bench_hist_percentile(&t->gap[i], 50) / 1000.0,
-		        (double)bench_hist_percentile(&t->gap[i], 99) /
-		                1000.0);
+		        (double)bench_hist_percentile(&t->gap[i], 99) / 1000.0);
 	}
 }
 
@@ -162,8 +161,8 @@ int bench_cpu_us(long pid, uint64_t *us)
 	if (strstr(buf, "(frameprepd)") == NULL || p == NULL || tck <= 0)
 		return -1;
 	if (sscanf(p + 2,
-	           "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-	           &ut, &st) != 2)
+	           "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+	           &st) != 2)
 		return -1;
 	*us = (ut + st) * 1000000ull / (unsigned long long)tck;
 	return 0;

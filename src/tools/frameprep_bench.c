@@ -1210,8 +1210,7 @@ int main(int argc, char **argv)
 			run.warmup_s = o.warmup_s < 0.5 ? o.warmup_s : 0.5;
 			snprintf(label, sizeof(label), "[ceiling c=%u]",
 			         run.streams);
-			if (bench_run_exec(&run, conns, label, &echo_res,
-			                   NULL))
+			if (bench_run_exec(&run, conns, label, &echo_res, NULL))
 				goto out;
 			ceiling_fail += bench_result_fail_count(&echo_res);
 			if (echo_res.elapsed_s > 0)

@@ -47,7 +47,8 @@ static void test_cpu_form_and_gaps(void **state)
 	                                   us, &mask),
 	                 0);
 	assert_int_equal(mask, 0x3u | 1u << 8 | 1u << 9 | 1u << 10);
-	bench_trace_record(t, "trace us: loop=5 lane=9 done=90 seen=95 sent=97");
+	bench_trace_record(t,
+	                   "trace us: loop=5 lane=9 done=90 seen=95 sent=97");
 	bench_trace_record(t, "");
 	bench_trace_record(t, "trace us: loop=5 lane=4 done=90");
 	assert_int_equal(t->traced, 1);
@@ -62,15 +63,15 @@ static void test_cpu_form_and_gaps(void **state)
 static void test_refused(void **state)
 {
 	static const char *const bad[] = {
-	        "trace us: loop=5 lane=3",             /* backwards */
-	        "trace us: lane=3 loop=5",             /* out of order */
-	        "trace us: loop=1 loop=2",             /* repeated */
-	        "trace us: loop=1 queue=2",            /* unknown */
-	        "trace us: loop=1 h2d=4",              /* half a span */
-	        "trace us: loop=1 h2d=9-4",            /* span backwards */
-	        "trace us: loop=x",                    /* not a number */
-	        "trace us: loop=1x",                   /* trailing junk */
-	        "trace us:",                           /* nothing */
+	        "trace us: loop=5 lane=3",  /* backwards */
+	        "trace us: lane=3 loop=5",  /* out of order */
+	        "trace us: loop=1 loop=2",  /* repeated */
+	        "trace us: loop=1 queue=2", /* unknown */
+	        "trace us: loop=1 h2d=4",   /* half a span */
+	        "trace us: loop=1 h2d=9-4", /* span backwards */
+	        "trace us: loop=x",         /* not a number */
+	        "trace us: loop=1x",        /* trailing junk */
+	        "trace us:",                /* nothing */
 	};
 	uint64_t us[BENCH_TRACE_POINTS];
 	unsigned mask;

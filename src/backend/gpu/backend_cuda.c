@@ -188,9 +188,9 @@ typedef struct cuda_backend {
 	fprep__cuda_probe_fn probe;
 	void *probe_arg;
 
-	int transfer;        /* FPREP__CUDA_STAGED, _MAPPED or _AUTO */
-	int integrated;      /* cudaDevAttrIntegrated */
-	int trace;           /* convert job stages to the host clock */
+	int transfer;          /* FPREP__CUDA_STAGED, _MAPPED or _AUTO */
+	int integrated;        /* cudaDevAttrIntegrated */
+	int trace;             /* convert job stages to the host clock */
 	cudaEvent_t ev_anchor; /* device time at host time anchor_ns */
 	uint64_t anchor_ns;    /* lane thread; read while a slot is busy */
 } cuda_backend;
@@ -367,7 +367,8 @@ static int cuda_use_mapped(const cuda_backend *cb, unsigned busy)
 {
 	if (cb->transfer == FPREP__CUDA_MAPPED)
 		return 1;
-	return cb->transfer == FPREP__CUDA_AUTO && (cb->integrated || busy == 0);
+	return cb->transfer == FPREP__CUDA_AUTO &&
+	       (cb->integrated || busy == 0);
 }
 
 /* cuda_enqueue puts job's H2D, kernel and D2H on the streams, using slot s;
@@ -429,7 +430,7 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 
 	memset(&a, 0, sizeof a);
 	a.src = in_dev ? job->input : m_src != NULL ? m_src : s->d_in;
-	a.dst = out_dev      ? (void *)job->output
+	a.dst = out_dev         ? (void *)job->output
 	        : m_dst != NULL ? (void *)m_dst
 	                        : (void *)s->d_out;
 	if (m_dst != NULL && !job->output_pinned)
@@ -692,13 +693,13 @@ static void cuda_region_run(cuda_backend *cb, fprep__memreg *r, int dev_ok)
 	r->status = fprep__memreg_map(r);
 	if (r->status != FPREP_OK)
 		return;
-	unsigned flags = cb->transfer == FPREP__CUDA_STAGED
-	                         ? cudaHostRegisterDefault
-	                         : cudaHostRegisterMapped |
-	                                   cudaHostRegisterPortable;
-	if (!dev_ok || FPREP__CUDA(&st, cudaHostRegister(r->base,
-	                                                 (size_t)r->size,
-	                                                 flags))) {
+	unsigned flags =
+	        cb->transfer == FPREP__CUDA_STAGED
+	                ? cudaHostRegisterDefault
+	                : cudaHostRegisterMapped | cudaHostRegisterPortable;
+	if (!dev_ok ||
+	    FPREP__CUDA(&st,
+	                cudaHostRegister(r->base, (size_t)r->size, flags))) {
 		r->status = FPREP_ECUDA;
 		snprintf(r->message, sizeof(r->message),
 		         "region not pinned for the GPU: %.90s",
@@ -711,8 +712,7 @@ static void cuda_region_run(cuda_backend *cb, fprep__memreg *r, int dev_ok)
 	    FPREP__CUDA(&st, cudaHostGetDevicePointer((void **)&r->mapped,
 	                                              r->base, 0))) {
 		/* Jobs on it go staged. */
-		fprep__log(FPREP_LOG_WARNING, "region not mapped: %s",
-		           st.text);
+		fprep__log(FPREP_LOG_WARNING, "region not mapped: %s", st.text);
 		r->mapped = NULL;
 	}
 }
@@ -1029,9 +1029,9 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	         "device_memory_used_bytes: %zu\n",
 	         cb->device_name, cb->cc / 10, cb->cc % 10, cb->arch,
 	         cb->memory >> 20, cb->copy_engines, cb->nslots,
-	         cb->integrated ? "true" : "false", cb->copy_threads, dir[0] ? dir : "off",
-	         cb->cache_hit ? "hit" : "miss", hits, misses, uuid,
-	         mem_total - mem_free);
+	         cb->integrated ? "true" : "false", cb->copy_threads,
+	         dir[0] ? dir : "off", cb->cache_hit ? "hit" : "miss", hits,
+	         misses, uuid, mem_total - mem_free);
 }
 
 /* cuda_stats reports the kernel cache and the device's memory; on the

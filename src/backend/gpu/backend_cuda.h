@@ -17,8 +17,8 @@ typedef struct fprep__cuda_config {
 	const char *cache_dir;  /* NULL: $XDG_CACHE_HOME/frameprep (or
 	                           ~/.cache/frameprep) */
 	int cache_enabled;      /* 0: compile at every start, write nothing */
-	int transfer; /* FPREP__CUDA_STAGED, _MAPPED or _AUTO */
-	int trace;    /* keep the device clock's anchor for job->t_stage_ns */
+	int transfer;           /* FPREP__CUDA_STAGED, _MAPPED or _AUTO */
+	int trace; /* keep the device clock's anchor for job->t_stage_ns */
 } fprep__cuda_config;
 
 /* How a lane moves frames and tensors that lie in registered pinned memory
