@@ -733,17 +733,18 @@ static void cuda_region_drain(cuda_backend *cb, int dev_ok)
 	}
 }
 
-/* cuda_anchor records ev_anchor on the idle H2D stream and polls it, so
- * anchor_ns is the host time of its device timestamp to within the poll;
- * device stages are converted from it (cuda_host_ns). Lane thread, with no
- * slot busy. */
+/* cuda_anchor records ev_anchor on the idle H2D stream and polls it (for
+ * up to CUDA_SPIN_NS), so anchor_ns is the host time of its device
+ * timestamp to within half the poll; device stages are converted from it
+ * (cuda_host_stamps). Lane thread, with no slot busy. */
 static void cuda_anchor(cuda_backend *cb)
 {
-	uint64_t t0 = cuda_now_ns(), t1;
+	uint64_t t0 = cuda_now_ns(), t1 = t0;
 	cudaError_t e = cudaEventRecord(cb->ev_anchor, cb->s_h2d);
 
 	while (e == cudaSuccess &&
-	       (e = cudaEventQuery(cb->ev_anchor)) == cudaErrorNotReady)
+	       (e = cudaEventQuery(cb->ev_anchor)) == cudaErrorNotReady &&
+	       (t1 = cuda_now_ns()) - t0 < CUDA_SPIN_NS)
 		;
 	t1 = cuda_now_ns();
 	if (e != cudaSuccess) {
@@ -902,6 +903,7 @@ static cudaError_t cuda_wait(cudaEvent_t ev)
 	return e;
 }
 
+/* cuda_finish completes the job of the oldest in-flight slot. */
 static void cuda_finish(cuda_backend *cb, cuda_slot *s)
 {
 	fprep__job *job = s->job;
