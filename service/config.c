@@ -50,6 +50,8 @@ enum config_key {
 	KEY_ALLOW_CUDA_REGIONS,
 	KEY_MAX_CUDA_REGIONS,
 	KEY_METRICS_LISTEN,
+	KEY_TRACE,
+	KEY_TRANSFER,
 	KEY_COUNT,
 	/* Command-line only. */
 	KEY_CONFIG = 'c',
@@ -186,11 +188,51 @@ static const struct config_option config_options[KEY_COUNT] = {
                                 "serve Prometheus metrics on "
                                 "http://HOST:PORT/metrics",
                                 {0, 65535}},
+        [KEY_TRACE] = {"trace",
+                       "[=true|false]",
+                       "write each request's stage times into its reply's "
+                       "message",
+                       {0, 0}},
+        [KEY_TRANSFER] = {"transfer",
+                          "staged|mapped|auto",
+                          "GPU: copy registered pinned frames and tensors, "
+                          "or let the kernel read and write them mapped",
+                          {0, 0}},
         [KEY_LOG_LEVEL] = {"log-level",
                            "LEVEL",
                            "err, warning, notice, info or debug",
                            {0, 0}},
 };
+
+static const char *const config_transfer_names[] = {
+        [FPREP__TRANSFER_STAGED] = "staged",
+        [FPREP__TRANSFER_MAPPED] = "mapped",
+        [FPREP__TRANSFER_AUTO] = "auto",
+};
+
+const char *fprep__transfer_name(int transfer)
+{
+	return transfer >= 0 && transfer <= FPREP__TRANSFER_AUTO
+	               ? config_transfer_names[transfer]
+	               : "?";
+}
+
+/* config_bool reads true|yes|on|1 or false|no|off|0 into *v. */
+static int config_bool(const char *val, int *v, const char *where, FILE *err)
+{
+	if (strcmp(val, "true") == 0 || strcmp(val, "yes") == 0 ||
+	    strcmp(val, "on") == 0 || strcmp(val, "1") == 0) {
+		*v = 1;
+		return 0;
+	}
+	if (strcmp(val, "false") == 0 || strcmp(val, "no") == 0 ||
+	    strcmp(val, "off") == 0 || strcmp(val, "0") == 0) {
+		*v = 0;
+		return 0;
+	}
+	fprintf(err, "frameprepd: %s: '%s' is not true or false\n", where, val);
+	return -1;
+}
 
 static const char *const config_level_names[] = {
         [FPREP_LOG_ERR] = "err",       [FPREP_LOG_WARNING] = "warning",
@@ -435,17 +477,17 @@ static int config_set(fprep__config *cfg, enum config_key key, const char *val,
 		cfg->log_level = level;
 		return 0;
 	case KEY_ALLOW_CUDA_REGIONS:
-		if (strcmp(val, "true") == 0 || strcmp(val, "yes") == 0 ||
-		    strcmp(val, "on") == 0 || strcmp(val, "1") == 0) {
-			cfg->allow_cuda_regions = 1;
-			return 0;
-		}
-		if (strcmp(val, "false") == 0 || strcmp(val, "no") == 0 ||
-		    strcmp(val, "off") == 0 || strcmp(val, "0") == 0) {
-			cfg->allow_cuda_regions = 0;
-			return 0;
-		}
-		fprintf(err, "frameprepd: %s: '%s' is not true or false\n",
+		return config_bool(val, &cfg->allow_cuda_regions, where, err);
+	case KEY_TRACE:
+		return config_bool(val, &cfg->trace, where, err);
+	case KEY_TRANSFER:
+		for (int t = 0; t <= FPREP__TRANSFER_AUTO; t++)
+			if (strcmp(val, config_transfer_names[t]) == 0) {
+				cfg->transfer = t;
+				return 0;
+			}
+		fprintf(err,
+		        "frameprepd: %s: '%s' is not staged, mapped or auto\n",
 		        where, val);
 		return -1;
 	default:
@@ -609,6 +651,12 @@ static void config_default(const fprep__config *cfg, enum config_key key,
 		snprintf(buf, size, "%s",
 		         cfg->metrics_listen ? cfg->metrics_listen : "off");
 		break;
+	case KEY_TRACE:
+		snprintf(buf, size, "%s", cfg->trace ? "true" : "false");
+		break;
+	case KEY_TRANSFER:
+		snprintf(buf, size, "%s", fprep__transfer_name(cfg->transfer));
+		break;
 	case KEY_LOG_LEVEL:
 		snprintf(buf, size, "%s", config_level_names[cfg->log_level]);
 		break;
@@ -703,8 +751,10 @@ int fprep__config_parse(fprep__config *cfg, int argc, char **argv, FILE *out,
 	char where[64];
 
 	for (int k = 0; k < KEY_COUNT; k++)
-		longopts[k] = (struct option){config_options[k].name,
-		                              required_argument, NULL, k + 256};
+		longopts[k] = (struct option){
+		        config_options[k].name,
+		        k == KEY_TRACE ? optional_argument : required_argument,
+		        NULL, k + 256};
 	longopts[KEY_COUNT] =
 	        (struct option){"config", required_argument, NULL, KEY_CONFIG};
 	longopts[KEY_COUNT + 1] =
@@ -765,7 +815,8 @@ int fprep__config_parse(fprep__config *cfg, int argc, char **argv, FILE *out,
 		}
 		snprintf(where, sizeof(where), "--%s",
 		         config_options[opt - 256].name);
-		if (config_set(cfg, opt - 256, optarg, where, err) != 0)
+		if (config_set(cfg, opt - 256, optarg ? optarg : "true", where,
+		               err) != 0)
 			return FPREP__CONFIG_ERROR;
 	}
 	if (cfg->nlisten == 0) {

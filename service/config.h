@@ -53,7 +53,21 @@ typedef struct fprep__config {
 	int allow_cuda_regions;    /* 0: REGISTER_CUDA refused */
 	unsigned max_cuda_regions; /* CUDA regions per connection */
 	char *metrics_listen;      /* HOST:PORT of /metrics; NULL: off */
+	int trace;                 /* stage times in each reply's message */
+	int transfer;              /* enum fprep__transfer (GPU) */
 } fprep__config;
+
+/* fprep__transfer: how the GPU lane moves frames and tensors that lie in
+ * registered pinned memory: copies on the copy engines (STAGED), the
+ * kernel through mapped device pointers (MAPPED), or a rule (AUTO). */
+enum fprep__transfer {
+	FPREP__TRANSFER_STAGED,
+	FPREP__TRANSFER_MAPPED,
+	FPREP__TRANSFER_AUTO
+};
+
+/* fprep__transfer_name returns "staged", "mapped" or "auto". */
+const char *fprep__transfer_name(int transfer);
 
 /* Results of fprep__config_parse besides 0 (run). */
 #define FPREP__CONFIG_EXIT  1 /* --help or --version printed: exit 0 */

@@ -5,6 +5,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "log.h"
@@ -69,6 +70,12 @@ void fprep__server_info(fprep__server *srv, char *buf, size_t size)
 		        srv->cfg->allow_cuda_regions ? "true" : "false", ncuda,
 		        alive, srv->cfg->max_cuda_regions);
 	}
+	if (n < size)
+		n += (size_t)snprintf(buf + n, size - n,
+		                      "pid: %ld\ntrace: %s\ntransfer: %s\n",
+		                      (long)getpid(),
+		                      cfg->trace ? "true" : "false",
+		                      fprep__transfer_name(cfg->transfer));
 	if (n < size - 1)
 		srv->backend->info(srv->backend, buf + n, size - n);
 }

@@ -50,6 +50,8 @@ static int main_open_lanes(fprep__backend **bp, const fprep__config *cfg,
 			        .kernel_dir = cfg->kernel_dir,
 			        .cache_dir = cfg->kernel_cache,
 			        .cache_enabled = cfg->cache_enabled,
+			        .transfer = cfg->transfer,
+			        .trace = cfg->trace,
 			};
 			fprep__multi_lane *l = &lanes[nl];
 

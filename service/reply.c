@@ -58,6 +58,8 @@ void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
 	rep.tensor_size = job->output_size;
 	if (req->input_loc != FPREP_LOC_INLINE)
 		rep.flags |= FPREP_REPLY_F_INPUT_RELEASED;
+	memcpy(rep.message, job->message,
+	       strnlen(job->message, sizeof(rep.message) - 1));
 	fprep_reply_encode(&rep, nng_msg_body(msg));
 }
 

@@ -19,8 +19,9 @@ int fprep__reply_tensor_alloc(nng_msg **msgp, uint64_t tensor_bytes,
 
 /* fprep__reply_tensor_finish writes the header of a successful tensor
  * reply for job (whose output lies in msg's payload, or in a shared-memory
- * region: then msg is the header alone): shape, transform and timings
- * (t_queue_us, t_total_us measured by the caller). */
+ * region: then msg is the header alone): shape, transform, timings
+ * (t_queue_us, t_total_us measured by the caller) and job->message (the
+ * --trace text, or empty). */
 void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
                                 uint32_t t_queue_us, uint32_t t_total_us);
 

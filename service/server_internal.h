@@ -77,7 +77,8 @@ struct fprep__slot {
 	uint64_t reply_bytes; /* counted in the reply byte totals */
 	uint16_t kind;        /* of the request being served, for logs */
 	uint64_t request_id;
-	uint64_t t_recv_ns;
+	uint64_t t_rx_ns;   /* nng's callback for the request (--trace) */
+	uint64_t t_recv_ns; /* the loop took the request */
 	fprep__job job;
 };
 

@@ -28,6 +28,7 @@
 #include "metrics.h"
 #include "reply.h"
 #include "server_internal.h"
+#include "trace.h"
 
 #define SLOT_INFO_SIZE 4096
 
@@ -42,6 +43,8 @@ void fprep__slot_aio_cb(void *arg)
 {
 	fprep__slot *s = arg;
 
+	if (s->srv->cfg->trace)
+		s->t_rx_ns = fprep__now_ns();
 	s->ev.kind = FPREP__EV_AIO;
 	s->aio_result = nng_aio_result(s->aio);
 	fprep__evq_push(&s->srv->evq, &s->ev);
@@ -293,6 +296,7 @@ static void slot_submit(fprep__slot *s, nng_msg *msg, const fprep_request *req)
 	}
 	job->done = slot_job_done;
 	job->data = s;
+	job->trace = srv->cfg->trace;
 	s->req_msg = msg;
 	s->rep_msg = rep;
 	s->state = FPREP__SLOT_WORK;
@@ -396,8 +400,12 @@ static void slot_completed(fprep__slot *s)
 	fprep__server *srv = s->srv;
 	fprep__job *job = &s->job;
 	nng_msg *rep = s->rep_msg;
+	fprep__trace_times tt = {.rx = s->t_rx_ns, .loop = s->t_recv_ns};
 	uint64_t now;
 	char why[FPREP_MESSAGE_SIZE + 32];
+
+	if (job->trace)
+		tt.seen = fprep__now_ns();
 
 	nng_msg_free(s->req_msg);
 	s->req_msg = NULL;
@@ -440,6 +448,11 @@ static void slot_completed(fprep__slot *s)
 		return;
 	}
 	now = fprep__now_ns();
+	job->message[0] = '\0';
+	if (job->trace) {
+		tt.sent = now;
+		fprep__trace_text(job->message, sizeof(job->message), &tt, job);
+	}
 	fprep__reply_tensor_finish(rep, job,
 	                           slot_us(s->t_recv_ns, job->t_start_ns),
 	                           slot_us(s->t_recv_ns, now));

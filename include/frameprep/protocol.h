@@ -206,9 +206,21 @@
  *    96  u32 region_id      REGISTER: the new region's id
  *   100  u32 flags          FPREP_REPLY_F_* bits
  *   104  char message[152]  NUL-terminated human-readable text; on error it
- *                           names the field, the value and the limit
+ *                           names the field, the value and the limit; on
+ *                           a successful FRAME/ECHO of a daemon run with
+ *                           --trace, the request's stage times (below),
+ *                           else empty
  *   256  ...                payload: tensor bytes (FRAME/ECHO inline output),
  *                           text (INFO), nothing otherwise
+ *
+ * The trace (frameprepd --trace): "trace us: loop=A lane=B h2d=C-D
+ * kernel=E-F d2h=G-H done=I seen=J sent=K", microseconds since the request
+ * was received (nng's callback): the loop thread took it (loop), the
+ * backend began it (lane), the device's copy-in, kernel and copy-out began
+ * and ended (h2d, kernel, d2h; CUDA events on the host's clock, absent on
+ * the CPU backend and for ECHO), the backend finished (done), the loop
+ * took the completion (seen) and handed the reply to nng (sent). The keys
+ * come in that order and each figure is at least the one before it.
  *
  * Errors: a request that cannot be parsed still gets a reply with the best
  * kind/request_id that could be read and a status from enum fprep_err.

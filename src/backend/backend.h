@@ -45,6 +45,17 @@ typedef struct fprep__backend_stats {
  * backend thread. */
 typedef void (*fprep__job_cb)(fprep__job *job);
 
+/* fprep__stage: the device stages of a job, as indexes of t_stage_ns. */
+enum fprep__stage {
+	FPREP__STAGE_H2D0,
+	FPREP__STAGE_H2D1,
+	FPREP__STAGE_K0,
+	FPREP__STAGE_K1,
+	FPREP__STAGE_D2H0,
+	FPREP__STAGE_D2H1,
+	FPREP__STAGE_COUNT
+};
+
 struct fprep__job {
 	/* Filled by the loop before submit; what is decided once per request
 	 * (shape, transform, pinned-ness) is here, and backends read it
@@ -61,6 +72,7 @@ struct fprep__job {
 	int output_device;    /* output is device memory (a CUDA region) */
 	fprep__memreg *in_region;  /* region holding the input, or NULL */
 	fprep__memreg *out_region; /* region receiving the output, or NULL */
+	int trace; /* fill t_stage_ns below (frameprepd --trace) */
 	fprep__job_cb done;
 	void *data; /* the loop's request */
 
@@ -75,6 +87,10 @@ struct fprep__job {
 	uint32_t t_kernel_us;
 	uint32_t t_d2h_us;
 	unsigned lane; /* index of the lane that ran it; 0 with one lane */
+	/* With trace set, a GPU backend writes when each device stage began
+	 * and ended (enum fprep__stage), converted to CLOCK_MONOTONIC
+	 * nanoseconds; 0: the stage did not run or is unknown. */
+	uint64_t t_stage_ns[FPREP__STAGE_COUNT];
 
 	/* Private to the backend. */
 	fprep__qnode link; /* in the backend's queue */

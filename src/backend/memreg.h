@@ -71,9 +71,11 @@ struct fprep__memreg {
 	} u;
 
 	/* Set by OPEN on the backend thread; read by the loop after done. */
-	uint8_t *base; /* address of the first byte jobs use: host memory,
-	                  or device memory for FPREP__MEMREG_CUDA */
-	int pinned;    /* base is page-locked for the device: DMA uses it */
+	uint8_t *base;   /* address of the first byte jobs use: host memory,
+	                    or device memory for FPREP__MEMREG_CUDA */
+	int pinned;      /* base is page-locked for the device: DMA uses it */
+	uint8_t *mapped; /* base's device address through the mapping of a
+	                    GPU lane in mapped transfer mode, or NULL */
 
 	/* The operation in progress (one at a time) and its result. */
 	int verb; /* enum fprep__memreg_verb */

@@ -107,6 +107,11 @@ void bench_report_table(FILE *out, const bench_report *rep)
 	for (i = 0; i < rep->nruns; i++) {
 		r = &rep->runs[i];
 		report_point(point, sizeof(point), r);
+		if (r->cpu_us >= 0)
+			fprintf(out,
+			        "%s: daemon CPU %.1f us per request (%.2f "
+			        "cores)\n",
+			        point, r->cpu_us, r->cpu_cores);
 		if (r->ceiling_fps > 0)
 			fprintf(out,
 			        "%s: transport ceiling (ECHO, same load) %.1f "
@@ -262,9 +267,11 @@ int bench_report_json(const char *path, const bench_report *rep)
 			fprintf(f, "\"%s\": %.3f, ", report_srv_names[k],
 			        report_srv_us(r, k));
 		fprintf(f,
-		        "\"transport\": %.3f},\n     \"ceiling_fps\": %.3f, "
+		        "\"transport\": %.3f},\n     "
+		        "\"daemon_cpu_us_per_request\": "
+		        "%.3f,\n     \"ceiling_fps\": %.3f, "
 		        "\"ceiling_p50_us\": %.3f, \"ceiling_ratio\": %.6f}",
-		        report_transport_us(r), r->ceiling_fps,
+		        report_transport_us(r), r->cpu_us, r->ceiling_fps,
 		        r->ceiling_p50_us,
 		        r->ceiling_fps > 0 ? report_fps(r) / r->ceiling_fps
 		                           : 0.0);

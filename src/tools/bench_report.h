@@ -35,6 +35,9 @@ typedef struct bench_result {
 	double srv_sum_us[6]; /* queue, compute, h2d, kernel, d2h, total */
 	bench_hist hist;      /* latency of ok replies */
 	double ceiling_fps;   /* ECHO frames/s at the same load, 0: none */
+	double cpu_us;        /* daemon CPU time per request (warm-up
+	                         included), us; < 0: unknown */
+	double cpu_cores;     /* daemon CPU time / wall time; < 0: unknown */
 	double ceiling_p50_us;
 } bench_result;
 

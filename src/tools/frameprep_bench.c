@@ -29,6 +29,7 @@
 #include "bench_hist.h"
 #include "bench_input.h"
 #include "bench_report.h"
+#include "bench_trace.h"
 #include "frameprep/frameprep.h"
 #include "tool_options.h"
 
@@ -64,6 +65,7 @@ typedef struct bench_opts {
 	const char *csv;
 	const char *plot;
 	int quiet;
+	int trace; /* tabulate the daemon's --trace stage times */
 	bench_frame_spec spec;
 } bench_opts;
 
@@ -114,6 +116,7 @@ typedef struct bench_stream {
 	pthread_t thread;
 	uint64_t last_done_ns;
 	bench_result res;
+	bench_trace *trace; /* with run->trace */
 } bench_stream;
 
 static volatile sig_atomic_t bench_interrupted;
@@ -369,6 +372,9 @@ static void *bench_stream_main(void *arg)
 				res->srv_sum_us[5] += h->t_total_us;
 				if (done > st->last_done_ns)
 					st->last_done_ns = done;
+				if (st->trace != NULL)
+					bench_trace_record(st->trace,
+					                   h->message);
 			}
 		} else {
 			res->warmup_sent++;
@@ -427,7 +433,7 @@ static void *bench_watch_main(void *arg)
  * set) on conns[0..run->streams) and merges the streams' results into
  * *out. Returns 0, or -1 if threads could not be started. */
 static int bench_run_exec(bench_run *run, bench_conn *conns, const char *label,
-                          bench_result *out)
+                          bench_result *out, bench_trace *trace)
 {
 	bench_stream *st;
 	bench_watch watch = {.run = run, .label = label};
@@ -461,6 +467,12 @@ static int bench_run_exec(bench_run *run, bench_conn *conns, const char *label,
 		st[i].run = run;
 		st[i].conn = &conns[i];
 		bench_hist_init(&st[i].res.hist);
+		if (trace != NULL &&
+		    (st[i].trace = bench_trace_alloc()) == NULL) {
+			fprintf(stderr, "frameprep-bench: out of memory\n");
+			atomic_store(&run->stop, 1);
+			break;
+		}
 		if (pthread_create(&st[i].thread, NULL, bench_stream_main,
 		                   &st[i]) != 0) {
 			fprintf(stderr, "frameprep-bench: cannot start a "
@@ -484,6 +496,7 @@ static int bench_run_exec(bench_run *run, bench_conn *conns, const char *label,
 		                             BENCH_MAX_MESSAGES));
 
 	memset(out, 0, sizeof(*out));
+	out->cpu_us = out->cpu_cores = -1;
 	bench_hist_init(&out->hist);
 	out->open_loop = run->open_loop;
 	out->concurrency = run->streams;
@@ -507,6 +520,8 @@ static int bench_run_exec(bench_run *run, bench_conn *conns, const char *label,
 		for (k = 0; k < 6; k++)
 			out->srv_sum_us[k] += s->srv_sum_us[k];
 		bench_hist_merge(&out->hist, &s->hist);
+		if (trace != NULL && st[i].trace != NULL)
+			bench_trace_merge(trace, st[i].trace);
 		if (st[i].last_done_ns > last)
 			last = st[i].last_done_ns;
 	}
@@ -519,6 +534,8 @@ join:
 	for (i = 0; i < started; i++)
 		pthread_join(st[i].thread, NULL);
 	pthread_mutex_destroy(&run->gen_lock);
+	for (i = 0; i < run->streams; i++)
+		free(st[i].trace);
 	free(st);
 	return rc;
 }
@@ -618,6 +635,12 @@ static void bench_usage(FILE *f)
 	fprintf(f,
 	        "      --echo                  send ECHO requests: the "
 	        "transport alone\n"
+	        "      --trace                 tabulate the stage times of "
+	        "frameprepd --trace\n"
+	        "                              (medians, p99 and the "
+	        "hand-offs between them);\n"
+	        "                              replies without one fail the "
+	        "run\n"
 	        "      --shm WHERE             in, out, both, none: frames "
 	        "and/or tensors\n"
 	        "                              through a shared-memory region "
@@ -678,6 +701,7 @@ enum {
 	OPT_JSON,
 	OPT_CSV,
 	OPT_PLOT,
+	OPT_TRACE,
 };
 
 static const struct option bench_long_opts[] = {
@@ -707,6 +731,7 @@ static const struct option bench_long_opts[] = {
         {"json", required_argument, NULL, OPT_JSON},
         {"csv", required_argument, NULL, OPT_CSV},
         {"plot", required_argument, NULL, OPT_PLOT},
+        {"trace", no_argument, NULL, OPT_TRACE},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -900,6 +925,9 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 		case OPT_CSV:
 			o->csv = optarg;
 			break;
+		case OPT_TRACE:
+			o->trace = 1;
+			break;
 		case OPT_PLOT:
 			o->plot = optarg;
 			break;
@@ -1071,9 +1099,13 @@ int main(int argc, char **argv)
 	fprep_result info;
 	char url[TOOL_URLS_SIZE], backend[64] = "unknown", device[128] = "";
 	char input_desc[512], request_desc[512], label[64];
-	char *info_text = NULL;
+	char *info_text = NULL, pid_text[32] = "";
+	long daemon_pid = 0;
+	uint64_t cpu0 = 0, cpu1 = 0, t0 = 0;
+	bench_trace *trace = NULL;
 	unsigned npoints, nclients = 0, i, p;
 	uint64_t ceiling_fail = 0, fail = 0;
+	int trace_fail = 0;
 	int rc, status = 2;
 
 	rc = bench_parse(argc, argv, &o);
@@ -1125,6 +1157,8 @@ int main(int argc, char **argv)
 			                 sizeof(backend));
 			bench_info_value(info_text, "device", device,
 			                 sizeof(device));
+			bench_info_value(info_text, "pid", pid_text,
+			                 sizeof(pid_text));
 			if (!backend[0])
 				snprintf(backend, sizeof(backend), "unknown");
 		}
@@ -1133,6 +1167,15 @@ int main(int argc, char **argv)
 		        rc ? fprep_strerror(rc) : info.header.message);
 	}
 	fprep_result_fini(&info);
+	/* The daemon's CPU time is read where it runs on this host. */
+	if (strncmp(url, "ipc://", 6) == 0 && pid_text[0] != '\0')
+		daemon_pid = strtol(pid_text, NULL, 10);
+	if (daemon_pid > 0 && bench_cpu_us(daemon_pid, &cpu0) != 0)
+		daemon_pid = 0;
+	if (o.trace && (trace = bench_trace_alloc()) == NULL) {
+		fprintf(stderr, "frameprep-bench: out of memory\n");
+		goto out;
+	}
 
 	/* Frames the daemon would drop unanswered stop the run before it
 	 * starts; each client learns the limits here, outside the timing. */
@@ -1167,7 +1210,7 @@ int main(int argc, char **argv)
 			run.warmup_s = o.warmup_s < 0.5 ? o.warmup_s : 0.5;
 			snprintf(label, sizeof(label), "[ceiling c=%u]",
 			         run.streams);
-			if (bench_run_exec(&run, conns, label, &echo_res))
+			if (bench_run_exec(&run, conns, label, &echo_res, NULL))
 				goto out;
 			ceiling_fail += bench_result_fail_count(&echo_res);
 			if (echo_res.elapsed_s > 0)
@@ -1188,8 +1231,29 @@ int main(int argc, char **argv)
 			         run.rate, run.streams);
 		else
 			snprintf(label, sizeof(label), "[c=%u]", run.streams);
-		if (bench_run_exec(&run, conns, label, &runs[p]))
+		if (trace != NULL) {
+			free(trace);
+			if ((trace = bench_trace_alloc()) == NULL)
+				goto out;
+		}
+		t0 = bench_now_ns();
+		if (daemon_pid > 0 && bench_cpu_us(daemon_pid, &cpu0) != 0)
+			daemon_pid = 0;
+		if (bench_run_exec(&run, conns, label, &runs[p], trace))
 			goto out;
+		if (daemon_pid > 0 && bench_cpu_us(daemon_pid, &cpu1) == 0 &&
+		    runs[p].sent + runs[p].warmup_sent > 0) {
+			runs[p].cpu_us =
+			        (double)(cpu1 - cpu0) /
+			        (double)(runs[p].sent + runs[p].warmup_sent);
+			runs[p].cpu_cores = (double)(cpu1 - cpu0) * 1000.0 /
+			                    (double)(bench_now_ns() - t0);
+		}
+		if (trace != NULL) {
+			bench_trace_print(stdout, label, trace);
+			if (trace->missing || trace->bad || !trace->traced)
+				trace_fail = 1;
+		}
 		runs[p].ceiling_fps = ceil_fps;
 		runs[p].ceiling_p50_us = ceil_p50_us;
 		fail += bench_result_fail_count(&runs[p]);
@@ -1219,6 +1283,12 @@ int main(int argc, char **argv)
 		        "frameprep-bench: %llu ECHO (ceiling) requests "
 		        "failed\n",
 		        (unsigned long long)ceiling_fail);
+	if (trace_fail) {
+		fprintf(stderr, "frameprep-bench: FAILED: --trace: replies "
+		                "without a trace or with a malformed one (is "
+		                "frameprepd run with --trace?)\n");
+		status = 1;
+	}
 	if (fail || ceiling_fail) {
 		fprintf(stderr, "frameprep-bench: FAILED: %llu bad replies\n",
 		        (unsigned long long)(fail + ceiling_fail));
@@ -1234,6 +1304,7 @@ out:
 	}
 	free(conns);
 	free(runs);
+	free(trace);
 	free(info_text);
 	bench_inputs_free(inputs, ninputs);
 	return status;

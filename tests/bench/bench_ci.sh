@@ -19,6 +19,13 @@
 #       then check_peers.py against `CLI send` on a live DAEMON.
 #   bench_ci.sh noserver BENCH
 #       nobody listens; pass when BENCH exits 2 with a message.
+#   bench_ci.sh trace DAEMON BENCH
+#       DAEMON --trace: BENCH --trace finds a well-formed, ordered trace in
+#       every reply and prints the stage table; DAEMON without --trace:
+#       BENCH --trace counts every reply as without one and exits 1.
+#   bench_ci.sh cpu DAEMON BENCH
+#       BENCH prints the daemon's CPU time per request, above zero, for
+#       each load.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -171,8 +178,48 @@ noserver)
 	cat "$tmp/bench.out"
 	[ "$rc" -eq 2 ] || fail "frameprep-bench exited $rc, expected 2"
 	;;
+trace)
+	daemon=$1 bench=$2
+	set -- --socket "$url" --quiet --synthetic 320x240 --size 160x160 \
+		-c 1,2 --requests 40 --warmup 0 --no-ceiling --trace
+	start_daemon "$daemon" --trace
+	"$bench" "$@" >"$tmp/on.out" 2>&1 || fail "with --trace: exit $?"
+	cat "$tmp/on.out"
+	n=$(grep -c "replies traced, 0 without a trace, 0 malformed" "$tmp/on.out")
+	[ "$n" -eq 2 ] || fail "not every reply had a well-formed trace"
+	for stage in "loop (nng -> loop)" "lane (loop -> backend)" \
+		"done (completion)" "seen (completion -> loop)" "sent (loop -> nng)"; do
+		grep -qF "| $stage |" "$tmp/on.out" || fail "no row $stage"
+	done
+	grep -q "^| h2d" "$tmp/on.out" && fail "device stages on the CPU backend"
+	kill "$pid"
+	wait "$pid"
+	rm -f "$tmp/fp.sock"
+	start_daemon "$daemon"
+	"$bench" "$@" >"$tmp/off.out" 2>&1
+	rc=$?
+	cat "$tmp/off.out"
+	[ "$rc" -eq 1 ] || fail "without --trace: exit $rc, expected 1"
+	grep -q "0 replies traced, [1-9][0-9]* without a trace" "$tmp/off.out" ||
+		fail "replies without --trace were not counted as untraced"
+	;;
+cpu)
+	daemon=$1 bench=$2
+	start_daemon "$daemon"
+	"$bench" --socket "$url" --quiet --synthetic 320x240 --size 160x160 \
+		-c 1,4 --duration 1 --warmup 0.2 --no-ceiling \
+		>"$tmp/bench.out" 2>&1 || fail "frameprep-bench exited $?"
+	cat "$tmp/bench.out"
+	for c in 1 4; do
+		v=$(sed -n "s/^c=$c: daemon CPU \([0-9.]*\) us per request.*/\1/p" \
+			"$tmp/bench.out")
+		[ -n "$v" ] || fail "no daemon CPU line for c=$c"
+		awk -v v="$v" 'BEGIN { exit !(v > 0) }' ||
+			fail "daemon CPU for c=$c is $v"
+	done
+	;;
 *)
-	echo "usage: $0 live|sweep|limit|fake|peers|noserver ..." >&2
+	echo "usage: $0 live|sweep|limit|fake|peers|noserver|trace|cpu ..." >&2
 	exit 2
 	;;
 esac

@@ -9,11 +9,16 @@
 #          GPU machine lacks (tests/gpu/collect-libs.sh),
 #          the photographs and this script into BUNDLE_DIR.
 #   there: bash BUNDLE_DIR/run-on-gpu.sh [lane|service|all]
-#          lane: test_kernel_cache, test_gpu_backend (plain and, with
+#          lane: test_kernel_cache, test_gpu_backend (its equality cases
+#          also in the transfer modes FPREP_TRANSFER names, default
+#          mapped,auto; plain and, with
 #          FPREP_MEMCHECK=1, under compute-sanitizer memcheck) and bench_lane;
 #          service: frameprepd on GPU 0 with the CLI, the shared-memory test,
 #          frameprep-bench (inline, shared memory, ECHO ceiling, sweeps, 1080p
-#          and 4K, against the PCIe ceiling that bench_lane measured) and the
+#          and 4K, against the PCIe ceiling that bench_lane measured),
+#          b1080_modes (a daemon per --transfer staged, mapped, auto, with
+#          --trace: shared-memory 1080p at -c 1,4,16 beside the copy-probe
+#          floor) and the
 #          peers (OpenCV on the CPU, PyTorch naive and tuned) on the same
 #          frames, and the metrics endpoint's cost (metrics_cost.py); two
 #          lanes on GPU 0: two_lanes (test_lanes: --lanes 2, inline and
@@ -81,12 +86,56 @@ run() { # run NAME COMMAND...: runs, keeps the log, records the verdict
 	grep -v '^<[67]>' "$logs/$name.log" | tail -n "${TAILN:-40}"
 }
 
+# modes_run: 1080p BGR8 -> 640x640 f32 through shared memory with the
+# lane's transfers staged, mapped and auto (a daemon each, with --trace),
+# at concurrency 1, 4 and 16, beside the floor of the same frame's copy
+# probes and kernel (bench_lane). Ends with a table and PASS or FAIL.
+modes_run() {
+	local h2d d2h kern m mu mp rc=0
+	h2d=$(awk '/H2D .*1080p BGR8/ { print $(NF-3) }' "$logs/bench.log")
+	d2h=$(awk '/D2H .*640x640x3 f32/ { print $(NF-3) }' "$logs/bench.log")
+	kern=$(awk '/^shm \(pinned in\+out\)/ { print $5 }' "$logs/bench.log")
+	for m in staged mapped auto; do
+		mu=ipc://$tmp/modes-$m.sock
+		"$here/bin/frameprepd" --device 0 --listen "$mu" --slots 4 \
+			--max-inflight 256 --transfer "$m" --trace \
+			2>"$logs/frameprepd_$m.log" &
+		mp=$!
+		for _ in $(seq 200); do "$here/bin/frameprep" info --socket "$mu" >/dev/null 2>&1 && break; sleep 0.1; done
+		echo "--- transfer $m"
+		"$here/bin/frameprep" info --socket "$mu" | grep -E '^(transfer|trace|integrated):'
+		"$here/bin/frameprep-bench" --socket "$mu" --quiet \
+			--image "$here/images/astronaut.png" --verify sample \
+			--duration "${FPREP_BENCH_S:-3}" --warmup 1 --no-ceiling \
+			--frame-size 1920x1080 --size 640x640 --shm both -c 1,4,16 \
+			--trace --json "$logs/modes_$m.json" >"$logs/modes_$m.txt" 2>&1 || rc=1
+		cat "$logs/modes_$m.txt"
+		kill -TERM $mp
+		wait $mp || rc=1
+	done
+	echo
+	echo "copy-probe floor, 1080p BGR8 -> 640x640 f32: H2D ${h2d:-?} + kernel ${kern:-?} + D2H ${d2h:-?} = $(awk -v a="$h2d" -v b="$kern" -v c="$d2h" 'BEGIN { printf "%.1f", a + b + c }') us"
+	echo "| transfer | load | p50 us | p99 us | frames/s | daemon CPU us/request |"
+	echo "| --- | --- | --- | --- | --- | --- |"
+	for m in staged mapped auto; do
+		awk -v m="$m" '
+			/^c=[0-9]+ / && NF == 11 { fps[$1] = $2; p50[$1] = $5; p99[$1] = $7; order[++n] = $1 }
+			/^c=[0-9]+: daemon CPU / { sub(":", "", $1); cpu[$1] = $4 }
+			END { for (i = 1; i <= n; i++) { k = order[i]
+				printf "| %s | %s | %s | %s | %s | %s |\n", m, k, p50[k], p99[k], fps[k], (k in cpu) ? cpu[k] : "?" } }
+		' "$logs/modes_$m.txt"
+	done
+	[ $rc -eq 0 ] && echo "b1080_modes: PASS" || echo "b1080_modes: FAIL"
+	return $rc
+}
+
 mode=${1:-all}
 nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader 2>/dev/null
 tests=()
 if [ "$mode" != service ]; then
 	TAILN=12 run kernel_cache "$here/bin/test_kernel_cache"
-	TAILN=30 run gpu_backend "$here/bin/test_gpu_backend" "$here/images"
+	TAILN=30 run gpu_backend env FPREP_TRANSFER="${FPREP_TRANSFER:-mapped,auto}" \
+		"$here/bin/test_gpu_backend" "$here/images"
 	tests+=(kernel_cache gpu_backend)
 	cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 	if [ "${FPREP_MEMCHECK:-0}" = 1 ] && [ -x "$cs" ]; then
@@ -153,6 +202,8 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	# With f32 out, NV12's D2H (4.9 MB) outweighs its H2D (3.1 MB); with f16 (2.5 MB) the input bounds it.
 	TAILN=20 run b1080_nv12_f16 "${B[@]}" --frame-size 1920x1080 --size 640x640 --dtype f16 --shm both --format nv12 -c 1,16 --json "$logs/b1080_nv12_f16.json"
 	TAILN=20 run b1080_open "${B[@]}" --frame-size 1920x1080 --size 640x640 --shm both -c 32 --rate 2000,6000 --arrivals poisson --json "$logs/b1080_open.json"
+	TAILN=40 run b1080_modes modes_run
+	tests+=(b1080_modes)
 	tests+=(b1080_inline b1080_shm b1080_nv12_shm b4k_inline b4k_shm b1080_f16 b1080_nv12_f16 b1080_open)
 	# NV12 against BGR8 in the same run: the best frames/s of each sweep.
 	best_fps() { grep -o '"frames_per_s": [0-9.]*' "$1" 2>/dev/null | awk '$2 > m { m = $2 } END { printf "%.1f", m }'; }

@@ -4,7 +4,10 @@
  * allocation in steady state, H2D of one frame overlapping the D2H of the
  * one before, ECHO and bad jobs answered, and a clean close with jobs in
  * flight. Usage: test_gpu_backend IMAGE_DIR [MAX_IMAGES]. Exits 77
- * without a GPU.
+ * without a GPU. The equality cases run once more in each transfer mode
+ * that FPREP_TRANSFER names (comma-separated staged, mapped, auto; default
+ * "mapped"), with the lane's trace on: stage times in order; in mapped
+ * mode also a frame and tensor in a mapped pinned "region".
  *
  * Tolerances. F32: one source LSB after normalisation, scale / std[c]
  * (1/255 with the YOLO convention). The GPU evaluates the same formula in
@@ -37,6 +40,9 @@
 static const char *const fmt_names[] = {
         "", "BGR8", "RGB8", "BGRA8", "RGBA8", "GRAY8", "NV12", "I420", "YUYV"};
 static const char *const dtype_names[] = {"", "f32", "f16", "u8"};
+
+/* With trace on, check_case checks each job's device stage times. */
+static int trace_on;
 
 /* Largest difference seen, by pixel format and dtype (f32/f16 in tensor
  * units, u8 in LSB). */
@@ -259,8 +265,20 @@ static void check_case(fprep__backend *b, lane_waiter *w, const lane_image *im,
 	      "CPU reference refused the request");
 	memset(gpu, 0xff, bytes); /* NaN: unwritten elements show */
 	lane_job_init(&lj, w, &rq, frame, gpu, bytes);
+	lj.job.trace = trace_on;
 	run_one(b, w, &lj);
 	CHECK(lj.calls == 1, "done called %u times", lj.calls);
+	if (trace_on && lj.job.status == FPREP_OK) {
+		uint64_t prev = lj.job.t_start_ns;
+		for (int i = 0; i < FPREP__STAGE_COUNT; i++) {
+			CHECK(lj.job.t_stage_ns[i] >= prev,
+			      "trace: stage %d at %llu before %llu", i,
+			      (unsigned long long)lj.job.t_stage_ns[i],
+			      (unsigned long long)prev);
+			prev = lj.job.t_stage_ns[i];
+		}
+		CHECK(prev <= lj.job.t_end_ns, "trace: d2h ends after done");
+	}
 	CHECK(lj.job.status == FPREP_OK, "%s: status %d: %s", im->name,
 	      lj.job.status, lj.job.message);
 	CHECK(memcmp(&lj.job.xf, &xf, sizeof xf) == 0,
@@ -451,6 +469,65 @@ static void check_burst(fprep__backend *b, lane_waiter *w, const lane_image *im,
 
 /* check_echo_and_bad: ECHO does no work but computes the transform; a job
  * whose output size is wrong is answered with EINVAL. */
+/* check_mapped_region runs one 1080p frame read from, and its tensor
+ * written to, pinned memory standing for a registered region (base, and
+ * its device address in mapped), as the daemon hands a lane a job on a
+ * shared-memory region. */
+static void check_mapped_region(fprep__backend *b, lane_waiter *w,
+                                const lane_image *im)
+{
+	fprep_request rq;
+	uint32_t shape[4];
+	uint64_t bytes = 0;
+	uint8_t *frame, *host = NULL, *dev = NULL, *cpu;
+	fprep__memreg reg;
+	lane_job lj;
+	int bad = 0;
+
+	fprep_request_init(&rq, FPREP_PIX_BGR8, (uint32_t)im->w,
+	                   (uint32_t)im->h);
+	frame = lane_frame_make(im, FPREP_PIX_BGR8, 0, &rq.src_stride,
+	                        &rq.input_size);
+	CHECK(fprep_tensor_shape(&rq, shape, &bytes) == 0, "tensor shape");
+	cpu = malloc(bytes);
+	CHECK(frame && cpu, "out of memory");
+	CHECK(fprep_preprocess_cpu(&rq, frame, cpu, bytes, NULL) == 0, "cpu");
+	size_t in_cap = (rq.input_size + 4095) & ~(size_t)4095;
+	CHECK(cudaHostAlloc((void **)&host, in_cap + bytes,
+	                    cudaHostAllocMapped | cudaHostAllocPortable) ==
+	                      cudaSuccess &&
+	              cudaHostGetDevicePointer((void **)&dev, host, 0) ==
+	                      cudaSuccess,
+	      "mapped pinned memory");
+	if (host == NULL || dev == NULL)
+		goto out;
+	memcpy(host, frame, rq.input_size);
+	memset(host + in_cap, 0xff, bytes);
+	memset(&reg, 0, sizeof reg);
+	reg.kind = FPREP__MEMREG_SHM;
+	reg.size = in_cap + bytes;
+	reg.base = host;
+	reg.pinned = 1;
+	reg.mapped = dev;
+	lane_job_init(&lj, w, &rq, host, host + in_cap, bytes);
+	lj.job.input_pinned = lj.job.output_pinned = 1;
+	lj.job.in_region = lj.job.out_region = &reg;
+	run_one(b, w, &lj);
+	CHECK(lj.job.status == FPREP_OK, "mapped region: %s", lj.job.message);
+	compare(&rq, host + in_cap, cpu, bytes, &bad);
+	CHECK(bad == 0, "mapped region: %d elements off", bad);
+	CHECK(lj.job.t_h2d_us < 5,
+	      "mapped region: %u us between the H2D events (a copy ran?)",
+	      lj.job.t_h2d_us);
+	printf("mapped region: 1080p BGR8 -> 640x640 f32 kernel %u us, %s\n",
+	       lj.job.t_kernel_us, bad ? "DIFFERS" : "equal to the CPU");
+out:
+	if (host != NULL)
+		cudaFreeHost(host);
+	free(frame);
+	free(cpu);
+}
+
 static void check_echo_and_bad(fprep__backend *b, lane_waiter *w,
                                const lane_image *im)
 {
@@ -607,6 +684,33 @@ int main(int argc, char **argv)
 	/* Warm cache: the second open compiles nothing. */
 	check_close_in_flight(&cfg, &big, 5000);
 	check_close_in_flight(&cfg, &big, 0);
+
+	/* The equality cases again in each transfer mode asked for. */
+	const char *modes = getenv("FPREP_TRANSFER");
+	char mlist[64];
+	snprintf(mlist, sizeof mlist, "%s", modes ? modes : "mapped");
+	for (char *save = NULL, *m = strtok_r(mlist, ",", &save); m != NULL;
+	     m = strtok_r(NULL, ",", &save)) {
+		fprep__cuda_config mc = cfg;
+		mc.transfer = strcmp(m, "mapped") == 0 ? FPREP__CUDA_MAPPED
+		              : strcmp(m, "auto") == 0 ? FPREP__CUDA_AUTO
+		                                       : FPREP__CUDA_STAGED;
+		mc.trace = 1;
+		trace_on = 1;
+		int before = check_failures;
+		CHECK(fprep__backend_cuda_open(&b, &mc) == 0, "open %s", m);
+		if (b == NULL)
+			break;
+		int n = all_cases(b, &w, ims, nims);
+		ncases += n;
+		if (mc.transfer != FPREP__CUDA_STAGED)
+			check_mapped_region(b, &w, &big);
+		check_burst(b, &w, &big, FPREP_PIX_BGR8, 1);
+		b->close(b, 5000);
+		trace_on = 0;
+		printf("transfer %s: %d cases, %s\n", m, n,
+		       check_failures == before ? "PASS" : "FAIL");
+	}
 
 	printf("\nlargest |GPU - CPU| by source format and dtype "
 	       "(f32/f16: tensor units, u8: LSB), %d images:\n",

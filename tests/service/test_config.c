@@ -79,6 +79,8 @@ static void config_same_numbers(const fprep__config *a, const fprep__config *b)
 	assert_int_equal(a->max_regions, b->max_regions);
 	assert_true(a->max_region_bytes == b->max_region_bytes);
 	assert_true(a->max_shm_bytes == b->max_shm_bytes);
+	assert_int_equal(a->trace, b->trace);
+	assert_int_equal(a->transfer, b->transfer);
 }
 
 static void defaults(void **state)
@@ -116,6 +118,43 @@ static void defaults(void **state)
 	assert_null(cfg.metrics_listen);
 	assert_string_equal(config_err, "");
 	fprep__config_fini(&cfg);
+}
+
+/* --trace alone turns the trace on, --trace=false off; --transfer takes
+ * three words; both are file keys too. */
+static void trace_transfer(void **state)
+{
+	const char *bare[] = {"--trace", "--transfer", "mapped", NULL};
+	const char *off[] = {"--trace=false", NULL};
+	const char *bad[] = {"--transfer", "fast", NULL};
+	const char *none[] = {NULL};
+	const char *file[] = {"--config", NULL, NULL};
+	fprep__config cfg;
+	char path[64];
+
+	(void)state;
+	assert_int_equal(config_run(&cfg, none), 0);
+	assert_int_equal(cfg.trace, 0);
+	assert_int_equal(cfg.transfer, FPREP__TRANSFER_STAGED);
+	fprep__config_fini(&cfg);
+	assert_int_equal(config_run(&cfg, bare), 0);
+	assert_int_equal(cfg.trace, 1);
+	assert_int_equal(cfg.transfer, FPREP__TRANSFER_MAPPED);
+	fprep__config_fini(&cfg);
+	assert_int_equal(config_run(&cfg, off), 0);
+	assert_int_equal(cfg.trace, 0);
+	fprep__config_fini(&cfg);
+	assert_int_equal(config_run(&cfg, bad), FPREP__CONFIG_ERROR);
+	assert_non_null(strstr(config_err, "not staged, mapped or auto"));
+	fprep__config_fini(&cfg);
+	config_file(path, "trace = on\ntransfer = auto\n");
+	file[1] = path;
+	assert_int_equal(config_run(&cfg, file), 0);
+	assert_int_equal(cfg.trace, 1);
+	assert_int_equal(cfg.transfer, FPREP__TRANSFER_AUTO);
+	assert_string_equal(fprep__transfer_name(cfg.transfer), "auto");
+	fprep__config_fini(&cfg);
+	unlink(path);
 }
 
 /* The example file as shipped, and with every commented-out key line
@@ -497,6 +536,7 @@ int main(void)
 	        cmocka_unit_test(range_edges),
 	        cmocka_unit_test(bad_files_and_flags),
 	        cmocka_unit_test(help_version),
+	        cmocka_unit_test(trace_transfer),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

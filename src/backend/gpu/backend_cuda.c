@@ -107,6 +107,10 @@ enum {
 	CUDA_T_D2H1,
 	CUDA_NT
 };
+_Static_assert((int)CUDA_T_H2D0 == (int)FPREP__STAGE_H2D0 &&
+                       (int)CUDA_T_D2H1 == (int)FPREP__STAGE_D2H1 &&
+                       (int)CUDA_NT == (int)FPREP__STAGE_COUNT,
+               "stage order");
 
 /* The kernels by source family (interleaved pixels, NV12, I420, YUYV)
  * and dtype - 1. */
@@ -138,6 +142,7 @@ static int cuda_family(uint16_t format)
 typedef struct cuda_slot {
 	uint8_t *h_in, *d_in;   /* pinned and device input, in_cap bytes */
 	uint8_t *d_out, *h_out; /* device and pinned output, out_cap bytes */
+	uint8_t *m_in, *m_out;  /* h_in, h_out mapped for the device, or NULL */
 	size_t in_cap, out_cap;
 	cudaEvent_t ev_h2d;  /* ordering: kernel after H2D */
 	cudaEvent_t ev_kern; /* ordering: D2H after kernel */
@@ -183,6 +188,12 @@ typedef struct cuda_backend {
 
 	fprep__cuda_probe_fn probe;
 	void *probe_arg;
+
+	int transfer;          /* FPREP__CUDA_STAGED, _MAPPED or _AUTO */
+	int integrated;        /* cudaDevAttrIntegrated */
+	int trace;             /* convert job stages to the host clock */
+	cudaEvent_t ev_anchor; /* device time at host time anchor_ns */
+	uint64_t anchor_ns;    /* lane thread; read while a slot is busy */
 } cuda_backend;
 
 static atomic_ulong cuda_allocs;
@@ -245,11 +256,20 @@ static void cuda_fail(fprep__job *job, int status, int fatal, const char *text)
 	snprintf(job->message, sizeof job->message, "%s", text);
 }
 
-static int cuda_malloc_host(fprep__gpu_status *st, uint8_t **p, size_t n)
+/* cuda_malloc_host allocates n pinned bytes at *p; with m, mapped for the
+ * device too, *m receiving the device's address of them. */
+static int cuda_malloc_host(fprep__gpu_status *st, uint8_t **p, uint8_t **m,
+                            size_t n)
 {
-	if (FPREP__CUDA(st, cudaMallocHost((void **)p, n)))
+	unsigned flags = m != NULL ? cudaHostAllocMapped | cudaHostAllocPortable
+	                           : cudaHostAllocDefault;
+
+	if (FPREP__CUDA(st, cudaHostAlloc((void **)p, n, flags)))
 		return -1;
 	atomic_fetch_add(&cuda_allocs, 1);
+	if (m != NULL &&
+	    FPREP__CUDA(st, cudaHostGetDevicePointer((void **)m, *p, 0)))
+		return -1;
 	return 0;
 }
 
@@ -274,13 +294,15 @@ static void cuda_free_pair(uint8_t **h, uint8_t **d, size_t *cap)
 /* cuda_slot_reserve makes the slot's input hold in_size bytes and its
  * output out_size bytes, reallocating only what is too small. */
 static int cuda_slot_reserve(cuda_slot *s, size_t in_size, size_t out_size,
-                             fprep__gpu_status *st)
+                             int mapped, fprep__gpu_status *st)
 {
 	if (in_size > s->in_cap) {
 		size_t n = (in_size + CUDA_GROW_ALIGN - 1) &
 		           ~(size_t)(CUDA_GROW_ALIGN - 1);
 		cuda_free_pair(&s->h_in, &s->d_in, &s->in_cap);
-		if (cuda_malloc_host(st, &s->h_in, n) ||
+		s->m_in = NULL;
+		if (cuda_malloc_host(st, &s->h_in, mapped ? &s->m_in : NULL,
+		                     n) ||
 		    cuda_malloc_dev(st, &s->d_in, n))
 			return -1;
 		s->in_cap = n;
@@ -289,7 +311,9 @@ static int cuda_slot_reserve(cuda_slot *s, size_t in_size, size_t out_size,
 		size_t n = (out_size + CUDA_GROW_ALIGN - 1) &
 		           ~(size_t)(CUDA_GROW_ALIGN - 1);
 		cuda_free_pair(&s->h_out, &s->d_out, &s->out_cap);
-		if (cuda_malloc_host(st, &s->h_out, n) ||
+		s->m_out = NULL;
+		if (cuda_malloc_host(st, &s->h_out, mapped ? &s->m_out : NULL,
+		                     n) ||
 		    cuda_malloc_dev(st, &s->d_out, n))
 			return -1;
 		s->out_cap = n;
@@ -297,7 +321,7 @@ static int cuda_slot_reserve(cuda_slot *s, size_t in_size, size_t out_size,
 	return 0;
 }
 
-static int cuda_slot_init(cuda_slot *s, fprep__gpu_status *st)
+static int cuda_slot_init(cuda_slot *s, int mapped, fprep__gpu_status *st)
 {
 	if (FPREP__CUDA(st, cudaEventCreateWithFlags(&s->ev_h2d,
 	                                             cudaEventDisableTiming)) ||
@@ -312,7 +336,8 @@ static int cuda_slot_init(cuda_slot *s, fprep__gpu_status *st)
 		if (FPREP__CUDA(st, cudaEventCreateWithFlags(&s->t[i],
 		                                             cudaEventDefault)))
 			return -1;
-	return cuda_slot_reserve(s, CUDA_INITIAL_IN, CUDA_INITIAL_OUT, st);
+	return cuda_slot_reserve(s, CUDA_INITIAL_IN, CUDA_INITIAL_OUT, mapped,
+	                         st);
 }
 
 static void cuda_slot_fini(cuda_slot *s)
@@ -328,9 +353,31 @@ static void cuda_slot_fini(cuda_slot *s)
 	cuda_free_pair(&s->h_out, &s->d_out, &s->out_cap);
 }
 
-/* cuda_enqueue puts job's H2D, kernel and D2H on the streams, using slot s.
- * Runs on the lane thread. Returns 0, or an error with job's reply set. */
-static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
+/* cuda_mapped_ptr returns the device's address of p, which lies in region
+ * r, through r's mapping; NULL when r is not mapped. */
+static uint8_t *cuda_mapped_ptr(const fprep__memreg *r, const uint8_t *p)
+{
+	if (r == NULL || r->mapped == NULL)
+		return NULL;
+	return r->mapped + (p - r->base);
+}
+
+/* cuda_use_mapped tells whether a job goes mapped: always in MAPPED mode;
+ * in AUTO mode on an integrated GPU, or when no other slot is busy. */
+static int cuda_use_mapped(const cuda_backend *cb, unsigned busy)
+{
+	if (cb->transfer == FPREP__CUDA_MAPPED)
+		return 1;
+	return cb->transfer == FPREP__CUDA_AUTO &&
+	       (cb->integrated || busy == 0);
+}
+
+/* cuda_enqueue puts job's H2D, kernel and D2H on the streams, using slot s;
+ * with mapped, the kernel reads and writes pinned memory that is mapped
+ * for the device in place of the copies. Runs on the lane thread. Returns
+ * 0, or an error with job's reply set. */
+static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
+                        int mapped)
 {
 	const fprep_request *rq = &job->req;
 	fprep__gpu_status st = {0};
@@ -352,7 +399,8 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 	int in_dev = job->input_device, out_dev = job->output_device;
 
 	if (cuda_slot_reserve(s, in_dev ? 0 : rq->input_size,
-	                      out_dev ? 0 : out_bytes, &st)) {
+	                      out_dev ? 0 : out_bytes,
+	                      cb->transfer != FPREP__CUDA_STAGED, &st)) {
 		int fatal = cuda_sticky(st.code);
 		cuda_fail(job,
 		          st.code == cudaErrorMemoryAllocation ? FPREP_ENOMEM
@@ -367,10 +415,27 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 		fprep__copy(cb->copier, s->h_in, job->input, rq->input_size);
 		src = s->h_in;
 	}
+	/* Mapped: the kernel's own pointer to the frame (a region's mapping,
+	 * or the slot's mapped input) and to where the tensor goes (a
+	 * region's, or the slot's mapped output, copied out as staged). */
+	const uint8_t *m_src = NULL;
+	uint8_t *m_dst = NULL;
+	if (mapped && !in_dev)
+		m_src = job->input_pinned
+		                ? cuda_mapped_ptr(job->in_region, job->input)
+		                : s->m_in;
+	if (mapped && !out_dev)
+		m_dst = job->output_pinned
+		                ? cuda_mapped_ptr(job->out_region, job->output)
+		                : s->m_out;
 
 	memset(&a, 0, sizeof a);
-	a.src = in_dev ? job->input : s->d_in;
-	a.dst = out_dev ? (void *)job->output : (void *)s->d_out;
+	a.src = in_dev ? job->input : m_src != NULL ? m_src : s->d_in;
+	a.dst = out_dev         ? (void *)job->output
+	        : m_dst != NULL ? (void *)m_dst
+	                        : (void *)s->d_out;
+	if (m_dst != NULL && !job->output_pinned)
+		s->out_direct = 0; /* the tensor is in h_out: copied out */
 	a.src_w = rq->src_width;
 	a.src_h = rq->src_height;
 	a.src_stride = rq->src_stride;
@@ -402,7 +467,7 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 	                cb->kernel[cuda_family(rq->src_format)][rq->dtype - 1];
 
 	if (FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D0], cb->s_h2d)) ||
-	    (!in_dev &&
+	    (!in_dev && m_src == NULL &&
 	     FPREP__CUDA(&st,
 	                 cudaMemcpyAsync(s->d_in, src, rq->input_size,
 	                                 cudaMemcpyHostToDevice, cb->s_h2d))) ||
@@ -416,7 +481,7 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 	    FPREP__CUDA(&st, cudaEventRecord(s->ev_kern, cb->s_comp)) ||
 	    FPREP__CUDA(&st, cudaStreamWaitEvent(cb->s_d2h, s->ev_kern, 0)) ||
 	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_D2H0], cb->s_d2h)) ||
-	    (!out_dev &&
+	    (!out_dev && m_dst == NULL &&
 	     FPREP__CUDA(&st,
 	                 cudaMemcpyAsync(dst, s->d_out, out_bytes,
 	                                 cudaMemcpyDeviceToHost, cb->s_d2h))) ||
@@ -629,6 +694,7 @@ static void cuda_region_run(cuda_backend *cb, fprep__memreg *r, int dev_ok)
 		if (r->pinned)
 			(void)FPREP__CUDA(NULL, cudaHostUnregister(r->base));
 		r->pinned = 0;
+		r->mapped = NULL;
 		fprep__memreg_unmap(r);
 		return;
 	}
@@ -636,14 +702,19 @@ static void cuda_region_run(cuda_backend *cb, fprep__memreg *r, int dev_ok)
 		cuda_region_attach(cb, r, dev_ok);
 		return;
 	}
+	r->mapped = NULL;
 	r->status = fprep__memreg_map(r);
 	if (r->status != FPREP_OK)
 		return;
 	/* Portable: the pin counts for every device of the process, so
-	 * the other lanes only check it (cuda_region_attach). */
+	 * the other lanes only check it (cuda_region_attach). Mapped
+	 * transfers also need the pages mapped into the device's space. */
+	unsigned flags = cudaHostRegisterPortable;
+	if (cb->transfer != FPREP__CUDA_STAGED)
+		flags |= cudaHostRegisterMapped;
 	if (!dev_ok ||
-	    FPREP__CUDA(&st, cudaHostRegister(r->base, (size_t)r->size,
-	                                      cudaHostRegisterPortable))) {
+	    FPREP__CUDA(&st,
+	                cudaHostRegister(r->base, (size_t)r->size, flags))) {
 		r->status = FPREP_ECUDA;
 		snprintf(r->message, sizeof(r->message),
 		         "region not pinned for the GPU: %.90s",
@@ -652,6 +723,13 @@ static void cuda_region_run(cuda_backend *cb, fprep__memreg *r, int dev_ok)
 		return;
 	}
 	r->pinned = 1;
+	if ((flags & cudaHostRegisterMapped) != 0 &&
+	    FPREP__CUDA(&st, cudaHostGetDevicePointer((void **)&r->mapped,
+	                                              r->base, 0))) {
+		/* Jobs on it go staged. */
+		fprep__log(FPREP_LOG_WARNING, "region not mapped: %s", st.text);
+		r->mapped = NULL;
+	}
 }
 
 /* cuda_region_drain runs the queued region operations; called and returns
@@ -668,6 +746,39 @@ static void cuda_region_drain(cuda_backend *cb, int dev_ok)
 		r->done(r); /* r belongs to the loop from here */
 		pthread_mutex_lock(&cb->mu);
 	}
+}
+
+/* cuda_anchor records ev_anchor on the idle H2D stream and polls it (for
+ * up to CUDA_SPIN_NS), so anchor_ns is the host time of its device
+ * timestamp to within half the poll; device stages are converted from it
+ * (cuda_host_stamps). Lane thread, with no slot busy. */
+static void cuda_anchor(cuda_backend *cb)
+{
+	uint64_t t0 = cuda_now_ns(), t1 = t0;
+	cudaError_t e = cudaEventRecord(cb->ev_anchor, cb->s_h2d);
+
+	while (e == cudaSuccess &&
+	       (e = cudaEventQuery(cb->ev_anchor)) == cudaErrorNotReady &&
+	       (t1 = cuda_now_ns()) - t0 < CUDA_SPIN_NS)
+		;
+	t1 = cuda_now_ns();
+	if (e != cudaSuccess) {
+		(void)cudaGetLastError();
+		return;
+	}
+	cb->anchor_ns = t0 + (t1 - t0) / 2;
+}
+
+/* Re-anchor the device clock at most this often, when the lane is idle:
+ * cudaEventElapsedTime's float milliseconds hold about 1 us at 10 s. */
+#define CUDA_ANCHOR_NS (1000u * 1000u * 1000u)
+
+static int cuda_all_free(const cuda_backend *cb)
+{
+	for (unsigned i = 0; i < cb->nslots; i++)
+		if (cb->slots[i].job != NULL)
+			return 0;
+	return 1;
 }
 
 static void *cuda_lane_main(void *arg)
@@ -691,6 +802,14 @@ static void *cuda_lane_main(void *arg)
 		if (job == NULL) {
 			if (cb->stopping)
 				break;
+			if (cb->trace && dev_ok && !cb->fatal &&
+			    cuda_now_ns() - cb->anchor_ns > CUDA_ANCHOR_NS &&
+			    cuda_all_free(cb)) {
+				pthread_mutex_unlock(&cb->mu);
+				cuda_anchor(cb);
+				pthread_mutex_lock(&cb->mu);
+				continue;
+			}
 			pthread_cond_wait(&cb->cv_lane, &cb->mu);
 			continue;
 		}
@@ -706,6 +825,9 @@ static void *cuda_lane_main(void *arg)
 			continue;
 		}
 		fprep__queue_pop(&cb->pending);
+		unsigned busy = 0;
+		for (unsigned i = 0; i < cb->nslots; i++)
+			busy += cb->slots[i].job != NULL;
 		if (s != NULL)
 			s->job = job;
 		int fatal = cb->fatal;
@@ -728,7 +850,8 @@ static void *cuda_lane_main(void *arg)
 			cuda_deliver(cb, NULL, job);
 		} else if (s == NULL) { /* ECHO: no work, no copies */
 			cuda_deliver(cb, NULL, job);
-		} else if (cuda_enqueue(cb, s, job) != 0) {
+		} else if (cuda_enqueue(cb, s, job,
+		                        cuda_use_mapped(cb, busy)) != 0) {
 			cuda_deliver(cb, s, job);
 		} else {
 			pthread_mutex_lock(&cb->mu);
@@ -759,7 +882,29 @@ static double cuda_stamp(cudaEvent_t base, cudaEvent_t e)
 	return (double)ms * 1000.0;
 }
 
-/* cuda_finish completes the job of the oldest in-flight slot. */
+/* cuda_host_stamps fills job->t_stage_ns: each timing event's device time
+ * since ev_anchor on the host clock (anchor_ns), kept between the lane's
+ * start of the job and seen_ns, when its completion was seen, and in
+ * order. */
+static void cuda_host_stamps(const cuda_backend *cb, const cuda_slot *s,
+                             fprep__job *job, uint64_t seen_ns)
+{
+	uint64_t lo = job->t_start_ns;
+
+	for (int i = 0; i < CUDA_NT; i++) {
+		double us = cuda_stamp(cb->ev_anchor, s->t[i]);
+		uint64_t ns = cb->anchor_ns;
+
+		if (us > 0)
+			ns += (uint64_t)(us * 1000.0);
+		if (ns < lo)
+			ns = lo;
+		if (ns > seen_ns)
+			ns = seen_ns;
+		job->t_stage_ns[i] = lo = ns;
+	}
+}
+
 /* cuda_wait waits for ev: polls it for up to CUDA_SPIN_NS, then blocks. */
 static cudaError_t cuda_wait(cudaEvent_t ev)
 {
@@ -773,6 +918,7 @@ static cudaError_t cuda_wait(cudaEvent_t ev)
 	return e;
 }
 
+/* cuda_finish completes the job of the oldest in-flight slot. */
 static void cuda_finish(cuda_backend *cb, cuda_slot *s)
 {
 	fprep__job *job = s->job;
@@ -783,9 +929,12 @@ static void cuda_finish(cuda_backend *cb, cuda_slot *s)
 		cuda_deliver(cb, s, job);
 		return;
 	}
+	uint64_t seen_ns = cuda_now_ns();
 	if (!s->out_direct)
 		fprep__copy(cb->copier, job->output, s->h_out,
 		            job->output_size);
+	if (job->trace && cb->trace)
+		cuda_host_stamps(cb, s, job, seen_ns);
 	job->t_h2d_us = cuda_elapsed_us(s->t[CUDA_T_H2D0], s->t[CUDA_T_H2D1]);
 	job->t_kernel_us = cuda_elapsed_us(s->t[CUDA_T_K0], s->t[CUDA_T_K1]);
 	job->t_d2h_us = cuda_elapsed_us(s->t[CUDA_T_D2H0], s->t[CUDA_T_D2H1]);
@@ -890,15 +1039,16 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	         "device_memory_mib: %zu\n"
 	         "copy_engines: %d\n"
 	         "slots: %u\n"
+	         "integrated: %s\n"
 	         "host_copy_threads: %u\n"
 	         "kernel_cache: %s (%s, %u hits, %u misses)\n"
 	         "device_uuid: %s\n"
 	         "device_memory_used_bytes: %zu\n",
 	         cb->device_name, cb->cc / 10, cb->cc % 10, cb->arch,
 	         cb->memory >> 20, cb->copy_engines, cb->nslots,
-	         cb->copy_threads, dir[0] ? dir : "off",
-	         cb->cache_hit ? "hit" : "miss", hits, misses, uuid,
-	         mem_total - mem_free);
+	         cb->integrated ? "true" : "false", cb->copy_threads,
+	         dir[0] ? dir : "off", cb->cache_hit ? "hit" : "miss", hits,
+	         misses, uuid, mem_total - mem_free);
 }
 
 /* cuda_stats reports the kernel cache and the device's memory; on the
@@ -930,6 +1080,8 @@ static void cuda_free(cuda_backend *cb)
 			(void)FPREP__CUDA(NULL, cudaStreamDestroy(*ss[i]));
 	if (cb->ev_base != NULL)
 		(void)FPREP__CUDA(NULL, cudaEventDestroy(cb->ev_base));
+	if (cb->ev_anchor != NULL)
+		(void)FPREP__CUDA(NULL, cudaEventDestroy(cb->ev_anchor));
 	if (cb->lib != NULL)
 		(void)FPREP__CUDA(NULL, cudaLibraryUnload(cb->lib));
 	fprep__kcache_close(cb->cache);
@@ -1122,6 +1274,8 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	cb->base.stats = cuda_stats;
 	cb->device = cfg->device;
 	cb->nslots = cfg->slots < 2 ? 2 : cfg->slots;
+	cb->transfer = cfg->transfer;
+	cb->trace = cfg->trace;
 	fprep__queue_init(&cb->pending);
 	fprep__queue_init(&cb->flying);
 	fprep__queue_init(&cb->admin);
@@ -1140,6 +1294,7 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	cb->cc = prop.major * 10 + prop.minor;
 	cb->memory = prop.totalGlobalMem;
 	cb->copy_engines = prop.asyncEngineCount;
+	cb->integrated = prop.integrated;
 	cb->arch = fprep__nvrtc_arch(cb->cc);
 	if (cb->arch == 0) {
 		fprep__log(FPREP_LOG_ERR,
@@ -1165,8 +1320,11 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	    FPREP__CUDA(&st, cudaEventCreateWithFlags(&cb->ev_base,
 	                                              cudaEventDefault)) ||
 	    FPREP__CUDA(&st, cudaEventRecord(cb->ev_base, cb->s_h2d)) ||
-	    FPREP__CUDA(&st, cudaEventSynchronize(cb->ev_base)))
+	    FPREP__CUDA(&st, cudaEventSynchronize(cb->ev_base)) ||
+	    FPREP__CUDA(&st, cudaEventCreateWithFlags(&cb->ev_anchor,
+	                                              cudaEventDefault)))
 		goto fail;
+	cuda_anchor(cb);
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	cb->copy_threads =
 	        ncpu >= 8 ? (unsigned)(ncpu / 4 < 4 ? ncpu / 4 : 4) : 0;
@@ -1180,7 +1338,8 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 		goto fail;
 	}
 	for (unsigned i = 0; i < cb->nslots; i++)
-		if (cuda_slot_init(&cb->slots[i], &st)) {
+		if (cuda_slot_init(&cb->slots[i],
+		                   cb->transfer != FPREP__CUDA_STAGED, &st)) {
 			err = st.code == cudaErrorMemoryAllocation
 			              ? FPREP_ENOMEM
 			              : FPREP_ECUDA;

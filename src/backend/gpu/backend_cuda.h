@@ -18,7 +18,20 @@ typedef struct fprep__cuda_config {
 	const char *cache_dir;  /* NULL: $XDG_CACHE_HOME/frameprep (or
 	                           ~/.cache/frameprep) */
 	int cache_enabled;      /* 0: compile at every start, write nothing */
+	int transfer;           /* FPREP__CUDA_STAGED, _MAPPED or _AUTO */
+	int trace; /* keep the device clock's anchor for job->t_stage_ns */
 } fprep__cuda_config;
+
+/* How a lane moves frames and tensors that lie in registered pinned memory
+ * (shared-memory regions): STAGED copies them on the copy engines
+ * (cudaMemcpyAsync to and from device buffers); MAPPED lets the kernel read
+ * the frame and write the tensor through mapped device pointers (no copy
+ * engine; also the staging slots' pinned buffers, so an inline frame is
+ * read where its payload was copied); AUTO is MAPPED on an integrated GPU
+ * (cudaDevAttrIntegrated) and, on a discrete one, MAPPED while the lane has
+ * no other job in flight and STAGED under load, where the copy engines
+ * overlap frames. The values match frameprepd's --transfer. */
+enum { FPREP__CUDA_STAGED, FPREP__CUDA_MAPPED, FPREP__CUDA_AUTO };
 
 /* fprep__cuda_device_count returns the number of usable CUDA devices: 0 when
  * there is no driver or no GPU (cudaErrorInsufficientDriver,
