@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_values.h"
 #include "frameprep/frameprep.h"
 #include "log.h"
 
@@ -59,17 +60,11 @@ enum config_key {
 	KEY_VERSION = 'V',
 };
 
-/* Numeric settings: [min, max]. */
-struct config_range {
-	uint64_t min;
-	uint64_t max;
-};
-
 struct config_option {
 	const char *name;
 	const char *arg;  /* argument's name in the help */
 	const char *help; /* help line; the default is added from the config */
-	struct config_range range;
+	struct fprep__config_range range;
 };
 
 #define MS_MAX 3600000u /* one hour */
@@ -204,36 +199,6 @@ static const struct config_option config_options[KEY_COUNT] = {
                            {0, 0}},
 };
 
-static const char *const config_transfer_names[] = {
-        [FPREP__TRANSFER_STAGED] = "staged",
-        [FPREP__TRANSFER_MAPPED] = "mapped",
-        [FPREP__TRANSFER_AUTO] = "auto",
-};
-
-const char *fprep__transfer_name(int transfer)
-{
-	return transfer >= 0 && transfer <= FPREP__TRANSFER_AUTO
-	               ? config_transfer_names[transfer]
-	               : "?";
-}
-
-/* config_bool reads true|yes|on|1 or false|no|off|0 into *v. */
-static int config_bool(const char *val, int *v, const char *where, FILE *err)
-{
-	if (strcmp(val, "true") == 0 || strcmp(val, "yes") == 0 ||
-	    strcmp(val, "on") == 0 || strcmp(val, "1") == 0) {
-		*v = 1;
-		return 0;
-	}
-	if (strcmp(val, "false") == 0 || strcmp(val, "no") == 0 ||
-	    strcmp(val, "off") == 0 || strcmp(val, "0") == 0) {
-		*v = 0;
-		return 0;
-	}
-	fprintf(err, "frameprepd: %s: '%s' is not true or false\n", where, val);
-	return -1;
-}
-
 static const char *const config_level_names[] = {
         [FPREP_LOG_ERR] = "err",       [FPREP_LOG_WARNING] = "warning",
         [FPREP_LOG_NOTICE] = "notice", [FPREP_LOG_INFO] = "info",
@@ -281,129 +246,6 @@ void fprep__config_fini(fprep__config *cfg)
 	cfg->kernel_cache = NULL;
 }
 
-/* config_uint parses a whole decimal number in range; -1 otherwise. */
-static int config_uint(const char *s, struct config_range r, uint64_t *v)
-{
-	unsigned long long x;
-	char *end;
-
-	if (s[0] < '0' || s[0] > '9')
-		return -1;
-	errno = 0;
-	x = strtoull(s, &end, 10);
-	if (errno != 0 || *end != '\0' || x < r.min || x > r.max)
-		return -1;
-	*v = x;
-	return 0;
-}
-
-static int config_string(char **dst, const char *s)
-{
-	char *copy = strdup(s);
-
-	if (copy == NULL)
-		return -1;
-	free(*dst);
-	*dst = copy;
-	return 0;
-}
-
-static int config_listen(fprep__config *cfg, const char *url, const char *where,
-                         FILE *err)
-{
-	if (strncmp(url, "ipc://", 6) != 0 && strncmp(url, "tcp://", 6) != 0) {
-		fprintf(err,
-		        "frameprepd: %s: '%s' is not an ipc:// or tcp:// "
-		        "URL\n",
-		        where, url);
-		return -1;
-	}
-	if (strlen(url) >= FPREP__URL_SIZE || url[6] == '\0') {
-		fprintf(err,
-		        "frameprepd: %s: '%s' is empty or longer than %d "
-		        "bytes\n",
-		        where, url, FPREP__URL_SIZE - 1);
-		return -1;
-	}
-	if (cfg->nlisten == FPREP__MAX_LISTEN) {
-		fprintf(err, "frameprepd: %s: more than %d listen URLs\n",
-		        where, FPREP__MAX_LISTEN);
-		return -1;
-	}
-	strcpy(cfg->listen[cfg->nlisten++], url);
-	return 0;
-}
-
-/* config_metrics_listen takes HOST:PORT (HOST may be empty or [v6]) or
- * off; the host is resolved when the endpoint opens. */
-static int config_metrics_listen(fprep__config *cfg, const char *val,
-                                 const char *where, FILE *err)
-{
-	const char *colon = strrchr(val, ':');
-	uint64_t port;
-
-	if (strcmp(val, "off") == 0) {
-		free(cfg->metrics_listen);
-		cfg->metrics_listen = NULL;
-		return 0;
-	}
-	if (colon == NULL ||
-	    config_uint(colon + 1, config_options[KEY_METRICS_LISTEN].range,
-	                &port) != 0) {
-		fprintf(err,
-		        "frameprepd: %s: '%s' is not HOST:PORT (port "
-		        "0..65535) or off\n",
-		        where, val);
-		return -1;
-	}
-	return config_string(&cfg->metrics_listen, val);
-}
-
-/* config_devices takes a GPU number or a comma-separated list of
- * distinct ones. */
-static int config_devices(fprep__config *cfg, const char *val,
-                          const char *where, FILE *err)
-{
-	struct config_range r = config_options[KEY_DEVICE].range;
-	int devices[FPREP__MAX_DEVICES];
-	unsigned n = 0;
-	char item[16];
-	uint64_t v;
-
-	for (const char *p = val;; p++) {
-		size_t len = strcspn(p, ",");
-
-		if (len == 0 || len >= sizeof(item) || n == FPREP__MAX_DEVICES)
-			goto bad;
-		memcpy(item, p, len);
-		item[len] = '\0';
-		if (config_uint(item, r, &v) != 0)
-			goto bad;
-		for (unsigned i = 0; i < n; i++)
-			if (devices[i] == (int)v) {
-				fprintf(err,
-				        "frameprepd: %s: GPU %d is listed "
-				        "twice in '%s'\n",
-				        where, devices[i], val);
-				return -1;
-			}
-		devices[n++] = (int)v;
-		p += len;
-		if (*p == '\0')
-			break;
-	}
-	memcpy(cfg->devices, devices, n * sizeof(devices[0]));
-	cfg->ndevices = n;
-	cfg->device = n == 1 ? devices[0] : FPREP__DEVICE_LIST;
-	return 0;
-bad:
-	fprintf(err,
-	        "frameprepd: %s: '%s' is not auto, cpu, all or GPU numbers "
-	        "in 0..%" PRIu64 " separated by commas (at most %d)\n",
-	        where, val, r.max, FPREP__MAX_DEVICES);
-	return -1;
-}
-
 /* config_set applies one setting; where names its origin in errors. */
 static int config_set(fprep__config *cfg, enum config_key key, const char *val,
                       const char *where, FILE *err)
@@ -414,7 +256,7 @@ static int config_set(fprep__config *cfg, enum config_key key, const char *val,
 
 	switch (key) {
 	case KEY_LISTEN:
-		return config_listen(cfg, val, where, err);
+		return fprep__config_listen(cfg, val, where, err);
 	case KEY_DEVICE:
 		if (strcmp(val, "auto") == 0) {
 			cfg->device = FPREP__DEVICE_AUTO;
@@ -431,14 +273,16 @@ static int config_set(fprep__config *cfg, enum config_key key, const char *val,
 			cfg->ndevices = 0;
 			return 0;
 		}
-		return config_devices(cfg, val, where, err);
+		return fprep__config_devices(
+		        cfg, val, config_options[KEY_DEVICE].range.max, where,
+		        err);
 	case KEY_KERNELS:
 		if (val[0] == '\0') {
 			fprintf(err, "frameprepd: %s: empty directory\n",
 			        where);
 			return -1;
 		}
-		return config_string(&cfg->kernel_dir, val);
+		return fprep__config_string(&cfg->kernel_dir, val);
 	case KEY_KERNEL_CACHE:
 		if (val[0] == '\0') {
 			fprintf(err, "frameprepd: %s: empty directory\n",
@@ -451,7 +295,7 @@ static int config_set(fprep__config *cfg, enum config_key key, const char *val,
 			cfg->kernel_cache = NULL;
 			return 0;
 		}
-		return config_string(&cfg->kernel_cache, val);
+		return fprep__config_string(&cfg->kernel_cache, val);
 	case KEY_SOCKET_MODE:
 		if (strcmp(val, "600") != 0 && strcmp(val, "0600") != 0 &&
 		    strcmp(val, "660") != 0 && strcmp(val, "0660") != 0 &&
@@ -464,7 +308,7 @@ static int config_set(fprep__config *cfg, enum config_key key, const char *val,
 		cfg->socket_mode = (int)strtol(val, NULL, 8);
 		return 0;
 	case KEY_METRICS_LISTEN:
-		return config_metrics_listen(cfg, val, where, err);
+		return fprep__config_metrics_listen(cfg, val, where, err);
 	case KEY_LOG_LEVEL:
 		level = fprep__log_parse_level(val);
 		if (level < 0) {
@@ -477,12 +321,13 @@ static int config_set(fprep__config *cfg, enum config_key key, const char *val,
 		cfg->log_level = level;
 		return 0;
 	case KEY_ALLOW_CUDA_REGIONS:
-		return config_bool(val, &cfg->allow_cuda_regions, where, err);
+		return fprep__config_bool(val, &cfg->allow_cuda_regions, where,
+		                          err);
 	case KEY_TRACE:
-		return config_bool(val, &cfg->trace, where, err);
+		return fprep__config_bool(val, &cfg->trace, where, err);
 	case KEY_TRANSFER:
 		for (int t = 0; t <= FPREP__TRANSFER_AUTO; t++)
-			if (strcmp(val, config_transfer_names[t]) == 0) {
+			if (strcmp(val, fprep__transfer_name(t)) == 0) {
 				cfg->transfer = t;
 				return 0;
 			}
@@ -493,7 +338,7 @@ static int config_set(fprep__config *cfg, enum config_key key, const char *val,
 	default:
 		break;
 	}
-	if (config_uint(val, o->range, &v) != 0) {
+	if (fprep__config_uint(val, o->range, &v) != 0) {
 		fprintf(err,
 		        "frameprepd: %s: '%s' is not an integer in "
 		        "%" PRIu64 "..%" PRIu64 "\n",
@@ -776,7 +621,8 @@ int fprep__config_parse(fprep__config *cfg, int argc, char **argv, FILE *out,
 			        FPREP_VERSION_STRING, FPREP_PROTOCOL_VERSION);
 			return FPREP__CONFIG_EXIT;
 		case KEY_CONFIG:
-			if (config_string(&cfg->config_file, optarg) != 0)
+			if (fprep__config_string(&cfg->config_file, optarg) !=
+			    0)
 				return FPREP__CONFIG_ERROR;
 			break;
 		case ':':
