@@ -467,8 +467,6 @@ static void check_burst(fprep__backend *b, lane_waiter *w, const lane_image *im,
 	free(cpu);
 }
 
-/* check_echo_and_bad: ECHO does no work but computes the transform; a job
- * whose output size is wrong is answered with EINVAL. */
 /* check_mapped_region runs one 1080p frame read from, and its tensor
  * written to, pinned memory standing for a registered region (base, and
  * its device address in mapped), as the daemon hands a lane a job on a
@@ -530,6 +528,9 @@ out:
 	free(cpu);
 }
 
+/* check_echo_and_bad: ECHO does no work but computes the transform; a job
+ * whose request went bad after it was planned is answered with EINVAL, and
+ * INFO is not a job. */
 static void check_echo_and_bad(fprep__backend *b, lane_waiter *w,
                                const lane_image *im)
 {
