@@ -515,8 +515,10 @@ static void check_mapped_region(fprep__backend *b, lane_waiter *w,
 	compare(&rq, host + in_cap, cpu, bytes, &bad);
 	CHECK(bad == 0, "mapped region: %d elements off", bad);
 	/* MAPPED never copies; AUTO may stage when it sees another slot of
-	 * the lane still held, so only its result is checked. */
-	CHECK(!must_map || lj.job.t_h2d_us < 5,
+	 * the lane still held, so only its result is checked. Two events
+	 * recorded back to back on a stream are a few microseconds apart; a
+	 * copy of the 6.2 MB frame takes over 100 us on any PCIe link. */
+	CHECK(!must_map || lj.job.t_h2d_us < 40,
 	      "mapped region: %u us between the H2D events (a copy ran?)",
 	      lj.job.t_h2d_us);
 	printf("mapped region: 1080p BGR8 -> 640x640 f32 kernel %u us, %s\n",
