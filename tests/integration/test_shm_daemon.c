@@ -38,89 +38,12 @@
 #include <stb/stb_image.h>
 
 #include "check.h"
+#include "daemon_util.h"
 #include "frameprep/frameprep.h"
 
 static char url[256];
 static pid_t daemon_pid;
 static const char *device = "cpu";
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-	nanosleep(&ts, NULL);
-}
-
-static fprep_client *open_client(const char *u)
-{
-	fprep_client *c = NULL;
-	int err = fprep_client_open(&c, u, 30000);
-
-	if (err) {
-		fprintf(stderr, "connect %s: %s\n", u,
-		        fprep_client_last_error(NULL));
-		exit(1);
-	}
-	return c;
-}
-
-static pid_t start_daemon(const char *exe, char *const extra[])
-{
-	char *argv[16] = {(char *)exe, "--device", (char *)device,
-	                  "--listen",  url,        "--log-level",
-	                  "info"};
-	int n = 7;
-	pid_t pid;
-
-	for (int i = 0; extra != NULL && extra[i] != NULL; i++)
-		argv[n++] = extra[i];
-	argv[n] = NULL;
-	pid = fork();
-	if (pid == 0) {
-		execv(exe, argv);
-		_exit(127);
-	}
-	for (int i = 0; i < 200; i++) {
-		fprep_client *c = NULL;
-		if (fprep_client_open(&c, url, 1000) == 0) {
-			fprep_client_close(c);
-			return pid;
-		}
-		sleep_ms(25);
-	}
-	fprintf(stderr, "frameprepd did not start\n");
-	exit(1);
-}
-
-static int stop_daemon(pid_t pid)
-{
-	int st;
-
-	kill(pid, SIGTERM);
-	if (waitpid(pid, &st, 0) != pid)
-		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-/* good_request checks that the daemon still serves an inline frame. */
-static void good_request(const char *why)
-{
-	static uint8_t px[64 * 48 * 3];
-	fprep_client *c = open_client(url);
-	fprep_request req;
-	fprep_result res;
-	int err;
-
-	for (size_t i = 0; i < sizeof(px); i++)
-		px[i] = (uint8_t)(i * 7);
-	fprep_request_init(&req, FPREP_PIX_BGR8, 64, 48);
-	req.out_width = req.out_height = 32;
-	err = fprep_client_request(c, &req, px, &res);
-	CHECK(err == 0 && res.header.status == 0,
-	      "daemon no longer serves after %s: %s", why,
-	      fprep_client_last_error(c));
-	fprep_result_fini(&res);
-	fprep_client_close(c);
-}
 
 /* raw_send sends the REGISTER or UNREGISTER req and returns the reply's
  * status (and region id, and message, where asked). */
@@ -192,7 +115,7 @@ static void test_round_trip(const char *dir)
 	                                    "camera.png", "chelsea.png"};
 	static const uint8_t dtypes[] = {FPREP_DTYPE_F32, FPREP_DTYPE_F16,
 	                                 FPREP_DTYPE_U8};
-	fprep_client *c = open_client(url);
+	fprep_client *c = daemon_client(url);
 	int cases = 0;
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -273,7 +196,7 @@ static void test_round_trip(const char *dir)
 static void test_async_ring(const char *dir)
 {
 	enum { SLOTS = 4, FRAMES = 24 };
-	fprep_client *c = open_client(url);
+	fprep_client *c = daemon_client(url);
 	fprep_pending *pend[SLOTS] = {0};
 	fprep_request req, reqs[SLOTS];
 	fprep_result ref, res;
@@ -347,7 +270,7 @@ static double now_ms(void)
 static void test_registration_cost(void)
 {
 	static const size_t sizes[] = {1u << 20, 16u << 20, 256u << 20};
-	fprep_client *c = open_client(url);
+	fprep_client *c = daemon_client(url);
 
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		double open_ms[3], close_ms[3], t;
@@ -402,7 +325,7 @@ static int make_object(char *name, size_t name_size, const char *tag,
 
 static void test_refusals(void)
 {
-	fprep_client *a = open_client(url), *b = open_client(url);
+	fprep_client *a = daemon_client(url), *b = daemon_client(url);
 	char name[64], msg[FPREP_MESSAGE_SIZE];
 	fprep_request req;
 	uint32_t id = 0;
@@ -483,7 +406,7 @@ static void test_refusals(void)
 		CHECK(st == 0 || st == FPREP_EREGION, "shrunk region: %d %s",
 		      st, msg);
 	}
-	good_request("a shrunk region");
+	daemon_serves(url, "a shrunk region");
 
 	/* UNREGISTER: by another connection, then by the owner, twice. */
 	st = raw_unregister(b, id, msg, sizeof(msg));
@@ -520,8 +443,8 @@ static void test_tcp(const char *exe)
 
 	snprintf(tcp, sizeof(tcp), "tcp://127.0.0.1:%d",
 	         20000 + (int)(getpid() % 20000));
-	pid = start_daemon(exe, extra);
-	c = open_client(tcp);
+	pid = daemon_start(exe, device, url, extra);
+	c = daemon_client(tcp);
 	fd = make_object(name, sizeof(name), "t", 4096);
 	st = raw_register(c, name, 4096, NULL, msg, sizeof(msg));
 	CHECK(st == FPREP_EUNSUPPORTED && strstr(msg, "ipc://"),
@@ -529,7 +452,7 @@ static void test_tcp(const char *exe)
 	fprep_client_close(c);
 	close(fd);
 	shm_unlink(name);
-	CHECK(stop_daemon(pid) == 0, "daemon exit status");
+	CHECK(daemon_stop(pid) == 0, "daemon exit status");
 	printf("tcp: REGISTER refused\n");
 }
 
@@ -579,13 +502,13 @@ static void test_kill9(void)
 		after = maps_count(daemon_pid, needle);
 		if (after == 0)
 			break;
-		sleep_ms(20);
+		daemon_sleep_ms(20);
 	}
 	CHECK(before == 2, "daemon maps %d of the child's regions, not 2",
 	      before);
 	CHECK(after == 0, "after kill -9, %d of the child's mappings remain",
 	      after);
-	good_request("a killed client");
+	daemon_serves(url, "a killed client");
 	printf("kill -9: %d mappings before, %d after\n", before, after);
 }
 
@@ -594,7 +517,7 @@ static void check_backend(void)
 {
 	const char *want = strcmp(device, "cpu") == 0 ? "backend: cpu\n"
 	                                              : "backend: cuda\n";
-	fprep_client *c = open_client(url);
+	fprep_client *c = daemon_client(url);
 	fprep_result res;
 
 	CHECK(fprep_client_info(c, &res) == 0, "INFO");
@@ -609,7 +532,7 @@ static void check_backend(void)
  * killed (the kill -9 test's client). */
 static int hold_regions(const char *u, int fd)
 {
-	fprep_client *c = open_client(u);
+	fprep_client *c = daemon_client(u);
 	fprep_region *r1, *r2;
 
 	if (fprep_region_open(&r1, c, 1 << 20) != 0 ||
@@ -640,7 +563,7 @@ int main(int argc, char **argv)
 	if (mkdtemp(dir) == NULL)
 		return 1;
 	snprintf(url, sizeof(url), "ipc://%s/d.sock", dir);
-	daemon_pid = start_daemon(argv[1], extra);
+	daemon_pid = daemon_start(argv[1], device, url, extra);
 	check_backend();
 	test_round_trip(argv[2]);
 	test_async_ring(argv[2]);
@@ -649,7 +572,7 @@ int main(int argc, char **argv)
 	test_kill9();
 	CHECK(maps_count(daemon_pid, "/fprep-test-") == 0,
 	      "test regions still mapped");
-	CHECK(stop_daemon(daemon_pid) == 0, "daemon exit status");
+	CHECK(daemon_stop(daemon_pid) == 0, "daemon exit status");
 	test_tcp(argv[1]);
 	rmdir(dir);
 	printf("%d failures\n", check_failures);
