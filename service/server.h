@@ -18,7 +18,9 @@
  * Returns the process exit status: 0 after a clean shutdown, 1 when
  * start-up failed, a fatal device error occurred or the loop did not close
  * cleanly. A watchdog ends the process with status 1 if shutdown takes
- * longer than cfg->shutdown_timeout_ms plus a margin. */
+ * longer than cfg->shutdown_timeout_ms plus a margin; when nng cannot
+ * close its socket (see shutdown.c), the process ends with _exit(status)
+ * instead of returning. */
 int fprep__server_run(const fprep__config *cfg, fprep__backend *backend,
                       const char *device);
 
