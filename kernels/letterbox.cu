@@ -139,7 +139,7 @@ __device__ __forceinline__ void lb_body(const fprep_letterbox_args &a,
                                         int dtype)
 {
 	unsigned int x = blockIdx.x * blockDim.x + threadIdx.x;
-	unsigned int y = blockIdx.y * blockDim.y + threadIdx.y;
+	unsigned int y = a.row0 + blockIdx.y * blockDim.y + threadIdx.y;
 	if (x >= a.out_w || y >= a.out_h)
 		return;
 

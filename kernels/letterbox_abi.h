@@ -15,7 +15,11 @@
  * (fprep_transform_compute), so both backends agree on them. For YUV
  * sources uv_stride, u_offset and v_offset place the chroma planes (as in
  * the request) and yuv holds the conversion coefficients of src/lib/yuv.h
- * (y_off, y_mul, rv, gu, gv, bu); other sources leave them zero. */
+ * (y_off, y_mul, rv, gu, gv, bu); other sources leave them zero. row0 is
+ * the first tensor row of the launch: a launch whose grid covers rows
+ * [row0, row0 + gridDim.y * blockDim.y) writes that band of the tensor
+ * (rows past out_h are skipped), so a frame can be processed in bands
+ * that follow its H2D copy in chunks. */
 struct fprep_letterbox_args {
 	const unsigned char *src; /* the frame: input_size bytes */
 	void *dst;                /* the tensor */
@@ -25,7 +29,7 @@ struct fprep_letterbox_args {
 	unsigned int channel_order, layout;
 	float pad_value, scale;
 	float mean[3], std[3];
-	unsigned int uv_stride, u_offset, v_offset, reserved;
+	unsigned int uv_stride, u_offset, v_offset, row0;
 	float yuv[6];
 };
 

@@ -38,7 +38,7 @@ void fprep__slot_send(fprep__slot *s, nng_msg *msg)
 	if (s->srv->stopping && timeout_ms > FPREP__STOP_SEND_MS)
 		timeout_ms = FPREP__STOP_SEND_MS;
 	if (s->counted) { /* its work is done */
-		s->conn->inflight--;
+		atomic_fetch_sub(&s->conn->inflight, 1);
 		s->counted = 0;
 	}
 	s->state = FPREP__SLOT_SEND;

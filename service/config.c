@@ -53,6 +53,7 @@ enum config_key {
 	KEY_METRICS_LISTEN,
 	KEY_TRACE,
 	KEY_TRANSFER,
+	KEY_SPIN_US,
 	KEY_COUNT,
 	/* Command-line only. */
 	KEY_CONFIG = 'c',
@@ -193,6 +194,12 @@ static const struct config_option config_options[KEY_COUNT] = {
                           "GPU: copy registered pinned frames and tensors, "
                           "or let the kernel read and write them mapped",
                           {0, 0}},
+        [KEY_SPIN_US] = {"spin-us",
+                         "auto|US",
+                         "how long an idle loop or GPU thread polls for "
+                         "work before it sleeps (latency against CPU); "
+                         "auto: 1000 with a GPU, 0 on the CPU backend",
+                         {0, 100000}},
         [KEY_LOG_LEVEL] = {"log-level",
                            "LEVEL",
                            "err, warning, notice, info or debug",
@@ -232,6 +239,7 @@ void fprep__config_init(fprep__config *cfg)
 	cfg->max_shm_bytes = UINT64_C(4) << 30;
 	cfg->allow_cuda_regions = 1;
 	cfg->max_cuda_regions = 16;
+	cfg->spin_us = FPREP__SPIN_AUTO;
 }
 
 void fprep__config_fini(fprep__config *cfg)
@@ -335,6 +343,12 @@ static int config_set(fprep__config *cfg, enum config_key key, const char *val,
 		        "frameprepd: %s: '%s' is not staged, mapped or auto\n",
 		        where, val);
 		return -1;
+	case KEY_SPIN_US:
+		if (strcmp(val, "auto") == 0) {
+			cfg->spin_us = FPREP__SPIN_AUTO;
+			return 0;
+		}
+		break;
 	default:
 		break;
 	}
@@ -354,6 +368,9 @@ static int config_set(fprep__config *cfg, enum config_key key, const char *val,
 		break;
 	case KEY_MAX_INFLIGHT:
 		cfg->max_inflight = (unsigned)v;
+		break;
+	case KEY_SPIN_US:
+		cfg->spin_us = (int)v;
 		break;
 	case KEY_MAX_INFLIGHT_PER_CONN:
 		cfg->max_inflight_per_conn = (unsigned)v;
@@ -501,6 +518,12 @@ static void config_default(const fprep__config *cfg, enum config_key key,
 		break;
 	case KEY_TRANSFER:
 		snprintf(buf, size, "%s", fprep__transfer_name(cfg->transfer));
+		break;
+	case KEY_SPIN_US:
+		if (cfg->spin_us == FPREP__SPIN_AUTO)
+			snprintf(buf, size, "auto");
+		else
+			snprintf(buf, size, "%d", cfg->spin_us);
 		break;
 	case KEY_LOG_LEVEL:
 		snprintf(buf, size, "%s", config_level_names[cfg->log_level]);

@@ -55,7 +55,16 @@ typedef struct fprep__config {
 	char *metrics_listen;      /* HOST:PORT of /metrics; NULL: off */
 	int trace;                 /* stage times in each reply's message */
 	int transfer;              /* enum fprep__transfer (GPU) */
+	int spin_us; /* idle threads poll this long before sleeping, in
+	                microseconds; FPREP__SPIN_AUTO: by backend */
 } fprep__config;
+
+/* FPREP__SPIN_AUTO: --spin-us auto, FPREP__SPIN_GPU_US with a GPU backend
+ * (a frame's GPU work is a few hundred microseconds, and waking a sleeping
+ * thread adds tens to every hand-off), 0 with the CPU backend (its workers
+ * need the cores). */
+#define FPREP__SPIN_AUTO   (-1)
+#define FPREP__SPIN_GPU_US 1000
 
 /* fprep__transfer: how the GPU lane moves frames and tensors that lie in
  * registered pinned memory: copies on the copy engines (STAGED), the

@@ -64,10 +64,12 @@ void fprep__slot_release(fprep__slot *s)
 
 	if (c == NULL)
 		return;
-	fprep__metrics_request_end();
+	if (!s->ended)
+		fprep__metrics_request_end();
+	s->ended = 0;
 	c->held--;
 	if (s->counted)
-		c->inflight--;
+		atomic_fetch_sub(&c->inflight, 1);
 	c->reply_bytes -= s->reply_bytes;
 	s->srv->reply_bytes -= s->reply_bytes;
 	if (c->held == 0) {
@@ -113,7 +115,7 @@ int fprep__slot_admit(fprep__slot *s, nng_msg *msg)
 void fprep__slot_refuse(fprep__slot *s, nng_msg *msg, const char *why)
 {
 	if (s->counted) {
-		s->conn->inflight--;
+		atomic_fetch_sub(&s->conn->inflight, 1);
 		s->counted = 0;
 	}
 	fprep__slot_fail(s, msg, FPREP_EBUSY, why);

@@ -71,11 +71,12 @@ void fprep__server_info(fprep__server *srv, char *buf, size_t size)
 		        alive, srv->cfg->max_cuda_regions);
 	}
 	if (n < size)
-		n += (size_t)snprintf(buf + n, size - n,
-		                      "pid: %ld\ntrace: %s\ntransfer: %s\n",
-		                      (long)getpid(),
-		                      cfg->trace ? "true" : "false",
-		                      fprep__transfer_name(cfg->transfer));
+		n += (size_t)snprintf(
+		        buf + n, size - n,
+		        "pid: %ld\ntrace: %s\ntransfer: %s\n"
+		        "spin_us: %d\n",
+		        (long)getpid(), cfg->trace ? "true" : "false",
+		        fprep__transfer_name(cfg->transfer), cfg->spin_us);
 	if (n < size - 1)
 		srv->backend->info(srv->backend, buf + n, size - n);
 }

@@ -52,6 +52,11 @@ static int main_open_lanes(fprep__backend **bp, const fprep__config *cfg,
 			        .cache_enabled = cfg->cache_enabled,
 			        .transfer = cfg->transfer,
 			        .trace = cfg->trace,
+			        .spin_ns =
+			                (uint64_t)(cfg->spin_us == FPREP__SPIN_AUTO
+			                                   ? FPREP__SPIN_GPU_US
+			                                   : cfg->spin_us) *
+			                1000u,
 			};
 			fprep__multi_lane *l = &lanes[nl];
 
@@ -199,6 +204,8 @@ int main(int argc, char **argv)
 		fprep__config_fini(&cfg);
 		return 1;
 	}
+	if (cfg.spin_us == FPREP__SPIN_AUTO)
+		cfg.spin_us = ndevices > 0 ? FPREP__SPIN_GPU_US : 0;
 	if (cfg.metrics_listen != NULL) {
 		if (fprep__metrics_open(cfg.metrics_listen, device) != 0) {
 			fprep__log(FPREP_LOG_ERR, "frameprepd: no metrics "

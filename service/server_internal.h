@@ -17,6 +17,7 @@
 #define FPREP_SERVICE_SERVER_INTERNAL_H
 
 #include <nng/nng.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -56,7 +57,9 @@ typedef struct fprep__conn fprep__conn;
 struct fprep__conn {
 	uint32_t pipe;        /* nng pipe id; 0: a free entry */
 	unsigned held;        /* slots holding one of its requests */
-	unsigned inflight;    /* of those, requests not refused with EBUSY */
+	atomic_uint inflight; /* of those, requests not refused with EBUSY and
+	                         not yet answered (a direct reply counts
+	                         off on the backend's thread) */
 	uint64_t reply_bytes; /* tensor bytes of its replies in flight */
 	int closing;          /* closed for not reading: drop its requests */
 };
@@ -74,11 +77,17 @@ struct fprep__slot {
 	nng_msg *rep_msg;     /* WORK: the reply; job.output points into it */
 	fprep__conn *conn;    /* the requester; NULL: none yet */
 	int counted;          /* counted in conn->inflight */
+	int ended;            /* counted off the metrics' requests in flight
+	                         (a direct reply, when it was handed over) */
 	uint64_t reply_bytes; /* counted in the reply byte totals */
 	uint16_t kind;        /* of the request being served, for logs */
 	uint64_t request_id;
 	uint64_t t_rx_ns;   /* nng's callback for the request (--trace) */
 	uint64_t t_recv_ns; /* the loop took the request */
+	int direct;         /* WORK: the backend's thread sent the reply itself
+	                       (slot_reply_direct); the loop ends the request once
+	                       that send has ended. Written before the send, read
+	                       after its event or after the backend closed. */
 	fprep__job job;
 };
 
@@ -93,6 +102,10 @@ struct fprep__server {
 	uv_timer_t drain_timer;
 	uv_timer_t linger_timer;
 	uint64_t linger_end_ns;
+	uv_idle_t spin;         /* keeps the loop polling while it is busy */
+	uint64_t spin_ns;       /* --spin-us; 0: the loop sleeps at once */
+	uint64_t last_event_ns; /* the loop's last event, for the spin */
+	atomic_int no_direct;   /* stopping: replies go through the loop */
 	fprep__ingress ingress;
 	fprep__regions regions;
 	fprep__watchdog watchdog;

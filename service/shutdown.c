@@ -78,9 +78,10 @@ static void shutdown_drain_timeout(uv_timer_t *timer)
 	for (unsigned i = 0; i < srv->nslots; i++) {
 		fprep__slot *s = &srv->slots[i];
 
-		if (s->state == FPREP__SLOT_WORK) {
+		if (s->state == FPREP__SLOT_WORK && !s->direct) {
 			/* The backend's threads are joined: nothing writes
-			 * into these messages any more. */
+			 * into these messages any more. (A direct reply's
+			 * send ends with its own event.) */
 			nng_msg_free(s->req_msg);
 			s->req_msg = NULL;
 			fprep__slot_unuse_regions(s);
@@ -119,6 +120,7 @@ void fprep__server_stop(fprep__server *srv, int exit_status, int status,
 	if (srv->stopping)
 		return;
 	srv->stopping = 1;
+	atomic_store(&srv->no_direct, 1);
 	if (exit_status == 0) {
 		srv->stop_status = status;
 		shutdown_set_message(srv->stop_message, why);
@@ -190,6 +192,7 @@ void fprep__server_close_handles(fprep__server *srv)
 	uv_close((uv_handle_t *)&srv->sigterm, NULL);
 	uv_close((uv_handle_t *)&srv->drain_timer, NULL);
 	uv_close((uv_handle_t *)&srv->linger_timer, NULL);
+	uv_close((uv_handle_t *)&srv->spin, NULL);
 }
 
 /* shutdown_close_socket ends the ordered close once the replies had their

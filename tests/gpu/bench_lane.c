@@ -266,7 +266,10 @@ int main(int argc, char **argv)
 	printf("  D2H %9zu bytes (640x640x3 f32):     %7.1f us  %5.1f GB/s\n",
 	       out_n, td, out_n / td / 1e3);
 
-	fprep__cuda_config cfg = {.device = 0, .slots = 2, .cache_enabled = 1};
+	fprep__cuda_config cfg = {.device = 0,
+	                          .slots = 2,
+	                          .cache_enabled = 1,
+	                          .spin_ns = 1000000};
 	printf("\nsingle frame 1080p BGR8 -> 640x640 RGB f32 NCHW letterbox, "
 	       "median of %d (us)\n",
 	       LAT_REPS);

@@ -701,6 +701,7 @@ int main(int argc, char **argv)
 		              : strcmp(m, "auto") == 0 ? FPREP__CUDA_AUTO
 		                                       : FPREP__CUDA_STAGED;
 		mc.trace = 1;
+		mc.spin_ns = 1000000; /* the daemon's default: threads poll */
 		trace_on = 1;
 		int before = check_failures;
 		CHECK(fprep__backend_cuda_open(&b, &mc) == 0, "open %s", m);

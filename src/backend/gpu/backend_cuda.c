@@ -91,12 +91,20 @@ _Static_assert(LB_DTYPE_F32 == FPREP_DTYPE_F32 &&
 #define CUDA_KERNEL_SOURCE "letterbox.cu"
 #define CUDA_BLOCK_X       32
 #define CUDA_BLOCK_Y       8
+/* Bands of a frame whose copies and kernel overlap (cuda_band_plan). */
+#define CUDA_BANDS 4
 /* Initial staging sizes: a 1080p BGR8 frame in, 640x640x3 float32 out. */
 #define CUDA_INITIAL_IN  (1920u * 1080u * 3u)
 #define CUDA_INITIAL_OUT (640u * 640u * 3u * 4u)
 #define CUDA_GROW_ALIGN  (1u << 20)
-/* How long the completion thread polls an event before it sleeps on it. */
+/* The longest poll of the trace's clock anchor (cuda_anchor). */
 #define CUDA_SPIN_NS (1000u * 1000u)
+/* What a polling thread does between two looks. */
+#if defined(__x86_64__) || defined(__i386__)
+#define CUDA_CPU_RELAX() __builtin_ia32_pause()
+#else
+#define CUDA_CPU_RELAX() ((void)0)
+#endif
 
 enum {
 	CUDA_T_H2D0,
@@ -148,6 +156,8 @@ typedef struct cuda_slot {
 	cudaEvent_t ev_kern; /* ordering: D2H after kernel */
 	cudaEvent_t ev_done; /* blocking sync: the completion thread waits */
 	cudaEvent_t t[CUDA_NT];
+	cudaEvent_t ev_band_h2d[CUDA_BANDS];  /* banded: band k's rows are in */
+	cudaEvent_t ev_band_kern[CUDA_BANDS]; /* banded: band k is written */
 	fprep__job *job;   /* non-NULL while the slot is in use */
 	int out_direct;    /* D2H went straight into job->output (pinned) */
 	fprep__qnode link; /* in flying */
@@ -175,6 +185,9 @@ typedef struct cuda_backend {
 	pthread_mutex_t mu;
 	pthread_cond_t cv_lane; /* pending job, free slot, or stop */
 	pthread_cond_t cv_done; /* in-flight slot, or lane exited */
+	atomic_uint lane_kicks; /* signals of cv_lane, counted under mu */
+	atomic_uint done_kicks; /* signals of cv_done, counted under mu */
+	uint64_t spin_ns;       /* cuda_spin_wait's poll; 0: sleep at once */
 	fprep__queue pending;   /* jobs submitted, not yet on a slot */
 	fprep__queue flying;    /* slots enqueued, in completion order */
 	fprep__queue admin;     /* region operations, not yet run */
@@ -336,6 +349,14 @@ static int cuda_slot_init(cuda_slot *s, int mapped, fprep__gpu_status *st)
 		if (FPREP__CUDA(st, cudaEventCreateWithFlags(&s->t[i],
 		                                             cudaEventDefault)))
 			return -1;
+	for (int i = 0; i < CUDA_BANDS; i++)
+		if (FPREP__CUDA(st, cudaEventCreateWithFlags(
+		                            &s->ev_band_h2d[i],
+		                            cudaEventDisableTiming)) ||
+		    FPREP__CUDA(st, cudaEventCreateWithFlags(
+		                            &s->ev_band_kern[i],
+		                            cudaEventDisableTiming)))
+			return -1;
 	return cuda_slot_reserve(s, CUDA_INITIAL_IN, CUDA_INITIAL_OUT, mapped,
 	                         st);
 }
@@ -349,6 +370,14 @@ static void cuda_slot_fini(cuda_slot *s)
 	for (int i = 0; i < CUDA_NT; i++)
 		if (s->t[i] != NULL)
 			(void)FPREP__CUDA(NULL, cudaEventDestroy(s->t[i]));
+	for (int i = 0; i < CUDA_BANDS; i++) {
+		if (s->ev_band_h2d[i] != NULL)
+			(void)FPREP__CUDA(NULL,
+			                  cudaEventDestroy(s->ev_band_h2d[i]));
+		if (s->ev_band_kern[i] != NULL)
+			(void)FPREP__CUDA(NULL,
+			                  cudaEventDestroy(s->ev_band_kern[i]));
+	}
 	cuda_free_pair(&s->h_in, &s->d_in, &s->in_cap);
 	cuda_free_pair(&s->h_out, &s->d_out, &s->out_cap);
 }
@@ -372,12 +401,163 @@ static int cuda_use_mapped(const cuda_backend *cb, unsigned busy)
 	       (cb->integrated || busy == 0);
 }
 
+/* cuda_band: one band of a frame processed in bands: tensor rows
+ * [r0, r1), and the frame's bytes [b0, b1) that its H2D chunk copies. */
+typedef struct cuda_band {
+	unsigned r0, r1;
+	uint64_t b0, b1;
+} cuda_band;
+
+/* cuda_rows_needed returns how many of the frame's first rows tensor rows
+ * [0, y) read: the neighbours of the last image row among them (the
+ * INTER_LINEAR map of kernels/letterbox.cu), plus one row of margin for
+ * the kernel's float rounding. */
+static unsigned cuda_rows_needed(const fprep__job *job, unsigned y)
+{
+	unsigned top = job->xf.pad_y, rh = job->xf.resized_h;
+	unsigned h = job->req.src_height;
+
+	if (y <= top || rh == 0)
+		return 0;
+	unsigned last = (y < top + rh ? y : top + rh) - 1 - top;
+	double f = ((double)last + 0.5) * ((double)h / (double)rh) - 0.5;
+	uint64_t need = (f > 0 ? (uint64_t)f : 0) + 3;
+
+	return need < h ? (unsigned)need : h;
+}
+
+/* cuda_band_plan splits job's tensor into up to CUDA_BANDS bands of whole
+ * blocks of rows, each cut where the rows it reads reach the next equal
+ * share of the frame, so the H2D chunks are about equal. Only for
+ * interleaved sources (one plane of rows). Returns the number of bands
+ * (below 2: not worth banding). */
+static unsigned cuda_band_plan(const fprep__job *job, cuda_band *b)
+{
+	const fprep_request *rq = &job->req;
+	unsigned h = rq->src_height, out_h = rq->out_height;
+	uint64_t stride = rq->src_stride, size = rq->input_size, prev = 0;
+	unsigned n = 0, r0 = 0;
+
+	if (h < 64 || out_h < CUDA_BANDS * CUDA_BLOCK_Y)
+		return 0;
+	for (unsigned y = CUDA_BLOCK_Y; y < out_h && n < CUDA_BANDS - 1;
+	     y += CUDA_BLOCK_Y) {
+		uint64_t need = cuda_rows_needed(job, y);
+
+		if (need * CUDA_BANDS < (uint64_t)(n + 1) * h)
+			continue;
+		b[n].r0 = r0;
+		b[n].r1 = y;
+		b[n].b0 = prev * stride < size ? prev * stride : size;
+		b[n].b1 = need * stride < size ? need * stride : size;
+		prev = need;
+		r0 = y;
+		n++;
+	}
+	b[n].r0 = r0;
+	b[n].r1 = out_h;
+	b[n].b0 = prev * stride < size ? prev * stride : size;
+	b[n].b1 = size;
+	return n + 1;
+}
+
+/* cuda_enqueue_banded puts job's work on the streams in nb bands: the
+ * frame's H2D in nb chunks, each band's kernel launch (a->row0) after its
+ * chunk, each band's D2H after its kernel; so the copies in both
+ * directions and the kernel overlap within one frame, and the frame takes
+ * about its longer copy rather than the sum of the three. Rows of a band
+ * are contiguous in NHWC; in NCHW a band is one 2D copy of C plane
+ * pieces. Returns 0, or -1 with *st set. */
+static int cuda_enqueue_banded(cuda_backend *cb, cuda_slot *s,
+                               const fprep__job *job, cuda_lb_args *a,
+                               const uint8_t *src, uint8_t *dst,
+                               const void *kern, const cuda_band *band,
+                               unsigned nb, fprep__gpu_status *st)
+{
+	const fprep_request *rq = &job->req;
+	int nchw = rq->layout == FPREP_LAYOUT_NCHW;
+	size_t es = rq->dtype == FPREP_DTYPE_F32   ? 4
+	            : rq->dtype == FPREP_DTYPE_F16 ? 2
+	                                           : 1;
+	size_t c = nchw ? job->shape[1] : job->shape[3];
+	size_t row = nchw ? rq->out_width * es : rq->out_width * c * es;
+	size_t plane = rq->out_height * row;
+	dim3 block = {CUDA_BLOCK_X, CUDA_BLOCK_Y, 1};
+	void *args[] = {a};
+
+	if (FPREP__CUDA(st, cudaEventRecord(s->t[CUDA_T_H2D0], cb->s_h2d)))
+		return -1;
+	for (unsigned k = 0; k < nb; k++) {
+		uint64_t b0 = band[k].b0, b1 = band[k].b1;
+
+		if ((b1 > b0 &&
+		     FPREP__CUDA(st, cudaMemcpyAsync(s->d_in + b0, src + b0,
+		                                     b1 - b0,
+		                                     cudaMemcpyHostToDevice,
+		                                     cb->s_h2d))) ||
+		    FPREP__CUDA(st,
+		                cudaEventRecord(s->ev_band_h2d[k], cb->s_h2d)))
+			return -1;
+	}
+	if (FPREP__CUDA(st, cudaEventRecord(s->t[CUDA_T_H2D1], cb->s_h2d)))
+		return -1;
+	for (unsigned k = 0; k < nb; k++) {
+		dim3 grid = {(rq->out_width + CUDA_BLOCK_X - 1) / CUDA_BLOCK_X,
+		             (band[k].r1 - band[k].r0 + CUDA_BLOCK_Y - 1) /
+		                     CUDA_BLOCK_Y,
+		             1};
+
+		a->row0 = band[k].r0;
+		if (FPREP__CUDA(st,
+		                cudaStreamWaitEvent(cb->s_comp,
+		                                    s->ev_band_h2d[k], 0)) ||
+		    (k == 0 && FPREP__CUDA(st, cudaEventRecord(s->t[CUDA_T_K0],
+		                                               cb->s_comp))) ||
+		    FPREP__CUDA(st, cudaLaunchKernel(kern, grid, block, args, 0,
+		                                     cb->s_comp)) ||
+		    FPREP__CUDA(st, cudaEventRecord(s->ev_band_kern[k],
+		                                    cb->s_comp)))
+			return -1;
+	}
+	a->row0 = 0;
+	if (FPREP__CUDA(st, cudaEventRecord(s->t[CUDA_T_K1], cb->s_comp)))
+		return -1;
+	for (unsigned k = 0; k < nb; k++) {
+		size_t off = band[k].r0 * row;
+		size_t len = (size_t)(band[k].r1 - band[k].r0) * row;
+
+		if (FPREP__CUDA(st,
+		                cudaStreamWaitEvent(cb->s_d2h,
+		                                    s->ev_band_kern[k], 0)) ||
+		    (k == 0 &&
+		     FPREP__CUDA(st, cudaEventRecord(s->t[CUDA_T_D2H0],
+		                                     cb->s_d2h))))
+			return -1;
+		if (nchw ? FPREP__CUDA(st, cudaMemcpy2DAsync(
+		                                   dst + off, plane,
+		                                   s->d_out + off, plane, len,
+		                                   c, cudaMemcpyDeviceToHost,
+		                                   cb->s_d2h))
+		         : FPREP__CUDA(st, cudaMemcpyAsync(
+		                                   dst + off, s->d_out + off,
+		                                   len, cudaMemcpyDeviceToHost,
+		                                   cb->s_d2h)))
+			return -1;
+	}
+	if (FPREP__CUDA(st, cudaEventRecord(s->t[CUDA_T_D2H1], cb->s_d2h)) ||
+	    FPREP__CUDA(st, cudaEventRecord(s->ev_done, cb->s_d2h)))
+		return -1;
+	return 0;
+}
+
 /* cuda_enqueue puts job's H2D, kernel and D2H on the streams, using slot s;
  * with mapped, the kernel reads and writes pinned memory that is mapped
- * for the device in place of the copies. Runs on the lane thread. Returns
- * 0, or an error with job's reply set. */
+ * for the device in place of the copies; with banded (a staged lane with
+ * no other job in flight), an interleaved frame goes in bands whose copies
+ * and kernels overlap (cuda_enqueue_banded). Runs on the lane thread.
+ * Returns 0, or an error with job's reply set. */
 static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
-                        int mapped)
+                        int mapped, int banded)
 {
 	const fprep_request *rq = &job->req;
 	fprep__gpu_status st = {0};
@@ -466,27 +646,53 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 	        (const void *)
 	                cb->kernel[cuda_family(rq->src_format)][rq->dtype - 1];
 
-	if (FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D0], cb->s_h2d)) ||
-	    (!in_dev && m_src == NULL &&
-	     FPREP__CUDA(&st,
-	                 cudaMemcpyAsync(s->d_in, src, rq->input_size,
-	                                 cudaMemcpyHostToDevice, cb->s_h2d))) ||
-	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D1], cb->s_h2d)) ||
-	    FPREP__CUDA(&st, cudaEventRecord(s->ev_h2d, cb->s_h2d)) ||
-	    FPREP__CUDA(&st, cudaStreamWaitEvent(cb->s_comp, s->ev_h2d, 0)) ||
-	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_K0], cb->s_comp)) ||
-	    FPREP__CUDA(&st, cudaLaunchKernel(kern, grid, block, args, 0,
-	                                      cb->s_comp)) ||
-	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_K1], cb->s_comp)) ||
-	    FPREP__CUDA(&st, cudaEventRecord(s->ev_kern, cb->s_comp)) ||
-	    FPREP__CUDA(&st, cudaStreamWaitEvent(cb->s_d2h, s->ev_kern, 0)) ||
-	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_D2H0], cb->s_d2h)) ||
-	    (!out_dev && m_dst == NULL &&
-	     FPREP__CUDA(&st,
-	                 cudaMemcpyAsync(dst, s->d_out, out_bytes,
-	                                 cudaMemcpyDeviceToHost, cb->s_d2h))) ||
-	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_D2H1], cb->s_d2h)) ||
-	    FPREP__CUDA(&st, cudaEventRecord(s->ev_done, cb->s_d2h))) {
+	cuda_band bands[CUDA_BANDS];
+	unsigned nb = 0;
+	int failed;
+
+	if (banded && !in_dev && !out_dev && m_src == NULL && m_dst == NULL &&
+	    cuda_family(rq->src_format) == 0)
+		nb = cuda_band_plan(job, bands);
+	if (nb > 1)
+		failed = cuda_enqueue_banded(cb, s, job, &a, src, dst, kern,
+		                             bands, nb, &st) != 0;
+	else
+		failed = FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D0],
+		                                          cb->s_h2d)) ||
+		         (!in_dev && m_src == NULL &&
+		          FPREP__CUDA(&st, cudaMemcpyAsync(
+		                                   s->d_in, src, rq->input_size,
+		                                   cudaMemcpyHostToDevice,
+		                                   cb->s_h2d))) ||
+		         FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D1],
+		                                          cb->s_h2d)) ||
+		         FPREP__CUDA(&st,
+		                     cudaEventRecord(s->ev_h2d, cb->s_h2d)) ||
+		         FPREP__CUDA(&st, cudaStreamWaitEvent(cb->s_comp,
+		                                              s->ev_h2d, 0)) ||
+		         FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_K0],
+		                                          cb->s_comp)) ||
+		         FPREP__CUDA(&st,
+		                     cudaLaunchKernel(kern, grid, block, args,
+		                                      0, cb->s_comp)) ||
+		         FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_K1],
+		                                          cb->s_comp)) ||
+		         FPREP__CUDA(&st,
+		                     cudaEventRecord(s->ev_kern, cb->s_comp)) ||
+		         FPREP__CUDA(&st, cudaStreamWaitEvent(cb->s_d2h,
+		                                              s->ev_kern, 0)) ||
+		         FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_D2H0],
+		                                          cb->s_d2h)) ||
+		         (!out_dev && m_dst == NULL &&
+		          FPREP__CUDA(&st,
+		                      cudaMemcpyAsync(dst, s->d_out, out_bytes,
+		                                      cudaMemcpyDeviceToHost,
+		                                      cb->s_d2h))) ||
+		         FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_D2H1],
+		                                          cb->s_d2h)) ||
+		         FPREP__CUDA(&st,
+		                     cudaEventRecord(s->ev_done, cb->s_d2h));
+	if (failed) {
 		/* Part of the work may be queued: let it finish before the
 		 * slot is reused. */
 		int fatal = cuda_sticky(st.code);
@@ -499,6 +705,37 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 	return 0;
 }
 
+/* cuda_kick signals cv, with the lane's mu held, and counts it in *kicks for
+ * the thread that polls instead of sleeping (cuda_spin_wait). */
+static void cuda_kick(pthread_cond_t *cv, atomic_uint *kicks)
+{
+	atomic_fetch_add_explicit(kicks, 1, memory_order_release);
+	pthread_cond_signal(cv);
+}
+
+/* cuda_spin_wait waits, with cb->mu held, for the next cuda_kick of cv:
+ * it first polls *kicks with the mutex released for up to spin_ns, since
+ * waking a sleeping thread adds tens of microseconds to each hand-off
+ * (submit to lane, lane to completion), then sleeps on cv. A kick counts
+ * only under cb->mu, so none is lost between the poll and the sleep. */
+static void cuda_spin_wait(cuda_backend *cb, pthread_cond_t *cv,
+                           atomic_uint *kicks)
+{
+	unsigned k = atomic_load_explicit(kicks, memory_order_relaxed);
+
+	if (cb->spin_ns > 0) {
+		uint64_t until = cuda_now_ns() + cb->spin_ns;
+
+		pthread_mutex_unlock(&cb->mu);
+		while (atomic_load_explicit(kicks, memory_order_acquire) == k &&
+		       cuda_now_ns() < until)
+			CUDA_CPU_RELAX();
+		pthread_mutex_lock(&cb->mu);
+	}
+	if (atomic_load_explicit(kicks, memory_order_relaxed) == k)
+		pthread_cond_wait(cv, &cb->mu);
+}
+
 /* cuda_deliver frees slot s (if any) and calls job's done. */
 static void cuda_deliver(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 {
@@ -508,7 +745,7 @@ static void cuda_deliver(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 		cb->fatal = 1;
 	if (s != NULL) {
 		s->job = NULL;
-		pthread_cond_signal(&cb->cv_lane);
+		cuda_kick(&cb->cv_lane, &cb->lane_kicks);
 	}
 	pthread_mutex_unlock(&cb->mu);
 	job->done(job);
@@ -810,7 +1047,7 @@ static void *cuda_lane_main(void *arg)
 				pthread_mutex_lock(&cb->mu);
 				continue;
 			}
-			pthread_cond_wait(&cb->cv_lane, &cb->mu);
+			cuda_spin_wait(cb, &cb->cv_lane, &cb->lane_kicks);
 			continue;
 		}
 		int late = cb->stopping && cuda_now_ns() >= cb->deadline_ns;
@@ -821,7 +1058,8 @@ static void *cuda_lane_main(void *arg)
 				cuda_timedwait(&cb->cv_lane, &cb->mu,
 				               cb->deadline_ns);
 			else
-				pthread_cond_wait(&cb->cv_lane, &cb->mu);
+				cuda_spin_wait(cb, &cb->cv_lane,
+				               &cb->lane_kicks);
 			continue;
 		}
 		fprep__queue_pop(&cb->pending);
@@ -850,19 +1088,20 @@ static void *cuda_lane_main(void *arg)
 			cuda_deliver(cb, NULL, job);
 		} else if (s == NULL) { /* ECHO: no work, no copies */
 			cuda_deliver(cb, NULL, job);
-		} else if (cuda_enqueue(cb, s, job,
-		                        cuda_use_mapped(cb, busy)) != 0) {
+		} else if (cuda_enqueue(cb, s, job, cuda_use_mapped(cb, busy),
+		                        cb->transfer == FPREP__CUDA_STAGED &&
+		                                busy == 0) != 0) {
 			cuda_deliver(cb, s, job);
 		} else {
 			pthread_mutex_lock(&cb->mu);
 			fprep__queue_push(&cb->flying, &s->link);
-			pthread_cond_signal(&cb->cv_done);
+			cuda_kick(&cb->cv_done, &cb->done_kicks);
 			pthread_mutex_unlock(&cb->mu);
 		}
 		pthread_mutex_lock(&cb->mu);
 	}
 	cb->lane_exited = 1;
-	pthread_cond_signal(&cb->cv_done);
+	cuda_kick(&cb->cv_done, &cb->done_kicks);
 	pthread_mutex_unlock(&cb->mu);
 	return NULL;
 }
@@ -905,10 +1144,11 @@ static void cuda_host_stamps(const cuda_backend *cb, const cuda_slot *s,
 	}
 }
 
-/* cuda_wait waits for ev: polls it for up to CUDA_SPIN_NS, then blocks. */
-static cudaError_t cuda_wait(cudaEvent_t ev)
+/* cuda_wait waits for ev: polls it for up to the lane's spin_ns, then
+ * blocks (a blocking-sync event: the thread sleeps). */
+static cudaError_t cuda_wait(const cuda_backend *cb, cudaEvent_t ev)
 {
-	uint64_t until = cuda_now_ns() + CUDA_SPIN_NS;
+	uint64_t until = cuda_now_ns() + cb->spin_ns;
 	cudaError_t e;
 
 	while ((e = cudaEventQuery(ev)) == cudaErrorNotReady) {
@@ -924,7 +1164,7 @@ static void cuda_finish(cuda_backend *cb, cuda_slot *s)
 	fprep__job *job = s->job;
 	fprep__gpu_status st = {0};
 
-	if (FPREP__CUDA(&st, cuda_wait(s->ev_done))) {
+	if (FPREP__CUDA(&st, cuda_wait(cb, s->ev_done))) {
 		cuda_fail(job, FPREP_ECUDA, cuda_sticky(st.code), st.text);
 		cuda_deliver(cb, s, job);
 		return;
@@ -965,7 +1205,7 @@ static void *cuda_completion_main(void *arg)
 		if (n == NULL) {
 			if (cb->lane_exited)
 				break;
-			pthread_cond_wait(&cb->cv_done, &cb->mu);
+			cuda_spin_wait(cb, &cb->cv_done, &cb->done_kicks);
 			continue;
 		}
 		cuda_slot *s = fprep__container_of(n, cuda_slot, link);
@@ -990,7 +1230,7 @@ static int cuda_submit(fprep__backend *b, fprep__job *job)
 		return FPREP_ESHUTDOWN;
 	}
 	fprep__queue_push(&cb->pending, &job->link);
-	pthread_cond_signal(&cb->cv_lane);
+	cuda_kick(&cb->cv_lane, &cb->lane_kicks);
 	pthread_mutex_unlock(&cb->mu);
 	return 0;
 }
@@ -1009,7 +1249,7 @@ static int cuda_region_op(fprep__backend *b, fprep__memreg *r)
 		return FPREP_ESHUTDOWN;
 	}
 	fprep__queue_push(&cb->admin, &r->link);
-	pthread_cond_signal(&cb->cv_lane);
+	cuda_kick(&cb->cv_lane, &cb->lane_kicks);
 	pthread_mutex_unlock(&cb->mu);
 	return 0;
 }
@@ -1102,6 +1342,7 @@ static void cuda_close(fprep__backend *b, int timeout_ms)
 		cb->deadline_ns =
 		        cuda_now_ns() +
 		        (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000u;
+		atomic_fetch_add(&cb->lane_kicks, 1);
 		pthread_cond_broadcast(&cb->cv_lane);
 		pthread_mutex_unlock(&cb->mu);
 		pthread_join(cb->lane, NULL);
@@ -1273,6 +1514,7 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	cb->base.region_op = cuda_region_op;
 	cb->base.stats = cuda_stats;
 	cb->device = cfg->device;
+	cb->spin_ns = cfg->spin_ns;
 	cb->nslots = cfg->slots < 2 ? 2 : cfg->slots;
 	cb->transfer = cfg->transfer;
 	cb->trace = cfg->trace;
@@ -1353,6 +1595,7 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	    0) {
 		pthread_mutex_lock(&cb->mu);
 		cb->stopping = 1;
+		atomic_fetch_add(&cb->lane_kicks, 1);
 		pthread_cond_broadcast(&cb->cv_lane);
 		pthread_mutex_unlock(&cb->mu);
 		pthread_join(cb->lane, NULL);

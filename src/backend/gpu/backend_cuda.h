@@ -20,6 +20,9 @@ typedef struct fprep__cuda_config {
 	int cache_enabled;      /* 0: compile at every start, write nothing */
 	int transfer;           /* FPREP__CUDA_STAGED, _MAPPED or _AUTO */
 	int trace; /* keep the device clock's anchor for job->t_stage_ns */
+	uint64_t spin_ns; /* the lane and completion threads poll for work
+	                     (and the GPU) this long before sleeping; 0:
+	                     sleep at once */
 } fprep__cuda_config;
 
 /* How a lane moves frames and tensors that lie in registered pinned memory
