@@ -198,7 +198,10 @@
  *    56  u32 t_queue_us     receipt to start of work, microseconds
  *    60  u32 t_compute_us   preprocessing (CPU op or GPU kernel), microseconds
  *    64  u32 t_h2d_us       host-to-device copy (GPU only), microseconds
- *    68  u32 t_kernel_us    kernel (GPU only), microseconds
+ *    68  u32 t_kernel_us    kernel (GPU only), microseconds; a frame
+ *                           processed in bands (an idle staged lane)
+ *                           spans its band kernels, which wait on the
+ *                           H2D chunks
  *    72  u32 t_d2h_us       device-to-host copy (GPU only), microseconds
  *    76  u32 t_total_us     receipt to reply, microseconds
  *    80  u64 payload_size   bytes after this header

@@ -157,6 +157,38 @@ static void trace_transfer(void **state)
 	unlink(path);
 }
 
+/* --spin-us takes auto or 0..100000 microseconds, as a flag or a key. */
+static void spin_us(void **state)
+{
+	const char *none[] = {NULL};
+	const char *zero[] = {"--spin-us", "0", NULL};
+	const char *some[] = {"--spin-us", "250", NULL};
+	const char *aut[] = {"--spin-us", "auto", NULL};
+	const char *big[] = {"--spin-us", "100001", NULL};
+	const char *word[] = {"--spin-us", "fast", NULL};
+	fprep__config cfg;
+
+	(void)state;
+	assert_int_equal(config_run(&cfg, none), 0);
+	assert_int_equal(cfg.spin_us, FPREP__SPIN_AUTO);
+	fprep__config_fini(&cfg);
+	assert_int_equal(config_run(&cfg, zero), 0);
+	assert_int_equal(cfg.spin_us, 0);
+	fprep__config_fini(&cfg);
+	assert_int_equal(config_run(&cfg, some), 0);
+	assert_int_equal(cfg.spin_us, 250);
+	fprep__config_fini(&cfg);
+	assert_int_equal(config_run(&cfg, aut), 0);
+	assert_int_equal(cfg.spin_us, FPREP__SPIN_AUTO);
+	fprep__config_fini(&cfg);
+	assert_int_equal(config_run(&cfg, big), FPREP__CONFIG_ERROR);
+	assert_non_null(strstr(config_err, "spin-us"));
+	fprep__config_fini(&cfg);
+	assert_int_equal(config_run(&cfg, word), FPREP__CONFIG_ERROR);
+	assert_non_null(strstr(config_err, "fast"));
+	fprep__config_fini(&cfg);
+}
+
 /* The example file as shipped, and with every commented-out key line
  * enabled: each key is accepted, and the defaults it documents are the
  * built-in ones. */
@@ -537,6 +569,7 @@ int main(void)
 	        cmocka_unit_test(bad_files_and_flags),
 	        cmocka_unit_test(help_version),
 	        cmocka_unit_test(trace_transfer),
+	        cmocka_unit_test(spin_us),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
