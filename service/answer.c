@@ -42,6 +42,9 @@ void fprep__slot_send(fprep__slot *s, nng_msg *msg)
 		s->counted = 0;
 	}
 	s->state = FPREP__SLOT_SEND;
+	/* A job's regions are in use until here (slot_completed). */
+	if (s->job.out_region != NULL)
+		fprep__reply_to_region(&s->job, nng_msg_body(msg));
 	fprep__metrics_reply(nng_msg_body(msg), nng_msg_len(msg), s->job.lane);
 	nng_aio_set_msg(s->aio, msg);
 	nng_aio_set_timeout(s->aio, timeout_ms);

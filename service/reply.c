@@ -9,7 +9,12 @@
  */
 #include "reply.h"
 
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "frameprep/protocol.h"
 
@@ -61,6 +66,30 @@ void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
 	memcpy(rep.message, job->message,
 	       strnlen(job->message, sizeof(rep.message) - 1));
 	fprep_reply_encode(&rep, nng_msg_body(msg));
+}
+
+void fprep__reply_to_region(const fprep__job *job, const void *hdr)
+{
+	const fprep_request *req = &job->req;
+	const uint8_t *h = hdr;
+	_Atomic uint64_t *id;
+	uint64_t v;
+	uint8_t *p;
+
+	if (!req->shm_reply || job->out_region == NULL || job->output_device ||
+	    fprep__memreg_broken(job->out_region))
+		return;
+	/* Inside the region and 8-byte aligned: the request's checks
+	 * (protocol.c) and the region's span check (slot.c). */
+	p = job->out_region->base + req->out_offset + req->out_capacity -
+	    FPREP_REPLY_HEADER_SIZE;
+	memcpy(p, h, 8);
+	memcpy(p + 16, h + 16, FPREP_REPLY_HEADER_SIZE - 16);
+	memcpy(&v, h + 8, sizeof(v)); /* the wire's bytes, stored as one */
+	id = (_Atomic uint64_t *)(void *)(p + 8);
+	atomic_store_explicit(id, v, memory_order_release);
+	syscall(SYS_futex, (uint32_t *)(void *)(p + 8), FUTEX_WAKE, INT_MAX,
+	        NULL, NULL, 0);
 }
 
 /* reply_take makes spare (or a new message) exactly size bytes long. */

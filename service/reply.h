@@ -25,6 +25,17 @@ int fprep__reply_tensor_alloc(nng_msg **msgp, uint64_t tensor_bytes,
 void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
                                 uint32_t t_queue_us, uint32_t t_total_us);
 
+/* fprep__reply_to_region writes the reply header hdr (the first
+ * FPREP_REPLY_HEADER_SIZE bytes of a reply message) into job's output
+ * region when its request asked for it (shm_reply): the last
+ * FPREP_REPLY_HEADER_SIZE bytes of its out_capacity, request_id last with
+ * a release store, then a futex wake on it (protocol.h, "The reply in
+ * shared memory"). Nothing for other requests, a region that is not
+ * mapped shared memory, or one the SIGBUS guard caught. Called before the
+ * same reply goes to nng, while the job still uses the region; any
+ * thread. */
+void fprep__reply_to_region(const fprep__job *job, const void *hdr);
+
 /* fprep__reply_text builds an OK reply whose payload is text (strlen
  * bytes). spare, if not NULL, is a message the caller gives up (reused when
  * possible, else freed). Returns the reply, or NULL when out of memory. */

@@ -91,6 +91,7 @@ static int slot_reply_direct(fprep__slot *s)
 	fprep__metrics_reply(nng_msg_body(rep), nng_msg_len(rep), job->lane);
 	fprep__metrics_request_end();
 	s->ended = 1;
+	fprep__reply_to_region(job, nng_msg_body(rep));
 	nng_aio_set_msg(s->aio, rep);
 	nng_aio_set_timeout(s->aio, srv->cfg->send_timeout_ms);
 	nng_ctx_send(s->ctx, s->aio);
@@ -322,7 +323,9 @@ static void slot_submit(fprep__slot *s, nng_msg *msg, const fprep_request *req)
 		return;
 	if (req->output_loc != FPREP_LOC_INLINE &&
 	    (out = slot_region(s, msg, req->output_loc, req->out_region, pipe,
-	                       req->out_offset, bytes, "out")) == NULL)
+	                       req->out_offset,
+	                       req->shm_reply ? req->out_capacity : bytes,
+	                       "out")) == NULL)
 		return;
 	if (out == NULL && fprep__slot_reserve_reply(s, msg, bytes) != 0)
 		return;
@@ -491,17 +494,20 @@ static void slot_completed(fprep__slot *s)
 		         "shared-memory region shrank while the frame was read "
 		         "or the tensor written");
 	}
-	fprep__slot_unuse_regions(s);
+	/* The regions stay in use until the reply is handed to nng:
+	 * fprep__slot_send may write it into the output region. */
 	if (job->status != FPREP_OK) {
 		job->message[FPREP_MESSAGE_SIZE - 1] = '\0';
 		fprep__slot_fail(s, rep, job->status,
 		                 job->message[0] != '\0'
 		                         ? job->message
 		                         : fprep_strerror(job->status));
+		fprep__slot_unuse_regions(s);
 		return;
 	}
 	if (srv->exit_status != 0) {
 		fprep__slot_fail(s, rep, srv->stop_status, srv->stop_message);
+		fprep__slot_unuse_regions(s);
 		return;
 	}
 	now = fprep__now_ns();
@@ -520,6 +526,7 @@ static void slot_completed(fprep__slot *s)
 	           s->request_id, s->kind, s->index, job->output_size,
 	           (now - s->t_recv_ns) / 1000);
 	fprep__slot_send(s, rep);
+	fprep__slot_unuse_regions(s);
 }
 
 /* slot_send_ended ends the request once its reply's send ended with rv:

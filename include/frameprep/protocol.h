@@ -35,7 +35,9 @@
  *    52  f32 mean[3]        subtracted after scaling, per tensor channel
  *    64  f32 std[3]         divisor after the mean, per tensor channel, > 0
  *    76  u8  input_loc      enum fprep_location of the source frame
- *    77  u8  output_loc     enum fprep_location of the tensor
+ *    77  u8  output_loc     enum fprep_location of the tensor (bits 0-6),
+ *                           plus FPREP_LOC_F_SHM_REPLY (bit 7): the reply
+ *                           also in the output region (below)
  *    78  u16 uv_stride      NV12, I420: bytes from one chroma row to the
  *                           next, >= width (NV12) or width / 2 (I420);
  *                           so chroma rows span at most 65535 bytes
@@ -171,6 +173,26 @@
  * written at out_offset. Both must be regions registered by the same
  * connection. With SHM input the reply's flags carry
  * FPREP_REPLY_F_INPUT_RELEASED: the input bytes may be rewritten.
+ *
+ * The reply in shared memory (FPREP_LOC_F_SHM_REPLY in output_loc, SHM
+ * output only): the daemon also writes the reply header into the last
+ * FPREP_REPLY_HEADER_SIZE bytes of [out_offset, out_offset + out_capacity),
+ * so out_capacity must be at least tensor bytes + FPREP_REPLY_HEADER_SIZE
+ * and out_offset + out_capacity a multiple of 8. A client waiting there
+ * learns of the reply without nng's receive path (its threads and
+ * wake-ups): the client writes 0 into the area's request_id (offset 8)
+ * before it sends; the daemon writes the header's other bytes, then
+ * request_id with a release store, then wakes the futex at offset 8 (the
+ * low 32 bits of request_id; FUTEX_WAKE, not private, Linux futex(2)).
+ * The client waits with FUTEX_WAIT on those 32 bits and reads the header
+ * after an acquire load of request_id shows its id (so the id's low 32
+ * bits should not be 0). The daemon writes it for every reply of a
+ * request whose output region it resolved, errors included, before it
+ * hands the same reply to nng; a request refused before that (an
+ * undecodable header, a bad region) is answered through nng alone. The
+ * nng reply is always sent too: a REQ client that does not want it sends
+ * its next request on the context (or cancels the receive), and nng drops
+ * it.
  *
  * Every request, whatever its kind, carries the whole 128-byte header.
  *
@@ -339,6 +361,11 @@ enum fprep_location {
 	FPREP_LOC_CUDA = 2,   /* in a registered CUDA region (device memory) */
 };
 
+/* Bit 7 of the wire's output_loc byte: the reply header is also written
+ * into the output region (see "The reply in shared memory" above). Decoded
+ * into fprep_request.shm_reply, never left in output_loc. */
+#define FPREP_LOC_F_SHM_REPLY 0x80u
+
 #define FPREP_CUDA_HANDLE_SIZE 64 /* bytes of a cudaIpcMemHandle_t */
 #define FPREP_CUDA_UUID_SIZE   16 /* bytes of a CUDA device UUID */
 
@@ -389,6 +416,8 @@ typedef struct fprep_request {
 	uint64_t input_size;
 	uint32_t u_offset;
 	uint32_t v_offset;
+	uint8_t shm_reply; /* 1: FPREP_LOC_F_SHM_REPLY (wire: output_loc bit 7)
+	                    */
 } fprep_request;
 
 /* fprep_register_request: a decoded REGISTER, UNREGISTER or REGISTER_CUDA

@@ -18,6 +18,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <stdarg.h>
@@ -26,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
@@ -59,7 +62,29 @@ struct fprep_client {
 	unsigned daemons; /* URLs dialled */
 	_Atomic uint64_t
 	        peer_uid; /* the daemon's uid + 1 (ipc://), 0 unknown */
+
+	/* The reply in shared memory (protocol.h): the regions this client
+	 * registered, and the blocking call's wait for a reply there. */
+	pthread_mutex_t shm_mtx;
+	struct client_shm *shm; /* nshm entries, under shm_mtx */
+	unsigned nshm;
+	nng_aio *raio;                /* the reply's receive, with a callback */
+	_Atomic uint64_t *reply_word; /* request_id of the awaited header */
+	uint64_t reply_id;            /* the awaited request's id */
 };
+
+/* client_shm: a shared-memory region this client registered. */
+struct client_shm {
+	uint32_t id;
+	uint8_t *base;
+	size_t size;
+};
+
+static void client_reply_cb(void *arg);
+
+/* What the reply aio's callback stores in the awaited request_id when nng
+ * delivered the reply (or failed) first: no request has this id. */
+#define CLIENT_REPLY_VIA_NNG UINT64_MAX
 
 /* Whether the daemon's limits were asked for: not yet, known, or asked
  * without an answer (not asked again). */
@@ -396,6 +421,7 @@ int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
 	c->timeout_ms = timeout_ms ? timeout_ms : CLIENT_DEFAULT_TIMEOUT_MS;
 	c->next_id = 1;
 	c->refs = 1;
+	pthread_mutex_init(&c->shm_mtx, NULL);
 	if ((rv = nng_req0_open(&c->sock)) != 0) {
 		err = client_nng_err(rv);
 		goto err_free;
@@ -407,6 +433,7 @@ int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
 	                          client_pipe_added, c)) != 0 ||
 	    (rv = nng_ctx_open(&c->ctx, c->sock)) != 0 ||
 	    (rv = nng_aio_alloc(&c->aio, NULL, NULL)) != 0 ||
+	    (rv = nng_aio_alloc(&c->raio, client_reply_cb, c)) != 0 ||
 	    (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_PRE, client_pipe_cb,
 	                          c)) != 0) {
 		err = client_nng_err(rv);
@@ -423,6 +450,8 @@ int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
 err_close:
 	if (c->aio != NULL)
 		nng_aio_free(c->aio);
+	if (c->raio != NULL)
+		nng_aio_free(c->raio);
 	nng_close(c->sock);
 err_free:
 	snprintf(client_open_error, sizeof(client_open_error),
@@ -436,8 +465,11 @@ err_free:
  * needs it (a pending waited for after the close reports into it). */
 static void client_unref(fprep_client *c)
 {
-	if (atomic_fetch_sub(&c->refs, 1) == 1)
+	if (atomic_fetch_sub(&c->refs, 1) == 1) {
+		pthread_mutex_destroy(&c->shm_mtx);
+		free(c->shm);
 		free(c);
+	}
 }
 
 void fprep_client_close(fprep_client *client)
@@ -445,9 +477,11 @@ void fprep_client_close(fprep_client *client)
 	if (client == NULL)
 		return;
 	nng_aio_stop(client->aio);
+	nng_aio_stop(client->raio);
 	nng_ctx_close(client->ctx);
 	nng_close(client->sock);
 	nng_aio_free(client->aio);
+	nng_aio_free(client->raio);
 	client_unref(client);
 }
 
@@ -463,15 +497,12 @@ void fprep_result_fini(fprep_result *res)
 	memset(res, 0, sizeof(*res));
 }
 
-/* client_roundtrip sends msg (taking it) on the client's context and waits
- * for the reply, all within the client's timeout. */
-static int client_roundtrip(fprep_client *c, nng_msg *msg, nng_msg **replyp)
+/* client_send sends msg (taking it) on the client's context within the
+ * client's timeout. Returns 0 or an enum fprep_err, recorded. */
+static int client_send(fprep_client *c, nng_msg *msg)
 {
-	nng_time deadline = nng_clock() + (nng_time)c->timeout_ms;
-	nng_time now;
 	int rv;
 
-	*replyp = NULL;
 	nng_aio_set_timeout(c->aio, c->timeout_ms);
 	nng_aio_set_msg(c->aio, msg);
 	nng_ctx_send(c->ctx, c->aio);
@@ -483,6 +514,20 @@ static int client_roundtrip(fprep_client *c, nng_msg *msg, nng_msg **replyp)
 		                    "sending the request: %s (nng error %d)",
 		                    nng_strerror(rv), rv);
 	}
+	return 0;
+}
+
+/* client_roundtrip sends msg (taking it) on the client's context and waits
+ * for the reply, all within the client's timeout. */
+static int client_roundtrip(fprep_client *c, nng_msg *msg, nng_msg **replyp)
+{
+	nng_time deadline = nng_clock() + (nng_time)c->timeout_ms;
+	nng_time now;
+	int rv;
+
+	*replyp = NULL;
+	if ((rv = client_send(c, msg)) != 0)
+		return rv;
 	now = nng_clock();
 	nng_aio_set_timeout(
 	        c->aio, now >= deadline ? 1 : (nng_duration)(deadline - now));
@@ -494,6 +539,142 @@ static int client_roundtrip(fprep_client *c, nng_msg *msg, nng_msg **replyp)
 		                    nng_strerror(rv), rv);
 	*replyp = nng_aio_get_msg(c->aio);
 	nng_aio_set_msg(c->aio, NULL);
+	return FPREP_OK;
+}
+
+int fprep__client_add_shm(fprep_client *c, uint32_t id, void *base, size_t size)
+{
+	struct client_shm *t;
+
+	pthread_mutex_lock(&c->shm_mtx);
+	t = realloc(c->shm, (c->nshm + 1) * sizeof(*t));
+	if (t == NULL) {
+		pthread_mutex_unlock(&c->shm_mtx);
+		return FPREP_ENOMEM;
+	}
+	t[c->nshm++] = (struct client_shm){id, base, size};
+	c->shm = t;
+	pthread_mutex_unlock(&c->shm_mtx);
+	return 0;
+}
+
+void fprep__client_remove_shm(fprep_client *c, uint32_t id)
+{
+	pthread_mutex_lock(&c->shm_mtx);
+	for (unsigned i = 0; i < c->nshm; i++)
+		if (c->shm[i].id == id) {
+			c->shm[i] = c->shm[--c->nshm];
+			break;
+		}
+	pthread_mutex_unlock(&c->shm_mtx);
+}
+
+/* client_reply_area finds where the daemon writes the reply of req, which
+ * asks for it in its output region (shm_reply): a region this client
+ * registered, the reply header inside it. Returns the header's address,
+ * or NULL after recording why. */
+static uint8_t *client_reply_area(fprep_client *c, const fprep_request *req)
+{
+	uint8_t *area = NULL;
+	uint64_t end;
+
+	pthread_mutex_lock(&c->shm_mtx);
+	for (unsigned i = 0; i < c->nshm; i++) {
+		const struct client_shm *r = &c->shm[i];
+
+		if (r->id != req->out_region)
+			continue;
+		end = req->out_offset + req->out_capacity;
+		if (req->output_loc == FPREP_LOC_SHM &&
+		    req->out_capacity >= FPREP_REPLY_HEADER_SIZE &&
+		    end >= req->out_offset && end <= r->size && end % 8 == 0)
+			area = r->base + end - FPREP_REPLY_HEADER_SIZE;
+		break;
+	}
+	pthread_mutex_unlock(&c->shm_mtx);
+	if (area == NULL)
+		client_error(c, FPREP_EINVAL,
+		             "shm_reply: out_region %" PRIu32 " is not a "
+		             "shared-memory region of this client, or "
+		             "out_offset + out_capacity (a multiple of 8) "
+		             "does not lie inside it",
+		             req->out_region);
+	return area;
+}
+
+static long client_futex(_Atomic uint64_t *word, int op, uint32_t val)
+{
+	/* The low 32 bits of the little-endian request_id. */
+	return syscall(SYS_futex, (uint32_t *)(void *)word, op, val, NULL, NULL,
+	               0);
+}
+
+/* client_reply_cb: the reply's receive ended (on an nng thread). Unless the
+ * daemon's header is already in shared memory, the waiter is told to take
+ * nng's reply (or nng's error) instead: a value no request id has, and a
+ * wake. The header, once there, is never overwritten. */
+static void client_reply_cb(void *arg)
+{
+	fprep_client *c = arg;
+	uint64_t v = atomic_load(c->reply_word);
+
+	while (v != c->reply_id &&
+	       !atomic_compare_exchange_weak(c->reply_word, &v,
+	                                     CLIENT_REPLY_VIA_NNG))
+		;
+	client_futex(c->reply_word, FUTEX_WAKE, INT_MAX);
+}
+
+/* client_roundtrip_shm is client_roundtrip for a request whose reply the
+ * daemon also writes at area (protocol.h, "The reply in shared memory"):
+ * it waits on the futex there, not on nng's receive, and whichever of the
+ * two comes first is the reply. A reply read from memory is copied into a
+ * message of its own, and nng's copy is dropped (the receive cancelled). */
+static int client_roundtrip_shm(fprep_client *c, nng_msg *msg, uint8_t *area,
+                                uint64_t id, nng_msg **replyp)
+{
+	_Atomic uint64_t *word = (_Atomic uint64_t *)(void *)(area + 8);
+	nng_time deadline = nng_clock() + (nng_time)c->timeout_ms;
+	nng_time now;
+	nng_msg *copy;
+	uint64_t v;
+	int rv;
+
+	*replyp = NULL;
+	atomic_store_explicit(word, 0, memory_order_relaxed);
+	c->reply_word = word;
+	c->reply_id = id;
+	if ((rv = client_send(c, msg)) != 0)
+		return rv;
+	now = nng_clock();
+	nng_aio_set_timeout(
+	        c->raio, now >= deadline ? 1 : (nng_duration)(deadline - now));
+	nng_ctx_recv(c->ctx, c->raio);
+	/* The receive's own timeout ends the wait: its callback wakes us. */
+	while ((v = atomic_load_explicit(word, memory_order_acquire)) != id &&
+	       v != CLIENT_REPLY_VIA_NNG)
+		client_futex(word, FUTEX_WAIT, (uint32_t)v);
+	if (v == id) {
+		if (nng_msg_alloc(&copy, FPREP_REPLY_HEADER_SIZE) == 0) {
+			memcpy(nng_msg_body(copy), area,
+			       FPREP_REPLY_HEADER_SIZE);
+			nng_aio_cancel(c->raio);
+			nng_aio_wait(c->raio);
+			if (nng_aio_result(c->raio) == 0)
+				nng_msg_free(nng_aio_get_msg(c->raio));
+			nng_aio_set_msg(c->raio, NULL);
+			*replyp = copy;
+			return FPREP_OK;
+		}
+		/* No memory for the copy: nng's reply will do. */
+	}
+	nng_aio_wait(c->raio);
+	if ((rv = nng_aio_result(c->raio)) != 0)
+		return client_error(c, client_nng_err(rv),
+		                    "waiting for the reply: %s (nng error %d)",
+		                    nng_strerror(rv), rv);
+	*replyp = nng_aio_get_msg(c->raio);
+	nng_aio_set_msg(c->raio, NULL);
 	return FPREP_OK;
 }
 
@@ -574,13 +755,19 @@ static int client_call(fprep_client *c, fprep_request *req, const void *payload,
                        size_t payload_size, fprep_result *res)
 {
 	nng_msg *msg = NULL, *reply = NULL;
+	uint8_t *area = NULL;
 	int err;
 
 	memset(res, 0, sizeof(*res));
 	c->error[0] = '\0';
+	if (req->shm_reply && (area = client_reply_area(c, req)) == NULL)
+		return FPREP_EINVAL;
 	if ((err = client_message(c, req, payload, payload_size, &msg)))
 		return err;
-	if ((err = client_roundtrip(c, msg, &reply)))
+	err = area != NULL ? client_roundtrip_shm(c, msg, area, req->request_id,
+	                                          &reply)
+	                   : client_roundtrip(c, msg, &reply);
+	if (err)
 		return err;
 	return client_check_reply(c, req->request_id, req->kind, reply, res);
 }

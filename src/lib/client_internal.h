@@ -5,6 +5,7 @@
 #ifndef FPREP_CLIENT_INTERNAL_H
 #define FPREP_CLIENT_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "frameprep/frameprep.h"
@@ -24,5 +25,13 @@ int fprep__client_set_error(fprep_client *c, int err, const char *text);
  * fprep_client_last_error, when it dials several daemons: a region is
  * registered with one daemon, and the requests are spread over all. */
 int fprep__client_check_shm(fprep_client *c);
+
+/* fprep__client_add_shm records a shared-memory region that c registered
+ * (id, its mapping base and size), so that a request asking for its reply
+ * in that region (fprep_request.shm_reply) finds where to wait. Returns 0
+ * or FPREP_ENOMEM. fprep__client_remove_shm forgets it. Any thread. */
+int fprep__client_add_shm(fprep_client *c, uint32_t id, void *base,
+                          size_t size);
+void fprep__client_remove_shm(fprep_client *c, uint32_t id);
 
 #endif /* FPREP_CLIENT_INTERNAL_H */

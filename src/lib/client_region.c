@@ -127,6 +127,10 @@ int fprep_region_open(fprep_region **rp, fprep_client *client, size_t size)
 	}
 	shm_unlink(name);
 	close(fd);
+	if (fprep__client_add_shm(client, r->id, r->base, r->size) != 0) {
+		fprep_region_close(r);
+		return FPREP_ENOMEM;
+	}
 	*rp = r;
 	return 0;
 
@@ -198,6 +202,8 @@ void fprep_region_close(fprep_region *r)
 
 	if (r == NULL)
 		return;
+	if (r->location == FPREP_LOC_SHM)
+		fprep__client_remove_shm(r->client, r->id);
 	memset(&req, 0, sizeof(req));
 	req.kind = FPREP_KIND_UNREGISTER;
 	req.region_id = r->id;

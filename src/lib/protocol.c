@@ -425,8 +425,11 @@ void fprep_request_encode(const fprep_request *req, void *buf)
 	memset(p, 0, FPREP_REQUEST_HEADER_SIZE);
 	proto_put32(p, FPREP_REQUEST_MAGIC);
 	PROTO_HEAD(PROTO_ENCODE, PROTO_SKIP)
-	if (req->kind == FPREP_KIND_FRAME || req->kind == FPREP_KIND_ECHO)
+	if (req->kind == FPREP_KIND_FRAME || req->kind == FPREP_KIND_ECHO) {
 		PROTO_FRAME(PROTO_ENCODE, PROTO_SKIP)
+		if (req->shm_reply)
+			p[77] |= FPREP_LOC_F_SHM_REPLY;
+	}
 }
 
 void fprep_register_request_encode(const fprep_register_request *req, void *buf)
@@ -504,6 +507,35 @@ static int proto_check_enums(const fprep_request *r, char *msg, size_t n)
 		return proto_fail(msg, n, FPREP_EINVAL,
 		                  "output_loc %u is not a location (0..2)",
 		                  r->output_loc);
+	return FPREP_OK;
+}
+
+/* proto_check_shm_reply checks a request that asks for its reply in the
+ * output region: SHM output with room for the tensor and the reply header,
+ * the header 8-byte aligned (its request_id is stored atomically). */
+static int proto_check_shm_reply(const fprep_request *r, uint64_t tensor,
+                                 char *msg, size_t n)
+{
+	if (r->output_loc != FPREP_LOC_SHM)
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "output_loc flag SHM_REPLY needs output_loc "
+		                  "SHM (1), got %u",
+		                  r->output_loc);
+	if (r->out_capacity - tensor < FPREP_REPLY_HEADER_SIZE)
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "out_capacity %llu < tensor bytes %llu + %d "
+		                  "(SHM_REPLY's reply header)",
+		                  (unsigned long long)r->out_capacity,
+		                  (unsigned long long)tensor,
+		                  FPREP_REPLY_HEADER_SIZE);
+	if (r->out_offset > UINT64_MAX - r->out_capacity ||
+	    (r->out_offset + r->out_capacity) % 8 != 0)
+		return proto_fail(
+		        msg, n, FPREP_EINVAL,
+		        "out_offset %llu + out_capacity %llu is not a "
+		        "multiple of 8 (SHM_REPLY's reply header)",
+		        (unsigned long long)r->out_offset,
+		        (unsigned long long)r->out_capacity);
 	return FPREP_OK;
 }
 
@@ -712,6 +744,8 @@ static int proto_check_frame(const fprep_request *r, const fprep_limits *lim,
 		                  "out_capacity %llu < tensor bytes %llu",
 		                  (unsigned long long)r->out_capacity,
 		                  (unsigned long long)tensor);
+	if (r->shm_reply)
+		return proto_check_shm_reply(r, tensor, msg, n);
 	return FPREP_OK;
 }
 
@@ -835,6 +869,8 @@ int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
 	case FPREP_KIND_FRAME:
 	case FPREP_KIND_ECHO:
 		PROTO_FRAME(PROTO_DECODE, PROTO_SKIP)
+		req->shm_reply = (req->output_loc & FPREP_LOC_F_SHM_REPLY) != 0;
+		req->output_loc &= (uint8_t)~FPREP_LOC_F_SHM_REPLY;
 		return proto_check_frame(req, lim,
 		                         len - FPREP_REQUEST_HEADER_SIZE, msg,
 		                         msg_size);

@@ -53,8 +53,9 @@ typedef struct bench_opts {
 	uint64_t requests;
 	double warmup_s;
 	int echo;
-	int shm_in;  /* frames through the stream's shared-memory region */
-	int shm_out; /* tensors written into it */
+	int shm_in;    /* frames through the stream's shared-memory region */
+	int shm_out;   /* tensors written into it */
+	int shm_reply; /* replies read from it too (FPREP_LOC_F_SHM_REPLY) */
 	int verify;
 	unsigned verify_every;
 	int timeout_ms;
@@ -77,6 +78,7 @@ typedef struct bench_conn {
 	fprep_region *region;
 	const bench_input *staged;
 	uint64_t out_offset;
+	uint64_t out_capacity; /* the tensor slot, and the reply after it */
 } bench_conn;
 
 /* bench_run: what every thread of one run shares. */
@@ -342,7 +344,8 @@ static void *bench_stream_main(void *arg)
 			fprep_request_set_shm(
 			        &req, o->shm_in ? conn->region : NULL, 0,
 			        o->shm_out ? conn->region : NULL,
-			        conn->out_offset, in->tensor_bytes);
+			        conn->out_offset, conn->out_capacity);
+			req.shm_reply = (uint8_t)(o->shm_out && o->shm_reply);
 			if (o->shm_in)
 				payload = NULL;
 		}
@@ -649,6 +652,12 @@ static void bench_usage(FILE *f)
 	        "written there when\n"
 	        "                              it differs from the last one; "
 	        "default none)\n"
+	        "      --shm-reply             with --shm out or both: the "
+	        "daemon also writes\n"
+	        "                              each reply into the region, "
+	        "where the client\n"
+	        "                              waits (a futex) instead of on "
+	        "nng's receive\n"
 	        "\n"
 	        "Checks:\n"
 	        "      --verify MODE           all, sample, none: compare "
@@ -702,6 +711,7 @@ enum {
 	OPT_CSV,
 	OPT_PLOT,
 	OPT_TRACE,
+	OPT_SHM_REPLY,
 };
 
 static const struct option bench_long_opts[] = {
@@ -722,6 +732,7 @@ static const struct option bench_long_opts[] = {
         TOOL_PREPROCESS_OPTIONS,
         {"echo", no_argument, NULL, OPT_ECHO},
         {"shm", required_argument, NULL, OPT_SHM},
+        {"shm-reply", no_argument, NULL, OPT_SHM_REPLY},
         {"verify", required_argument, NULL, OPT_VERIFY},
         {"verify-every", required_argument, NULL, OPT_VERIFY_EVERY},
         {"ceiling", no_argument, NULL, OPT_CEILING},
@@ -879,6 +890,9 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 		case OPT_ECHO:
 			o->echo = 1;
 			break;
+		case OPT_SHM_REPLY:
+			o->shm_reply = 1;
+			break;
 		case OPT_SHM:
 			o->shm_in = strcmp(optarg, "in") == 0 ||
 			            strcmp(optarg, "both") == 0;
@@ -1016,6 +1030,9 @@ static int bench_open_regions(bench_conn *conns, unsigned n,
 			out_max = inputs[k].tensor_bytes;
 	}
 	in_max = (in_max + 4095) & ~(uint64_t)4095;
+	/* The reply header (--shm-reply) follows the largest tensor, 8-byte
+	 * aligned (protocol.h). */
+	out_max = ((out_max + 7) & ~(uint64_t)7) + FPREP_REPLY_HEADER_SIZE;
 	for (i = 0; i < n; i++) {
 		rc = fprep_region_open(&conns[i].region, conns[i].client,
 		                       (size_t)(in_max + out_max));
@@ -1028,6 +1045,7 @@ static int bench_open_regions(bench_conn *conns, unsigned n,
 			return -1;
 		}
 		conns[i].out_offset = in_max;
+		conns[i].out_capacity = out_max;
 	}
 	return 0;
 }

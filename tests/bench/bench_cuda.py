@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """bench_cuda: a 1920x1080 BGR8 frame in a producer -> a 1x3x640x640 f32
-tensor in the consumer's GPU memory, four ways, on one GPU machine:
+tensor in the consumer's GPU memory, four ways (five with --nv12), on one
+GPU machine:
 
   (a) shm_cuda   frame in shared memory -> frameprepd writes the tensor
                  straight into the consumer's batch (CUDA region)
@@ -12,16 +13,25 @@ tensor in the consumer's GPU memory, four ways, on one GPU machine:
                  slot
   (d) cuda_cuda  frame in the producer's GPU memory -> tensor into the
                  consumer's (both CUDA regions)
+  (a') shm_cuda_nv12  with --nv12: (a) with the same frame as NV12 (the
+                 Y plane, then the interleaved UV plane, unpadded: 1.5
+                 bytes a pixel, half of BGR8's), BT.601 limited
 
 For each: p50 latency at concurrency 1 (one frame at a time) and the
 saturated rate (--procs processes x --threads threads for the frameprep
-ways, --streams streams for the peer). Also the H2D bound: frames/s if the
-link did nothing but carry 1080p frames (pinned cudaMemcpy, CUDA events).
-Every way's output is checked against the frameprep CPU reference once.
+ways, --streams streams for the peer; (a') --nv12-procs processes). Also
+the H2D bound: frames/s if the link did nothing but carry 1080p frames
+(pinned cudaMemcpy, CUDA events), of BGR8 and with --nv12 of NV12. Every
+way's output is checked against the frameprep CPU reference once (with
+--cpu-socket; (a') against the CPU daemon's tensor of the same NV12 bytes).
 Ends with a table and one PASS/FAIL line on the issue's bars: (a) >= 1.6x
-(b) saturated, (a) >= 90% of the H2D bound, (a) p50 <= 0.75x (b) p50.
+(b) saturated, (a) >= 90% of the BGR8 H2D bound, (a) p50 <= 0.75x (b) p50.
+With --nv12 also issue 11's bars on their own line: (a') saturated >= 1.6x
+(a) saturated, measured in the same run, and (a') >= 90% of the NV12 H2D
+bound. Exit status 0 when every check and every bar printed is met.
 
-Usage: bench_cuda.py --socket URL --image PNG [--duration S]
+Usage: bench_cuda.py --socket URL --image PNG [--cpu-socket URL]
+                     [--duration S] [--nv12 [--nv12-procs N]]
 Needs torch, cuda-python, pynng and the frameprep package; exit 77 without
 a GPU.
 """
@@ -34,6 +44,7 @@ import time
 
 W, H, OW, OH = 1920, 1080, 640, 640
 FRAME = W * H * 3
+NV12 = W * H * 3 // 2  # the Y plane, then H / 2 rows of W bytes U V
 TENSOR = 3 * OW * OH * 4
 
 
@@ -45,6 +56,21 @@ def _frame(image):
     return cv2.resize(img, (W, H), interpolation=cv2.INTER_LINEAR)
 
 
+def _nv12(bgr):
+    """A BGR frame as NV12 (BT.601 limited, OpenCV's conversion): one
+    (H * 3 / 2, W) uint8 array, the Y rows and then the UV rows, as
+    cvtColor's COLOR_YUV2BGR_NV12 and frameprep's format="nv12" take it."""
+    import cv2
+    import numpy as np
+    h, w = bgr.shape[:2]
+    i420 = cv2.cvtColor(bgr, cv2.COLOR_BGR2YUV_I420).reshape(-1)
+    y, q = w * h, w * h // 4
+    u = i420[y:y + q].reshape(h // 2, w // 2)
+    v = i420[y + q:y + 2 * q].reshape(h // 2, w // 2)
+    return np.concatenate([i420[:y].reshape(h, w),
+                           np.stack([u, v], 2).reshape(h // 2, w)])
+
+
 def _pct(lat, q):
     import numpy as np
     return float(np.percentile(np.asarray(lat) * 1e3, q)) if lat else 0.0
@@ -52,10 +78,11 @@ def _pct(lat, q):
 
 class Rig:
     """One connection with a shared-memory ring (frames pre-written into
-    every slot: the producer decoded into shared memory), a CUDA batch of
-    the consumer and a CUDA frame of the producer."""
+    every slot: the producer decoded into shared memory; BGR8, or with
+    nv12 the same frame as NV12 for the way shm_cuda_nv12), a CUDA batch
+    of the consumer and a CUDA frame (BGR8) of the producer."""
 
-    def __init__(self, url, image, slots):
+    def __init__(self, url, image, slots, nv12=False):
         import torch
 
         import frameprep
@@ -64,10 +91,10 @@ class Rig:
         self.client = frameprep.Client(url, timeout=60)
         self.ring = self.client.ring(slots=slots, frame=(H, W, 3))
         frame = _frame(image)
+        shm = (_nv12(frame) if nv12 else frame).reshape(-1)
         for k in range(slots):
-            self.ring._buf[self.ring._slot_bytes * k + self.ring._frame_off:
-                           self.ring._slot_bytes * k + self.ring._frame_off
-                           + FRAME] = frame.reshape(-1)
+            at = self.ring._slot_bytes * k + self.ring._frame_off
+            self.ring._buf[at:at + shm.size] = shm
         self.batch = torch.empty((slots, 3, OH, OW), device="cuda")
         self.dframe = torch.from_numpy(frame).cuda()
         torch.cuda.synchronize()
@@ -84,10 +111,18 @@ class Rig:
     def request(self, way, k):
         import numpy as np
 
-        from frameprep.protocol import Request
+        from frameprep.protocol import PixelFormat, Request, YuvMatrix, \
+            YuvRange
         L = self.Location
-        req = Request(src_width=W, src_height=H, src_stride=W * 3,
-                      input_size=FRAME)
+        if way == "shm_cuda_nv12":  # the ring's frames are NV12 (nv12=True)
+            req = Request(src_format=PixelFormat.NV12,
+                          yuv_matrix=YuvMatrix.BT601,
+                          yuv_range=YuvRange.LIMITED, src_width=W,
+                          src_height=H, src_stride=W, uv_stride=W,
+                          u_offset=W * H, input_size=NV12)
+        else:
+            req = Request(src_width=W, src_height=H, src_stride=W * 3,
+                          input_size=FRAME)
         slot = self.ring._slot_bytes * k
         if way == "cuda_cuda":
             req.input_loc, req.in_region = L.CUDA, self.frame_region
@@ -125,7 +160,7 @@ def _worker(url, image, way, threads, duration, q, start):
     """One process: threads loops of requests for duration seconds, from
     when every process has finished its set-up (start, a barrier), so that
     the processes' windows coincide and their counts add up."""
-    rig = Rig(url, image, threads)
+    rig = Rig(url, image, threads, nv12=way == "shm_cuda_nv12")
     for k in range(threads):
         rig.request(way, k)  # warm-up
     lat = [[] for _ in range(threads)]
@@ -151,7 +186,7 @@ def _worker(url, image, way, threads, duration, q, start):
 
 def run_way(url, image, way, procs, threads, duration, iters):
     """(p50 ms at concurrency 1, saturated frames/s, p50 ms saturated)."""
-    rig = Rig(url, image, 1)
+    rig = Rig(url, image, 1, nv12=way == "shm_cuda_nv12")
     for _ in range(20):
         rig.request(way, 0)
     lat = []
@@ -233,12 +268,13 @@ def run_torch(image, streams, duration, iters):
     return _pct(lat, 50), n / secs, _pct(sat, 50), batch[0].cpu().numpy()
 
 
-def h2d_bound():
-    """1080p BGR8 frames/s the H2D link carries, pinned, CUDA events."""
+def h2d_bound(nbytes):
+    """Frames of nbytes (FRAME: 1080p BGR8, NV12: 1080p NV12) a second the
+    H2D link carries, pinned, CUDA events."""
     import torch
-    src = torch.empty(FRAME, dtype=torch.uint8, pin_memory=True)
+    src = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
     src.numpy()[...] = 7
-    dst = torch.empty(FRAME, dtype=torch.uint8, device="cuda")
+    dst = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
     for _ in range(10):
         dst.copy_(src, non_blocking=True)
     torch.cuda.synchronize()
@@ -253,27 +289,38 @@ def h2d_bound():
     return n / (a.elapsed_time(b) / 1e3)
 
 
-def check_outputs(url, cpu_url, image):
+def check_outputs(url, cpu_url, image, nv12=False):
     """Each frameprep way and the peer against the CPU daemon's tensor;
-    returns (way, worst difference) pairs."""
+    returns (way, worst difference) pairs. With nv12 also shm_cuda_nv12,
+    against the CPU daemon's tensor of the same NV12 bytes."""
     import numpy as np
     import torch
 
     import frameprep
-    frame = _frame(image)
-    with frameprep.Client(cpu_url) as c:
-        ref = c.preprocess(frame).tensor[0].copy()
-    worst = []
-    rig = Rig(url, image, 1)
-    for way in ("shm_cuda", "shm_shm", "cuda_cuda"):
+
+    def worst(rig, way, want):
         rig.batch.fill_(float("nan"))
         torch.cuda.synchronize()
         rig.request(way, 0)
         got = rig.batch[0].cpu().numpy()
-        worst.append((way, float(np.nanmax(np.abs(got - ref)))
-                      if not np.isnan(got).any() else float("inf")))
+        return (way, float(np.nanmax(np.abs(got - want)))
+                if not np.isnan(got).any() else float("inf"))
+
+    frame = _frame(image)
+    with frameprep.Client(cpu_url) as c:
+        ref = c.preprocess(frame).tensor[0].copy()
+        if nv12:
+            ref_nv12 = c.preprocess(_nv12(frame),
+                                    format="nv12").tensor[0].copy()
+    rig = Rig(url, image, 1)
+    out = [worst(rig, way, ref) for way in ("shm_cuda", "shm_shm",
+                                            "cuda_cuda")]
     rig.close()
-    return worst, ref
+    if nv12:
+        rig = Rig(url, image, 1, nv12=True)
+        out.append(worst(rig, "shm_cuda_nv12", ref_nv12))
+        rig.close()
+    return out, ref
 
 
 def main():
@@ -286,6 +333,16 @@ def main():
     ap.add_argument("--procs", type=int, default=4)
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--streams", type=int, default=4)
+    ap.add_argument("--nv12", action="store_true",
+                    help="also run shm_cuda_nv12 (the frame as NV12 in "
+                    "shared memory -> CUDA out), its NV12 H2D bound and "
+                    "check, and judge issue 11's bars (its own PASS/FAIL "
+                    "line; a bar not met makes the exit status 1)")
+    ap.add_argument("--nv12-procs", type=int, default=6,
+                    help="processes (of --threads threads) for the "
+                    "saturated run of shm_cuda_nv12 only (default 6: its "
+                    "rate, about 2x BGR8's, needs more Python clients "
+                    "than --procs)")
     args = ap.parse_args()
     try:
         import torch
@@ -295,36 +352,49 @@ def main():
     if not torch.cuda.is_available():
         print("bench_cuda: SKIP (no GPU)")
         return 77
-    bound = h2d_bound()
+    bound = h2d_bound(FRAME)
     print(f"H2D bound: {bound:.0f} frames/s of 1080p BGR8", flush=True)
+    if args.nv12:
+        bound_nv12 = h2d_bound(NV12)
+        print(f"H2D bound: {bound_nv12:.0f} frames/s of 1080p NV12",
+              flush=True)
     ok = True
     if args.cpu_socket:
-        worst, ref = check_outputs(args.socket, args.cpu_socket, args.image)
+        worst, ref = check_outputs(args.socket, args.cpu_socket, args.image,
+                                   args.nv12)
         for way, d in worst:
             good = d <= 1.0001 / 255
             ok &= good
             print(f"check {way}: max |diff| vs CPU {d:.2e} "
                   f"{'ok' if good else 'TOO LARGE'}", flush=True)
+    ways = ["shm_cuda", "shm_shm", "cuda_cuda"]
+    if args.nv12:
+        ways.insert(1, "shm_cuda_nv12")
     rows = {}
-    for way in ("shm_cuda", "shm_shm", "cuda_cuda"):
-        rows[way] = run_way(args.socket, args.image, way, args.procs,
+    for way in ways:
+        procs = args.nv12_procs if way == "shm_cuda_nv12" else args.procs
+        rows[way] = run_way(args.socket, args.image, way, procs,
                             args.threads, args.duration, args.iters)
         p50, rate, sp50 = rows[way]
         print(f"{way}: c=1 p50 {p50:.3f} ms; saturated {rate:.0f} frames/s "
-              f"(p50 {sp50:.3f} ms, {args.procs}x{args.threads})", flush=True)
+              f"(p50 {sp50:.3f} ms, {procs}x{args.threads})", flush=True)
     p50, rate, sp50, _ = run_torch(args.image, args.streams,
-                                          args.duration, args.iters)
+                                   args.duration, args.iters)
     rows["torch"] = (p50, rate, sp50)
     print(f"torch: c=1 p50 {p50:.3f} ms; saturated {rate:.0f} frames/s "
           f"(p50 {sp50:.3f} ms, {args.streams} streams)", flush=True)
     names = {"shm_cuda": "(a) shm in -> CUDA out",
+             "shm_cuda_nv12": "(a') shm NV12 in -> CUDA out",
              "shm_shm": "(b) shm -> shm -> pinned .cuda()",
              "torch": "(c) in-process PyTorch peer",
              "cuda_cuda": "CUDA in -> CUDA out"}
     print()
     print(f"{'way':36s} {'c=1 p50 ms':>10s} {'frames/s':>9s} "
           f"{'sat p50 ms':>10s}")
-    for way in ("shm_cuda", "shm_shm", "torch", "cuda_cuda"):
+    for way in ("shm_cuda", "shm_cuda_nv12", "shm_shm", "torch",
+                "cuda_cuda"):
+        if way not in rows:
+            continue
         p50, rate, sp50 = rows[way]
         print(f"{names[way]:36s} {p50:10.3f} {rate:9.0f} {sp50:10.3f}")
     a, b = rows["shm_cuda"], rows["shm_shm"]
@@ -339,7 +409,21 @@ def main():
         print(f"  {name:32s} {val:>8s} {'met' if good else 'NOT met'}")
         ok &= good
     print(f"bench_cuda: {'PASS' if ok else 'FAIL'}")
-    return 0 if ok else 1
+    if not args.nv12:
+        return 0 if ok else 1
+    # Issue 11: NV12 in shared memory -> CUDA out against BGR8 (a) of this
+    # run and against its own bound; judged apart from the bars above, and,
+    # as they do, a bar not met makes the exit status 1.
+    rate_nv12 = rows["shm_cuda_nv12"][1]
+    ratio = rate_nv12 / a[1] if a[1] else 0.0
+    share = rate_nv12 / bound_nv12
+    print(f"NV12/BGR8 (shm in -> CUDA out): {ratio:.2f}x; "
+          f"NV12 at {100 * share:.0f}% of its H2D bound")
+    ratio_ok, share_ok = ratio >= 1.6, share >= 0.9
+    print(f"bench_cuda issue 11: {'PASS' if ratio_ok and share_ok else 'FAIL'}"
+          f" (NV12 >= 1.6x BGR8 {'met' if ratio_ok else 'NOT met'}; "
+          f">= 90% of its H2D bound {'met' if share_ok else 'NOT met'})")
+    return 0 if ok and ratio_ok and share_ok else 1
 
 
 if __name__ == "__main__":

@@ -28,7 +28,8 @@
 #          processes, every input x output location, bad handles, leaks),
 #          cuda_py (tests/python/test_cuda.py), cuda_example
 #          (src/python/examples/cuda_batch.py) and cuda_bench
-#          (tests/bench/bench_cuda.py); the Python runs need pynng,
+#          (tests/bench/bench_cuda.py --nv12: also issue 11's NV12 bar);
+#          the Python runs need pynng,
 #          carried as wheels in .whl/ of the tree (pip download pynng), and
 #          torch, torchvision, cuda-python there. Ends with a short table.
 #          Exit status: 0 when every test and every verified benchmark
@@ -287,8 +288,8 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 			python3 -m pytest -v -p no:cacheprovider -rs "$here/python/tests/test_cuda.py"
 		TAILN=12 run cuda_example python3 "$here/python/examples/cuda_batch.py" --socket "$url" \
 			--images "$here/images" --batch 8 --rounds 3
-		TAILN=30 run cuda_bench python3 "$here/peers/bench_cuda.py" --socket "$url" \
-			--cpu-socket "$cpu_url" --image "$here/images/astronaut.png" --duration "${FPREP_BENCH_S:-5}"
+		TAILN=36 run cuda_bench python3 "$here/peers/bench_cuda.py" --socket "$url" \
+			--cpu-socket "$cpu_url" --image "$here/images/astronaut.png" --duration "${FPREP_BENCH_S:-5}" --nv12
 		tests+=(cuda_py cuda_example cuda_bench)
 		kill -TERM $rpid; wait $rpid
 	else

@@ -4,6 +4,8 @@
  *
  *   round trip    real photographs through shared memory equal the inline
  *                 result bit for bit (f32, f16, u8; NCHW and NHWC)
+ *   shm reply     the reply also in the output region
+ *                 (FPREP_LOC_F_SHM_REPLY), waited for there
  *   async ring    one thread keeps a ring of slots (fprep_ring) in flight
  *                 with fprep_ring_submit; every tensor equals the inline
  *                 one
@@ -191,6 +193,96 @@ static void test_round_trip(const char *dir)
 	fprep_client_close(c);
 	printf("round trip: %d cases, shared memory == inline bit for bit\n",
 	       cases);
+}
+
+static double now_ms(void);
+
+/* test_shm_reply: requests that ask for their reply in the output region
+ * (FPREP_LOC_F_SHM_REPLY): the tensor equals the inline one, the header
+ * in the region is the reply (its id last), requests with and without it
+ * alternate on one client, and a request the daemon refuses before it
+ * resolves the region is still answered at once (through nng). */
+static void test_shm_reply(const char *dir)
+{
+	fprep_client *c = daemon_client(url);
+	fprep_request req;
+	fprep_result inl, shm;
+	fprep_region *r;
+	uint64_t tensor, cap, id;
+	uint32_t shape[4];
+	char path[1024];
+	int w, h, n, good = 0;
+	double t0;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, "coffee.png");
+	uint8_t *px = stbi_load(path, &w, &h, &n, 3);
+	CHECK(px != NULL, "cannot load %s", path);
+	if (px == NULL) {
+		fprep_client_close(c);
+		return;
+	}
+	fprep_request_init(&req, FPREP_PIX_RGB8, (uint32_t)w, (uint32_t)h);
+	req.out_width = 320;
+	req.out_height = 320;
+	fprep_tensor_shape(&req, shape, &tensor);
+	CHECK(fprep_client_request(c, &req, px, &inl) == 0 &&
+	              inl.header.status == 0,
+	      "inline coffee.png");
+	cap = tensor + FPREP_REPLY_HEADER_SIZE;
+	CHECK(fprep_region_open(&r, c, cap + req.input_size) == 0, "region: %s",
+	      fprep_client_last_error(c));
+	uint8_t *base = fprep_region_base(r);
+	const uint8_t *area = base + cap - FPREP_REPLY_HEADER_SIZE;
+	memcpy(base + cap, px, req.input_size);
+	for (int i = 0; i < 64; i++) {
+		memset(base, 0xee, tensor);
+		fprep_request_set_shm(&req, r, cap, r, 0, cap);
+		req.shm_reply = (uint8_t)(i % 4 != 3);
+		if (fprep_client_request(c, &req, NULL, &shm) != 0) {
+			CHECK(0, "shm_reply request %d: %s", i,
+			      fprep_client_last_error(c));
+			continue;
+		}
+		memcpy(&id, area + 8, sizeof(id));
+		CHECK(shm.header.status == 0 &&
+		              shm.header.tensor_size == tensor &&
+		              shm.header.request_id == req.request_id,
+		      "shm_reply %d: status %u %s", i, shm.header.status,
+		      shm.header.message);
+		CHECK(!req.shm_reply || id == req.request_id,
+		      "shm_reply %d: the region's header has id %llu, not %llu",
+		      i, (unsigned long long)id,
+		      (unsigned long long)req.request_id);
+		CHECK(memcmp(inl.payload, base, tensor) == 0,
+		      "shm_reply %d: tensor differs from inline", i);
+		good += shm.header.status == 0 &&
+		        memcmp(inl.payload, base, tensor) == 0;
+		fprep_result_fini(&shm);
+	}
+	/* out_capacity without room for the header: refused at decode,
+	 * before the region is looked at; the answer comes through nng. */
+	fprep_request_set_shm(&req, r, cap, r, 0, tensor + 8);
+	req.shm_reply = 1;
+	t0 = now_ms();
+	CHECK(fprep_client_request(c, &req, NULL, &shm) == 0 &&
+	              shm.header.status == FPREP_EINVAL &&
+	              strstr(shm.header.message, "SHM_REPLY") != NULL,
+	      "short out_capacity: status %u '%s'", shm.header.status,
+	      shm.header.message);
+	CHECK(now_ms() - t0 < 2000, "the refusal took %.0f ms", now_ms() - t0);
+	fprep_result_fini(&shm);
+	/* Inline output cannot carry it: refused by the client. */
+	fprep_request_set_shm(&req, r, cap, NULL, 0, 0);
+	req.shm_reply = 1;
+	CHECK(fprep_client_request(c, &req, NULL, &shm) == FPREP_EINVAL,
+	      "shm_reply with inline output accepted");
+	fprep_result_fini(&inl);
+	fprep_region_close(r);
+	stbi_image_free(px);
+	fprep_client_close(c);
+	printf("shm reply: %d of 64 requests equal to inline, their replies "
+	       "read from the region\n",
+	       good);
 }
 
 static void test_async_ring(const char *dir)
@@ -566,6 +658,7 @@ int main(int argc, char **argv)
 	daemon_pid = daemon_start(argv[1], device, url, extra);
 	check_backend();
 	test_round_trip(argv[2]);
+	test_shm_reply(argv[2]);
 	test_async_ring(argv[2]);
 	test_registration_cost();
 	test_refusals();

@@ -251,6 +251,12 @@ def test_ring_in_place_and_copied(client):
         buf[:] = img
         r = ring.preprocess(buf)
         assert r.tensor.tobytes() == want.tobytes()
+        if frameprep._core.SHM_REPLY:
+            # The daemon wrote the reply into the slot too (the ring waits
+            # there), the request id last.
+            at = ring._reply_off + 8
+            assert int.from_bytes(ring._buf[at:at + 8].tobytes(),
+                                  "little") == r.reply.request_id
         assert r.reply.output_loc == Location.SHM
         assert r.reply.payload_size == 0
         assert r.reply.flags & 1  # input released

@@ -128,6 +128,12 @@ PY_REQUESTS = [
             output_loc=Location.SHM, in_region=7, out_region=9,
             in_offset=1 << 33, out_offset=4096, out_capacity=1 << 24,
             request_id=(1 << 64) - 1),
+    # The reply also in the output region (bit 7 of output_loc).
+    Request(src_format=1, src_width=64, src_height=48, src_stride=192,
+            input_size=192 * 48, input_loc=Location.SHM,
+            output_loc=Location.SHM, in_region=2, out_region=2,
+            in_offset=1 << 16, out_offset=0, out_capacity=32 * 32 * 12 + 256,
+            out_width=32, out_height=32, shm_reply=True, request_id=3000),
     # YUV sources: matrix, range and padded planes.
     Request(src_format=protocol.PixelFormat.NV12, yuv_matrix=2, yuv_range=2,
             src_width=1920, src_height=1080, src_stride=2048,

@@ -309,7 +309,8 @@ static int golden_print_request(const uint8_t *buf, size_t size)
 	       "\"out_region\": %u, \"in_offset\": %llu, \"out_offset\": "
 	       "%llu, \"out_capacity\": %llu, \"input_size\": %llu, "
 	       "\"uv_stride\": %u, \"u_offset\": %u, \"v_offset\": %u, "
-	       "\"region_size\": %llu, \"region_id\": %u, \"cuda_offset\": "
+	       "\"shm_reply\": %u, \"region_size\": %llu, \"region_id\": %u, "
+	       "\"cuda_offset\": "
 	       "%llu, \"cuda_handle\": \"",
 	       r.version, r.kind, (unsigned long long)r.request_id,
 	       r.src_format, r.yuv_matrix, r.yuv_range, r.src_width,
@@ -322,8 +323,8 @@ static int golden_print_request(const uint8_t *buf, size_t size)
 	       (unsigned long long)r.out_offset,
 	       (unsigned long long)r.out_capacity,
 	       (unsigned long long)r.input_size, r.uv_stride, r.u_offset,
-	       r.v_offset, (unsigned long long)g.region_size, g.region_id,
-	       (unsigned long long)g.cuda_offset);
+	       r.v_offset, r.shm_reply, (unsigned long long)g.region_size,
+	       g.region_id, (unsigned long long)g.cuda_offset);
 	for (int i = 0; i < FPREP_CUDA_HANDLE_SIZE; i++)
 		printf("%02x", g.cuda_handle[i]);
 	printf("\", \"cuda_uuid\": \"");

@@ -421,7 +421,8 @@ static void request_bad_enums(void **state)
 	TEST_BAD_ENUM(layout, 0, "layout 0");
 	TEST_BAD_ENUM(layout, 3, "layout 3");
 	TEST_BAD_ENUM(input_loc, 3, "input_loc 3");
-	TEST_BAD_ENUM(output_loc, 255, "output_loc 255");
+	TEST_BAD_ENUM(output_loc, 3, "output_loc 3");
+	TEST_BAD_ENUM(output_loc, 127, "output_loc 127");
 	/* GRAY tensors need a GRAY8 source. */
 	TEST_BAD_ENUM(channel_order, FPREP_ORDER_GRAY, "channel_order GRAY");
 }
@@ -713,6 +714,47 @@ static void request_shm_output(void **state)
 	r.out_capacity -= 1;
 	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL,
 	            "out_capacity 12287 < tensor bytes 12288");
+}
+
+/* The reply in the output region: bit 7 of output_loc on the wire, its own
+ * field once decoded; SHM output with room for the header, aligned. */
+static void request_shm_reply(void **state)
+{
+	uint8_t buf[FPREP_REQUEST_HEADER_SIZE];
+	char msg[FPREP_MESSAGE_SIZE];
+	fprep_request r, d;
+
+	(void)state;
+	test_req(&r);
+	r.input_loc = FPREP_LOC_SHM;
+	r.output_loc = FPREP_LOC_SHM;
+	r.out_offset = 4096;
+	r.out_capacity = 32 * 32 * 3 * 4 + FPREP_REPLY_HEADER_SIZE;
+	r.shm_reply = 1;
+	fprep_request_encode(&r, buf);
+	assert_int_equal(buf[77], FPREP_LOC_SHM | FPREP_LOC_F_SHM_REPLY);
+	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
+	                                      &d, msg, sizeof(msg)),
+	                 FPREP_OK);
+	assert_int_equal(d.output_loc, FPREP_LOC_SHM);
+	assert_int_equal(d.shm_reply, 1);
+	r.shm_reply = 0;
+	fprep_request_encode(&r, buf);
+	assert_int_equal(buf[77], FPREP_LOC_SHM);
+	r.shm_reply = 1;
+	r.out_capacity -= 1;
+	test_decode(&r, 0, &test_limits, FPREP_EINVAL,
+	            "out_capacity 12543 < tensor bytes 12288 + 256");
+	r.out_capacity += 5; /* room, but 4096 + 12548 is not aligned */
+	test_decode(&r, 0, &test_limits, FPREP_EINVAL, "not a multiple of 8");
+	r.out_capacity -= 4;
+	r.output_loc = FPREP_LOC_INLINE;
+	r.input_loc = FPREP_LOC_INLINE;
+	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL,
+	            "SHM_REPLY needs output_loc SHM (1), got 0");
+	r.output_loc = FPREP_LOC_CUDA;
+	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL,
+	            "SHM_REPLY needs output_loc SHM (1), got 2");
 }
 
 static void request_cuda_output(void **state)
@@ -1054,6 +1096,7 @@ int main(void)
 	        cmocka_unit_test(request_bad_norm),
 	        cmocka_unit_test(request_u8_norm),
 	        cmocka_unit_test(request_shm_output),
+	        cmocka_unit_test(request_shm_reply),
 	        cmocka_unit_test(request_small_msg),
 	        cmocka_unit_test(request_cuda_output),
 	        cmocka_unit_test(request_register_cuda),

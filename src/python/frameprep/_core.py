@@ -4,9 +4,11 @@ message) and reply decoding (the tensor is a view of the reply message)."""
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import math
 import os
+import platform
 import struct
 from typing import Any, Sequence
 
@@ -14,7 +16,7 @@ import numpy as np
 import pynng
 
 from . import errors
-from .protocol import (REPLY_HEADER_SIZE, ChannelOrder,
+from .protocol import (REPLY_HEADER_SIZE, REQUEST_HEADER_SIZE, ChannelOrder,
                        DType, FrameHeader, Kind, Layout, PixelFormat, Reply,
                        YuvMatrix, YuvRange,
                        Request, Resize, dtype_bytes)
@@ -392,6 +394,34 @@ def _nng_error(rc: int) -> pynng.NNGException:
 
 # nng_ctx_sendmsg and nng_ctx_recvmsg (nng >= 1.6) make a round trip two
 # calls into nng; without them each direction takes an aio.
+# The reply in shared memory (protocol.h): the waiting thread sleeps in
+# futex(2) on the low 32 bits of the reply header's request_id, which the
+# daemon wakes. The system call number is the architecture's; elsewhere
+# (or without nng_aio_busy) replies come through nng alone.
+_SYS_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
+_FUTEX_WAIT = 0
+# How long one wait lasts before nng's receive is looked at again: a reply
+# the daemon could not write into the region (a request refused before it
+# was looked up) comes through nng alone.
+_FUTEX_SLICE_NS = 1_000_000
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+if _SYS_FUTEX is not None and hasattr(_lib, "nng_aio_busy"):
+    _syscall = ctypes.CDLL(None, use_errno=True).syscall
+    _syscall.restype = ctypes.c_long
+    _syscall.argtypes = [ctypes.c_long, ctypes.c_void_p, ctypes.c_int,
+                         ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p,
+                         ctypes.c_int]
+    _SLICE = _Timespec(0, _FUTEX_SLICE_NS)
+    _SLICE_P = ctypes.cast(ctypes.pointer(_SLICE), ctypes.c_void_p)
+    SHM_REPLY = True
+else:
+    SHM_REPLY = False
+
 SYNC_CTX = hasattr(_lib, "nng_ctx_sendmsg") and hasattr(_lib,
                                                         "nng_ctx_recvmsg")
 
@@ -401,13 +431,14 @@ class Ctx:
     socket's timeouts. Each call into nng releases the GIL, so a round trip
     makes as few as it can."""
 
-    __slots__ = ("ctx", "_raw", "_msgp", "_aio")
+    __slots__ = ("ctx", "_raw", "_msgp", "_aio", "_raio")
 
     def __init__(self, sock: pynng.Socket):
         self.ctx = sock.new_context()
         self._raw = self.ctx.context
         self._msgp = _ffi.new("nng_msg **")
         self._aio = None
+        self._raio = None
         if not SYNC_CTX:
             p = _ffi.new("nng_aio **")
             rc = _lib.nng_aio_alloc(p, _NULL, _NULL)
@@ -458,8 +489,67 @@ class Ctx:
             raise _nng_error(rc)
         return _lib.nng_aio_get_msg(aio)
 
+    def exchange_shm(self, head: Any, reply_at: int, request_id: int,
+                     timeout_ms: int) -> Any:
+        """Sends head (a request asking for its reply in shared memory,
+        ``FPREP_LOC_F_SHM_REPLY``) and waits for the reply header that the
+        daemon writes at address reply_at, sleeping in futex(2), not in
+        nng's receive; nng's reply, when it comes first (a request refused
+        before its region was looked up), is taken instead. Returns
+        ``None`` when the header at reply_at is the reply, else the nng
+        reply (an ``nng_msg *`` the caller frees). Raises as
+        :meth:`exchange`."""
+        word = _ffi.cast("uint64_t *", reply_at + 8)
+        word[0] = 0
+        mp = self._msgp
+        if _lib.nng_msg_alloc(mp, 0) != 0 or \
+                _lib.nng_msg_append(mp[0], head, REQUEST_HEADER_SIZE) != 0:
+            raise errors.ServerOutOfMemoryError(
+                "cannot allocate an nng message")
+        if self._raio is None:
+            p = _ffi.new("nng_aio **")
+            rc = _lib.nng_aio_alloc(p, _NULL, _NULL)
+            if rc != 0:
+                _lib.nng_msg_free(mp[0])
+                raise _nng_error(rc)
+            self._raio = _ffi.gc(p[0], _lib.nng_aio_free)
+        aio = self._raio
+        _lib.nng_aio_set_msg(aio, mp[0])
+        _lib.nng_aio_set_timeout(aio, timeout_ms)
+        _lib.nng_ctx_send(self._raw, aio)
+        _lib.nng_aio_wait(aio)
+        rc = _lib.nng_aio_result(aio)
+        if rc != 0:
+            m = _lib.nng_aio_get_msg(aio)
+            _lib.nng_aio_set_msg(aio, _NULL)
+            _lib.nng_msg_free(m)
+            raise _nng_error(rc)
+        _lib.nng_ctx_recv(self._raw, aio)
+        addr = reply_at + 8
+        while True:
+            v = word[0]
+            if v == request_id:
+                # nng_aio_cancel takes a lock: a barrier before the
+                # header's other bytes are read.
+                _lib.nng_aio_cancel(aio)
+                _lib.nng_aio_wait(aio)
+                if _lib.nng_aio_result(aio) == 0:
+                    _lib.nng_msg_free(_lib.nng_aio_get_msg(aio))
+                _lib.nng_aio_set_msg(aio, _NULL)
+                return None
+            if not _lib.nng_aio_busy(aio):
+                break
+            _syscall(_SYS_FUTEX, addr, _FUTEX_WAIT, v & 0xFFFFFFFF,
+                     _SLICE_P, None, 0)
+        rc = _lib.nng_aio_result(aio)
+        if rc != 0:
+            raise _nng_error(rc)
+        m = _lib.nng_aio_get_msg(aio)
+        _lib.nng_aio_set_msg(aio, _NULL)
+        return m
+
     def close(self) -> None:
-        """Closes the context (ignoring errors) and frees its aio."""
+        """Closes the context (ignoring errors) and frees its aios."""
         try:
             self.ctx.close()
         except pynng.NNGException:
@@ -467,6 +557,9 @@ class Ctx:
         if self._aio is not None:
             _ffi.release(self._aio)
             self._aio = None
+        if self._raio is not None:
+            _ffi.release(self._raio)
+            self._raio = None
 
 
 class OwnedMessage:

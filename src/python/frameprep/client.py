@@ -104,6 +104,20 @@ class _Socket:
         pointer) on a pooled context, within the cap on requests in flight,
         and returns the reply (an ``nng_msg *`` the caller frees). Raises
         the transport errors."""
+        return self._on_ctx(lambda ctx: ctx.exchange(head, body, size))
+
+    def call_shm(self, head: Any, reply_at: int, request_id: int) -> Any:
+        """:meth:`call` for a request that asks for its reply in shared
+        memory at address reply_at (:meth:`_core.Ctx.exchange_shm`):
+        returns ``None`` when the header there is the reply, else nng's
+        reply (an ``nng_msg *`` the caller frees)."""
+        ms = max(1, int(self.timeout * 1000))
+        return self._on_ctx(
+            lambda ctx: ctx.exchange_shm(head, reply_at, request_id, ms))
+
+    def _on_ctx(self, exchange: Any) -> Any:
+        """Runs exchange(ctx) on a pooled context, within the cap on
+        requests in flight; a context that failed is closed."""
         gate = self.gate
         if gate is not None:
             try:
@@ -115,7 +129,7 @@ class _Socket:
         try:
             ctx = self.ctx_get()
             try:
-                msg = ctx.exchange(head, body, size)
+                msg = exchange(ctx)
             except BaseException as exc:
                 self.ctx_put(ctx, False)
                 if isinstance(exc, pynng.NNGException):

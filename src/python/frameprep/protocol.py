@@ -28,6 +28,11 @@ REPLY_HEADER_SIZE = 256
 MESSAGE_SIZE = 152
 REGION_NAME_MAX = 63  # bytes of a region name, '/' included
 REPLY_F_INPUT_RELEASED = 0x1
+# Bit 7 of the request's output_loc byte: the daemon also writes the reply
+# header into the output region, in the last REPLY_HEADER_SIZE bytes of
+# out_capacity (protocol.h, "The reply in shared memory"); decoded into
+# Request.shm_reply.
+LOC_F_SHM_REPLY = 0x80
 
 
 class Kind(enum.IntEnum):
@@ -202,6 +207,7 @@ class Request:
     cuda_offset: int = 0
     cuda_handle: bytes = bytes(CUDA_HANDLE_SIZE)
     cuda_uuid: bytes = bytes(CUDA_UUID_SIZE)
+    shm_reply: bool = False
 
     def encode(self) -> bytes:
         """Returns the 128-byte wire header, as ``fprep_request_encode``
@@ -234,7 +240,8 @@ class Request:
             self.src_stride, self.out_width, self.out_height, self.resize,
             self.channel_order, self.dtype, self.layout, self.pad_value,
             self.scale, *self.mean, *self.std, self.input_loc,
-            self.output_loc, self.uv_stride, self.in_region,
+            self.output_loc | (LOC_F_SHM_REPLY if self.shm_reply else 0),
+            self.uv_stride, self.in_region,
             self.out_region, self.in_offset, self.out_offset,
             self.out_capacity, self.input_size, self.u_offset,
             self.v_offset)
@@ -282,6 +289,8 @@ class Request:
         (req.input_loc, req.output_loc, req.uv_stride, req.in_region,
          req.out_region, req.in_offset, req.out_offset, req.out_capacity,
          req.input_size, req.u_offset, req.v_offset) = f[24:35]
+        req.shm_reply = bool(req.output_loc & LOC_F_SHM_REPLY)
+        req.output_loc &= ~LOC_F_SHM_REPLY
         return req
 
 

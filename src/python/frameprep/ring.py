@@ -117,7 +117,12 @@ class _RingBase:
         self.frame_shape = shape if shape[2] != 1 else shape[:2]
         self.frame_bytes = shape[0] * shape[1] * shape[2]
         self.tensor_bytes = self._opts.tensor_bytes
-        self._frame_off = _round_page(self.tensor_bytes)
+        # A slot: the tensor, the reply header that the daemon also writes
+        # there (protocol.h, "The reply in shared memory"), 8-byte aligned,
+        # then page-aligned the frame.
+        self._reply_off = (self.tensor_bytes + 7) // 8 * 8
+        self._out_capacity = self._reply_off + REPLY_HEADER_SIZE
+        self._frame_off = _round_page(self._out_capacity)
         self._slot_bytes = self._frame_off + _round_page(self.frame_bytes)
         self.size = self._slot_bytes * self.slots
         self.region_id = 0
@@ -202,6 +207,7 @@ class _RingBase:
         req = self._opts.request()
         req.input_loc = req.output_loc = Location.SHM
         req.in_region = req.out_region = region_id
+        req.shm_reply = _core.SHM_REPLY
         self._plan = _core.Plan(self._opts, req)
         try:
             srcs = [_core.check_frame(f, self._format) for f in self._frames]
@@ -211,7 +217,7 @@ class _RingBase:
             head = self._plan.header.buffer(
                 0, src.format, src.width, src.height, src.stride,
                 src.addr - self._base, k * self._slot_bytes,
-                self.tensor_bytes, src.span)
+                self._out_capacity, src.span)
             self._slot_heads.append((head, _ffi.from_buffer(head)))
         self._slot_srcs = srcs
         f = self._frames[0]
@@ -360,7 +366,7 @@ class _RingBase:
         return plan.header.stamp(request_id, src.format, src.width,
                                  src.height, src.stride,
                                  src.addr - self._base, k * self._slot_bytes,
-                                 self.tensor_bytes, src.span), src
+                                 self._out_capacity, src.span), src
 
     def _finish(self, k: int, rep: Any, src: _core.Source) -> _core.Result:
         if (rep.shape, rep.dtype, rep.tensor_size) == self._tensor_form:
@@ -497,11 +503,20 @@ class Ring(_RingBase):
                 head = self._slot_header(k, request_id, limits)
             else:
                 head, src = self._build(k, src, copy, request_id, limits)
-            msg = s.call(head)
-            try:
-                head, length = _core.reply_head(msg)
-            finally:
-                _lib.nng_msg_free(msg)
+            if _core.SHM_REPLY:
+                at = self._base + k * self._slot_bytes + self._reply_off
+                msg = s.call_shm(head, at, request_id)
+            else:
+                msg = s.call(head)
+            if msg is None:  # the reply header in the slot
+                head = bytes(self._buf[at - self._base:
+                                       at - self._base + REPLY_HEADER_SIZE])
+                length = REPLY_HEADER_SIZE
+            else:
+                try:
+                    head, length = _core.reply_head(msg)
+                finally:
+                    _lib.nng_msg_free(msg)
             if handed and self._usual_reply(head, length, request_id):
                 return _core.new_result(self._tensors[k][...], request_id,
                                         src, None, head, length)
