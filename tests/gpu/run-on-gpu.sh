@@ -87,42 +87,50 @@ run() { # run NAME COMMAND...: runs, keeps the log, records the verdict
 	grep -v '^<[67]>' "$logs/$name.log" | tail -n "${TAILN:-40}"
 }
 
-# latency_run: concurrency 1 without --trace, in one run: the bare nng
-# REQ/REP round trip (bare_nng) beside frameprepd's ECHO, then 1080p BGR8
-# -> 640x640 f32 through shared memory with --transfer staged and mapped
-# (and 4K -> 1280x1280), each with --spin-us auto and 0, beside the
-# copy-probe floor of bench_lane.
+# latency_run: in one run, the bare nng REQ/REP round trip (bare_nng)
+# beside frameprepd's ECHO, then 1080p BGR8 -> 640x640 f32 through shared
+# memory at c=1, 16 and 32 (and 4K -> 1280x1280 at c=1) with --transfer
+# staged and mapped, each with the reply through nng and in the region
+# (--shm-reply), with --spin-us auto, and staged with --spin-us 0; beside
+# the copy-probe floor of bench_lane.
 latency_run() {
-	local m sp lu lp rc=0 bu=ipc://$tmp/bare.sock
+	local ms m sp rr lu lp rc=0 bu=ipc://$tmp/bare.sock
 	"$here/bin/bare_nng" serve "$bu" & lp=$!
 	sleep 0.3
 	"$here/bin/bare_nng" ping "$bu" 20000 1000 || rc=1
 	kill $lp; wait $lp
-	for m in staged mapped; do
-		for sp in auto 0; do
-			lu=ipc://$tmp/lat-$m-$sp.sock
-			"$here/bin/frameprepd" --device 0 --listen "$lu" --slots 4 \
-				--max-inflight 256 --transfer "$m" --spin-us "$sp" \
-				--max-out-width 4096 --max-out-height 4096 \
-				2>"$logs/frameprepd_lat_${m}_${sp}.log" &
-			lp=$!
-			for _ in $(seq 200); do "$here/bin/frameprep" info --socket "$lu" >/dev/null 2>&1 && break; sleep 0.1; done
-			echo "--- transfer $m, spin-us $sp"
-			[ "$m" = staged ] && { "$here/bin/frameprep-bench" --socket "$lu" --quiet --echo --synthetic 64x64 --size 8x8 \
-				--duration 2 --warmup 0.5 --no-ceiling -c 1 --json "$logs/lat_echo_$sp.json" || rc=1; }
+	for ms in staged:auto mapped:auto staged:0; do
+		m=${ms%:*} sp=${ms#*:}
+		lu=ipc://$tmp/lat-$m-$sp.sock
+		"$here/bin/frameprepd" --device 0 --listen "$lu" --slots 4 \
+			--max-inflight 256 --transfer "$m" --spin-us "$sp" \
+			--max-out-width 4096 --max-out-height 4096 \
+			2>"$logs/frameprepd_lat_${m}_${sp}.log" &
+		lp=$!
+		for _ in $(seq 200); do "$here/bin/frameprep" info --socket "$lu" >/dev/null 2>&1 && break; sleep 0.1; done
+		if [ "$m" = staged ]; then
+			echo "--- ECHO, spin-us $sp"
+			"$here/bin/frameprep-bench" --socket "$lu" --quiet --echo --synthetic 64x64 --size 8x8 \
+				--duration 2 --warmup 0.5 --no-ceiling -c 1 --json "$logs/lat_echo_$sp.json" || rc=1
+		fi
+		for rr in nng shm; do
+			local extra=()
+			[ "$rr" = shm ] && extra=(--shm-reply)
+			echo "--- transfer $m, spin-us $sp, reply $rr"
 			"$here/bin/frameprep-bench" --socket "$lu" --quiet \
 				--image "$here/images/astronaut.png" --verify sample \
 				--duration "${FPREP_BENCH_S:-3}" --warmup 1 --no-ceiling \
 				--frame-size 1920x1080 --size 640x640 --shm both -c 1,16,32 \
-				--json "$logs/lat_${m}_$sp.json" || rc=1
+				"${extra[@]}" --json "$logs/lat_${m}_${sp}_$rr.json" || rc=1
+			[ "$sp" = auto ] || continue
 			"$here/bin/frameprep-bench" --socket "$lu" --quiet \
 				--image "$here/images/astronaut.png" --verify sample \
 				--duration 2 --warmup 1 --no-ceiling \
 				--frame-size 3840x2160 --size 1280x1280 --shm both -c 1 \
-				--json "$logs/lat4k_${m}_$sp.json" || rc=1
-			kill -TERM $lp
-			wait $lp || rc=1
+				"${extra[@]}" --json "$logs/lat4k_${m}_${sp}_$rr.json" || rc=1
 		done
+		kill -TERM $lp
+		wait $lp || rc=1
 	done
 	return $rc
 }
@@ -288,6 +296,10 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 			python3 -m pytest -v -p no:cacheprovider -rs "$here/python/tests/test_cuda.py"
 		TAILN=12 run cuda_example python3 "$here/python/examples/cuda_batch.py" --socket "$url" \
 			--images "$here/images" --batch 8 --rounds 3
+		# The Python client against frameprep-bench on the same daemon.
+		TAILN=12 run py_bench env PATH="$here/bin:$PATH" python3 -m frameprep.bench -u "$url" \
+			-c 1,16 --paths shm -d 2 -w 0.5 -r "${FPREP_PY_REPEAT:-5}"
+		tests+=(py_bench)
 		TAILN=36 run cuda_bench python3 "$here/peers/bench_cuda.py" --socket "$url" \
 			--cpu-socket "$cpu_url" --image "$here/images/astronaut.png" --duration "${FPREP_BENCH_S:-5}" --nv12
 		tests+=(cuda_py cuda_example cuda_bench)

@@ -9,7 +9,9 @@ one thread per stream, as ``frameprep-bench`` does), it runs
 letterbox), and prints frames/s, p50 latency and the client-side cost
 (mean latency minus the daemon's own t_total: what the client and the
 transport add). The shm path writes the frame into its slot once and then
-sends the slot as it lies, as ``frameprep-bench --shm both`` does. With
+sends the slot as it lies, as ``frameprep-bench --shm both`` does; both
+wait for the reply in the slot (``--shm-reply``) where the platform has
+futex(2). With
 ``--repeat N`` each point is run N times, C and Python in turn, and each
 figure is the median of its N runs ("added" the median of the N
 differences), which steadies the figures on a busy machine.
@@ -30,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _core
 from .client import Client
 
 
@@ -109,6 +112,7 @@ def _c_run(bench: str, url: str, frame_wh: tuple[int, int],
             [bench, "-u", url, "-c", str(streams), "-d", str(duration),
              "-w", str(warmup), "--synthetic", "%dx%d" % frame_wh,
              "-s", "%dx%d" % size, "--shm", "both" if shm else "none",
+             *(["--shm-reply"] if shm and _core.SHM_REPLY else []),
              "--no-ceiling", "--verify", "none", "-q", "--json", out],
             check=True, stdout=subprocess.DEVNULL)
         with open(out) as f:
