@@ -657,7 +657,7 @@ static void bench_usage(FILE *f)
 	        "                              each reply into the region, "
 	        "where the client\n"
 	        "                              waits (a futex) instead of on "
-	        "nng's receive\n"
+	        "the socket\n"
 	        "\n"
 	        "Checks:\n"
 	        "      --verify MODE           all, sample, none: compare "

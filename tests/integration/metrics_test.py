@@ -135,12 +135,14 @@ def test_metrics(tmp):
               f"histogram counts {got}")
         check(s1[INFLIGHT] == 0, f"in flight {s1[INFLIGHT]} when idle")
 
-        # Under load: frameprep-bench, scraped while it runs.
+        # Under load: frameprep-bench for one second (long enough for
+        # several scrapes whatever the machine's speed), scraped while it
+        # runs.
         out_json = os.path.join(tmp, "bench.json")
         w, h, tw, th = 320, 240, 160, 160
         bench = subprocess.Popen(
             [dt.bench_path(), "--socket", d.url, "--synthetic", f"{w}x{h}",
-             "--size", f"{tw}x{th}", "-c", "4", "-n", "400", "--warmup",
+             "--size", f"{tw}x{th}", "-c", "4", "-d", "1", "--warmup",
              "0", "--no-ceiling", "--verify", "none", "--json", out_json,
              "-q"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         under_load = None
