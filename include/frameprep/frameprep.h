@@ -149,6 +149,16 @@ FPREP_EXTERN int fprep_client_open(fprep_client **clientp, const char *url,
  * the client's memory goes with the last of them. NULL is ignored. */
 FPREP_EXTERN void fprep_client_close(fprep_client *client);
 
+/* fprep_client_set_spin sets how long fprep_client_request polls for a
+ * reply that comes in shared memory (fprep_request.shm_reply) before it
+ * sleeps in futex(2), in microseconds per request: 0 (the default) sleeps
+ * at once; N keeps the calling thread busy for up to N us, which takes the
+ * sleeping thread's wake-up out of the latency (and its jitter out of
+ * p99) at the cost of a busy core while it waits, as frameprepd's
+ * --spin-us does on the daemon's side. Other requests are not affected.
+ * Call it between requests, from the thread that makes them. */
+FPREP_EXTERN void fprep_client_set_spin(fprep_client *client, unsigned spin_us);
+
 /* fprep_client_last_error returns a sentence about the last failure on
  * this client (the transport error name, or the server's message), or "".
  * With client NULL it returns the calling thread's last fprep_client_open

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
@@ -71,7 +72,17 @@ struct fprep_client {
 	nng_aio *raio;                /* the reply's receive, with a callback */
 	_Atomic uint64_t *reply_word; /* request_id of the awaited header */
 	uint64_t reply_id;            /* the awaited request's id */
+	_Atomic int reply_state;      /* CLIENT_WAIT_* */
+	int raio_busy;    /* raio cancelled, not yet waited for (caller's) */
+	unsigned spin_us; /* poll the reply this long before sleeping */
 };
+
+/* The blocking call's wait for a reply in shared memory: the caller sets
+ * WAITING before it posts the receive and leaves it for IDLE (a CAS) when
+ * the header arrived; the receive's callback takes WAITING to NNG (a CAS)
+ * before it touches the header's memory, so it never touches a header
+ * whose caller has left. */
+enum { CLIENT_WAIT_IDLE, CLIENT_WAIT_WAITING, CLIENT_WAIT_NNG };
 
 /* client_shm: a shared-memory region this client registered. */
 struct client_shm {
@@ -81,6 +92,7 @@ struct client_shm {
 };
 
 static void client_reply_cb(void *arg);
+static void client_raio_retire(fprep_client *c);
 
 /* What the reply aio's callback stores in the awaited request_id when nng
  * delivered the reply (or failed) first: no request has this id. */
@@ -477,12 +489,18 @@ void fprep_client_close(fprep_client *client)
 	if (client == NULL)
 		return;
 	nng_aio_stop(client->aio);
+	client_raio_retire(client);
 	nng_aio_stop(client->raio);
 	nng_ctx_close(client->ctx);
 	nng_close(client->sock);
 	nng_aio_free(client->aio);
 	nng_aio_free(client->raio);
 	client_unref(client);
+}
+
+void fprep_client_set_spin(fprep_client *client, unsigned spin_us)
+{
+	client->spin_us = spin_us;
 }
 
 const char *fprep_client_last_error(const fprep_client *client)
@@ -609,15 +627,22 @@ static long client_futex(_Atomic uint64_t *word, int op, uint32_t val)
 	               0);
 }
 
-/* client_reply_cb: the reply's receive ended (on an nng thread). Unless the
- * daemon's header is already in shared memory, the waiter is told to take
- * nng's reply (or nng's error) instead: a value no request id has, and a
- * wake. The header, once there, is never overwritten. */
+/* client_reply_cb: the reply's receive ended (on an nng thread): nng's
+ * reply came, or an error, or the caller cancelled it after taking the
+ * header from shared memory. While the caller still waits, it is told to
+ * take nng's reply (or nng's error) instead: a value no request id has in
+ * the header's request_id, and a wake. The header, once there, is never
+ * overwritten. */
 static void client_reply_cb(void *arg)
 {
 	fprep_client *c = arg;
-	uint64_t v = atomic_load(c->reply_word);
+	int state = CLIENT_WAIT_WAITING;
+	uint64_t v;
 
+	if (!atomic_compare_exchange_strong(&c->reply_state, &state,
+	                                    CLIENT_WAIT_NNG))
+		return;
+	v = atomic_load(c->reply_word);
 	while (v != c->reply_id &&
 	       !atomic_compare_exchange_weak(c->reply_word, &v,
 	                                     CLIENT_REPLY_VIA_NNG))
@@ -625,11 +650,55 @@ static void client_reply_cb(void *arg)
 	client_futex(c->reply_word, FUTEX_WAKE, INT_MAX);
 }
 
+/* client_raio_retire waits for the receive that the last reply through
+ * shared memory cancelled (its callback has long run, as a rule) and drops
+ * nng's copy of that reply, so raio can take the next receive. */
+static void client_raio_retire(fprep_client *c)
+{
+	if (!c->raio_busy)
+		return;
+	nng_aio_wait(c->raio);
+	if (nng_aio_result(c->raio) == 0)
+		nng_msg_free(nng_aio_get_msg(c->raio));
+	nng_aio_set_msg(c->raio, NULL);
+	c->raio_busy = 0;
+}
+
+/* client_wait_word waits until the request_id at word is no longer v: it
+ * polls for up to the client's spin_us, then sleeps in futex(2) (woken by
+ * the daemon's write or by the receive's callback). */
+static void client_wait_word(fprep_client *c, _Atomic uint64_t *word,
+                             uint64_t v)
+{
+	struct timespec t0, t;
+	unsigned i;
+
+	if (c->spin_us != 0) {
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (i = 1;; i++) {
+			if (atomic_load_explicit(word, memory_order_relaxed) !=
+			    v)
+				return;
+			if (i % 64 != 0)
+				continue;
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			if ((t.tv_sec - t0.tv_sec) * 1000000 +
+			            (t.tv_nsec - t0.tv_nsec) / 1000 >=
+			    (long)c->spin_us)
+				break;
+		}
+	}
+	client_futex(word, FUTEX_WAIT, (uint32_t)v);
+}
+
 /* client_roundtrip_shm is client_roundtrip for a request whose reply the
  * daemon also writes at area (protocol.h, "The reply in shared memory"):
  * it waits on the futex there, not on nng's receive, and whichever of the
  * two comes first is the reply. A reply read from memory is copied into a
- * message of its own, and nng's copy is dropped (the receive cancelled). */
+ * message of its own, and nng's copy is dropped: the receive is cancelled
+ * without waiting (its callback runs on an nng thread, a hand-off that
+ * would add to every request's latency), and waited for after the next
+ * request is sent, while the daemon works on that one. */
 static int client_roundtrip_shm(fprep_client *c, nng_msg *msg, uint8_t *area,
                                 uint64_t id, nng_msg **replyp)
 {
@@ -642,10 +711,12 @@ static int client_roundtrip_shm(fprep_client *c, nng_msg *msg, uint8_t *area,
 
 	*replyp = NULL;
 	atomic_store_explicit(word, 0, memory_order_relaxed);
-	c->reply_word = word;
-	c->reply_id = id;
 	if ((rv = client_send(c, msg)) != 0)
 		return rv;
+	client_raio_retire(c);
+	c->reply_word = word;
+	c->reply_id = id;
+	atomic_store(&c->reply_state, CLIENT_WAIT_WAITING);
 	now = nng_clock();
 	nng_aio_set_timeout(
 	        c->raio, now >= deadline ? 1 : (nng_duration)(deadline - now));
@@ -653,21 +724,22 @@ static int client_roundtrip_shm(fprep_client *c, nng_msg *msg, uint8_t *area,
 	/* The receive's own timeout ends the wait: its callback wakes us. */
 	while ((v = atomic_load_explicit(word, memory_order_acquire)) != id &&
 	       v != CLIENT_REPLY_VIA_NNG)
-		client_futex(word, FUTEX_WAIT, (uint32_t)v);
-	if (v == id) {
-		if (nng_msg_alloc(&copy, FPREP_REPLY_HEADER_SIZE) == 0) {
-			memcpy(nng_msg_body(copy), area,
-			       FPREP_REPLY_HEADER_SIZE);
+		client_wait_word(c, word, v);
+	if (v == id && nng_msg_alloc(&copy, FPREP_REPLY_HEADER_SIZE) == 0) {
+		int state = CLIENT_WAIT_WAITING;
+
+		memcpy(nng_msg_body(copy), area, FPREP_REPLY_HEADER_SIZE);
+		if (atomic_compare_exchange_strong(&c->reply_state, &state,
+		                                   CLIENT_WAIT_IDLE))
 			nng_aio_cancel(c->raio);
+		else /* the callback runs: let it end before area goes */
 			nng_aio_wait(c->raio);
-			if (nng_aio_result(c->raio) == 0)
-				nng_msg_free(nng_aio_get_msg(c->raio));
-			nng_aio_set_msg(c->raio, NULL);
-			*replyp = copy;
-			return FPREP_OK;
-		}
-		/* No memory for the copy: nng's reply will do. */
+		c->raio_busy = 1;
+		*replyp = copy;
+		return FPREP_OK;
 	}
+	/* nng's reply (or error) came first, or no memory for the copy:
+	 * nng's reply will do. */
 	nng_aio_wait(c->raio);
 	if ((rv = nng_aio_result(c->raio)) != 0)
 		return client_error(c, client_nng_err(rv),

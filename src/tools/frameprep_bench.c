@@ -53,9 +53,10 @@ typedef struct bench_opts {
 	uint64_t requests;
 	double warmup_s;
 	int echo;
-	int shm_in;    /* frames through the stream's shared-memory region */
-	int shm_out;   /* tensors written into it */
-	int shm_reply; /* replies read from it too (FPREP_LOC_F_SHM_REPLY) */
+	int shm_in;       /* frames through the stream's shared-memory region */
+	int shm_out;      /* tensors written into it */
+	int shm_reply;    /* replies read from it too (FPREP_LOC_F_SHM_REPLY) */
+	unsigned spin_us; /* fprep_client_set_spin, with shm_reply */
 	int verify;
 	unsigned verify_every;
 	int timeout_ms;
@@ -658,6 +659,10 @@ static void bench_usage(FILE *f)
 	        "where the client\n"
 	        "                              waits (a futex) instead of on "
 	        "the socket\n"
+	        "      --spin-us N             with --shm-reply: each stream "
+	        "polls for its reply\n"
+	        "                              up to N us before it sleeps "
+	        "(default 0)\n"
 	        "\n"
 	        "Checks:\n"
 	        "      --verify MODE           all, sample, none: compare "
@@ -712,6 +717,7 @@ enum {
 	OPT_PLOT,
 	OPT_TRACE,
 	OPT_SHM_REPLY,
+	OPT_SPIN_US,
 };
 
 static const struct option bench_long_opts[] = {
@@ -733,6 +739,7 @@ static const struct option bench_long_opts[] = {
         {"echo", no_argument, NULL, OPT_ECHO},
         {"shm", required_argument, NULL, OPT_SHM},
         {"shm-reply", no_argument, NULL, OPT_SHM_REPLY},
+        {"spin-us", required_argument, NULL, OPT_SPIN_US},
         {"verify", required_argument, NULL, OPT_VERIFY},
         {"verify-every", required_argument, NULL, OPT_VERIFY_EVERY},
         {"ceiling", no_argument, NULL, OPT_CEILING},
@@ -892,6 +899,12 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 			break;
 		case OPT_SHM_REPLY:
 			o->shm_reply = 1;
+			break;
+		case OPT_SPIN_US:
+			if (bench_parse_double(optarg, &v) || v < 0 ||
+			    v > 1000000)
+				return bench_bad("--spin-us", optarg);
+			o->spin_us = (unsigned)v;
 			break;
 		case OPT_SHM:
 			o->shm_in = strcmp(optarg, "in") == 0 ||
@@ -1162,6 +1175,7 @@ int main(int argc, char **argv)
 			        fprep_client_last_error(NULL));
 			goto out;
 		}
+		fprep_client_set_spin(conns[i].client, o.spin_us);
 	}
 
 	/* What the daemon runs; a server that cannot answer INFO is still

@@ -89,17 +89,20 @@ run() { # run NAME COMMAND...: runs, keeps the log, records the verdict
 
 # latency_run: in one run, the bare nng REQ/REP round trip (bare_nng)
 # beside frameprepd's ECHO, then 1080p BGR8 -> 640x640 f32 through shared
-# memory at c=1, 16 and 32 (and 4K -> 1280x1280 at c=1) with --transfer
-# staged and mapped, each with the reply through nng and in the region
-# (--shm-reply), with --spin-us auto, and staged with --spin-us 0; beside
-# the copy-probe floor of bench_lane.
+# memory at FPREP_LAT_C (default c=1, 16 and 32; and 4K -> 1280x1280 at
+# c=1) for each TRANSFER:SPIN of FPREP_LAT_MODES (default staged:auto
+# mapped:auto staged:0: --transfer and the daemon's --spin-us) and each
+# reply path of FPREP_LAT_REPLIES (default nng shm spin: through nng, in
+# the region with --shm-reply, and that with the client polling for it,
+# --spin-us 1000); beside the copy-probe floor of bench_lane. Ends with a
+# table: p50 and p99 at c=1, best frames/s.
 latency_run() {
 	local ms m sp rr lu lp rc=0 bu=ipc://$tmp/bare.sock
 	"$here/bin/bare_nng" serve "$bu" & lp=$!
 	sleep 0.3
 	"$here/bin/bare_nng" ping "$bu" 20000 1000 || rc=1
 	kill $lp; wait $lp
-	for ms in staged:auto mapped:auto staged:0; do
+	for ms in ${FPREP_LAT_MODES:-staged:auto mapped:auto staged:0}; do
 		m=${ms%:*} sp=${ms#*:}
 		lu=ipc://$tmp/lat-$m-$sp.sock
 		"$here/bin/frameprepd" --device 0 --listen "$lu" --slots 4 \
@@ -113,14 +116,17 @@ latency_run() {
 			"$here/bin/frameprep-bench" --socket "$lu" --quiet --echo --synthetic 64x64 --size 8x8 \
 				--duration 2 --warmup 0.5 --no-ceiling -c 1 --json "$logs/lat_echo_$sp.json" || rc=1
 		fi
-		for rr in nng shm; do
+		for rr in ${FPREP_LAT_REPLIES:-nng shm spin}; do
 			local extra=()
-			[ "$rr" = shm ] && extra=(--shm-reply)
+			case $rr in
+			shm) extra=(--shm-reply) ;;
+			spin) extra=(--shm-reply --spin-us 1000) ;;
+			esac
 			echo "--- transfer $m, spin-us $sp, reply $rr"
 			"$here/bin/frameprep-bench" --socket "$lu" --quiet \
 				--image "$here/images/astronaut.png" --verify sample \
 				--duration "${FPREP_BENCH_S:-3}" --warmup 1 --no-ceiling \
-				--frame-size 1920x1080 --size 640x640 --shm both -c 1,16,32 \
+				--frame-size 1920x1080 --size 640x640 --shm both -c "${FPREP_LAT_C:-1,16,32}" \
 				"${extra[@]}" --json "$logs/lat_${m}_${sp}_$rr.json" || rc=1
 			[ "$sp" = auto ] || continue
 			"$here/bin/frameprep-bench" --socket "$lu" --quiet \
@@ -131,6 +137,23 @@ latency_run() {
 		done
 		kill -TERM $lp
 		wait $lp || rc=1
+	done
+	echo
+	echo "| run | c=1 p50 us | c=1 p99 us | p99/p50 | best frames/s |"
+	echo "| --- | --- | --- | --- | --- |"
+	for f in "$logs"/lat_*.json "$logs"/lat4k_*.json; do
+		[ -s "$f" ] || continue
+		python3 - "$f" <<'PY' || true
+import json, os, sys
+runs = json.load(open(sys.argv[1]))["runs"]
+c1 = [r for r in runs if r["concurrency"] == 1]
+best = max(r["frames_per_s"] for r in runs)
+name = os.path.basename(sys.argv[1])[:-5]
+if c1:
+    lat = c1[0]["latency_us"]
+    print("| %s | %.0f | %.0f | %.2f | %.0f |" % (name, lat["p50"], lat["p99"],
+          lat["p99"] / lat["p50"], best))
+PY
 	done
 	return $rc
 }

@@ -200,7 +200,8 @@ static double now_ms(void);
 /* test_shm_reply: requests that ask for their reply in the output region
  * (FPREP_LOC_F_SHM_REPLY): the tensor equals the inline one, the header
  * in the region is the reply (its id last), requests with and without it
- * alternate on one client, and a request the daemon refuses before it
+ * alternate on one client, sleeping or polling for the reply
+ * (fprep_client_set_spin), and a request the daemon refuses before it
  * resolves the region is still answered at once (through nng). */
 static void test_shm_reply(const char *dir)
 {
@@ -238,6 +239,8 @@ static void test_shm_reply(const char *dir)
 		memset(base, 0xee, tensor);
 		fprep_request_set_shm(&req, r, cap, r, 0, cap);
 		req.shm_reply = (uint8_t)(i % 4 != 3);
+		/* The second half polls for its reply before sleeping. */
+		fprep_client_set_spin(c, i < 32 ? 0 : 200);
 		if (fprep_client_request(c, &req, NULL, &shm) != 0) {
 			CHECK(0, "shm_reply request %d: %s", i,
 			      fprep_client_last_error(c));
