@@ -26,10 +26,12 @@
 #include "gpu/backend_cuda.h"
 #include "lane_util.h"
 
-#define PROBE_REPS  50
-#define LAT_WARM    30
-#define LAT_REPS    300
-#define TPUT_FRAMES 600
+#define PROBE_REPS    50
+#define LAT_WARM      30
+#define LAT_REPS      300
+#define TPUT_FRAMES   600
+#define DUPLEX_FRAMES 50
+#define DUPLEX_REPS   7
 
 static uint64_t now_ns(void)
 {
@@ -93,6 +95,62 @@ static double probe(size_t n, int h2d)
 	CK(cudaFree(d));
 	CK(cudaFreeHost(h));
 	return median(t, PROBE_REPS);
+}
+
+/* duplex_rate returns the frames/s of DUPLEX_FRAMES frames' pinned copies
+ * issued on two streams at once, n_in bytes H2D on one and n_out bytes D2H
+ * on the other (median of DUPLEX_REPS bursts, from the first copy's start
+ * to the later stream's end): what the link carries for frames whose
+ * tensors come back to host memory while the next frames go in, with no
+ * kernel between. */
+static double duplex_rate(size_t n_in, size_t n_out)
+{
+	void *hi, *ho, *di, *dout;
+	cudaStream_t si, so;
+	cudaEvent_t a, b, c;
+	double t[DUPLEX_REPS];
+
+	CK(cudaMallocHost(&hi, n_in));
+	CK(cudaMallocHost(&ho, n_out));
+	CK(cudaMalloc(&di, n_in));
+	CK(cudaMalloc(&dout, n_out));
+	for (size_t i = 0; i < n_in; i++)
+		((unsigned char *)hi)[i] = (unsigned char)(i * 31 + (i >> 12));
+	CK(cudaMemset(dout, 0x5a, n_out));
+	CK(cudaStreamCreateWithFlags(&si, cudaStreamNonBlocking));
+	CK(cudaStreamCreateWithFlags(&so, cudaStreamNonBlocking));
+	CK(cudaEventCreate(&a));
+	CK(cudaEventCreate(&b));
+	CK(cudaEventCreate(&c));
+	for (int r = -1; r < DUPLEX_REPS; r++) {
+		float mb, mc;
+		CK(cudaEventRecord(a, si));
+		CK(cudaStreamWaitEvent(so, a, 0));
+		for (int f = 0; f < DUPLEX_FRAMES; f++) {
+			CK(cudaMemcpyAsync(di, hi, n_in, cudaMemcpyHostToDevice,
+			                   si));
+			CK(cudaMemcpyAsync(ho, dout, n_out,
+			                   cudaMemcpyDeviceToHost, so));
+		}
+		CK(cudaEventRecord(b, si));
+		CK(cudaEventRecord(c, so));
+		CK(cudaEventSynchronize(b));
+		CK(cudaEventSynchronize(c));
+		CK(cudaEventElapsedTime(&mb, a, b));
+		CK(cudaEventElapsedTime(&mc, a, c));
+		if (r >= 0)
+			t[r] = (mb > mc ? mb : mc) * 1000.0;
+	}
+	CK(cudaEventDestroy(a));
+	CK(cudaEventDestroy(b));
+	CK(cudaEventDestroy(c));
+	CK(cudaStreamDestroy(si));
+	CK(cudaStreamDestroy(so));
+	CK(cudaFree(di));
+	CK(cudaFree(dout));
+	CK(cudaFreeHost(hi));
+	CK(cudaFreeHost(ho));
+	return DUPLEX_FRAMES * 1e6 / median(t, DUPLEX_REPS);
 }
 
 typedef struct bench_frame {
@@ -265,6 +323,10 @@ int main(int argc, char **argv)
 	       in_n, th, in_n / th / 1e3);
 	printf("  D2H %9zu bytes (640x640x3 f32):     %7.1f us  %5.1f GB/s\n",
 	       out_n, td, out_n / td / 1e3);
+	double dx = duplex_rate(in_n, out_n);
+	printf("  H2D and D2H at once, %d frames:      %7.0f frames/s, "
+	       "%.1f GB/s in, %.1f GB/s out\n",
+	       DUPLEX_FRAMES, dx, dx * in_n / 1e9, dx * out_n / 1e9);
 
 	fprep__cuda_config cfg = {.device = 0,
 	                          .slots = 2,
@@ -289,7 +351,9 @@ int main(int argc, char **argv)
 			printf(" %12.0f", throughput(&cfg, &bf, mode));
 		printf("\n");
 	}
-	printf("  (H2D probe bound: %.0f frames/s)\n", 1e6 / th);
+	printf("  (H2D probe bound: %.0f frames/s; both directions at once: "
+	       "%.0f)\n",
+	       1e6 / th, dx);
 	printf("allocations by the lanes: %lu\n", fprep__cuda_alloc_count());
 	CK(cudaFreeHost(bf.pinned));
 	free(bf.frame);

@@ -94,8 +94,8 @@ run() { # run NAME COMMAND...: runs, keeps the log, records the verdict
 # mapped:auto staged:0: --transfer and the daemon's --spin-us) and each
 # reply path of FPREP_LAT_REPLIES (default nng shm spin: through nng, in
 # the region with --shm-reply, and that with the client polling for it,
-# --spin-us 1000); beside the copy-probe floor of bench_lane. Ends with a
-# table: p50 and p99 at c=1, best frames/s.
+# --spin-us 1000, at c=1 only); beside the copy-probe floor of bench_lane.
+# Ends with a table: p50 and p99 at c=1, best frames/s.
 latency_run() {
 	local ms m sp rr lu lp rc=0 bu=ipc://$tmp/bare.sock
 	"$here/bin/bare_nng" serve "$bu" & lp=$!
@@ -117,16 +117,18 @@ latency_run() {
 				--duration 2 --warmup 0.5 --no-ceiling -c 1 --json "$logs/lat_echo_$sp.json" || rc=1
 		fi
 		for rr in ${FPREP_LAT_REPLIES:-nng shm spin}; do
-			local extra=()
+			local extra=() cs=${FPREP_LAT_C:-1,16,32}
 			case $rr in
 			shm) extra=(--shm-reply) ;;
-			spin) extra=(--shm-reply --spin-us 1000) ;;
+			# One polling client a stream: c=1 only (more polling
+			# streams than cores would measure the scheduler).
+			spin) extra=(--shm-reply --spin-us 1000) cs=1 ;;
 			esac
 			echo "--- transfer $m, spin-us $sp, reply $rr"
 			"$here/bin/frameprep-bench" --socket "$lu" --quiet \
 				--image "$here/images/astronaut.png" --verify sample \
 				--duration "${FPREP_BENCH_S:-3}" --warmup 1 --no-ceiling \
-				--frame-size 1920x1080 --size 640x640 --shm both -c "${FPREP_LAT_C:-1,16,32}" \
+				--frame-size 1920x1080 --size 640x640 --shm both -c "$cs" \
 				"${extra[@]}" --json "$logs/lat_${m}_${sp}_$rr.json" || rc=1
 			[ "$sp" = auto ] || continue
 			"$here/bin/frameprep-bench" --socket "$lu" --quiet \

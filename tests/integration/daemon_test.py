@@ -1204,9 +1204,19 @@ def test_flood_shutdown(tmp):
         except OSError:
             pass  # closed by the daemon
 
+    # nng 1.5.2 also leaks the pipe it was receiving on when such a
+    # connection is dropped (its buffer, allocated on nng's own thread),
+    # also in rounds where nng_close returns: under LeakSanitizer that
+    # memory is not reported; the daemon's own allocations still are.
+    supp = os.path.join(tmp, "lsan-nng.supp")
+    with open(supp, "w") as f:
+        f.write("leak:libnng.so\n")
+    lsan = os.environ.get("LSAN_OPTIONS", "")
+    env = {"LSAN_OPTIONS": f"{lsan}:suppressions={supp}" if lsan
+           else f"suppressions={supp}"}
     for rnd in range(3):
         d = Daemon(tmp, "--max-inflight-per-conn", "2", "--workers", "1",
-                   "--log-level", "info", name=f"d{rnd}.sock")
+                   "--log-level", "info", name=f"d{rnd}.sock", env=env)
         try:
             threads = [threading.Thread(target=flood, args=(d.url,))
                        for _ in range(8)]
