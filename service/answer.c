@@ -42,10 +42,18 @@ void fprep__slot_send(fprep__slot *s, nng_msg *msg)
 		s->counted = 0;
 	}
 	s->state = FPREP__SLOT_SEND;
-	/* A job's regions are in use until here (slot_completed). */
-	if (s->job.out_region != NULL)
-		fprep__reply_to_region(&s->job, nng_msg_body(msg));
 	fprep__metrics_reply(nng_msg_body(msg), nng_msg_len(msg), s->job.lane);
+	/* A job's regions are in use until here (slot_completed). A reply
+	 * written into the region is not sent through nng: the send ends at
+	 * once, through the event queue as a send would. */
+	if (s->job.out_region != NULL &&
+	    fprep__reply_to_region(&s->job, nng_msg_body(msg))) {
+		nng_msg_free(msg);
+		s->aio_result = 0;
+		s->ev.kind = FPREP__EV_AIO;
+		fprep__evq_push(&s->srv->evq, &s->ev);
+		return;
+	}
 	nng_aio_set_msg(s->aio, msg);
 	nng_aio_set_timeout(s->aio, timeout_ms);
 	nng_ctx_send(s->ctx, s->aio);

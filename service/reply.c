@@ -68,7 +68,7 @@ void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
 	fprep_reply_encode(&rep, nng_msg_body(msg));
 }
 
-void fprep__reply_to_region(const fprep__job *job, const void *hdr)
+int fprep__reply_to_region(const fprep__job *job, const void *hdr)
 {
 	const fprep_request *req = &job->req;
 	const uint8_t *h = hdr;
@@ -78,7 +78,7 @@ void fprep__reply_to_region(const fprep__job *job, const void *hdr)
 
 	if (!req->shm_reply || job->out_region == NULL || job->output_device ||
 	    fprep__memreg_broken(job->out_region))
-		return;
+		return 0;
 	/* Inside the region and 8-byte aligned: the request's checks
 	 * (protocol.c) and the region's span check (slot.c). */
 	p = job->out_region->base + req->out_offset + req->out_capacity -
@@ -90,6 +90,7 @@ void fprep__reply_to_region(const fprep__job *job, const void *hdr)
 	atomic_store_explicit(id, v, memory_order_release);
 	syscall(SYS_futex, (uint32_t *)(void *)(p + 8), FUTEX_WAKE, INT_MAX,
 	        NULL, NULL, 0);
+	return 1;
 }
 
 /* reply_take makes spare (or a new message) exactly size bytes long. */

@@ -30,11 +30,11 @@ void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
  * region when its request asked for it (shm_reply): the last
  * FPREP_REPLY_HEADER_SIZE bytes of its out_capacity, request_id last with
  * a release store, then a futex wake on it (protocol.h, "The reply in
- * shared memory"). Nothing for other requests, a region that is not
- * mapped shared memory, or one the SIGBUS guard caught. Called before the
- * same reply goes to nng, while the job still uses the region; any
- * thread. */
-void fprep__reply_to_region(const fprep__job *job, const void *hdr);
+ * shared memory"). Returns 1 when it wrote it (the reply is then not sent
+ * through nng); 0 for other requests, a region that is not mapped shared
+ * memory, or one the SIGBUS guard caught. Called while the job still uses
+ * the region; any thread. */
+int fprep__reply_to_region(const fprep__job *job, const void *hdr);
 
 /* fprep__reply_text builds an OK reply whose payload is text (strlen
  * bytes). spare, if not NULL, is a message the caller gives up (reused when

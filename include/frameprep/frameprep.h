@@ -229,7 +229,9 @@ typedef void (*fprep_done_fn)(fprep_pending *p, void *arg);
  * must be given to fprep_pending_wait exactly once. The first inline
  * frame on a client waits for one INFO round trip (fprep_client_limits);
  * call that first to keep it out of a timed loop. Returns 0, or
- * FPREP_ENOMEM, FPREP_ETRANSPORT, FPREP_ELIMIT (as fprep_client_request). */
+ * FPREP_ENOMEM, FPREP_ETRANSPORT, FPREP_ELIMIT (as fprep_client_request), or
+ * FPREP_EINVAL for a request with shm_reply (its reply comes in shared
+ * memory only, which fprep_client_request alone waits for). */
 FPREP_EXTERN int fprep_client_submit(fprep_client *client, fprep_request *req,
                                      const void *payload, fprep_done_fn cb,
                                      void *arg, fprep_pending **pp);

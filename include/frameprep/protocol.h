@@ -187,12 +187,13 @@
  * The client waits with FUTEX_WAIT on those 32 bits and reads the header
  * after an acquire load of request_id shows its id (so the id's low 32
  * bits should not be 0). The daemon writes it for every reply of a
- * request whose output region it resolved, errors included, before it
- * hands the same reply to nng; a request refused before that (an
- * undecodable header, a bad region) is answered through nng alone. The
- * nng reply is always sent too: a REQ client that does not want it sends
- * its next request on the context (or cancels the receive), and nng drops
- * it.
+ * request whose output region it resolved, errors included, and then
+ * sends nothing through nng for that request: the client must wait in the
+ * region (a REQ client then cancels its receive, or sends its next
+ * request on the context). A request refused before its output region
+ * was resolved (an undecodable header, a bad region), or whose region the
+ * daemon found truncated under it, is answered through nng alone, so the
+ * client waits for nng's reply as well.
  *
  * Every request, whatever its kind, carries the whole 128-byte header.
  *

@@ -1040,6 +1040,10 @@ int fprep_client_submit(fprep_client *client, fprep_request *req,
 	int rv, err;
 
 	*pp = NULL;
+	if (req->shm_reply) /* the daemon sends no nng reply for it */
+		return client_error(client, FPREP_EINVAL,
+		                    "shm_reply: a reply in shared memory is "
+		                    "waited for by fprep_client_request only");
 	if ((err = client_payload_size(client, req, payload, &size)))
 		return err;
 	p = calloc(1, sizeof(*p));

@@ -288,6 +288,62 @@ static void test_shm_reply(const char *dir)
 	       good);
 }
 
+/* test_shm_reply_pace: a client that sends its next request as soon as
+ * its reply is in the region (before nng could have delivered anything)
+ * is never taken for one that does not read its replies, even with
+ * --max-inflight-per-conn 1 (a connection closed past 2 unanswered): the
+ * daemon sends nothing through nng for such a request, so the slot is
+ * free once the reply is written. 2000 small frames back to back. */
+static void test_shm_reply_pace(const char *exe, const char *dir)
+{
+	char u[300];
+	char *extra[] = {"--max-inflight-per-conn", "1", NULL};
+	fprep_request req;
+	fprep_result res;
+	fprep_region *r;
+	uint64_t tensor, cap;
+	uint32_t shape[4];
+	int ok = 0, n = 2000;
+	pid_t pid;
+
+	snprintf(u, sizeof(u), "ipc://%s/pace.sock", dir);
+	pid = daemon_start(exe, device, u, extra);
+	fprep_client *c = daemon_client(u);
+	fprep_request_init(&req, FPREP_PIX_BGR8, 64, 48);
+	req.out_width = 32;
+	req.out_height = 32;
+	fprep_tensor_shape(&req, shape, &tensor);
+	cap = (tensor + 7) / 8 * 8 + FPREP_REPLY_HEADER_SIZE;
+	CHECK(fprep_region_open(&r, c, cap + req.input_size) == 0,
+	      "pace region: %s", fprep_client_last_error(c));
+	memset((uint8_t *)fprep_region_base(r) + cap, 0x61, req.input_size);
+	fprep_client_set_spin(c, 100);
+	for (int i = 0; i < n; i++) {
+		fprep_request_set_shm(&req, r, cap, r, 0, cap);
+		req.shm_reply = 1;
+		if (fprep_client_request(c, &req, NULL, &res) != 0) {
+			CHECK(0, "pace request %d: %s", i,
+			      fprep_client_last_error(c));
+			break;
+		}
+		ok += res.header.status == 0;
+		fprep_result_fini(&res);
+	}
+	CHECK(ok == n, "pace: %d of %d requests answered ok", ok, n);
+	/* The asynchronous call cannot wait in the region: refused. */
+	fprep_pending *p = NULL;
+	CHECK(fprep_client_submit(c, &req, NULL, NULL, NULL, &p) ==
+	                      FPREP_EINVAL &&
+	              p == NULL,
+	      "fprep_client_submit took a request with shm_reply");
+	fprep_region_close(r);
+	fprep_client_close(c);
+	CHECK(daemon_stop(pid) == 0, "pace daemon exit status");
+	printf("shm reply pace: %d of %d back-to-back requests answered, "
+	       "connection kept\n",
+	       ok, n);
+}
+
 static void test_async_ring(const char *dir)
 {
 	enum { SLOTS = 4, FRAMES = 24 };
@@ -662,6 +718,7 @@ int main(int argc, char **argv)
 	check_backend();
 	test_round_trip(argv[2]);
 	test_shm_reply(argv[2]);
+	test_shm_reply_pace(argv[1], dir);
 	test_async_ring(argv[2]);
 	test_registration_cost();
 	test_refusals();

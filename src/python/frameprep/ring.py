@@ -93,6 +93,11 @@ def _grant(fd: int, uid: int) -> None:
 class _RingBase:
     """Bookkeeping shared by :class:`Ring` and :class:`AsyncRing`."""
 
+    # Whether the ring's requests ask for their reply in the slot
+    # (protocol.h, "The reply in shared memory"): the daemon then sends
+    # nothing through nng, so only a ring that waits in the slot may.
+    _shm_reply = False
+
     def __init__(self, slots: int, frame: Sequence[int], options: dict):
         fmt = options.pop("format", None)
         if fmt is not None and _core._pick(_core._FORMATS, fmt,
@@ -207,7 +212,7 @@ class _RingBase:
         req = self._opts.request()
         req.input_loc = req.output_loc = Location.SHM
         req.in_region = req.out_region = region_id
-        req.shm_reply = _core.SHM_REPLY
+        req.shm_reply = self._shm_reply
         self._plan = _core.Plan(self._opts, req)
         try:
             srcs = [_core.check_frame(f, self._format) for f in self._frames]
@@ -417,6 +422,8 @@ class Ring(_RingBase):
     is safe) but the daemon no longer writes there.
     """
 
+    _shm_reply = _core.SHM_REPLY
+
     def __init__(self, client: Client, slots: int, frame: Sequence[int],
                  **options: Any):
         super().__init__(slots, frame, options)
@@ -503,7 +510,7 @@ class Ring(_RingBase):
                 head = self._slot_header(k, request_id, limits)
             else:
                 head, src = self._build(k, src, copy, request_id, limits)
-            if _core.SHM_REPLY:
+            if self._shm_reply:
                 at = self._base + k * self._slot_bytes + self._reply_off
                 msg = s.call_shm(head, at, request_id)
             else:
