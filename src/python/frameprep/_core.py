@@ -431,14 +431,17 @@ class Ctx:
     socket's timeouts. Each call into nng releases the GIL, so a round trip
     makes as few as it can."""
 
-    __slots__ = ("ctx", "_raw", "_msgp", "_aio", "_raio")
+    __slots__ = ("ctx", "_raw", "_msgp", "_aio", "_saio", "_raio",
+                 "_rbusy")
 
     def __init__(self, sock: pynng.Socket):
         self.ctx = sock.new_context()
         self._raw = self.ctx.context
         self._msgp = _ffi.new("nng_msg **")
         self._aio = None
+        self._saio = None
         self._raio = None
+        self._rbusy = False
         if not SYNC_CTX:
             p = _ffi.new("nng_aio **")
             rc = _lib.nng_aio_alloc(p, _NULL, _NULL)
@@ -489,6 +492,17 @@ class Ctx:
             raise _nng_error(rc)
         return _lib.nng_aio_get_msg(aio)
 
+    def _retire(self) -> None:
+        """Waits for the receive that the last reply through shared memory
+        cancelled (done long since, as a rule) and drops nng's message,
+        should one have come, so that the receive's aio can be reused."""
+        aio = self._raio
+        self._rbusy = False
+        _lib.nng_aio_wait(aio)
+        if _lib.nng_aio_result(aio) == 0:
+            _lib.nng_msg_free(_lib.nng_aio_get_msg(aio))
+        _lib.nng_aio_set_msg(aio, _NULL)
+
     def exchange_shm(self, head: Any, reply_at: int, request_id: int,
                      timeout_ms: int) -> Any:
         """Sends head (a request asking for its reply in shared memory,
@@ -497,7 +511,9 @@ class Ctx:
         nng's receive; nng's reply, when it comes first (a request refused
         before its region was looked up), is taken instead. Returns
         ``None`` when the header at reply_at is the reply, else the nng
-        reply (an ``nng_msg *`` the caller frees). Raises as
+        reply (an ``nng_msg *`` the caller frees). The receive that a
+        reply in shared memory makes useless is cancelled without waiting
+        and retired after the next send, while the daemon works. Raises as
         :meth:`exchange`."""
         word = _ffi.cast("uint64_t *", reply_at + 8)
         word[0] = 0
@@ -507,13 +523,18 @@ class Ctx:
             raise errors.ServerOutOfMemoryError(
                 "cannot allocate an nng message")
         if self._raio is None:
-            p = _ffi.new("nng_aio **")
+            p = _ffi.new("nng_aio *[2]")
             rc = _lib.nng_aio_alloc(p, _NULL, _NULL)
+            if rc == 0:
+                rc = _lib.nng_aio_alloc(p + 1, _NULL, _NULL)
+                if rc != 0:
+                    _lib.nng_aio_free(p[0])
             if rc != 0:
                 _lib.nng_msg_free(mp[0])
                 raise _nng_error(rc)
             self._raio = _ffi.gc(p[0], _lib.nng_aio_free)
-        aio = self._raio
+            self._saio = _ffi.gc(p[1], _lib.nng_aio_free)
+        aio = self._saio
         _lib.nng_aio_set_msg(aio, mp[0])
         _lib.nng_aio_set_timeout(aio, timeout_ms)
         _lib.nng_ctx_send(self._raw, aio)
@@ -524,6 +545,10 @@ class Ctx:
             _lib.nng_aio_set_msg(aio, _NULL)
             _lib.nng_msg_free(m)
             raise _nng_error(rc)
+        aio = self._raio
+        if self._rbusy:
+            self._retire()
+        _lib.nng_aio_set_timeout(aio, timeout_ms)
         _lib.nng_ctx_recv(self._raw, aio)
         addr = reply_at + 8
         while True:
@@ -532,10 +557,7 @@ class Ctx:
                 # nng_aio_cancel takes a lock: a barrier before the
                 # header's other bytes are read.
                 _lib.nng_aio_cancel(aio)
-                _lib.nng_aio_wait(aio)
-                if _lib.nng_aio_result(aio) == 0:
-                    _lib.nng_msg_free(_lib.nng_aio_get_msg(aio))
-                _lib.nng_aio_set_msg(aio, _NULL)
+                self._rbusy = True
                 return None
             if not _lib.nng_aio_busy(aio):
                 break
@@ -554,6 +576,11 @@ class Ctx:
             self.ctx.close()
         except pynng.NNGException:
             pass
+        if self._rbusy:
+            self._retire()
+        if self._saio is not None:
+            _ffi.release(self._saio)
+            self._saio = None
         if self._aio is not None:
             _ffi.release(self._aio)
             self._aio = None
