@@ -15,6 +15,9 @@
  * its reply is handed to nng (fprep__slot_send), so a client that sends its
  * next request as soon as it has a reply is never refused; its slot and
  * reply bytes count until the send has ended or failed (fprep__slot_next).
+ * A request answered in its shared-memory region by a backend's thread
+ * (no nng send) counts as answered from the moment it was written: the
+ * client may send its next request before the loop has settled it.
  *
  * A connection that closes takes its regions with it: the ingress tells
  * the loop through the event queue.
@@ -92,7 +95,10 @@ int fprep__slot_admit(fprep__slot *s, nng_msg *msg)
 
 	s->conn = conns_find(srv, (uint32_t)nng_pipe_id(pipe));
 	s->conn->held++;
-	if (s->conn->held <= bound && !s->conn->closing)
+	/* Requests answered in their region but not yet settled are
+	 * answered: the client may send on before the loop knows. */
+	if (s->conn->held - atomic_load(&s->conn->region_answered) <= bound &&
+	    !s->conn->closing)
 		return 0;
 	if (!s->conn->closing) {
 		/* Requests it sent before the close may still arrive. */

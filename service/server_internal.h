@@ -62,6 +62,10 @@ struct fprep__conn {
 	                         off on the backend's thread) */
 	uint64_t reply_bytes; /* tensor bytes of its replies in flight */
 	int closing;          /* closed for not reading: drop its requests */
+	/* Of held, requests that a backend's thread answered in their
+	 * output region (shm_reply) and the loop has not settled yet: the
+	 * client may already have sent its next ones. */
+	atomic_uint region_answered;
 };
 
 /* fprep__slot: one nng context and the request it serves. */
@@ -88,6 +92,9 @@ struct fprep__slot {
 	                       (slot_reply_direct); the loop ends the request once
 	                       that send has ended. Written before the send, read
 	                       after its event or after the backend closed. */
+	/* direct, and answered in the output region instead of sent
+	 * (counted in its connection's region_answered). */
+	int region_answered;
 	fprep__job job;
 };
 
