@@ -85,6 +85,8 @@ int fprep__reply_to_region(const fprep__job *job, const void *hdr)
 	    FPREP_REPLY_HEADER_SIZE;
 	memcpy(p, h, 8);
 	memcpy(p + 16, h + 16, FPREP_REPLY_HEADER_SIZE - 16);
+	atomic_fetch_add_explicit(&job->out_region->replies, 1,
+	                          memory_order_release);
 	memcpy(&v, h + 8, sizeof(v)); /* the wire's bytes, stored as one */
 	id = (_Atomic uint64_t *)(void *)(p + 8);
 	atomic_store_explicit(id, v, memory_order_release);

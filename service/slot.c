@@ -341,6 +341,9 @@ static void slot_submit(fprep__slot *s, nng_msg *msg, const fprep_request *req)
 	                       req->shm_reply ? req->out_capacity : bytes,
 	                       "out")) == NULL)
 		return;
+	/* After the replies written there before (fprep__memreg.replies). */
+	if (out != NULL)
+		(void)atomic_load_explicit(&out->replies, memory_order_acquire);
 	if (out == NULL && fprep__slot_reserve_reply(s, msg, bytes) != 0)
 		return;
 	rv = fprep__reply_tensor_alloc(&rep, out != NULL ? 0 : bytes, &tensor);

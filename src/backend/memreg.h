@@ -23,6 +23,7 @@
 #ifndef FPREP_MEMREG_H
 #define FPREP_MEMREG_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -84,6 +85,16 @@ struct fprep__memreg {
 	fprep__memreg_cb done;
 	void *data;        /* the caller's (service/regions.c: its table) */
 	fprep__qnode link; /* in the backend's administrative queue */
+
+	/* Replies written into the region (service/reply.c), counted with
+	 * release and read with acquire by the loop when a request names
+	 * the region for its output: the daemon's own happens-before edge
+	 * from the thread that answered one request there to the thread
+	 * that writes the next one's tensor. The client carries that order
+	 * in fact (it sends its next request after it saw the reply), but
+	 * through another process, where the language's memory model and
+	 * ThreadSanitizer do not follow it. */
+	atomic_uint_fast64_t replies;
 };
 
 /* fprep__memreg_map does the host side of OPEN for r's kind (shm: check
