@@ -48,15 +48,20 @@ void fprep__slot_send(fprep__slot *s, nng_msg *msg)
 	 * once, through the event queue as a send would. */
 	if (s->job.out_region != NULL &&
 	    fprep__reply_to_region(&s->job, nng_msg_body(msg))) {
-		nng_msg_free(msg);
-		s->aio_result = 0;
-		s->ev.kind = FPREP__EV_AIO;
-		fprep__evq_push(&s->srv->evq, &s->ev);
+		fprep__slot_sent_now(s, msg);
 		return;
 	}
 	nng_aio_set_msg(s->aio, msg);
 	nng_aio_set_timeout(s->aio, timeout_ms);
 	nng_ctx_send(s->ctx, s->aio);
+}
+
+void fprep__slot_sent_now(fprep__slot *s, nng_msg *msg)
+{
+	nng_msg_free(msg);
+	s->aio_result = 0;
+	s->ev.kind = FPREP__EV_AIO;
+	fprep__evq_push(&s->srv->evq, &s->ev);
 }
 
 /* fprep__slot_fail answers the slot's request with an error. spare is a message

@@ -149,6 +149,12 @@ void fprep__slot_unuse_regions(fprep__slot *s);
 
 /* fprep__slot_send sends msg as the reply of s's request. */
 void fprep__slot_send(fprep__slot *s, nng_msg *msg);
+
+/* fprep__slot_sent_now ends the send of s's reply at once, freeing msg:
+ * the reply went into the request's output region instead (shm_reply).
+ * The end comes through the event queue, as a send's would. Any thread
+ * that owns s's pending reply. */
+void fprep__slot_sent_now(fprep__slot *s, nng_msg *msg);
 /* fprep__slot_fail answers s's request with the error status and why;
  * spare is a message the caller gives up, reused when possible. */
 void fprep__slot_fail(fprep__slot *s, nng_msg *spare, int status,

@@ -91,21 +91,21 @@ static int slot_reply_direct(fprep__slot *s)
 	fprep__metrics_reply(nng_msg_body(rep), nng_msg_len(rep), job->lane);
 	fprep__metrics_request_end();
 	s->ended = 1;
-	/* Counted before the client can see its reply, so that its next
-	 * requests, which may reach the loop before this slot's event, do
-	 * not find the connection over its bound (fprep__slot_admit). */
-	atomic_fetch_add(&s->conn->region_answered, 1);
-	if (fprep__reply_to_region(job, nng_msg_body(rep))) {
-		/* Answered in the region: no nng send; the loop settles the
-		 * slot as after one (slot_sent_direct). */
-		s->region_answered = 1;
-		nng_msg_free(rep);
-		s->aio_result = 0;
-		s->ev.kind = FPREP__EV_AIO;
-		fprep__evq_push(&srv->evq, &s->ev);
-		return 1;
+	if (job->req.shm_reply) {
+		/* Counted before the client can see its reply, so that its
+		 * next requests, which may reach the loop before this slot's
+		 * event, do not find the connection over its bound
+		 * (fprep__slot_admit). */
+		atomic_fetch_add(&s->conn->region_answered, 1);
+		if (fprep__reply_to_region(job, nng_msg_body(rep))) {
+			/* No nng send; the loop settles the slot as after
+			 * one (slot_sent_direct). */
+			s->region_answered = 1;
+			fprep__slot_sent_now(s, rep);
+			return 1;
+		}
+		atomic_fetch_sub(&s->conn->region_answered, 1);
 	}
-	atomic_fetch_sub(&s->conn->region_answered, 1);
 	nng_aio_set_msg(s->aio, rep);
 	nng_aio_set_timeout(s->aio, srv->cfg->send_timeout_ms);
 	nng_ctx_send(s->ctx, s->aio);

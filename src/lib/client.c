@@ -535,6 +535,21 @@ static int client_send(fprep_client *c, nng_msg *msg)
 	return 0;
 }
 
+/* client_take_reply takes the reply that aio's finished receive holds
+ * into *replyp, or records and returns its error. */
+static int client_take_reply(fprep_client *c, nng_aio *aio, nng_msg **replyp)
+{
+	int rv;
+
+	if ((rv = nng_aio_result(aio)) != 0)
+		return client_error(c, client_nng_err(rv),
+		                    "waiting for the reply: %s (nng error %d)",
+		                    nng_strerror(rv), rv);
+	*replyp = nng_aio_get_msg(aio);
+	nng_aio_set_msg(aio, NULL);
+	return FPREP_OK;
+}
+
 /* client_roundtrip sends msg (taking it) on the client's context and waits
  * for the reply, all within the client's timeout. */
 static int client_roundtrip(fprep_client *c, nng_msg *msg, nng_msg **replyp)
@@ -551,13 +566,7 @@ static int client_roundtrip(fprep_client *c, nng_msg *msg, nng_msg **replyp)
 	        c->aio, now >= deadline ? 1 : (nng_duration)(deadline - now));
 	nng_ctx_recv(c->ctx, c->aio);
 	nng_aio_wait(c->aio);
-	if ((rv = nng_aio_result(c->aio)) != 0)
-		return client_error(c, client_nng_err(rv),
-		                    "waiting for the reply: %s (nng error %d)",
-		                    nng_strerror(rv), rv);
-	*replyp = nng_aio_get_msg(c->aio);
-	nng_aio_set_msg(c->aio, NULL);
-	return FPREP_OK;
+	return client_take_reply(c, c->aio, replyp);
 }
 
 int fprep__client_add_shm(fprep_client *c, uint32_t id, void *base, size_t size)
@@ -741,13 +750,7 @@ static int client_roundtrip_shm(fprep_client *c, nng_msg *msg, uint8_t *area,
 	/* nng's reply (or error) came first, or no memory for the copy:
 	 * nng's reply will do. */
 	nng_aio_wait(c->raio);
-	if ((rv = nng_aio_result(c->raio)) != 0)
-		return client_error(c, client_nng_err(rv),
-		                    "waiting for the reply: %s (nng error %d)",
-		                    nng_strerror(rv), rv);
-	*replyp = nng_aio_get_msg(c->raio);
-	nng_aio_set_msg(c->raio, NULL);
-	return FPREP_OK;
+	return client_take_reply(c, c->raio, replyp);
 }
 
 /* client_message builds the request message: header plus payload_size
