@@ -19,10 +19,12 @@
  * (lb_yuv_pixel, no fused multiply-add, so both agree exactly), and
  * resizes those, in one pass. Order and layout are uniform branches.
  *
- * The argument block and enum values are in letterbox_abi.h, which NVRTC
- * finds as a named header (no include path).
+ * The argument block and enum values are in letterbox_abi.h, the sampling
+ * positions (lb_axis) in letterbox_axis.h, which NVRTC finds as named
+ * headers (no include path).
  */
 #include "letterbox_abi.h"
+#include "letterbox_axis.h"
 
 /* lb_f32_to_f16 returns the IEEE binary16 bits of f rounded to nearest
  * even (NaN stays NaN, overflow gives infinity), like __float2half_rn. */
@@ -46,42 +48,6 @@ __device__ __forceinline__ unsigned short lb_f32_to_f16(float f)
 		h = a >> 13;
 	}
 	return (unsigned short)(sign | h);
-}
-
-/* lb_coef rounds an interpolation weight to OpenCV's 11-bit fixed point
- * (cvRound(w * 2048), half to even), as a float. */
-__device__ __forceinline__ float lb_coef(float w)
-{
-	return rintf(w * 2048.0f) * (1.0f / 2048.0f);
-}
-
-/* lb_axis maps destination index d of an axis resized from n to m pixels to
- * the source indices of its two neighbours and their weights, as OpenCV's
- * INTER_LINEAR does: scale = 1 / (m / n) and (d + 0.5) * scale - 0.5 in
- * double, rounded to float; below 0 clamps to 0 and at or past the last
- * pixel to the last one, with the fraction set to 0. */
-__device__ __forceinline__ void lb_axis(unsigned int d, unsigned int n,
-                                        unsigned int m, int *i0, int *i1,
-                                        float *w0, float *w1)
-{
-	double scale = 1.0 / ((double)m / (double)n);
-	float f = (float)(((double)d + 0.5) * scale - 0.5);
-	float fl = floorf(f);
-	int i = (int)fl;
-	float t = f - fl;
-
-	if (i < 0) {
-		i = 0;
-		t = 0.0f;
-	}
-	if (i >= (int)n - 1) {
-		i = (int)n - 1;
-		t = 0.0f;
-	}
-	*i0 = i;
-	*i1 = i + 1 < (int)n ? i + 1 : i;
-	*w0 = lb_coef(1.0f - t);
-	*w1 = lb_coef(t);
 }
 
 /* lb_yuv_sat rounds a converted value half up and saturates it to

@@ -53,6 +53,7 @@ enum config_key {
 	KEY_METRICS_LISTEN,
 	KEY_TRACE,
 	KEY_TRANSFER,
+	KEY_H2D_ROWS,
 	KEY_SPIN_US,
 	KEY_COUNT,
 	/* Command-line only. */
@@ -193,6 +194,11 @@ static const struct config_option config_options[KEY_COUNT] = {
                           "staged|mapped|auto",
                           "GPU: copy registered pinned frames and tensors, "
                           "or let the kernel read and write them mapped",
+                          {0, 0}},
+        [KEY_H2D_ROWS] = {"h2d-rows",
+                          "read|all",
+                          "GPU, staged: copy only the frame rows the resize "
+                          "reads, or every row",
                           {0, 0}},
         [KEY_SPIN_US] = {"spin-us",
                          "auto|US",
@@ -342,6 +348,14 @@ static int config_set(fprep__config *cfg, enum config_key key, const char *val,
 		fprintf(err,
 		        "frameprepd: %s: '%s' is not staged, mapped or auto\n",
 		        where, val);
+		return -1;
+	case KEY_H2D_ROWS:
+		if (strcmp(val, "read") == 0 || strcmp(val, "all") == 0) {
+			cfg->h2d_all_rows = strcmp(val, "all") == 0;
+			return 0;
+		}
+		fprintf(err, "frameprepd: %s: '%s' is not read or all\n", where,
+		        val);
 		return -1;
 	case KEY_SPIN_US:
 		if (strcmp(val, "auto") == 0) {
@@ -518,6 +532,9 @@ static void config_default(const fprep__config *cfg, enum config_key key,
 		break;
 	case KEY_TRANSFER:
 		snprintf(buf, size, "%s", fprep__transfer_name(cfg->transfer));
+		break;
+	case KEY_H2D_ROWS:
+		snprintf(buf, size, "%s", cfg->h2d_all_rows ? "all" : "read");
 		break;
 	case KEY_SPIN_US:
 		if (cfg->spin_us == FPREP__SPIN_AUTO)

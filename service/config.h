@@ -55,6 +55,7 @@ typedef struct fprep__config {
 	char *metrics_listen;      /* HOST:PORT of /metrics; NULL: off */
 	int trace;                 /* stage times in each reply's message */
 	int transfer;              /* enum fprep__transfer (GPU) */
+	int h2d_all_rows;          /* 1: a staged H2D copies every frame row */
 	int spin_us; /* idle threads poll this long before sleeping, in
 	                microseconds; FPREP__SPIN_AUTO: by backend */
 } fprep__config;

@@ -73,10 +73,11 @@ void fprep__server_info(fprep__server *srv, char *buf, size_t size)
 	if (n < size)
 		n += (size_t)snprintf(
 		        buf + n, size - n,
-		        "pid: %ld\ntrace: %s\ntransfer: %s\n"
+		        "pid: %ld\ntrace: %s\ntransfer: %s\nh2d_rows: %s\n"
 		        "spin_us: %d\n",
 		        (long)getpid(), cfg->trace ? "true" : "false",
-		        fprep__transfer_name(cfg->transfer), cfg->spin_us);
+		        fprep__transfer_name(cfg->transfer),
+		        cfg->h2d_all_rows ? "all" : "read", cfg->spin_us);
 	if (n < size - 1)
 		srv->backend->info(srv->backend, buf + n, size - n);
 }

@@ -51,6 +51,7 @@ static int main_open_lanes(fprep__backend **bp, const fprep__config *cfg,
 			        .cache_dir = cfg->kernel_cache,
 			        .cache_enabled = cfg->cache_enabled,
 			        .transfer = cfg->transfer,
+			        .all_rows = cfg->h2d_all_rows,
 			        .trace = cfg->trace,
 			        .spin_ns =
 			                (uint64_t)(cfg->spin_us == FPREP__SPIN_AUTO

@@ -5,15 +5,23 @@
  *
  * 1. Pinned H2D / D2H bandwidth for the byte counts of a 1080p BGR8 frame
  *    and a 640x640x3 float32 tensor (CUDA events, median of 50 after
- *    warm-up).
+ *    warm-up); the H2D of the rows of that frame that the resize to
+ *    640x640 reads (row_plan.h: every third row), as the lane copies them;
+ *    and 50 frames' H2D and D2H issued at once on two streams, the whole
+ *    frame and the rows read (the most the link carries when tensors come
+ *    back to host memory).
  * 2. One frame at a time, 1080p BGR8 -> 640x640 letterbox RGB f32 NCHW:
  *    the lane's H2D, kernel, D2H (its own events), the lane's own time
  *    (start to output ready) and submit-to-done wall time, median of 300
- *    after 30 warm-up, on three paths: payload and tensor in ordinary
- *    memory (copied through the slot), input pinned, and both pinned (the
- *    shared-memory path: no host copies).
+ *    after 30 warm-up, on five paths: payload and tensor in ordinary
+ *    memory (copied through the slot), input pinned, both pinned (the
+ *    shared-memory path: no host copies) with the lane copying every row
+ *    (--h2d-rows all) and only the rows read, and both pinned with the lane in
+ *    mapped transfer mode (the kernel reads the frame and writes the
+ *    tensor through mapped device pointers, as for a registered region
+ *    under --transfer mapped: no copies at all).
  * 3. Throughput, 600 frames queued at once, with 2, 3 and 4 slots, on the
- *    same three paths.
+ *    same five paths.
  */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -25,6 +33,7 @@
 
 #include "gpu/backend_cuda.h"
 #include "lane_util.h"
+#include "row_plan.h"
 
 #define PROBE_REPS    50
 #define LAT_WARM      30
@@ -61,8 +70,31 @@ static double median(double *v, int n)
 		}                                                              \
 	} while (0)
 
-/* probe returns the median microseconds of one pinned copy of n bytes. */
-static double probe(size_t n, int h2d)
+/* h2d_plan issues on s the H2D copies of the rows of a frame (rows stride
+ * bytes apart) that plan lists, a 2D copy per group as the lane issues
+ * them; or, with plan NULL, the copy of all n bytes. */
+static void h2d_plan(void *d, const void *h, size_t n,
+                     const fprep__row_plan *plan, size_t stride, cudaStream_t s)
+{
+	if (plan == NULL) {
+		CK(cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s));
+		return;
+	}
+	for (uint32_t k = 0; k < plan->ngroups; k++) {
+		const fprep__row_group *g = &plan->g[k];
+		size_t off = g->first * stride;
+		size_t pitch = (g->period ? g->period : g->len) * stride;
+
+		CK(cudaMemcpy2DAsync(
+		        (char *)d + off, pitch, (const char *)h + off, pitch,
+		        g->len * stride, g->count, cudaMemcpyHostToDevice, s));
+	}
+}
+
+/* probe returns the median microseconds of one pinned copy of n bytes, or
+ * of the H2D copies of the rows plan lists (h2d_plan). */
+static double probe(size_t n, int h2d, const fprep__row_plan *plan,
+                    size_t stride)
 {
 	void *h, *d;
 	cudaStream_t s;
@@ -80,7 +112,7 @@ static double probe(size_t n, int h2d)
 		float ms;
 		CK(cudaEventRecord(a, s));
 		if (h2d)
-			CK(cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s));
+			h2d_plan(d, h, n, plan, stride, s);
 		else
 			CK(cudaMemcpyAsync(h, d, n, cudaMemcpyDeviceToHost, s));
 		CK(cudaEventRecord(b, s));
@@ -103,7 +135,8 @@ static double probe(size_t n, int h2d)
  * to the later stream's end): what the link carries for frames whose
  * tensors come back to host memory while the next frames go in, with no
  * kernel between. */
-static double duplex_rate(size_t n_in, size_t n_out)
+static double duplex_rate(size_t n_in, size_t n_out,
+                          const fprep__row_plan *plan, size_t stride)
 {
 	void *hi, *ho, *di, *dout;
 	cudaStream_t si, so;
@@ -127,8 +160,7 @@ static double duplex_rate(size_t n_in, size_t n_out)
 		CK(cudaEventRecord(a, si));
 		CK(cudaStreamWaitEvent(so, a, 0));
 		for (int f = 0; f < DUPLEX_FRAMES; f++) {
-			CK(cudaMemcpyAsync(di, hi, n_in, cudaMemcpyHostToDevice,
-			                   si));
+			h2d_plan(di, hi, n_in, plan, stride, si);
 			CK(cudaMemcpyAsync(ho, dout, n_out,
 			                   cudaMemcpyDeviceToHost, so));
 		}
@@ -161,16 +193,71 @@ typedef struct bench_frame {
 } bench_frame;
 
 /* Paths: inline (payload and tensor in ordinary memory, copied through
- * the slot), pinned input, and shm (input and output pinned: no host
- * copies, as with registered shared-memory regions). */
-static const char *const path_names[] = {"inline", "pinned input",
-                                         "shm (pinned in+out)"};
+ * the slot), pinned input, shm (input and output pinned: no host copies,
+ * as with registered shared-memory regions), and shm mapped (the same
+ * memory read and written by the kernel through its mapping). */
+enum { PATH_INLINE, PATH_PINNED, PATH_SHM_ALL, PATH_SHM, PATH_MAPPED, PATHS };
+static const char *const path_names[PATHS] = {
+        "inline", "pinned input", "shm, every row", "shm (pinned in+out)",
+        "shm mapped"};
+#define PATH_PINNED_OUT PATH_SHM_ALL /* the first path with pinned output */
+
+/* bench_region stands for the registered region that holds p (pinned by
+ * cudaMallocHost, which maps it for the device): the lane reads its base
+ * and mapping. */
+static fprep__memreg *bench_region(fprep__memreg *r, uint8_t *p, size_t n)
+{
+	memset(r, 0, sizeof *r);
+	r->kind = FPREP__MEMREG_SHM;
+	r->size = n;
+	r->base = p;
+	r->pinned = 1;
+	CK(cudaHostGetDevicePointer((void **)&r->mapped, p, 0));
+	return r;
+}
+
+/* bench_job fills lj for path mode: frame, output and their regions. */
+static void bench_job(lane_job *lj, lane_waiter *w, const bench_frame *bf,
+                      uint8_t *out, int mode, fprep__memreg *reg)
+{
+	lane_job_init(lj, w, &bf->rq,
+	              mode > PATH_INLINE ? bf->pinned : bf->frame, out,
+	              bf->out_bytes);
+	lj->job.input_pinned = mode > PATH_INLINE;
+	lj->job.output_pinned = mode >= PATH_PINNED_OUT;
+	if (mode == PATH_MAPPED) {
+		lj->job.in_region = &reg[0];
+		lj->job.out_region = &reg[1];
+	}
+}
+
+/* bench_open starts a lane of cfg with the transfer mode of path mode;
+ * for the mapped path, reg stands for the regions of the frame and of
+ * out (4 tensors). */
+static fprep__backend *bench_open(const fprep__cuda_config *cfg,
+                                  const bench_frame *bf, int mode, uint8_t *out,
+                                  fprep__memreg *reg)
+{
+	fprep__cuda_config c = *cfg;
+	fprep__backend *b;
+
+	c.transfer =
+	        mode == PATH_MAPPED ? FPREP__CUDA_MAPPED : FPREP__CUDA_STAGED;
+	c.all_rows = mode == PATH_SHM_ALL;
+	if (mode == PATH_MAPPED) {
+		bench_region(&reg[0], bf->pinned, bf->rq.input_size);
+		bench_region(&reg[1], out, bf->out_bytes * 4);
+	}
+	if (fprep__backend_cuda_open(&b, &c) != 0)
+		exit(1);
+	return b;
+}
 
 /* bench_out returns an output area of 4 tensors for path mode. */
 static uint8_t *bench_out(const bench_frame *bf, int mode)
 {
 	uint8_t *out = NULL;
-	if (mode == 2)
+	if (mode >= PATH_PINNED_OUT)
 		CK(cudaMallocHost((void **)&out, bf->out_bytes * 4));
 	else
 		out = malloc(bf->out_bytes * 4);
@@ -182,7 +269,7 @@ static uint8_t *bench_out(const bench_frame *bf, int mode)
 
 static void bench_out_free(uint8_t *out, int mode)
 {
-	if (mode == 2)
+	if (mode >= PATH_PINNED_OUT)
 		CK(cudaFreeHost(out));
 	else
 		free(out);
@@ -191,22 +278,18 @@ static void bench_out_free(uint8_t *out, int mode)
 static void latency(const fprep__cuda_config *cfg, const bench_frame *bf,
                     int mode)
 {
-	int pinned = mode > 0;
 	fprep__backend *b;
 	lane_waiter w;
 	lane_job lj;
 	double h2d[LAT_REPS], kern[LAT_REPS], d2h[LAT_REPS], lane[LAT_REPS],
 	        wall[LAT_REPS];
 	uint8_t *out = bench_out(bf, mode);
+	fprep__memreg reg[2];
 
-	if (fprep__backend_cuda_open(&b, cfg) != 0)
-		exit(1);
+	b = bench_open(cfg, bf, mode, out, reg);
 	lane_waiter_init(&w);
 	for (int r = -LAT_WARM; r < LAT_REPS; r++) {
-		lane_job_init(&lj, &w, &bf->rq, pinned ? bf->pinned : bf->frame,
-		              out, bf->out_bytes);
-		lj.job.input_pinned = pinned;
-		lj.job.output_pinned = mode == 2;
+		bench_job(&lj, &w, bf, out, mode, reg);
 		unsigned target = lane_count(&w) + 1;
 		uint64_t t0 = now_ns();
 		if (b->submit(b, &lj.job) != 0)
@@ -239,19 +322,15 @@ static double throughput(const fprep__cuda_config *cfg, const bench_frame *bf,
 	static lane_job jobs[TPUT_FRAMES];
 	fprep__backend *b;
 	lane_waiter w;
-	int pinned = mode > 0;
 	uint8_t *out = bench_out(bf, mode);
+	fprep__memreg reg[2];
 
-	if (fprep__backend_cuda_open(&b, cfg) != 0)
-		exit(1);
+	b = bench_open(cfg, bf, mode, out, reg);
 	lane_waiter_init(&w);
 	/* Warm-up. */
 	for (int k = 0; k < 8; k++) {
-		lane_job_init(&jobs[k], &w, &bf->rq,
-		              pinned ? bf->pinned : bf->frame,
-		              out + bf->out_bytes * (k % 4), bf->out_bytes);
-		jobs[k].job.input_pinned = pinned;
-		jobs[k].job.output_pinned = mode == 2;
+		bench_job(&jobs[k], &w, bf, out + bf->out_bytes * (k % 4), mode,
+		          reg);
 		b->submit(b, &jobs[k].job);
 	}
 	lane_wait(&w, 8);
@@ -259,11 +338,8 @@ static double throughput(const fprep__cuda_config *cfg, const bench_frame *bf,
 	uint64_t t0 = now_ns();
 	for (int k = 0; k < TPUT_FRAMES; k++) {
 		/* Outputs rotate over 4 buffers: the host copy-out is real. */
-		lane_job_init(&jobs[k], &w, &bf->rq,
-		              pinned ? bf->pinned : bf->frame,
-		              out + bf->out_bytes * (k % 4), bf->out_bytes);
-		jobs[k].job.input_pinned = pinned;
-		jobs[k].job.output_pinned = mode == 2;
+		bench_job(&jobs[k], &w, bf, out + bf->out_bytes * (k % 4), mode,
+		          reg);
 		if (b->submit(b, &jobs[k].job) != 0)
 			exit(1);
 	}
@@ -317,16 +393,29 @@ int main(int argc, char **argv)
 	       prop.minor, prop.asyncEngineCount);
 
 	size_t in_n = bf.rq.input_size, out_n = bf.out_bytes;
-	double th = probe(in_n, 1), td = probe(out_n, 0);
+	double th = probe(in_n, 1, NULL, 0), td = probe(out_n, 0, NULL, 0);
 	printf("\npinned copy probes (median of %d)\n", PROBE_REPS);
 	printf("  H2D %9zu bytes (1080p BGR8):        %7.1f us  %5.1f GB/s\n",
 	       in_n, th, in_n / th / 1e3);
 	printf("  D2H %9zu bytes (640x640x3 f32):     %7.1f us  %5.1f GB/s\n",
 	       out_n, td, out_n / td / 1e3);
-	double dx = duplex_rate(in_n, out_n);
+	fprep__row_plan plan;
+	fprep__row_plan_build(&plan, 1080, 360); /* 1080p to 640x360 + pad */
+	double tr =
+	        plan.ngroups > 0 ? probe(in_n, 1, &plan, bf.rq.src_stride) : th;
+	printf("  H2D %9zu bytes (the %u rows read):  %7.1f us  %5.1f GB/s\n",
+	       (size_t)plan.rows * bf.rq.src_stride, plan.rows, tr,
+	       plan.rows * (double)bf.rq.src_stride / tr / 1e3);
+	double dx = duplex_rate(in_n, out_n, NULL, 0);
 	printf("  H2D and D2H at once, %d frames:      %7.0f frames/s, "
 	       "%.1f GB/s in, %.1f GB/s out\n",
 	       DUPLEX_FRAMES, dx, dx * in_n / 1e9, dx * out_n / 1e9);
+	double dr = plan.ngroups > 0
+	                    ? duplex_rate(in_n, out_n, &plan, bf.rq.src_stride)
+	                    : dx;
+	printf("  the same with the rows read:           %7.0f frames/s, "
+	       "%.1f GB/s in, %.1f GB/s out\n",
+	       dr, dr * plan.rows * bf.rq.src_stride / 1e9, dr * out_n / 1e9);
 
 	fprep__cuda_config cfg = {.device = 0,
 	                          .slots = 2,
@@ -337,23 +426,25 @@ int main(int argc, char **argv)
 	       LAT_REPS);
 	printf("%-22s %7s %7s %7s %9s %9s\n", "path", "H2D", "kernel", "D2H",
 	       "lane", "submit->done");
-	for (int mode = 0; mode < 3; mode++)
+	for (int mode = 0; mode < PATHS; mode++)
 		latency(&cfg, &bf, mode);
-	printf("  (copy probes: H2D %.1f + D2H %.1f = %.1f us)\n", th, td,
-	       th + td);
+	printf("  (copy probes: H2D %.1f + D2H %.1f = %.1f us; with the rows "
+	       "read, %.1f + %.1f = %.1f us)\n",
+	       th, td, th + td, tr, td, tr + td);
 
 	printf("\nthroughput, %d frames queued (frames/s)\n", TPUT_FRAMES);
-	printf("%-6s %12s %12s %12s\n", "slots", "inline", "pinned-in", "shm");
+	printf("%-6s %12s %12s %12s %12s %12s\n", "slots", "inline",
+	       "pinned-in", "shm all rows", "shm", "shm mapped");
 	for (unsigned d = 2; d <= 4; d++) {
 		cfg.slots = d;
 		printf("%-6u", d);
-		for (int mode = 0; mode < 3; mode++)
+		for (int mode = 0; mode < PATHS; mode++)
 			printf(" %12.0f", throughput(&cfg, &bf, mode));
 		printf("\n");
 	}
 	printf("  (H2D probe bound: %.0f frames/s; both directions at once: "
-	       "%.0f)\n",
-	       1e6 / th, dx);
+	       "%.0f; with the rows read, both directions: %.0f)\n",
+	       1e6 / th, dx, dr);
 	printf("allocations by the lanes: %lu\n", fprep__cuda_alloc_count());
 	CK(cudaFreeHost(bf.pinned));
 	free(bf.frame);

@@ -90,8 +90,9 @@ run() { # run NAME COMMAND...: runs, keeps the log, records the verdict
 # latency_run: in one run, the bare nng REQ/REP round trip (bare_nng)
 # beside frameprepd's ECHO, then 1080p BGR8 -> 640x640 f32 through shared
 # memory at FPREP_LAT_C (default c=1, 16 and 32; and 4K -> 1280x1280 at
-# c=1) for each TRANSFER:SPIN of FPREP_LAT_MODES (default staged:auto
-# mapped:auto staged:0: --transfer and the daemon's --spin-us) and each
+# c=1) for each TRANSFER:SPIN[:ROWS] of FPREP_LAT_MODES (default
+# staged:auto mapped:auto staged:auto:all staged:0: --transfer, the
+# daemon's --spin-us and --h2d-rows, default read) and each
 # reply path of FPREP_LAT_REPLIES (default nng shm spin: through nng, in
 # the region with --shm-reply, and that with the client polling for it,
 # --spin-us 1000, at c=1 only); beside the copy-probe floor of bench_lane.
@@ -102,16 +103,20 @@ latency_run() {
 	sleep 0.3
 	"$here/bin/bare_nng" ping "$bu" 20000 1000 || rc=1
 	kill $lp; wait $lp
-	for ms in ${FPREP_LAT_MODES:-staged:auto mapped:auto staged:0}; do
-		m=${ms%:*} sp=${ms#*:}
+	for ms in ${FPREP_LAT_MODES:-staged:auto mapped:auto staged:auto:all staged:0}; do
+		local rows
+		IFS=: read -r m sp rows <<<"$ms"
+		rows=${rows:-read}
+		[ "$rows" = read ] || sp=$sp-$rows
 		lu=ipc://$tmp/lat-$m-$sp.sock
 		"$here/bin/frameprepd" --device 0 --listen "$lu" --slots 4 \
-			--max-inflight 256 --transfer "$m" --spin-us "$sp" \
+			--max-inflight 256 --transfer "$m" --spin-us "${sp%-*}" \
+			--h2d-rows "$rows" \
 			--max-out-width 4096 --max-out-height 4096 \
 			2>"$logs/frameprepd_lat_${m}_${sp}.log" &
 		lp=$!
 		for _ in $(seq 200); do "$here/bin/frameprep" info --socket "$lu" >/dev/null 2>&1 && break; sleep 0.1; done
-		if [ "$m" = staged ]; then
+		if [ "$m" = staged ] && [ "$rows" = read ]; then
 			echo "--- ECHO, spin-us $sp"
 			"$here/bin/frameprep-bench" --socket "$lu" --quiet --echo --synthetic 64x64 --size 8x8 \
 				--duration 2 --warmup 0.5 --no-ceiling -c 1 --json "$logs/lat_echo_$sp.json" || rc=1
@@ -130,7 +135,7 @@ latency_run() {
 				--duration "${FPREP_BENCH_S:-3}" --warmup 1 --no-ceiling \
 				--frame-size 1920x1080 --size 640x640 --shm both -c "$cs" \
 				"${extra[@]}" --json "$logs/lat_${m}_${sp}_$rr.json" || rc=1
-			[ "$sp" = auto ] || continue
+			[ "${sp%-*}" = auto ] || continue
 			"$here/bin/frameprep-bench" --socket "$lu" --quiet \
 				--image "$here/images/astronaut.png" --verify sample \
 				--duration 2 --warmup 1 --no-ceiling \

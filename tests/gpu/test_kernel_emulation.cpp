@@ -7,6 +7,13 @@
  * layout and resize mode on seeded random frames; built without fused
  * multiply-adds, the two must agree bit for bit. On a GPU NVRTC contracts,
  * and test_gpu_backend compares with a tolerance instead.
+ *
+ * Also the row plan (src/backend/row_plan.h), on which a staged transfer
+ * copies only the frame rows the kernel reads: for scales whole and not,
+ * letterboxed and stretched, every row the plan leaves out is overwritten
+ * with other bytes and the kernel must still give the reference's tensor
+ * of the intact frame, bit for bit; and the plans of whole-number scales
+ * must leave rows out (1/3 of 1080 rows read for 640x640).
  */
 #include "kernel_host.h"
 
@@ -18,6 +25,7 @@
 
 extern "C" {
 #include "frameprep/frameprep.h"
+#include "row_plan.h"
 #include "yuv.h"
 }
 
@@ -141,6 +149,172 @@ static int emu_case(fprep_request *rq)
 	return bad;
 }
 
+/* emu_rows_case runs a w x h frame of format fmt to out_w x out_h (resize
+ * mode rs) on the kernel with the rows its plan leaves out overwritten,
+ * against the reference of the intact frame. Sets *rows to the rows the
+ * plan copies. Returns 1 when they differ. */
+static int emu_rows_case(uint16_t fmt, uint32_t w, uint32_t h, uint32_t out_w,
+                         uint32_t out_h, uint8_t rs, uint32_t *rows)
+{
+	fprep_request rq;
+	fprep_transform xf;
+	fprep__row_plan plan;
+	uint32_t shape[4];
+	uint64_t bytes;
+	int bad;
+
+	uint32_t bpp = fmt == FPREP_PIX_GRAY8   ? 1
+	               : fmt == FPREP_PIX_BGRA8 ? 4
+	                                        : 3;
+
+	emu_layout(&rq, fmt, w, h);
+	/* The last row as short as allowed: the plan's copies must stop at
+	 * input_size. */
+	rq.input_size = (uint64_t)rq.src_stride * (h - 1) + w * bpp;
+	rq.out_width = out_w;
+	rq.out_height = out_h;
+	rq.resize = rs;
+	rq.dtype = FPREP_DTYPE_F32;
+	if (fprep_tensor_shape(&rq, shape, &bytes) != 0)
+		return 1;
+	fprep_transform_compute(&rq, &xf);
+	fprep__row_plan_build(&plan, h, xf.resized_h);
+	*rows = plan.rows;
+
+	uint8_t *frame = (uint8_t *)malloc(rq.input_size);
+	uint8_t *poisoned = (uint8_t *)malloc(rq.input_size);
+	uint8_t *cpu = (uint8_t *)malloc(bytes),
+	        *emu = (uint8_t *)malloc(bytes);
+	if (frame == NULL || poisoned == NULL || cpu == NULL || emu == NULL)
+		return 1;
+	for (uint64_t i = 0; i < rq.input_size; i++)
+		frame[i] = emu_byte();
+	memcpy(poisoned, frame, rq.input_size);
+	for (uint32_t y = 0; y < h; y++) {
+		if (fprep__row_plan_has(&plan, y))
+			continue;
+		uint64_t end = (uint64_t)rq.src_stride * (y + 1);
+		for (uint64_t i = (uint64_t)rq.src_stride * y;
+		     i < end && i < rq.input_size; i++)
+			poisoned[i] = (uint8_t)(frame[i] ^ 0x5a);
+	}
+	bad = fprep_preprocess_cpu(&rq, frame, cpu, bytes, &xf) != 0;
+	if (!bad) {
+		memset(emu, 0xff, bytes);
+		emu_run(&rq, &xf, poisoned, emu);
+		bad = memcmp(cpu, emu, bytes) != 0;
+	}
+	if (bad)
+		printf("FAIL: row plan, format %u resize %u %ux%u -> %ux%u "
+		       "(%u of %u rows, %u groups)\n",
+		       fmt, rs, w, h, out_w, out_h, plan.rows, h, plan.ngroups);
+	free(frame);
+	free(poisoned);
+	free(cpu);
+	free(emu);
+	return bad;
+}
+
+/* emu_copies checks that the copies of plan for rows [y0, y1) move each
+ * row of the plan in that range once and no other row, and that no copy
+ * of several runs holds the frame's last row. Returns 1 when not. */
+static int emu_copies(const fprep__row_plan *plan, uint32_t y0, uint32_t y1)
+{
+	fprep__row_copy c[FPREP__ROW_COPIES_MAX];
+	unsigned n = fprep__row_plan_copies(plan, y0, y1, c);
+	uint8_t *seen = (uint8_t *)calloc(plan->src_h, 1);
+	int bad = seen == NULL;
+
+	for (unsigned i = 0; i < n && !bad; i++)
+		for (uint32_t k = 0; k < c[i].count; k++)
+			for (uint32_t j = 0; j < c[i].len; j++) {
+				uint32_t y = c[i].first + k * c[i].pitch + j;
+
+				if (y >= plan->src_h || seen[y]++ ||
+				    (c[i].count > 1 && y == plan->src_h - 1))
+					bad = 1;
+			}
+	for (uint32_t y = 0; y < plan->src_h && !bad; y++)
+		if (seen[y] !=
+		    (y >= y0 && y < y1 && fprep__row_plan_has(plan, y)))
+			bad = 1;
+	if (bad)
+		printf("FAIL: row copies of %u -> %u rows, range [%u, %u)\n",
+		       plan->src_h, plan->resized_h, y0, y1);
+	free(seen);
+	return bad;
+}
+
+/* emu_rows checks the row plan on many geometries; returns the failures. */
+static int emu_rows(void)
+{
+	static const uint32_t geo[][4] = {
+	        {192, 108, 64, 64},   /* 1080p -> 640x640, scale 3 */
+	        {384, 216, 64, 64},   /* 4K -> 640x640, scale 6 */
+	        {384, 216, 128, 128}, /* 4K -> 1280x1280, scale 3 */
+	        {160, 96, 40, 40},    /* scale 4 */
+	        {200, 100, 100, 50},  /* scale 2: every row */
+	        {250, 150, 100, 100}, /* scale 2.5 */
+	        {190, 107, 64, 64},   /* odd sizes */
+	        {128, 300, 64, 64},   /* tall: width-bound */
+	        {64, 48, 160, 120},   /* upscale */
+	        {333, 77, 50, 50},    /* scale 6.66 */
+	        {96, 720, 32, 96},    /* scale 7.5 */
+	};
+	static const uint16_t fmts[] = {FPREP_PIX_BGR8, FPREP_PIX_GRAY8,
+	                                FPREP_PIX_BGRA8};
+	int bad = 0, n = 0;
+	uint32_t rows;
+
+	for (size_t g = 0; g < sizeof geo / sizeof geo[0]; g++)
+		for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++)
+			for (uint8_t rs = FPREP_RESIZE_LETTERBOX;
+			     rs <= FPREP_RESIZE_STRETCH; rs++) {
+				bad += emu_rows_case(fmts[f], geo[g][0],
+				                     geo[g][1], geo[g][2],
+				                     geo[g][3], rs, &rows);
+				n++;
+			}
+	/* The copies of every selective plan of frames up to 300 rows, whole
+	 * and in bands cut anywhere. */
+	int nc = 0, ncbad = 0;
+	for (uint32_t h = 2; h <= 300; h++)
+		for (uint32_t rh = 1; rh <= h; rh += 1 + rh / 8) {
+			fprep__row_plan plan;
+
+			fprep__row_plan_build(&plan, h, rh);
+			if (plan.ngroups == 0)
+				continue;
+			ncbad += emu_copies(&plan, 0, h);
+			for (uint32_t cut = 1; cut < h; cut += 1 + h / 13)
+				ncbad += emu_copies(&plan, 0, cut) +
+				         emu_copies(&plan, cut, h) +
+				         emu_copies(&plan, cut / 2, cut + 3);
+			nc++;
+		}
+	printf("%d selective plans: their copies move every row read once, "
+	       "no other%s\n",
+	       nc, ncbad ? ": FAILED" : "");
+	bad += ncbad;
+	/* Whole-number scales read a fraction of the rows. */
+	emu_rows_case(FPREP_PIX_BGR8, 192, 108, 64, 64, FPREP_RESIZE_LETTERBOX,
+	              &rows);
+	if (rows != 36) {
+		printf("FAIL: 108 rows to 36 read %u rows, not 36\n", rows);
+		bad++;
+	}
+	emu_rows_case(FPREP_PIX_BGR8, 384, 216, 64, 64, FPREP_RESIZE_LETTERBOX,
+	              &rows);
+	if (rows != 72) {
+		printf("FAIL: 216 rows to 36 read %u rows, not 72\n", rows);
+		bad++;
+	}
+	printf("%d cases: the row plan leaves out only rows the kernels never "
+	       "read%s\n",
+	       n, bad ? ": FAILED" : "");
+	return bad;
+}
+
 int main(void)
 {
 	int n = 0, bad = 0;
@@ -171,5 +345,6 @@ int main(void)
 		}
 	printf("%d cases: kernels (host build) and CPU reference %s\n", n,
 	       bad ? "differ" : "agree bit for bit");
+	bad += emu_rows();
 	return bad != 0;
 }

@@ -189,6 +189,38 @@ static void spin_us(void **state)
 	fprep__config_fini(&cfg);
 }
 
+/* --h2d-rows takes read (the default) or all, as a flag or a key. */
+static void h2d_rows(void **state)
+{
+	const char *none[] = {NULL};
+	const char *all[] = {"--h2d-rows", "all", NULL};
+	const char *read[] = {"--h2d-rows", "read", NULL};
+	const char *word[] = {"--h2d-rows", "some", NULL};
+	const char *file[] = {"--config", NULL, NULL};
+	char path[64];
+	fprep__config cfg;
+
+	(void)state;
+	assert_int_equal(config_run(&cfg, none), 0);
+	assert_int_equal(cfg.h2d_all_rows, 0);
+	fprep__config_fini(&cfg);
+	assert_int_equal(config_run(&cfg, all), 0);
+	assert_int_equal(cfg.h2d_all_rows, 1);
+	fprep__config_fini(&cfg);
+	assert_int_equal(config_run(&cfg, read), 0);
+	assert_int_equal(cfg.h2d_all_rows, 0);
+	fprep__config_fini(&cfg);
+	assert_int_equal(config_run(&cfg, word), FPREP__CONFIG_ERROR);
+	assert_non_null(strstr(config_err, "'some' is not read or all"));
+	fprep__config_fini(&cfg);
+	config_file(path, "h2d-rows = all\n");
+	file[1] = path;
+	assert_int_equal(config_run(&cfg, file), 0);
+	assert_int_equal(cfg.h2d_all_rows, 1);
+	fprep__config_fini(&cfg);
+	unlink(path);
+}
+
 /* The example file as shipped, and with every commented-out key line
  * enabled: each key is accepted, and the defaults it documents are the
  * built-in ones. */
@@ -570,6 +602,7 @@ int main(void)
 	        cmocka_unit_test(help_version),
 	        cmocka_unit_test(trace_transfer),
 	        cmocka_unit_test(spin_us),
+	        cmocka_unit_test(h2d_rows),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -57,6 +57,7 @@
 #include "gpu/kernel_cache.h"
 #include "log.h"
 #include "memreg.h"
+#include "row_plan.h"
 #include "yuv.h"
 
 /* The kernels' argument block and enum values: one definition, shared
@@ -203,6 +204,8 @@ typedef struct cuda_backend {
 	void *probe_arg;
 
 	int transfer;          /* FPREP__CUDA_STAGED, _MAPPED or _AUTO */
+	int all_rows;          /* a staged H2D copies every row */
+	fprep__row_plan plan;  /* the last geometry's rows (lane thread) */
 	int integrated;        /* cudaDevAttrIntegrated */
 	int trace;             /* convert job stages to the host clock */
 	cudaEvent_t ev_anchor; /* device time at host time anchor_ns */
@@ -402,10 +405,11 @@ static int cuda_use_mapped(const cuda_backend *cb, unsigned busy)
 }
 
 /* cuda_band: one band of a frame processed in bands: tensor rows
- * [r0, r1), and the frame's bytes [b0, b1) that its H2D chunk copies. */
+ * [r0, r1), and the frame's rows [y0, y1) that its H2D chunk copies (the
+ * last band's up to the frame's end). */
 typedef struct cuda_band {
 	unsigned r0, r1;
-	uint64_t b0, b1;
+	uint32_t y0, y1;
 } cuda_band;
 
 /* cuda_rows_needed returns how many of the frame's first rows tensor rows
@@ -435,30 +439,93 @@ static unsigned cuda_band_plan(const fprep__job *job, cuda_band *b)
 {
 	const fprep_request *rq = &job->req;
 	unsigned h = rq->src_height, out_h = rq->out_height;
-	uint64_t stride = rq->src_stride, size = rq->input_size, prev = 0;
-	unsigned n = 0, r0 = 0;
+	unsigned n = 0, r0 = 0, prev = 0;
 
 	if (h < 64 || out_h < CUDA_BANDS * CUDA_BLOCK_Y)
 		return 0;
 	for (unsigned y = CUDA_BLOCK_Y; y < out_h && n < CUDA_BANDS - 1;
 	     y += CUDA_BLOCK_Y) {
-		uint64_t need = cuda_rows_needed(job, y);
+		unsigned need = cuda_rows_needed(job, y);
 
-		if (need * CUDA_BANDS < (uint64_t)(n + 1) * h)
+		if ((uint64_t)need * CUDA_BANDS < (uint64_t)(n + 1) * h)
 			continue;
-		b[n].r0 = r0;
-		b[n].r1 = y;
-		b[n].b0 = prev * stride < size ? prev * stride : size;
-		b[n].b1 = need * stride < size ? need * stride : size;
+		b[n] = (cuda_band){.r0 = r0, .r1 = y, .y0 = prev, .y1 = need};
 		prev = need;
 		r0 = y;
 		n++;
 	}
-	b[n].r0 = r0;
-	b[n].r1 = out_h;
-	b[n].b0 = prev * stride < size ? prev * stride : size;
-	b[n].b1 = size;
+	b[n] = (cuda_band){.r0 = r0, .r1 = out_h, .y0 = prev, .y1 = h};
 	return n + 1;
+}
+
+/* cuda_row_plan returns the plan of the rows job's kernel reads from an
+ * interleaved frame when they are few enough to copy alone (row_plan.h),
+ * else NULL. The lane keeps the last geometry's plan: a stream of frames
+ * of one size computes it once. Lane thread. */
+static const fprep__row_plan *cuda_row_plan(cuda_backend *cb,
+                                            const fprep__job *job)
+{
+	uint32_t h = job->req.src_height, rh = job->xf.resized_h;
+
+	if (cb->all_rows || cuda_family(job->req.src_format) != 0 || h == 0 ||
+	    rh == 0)
+		return NULL;
+	if (cb->plan.src_h != h || cb->plan.resized_h != rh)
+		fprep__row_plan_build(&cb->plan, h, rh);
+	return cb->plan.ngroups > 0 ? &cb->plan : NULL;
+}
+
+/* cuda_h2d_span copies rows [a, b) of a frame whose rows lie stride
+ * bytes apart, cut at its size bytes (the last row may be shorter than the
+ * stride), to the same offsets at dev, on the H2D stream. */
+static int cuda_h2d_span(cuda_backend *cb, uint8_t *dev, const uint8_t *src,
+                         uint64_t size, uint64_t stride, uint64_t a, uint64_t b,
+                         fprep__gpu_status *st)
+{
+	uint64_t lo = a * stride, hi = b * stride < size ? b * stride : size;
+
+	if (lo >= hi)
+		return 0;
+	return FPREP__CUDA(st,
+	                   cudaMemcpyAsync(dev + lo, src + lo, hi - lo,
+	                                   cudaMemcpyHostToDevice, cb->s_h2d));
+}
+
+/* cuda_h2d_rows copies the rows [y0, y1) of a frame of h rows (y1 >= h:
+ * to the end of its size bytes) to the same offsets at dev, on the H2D
+ * stream: all of them, or with plan only those it lists (the kernel never
+ * reads the others), a 2D copy for each group of equally spaced runs
+ * (fprep__row_plan_copies). Lane thread. Returns 0, or -1 with *st set. */
+static int cuda_h2d_rows(cuda_backend *cb, uint8_t *dev, const uint8_t *src,
+                         uint64_t size, uint64_t stride, uint32_t h,
+                         const fprep__row_plan *plan, uint32_t y0, uint32_t y1,
+                         fprep__gpu_status *st)
+{
+	fprep__row_copy c[FPREP__ROW_COPIES_MAX];
+	unsigned n;
+
+	if (plan == NULL)
+		return cuda_h2d_span(
+		        cb, dev, src, size, stride, y0,
+		        y1 >= h ? (size + stride - 1) / stride : y1, st);
+	n = fprep__row_plan_copies(plan, y0, y1, c);
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t off = c[i].first * stride, pitch = c[i].pitch * stride;
+
+		if (c[i].count == 1
+		            ? cuda_h2d_span(cb, dev, src, size, stride,
+		                            c[i].first, c[i].first + c[i].len,
+		                            st)
+		            : FPREP__CUDA(st,
+		                          cudaMemcpy2DAsync(
+		                                  dev + off, pitch, src + off,
+		                                  pitch, c[i].len * stride,
+		                                  c[i].count,
+		                                  cudaMemcpyHostToDevice,
+		                                  cb->s_h2d)))
+			return -1;
+	}
+	return 0;
 }
 
 /* cuda_enqueue_banded puts job's work on the streams in nb bands: the
@@ -472,7 +539,8 @@ static int cuda_enqueue_banded(cuda_backend *cb, cuda_slot *s,
                                const fprep__job *job, cuda_lb_args *a,
                                const uint8_t *src, uint8_t *dst,
                                const void *kern, const cuda_band *band,
-                               unsigned nb, fprep__gpu_status *st)
+                               unsigned nb, const fprep__row_plan *plan,
+                               fprep__gpu_status *st)
 {
 	const fprep_request *rq = &job->req;
 	int nchw = rq->layout == FPREP_LAYOUT_NCHW;
@@ -488,13 +556,9 @@ static int cuda_enqueue_banded(cuda_backend *cb, cuda_slot *s,
 	if (FPREP__CUDA(st, cudaEventRecord(s->t[CUDA_T_H2D0], cb->s_h2d)))
 		return -1;
 	for (unsigned k = 0; k < nb; k++) {
-		uint64_t b0 = band[k].b0, b1 = band[k].b1;
-
-		if ((b1 > b0 &&
-		     FPREP__CUDA(st, cudaMemcpyAsync(s->d_in + b0, src + b0,
-		                                     b1 - b0,
-		                                     cudaMemcpyHostToDevice,
-		                                     cb->s_h2d))) ||
+		if (cuda_h2d_rows(cb, s->d_in, src, rq->input_size,
+		                  rq->src_stride, rq->src_height, plan,
+		                  band[k].y0, band[k].y1, st) ||
 		    FPREP__CUDA(st,
 		                cudaEventRecord(s->ev_band_h2d[k], cb->s_h2d)))
 			return -1;
@@ -649,21 +713,32 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 	cuda_band bands[CUDA_BANDS];
 	unsigned nb = 0;
 	int failed;
+	/* A copied frame whose kernel reads a fraction of its rows moves
+	 * those alone. */
+	const fprep__row_plan *plan =
+	        !in_dev && m_src == NULL ? cuda_row_plan(cb, job) : NULL;
 
 	if (banded && !in_dev && !out_dev && m_src == NULL && m_dst == NULL &&
 	    cuda_family(rq->src_format) == 0)
 		nb = cuda_band_plan(job, bands);
 	if (nb > 1)
 		failed = cuda_enqueue_banded(cb, s, job, &a, src, dst, kern,
-		                             bands, nb, &st) != 0;
+		                             bands, nb, plan, &st) != 0;
 	else
 		failed = FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D0],
 		                                          cb->s_h2d)) ||
 		         (!in_dev && m_src == NULL &&
-		          FPREP__CUDA(&st, cudaMemcpyAsync(
-		                                   s->d_in, src, rq->input_size,
-		                                   cudaMemcpyHostToDevice,
-		                                   cb->s_h2d))) ||
+		          (plan != NULL
+		                   ? cuda_h2d_rows(
+		                             cb, s->d_in, src, rq->input_size,
+		                             rq->src_stride, rq->src_height,
+		                             plan, 0, rq->src_height, &st)
+		                   : FPREP__CUDA(&st,
+		                                 cudaMemcpyAsync(
+		                                         s->d_in, src,
+		                                         rq->input_size,
+		                                         cudaMemcpyHostToDevice,
+		                                         cb->s_h2d)))) ||
 		         FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D1],
 		                                          cb->s_h2d)) ||
 		         FPREP__CUDA(&st,
@@ -1517,6 +1592,7 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	cb->spin_ns = cfg->spin_ns;
 	cb->nslots = cfg->slots < 2 ? 2 : cfg->slots;
 	cb->transfer = cfg->transfer;
+	cb->all_rows = cfg->all_rows;
 	cb->trace = cfg->trace;
 	fprep__queue_init(&cb->pending);
 	fprep__queue_init(&cb->flying);

@@ -19,7 +19,9 @@ typedef struct fprep__cuda_config {
 	                           ~/.cache/frameprep) */
 	int cache_enabled;      /* 0: compile at every start, write nothing */
 	int transfer;           /* FPREP__CUDA_STAGED, _MAPPED or _AUTO */
-	int trace; /* keep the device clock's anchor for job->t_stage_ns */
+	int all_rows; /* 1: a staged H2D copies the whole frame; 0: only the
+	                 rows the kernel reads (row_plan.h) */
+	int trace;    /* keep the device clock's anchor for job->t_stage_ns */
 	uint64_t spin_ns; /* the lane and completion threads poll for work
 	                     (and the GPU) this long before sleeping; 0:
 	                     sleep at once */
