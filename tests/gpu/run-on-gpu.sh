@@ -95,7 +95,8 @@ run() { # run NAME COMMAND...: runs, keeps the log, records the verdict
 # daemon's --spin-us and --h2d-rows, default read) and each
 # reply path of FPREP_LAT_REPLIES (default nng shm spin: through nng, in
 # the region with --shm-reply, and that with the client polling for it,
-# --spin-us 1000, at c=1 only); beside the copy-probe floor of bench_lane.
+# --spin-us 1000, at c=1 only; inline: frame and tensor in the messages,
+# --shm none); beside the copy-probe floor of bench_lane.
 # Ends with a table: p50 and p99 at c=1, best frames/s.
 latency_run() {
 	local ms m sp rr lu lp rc=0 bu=ipc://$tmp/bare.sock
@@ -122,8 +123,9 @@ latency_run() {
 				--duration 2 --warmup 0.5 --no-ceiling -c 1 --json "$logs/lat_echo_$sp.json" || rc=1
 		fi
 		for rr in ${FPREP_LAT_REPLIES:-nng shm spin}; do
-			local extra=() cs=${FPREP_LAT_C:-1,16,32}
+			local extra=() cs=${FPREP_LAT_C:-1,16,32} where=both
 			case $rr in
+			inline) where=none ;;
 			shm) extra=(--shm-reply) ;;
 			# One polling client a stream: c=1 only (more polling
 			# streams than cores would measure the scheduler).
@@ -133,13 +135,13 @@ latency_run() {
 			"$here/bin/frameprep-bench" --socket "$lu" --quiet \
 				--image "$here/images/astronaut.png" --verify sample \
 				--duration "${FPREP_BENCH_S:-3}" --warmup 1 --no-ceiling \
-				--frame-size 1920x1080 --size 640x640 --shm both -c "$cs" \
+				--frame-size 1920x1080 --size 640x640 --shm "$where" -c "$cs" \
 				"${extra[@]}" --json "$logs/lat_${m}_${sp}_$rr.json" || rc=1
 			[ "${sp%-*}" = auto ] || continue
 			"$here/bin/frameprep-bench" --socket "$lu" --quiet \
 				--image "$here/images/astronaut.png" --verify sample \
 				--duration 2 --warmup 1 --no-ceiling \
-				--frame-size 3840x2160 --size 1280x1280 --shm both -c 1 \
+				--frame-size 3840x2160 --size 1280x1280 --shm "$where" -c 1 \
 				"${extra[@]}" --json "$logs/lat4k_${m}_${sp}_$rr.json" || rc=1
 		done
 		kill -TERM $lp

@@ -2,7 +2,8 @@
  * test_host_copy.c: the GPU lane's parallel host copy (host_copy.h), which
  * needs no GPU: every size (below, at and between chunk boundaries) copies
  * exactly, from several threads at once, and a pool without workers copies
- * on the caller.
+ * on the caller; copies of spaced rows (fprep__copy_rows, the rows of a
+ * frame the resize reads) copy those rows and leave the gaps untouched.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -58,6 +59,43 @@ static void test_sizes(void **state)
 	}
 }
 
+static void test_rows(void **state)
+{
+	static const size_t shapes[][3] = {
+	        /* width, pitch, rows */
+	        {5760, 3 * 5760, 360},       /* 1080p BGR8, every third row */
+	        {2 * 11520, 6 * 11520, 360}, /* 4K BGR8, rows 6k+2, 6k+3 */
+	        {7, 9, 1000},
+	        {4096, 4096, 700}, /* no gaps */
+	        {100, 300, 1},
+	        {1, 1, 0},
+	};
+	(void)state;
+	for (unsigned t = 0; t <= 4; t += 2) {
+		fprep__copy_pool *p = NULL;
+		assert_int_equal(fprep__copy_pool_open(&p, t), 0);
+		for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+			size_t w = shapes[i][0], pitch = shapes[i][1];
+			size_t rows = shapes[i][2], n = pitch * rows + 16;
+			uint8_t *src = malloc(n), *dst = malloc(n);
+
+			assert_non_null(src);
+			assert_non_null(dst);
+			fill(src, n, (unsigned)i + t);
+			memset(dst, 0xab, n);
+			fprep__copy_rows(p, dst, src, w, pitch, rows);
+			for (size_t j = 0; j < n; j++) {
+				int in_row = j < pitch * rows && j % pitch < w;
+				assert_int_equal(dst[j],
+				                 in_row ? src[j] : 0xab);
+			}
+			free(src);
+			free(dst);
+		}
+		fprep__copy_pool_close(p);
+	}
+}
+
 static fprep__copy_pool *shared_pool;
 
 static void *copier(void *arg)
@@ -85,6 +123,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_sizes),
+	        cmocka_unit_test(test_rows),
 	        cmocka_unit_test(test_concurrent_callers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

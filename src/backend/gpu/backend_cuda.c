@@ -528,6 +528,33 @@ static int cuda_h2d_rows(cuda_backend *cb, uint8_t *dev, const uint8_t *src,
 	return 0;
 }
 
+/* cuda_host_rows copies the frame at src (size bytes, rows stride bytes
+ * apart) into the slot's pinned buffer dst for its H2D: all of it, or with
+ * plan only the rows plan lists, at their offsets. Lane thread. */
+static void cuda_host_rows(cuda_backend *cb, uint8_t *dst, const uint8_t *src,
+                           uint64_t size, uint64_t stride,
+                           const fprep__row_plan *plan)
+{
+	fprep__row_copy c[FPREP__ROW_COPIES_MAX];
+	unsigned n;
+
+	if (plan == NULL) {
+		fprep__copy(cb->copier, dst, src, size);
+		return;
+	}
+	n = fprep__row_plan_copies(plan, 0, plan->src_h, c);
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t off = c[i].first * stride, len = c[i].len * stride;
+
+		if (c[i].count > 1)
+			fprep__copy_rows(cb->copier, dst + off, src + off, len,
+			                 c[i].pitch * stride, c[i].count);
+		else if (off < size)
+			fprep__copy(cb->copier, dst + off, src + off,
+			            off + len < size ? len : size - off);
+	}
+}
+
 /* cuda_enqueue_banded puts job's work on the streams in nb bands: the
  * frame's H2D in nb chunks, each band's kernel launch (a->row0) after its
  * chunk, each band's D2H after its kernel; so the copies in both
@@ -655,8 +682,12 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 	s->out_direct = out_dev || job->output_pinned;
 	dst = s->out_direct ? job->output : s->h_out;
 	src = job->input;
+	/* The rows the kernel reads, when a fraction: all that is copied of
+	 * a frame, into the staging slot and to the device. */
+	const fprep__row_plan *plan = in_dev ? NULL : cuda_row_plan(cb, job);
 	if (!job->input_pinned && !in_dev) {
-		fprep__copy(cb->copier, s->h_in, job->input, rq->input_size);
+		cuda_host_rows(cb, s->h_in, job->input, rq->input_size,
+		               rq->src_stride, plan);
 		src = s->h_in;
 	}
 	/* Mapped: the kernel's own pointer to the frame (a region's mapping,
@@ -713,11 +744,8 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 	cuda_band bands[CUDA_BANDS];
 	unsigned nb = 0;
 	int failed;
-	/* A copied frame whose kernel reads a fraction of its rows moves
-	 * those alone. */
-	const fprep__row_plan *plan =
-	        !in_dev && m_src == NULL ? cuda_row_plan(cb, job) : NULL;
-
+	if (m_src != NULL)
+		plan = NULL; /* the kernel reads the frame in place */
 	if (banded && !in_dev && !out_dev && m_src == NULL && m_dst == NULL &&
 	    cuda_family(rq->src_format) == 0)
 		nb = cuda_band_plan(job, bands);

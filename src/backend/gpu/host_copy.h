@@ -27,4 +27,11 @@ void fprep__copy_pool_close(fprep__copy_pool *p);
  * when every byte is copied. Several threads may call it at once. */
 void fprep__copy(fprep__copy_pool *p, void *dst, const void *src, size_t n);
 
+/* fprep__copy_rows copies rows rows of width bytes each, the rows pitch
+ * bytes apart in both src and dst (pitch >= width), cut between rows into
+ * chunks as fprep__copy cuts bytes. Same threads and return as
+ * fprep__copy. */
+void fprep__copy_rows(fprep__copy_pool *p, void *dst, const void *src,
+                      size_t width, size_t pitch, size_t rows);
+
 #endif /* FPREP_GPU_HOST_COPY_H */
