@@ -164,6 +164,18 @@ if c1:
           lat["p99"] / lat["p50"], best))
 PY
 	done
+	# The bounds of bench_lane's copy probes in this run (when it ran):
+	# the floor of one frame, and the rates the link allows.
+	local h2d d2h dx dr
+	h2d=$(awk '/H2D .*1080p BGR8/ { print $(NF-3) }' "$logs/bench.log" 2>/dev/null)
+	d2h=$(awk '/D2H .*640x640x3 f32/ { print $(NF-3) }' "$logs/bench.log" 2>/dev/null)
+	dx=$(awk '/H2D and D2H at once/ { print $(NF-7) }' "$logs/bench.log" 2>/dev/null)
+	dr=$(awk '/the same with the rows read/ { print $(NF-7) }' "$logs/bench.log" 2>/dev/null)
+	if [ -n "$h2d" ] && [ -n "$d2h" ]; then
+		awk -v h="$h2d" -v d="$d2h" -v x="${dx:-0}" -v r="${dr:-0}" 'BEGIN {
+			printf "floor (H2D + D2H probes + 9 us kernel): %.1f us; H2D-bound %.0f frames/s, both directions %.0f, both directions with the rows read %.0f\n",
+				h + d + 9, 1e6 / h, x, r }'
+	fi
 	return $rc
 }
 

@@ -2,10 +2,11 @@
  * test_gpu_backend.c: the GPU lane against the CPU reference
  * (fprep_preprocess_cpu) on real photographs, plus the lane's promises: no
  * allocation in steady state, H2D of one frame overlapping the D2H of the
- * one before, ECHO and bad jobs answered, and a clean close with jobs in
- * flight. Usage: test_gpu_backend IMAGE_DIR [MAX_IMAGES]. Exits 77
- * without a GPU. The equality cases run once more in each transfer mode
- * that FPREP_TRANSFER names (comma-separated staged, mapped, auto; default
+ * one before, ECHO and bad jobs answered, a clean close with jobs in
+ * flight, and random frames of which the lane copies only the rows the
+ * resize reads (check_rows). Usage: test_gpu_backend IMAGE_DIR [MAX_IMAGES].
+ * Exits 77 without a GPU. The equality cases run once more in each transfer
+ * mode that FPREP_TRANSFER names (comma-separated staged, mapped, auto; default
  * "mapped"), with the lane's trace on: stage times in order; in mapped
  * mode also a frame and tensor in a mapped pinned "region".
  *
@@ -467,6 +468,119 @@ static void check_burst(fprep__backend *b, lane_waiter *w, const lane_image *im,
 	free(cpu);
 }
 
+/* check_rows runs frames whose resize reads a fraction of their rows, of
+ * which a staged lane copies only those (row_plan.h): 1080p and 4K to
+ * 640x640 and 4K to 1280x1280 (every third row), 1280x960 stretched to
+ * 320x240 (half), in BGR8, BGRA8 and GRAY8. The frames are random, each
+ * unlike the last, so a row the kernel read but the lane did not copy
+ * (the previous frame's, left in a slot) would show against the CPU
+ * reference: RUNS frames one at a time (a staged lane bands them), then
+ * RUNS at once (no bands, the slots busy). Returns the number of frames. */
+static int check_rows(fprep__backend *b, lane_waiter *w)
+{
+	enum { RUNS = 6 };
+	static const struct {
+		int w, h;
+		uint16_t fmt;
+		uint32_t ow, oh;
+		uint8_t resize;
+	} g[] = {
+	        {1920, 1080, FPREP_PIX_BGR8, 640, 640, FPREP_RESIZE_LETTERBOX},
+	        {3840, 2160, FPREP_PIX_BGR8, 640, 640, FPREP_RESIZE_LETTERBOX},
+	        {3840, 2160, FPREP_PIX_BGRA8, 1280, 1280,
+	         FPREP_RESIZE_LETTERBOX},
+	        {1280, 960, FPREP_PIX_GRAY8, 320, 240, FPREP_RESIZE_STRETCH},
+	};
+	static lane_job jobs[RUNS];
+	uint32_t seed = 12345;
+	int n = 0;
+
+	for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+		uint8_t *frames[RUNS], *outs[RUNS], *cpus[RUNS];
+		fprep_request rqs[RUNS];
+		uint64_t bytes = 0;
+
+		for (int k = 0; k < 2 * RUNS; k++) {
+			lane_image im = {.w = g[i].w, .h = g[i].h};
+			size_t npx = (size_t)im.w * im.h * 3;
+			fprep_request *rq = &rqs[k % RUNS];
+			uint32_t shape[4];
+
+			snprintf(im.name, sizeof im.name, "random %dx%d #%d",
+			         im.w, im.h, k);
+			im.rgb = malloc(npx);
+			CHECK(im.rgb != NULL, "out of memory");
+			for (size_t j = 0; im.rgb && j < npx; j++) {
+				seed = seed * 1664525u + 1013904223u;
+				im.rgb[j] = (uint8_t)(seed >> 24);
+			}
+			if (k < RUNS) { /* one at a time */
+				case_spec cs = {
+				        .fmt = g[i].fmt,
+				        .order = g[i].fmt == FPREP_PIX_GRAY8
+				                         ? FPREP_ORDER_GRAY
+				                         : FPREP_ORDER_RGB,
+				        .dtype = FPREP_DTYPE_F32,
+				        .layout = FPREP_LAYOUT_NCHW,
+				        .resize = g[i].resize,
+				        .out_w = g[i].ow,
+				        .out_h = g[i].oh,
+				        .extra_stride = (uint32_t)(4 * k)};
+				check_case(b, w, &im, &cs);
+				free(im.rgb);
+				n++;
+				continue;
+			}
+			fprep_request_init(rq, g[i].fmt, (uint32_t)im.w,
+			                   (uint32_t)im.h);
+			frames[k - RUNS] = lane_frame_make(&im, g[i].fmt, 0,
+			                                   &rq->src_stride,
+			                                   &rq->input_size);
+			free(im.rgb);
+			rq->channel_order = g[i].fmt == FPREP_PIX_GRAY8
+			                            ? FPREP_ORDER_GRAY
+			                            : FPREP_ORDER_RGB;
+			rq->resize = g[i].resize;
+			rq->out_width = g[i].ow;
+			rq->out_height = g[i].oh;
+			fprep_tensor_shape(rq, shape, &bytes);
+			outs[k - RUNS] = malloc(bytes);
+			cpus[k - RUNS] = malloc(bytes);
+			CHECK(frames[k - RUNS] && outs[k - RUNS] &&
+			              cpus[k - RUNS],
+			      "out of memory");
+			CHECK(fprep_preprocess_cpu(rq, frames[k - RUNS],
+			                           cpus[k - RUNS], bytes,
+			                           NULL) == 0,
+			      "cpu");
+		}
+		/* RUNS at once. */
+		unsigned target = lane_count(w) + RUNS;
+		for (int k = 0; k < RUNS; k++) {
+			lane_job_init(&jobs[k], w, &rqs[k], frames[k], outs[k],
+			              bytes);
+			CHECK(b->submit(b, &jobs[k].job) == 0, "submit");
+		}
+		lane_wait(w, target);
+		for (int k = 0; k < RUNS; k++) {
+			int bad = 0;
+
+			CHECK(jobs[k].job.status == FPREP_OK, "rows job %d: %s",
+			      k, jobs[k].job.message);
+			compare(&rqs[k], outs[k], cpus[k], bytes, &bad);
+			CHECK(bad == 0,
+			      "%dx%d -> %ux%u, frame %d of a burst "
+			      "differs from the CPU",
+			      g[i].w, g[i].h, g[i].ow, g[i].oh, k);
+			free(frames[k]);
+			free(outs[k]);
+			free(cpus[k]);
+			n++;
+		}
+	}
+	return n;
+}
+
 /* check_mapped_region runs one 1080p frame read from, and its tensor
  * written to, pinned memory standing for a registered region (base, and
  * its device address in mapped), as the daemon hands a lane a job on a
@@ -672,6 +786,7 @@ int main(int argc, char **argv)
 	CHECK(fprep__cuda_alloc_count() > allocs,
 	      "a larger frame did not grow the staging slot");
 	free(huge.rgb);
+	ncases += check_rows(b, &w);
 	allocs = fprep__cuda_alloc_count();
 	memset(max_diff, 0, sizeof max_diff);
 	ncases += all_cases(b, &w, ims, nims);
@@ -708,6 +823,7 @@ int main(int argc, char **argv)
 		if (b == NULL)
 			break;
 		int n = all_cases(b, &w, ims, nims);
+		n += check_rows(b, &w);
 		ncases += n;
 		if (mc.transfer != FPREP__CUDA_STAGED)
 			check_mapped_region(b, &w, &big,
