@@ -34,7 +34,7 @@ static int row_plan_add(fprep__row_plan *p, uint32_t first, uint32_t len)
 }
 
 void fprep__row_plan_build(fprep__row_plan *p, uint32_t src_h,
-                           uint32_t resized_h)
+                           uint32_t resized_h, unsigned shift)
 {
 	uint32_t run0 = 0, runlen = 0;
 	int full = 0;
@@ -42,16 +42,19 @@ void fprep__row_plan_build(fprep__row_plan *p, uint32_t src_h,
 	memset(p, 0, sizeof *p);
 	p->src_h = src_h;
 	p->resized_h = resized_h;
+	p->shift = shift;
+	p->plane_h = (src_h + (1u << shift) - 1) >> shift;
 	/* Tensor rows map to source rows in order (i0 never decreases, i1 is
-	 * i0 or i0 + 1), so the rows read come out sorted: each extends the
-	 * current run or starts the next one. */
+	 * i0 or i0 + 1), and so to plane rows (y >> shift), so the rows read
+	 * come out sorted: each extends the current run or starts the next
+	 * one. */
 	for (uint32_t d = 0; d < resized_h && !full; d++) {
 		int i0, i1;
 		float w0, w1;
 
 		lb_axis(d, src_h, resized_h, &i0, &i1, &w0, &w1);
 		for (int y = i0; y <= i1 && !full; y++) {
-			uint32_t r = (uint32_t)y;
+			uint32_t r = (uint32_t)y >> shift;
 
 			if (runlen > 0 && r < run0 + runlen)
 				continue; /* already in the run */
@@ -72,9 +75,9 @@ void fprep__row_plan_build(fprep__row_plan *p, uint32_t src_h,
 		p->rows += runlen;
 	}
 	/* Worth it only where a quarter of the rows or more stay behind. */
-	if (full || (uint64_t)p->rows * 4 > (uint64_t)src_h * 3) {
+	if (full || (uint64_t)p->rows * 4 > (uint64_t)p->plane_h * 3) {
 		p->ngroups = 0;
-		p->rows = src_h;
+		p->rows = p->plane_h;
 	}
 }
 
@@ -83,8 +86,8 @@ unsigned fprep__row_plan_copies(const fprep__row_plan *p, uint32_t y0,
 {
 	unsigned n = 0;
 
-	if (y1 > p->src_h)
-		y1 = p->src_h;
+	if (y1 > p->plane_h)
+		y1 = p->plane_h;
 	for (uint32_t k = 0; k < p->ngroups && y0 < y1; k++) {
 		const fprep__row_group *g = &p->g[k];
 		uint32_t per = g->count > 1 ? g->period : 0, len = g->len;
@@ -108,7 +111,7 @@ unsigned fprep__row_plan_copies(const fprep__row_plan *p, uint32_t y0,
 			i0++;
 		}
 		r = g->first + (i1 - 1) * per;
-		if (i1 > i0 && (r + len > y1 || r + len >= p->src_h)) {
+		if (i1 > i0 && (r + len > y1 || r + len >= p->plane_h)) {
 			/* the last run, cut by the range, or the frame's end */
 			uint32_t e = r + len < y1 ? r + len : y1;
 			out[n++] = (fprep__row_copy){r, e - r, 0, 1};
@@ -125,7 +128,7 @@ unsigned fprep__row_plan_copies(const fprep__row_plan *p, uint32_t y0,
 int fprep__row_plan_has(const fprep__row_plan *p, uint32_t y)
 {
 	if (p->ngroups == 0)
-		return y < p->src_h;
+		return y < p->plane_h;
 	for (uint32_t k = 0; k < p->ngroups; k++) {
 		const fprep__row_group *g = &p->g[k];
 

@@ -1,7 +1,9 @@
 /*
- * row_plan.h: which rows of an interleaved frame (BGR8, RGB8, BGRA8,
- * RGBA8, GRAY8) the letterbox kernels read, so that a staged transfer
- * copies those rows alone.
+ * row_plan.h: which rows of a frame's planes the letterbox kernels read,
+ * so that a staged transfer copies those rows alone: the rows of an
+ * interleaved frame (BGR8, RGB8, BGRA8, RGBA8, GRAY8, YUYV) or of the luma
+ * plane of NV12 and I420, and the chroma rows of NV12 and I420 (row y / 2
+ * of the chroma planes for luma row y, 4:2:0).
  *
  * INTER_LINEAR samples each tensor row from two source rows, or from one
  * where the second weight rounds to 0 (kernels/letterbox_axis.h). Where
@@ -34,22 +36,26 @@ typedef struct fprep__row_group {
 	uint32_t first, len, period, count;
 } fprep__row_group;
 
-/* fprep__row_plan: the rows of a src_h-row frame that a tensor whose
- * resized image is resized_h rows high reads. rows is how many rows the
- * groups cover; ngroups 0 means "copy the whole frame" (every row read,
- * or too scattered to be worth the copies). */
+/* fprep__row_plan: the rows of a plane of a frame src_h rows high that a
+ * tensor whose resized image is resized_h rows high reads: the frame's
+ * own rows (shift 0), or its 4:2:0 chroma rows (shift 1: row y >> 1 of a
+ * plane of (src_h + 1) / 2 rows). plane_h is the plane's rows; rows is how
+ * many of them the groups cover; ngroups 0 means "copy the whole plane"
+ * (every row read, or too scattered to be worth the copies). */
 typedef struct fprep__row_plan {
-	uint32_t src_h, resized_h; /* what the plan is for */
+	uint32_t src_h, resized_h, shift; /* what the plan is for */
+	uint32_t plane_h;
 	uint32_t rows;
 	uint32_t ngroups;
 	fprep__row_group g[FPREP__ROW_GROUPS_MAX];
 } fprep__row_plan;
 
 /* fprep__row_plan_build fills p for a frame of src_h rows resized to
- * resized_h rows (both >= 1). The groups are selective only when they
- * leave out at least a quarter of the frame's rows. */
+ * resized_h rows (both >= 1), for its rows (shift 0) or its 4:2:0 chroma
+ * rows (shift 1). The groups are selective only when they leave out at
+ * least a quarter of the plane's rows. */
 void fprep__row_plan_build(fprep__row_plan *p, uint32_t src_h,
-                           uint32_t resized_h);
+                           uint32_t resized_h, unsigned shift);
 
 /* fprep__row_copy: one copy of rows: count runs of len rows each, the
  * first starting at row first and each next one pitch rows further (a
@@ -64,15 +70,15 @@ typedef struct fprep__row_copy {
 /* fprep__row_plan_copies lists in out the copies that move the rows of a
  * selective plan p (ngroups > 0) lying in [y0, y1): each group's runs
  * whole inside the range as one copy, and the runs the range cuts apart.
- * A run that holds the frame's last row (src_h - 1) goes alone, since
+ * A run that holds the plane's last row (plane_h - 1) goes alone, since
  * that row may be shorter than the stride and the caller cuts its copy at
  * the frame's size. Returns how many copies it wrote (at most
  * FPREP__ROW_COPIES_MAX). */
 unsigned fprep__row_plan_copies(const fprep__row_plan *p, uint32_t y0,
                                 uint32_t y1, fprep__row_copy *out);
 
-/* fprep__row_plan_has tells whether row y is in a selective plan's groups
- * (always true for a whole-frame plan). */
+/* fprep__row_plan_has tells whether row y of the plane is in a selective
+ * plan's groups (always true for a whole-plane plan). */
 int fprep__row_plan_has(const fprep__row_plan *p, uint32_t y);
 
 #endif /* FPREP_ROW_PLAN_H */

@@ -407,7 +407,7 @@ int main(int argc, char **argv)
 	printf("  D2H %9zu bytes (640x640x3 f32):     %7.1f us  %5.1f GB/s\n",
 	       out_n, td, out_n / td / 1e3);
 	fprep__row_plan plan;
-	fprep__row_plan_build(&plan, 1080, 360); /* 1080p to 640x360 + pad */
+	fprep__row_plan_build(&plan, 1080, 360, 0); /* 1080p to 640x360 + pad */
 	double tr =
 	        plan.ngroups > 0 ? probe(in_n, 1, &plan, bf.rq.src_stride) : th;
 	printf("  H2D %9zu bytes (the %u rows read):  %7.1f us  %5.1f GB/s\n",

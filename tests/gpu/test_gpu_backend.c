@@ -471,11 +471,13 @@ static void check_burst(fprep__backend *b, lane_waiter *w, const lane_image *im,
 /* check_rows runs frames whose resize reads a fraction of their rows, of
  * which a staged lane copies only those (row_plan.h): 1080p and 4K to
  * 640x640 and 4K to 1280x1280 (every third row), 1280x960 stretched to
- * 320x240 (half), in BGR8, BGRA8 and GRAY8. The frames are random, each
- * unlike the last, so a row the kernel read but the lane did not copy
- * (the previous frame's, left in a slot) would show against the CPU
- * reference: RUNS frames one at a time (a staged lane bands them), then
- * RUNS at once (no bands, the slots busy). Returns the number of frames. */
+ * 320x240 (half), in BGR8, BGRA8 and GRAY8, and 1080p and 4K NV12, I420
+ * and YUYV (luma and chroma rows). The frames are random, each unlike the
+ * last, so a row the kernel read but the lane did not copy (the previous
+ * frame's, left in a slot) would show against the CPU reference: RUNS
+ * frames one at a time (a staged lane bands interleaved ones), then, for
+ * interleaved frames, RUNS at once (no bands, the slots busy). Returns
+ * the number of frames. */
 static int check_rows(fprep__backend *b, lane_waiter *w)
 {
 	enum { RUNS = 6 };
@@ -490,6 +492,9 @@ static int check_rows(fprep__backend *b, lane_waiter *w)
 	        {3840, 2160, FPREP_PIX_BGRA8, 1280, 1280,
 	         FPREP_RESIZE_LETTERBOX},
 	        {1280, 960, FPREP_PIX_GRAY8, 320, 240, FPREP_RESIZE_STRETCH},
+	        {1920, 1080, FPREP_PIX_NV12, 640, 640, FPREP_RESIZE_LETTERBOX},
+	        {3840, 2160, FPREP_PIX_I420, 640, 640, FPREP_RESIZE_LETTERBOX},
+	        {1920, 1080, FPREP_PIX_YUYV, 640, 640, FPREP_RESIZE_LETTERBOX},
 	};
 	static lane_job jobs[RUNS];
 	uint32_t seed = 12345;
@@ -500,7 +505,9 @@ static int check_rows(fprep__backend *b, lane_waiter *w)
 		fprep_request rqs[RUNS];
 		uint64_t bytes = 0;
 
-		for (int k = 0; k < 2 * RUNS; k++) {
+		int yuv = g[i].fmt >= FPREP_PIX_NV12;
+
+		for (int k = 0; k < (yuv ? RUNS : 2 * RUNS); k++) {
 			lane_image im = {.w = g[i].w, .h = g[i].h};
 			size_t npx = (size_t)im.w * im.h * 3;
 			fprep_request *rq = &rqs[k % RUNS];
@@ -525,7 +532,9 @@ static int check_rows(fprep__backend *b, lane_waiter *w)
 				        .resize = g[i].resize,
 				        .out_w = g[i].ow,
 				        .out_h = g[i].oh,
-				        .extra_stride = (uint32_t)(4 * k)};
+				        .extra_stride = (uint32_t)(4 * k),
+				        .matrix = (uint8_t)(k % 4),
+				        .range = (uint8_t)(k % 2 + 1)};
 				check_case(b, w, &im, &cs);
 				free(im.rgb);
 				n++;
@@ -554,6 +563,8 @@ static int check_rows(fprep__backend *b, lane_waiter *w)
 			                           NULL) == 0,
 			      "cpu");
 		}
+		if (yuv)
+			continue;
 		/* RUNS at once. */
 		unsigned target = lane_count(w) + RUNS;
 		for (int k = 0; k < RUNS; k++) {

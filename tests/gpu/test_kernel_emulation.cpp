@@ -165,12 +165,16 @@ static int emu_rows_case(uint16_t fmt, uint32_t w, uint32_t h, uint32_t out_w,
 
 	uint32_t bpp = fmt == FPREP_PIX_GRAY8   ? 1
 	               : fmt == FPREP_PIX_BGRA8 ? 4
+	               : fmt == FPREP_PIX_YUYV  ? 2
 	                                        : 3;
+	int planar = fmt == FPREP_PIX_NV12 || fmt == FPREP_PIX_I420;
+	fprep__row_plan chroma;
 
 	emu_layout(&rq, fmt, w, h);
 	/* The last row as short as allowed: the plan's copies must stop at
-	 * input_size. */
-	rq.input_size = (uint64_t)rq.src_stride * (h - 1) + w * bpp;
+	 * input_size (planar frames end with their chroma planes). */
+	if (!planar)
+		rq.input_size = (uint64_t)rq.src_stride * (h - 1) + w * bpp;
 	rq.out_width = out_w;
 	rq.out_height = out_h;
 	rq.resize = rs;
@@ -178,7 +182,8 @@ static int emu_rows_case(uint16_t fmt, uint32_t w, uint32_t h, uint32_t out_w,
 	if (fprep_tensor_shape(&rq, shape, &bytes) != 0)
 		return 1;
 	fprep_transform_compute(&rq, &xf);
-	fprep__row_plan_build(&plan, h, xf.resized_h);
+	fprep__row_plan_build(&plan, h, xf.resized_h, 0);
+	fprep__row_plan_build(&chroma, h, xf.resized_h, 1);
 	*rows = plan.rows;
 
 	uint8_t *frame = (uint8_t *)malloc(rq.input_size);
@@ -189,15 +194,34 @@ static int emu_rows_case(uint16_t fmt, uint32_t w, uint32_t h, uint32_t out_w,
 		return 1;
 	for (uint64_t i = 0; i < rq.input_size; i++)
 		frame[i] = emu_byte();
-	memcpy(poisoned, frame, rq.input_size);
-	for (uint32_t y = 0; y < h; y++) {
-		if (fprep__row_plan_has(&plan, y))
-			continue;
-		uint64_t end = (uint64_t)rq.src_stride * (y + 1);
-		for (uint64_t i = (uint64_t)rq.src_stride * y;
-		     i < end && i < rq.input_size; i++)
-			poisoned[i] = (uint8_t)(frame[i] ^ 0x5a);
-	}
+	/* What the lane copies (backend_cuda.c, cuda_planes): the rows each
+	 * plane's plan lists, or the whole frame when neither plan is
+	 * selective; every other byte is overwritten. */
+	uint8_t *copied = (uint8_t *)calloc(rq.input_size, 1);
+	if (copied == NULL)
+		return 1;
+	struct {
+		uint64_t base, stride;
+		uint32_t rows;
+		const fprep__row_plan *plan;
+	} pl[3] = {{0, rq.src_stride, h, &plan},
+	           {rq.u_offset, rq.uv_stride, chroma.plane_h, &chroma},
+	           {rq.v_offset, rq.uv_stride, chroma.plane_h, &chroma}};
+	unsigned np = !planar ? 1 : fmt == FPREP_PIX_NV12 ? 2 : 3;
+	if (plan.ngroups == 0 && (!planar || chroma.ngroups == 0))
+		memset(copied, 1, rq.input_size);
+	for (unsigned k = 0; k < np; k++)
+		for (uint32_t y = 0; y < pl[k].rows; y++) {
+			if (!fprep__row_plan_has(pl[k].plan, y))
+				continue;
+			uint64_t lo = pl[k].base + pl[k].stride * y;
+			for (uint64_t i = lo;
+			     i < lo + pl[k].stride && i < rq.input_size; i++)
+				copied[i] = 1;
+		}
+	for (uint64_t i = 0; i < rq.input_size; i++)
+		poisoned[i] = copied[i] ? frame[i] : (uint8_t)(frame[i] ^ 0x5a);
+	free(copied);
 	bad = fprep_preprocess_cpu(&rq, frame, cpu, bytes, &xf) != 0;
 	if (!bad) {
 		memset(emu, 0xff, bytes);
@@ -222,7 +246,7 @@ static int emu_copies(const fprep__row_plan *plan, uint32_t y0, uint32_t y1)
 {
 	fprep__row_copy c[FPREP__ROW_COPIES_MAX];
 	unsigned n = fprep__row_plan_copies(plan, y0, y1, c);
-	uint8_t *seen = (uint8_t *)calloc(plan->src_h, 1);
+	uint8_t *seen = (uint8_t *)calloc(plan->plane_h, 1);
 	int bad = seen == NULL;
 
 	for (unsigned i = 0; i < n && !bad; i++)
@@ -230,11 +254,11 @@ static int emu_copies(const fprep__row_plan *plan, uint32_t y0, uint32_t y1)
 			for (uint32_t j = 0; j < c[i].len; j++) {
 				uint32_t y = c[i].first + k * c[i].pitch + j;
 
-				if (y >= plan->src_h || seen[y]++ ||
-				    (c[i].count > 1 && y == plan->src_h - 1))
+				if (y >= plan->plane_h || seen[y]++ ||
+				    (c[i].count > 1 && y == plan->plane_h - 1))
 					bad = 1;
 			}
-	for (uint32_t y = 0; y < plan->src_h && !bad; y++)
+	for (uint32_t y = 0; y < plan->plane_h && !bad; y++)
 		if (seen[y] !=
 		    (y >= y0 && y < y1 && fprep__row_plan_has(plan, y)))
 			bad = 1;
@@ -261,8 +285,9 @@ static int emu_rows(void)
 	        {333, 77, 50, 50},    /* scale 6.66 */
 	        {96, 720, 32, 96},    /* scale 7.5 */
 	};
-	static const uint16_t fmts[] = {FPREP_PIX_BGR8, FPREP_PIX_GRAY8,
-	                                FPREP_PIX_BGRA8};
+	static const uint16_t fmts[] = {FPREP_PIX_BGR8,  FPREP_PIX_GRAY8,
+	                                FPREP_PIX_BGRA8, FPREP_PIX_NV12,
+	                                FPREP_PIX_I420,  FPREP_PIX_YUYV};
 	int bad = 0, n = 0;
 	uint32_t rows;
 
@@ -270,28 +295,36 @@ static int emu_rows(void)
 		for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++)
 			for (uint8_t rs = FPREP_RESIZE_LETTERBOX;
 			     rs <= FPREP_RESIZE_STRETCH; rs++) {
+				if (fmts[f] >= FPREP_PIX_NV12 &&
+				    (geo[g][0] % 2 != 0 || geo[g][1] % 2 != 0))
+					continue; /* YUV: even sizes */
 				bad += emu_rows_case(fmts[f], geo[g][0],
 				                     geo[g][1], geo[g][2],
 				                     geo[g][3], rs, &rows);
 				n++;
 			}
-	/* The copies of every selective plan of frames up to 300 rows, whole
-	 * and in bands cut anywhere. */
+	/* The copies of every selective plan of frames up to 300 rows (and
+	 * of their chroma rows), whole and in bands cut anywhere. */
 	int nc = 0, ncbad = 0;
 	for (uint32_t h = 2; h <= 300; h++)
-		for (uint32_t rh = 1; rh <= h; rh += 1 + rh / 8) {
-			fprep__row_plan plan;
+		for (uint32_t rh = 1; rh <= h; rh += 1 + rh / 8)
+			for (unsigned shift = 0; shift <= 1; shift++) {
+				fprep__row_plan plan;
+				uint32_t ph;
 
-			fprep__row_plan_build(&plan, h, rh);
-			if (plan.ngroups == 0)
-				continue;
-			ncbad += emu_copies(&plan, 0, h);
-			for (uint32_t cut = 1; cut < h; cut += 1 + h / 13)
-				ncbad += emu_copies(&plan, 0, cut) +
-				         emu_copies(&plan, cut, h) +
-				         emu_copies(&plan, cut / 2, cut + 3);
-			nc++;
-		}
+				fprep__row_plan_build(&plan, h, rh, shift);
+				if (plan.ngroups == 0)
+					continue;
+				ph = plan.plane_h;
+				ncbad += emu_copies(&plan, 0, ph);
+				for (uint32_t cut = 1; cut < ph;
+				     cut += 1 + ph / 13)
+					ncbad += emu_copies(&plan, 0, cut) +
+					         emu_copies(&plan, cut, ph) +
+					         emu_copies(&plan, cut / 2,
+					                    cut + 3);
+				nc++;
+			}
 	printf("%d selective plans: their copies move every row read once, "
 	       "no other%s\n",
 	       nc, ncbad ? ": FAILED" : "");
@@ -307,6 +340,14 @@ static int emu_rows(void)
 	              &rows);
 	if (rows != 72) {
 		printf("FAIL: 216 rows to 36 read %u rows, not 72\n", rows);
+		bad++;
+	}
+	fprep__row_plan ch;
+	fprep__row_plan_build(&ch, 1080, 360, 1);
+	if (ch.ngroups == 0 || ch.rows != 360) {
+		printf("FAIL: 1080p NV12 to 640x360 reads %u of 540 chroma "
+		       "rows (%u groups), not 360\n",
+		       ch.rows, ch.ngroups);
 		bad++;
 	}
 	printf("%d cases: the row plan leaves out only rows the kernels never "

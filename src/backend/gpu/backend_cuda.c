@@ -203,13 +203,14 @@ typedef struct cuda_backend {
 	fprep__cuda_probe_fn probe;
 	void *probe_arg;
 
-	int transfer;          /* FPREP__CUDA_STAGED, _MAPPED or _AUTO */
-	int all_rows;          /* a staged H2D copies every row */
-	fprep__row_plan plan;  /* the last geometry's rows (lane thread) */
-	int integrated;        /* cudaDevAttrIntegrated */
-	int trace;             /* convert job stages to the host clock */
-	cudaEvent_t ev_anchor; /* device time at host time anchor_ns */
-	uint64_t anchor_ns;    /* lane thread; read while a slot is busy */
+	int transfer;            /* FPREP__CUDA_STAGED, _MAPPED or _AUTO */
+	int all_rows;            /* a staged H2D copies every row */
+	fprep__row_plan plan[2]; /* the last geometry's rows, and chroma
+	                            rows (lane thread) */
+	int integrated;          /* cudaDevAttrIntegrated */
+	int trace;               /* convert job stages to the host clock */
+	cudaEvent_t ev_anchor;   /* device time at host time anchor_ns */
+	uint64_t anchor_ns;      /* lane thread; read while a slot is busy */
 } cuda_backend;
 
 static atomic_ulong cuda_allocs;
@@ -458,69 +459,104 @@ static unsigned cuda_band_plan(const fprep__job *job, cuda_band *b)
 	return n + 1;
 }
 
-/* cuda_row_plan returns the plan of the rows job's kernel reads from an
- * interleaved frame when they are few enough to copy alone (row_plan.h),
- * else NULL. The lane keeps the last geometry's plan: a stream of frames
- * of one size computes it once. Lane thread. */
-static const fprep__row_plan *cuda_row_plan(cuda_backend *cb,
-                                            const fprep__job *job)
-{
-	uint32_t h = job->req.src_height, rh = job->xf.resized_h;
+/* cuda_plane: a plane of a frame as the lane copies it: rows rows of
+ * stride bytes from byte base of the frame, which ends at byte size (its
+ * last row may be short); with plan, only the rows the plan lists. */
+typedef struct cuda_plane {
+	uint64_t base, stride, size;
+	uint32_t rows;
+	const fprep__row_plan *plan;
+} cuda_plane;
 
-	if (cb->all_rows || cuda_family(job->req.src_format) != 0 || h == 0 ||
-	    rh == 0)
-		return NULL;
-	if (cb->plan.src_h != h || cb->plan.resized_h != rh)
-		fprep__row_plan_build(&cb->plan, h, rh);
-	return cb->plan.ngroups > 0 ? &cb->plan : NULL;
+/* cuda_plan_get returns p, rebuilt when it is not the plan of rows
+ * (shift) of a frame h rows high resized to rh, when it is selective; else
+ * NULL. */
+static const fprep__row_plan *cuda_plan_get(fprep__row_plan *p, uint32_t h,
+                                            uint32_t rh, unsigned shift)
+{
+	if (p->src_h != h || p->resized_h != rh || p->shift != shift)
+		fprep__row_plan_build(p, h, rh, shift);
+	return p->ngroups > 0 ? p : NULL;
 }
 
-/* cuda_h2d_span copies rows [a, b) of a frame whose rows lie stride
- * bytes apart, cut at its size bytes (the last row may be shorter than the
- * stride), to the same offsets at dev, on the H2D stream. */
-static int cuda_h2d_span(cuda_backend *cb, uint8_t *dev, const uint8_t *src,
-                         uint64_t size, uint64_t stride, uint64_t a, uint64_t b,
-                         fprep__gpu_status *st)
+/* cuda_planes fills pl with the planes of job's frame (one for an
+ * interleaved or YUYV frame; luma and chroma for NV12, luma, U and V for
+ * I420) and the plans of the rows its kernel reads (row_plan.h), when it
+ * reads few enough of them to copy alone. Returns how many planes, or 0:
+ * copy the frame whole. The lane keeps the last geometry's plans: frames
+ * of one size compute them once. Lane thread. */
+static unsigned cuda_planes(cuda_backend *cb, const fprep__job *job,
+                            cuda_plane *pl)
 {
-	uint64_t lo = a * stride, hi = b * stride < size ? b * stride : size;
+	const fprep_request *rq = &job->req;
+	uint32_t h = rq->src_height, rh = job->xf.resized_h, ch = (h + 1) / 2;
+	int fam = cuda_family(rq->src_format), planar = fam == 1 || fam == 2;
+	const fprep__row_plan *luma, *chroma = NULL;
 
-	if (lo >= hi)
+	if (cb->all_rows || h == 0 || rh == 0)
 		return 0;
-	return FPREP__CUDA(st,
-	                   cudaMemcpyAsync(dev + lo, src + lo, hi - lo,
-	                                   cudaMemcpyHostToDevice, cb->s_h2d));
+	luma = cuda_plan_get(&cb->plan[0], h, rh, 0);
+	if (planar)
+		chroma = cuda_plan_get(&cb->plan[1], h, rh, 1);
+	if (luma == NULL && chroma == NULL)
+		return 0;
+	pl[0] = (cuda_plane){0, rq->src_stride, rq->input_size, h, luma};
+	if (!planar)
+		return 1;
+	pl[1] = (cuda_plane){rq->u_offset, rq->uv_stride, rq->input_size, ch,
+	                     chroma};
+	if (fam == 1)
+		return 2;
+	pl[2] = (cuda_plane){rq->v_offset, rq->uv_stride, rq->input_size, ch,
+	                     chroma};
+	return 3;
 }
 
-/* cuda_h2d_rows copies the rows [y0, y1) of a frame of h rows (y1 >= h:
- * to the end of its size bytes) to the same offsets at dev, on the H2D
- * stream: all of them, or with plan only those it lists (the kernel never
- * reads the others), a 2D copy for each group of equally spaced runs
- * (fprep__row_plan_copies). Lane thread. Returns 0, or -1 with *st set. */
+/* cuda_plane_span gives the bytes [*lo, *hi) of rows [a, b) of plane pl,
+ * cut at the frame's end. */
+static void cuda_plane_span(const cuda_plane *pl, uint64_t a, uint64_t b,
+                            uint64_t *lo, uint64_t *hi)
+{
+	*lo = pl->base + a * pl->stride;
+	*hi = pl->base + b * pl->stride;
+	if (*hi > pl->size)
+		*hi = pl->size;
+}
+
+/* cuda_h2d_rows copies the rows [y0, y1) of plane pl of the frame at src
+ * to the same offsets at dev, on the H2D stream: all of them, or with the
+ * plane's plan only those it lists (the kernel never reads the others), a
+ * 2D copy for each group of equally spaced runs (fprep__row_plan_copies).
+ * Lane thread. Returns 0, or -1 with *st set. */
 static int cuda_h2d_rows(cuda_backend *cb, uint8_t *dev, const uint8_t *src,
-                         uint64_t size, uint64_t stride, uint32_t h,
-                         const fprep__row_plan *plan, uint32_t y0, uint32_t y1,
+                         const cuda_plane *pl, uint32_t y0, uint32_t y1,
                          fprep__gpu_status *st)
 {
 	fprep__row_copy c[FPREP__ROW_COPIES_MAX];
-	unsigned n;
+	unsigned n = 1;
+	uint64_t lo, hi;
 
-	if (plan == NULL)
-		return cuda_h2d_span(
-		        cb, dev, src, size, stride, y0,
-		        y1 >= h ? (size + stride - 1) / stride : y1, st);
-	n = fprep__row_plan_copies(plan, y0, y1, c);
+	if (pl->plan == NULL)
+		c[0] = (fprep__row_copy){y0, y1 > y0 ? y1 - y0 : 0, 0, 1};
+	else
+		n = fprep__row_plan_copies(pl->plan, y0, y1, c);
 	for (unsigned i = 0; i < n; i++) {
-		uint64_t off = c[i].first * stride, pitch = c[i].pitch * stride;
+		uint64_t pitch = c[i].pitch * pl->stride;
 
+		cuda_plane_span(pl, c[i].first, c[i].first + c[i].len, &lo,
+		                &hi);
+		if (lo >= hi)
+			continue;
 		if (c[i].count == 1
-		            ? cuda_h2d_span(cb, dev, src, size, stride,
-		                            c[i].first, c[i].first + c[i].len,
-		                            st)
+		            ? FPREP__CUDA(st,
+		                          cudaMemcpyAsync(
+		                                  dev + lo, src + lo, hi - lo,
+		                                  cudaMemcpyHostToDevice,
+		                                  cb->s_h2d))
 		            : FPREP__CUDA(st,
 		                          cudaMemcpy2DAsync(
-		                                  dev + off, pitch, src + off,
-		                                  pitch, c[i].len * stride,
-		                                  c[i].count,
+		                                  dev + lo, pitch, src + lo,
+		                                  pitch, hi - lo, c[i].count,
 		                                  cudaMemcpyHostToDevice,
 		                                  cb->s_h2d)))
 			return -1;
@@ -528,30 +564,48 @@ static int cuda_h2d_rows(cuda_backend *cb, uint8_t *dev, const uint8_t *src,
 	return 0;
 }
 
-/* cuda_host_rows copies the frame at src (size bytes, rows stride bytes
- * apart) into the slot's pinned buffer dst for its H2D: all of it, or with
- * plan only the rows plan lists, at their offsets. Lane thread. */
+/* cuda_h2d_frame copies the frame at src (size bytes) to dev on the H2D
+ * stream: whole (np 0), or the rows of its np planes that their plans
+ * list. Lane thread. Returns 0, or -1 with *st set. */
+static int cuda_h2d_frame(cuda_backend *cb, uint8_t *dev, const uint8_t *src,
+                          uint64_t size, const cuda_plane *pl, unsigned np,
+                          fprep__gpu_status *st)
+{
+	if (np == 0)
+		return FPREP__CUDA(st, cudaMemcpyAsync(dev, src, size,
+		                                       cudaMemcpyHostToDevice,
+		                                       cb->s_h2d));
+	for (unsigned i = 0; i < np; i++)
+		if (cuda_h2d_rows(cb, dev, src, &pl[i], 0, pl[i].rows, st))
+			return -1;
+	return 0;
+}
+
+/* cuda_host_rows copies the rows of plane pl that its plan lists (all of
+ * them without one) from the frame at src into the slot's pinned buffer
+ * dst, at their offsets, for its H2D. Lane thread. */
 static void cuda_host_rows(cuda_backend *cb, uint8_t *dst, const uint8_t *src,
-                           uint64_t size, uint64_t stride,
-                           const fprep__row_plan *plan)
+                           const cuda_plane *pl)
 {
 	fprep__row_copy c[FPREP__ROW_COPIES_MAX];
-	unsigned n;
+	unsigned n = 1;
+	uint64_t lo, hi;
 
-	if (plan == NULL) {
-		fprep__copy(cb->copier, dst, src, size);
-		return;
-	}
-	n = fprep__row_plan_copies(plan, 0, plan->src_h, c);
+	if (pl->plan == NULL)
+		c[0] = (fprep__row_copy){0, pl->rows, 0, 1};
+	else
+		n = fprep__row_plan_copies(pl->plan, 0, pl->rows, c);
 	for (unsigned i = 0; i < n; i++) {
-		uint64_t off = c[i].first * stride, len = c[i].len * stride;
-
+		cuda_plane_span(pl, c[i].first, c[i].first + c[i].len, &lo,
+		                &hi);
+		if (lo >= hi)
+			continue;
 		if (c[i].count > 1)
-			fprep__copy_rows(cb->copier, dst + off, src + off, len,
-			                 c[i].pitch * stride, c[i].count);
-		else if (off < size)
-			fprep__copy(cb->copier, dst + off, src + off,
-			            off + len < size ? len : size - off);
+			fprep__copy_rows(cb->copier, dst + lo, src + lo,
+			                 hi - lo, c[i].pitch * pl->stride,
+			                 c[i].count);
+		else
+			fprep__copy(cb->copier, dst + lo, src + lo, hi - lo);
 	}
 }
 
@@ -566,7 +620,7 @@ static int cuda_enqueue_banded(cuda_backend *cb, cuda_slot *s,
                                const fprep__job *job, cuda_lb_args *a,
                                const uint8_t *src, uint8_t *dst,
                                const void *kern, const cuda_band *band,
-                               unsigned nb, const fprep__row_plan *plan,
+                               unsigned nb, const cuda_plane *pl,
                                fprep__gpu_status *st)
 {
 	const fprep_request *rq = &job->req;
@@ -583,9 +637,8 @@ static int cuda_enqueue_banded(cuda_backend *cb, cuda_slot *s,
 	if (FPREP__CUDA(st, cudaEventRecord(s->t[CUDA_T_H2D0], cb->s_h2d)))
 		return -1;
 	for (unsigned k = 0; k < nb; k++) {
-		if (cuda_h2d_rows(cb, s->d_in, src, rq->input_size,
-		                  rq->src_stride, rq->src_height, plan,
-		                  band[k].y0, band[k].y1, st) ||
+		if (cuda_h2d_rows(cb, s->d_in, src, pl, band[k].y0, band[k].y1,
+		                  st) ||
 		    FPREP__CUDA(st,
 		                cudaEventRecord(s->ev_band_h2d[k], cb->s_h2d)))
 			return -1;
@@ -684,10 +737,14 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 	src = job->input;
 	/* The rows the kernel reads, when a fraction: all that is copied of
 	 * a frame, into the staging slot and to the device. */
-	const fprep__row_plan *plan = in_dev ? NULL : cuda_row_plan(cb, job);
+	cuda_plane planes[3];
+	unsigned np = in_dev ? 0 : cuda_planes(cb, job, planes);
 	if (!job->input_pinned && !in_dev) {
-		cuda_host_rows(cb, s->h_in, job->input, rq->input_size,
-		               rq->src_stride, plan);
+		for (unsigned i = 0; i < np; i++)
+			cuda_host_rows(cb, s->h_in, job->input, &planes[i]);
+		if (np == 0)
+			fprep__copy(cb->copier, s->h_in, job->input,
+			            rq->input_size);
 		src = s->h_in;
 	}
 	/* Mapped: the kernel's own pointer to the frame (a region's mapping,
@@ -745,28 +802,22 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 	unsigned nb = 0;
 	int failed;
 	if (m_src != NULL)
-		plan = NULL; /* the kernel reads the frame in place */
+		np = 0; /* the kernel reads the frame in place */
 	if (banded && !in_dev && !out_dev && m_src == NULL && m_dst == NULL &&
 	    cuda_family(rq->src_format) == 0)
 		nb = cuda_band_plan(job, bands);
+	if (np == 0) /* the one plane of an interleaved frame, whole */
+		planes[0] = (cuda_plane){0, rq->src_stride, rq->input_size,
+		                         rq->src_height, NULL};
 	if (nb > 1)
 		failed = cuda_enqueue_banded(cb, s, job, &a, src, dst, kern,
-		                             bands, nb, plan, &st) != 0;
+		                             bands, nb, &planes[0], &st) != 0;
 	else
 		failed = FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D0],
 		                                          cb->s_h2d)) ||
 		         (!in_dev && m_src == NULL &&
-		          (plan != NULL
-		                   ? cuda_h2d_rows(
-		                             cb, s->d_in, src, rq->input_size,
-		                             rq->src_stride, rq->src_height,
-		                             plan, 0, rq->src_height, &st)
-		                   : FPREP__CUDA(&st,
-		                                 cudaMemcpyAsync(
-		                                         s->d_in, src,
-		                                         rq->input_size,
-		                                         cudaMemcpyHostToDevice,
-		                                         cb->s_h2d)))) ||
+		          cuda_h2d_frame(cb, s->d_in, src, rq->input_size,
+		                         planes, np, &st)) ||
 		         FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D1],
 		                                          cb->s_h2d)) ||
 		         FPREP__CUDA(&st,
