@@ -523,6 +523,17 @@ static void cuda_plane_span(const cuda_plane *pl, uint64_t a, uint64_t b,
 		*hi = pl->size;
 }
 
+/* cuda_plane_copies lists in c the copies of rows [y0, y1) of plane pl:
+ * those of its plan, or one of the whole range. Returns how many. */
+static unsigned cuda_plane_copies(const cuda_plane *pl, uint32_t y0,
+                                  uint32_t y1, fprep__row_copy *c)
+{
+	if (pl->plan != NULL)
+		return fprep__row_plan_copies(pl->plan, y0, y1, c);
+	c[0] = (fprep__row_copy){y0, y1 > y0 ? y1 - y0 : 0, 0, 1};
+	return 1;
+}
+
 /* cuda_h2d_rows copies the rows [y0, y1) of plane pl of the frame at src
  * to the same offsets at dev, on the H2D stream: all of them, or with the
  * plane's plan only those it lists (the kernel never reads the others), a
@@ -533,13 +544,9 @@ static int cuda_h2d_rows(cuda_backend *cb, uint8_t *dev, const uint8_t *src,
                          fprep__gpu_status *st)
 {
 	fprep__row_copy c[FPREP__ROW_COPIES_MAX];
-	unsigned n = 1;
+	unsigned n = cuda_plane_copies(pl, y0, y1, c);
 	uint64_t lo, hi;
 
-	if (pl->plan == NULL)
-		c[0] = (fprep__row_copy){y0, y1 > y0 ? y1 - y0 : 0, 0, 1};
-	else
-		n = fprep__row_plan_copies(pl->plan, y0, y1, c);
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t pitch = c[i].pitch * pl->stride;
 
@@ -588,13 +595,9 @@ static void cuda_host_rows(cuda_backend *cb, uint8_t *dst, const uint8_t *src,
                            const cuda_plane *pl)
 {
 	fprep__row_copy c[FPREP__ROW_COPIES_MAX];
-	unsigned n = 1;
+	unsigned n = cuda_plane_copies(pl, 0, pl->rows, c);
 	uint64_t lo, hi;
 
-	if (pl->plan == NULL)
-		c[0] = (fprep__row_copy){0, pl->rows, 0, 1};
-	else
-		n = fprep__row_plan_copies(pl->plan, 0, pl->rows, c);
 	for (unsigned i = 0; i < n; i++) {
 		cuda_plane_span(pl, c[i].first, c[i].first + c[i].len, &lo,
 		                &hi);
