@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,10 +38,28 @@ static inline fprep_client *daemon_client(const char *u)
 	return c;
 }
 
+/* daemon_answers waits up to 30 s until a daemon answers on u; returns
+ * 1 when it does. */
+static inline int daemon_answers(const char *u)
+{
+	for (int i = 0; i < 1200; i++) {
+		fprep_client *c = NULL;
+		if (fprep_client_open(&c, u, 1000) == 0) {
+			fprep_client_close(c);
+			return 1;
+		}
+		daemon_sleep_ms(25);
+	}
+	return 0;
+}
+
 /* daemon_start runs exe --device device --listen u --log-level info and
  * the extra arguments (NULL-terminated, may be NULL), and waits until it
- * answers on u. Returns its pid; ends the program when it does not
- * start. */
+ * answers on u and on every other --listen URL of extra (the daemon opens
+ * its listeners one after the other). The daemon dies with the test
+ * program (PR_SET_PDEATHSIG), so a test that ends early leaves no daemon
+ * holding its output open. Returns its pid; ends the program when it does
+ * not start. */
 static inline pid_t daemon_start(const char *exe, const char *device,
                                  const char *u, char *const extra[])
 {
@@ -53,22 +72,31 @@ static inline pid_t daemon_start(const char *exe, const char *device,
 	for (int i = 0; extra != NULL && extra[i] != NULL && n < 23; i++)
 		argv[n++] = extra[i];
 	argv[n] = NULL;
+	pid_t parent = getpid();
 	pid = fork();
 	if (pid == 0) {
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 ||
+		    getppid() != parent)
+			_exit(127);
 		execv(exe, argv);
 		_exit(127);
 	}
-	for (int i = 0; i < 1200; i++) {
-		fprep_client *c = NULL;
-		if (fprep_client_open(&c, u, 1000) == 0) {
-			fprep_client_close(c);
-			return pid;
+	const char *wait_for = u;
+	for (int i = 0; wait_for != NULL;) {
+		if (!daemon_answers(wait_for)) {
+			fprintf(stderr, "FAIL frameprepd did not start on %s\n",
+			        wait_for);
+			kill(pid, SIGKILL);
+			exit(1);
 		}
-		daemon_sleep_ms(25);
+		wait_for = NULL;
+		for (; extra != NULL && extra[i] != NULL && wait_for == NULL;
+		     i++)
+			if (strcmp(extra[i], "--listen") == 0 &&
+			    extra[i + 1] != NULL)
+				wait_for = extra[++i];
 	}
-	fprintf(stderr, "FAIL frameprepd did not start on %s\n", u);
-	kill(pid, SIGKILL);
-	exit(1);
+	return pid;
 }
 
 /* daemon_stop sends SIGTERM and returns the exit status (128 + signal when
