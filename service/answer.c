@@ -20,6 +20,10 @@ void fprep__slot_next(fprep__slot *s)
 	fprep__server *srv = s->srv;
 
 	fprep__slot_release(s);
+	if (s->doorbell) {
+		fprep__doorbell_slot_end(s);
+		return;
+	}
 	if (!srv->stopping) {
 		fprep__slot_recv(s);
 		return;
@@ -44,8 +48,16 @@ void fprep__slot_send(fprep__slot *s, nng_msg *msg)
 	s->state = FPREP__SLOT_SEND;
 	fprep__metrics_reply(nng_msg_body(msg), nng_msg_len(msg), s->job.lane);
 	/* A job's regions are in use until here (slot_completed). A reply
-	 * written into the region is not sent through nng: the send ends at
-	 * once, through the event queue as a send would. */
+	 * written into the region, or into the doorbell entry the request
+	 * came from (whether or not the region is sound: there is no other
+	 * way back), is not sent through nng: the send ends at once, through
+	 * the event queue as a send would. */
+	if (s->doorbell) {
+		(void)fprep__reply_write(s->db_region, s->db_reply,
+		                         nng_msg_body(msg));
+		fprep__slot_sent_now(s, msg);
+		return;
+	}
 	if (s->job.out_region != NULL &&
 	    fprep__reply_to_region(&s->job, nng_msg_body(msg))) {
 		fprep__slot_sent_now(s, msg);

@@ -46,6 +46,7 @@ enum config_key {
 	KEY_LOG_LEVEL,
 	KEY_SOCKET_MODE,
 	KEY_MAX_REGIONS,
+	KEY_MAX_DOORBELLS,
 	KEY_MAX_REGION_BYTES,
 	KEY_MAX_SHM_BYTES,
 	KEY_ALLOW_CUDA_REGIONS,
@@ -150,6 +151,11 @@ static const struct config_option config_options[KEY_COUNT] = {
                              "N",
                              "shared-memory regions per connection",
                              {0, 1024}},
+        [KEY_MAX_DOORBELLS] = {"max-doorbells",
+                               "N",
+                               "doorbell areas polled for requests (all "
+                               "connections; 0: doorbells off)",
+                               {0, 1024}},
         [KEY_MAX_REGION_BYTES] = {"max-region-bytes",
                                   "BYTES",
                                   "largest shared-memory region",
@@ -241,6 +247,7 @@ void fprep__config_init(fprep__config *cfg)
 	cfg->log_level = FPREP_LOG_INFO;
 	cfg->socket_mode = 0600;
 	cfg->max_regions = 16;
+	cfg->max_doorbells = 16;
 	cfg->max_region_bytes = UINT64_C(1) << 30;
 	cfg->max_shm_bytes = UINT64_C(4) << 30;
 	cfg->allow_cuda_regions = 1;
@@ -425,6 +432,9 @@ static int config_set(fprep__config *cfg, enum config_key key, const char *val,
 	case KEY_MAX_REGIONS:
 		cfg->max_regions = (unsigned)v;
 		break;
+	case KEY_MAX_DOORBELLS:
+		cfg->max_doorbells = (unsigned)v;
+		break;
 	case KEY_MAX_REGION_BYTES:
 		cfg->max_region_bytes = v;
 		break;
@@ -500,6 +510,9 @@ static void config_default(const fprep__config *cfg, enum config_key key,
 		break;
 	case KEY_MAX_REGIONS:
 		snprintf(buf, size, "%u", cfg->max_regions);
+		break;
+	case KEY_MAX_DOORBELLS:
+		snprintf(buf, size, "%u", cfg->max_doorbells);
 		break;
 	case KEY_MAX_REGION_BYTES:
 		snprintf(buf, size, "%" PRIu64, cfg->max_region_bytes);

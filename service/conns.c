@@ -194,8 +194,10 @@ void fprep__conn_closed(fprep__server *srv, fprep__event *ev)
 	        fprep__container_of(ev, struct conns_pipe_ev, ev);
 	unsigned n = 0;
 
-	if (srv != NULL && !srv->finished)
+	if (srv != NULL && !srv->finished) {
+		fprep__doorbell_drop_pipe(srv, pe->pipe);
 		n = fprep__regions_remove_pipe(&srv->regions, pe->pipe);
+	}
 	if (n > 0)
 		fprep__log(FPREP_LOG_INFO,
 		           "connection %" PRIu32 " closed: %u regions removed",

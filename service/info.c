@@ -54,9 +54,13 @@ void fprep__server_info(fprep__server *srv, char *buf, size_t size)
 		        buf + n, size - n,
 		        "regions: %u\nshm_bytes: %" PRIu64
 		        "\nmax_regions: %u\nmax_region_bytes: "
-		        "%" PRIu64 "\nmax_shm_bytes: %" PRIu64 "\n",
+		        "%" PRIu64 "\nmax_shm_bytes: %" PRIu64 "\n"
+		        "doorbells: %u\nmax_doorbells: %u\n"
+		        "doorbell_requests: %" PRIu64 "\n",
 		        nreg, shm_bytes, srv->cfg->max_regions,
-		        srv->cfg->max_region_bytes, srv->cfg->max_shm_bytes);
+		        srv->cfg->max_region_bytes, srv->cfg->max_shm_bytes,
+		        srv->ndoorbells, srv->cfg->max_doorbells,
+		        srv->doorbell_requests);
 	}
 	if (n < size) {
 		unsigned alive, ncuda;

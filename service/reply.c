@@ -71,26 +71,33 @@ void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
 int fprep__reply_to_region(const fprep__job *job, const void *hdr)
 {
 	const fprep_request *req = &job->req;
-	const uint8_t *h = hdr;
-	_Atomic uint64_t *id;
-	uint64_t v;
-	uint8_t *p;
 
-	if (!req->shm_reply || job->out_region == NULL || job->output_device ||
-	    fprep__memreg_broken(job->out_region))
+	if (!req->shm_reply || job->out_region == NULL || job->output_device)
 		return 0;
 	/* Inside the region and 8-byte aligned: the request's checks
 	 * (protocol.c) and the region's span check (slot.c). */
-	p = job->out_region->base + req->out_offset + req->out_capacity -
-	    FPREP_REPLY_HEADER_SIZE;
-	memcpy(p, h, 8);
-	memcpy(p + 16, h + 16, FPREP_REPLY_HEADER_SIZE - 16);
-	atomic_fetch_add_explicit(&job->out_region->replies, 1,
-	                          memory_order_release);
+	return fprep__reply_write(job->out_region,
+	                          job->out_region->base + req->out_offset +
+	                                  req->out_capacity -
+	                                  FPREP_REPLY_HEADER_SIZE,
+	                          hdr);
+}
+
+int fprep__reply_write(fprep__memreg *r, uint8_t *area, const void *hdr)
+{
+	const uint8_t *h = hdr;
+	_Atomic uint64_t *id;
+	uint64_t v;
+
+	if (fprep__memreg_broken(r))
+		return 0;
+	memcpy(area, h, 8);
+	memcpy(area + 16, h + 16, FPREP_REPLY_HEADER_SIZE - 16);
+	atomic_fetch_add_explicit(&r->replies, 1, memory_order_release);
 	memcpy(&v, h + 8, sizeof(v)); /* the wire's bytes, stored as one */
-	id = (_Atomic uint64_t *)(void *)(p + 8);
+	id = (_Atomic uint64_t *)(void *)(area + 8);
 	atomic_store_explicit(id, v, memory_order_release);
-	syscall(SYS_futex, (uint32_t *)(void *)(p + 8), FUTEX_WAKE, INT_MAX,
+	syscall(SYS_futex, (uint32_t *)(void *)(area + 8), FUTEX_WAKE, INT_MAX,
 	        NULL, NULL, 0);
 	return 1;
 }

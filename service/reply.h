@@ -36,6 +36,14 @@ void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
  * the region; any thread. */
 int fprep__reply_to_region(const fprep__job *job, const void *hdr);
 
+/* fprep__reply_write writes the reply header hdr at area, inside region r
+ * (8-byte aligned, FPREP_REPLY_HEADER_SIZE bytes): the bytes other than
+ * request_id, then request_id with a release store, then a futex wake on
+ * it; the region's reply count goes up first (fprep__memreg.replies).
+ * Returns 1, or 0 without writing when the SIGBUS guard caught the
+ * region. Called while r is in use; any thread. */
+int fprep__reply_write(fprep__memreg *r, uint8_t *area, const void *hdr);
+
 /* fprep__reply_text builds an OK reply whose payload is text (strlen
  * bytes). spare, if not NULL, is a message the caller gives up (reused when
  * possible, else freed). Returns the reply, or NULL when out of memory. */

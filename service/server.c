@@ -48,8 +48,19 @@ static void server_spin_cb(uv_idle_t *handle)
 	fprep__server *srv = handle->data;
 
 	fprep__evq_drain(&srv->evq);
-	if (fprep__now_ns() - srv->last_event_ns > srv->spin_ns)
-		uv_idle_stop(handle);
+	if (srv->ndoorbells > 0 && fprep__doorbell_poll(srv) > 0)
+		srv->last_event_ns = fprep__now_ns();
+	if (fprep__now_ns() - srv->last_event_ns <= srv->spin_ns)
+		return;
+	/* The doorbells say nobody polls, then are looked at once more: a
+	 * client that posted before it read that is served (protocol.h). */
+	fprep__doorbell_set_polling(srv, 0);
+	if (srv->ndoorbells > 0 && fprep__doorbell_poll(srv) > 0) {
+		fprep__doorbell_set_polling(srv, 1);
+		srv->last_event_ns = fprep__now_ns();
+		return;
+	}
+	uv_idle_stop(handle);
 }
 
 /* server_event handles one event of the loop's queue. */
@@ -60,8 +71,10 @@ static void server_event(fprep__event *ev, void *data)
 
 	if (srv->spin_ns > 0 && !srv->finished) {
 		srv->last_event_ns = fprep__now_ns();
-		if (!uv_is_active((uv_handle_t *)&srv->spin))
+		if (!uv_is_active((uv_handle_t *)&srv->spin)) {
 			uv_idle_start(&srv->spin, server_spin_cb);
+			fprep__doorbell_set_polling(srv, !srv->stopping);
+		}
 	}
 
 	switch (ev->kind) {
@@ -88,22 +101,35 @@ static void server_event_dispose(fprep__event *ev, void *data)
 		fprep__conn_closed(NULL, ev);
 }
 
+/* server_open_slots allocates the slots: --max-inflight with an nng
+ * context each, then as many for the doorbell pool when doorbells are on
+ * (--max-doorbells > 0), and a connection entry for each. */
 static int server_open_slots(fprep__server *srv)
 {
+	const fprep__config *cfg = srv->cfg;
+	unsigned pool = cfg->max_doorbells > 0 ? cfg->max_inflight : 0;
 	int rv;
 
-	srv->slots = calloc(srv->cfg->max_inflight, sizeof(*srv->slots));
-	if (srv->slots == NULL)
-		return FPREP_ENOMEM;
-	srv->nslots = srv->cfg->max_inflight;
+	srv->nng_slots = cfg->max_inflight;
+	srv->nslots = srv->nng_slots + pool;
+	srv->slots = calloc(srv->nslots, sizeof(*srv->slots));
 	srv->conns = calloc(srv->nslots, sizeof(*srv->conns));
-	if (srv->conns == NULL)
+	srv->doorbells =
+	        calloc(cfg->max_doorbells + 1, sizeof(*srv->doorbells));
+	srv->doorbell_free = calloc(pool + 1, sizeof(*srv->doorbell_free));
+	if (srv->slots == NULL || srv->conns == NULL ||
+	    srv->doorbells == NULL || srv->doorbell_free == NULL)
 		return FPREP_ENOMEM;
 	for (unsigned i = 0; i < srv->nslots; i++) {
 		fprep__slot *s = &srv->slots[i];
 
 		s->srv = srv;
 		s->index = i;
+		if (i >= srv->nng_slots) {
+			s->doorbell = 1;
+			srv->doorbell_free[srv->ndoorbell_free++] = s;
+			continue;
+		}
 		rv = nng_aio_alloc(&s->aio, fprep__slot_aio_cb, s);
 		if (rv != 0) {
 			fprep__log(FPREP_LOG_ERR, "nng_aio_alloc: %s",
@@ -200,7 +226,7 @@ int fprep__server_run(const fprep__config *cfg, fprep__backend *backend,
 		srv->exit_status = 1;
 		fprep__server_finish(srv);
 	} else {
-		for (unsigned i = 0; i < srv->nslots; i++)
+		for (unsigned i = 0; i < srv->nng_slots; i++)
 			fprep__slot_recv(&srv->slots[i]);
 		fprep__server_log_start(srv);
 		fprep__server_notify("READY=1\nSTATUS=serving");

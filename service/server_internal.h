@@ -12,6 +12,7 @@
  *               closed connections
  *   shutdown.c  signals and the ordered close
  *   info.c      the INFO text and the start-up line
+ *   doorbell.c  requests taken from shared memory (protocol.h, "Doorbells")
  */
 #ifndef FPREP_SERVICE_SERVER_INTERNAL_H
 #define FPREP_SERVICE_SERVER_INTERNAL_H
@@ -52,6 +53,14 @@ typedef struct fprep__server fprep__server;
 typedef struct fprep__slot fprep__slot;
 typedef struct fprep__conn fprep__conn;
 
+/* fprep__doorbell: a doorbell area the loop polls (doorbell.c). */
+typedef struct fprep__doorbell {
+	fprep__memreg *region; /* holds one use of it */
+	uint32_t pipe;         /* the connection that set it up */
+	uint8_t *area;         /* in region's mapping */
+	unsigned entries;
+} fprep__doorbell;
+
 /* fprep__conn: what one connection (nng pipe) holds; an entry is in use
  * while held > 0, so there are never more than the slots. */
 struct fprep__conn {
@@ -68,7 +77,9 @@ struct fprep__conn {
 	atomic_uint region_answered;
 };
 
-/* fprep__slot: one nng context and the request it serves. */
+/* fprep__slot: one nng context and the request it serves; or, in the
+ * doorbell pool, a request taken from a doorbell (no context: its reply
+ * goes into the entry). */
 struct fprep__slot {
 	fprep__event ev; /* kind: FPREP__EV_AIO or FPREP__EV_DONE */
 	int aio_result;  /* nng error of the finished aio */
@@ -95,6 +106,9 @@ struct fprep__slot {
 	/* direct, and answered in the output region instead of sent
 	 * (counted in its connection's region_answered). */
 	int region_answered;
+	int doorbell;             /* a slot of the doorbell pool */
+	fprep__memreg *db_region; /* doorbell: the entry's region (in use) */
+	uint8_t *db_reply;        /* doorbell: the entry's reply header */
 	fprep__job job;
 };
 
@@ -116,11 +130,18 @@ struct fprep__server {
 	fprep__ingress ingress;
 	fprep__regions regions;
 	fprep__watchdog watchdog;
-	fprep__slot *slots;
-	unsigned nslots;
-	unsigned active;      /* slots not IDLE */
-	fprep__conn *conns;   /* nslots entries */
-	uint64_t reply_bytes; /* tensor bytes of the replies in flight */
+	fprep__slot *slots; /* nng's, then the doorbell pool */
+	unsigned nslots;    /* all of them */
+	unsigned nng_slots; /* the first nng_slots have an nng context */
+	fprep__doorbell *doorbells; /* --max-doorbells entries */
+	unsigned ndoorbells;
+	int polling;                 /* the doorbells say the loop polls */
+	fprep__slot **doorbell_free; /* the pool's free slots */
+	unsigned ndoorbell_free;
+	uint64_t doorbell_requests; /* taken from doorbells */
+	unsigned active;            /* slots not IDLE */
+	fprep__conn *conns;         /* nslots entries */
+	uint64_t reply_bytes;       /* tensor bytes of the replies in flight */
 	uint64_t t_start_ns;
 	uint64_t served;
 	uint64_t failed;
@@ -144,6 +165,33 @@ void fprep__slot_aio_cb(void *arg);
 void fprep__slot_event(fprep__slot *s);
 /* fprep__slot_unuse_regions ends the job's use of its regions. */
 void fprep__slot_unuse_regions(fprep__slot *s);
+/* fprep__slot_take serves msg, a request taken from a doorbell, in s (a
+ * free slot of the doorbell pool whose db_region and db_reply are set). */
+void fprep__slot_take(fprep__slot *s, nng_msg *msg);
+
+/* doorbell.c */
+
+/* fprep__doorbell_set sets up, replaces or (0 entries) ends the doorbell
+ * that DOORBELL request req of connection pipe describes. Returns 0, or an
+ * error with a sentence in why. */
+int fprep__doorbell_set(fprep__server *srv, uint32_t pipe,
+                        const fprep_register_request *req, char *why,
+                        size_t why_size);
+/* fprep__doorbell_drop_region ends the doorbell in region id of pipe, if
+ * any; fprep__doorbell_drop_pipe those of connection pipe;
+ * fprep__doorbell_drop_all every one. */
+void fprep__doorbell_drop_region(fprep__server *srv, uint32_t id,
+                                 uint32_t pipe);
+void fprep__doorbell_drop_pipe(fprep__server *srv, uint32_t pipe);
+void fprep__doorbell_drop_all(fprep__server *srv);
+/* fprep__doorbell_poll takes the POSTED requests of every doorbell while
+ * the pool has free slots; returns how many it took. */
+unsigned fprep__doorbell_poll(fprep__server *srv);
+/* fprep__doorbell_set_polling writes whether the loop polls (on) into
+ * every doorbell area. */
+void fprep__doorbell_set_polling(fprep__server *srv, int on);
+/* fprep__doorbell_slot_end returns s, whose request ended, to the pool. */
+void fprep__doorbell_slot_end(fprep__slot *s);
 
 /* answer.c */
 

@@ -126,6 +126,11 @@ void fprep__server_stop(fprep__server *srv, int exit_status, int status,
 		shutdown_set_message(srv->stop_message, why);
 	}
 	fprep__server_notify("STOPPING=1");
+	/* No request is taken from a doorbell any more: a client that
+	 * posted one takes it back and sends it through nng, and gets
+	 * stop_status there. */
+	fprep__doorbell_set_polling(srv, 0);
+	fprep__doorbell_drop_all(srv);
 	/* The regions leave the table (requests in flight keep theirs until
 	 * they are done); registrations still opening end with ESHUTDOWN. */
 	fprep__regions_close(&srv->regions);
@@ -176,8 +181,12 @@ static void shutdown_free_slots(fprep__server *srv)
 	}
 	free(srv->slots);
 	free(srv->conns);
+	free(srv->doorbells);
+	free(srv->doorbell_free);
 	srv->slots = NULL;
 	srv->conns = NULL;
+	srv->doorbells = NULL;
+	srv->doorbell_free = NULL;
 	srv->nslots = 0;
 }
 

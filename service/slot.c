@@ -68,6 +68,7 @@ static int slot_reply_direct(fprep__slot *s)
 
 	if (job->status != FPREP_OK || job->fatal ||
 	    atomic_load(&srv->no_direct) ||
+	    (s->doorbell && fprep__memreg_broken(s->db_region)) ||
 	    (job->in_region != NULL && fprep__memreg_broken(job->in_region)) ||
 	    (job->out_region != NULL && fprep__memreg_broken(job->out_region)))
 		return 0;
@@ -91,6 +92,16 @@ static int slot_reply_direct(fprep__slot *s)
 	fprep__metrics_reply(nng_msg_body(rep), nng_msg_len(rep), job->lane);
 	fprep__metrics_request_end();
 	s->ended = 1;
+	if (s->doorbell) {
+		/* Into the entry, as below; the region was sound just now,
+		 * and if the guard caught it since, nobody can read it. */
+		atomic_fetch_add(&s->conn->region_answered, 1);
+		(void)fprep__reply_write(s->db_region, s->db_reply,
+		                         nng_msg_body(rep));
+		s->region_answered = 1;
+		fprep__slot_sent_now(s, rep);
+		return 1;
+	}
 	if (job->req.shm_reply) {
 		/* Counted before the client can see its reply, so that its
 		 * next requests, which may reach the loop before this slot's
@@ -302,6 +313,7 @@ static void slot_unregister(fprep__slot *s, nng_msg *msg,
 	char why[FPREP_MESSAGE_SIZE];
 	int rv;
 
+	fprep__doorbell_drop_region(srv, req->region_id, pipe);
 	rv = fprep__regions_unregister(&srv->regions, req->region_id, pipe,
 	                               slot_region_done, s, why, sizeof(why));
 	slot_park(s, msg, rv, why);
@@ -388,11 +400,56 @@ static void slot_submit(fprep__slot *s, nng_msg *msg, const fprep_request *req)
 	}
 }
 
-/* slot_received handles a request that just arrived. */
-static void slot_received(fprep__slot *s)
+/* slot_doorbell_check tells whether req may come through a doorbell (its
+ * reply must fit in the entry); returns 0, or FPREP_EINVAL with why. */
+static int slot_doorbell_check(const fprep_request *req, char *why,
+                               size_t why_size)
+{
+	if (req->kind != FPREP_KIND_FRAME && req->kind != FPREP_KIND_ECHO)
+		snprintf(why, why_size,
+		         "kind: %u through a doorbell: only FRAME and ECHO "
+		         "requests come that way",
+		         req->kind);
+	else if (req->input_loc == FPREP_LOC_INLINE)
+		snprintf(why, why_size,
+		         "input_loc: inline through a doorbell: the frame "
+		         "must be in a region (SHM or CUDA)");
+	else if (req->output_loc == FPREP_LOC_INLINE)
+		snprintf(why, why_size,
+		         "output_loc: inline through a doorbell: the reply in "
+		         "the entry carries no payload, so the tensor must go "
+		         "to a region (SHM or CUDA)");
+	else
+		return 0;
+	return FPREP_EINVAL;
+}
+
+/* slot_doorbell sets up or ends the doorbell a DOORBELL request names. */
+static void slot_doorbell(fprep__slot *s, nng_msg *msg)
+{
+	uint32_t pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
+	char why[FPREP_MESSAGE_SIZE];
+	fprep_register_request reg;
+	int rv;
+
+	rv = fprep_register_request_decode(nng_msg_body(msg), nng_msg_len(msg),
+	                                   &reg, why, sizeof(why));
+	if (rv == 0)
+		rv = fprep__doorbell_set(s->srv, pipe, &reg, why, sizeof(why));
+	if (rv != 0) {
+		fprep__slot_fail(s, msg, rv, why);
+		return;
+	}
+	fprep__slot_answer(s,
+	                   fprep__reply_region(msg, s->kind, s->request_id,
+	                                       reg.region_id, ""),
+	                   "DOORBELL");
+}
+
+/* slot_received handles a request that just arrived in msg. */
+static void slot_received(fprep__slot *s, nng_msg *msg)
 {
 	fprep__server *srv = s->srv;
-	nng_msg *msg = nng_aio_get_msg(s->aio);
 	char why[FPREP_MESSAGE_SIZE], *info;
 	fprep_register_request reg;
 	fprep_request req;
@@ -417,6 +474,11 @@ static void slot_received(fprep__slot *s)
 	}
 	if (srv->stopping) {
 		fprep__slot_fail(s, msg, srv->stop_status, srv->stop_message);
+		return;
+	}
+	if (s->doorbell &&
+	    (rv = slot_doorbell_check(&req, why, sizeof(why))) != 0) {
+		fprep__slot_fail(s, msg, rv, why);
 		return;
 	}
 	unsigned conn_inflight = atomic_load(&s->conn->inflight);
@@ -462,6 +524,9 @@ static void slot_received(fprep__slot *s)
 			slot_register_cuda(s, msg, &reg);
 		else
 			slot_unregister(s, msg, &reg);
+		return;
+	case FPREP_KIND_DOORBELL:
+		slot_doorbell(s, msg);
 		return;
 	default:
 		snprintf(why, sizeof(why), "kind: %u is not supported",
@@ -597,7 +662,7 @@ static void slot_aio_done(fprep__slot *s)
 	switch (s->state) {
 	case FPREP__SLOT_RECV:
 		if (rv == 0) {
-			slot_received(s);
+			slot_received(s, nng_aio_get_msg(s->aio));
 			return;
 		}
 		if (!srv->stopping)
@@ -619,6 +684,19 @@ static void slot_aio_done(fprep__slot *s)
 		           s->index, s->state);
 		abort();
 	}
+}
+
+void fprep__slot_take(fprep__slot *s, nng_msg *msg)
+{
+	if (s->srv->cfg->trace)
+		s->t_rx_ns = fprep__now_ns();
+	if (s->state == FPREP__SLOT_IDLE)
+		s->srv->active++;
+	s->state = FPREP__SLOT_RECV;
+	s->kind = 0;
+	s->request_id = 0;
+	s->direct = 0;
+	slot_received(s, msg);
 }
 
 void fprep__slot_event(fprep__slot *s)

@@ -159,6 +159,24 @@ FPREP_EXTERN void fprep_client_close(fprep_client *client);
  * Call it between requests, from the thread that makes them. */
 FPREP_EXTERN void fprep_client_set_spin(fprep_client *client, unsigned spin_us);
 
+/* fprep_client_doorbell sets up (on != 0) or ends (on == 0) this client's
+ * doorbell (protocol.h, "Doorbells"): a page of shared memory registered
+ * with the daemon, which its loop polls while it spins (--spin-us). From
+ * then on fprep_client_request sends a FRAME or ECHO whose frame and
+ * tensor are both in regions through the doorbell whenever the daemon
+ * polls it, and through nng otherwise; either way the reply is the same,
+ * but by the doorbell the request crosses no nng thread, which takes
+ * their wake-ups out of its latency. The wait for the reply polls for up
+ * to the client's spin_us (fprep_client_set_spin), then sleeps in
+ * futex(2). ipc:// only, like every region. Returns 0 (also when there
+ * was nothing to do), or the error of the REGISTER or DOORBELL request
+ * (FPREP_EPERM: the daemon runs with --max-doorbells 0). A doorbell
+ * request that the daemon took and never answered within the client's
+ * timeout fails with FPREP_ETIMEDOUT and leaves the doorbell unused from
+ * then on. fprep_client_close ends it. Call it between requests, from the
+ * thread that makes them. */
+FPREP_EXTERN int fprep_client_doorbell(fprep_client *client, int on);
+
 /* fprep_client_last_error returns a sentence about the last failure on
  * this client (the transport error name, or the server's message), or "".
  * With client NULL it returns the calling thread's last fprep_client_open

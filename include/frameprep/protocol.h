@@ -195,6 +195,53 @@
  * daemon found truncated under it, is answered through nng alone, so the
  * client waits for nng's reply as well.
  *
+ * Doorbells: requests through shared memory (DOORBELL, kind 7). A request
+ * sent through nng crosses nng's I/O and task threads in both processes,
+ * each a wake-up whose delay varies; a doorbell takes them out of the
+ * request's way. The client keeps a doorbell area in one of its
+ * shared-memory regions, and the daemon's loop thread polls it while it
+ * spins (--spin-us: it is awake and has had an event within that time).
+ * The area, at a multiple of 64 bytes from the region's start:
+ *
+ *   off  size                  field
+ *     0  u32 polling           1 while the daemon polls this area, else 0
+ *                              (written by the daemon only)
+ *    64  entries * 512 bytes   the entries, entry k at 64 + 512 * k:
+ *          0  u32 state        FPREP_DOORBELL_FREE, _POSTED or _TAKEN
+ *         64  128 bytes        a request header (FRAME or ECHO)
+ *        256  256 bytes        its reply header
+ *
+ * The client fills an entry's request header, writes 0 into the reply's
+ * request_id (offset 256 + 8), then stores state = POSTED and loads
+ * polling, both sequentially consistent. The daemon takes a POSTED entry
+ * with a compare-and-swap to TAKEN and then reads its request header, so
+ * the client leaves the entry as it is until the reply is there; a client
+ * takes its entry back with a compare-and-swap from POSTED to FREE. When
+ * the daemon stops polling it stores polling = 0 and then looks at every
+ * entry once more, so a client that posted and then read polling as 1
+ * will be served, and one that read 0 may take its entry back and send the
+ * request through nng instead (so may one that waited too long): whichever
+ * compare-and-swap succeeds decides who has the request. A taken request
+ * is answered in its entry only, as "The reply in shared memory" describes
+ * (the request_id written last with a release store, then FUTEX_WAKE on
+ * its low 32 bits), errors included, and never through nng. Such a
+ * request is a FRAME or ECHO whose input and output are both in regions
+ * (SHM or CUDA) of the connection that set up the doorbell, so that its
+ * reply has no payload; any other is refused there with a reason. It
+ * counts against the connection's in-flight limit like any other; the
+ * daemon serves at most --max-inflight requests from doorbells at once
+ * (a pool of its own) and takes no more until one ends.
+ *   DOORBELL  header fields after request_id:
+ *              16 u32 region_id    a shared-memory region of this
+ *                                  connection
+ *              20 u32 entries      1..FPREP_DOORBELL_ENTRIES_MAX; 0 stops
+ *                                  polling the region's doorbell
+ *              24 u64 offset       of the area in the region, a multiple
+ *                                  of 64; the area must lie inside it
+ *           One doorbell per region, at most --max-doorbells in the
+ *           daemon. It goes when the region is unregistered, when the
+ *           connection closes, or when the daemon stops.
+ *
  * Every request, whatever its kind, carries the whole 128-byte header.
  *
  * Reply header (FPREP_REPLY_HEADER_SIZE = 256 bytes)
@@ -287,6 +334,23 @@ enum fprep_kind {
 	FPREP_KIND_UNREGISTER = 5,
 	/* REGISTER_CUDA: a CUDA IPC region (see the table above). */
 	FPREP_KIND_REGISTER_CUDA = 6,
+	/* DOORBELL: requests through shared memory (see "Doorbells"). */
+	FPREP_KIND_DOORBELL = 7,
+};
+
+/* The doorbell area (see "Doorbells" above): its header, one entry, the
+ * offsets in an entry, and the most entries an area may have. */
+#define FPREP_DOORBELL_HEADER_SIZE 64
+#define FPREP_DOORBELL_ENTRY_SIZE  512
+#define FPREP_DOORBELL_REQUEST_AT  64
+#define FPREP_DOORBELL_REPLY_AT    256
+#define FPREP_DOORBELL_ENTRIES_MAX 64
+
+/* fprep_doorbell_state: an entry's state word. */
+enum fprep_doorbell_state {
+	FPREP_DOORBELL_FREE = 0,   /* the client's */
+	FPREP_DOORBELL_POSTED = 1, /* a request waits to be taken */
+	FPREP_DOORBELL_TAKEN = 2,  /* the daemon took the request */
 };
 
 /* fprep_pixel_format: layout of the source frame, 8 bits per sample.
@@ -425,11 +489,15 @@ typedef struct fprep_request {
  * request (see the kinds above), in host byte order. */
 typedef struct fprep_register_request {
 	uint16_t version;
-	uint16_t kind; /* FPREP_KIND_REGISTER, _UNREGISTER or _REGISTER_CUDA */
+	uint16_t kind; /* FPREP_KIND_REGISTER, _UNREGISTER, _REGISTER_CUDA or
+	                  _DOORBELL */
 	uint64_t request_id;
 	uint64_t region_size; /* REGISTER: bytes to map; REGISTER_CUDA: of the
 	                       * client's buffer */
-	uint32_t region_id;   /* UNREGISTER: the region to drop */
+	uint32_t region_id;   /* UNREGISTER: the region to drop; DOORBELL:
+	                         the region holding the area */
+	uint32_t doorbell_entries; /* DOORBELL: entries, 0: stop */
+	uint64_t doorbell_offset;  /* DOORBELL: the area's offset */
 	char region_name[FPREP_REGION_NAME_MAX + 1]; /* REGISTER; NUL-ended */
 	/* REGISTER_CUDA: the buffer's offset from its allocation's base, the
 	 * allocation's cudaIpcMemHandle_t and its device's UUID. */
@@ -483,12 +551,13 @@ FPREP_EXTERN void fprep_request_init(fprep_request *req, uint16_t src_format,
 
 /* fprep_request_encode writes the 128-byte wire header for *req into buf
  * (which must hold FPREP_REQUEST_HEADER_SIZE bytes). It does not validate.
- * A REGISTER, UNREGISTER or REGISTER_CUDA header gets only the common
- * part: use fprep_register_request_encode for those. */
+ * A REGISTER, UNREGISTER, REGISTER_CUDA or DOORBELL header gets only the
+ * common part: use fprep_register_request_encode for those. */
 FPREP_EXTERN void fprep_request_encode(const fprep_request *req, void *buf);
 
 /* fprep_register_request_encode writes the 128-byte wire header of a
- * REGISTER, UNREGISTER or REGISTER_CUDA request *req into buf (which must hold
+ * REGISTER, UNREGISTER, REGISTER_CUDA or DOORBELL request *req into buf
+ * (which must hold
  * FPREP_REQUEST_HEADER_SIZE bytes); a name longer than
  * FPREP_REGION_NAME_MAX is cut. It does not validate. */
 FPREP_EXTERN void
@@ -511,7 +580,8 @@ fprep_register_request_encode(const fprep_register_request *req, void *buf);
  * input), normalisation (finite values, pad_value in [0, 255], std > 0; dtype
  * U8 needs scale 1/255 or 1, mean 0, std 1), out_capacity >= tensor size for
  * shm or CUDA output. INFO: only the
- * common part. REGISTER, UNREGISTER and REGISTER_CUDA: the checks of
+ * common part. REGISTER, UNREGISTER, REGISTER_CUDA and DOORBELL: the checks
+ * of
  * fprep_register_request_decode, which gives their fields; the other
  * fields of *req are left zero.
  *
@@ -527,12 +597,14 @@ FPREP_EXTERN int fprep_request_decode(const void *buf, size_t len,
                                       size_t msg_size);
 
 /* fprep_register_request_decode parses and validates a whole REGISTER,
- * UNREGISTER or REGISTER_CUDA message of len bytes: magic, length >=
+ * UNREGISTER, REGISTER_CUDA or DOORBELL message of len bytes: magic, length >=
  * header, version, kind (another kind: FPREP_EINVAL), for REGISTER
  * name_len in 2..FPREP_REGION_NAME_MAX with no NUL inside the name (its
  * syntax and the size are the daemon's to judge), for REGISTER_CUDA
  * region_size >= 1 and cuda_offset + region_size without 64-bit overflow
- * (the daemon checks them against the allocation). Returns and explains errors
+ * (the daemon checks them against the allocation), for DOORBELL entries
+ * <= FPREP_DOORBELL_ENTRIES_MAX and offset a multiple of 64 (the daemon
+ * checks the area against the region). Returns and explains errors
  * like fprep_request_decode, storing what could be read of version, kind and
  * request_id. Never reads outside buf[0..len). Thread-safe. */
 FPREP_EXTERN int fprep_register_request_decode(const void *buf, size_t len,

@@ -75,6 +75,11 @@ struct fprep_client {
 	_Atomic int reply_state;      /* CLIENT_WAIT_* */
 	int raio_busy;    /* raio cancelled, not yet waited for (caller's) */
 	unsigned spin_us; /* poll the reply this long before sleeping */
+
+	/* The doorbell (fprep_client_doorbell): its region and its area, one
+	 * entry, used by the blocking call. */
+	fprep_region *db_region;
+	uint8_t *db_area;
 };
 
 /* The blocking call's wait for a reply in shared memory: the caller sets
@@ -97,6 +102,9 @@ static void client_raio_retire(fprep_client *c);
 /* What the reply aio's callback stores in the awaited request_id when nng
  * delivered the reply (or failed) first: no request has this id. */
 #define CLIENT_REPLY_VIA_NNG UINT64_MAX
+
+/* The doorbell's region: its area with one entry fits in a page. */
+#define CLIENT_DOORBELL_BYTES 4096
 
 /* Whether the daemon's limits were asked for: not yet, known, or asked
  * without an answer (not asked again). */
@@ -488,6 +496,7 @@ void fprep_client_close(fprep_client *client)
 {
 	if (client == NULL)
 		return;
+	(void)fprep_client_doorbell(client, 0);
 	nng_aio_stop(client->aio);
 	client_raio_retire(client);
 	nng_aio_stop(client->raio);
@@ -753,6 +762,90 @@ static int client_roundtrip_shm(fprep_client *c, nng_msg *msg, uint8_t *area,
 	return client_take_reply(c, c->raio, replyp);
 }
 
+/* What client_doorbell_call returns when the daemon did not take the
+ * request: it goes through nng instead. */
+#define CLIENT_DOORBELL_NOT_TAKEN (-1)
+
+/* client_doorbell_fits tells whether req may go through the doorbell
+ * (protocol.h, "Doorbells"): a FRAME or ECHO with its frame and its
+ * tensor in regions. */
+static int client_doorbell_fits(const fprep_client *c, const fprep_request *req)
+{
+	return c->db_area != NULL &&
+	       (req->kind == FPREP_KIND_FRAME ||
+	        req->kind == FPREP_KIND_ECHO) &&
+	       req->input_loc != FPREP_LOC_INLINE &&
+	       req->output_loc != FPREP_LOC_INLINE;
+}
+
+/* client_doorbell_call posts the request header hdr (request id) in the
+ * doorbell's entry when the daemon polls it, and waits there for the
+ * reply: polling for up to spin_us, then in futex(2) with a 1 ms bound,
+ * so that it sees the daemon stop polling. Returns 0 with the reply
+ * header copied into *replyp; CLIENT_DOORBELL_NOT_TAKEN when the daemon
+ * did not poll, or stopped before it took the request (the entry is the
+ * client's again); or an error. */
+static int client_doorbell_call(fprep_client *c, const uint8_t *hdr,
+                                uint64_t id, nng_msg **replyp)
+{
+	uint8_t *e = c->db_area + FPREP_DOORBELL_HEADER_SIZE;
+	_Atomic uint32_t *polling = (_Atomic uint32_t *)(void *)c->db_area;
+	_Atomic uint32_t *state = (_Atomic uint32_t *)(void *)e;
+	_Atomic uint64_t *word =
+	        (_Atomic uint64_t *)(void *)(e + FPREP_DOORBELL_REPLY_AT + 8);
+	const struct timespec tick = {0, 1000000};
+	struct timespec t0, t;
+	long waited_us;
+	uint64_t v;
+	unsigned i;
+
+	if (atomic_load(polling) == 0)
+		return CLIENT_DOORBELL_NOT_TAKEN;
+	memcpy(e + FPREP_DOORBELL_REQUEST_AT, hdr, FPREP_REQUEST_HEADER_SIZE);
+	atomic_store_explicit(word, 0, memory_order_relaxed);
+	atomic_store(state, FPREP_DOORBELL_POSTED);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (i = 1;; i++) {
+		v = atomic_load_explicit(word, memory_order_acquire);
+		if (v == id)
+			break;
+		if (i % 64 != 0)
+			continue;
+		/* Not taken while the daemon does not poll, or too long:
+		 * take the entry back, unless the daemon has it. */
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		waited_us = (t.tv_sec - t0.tv_sec) * 1000000 +
+		            (t.tv_nsec - t0.tv_nsec) / 1000;
+		if (atomic_load(state) == FPREP_DOORBELL_POSTED &&
+		    (atomic_load(polling) == 0 ||
+		     waited_us >= (long)c->timeout_ms * 1000)) {
+			uint32_t posted = FPREP_DOORBELL_POSTED;
+
+			if (atomic_compare_exchange_strong(state, &posted,
+			                                   FPREP_DOORBELL_FREE))
+				return CLIENT_DOORBELL_NOT_TAKEN;
+		}
+		if (waited_us >= (long)c->timeout_ms * 1000) {
+			/* Taken and never answered: the doorbell is left
+			 * alone from now on. */
+			c->db_area = NULL;
+			return client_error(c, FPREP_ETIMEDOUT,
+			                    "no reply in the doorbell within "
+			                    "%d ms",
+			                    c->timeout_ms);
+		}
+		if (waited_us >= (long)c->spin_us)
+			syscall(SYS_futex, (uint32_t *)(void *)word, FUTEX_WAIT,
+			        (uint32_t)v, &tick, NULL, 0);
+	}
+	if (nng_msg_alloc(replyp, FPREP_REPLY_HEADER_SIZE) != 0)
+		return client_error(c, FPREP_ENOMEM,
+		                    "no memory for the reply header");
+	memcpy(nng_msg_body(*replyp), e + FPREP_DOORBELL_REPLY_AT,
+	       FPREP_REPLY_HEADER_SIZE);
+	return 0;
+}
+
 /* client_message builds the request message: header plus payload_size
  * bytes of payload. Assigns the request id. */
 static int client_message(fprep_client *c, fprep_request *req,
@@ -839,6 +932,17 @@ static int client_call(fprep_client *c, fprep_request *req, const void *payload,
 		return FPREP_EINVAL;
 	if ((err = client_message(c, req, payload, payload_size, &msg)))
 		return err;
+	if (client_doorbell_fits(c, req)) {
+		err = client_doorbell_call(c, nng_msg_body(msg),
+		                           req->request_id, &reply);
+		if (err != CLIENT_DOORBELL_NOT_TAKEN) {
+			nng_msg_free(msg);
+			if (err)
+				return err;
+			return client_check_reply(c, req->request_id, req->kind,
+			                          reply, res);
+		}
+	}
 	err = area != NULL ? client_roundtrip_shm(c, msg, area, req->request_id,
 	                                          &reply)
 	                   : client_roundtrip(c, msg, &reply);
@@ -1144,6 +1248,43 @@ int fprep_client_register(fprep_client *c, fprep_register_request *req,
 	if ((err = client_roundtrip(c, msg, &reply)))
 		return err;
 	return client_check_reply(c, req->request_id, req->kind, reply, res);
+}
+
+int fprep_client_doorbell(fprep_client *client, int on)
+{
+	fprep_register_request req;
+	fprep_result res;
+	fprep_region *r = NULL;
+	int err;
+
+	if (!on || client->db_region != NULL) {
+		if (!on && client->db_region != NULL) {
+			/* Its UNREGISTER ends the doorbell too. */
+			fprep_region_close(client->db_region);
+			client->db_region = NULL;
+			client->db_area = NULL;
+		}
+		return FPREP_OK;
+	}
+	if ((err = fprep_region_open(&r, client, CLIENT_DOORBELL_BYTES)) != 0)
+		return err;
+	memset(&req, 0, sizeof(req));
+	req.kind = FPREP_KIND_DOORBELL;
+	req.region_id = fprep_region_id(r);
+	req.doorbell_entries = 1;
+	req.doorbell_offset = 0;
+	err = fprep_client_register(client, &req, &res);
+	if (err == 0) {
+		err = (int)res.header.status;
+		fprep_result_fini(&res);
+	}
+	if (err != 0) {
+		fprep_region_close(r);
+		return err;
+	}
+	client->db_region = r;
+	client->db_area = fprep_region_base(r);
+	return FPREP_OK;
 }
 
 int fprep_client_info(fprep_client *client, fprep_result *res)

@@ -12,6 +12,7 @@
  * before anything is allocated, and explains each refusal with the field, the
  * value and the bound.
  */
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -174,6 +175,13 @@ static void proto_put_text(uint8_t *p, const char *text, size_t size)
  * bytes after region_id are reserved. */
 #define PROTO_UNREGISTER(X, R) X(16, u32, region_id)
 
+/* The rest of a DOORBELL request header (fprep_register_request); the
+ * bytes after doorbell_offset are reserved. */
+#define PROTO_DOORBELL(X, R)                                                   \
+	X(16, u32, region_id)                                                  \
+	X(20, u32, doorbell_entries)                                           \
+	X(24, u64, doorbell_offset)
+
 /* The rest of a reply header (fprep_reply_header). */
 #define PROTO_REPLY(X, R)                                                      \
 	X(16, u32, status)                                                     \
@@ -282,6 +290,9 @@ struct proto_head {
 #define PROTO_CHECK_UNREGISTER(off, type, field)                               \
 	PROTO_CHECK(proto_unregister_layout, fprep_register_request, off,      \
 	            type, field)
+#define PROTO_CHECK_DOORBELL(off, type, field)                                 \
+	PROTO_CHECK(proto_doorbell_layout, fprep_register_request, off, type,  \
+	            field)
 #define PROTO_CHECK_REPLY(off, type, field)                                    \
 	PROTO_CHECK(proto_reply_layout, fprep_reply_header, off, type, field)
 
@@ -305,6 +316,11 @@ struct proto_unregister_layout {
 	PROTO_HEAD(PROTO_LAYOUT, PROTO_LAYOUT_R)
 	PROTO_UNREGISTER(PROTO_LAYOUT, PROTO_LAYOUT_R)
 };
+struct proto_doorbell_layout {
+	uint8_t magic[4];
+	PROTO_HEAD(PROTO_LAYOUT, PROTO_LAYOUT_R)
+	PROTO_DOORBELL(PROTO_LAYOUT, PROTO_LAYOUT_R)
+};
 struct proto_reply_layout {
 	uint8_t magic[4];
 	PROTO_HEAD(PROTO_LAYOUT, PROTO_LAYOUT_R)
@@ -318,6 +334,7 @@ PROTO_REPLY(PROTO_CHECK_REPLY, PROTO_SKIP)
 PROTO_REGISTER(PROTO_CHECK_REGISTER, PROTO_SKIP)
 PROTO_UNREGISTER(PROTO_CHECK_UNREGISTER, PROTO_SKIP)
 PROTO_REGISTER_CUDA(PROTO_CHECK_REGISTER_CUDA, PROTO_SKIP)
+PROTO_DOORBELL(PROTO_CHECK_DOORBELL, PROTO_SKIP)
 _Static_assert(sizeof(struct proto_register_cuda_layout) ==
                        FPREP_REQUEST_HEADER_SIZE,
                "the REGISTER_CUDA table does not end at the header size");
@@ -331,6 +348,9 @@ _Static_assert(sizeof(struct proto_register_layout) <=
 _Static_assert(sizeof(struct proto_unregister_layout) <=
                        FPREP_REQUEST_HEADER_SIZE,
                "the UNREGISTER table exceeds the request header size");
+_Static_assert(sizeof(struct proto_doorbell_layout) <=
+                       FPREP_REQUEST_HEADER_SIZE,
+               "the DOORBELL table exceeds the request header size");
 
 /* proto_fail writes the explanation of a refusal and returns err. */
 static int proto_fail(char *msg, size_t msg_size, int err, const char *fmt, ...)
@@ -447,6 +467,10 @@ void fprep_register_request_encode(const fprep_register_request *req, void *buf)
 	}
 	if (req->kind == FPREP_KIND_REGISTER_CUDA) {
 		PROTO_REGISTER_CUDA(PROTO_ENCODE, PROTO_SKIP)
+		return;
+	}
+	if (req->kind == FPREP_KIND_DOORBELL) {
+		PROTO_DOORBELL(PROTO_ENCODE, PROTO_SKIP)
 		return;
 	}
 	memset(&reg, 0, sizeof(reg));
@@ -845,10 +869,23 @@ int fprep_register_request_decode(const void *buf, size_t len,
 	case FPREP_KIND_REGISTER_CUDA:
 		PROTO_REGISTER_CUDA(PROTO_DECODE, PROTO_SKIP)
 		return proto_check_register_cuda(req, msg, msg_size);
+	case FPREP_KIND_DOORBELL:
+		PROTO_DOORBELL(PROTO_DECODE, PROTO_SKIP)
+		if (req->doorbell_entries > FPREP_DOORBELL_ENTRIES_MAX)
+			return proto_fail(msg, msg_size, FPREP_EINVAL,
+			                  "entries: %" PRIu32 " > %d",
+			                  req->doorbell_entries,
+			                  FPREP_DOORBELL_ENTRIES_MAX);
+		if (req->doorbell_offset % 64 != 0)
+			return proto_fail(msg, msg_size, FPREP_EINVAL,
+			                  "offset: %" PRIu64
+			                  " is not a multiple of 64",
+			                  req->doorbell_offset);
+		return FPREP_OK;
 	}
 	return proto_fail(msg, msg_size, FPREP_EINVAL,
-	                  "kind %u is not REGISTER (4), UNREGISTER (5) or "
-	                  "REGISTER_CUDA (6)",
+	                  "kind %u is not REGISTER (4), UNREGISTER (5), "
+	                  "REGISTER_CUDA (6) or DOORBELL (7)",
 	                  req->kind);
 }
 
@@ -879,11 +916,12 @@ int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
 	case FPREP_KIND_REGISTER:
 	case FPREP_KIND_UNREGISTER:
 	case FPREP_KIND_REGISTER_CUDA:
+	case FPREP_KIND_DOORBELL:
 		return fprep_register_request_decode(buf, len, &reg, msg,
 		                                     msg_size);
 	}
 	return proto_fail(msg, msg_size, FPREP_EINVAL,
-	                  "kind %u is not a request kind (1..6)", req->kind);
+	                  "kind %u is not a request kind (1..7)", req->kind);
 }
 
 int fprep__request_check(const fprep_request *req, char *msg, size_t msg_size)

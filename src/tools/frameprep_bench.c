@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -57,6 +58,7 @@ typedef struct bench_opts {
 	int shm_out;      /* tensors written into it */
 	int shm_reply;    /* replies read from it too (FPREP_LOC_F_SHM_REPLY) */
 	unsigned spin_us; /* fprep_client_set_spin, with shm_reply */
+	int doorbell;     /* requests through a doorbell (shm both) */
 	int verify;
 	unsigned verify_every;
 	int timeout_ms;
@@ -659,10 +661,20 @@ static void bench_usage(FILE *f)
 	        "where the client\n"
 	        "                              waits (a futex) instead of on "
 	        "the socket\n"
-	        "      --spin-us N             with --shm-reply: each stream "
-	        "polls for its reply\n"
-	        "                              up to N us before it sleeps "
-	        "(default 0)\n"
+	        "      --spin-us N             with --shm-reply or --doorbell: "
+	        "each stream polls\n"
+	        "                              for its reply up to N us "
+	        "before it sleeps\n"
+	        "                              (default 0)\n"
+	        "      --doorbell              with --shm both: each stream "
+	        "sends its requests\n"
+	        "                              through a doorbell that "
+	        "frameprepd polls while\n"
+	        "                              it spins (its --spin-us), "
+	        "through the socket\n"
+	        "                              while not; the report counts "
+	        "the requests the\n"
+	        "                              daemon took there\n"
 	        "\n"
 	        "Checks:\n"
 	        "      --verify MODE           all, sample, none: compare "
@@ -717,6 +729,7 @@ enum {
 	OPT_PLOT,
 	OPT_TRACE,
 	OPT_SHM_REPLY,
+	OPT_DOORBELL,
 	OPT_SPIN_US,
 };
 
@@ -739,6 +752,7 @@ static const struct option bench_long_opts[] = {
         {"echo", no_argument, NULL, OPT_ECHO},
         {"shm", required_argument, NULL, OPT_SHM},
         {"shm-reply", no_argument, NULL, OPT_SHM_REPLY},
+        {"doorbell", no_argument, NULL, OPT_DOORBELL},
         {"spin-us", required_argument, NULL, OPT_SPIN_US},
         {"verify", required_argument, NULL, OPT_VERIFY},
         {"verify-every", required_argument, NULL, OPT_VERIFY_EVERY},
@@ -900,6 +914,9 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 		case OPT_SHM_REPLY:
 			o->shm_reply = 1;
 			break;
+		case OPT_DOORBELL:
+			o->doorbell = 1;
+			break;
 		case OPT_SPIN_US:
 			if (bench_parse_double(optarg, &v) || v < 0 ||
 			    v > 1000000)
@@ -994,6 +1011,12 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 		                "is the pool size: give one value\n");
 		return 2;
 	}
+	if (o->doorbell && !(o->shm_in && o->shm_out)) {
+		fprintf(stderr, "frameprep-bench: --doorbell needs --shm both "
+		                "(a request through a doorbell has its frame "
+		                "and its tensor in regions)\n");
+		return 2;
+	}
 	return 0;
 }
 
@@ -1023,6 +1046,50 @@ static void bench_info_value(const char *text, const char *key, char *buf,
 		if (p)
 			p++;
 	}
+}
+
+/* bench_doorbell_requests reads the daemon's count of requests taken
+ * from doorbells (INFO doorbell_requests); UINT64_MAX when unknown. */
+static uint64_t bench_doorbell_requests(fprep_client *c)
+{
+	fprep_result res;
+	char value[32] = "";
+	uint64_t n = UINT64_MAX;
+
+	if (fprep_client_info(c, &res) == FPREP_OK &&
+	    res.header.status == FPREP_OK && res.payload != NULL) {
+		bench_info_value((const char *)res.payload, "doorbell_requests",
+		                 value, sizeof(value));
+		if (value[0] != '\0')
+			n = strtoull(value, NULL, 10);
+	}
+	fprep_result_fini(&res);
+	return n;
+}
+
+/* bench_doorbells sets up each connection's doorbell (--doorbell) and
+ * returns the daemon's count of requests taken from doorbells so far, or
+ * UINT64_MAX after saying why it could not. */
+static uint64_t bench_doorbells(bench_conn *conns, unsigned n)
+{
+	uint64_t taken;
+	int rc;
+
+	for (unsigned i = 0; i < n; i++) {
+		rc = fprep_client_doorbell(conns[i].client, 1);
+		if (rc != FPREP_OK) {
+			fprintf(stderr,
+			        "frameprep-bench: --doorbell: %s (%s)\n",
+			        fprep_strerror(rc),
+			        fprep_client_last_error(conns[i].client));
+			return UINT64_MAX;
+		}
+	}
+	taken = bench_doorbell_requests(conns[0].client);
+	if (taken == UINT64_MAX)
+		fprintf(stderr, "frameprep-bench: --doorbell: the daemon's "
+		                "INFO has no doorbell_requests\n");
+	return taken;
 }
 
 /* bench_open_regions gives each connection a shared-memory region with a
@@ -1136,6 +1203,7 @@ int main(int argc, char **argv)
 	bench_trace *trace = NULL;
 	unsigned npoints, nclients = 0, i, p;
 	uint64_t ceiling_fail = 0, fail = 0;
+	uint64_t db0 = 0;
 	int trace_fail = 0;
 	int rc, status = 2;
 
@@ -1228,6 +1296,9 @@ int main(int argc, char **argv)
 	if ((o.shm_in || o.shm_out) &&
 	    bench_open_regions(conns, nclients, inputs, ninputs))
 		goto out;
+	if (o.doorbell &&
+	    (db0 = bench_doorbells(conns, nclients)) == UINT64_MAX)
+		goto out;
 
 	for (p = 0; p < npoints && !bench_interrupted; p++) {
 		memset(&run, 0, sizeof(run));
@@ -1302,6 +1373,10 @@ int main(int argc, char **argv)
 	rep.runs = runs;
 	rep.nruns = p;
 	bench_report_table(stdout, &rep);
+	if (o.doorbell)
+		printf("doorbell: %" PRIu64 " requests taken by the daemon "
+		       "from doorbells\n",
+		       bench_doorbell_requests(conns[0].client) - db0);
 	fflush(stdout);
 	status = 0;
 	if (o.json && bench_report_json(o.json, &rep))

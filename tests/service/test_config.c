@@ -77,6 +77,7 @@ static void config_same_numbers(const fprep__config *a, const fprep__config *b)
 	assert_int_equal(a->slots, b->slots);
 	assert_int_equal(a->log_level, b->log_level);
 	assert_int_equal(a->max_regions, b->max_regions);
+	assert_int_equal(a->max_doorbells, b->max_doorbells);
 	assert_true(a->max_region_bytes == b->max_region_bytes);
 	assert_true(a->max_shm_bytes == b->max_shm_bytes);
 	assert_int_equal(a->trace, b->trace);
@@ -113,6 +114,7 @@ static void defaults(void **state)
 	assert_int_equal(cfg.log_level, FPREP_LOG_INFO);
 	assert_int_equal(cfg.socket_mode, 0600);
 	assert_int_equal(cfg.max_regions, 16);
+	assert_int_equal(cfg.max_doorbells, 16);
 	assert_true(cfg.max_region_bytes == UINT64_C(1073741824));
 	assert_true(cfg.max_shm_bytes == UINT64_C(4294967296));
 	assert_null(cfg.metrics_listen);
@@ -402,6 +404,7 @@ static void bad_values(void **state)
 	        {"slots", "1"},
 	        {"slots", "65"},
 	        {"max-regions", "1025"},
+	        {"max-doorbells", "1025"},
 	        {"max-region-bytes", "0"},
 	        {"max-shm-bytes", "1099511627777"},
 	        {"device", "gpu"},
@@ -466,6 +469,8 @@ static void range_edges(void **state)
 	                                   "2",
 	                                   "--max-regions",
 	                                   "0",
+	                                   "--max-doorbells",
+	                                   "1024",
 	                                   "--device",
 	                                   "1023",
 	                                   "--send-timeout-ms",
@@ -482,6 +487,7 @@ static void range_edges(void **state)
 	assert_int_equal(cfg.max_inflight, 4096);
 	assert_int_equal(cfg.slots, 2);
 	assert_int_equal(cfg.max_regions, 0);
+	assert_int_equal(cfg.max_doorbells, 1024);
 	assert_int_equal(cfg.device, 1023);
 	assert_int_equal(cfg.send_timeout_ms, 3600000);
 	assert_true(cfg.max_shm_bytes == UINT64_C(1) << 40);

@@ -292,8 +292,8 @@ static void request_magic_version_kind(void **state)
 	r.version = FPREP_PROTOCOL_VERSION;
 	r.kind = 0;
 	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL, "kind 0");
-	r.kind = 7;
-	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL, "kind 7");
+	r.kind = 8;
+	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL, "kind 8");
 	r.kind = 0xffff;
 	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL, "kind 65535");
 }
@@ -823,12 +823,66 @@ static void request_register_cuda(void **state)
 	                 FPREP_EINVAL);
 	assert_non_null(strstr(msg, "cuda_offset 18446744073709551615 + "
 	                            "region_size 2 overflows"));
-	g.kind = 7;
+	g.kind = 8;
 	fprep_register_request_encode(&g, buf);
 	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
 	                                      &d, msg, sizeof(msg)),
 	                 FPREP_EINVAL);
-	assert_non_null(strstr(msg, "kind 7 is not a request kind (1..6)"));
+	assert_non_null(strstr(msg, "kind 8 is not a request kind (1..7)"));
+}
+
+/* DOORBELL: its fields survive encode + decode at their offsets, and
+ * entries past the maximum or an offset off 64 are refused by name. */
+static void doorbell_roundtrip(void **state)
+{
+	uint8_t buf[FPREP_REQUEST_HEADER_SIZE];
+	fprep_register_request g, d;
+	fprep_request r;
+	char msg[FPREP_MESSAGE_SIZE];
+	uint32_t v32;
+	uint64_t v64;
+
+	(void)state;
+	memset(&g, 0, sizeof(g));
+	g.version = FPREP_PROTOCOL_VERSION;
+	g.kind = FPREP_KIND_DOORBELL;
+	g.request_id = 42;
+	g.region_id = 7;
+	g.doorbell_entries = FPREP_DOORBELL_ENTRIES_MAX;
+	g.doorbell_offset = 4096 + 64;
+	fprep_register_request_encode(&g, buf);
+	memcpy(&v32, buf + 16, 4);
+	assert_int_equal(v32, 7);
+	memcpy(&v32, buf + 20, 4);
+	assert_int_equal(v32, FPREP_DOORBELL_ENTRIES_MAX);
+	memcpy(&v64, buf + 24, 8);
+	assert_int_equal(v64, 4096 + 64);
+	assert_int_equal(fprep_register_request_decode(buf, sizeof(buf), &d,
+	                                               msg, sizeof(msg)),
+	                 FPREP_OK);
+	assert_int_equal(d.kind, FPREP_KIND_DOORBELL);
+	assert_int_equal(d.request_id, 42);
+	assert_int_equal(d.region_id, 7);
+	assert_int_equal(d.doorbell_entries, FPREP_DOORBELL_ENTRIES_MAX);
+	assert_int_equal(d.doorbell_offset, 4096 + 64);
+	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
+	                                      &r, msg, sizeof(msg)),
+	                 FPREP_OK);
+	assert_int_equal(r.kind, FPREP_KIND_DOORBELL);
+
+	g.doorbell_entries = FPREP_DOORBELL_ENTRIES_MAX + 1;
+	fprep_register_request_encode(&g, buf);
+	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
+	                                      &r, msg, sizeof(msg)),
+	                 FPREP_EINVAL);
+	assert_non_null(strstr(msg, "entries: 65 > 64"));
+	g.doorbell_entries = 0;
+	g.doorbell_offset = 100;
+	fprep_register_request_encode(&g, buf);
+	assert_int_equal(fprep_register_request_decode(buf, sizeof(buf), &d,
+	                                               msg, sizeof(msg)),
+	                 FPREP_EINVAL);
+	assert_non_null(strstr(msg, "offset: 100 is not a multiple of 64"));
 }
 
 static void request_small_msg(void **state)
@@ -1097,6 +1151,7 @@ int main(void)
 	        cmocka_unit_test(request_u8_norm),
 	        cmocka_unit_test(request_shm_output),
 	        cmocka_unit_test(request_shm_reply),
+	        cmocka_unit_test(doorbell_roundtrip),
 	        cmocka_unit_test(request_small_msg),
 	        cmocka_unit_test(request_cuda_output),
 	        cmocka_unit_test(request_register_cuda),
