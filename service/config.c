@@ -247,7 +247,7 @@ void fprep__config_init(fprep__config *cfg)
 	cfg->log_level = FPREP_LOG_INFO;
 	cfg->socket_mode = 0600;
 	cfg->max_regions = 16;
-	cfg->max_doorbells = 16;
+	cfg->max_doorbells = 64;
 	cfg->max_region_bytes = UINT64_C(1) << 30;
 	cfg->max_shm_bytes = UINT64_C(4) << 30;
 	cfg->allow_cuda_regions = 1;

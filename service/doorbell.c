@@ -93,13 +93,16 @@ int fprep__doorbell_set(fprep__server *srv, uint32_t pipe,
 		return rv;
 	if (d != NULL) {
 		doorbell_drop(srv, d);
+	} else if (srv->cfg->max_doorbells == 0) {
+		snprintf(why, why_size,
+		         "doorbells are off (--max-doorbells 0)");
+		return FPREP_EPERM;
 	} else if (srv->ndoorbells >= srv->cfg->max_doorbells) {
 		snprintf(why, why_size,
 		         "%u doorbells are polled: the limit is "
 		         "--max-doorbells %u",
 		         srv->ndoorbells, srv->cfg->max_doorbells);
-		return srv->cfg->max_doorbells == 0 ? FPREP_EPERM
-		                                    : FPREP_ELIMIT;
+		return FPREP_ELIMIT;
 	}
 	d = &srv->doorbells[srv->ndoorbells++];
 	d->region = r;

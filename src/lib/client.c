@@ -1279,7 +1279,12 @@ int fprep_client_doorbell(fprep_client *client, int on)
 		fprep_result_fini(&res);
 	}
 	if (err != 0) {
+		char why[sizeof(client->error)];
+
+		/* The region's UNREGISTER would clear the reason. */
+		memcpy(why, client->error, sizeof(why));
 		fprep_region_close(r);
+		memcpy(client->error, why, sizeof(why));
 		return err;
 	}
 	client->db_region = r;

@@ -93,10 +93,13 @@ run() { # run NAME COMMAND...: runs, keeps the log, records the verdict
 # c=1) for each TRANSFER:SPIN[:ROWS] of FPREP_LAT_MODES (default
 # staged:auto mapped:auto staged:auto:all staged:0: --transfer, the
 # daemon's --spin-us and --h2d-rows, default read) and each
-# reply path of FPREP_LAT_REPLIES (default nng shm spin: through nng, in
-# the region with --shm-reply, and that with the client polling for it,
-# --spin-us 1000, at c=1 only; inline: frame and tensor in the messages,
-# --shm none); beside the copy-probe floor of bench_lane.
+# reply path of FPREP_LAT_REPLIES (default nng shm spin door doorspin:
+# through nng, in the region with --shm-reply, and that with the client
+# polling for it, --spin-us 1000, at c=1 only; door: the request too
+# through a doorbell (--doorbell), doorspin: that with the client polling,
+# c=1 only; inline: frame and tensor in the messages, --shm none); beside
+# the copy-probe floor of bench_lane. ECHO runs through nng and through a
+# doorbell with a polling client.
 # Ends with a table: p50 and p99 at c=1, best frames/s.
 latency_run() {
 	local ms m sp rr lu lp rc=0 bu=ipc://$tmp/bare.sock
@@ -121,8 +124,12 @@ latency_run() {
 			echo "--- ECHO, spin-us $sp"
 			"$here/bin/frameprep-bench" --socket "$lu" --quiet --echo --synthetic 64x64 --size 8x8 \
 				--duration 2 --warmup 0.5 --no-ceiling -c 1 --json "$logs/lat_echo_$sp.json" || rc=1
+			echo "--- ECHO through a doorbell, spin-us $sp"
+			"$here/bin/frameprep-bench" --socket "$lu" --quiet --echo --synthetic 64x64 --size 8x8 \
+				--shm both --doorbell --spin-us 1000 \
+				--duration 2 --warmup 0.5 --no-ceiling -c 1 --json "$logs/lat_echodoor_$sp.json" || rc=1
 		fi
-		for rr in ${FPREP_LAT_REPLIES:-nng shm spin}; do
+		for rr in ${FPREP_LAT_REPLIES:-nng shm spin door doorspin}; do
 			local extra=() cs=${FPREP_LAT_C:-1,16,32} where=both
 			case $rr in
 			inline) where=none ;;
@@ -130,6 +137,8 @@ latency_run() {
 			# One polling client a stream: c=1 only (more polling
 			# streams than cores would measure the scheduler).
 			spin) extra=(--shm-reply --spin-us 1000) cs=1 ;;
+			door) extra=(--shm-reply --doorbell) ;;
+			doorspin) extra=(--shm-reply --doorbell --spin-us 1000) cs=1 ;;
 			esac
 			echo "--- transfer $m, spin-us $sp, reply $rr"
 			"$here/bin/frameprep-bench" --socket "$lu" --quiet \
@@ -180,14 +189,16 @@ PY
 }
 
 # modes_run: 1080p BGR8 -> 640x640 f32 through shared memory with the
-# lane's transfers staged, mapped and auto (a daemon each, with --trace),
-# at concurrency 1, 4 and 16, beside the floor of the same frame's copy
-# probes and kernel (bench_lane). Ends with a table and PASS or FAIL.
+# lane's transfers FPREP_MODES (default staged mapped auto; a daemon each,
+# with --trace), at concurrency FPREP_MODES_C (default 1,4,16), with the
+# bench's extra arguments FPREP_MODES_ARGS (e.g. "--shm-reply --doorbell
+# --spin-us 1000"), beside the floor of the same frame's copy probes and
+# kernel (bench_lane). Ends with a table and PASS or FAIL.
 modes_run() {
 	local h2d d2h m mu mp rc=0
 	h2d=$(awk '/H2D .*1080p BGR8/ { print $(NF-3) }' "$logs/bench.log")
 	d2h=$(awk '/D2H .*640x640x3 f32/ { print $(NF-3) }' "$logs/bench.log")
-	for m in staged mapped auto; do
+	for m in ${FPREP_MODES:-staged mapped auto}; do
 		mu=ipc://$tmp/modes-$m.sock
 		"$here/bin/frameprepd" --device 0 --listen "$mu" --slots 4 \
 			--max-inflight 256 --transfer "$m" --trace \
@@ -199,8 +210,8 @@ modes_run() {
 		"$here/bin/frameprep-bench" --socket "$mu" --quiet \
 			--image "$here/images/astronaut.png" --verify sample \
 			--duration "${FPREP_BENCH_S:-3}" --warmup 1 --no-ceiling \
-			--frame-size 1920x1080 --size 640x640 --shm both -c 1,4,16 \
-			--trace --json "$logs/modes_$m.json" >"$logs/modes_$m.txt" 2>&1 || rc=1
+			--frame-size 1920x1080 --size 640x640 --shm both -c "${FPREP_MODES_C:-1,4,16}" \
+			${FPREP_MODES_ARGS:-} --trace --json "$logs/modes_$m.json" >"$logs/modes_$m.txt" 2>&1 || rc=1
 		cat "$logs/modes_$m.txt"
 		kill -TERM $mp
 		wait $mp || rc=1
@@ -211,7 +222,7 @@ modes_run() {
 	echo "copy probes, 1080p BGR8 -> 640x640 f32: H2D ${h2d:-?} + D2H ${d2h:-?} = $(awk -v a="$h2d" -v c="$d2h" 'BEGIN { printf "%.1f", a + c }') us (the floor adds the kernel)"
 	echo "| transfer | load | p50 us | p99 us | frames/s | daemon CPU us/request |"
 	echo "| --- | --- | --- | --- | --- | --- |"
-	for m in staged mapped auto; do
+	for m in ${FPREP_MODES:-staged mapped auto}; do
 		awk -v m="$m" '
 			/^c=[0-9]+ / && NF == 11 { fps[$1] = $2; p50[$1] = $5; p99[$1] = $7; order[++n] = $1 }
 			/^c=[0-9]+: daemon CPU / { sub(":", "", $1); cpu[$1] = $4 }

@@ -114,7 +114,7 @@ static void defaults(void **state)
 	assert_int_equal(cfg.log_level, FPREP_LOG_INFO);
 	assert_int_equal(cfg.socket_mode, 0600);
 	assert_int_equal(cfg.max_regions, 16);
-	assert_int_equal(cfg.max_doorbells, 16);
+	assert_int_equal(cfg.max_doorbells, 64);
 	assert_true(cfg.max_region_bytes == UINT64_C(1073741824));
 	assert_true(cfg.max_shm_bytes == UINT64_C(4294967296));
 	assert_null(cfg.metrics_listen);
