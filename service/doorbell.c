@@ -160,6 +160,11 @@ static int doorbell_take(fprep__server *srv, fprep__doorbell *d, uint8_t *e)
 		nng_msg_free(msg); /* the client took it back */
 		return 0;
 	}
+	/* After the replies written into this region before, which the
+	 * client read before it posted this request: the ordering runs
+	 * through the client's process, where ThreadSanitizer cannot see
+	 * it (fprep__memreg.replies). */
+	(void)atomic_load_explicit(&d->region->replies, memory_order_acquire);
 	/* TAKEN: the request bytes stay as they are until the reply. */
 	memcpy(nng_msg_body(msg), e + FPREP_DOORBELL_REQUEST_AT,
 	       FPREP_REQUEST_HEADER_SIZE);

@@ -278,6 +278,81 @@ def test_ring_in_place_and_copied(client):
     assert_serving(client)
 
 
+def info_count(client, key):
+    return int(client.info()[key])
+
+
+@pytest.mark.skipif(not _core.DOORBELL, reason="no futex(2) here")
+def test_ring_through_a_doorbell(tmp_path):
+    """A daemon that spins polls the ring's doorbell: the ring's requests
+    go that way (INFO counts them) and give the tensors and transforms of
+    the socket's path, on real photographs, copied, in place and cropped;
+    the ring's close ends the doorbell."""
+    d = Daemon(tmp_path, "--spin-us", "100000")
+    try:
+        with frameprep.Client(d.url, timeout=60) as c:
+            before = info_count(c, "doorbell_requests")
+            n = 0
+            with c.ring(slots=3, frame=(512, 600, 3), size=(320, 256),
+                        dtype="float16") as ring:
+                assert info_count(c, "doorbells") == 1
+                for name in PHOTOS:
+                    img = photo(name, gray_as_gray=False)
+                    for frame in (img, img[17:400, 33:500]):
+                        want = c.preprocess(frame, size=(320, 256),
+                                            dtype="float16")
+                        got = ring.preprocess(frame)
+                        n += 1
+                        assert got.tensor.tobytes() == \
+                            want.tensor.tobytes(), name
+                        assert (got.reply.scale_x, got.reply.pad_y) == \
+                            (want.reply.scale_x, want.reply.pad_y)
+                        buf = ring.next_frame()
+                        buf[:] = 0
+                        buf[:frame.shape[0], :frame.shape[1]] = frame
+                        got = ring.preprocess(
+                            buf[:frame.shape[0], :frame.shape[1]])
+                        n += 1
+                        assert got.tensor.tobytes() == \
+                            want.tensor.tobytes(), name
+                        del got, buf
+            taken = info_count(c, "doorbell_requests") - before
+            # The first request after a quiet spell may go through nng.
+            assert n - 2 <= taken <= n, (n, taken)
+            assert info_count(c, "doorbells") == 0
+            assert_serving(c)
+    finally:
+        d.stop()
+
+
+@pytest.mark.skipif(not _core.DOORBELL, reason="no futex(2) here")
+def test_ring_doorbell_unpolled_or_refused(client, tmp_path):
+    """A daemon that does not spin (the CPU backend's default) accepts the
+    doorbell but never polls it, and one run with --max-doorbells 0
+    refuses it: either way the ring's requests go through the socket and
+    are answered as usual."""
+    img = photo("coffee.png", gray_as_gray=False)
+    want = client.preprocess(img).tensor.copy()
+    before = info_count(client, "doorbell_requests")
+    with client.ring(slots=2, frame=img.shape) as ring:
+        assert info_count(client, "doorbells") >= 1
+        for _ in range(4):
+            assert ring.preprocess(img).tensor.tobytes() == want.tobytes()
+    assert info_count(client, "doorbell_requests") == before
+    d = Daemon(tmp_path, "--spin-us", "100000", "--max-doorbells", "0")
+    try:
+        with frameprep.Client(d.url, timeout=60) as c:
+            with c.ring(slots=2, frame=img.shape) as ring:
+                assert ring._db_area == 0
+                for _ in range(4):
+                    assert ring.preprocess(img).tensor.tobytes() == \
+                        want.tobytes()
+            assert info_count(c, "doorbells") == 0
+            assert info_count(c, "doorbell_requests") == 0
+    finally:
+        d.stop()
+
+
 def test_ring_options_and_gray(client):
     gray = photo("camera.png")
     want = client.preprocess(gray, size=(160, 96), order="gray",

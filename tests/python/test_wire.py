@@ -21,12 +21,14 @@ REQUESTS = sorted(p.name for p in GOLDEN.glob("request_*.bin"))
 REPLIES = sorted(p.name for p in GOLDEN.glob("reply_*.bin"))
 COMMON = {"version", "kind", "request_id"}
 FRAME_FIELDS = {f.name for f in Request.__dataclass_fields__.values()
-                if not f.name.startswith(("region", "cuda"))}
+                if not f.name.startswith(("region", "cuda", "doorbell"))}
 KIND_FIELDS = {Kind.FRAME: FRAME_FIELDS, Kind.ECHO: FRAME_FIELDS,
                Kind.INFO: set(), Kind.REGISTER: {"region_size", "region_name"},
                Kind.UNREGISTER: {"region_id"},
                Kind.REGISTER_CUDA: {"region_size", "cuda_offset",
-                                    "cuda_handle", "cuda_uuid"}}
+                                    "cuda_handle", "cuda_uuid"},
+               Kind.DOORBELL: {"region_id", "doorbell_entries",
+                               "doorbell_offset"}}
 BYTES_FIELDS = ("cuda_handle", "cuda_uuid")  # hex text in the C decoder's JSON
 
 
@@ -150,6 +152,8 @@ PY_REQUESTS = [
     Request(kind=Kind.REGISTER, request_id=6, region_size=(1 << 40) + 3,
             region_name="/frameprep-py-" + "x" * 48),
     Request(kind=Kind.UNREGISTER, request_id=7, region_id=0xFFFFFFFF),
+    Request(kind=Kind.DOORBELL, request_id=10, region_id=0xFFFFFFFE,
+            doorbell_entries=64, doorbell_offset=(1 << 40) + 64),
     Request(kind=Kind.REGISTER_CUDA, request_id=8, region_size=1 << 30,
             cuda_offset=(1 << 40) + 256, cuda_handle=bytes(range(64)),
             cuda_uuid=bytes(range(200, 216))),

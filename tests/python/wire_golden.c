@@ -162,6 +162,15 @@ static int golden_write_all(const char *dir)
 		reg.cuda_uuid[i] = (uint8_t)(0xf0 - i);
 	err |= golden_register(dir, "request_register_cuda", &reg);
 
+	memset(&reg, 0, sizeof(reg));
+	reg.version = FPREP_PROTOCOL_VERSION;
+	reg.kind = FPREP_KIND_DOORBELL;
+	reg.request_id = 14;
+	reg.region_id = 5;
+	reg.doorbell_entries = 4;
+	reg.doorbell_offset = 8192;
+	err |= golden_register(dir, "request_doorbell", &reg);
+
 	fprep_request_init(&req, FPREP_PIX_BGR8, 1920, 1080);
 	req.request_id = 13;
 	req.input_loc = FPREP_LOC_CUDA;
@@ -291,7 +300,8 @@ static int golden_print_request(const uint8_t *buf, size_t size)
 
 	if (err == 0 &&
 	    (r.kind == FPREP_KIND_REGISTER || r.kind == FPREP_KIND_UNREGISTER ||
-	     r.kind == FPREP_KIND_REGISTER_CUDA))
+	     r.kind == FPREP_KIND_REGISTER_CUDA ||
+	     r.kind == FPREP_KIND_DOORBELL))
 		err = fprep_register_request_decode(buf, size, &g, msg,
 		                                    sizeof(msg));
 	if (err) {
@@ -332,7 +342,8 @@ static int golden_print_request(const uint8_t *buf, size_t size)
 		printf("%02x", g.cuda_uuid[i]);
 	printf("\", \"region_name\": ");
 	golden_print_string(g.region_name);
-	printf("}\n");
+	printf(", \"doorbell_entries\": %u, \"doorbell_offset\": %llu}\n",
+	       g.doorbell_entries, (unsigned long long)g.doorbell_offset);
 	return 0;
 }
 

@@ -44,6 +44,7 @@ class Kind(enum.IntEnum):
     REGISTER = 4
     UNREGISTER = 5
     REGISTER_CUDA = 6
+    DOORBELL = 7
 
 
 class PixelFormat(enum.IntEnum):
@@ -136,6 +137,7 @@ _REQ_FRAME = struct.Struct("<IHHQHBBIIIIIBBBBff3f3fBBHIIQQQQII")
 _REQ_REGISTER = struct.Struct("<IHHQQII64s")
 _REQ_UNREGISTER = struct.Struct("<IHHQI")
 _REQ_REGISTER_CUDA = struct.Struct("<IHHQQQ64s16s16x")
+_REQ_DOORBELL = struct.Struct("<IHHQIIQ")
 assert _REQ_REGISTER_CUDA.size == 128
 CUDA_HANDLE_SIZE = 64  # bytes of a cudaIpcMemHandle_t
 CUDA_UUID_SIZE = 16  # bytes of a CUDA device UUID
@@ -166,7 +168,8 @@ class Request:
     the wire. ``region_size`` and ``region_name`` are used by REGISTER,
     ``region_size``, ``cuda_offset``, ``cuda_handle`` (64 bytes) and
     ``cuda_uuid`` (16 bytes) by REGISTER_CUDA, ``region_id`` by
-    UNREGISTER; FRAME and ECHO use the rest. The defaults
+    UNREGISTER, ``region_id``, ``doorbell_entries`` and ``doorbell_offset``
+    by DOORBELL; FRAME and ECHO use the rest. The defaults
     are those of ``fprep_request_init``: LETTERBOX to 640x640, RGB, F32,
     NCHW, pad 114, scale 1/255, mean 0, std 1, inline input and output.
     """
@@ -208,6 +211,8 @@ class Request:
     cuda_handle: bytes = bytes(CUDA_HANDLE_SIZE)
     cuda_uuid: bytes = bytes(CUDA_UUID_SIZE)
     shm_reply: bool = False
+    doorbell_entries: int = 0
+    doorbell_offset: int = 0
 
     def encode(self) -> bytes:
         """Returns the 128-byte wire header, as ``fprep_request_encode``
@@ -233,6 +238,12 @@ class Request:
                                         self.kind, self.request_id,
                                         self.region_id)
             return head.ljust(REQUEST_HEADER_SIZE, b"\0")
+        if self.kind == Kind.DOORBELL:
+            head = _REQ_DOORBELL.pack(REQUEST_MAGIC, self.version,
+                                      self.kind, self.request_id,
+                                      self.region_id, self.doorbell_entries,
+                                      self.doorbell_offset)
+            return head.ljust(REQUEST_HEADER_SIZE, b"\0")
         return _REQ_FRAME.pack(
             REQUEST_MAGIC, self.version, self.kind, self.request_id,
             self.src_format, self.yuv_matrix, self.yuv_range,
@@ -250,7 +261,8 @@ class Request:
     def decode(cls, buf: bytes | bytearray | memoryview) -> Request:
         """Parses the header at the start of buf (a payload may follow).
         Reads the fields of the request's kind: the region fields for
-        REGISTER, REGISTER_CUDA and UNREGISTER, else the FRAME fields (which INFO ignores
+        REGISTER, REGISTER_CUDA, UNREGISTER and DOORBELL, else the FRAME
+        fields (which INFO ignores
         but carries, so that it re-encodes byte for byte). Raises :class:`ProtocolError`
         (short buffer, wrong magic, unterminated region name) or
         :class:`VersionMismatchError`."""
@@ -274,6 +286,10 @@ class Request:
             return req
         if kind == Kind.UNREGISTER:
             req.region_id = _REQ_UNREGISTER.unpack_from(buf, 0)[4]
+            return req
+        if kind == Kind.DOORBELL:
+            (req.region_id, req.doorbell_entries,
+             req.doorbell_offset) = _REQ_DOORBELL.unpack_from(buf, 0)[4:]
             return req
         if kind == Kind.REGISTER_CUDA:
             (_, _, _, _, req.region_size, req.cuda_offset, req.cuda_handle,

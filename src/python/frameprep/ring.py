@@ -97,6 +97,9 @@ class _RingBase:
     # (protocol.h, "The reply in shared memory"): the daemon then sends
     # nothing through nng, so only a ring that waits in the slot may.
     _shm_reply = False
+    # Whether the ring keeps a doorbell area after its slots (protocol.h,
+    # "Doorbells"), one entry for each of its first 64 slots.
+    _doorbell = False
 
     def __init__(self, slots: int, frame: Sequence[int], options: dict):
         fmt = options.pop("format", None)
@@ -130,6 +133,15 @@ class _RingBase:
         self._frame_off = _round_page(self._out_capacity)
         self._slot_bytes = self._frame_off + _round_page(self.frame_bytes)
         self.size = self._slot_bytes * self.slots
+        self._db_entries = 0
+        if self._doorbell:
+            self._db_off = self.size
+            self._db_entries = min(self.slots, _core.DOORBELL_ENTRIES_MAX)
+            self.size += _round_page(_core.DOORBELL_HEADER_SIZE +
+                                     _core.DOORBELL_ENTRY_SIZE *
+                                     self._db_entries)
+        # The area's address once the daemon polls it, else 0.
+        self._db_area = 0
         self.region_id = 0
         self._state = [_FREE] * self.slots
         self._free = collections.deque(range(self.slots))
@@ -241,6 +253,7 @@ class _RingBase:
                        region_name=name)
 
     def _unmap(self) -> None:
+        self._db_area = 0
         self._handed.clear()
         self._slot_srcs = []
         self._slot_heads = []
@@ -423,6 +436,7 @@ class Ring(_RingBase):
     """
 
     _shm_reply = _core.SHM_REPLY
+    _doorbell = _core.DOORBELL
 
     def __init__(self, client: Client, slots: int, frame: Sequence[int],
                  **options: Any):
@@ -439,6 +453,21 @@ class Ring(_RingBase):
         finally:
             self._forget_name(name, fd)
         self._registered(rep.region_id)
+        if self._db_entries:
+            self._ring_doorbell()
+
+    def _ring_doorbell(self) -> None:
+        """Asks the daemon to poll the ring's doorbell area. A daemon
+        that refuses (doorbells off, at its limit, or one that predates
+        them) leaves the ring on nng alone."""
+        try:
+            self._client.request(Request(
+                kind=Kind.DOORBELL, region_id=self.region_id,
+                doorbell_entries=self._db_entries,
+                doorbell_offset=self._db_off))
+        except errors.FrameprepError:
+            return
+        self._db_area = self._base + self._db_off
 
     def __enter__(self) -> Ring:
         return self
@@ -510,7 +539,26 @@ class Ring(_RingBase):
                 head = self._slot_header(k, request_id, limits)
             else:
                 head, src = self._build(k, src, copy, request_id, limits)
-            if self._shm_reply:
+            if k < self._db_entries and self._db_area:
+                # Through the doorbell while the daemon polls it; the
+                # reply header comes in the entry.
+                at = (self._db_area + _core.DOORBELL_HEADER_SIZE +
+                      k * _core.DOORBELL_ENTRY_SIZE)
+                msg = None
+                try:
+                    taken = _core.doorbell_call(self._db_area, at, head,
+                                                request_id, client.timeout)
+                except errors.RequestTimeoutError:
+                    self._db_area = 0  # taken, never answered: left alone
+                    raise
+                if taken:
+                    at += _core.DOORBELL_REPLY_AT
+                elif self._shm_reply:
+                    at = self._base + k * self._slot_bytes + self._reply_off
+                    msg = s.call_shm(head, at, request_id)
+                else:
+                    msg = s.call(head)
+            elif self._shm_reply:
                 at = self._base + k * self._slot_bytes + self._reply_off
                 msg = s.call_shm(head, at, request_id)
             else:
