@@ -216,7 +216,10 @@
  * polling, both sequentially consistent. The daemon takes a POSTED entry
  * with a compare-and-swap to TAKEN and then reads its request header, so
  * the client leaves the entry as it is until the reply is there; a client
- * takes its entry back with a compare-and-swap from POSTED to FREE. When
+ * takes its entry back with an atomic operation that turns POSTED into
+ * FREE and leaves TAKEN as it is (a compare-and-swap from POSTED to FREE,
+ * or clearing bit 0, after which it reads the state to learn who has the
+ * request). When
  * the daemon stops polling it stores polling = 0 and then looks at every
  * entry once more, so a client that posted and then read polling as 1
  * will be served, and one that read 0 may take its entry back and send the

@@ -433,6 +433,13 @@ class Ring(_RingBase):
     it longer. After
     :meth:`close`, views still held keep the memory mapped (reading them
     is safe) but the daemon no longer writes there.
+
+    Doorbell: while the daemon polls for requests (it spins: frameprepd
+    ``--spin-us``, on by default with a GPU), the requests of the ring's
+    first 64 slots are posted in a doorbell area of the ring's memory
+    (protocol.h, "Doorbells") instead of sent over the socket, so that no
+    nng thread stands between the call and the daemon's loop; otherwise
+    they go over the socket. The results are the same either way.
     """
 
     _shm_reply = _core.SHM_REPLY
