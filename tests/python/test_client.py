@@ -353,6 +353,34 @@ def test_ring_doorbell_unpolled_or_refused(client, tmp_path):
         d.stop()
 
 
+@pytest.mark.skipif(not _core.DOORBELL, reason="no futex(2) here")
+def test_bench_through_the_doorbell(tmp_path):
+    """python -m frameprep.bench measures the doorbell path beside the
+    socket's, with frameprep-bench --doorbell as the C side, and both
+    requests go through the doorbell (INFO counts them)."""
+    bench = pathlib.Path(CLI).parent / "frameprep-bench"
+    d = Daemon(tmp_path, "--spin-us", "100000")
+    try:
+        with frameprep.Client(d.url, timeout=60) as c:
+            before = info_count(c, "doorbell_requests")
+        r = subprocess.run(
+            [sys.executable, "-m", "frameprep.bench", "-u", d.url,
+             "--c-bench", str(bench), "--paths", "shm,door", "-c", "1",
+             "-d", "0.3", "-w", "0.1", "--frame", "160x120", "-s", "64x64"],
+            capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        rows = [line.split() for line in r.stdout.splitlines()
+                if line.startswith(("shm ", "door "))]
+        assert [row[:2] for row in rows] == [["shm", "1"], ["door", "1"]]
+        assert all(float(row[2]) > 0 and float(row[3]) > 0 for row in rows)
+        with frameprep.Client(d.url, timeout=60) as c:
+            taken = info_count(c, "doorbell_requests") - before
+        # Both sides ran for 0.4 s through the doorbell.
+        assert taken > 100, taken
+    finally:
+        d.stop()
+
+
 def test_ring_options_and_gray(client):
     gray = photo("camera.png")
     want = client.preprocess(gray, size=(160, 96), order="gray",

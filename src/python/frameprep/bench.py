@@ -2,7 +2,9 @@
 the C client's (``frameprep-bench``) on the same daemon, in one run.
 
 For each path (inline: frame and tensor in the messages; shm: both in a
-shared-memory ring) and each concurrency (closed loop, one connection and
+shared-memory ring, the request over the socket; door: the same with the
+request through the ring's doorbell, ``frameprep-bench --doorbell``, which
+takes the socket out while the daemon polls) and each concurrency (closed loop, one connection and
 one thread per stream, as ``frameprep-bench`` does), it runs
 ``frameprep-bench`` and then the Python client with the same frame
 (synthetic 1920x1080 BGR by default) and tensor (640x640 float32 NCHW
@@ -37,7 +39,7 @@ from .client import Client
 
 
 def _python_run(url: str, frame: np.ndarray, size: tuple[int, int],
-                shm: bool, streams: int, duration: float,
+                path: str, streams: int, duration: float,
                 warmup: float) -> dict[str, float]:
     """Closed loop with the Python client; returns fps, p50 and the mean
     client-side cost (latency - server total), microseconds."""
@@ -51,8 +53,9 @@ def _python_run(url: str, frame: np.ndarray, size: tuple[int, int],
         try:
             with Client(url, timeout=30) as client:
                 ring = None
-                if shm:
-                    ring = client.ring(slots=1, frame=frame.shape, size=size)
+                if path != "inline":
+                    ring = client.ring(slots=1, frame=frame.shape, size=size,
+                                       doorbell=path == "door")
                     buf = ring.next_frame()
                     buf[:] = frame
                     ring.preprocess(buf)
@@ -103,9 +106,10 @@ def _python_run(url: str, frame: np.ndarray, size: tuple[int, int],
 
 
 def _c_run(bench: str, url: str, frame_wh: tuple[int, int],
-           size: tuple[int, int], shm: bool, streams: int, duration: float,
+           size: tuple[int, int], path: str, streams: int, duration: float,
            warmup: float) -> dict[str, float]:
     """The same load with frameprep-bench."""
+    shm = path != "inline"
     with tempfile.TemporaryDirectory() as tmp:
         out = f"{tmp}/bench.json"
         subprocess.run(
@@ -113,6 +117,7 @@ def _c_run(bench: str, url: str, frame_wh: tuple[int, int],
              "-w", str(warmup), "--synthetic", "%dx%d" % frame_wh,
              "-s", "%dx%d" % size, "--shm", "both" if shm else "none",
              *(["--shm-reply"] if shm and _core.SHM_REPLY else []),
+             *(["--doorbell"] if path == "door" else []),
              "--no-ceiling", "--verify", "none", "-q", "--json", out],
             check=True, stdout=subprocess.DEVNULL)
         with open(out) as f:
@@ -138,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-c", "--concurrency", default="1,16",
                    help="comma-separated streams [1,16]")
     p.add_argument("--paths", default="inline,shm",
-                   help="inline, shm or both [inline,shm]")
+                   help="comma-separated: inline, shm, door [inline,shm]")
     p.add_argument("-d", "--duration", type=float, default=5.0,
                    help="measured seconds per point [5]")
     p.add_argument("-w", "--warmup", type=float, default=1.0,
@@ -168,15 +173,16 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     for path in args.paths.split(","):
         for streams in (int(v) for v in args.concurrency.split(",")):
-            shm = path == "shm"
+            if path not in ("inline", "shm", "door"):
+                p.error(f"--paths: {path} is not inline, shm or door")
             c_runs: list[dict[str, float]] = []
             py_runs: list[dict[str, float]] = []
             for _ in range(args.repeat):
                 if args.c_bench:
                     c_runs.append(_c_run(args.c_bench, url, (fw, fh), size,
-                                         shm, streams, args.duration,
+                                         path, streams, args.duration,
                                          args.warmup))
-                py_runs.append(_python_run(url, frame, size, shm, streams,
+                py_runs.append(_python_run(url, frame, size, path, streams,
                                            args.duration, args.warmup))
             c_res = _median(c_runs) if c_runs else None
             py = _median(py_runs)

@@ -391,15 +391,16 @@ class Client(_Connection):
         return _core.make_result(tensor, rep, src)
 
     def ring(self, slots: int = 4, frame: Sequence[int] = (1080, 1920, 3),
-             **options: Any) -> Ring:
+             doorbell: bool = True, **options: Any) -> Ring:
         """Creates a shared-memory ring on this connection (ipc:// only):
         ``slots`` slots, each holding a frame of up to ``frame`` = (H, W)
         or (H, W, C) uint8 pixels and the tensor of ``options`` (the
         keyword arguments of :meth:`preprocess`: size, resize, order,
-        dtype, layout, scale, mean, std, pad, format). See
+        dtype, layout, scale, mean, std, pad, format). With ``doorbell``
+        false the ring's requests always go over the socket. See
         :class:`~frameprep.Ring`."""
         from .ring import Ring
-        return Ring(self, slots, frame, **options)
+        return Ring(self, slots, frame, doorbell=doorbell, **options)
 
 
 class AsyncClient(_Connection):

@@ -446,7 +446,9 @@ class Ring(_RingBase):
     _doorbell = _core.DOORBELL
 
     def __init__(self, client: Client, slots: int, frame: Sequence[int],
-                 **options: Any):
+                 doorbell: bool = True, **options: Any):
+        if not doorbell:
+            self._doorbell = False
         super().__init__(slots, frame, options)
         self._client = client
         self._cond = threading.Condition(self._lock)
