@@ -14,7 +14,10 @@
  *
  * and back to RECV, or to IDLE once shutdown began. A slot has at most one
  * event queued at a time, because it has at most one operation
- * outstanding.
+ * outstanding. A slot of the doorbell pool (doorbell.c) has no context:
+ * it starts at the request taken from a doorbell (fprep__slot_take),
+ * answers into the doorbell's entry, and goes back to the pool (IDLE) at
+ * its end.
  */
 #include <inttypes.h>
 #include <nng/nng.h>
