@@ -142,7 +142,9 @@ static void slot_job_done(fprep__job *job)
 	fprep__evq_push(&s->srv->evq, &s->ev);
 }
 
-void fprep__slot_recv(fprep__slot *s)
+/* slot_begin puts s in state RECV for its next request, counting it
+ * active when it rested. */
+static void slot_begin(fprep__slot *s)
 {
 	if (s->state == FPREP__SLOT_IDLE)
 		s->srv->active++;
@@ -150,6 +152,11 @@ void fprep__slot_recv(fprep__slot *s)
 	s->kind = 0;
 	s->request_id = 0;
 	s->direct = 0;
+}
+
+void fprep__slot_recv(fprep__slot *s)
+{
+	slot_begin(s);
 	nng_aio_set_timeout(s->aio, NNG_DURATION_INFINITE);
 	nng_ctx_recv(s->ctx, s->aio);
 }
@@ -693,12 +700,7 @@ void fprep__slot_take(fprep__slot *s, nng_msg *msg)
 {
 	if (s->srv->cfg->trace)
 		s->t_rx_ns = fprep__now_ns();
-	if (s->state == FPREP__SLOT_IDLE)
-		s->srv->active++;
-	s->state = FPREP__SLOT_RECV;
-	s->kind = 0;
-	s->request_id = 0;
-	s->direct = 0;
+	slot_begin(s);
 	slot_received(s, msg);
 }
 
