@@ -75,14 +75,43 @@ typedef struct bench_opts {
 
 /* bench_conn: one connection of the pool and, with --shm, its
  * shared-memory region: the frame slot at offset 0 (holding the input last
- * written there) and the tensor slot at out_offset. */
+ * written there) and two tensor slots, out_capacity bytes each; requests
+ * use the one at out_offset while the verifier may hold the other
+ * (bench_verifier). */
 typedef struct bench_conn {
 	fprep_client *client;
 	fprep_region *region;
 	const bench_input *staged;
 	uint64_t out_offset;
-	uint64_t out_capacity; /* the tensor slot, and the reply after it */
+	uint64_t out_slots[2]; /* the tensor slots' offsets */
+	uint64_t out_capacity; /* a tensor slot, and the reply after it */
 } bench_conn;
+
+/* bench_verifier compares sampled replies with the CPU reference
+ * (bench_compare) on a thread of its own, so that a stream never stops for
+ * it: a comparison takes milliseconds, and a stream that paused that long
+ * would let the daemon's polling threads fall asleep and charge its next
+ * request for waking them, a cost of the bench and not of the service. It
+ * holds one reply at a time. A stream hands over a reply only when the
+ * verifier is idle (bench_verifier_offer): with the tensor in shared
+ * memory, the stream moves on to its region's other tensor slot, which
+ * nobody holds since the verifier is idle; an inline tensor's message
+ * changes hands. A sample that finds the verifier busy waits for the
+ * stream's next reply. --verify all compares in the stream, as that run
+ * checks every reply and measures nothing finer. */
+typedef struct bench_verifier {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int busy; /* a reply is in hand */
+	int stop;
+	struct bench_run *run;
+	bench_input *in;
+	const void *tensor;
+	fprep_result result; /* an inline reply's message, owned */
+	uint64_t verified;
+	uint64_t wrong;
+} bench_verifier;
 
 /* bench_run: what every thread of one run shares. */
 typedef struct bench_run {
@@ -112,6 +141,7 @@ typedef struct bench_run {
 	uint64_t gen_rng;
 	int gen_done;
 	uint64_t gen_dropped;
+	bench_verifier *verifier; /* --verify sample of FRAME requests */
 } bench_run;
 
 /* bench_stream: one thread and its connection. */
@@ -122,6 +152,7 @@ typedef struct bench_stream {
 	uint64_t last_done_ns;
 	bench_result res;
 	bench_trace *trace; /* with run->trace */
+	int owed;           /* a sample is due, the verifier was busy */
 } bench_stream;
 
 static volatile sig_atomic_t bench_interrupted;
@@ -218,12 +249,105 @@ static void bench_say(bench_run *run, const char *fmt, const char *what,
 		fprintf(stderr, fmt, what, why);
 }
 
-/* bench_check classifies one request's outcome into res. Returns 1 if it
- * was a good reply. */
-static int bench_check(bench_run *run, const bench_conn *conn, bench_input *in,
-                       const fprep_request *req, int rc, const fprep_result *r,
+/* bench_verifier_main: the verifier's thread. */
+static void *bench_verifier_main(void *arg)
+{
+	bench_verifier *v = arg;
+	char why[256];
+
+	pthread_mutex_lock(&v->mu);
+	for (;;) {
+		while (!v->busy && !v->stop)
+			pthread_cond_wait(&v->cv, &v->mu);
+		if (!v->busy)
+			break;
+		pthread_mutex_unlock(&v->mu);
+		int bad = bench_compare(v->in, v->tensor, why, sizeof(why));
+		if (bad)
+			bench_say(v->run,
+			          "frameprep-bench: wrong reply for %s: %s\n",
+			          v->in->name, why);
+		fprep_result_fini(&v->result);
+		pthread_mutex_lock(&v->mu);
+		v->verified++;
+		v->wrong += bad != 0;
+		v->busy = 0;
+	}
+	pthread_mutex_unlock(&v->mu);
+	return NULL;
+}
+
+/* bench_verifier_offer hands the reply r of input in, whose tensor is at
+ * tensor, to v when it is idle: then the stream's conn moves to its other
+ * tensor slot, or r's message goes to v. Returns 1 when v took it. */
+static int bench_verifier_offer(bench_verifier *v, bench_conn *conn,
+                                bench_input *in, const void *tensor,
+                                fprep_result *r)
+{
+	pthread_mutex_lock(&v->mu);
+	if (v->busy) {
+		pthread_mutex_unlock(&v->mu);
+		return 0;
+	}
+	v->busy = 1;
+	v->in = in;
+	v->tensor = tensor;
+	if (tensor == r->payload) {
+		/* The stream keeps reading the header, not the payload. */
+		v->result = *r;
+		r->priv = NULL;
+	} else {
+		conn->out_offset = conn->out_offset == conn->out_slots[0]
+		                           ? conn->out_slots[1]
+		                           : conn->out_slots[0];
+	}
+	pthread_cond_signal(&v->cv);
+	pthread_mutex_unlock(&v->mu);
+	return 1;
+}
+
+/* bench_verifier_start starts v for run (no verifier: run->verifier stays
+ * NULL); bench_verifier_stop compares what it holds, then adds its counts
+ * to out and frees it. */
+static int bench_verifier_start(bench_run *run, bench_verifier *v)
+{
+	memset(v, 0, sizeof(*v));
+	v->run = run;
+	pthread_mutex_init(&v->mu, NULL);
+	pthread_cond_init(&v->cv, NULL);
+	if (pthread_create(&v->thread, NULL, bench_verifier_main, v) != 0) {
+		pthread_mutex_destroy(&v->mu);
+		pthread_cond_destroy(&v->cv);
+		return -1;
+	}
+	run->verifier = v;
+	return 0;
+}
+
+static void bench_verifier_stop(bench_verifier *v, bench_result *out)
+{
+	pthread_mutex_lock(&v->mu);
+	v->stop = 1;
+	pthread_cond_signal(&v->cv);
+	pthread_mutex_unlock(&v->mu);
+	pthread_join(v->thread, NULL);
+	pthread_mutex_destroy(&v->mu);
+	pthread_cond_destroy(&v->cv);
+	v->run->verifier = NULL;
+	if (out != NULL) {
+		out->verified += v->verified;
+		out->wrong += v->wrong;
+	}
+}
+
+/* bench_check classifies one request's outcome into res, a stream's. A
+ * sampled reply goes to the verifier, which may take r's message. Returns
+ * 1 if it was a good reply (so far as the verifier has not judged it). */
+static int bench_check(bench_run *run, bench_stream *st, bench_input *in,
+                       const fprep_request *req, int rc, fprep_result *r,
                        bench_result *res)
 {
+	bench_conn *conn = st->conn;
 	const fprep_reply_header *h = &r->header;
 	const bench_opts *o = run->opts;
 	const void *tensor = r->payload;
@@ -293,11 +417,20 @@ static int bench_check(bench_run *run, const bench_conn *conn, bench_input *in,
 	if (!bad && req->kind == FPREP_KIND_FRAME &&
 	    o->verify != BENCH_VERIFY_NONE) {
 		n = atomic_fetch_add(&in->replies, 1);
-		if (o->verify == BENCH_VERIFY_ALL || n == 0 ||
-		    n % o->verify_every == 0) {
-			res->verified++;
-			if (bench_compare(in, tensor, why, sizeof(why)))
-				bad = 1;
+		if (o->verify == BENCH_VERIFY_ALL || run->verifier == NULL) {
+			if (o->verify == BENCH_VERIFY_ALL || n == 0 ||
+			    n % o->verify_every == 0) {
+				res->verified++;
+				if (bench_compare(in, tensor, why, sizeof(why)))
+					bad = 1;
+			}
+		} else {
+			if (n == 0 || n % o->verify_every == 0)
+				st->owed = 1;
+			if (st->owed &&
+			    bench_verifier_offer(run->verifier, conn, in,
+			                         tensor, r))
+				st->owed = 0;
 		}
 	}
 	if (bad) {
@@ -360,7 +493,7 @@ static void *bench_stream_main(void *arg)
 		 * throughput. */
 		if (!run->open_loop && run->duration_s > 0)
 			measured = done >= run->warm_end_ns;
-		good = bench_check(run, conn, in, &req, rc, &r, res);
+		good = bench_check(run, st, in, &req, rc, &r, res);
 		if (measured) {
 			res->sent++;
 			if (good) {
@@ -443,6 +576,7 @@ static int bench_run_exec(bench_run *run, bench_conn *conns, const char *label,
 {
 	bench_stream *st;
 	bench_watch watch = {.run = run, .label = label};
+	bench_verifier verifier;
 	pthread_t watcher;
 	uint64_t last = 0;
 	unsigned i, k, started = 0;
@@ -469,6 +603,14 @@ static int bench_run_exec(bench_run *run, bench_conn *conns, const char *label,
 	run->gen_rng = run->opts->spec.seed;
 	run->gen_done = 0;
 	run->gen_dropped = 0;
+	run->verifier = NULL;
+	if (run->kind == FPREP_KIND_FRAME &&
+	    run->opts->verify == BENCH_VERIFY_SAMPLE &&
+	    bench_verifier_start(run, &verifier) != 0) {
+		fprintf(stderr, "frameprep-bench: cannot start a thread\n");
+		free(st);
+		return -1;
+	}
 	for (i = 0; i < run->streams; i++) {
 		st[i].run = run;
 		st[i].conn = &conns[i];
@@ -495,13 +637,15 @@ static int bench_run_exec(bench_run *run, bench_conn *conns, const char *label,
 	started = 0;
 	atomic_store(&watch.done, 1);
 	pthread_join(watcher, NULL);
+	memset(out, 0, sizeof(*out));
+	if (run->verifier != NULL)
+		bench_verifier_stop(run->verifier, out);
 	if (atomic_load(&run->messages) > BENCH_MAX_MESSAGES)
 		fprintf(stderr,
 		        "frameprep-bench: %llu more bad replies not shown\n",
 		        (unsigned long long)(atomic_load(&run->messages) -
 		                             BENCH_MAX_MESSAGES));
 
-	memset(out, 0, sizeof(*out));
 	out->cpu_us = out->cpu_cores = -1;
 	bench_hist_init(&out->hist);
 	out->open_loop = run->open_loop;
@@ -539,6 +683,8 @@ join:
 	atomic_store(&run->stop, 1);
 	for (i = 0; i < started; i++)
 		pthread_join(st[i].thread, NULL);
+	if (run->verifier != NULL)
+		bench_verifier_stop(run->verifier, NULL);
 	pthread_mutex_destroy(&run->gen_lock);
 	for (i = 0; i < run->streams; i++)
 		free(st[i].trace);
@@ -1093,8 +1239,8 @@ static uint64_t bench_doorbells(bench_conn *conns, unsigned n)
 }
 
 /* bench_open_regions gives each connection a shared-memory region with a
- * frame slot for the largest input and, page-aligned after it, a tensor
- * slot for the largest tensor. */
+ * frame slot for the largest input and, page-aligned after it, two tensor
+ * slots for the largest tensor (bench_conn). */
 static int bench_open_regions(bench_conn *conns, unsigned n,
                               const bench_input *inputs, size_t ninputs)
 {
@@ -1115,7 +1261,7 @@ static int bench_open_regions(bench_conn *conns, unsigned n,
 	out_max = ((out_max + 7) & ~(uint64_t)7) + FPREP_REPLY_HEADER_SIZE;
 	for (i = 0; i < n; i++) {
 		rc = fprep_region_open(&conns[i].region, conns[i].client,
-		                       (size_t)(in_max + out_max));
+		                       (size_t)(in_max + 2 * out_max));
 		if (rc) {
 			fprintf(stderr,
 			        "frameprep-bench: --shm: cannot open a "
@@ -1124,7 +1270,8 @@ static int bench_open_regions(bench_conn *conns, unsigned n,
 			        fprep_client_last_error(conns[i].client));
 			return -1;
 		}
-		conns[i].out_offset = in_max;
+		conns[i].out_slots[0] = conns[i].out_offset = in_max;
+		conns[i].out_slots[1] = in_max + out_max;
 		conns[i].out_capacity = out_max;
 	}
 	return 0;

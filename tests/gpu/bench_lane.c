@@ -19,15 +19,28 @@
  *    (--h2d-rows all) and only the rows read, and both pinned with the lane in
  *    mapped transfer mode (the kernel reads the frame and writes the
  *    tensor through mapped device pointers, as for a registered region
- *    under --transfer mapped: no copies at all).
+ *    under --transfer mapped: no copies at all); then the last two again
+ *    with frame and tensor in shared memory registered as frameprepd
+ *    registers a client's region (memfd pages, cudaHostRegister), where
+ *    the others use cudaMallocHost. H2D, kernel and D2H have their p99
+ *    beside their median.
  * 3. Throughput, 600 frames queued at once, with 2, 3 and 4 slots, on the
- *    same five paths.
+ *    same seven paths.
+ * 4. The machine's stalls: 1 and then 4 threads poll the clock for a
+ *    second each, as the daemon's loop, lane and completion threads poll,
+ *    and count the gaps between two consecutive reads (the time a thread
+ *    was stopped): how many a second over 10 and 30 us, the longest, and
+ *    the share of the second lost. A request crosses such threads, so
+ *    this is the part of its p99 that no code of the daemon controls.
  */
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <stb_image.h>
 
@@ -41,6 +54,8 @@
 #define TPUT_FRAMES   600
 #define DUPLEX_FRAMES 50
 #define DUPLEX_REPS   7
+#define STALL_NS      1000000000u
+#define STALL_THREADS 4
 
 static uint64_t now_ns(void)
 {
@@ -195,18 +210,64 @@ typedef struct bench_frame {
 	fprep_request rq;
 	uint8_t *frame;  /* ordinary memory */
 	uint8_t *pinned; /* the same bytes in pinned memory */
+	uint8_t *shm;    /* and in registered shared memory (shm_alloc) */
 	uint64_t out_bytes;
 } bench_frame;
+
+/* shm_alloc returns n bytes of shared memory pinned as frameprepd pins a
+ * client's region: a memfd's pages (4 KB, wherever the kernel put them)
+ * mapped shared and registered with cudaHostRegister, portable and mapped
+ * (fprep__backend_cuda's region OPEN). shm_free undoes it. */
+static uint8_t *shm_alloc(size_t n)
+{
+	int fd = memfd_create("bench_lane", MFD_CLOEXEC);
+	uint8_t *p;
+
+	if (fd < 0 || ftruncate(fd, (off_t)n) != 0) {
+		perror("memfd");
+		exit(1);
+	}
+	p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED) {
+		perror("mmap");
+		exit(1);
+	}
+	memset(p, 0, n);
+	CK(cudaHostRegister(p, n,
+	                    cudaHostRegisterPortable | cudaHostRegisterMapped));
+	return p;
+}
+
+static void shm_free(uint8_t *p, size_t n)
+{
+	CK(cudaHostUnregister(p));
+	munmap(p, n);
+}
 
 /* Paths: inline (payload and tensor in ordinary memory, copied through
  * the slot), pinned input, shm (input and output pinned: no host copies,
  * as with registered shared-memory regions), and shm mapped (the same
  * memory read and written by the kernel through its mapping). */
-enum { PATH_INLINE, PATH_PINNED, PATH_SHM_ALL, PATH_SHM, PATH_MAPPED, PATHS };
+enum {
+	PATH_INLINE,
+	PATH_PINNED,
+	PATH_SHM_ALL,
+	PATH_SHM,
+	PATH_MAPPED,
+	PATH_REG,
+	PATH_REG_MAPPED,
+	PATHS
+};
 static const char *const path_names[PATHS] = {
-        "inline", "pinned input", "shm, every row", "shm (pinned in+out)",
-        "shm mapped"};
-#define PATH_PINNED_OUT PATH_SHM_ALL /* the first path with pinned output */
+        "inline",         "pinned input",
+        "shm, every row", "shm (pinned in+out)",
+        "shm mapped",     "memfd registered",
+        "memfd mapped"};
+/* The paths on registered shared memory (shm_alloc). */
+#define PATH_IS_REG(m)    ((m) >= PATH_REG)
+#define PATH_IS_MAPPED(m) ((m) == PATH_MAPPED || (m) == PATH_REG_MAPPED)
+#define PATH_PINNED_OUT   PATH_SHM_ALL /* the first path with pinned output */
 
 /* bench_region stands for the registered region that holds p (pinned by
  * cudaMallocHost, which maps it for the device): the lane reads its base
@@ -222,16 +283,23 @@ static fprep__memreg *bench_region(fprep__memreg *r, uint8_t *p, size_t n)
 	return r;
 }
 
+/* bench_input: the frame's pinned copy that path mode reads. */
+static const uint8_t *bench_input(const bench_frame *bf, int mode)
+{
+	if (mode == PATH_INLINE)
+		return bf->frame;
+	return PATH_IS_REG(mode) ? bf->shm : bf->pinned;
+}
+
 /* bench_job fills lj for path mode: frame, output and their regions. */
 static void bench_job(lane_job *lj, lane_waiter *w, const bench_frame *bf,
                       uint8_t *out, int mode, fprep__memreg *reg)
 {
-	lane_job_init(lj, w, &bf->rq,
-	              mode > PATH_INLINE ? bf->pinned : bf->frame, out,
+	lane_job_init(lj, w, &bf->rq, bench_input(bf, mode), out,
 	              bf->out_bytes);
 	lj->job.input_pinned = mode > PATH_INLINE;
 	lj->job.output_pinned = mode >= PATH_PINNED_OUT;
-	if (mode == PATH_MAPPED) {
+	if (PATH_IS_MAPPED(mode)) {
 		lj->job.in_region = &reg[0];
 		lj->job.out_region = &reg[1];
 	}
@@ -248,10 +316,11 @@ static fprep__backend *bench_open(const fprep__cuda_config *cfg,
 	fprep__backend *b;
 
 	c.transfer =
-	        mode == PATH_MAPPED ? FPREP__CUDA_MAPPED : FPREP__CUDA_STAGED;
+	        PATH_IS_MAPPED(mode) ? FPREP__CUDA_MAPPED : FPREP__CUDA_STAGED;
 	c.all_rows = mode == PATH_SHM_ALL;
-	if (mode == PATH_MAPPED) {
-		bench_region(&reg[0], bf->pinned, bf->rq.input_size);
+	if (PATH_IS_MAPPED(mode)) {
+		bench_region(&reg[0], (uint8_t *)bench_input(bf, mode),
+		             bf->rq.input_size);
 		bench_region(&reg[1], out, bf->out_bytes * 4);
 	}
 	if (fprep__backend_cuda_open(&b, &c) != 0)
@@ -263,7 +332,9 @@ static fprep__backend *bench_open(const fprep__cuda_config *cfg,
 static uint8_t *bench_out(const bench_frame *bf, int mode)
 {
 	uint8_t *out = NULL;
-	if (mode >= PATH_PINNED_OUT)
+	if (PATH_IS_REG(mode))
+		out = shm_alloc(bf->out_bytes * 4);
+	else if (mode >= PATH_PINNED_OUT)
 		CK(cudaMallocHost((void **)&out, bf->out_bytes * 4));
 	else
 		out = malloc(bf->out_bytes * 4);
@@ -273,9 +344,11 @@ static uint8_t *bench_out(const bench_frame *bf, int mode)
 	return out;
 }
 
-static void bench_out_free(uint8_t *out, int mode)
+static void bench_out_free(const bench_frame *bf, uint8_t *out, int mode)
 {
-	if (mode >= PATH_PINNED_OUT)
+	if (PATH_IS_REG(mode))
+		shm_free(out, bf->out_bytes * 4);
+	else if (mode >= PATH_PINNED_OUT)
 		CK(cudaFreeHost(out));
 	else
 		free(out);
@@ -315,12 +388,15 @@ static void latency(const fprep__cuda_config *cfg, const bench_frame *bf,
 		wall[r] = (double)(t1 - t0) / 1e3;
 	}
 	b->close(b, 1000);
-	printf("%-22s %7.1f %7.1f %7.1f %9.1f %9.1f %12.1f %9.1f\n",
-	       path_names[mode], median(h2d, LAT_REPS), median(kern, LAT_REPS),
-	       median(d2h, LAT_REPS), median(lane, LAT_REPS),
+	printf("%-20s %5.0f/%-5.0f %5.0f/%-5.0f %5.0f/%-5.0f %6.1f/%-6.1f "
+	       "%6.1f/%-6.1f\n",
+	       path_names[mode], median(h2d, LAT_REPS),
+	       quantile(h2d, LAT_REPS, 0.99), median(kern, LAT_REPS),
+	       quantile(kern, LAT_REPS, 0.99), median(d2h, LAT_REPS),
+	       quantile(d2h, LAT_REPS, 0.99), median(lane, LAT_REPS),
 	       quantile(lane, LAT_REPS, 0.99), median(wall, LAT_REPS),
 	       quantile(wall, LAT_REPS, 0.99));
-	bench_out_free(out, mode);
+	bench_out_free(bf, out, mode);
 }
 
 static double throughput(const fprep__cuda_config *cfg, const bench_frame *bf,
@@ -356,8 +432,74 @@ static double throughput(const fprep__cuda_config *cfg, const bench_frame *bf,
 		if (jobs[k].job.status != FPREP_OK)
 			exit(1);
 	b->close(b, 1000);
-	bench_out_free(out, mode);
+	bench_out_free(bf, out, mode);
 	return TPUT_FRAMES / s;
+}
+
+/* stall_probe: one polling thread's gaps between consecutive clock reads. */
+typedef struct stall_probe {
+	pthread_t t;
+	pthread_barrier_t *start;
+	uint64_t over10, over30;      /* gaps over 10 and 30 us */
+	uint64_t longest_ns, lost_ns; /* the longest gap; sum of those > 2 us */
+} stall_probe;
+
+static void *stall_main(void *arg)
+{
+	stall_probe *p = arg;
+
+	pthread_barrier_wait(p->start);
+	uint64_t t0 = now_ns(), prev = t0, t;
+	while ((t = now_ns()) - t0 < STALL_NS) {
+		uint64_t gap = t - prev;
+
+		prev = t;
+		if (gap <= 2000)
+			continue;
+		p->lost_ns += gap;
+		p->over10 += gap > 10000;
+		p->over30 += gap > 30000;
+		if (gap > p->longest_ns)
+			p->longest_ns = gap;
+	}
+	return NULL;
+}
+
+/* stall_report runs 1, then STALL_THREADS, polling threads for STALL_NS and
+ * prints what each count of them lost (the worst thread's). */
+static void stall_report(void)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	printf("\nstalls of polling threads (%ld CPUs online): gaps between "
+	       "two clock reads, per thread and second\n",
+	       cpus);
+	printf("%-8s %10s %10s %12s %10s\n", "threads", ">10 us", ">30 us",
+	       "longest us", "lost %");
+	for (unsigned n = 1; n <= STALL_THREADS; n += STALL_THREADS - 1) {
+		stall_probe p[STALL_THREADS];
+		pthread_barrier_t start;
+		uint64_t o10 = 0, o30 = 0, longest = 0, lost = 0;
+
+		memset(p, 0, sizeof p);
+		pthread_barrier_init(&start, NULL, n);
+		for (unsigned i = 0; i < n; i++) {
+			p[i].start = &start;
+			pthread_create(&p[i].t, NULL, stall_main, &p[i]);
+		}
+		for (unsigned i = 0; i < n; i++) {
+			pthread_join(p[i].t, NULL);
+			o10 = p[i].over10 > o10 ? p[i].over10 : o10;
+			o30 = p[i].over30 > o30 ? p[i].over30 : o30;
+			if (p[i].longest_ns > longest)
+				longest = p[i].longest_ns;
+			lost = p[i].lost_ns > lost ? p[i].lost_ns : lost;
+		}
+		pthread_barrier_destroy(&start);
+		printf("%-8u %10llu %10llu %12.1f %10.3f\n", n,
+		       (unsigned long long)o10, (unsigned long long)o30,
+		       longest / 1e3, 100.0 * lost / STALL_NS);
+	}
 }
 
 int main(int argc, char **argv)
@@ -394,6 +536,8 @@ int main(int argc, char **argv)
 	fprep_tensor_shape(&bf.rq, shape, &bf.out_bytes);
 	CK(cudaMallocHost((void **)&bf.pinned, bf.rq.input_size));
 	memcpy(bf.pinned, bf.frame, bf.rq.input_size);
+	bf.shm = shm_alloc(bf.rq.input_size);
+	memcpy(bf.shm, bf.frame, bf.rq.input_size);
 
 	CK(cudaGetDeviceProperties(&prop, 0));
 	printf("device: %s, sm_%d%d, %d copy engines\n", prop.name, prop.major,
@@ -429,10 +573,10 @@ int main(int argc, char **argv)
 	                          .cache_enabled = 1,
 	                          .spin_ns = 1000000};
 	printf("\nsingle frame 1080p BGR8 -> 640x640 RGB f32 NCHW letterbox, "
-	       "median (and p99) of %d (us)\n",
+	       "median/p99 of %d (us)\n",
 	       LAT_REPS);
-	printf("%-22s %7s %7s %7s %9s %9s %9s %9s\n", "path", "H2D", "kernel",
-	       "D2H", "lane", "lane p99", "submit->done", "p99");
+	printf("%-20s %11s %11s %11s %13s %13s\n", "path", "H2D", "kernel",
+	       "D2H", "lane", "submit->done");
 	for (int mode = 0; mode < PATHS; mode++)
 		latency(&cfg, &bf, mode);
 	printf("  (copy probes: H2D %.1f + D2H %.1f = %.1f us; with the rows "
@@ -440,8 +584,9 @@ int main(int argc, char **argv)
 	       th, td, th + td, tr, td, tr + td);
 
 	printf("\nthroughput, %d frames queued (frames/s)\n", TPUT_FRAMES);
-	printf("%-6s %12s %12s %12s %12s %12s\n", "slots", "inline",
-	       "pinned-in", "shm all rows", "shm", "shm mapped");
+	printf("%-6s %12s %12s %12s %12s %12s %12s %12s\n", "slots", "inline",
+	       "pinned-in", "shm all rows", "shm", "shm mapped", "memfd",
+	       "memfd mapped");
 	for (unsigned d = 2; d <= 4; d++) {
 		cfg.slots = d;
 		printf("%-6u", d);
@@ -453,6 +598,8 @@ int main(int argc, char **argv)
 	       "%.0f; with the rows read, both directions: %.0f)\n",
 	       1e6 / th, dx, dr);
 	printf("allocations by the lanes: %lu\n", fprep__cuda_alloc_count());
+	stall_report();
+	shm_free(bf.shm, bf.rq.input_size);
 	CK(cudaFreeHost(bf.pinned));
 	free(bf.frame);
 	free(big.rgb);

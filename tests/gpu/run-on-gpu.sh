@@ -101,8 +101,14 @@ run() { # run NAME COMMAND...: runs, keeps the log, records the verdict
 # the copy-probe floor of bench_lane. ECHO runs through nng and through a
 # doorbell with a polling client.
 # Ends with a table: p50 and p99 at c=1, best frames/s.
+# latency_run: bare nng, ECHO and 1080p/4K c=1 latency per transfer mode
+# (FPREP_LAT_MODES) and reply path (FPREP_LAT_REPLIES), at concurrency
+# FPREP_LAT_C; FPREP_LAT_WRAP is a command that daemon and bench run under
+# (e.g. "chrt -f 20": real-time scheduling). Ends with a table.
 latency_run() {
 	local ms m sp rr lu lp rc=0 bu=ipc://$tmp/bare.sock
+	local -a wrap
+	read -r -a wrap <<<"${FPREP_LAT_WRAP:-}"
 	"$here/bin/bare_nng" serve "$bu" & lp=$!
 	sleep 0.3
 	"$here/bin/bare_nng" ping "$bu" 20000 1000 || rc=1
@@ -113,7 +119,7 @@ latency_run() {
 		rows=${rows:-read}
 		[ "$rows" = read ] || sp=$sp-$rows
 		lu=ipc://$tmp/lat-$m-$sp.sock
-		"$here/bin/frameprepd" --device 0 --listen "$lu" --slots 4 \
+		"${wrap[@]}" "$here/bin/frameprepd" --device 0 --listen "$lu" --slots 4 \
 			--max-inflight 256 --transfer "$m" --spin-us "${sp%-*}" \
 			--h2d-rows "$rows" \
 			--max-out-width 4096 --max-out-height 4096 \
@@ -141,13 +147,13 @@ latency_run() {
 			doorspin) extra=(--shm-reply --doorbell --spin-us 1000) cs=1 ;;
 			esac
 			echo "--- transfer $m, spin-us $sp, reply $rr"
-			"$here/bin/frameprep-bench" --socket "$lu" --quiet \
+			"${wrap[@]}" "$here/bin/frameprep-bench" --socket "$lu" --quiet \
 				--image "$here/images/astronaut.png" --verify sample \
 				--duration "${FPREP_BENCH_S:-3}" --warmup 1 --no-ceiling \
 				--frame-size 1920x1080 --size 640x640 --shm "$where" -c "$cs" \
 				"${extra[@]}" --json "$logs/lat_${m}_${sp}_$rr.json" || rc=1
 			[ "${sp%-*}" = auto ] || continue
-			"$here/bin/frameprep-bench" --socket "$lu" --quiet \
+			"${wrap[@]}" "$here/bin/frameprep-bench" --socket "$lu" --quiet \
 				--image "$here/images/astronaut.png" --verify sample \
 				--duration 2 --warmup 1 --no-ceiling \
 				--frame-size 3840x2160 --size 1280x1280 --shm "$where" -c 1 \
