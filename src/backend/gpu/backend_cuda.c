@@ -19,7 +19,11 @@
  * blocking wait adds tens of microseconds to every reply; then sleeping on
  * it, a blocking-sync event),
  * copies the pinned output into the job, fills the timings, frees the slot
- * and calls done. When the job's output is itself pinned (a registered
+ * and calls done. A frame alone in the lane (no other in flight, none
+ * pending) is not handed over: the lane thread polls its ev_done itself and
+ * completes it (cuda_lane_finish), so a request at concurrency 1 crosses
+ * one backend thread, not two; a new job hands it to the completion thread
+ * at once. When the job's output is itself pinned (a registered
  * shared-memory slot) the D2H writes it directly and there is no copy out;
  * the host copies that remain are spread over a small copy pool
  * (host_copy.h), since one thread's memcpy is slower than PCIe. Staging buffers
@@ -1175,6 +1179,8 @@ static int cuda_all_free(const cuda_backend *cb)
 	return 1;
 }
 
+static void cuda_lane_finish(cuda_backend *cb, cuda_slot *s);
+
 static void *cuda_lane_main(void *arg)
 {
 	cuda_backend *cb = arg;
@@ -1251,9 +1257,16 @@ static void *cuda_lane_main(void *arg)
 			cuda_deliver(cb, s, job);
 		} else {
 			pthread_mutex_lock(&cb->mu);
-			fprep__queue_push(&cb->flying, &s->link);
-			cuda_kick(&cb->cv_done, &cb->done_kicks);
+			int alone = busy == 0 && cb->spin_ns > 0 &&
+			            fprep__queue_empty(&cb->pending) &&
+			            fprep__queue_empty(&cb->flying);
+			if (!alone) {
+				fprep__queue_push(&cb->flying, &s->link);
+				cuda_kick(&cb->cv_done, &cb->done_kicks);
+			}
 			pthread_mutex_unlock(&cb->mu);
+			if (alone)
+				cuda_lane_finish(cb, s);
 		}
 		pthread_mutex_lock(&cb->mu);
 	}
@@ -1315,13 +1328,14 @@ static cudaError_t cuda_wait(const cuda_backend *cb, cudaEvent_t ev)
 	return e;
 }
 
-/* cuda_finish completes the job of the oldest in-flight slot. */
-static void cuda_finish(cuda_backend *cb, cuda_slot *s)
+/* cuda_complete completes the job of the oldest in-flight slot s, whose
+ * ev_done wait ended with e. */
+static void cuda_complete(cuda_backend *cb, cuda_slot *s, cudaError_t e)
 {
 	fprep__job *job = s->job;
 	fprep__gpu_status st = {0};
 
-	if (FPREP__CUDA(&st, cuda_wait(cb, s->ev_done))) {
+	if (FPREP__CUDA(&st, e)) {
 		cuda_fail(job, FPREP_ECUDA, cuda_sticky(st.code), st.text);
 		cuda_deliver(cb, s, job);
 		return;
@@ -1349,6 +1363,41 @@ static void cuda_finish(cuda_backend *cb, cuda_slot *s)
 		cb->probe(cb->probe_arg, job, &ps);
 	}
 	cuda_deliver(cb, s, job);
+}
+
+/* cuda_finish waits for the oldest in-flight slot s and completes its job. */
+static void cuda_finish(cuda_backend *cb, cuda_slot *s)
+{
+	cuda_complete(cb, s, cuda_wait(cb, s->ev_done));
+}
+
+/* cuda_lane_finish: the lane thread has just enqueued s, the only slot in
+ * flight, and nothing is pending. It polls s's ev_done itself, for up to
+ * spin_ns, and completes the job when it is done, so that a lone request
+ * crosses no third thread (the completion thread, and the tens of
+ * microseconds of its waking when it slept). A kick (a new job, a region
+ * operation, a stop) or the end of the poll hands s to the completion
+ * thread instead, as any slot under load. */
+static void cuda_lane_finish(cuda_backend *cb, cuda_slot *s)
+{
+	unsigned k =
+	        atomic_load_explicit(&cb->lane_kicks, memory_order_acquire);
+	uint64_t until = cuda_now_ns() + cb->spin_ns;
+	cudaError_t e;
+
+	while ((e = cudaEventQuery(s->ev_done)) == cudaErrorNotReady) {
+		if (atomic_load_explicit(&cb->lane_kicks,
+		                         memory_order_acquire) != k ||
+		    cuda_now_ns() > until) {
+			pthread_mutex_lock(&cb->mu);
+			fprep__queue_push(&cb->flying, &s->link);
+			cuda_kick(&cb->cv_done, &cb->done_kicks);
+			pthread_mutex_unlock(&cb->mu);
+			return;
+		}
+		CUDA_CPU_RELAX();
+	}
+	cuda_complete(cb, s, e);
 }
 
 static void *cuda_completion_main(void *arg)
