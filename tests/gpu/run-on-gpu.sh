@@ -103,10 +103,13 @@ run() { # run NAME COMMAND...: runs, keeps the log, records the verdict
 # Ends with a table: p50 and p99 at c=1, best frames/s.
 # latency_run: bare nng, ECHO and 1080p/4K c=1 latency per transfer mode
 # (FPREP_LAT_MODES) and reply path (FPREP_LAT_REPLIES), at concurrency
-# FPREP_LAT_C; FPREP_LAT_WRAP is a command that daemon and bench run under
-# (e.g. "chrt -f 20": real-time scheduling). Ends with a table.
+# FPREP_LAT_C. FPREP_LAT_WRAP is a command that daemon and bench run under
+# (e.g. "taskset -c 2-9"); FPREP_LAT_BIN the folder of the frameprepd and
+# frameprep-bench to run (default the bundle's bin/: another build's, to
+# compare two versions in one lease). Ends with a table.
 latency_run() {
 	local ms m sp rr lu lp rc=0 bu=ipc://$tmp/bare.sock
+	local bin=${FPREP_LAT_BIN:-$here/bin}
 	local -a wrap
 	read -r -a wrap <<<"${FPREP_LAT_WRAP:-}"
 	"$here/bin/bare_nng" serve "$bu" & lp=$!
@@ -119,7 +122,7 @@ latency_run() {
 		rows=${rows:-read}
 		[ "$rows" = read ] || sp=$sp-$rows
 		lu=ipc://$tmp/lat-$m-$sp.sock
-		"${wrap[@]}" "$here/bin/frameprepd" --device 0 --listen "$lu" --slots 4 \
+		"${wrap[@]}" "$bin/frameprepd" --device 0 --listen "$lu" --slots 4 \
 			--max-inflight 256 --transfer "$m" --spin-us "${sp%-*}" \
 			--h2d-rows "$rows" \
 			--max-out-width 4096 --max-out-height 4096 \
@@ -128,10 +131,10 @@ latency_run() {
 		for _ in $(seq 200); do "$here/bin/frameprep" info --socket "$lu" >/dev/null 2>&1 && break; sleep 0.1; done
 		if [ "$m" = staged ] && [ "$rows" = read ]; then
 			echo "--- ECHO, spin-us $sp"
-			"$here/bin/frameprep-bench" --socket "$lu" --quiet --echo --synthetic 64x64 --size 8x8 \
+			"$bin/frameprep-bench" --socket "$lu" --quiet --echo --synthetic 64x64 --size 8x8 \
 				--duration 2 --warmup 0.5 --no-ceiling -c 1 --json "$logs/lat_echo_$sp.json" || rc=1
 			echo "--- ECHO through a doorbell, spin-us $sp"
-			"$here/bin/frameprep-bench" --socket "$lu" --quiet --echo --synthetic 64x64 --size 8x8 \
+			"$bin/frameprep-bench" --socket "$lu" --quiet --echo --synthetic 64x64 --size 8x8 \
 				--shm both --doorbell --spin-us 1000 \
 				--duration 2 --warmup 0.5 --no-ceiling -c 1 --json "$logs/lat_echodoor_$sp.json" || rc=1
 		fi
@@ -145,15 +148,19 @@ latency_run() {
 			spin) extra=(--shm-reply --spin-us 1000) cs=1 ;;
 			door) extra=(--shm-reply --doorbell) ;;
 			doorspin) extra=(--shm-reply --doorbell --spin-us 1000) cs=1 ;;
+			# 200 frames/s, one stream: 5 ms apart, longer than the
+			# daemon polls, so each request wakes it (a camera's
+			# stream, not a closed loop).
+			doorrate) extra=(--shm-reply --doorbell --spin-us 1000 --rate 200) cs=1 ;;
 			esac
 			echo "--- transfer $m, spin-us $sp, reply $rr"
-			"${wrap[@]}" "$here/bin/frameprep-bench" --socket "$lu" --quiet \
+			"${wrap[@]}" "$bin/frameprep-bench" --socket "$lu" --quiet \
 				--image "$here/images/astronaut.png" --verify sample \
 				--duration "${FPREP_BENCH_S:-3}" --warmup 1 --no-ceiling \
 				--frame-size 1920x1080 --size 640x640 --shm "$where" -c "$cs" \
 				"${extra[@]}" --json "$logs/lat_${m}_${sp}_$rr.json" || rc=1
 			[ "${sp%-*}" = auto ] || continue
-			"${wrap[@]}" "$here/bin/frameprep-bench" --socket "$lu" --quiet \
+			"${wrap[@]}" "$bin/frameprep-bench" --socket "$lu" --quiet \
 				--image "$here/images/astronaut.png" --verify sample \
 				--duration 2 --warmup 1 --no-ceiling \
 				--frame-size 3840x2160 --size 1280x1280 --shm "$where" -c 1 \
