@@ -14,11 +14,23 @@
  * The doorbell goes on DOORBELL with 0 entries, before its region is
  * unregistered, when its connection closes, when the SIGBUS guard catches
  * its region, and at shutdown. The loop alone touches any of it.
+ *
+ * While the loop does not poll, a thread of its own, the waker, sleeps in
+ * futex_waitv(2) on the doorbells' wake words, which the loop arms; a
+ * client that finds polling = 0 and its word armed rings it (FUTEX_WAKE),
+ * and the waker hands the loop an FPREP__EV_DOORBELL event: one wake-up
+ * in the daemon instead of nng's socket and threads in both processes.
+ * The waker touches only its own fields and the words' addresses the loop
+ * gives it under its mutex.
  */
+#include <errno.h>
 #include <inttypes.h>
+#include <linux/futex.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "log.h"
@@ -28,6 +40,49 @@
 static _Atomic uint32_t *doorbell_word(uint8_t *p)
 {
 	return (_Atomic uint32_t *)(void *)p;
+}
+
+/* doorbell_wake: the wake word of doorbell d's area. */
+static _Atomic uint32_t *doorbell_wake(const fprep__doorbell *d)
+{
+	return doorbell_word(d->area + FPREP_DOORBELL_WAKE_AT);
+}
+
+/* waker_publish gives the waker thread the wake words to sleep on: those
+ * of the doorbells it covers, while the loop does not poll, else none;
+ * then bumps gen and wakes the thread, which waits on the new set. Loop
+ * thread. */
+static void waker_publish(fprep__server *srv)
+{
+	fprep__doorbell_waker *w = &srv->waker;
+	unsigned n = 0;
+
+	if (!w->running)
+		return;
+	pthread_mutex_lock(&w->mu);
+	for (unsigned i = 0; i < srv->ndoorbells && !srv->polling; i++) {
+		const fprep__doorbell *d = &srv->doorbells[i];
+
+		if (d->waked && !fprep__memreg_broken(d->region))
+			w->words[n++] = (uint64_t)(uintptr_t)doorbell_wake(d);
+	}
+	w->nwords = n;
+	atomic_fetch_add(&w->gen, 1);
+	pthread_mutex_unlock(&w->mu);
+	syscall(SYS_futex, &w->gen, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* doorbell_arm stores ARMED (on, which clears RUNG) or 0 into the wake
+ * word of every doorbell the waker covers. Loop thread. */
+static void doorbell_arm(fprep__server *srv, int on)
+{
+	for (unsigned i = 0; i < srv->ndoorbells; i++) {
+		fprep__doorbell *d = &srv->doorbells[i];
+
+		if (d->waked && !fprep__memreg_broken(d->region))
+			atomic_store(doorbell_wake(d),
+			             on ? FPREP_DOORBELL_WAKE_ARMED : 0);
+	}
 }
 
 /* doorbell_entry: entry k of doorbell d. */
@@ -41,10 +96,17 @@ static uint8_t *doorbell_entry(const fprep__doorbell *d, unsigned k)
  * region loses the doorbell's use. */
 static void doorbell_drop(fprep__server *srv, fprep__doorbell *d)
 {
-	if (!fprep__memreg_broken(d->region))
+	int waked = d->waked;
+
+	if (!fprep__memreg_broken(d->region)) {
 		atomic_store(doorbell_word(d->area), 0);
+		atomic_store(doorbell_wake(d), 0);
+	}
 	fprep__regions_unuse(&srv->regions, d->region);
+	srv->nwaked -= (unsigned)waked;
 	*d = srv->doorbells[--srv->ndoorbells];
+	if (waked)
+		waker_publish(srv);
 }
 
 /* doorbell_find returns the doorbell in region r, or NULL. */
@@ -109,8 +171,15 @@ int fprep__doorbell_set(fprep__server *srv, uint32_t pipe,
 	d->pipe = pipe;
 	d->area = r->base + req->doorbell_offset;
 	d->entries = req->doorbell_entries;
+	d->waked = srv->waker.running && srv->nwaked < FPREP__WAKER_WORDS;
+	srv->nwaked += (unsigned)d->waked;
 	fprep__regions_use(r);
+	/* As the loop does for every doorbell: armed before polling = 0. */
+	atomic_store(doorbell_wake(d),
+	             d->waked && !srv->polling ? FPREP_DOORBELL_WAKE_ARMED : 0);
 	atomic_store(doorbell_word(d->area), (uint32_t)srv->polling);
+	if (d->waked)
+		waker_publish(srv);
 	return FPREP_OK;
 }
 
@@ -206,10 +275,128 @@ void fprep__doorbell_set_polling(fprep__server *srv, int on)
 	if (srv->polling == on)
 		return;
 	srv->polling = on;
+	/* Armed before polling = 0, cleared after polling = 1: a client
+	 * that reads polling = 0 then finds its word armed, or uses nng
+	 * (protocol.h). */
+	if (!on)
+		doorbell_arm(srv, 1);
 	for (unsigned i = 0; i < srv->ndoorbells; i++)
 		if (!fprep__memreg_broken(srv->doorbells[i].region))
 			atomic_store(doorbell_word(srv->doorbells[i].area),
 			             (uint32_t)on);
+	if (on)
+		doorbell_arm(srv, 0);
+	waker_publish(srv);
+}
+
+void fprep__doorbell_rung(fprep__server *srv)
+{
+	atomic_store(&srv->waker.queued, 0);
+	srv->waker.rings++;
+	if (!srv->polling) {
+		/* No spin (--spin-us 0): RUNG is cleared before the entries
+		 * are looked at, so a later ring is seen; then the waker
+		 * sleeps again. */
+		doorbell_arm(srv, 1);
+		fprep__doorbell_poll(srv);
+		waker_publish(srv);
+		return;
+	}
+	fprep__doorbell_poll(srv);
+}
+
+#ifdef SYS_futex_waitv
+/* waker_main: the waker thread (fprep__doorbell_waker). */
+static void *waker_main(void *arg)
+{
+	fprep__server *srv = arg;
+	fprep__doorbell_waker *w = &srv->waker;
+	struct futex_waitv v[FPREP__WAKER_WORDS + 1];
+
+	for (;;) {
+		pthread_mutex_lock(&w->mu);
+		if (w->stop) {
+			pthread_mutex_unlock(&w->mu);
+			break;
+		}
+		uint32_t g = atomic_load(&w->gen);
+		unsigned n = w->nwords;
+
+		memset(v, 0, sizeof(v[0]) * (n + 1));
+		v[0].val = g;
+		v[0].uaddr = (uint64_t)(uintptr_t)&w->gen;
+		v[0].flags = FUTEX_32 | FUTEX_PRIVATE_FLAG;
+		for (unsigned k = 0; k < n; k++) {
+			v[k + 1].val = FPREP_DOORBELL_WAKE_ARMED;
+			v[k + 1].uaddr = w->words[k];
+			v[k + 1].flags = FUTEX_32; /* shared with the client */
+		}
+		pthread_mutex_unlock(&w->mu);
+		long r = syscall(SYS_futex_waitv, v, n + 1, 0, NULL, 0);
+		int e = errno;
+
+		if (atomic_load(&w->gen) != g)
+			continue; /* the loop changed the set */
+		if (r == 0 || (r < 0 && e == EINTR))
+			continue;
+		/* A word rang (woken, or not ARMED as the wait began); or a
+		 * word could not be read (EFAULT): the loop looks, and the
+		 * waker sleeps until the loop has changed the set. */
+		if (r < 0 && e != EAGAIN)
+			fprep__log(FPREP_LOG_DEBUG, "futex_waitv: %s",
+			           strerror(e));
+		if (!atomic_exchange(&w->queued, 1))
+			fprep__evq_push(&srv->evq, &w->ev);
+		while (atomic_load(&w->gen) == g)
+			syscall(SYS_futex, &w->gen, FUTEX_WAIT_PRIVATE, g, NULL,
+			        NULL, 0);
+	}
+	return NULL;
+}
+#endif
+
+void fprep__doorbell_waker_start(fprep__server *srv)
+{
+	fprep__doorbell_waker *w = &srv->waker;
+
+	w->ev.kind = FPREP__EV_DOORBELL;
+	if (srv->cfg->max_doorbells == 0)
+		return;
+#ifdef SYS_futex_waitv
+	/* No futexes is EINVAL where the call exists. */
+	if (syscall(SYS_futex_waitv, NULL, 0, 0, NULL, 0) == 0 ||
+	    errno != EINVAL) {
+		fprep__log(FPREP_LOG_INFO,
+		           "doorbells: no futex_waitv in this kernel: a client "
+		           "finds the daemon asleep and uses the socket");
+		return;
+	}
+	pthread_mutex_init(&w->mu, NULL);
+	if (pthread_create(&w->thread, NULL, waker_main, srv) != 0) {
+		pthread_mutex_destroy(&w->mu);
+		fprep__log(FPREP_LOG_WARNING,
+		           "doorbells: cannot start the waker thread");
+		return;
+	}
+	w->running = 1;
+#endif
+}
+
+void fprep__doorbell_waker_stop(fprep__server *srv)
+{
+	fprep__doorbell_waker *w = &srv->waker;
+
+	if (!w->running)
+		return;
+	pthread_mutex_lock(&w->mu);
+	w->stop = 1;
+	w->nwords = 0;
+	atomic_fetch_add(&w->gen, 1);
+	pthread_mutex_unlock(&w->mu);
+	syscall(SYS_futex, &w->gen, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	pthread_join(w->thread, NULL);
+	pthread_mutex_destroy(&w->mu);
+	w->running = 0;
 }
 
 void fprep__doorbell_slot_end(fprep__slot *s)

@@ -56,11 +56,14 @@ void fprep__server_info(fprep__server *srv, char *buf, size_t size)
 		        "\nmax_regions: %u\nmax_region_bytes: "
 		        "%" PRIu64 "\nmax_shm_bytes: %" PRIu64 "\n"
 		        "doorbells: %u\nmax_doorbells: %u\n"
-		        "doorbell_requests: %" PRIu64 "\n",
+		        "doorbell_requests: %" PRIu64 "\n"
+		        "doorbell_wake: %s\ndoorbell_rings: %" PRIu64 "\n",
 		        nreg, shm_bytes, srv->cfg->max_regions,
 		        srv->cfg->max_region_bytes, srv->cfg->max_shm_bytes,
 		        srv->ndoorbells, srv->cfg->max_doorbells,
-		        srv->doorbell_requests);
+		        srv->doorbell_requests,
+		        srv->waker.running ? "futex_waitv" : "none",
+		        srv->waker.rings);
 	}
 	if (n < size) {
 		unsigned alive, ncuda;

@@ -84,6 +84,12 @@ static void server_event(fprep__event *ev, void *data)
 	case FPREP__EV_PIPE_CLOSED:
 		fprep__conn_closed(srv, ev);
 		return;
+	case FPREP__EV_DOORBELL:
+		if (!srv->finished)
+			fprep__doorbell_rung(srv);
+		else
+			atomic_store(&srv->waker.queued, 0);
+		return;
 	default:
 		s = fprep__container_of(ev, fprep__slot, ev);
 		if (!srv->finished)
@@ -226,6 +232,7 @@ int fprep__server_run(const fprep__config *cfg, fprep__backend *backend,
 		srv->exit_status = 1;
 		fprep__server_finish(srv);
 	} else {
+		fprep__doorbell_waker_start(srv);
 		for (unsigned i = 0; i < srv->nng_slots; i++)
 			fprep__slot_recv(&srv->slots[i]);
 		fprep__server_log_start(srv);

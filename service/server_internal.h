@@ -18,6 +18,7 @@
 #define FPREP_SERVICE_SERVER_INTERNAL_H
 
 #include <nng/nng.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <uv.h>
@@ -46,7 +47,8 @@ enum fprep__server_event {
 	FPREP__EV_AIO,         /* a slot's nng operation ended */
 	FPREP__EV_DONE,        /* a slot's job ended */
 	FPREP__EV_PIPE_CLOSED, /* a connection closed (conns.c) */
-	FPREP__EV_REGION       /* a region operation ended (regions.c) */
+	FPREP__EV_REGION,      /* a region operation ended (regions.c) */
+	FPREP__EV_DOORBELL     /* a client rang a doorbell (doorbell.c) */
 };
 
 typedef struct fprep__server fprep__server;
@@ -59,7 +61,31 @@ typedef struct fprep__doorbell {
 	uint32_t pipe;         /* the connection that set it up */
 	uint8_t *area;         /* in region's mapping */
 	unsigned entries;
+	int waked; /* the waker covers its wake word (fprep__doorbell_waker) */
 } fprep__doorbell;
+
+/* The most wake words the doorbell waker sleeps on: futex_waitv(2)'s limit,
+ * less its own word. */
+#define FPREP__WAKER_WORDS 127
+
+/* fprep__doorbell_waker: a thread that sleeps in futex_waitv(2) on the
+ * wake words of the doorbells while the loop does not poll them, and
+ * wakes the loop when a client rings (protocol.h, "Doorbells"). The loop
+ * writes what it waits on (under mu) and bumps gen, which the thread also
+ * waits on, at every change. Where the kernel has no futex_waitv, there is
+ * no thread and no word is armed: clients use nng. */
+typedef struct fprep__doorbell_waker {
+	pthread_t thread;
+	int running;                        /* the thread runs */
+	pthread_mutex_t mu;                 /* words, nwords, stop */
+	_Atomic uint32_t gen;               /* a private futex word */
+	uint64_t words[FPREP__WAKER_WORDS]; /* armed wake words' addresses */
+	unsigned nwords;                    /* 0: none armed */
+	int stop;
+	fprep__event ev;   /* kind FPREP__EV_DOORBELL */
+	atomic_int queued; /* ev is in the loop's queue */
+	uint64_t rings;    /* loop: FPREP__EV_DOORBELL events handled */
+} fprep__doorbell_waker;
 
 /* fprep__conn: what one connection (nng pipe) holds; an entry is in use
  * while held > 0, so there are never more than the slots. */
@@ -139,9 +165,11 @@ struct fprep__server {
 	fprep__slot **doorbell_free; /* the pool's free slots */
 	unsigned ndoorbell_free;
 	uint64_t doorbell_requests; /* taken from doorbells */
-	unsigned active;            /* slots not IDLE */
-	fprep__conn *conns;         /* nslots entries */
-	uint64_t reply_bytes;       /* tensor bytes of the replies in flight */
+	fprep__doorbell_waker waker;
+	unsigned nwaked;      /* doorbells the waker covers */
+	unsigned active;      /* slots not IDLE */
+	fprep__conn *conns;   /* nslots entries */
+	uint64_t reply_bytes; /* tensor bytes of the replies in flight */
 	uint64_t t_start_ns;
 	uint64_t served;
 	uint64_t failed;
@@ -192,6 +220,15 @@ unsigned fprep__doorbell_poll(fprep__server *srv);
 void fprep__doorbell_set_polling(fprep__server *srv, int on);
 /* fprep__doorbell_slot_end returns s, whose request ended, to the pool. */
 void fprep__doorbell_slot_end(fprep__slot *s);
+/* fprep__doorbell_waker_start starts the waker thread (none where the
+ * kernel has no futex_waitv, or with --max-doorbells 0);
+ * fprep__doorbell_waker_stop stops and joins it, before the loop's queue
+ * closes. Loop thread. */
+void fprep__doorbell_waker_start(fprep__server *srv);
+void fprep__doorbell_waker_stop(fprep__server *srv);
+/* fprep__doorbell_rung handles an FPREP__EV_DOORBELL event: takes what is
+ * posted, and with no spin (--spin-us 0) arms the wake words again. */
+void fprep__doorbell_rung(fprep__server *srv);
 
 /* answer.c */
 

@@ -192,8 +192,10 @@ static void shutdown_free_slots(fprep__server *srv)
 
 void fprep__server_close_handles(fprep__server *srv)
 {
-	/* Connection-closed events queued by nng_close: their regions go
-	 * before the queue closes (what is left is disposed of). */
+	/* The waker pushes events: it stops first. Connection-closed events
+	 * queued by nng_close: their regions go before the queue closes
+	 * (what is left is disposed of). */
+	fprep__doorbell_waker_stop(srv);
 	fprep__evq_drain(&srv->evq);
 	fprep__evq_fini(&srv->evq);
 	fprep__regions_fini(&srv->regions);

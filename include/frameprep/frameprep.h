@@ -164,9 +164,11 @@ FPREP_EXTERN void fprep_client_set_spin(fprep_client *client, unsigned spin_us);
  * with the daemon, which its loop polls while it spins (--spin-us). From
  * then on fprep_client_request sends a FRAME or ECHO whose frame and
  * tensor are both in regions through the doorbell whenever the daemon
- * polls it, and through nng otherwise; either way the reply is the same,
- * but by the doorbell the request crosses no nng thread, which takes
- * their wake-ups out of its latency. The wait for the reply polls for up
+ * polls it or sleeps on its wake word (then rung, with FUTEX_WAKE), and
+ * through nng otherwise (a kernel without futex_waitv(2), and the daemon
+ * asleep); either way the reply is the same, but by the doorbell the
+ * request crosses no nng thread, which takes their wake-ups out of its
+ * latency. The wait for the reply polls for up
  * to the client's spin_us (fprep_client_set_spin), then sleeps in
  * futex(2). ipc:// only, like every region. Returns 0 (also when there
  * was nothing to do), or the error of the REGISTER or DOORBELL request

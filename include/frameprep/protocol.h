@@ -206,6 +206,10 @@
  *   off  size                  field
  *     0  u32 polling           1 while the daemon polls this area, else 0
  *                              (written by the daemon only)
+ *     4  u32 wake              bit 0 (ARMED, written by the daemon): a
+ *                              thread of the daemon sleeps in futex(2) on
+ *                              this word while it does not poll; bit 1
+ *                              (RUNG): a client has set it since
  *    64  entries * 512 bytes   the entries, entry k at 64 + 512 * k:
  *          0  u32 state        FPREP_DOORBELL_FREE, _POSTED or _TAKEN
  *         64  128 bytes        a request header (FRAME or ECHO)
@@ -224,7 +228,15 @@
  * entry once more, so a client that posted and then read polling as 1
  * will be served, and one that read 0 may take its entry back and send the
  * request through nng instead (so may one that waited too long): whichever
- * compare-and-swap succeeds decides who has the request. A taken request
+ * compare-and-swap succeeds decides who has the request. A client that
+ * read polling as 0 may instead load wake, and if ARMED is set, set RUNG
+ * with an atomic OR and FUTEX_WAKE the word (shared, not private): the
+ * daemon then polls again and takes the request, which the client leaves
+ * posted (taking it back only when it waited too long). The daemon arms a
+ * word (stores ARMED, which also clears RUNG) before it stores polling =
+ * 0 and looks at the entries once more, and clears it after it stores
+ * polling = 1, so that a client either sees polling = 1, or sees ARMED
+ * and rings, or sees neither and uses nng. A taken request
  * is answered in its entry only, as "The reply in shared memory" describes
  * (the request_id written last with a release store, then FUTEX_WAKE on
  * its low 32 bits), errors included, and never through nng. Such a
@@ -348,6 +360,10 @@ enum fprep_kind {
 #define FPREP_DOORBELL_REQUEST_AT  64
 #define FPREP_DOORBELL_REPLY_AT    256
 #define FPREP_DOORBELL_ENTRIES_MAX 64
+/* The area's wake word (offset 4) and its bits. */
+#define FPREP_DOORBELL_WAKE_AT    4
+#define FPREP_DOORBELL_WAKE_ARMED 1u
+#define FPREP_DOORBELL_WAKE_RUNG  2u
 
 /* fprep_doorbell_state: an entry's state word. */
 enum fprep_doorbell_state {

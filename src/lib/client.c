@@ -778,18 +778,31 @@ static int client_doorbell_fits(const fprep_client *c, const fprep_request *req)
 	       req->output_loc != FPREP_LOC_INLINE;
 }
 
+/* client_doorbell_watched tells whether the daemon watches the doorbell
+ * area: it polls it, or its waker sleeps on the wake word (protocol.h). */
+static int client_doorbell_watched(_Atomic uint32_t *polling,
+                                   _Atomic uint32_t *wake)
+{
+	return atomic_load(polling) != 0 ||
+	       (atomic_load(wake) & FPREP_DOORBELL_WAKE_ARMED) != 0;
+}
+
 /* client_doorbell_call posts the request header hdr (request id) in the
- * doorbell's entry when the daemon polls it, and waits there for the
- * reply: polling for up to spin_us, then in futex(2) with a 1 ms bound,
- * so that it sees the daemon stop polling. Returns 0 with the reply
- * header copied into *replyp; CLIENT_DOORBELL_NOT_TAKEN when the daemon
- * did not poll, or stopped before it took the request (the entry is the
- * client's again); or an error. */
+ * doorbell's entry when the daemon watches it (polls it, or sleeps on its
+ * wake word, which is then rung), and waits there for the reply: polling
+ * for up to spin_us, then in futex(2) with a 1 ms bound, so that it sees
+ * the daemon stop watching. Returns 0 with the reply header copied into
+ * *replyp; CLIENT_DOORBELL_NOT_TAKEN when the daemon did not watch, or
+ * stopped before it took the request (the entry is the client's again);
+ * or an error. */
 static int client_doorbell_call(fprep_client *c, const uint8_t *hdr,
                                 uint64_t id, nng_msg **replyp)
 {
 	uint8_t *e = c->db_area + FPREP_DOORBELL_HEADER_SIZE;
 	_Atomic uint32_t *polling = (_Atomic uint32_t *)(void *)c->db_area;
+	_Atomic uint32_t *wake =
+	        (_Atomic uint32_t *)(void *)(c->db_area +
+	                                     FPREP_DOORBELL_WAKE_AT);
 	_Atomic uint32_t *state = (_Atomic uint32_t *)(void *)e;
 	_Atomic uint64_t *word =
 	        (_Atomic uint64_t *)(void *)(e + FPREP_DOORBELL_REPLY_AT + 8);
@@ -799,11 +812,17 @@ static int client_doorbell_call(fprep_client *c, const uint8_t *hdr,
 	uint64_t v;
 	unsigned i;
 
-	if (atomic_load(polling) == 0)
+	if (!client_doorbell_watched(polling, wake))
 		return CLIENT_DOORBELL_NOT_TAKEN;
 	memcpy(e + FPREP_DOORBELL_REQUEST_AT, hdr, FPREP_REQUEST_HEADER_SIZE);
 	atomic_store_explicit(word, 0, memory_order_relaxed);
 	atomic_store(state, FPREP_DOORBELL_POSTED);
+	/* The daemon sleeps: ring, and its waker wakes the loop. */
+	if (atomic_load(polling) == 0 &&
+	    (atomic_fetch_or(wake, FPREP_DOORBELL_WAKE_RUNG) &
+	     FPREP_DOORBELL_WAKE_ARMED) != 0)
+		syscall(SYS_futex, (uint32_t *)(void *)wake, FUTEX_WAKE, 1,
+		        NULL, NULL, 0);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (i = 1;; i++) {
 		v = atomic_load_explicit(word, memory_order_acquire);
@@ -811,13 +830,13 @@ static int client_doorbell_call(fprep_client *c, const uint8_t *hdr,
 			break;
 		if (i % 64 != 0)
 			continue;
-		/* Not taken while the daemon does not poll, or too long:
+		/* Not taken while the daemon does not watch, or too long:
 		 * take the entry back, unless the daemon has it. */
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		waited_us = (t.tv_sec - t0.tv_sec) * 1000000 +
 		            (t.tv_nsec - t0.tv_nsec) / 1000;
 		if (atomic_load(state) == FPREP_DOORBELL_POSTED &&
-		    (atomic_load(polling) == 0 ||
+		    (!client_doorbell_watched(polling, wake) ||
 		     waited_us >= (long)c->timeout_ms * 1000)) {
 			uint32_t posted = FPREP_DOORBELL_POSTED;
 

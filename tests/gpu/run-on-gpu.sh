@@ -152,6 +152,9 @@ latency_run() {
 			# daemon polls, so each request wakes it (a camera's
 			# stream, not a closed loop).
 			doorrate) extra=(--shm-reply --doorbell --spin-us 1000 --rate 200) cs=1 ;;
+			# The same through nng: the replies in the region, the
+			# requests through the socket.
+			spinrate) extra=(--shm-reply --spin-us 1000 --rate 200) cs=1 ;;
 			esac
 			echo "--- transfer $m, spin-us $sp, reply $rr"
 			"${wrap[@]}" "$bin/frameprep-bench" --socket "$lu" --quiet \

@@ -18,7 +18,11 @@
  *                 doorbell that is not there, another connection's region,
  *                 and a daemon run with --max-doorbells 0 (EPERM)
  *   no polling    a daemon with --spin-us 0 never polls: requests still
- *                 succeed (through nng) and none comes from a doorbell
+ *                 succeed, and where the kernel has futex_waitv (INFO
+ *                 doorbell_wake) every one is rung and taken from the
+ *                 doorbell, a hand-written entry too (its wake word ARMED,
+ *                 set RUNG, FUTEX_WAKE); where it has not, every one goes
+ *                 through nng
  *   take-back     clients closed right after a request, or right after
  *                 posting an entry by hand, 20 times; a region with a
  *                 doorbell unregistered while the daemon polls it, with a
@@ -32,6 +36,7 @@
  * Usage: test_doorbell FRAMEPREPD IMAGE_DIR
  */
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -39,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -273,6 +279,11 @@ static void object_free(struct object *o)
 static _Atomic uint32_t *area_polling(uint8_t *area)
 {
 	return (_Atomic uint32_t *)(void *)area;
+}
+
+static _Atomic uint32_t *area_wake(uint8_t *area)
+{
+	return (_Atomic uint32_t *)(void *)(area + FPREP_DOORBELL_WAKE_AT);
 }
 
 static uint8_t *area_entry(uint8_t *area, unsigned k)
@@ -742,45 +753,100 @@ static void test_refusals(const char *dir)
 	CHECK(daemon_stop(pid) == 0, "--max-doorbells 0 daemon exit status");
 }
 
+/* ring_echo posts an ECHO (request id id) in entry 0 of the doorbell
+ * area at the start of region own (frame and tensor after the area) by
+ * hand and rings the area's wake word as protocol.h says; returns 1 when
+ * the reply came back OK in the entry. */
+static int ring_echo(fprep_client *c, fprep_region *own, uint64_t id)
+{
+	uint8_t hdr[FPREP_REQUEST_HEADER_SIZE], *area = fprep_region_base(own);
+	fprep_reply_header rep;
+	fprep_request req;
+
+	fprep_request_init(&req, FPREP_PIX_BGR8, 8, 8);
+	req.kind = FPREP_KIND_ECHO;
+	req.out_width = req.out_height = 8; /* 768 bytes of tensor */
+	fprep_request_set_shm(&req, own, 1024, own, 2048, 1024);
+	req.request_id = id;
+	fprep_request_encode(&req, hdr);
+	entry_post(area, 0, hdr);
+	if (atomic_load(area_polling(area)) == 0 &&
+	    (atomic_fetch_or(area_wake(area), FPREP_DOORBELL_WAKE_RUNG) &
+	     FPREP_DOORBELL_WAKE_ARMED) != 0)
+		syscall(SYS_futex, (uint32_t *)(void *)area_wake(area),
+		        FUTEX_WAKE, 1, NULL, NULL, 0);
+	if (entry_wait(c, area, 0, &rep) != 0)
+		return 0;
+	if (rep.status != FPREP_OK || rep.request_id != id)
+		printf("rung ECHO %llu: status %s, id %llu: %s\n",
+		       (unsigned long long)id, fprep_err_name((int)rep.status),
+		       (unsigned long long)rep.request_id, rep.message);
+	return rep.status == FPREP_OK && rep.request_id == id;
+}
+
 /* Case 5: a daemon that never polls (--spin-us 0). */
 static void test_no_polling(const char *dir)
 {
-	char u[300], msg[FPREP_MESSAGE_SIZE];
+	char u[300], msg[FPREP_MESSAGE_SIZE], how[64] = "";
 	char *extra[] = {"--spin-us", "0", NULL};
 	fprep_region *r = NULL, *own = NULL;
 	struct job jobs[10];
 	uint64_t toff;
-	long long taken, doorbells;
-	int good = 0, st;
+	long long taken, doorbells, rings;
+	int good = 0, st, rung;
 	pid_t pid;
 
 	snprintf(u, sizeof(u), "ipc://%s/nospin.sock", dir);
 	pid = daemon_start(exe, "cpu", u, extra);
 	fprep_client *c = client(u);
+	CHECK(daemon_info_value(c, "doorbell_wake", how, sizeof(how)) == 0,
+	      "INFO has no doorbell_wake");
+	rung = strcmp(how, "futex_waitv") == 0;
 	r = jobs_region(c, jobs, 10, 1, 3, &toff);
 	st = fprep_client_doorbell(c, 1);
 	CHECK(st == 0,
 	      "fprep_client_doorbell on a daemon that does not poll: "
 	      "%s",
 	      fprep_err_name(st));
-	/* An area of our own: its polling word stays 0. */
+	/* An area of our own: its polling word stays 0, its wake word is
+	 * armed where the daemon has a waker. */
 	REQUIRE(fprep_region_open(&own, c, 4096) == 0);
 	st = doorbell_raw(c, fprep_region_id(own), 1, 0, msg, sizeof(msg));
 	CHECK(st == 0, "DOORBELL: %d %s", st, msg);
+	uint8_t *area = fprep_region_base(own);
+	CHECK(atomic_load(area_wake(area)) ==
+	              (rung ? FPREP_DOORBELL_WAKE_ARMED : 0),
+	      "--spin-us 0, doorbell_wake %s: wake word %u", how,
+	      atomic_load(area_wake(area)));
 	for (int i = 0; i < 10; i++)
 		good += shm_request(c, r, toff, &jobs[i], "no polling", i);
-	uint8_t *area = fprep_region_base(own);
+	int echoes = 0;
+	if (rung)
+		for (int i = 0; i < 5; i++)
+			echoes += ring_echo(c, own, 0xbe11u + (uint64_t)i);
 	CHECK(atomic_load(area_polling(area)) == 0,
 	      "--spin-us 0: the area says the daemon polls");
 	taken = info_num(c, "doorbell_requests");
+	rings = info_num(c, "doorbell_rings");
 	doorbells = info_num(c, "doorbells");
 	CHECK(good == 10, "no polling: %d of 10 right", good);
-	CHECK(taken == 0, "--spin-us 0: %lld requests from doorbells", taken);
+	if (rung) {
+		CHECK(echoes == 5, "rung by hand: %d of 5 ECHO answered",
+		      echoes);
+		CHECK(taken == 15 && rings >= 15,
+		      "--spin-us 0, rung: %lld requests from doorbells "
+		      "(15), %lld rings",
+		      taken, rings);
+	} else {
+		CHECK(taken == 0, "--spin-us 0: %lld requests from doorbells",
+		      taken);
+	}
 	CHECK(doorbells == 2, "--spin-us 0: INFO doorbells %lld, not 2",
 	      doorbells);
-	printf("no polling: %d of 10 requests right through nng, "
-	       "doorbell_requests %lld, polling word 0\n",
-	       good, taken);
+	printf("no polling (doorbell_wake %s): %d of 10 requests right, "
+	       "%d of 5 rung by hand, doorbell_requests %lld, rings %lld, "
+	       "polling word 0\n",
+	       how, good, echoes, taken, rings);
 	fprep_region_close(own);
 	fprep_region_close(r);
 	fprep_client_close(c);

@@ -242,7 +242,9 @@ def test_ring_in_place_and_copied(client):
     want = client.preprocess(img).tensor.copy()
     crop_want = client.preprocess(img[10:300, 20:400]).tensor.copy()
     pid = os.getpid()
-    with client.ring(slots=3, frame=img.shape) as ring:
+    # Through the socket: the reply lands in the slot (a doorbell's lands
+    # in its entry; test_ring_through_a_doorbell).
+    with client.ring(slots=3, frame=img.shape, doorbell=False) as ring:
         assert not [n for n in os.listdir("/dev/shm")
                     if n.startswith(f"frameprep-py-{pid}-")], \
             "the shared-memory name must be unlinked after registration"
@@ -328,17 +330,24 @@ def test_ring_through_a_doorbell(tmp_path):
 @pytest.mark.skipif(not _core.DOORBELL, reason="no futex(2) here")
 def test_ring_doorbell_unpolled_or_refused(client, tmp_path):
     """A daemon that does not spin (the CPU backend's default) accepts the
-    doorbell but never polls it, and one run with --max-doorbells 0
-    refuses it: either way the ring's requests go through the socket and
-    are answered as usual."""
+    doorbell but never polls it: where its kernel has futex_waitv (INFO
+    doorbell_wake) the ring rings it and the daemon takes every request
+    from the doorbell, else they go through the socket. One run with
+    --max-doorbells 0 refuses the doorbell, and the ring uses the socket.
+    Every request is answered as usual."""
     img = photo("coffee.png", gray_as_gray=False)
     want = client.preprocess(img).tensor.copy()
+    rung = client.info()["doorbell_wake"] == "futex_waitv"
     before = info_count(client, "doorbell_requests")
+    rings = info_count(client, "doorbell_rings")
     with client.ring(slots=2, frame=img.shape) as ring:
         assert info_count(client, "doorbells") >= 1
         for _ in range(4):
             assert ring.preprocess(img).tensor.tobytes() == want.tobytes()
-    assert info_count(client, "doorbell_requests") == before
+    assert info_count(client, "doorbell_requests") == before + \
+        (4 if rung else 0)
+    assert info_count(client, "doorbell_rings") >= rings + \
+        (4 if rung else 0)
     d = Daemon(tmp_path, "--spin-us", "100000", "--max-doorbells", "0")
     try:
         with frameprep.Client(d.url, timeout=60) as c:
@@ -349,6 +358,33 @@ def test_ring_doorbell_unpolled_or_refused(client, tmp_path):
                         want.tobytes()
             assert info_count(c, "doorbells") == 0
             assert info_count(c, "doorbell_requests") == 0
+    finally:
+        d.stop()
+
+
+@pytest.mark.skipif(not _core.DOORBELL, reason="no futex(2) here")
+def test_ring_wakes_a_sleeping_daemon(tmp_path):
+    """A daemon that polls for 200 us after its last event sleeps again
+    before each request of a slow stream (20 ms apart) comes: the ring
+    finds its wake word armed and rings it, and the daemon takes every
+    request from the doorbell (INFO counts the requests and the rings),
+    with the socket's tensors."""
+    img = photo("astronaut.png", gray_as_gray=False)
+    d = Daemon(tmp_path, "--spin-us", "200")
+    try:
+        with frameprep.Client(d.url, timeout=60) as c:
+            if c.info()["doorbell_wake"] != "futex_waitv":
+                pytest.skip("the daemon's kernel has no futex_waitv")
+            want = c.preprocess(img).tensor.copy()
+            before = info_count(c, "doorbell_requests")
+            rings = info_count(c, "doorbell_rings")
+            with c.ring(slots=2, frame=img.shape) as ring:
+                for _ in range(5):
+                    time.sleep(0.02)
+                    assert ring.preprocess(img).tensor.tobytes() == \
+                        want.tobytes()
+            assert info_count(c, "doorbell_requests") == before + 5
+            assert info_count(c, "doorbell_rings") >= rings + 5
     finally:
         d.stop()
 

@@ -427,19 +427,23 @@ SYNC_CTX = hasattr(_lib, "nng_ctx_sendmsg") and hasattr(_lib,
                                                         "nng_ctx_recvmsg")
 
 # Doorbells (protocol.h, "Doorbells"): a request posted in shared memory
-# that the daemon's loop takes while it polls. An entry's state word
+# that the daemon's loop takes while it polls, or after the client rang
+# the area's wake word while the daemon sleeps. An entry's state word
 # changes only through atomic operations: the client's through futex(2)'s
 # FUTEX_WAKE_OP, which applies one to a word in the kernel (with a full
 # barrier) and here wakes nobody: it sets POSTED, and takes the entry back
 # by clearing bit 0, which turns POSTED into FREE and leaves TAKEN (the
-# daemon's compare-and-swap) as it is.
+# daemon's compare-and-swap) as it is. Ringing is the same call on the
+# wake word: it sets RUNG and wakes the daemon's waker.
 DOORBELL = SHM_REPLY
 DOORBELL_HEADER_SIZE = 64
 DOORBELL_ENTRY_SIZE = 512
 DOORBELL_ENTRIES_MAX = 64
 DOORBELL_REQUEST_AT = 64
 DOORBELL_REPLY_AT = 256
+DOORBELL_WAKE_AT = 4
 _DB_FREE, _DB_POSTED = 0, 1
+_DB_ARMED, _DB_RUNG = 1, 2
 _FUTEX_WAKE_OP = 5
 
 
@@ -451,37 +455,48 @@ def _futex_op(op: int, oparg: int) -> int:
 _OP_SET_POSTED = _futex_op(0, _DB_POSTED)  # FUTEX_OP_SET
 _OP_CLEAR_POSTED = _futex_op(3, _DB_POSTED)  # FUTEX_OP_ANDN
 _OP_NOTHING = _futex_op(2, 0)  # FUTEX_OP_OR 0: a barrier
+_OP_RING = _futex_op(2, _DB_RUNG)  # FUTEX_OP_OR RUNG
 
 
-def _db_atomic(addr: int, op: int) -> bool:
-    """Applies op to the 32-bit word at addr; False when the kernel
-    refused."""
-    return _syscall(_SYS_FUTEX, addr, _FUTEX_WAKE_OP, 0, None, addr,
+def _db_atomic(addr: int, op: int, wake: int = 0) -> bool:
+    """Applies op to the 32-bit word at addr and wakes up to wake of its
+    waiters (shared futex); False when the kernel refused."""
+    return _syscall(_SYS_FUTEX, addr, _FUTEX_WAKE_OP, wake, None, addr,
                     op) >= 0
+
+
+def _db_watched(polling: Any, wake: Any) -> bool:
+    """Whether the daemon watches a doorbell area: it polls it, or its
+    waker sleeps on the wake word."""
+    return polling[0] != 0 or (wake[0] & _DB_ARMED) != 0
 
 
 def doorbell_call(area: int, entry: int, head: Any, request_id: int,
                   timeout_s: float) -> bool:
     """Posts the request header head (128 bytes: bytes or a cdata
     pointer) in the doorbell entry at address entry of the area at
-    address area, when the daemon polls it, and waits for its reply header
-    at entry + DOORBELL_REPLY_AT, sleeping in futex(2) (woken by the
+    address area, when the daemon watches it (polls it, or sleeps on its
+    wake word, which is then rung), and waits for its reply header at
+    entry + DOORBELL_REPLY_AT, sleeping in futex(2) (woken by the
     daemon's write). Returns True when the reply header is there; False
-    when the daemon did not poll, or stopped before it took the request
+    when the daemon did not watch, or stopped before it took the request
     (the entry is the client's again: send the request through nng).
     Raises :class:`~frameprep.RequestTimeoutError` when the daemon took
     the request and did not answer within timeout_s."""
     polling = _ffi.cast("uint32_t *", area)
+    wake = _ffi.cast("uint32_t *", area + DOORBELL_WAKE_AT)
     state = _ffi.cast("uint32_t *", entry)
     word_at = entry + DOORBELL_REPLY_AT + 8
     word = _ffi.cast("uint64_t *", word_at)
-    if polling[0] == 0:
+    if not _db_watched(polling, wake):
         return False
     _ffi.memmove(_ffi.cast("char *", entry + DOORBELL_REQUEST_AT), head,
                  REQUEST_HEADER_SIZE)
     word[0] = 0
     if not _db_atomic(entry, _OP_SET_POSTED):
         return False
+    if polling[0] == 0 and wake[0] & _DB_ARMED:
+        _db_atomic(area + DOORBELL_WAKE_AT, _OP_RING, 1)
     deadline = time.monotonic() + timeout_s
     while True:
         v = word[0]
@@ -489,7 +504,8 @@ def doorbell_call(area: int, entry: int, head: Any, request_id: int,
             _db_atomic(entry, _OP_NOTHING)  # before the header is read
             return True
         late = time.monotonic() > deadline
-        if state[0] == _DB_POSTED and (polling[0] == 0 or late):
+        if state[0] == _DB_POSTED and (not _db_watched(polling, wake)
+                                       or late):
             _db_atomic(entry, _OP_CLEAR_POSTED)
             if state[0] == _DB_FREE:
                 return False

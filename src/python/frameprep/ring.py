@@ -438,8 +438,12 @@ class Ring(_RingBase):
     ``--spin-us``, on by default with a GPU), the requests of the ring's
     first 64 slots are posted in a doorbell area of the ring's memory
     (protocol.h, "Doorbells") instead of sent over the socket, so that no
-    nng thread stands between the call and the daemon's loop; otherwise
-    they go over the socket. The results are the same either way.
+    nng thread stands between the call and the daemon's loop; while it
+    sleeps, they are posted there too and the area's wake word is rung
+    (futex(2)), which wakes the daemon's loop through one thread of its
+    own. A daemon whose kernel lacks futex_waitv(2) arms no wake word:
+    then a request that finds it asleep goes over the socket. The results
+    are the same either way.
     """
 
     _shm_reply = _core.SHM_REPLY
