@@ -231,8 +231,9 @@
  * compare-and-swap succeeds decides who has the request. A client that
  * read polling as 0 may instead load wake, and if ARMED is set, set RUNG
  * with an atomic OR and FUTEX_WAKE the word (shared, not private): the
- * daemon then polls again and takes the request, which the client leaves
- * posted (taking it back only when it waited too long). The daemon arms a
+ * daemon then looks at its entries again and takes the request, which the
+ * client leaves posted (taking it back only once the daemon neither polls
+ * nor has the word armed, or when it waited too long). The daemon arms a
  * word (stores ARMED, which also clears RUNG) before it stores polling =
  * 0 and looks at the entries once more, and clears it after it stores
  * polling = 1, so that a client either sees polling = 1, or sees ARMED
