@@ -153,7 +153,7 @@ static const struct config_option config_options[KEY_COUNT] = {
                              {0, 1024}},
         [KEY_MAX_DOORBELLS] = {"max-doorbells",
                                "N",
-                               "doorbell areas polled for requests (all "
+                               "doorbell areas watched for requests (all "
                                "connections; 0: doorbells off)",
                                {0, 1024}},
         [KEY_MAX_REGION_BYTES] = {"max-region-bytes",

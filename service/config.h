@@ -48,7 +48,7 @@ typedef struct fprep__config {
 	int log_level;             /* enum fprep__log_level */
 	int socket_mode;           /* permission bits of ipc:// socket files */
 	unsigned max_regions;      /* shared-memory regions per connection */
-	unsigned max_doorbells;    /* doorbell areas polled, all connections */
+	unsigned max_doorbells;    /* doorbell areas watched, all connections */
 	uint64_t max_region_bytes; /* largest region */
 	uint64_t max_shm_bytes;    /* all regions together */
 	int allow_cuda_regions;    /* 0: REGISTER_CUDA refused */
