@@ -107,24 +107,40 @@ FPREP_EXTERN int fprep_preprocess_cpu(const fprep_request *req,
                                       const void *frame, void *tensor,
                                       size_t tensor_size, fprep_transform *xf);
 
-/* fprep_default_url writes the daemon's default listen URL into buf:
- * "ipc://$XDG_RUNTIME_DIR/frameprep.sock" when XDG_RUNTIME_DIR is set, else
- * "ipc:///tmp/frameprep-$UID.sock". Returns 0, or FPREP_ELIMIT if buf is too
- * small. */
+/* FPREP_SOCKET_ENV: the environment variable that names the daemon's URL
+ * (or a comma-separated list, as fprep_client_open takes) for every client
+ * that is given none: fprep_default_url returns it when it is set and not
+ * empty. */
+#define FPREP_SOCKET_ENV "FRAMEPREP_SOCKET"
+
+/* FPREP_TRUST_SOCKET_OWNER_ENV: the environment variable that names one
+ * more user (a name or a numeric uid) whose ipc:// socket a client dials;
+ * see fprep_client_open_trusting. */
+#define FPREP_TRUST_SOCKET_OWNER_ENV "FRAMEPREP_TRUST_SOCKET_OWNER"
+
+/* fprep_default_url writes the URL a client dials when given none into buf:
+ * $FRAMEPREP_SOCKET when set and not empty, else the daemon's default
+ * listen URL, "ipc://$XDG_RUNTIME_DIR/frameprep.sock" when XDG_RUNTIME_DIR
+ * is set, else "ipc:///tmp/frameprep-$UID.sock". Returns 0, or
+ * FPREP_ELIMIT if buf is too small. */
 FPREP_EXTERN int fprep_default_url(char *buf, size_t size);
 
 /* fprep_client: a connection to frameprepd. */
 typedef struct fprep_client fprep_client;
 
-/* fprep_client_open dials url (NULL: fprep_default_url) and stores a new
- * client in *clientp. url must be ipc://PATH or tcp://HOST:PORT, else
- * FPREP_EINVAL. Before an ipc:// socket is dialled its file must exist
- * (FPREP_ETRANSPORT naming a missing directory or socket); the default
- * socket (url NULL) must also be owned by the caller, root or the service's
- * user "frameprep" (else FPREP_EPERM: another local user could have created
- * the path in /tmp first and would receive the frames), and connections to
- * a peer of another user are dropped likewise. A URL given explicitly is
- * trusted as given. The dial is synchronous: it fails with
+/* fprep_client_open dials url (NULL: fprep_default_url, so
+ * $FRAMEPREP_SOCKET first) and stores a new client in *clientp. url must
+ * be ipc://PATH or tcp://HOST:PORT, else FPREP_EINVAL. Before an ipc://
+ * socket is dialled its file must exist (FPREP_ETRANSPORT naming a missing
+ * directory or socket) and be owned by the caller, root or the service's
+ * user "frameprep" (if that user exists here), whoever gave the URL: else
+ * FPREP_EPERM, naming the path and its owner, and nothing is sent, since
+ * another local user could have created the path first (in /tmp, say) and
+ * would receive the frames and be granted the client's shared memory. A
+ * connection whose peer (the listening process, SO_PEERCRED) runs as
+ * another user is dropped likewise before anything is sent on it. To dial
+ * a daemon of one more user on purpose, name that user: see
+ * fprep_client_open_trusting. The dial is synchronous: it fails with
  * FPREP_ETRANSPORT when nobody listens.
  *
  * url may list several daemons, comma-separated ("ipc:///a.sock,tcp://h:5555",
@@ -142,6 +158,18 @@ typedef struct fprep_client fprep_client;
  * fprep_client_close. */
 FPREP_EXTERN int fprep_client_open(fprep_client **clientp, const char *url,
                                    int timeout_ms);
+
+/* fprep_client_open_trusting is fprep_client_open that also trusts the
+ * user trust_owner (a user name or a numeric uid) as the owner of an
+ * ipc:// socket and as its peer, and so grants that user access to the
+ * client's shared-memory regions when its daemon runs as that user.
+ * trust_owner NULL or "": the user named by $FRAMEPREP_TRUST_SOCKET_OWNER,
+ * if set, else none (fprep_client_open does exactly this). Returns
+ * fprep_client_open's errors, or FPREP_EINVAL when trust_owner names no
+ * user. */
+FPREP_EXTERN int fprep_client_open_trusting(fprep_client **clientp,
+                                            const char *url, int timeout_ms,
+                                            const char *trust_owner);
 
 /* fprep_client_close closes the connection and frees the client. Results
  * obtained from it stay valid. Requests still pending fail (their wait

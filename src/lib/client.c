@@ -47,20 +47,30 @@
 
 /* The last fprep_client_open failure of each thread (there is no client
  * to keep it in). */
-static _Thread_local char client_open_error[256];
+static _Thread_local char client_open_error[512];
+
+/* client_trust: the users whose ipc:// socket (file and peer) a client
+ * dials besides its own user and root: the service account, when it
+ * exists, and the one the caller named (fprep_client_open_trusting). */
+struct client_trust {
+	uid_t service;
+	int has_service;
+	uid_t named;
+	int has_named;
+};
 
 struct fprep_client {
 	nng_socket sock;
-	nng_ctx ctx;              /* the context of the blocking call */
-	nng_aio *aio;             /* its aio */
-	int timeout_ms;           /* per request, send plus reply */
-	_Atomic uint64_t next_id; /* the next request id */
-	_Atomic unsigned refs;    /* 1 until closed, + 1 per pending */
-	char error[256];          /* the last failure, as a sentence */
-	int limits_state;         /* CLIENT_LIMITS_* */
-	fprep_limits limits;      /* the daemon's, when CLIENT_LIMITS_KNOWN */
-	int check_owner;  /* the default socket: its peer must be trusted */
-	unsigned daemons; /* URLs dialled */
+	nng_ctx ctx;               /* the context of the blocking call */
+	nng_aio *aio;              /* its aio */
+	int timeout_ms;            /* per request, send plus reply */
+	_Atomic uint64_t next_id;  /* the next request id */
+	_Atomic unsigned refs;     /* 1 until closed, + 1 per pending */
+	char error[256];           /* the last failure, as a sentence */
+	int limits_state;          /* CLIENT_LIMITS_* */
+	fprep_limits limits;       /* the daemon's, when CLIENT_LIMITS_KNOWN */
+	struct client_trust trust; /* who may own the daemon's socket */
+	unsigned daemons;          /* URLs dialled */
 	_Atomic uint64_t
 	        peer_uid; /* the daemon's uid + 1 (ipc://), 0 unknown */
 
@@ -150,10 +160,13 @@ static int client_nng_err(int rv)
 
 int fprep_default_url(char *buf, size_t size)
 {
+	const char *env = getenv(FPREP_SOCKET_ENV);
 	const char *dir = getenv("XDG_RUNTIME_DIR");
 	int n;
 
-	if (dir != NULL && dir[0] != '\0')
+	if (env != NULL && env[0] != '\0')
+		n = snprintf(buf, size, "%s", env);
+	else if (dir != NULL && dir[0] != '\0')
 		n = snprintf(buf, size, "ipc://%s/frameprep.sock", dir);
 	else
 		n = snprintf(buf, size, "ipc:///tmp/frameprep-%u.sock",
@@ -161,28 +174,6 @@ int fprep_default_url(char *buf, size_t size)
 	if (n < 0 || (size_t)n >= size)
 		return FPREP_ELIMIT;
 	return FPREP_OK;
-}
-
-/* client_pipe_added records the daemon's uid when a connection is made
- * (ipc:// only: tcp:// has no peer credentials). nng's thread. */
-static void client_pipe_added(nng_pipe pipe, nng_pipe_ev ev, void *arg)
-{
-	fprep_client *c = arg;
-	uint64_t uid;
-
-	(void)ev;
-	if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &uid) == 0)
-		atomic_store(&c->peer_uid, uid + 1);
-}
-
-int fprep__client_peer_uid(fprep_client *c, uint64_t *uid)
-{
-	uint64_t v = atomic_load(&c->peer_uid);
-
-	if (v == 0)
-		return FPREP_EUNSUPPORTED;
-	*uid = v - 1;
-	return 0;
 }
 
 /* client_open_fail records why fprep_client_open failed and returns
@@ -213,26 +204,93 @@ static void client_owner_name(uid_t uid, char *buf, size_t size)
 		snprintf(buf, size, "uid %u", (unsigned)uid);
 }
 
-/* client_trusted_owner says whether a socket file owned by uid may be
- * dialled: it is the caller's, root's or the service account's. Anyone
- * else could have created the path first and would receive the frames. */
-static int client_trusted_owner(uid_t uid)
+/* client_trust_init fills *t: the service account's uid (when that user
+ * exists here) and the user named by name (a user name or a uid; NULL or
+ * "": $FRAMEPREP_TRUST_SOCKET_OWNER, else nobody). Returns 0, or
+ * FPREP_EINVAL for a name that is no user. */
+static int client_trust_init(struct client_trust *t, const char *name)
 {
 	struct passwd pw, *found = NULL;
-	char tmp[1024];
+	char tmp[1024], *end;
+	unsigned long uid;
 
-	if (uid == 0 || uid == getuid() || uid == geteuid())
-		return 1;
-	return getpwnam_r(CLIENT_SERVICE_USER, &pw, tmp, sizeof(tmp), &found) ==
-	               0 &&
-	       found != NULL && pw.pw_uid == uid;
+	memset(t, 0, sizeof(*t));
+	if (getpwnam_r(CLIENT_SERVICE_USER, &pw, tmp, sizeof(tmp), &found) ==
+	            0 &&
+	    found != NULL) {
+		t->service = pw.pw_uid;
+		t->has_service = 1;
+	}
+	if (name == NULL || name[0] == '\0')
+		name = getenv(FPREP_TRUST_SOCKET_OWNER_ENV);
+	if (name == NULL || name[0] == '\0')
+		return 0;
+	found = NULL;
+	if (getpwnam_r(name, &pw, tmp, sizeof(tmp), &found) == 0 &&
+	    found != NULL) {
+		t->named = pw.pw_uid;
+		t->has_named = 1;
+		return 0;
+	}
+	errno = 0;
+	uid = strtoul(name, &end, 10);
+	if (name[0] >= '0' && name[0] <= '9' && *end == '\0' && errno == 0 &&
+	    uid <= (unsigned long)(uid_t)-1 - 1) {
+		t->named = (uid_t)uid;
+		t->has_named = 1;
+		return 0;
+	}
+	return client_open_fail(FPREP_EINVAL,
+	                        "trusting the socket owner '%.100s': no such "
+	                        "user",
+	                        name);
+}
+
+/* client_trusted_owner says whether a socket (its file, or the daemon at
+ * its other end) owned by uid may be dialled: it is the caller's, root's,
+ * the service account's or the user named to be trusted. Anyone else
+ * could have created the path first and would receive the frames. */
+static int client_trusted_owner(const struct client_trust *t, uid_t uid)
+{
+	return uid == 0 || uid == getuid() || uid == geteuid() ||
+	       (t->has_service && uid == t->service) ||
+	       (t->has_named && uid == t->named);
+}
+
+/* client_pipe_added records the daemon's uid when a connection is made
+ * (ipc:// only: tcp:// has no peer credentials). nng's thread. */
+static void client_pipe_added(nng_pipe pipe, nng_pipe_ev ev, void *arg)
+{
+	fprep_client *c = arg;
+	uint64_t uid;
+
+	(void)ev;
+	if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &uid) == 0 &&
+	    client_trusted_owner(&c->trust, (uid_t)uid))
+		atomic_store(&c->peer_uid, uid + 1);
+}
+
+int fprep__client_trusts(const fprep_client *c, uint64_t uid)
+{
+	return uid <= (uid_t)-1 && client_trusted_owner(&c->trust, (uid_t)uid);
+}
+
+int fprep__client_peer_uid(fprep_client *c, uint64_t *uid)
+{
+	uint64_t v = atomic_load(&c->peer_uid);
+
+	if (v == 0)
+		return FPREP_EUNSUPPORTED;
+	*uid = v - 1;
+	return 0;
 }
 
 /* client_check_ipc checks the socket file of an ipc:// URL before it is
- * dialled: that it exists (naming a missing directory), is a socket and,
- * with check_owner (the default socket, which anyone could create first in
- * /tmp), has a trusted owner. */
-static int client_check_ipc(const char *url, const char *path, int check_owner)
+ * dialled (before any byte is sent): that it exists (naming a missing
+ * directory), is a socket, and has a trusted owner, whoever gave the URL:
+ * anyone could have created the path first (in /tmp, say). */
+static int client_check_ipc(const char *url, const char *path,
+                            const struct client_trust *trust)
 {
 	char buf[512], owner[128];
 	const char *dir;
@@ -263,13 +321,16 @@ static int client_check_ipc(const char *url, const char *path, int check_owner)
 		                        "connecting to %.200s: %.200s is not a "
 		                        "socket",
 		                        url, path);
-	if (check_owner && !client_trusted_owner(st.st_uid)) {
+	if (!client_trusted_owner(trust, st.st_uid)) {
 		client_owner_name(st.st_uid, owner, sizeof(owner));
 		return client_open_fail(
 		        FPREP_EPERM,
 		        "refusing %.200s: the socket is owned by %s, not by "
 		        "you, root or " CLIENT_SERVICE_USER
-		        ", so another user may be listening",
+		        ", so another user may be listening (to dial it "
+		        "anyway, trust that "
+		        "owner: " FPREP_TRUST_SOCKET_OWNER_ENV
+		        "=USER, or the tools' --trust-socket-owner USER)",
 		        path, owner);
 	}
 	return FPREP_OK;
@@ -300,29 +361,29 @@ static int client_check_tcp(const char *url, const char *hostport)
 }
 
 /* client_check_url checks url as the daemon checks its listen URLs, and
- * the socket an ipc:// URL names (its owner too with check_owner). */
-static int client_check_url(const char *url, int check_owner)
+ * the socket an ipc:// URL names, its owner included. */
+static int client_check_url(const char *url, const struct client_trust *trust)
 {
 	if (strncmp(url, "ipc://", 6) == 0 && url[6] != '\0')
-		return client_check_ipc(url, url + 6, check_owner);
+		return client_check_ipc(url, url + 6, trust);
 	if (strncmp(url, "tcp://", 6) == 0 && url[6] != '\0')
 		return client_check_tcp(url, url + 6);
 	return client_open_fail(FPREP_EINVAL,
 	                        "'%.200s' is not an ipc:// or tcp:// URL", url);
 }
 
-/* client_pipe_cb drops a new ipc:// connection to the default socket whose
- * peer is not a trusted owner, so a socket replaced after the check (or on
- * a redial) is not trusted either. nng's thread. */
+/* client_pipe_cb drops a new ipc:// connection whose peer (the process
+ * that listens) is not a trusted owner, before anything is sent on it, so
+ * a socket replaced after the file's check (or on a redial) is not
+ * trusted either. nng's thread. */
 static void client_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
 	fprep_client *c = arg;
 	uint64_t uid;
 
 	(void)ev;
-	if (c->check_owner &&
-	    nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) == 0 &&
-	    !client_trusted_owner((uid_t)uid))
+	if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) == 0 &&
+	    !client_trusted_owner(&c->trust, (uid_t)uid))
 		nng_pipe_close(p);
 }
 
@@ -408,16 +469,25 @@ int fprep__client_check_shm(fprep_client *c)
 
 int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
 {
+	return fprep_client_open_trusting(clientp, url, timeout_ms, NULL);
+}
+
+int fprep_client_open_trusting(fprep_client **clientp, const char *url,
+                               int timeout_ms, const char *trust_owner)
+{
 	char defurl[512], list[CLIENT_MAX_DAEMONS * 512];
 	const char *urls[CLIENT_MAX_DAEMONS];
 	int down[CLIENT_MAX_DAEMONS];
+	struct client_trust trust;
 	unsigned n = 0;
 	fprep_client *c;
-	int rv, err, is_default = url == NULL;
+	int rv, err;
 
 	*clientp = NULL;
 	if (timeout_ms < 0)
 		return FPREP_EINVAL;
+	if ((err = client_trust_init(&trust, trust_owner)))
+		return err;
 	if (url == NULL) {
 		if ((err = fprep_default_url(defurl, sizeof(defurl))))
 			return err;
@@ -427,7 +497,7 @@ int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
 		return err;
 	for (unsigned i = 0; i < n; i++) {
 		down[i] = 0;
-		err = client_check_url(urls[i], is_default);
+		err = client_check_url(urls[i], &trust);
 		if (err == FPREP_ETRANSPORT && n > 1)
 			down[i] = 1; /* no socket file yet: maybe later */
 		else if (err != 0)
@@ -436,7 +506,7 @@ int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
 	c = calloc(1, sizeof(*c));
 	if (c == NULL)
 		return FPREP_ENOMEM;
-	c->check_owner = is_default;
+	c->trust = trust;
 	c->daemons = n;
 	c->timeout_ms = timeout_ms ? timeout_ms : CLIENT_DEFAULT_TIMEOUT_MS;
 	c->next_id = 1;

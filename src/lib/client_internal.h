@@ -16,6 +16,12 @@
  * connection has been made (tcp:// has no peer credentials). Any thread. */
 int fprep__client_peer_uid(fprep_client *c, uint64_t *uid);
 
+/* fprep__client_trusts says whether uid may own the daemon's socket (and
+ * so be given access to this client's shared memory): this user, root,
+ * the service account, or the user the client was opened trusting. Any
+ * thread. */
+int fprep__client_trusts(const fprep_client *c, uint64_t uid);
+
 /* fprep__client_set_error records text as the client's last error (what
  * fprep_client_last_error returns) and returns err. */
 int fprep__client_set_error(fprep_client *c, int err, const char *text);

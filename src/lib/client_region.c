@@ -44,13 +44,14 @@ static atomic_uint region_counter;
 
 /* region_grant gives the daemon's user read and write access to the object
  * open on fd when the daemon runs as another user than this process. The
- * daemon's uid comes from the connection's peer credentials; when no
+ * daemon's uid comes from the connection's peer credentials (recorded
+ * only for a trusted peer, and checked again here: FPREP_EPERM); when no
  * connection has been made yet, an INFO request makes one. */
 static int region_grant(fprep_client *client, int fd)
 {
 	fprep_result res;
 	uint64_t uid;
-	char text[96];
+	char text[160];
 	acl_t acl;
 	int err;
 
@@ -62,6 +63,16 @@ static int region_grant(fprep_client *client, int fd)
 	}
 	if (uid == (uint64_t)geteuid())
 		return 0;
+	/* The connection's peer was checked when it was made; check again
+	 * here, where the grant is made, so no path grants an unchecked
+	 * user. */
+	if (!fprep__client_trusts(client, uid)) {
+		snprintf(text, sizeof(text),
+		         "refusing to share memory with uid %llu: not a "
+		         "trusted owner of the daemon's socket",
+		         (unsigned long long)uid);
+		return fprep__client_set_error(client, FPREP_EPERM, text);
+	}
 	snprintf(text, sizeof(text), "u::rw-,u:%llu:rw-,g::---,m::rw-,o::---",
 	         (unsigned long long)uid);
 	if ((acl = acl_from_text(text)) == NULL)

@@ -45,6 +45,7 @@ enum bench_arrivals { BENCH_ARRIVALS_CONSTANT, BENCH_ARRIVALS_POISSON };
 typedef struct bench_opts {
 	const char *url;
 	char urls[TOOL_URLS_SIZE]; /* the --socket URLs, comma-separated */
+	const char *trust_owner;   /* --trust-socket-owner, or NULL */
 	unsigned conc[BENCH_MAX_POINTS];
 	unsigned nconc;
 	double rates[BENCH_MAX_POINTS];
@@ -755,14 +756,22 @@ static void bench_usage(FILE *f)
 	        "  -t, --timeout MS            per-request reply timeout "
 	        "(default 10000)\n"
 	        "  -u, --socket URL            daemon URL (default: "
-	        "ipc://$XDG_RUNTIME_DIR/frameprep.sock,\n"
+	        "$FRAMEPREP_SOCKET, else\n"
 	        "                              "
-	        "else ipc:///tmp/frameprep-$UID.sock); repeat it or\n"
+	        "ipc://$XDG_RUNTIME_DIR/frameprep.sock, else\n"
+	        "                              "
+	        "ipc:///tmp/frameprep-$UID.sock); repeat it or\n"
 	        "                              give a comma list for several "
 	        "daemons:\n"
 	        "                              requests are spread over them "
 	        "and resent\n"
 	        "                              when one dies (no --shm)\n"
+	        "      --trust-socket-owner USER  dial an ipc:// socket "
+	        "owned by USER too\n"
+	        "                              (default: only yours, root's "
+	        "or frameprep's;\n"
+	        "                              "
+	        "$FRAMEPREP_TRUST_SOCKET_OWNER likewise)\n"
 	        "\n"
 	        "Frames (one of; default --synthetic 1920x1080):\n"
 	        "  -i, --image FILE            one image, decoded once "
@@ -880,6 +889,7 @@ enum {
 	OPT_SHM_REPLY,
 	OPT_DOORBELL,
 	OPT_SPIN_US,
+	OPT_TRUST_OWNER,
 };
 
 static const struct option bench_long_opts[] = {
@@ -891,6 +901,7 @@ static const struct option bench_long_opts[] = {
         {"warmup", required_argument, NULL, 'w'},
         {"timeout", required_argument, NULL, 't'},
         {"socket", required_argument, NULL, 'u'},
+        {"trust-socket-owner", required_argument, NULL, OPT_TRUST_OWNER},
         {"image", required_argument, NULL, 'i'},
         {"image-dir", required_argument, NULL, OPT_IMAGE_DIR},
         {"synthetic", required_argument, NULL, OPT_SYNTHETIC},
@@ -1026,6 +1037,9 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 			if (tool_socket(o->urls, sizeof(o->urls), optarg) != 0)
 				return bench_bad("--socket", optarg);
 			o->url = o->urls;
+			break;
+		case OPT_TRUST_OWNER:
+			o->trust_owner = optarg;
 			break;
 		case 'i':
 			o->spec.image = optarg;
@@ -1384,13 +1398,17 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	for (i = 0; i < nclients; i++) {
-		rc = fprep_client_open(&conns[i].client, url, o.timeout_ms);
+		rc = fprep_client_open_trusting(&conns[i].client, url,
+		                                o.timeout_ms, o.trust_owner);
 		if (rc) {
 			fprintf(stderr,
 			        "frameprep-bench: cannot connect to %s: %s "
-			        "(%s; is frameprepd running?)\n",
+			        "(%s%s)\n",
 			        url, fprep_strerror(rc),
-			        fprep_client_last_error(NULL));
+			        fprep_client_last_error(NULL),
+			        rc == FPREP_ETRANSPORT
+			                ? "; is frameprepd running?"
+			                : "");
 			goto out;
 		}
 		fprep_client_set_spin(conns[i].client, o.spin_us);

@@ -39,6 +39,7 @@ struct cli_spec {
 	const char *url;
 	const char *out;
 	char urls[TOOL_URLS_SIZE]; /* the --socket URLs, comma-separated */
+	const char *trust_owner;   /* --trust-socket-owner, or NULL */
 };
 
 static const char *cli_npy_descr(uint8_t dtype)
@@ -94,7 +95,7 @@ static void cli_usage(FILE *f, const char *cmd)
 		        "limits, 2 usage, 3 "
 		        "transport/IO error\n");
 	if (!all && strcmp(cmd, "info") == 0)
-		fprintf(f, "usage: frameprep info [--socket URL]\n");
+		fprintf(f, "usage: frameprep info [--socket URL] [options]\n");
 	if (!all && strcmp(cmd, "reply") == 0)
 		fprintf(f, "usage: frameprep reply REPLY.bin [-o OUT.npy]\n");
 	if (!all && strcmp(cmd, "send") == 0)
@@ -106,11 +107,19 @@ static void cli_usage(FILE *f, const char *cmd)
 		return;
 	fprintf(f, "\noptions (default in brackets):\n");
 	if (strcmp(cmd, "reply") != 0 && strcmp(cmd, "request") != 0)
-		fprintf(f, "  --socket URL      daemon URL [ipc://"
-		           "$XDG_RUNTIME_DIR/frameprep.sock, else "
+		fprintf(f, "  --socket URL      daemon URL [$FRAMEPREP_SOCKET, "
+		           "else ipc://$XDG_RUNTIME_DIR/frameprep.sock, else "
 		           "ipc:///tmp/frameprep-$UID.sock]; repeat it or "
 		           "give a comma list\n                    for several "
-		           "daemons (no --shm then)\n");
+		           "daemons (no --shm then)\n"
+		           "  --trust-socket-owner USER\n"
+		           "                    dial an ipc:// socket owned by "
+		           "USER too [only yours, root's or frameprep's;\n"
+		           "                    "
+		           "$FRAMEPREP_TRUST_SOCKET_OWNER likewise]\n");
+	if (strcmp(cmd, "info") == 0)
+		fprintf(f, "  --timeout MS      reply timeout, milliseconds "
+		           "[30000]\n");
 	if (strcmp(cmd, "send") == 0)
 		fprintf(f,
 		        "  -o, --output FILE save the tensor as .npy "
@@ -147,11 +156,13 @@ enum {
 	OPT_ECHO,
 	OPT_SHM,
 	OPT_FORMAT,
+	OPT_TRUST_OWNER,
 };
 
 static const struct option cli_options[] = {
         TOOL_PREPROCESS_OPTIONS,
         {"socket", required_argument, NULL, OPT_SOCKET},
+        {"trust-socket-owner", required_argument, NULL, OPT_TRUST_OWNER},
         {"output", required_argument, NULL, 'o'},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"echo", no_argument, NULL, OPT_ECHO},
@@ -176,12 +187,13 @@ static int cli_allowed(const char *cmd, int opt)
 	if (opt == 'h')
 		return 1;
 	if (strcmp(cmd, "info") == 0)
-		return opt == OPT_SOCKET;
+		return opt == OPT_SOCKET || opt == OPT_TRUST_OWNER ||
+		       opt == OPT_TIMEOUT;
 	if (strcmp(cmd, "reply") == 0)
 		return opt == 'o';
 	if (strcmp(cmd, "request") == 0)
 		return opt != OPT_SOCKET && opt != OPT_TIMEOUT &&
-		       opt != OPT_SHM;
+		       opt != OPT_SHM && opt != OPT_TRUST_OWNER;
 	return 1;
 }
 
@@ -221,6 +233,9 @@ static int cli_parse(const char *cmd, int argc, char **argv,
 		case OPT_SOCKET:
 			v = tool_socket(spec->urls, sizeof(spec->urls), optarg);
 			spec->url = spec->urls;
+			break;
+		case OPT_TRUST_OWNER:
+			spec->trust_owner = optarg;
 			break;
 		case OPT_TIMEOUT:
 			errno = 0;
@@ -491,7 +506,8 @@ static int cli_print_reply(const fprep_reply_header *h, const void *payload,
 /* cli_client opens a client for the spec's URL; returns an exit status. */
 static int cli_client(const struct cli_spec *spec, fprep_client **cp)
 {
-	int err = fprep_client_open(cp, spec->url, spec->timeout_ms);
+	int err = fprep_client_open_trusting(cp, spec->url, spec->timeout_ms,
+	                                     spec->trust_owner);
 
 	if (err) {
 		fprintf(stderr, "frameprep: %s: %s%s\n", fprep_err_name(err),
