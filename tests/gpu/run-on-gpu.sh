@@ -42,7 +42,7 @@ if [ "${1:-}" = "--stage" ]; then
 	set -e
 	mkdir -p "$out/bin" "$out/images"
 	bins=()
-	for b in test_kernel_cache test_gpu_backend bench_lane; do
+	for b in test_kernel_cache test_gpu_backend bench_lane bench_hosts; do
 		cp "$build/tests/gpu/$b" "$out/bin/"
 		bins+=("$out/bin/$b")
 	done
@@ -62,6 +62,7 @@ if [ "${1:-}" = "--stage" ]; then
 	bash "$src/tests/gpu/collect-libs.sh" "$out/libs" "${bins[@]}" >/dev/null
 	cp "$images"/*.png "$images"/*.jpg "$out/images/" 2>/dev/null || true
 	cp "$0" "$out/run-on-gpu.sh"
+	cp "$(dirname "$0")/multi_gpu.sh" "$out/multi_gpu.sh"
 	du -sh "$out"
 	exit 0
 fi

@@ -1,0 +1,320 @@
+/*
+ * bench_hosts.c: the machine's ceiling for frames when several GPUs copy at
+ * once. Usage: bench_hosts [SECONDS] (default 2 per row).
+ *
+ * The daemon moves, per 1080p frame, 6,220,800 bytes host to device (a BGR8
+ * frame) and 4,915,200 bytes back (a 640x640x3 float32 tensor), and its
+ * clients write the frame into shared memory and read the tensor out of it.
+ * This program measures what the host allows of that, with no daemon:
+ *
+ * 1. Each GPU alone: one thread, two streams, a frame's H2D and a tensor's
+ *    D2H issued back to back (8 of each in flight), pinned host buffers
+ *    (cudaHostAlloc, portable), for SECONDS: frames/s and GB/s each way.
+ * 2. The first 1, 2, 4, ... and then all GPUs at once, the same copies on
+ *    each: the aggregate, and its ratio to the sum of the GPUs alone. GPUs
+ *    behind one PCIe switch uplink, or a host bridge, share its bandwidth
+ *    and show it here.
+ *    Each count of GPUs runs five ways: whole frames both ways; the bytes
+ *    of the rows a 640x640 letterbox reads (a third of the frame's rows,
+ *    as frameprepd's row plan copies them) in and whole tensors out, the
+ *    daemon's own traffic; H2D alone; D2H alone; and the daemon's traffic
+ *    with the clients' host traffic beside it: for each GPU one thread
+ *    writes frames into a buffer and reads tensors out of another (memcpy,
+ *    the bytes a client moves per frame), as fast as it can. The frames/s
+ *    the copies keep then is the ceiling a daemon with clients on the same
+ *    host can reach.
+ * Each GPU's PCI address and NUMA node (sysfs) are printed, so a ratio
+ * below one can be read against the topology (`nvidia-smi topo -m`).
+ * Exit status 0 when it ran, 77 with a message where there is no GPU.
+ */
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define FRAME_BYTES  ((size_t)1920 * 1080 * 3)
+#define TENSOR_BYTES ((size_t)640 * 640 * 3 * 4)
+#define ROWS_BYTES   ((size_t)1920 * 360 * 3)
+#define DEPTH        8
+#define MAX_GPUS     16
+
+#define CK(call)                                                               \
+	do {                                                                   \
+		cudaError_t ck_e = (call);                                     \
+		if (ck_e != cudaSuccess) {                                     \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, \
+			        #call, cudaGetErrorName(ck_e));                \
+			exit(1);                                               \
+		}                                                              \
+	} while (0)
+
+typedef struct gpu_side {
+	int device;
+	void *h_in, *h_out, *d_in, *d_out;
+	cudaStream_t s_in, s_out;
+	cudaEvent_t ev_in[DEPTH], ev_out[DEPTH];
+	uint64_t frames; /* the last row's count */
+} gpu_side;
+
+typedef struct host_side {
+	uint8_t *src, *frame, *tensor, *dst;
+	uint64_t frames;
+} host_side;
+
+static gpu_side gpus[MAX_GPUS];
+static host_side hosts[MAX_GPUS];
+static atomic_int running;
+static size_t h2d_bytes, d2h_bytes; /* per frame, this row's */
+static pthread_barrier_t start;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void fill(uint8_t *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(i * 31 + (i >> 12) + seed);
+}
+
+static void gpu_open(gpu_side *g, int device)
+{
+	g->device = device;
+	CK(cudaSetDevice(device));
+	CK(cudaHostAlloc(&g->h_in, FRAME_BYTES, cudaHostAllocPortable));
+	CK(cudaHostAlloc(&g->h_out, TENSOR_BYTES, cudaHostAllocPortable));
+	CK(cudaMalloc(&g->d_in, FRAME_BYTES));
+	CK(cudaMalloc(&g->d_out, TENSOR_BYTES));
+	fill(g->h_in, FRAME_BYTES, (unsigned)device);
+	CK(cudaMemset(g->d_out, 0x5a, TENSOR_BYTES));
+	CK(cudaStreamCreateWithFlags(&g->s_in, cudaStreamNonBlocking));
+	CK(cudaStreamCreateWithFlags(&g->s_out, cudaStreamNonBlocking));
+	for (int k = 0; k < DEPTH; k++) {
+		CK(cudaEventCreateWithFlags(&g->ev_in[k],
+		                            cudaEventDisableTiming));
+		CK(cudaEventCreateWithFlags(&g->ev_out[k],
+		                            cudaEventDisableTiming));
+	}
+}
+
+static void gpu_close(gpu_side *g)
+{
+	CK(cudaSetDevice(g->device));
+	for (int k = 0; k < DEPTH; k++) {
+		CK(cudaEventDestroy(g->ev_in[k]));
+		CK(cudaEventDestroy(g->ev_out[k]));
+	}
+	CK(cudaStreamDestroy(g->s_in));
+	CK(cudaStreamDestroy(g->s_out));
+	CK(cudaFree(g->d_in));
+	CK(cudaFree(g->d_out));
+	CK(cudaFreeHost(g->h_in));
+	CK(cudaFreeHost(g->h_out));
+}
+
+/* gpu_main keeps DEPTH frames' copies in flight on its GPU until running
+ * drops to 0, counting the frames whose H2D and D2H both ended. */
+static void *gpu_main(void *arg)
+{
+	gpu_side *g = arg;
+	uint64_t issued = 0, done = 0;
+
+	CK(cudaSetDevice(g->device));
+	pthread_barrier_wait(&start);
+	while (atomic_load_explicit(&running, memory_order_relaxed)) {
+		int k = (int)(issued % DEPTH);
+		if (issued - done == DEPTH) {
+			CK(cudaEventSynchronize(g->ev_in[k]));
+			CK(cudaEventSynchronize(g->ev_out[k]));
+			done++;
+		}
+		if (h2d_bytes)
+			CK(cudaMemcpyAsync(g->d_in, g->h_in, h2d_bytes,
+			                   cudaMemcpyHostToDevice, g->s_in));
+		CK(cudaEventRecord(g->ev_in[k], g->s_in));
+		if (d2h_bytes)
+			CK(cudaMemcpyAsync(g->h_out, g->d_out, d2h_bytes,
+			                   cudaMemcpyDeviceToHost, g->s_out));
+		CK(cudaEventRecord(g->ev_out[k], g->s_out));
+		issued++;
+	}
+	CK(cudaStreamSynchronize(g->s_in));
+	CK(cudaStreamSynchronize(g->s_out));
+	g->frames = issued;
+	return NULL;
+}
+
+/* host_main moves a client's bytes per frame (a frame written into shared
+ * memory, a tensor read out of it) until running drops to 0. */
+static void *host_main(void *arg)
+{
+	host_side *h = arg;
+	uint64_t n = 0;
+
+	pthread_barrier_wait(&start);
+	while (atomic_load_explicit(&running, memory_order_relaxed)) {
+		memcpy(h->frame, h->src, FRAME_BYTES);
+		memcpy(h->dst, h->tensor, TENSOR_BYTES);
+		n++;
+	}
+	h->frames = n;
+	return NULL;
+}
+
+/* run_row copies on the first ngpu GPUs (and moves host bytes beside them
+ * when with_host) for secs; returns the GPUs' aggregate frames/s and sets
+ * *host_fps to the host threads' aggregate. */
+static double run_row(int ngpu, int with_host, double secs, double *host_fps)
+{
+	pthread_t tg[MAX_GPUS], th[MAX_GPUS];
+	int nh = with_host ? ngpu : 0;
+	double t0, t1;
+	uint64_t frames = 0, hframes = 0;
+
+	pthread_barrier_init(&start, NULL, (unsigned)(ngpu + nh + 1));
+	atomic_store(&running, 1);
+	for (int i = 0; i < ngpu; i++)
+		pthread_create(&tg[i], NULL, gpu_main, &gpus[i]);
+	for (int i = 0; i < nh; i++)
+		pthread_create(&th[i], NULL, host_main, &hosts[i]);
+	pthread_barrier_wait(&start);
+	t0 = now_s();
+	while (now_s() - t0 < secs) {
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	atomic_store(&running, 0);
+	for (int i = 0; i < ngpu; i++) {
+		pthread_join(tg[i], NULL);
+		frames += gpus[i].frames;
+	}
+	for (int i = 0; i < nh; i++) {
+		pthread_join(th[i], NULL);
+		hframes += hosts[i].frames;
+	}
+	t1 = now_s();
+	pthread_barrier_destroy(&start);
+	if (host_fps)
+		*host_fps = hframes / (t1 - t0);
+	return frames / (t1 - t0);
+}
+
+/* The five ways each count of GPUs runs (the opening comment, 2.). */
+#define WAYS 5
+static const struct {
+	const char *name;
+	size_t h2d, d2h;
+	int host;
+} ways[WAYS] = {
+        {"whole frame in, tensor out", FRAME_BYTES, TENSOR_BYTES, 0},
+        {"rows read in, tensor out", ROWS_BYTES, TENSOR_BYTES, 0},
+        {"H2D alone (whole frame)", FRAME_BYTES, 0, 0},
+        {"D2H alone (tensor)", 0, TENSOR_BYTES, 0},
+        {"rows read in, tensor out, clients' memcpy", ROWS_BYTES, TENSOR_BYTES,
+         1},
+};
+
+static void print_topology(int n)
+{
+	for (int i = 0; i < n; i++) {
+		char bus[32] = "?", path[128], node[16] = "?";
+		FILE *f;
+		if (cudaDeviceGetPCIBusId(bus, sizeof bus, i) == cudaSuccess) {
+			for (char *c = bus; *c; c++)
+				if (*c >= 'A' && *c <= 'F')
+					*c = (char)(*c - 'A' + 'a');
+			snprintf(path, sizeof path,
+			         "/sys/bus/pci/devices/%s/numa_node", bus);
+			if ((f = fopen(path, "r"))) {
+				if (!fgets(node, sizeof node, f))
+					strcpy(node, "?");
+				node[strcspn(node, "\n")] = 0;
+				fclose(f);
+			}
+		}
+		printf("GPU %d: pci %s numa_node %s\n", i, bus, node);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	double secs = argc > 1 ? atof(argv[1]) : 2.0;
+	double alone[MAX_GPUS], sum_alone = 0, one[WAYS] = {0};
+	int n = 0;
+
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+		fprintf(stderr, "bench_hosts: no CUDA device: skipped\n");
+		return 77;
+	}
+	if (n > MAX_GPUS)
+		n = MAX_GPUS;
+	if (secs <= 0)
+		secs = 2.0;
+	print_topology(n);
+	for (int i = 0; i < n; i++) {
+		gpu_open(&gpus[i], i);
+		hosts[i].src = malloc(FRAME_BYTES);
+		hosts[i].frame = malloc(FRAME_BYTES);
+		hosts[i].tensor = malloc(TENSOR_BYTES);
+		hosts[i].dst = malloc(TENSOR_BYTES);
+		if (!hosts[i].src || !hosts[i].frame || !hosts[i].tensor ||
+		    !hosts[i].dst) {
+			fprintf(stderr, "bench_hosts: out of memory\n");
+			return 1;
+		}
+		fill(hosts[i].src, FRAME_BYTES, 7);
+		fill(hosts[i].tensor, TENSOR_BYTES, 9);
+		memset(hosts[i].frame, 0, FRAME_BYTES);
+		memset(hosts[i].dst, 0, TENSOR_BYTES);
+	}
+	/* Each GPU alone: one device's copies, the others idle. */
+	h2d_bytes = FRAME_BYTES;
+	d2h_bytes = TENSOR_BYTES;
+	for (int i = 0; i < n; i++) {
+		gpu_side keep = gpus[0];
+		gpus[0] = gpus[i];
+		alone[i] = run_row(1, 0, secs, NULL);
+		gpus[i] = gpus[0];
+		gpus[0] = keep;
+		sum_alone += alone[i];
+		printf("alone GPU %d: %.0f frames/s (H2D %.1f GB/s + D2H %.1f "
+		       "GB/s)\n",
+		       i, alone[i], alone[i] * FRAME_BYTES / 1e9,
+		       alone[i] * TENSOR_BYTES / 1e9);
+	}
+	printf("\n| GPUs | copies | frames/s | GB/s H2D + D2H | "
+	       "vs GPUs x one GPU | host threads' frames/s |\n");
+	printf("| --- | --- | --- | --- | --- | --- |\n");
+	for (int g = 1; g <= n; g = g < n && g * 2 > n ? n : g * 2) {
+		for (int w = 0; w < WAYS; w++) {
+			double hf = 0, f;
+			h2d_bytes = ways[w].h2d;
+			d2h_bytes = ways[w].d2h;
+			f = run_row(g, ways[w].host, secs, &hf);
+			if (g == 1)
+				one[w] = f;
+			printf("| %d | %s | %.0f | %.1f + %.1f | %.2f | %.0f "
+			       "|\n",
+			       g, ways[w].name, f, f * h2d_bytes / 1e9,
+			       f * d2h_bytes / 1e9, f / (g * one[w]), hf);
+		}
+		if (g == n)
+			break;
+	}
+	printf("\nsum of the GPUs alone: %.0f frames/s\n", sum_alone);
+	for (int i = 0; i < n; i++) {
+		gpu_close(&gpus[i]);
+		free(hosts[i].src);
+		free(hosts[i].frame);
+		free(hosts[i].tensor);
+		free(hosts[i].dst);
+	}
+	return 0;
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# multi_gpu.sh: where the time goes when frameprepd serves several GPUs.
+# Runs on the GPU machine from a bundle (run-on-gpu.sh --stage):
+#
+#   bash BUNDLE/multi_gpu.sh [SECONDS]
+#
+# 1. bench_hosts: the host's copy ceiling, each GPU alone, 1, 2, 4 ... all
+#    at once, with and without the clients' host-memory traffic.
+# 2. For 1, 2, 4 ... and all GPUs: one frameprepd (--device 0,..,G-1), one
+#    frameprep-bench process with 16 streams a GPU (1080p BGR8 frames in
+#    shared memory -> 640x640 f32 tensors into shared memory, replies in
+#    the region, verified by sample), then the same load split over 2 and
+#    4 bench processes. For each run: frames/s, the daemon's CPU per
+#    request (utime + stime over INFO's served count, the same window), the
+#    loop thread's share of one core, the bench processes' CPU per request,
+#    and the lanes' frames in flight sampled from INFO every half second.
+# FPREP_MG_STREAMS (default 16) sets the streams per GPU.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+secs=${1:-5}
+per=${FPREP_MG_STREAMS:-16}
+export LD_LIBRARY_PATH=$here/libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export XDG_CACHE_HOME=$(mktemp -d)
+tmp=$(mktemp -d)
+hz=$(getconf CLK_TCK)
+bin=${FPREP_MG_BIN:-$here/bin}
+
+echo "=== bench_hosts"
+"$here/bin/bench_hosts" 2 || exit 1
+ngpu=$(nvidia-smi -L | wc -l)
+command -v nvidia-smi >/dev/null && nvidia-smi topo -m
+
+cpu_ticks() { # cpu_ticks PID [TID]: utime + stime in clock ticks
+	local f=/proc/$1/stat
+	[ -n "${2:-}" ] && f=/proc/$1/task/$2/stat
+	awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "$f"
+}
+served() { "$bin/frameprep" info --socket "$1" | awk '/^served:/ { print $2 }'; }
+
+rows=()
+for g in $(seq 1 "$ngpu"); do
+	case $g in 1 | 2 | 4 | 8) ;; *) [ "$g" = "$ngpu" ] || continue ;; esac
+	devs=$(seq -s, 0 $((g - 1)))
+	url=ipc://$tmp/mg$g.sock
+	"$bin/frameprepd" --device "$devs" --listen "$url" \
+		--max-inflight 1024 --max-inflight-per-conn 64 \
+		2>"$tmp/daemon$g.log" &
+	dp=$!
+	for _ in $(seq 300); do "$bin/frameprep" info --socket "$url" >/dev/null 2>&1 && break; sleep 0.1; done
+	for procs in 1 2 4; do
+		c=$((per * g / procs))
+		[ "$c" -ge 1 ] || continue
+		# Warm-up: every lane compiles its kernel once.
+		"$bin/frameprep-bench" --socket "$url" --quiet --shm both --shm-reply \
+			--synthetic 1920x1080 --size 640x640 -c "$c" --duration 1 \
+			--warmup 1 --no-ceiling --verify none >/dev/null 2>&1
+		s0=$(served "$url"); t0=$(cpu_ticks $dp); l0=$(cpu_ticks $dp $dp)
+		w0=$(date +%s.%N)
+		pids=()
+		for p in $(seq "$procs"); do
+			( "$bin/frameprep-bench" --socket "$url" --quiet --shm both \
+				--shm-reply --synthetic 1920x1080 --seed "$p" --size 640x640 \
+				-c "$c" --duration "$secs" --warmup 0 --no-ceiling \
+				--verify sample --json "$tmp/b${g}_${procs}_$p.json" \
+				>"$tmp/b${g}_${procs}_$p.log" 2>&1; echo "rc $?"; times ) \
+				>"$tmp/t${g}_${procs}_$p.txt" &
+			pids+=($!)
+		done
+		depth=()
+		while kill -0 "${pids[0]}" 2>/dev/null; do
+			depth+=("$("$bin/frameprep" info --socket "$url" 2>/dev/null |
+				awk '/^lane_/ { for (i = 1; i <= NF; i++) if ($i ~ /^inflight=/) { sub(/inflight=/, "", $i); printf "%s/", $i } }')")
+			sleep 0.5
+		done
+		wait "${pids[@]}"
+		w1=$(date +%s.%N)
+		s1=$(served "$url"); t1=$(cpu_ticks $dp); l1=$(cpu_ticks $dp $dp)
+		fps=0 bcpu=0 ok=1
+		for p in $(seq "$procs"); do
+			f=$(python3 -c "import json,sys; print(sum(r['frames_per_s'] for r in json.load(open(sys.argv[1]))['runs']))" \
+				"$tmp/b${g}_${procs}_$p.json" 2>/dev/null || echo 0)
+			fps=$(awk -v a="$fps" -v b="$f" 'BEGIN { print a + b }')
+			grep -q '^rc 0' "$tmp/t${g}_${procs}_$p.txt" || { ok=0; tail -5 "$tmp/b${g}_${procs}_$p.log"; }
+			# times: the second line is the children's user and system.
+			bc=$(sed -n '3p' "$tmp/t${g}_${procs}_$p.txt" |
+				awk '{ for (i = 1; i <= 2; i++) { split($i, a, /m|s/); t += a[1] * 60 + a[2] } print t }')
+			bcpu=$(awk -v a="$bcpu" -v b="$bc" 'BEGIN { print a + b }')
+		done
+		n=$((s1 - s0))
+		row=$(awk -v g="$g" -v p="$procs" -v c="$c" -v f="$fps" -v n="$n" \
+			-v dt=$((t1 - t0)) -v lt=$((l1 - l0)) -v hz="$hz" -v bc="$bcpu" \
+			-v w0="$w0" -v w1="$w1" -v ok="$ok" 'BEGIN {
+			wall = w1 - w0
+			printf "| %d | %d x %d | %.0f | %.0f | %.2f | %.0f | %s |", g, p, c, f,
+			    n ? dt / hz * 1e6 / n : 0, lt / hz / wall,
+			    n ? bc * 1e6 / n : 0, ok ? "ok" : "FAILED" }')
+		rows+=("$row depth ${depth[*]:0:6}")
+		echo "$row"
+	done
+	kill -TERM $dp
+	wait $dp
+done
+echo
+echo "| GPUs | bench procs x streams | frames/s | daemon CPU us/request | loop thread (cores) | bench CPU us/request | verified |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+for r in "${rows[@]}"; do echo "${r%% depth*}"; done
+echo
+echo "lanes' frames in flight (INFO samples, lane0/lane1/...):"
+for r in "${rows[@]}"; do echo "${r%%|*}${r#* depth}" | cut -c1-200; done
