@@ -197,6 +197,7 @@ static void *cpu_worker(void *arg)
 	fprep__job *job;
 	int fail;
 
+	pthread_setname_np(pthread_self(), "fp-cpu-worker");
 	pthread_mutex_lock(&cb->lock);
 	for (;;) {
 		while (fprep__queue_empty(&cb->jobs) &&

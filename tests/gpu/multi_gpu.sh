@@ -35,6 +35,16 @@ cpu_ticks() { # cpu_ticks PID [TID]: utime + stime in clock ticks
 	[ -n "${2:-}" ] && f=/proc/$1/task/$2/stat
 	awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "$f"
 }
+threads() { # threads PID: "TID COMM TICKS" for each of its threads
+	local t
+	for t in /proc/$1/task/*; do
+		local comm
+		comm=$(cat "$t/comm")
+		[ "${t##*/}" = "$1" ] && comm=loop
+		printf '%s %s %s\n' "${t##*/}" "$comm" \
+			"$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "$t/stat")"
+	done 2>/dev/null
+}
 served() { "$bin/frameprep" info --socket "$1" | awk '/^served:/ { print $2 }'; }
 
 rows=()
@@ -55,6 +65,7 @@ for g in $(seq 1 "$ngpu"); do
 			--synthetic 1920x1080 --size 640x640 -c "$c" --duration 1 \
 			--warmup 1 --no-ceiling --verify none >/dev/null 2>&1
 		s0=$(served "$url"); t0=$(cpu_ticks $dp); l0=$(cpu_ticks $dp $dp)
+		threads $dp >"$tmp/th0"
 		w0=$(date +%s.%N)
 		pids=()
 		for p in $(seq "$procs"); do
@@ -75,6 +86,13 @@ for g in $(seq 1 "$ngpu"); do
 		wait "${pids[@]}"
 		w1=$(date +%s.%N)
 		s1=$(served "$url"); t1=$(cpu_ticks $dp); l1=$(cpu_ticks $dp $dp)
+		threads $dp >"$tmp/th1"
+		# The daemon's threads by name: cores busy over the run (the
+		# loop is the main thread, named frameprepd).
+		echo "threads ($g GPUs, $procs x $c): $(awk -v hz="$hz" -v w="$(awk -v a="$w0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')" '
+			NR == FNR { t0[$1] = $3; next }
+			{ d[$2] += ($3 - t0[$1]) / hz / w; n[$2]++ }
+			END { for (k in d) if (d[k] >= 0.01) printf "%s x%d %.2f, ", k, n[k], d[k] }' "$tmp/th0" "$tmp/th1")"
 		fps=0 bcpu=0 ok=1
 		for p in $(seq "$procs"); do
 			f=$(python3 -c "import json,sys; print(sum(r['frames_per_s'] for r in json.load(open(sys.argv[1]))['runs']))" \

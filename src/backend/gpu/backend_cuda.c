@@ -1186,6 +1186,11 @@ static void *cuda_lane_main(void *arg)
 	cuda_backend *cb = arg;
 	fprep__gpu_status st = {0};
 	int dev_ok = !FPREP__CUDA(&st, cudaSetDevice(cb->device));
+	char name[16];
+
+	/* Named for top -H and /proc/PID/task/TID/comm (15 bytes at most). */
+	snprintf(name, sizeof name, "fp-lane-gpu%d", cb->device);
+	pthread_setname_np(pthread_self(), name);
 
 	pthread_mutex_lock(&cb->mu);
 	for (;;) {
@@ -1403,7 +1408,10 @@ static void cuda_lane_finish(cuda_backend *cb, cuda_slot *s)
 static void *cuda_completion_main(void *arg)
 {
 	cuda_backend *cb = arg;
+	char name[16];
 
+	snprintf(name, sizeof name, "fp-done-gpu%d", cb->device);
+	pthread_setname_np(pthread_self(), name);
 	(void)FPREP__CUDA(NULL, cudaSetDevice(cb->device));
 	pthread_mutex_lock(&cb->mu);
 	for (;;) {

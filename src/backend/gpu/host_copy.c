@@ -55,6 +55,7 @@ static void *host_copy_main(void *arg)
 {
 	fprep__copy_pool *p = arg;
 
+	pthread_setname_np(pthread_self(), "fp-host-copy");
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
 		fprep__qnode *n = fprep__queue_pop(&p->tasks);
