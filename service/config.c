@@ -1,13 +1,19 @@
 /*
  * config.c: frameprepd's settings.
  *
- * One table names every setting once: its flag (--max-width), its INI key
- * (max-width, in the file's top level or a [frameprepd] section), its help
- * line and its parser. Defaults come first, then the file named by
- * --config, then the other flags, so a flag always wins over the file. A
- * --listen on the command line replaces every listen of the file. Every
- * value is range-checked; an error names the setting, the value and the
- * accepted range.
+ * The design is simple: one table, fprep__config_settings[] below, says
+ * everything about every setting once, as redis's static_configs[] does:
+ * its name (the flag --max-width and the INI key max-width), its value and
+ * line in --help, how its value is read (a NUMBER within bounds, one of
+ * some WORDs, or an OTHER reader of its own, in config_values.c), the
+ * field it fills and its default. Nothing else names a setting:
+ * fprep__config_init writes every default, config_set reads every value
+ * from the command line or the file, and --help prints every row with its
+ * default. Defaults come first, then the file named by --config (keys at
+ * its top level or in a [frameprepd] section), then the other flags, so a
+ * flag always wins over the file; a --listen on the command line replaces
+ * every listen of the file. A refusal names the setting (the flag, or the
+ * file and key), the value and what is accepted, bounds included.
  */
 #include "config.h"
 
@@ -23,236 +29,315 @@
 #include "frameprep/frameprep.h"
 #include "log.h"
 
-enum config_key {
-	KEY_LISTEN,
-	KEY_DEVICE,
-	KEY_LANES,
-	KEY_WORKERS,
-	KEY_MAX_INFLIGHT,
-	KEY_MAX_INFLIGHT_PER_CONN,
-	KEY_MAX_REPLY_BYTES,
-	KEY_MAX_WIDTH,
-	KEY_MAX_HEIGHT,
-	KEY_MAX_FRAME_BYTES,
-	KEY_MAX_OUT_WIDTH,
-	KEY_MAX_OUT_HEIGHT,
-	KEY_MAX_TENSOR_BYTES,
-	KEY_SEND_TIMEOUT_MS,
-	KEY_SHUTDOWN_TIMEOUT_MS,
-	KEY_LISTENER_CHECK_MS,
-	KEY_SLOTS,
-	KEY_KERNELS,
-	KEY_KERNEL_CACHE,
-	KEY_LOG_LEVEL,
-	KEY_SOCKET_MODE,
-	KEY_MAX_REGIONS,
-	KEY_MAX_DOORBELLS,
-	KEY_MAX_REGION_BYTES,
-	KEY_MAX_SHM_BYTES,
-	KEY_ALLOW_CUDA_REGIONS,
-	KEY_MAX_CUDA_REGIONS,
-	KEY_METRICS_LISTEN,
-	KEY_TRACE,
-	KEY_TRANSFER,
-	KEY_H2D_ROWS,
-	KEY_SPIN_US,
-	KEY_COUNT,
-	/* Command-line only. */
-	KEY_CONFIG = 'c',
-	KEY_HELP = 'h',
-	KEY_VERSION = 'V',
+/* Command-line only flags, besides the settings (getopt values 256 + row). */
+enum config_flag {
+	FLAG_CONFIG = 'c',
+	FLAG_HELP = 'h',
+	FLAG_VERSION = 'V',
+	FLAG_SETTING = 256,
 };
 
-struct config_option {
-	const char *name;
-	const char *arg;  /* argument's name in the help */
-	const char *help; /* help line; the default is added from the config */
-	struct fprep__config_range range;
+static const struct fprep__config_word config_switch_words[] = {
+        {"true", 1, 0}, {"false", 0, 0}, {"yes", 1, 1},
+        {"on", 1, 1},   {"1", 1, 1},     {"no", 0, 1},
+        {"off", 0, 1},  {"0", 0, 1},     {NULL, 0, 0},
 };
 
-#define MS_MAX 3600000u /* one hour */
+static const struct fprep__config_word config_level_words[] = {
+        {"err", FPREP_LOG_ERR, 0},       {"warning", FPREP_LOG_WARNING, 0},
+        {"notice", FPREP_LOG_NOTICE, 0}, {"info", FPREP_LOG_INFO, 0},
+        {"debug", FPREP_LOG_DEBUG, 0},   {NULL, 0, 0},
+};
 
-static const struct config_option config_options[KEY_COUNT] = {
-        [KEY_LISTEN] = {"listen",
-                        "URL",
-                        "listen on URL (ipc:// or tcp://), repeatable",
-                        {0, 0}},
-        [KEY_DEVICE] = {"device",
-                        "auto|cpu|all|N[,M...]",
-                        "auto: GPU 0 if present, else CPU; cpu; all: "
-                        "every GPU; GPU N, or the GPUs listed",
-                        {0, 1023}},
-        [KEY_LANES] = {"lanes",
-                       "K",
-                       "GPU lanes (streams, staging slots, threads) per "
-                       "device",
-                       {1, 16}},
-        [KEY_WORKERS] = {"workers",
-                         "N",
-                         "CPU backend worker threads (0: one per core)",
-                         {0, 1024}},
-        [KEY_MAX_INFLIGHT] = {"max-inflight",
-                              "N",
-                              "requests in flight at once",
-                              {1, 4096}},
-        [KEY_MAX_INFLIGHT_PER_CONN] = {"max-inflight-per-conn",
-                                       "N",
-                                       "requests in flight per connection "
-                                       "(EBUSY past it)",
-                                       {1, 4096}},
-        [KEY_MAX_REPLY_BYTES] = {"max-reply-bytes",
-                                 "BYTES",
-                                 "tensor bytes of the replies in flight",
-                                 {1, UINT64_C(1) << 40}},
-        [KEY_MAX_WIDTH] = {"max-width",
-                           "PX",
-                           "largest source width",
-                           {1, 65535}},
-        [KEY_MAX_HEIGHT] = {"max-height",
-                            "PX",
-                            "largest source height",
-                            {1, 65535}},
+static const struct fprep__config_word config_mode_words[] = {
+        {"600", 0600, 0},  {"660", 0660, 0},  {"666", 0666, 0},
+        {"0600", 0600, 1}, {"0660", 0660, 1}, {"0666", 0666, 1},
+        {NULL, 0, 0},
+};
+
+static const struct fprep__config_word config_transfer_words[] = {
+        {"staged", FPREP__TRANSFER_STAGED, 0},
+        {"mapped", FPREP__TRANSFER_MAPPED, 0},
+        {"auto", FPREP__TRANSFER_AUTO, 0},
+        {NULL, 0, 0},
+};
+
+static const struct fprep__config_word config_rows_words[] = {
+        {"read", 0, 0},
+        {"all", 1, 0},
+        {NULL, 0, 0},
+};
+
+static const struct fprep__config_word config_spin_words[] = {
+        {"auto", FPREP__SPIN_AUTO, 0},
+        {NULL, 0, 0},
+};
+
+/* FIELD(f): the offset and C type of fprep__config's field f; a field of
+ * another type does not compile. */
+#define FIELD(f)                                                               \
+	.offset = offsetof(fprep__config, f),                                  \
+	.field = _Generic(((fprep__config *)0)->f, int                         \
+	                  : FPREP__CONFIG_INT, unsigned                        \
+	                  : FPREP__CONFIG_UNSIGNED, uint64_t                   \
+	                  : FPREP__CONFIG_U64)
+
+/* The rows: NUMBER in [lo, hi] (NUMBER_OR: or one of words), WORDS,
+ * SWITCH (true or false; bare: the flag alone means true), OTHER (read by
+ * fprep__config_set_<fn>, shown by fprep__config_show_<fn>, with bounds
+ * for --device's GPU ids). */
+#define NUMBER_OR(name_, arg_, f, lo, hi, words_, def_, help_)                 \
+	{                                                                      \
+		.name = name_, .arg = arg_, .help = help_,                     \
+		.type = FPREP__CONFIG_NUMBER, FIELD(f), .min = lo, .max = hi,  \
+		.def = def_, .words = words_                                   \
+	}
+#define NUMBER(name_, arg_, f, lo, hi, def_, help_)                            \
+	NUMBER_OR(name_, arg_, f, lo, hi, NULL, def_, help_)
+#define WORDS(name_, arg_, f, words_, def_, help_)                             \
+	{                                                                      \
+		.name = name_, .arg = arg_, .help = help_,                     \
+		.type = FPREP__CONFIG_WORD, FIELD(f), .def = def_,             \
+		.words = words_                                                \
+	}
+#define SWITCH(name_, arg_, f, def_, bare_, help_)                             \
+	{                                                                      \
+		.name = name_, .arg = arg_, .help = help_,                     \
+		.type = FPREP__CONFIG_WORD, FIELD(f), .def = def_,             \
+		.words = config_switch_words, .bare = bare_                    \
+	}
+#define OTHER(name_, arg_, fn, lo, hi, help_)                                  \
+	{                                                                      \
+		.name = name_, .arg = arg_, .help = help_,                     \
+		.type = FPREP__CONFIG_OTHER, .min = lo, .max = hi,             \
+		.set = fprep__config_set_##fn, .show = fprep__config_show_##fn \
+	}
+
+#define MS_MAX  3600000u /* one hour */
+#define KIB     UINT64_C(1024)
+#define MIB     (KIB * KIB)
+#define GIB     (MIB * KIB)
+#define TIB     (GIB * KIB)
+#define NO_BARE 0
+#define BARE    1
+
+/* Every setting, in --help's order. A row reads: name (flag and key), its
+ * value in --help, the field, then for a NUMBER its bounds and default,
+ * for WORDS its words and default, for a SWITCH its default, and last the
+ * help line. */
+const struct fprep__config_setting fprep__config_settings[] = {
+        OTHER("listen", "URL", listen, 0, 0,
+              "listen on URL (ipc://PATH or tcp://HOST:PORT), repeatable"),
+        OTHER("device", "auto|cpu|all|N[,M...]", device, 0, 1023,
+              "auto: GPU 0 if present, else CPU; cpu; all: every GPU; GPU "
+              "N, or the GPUs listed"),
+        NUMBER("lanes", "K", lanes, 1, 16, 1,
+               "GPU lanes (streams, staging slots, threads) per device"),
+        NUMBER("workers", "N", workers, 0, 1024, 0,
+               "CPU backend worker threads (0: one per core)"),
+        NUMBER("max-inflight", "N", max_inflight, 1, 4096, 64,
+               "requests in flight at once"),
+        NUMBER("max-inflight-per-conn", "N", max_inflight_per_conn, 1, 4096, 16,
+               "requests in flight per connection (EBUSY past it)"),
+        NUMBER("max-reply-bytes", "BYTES", max_reply_bytes, 1, TIB, GIB,
+               "tensor bytes of the replies in flight"),
+        NUMBER("max-width", "PX", limits.max_width, 1, 65535, 8192,
+               "largest source width"),
+        NUMBER("max-height", "PX", limits.max_height, 1, 65535, 8192,
+               "largest source height"),
         /* nng receives messages of up to 4 GiB - 1, header included. */
-        [KEY_MAX_FRAME_BYTES] = {"max-frame-bytes",
-                                 "BYTES",
-                                 "largest source frame",
-                                 {1, UINT32_MAX - FPREP_REQUEST_HEADER_SIZE}},
-        [KEY_MAX_OUT_WIDTH] = {"max-out-width",
-                               "PX",
-                               "largest tensor width",
-                               {1, 65535}},
-        [KEY_MAX_OUT_HEIGHT] = {"max-out-height",
-                                "PX",
-                                "largest tensor height",
-                                {1, 65535}},
-        [KEY_MAX_TENSOR_BYTES] = {"max-tensor-bytes",
-                                  "BYTES",
-                                  "largest tensor",
-                                  {1, UINT64_C(1) << 34}},
-        [KEY_SEND_TIMEOUT_MS] = {"send-timeout-ms",
-                                 "MS",
-                                 "bound on sending one reply",
-                                 {1, MS_MAX}},
-        [KEY_SHUTDOWN_TIMEOUT_MS] = {"shutdown-timeout-ms",
-                                     "MS",
-                                     "bound on finishing work at shutdown",
-                                     {1, MS_MAX}},
-        [KEY_LISTENER_CHECK_MS] = {"listener-check-ms",
-                                   "MS",
-                                   "check every MS that each ipc:// "
-                                   "listener accepts, restart it if not "
-                                   "(0: off)",
-                                   {0, MS_MAX}},
-        [KEY_SLOTS] = {"slots",
-                       "N",
-                       "frames staged on the GPU at once, per stream",
-                       {2, 64}},
-        [KEY_MAX_REGIONS] = {"max-regions",
-                             "N",
-                             "shared-memory regions per connection",
-                             {0, 1024}},
-        [KEY_MAX_DOORBELLS] = {"max-doorbells",
-                               "N",
-                               "doorbell areas watched for requests (all "
-                               "connections; 0: doorbells off)",
-                               {0, 1024}},
-        [KEY_MAX_REGION_BYTES] = {"max-region-bytes",
-                                  "BYTES",
-                                  "largest shared-memory region",
-                                  {1, UINT64_C(1) << 40}},
-        [KEY_MAX_SHM_BYTES] = {"max-shm-bytes",
-                               "BYTES",
-                               "shared memory mapped (and pinned) in all",
-                               {1, UINT64_C(1) << 40}},
-        [KEY_ALLOW_CUDA_REGIONS] = {"allow-cuda-regions",
-                                    "true|false",
-                                    "let clients register device memory "
-                                    "(CUDA IPC handles)",
-                                    {0, 0}},
-        [KEY_MAX_CUDA_REGIONS] = {"max-cuda-regions",
-                                  "N",
-                                  "CUDA regions per connection",
-                                  {0, 1024}},
-        [KEY_KERNELS] = {"kernels",
-                         "DIR",
-                         "read kernel sources from DIR",
-                         {0, 0}},
-        [KEY_KERNEL_CACHE] = {"kernel-cache",
-                              "DIR|off",
-                              "compiled-kernel cache directory, or off",
-                              {0, 0}},
-        [KEY_SOCKET_MODE] = {"socket-mode",
-                             "MODE",
-                             "ipc:// socket file mode, octal: 600, 660 "
-                             "(a group) or 666",
-                             {0, 0}},
-        [KEY_METRICS_LISTEN] = {"metrics-listen",
-                                "HOST:PORT|off",
-                                "serve Prometheus metrics on "
-                                "http://HOST:PORT/metrics",
-                                {0, 65535}},
-        [KEY_TRACE] = {"trace",
-                       "[=true|false]",
-                       "write each request's stage times into its reply's "
-                       "message",
-                       {0, 0}},
-        [KEY_TRANSFER] = {"transfer",
-                          "staged|mapped|auto",
-                          "GPU: copy registered pinned frames and tensors, "
-                          "or let the kernel read and write them mapped",
-                          {0, 0}},
-        [KEY_H2D_ROWS] = {"h2d-rows",
-                          "read|all",
-                          "GPU, staged: copy only the frame rows the resize "
-                          "reads, or every row",
-                          {0, 0}},
-        [KEY_SPIN_US] = {"spin-us",
-                         "auto|US",
-                         "how long an idle loop or GPU thread polls for "
-                         "work before it sleeps (latency against CPU); "
-                         "auto: 1000 with a GPU, 0 on the CPU backend",
-                         {0, 100000}},
-        [KEY_LOG_LEVEL] = {"log-level",
-                           "LEVEL",
-                           "err, warning, notice, info or debug",
-                           {0, 0}},
+        NUMBER("max-frame-bytes", "BYTES", limits.max_frame_bytes, 1,
+               UINT32_MAX - FPREP_REQUEST_HEADER_SIZE, 64 * MIB,
+               "largest source frame"),
+        NUMBER("max-out-width", "PX", limits.max_out_width, 1, 65535, 2048,
+               "largest tensor width"),
+        NUMBER("max-out-height", "PX", limits.max_out_height, 1, 65535, 2048,
+               "largest tensor height"),
+        NUMBER("max-tensor-bytes", "BYTES", limits.max_tensor_bytes, 1,
+               16 * GIB, 48 * MIB, "largest tensor"),
+        NUMBER("send-timeout-ms", "MS", send_timeout_ms, 1, MS_MAX, 10000,
+               "bound on sending one reply"),
+        NUMBER("shutdown-timeout-ms", "MS", shutdown_timeout_ms, 1, MS_MAX,
+               10000, "bound on finishing work at shutdown"),
+        NUMBER("listener-check-ms", "MS", listener_check_ms, 0, MS_MAX, 500,
+               "check every MS that each ipc:// listener accepts, restart it "
+               "if not (0: off)"),
+        NUMBER("slots", "N", slots, 2, 64, 4,
+               "frames staged on the GPU at once, per stream"),
+        OTHER("kernels", "DIR", kernels, 0, 0, "read kernel sources from DIR"),
+        OTHER("kernel-cache", "DIR|off", kernel_cache, 0, 0,
+              "compiled-kernel cache directory, or off"),
+        WORDS("log-level", "LEVEL", log_level, config_level_words,
+              FPREP_LOG_INFO, "err, warning, notice, info or debug"),
+        WORDS("socket-mode", "MODE", socket_mode, config_mode_words, 0600,
+              "ipc:// socket file mode, octal: 600, 660 (a group) or 666"),
+        NUMBER("max-regions", "N", max_regions, 0, 1024, 16,
+               "shared-memory regions per connection"),
+        NUMBER("max-doorbells", "N", max_doorbells, 0, 1024, 64,
+               "doorbell areas watched for requests (all connections; 0: "
+               "doorbells off)"),
+        NUMBER("max-region-bytes", "BYTES", max_region_bytes, 1, TIB, GIB,
+               "largest shared-memory region"),
+        NUMBER("max-shm-bytes", "BYTES", max_shm_bytes, 1, TIB, 4 * GIB,
+               "shared memory mapped (and pinned) in all"),
+        SWITCH("allow-cuda-regions", "true|false", allow_cuda_regions, 1,
+               NO_BARE,
+               "let clients register device memory (CUDA IPC handles)"),
+        NUMBER("max-cuda-regions", "N", max_cuda_regions, 0, 1024, 16,
+               "CUDA regions per connection"),
+        OTHER("metrics-listen", "HOST:PORT|off", metrics_listen, 0, 0,
+              "serve Prometheus metrics on http://HOST:PORT/metrics"),
+        SWITCH("trace", "[=true|false]", trace, 0, BARE,
+               "write each request's stage times into its reply's message"),
+        WORDS("transfer", "staged|mapped|auto", transfer, config_transfer_words,
+              FPREP__TRANSFER_STAGED,
+              "GPU: copy registered pinned frames and tensors, or let the "
+              "kernel read and write them mapped"),
+        WORDS("h2d-rows", "read|all", h2d_all_rows, config_rows_words, 0,
+              "GPU, staged: copy only the frame rows the resize reads, or "
+              "every row"),
+        NUMBER_OR("spin-us", "auto|US", spin_us, 0, 100000, config_spin_words,
+                  FPREP__SPIN_AUTO,
+                  "how long an idle loop or GPU thread polls for work before "
+                  "it sleeps (latency against CPU); auto: 1000 with a GPU, 0 "
+                  "on the CPU backend"),
 };
 
-static const char *const config_level_names[] = {
-        [FPREP_LOG_ERR] = "err",       [FPREP_LOG_WARNING] = "warning",
-        [FPREP_LOG_NOTICE] = "notice", [FPREP_LOG_INFO] = "info",
-        [FPREP_LOG_DEBUG] = "debug",
-};
+const size_t fprep__config_nsettings =
+        sizeof(fprep__config_settings) / sizeof(fprep__config_settings[0]);
+
+#define CONFIG_NSETTINGS                                                       \
+	(sizeof(fprep__config_settings) / sizeof(fprep__config_settings[0]))
+
+const char *fprep__transfer_name(int transfer)
+{
+	for (const struct fprep__config_word *w = config_transfer_words;
+	     w->word != NULL; w++)
+		if (w->value == transfer)
+			return w->word;
+	return "?";
+}
+
+int64_t fprep__config_get(const fprep__config *cfg,
+                          const struct fprep__config_setting *s)
+{
+	const char *p = (const char *)cfg + s->offset;
+
+	switch (s->field) {
+	case FPREP__CONFIG_INT:
+		return *(const int *)p;
+	case FPREP__CONFIG_UNSIGNED:
+		return *(const unsigned *)p;
+	case FPREP__CONFIG_U64:
+		return (int64_t) * (const uint64_t *)p;
+	}
+	return 0;
+}
+
+/* config_put writes v, a default, a word's value or a number in bounds,
+ * into s's field. */
+static void config_put(fprep__config *cfg,
+                       const struct fprep__config_setting *s, int64_t v)
+{
+	char *p = (char *)cfg + s->offset;
+
+	switch (s->field) {
+	case FPREP__CONFIG_INT:
+		*(int *)p = (int)v;
+		break;
+	case FPREP__CONFIG_UNSIGNED:
+		*(unsigned *)p = (unsigned)v;
+		break;
+	case FPREP__CONFIG_U64:
+		*(uint64_t *)p = (uint64_t)v;
+		break;
+	}
+}
+
+void fprep__config_show(const fprep__config *cfg,
+                        const struct fprep__config_setting *s, char *buf,
+                        size_t size)
+{
+	int64_t v;
+
+	if (s->type == FPREP__CONFIG_OTHER) {
+		s->show(cfg, buf, size);
+		return;
+	}
+	v = fprep__config_get(cfg, s);
+	for (const struct fprep__config_word *w = s->words;
+	     w != NULL && w->word != NULL; w++)
+		if (w->value == v) {
+			snprintf(buf, size, "%s", w->word);
+			return;
+		}
+	snprintf(buf, size, "%" PRId64, v);
+}
+
+/* config_refuse says that val is none of what s accepts: "'fast' is not
+ * auto or an integer in 0..100000". */
+static void config_refuse(const struct fprep__config_setting *s,
+                          const char *val, const char *where, FILE *err)
+{
+	const struct fprep__config_word *w = s->words;
+	unsigned n = 0, i = 0;
+
+	for (; w != NULL && w->word != NULL; w++)
+		n += !w->alias;
+	fprintf(err, "frameprepd: %s: '%s' is not ", where, val);
+	for (w = s->words; w != NULL && w->word != NULL; w++) {
+		const char *sep = ", ";
+
+		if (w->alias)
+			continue;
+		if (++i == 1)
+			sep = "";
+		else if (i == n && s->type != FPREP__CONFIG_NUMBER)
+			sep = " or ";
+		fprintf(err, "%s%s", sep, w->word);
+	}
+	if (s->type == FPREP__CONFIG_NUMBER)
+		fprintf(err, "%san integer in %" PRIu64 "..%" PRIu64,
+		        n > 0 ? " or " : "", s->min, s->max);
+	fputc('\n', err);
+}
+
+/* config_set gives setting s the value val; where names its origin (the
+ * flag, or the file and key) in errors. */
+static int config_set(fprep__config *cfg, const struct fprep__config_setting *s,
+                      const char *val, const char *where, FILE *err)
+{
+	uint64_t v;
+
+	if (s->type == FPREP__CONFIG_OTHER)
+		return s->set(cfg, s, val, where, err);
+	for (const struct fprep__config_word *w = s->words;
+	     w != NULL && w->word != NULL; w++)
+		if (strcmp(val, w->word) == 0) {
+			config_put(cfg, s, w->value);
+			return 0;
+		}
+	if (s->type == FPREP__CONFIG_NUMBER &&
+	    fprep__config_uint(val, s->min, s->max, &v) == 0) {
+		config_put(cfg, s, (int64_t)v);
+		return 0;
+	}
+	config_refuse(s, val, where, err);
+	return -1;
+}
 
 void fprep__config_init(fprep__config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->device = FPREP__DEVICE_AUTO;
-	cfg->workers = 0;
-	cfg->lanes = 1;
-	cfg->max_inflight = 64;
-	cfg->max_inflight_per_conn = 16;
-	cfg->max_reply_bytes = UINT64_C(1) << 30;
-	cfg->limits.max_width = 8192;
-	cfg->limits.max_height = 8192;
-	cfg->limits.max_frame_bytes = UINT64_C(64) << 20;
-	cfg->limits.max_out_width = 2048;
-	cfg->limits.max_out_height = 2048;
-	cfg->limits.max_tensor_bytes = UINT64_C(48) << 20;
-	cfg->send_timeout_ms = 10000;
-	cfg->shutdown_timeout_ms = 10000;
-	cfg->listener_check_ms = 500;
-	cfg->slots = 4;
-	cfg->cache_enabled = 1;
-	cfg->log_level = FPREP_LOG_INFO;
-	cfg->socket_mode = 0600;
-	cfg->max_regions = 16;
-	cfg->max_doorbells = 64;
-	cfg->max_region_bytes = UINT64_C(1) << 30;
-	cfg->max_shm_bytes = UINT64_C(4) << 30;
-	cfg->allow_cuda_regions = 1;
-	cfg->max_cuda_regions = 16;
-	cfg->spin_us = FPREP__SPIN_AUTO;
+	for (size_t k = 0; k < CONFIG_NSETTINGS; k++) {
+		const struct fprep__config_setting *s =
+		        &fprep__config_settings[k];
+
+		if (s->type == FPREP__CONFIG_OTHER)
+			(void)s->set(cfg, s, NULL, s->name, stderr);
+		else
+			config_put(cfg, s, s->def);
+	}
 }
 
 void fprep__config_fini(fprep__config *cfg)
@@ -267,303 +352,6 @@ void fprep__config_fini(fprep__config *cfg)
 	cfg->kernel_cache = NULL;
 }
 
-/* config_set applies one setting; where names its origin in errors. */
-static int config_set(fprep__config *cfg, enum config_key key, const char *val,
-                      const char *where, FILE *err)
-{
-	const struct config_option *o = &config_options[key];
-	uint64_t v = 0;
-	int level;
-
-	switch (key) {
-	case KEY_LISTEN:
-		return fprep__config_listen(cfg, val, where, err);
-	case KEY_DEVICE:
-		if (strcmp(val, "auto") == 0) {
-			cfg->device = FPREP__DEVICE_AUTO;
-			cfg->ndevices = 0;
-			return 0;
-		}
-		if (strcmp(val, "cpu") == 0) {
-			cfg->device = FPREP__DEVICE_CPU;
-			cfg->ndevices = 0;
-			return 0;
-		}
-		if (strcmp(val, "all") == 0) {
-			cfg->device = FPREP__DEVICE_ALL;
-			cfg->ndevices = 0;
-			return 0;
-		}
-		return fprep__config_devices(
-		        cfg, val, config_options[KEY_DEVICE].range.max, where,
-		        err);
-	case KEY_KERNELS:
-		if (val[0] == '\0') {
-			fprintf(err, "frameprepd: %s: empty directory\n",
-			        where);
-			return -1;
-		}
-		return fprep__config_string(&cfg->kernel_dir, val);
-	case KEY_KERNEL_CACHE:
-		if (val[0] == '\0') {
-			fprintf(err, "frameprepd: %s: empty directory\n",
-			        where);
-			return -1;
-		}
-		cfg->cache_enabled = strcmp(val, "off") != 0;
-		if (!cfg->cache_enabled) {
-			free(cfg->kernel_cache);
-			cfg->kernel_cache = NULL;
-			return 0;
-		}
-		return fprep__config_string(&cfg->kernel_cache, val);
-	case KEY_SOCKET_MODE:
-		if (strcmp(val, "600") != 0 && strcmp(val, "0600") != 0 &&
-		    strcmp(val, "660") != 0 && strcmp(val, "0660") != 0 &&
-		    strcmp(val, "666") != 0 && strcmp(val, "0666") != 0) {
-			fprintf(err,
-			        "frameprepd: %s: '%s' is not 600, 660 or 666\n",
-			        where, val);
-			return -1;
-		}
-		cfg->socket_mode = (int)strtol(val, NULL, 8);
-		return 0;
-	case KEY_METRICS_LISTEN:
-		return fprep__config_metrics_listen(cfg, val, where, err);
-	case KEY_LOG_LEVEL:
-		level = fprep__log_parse_level(val);
-		if (level < 0) {
-			fprintf(err,
-			        "frameprepd: %s: '%s' is not err, warning, "
-			        "notice, info or debug\n",
-			        where, val);
-			return -1;
-		}
-		cfg->log_level = level;
-		return 0;
-	case KEY_ALLOW_CUDA_REGIONS:
-		return fprep__config_bool(val, &cfg->allow_cuda_regions, where,
-		                          err);
-	case KEY_TRACE:
-		return fprep__config_bool(val, &cfg->trace, where, err);
-	case KEY_TRANSFER:
-		for (int t = 0; t <= FPREP__TRANSFER_AUTO; t++)
-			if (strcmp(val, fprep__transfer_name(t)) == 0) {
-				cfg->transfer = t;
-				return 0;
-			}
-		fprintf(err,
-		        "frameprepd: %s: '%s' is not staged, mapped or auto\n",
-		        where, val);
-		return -1;
-	case KEY_H2D_ROWS:
-		if (strcmp(val, "read") == 0 || strcmp(val, "all") == 0) {
-			cfg->h2d_all_rows = strcmp(val, "all") == 0;
-			return 0;
-		}
-		fprintf(err, "frameprepd: %s: '%s' is not read or all\n", where,
-		        val);
-		return -1;
-	case KEY_SPIN_US:
-		if (strcmp(val, "auto") == 0) {
-			cfg->spin_us = FPREP__SPIN_AUTO;
-			return 0;
-		}
-		break;
-	default:
-		break;
-	}
-	if (fprep__config_uint(val, o->range, &v) != 0) {
-		fprintf(err,
-		        "frameprepd: %s: '%s' is not an integer in "
-		        "%" PRIu64 "..%" PRIu64 "\n",
-		        where, val, o->range.min, o->range.max);
-		return -1;
-	}
-	switch (key) {
-	case KEY_WORKERS:
-		cfg->workers = (unsigned)v;
-		break;
-	case KEY_LANES:
-		cfg->lanes = (unsigned)v;
-		break;
-	case KEY_MAX_INFLIGHT:
-		cfg->max_inflight = (unsigned)v;
-		break;
-	case KEY_SPIN_US:
-		cfg->spin_us = (int)v;
-		break;
-	case KEY_MAX_INFLIGHT_PER_CONN:
-		cfg->max_inflight_per_conn = (unsigned)v;
-		break;
-	case KEY_MAX_REPLY_BYTES:
-		cfg->max_reply_bytes = v;
-		break;
-	case KEY_MAX_WIDTH:
-		cfg->limits.max_width = (uint32_t)v;
-		break;
-	case KEY_MAX_HEIGHT:
-		cfg->limits.max_height = (uint32_t)v;
-		break;
-	case KEY_MAX_FRAME_BYTES:
-		cfg->limits.max_frame_bytes = v;
-		break;
-	case KEY_MAX_OUT_WIDTH:
-		cfg->limits.max_out_width = (uint32_t)v;
-		break;
-	case KEY_MAX_OUT_HEIGHT:
-		cfg->limits.max_out_height = (uint32_t)v;
-		break;
-	case KEY_MAX_TENSOR_BYTES:
-		cfg->limits.max_tensor_bytes = v;
-		break;
-	case KEY_SEND_TIMEOUT_MS:
-		cfg->send_timeout_ms = (int)v;
-		break;
-	case KEY_SHUTDOWN_TIMEOUT_MS:
-		cfg->shutdown_timeout_ms = (int)v;
-		break;
-	case KEY_LISTENER_CHECK_MS:
-		cfg->listener_check_ms = (int)v;
-		break;
-	case KEY_SLOTS:
-		cfg->slots = (unsigned)v;
-		break;
-	case KEY_MAX_REGIONS:
-		cfg->max_regions = (unsigned)v;
-		break;
-	case KEY_MAX_DOORBELLS:
-		cfg->max_doorbells = (unsigned)v;
-		break;
-	case KEY_MAX_REGION_BYTES:
-		cfg->max_region_bytes = v;
-		break;
-	case KEY_MAX_SHM_BYTES:
-		cfg->max_shm_bytes = v;
-		break;
-	case KEY_MAX_CUDA_REGIONS:
-		cfg->max_cuda_regions = (unsigned)v;
-		break;
-	default:
-		break;
-	}
-	return 0;
-}
-
-/* config_default writes the current value of key (the default, when called
- * on a fresh config) for the help text. */
-static void config_default(const fprep__config *cfg, enum config_key key,
-                           char *buf, size_t size)
-{
-	switch (key) {
-	case KEY_LISTEN:
-		if (fprep_default_url(buf, size) != 0)
-			snprintf(buf, size, "ipc:///tmp/frameprep-UID.sock");
-		break;
-	case KEY_DEVICE:
-		snprintf(buf, size, "auto");
-		break;
-	case KEY_LANES:
-		snprintf(buf, size, "%u", cfg->lanes);
-		break;
-	case KEY_WORKERS:
-		snprintf(buf, size, "%u", cfg->workers);
-		break;
-	case KEY_MAX_INFLIGHT:
-		snprintf(buf, size, "%u", cfg->max_inflight);
-		break;
-	case KEY_MAX_INFLIGHT_PER_CONN:
-		snprintf(buf, size, "%u", cfg->max_inflight_per_conn);
-		break;
-	case KEY_MAX_REPLY_BYTES:
-		snprintf(buf, size, "%" PRIu64, cfg->max_reply_bytes);
-		break;
-	case KEY_MAX_WIDTH:
-		snprintf(buf, size, "%" PRIu32, cfg->limits.max_width);
-		break;
-	case KEY_MAX_HEIGHT:
-		snprintf(buf, size, "%" PRIu32, cfg->limits.max_height);
-		break;
-	case KEY_MAX_FRAME_BYTES:
-		snprintf(buf, size, "%" PRIu64, cfg->limits.max_frame_bytes);
-		break;
-	case KEY_MAX_OUT_WIDTH:
-		snprintf(buf, size, "%" PRIu32, cfg->limits.max_out_width);
-		break;
-	case KEY_MAX_OUT_HEIGHT:
-		snprintf(buf, size, "%" PRIu32, cfg->limits.max_out_height);
-		break;
-	case KEY_MAX_TENSOR_BYTES:
-		snprintf(buf, size, "%" PRIu64, cfg->limits.max_tensor_bytes);
-		break;
-	case KEY_SEND_TIMEOUT_MS:
-		snprintf(buf, size, "%d", cfg->send_timeout_ms);
-		break;
-	case KEY_SHUTDOWN_TIMEOUT_MS:
-		snprintf(buf, size, "%d", cfg->shutdown_timeout_ms);
-		break;
-	case KEY_LISTENER_CHECK_MS:
-		snprintf(buf, size, "%d", cfg->listener_check_ms);
-		break;
-	case KEY_SLOTS:
-		snprintf(buf, size, "%u", cfg->slots);
-		break;
-	case KEY_MAX_REGIONS:
-		snprintf(buf, size, "%u", cfg->max_regions);
-		break;
-	case KEY_MAX_DOORBELLS:
-		snprintf(buf, size, "%u", cfg->max_doorbells);
-		break;
-	case KEY_MAX_REGION_BYTES:
-		snprintf(buf, size, "%" PRIu64, cfg->max_region_bytes);
-		break;
-	case KEY_MAX_SHM_BYTES:
-		snprintf(buf, size, "%" PRIu64, cfg->max_shm_bytes);
-		break;
-	case KEY_ALLOW_CUDA_REGIONS:
-		snprintf(buf, size, "%s",
-		         cfg->allow_cuda_regions ? "true" : "false");
-		break;
-	case KEY_MAX_CUDA_REGIONS:
-		snprintf(buf, size, "%u", cfg->max_cuda_regions);
-		break;
-	case KEY_KERNELS:
-		snprintf(buf, size, "the sources built in");
-		break;
-	case KEY_KERNEL_CACHE:
-		snprintf(buf, size, "$XDG_CACHE_HOME/frameprep");
-		break;
-	case KEY_SOCKET_MODE:
-		snprintf(buf, size, "%03o", (unsigned)cfg->socket_mode);
-		break;
-	case KEY_METRICS_LISTEN:
-		snprintf(buf, size, "%s",
-		         cfg->metrics_listen ? cfg->metrics_listen : "off");
-		break;
-	case KEY_TRACE:
-		snprintf(buf, size, "%s", cfg->trace ? "true" : "false");
-		break;
-	case KEY_TRANSFER:
-		snprintf(buf, size, "%s", fprep__transfer_name(cfg->transfer));
-		break;
-	case KEY_H2D_ROWS:
-		snprintf(buf, size, "%s", cfg->h2d_all_rows ? "all" : "read");
-		break;
-	case KEY_SPIN_US:
-		if (cfg->spin_us == FPREP__SPIN_AUTO)
-			snprintf(buf, size, "auto");
-		else
-			snprintf(buf, size, "%d", cfg->spin_us);
-		break;
-	case KEY_LOG_LEVEL:
-		snprintf(buf, size, "%s", config_level_names[cfg->log_level]);
-		break;
-	default:
-		buf[0] = '\0';
-		break;
-	}
-}
-
 static void config_usage(const fprep__config *cfg, FILE *out)
 {
 	char flag[64], def[FPREP__URL_SIZE];
@@ -571,12 +359,13 @@ static void config_usage(const fprep__config *cfg, FILE *out)
 	fprintf(out, "Usage: frameprepd [OPTION]...\n"
 	             "Serve preprocessing requests (frame -> tensor) on "
 	             "ipc:// and tcp:// sockets.\n\n");
-	for (int k = 0; k < KEY_COUNT; k++) {
-		const struct config_option *o = &config_options[k];
+	for (size_t k = 0; k < CONFIG_NSETTINGS; k++) {
+		const struct fprep__config_setting *s =
+		        &fprep__config_settings[k];
 
-		snprintf(flag, sizeof(flag), "--%s %s", o->name, o->arg);
-		config_default(cfg, k, def, sizeof(def));
-		fprintf(out, "  %-30s %s (default: %s)\n", flag, o->help, def);
+		snprintf(flag, sizeof(flag), "--%s %s", s->name, s->arg);
+		fprep__config_show(cfg, s, def, sizeof(def));
+		fprintf(out, "  %-30s %s (default: %s)\n", flag, s->help, def);
 	}
 	fprintf(out, "  %-30s %s\n  %-30s %s\n  %-30s %s\n\n", "--config FILE",
 	        "read settings from an INI file first", "-h, --help",
@@ -585,9 +374,21 @@ static void config_usage(const fprep__config *cfg, FILE *out)
 	fprintf(out,
 	        "The INI file takes the same keys as the flags, without "
 	        "the dashes in front\n(max-width = 4096), at its top level "
-	        "or in a [frameprepd] section;\nflags override it. Exit "
-	        "status: 0 clean shutdown, 1 runtime failure,\n2 bad "
-	        "settings.\n");
+	        "or in a [frameprepd] section;\nflags override it. Settings "
+	        "are read once, at start: SIGHUP is logged and\nignored "
+	        "(restart the daemon to change a setting). Exit status: 0 "
+	        "clean\nshutdown, 1 runtime failure, 2 bad settings (such as "
+	        "a tcp:// listen without\na port, or a GPU named to a "
+	        "frameprepd built without CUDA).\n");
+}
+
+/* config_find returns the setting called name, or NULL. */
+static const struct fprep__config_setting *config_find(const char *name)
+{
+	for (size_t k = 0; k < CONFIG_NSETTINGS; k++)
+		if (strcmp(name, fprep__config_settings[k].name) == 0)
+			return &fprep__config_settings[k];
+	return NULL;
 }
 
 struct config_file_ctx {
@@ -601,6 +402,7 @@ static int config_ini_handler(void *user, const char *section, const char *name,
                               const char *value)
 {
 	struct config_file_ctx *fc = user;
+	const struct fprep__config_setting *s = config_find(name);
 	char where[FPREP__URL_SIZE];
 
 	snprintf(where, sizeof(where), "%s: %s", fc->path, name);
@@ -612,15 +414,12 @@ static int config_ini_handler(void *user, const char *section, const char *name,
 		fc->failed = 1;
 		return 1;
 	}
-	for (int k = 0; k < KEY_COUNT; k++) {
-		if (strcmp(name, config_options[k].name) != 0)
-			continue;
-		if (config_set(fc->cfg, k, value, where, fc->err) != 0)
-			fc->failed = 1;
-		return 1;
+	if (s == NULL) {
+		fprintf(fc->err, "frameprepd: %s: unknown key\n", where);
+		fc->failed = 1;
+	} else if (config_set(fc->cfg, s, value, where, fc->err) != 0) {
+		fc->failed = 1;
 	}
-	fprintf(fc->err, "frameprepd: %s: unknown key\n", where);
-	fc->failed = 1;
 	return 1;
 }
 
@@ -644,36 +443,39 @@ static int config_load_file(fprep__config *cfg, const char *path, FILE *err)
 int fprep__config_parse(fprep__config *cfg, int argc, char **argv, FILE *out,
                         FILE *err)
 {
-	struct option longopts[KEY_COUNT + 4];
+	struct option longopts[CONFIG_NSETTINGS + 4];
+	const struct fprep__config_setting *s;
 	int opt, flag_listens = 0;
+	size_t n = 0;
 	char where[64];
 
-	for (int k = 0; k < KEY_COUNT; k++)
-		longopts[k] = (struct option){
-		        config_options[k].name,
-		        k == KEY_TRACE ? optional_argument : required_argument,
-		        NULL, k + 256};
-	longopts[KEY_COUNT] =
-	        (struct option){"config", required_argument, NULL, KEY_CONFIG};
-	longopts[KEY_COUNT + 1] =
-	        (struct option){"help", no_argument, NULL, KEY_HELP};
-	longopts[KEY_COUNT + 2] =
-	        (struct option){"version", no_argument, NULL, KEY_VERSION};
-	longopts[KEY_COUNT + 3] = (struct option){NULL, 0, NULL, 0};
+	for (; n < CONFIG_NSETTINGS; n++) {
+		s = &fprep__config_settings[n];
+		longopts[n] = (struct option){s->name,
+		                              s->bare ? optional_argument
+		                                      : required_argument,
+		                              NULL, FLAG_SETTING + (int)n};
+	}
+	longopts[n++] =
+	        (struct option){"config", required_argument, NULL, FLAG_CONFIG};
+	longopts[n++] = (struct option){"help", no_argument, NULL, FLAG_HELP};
+	longopts[n++] =
+	        (struct option){"version", no_argument, NULL, FLAG_VERSION};
+	longopts[n] = (struct option){NULL, 0, NULL, 0};
 
 	/* First pass: --help, --version, --config and unknown flags. */
 	opterr = 0;
 	optind = 0;
 	while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		switch (opt) {
-		case KEY_HELP:
+		case FLAG_HELP:
 			config_usage(cfg, out);
 			return FPREP__CONFIG_EXIT;
-		case KEY_VERSION:
+		case FLAG_VERSION:
 			fprintf(out, "frameprepd %s (protocol %d)\n",
 			        FPREP_VERSION_STRING, FPREP_PROTOCOL_VERSION);
 			return FPREP__CONFIG_EXIT;
-		case KEY_CONFIG:
+		case FLAG_CONFIG:
 			if (fprep__config_string(&cfg->config_file, optarg) !=
 			    0)
 				return FPREP__CONFIG_ERROR;
@@ -706,16 +508,15 @@ int fprep__config_parse(fprep__config *cfg, int argc, char **argv, FILE *out,
 	/* Second pass: the flags, over the file's values. */
 	optind = 0;
 	while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-		if (opt < 256)
+		if (opt < FLAG_SETTING)
 			continue;
-		if (opt - 256 == KEY_LISTEN && !flag_listens) {
-			flag_listens = 1;
-			cfg->nlisten = 0;
-		}
-		snprintf(where, sizeof(where), "--%s",
-		         config_options[opt - 256].name);
-		if (config_set(cfg, opt - 256, optarg ? optarg : "true", where,
-		               err) != 0)
+		s = &fprep__config_settings[opt - FLAG_SETTING];
+		snprintf(where, sizeof(where), "--%s", s->name);
+		/* The first --listen flag drops the file's listens. */
+		if (strcmp(s->name, "listen") == 0 && !flag_listens++)
+			(void)config_set(cfg, s, NULL, where, err);
+		if (config_set(cfg, s, optarg ? optarg : "true", where, err) !=
+		    0)
 			return FPREP__CONFIG_ERROR;
 	}
 	if (cfg->nlisten == 0) {

@@ -1,10 +1,12 @@
 /*
  * config.h: frameprepd's settings, from defaults, an optional INI file and
- * command-line flags (flags win), each value validated.
+ * command-line flags (flags win), each value validated. One table
+ * (fprep__config_settings) describes them all. Loop thread, at start-up.
  */
 #ifndef FPREP_SERVICE_CONFIG_H
 #define FPREP_SERVICE_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -83,6 +85,70 @@ const char *fprep__transfer_name(int transfer);
 /* Results of fprep__config_parse besides 0 (run). */
 #define FPREP__CONFIG_EXIT  1 /* --help or --version printed: exit 0 */
 #define FPREP__CONFIG_ERROR 2 /* error printed: exit 2 */
+
+/* fprep__config_type: how a setting's value is read. */
+enum fprep__config_type {
+	FPREP__CONFIG_NUMBER, /* a whole decimal number in [min, max], or one
+	                         of words (spin-us: auto) */
+	FPREP__CONFIG_WORD,   /* one of words (true/false for a switch) */
+	FPREP__CONFIG_OTHER,  /* set and show of its own (URLs, devices,
+	                         directories) */
+};
+
+/* fprep__config_field: the C type of a NUMBER or WORD setting's field. */
+enum fprep__config_field {
+	FPREP__CONFIG_INT,
+	FPREP__CONFIG_UNSIGNED,
+	FPREP__CONFIG_U64,
+};
+
+/* fprep__config_word: a word a setting accepts and the value it stands
+ * for. An alias is accepted but not named in --help or in errors (0600 for
+ * 600). A list ends with a NULL word. */
+struct fprep__config_word {
+	const char *word;
+	int64_t value;
+	int alias;
+};
+
+/* fprep__config_setting: one row of the settings table. name is both the
+ * flag (--name) and the INI key; arg and help make its --help line, which
+ * ends with the default as show prints it on a fresh config. NUMBER and
+ * WORD settings fill the field at offset (of C type field) and start at
+ * def; OTHER settings are read by set, which with val NULL writes the
+ * default, and printed by show. min and max bound a NUMBER (and the GPU
+ * ids of --device). bare: the flag alone means "true". */
+struct fprep__config_setting {
+	const char *name;
+	const char *arg;
+	const char *help;
+	enum fprep__config_type type;
+	size_t offset;
+	enum fprep__config_field field;
+	uint64_t min, max;
+	int64_t def;
+	const struct fprep__config_word *words;
+	int bare;
+	int (*set)(fprep__config *cfg, const struct fprep__config_setting *s,
+	           const char *val, const char *where, FILE *err);
+	void (*show)(const fprep__config *cfg, char *buf, size_t size);
+};
+
+/* fprep__config_settings: every setting, in --help's order; there are
+ * fprep__config_nsettings of them. --config, --help and --version are
+ * flags only, not settings. */
+extern const struct fprep__config_setting fprep__config_settings[];
+extern const size_t fprep__config_nsettings;
+
+/* fprep__config_get returns the value of a NUMBER or WORD setting. */
+int64_t fprep__config_get(const fprep__config *cfg,
+                          const struct fprep__config_setting *s);
+
+/* fprep__config_show writes s's value in cfg as a flag would give it (or
+ * as --help describes the default: "the sources built in") into buf. */
+void fprep__config_show(const fprep__config *cfg,
+                        const struct fprep__config_setting *s, char *buf,
+                        size_t size);
 
 /* fprep__config_init fills *cfg with the defaults. */
 void fprep__config_init(fprep__config *cfg);
