@@ -215,12 +215,15 @@ FPREP_EXTERN const char *fprep_client_last_error(const fprep_client *client);
 
 /* fprep_result: a reply received by the client. header is the decoded reply
  * header; payload points to payload_size bytes (the tensor for FRAME/ECHO,
- * the text for INFO), owned by the result. Release with fprep_result_fini. */
+ * the text for INFO), owned by the result: in the reply's message, or in
+ * the client's stage (fprep_client_request), which the result holds. A
+ * result stays valid after its client is closed. Release it with
+ * fprep_result_fini, from any thread. */
 typedef struct fprep_result {
 	fprep_reply_header header;
 	const void *payload;
 	size_t payload_size;
-	void *priv; /* internal: the message that owns the payload */
+	void *priv; /* internal: what owns the payload */
 } fprep_result;
 
 /* fprep_result_fini releases what a result owns and zeroes it. */
@@ -255,9 +258,30 @@ FPREP_EXTERN int fprep_client_check_request(fprep_client *client,
  * FPREP_ETIMEDOUT, FPREP_EPROTO (unreadable reply), FPREP_EMISMATCH (reply
  * for another request), FPREP_ENOMEM, or FPREP_ELIMIT (an inline frame
  * over the daemon's max_frame_bytes, not sent: see
- * fprep_client_check_request). On error *res is left zeroed. */
+ * fprep_client_check_request). On error *res is left zeroed.
+ *
+ * On an ipc:// client of one daemon, an inline FRAME or ECHO (input and
+ * output inline, no shm_reply) is staged through shared memory: the frame
+ * is copied into a region of the client's own (a stage, opened and
+ * registered the first time, reopened larger for a larger frame), the
+ * daemon reads it there and writes the tensor and the reply header back
+ * into it, and res->payload views the tensor in the stage. No payload
+ * crosses the socket, so the simple call costs about what the ring path
+ * does. The result holds its stage until fprep_result_fini; while a
+ * client's four stages are all held by results, or when the daemon
+ * refuses to register one (a --max-shm-bytes limit, a daemon that allows
+ * no shared memory), the frame goes inline through the socket, as it
+ * always does over tcp://. Either way req and *res read as for an inline
+ * reply (res->header.output_loc INLINE, payload_size the tensor's bytes).
+ * fprep_client_set_staging turns it off. */
 FPREP_EXTERN int fprep_client_request(fprep_client *client, fprep_request *req,
                                       const void *payload, fprep_result *res);
+
+/* fprep_client_set_staging turns the staging of inline frames through
+ * shared memory (see fprep_client_request) on (on != 0, the default) or
+ * off, closing the stages no result holds. Call it between requests, from
+ * the thread that makes them. */
+FPREP_EXTERN void fprep_client_set_staging(fprep_client *client, int on);
 
 /* fprep_pending: one request in flight on a client (asynchronous API). */
 typedef struct fprep_pending fprep_pending;

@@ -90,6 +90,10 @@ struct fprep_client {
 	 * entry, used by the blocking call. */
 	fprep_region *db_region;
 	uint8_t *db_area;
+
+	/* Inline frames staged through shared memory (client_stage.c). */
+	struct fprep__stages stages;
+	int stage_off; /* fprep_client_set_staging(client, 0) */
 };
 
 /* The blocking call's wait for a reply in shared memory: the caller sets
@@ -566,6 +570,7 @@ void fprep_client_close(fprep_client *client)
 {
 	if (client == NULL)
 		return;
+	fprep__stages_fini(&client->stages);
 	(void)fprep_client_doorbell(client, 0);
 	nng_aio_stop(client->aio);
 	client_raio_retire(client);
@@ -587,9 +592,18 @@ const char *fprep_client_last_error(const fprep_client *client)
 	return client == NULL ? client_open_error : client->error;
 }
 
+void fprep_client_set_staging(fprep_client *client, int on)
+{
+	client->stage_off = !on;
+	if (!on)
+		fprep__stages_fini(&client->stages);
+}
+
 void fprep_result_fini(fprep_result *res)
 {
-	if (res->priv != NULL)
+	if ((uintptr_t)res->priv & FPREP__RESULT_STAGED)
+		fprep__stage_release(res->priv);
+	else if (res->priv != NULL)
 		nng_msg_free(res->priv);
 	memset(res, 0, sizeof(*res));
 }
@@ -1040,6 +1054,11 @@ static int client_call(fprep_client *c, fprep_request *req, const void *payload,
 	return client_check_reply(c, req->request_id, req->kind, reply, res);
 }
 
+int fprep__client_call(fprep_client *c, fprep_request *req, fprep_result *res)
+{
+	return client_call(c, req, NULL, 0, res);
+}
+
 /* client_info_value parses the unsigned value of "key: value" in the INFO
  * text; returns 0 or -1 when the key is missing or the value bad. */
 static int client_info_value(const char *text, const char *key, uint64_t max,
@@ -1167,6 +1186,14 @@ int fprep_client_request(fprep_client *client, fprep_request *req,
 	memset(res, 0, sizeof(*res));
 	if ((err = client_payload_size(client, req, payload, &size)))
 		return err;
+	/* On one ipc:// daemon, an inline frame goes through a stage. */
+	if (size > 0 && !client->stage_off && client->daemons == 1 &&
+	    atomic_load(&client->peer_uid) != 0) {
+		err = fprep__stage_call(client, &client->stages, req, payload,
+		                        res);
+		if (err != FPREP__STAGE_UNUSED)
+			return err;
+	}
 	return client_call(client, req, payload, size, res);
 }
 

@@ -40,4 +40,56 @@ int fprep__client_add_shm(fprep_client *c, uint32_t id, void *base,
                           size_t size);
 void fprep__client_remove_shm(fprep_client *c, uint32_t id);
 
+/* fprep__client_call sends req (its frame and tensor in regions, or no
+ * payload at all) and stores the checked reply in *res, waiting for it in
+ * shared memory with req->shm_reply, through the doorbell when there is
+ * one: fprep_client_request without the inline frame. */
+int fprep__client_call(fprep_client *c, fprep_request *req, fprep_result *res);
+
+/* fprep__region_unmap unmaps a shared-memory region and frees r without
+ * telling the daemon (its client is closed: the connection's end dropped
+ * the daemon's side). */
+void fprep__region_unmap(fprep_region *r);
+
+/* Stages (client_stage.c): the shared-memory regions through which
+ * fprep_client_request sends an inline frame on an ipc:// client. */
+#define FPREP__STAGES_MAX 4
+
+/* What fprep__stage_call returns when it sent nothing: send inline. */
+#define FPREP__STAGE_UNUSED (-1)
+
+/* The low bit of fprep_result.priv marks a result that views a stage (a
+ * struct fprep__stage, 8-aligned like an nng_msg, which is the other). */
+#define FPREP__RESULT_STAGED ((uintptr_t)1)
+
+struct fprep__stage;
+
+/* fprep__stages: a client's stages (the client's thread), and the
+ * smallest frame + tensor the daemon refused to register (0: none). */
+struct fprep__stages {
+	struct fprep__stage *s[FPREP__STAGES_MAX];
+	unsigned n;
+	size_t refused_bytes;
+};
+
+/* fprep__stage_call sends req, an inline FRAME or ECHO with its frame at
+ * payload, through a stage of pool and stores the reply in *res as
+ * fprep_client_request would (the tensor, payload_size bytes, viewed in
+ * the stage, which the result holds until fprep_result_fini). Returns
+ * fprep_client_request's errors, or FPREP__STAGE_UNUSED (nothing sent)
+ * when req is of another kind or no stage could be had. The client's
+ * thread. */
+int fprep__stage_call(fprep_client *c, struct fprep__stages *pool,
+                      fprep_request *req, const void *payload,
+                      fprep_result *res);
+
+/* fprep__stage_release drops a result's hold on its stage (priv as the
+ * result holds it), freeing the stage when its client gave it up. Any
+ * thread. */
+void fprep__stage_release(void *priv);
+
+/* fprep__stages_fini drops the client's hold on every stage of pool:
+ * the free ones are closed, the held ones go with their results. */
+void fprep__stages_fini(struct fprep__stages *pool);
+
 #endif /* FPREP_CLIENT_INTERNAL_H */

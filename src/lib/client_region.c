@@ -225,6 +225,13 @@ void fprep_region_close(fprep_region *r)
 	free(r);
 }
 
+void fprep__region_unmap(fprep_region *r)
+{
+	if (r->location == FPREP_LOC_SHM)
+		munmap(r->base, r->size);
+	free(r);
+}
+
 void *fprep_region_base(const fprep_region *r)
 {
 	return r->base;

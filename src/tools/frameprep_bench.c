@@ -59,6 +59,7 @@ typedef struct bench_opts {
 	int shm_out;      /* tensors written into it */
 	int shm_reply;    /* replies read from it too (FPREP_LOC_F_SHM_REPLY) */
 	unsigned spin_us; /* fprep_client_set_spin, with shm_reply */
+	int no_stage;     /* fprep_client_set_staging(client, 0) */
 	int doorbell;     /* requests through a doorbell (shm both) */
 	int verify;
 	unsigned verify_every;
@@ -810,6 +811,12 @@ static void bench_usage(FILE *f)
 	        "written there when\n"
 	        "                              it differs from the last one; "
 	        "default none)\n"
+	        "      --no-stage              with --shm none: send frames "
+	        "through the socket;\n"
+	        "                              by default the library stages "
+	        "them through\n"
+	        "                              shared memory on ipc:// (a copy "
+	        "per request)\n"
 	        "      --shm-reply             with --shm out or both: the "
 	        "daemon also writes\n"
 	        "                              each reply into the region, "
@@ -890,6 +897,7 @@ enum {
 	OPT_DOORBELL,
 	OPT_SPIN_US,
 	OPT_TRUST_OWNER,
+	OPT_NO_STAGE,
 };
 
 static const struct option bench_long_opts[] = {
@@ -913,6 +921,7 @@ static const struct option bench_long_opts[] = {
         {"shm", required_argument, NULL, OPT_SHM},
         {"shm-reply", no_argument, NULL, OPT_SHM_REPLY},
         {"doorbell", no_argument, NULL, OPT_DOORBELL},
+        {"no-stage", no_argument, NULL, OPT_NO_STAGE},
         {"spin-us", required_argument, NULL, OPT_SPIN_US},
         {"verify", required_argument, NULL, OPT_VERIFY},
         {"verify-every", required_argument, NULL, OPT_VERIFY_EVERY},
@@ -1079,6 +1088,9 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 			break;
 		case OPT_DOORBELL:
 			o->doorbell = 1;
+			break;
+		case OPT_NO_STAGE:
+			o->no_stage = 1;
 			break;
 		case OPT_SPIN_US:
 			if (bench_parse_double(optarg, &v) || v < 0 ||
@@ -1412,6 +1424,8 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		fprep_client_set_spin(conns[i].client, o.spin_us);
+		if (o.no_stage)
+			fprep_client_set_staging(conns[i].client, 0);
 	}
 
 	/* What the daemon runs; a server that cannot answer INFO is still

@@ -151,6 +151,9 @@ static int fake_setup(void **state)
 		return -1;
 	if (fprep_client_open(&f->client, f->url, 2000) != FPREP_OK)
 		return -1;
+	/* The fake speaks the inline wire path only: no stages (see
+	 * stage_refused). */
+	fprep_client_set_staging(f->client, 0);
 	*state = f;
 	return 0;
 }
@@ -319,6 +322,7 @@ static void timeout(void **state)
 
 	fprep_client_close(f->client);
 	assert_int_equal(fprep_client_open(&f->client, f->url, 200), FPREP_OK);
+	fprep_client_set_staging(f->client, 0);
 	t0 = nng_clock();
 	expect_failure(f, FAKE_SILENT, FPREP_ETIMEDOUT,
 	               "waiting for the reply");
@@ -385,6 +389,32 @@ static void frame_over_limit(void **state)
 	assert_int_equal(fprep_client_request(f->client, &req, frame, &res),
 	                 FPREP_OK);
 	assert_int_equal(f->requests, 1);
+	fprep_result_fini(&res);
+}
+
+/* A daemon that does not register the stage (this fake cannot decode a
+ * REGISTER) gets the frame inline, and is not asked again. */
+static void stage_refused(void **state)
+{
+	struct fake *f = *state;
+	uint8_t frame[600];
+	fprep_request req;
+	fprep_result res;
+
+	fprep_client_set_staging(f->client, 1);
+	test_frame(&req, frame);
+	assert_int_equal(fprep_client_request(f->client, &req, frame, &res),
+	                 FPREP_OK);
+	assert_int_equal(res.header.status, FPREP_OK);
+	assert_int_equal(res.header.output_loc, FPREP_LOC_INLINE);
+	assert_int_equal(f->last.input_loc, FPREP_LOC_INLINE);
+	assert_int_equal(f->last_len, FPREP_REQUEST_HEADER_SIZE + 600);
+	assert_int_equal(f->requests, 2); /* the REGISTER, the frame */
+	fprep_result_fini(&res);
+	test_frame(&req, frame);
+	assert_int_equal(fprep_client_request(f->client, &req, frame, &res),
+	                 FPREP_OK);
+	assert_int_equal(f->requests, 3);
 	fprep_result_fini(&res);
 }
 
@@ -505,6 +535,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(frame_over_limit, fake_setup,
 	                                        fake_teardown),
 	        cmocka_unit_test_setup_teardown(several_urls, fake_setup,
+	                                        fake_teardown),
+	        cmocka_unit_test_setup_teardown(stage_refused, fake_setup,
 	                                        fake_teardown),
 	        cmocka_unit_test(nobody_listening),
 	        cmocka_unit_test(bad_urls),

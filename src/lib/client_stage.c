@@ -1,0 +1,213 @@
+/*
+ * client_stage.c: inline frames staged through shared memory.
+ *
+ * The design is simple: the simple call (fprep_client_request with the
+ * frame in the caller's memory and the tensor wanted in the reply) is
+ * turned, on an ipc:// client of one daemon, into the shared-memory call:
+ * the frame is copied into a region of the client's own (a stage), the
+ * daemon reads it there and writes the tensor and the reply header back
+ * into the same stage (shm_reply), and the result views the tensor where
+ * the daemon wrote it. One copy of the frame on this side and none of the
+ * tensor, against a copy into the message, two through the socket and one
+ * out of it on the inline path; and the reply is seen through the futex
+ * in the stage, not through nng's threads.
+ *
+ * A stage is a region (fprep_region_open) of [tensor area + reply
+ * header][frame], each part page-aligned. A result that views a stage
+ * holds it until fprep_result_fini, from any thread; a held stage is not
+ * used again, so the client keeps a few (FPREP__STAGES_MAX) and sends
+ * inline when all are held. refs counts the client's hold (1 while it is
+ * in the pool) and the result's (1 while held): whichever drops the last
+ * frees it, so a result may outlive its client. A stage whose request
+ * failed (a timeout: the daemon may still write into it) is never reused.
+ * A daemon that refuses a stage (shared memory over its limits, or none
+ * at all) gets that size inline from then on.
+ */
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_internal.h"
+#include "frameprep/frameprep.h"
+
+#define STAGE_PAGE 4096u
+
+struct fprep__stage {
+	fprep_region *region;
+	atomic_uint refs;    /* 1: in the pool, free; 2: held by a result */
+	size_t out_capacity; /* tensor area + reply header, a multiple of 8 */
+	size_t frame_offset; /* page-aligned, after the tensor area */
+};
+
+/* stage_round rounds n up to a multiple of align (a power of two), or
+ * returns 0 on overflow. */
+static size_t stage_round(size_t n, size_t align)
+{
+	return n > SIZE_MAX - (align - 1) ? 0 : (n + align - 1) & ~(align - 1);
+}
+
+/* stage_free frees s once nothing holds it. With the client still open
+ * (client_open) the daemon is told to drop the region; after it closed,
+ * the connection's end already did, and the mapping alone is left. */
+static void stage_free(struct fprep__stage *s, int client_open)
+{
+	if (client_open)
+		fprep_region_close(s->region);
+	else
+		fprep__region_unmap(s->region);
+	free(s);
+}
+
+/* stage_drop takes s out of the pool and drops the pool's hold. */
+static void stage_drop(struct fprep__stages *pool, unsigned i)
+{
+	struct fprep__stage *s = pool->s[i];
+
+	pool->s[i] = pool->s[--pool->n];
+	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
+		stage_free(s, 1);
+}
+
+/* stage_open opens a stage for a frame of frame_bytes and a tensor of
+ * tensor_bytes, or returns NULL. */
+static struct fprep__stage *stage_open(fprep_client *c, size_t frame_bytes,
+                                       size_t tensor_bytes)
+{
+	struct fprep__stage *s;
+	size_t cap, t, f;
+
+	cap = stage_round(tensor_bytes, 8);
+	if (cap == 0 || cap > SIZE_MAX - FPREP_REPLY_HEADER_SIZE)
+		return NULL;
+	cap += FPREP_REPLY_HEADER_SIZE;
+	t = stage_round(cap, STAGE_PAGE);
+	f = stage_round(frame_bytes, STAGE_PAGE);
+	if (t == 0 || f == 0 || t > SIZE_MAX - f)
+		return NULL;
+	s = calloc(1, sizeof(*s));
+	if (s == NULL)
+		return NULL;
+	if (fprep_region_open(&s->region, c, t + f) != 0) {
+		free(s);
+		return NULL;
+	}
+	atomic_init(&s->refs, 1);
+	s->out_capacity = cap;
+	s->frame_offset = t;
+	return s;
+}
+
+/* stage_take finds a free stage of the pool that fits (closing a free one
+ * too small to make room), or opens one; NULL when all are held or the
+ * daemon refuses. */
+static struct fprep__stage *stage_take(fprep_client *c,
+                                       struct fprep__stages *pool,
+                                       size_t frame_bytes, size_t tensor_bytes)
+{
+	struct fprep__stage *s;
+	size_t need = frame_bytes + tensor_bytes;
+	unsigned i;
+
+	for (i = 0; i < pool->n; i++) {
+		s = pool->s[i];
+		if (atomic_load_explicit(&s->refs, memory_order_acquire) != 1)
+			continue;
+		if (fprep_region_size(s->region) - s->frame_offset >=
+		            frame_bytes &&
+		    s->out_capacity - FPREP_REPLY_HEADER_SIZE >= tensor_bytes)
+			return s;
+	}
+	if (pool->refused_bytes != 0 && need >= pool->refused_bytes)
+		return NULL;
+	if (pool->n == FPREP__STAGES_MAX) {
+		/* Make room: a free stage too small goes. */
+		for (i = 0; i < pool->n; i++)
+			if (atomic_load_explicit(&pool->s[i]->refs,
+			                         memory_order_acquire) == 1)
+				break;
+		if (i == pool->n)
+			return NULL;
+		stage_drop(pool, i);
+	}
+	s = stage_open(c, frame_bytes, tensor_bytes);
+	if (s == NULL) {
+		pool->refused_bytes = need;
+		return NULL;
+	}
+	pool->s[pool->n++] = s;
+	return s;
+}
+
+int fprep__stage_call(fprep_client *c, struct fprep__stages *pool,
+                      fprep_request *req, const void *payload,
+                      fprep_result *res)
+{
+	struct fprep__stage *s;
+	fprep_request staged;
+	uint32_t shape[4];
+	uint64_t tensor;
+	unsigned i;
+	int err;
+
+	if ((req->kind != FPREP_KIND_FRAME && req->kind != FPREP_KIND_ECHO) ||
+	    req->input_loc != FPREP_LOC_INLINE ||
+	    req->output_loc != FPREP_LOC_INLINE || req->shm_reply ||
+	    req->input_size == 0 || req->input_size > SIZE_MAX ||
+	    fprep_tensor_shape(req, shape, &tensor) != 0 || tensor > SIZE_MAX)
+		return FPREP__STAGE_UNUSED;
+	s = stage_take(c, pool, (size_t)req->input_size, (size_t)tensor);
+	if (s == NULL) {
+		fprep__client_set_error(c, FPREP_OK, "");
+		return FPREP__STAGE_UNUSED;
+	}
+	memcpy((uint8_t *)fprep_region_base(s->region) + s->frame_offset,
+	       payload, (size_t)req->input_size);
+	staged = *req;
+	fprep_request_set_regions(&staged, s->region, s->frame_offset,
+	                          s->region, 0, s->out_capacity);
+	staged.shm_reply = 1;
+	err = fprep__client_call(c, &staged, res);
+	req->version = staged.version;
+	req->request_id = staged.request_id;
+	if (err != 0) {
+		/* The daemon may still write into it: never reused. */
+		for (i = 0; i < pool->n && pool->s[i] != s; i++)
+			;
+		stage_drop(pool, i);
+		return err;
+	}
+	if (res->header.status == FPREP_OK &&
+	    res->header.output_loc == FPREP_LOC_SHM) {
+		/* The tensor stays where the daemon wrote it: the result
+		 * views it and holds the stage. */
+		fprep_reply_header h = res->header;
+
+		fprep_result_fini(res);
+		res->header = h;
+		res->header.output_loc = FPREP_LOC_INLINE;
+		res->header.payload_size = res->header.tensor_size;
+		res->payload = fprep_region_base(s->region);
+		res->payload_size = (size_t)res->header.tensor_size;
+		atomic_store_explicit(&s->refs, 2, memory_order_relaxed);
+		res->priv = (void *)((uintptr_t)s | FPREP__RESULT_STAGED);
+	}
+	return 0;
+}
+
+void fprep__stage_release(void *priv)
+{
+	struct fprep__stage *s =
+	        (struct fprep__stage *)((uintptr_t)priv &
+	                                ~(uintptr_t)FPREP__RESULT_STAGED);
+
+	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
+		stage_free(s, 0);
+}
+
+void fprep__stages_fini(struct fprep__stages *pool)
+{
+	while (pool->n > 0)
+		stage_drop(pool, pool->n - 1);
+	pool->refused_bytes = 0;
+}
