@@ -2,142 +2,78 @@
  * main.c: frameprepd, the frameprep daemon.
  *
  * Reads the settings (config.c), opens the backend the device choice asks
- * for (GPU lanes, --lanes on each GPU chosen, over one multi backend when
- * there are several; else the CPU worker threads) and runs the
- * server loop (server.c) in the foreground until SIGINT or SIGTERM. Exit
+ * for (GPU lanes, --lanes on each GPU chosen, through gpu_lanes.h, which a
+ * CPU-only build implements with a stub; else the CPU worker threads) and
+ * runs the server loop (server.c) in the foreground until SIGINT or
+ * SIGTERM. SIGHUP is logged and ignored: the settings are read once. Exit
  * status: 0 after a clean shutdown, 1 on a runtime failure (including a
- * fatal device error: the supervisor restarts the daemon), 2 for bad
- * settings.
+ * fatal device error, or a GPU named that is not there now: the supervisor
+ * restarts the daemon), 2 for settings that a restart cannot mend (bad
+ * values, a GPU named to a build without CUDA).
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 
 #include "backend.h"
 #include "config.h"
+#include "config_values.h"
+#include "gpu_lanes.h"
 #include "log.h"
 #include "metrics.h"
 #include "server.h"
 #include "shm_region.h"
 
-#ifdef FPREP_HAVE_CUDA
-#include "backend_multi.h"
-#include "gpu/backend_cuda.h"
-#endif
-
-#ifdef FPREP_HAVE_CUDA
-/* main_open_lanes starts cfg->lanes GPU lanes on each of the n devices:
- * the backend itself when that makes one lane, else a multi backend over
- * them (backend_multi.h). */
-static int main_open_lanes(fprep__backend **bp, const fprep__config *cfg,
-                           const int *devices, unsigned n)
-{
-	fprep__multi_lane lanes[FPREP__MAX_LANES];
-	unsigned nl = 0;
-	int rv = 0;
-
-	if ((size_t)n * cfg->lanes > FPREP__MAX_LANES) {
-		fprep__log(FPREP_LOG_ERR,
-		           "%u devices x %u lanes: more than %d lanes", n,
-		           cfg->lanes, FPREP__MAX_LANES);
-		return FPREP_EINVAL;
-	}
-	for (unsigned d = 0; d < n && rv == 0; d++)
-		for (unsigned k = 0; k < cfg->lanes && rv == 0; k++) {
-			fprep__cuda_config cc = {
-			        .device = devices[d],
-			        .lane = nl,
-			        .slots = cfg->slots,
-			        .kernel_dir = cfg->kernel_dir,
-			        .cache_dir = cfg->kernel_cache,
-			        .cache_enabled = cfg->cache_enabled,
-			        .transfer = cfg->transfer,
-			        .all_rows = cfg->h2d_all_rows,
-			        .trace = cfg->trace,
-			        .spin_ns =
-			                (uint64_t)(cfg->spin_us == FPREP__SPIN_AUTO
-			                                   ? FPREP__SPIN_GPU_US
-			                                   : cfg->spin_us) *
-			                1000u,
-			};
-			fprep__multi_lane *l = &lanes[nl];
-
-			rv = fprep__backend_cuda_open(&l->backend, &cc);
-			if (rv == 0) {
-				fprep__backend_cuda_identity(
-				        l->backend, &l->device, l->uuid,
-				        l->name, sizeof(l->name));
-				nl++;
-			}
-		}
-	if (rv != 0) {
-		while (nl-- > 0)
-			lanes[nl].backend->close(lanes[nl].backend, 0);
-		return rv;
-	}
-	if (nl == 1) {
-		*bp = lanes[0].backend;
-		return 0;
-	}
-	return fprep__backend_multi_open(bp, lanes, nl);
-}
-#endif
-
-static int main_gpu_count(void)
-{
-#ifdef FPREP_HAVE_CUDA
-	return fprep__cuda_device_count();
-#else
-	return 0;
-#endif
-}
+/* Exit statuses (see --help). */
+#define MAIN_EXIT_FAILURE  1 /* the supervisor restarts the daemon */
+#define MAIN_EXIT_SETTINGS 2 /* a restart cannot help */
 
 /* main_gpu_list works out the GPUs cfg names (none: the CPU) and writes
- * them as "cuda:0,1" into name. Returns 0 or FPREP_EUNSUPPORTED, logged. */
+ * them as "cuda:0,1" into name. Returns 0, or an exit status after logging
+ * why: MAIN_EXIT_SETTINGS when this build cannot serve the choice (a GPU
+ * named to a frameprepd built without CUDA), MAIN_EXIT_FAILURE when the
+ * GPUs named are not there now (the driver or the device may come back). */
 static int main_gpu_list(const fprep__config *cfg, int *devices, unsigned *n,
                          char *name, size_t size)
 {
-	int count = cfg->device == FPREP__DEVICE_CPU ? 0 : main_gpu_count();
+	int count = cfg->device == FPREP__DEVICE_CPU ? 0 : fprep__gpu_count();
 	size_t len;
 
 	*n = 0;
 	if (cfg->device == FPREP__DEVICE_AUTO) {
-#ifdef FPREP_HAVE_CUDA
-		if (count == 0)
+		if (count == FPREP__GPU_NOT_BUILT)
+			fprep__log(FPREP_LOG_NOTICE,
+			           "device auto: built without CUDA: using the "
+			           "CPU backend");
+		else if (count == 0)
 			fprep__log(FPREP_LOG_NOTICE,
 			           "device auto: no usable CUDA device (no GPU "
 			           "or no driver): using the CPU backend");
-#else
-		fprep__log(FPREP_LOG_NOTICE,
-		           "device auto: built without CUDA: using the CPU "
-		           "backend");
-#endif
 		if (count > 0)
 			devices[(*n)++] = 0;
+	} else if (count == FPREP__GPU_NOT_BUILT) {
+		fprep__config_show_device(cfg, name, size);
+		fprep__log(FPREP_LOG_ERR,
+		           "device %s: this frameprepd was built without CUDA "
+		           "(use --device cpu or auto)",
+		           name);
+		return MAIN_EXIT_SETTINGS;
 	} else if (cfg->device == FPREP__DEVICE_ALL) {
 		if (count == 0) {
 			fprep__log(FPREP_LOG_ERR,
 			           "device all: no usable CUDA device");
-			return FPREP_EUNSUPPORTED;
+			return MAIN_EXIT_FAILURE;
 		}
 		for (int d = 0; d < count && d < FPREP__MAX_DEVICES; d++)
 			devices[(*n)++] = d;
 	} else if (cfg->device != FPREP__DEVICE_CPU) {
 		for (unsigned i = 0; i < cfg->ndevices; i++) {
 			if (cfg->devices[i] >= count) {
-#ifdef FPREP_HAVE_CUDA
 				fprep__log(FPREP_LOG_ERR,
 				           "device %d: no such CUDA device (%d "
 				           "usable)",
 				           cfg->devices[i], count);
-#else
-				fprep__log(
-				        FPREP_LOG_ERR,
-				        "device %d: this frameprepd was built "
-				        "without CUDA (use --device cpu or "
-				        "auto)",
-				        cfg->devices[i]);
-#endif
-				return FPREP_EUNSUPPORTED;
+				return MAIN_EXIT_FAILURE;
 			}
 			devices[(*n)++] = cfg->devices[i];
 		}
@@ -150,7 +86,8 @@ static int main_gpu_list(const fprep__config *cfg, int *devices, unsigned *n,
 }
 
 /* main_open_backend opens the backend cfg->device names and writes the
- * device's name into device. Returns 0 or an enum fprep_err, logged. */
+ * device's name into device. Returns 0, or an exit status after logging
+ * why (main_gpu_list). */
 static int main_open_backend(fprep__backend **bp, const fprep__config *cfg,
                              char *device, size_t size, int *devices,
                              unsigned *n_out)
@@ -162,15 +99,54 @@ static int main_open_backend(fprep__backend **bp, const fprep__config *cfg,
 	*n_out = n;
 	if (rv != 0)
 		return rv;
-#ifdef FPREP_HAVE_CUDA
-	if (n > 0)
-		return main_open_lanes(bp, cfg, devices, n);
-#endif
-	rv = fprep__backend_cpu_open(bp, cfg->workers);
-	if (rv != 0)
-		fprep__log(FPREP_LOG_ERR, "CPU backend: %s",
+	rv = n > 0 ? fprep__gpu_open_lanes(bp, cfg, devices, n)
+	           : fprep__backend_cpu_open(bp, cfg->workers);
+	if (rv != 0) {
+		fprep__log(FPREP_LOG_ERR, "%s backend: %s", device,
 		           fprep_strerror(rv));
-	return rv;
+		return MAIN_EXIT_FAILURE;
+	}
+	return 0;
+}
+
+/* main_sighup takes SIGHUP, which main blocks in every thread, and logs
+ * it: frameprepd reads its settings once, at start, so a hang-up (or a
+ * reload asked with one) changes nothing, and must not end the daemon as
+ * SIGHUP's default action would. */
+static void *main_sighup(void *arg)
+{
+	const sigset_t *set = arg;
+	int signum;
+
+	while (sigwait(set, &signum) == 0)
+		fprep__log(FPREP_LOG_NOTICE,
+		           "SIGHUP: ignored: the settings are read only at "
+		           "start; restart frameprepd to change one");
+	return NULL;
+}
+
+/* main_ignore_sighup blocks SIGHUP in this thread and every thread it
+ * starts later, and starts the thread that logs it. Before any other
+ * thread exists. Returns 0 or -1. */
+static int main_ignore_sighup(void)
+{
+	static sigset_t set;
+	pthread_attr_t attr;
+	pthread_t thread;
+	int rv;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGHUP);
+	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0 ||
+	    pthread_attr_init(&attr) != 0)
+		return -1;
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rv = pthread_create(&thread, &attr, main_sighup, &set);
+	pthread_attr_destroy(&attr);
+	if (rv != 0)
+		return -1;
+	pthread_setname_np(thread, "fp-sighup");
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -186,7 +162,7 @@ int main(int argc, char **argv)
 	rv = fprep__config_parse(&cfg, argc, argv, stdout, stderr);
 	if (rv != 0) {
 		fprep__config_fini(&cfg);
-		return rv == FPREP__CONFIG_EXIT ? 0 : 2;
+		return rv == FPREP__CONFIG_EXIT ? 0 : MAIN_EXIT_SETTINGS;
 	}
 	fprep__log_set_level(cfg.log_level);
 	/* A peer that goes away must not kill the daemon. */
@@ -196,14 +172,20 @@ int main(int argc, char **argv)
 		fprep__log(FPREP_LOG_ERR, "frameprepd: cannot install the "
 		                          "SIGBUS handler: exiting");
 		fprep__config_fini(&cfg);
-		return 1;
+		return MAIN_EXIT_FAILURE;
+	}
+	if (main_ignore_sighup() != 0) {
+		fprep__log(FPREP_LOG_ERR, "frameprepd: cannot start the "
+		                          "SIGHUP thread: exiting");
+		fprep__config_fini(&cfg);
+		return MAIN_EXIT_FAILURE;
 	}
 	rv = main_open_backend(&backend, &cfg, device, sizeof(device), devices,
 	                       &ndevices);
 	if (rv != 0) {
 		fprep__log(FPREP_LOG_ERR, "frameprepd: no backend: exiting");
 		fprep__config_fini(&cfg);
-		return 1;
+		return rv;
 	}
 	if (cfg.spin_us == FPREP__SPIN_AUTO)
 		cfg.spin_us = ndevices > 0 ? FPREP__SPIN_GPU_US : 0;
@@ -213,7 +195,7 @@ int main(int argc, char **argv)
 			                          "endpoint: exiting");
 			backend->close(backend, cfg.shutdown_timeout_ms);
 			fprep__config_fini(&cfg);
-			return 1;
+			return MAIN_EXIT_FAILURE;
 		}
 		for (unsigned d = 0; d < ndevices; d++)
 			for (unsigned k = 0;
