@@ -1,117 +1,158 @@
 /*
- * answer.c: the end of each request of frameprepd's loop: its reply goes
- * out with a timeout (shortened once shutdown began), an error reply names
- * the reason, and once the send has ended the slot receives again or, when
- * the server is stopping, rests.
+ * answer.c: the end of each request of frameprepd's loop. Its reply is
+ * built from a header (which the metrics count, not the wire bytes) and
+ * delivered to the sink the request was given (sink.c): through nng with
+ * a timeout (shortened once shutdown began), or into shared memory. An
+ * error reply names the reason. Once the delivery has ended, the request's
+ * counts are released and its slot goes back to its port, which takes the
+ * next request into it or lets it rest.
  */
 #include <inttypes.h>
 #include <nng/nng.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "daemon.h"
 #include "log.h"
 #include "metrics.h"
 #include "reply.h"
-#include "server_internal.h"
 
-/* fprep__slot_next ends a request: the slot receives again, or rests once the
- * server is stopping. */
-void fprep__slot_next(fprep__slot *s)
-{
-	fprep__server *srv = s->srv;
-
-	fprep__slot_release(s);
-	if (s->doorbell) {
-		fprep__doorbell_slot_end(s);
-		return;
-	}
-	if (!srv->stopping) {
-		fprep__slot_recv(s);
-		return;
-	}
-	if (s->state != FPREP__SLOT_IDLE)
-		srv->active--;
-	s->state = FPREP__SLOT_IDLE;
-	if (srv->active == 0 && !srv->forcing)
-		fprep__server_finish(srv);
-}
-
-void fprep__slot_send(fprep__slot *s, nng_msg *msg)
+/* answer_timeout_ms: how long an nng send may take. */
+static int answer_timeout_ms(const fprep__slot *s)
 {
 	int timeout_ms = s->srv->cfg->send_timeout_ms;
 
 	if (s->srv->stopping && timeout_ms > FPREP__STOP_SEND_MS)
 		timeout_ms = FPREP__STOP_SEND_MS;
+	return timeout_ms;
+}
+
+/* answer_deliver delivers s's reply, whose header is h: msg (the whole
+ * reply) through an NNG sink, else rep_head. */
+static void answer_deliver(fprep__slot *s, const fprep_reply_header *h,
+                           nng_msg *msg)
+{
+	FPREP__LOOP_ONLY(s->srv);
 	if (s->counted) { /* its work is done */
 		atomic_fetch_sub(&s->conn->inflight, 1);
 		s->counted = 0;
 	}
-	s->state = FPREP__SLOT_SEND;
-	fprep__metrics_reply(nng_msg_body(msg), nng_msg_len(msg), s->job.lane);
-	/* A job's regions are in use until here (slot_completed). A reply
-	 * written into the region, or into the doorbell entry the request
-	 * came from (whether or not the region is sound: there is no other
-	 * way back), is not sent through nng: the send ends at once, through
-	 * the event queue as a send would. */
-	if (s->doorbell) {
-		(void)fprep__reply_write(s->db_region, s->db_reply,
-		                         nng_msg_body(msg));
-		fprep__slot_sent_now(s, msg);
-		return;
-	}
-	if (s->job.out_region != NULL &&
-	    fprep__reply_to_region(&s->job, nng_msg_body(msg))) {
-		fprep__slot_sent_now(s, msg);
-		return;
-	}
-	nng_aio_set_msg(s->aio, msg);
-	nng_aio_set_timeout(s->aio, timeout_ms);
-	nng_ctx_send(s->ctx, s->aio);
+	fprep__slot_enter(s, FPREP__SLOT_SEND);
+	fprep__metrics_reply(
+	        h, msg != NULL ? nng_msg_len(msg) : FPREP_REPLY_HEADER_SIZE,
+	        s->job.lane);
+	(void)fprep__sink_deliver(s, msg, answer_timeout_ms(s));
 }
 
-void fprep__slot_sent_now(fprep__slot *s, nng_msg *msg)
+/* answer_spare gives up the slot's messages but one, for the reply to
+ * reuse: the reply message (a failed tensor), else the request. */
+static nng_msg *answer_spare(fprep__slot *s)
 {
-	nng_msg_free(msg);
-	s->aio_result = 0;
-	s->ev.kind = FPREP__EV_AIO;
-	fprep__evq_push(&s->srv->evq, &s->ev);
+	nng_msg *spare = s->rep_msg;
+
+	s->rep_msg = NULL;
+	if (spare == NULL) {
+		spare = s->req_msg;
+		s->req_msg = NULL;
+		s->req = NULL;
+	}
+	return spare;
 }
 
-/* fprep__slot_fail answers the slot's request with an error. spare is a message
- * the caller gives up, reused for the reply when possible. */
-void fprep__slot_fail(fprep__slot *s, nng_msg *spare, int status,
-                      const char *why)
+/* answer_simple delivers the reply header h (and text through nng).
+ * Returns 0, or -1 when no message could be had for it. */
+static int answer_simple(fprep__slot *s, const fprep_reply_header *h,
+                         const char *text)
 {
-	nng_msg *msg;
+	nng_msg *msg = NULL;
+
+	if (s->sink.kind == FPREP__SINK_NNG) {
+		msg = fprep__reply_msg(answer_spare(s), h, text);
+		if (msg == NULL)
+			return -1;
+	} else {
+		FPREP__ASSERT(s->rep_msg == NULL);
+		fprep_reply_encode(h, s->rep_head);
+	}
+	answer_deliver(s, h, msg);
+	return 0;
+}
+
+void fprep__slot_fail(fprep__slot *s, int status, const char *why)
+{
+	fprep_reply_header h;
 
 	s->srv->failed++;
 	fprep__log(FPREP_LOG_INFO,
 	           "request %" PRIu64 " (kind %u, slot %u): %s: %s",
 	           s->request_id, s->kind, s->index, fprep_err_name(status),
 	           why);
-	msg = fprep__reply_error(spare, s->kind, s->request_id, status, why);
-	if (msg == NULL) {
+	fprep__reply_header_simple(&h, s->kind, s->request_id, status, why, 0,
+	                           0);
+	if (answer_simple(s, &h, NULL) != 0) {
 		fprep__log(FPREP_LOG_WARNING,
 		           "request %" PRIu64 ": no memory for the error "
 		           "reply: dropped",
 		           s->request_id);
 		fprep__slot_next(s);
-		return;
 	}
-	fprep__slot_send(s, msg);
 }
 
-/* fprep__slot_answer sends rep, a reply built from the request's message (what
- * names the request kind), or fails the request when it could not be
- * built. */
-void fprep__slot_answer(fprep__slot *s, nng_msg *rep, const char *what)
+void fprep__slot_answer(fprep__slot *s, uint32_t region_id, const char *message,
+                        const char *text)
 {
+	fprep_reply_header h;
 	char why[FPREP_MESSAGE_SIZE];
 
-	if (rep == NULL) {
-		snprintf(why, sizeof(why), "%s: out of memory", what);
-		fprep__slot_fail(s, NULL, FPREP_ENOMEM, why);
+	fprep__reply_header_simple(&h, s->kind, s->request_id, FPREP_OK,
+	                           message, text != NULL ? strlen(text) : 0,
+	                           region_id);
+	if (answer_simple(s, &h, text) != 0) {
+		snprintf(why, sizeof(why), "%s: out of memory",
+		         fprep_kind_name(s->kind) != NULL
+		                 ? fprep_kind_name(s->kind)
+		                 : "reply");
+		fprep__slot_fail(s, FPREP_ENOMEM, why);
 		return;
 	}
 	s->srv->served++;
-	fprep__slot_send(s, rep);
+}
+
+void fprep__slot_reply(fprep__slot *s, const fprep_reply_header *h)
+{
+	nng_msg *msg = NULL;
+
+	if (s->sink.kind == FPREP__SINK_NNG) {
+		msg = s->rep_msg;
+		s->rep_msg = NULL;
+		FPREP__ASSERT(msg != NULL);
+		fprep_reply_encode(h, nng_msg_body(msg));
+	} else {
+		fprep_reply_encode(h, s->rep_head);
+	}
+	answer_deliver(s, h, msg);
+}
+
+void fprep__slot_unuse_regions(fprep__slot *s)
+{
+	if (s->job.in_region != NULL)
+		fprep__regions_unuse(&s->srv->regions, s->job.in_region);
+	if (s->job.out_region != NULL)
+		fprep__regions_unuse(&s->srv->regions, s->job.out_region);
+	s->job.in_region = NULL;
+	s->job.out_region = NULL;
+}
+
+void fprep__slot_next(fprep__slot *s)
+{
+	FPREP__LOOP_ONLY(s->srv);
+	fprep__conn_release(s);
+	if (s->req_msg != NULL)
+		nng_msg_free(s->req_msg);
+	if (s->rep_msg != NULL)
+		nng_msg_free(s->rep_msg);
+	s->req_msg = NULL;
+	s->req = NULL;
+	s->rep_msg = NULL;
+	s->port->ops->end(s->port, s);
 }

@@ -12,9 +12,11 @@
  * EBUSY reply holds a slot as well: a connection with more than twice
  * --max-inflight-per-conn requests unanswered does not read its replies,
  * and is closed. A request counts against the cap from its receipt until
- * its reply is handed to nng (fprep__slot_send), so a client that sends its
+ * its reply is delivered (answer.c), so a client that sends its
  * next request as soon as it has a reply is never refused; its slot and
  * reply bytes count until the send has ended or failed (fprep__slot_next).
+ * The request machine (slot.c, answer.c) acts on what these counts say;
+ * this file only keeps them.
  * A request answered in its shared-memory region by a backend's thread
  * (no nng send) counts as answered from the moment it was written: the
  * client may send its next request before the loop has settled it.
@@ -27,9 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "daemon.h"
 #include "log.h"
 #include "metrics.h"
-#include "server_internal.h"
 
 /* conns_pipe_ev: a connection closed (its regions go); ev.kind is
  * FPREP__EV_PIPE_CLOSED. */
@@ -45,13 +47,14 @@ static fprep__conn *conns_find(fprep__server *srv, uint32_t pipe)
 {
 	fprep__conn *free_entry = NULL;
 
-	for (unsigned i = 0; i < srv->nslots; i++) {
+	for (unsigned i = 0; i < srv->nconns; i++) {
 		if (srv->conns[i].pipe == pipe)
 			return &srv->conns[i];
 		if (srv->conns[i].pipe == 0 && free_entry == NULL)
 			free_entry = &srv->conns[i];
 	}
-	if (free_entry == NULL) {
+	FPREP__ASSERT(free_entry != NULL);
+	if (free_entry == NULL) { /* cannot be: as many entries as slots */
 		fprep__log(FPREP_LOG_ERR, "connection table full");
 		abort();
 	}
@@ -59,14 +62,21 @@ static fprep__conn *conns_find(fprep__server *srv, uint32_t pipe)
 	return free_entry;
 }
 
-/* fprep__slot_release ends what the slot's request counted for its connection
- * and in the reply byte totals; once per request. */
-void fprep__slot_release(fprep__slot *s)
+unsigned fprep__conn_inflight(fprep__server *srv, uint32_t pipe)
+{
+	for (unsigned i = 0; i < srv->nconns; i++)
+		if (srv->conns[i].pipe == pipe)
+			return atomic_load(&srv->conns[i].inflight);
+	return 0;
+}
+
+void fprep__conn_release(fprep__slot *s)
 {
 	fprep__conn *c = s->conn;
 
 	if (c == NULL)
 		return;
+	FPREP__ASSERT(c->held > 0);
 	if (!s->ended)
 		fprep__metrics_request_end();
 	s->ended = 0;
@@ -84,21 +94,21 @@ void fprep__slot_release(fprep__slot *s)
 	s->reply_bytes = 0;
 }
 
-/* fprep__slot_admit counts a request that just arrived for its connection.
- * Returns 0, or -1 when the connection holds too many unanswered requests:
- * it is closed, and the request dropped. */
-int fprep__slot_admit(fprep__slot *s, nng_msg *msg)
+int fprep__conn_admit(fprep__slot *s)
 {
 	fprep__server *srv = s->srv;
-	nng_pipe pipe = nng_msg_get_pipe(msg);
 	unsigned bound = 2 * srv->cfg->max_inflight_per_conn;
 
-	s->conn = conns_find(srv, (uint32_t)nng_pipe_id(pipe));
+	FPREP__ASSERT(s->conn == NULL);
+	s->conn = conns_find(srv, s->pipe);
 	s->conn->held++;
 	/* Requests answered in their region but not yet settled are
-	 * answered: the client may send on before the loop knows. */
-	if (s->conn->held - atomic_load(&s->conn->region_answered) <= bound &&
-	    !s->conn->closing)
+	 * answered: the client may send on before the loop knows. A
+	 * doorbell's requests are taken by the daemon itself, never more
+	 * than the bound (port_doorbell.c): they never close it. */
+	if (s->req_msg == NULL ||
+	    (s->conn->held - atomic_load(&s->conn->region_answered) <= bound &&
+	     !s->conn->closing))
 		return 0;
 	if (!s->conn->closing) {
 		/* Requests it sent before the close may still arrive. */
@@ -109,28 +119,13 @@ int fprep__slot_admit(fprep__slot *s, nng_msg *msg)
 		           "replies",
 		           s->conn->pipe, bound);
 		s->conn->closing = 1;
-		nng_pipe_close(pipe);
+		nng_pipe_close(nng_msg_get_pipe(s->req_msg));
 	}
-	nng_msg_free(msg);
-	fprep__slot_next(s);
 	return -1;
 }
 
-/* fprep__slot_refuse answers the slot's request with EBUSY: it no longer counts
- * as in flight for its connection. */
-void fprep__slot_refuse(fprep__slot *s, nng_msg *msg, const char *why)
-{
-	if (s->counted) {
-		atomic_fetch_sub(&s->conn->inflight, 1);
-		s->counted = 0;
-	}
-	fprep__slot_fail(s, msg, FPREP_EBUSY, why);
-}
-
-/* fprep__slot_reserve_reply counts a reply of bytes tensor bytes against the
- * connection's share of --max-reply-bytes and the whole. Returns 0, or -1
- * after answering the request with EBUSY. */
-int fprep__slot_reserve_reply(fprep__slot *s, nng_msg *msg, uint64_t bytes)
+int fprep__conn_reserve_reply(fprep__slot *s, uint64_t bytes, char *why,
+                              size_t why_size)
 {
 	fprep__server *srv = s->srv;
 	const fprep__config *cfg = srv->cfg;
@@ -139,29 +134,26 @@ int fprep__slot_reserve_reply(fprep__slot *s, nng_msg *msg, uint64_t bytes)
 	                            ? cfg->max_inflight_per_conn
 	                            : cfg->max_inflight;
 	uint64_t share = cfg->max_reply_bytes * per_conn / cfg->max_inflight;
-	char why[FPREP_MESSAGE_SIZE];
 
 	/* A first reply may be larger than the share (or the whole): the
 	 * totals can exceed their bounds, hence the >= tests. */
 	if (c->reply_bytes > 0 &&
 	    (c->reply_bytes >= share || bytes > share - c->reply_bytes)) {
-		snprintf(why, sizeof(why),
+		snprintf(why, why_size,
 		         "tensor of %" PRIu64 " bytes: this connection's "
 		         "replies hold %" PRIu64 " of its %" PRIu64
 		         "-byte share of --max-reply-bytes",
 		         bytes, c->reply_bytes, share);
-		fprep__slot_refuse(s, msg, why);
-		return -1;
+		return FPREP_EBUSY;
 	}
 	if (srv->reply_bytes > 0 &&
 	    (srv->reply_bytes >= cfg->max_reply_bytes ||
 	     bytes > cfg->max_reply_bytes - srv->reply_bytes)) {
-		snprintf(why, sizeof(why),
+		snprintf(why, why_size,
 		         "tensor of %" PRIu64 " bytes: replies in flight hold "
 		         "%" PRIu64 " of --max-reply-bytes %" PRIu64,
 		         bytes, srv->reply_bytes, cfg->max_reply_bytes);
-		fprep__slot_refuse(s, msg, why);
-		return -1;
+		return FPREP_EBUSY;
 	}
 	s->reply_bytes = bytes;
 	c->reply_bytes += bytes;
@@ -169,9 +161,7 @@ int fprep__slot_reserve_reply(fprep__slot *s, nng_msg *msg, uint64_t bytes)
 	return 0;
 }
 
-/* fprep__server_pipe_closed is told by the ingress that a connection closed; on
- * an nng thread: it only queues the news for the loop. */
-void fprep__server_pipe_closed(uint32_t pipe, void *data)
+void fprep__conns_pipe_closed(uint32_t pipe, void *data)
 {
 	fprep__server *srv = data;
 	struct conns_pipe_ev *pe = malloc(sizeof(*pe));
@@ -188,19 +178,12 @@ void fprep__server_pipe_closed(uint32_t pipe, void *data)
 	fprep__evq_push(&srv->evq, &pe->ev);
 }
 
-void fprep__conn_closed(fprep__server *srv, fprep__event *ev)
+uint32_t fprep__conns_closed_pipe(fprep__event *ev)
 {
 	struct conns_pipe_ev *pe =
 	        fprep__container_of(ev, struct conns_pipe_ev, ev);
-	unsigned n = 0;
+	uint32_t pipe = pe->pipe;
 
-	if (srv != NULL && !srv->finished) {
-		fprep__doorbell_drop_pipe(srv, pe->pipe);
-		n = fprep__regions_remove_pipe(&srv->regions, pe->pipe);
-	}
-	if (n > 0)
-		fprep__log(FPREP_LOG_INFO,
-		           "connection %" PRIu32 " closed: %u regions removed",
-		           pe->pipe, n);
 	free(pe);
+	return pipe;
 }

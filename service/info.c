@@ -1,15 +1,28 @@
 /*
  * info.c: what frameprepd says about itself: the INFO reply's text (one
- * "key: value" line each, the backend's own lines last) and the start-up
- * log line.
+ * "key: value" line each, the backend's own lines last), the start-up
+ * log line and what systemd is told.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <unistd.h>
 
+#ifdef FPREP_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
 #include "clock.h"
+#include "daemon.h"
 #include "log.h"
-#include "server_internal.h"
+
+void fprep__server_notify(const char *state)
+{
+#ifdef FPREP_HAVE_SYSTEMD
+	sd_notify(0, state);
+#else
+	(void)state;
+#endif
+}
 
 /* fprep__server_info writes the INFO text. */
 void fprep__server_info(fprep__server *srv, char *buf, size_t size)
@@ -57,13 +70,14 @@ void fprep__server_info(fprep__server *srv, char *buf, size_t size)
 		        "%" PRIu64 "\nmax_shm_bytes: %" PRIu64 "\n"
 		        "doorbells: %u\nmax_doorbells: %u\n"
 		        "doorbell_requests: %" PRIu64 "\n"
-		        "doorbell_wake: %s\ndoorbell_rings: %" PRIu64 "\n",
+		        "doorbell_wake: %s\ndoorbell_rings: %" PRIu64 "\n"
+		        "doorbell_mutes: %" PRIu64 "\n",
 		        nreg, shm_bytes, srv->cfg->max_regions,
 		        srv->cfg->max_region_bytes, srv->cfg->max_shm_bytes,
-		        srv->ndoorbells, srv->cfg->max_doorbells,
-		        srv->doorbell_requests,
-		        srv->waker.running ? "futex_waitv" : "none",
-		        srv->waker.rings);
+		        srv->doorbells.nbells, srv->cfg->max_doorbells,
+		        srv->doorbells.requests,
+		        srv->doorbells.waker.running ? "futex_waitv" : "none",
+		        srv->doorbells.rings, srv->doorbells.mutes);
 	}
 	if (n < size) {
 		unsigned alive, ncuda;

@@ -39,7 +39,9 @@ static const uint32_t metrics_bounds_us[] = {
 #define METRICS_NBOUNDS                                                        \
 	(sizeof(metrics_bounds_us) / sizeof(metrics_bounds_us[0]))
 
-#define METRICS_NKINDS  6  /* FPREP_KIND_* 0..5; 0: unreadable */
+/* Request kinds: the protocol's table (fprep_kind_name); 0 ("unknown")
+ * stands for a kind that could not be read or is not one. */
+#define METRICS_NKINDS  FPREP_KIND_LIMIT
 #define METRICS_NSTATUS 20 /* enum fprep_err 0..18, then any other */
 
 enum metrics_stage {
@@ -53,9 +55,6 @@ enum metrics_stage {
 
 static const char *const metrics_stage_names[STAGE_COUNT] = {
         "queue", "compute", "h2d", "kernel", "d2h"};
-
-static const char *const metrics_kind_names[METRICS_NKINDS] = {
-        "unknown", "frame", "info", "echo", "register", "unregister"};
 
 struct metrics_hist {
 	_Atomic uint64_t bucket[METRICS_NBOUNDS + 1]; /* last: above all */
@@ -121,37 +120,32 @@ void fprep__metrics_request_end(void)
 		METRICS_ADD(metrics.request_ends, 1);
 }
 
-void fprep__metrics_reply(const void *reply, size_t len, unsigned lane)
+void fprep__metrics_reply(const fprep_reply_header *h, uint64_t bytes,
+                          unsigned lane)
 {
 	struct metrics_hist *stage;
-
-	fprep_reply_header h;
 	unsigned kind, status;
 
 	if (!metrics_on())
 		return;
-	METRICS_ADD(metrics.bytes_out, len);
-	if (fprep_reply_decode(reply, len, &h) != FPREP_OK) {
-		h.kind = 0;
-		h.status = FPREP_EINTERNAL;
-	}
-	kind = h.kind < METRICS_NKINDS ? h.kind : 0;
-	status =
-	        h.status < METRICS_NSTATUS - 1 ? h.status : METRICS_NSTATUS - 1;
+	METRICS_ADD(metrics.bytes_out, bytes);
+	kind = fprep_kind_name(h->kind) != NULL ? h->kind : 0;
+	status = h->status < METRICS_NSTATUS - 1 ? h->status
+	                                         : METRICS_NSTATUS - 1;
 	METRICS_ADD(metrics.replies[kind][status], 1);
 	if (status != FPREP_OK ||
 	    (kind != FPREP_KIND_FRAME && kind != FPREP_KIND_ECHO))
 		return;
 	stage = metrics.stage[lane < FPREP__METRICS_MAX_LANES ? lane : 0];
-	metrics_observe(&metrics.total[kind], h.t_total_us);
-	metrics_observe(&stage[STAGE_QUEUE], h.t_queue_us);
-	metrics_observe(&stage[STAGE_COMPUTE], h.t_compute_us);
+	metrics_observe(&metrics.total[kind], h->t_total_us);
+	metrics_observe(&stage[STAGE_QUEUE], h->t_queue_us);
+	metrics_observe(&stage[STAGE_COMPUTE], h->t_compute_us);
 	/* Only the GPU backend has copies and kernels to time. */
-	if (h.t_h2d_us == 0 && h.t_kernel_us == 0 && h.t_d2h_us == 0)
+	if (h->t_h2d_us == 0 && h->t_kernel_us == 0 && h->t_d2h_us == 0)
 		return;
-	metrics_observe(&stage[STAGE_H2D], h.t_h2d_us);
-	metrics_observe(&stage[STAGE_KERNEL], h.t_kernel_us);
-	metrics_observe(&stage[STAGE_D2H], h.t_d2h_us);
+	metrics_observe(&stage[STAGE_H2D], h->t_h2d_us);
+	metrics_observe(&stage[STAGE_KERNEL], h->t_kernel_us);
+	metrics_observe(&stage[STAGE_D2H], h->t_d2h_us);
 }
 
 void fprep__metrics_connection(int delta)
@@ -241,6 +235,14 @@ static void metrics_gauge(struct metrics_buf *b, const char *name,
 	metrics_printf(b, "%s %" PRId64 "\n", name, v);
 }
 
+/* metrics_kind: the label of kind k (protocol.h's table). */
+static const char *metrics_kind(unsigned k)
+{
+	const char *name = fprep_kind_name(k);
+
+	return name != NULL ? name : "unknown";
+}
+
 /* metrics_requests writes the answered requests: every kind's ok, and
  * the other statuses seen. */
 static void metrics_requests(struct metrics_buf *b)
@@ -261,7 +263,7 @@ static void metrics_requests(struct metrics_buf *b)
 			metrics_printf(b,
 			               "frameprep_requests_total{kind=\"%s\","
 			               "status=\"%s\"} %" PRIu64 "\n",
-			               metrics_kind_names[k], status, n);
+			               metrics_kind(k), status, n);
 		}
 	}
 }
@@ -407,7 +409,7 @@ static void metrics_write(struct metrics_buf *b)
 	             "ok (t_total_us of the reply).");
 	for (unsigned k = FPREP_KIND_FRAME; k <= FPREP_KIND_ECHO; k += 2) {
 		snprintf(labels, sizeof(labels), "device=\"%s\",kind=\"%s\",",
-		         dev, metrics_kind_names[k]);
+		         dev, metrics_kind(k));
 		metrics_hist_write(b, "frameprep_request_duration_seconds",
 		                   labels, &metrics.total[k]);
 	}

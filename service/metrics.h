@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "frameprep/protocol.h"
 
 /* fprep__metrics_open starts the endpoint on listen ("HOST:PORT"; HOST a
  * name or address, empty for every interface, [v6] for IPv6; PORT 0 picks
@@ -54,11 +55,14 @@ void fprep__metrics_set_backend(fprep__backend *b);
  * that arrived; it is in flight until fprep__metrics_request_end. */
 void fprep__metrics_request(size_t bytes);
 
-/* fprep__metrics_reply counts a reply handed to nng: len bytes of wire
- * reply (header and payload). Its status and kind label the request count;
- * the timings of a tensor reply feed the duration histograms, the stage
- * ones of the lane that ran it (fprep__job.lane). */
-void fprep__metrics_reply(const void *reply, size_t len, unsigned lane);
+/* fprep__metrics_reply counts a reply delivered: h is the header it was
+ * built from (its kind, from protocol.h's kind table, and status label the
+ * request count; the timings of a tensor reply feed the duration
+ * histograms, the stage ones of the lane that ran it, fprep__job.lane),
+ * bytes what it put on the wire or in shared memory (header and payload).
+ * Any thread. */
+void fprep__metrics_reply(const fprep_reply_header *h, uint64_t bytes,
+                          unsigned lane);
 
 /* fprep__metrics_request_end ends a request counted by
  * fprep__metrics_request, answered or dropped. */

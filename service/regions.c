@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fprep_assert.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -443,13 +444,22 @@ fprep__memreg *fprep__regions_find(fprep__regions *t, uint32_t id,
 
 void fprep__regions_use(fprep__memreg *r)
 {
-	regions_entry(r)->users++;
+	fprep__regions_entry *e = regions_entry(r);
+
+	/* Only a region in the table (found by a request, or held by a
+	 * doorbell) gains a use; one retired still has the uses that keep
+	 * it. */
+	FPREP__ASSERT(e->state == ENTRY_OPEN ||
+	              (e->state == ENTRY_RETIRED && e->users > 0));
+	e->users++;
 }
 
 void fprep__regions_unuse(fprep__regions *t, fprep__memreg *r)
 {
 	fprep__regions_entry *e = regions_entry(r);
 
+	FPREP__ASSERT(e->users > 0 &&
+	              (e->state == ENTRY_OPEN || e->state == ENTRY_RETIRED));
 	if (--e->users > 0 || e->state != ENTRY_RETIRED)
 		return;
 	e->state = ENTRY_CLOSING;

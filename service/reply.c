@@ -32,55 +32,47 @@ int fprep__reply_tensor_alloc(nng_msg **msgp, uint64_t tensor_bytes,
 	return 0;
 }
 
-void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
+void fprep__reply_header_tensor(fprep_reply_header *rep, const fprep__job *job,
                                 uint32_t t_queue_us, uint32_t t_total_us)
 {
 	const fprep_request *req = &job->req;
-	fprep_reply_header rep;
 
-	memset(&rep, 0, sizeof(rep));
-	rep.version = FPREP_PROTOCOL_VERSION;
-	rep.kind = req->kind;
-	rep.request_id = req->request_id;
-	rep.status = FPREP_OK;
-	rep.dtype = req->dtype;
-	rep.layout = req->layout;
-	rep.ndim = 4;
-	rep.output_loc = req->output_loc;
-	memcpy(rep.shape, job->shape, sizeof(rep.shape));
-	rep.scale_x = job->xf.scale_x;
-	rep.scale_y = job->xf.scale_y;
-	rep.pad_x = (float)job->xf.pad_x;
-	rep.pad_y = (float)job->xf.pad_y;
-	rep.t_queue_us = t_queue_us;
-	rep.t_compute_us = job->t_compute_us;
-	rep.t_h2d_us = job->t_h2d_us;
-	rep.t_kernel_us = job->t_kernel_us;
-	rep.t_d2h_us = job->t_d2h_us;
-	rep.t_total_us = t_total_us;
-	rep.payload_size =
+	memset(rep, 0, sizeof(*rep));
+	rep->version = FPREP_PROTOCOL_VERSION;
+	rep->kind = req->kind;
+	rep->request_id = req->request_id;
+	rep->status = FPREP_OK;
+	rep->dtype = req->dtype;
+	rep->layout = req->layout;
+	rep->ndim = 4;
+	rep->output_loc = req->output_loc;
+	memcpy(rep->shape, job->shape, sizeof(rep->shape));
+	rep->scale_x = job->xf.scale_x;
+	rep->scale_y = job->xf.scale_y;
+	rep->pad_x = (float)job->xf.pad_x;
+	rep->pad_y = (float)job->xf.pad_y;
+	rep->t_queue_us = t_queue_us;
+	rep->t_compute_us = job->t_compute_us;
+	rep->t_h2d_us = job->t_h2d_us;
+	rep->t_kernel_us = job->t_kernel_us;
+	rep->t_d2h_us = job->t_d2h_us;
+	rep->t_total_us = t_total_us;
+	rep->payload_size =
 	        req->output_loc == FPREP_LOC_INLINE ? job->output_size : 0;
-	rep.tensor_size = job->output_size;
+	rep->tensor_size = job->output_size;
 	if (req->input_loc != FPREP_LOC_INLINE)
-		rep.flags |= FPREP_REPLY_F_INPUT_RELEASED;
-	memcpy(rep.message, job->message,
-	       strnlen(job->message, sizeof(rep.message) - 1));
-	fprep_reply_encode(&rep, nng_msg_body(msg));
+		rep->flags |= FPREP_REPLY_F_INPUT_RELEASED;
+	memcpy(rep->message, job->message,
+	       strnlen(job->message, sizeof(rep->message) - 1));
 }
 
-int fprep__reply_to_region(const fprep__job *job, const void *hdr)
+void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
+                                uint32_t t_queue_us, uint32_t t_total_us)
 {
-	const fprep_request *req = &job->req;
+	fprep_reply_header rep;
 
-	if (!req->shm_reply || job->out_region == NULL || job->output_device)
-		return 0;
-	/* Inside the region and 8-byte aligned: the request's checks
-	 * (protocol.c) and the region's span check (slot.c). */
-	return fprep__reply_write(job->out_region,
-	                          job->out_region->base + req->out_offset +
-	                                  req->out_capacity -
-	                                  FPREP_REPLY_HEADER_SIZE,
-	                          hdr);
+	fprep__reply_header_tensor(&rep, job, t_queue_us, t_total_us);
+	fprep_reply_encode(&rep, nng_msg_body(msg));
 }
 
 int fprep__reply_write(fprep__memreg *r, uint8_t *area, const void *hdr)
@@ -121,31 +113,48 @@ static nng_msg *reply_take(nng_msg *spare, size_t size)
 	return msg;
 }
 
-static nng_msg *reply_simple(nng_msg *spare, uint16_t kind, uint64_t id,
-                             int status, const char *message, const char *text,
-                             uint32_t region_id)
+void fprep__reply_header_simple(fprep_reply_header *rep, uint16_t kind,
+                                uint64_t request_id, int status,
+                                const char *message, uint64_t text_len,
+                                uint32_t region_id)
 {
-	size_t tlen = text != NULL ? strlen(text) : 0, mlen;
-	fprep_reply_header rep;
+	size_t mlen = strnlen(message, sizeof(rep->message) - 1);
+
+	memset(rep, 0, sizeof(*rep));
+	rep->version = FPREP_PROTOCOL_VERSION;
+	rep->kind = kind;
+	rep->request_id = request_id;
+	rep->status = (uint32_t)status;
+	rep->payload_size = text_len;
+	rep->region_id = region_id;
+	memcpy(rep->message, message, mlen); /* rep is zeroed: terminated */
+}
+
+nng_msg *fprep__reply_msg(nng_msg *spare, const fprep_reply_header *rep,
+                          const char *text)
+{
+	size_t tlen = text != NULL ? strlen(text) : 0;
 	nng_msg *msg;
 
 	msg = reply_take(spare, FPREP_REPLY_HEADER_SIZE + tlen);
 	if (msg == NULL)
 		return NULL;
-	memset(&rep, 0, sizeof(rep));
-	rep.version = FPREP_PROTOCOL_VERSION;
-	rep.kind = kind;
-	rep.request_id = id;
-	rep.status = (uint32_t)status;
-	rep.payload_size = tlen;
-	rep.region_id = region_id;
-	mlen = strnlen(message, sizeof(rep.message) - 1);
-	memcpy(rep.message, message, mlen); /* rep is zeroed: terminated */
-	fprep_reply_encode(&rep, nng_msg_body(msg));
+	fprep_reply_encode(rep, nng_msg_body(msg));
 	if (tlen > 0)
 		memcpy((char *)nng_msg_body(msg) + FPREP_REPLY_HEADER_SIZE,
 		       text, tlen);
 	return msg;
+}
+
+static nng_msg *reply_simple(nng_msg *spare, uint16_t kind, uint64_t id,
+                             int status, const char *message, const char *text,
+                             uint32_t region_id)
+{
+	fprep_reply_header rep;
+
+	fprep__reply_header_simple(&rep, kind, id, status, message,
+	                           text != NULL ? strlen(text) : 0, region_id);
+	return fprep__reply_msg(spare, &rep, text);
 }
 
 nng_msg *fprep__reply_text(nng_msg *spare, uint16_t kind, uint64_t request_id,

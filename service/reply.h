@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "frameprep/protocol.h"
 
 /* fprep__reply_tensor_alloc allocates a reply of FPREP_REPLY_HEADER_SIZE +
  * tensor_bytes and points *tensor at its payload, where the backend writes
@@ -17,24 +18,31 @@
 int fprep__reply_tensor_alloc(nng_msg **msgp, uint64_t tensor_bytes,
                               uint8_t **tensor);
 
-/* fprep__reply_tensor_finish writes the header of a successful tensor
- * reply for job (whose output lies in msg's payload, or in a shared-memory
- * region: then msg is the header alone): shape, transform, timings
- * (t_queue_us, t_total_us measured by the caller) and job->message (the
- * --trace text, or empty). */
+/* fprep__reply_header_tensor fills rep, the header of a successful tensor
+ * reply for job: shape, transform, timings (t_queue_us, t_total_us
+ * measured by the caller) and job->message (the --trace text, or empty).
+ * fprep__reply_tensor_finish encodes it into msg, whose payload holds the
+ * tensor (or which is the header alone, for a tensor in a region). */
+void fprep__reply_header_tensor(fprep_reply_header *rep, const fprep__job *job,
+                                uint32_t t_queue_us, uint32_t t_total_us);
 void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
                                 uint32_t t_queue_us, uint32_t t_total_us);
 
-/* fprep__reply_to_region writes the reply header hdr (the first
- * FPREP_REPLY_HEADER_SIZE bytes of a reply message) into job's output
- * region when its request asked for it (shm_reply): the last
- * FPREP_REPLY_HEADER_SIZE bytes of its out_capacity, request_id last with
- * a release store, then a futex wake on it (protocol.h, "The reply in
- * shared memory"). Returns 1 when it wrote it (the reply is then not sent
- * through nng); 0 for other requests, a region that is not mapped shared
- * memory, or one the SIGBUS guard caught. Called while the job still uses
- * the region; any thread. */
-int fprep__reply_to_region(const fprep__job *job, const void *hdr);
+/* fprep__reply_header_simple fills rep, the header of a reply without a
+ * tensor: status (enum fprep_err), message (cut to the field), text_len
+ * bytes of text payload to follow, region_id (REGISTER, DOORBELL; else 0).
+ */
+void fprep__reply_header_simple(fprep_reply_header *rep, uint16_t kind,
+                                uint64_t request_id, int status,
+                                const char *message, uint64_t text_len,
+                                uint32_t region_id);
+
+/* fprep__reply_msg builds the message of a reply without a tensor: header
+ * rep, then text (strlen bytes, as rep->payload_size says; NULL: none).
+ * spare as in fprep__reply_text. Returns the message, or NULL when out of
+ * memory. */
+nng_msg *fprep__reply_msg(nng_msg *spare, const fprep_reply_header *rep,
+                          const char *text);
 
 /* fprep__reply_write writes the reply header hdr at area, inside region r
  * (8-byte aligned, FPREP_REPLY_HEADER_SIZE bytes): the bytes other than

@@ -1,63 +1,109 @@
 /*
  * server.c: frameprepd's event loop (see server.h): set-up, the event
- * dispatch and fprep__server_run; server_internal.h lists the other files.
+ * dispatch, the spin and fprep__server_run; daemon.h lists the other
+ * files.
  *
- * The design is simple: one libuv loop thread owns every request. A
- * request lives in a slot, one per nng context; the number of slots is the
- * in-flight bound (slot.c). nng's aio callbacks, the backend's completion
- * callbacks, the regions' operations and the ingress's closed-connection
- * notices run on other threads: they only record the result and push it
- * onto the event queue (evq.c), which the loop drains whole at each
- * wake-up and hands out here by the event's kind. Every request received
- * gets exactly one reply; a request that cannot be served gets an error
- * reply naming the reason (answer.c). Shutdown goes in a fixed order
- * (shutdown.c).
+ * The design is simple: one libuv loop thread owns every request. Requests
+ * come in through two ports (port.h): the nng port's slots, one per nng
+ * context, and the doorbell port's pool; the number of slots bounds the
+ * work in flight. nng's aio callbacks, the backend's completion callbacks,
+ * the regions' operations, the doorbells' waker and the ingress's
+ * closed-connection notices run on other threads: they only record the
+ * result and push it onto the event queue (evq.c), which the loop drains
+ * whole at each wake-up and hands out here by the event's kind. Every
+ * request taken gets exactly one reply; a request that cannot be served
+ * gets an error reply naming the reason (answer.c). After each event the
+ * loop begins the shutdown if a file below asked for it, and runs the
+ * ordered close once nothing is in flight (shutdown.c).
  */
 #include "server.h"
 
+#include <inttypes.h>
 #include <nng/nng.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <uv.h>
 
-#ifdef FPREP_HAVE_SYSTEMD
-#include <systemd/sd-daemon.h>
-#endif
-
 #include "clock.h"
+#include "daemon.h"
 #include "log.h"
 #include "metrics.h"
-#include "server_internal.h"
-
-void fprep__server_notify(const char *state)
-{
-#ifdef FPREP_HAVE_SYSTEMD
-	sd_notify(0, state);
-#else
-	(void)state;
-#endif
-}
 
 /* server_spin_cb runs at each turn of the loop while the spin is on: it
  * takes the queue's events without waiting for the wake-up's turn, and
  * stops the spin once the loop has had no event for --spin-us, so the
  * loop sleeps in epoll again. Spinning trades a core for the tens of
  * microseconds a sleeping thread takes to wake, at every hand-off. */
+/* server_pipe_closed: connection pipe closed; its doorbells and regions
+ * go. */
+static void server_pipe_closed(fprep__server *srv, uint32_t pipe)
+{
+	unsigned n;
+
+	if (srv->finished)
+		return;
+	fprep__doorbells_drop_pipe(&srv->doorbells, pipe);
+	n = fprep__regions_remove_pipe(&srv->regions, pipe);
+	if (n > 0)
+		fprep__log(FPREP_LOG_INFO,
+		           "connection %" PRIu32 " closed: %u regions removed",
+		           pipe, n);
+}
+
+/* server_poll asks every port to poll; returns how many requests they
+ * took. */
+static unsigned server_poll(fprep__server *srv)
+{
+	unsigned taken = 0;
+
+	for (unsigned i = 0; i < srv->nports; i++)
+		if (srv->ports[i]->ops->poll != NULL)
+			taken += srv->ports[i]->ops->poll(srv->ports[i]);
+	return taken;
+}
+
+/* server_set_spin tells every port whether the loop polls it. */
+static void server_set_spin(fprep__server *srv, int on)
+{
+	srv->spinning = on;
+	for (unsigned i = 0; i < srv->nports; i++)
+		if (srv->ports[i]->ops->spin != NULL)
+			srv->ports[i]->ops->spin(srv->ports[i], on);
+}
+
+/* server_after handles what an event may have asked for: the shutdown,
+ * and the ordered close once no slot is busy. */
+static void server_after(fprep__server *srv)
+{
+	if (srv->stop_wanted && !srv->stopping)
+		fprep__server_stop_wanted(srv);
+	if (srv->stopping && srv->active == 0 && !srv->forcing &&
+	    !srv->finished)
+		fprep__server_finish(srv);
+}
+
 static void server_spin_cb(uv_idle_t *handle)
 {
 	fprep__server *srv = handle->data;
 
 	fprep__evq_drain(&srv->evq);
-	if (srv->ndoorbells > 0 && fprep__doorbell_poll(srv) > 0)
-		srv->last_event_ns = fprep__now_ns();
-	if (fprep__now_ns() - srv->last_event_ns <= srv->spin_ns)
+	if (srv->finished) {
+		uv_idle_stop(handle);
 		return;
-	/* The doorbells say nobody polls, then are looked at once more: a
-	 * client that posted before it read that is served (protocol.h). */
-	fprep__doorbell_set_polling(srv, 0);
-	if (srv->ndoorbells > 0 && fprep__doorbell_poll(srv) > 0) {
-		fprep__doorbell_set_polling(srv, 1);
+	}
+	if (server_poll(srv) > 0)
 		srv->last_event_ns = fprep__now_ns();
+	server_after(srv);
+	if (srv->finished ||
+	    fprep__now_ns() - srv->last_event_ns <= srv->spin_ns)
+		return;
+	/* The ports hear that nobody polls, then are asked once more: a
+	 * client that posted before it read that is served (protocol.h). */
+	server_set_spin(srv, 0);
+	if (server_poll(srv) > 0) {
+		server_set_spin(srv, !srv->stopping);
+		srv->last_event_ns = fprep__now_ns();
+		server_after(srv);
 		return;
 	}
 	uv_idle_stop(handle);
@@ -69,33 +115,39 @@ static void server_event(fprep__event *ev, void *data)
 	fprep__server *srv = data;
 	fprep__slot *s;
 
+	FPREP__LOOP_ONLY(srv);
 	if (srv->spin_ns > 0 && !srv->finished) {
 		srv->last_event_ns = fprep__now_ns();
 		if (!uv_is_active((uv_handle_t *)&srv->spin)) {
 			uv_idle_start(&srv->spin, server_spin_cb);
-			fprep__doorbell_set_polling(srv, !srv->stopping);
+			server_set_spin(srv, !srv->stopping);
 		}
 	}
 
 	switch (ev->kind) {
 	case FPREP__EV_REGION:
 		fprep__regions_event(&srv->regions, ev);
-		return;
+		break;
 	case FPREP__EV_PIPE_CLOSED:
-		fprep__conn_closed(srv, ev);
-		return;
+		server_pipe_closed(srv, fprep__conns_closed_pipe(ev));
+		break;
 	case FPREP__EV_DOORBELL:
 		if (!srv->finished)
-			fprep__doorbell_rung(srv);
+			fprep__doorbells_rung(&srv->doorbells);
 		else
-			atomic_store(&srv->waker.queued, 0);
-		return;
+			atomic_store(&srv->doorbells.waker.queued, 0);
+		break;
 	default:
 		s = fprep__container_of(ev, fprep__slot, ev);
-		if (!srv->finished)
+		if (srv->finished)
+			break;
+		if (ev->kind == FPREP__EV_AIO && s->state == FPREP__SLOT_RECV)
+			fprep__port_nng_event(s);
+		else
 			fprep__slot_event(s);
-		return;
+		break;
 	}
+	server_after(srv);
 }
 
 /* server_event_dispose releases an event the queue dropped at its close:
@@ -104,51 +156,42 @@ static void server_event_dispose(fprep__event *ev, void *data)
 {
 	(void)data;
 	if (ev->kind == FPREP__EV_PIPE_CLOSED)
-		fprep__conn_closed(NULL, ev);
+		(void)fprep__conns_closed_pipe(ev);
 }
 
-/* server_open_slots allocates the slots: --max-inflight with an nng
- * context each, then as many for the doorbell pool when doorbells are on
- * (--max-doorbells > 0), and a connection entry for each. */
+/* server_open_slots allocates the slots: --max-inflight for the nng
+ * port, then as many for the doorbell port's pool when doorbells are on
+ * (--max-doorbells > 0), and a connection entry for each; and sets up
+ * both ports. */
 static int server_open_slots(fprep__server *srv)
 {
 	const fprep__config *cfg = srv->cfg;
+	unsigned nng = cfg->max_inflight;
 	unsigned pool = cfg->max_doorbells > 0 ? cfg->max_inflight : 0;
 	int rv;
 
-	srv->nng_slots = cfg->max_inflight;
-	srv->nslots = srv->nng_slots + pool;
+	srv->nslots = nng + pool;
+	srv->nconns = srv->nslots;
 	srv->slots = calloc(srv->nslots, sizeof(*srv->slots));
-	srv->conns = calloc(srv->nslots, sizeof(*srv->conns));
-	srv->doorbells =
-	        calloc(cfg->max_doorbells + 1, sizeof(*srv->doorbells));
-	srv->doorbell_free = calloc(pool + 1, sizeof(*srv->doorbell_free));
-	if (srv->slots == NULL || srv->conns == NULL ||
-	    srv->doorbells == NULL || srv->doorbell_free == NULL)
+	srv->conns = calloc(srv->nconns, sizeof(*srv->conns));
+	if (srv->slots == NULL || srv->conns == NULL)
 		return FPREP_ENOMEM;
 	for (unsigned i = 0; i < srv->nslots; i++) {
-		fprep__slot *s = &srv->slots[i];
-
-		s->srv = srv;
-		s->index = i;
-		if (i >= srv->nng_slots) {
-			s->doorbell = 1;
-			srv->doorbell_free[srv->ndoorbell_free++] = s;
-			continue;
-		}
-		rv = nng_aio_alloc(&s->aio, fprep__slot_aio_cb, s);
-		if (rv != 0) {
-			fprep__log(FPREP_LOG_ERR, "nng_aio_alloc: %s",
-			           nng_strerror(rv));
-			return FPREP_ENOMEM;
-		}
-		rv = nng_ctx_open(&s->ctx, srv->ingress.sock);
-		if (rv != 0) {
-			fprep__log(FPREP_LOG_ERR, "nng_ctx_open: %s",
-			           nng_strerror(rv));
-			return FPREP_ETRANSPORT;
-		}
+		srv->slots[i].srv = srv;
+		srv->slots[i].index = i;
 	}
+	rv = fprep__doorbells_init(&srv->doorbells, srv, srv->slots + nng,
+	                           pool);
+	if (rv != 0)
+		return rv;
+	rv = fprep__port_nng_open(&srv->nng, srv, srv->slots, nng);
+	if (rv != 0)
+		return rv;
+	srv->nng.port.take = fprep__slot_take;
+	srv->doorbells.port.take = fprep__slot_take;
+	srv->ports[0] = &srv->nng.port;
+	srv->ports[1] = &srv->doorbells.port;
+	srv->nports = 2;
 	return 0;
 }
 
@@ -207,6 +250,7 @@ int fprep__server_run(const fprep__config *cfg, fprep__backend *backend,
 		return 1;
 	}
 	srv->cfg = cfg;
+	srv->loop_thread = pthread_self();
 	srv->backend = backend;
 	srv->device = device;
 	srv->t_start_ns = fprep__now_ns();
@@ -222,8 +266,8 @@ int fprep__server_run(const fprep__config *cfg, fprep__backend *backend,
 	                        cfg->max_cuda_regions);
 	rv = fprep__ingress_open(&srv->ingress, cfg);
 	if (rv == 0)
-		fprep__ingress_on_close(&srv->ingress,
-		                        fprep__server_pipe_closed, srv);
+		fprep__ingress_on_close(&srv->ingress, fprep__conns_pipe_closed,
+		                        srv);
 	if (rv == 0)
 		rv = server_open_slots(srv);
 	if (rv != 0) {
@@ -232,9 +276,7 @@ int fprep__server_run(const fprep__config *cfg, fprep__backend *backend,
 		srv->exit_status = 1;
 		fprep__server_finish(srv);
 	} else {
-		fprep__doorbell_waker_start(srv);
-		for (unsigned i = 0; i < srv->nng_slots; i++)
-			fprep__slot_recv(&srv->slots[i]);
+		fprep__port_nng_start(&srv->nng);
 		fprep__server_log_start(srv);
 		fprep__server_notify("READY=1\nSTATUS=serving");
 	}

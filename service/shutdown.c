@@ -24,9 +24,9 @@
 #include <uv.h>
 
 #include "clock.h"
+#include "daemon.h"
 #include "log.h"
 #include "metrics.h"
-#include "server_internal.h"
 
 /* Added to --shutdown-timeout-ms for the watchdog: closing the backend, the
  * socket and the loop after the drain deadline. */
@@ -39,15 +39,6 @@
  * every SHUTDOWN_LINGER_POLL_MS, so the last replies reach them. */
 #define SHUTDOWN_LINGER_MS      2000
 #define SHUTDOWN_LINGER_POLL_MS 10
-
-/* shutdown_set_message copies why into a reply message field, cut to fit. */
-static void shutdown_set_message(char dst[FPREP_MESSAGE_SIZE], const char *why)
-{
-	size_t n = strnlen(why, FPREP_MESSAGE_SIZE - 1);
-
-	memcpy(dst, why, n);
-	dst[n] = '\0';
-}
 
 /* fprep__server_close_backend closes the backend once. */
 void fprep__server_close_backend(fprep__server *srv, int timeout_ms)
@@ -80,20 +71,17 @@ static void shutdown_drain_timeout(uv_timer_t *timer)
 
 		if (s->state == FPREP__SLOT_WORK && !s->direct) {
 			/* The backend's threads are joined: nothing writes
-			 * into these messages any more. (A direct reply's
-			 * send ends with its own event.) */
-			nng_msg_free(s->req_msg);
-			s->req_msg = NULL;
-			fprep__slot_unuse_regions(s);
+			 * into these replies any more. (A direct reply's
+			 * delivery ends with its own event.) */
 			fprep__slot_fail(
-			        s, s->rep_msg, FPREP_ESHUTDOWN,
+			        s, FPREP_ESHUTDOWN,
 			        "server shutting down: the backend did not "
 			        "finish this request in time");
-			s->rep_msg = NULL;
+			fprep__slot_unuse_regions(s);
 		}
-		if (s->state == FPREP__SLOT_RECV)
-			nng_aio_cancel(s->aio);
 	}
+	for (unsigned i = 0; i < srv->nports; i++)
+		srv->ports[i]->ops->close(srv->ports[i]);
 	srv->forcing = 0;
 	if (srv->active == 0) {
 		fprep__server_finish(srv);
@@ -107,30 +95,28 @@ static void shutdown_drain_timeout(uv_timer_t *timer)
 	           count[FPREP__SLOT_SEND], count[FPREP__SLOT_RECV]);
 }
 
-/* fprep__server_stop begins the shutdown: no more receives; the requests in
- * flight are answered. */
 void fprep__server_stop(fprep__server *srv, int exit_status, int status,
                         const char *why)
 {
-	if (exit_status > srv->exit_status) {
-		srv->exit_status = exit_status;
-		srv->stop_status = status;
-		shutdown_set_message(srv->stop_message, why);
-	}
+	fprep__server_want_stop(srv, exit_status, status, why);
+	fprep__server_stop_wanted(srv);
+}
+
+/* fprep__server_stop_wanted begins the shutdown that
+ * fprep__server_want_stop asked for: no more requests are taken; those in
+ * flight are answered. */
+void fprep__server_stop_wanted(fprep__server *srv)
+{
 	if (srv->stopping)
 		return;
 	srv->stopping = 1;
 	atomic_store(&srv->no_direct, 1);
-	if (exit_status == 0) {
-		srv->stop_status = status;
-		shutdown_set_message(srv->stop_message, why);
-	}
 	fprep__server_notify("STOPPING=1");
-	/* No request is taken from a doorbell any more: a client that
-	 * posted one takes it back and sends it through nng, and gets
-	 * stop_status there. */
-	fprep__doorbell_set_polling(srv, 0);
-	fprep__doorbell_drop_all(srv);
+	/* The ports take nothing more: nng's receives are cancelled, and
+	 * a client that posted into a doorbell takes its request back and
+	 * sends it through nng, and gets stop_status there. */
+	for (unsigned i = 0; i < srv->nports; i++)
+		srv->ports[i]->ops->close(srv->ports[i]);
 	/* The regions leave the table (requests in flight keep theirs until
 	 * they are done); registrations still opening end with ESHUTDOWN. */
 	fprep__regions_close(&srv->regions);
@@ -139,9 +125,6 @@ void fprep__server_stop(fprep__server *srv, int exit_status, int status,
 	                                  SHUTDOWN_WATCHDOG_MARGIN_MS) != 0)
 		fprep__log(FPREP_LOG_WARNING,
 		           "shutdown: no watchdog thread (out of memory)");
-	for (unsigned i = 0; i < srv->nslots; i++)
-		if (srv->slots[i].state == FPREP__SLOT_RECV)
-			nng_aio_cancel(srv->slots[i].aio);
 	uv_timer_start(&srv->drain_timer, shutdown_drain_timeout,
 	               (uint64_t)srv->cfg->shutdown_timeout_ms, 0);
 	if (srv->active == 0 && !srv->forcing)
@@ -170,32 +153,22 @@ void fprep__server_signal_cb(uv_signal_t *handle, int signum)
  * operation is pending, and aio callbacks may still push to the queue). */
 static void shutdown_free_slots(fprep__server *srv)
 {
-	for (unsigned i = 0; i < srv->nslots; i++) {
-		fprep__slot *s = &srv->slots[i];
-
-		if (s->aio == NULL)
-			continue;
-		nng_aio_stop(s->aio);
-		nng_aio_free(s->aio);
-		s->aio = NULL;
-	}
+	fprep__port_nng_fini(&srv->nng);
 	free(srv->slots);
 	free(srv->conns);
-	free(srv->doorbells);
-	free(srv->doorbell_free);
 	srv->slots = NULL;
 	srv->conns = NULL;
-	srv->doorbells = NULL;
-	srv->doorbell_free = NULL;
 	srv->nslots = 0;
+	srv->nconns = 0;
 }
 
 void fprep__server_close_handles(fprep__server *srv)
 {
-	/* The waker pushes events: it stops first. Connection-closed events
-	 * queued by nng_close: their regions go before the queue closes
-	 * (what is left is disposed of). */
-	fprep__doorbell_waker_stop(srv);
+	/* The waker pushes events: it stops first (with the rest of the
+	 * doorbell port). Connection-closed events queued by nng_close:
+	 * their regions go before the queue closes (what is left is
+	 * disposed of). */
+	fprep__doorbells_fini(&srv->doorbells);
 	fprep__evq_drain(&srv->evq);
 	fprep__evq_fini(&srv->evq);
 	fprep__regions_fini(&srv->regions);

@@ -1,23 +1,25 @@
 /*
- * slot.c: the request state machine of frameprepd's loop. A slot cycles
- * through
+ * slot.c: the request machine of frameprepd's loop. A port (port.h) takes
+ * a request into one of its slots and hands it here (fprep__slot_take),
+ * with the request's bytes, its connection and the sink its reply goes to
+ * (daemon.h). A request is admitted for its connection (conns.c), decoded
+ * and validated before anything is allocated, and then
  *
- *   RECV    a receive is posted on its context
- *   WORK    the request was decoded and validated (before anything was
- *           allocated) and its job submitted to the backend; the reply
- *           message, header space plus the tensor, is already allocated
- *           and the backend writes the tensor straight into it
+ *   WORK    a FRAME or ECHO: its job was submitted to the backend; an nng
+ *           reply message, header space plus the tensor, is already
+ *           allocated and the backend writes the tensor straight into it
+ *           (or into the request's output region)
  *   REGION  a REGISTER or UNREGISTER is with the regions module
  *           (regions.c), which calls back once it is done
- *   SEND    the reply (tensor, INFO text or error) is being sent, with a
- *           timeout (answer.c)
+ *   SEND    its reply (tensor, INFO text or error) is being delivered
+ *           (answer.c, sink.c)
  *
- * and back to RECV, or to IDLE once shutdown began. A slot has at most one
- * event queued at a time, because it has at most one operation
- * outstanding. A slot of the doorbell pool (doorbell.c) has no context:
- * it starts at the request taken from a doorbell (fprep__slot_take),
- * answers into the doorbell's entry, and goes back to the pool (IDLE) at
- * its end.
+ * and once the delivery has ended the slot goes back to its port
+ * (fprep__slot_next). A slot has at most one event queued at a time,
+ * because it has at most one operation outstanding. A job that succeeded
+ * is answered from the backend's thread that finished it
+ * (slot_reply_direct); the loop settles the rest when that delivery's
+ * event arrives.
  */
 #include <inttypes.h>
 #include <nng/nng.h>
@@ -27,10 +29,10 @@
 #include <string.h>
 
 #include "clock.h"
+#include "daemon.h"
 #include "log.h"
 #include "metrics.h"
 #include "reply.h"
-#include "server_internal.h"
 #include "trace.h"
 
 #define SLOT_INFO_SIZE 4096
@@ -42,38 +44,40 @@ static uint32_t slot_us(uint64_t from_ns, uint64_t to_ns)
 	return us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
 }
 
-void fprep__slot_aio_cb(void *arg)
+/* slot_sink_broken tells whether the SIGBUS guard caught a region the
+ * job or its reply uses. Any thread. */
+static int slot_sink_broken(const fprep__slot *s)
 {
-	fprep__slot *s = arg;
+	const fprep__job *job = &s->job;
 
-	if (s->srv->cfg->trace)
-		s->t_rx_ns = fprep__now_ns();
-	s->ev.kind = FPREP__EV_AIO;
-	s->aio_result = nng_aio_result(s->aio);
-	fprep__evq_push(&s->srv->evq, &s->ev);
+	return (s->sink.region != NULL &&
+	        fprep__memreg_broken(s->sink.region)) ||
+	       (job->in_region != NULL &&
+	        fprep__memreg_broken(job->in_region)) ||
+	       (job->out_region != NULL &&
+	        fprep__memreg_broken(job->out_region));
 }
 
-/* slot_reply_direct sends the reply of a job that succeeded from the
+/* slot_reply_direct delivers the reply of a job that succeeded from the
  * backend's thread that finished it, which saves the reply a hand-off to
  * the loop and back (tens of microseconds at every request). It touches
- * only what the slot owns while its job is out (the reply message, the
- * job, its aio and context) and atomics; what the loop owns (the region
- * uses, the connection's counts, the served count) is settled by the loop
- * when the send's event arrives, in state WORK (slot_sent_direct). Errors,
- * fatal jobs, regions the SIGBUS guard caught and a stopping server take
- * the loop's way (slot_completed). Returns 1 when it sent the reply. */
+ * only what the slot owns while its job is out (daemon.h, [R]) and
+ * atomics; what the loop owns (the region uses, the connection's counts,
+ * the served count) is settled by the loop when the delivery's event
+ * arrives, in state WORK (slot_sent_direct). Errors, fatal jobs, regions
+ * the SIGBUS guard caught and a stopping server take the loop's way
+ * (slot_completed). Returns 1 when it delivered the reply; after that it
+ * must not touch s, whose event may already be with the loop. */
 static int slot_reply_direct(fprep__slot *s)
 {
 	fprep__server *srv = s->srv;
 	fprep__job *job = &s->job;
-	nng_msg *rep = s->rep_msg;
+	fprep_reply_header h;
+	nng_msg *rep = NULL;
 	uint64_t now;
 
 	if (job->status != FPREP_OK || job->fatal ||
-	    atomic_load(&srv->no_direct) ||
-	    (s->doorbell && fprep__memreg_broken(s->db_region)) ||
-	    (job->in_region != NULL && fprep__memreg_broken(job->in_region)) ||
-	    (job->out_region != NULL && fprep__memreg_broken(job->out_region)))
+	    atomic_load(&srv->no_direct) || slot_sink_broken(s))
 		return 0;
 	now = fprep__now_ns();
 	job->message[0] = '\0';
@@ -84,45 +88,33 @@ static int slot_reply_direct(fprep__slot *s)
 		                         .sent = now};
 		fprep__trace_text(job->message, sizeof(job->message), &tt, job);
 	}
-	fprep__reply_tensor_finish(rep, job,
+	fprep__reply_header_tensor(&h, job,
 	                           slot_us(s->t_recv_ns, job->t_start_ns),
 	                           slot_us(s->t_recv_ns, now));
 	s->direct = 1;
-	if (s->counted) { /* its work is done, as in fprep__slot_send */
+	if (s->counted) { /* its work is done, as in answer.c */
 		atomic_fetch_sub(&s->conn->inflight, 1);
 		s->counted = 0;
 	}
-	fprep__metrics_reply(nng_msg_body(rep), nng_msg_len(rep), job->lane);
-	fprep__metrics_request_end();
-	s->ended = 1;
-	if (s->doorbell) {
-		/* Into the entry, as below; the region was sound just now,
-		 * and if the guard caught it since, nobody can read it. */
-		atomic_fetch_add(&s->conn->region_answered, 1);
-		(void)fprep__reply_write(s->db_region, s->db_reply,
-		                         nng_msg_body(rep));
-		s->region_answered = 1;
-		fprep__slot_sent_now(s, rep);
-		return 1;
-	}
-	if (job->req.shm_reply) {
+	if (s->sink.kind == FPREP__SINK_NNG) {
+		rep = s->rep_msg;
+		s->rep_msg = NULL;
+		fprep_reply_encode(&h, nng_msg_body(rep));
+	} else {
 		/* Counted before the client can see its reply, so that its
 		 * next requests, which may reach the loop before this slot's
 		 * event, do not find the connection over its bound
-		 * (fprep__slot_admit). */
+		 * (fprep__conn_admit). */
 		atomic_fetch_add(&s->conn->region_answered, 1);
-		if (fprep__reply_to_region(job, nng_msg_body(rep))) {
-			/* No nng send; the loop settles the slot as after
-			 * one (slot_sent_direct). */
-			s->region_answered = 1;
-			fprep__slot_sent_now(s, rep);
-			return 1;
-		}
-		atomic_fetch_sub(&s->conn->region_answered, 1);
+		s->region_answered = 1;
+		fprep_reply_encode(&h, s->rep_head);
 	}
-	nng_aio_set_msg(s->aio, rep);
-	nng_aio_set_timeout(s->aio, srv->cfg->send_timeout_ms);
-	nng_ctx_send(s->ctx, s->aio);
+	fprep__metrics_reply(
+	        &h, rep != NULL ? nng_msg_len(rep) : FPREP_REPLY_HEADER_SIZE,
+	        job->lane);
+	fprep__metrics_request_end();
+	s->ended = 1;
+	(void)fprep__sink_deliver(s, rep, srv->cfg->send_timeout_ms);
 	return 1;
 }
 
@@ -142,44 +134,25 @@ static void slot_job_done(fprep__job *job)
 	fprep__evq_push(&s->srv->evq, &s->ev);
 }
 
-/* slot_begin puts s in state RECV for its next request, counting it
- * active when it rested. */
-static void slot_begin(fprep__slot *s)
-{
-	if (s->state == FPREP__SLOT_IDLE)
-		s->srv->active++;
-	s->state = FPREP__SLOT_RECV;
-	s->kind = 0;
-	s->request_id = 0;
-	s->direct = 0;
-}
-
-void fprep__slot_recv(fprep__slot *s)
-{
-	slot_begin(s);
-	nng_aio_set_timeout(s->aio, NNG_DURATION_INFINITE);
-	nng_ctx_recv(s->ctx, s->aio);
-}
-
 /* slot_region finds the region a FRAME names for its input or output (field
  * "in" or "out") at location loc: one of this connection's, of the kind loc
  * names, with [offset, offset + len) inside it. Returns it, or NULL after
  * answering the request with the error. */
-static fprep__memreg *slot_region(fprep__slot *s, nng_msg *msg, int loc,
-                                  uint32_t id, uint32_t pipe, uint64_t offset,
-                                  uint64_t len, const char *field)
+static fprep__memreg *slot_region(fprep__slot *s, int loc, uint32_t id,
+                                  uint64_t offset, uint64_t len,
+                                  const char *field)
 {
 	char why[FPREP_MESSAGE_SIZE], span[32];
 	fprep__memreg *r;
 	int rv;
 
-	r = fprep__regions_find(&s->srv->regions, id, pipe);
+	r = fprep__regions_find(&s->srv->regions, id, s->pipe);
 	if (r == NULL) {
 		snprintf(why, sizeof(why),
 		         "%s_region %" PRIu32 " is not a region of this "
 		         "connection",
 		         field, id);
-		fprep__slot_fail(s, msg, FPREP_EREGION, why);
+		fprep__slot_fail(s, FPREP_EREGION, why);
 		return NULL;
 	}
 	if (fprep__memreg_on_device(r) != (loc == FPREP_LOC_CUDA)) {
@@ -188,27 +161,16 @@ static fprep__memreg *slot_region(fprep__slot *s, nng_msg *msg, int loc,
 		         id,
 		         fprep__memreg_on_device(r) ? "CUDA" : "shared-memory",
 		         loc == FPREP_LOC_CUDA ? "CUDA" : "SHM");
-		fprep__slot_fail(s, msg, FPREP_EREGION, why);
+		fprep__slot_fail(s, FPREP_EREGION, why);
 		return NULL;
 	}
 	snprintf(span, sizeof(span), "%s_offset + length", field);
 	rv = fprep__memreg_span(r, offset, len, span, why, sizeof(why));
 	if (rv != 0) {
-		fprep__slot_fail(s, msg, rv, why);
+		fprep__slot_fail(s, rv, why);
 		return NULL;
 	}
 	return r;
-}
-
-/* fprep__slot_unuse_regions ends the job's use of its registered regions. */
-void fprep__slot_unuse_regions(fprep__slot *s)
-{
-	if (s->job.in_region != NULL)
-		fprep__regions_unuse(&s->srv->regions, s->job.in_region);
-	if (s->job.out_region != NULL)
-		fprep__regions_unuse(&s->srv->regions, s->job.out_region);
-	s->job.in_region = NULL;
-	s->job.out_region = NULL;
 }
 
 /* slot_region_done answers a REGISTER or UNREGISTER once the regions
@@ -218,165 +180,192 @@ static void slot_region_done(void *data, int status, uint32_t id,
 {
 	fprep__slot *s = data;
 	fprep__server *srv = s->srv;
-	nng_msg *msg = s->req_msg, *rep;
-	uint32_t pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
 	uint64_t uid;
 	char why[FPREP_MESSAGE_SIZE];
 
-	s->req_msg = NULL;
-	s->state = FPREP__SLOT_WORK;
+	FPREP__ASSERT(s->state == FPREP__SLOT_REGION && s->req_msg != NULL);
 	if (status != FPREP_OK) {
-		fprep__slot_fail(s, msg, status, message);
+		fprep__slot_fail(s, status, message);
 		return;
 	}
 	if (s->kind == FPREP_KIND_UNREGISTER) {
-		rep = fprep__reply_error(msg, s->kind, s->request_id, FPREP_OK,
-		                         message);
-		fprep__slot_answer(s, rep, "UNREGISTER");
+		fprep__slot_answer(s, 0, message, NULL);
 		return;
 	}
-	if (nng_pipe_get_uint64(nng_msg_get_pipe(msg), NNG_OPT_IPC_PEER_UID,
-	                        &uid) != 0) {
+	if (nng_pipe_get_uint64(nng_msg_get_pipe(s->req_msg),
+	                        NNG_OPT_IPC_PEER_UID, &uid) != 0) {
 		/* The connection closed before the registration began (its
 		 * close event came first): nobody can use the region. */
-		fprep__regions_unregister(&srv->regions, id, pipe, NULL, NULL,
-		                          why, sizeof(why));
-		fprep__slot_fail(s, msg, FPREP_ECLOSED,
+		fprep__regions_unregister(&srv->regions, id, s->pipe, NULL,
+		                          NULL, why, sizeof(why));
+		fprep__slot_fail(s, FPREP_ECLOSED,
 		                 "connection closed during registration");
 		return;
 	}
-	rep = fprep__reply_region(msg, s->kind, s->request_id, id, message);
-	fprep__slot_answer(s, rep,
-	                   s->kind == FPREP_KIND_REGISTER ? "REGISTER"
-	                                                  : "REGISTER_CUDA");
+	fprep__slot_answer(s, id, message, NULL);
 }
 
 /* slot_park leaves s waiting for the regions module (rv 0), or answers
  * its request with the error rv it refused it with. */
-static void slot_park(fprep__slot *s, nng_msg *msg, int rv, const char *why)
+static void slot_park(fprep__slot *s, int rv, const char *why)
 {
 	if (rv != 0) {
-		fprep__slot_fail(s, msg, rv, why);
+		fprep__slot_fail(s, rv, why);
 		return;
 	}
-	s->req_msg = msg;
-	s->state = FPREP__SLOT_REGION;
+	fprep__slot_enter(s, FPREP__SLOT_REGION);
+}
+
+/* slot_peer_uid finds the uid of the peer of s's nng connection: 0, or
+ * -1 after answering with why_not when the connection has none (not
+ * ipc://). REGISTER and REGISTER_CUDA come through nng alone. */
+static int slot_peer_uid(fprep__slot *s, uint64_t *uid, const char *why_not)
+{
+	FPREP__ASSERT(s->req_msg != NULL);
+	if (nng_pipe_get_uint64(nng_msg_get_pipe(s->req_msg),
+	                        NNG_OPT_IPC_PEER_UID, uid) == 0)
+		return 0;
+	fprep__slot_fail(s, FPREP_EUNSUPPORTED, why_not);
+	return -1;
 }
 
 /* slot_register hands a REGISTER to the regions module, which answers
  * through slot_region_done. */
-static void slot_register(fprep__slot *s, nng_msg *msg,
-                          const fprep_register_request *req)
+static void slot_register(fprep__slot *s, const fprep_register_request *req)
 {
-	fprep__server *srv = s->srv;
-	nng_pipe pipe = nng_msg_get_pipe(msg);
 	char why[FPREP_MESSAGE_SIZE];
 	uint64_t uid;
 	int rv;
 
-	if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &uid) != 0) {
-		fprep__slot_fail(
-		        s, msg, FPREP_EUNSUPPORTED,
-		        "REGISTER: shared memory needs an ipc:// connection "
-		        "(the peer's uid is unknown on this one)");
+	if (slot_peer_uid(s, &uid,
+	                  "REGISTER: shared memory needs an ipc:// connection "
+	                  "(the peer's uid is unknown on this one)") != 0)
 		return;
-	}
-	rv = fprep__regions_register(&srv->regions, req->region_name,
-	                             req->region_size,
-	                             (uint32_t)nng_pipe_id(pipe), uid,
+	rv = fprep__regions_register(&s->srv->regions, req->region_name,
+	                             req->region_size, s->pipe, uid,
 	                             slot_region_done, s, why, sizeof(why));
-	slot_park(s, msg, rv, why);
+	slot_park(s, rv, why);
 }
 
 /* slot_register_cuda hands a REGISTER_CUDA to the regions module, which
  * answers through slot_region_done. Like shared memory, only over ipc://:
  * a handle means nothing on another host. */
-static void slot_register_cuda(fprep__slot *s, nng_msg *msg,
+static void slot_register_cuda(fprep__slot *s,
                                const fprep_register_request *req)
 {
-	fprep__server *srv = s->srv;
-	nng_pipe pipe = nng_msg_get_pipe(msg);
 	char why[FPREP_MESSAGE_SIZE];
 	uint64_t uid;
 	int rv;
 
-	if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &uid) != 0) {
-		fprep__slot_fail(s, msg, FPREP_EUNSUPPORTED,
-		                 "REGISTER_CUDA: CUDA regions need an ipc:// "
-		                 "connection (a handle means nothing on "
-		                 "another host)");
+	if (slot_peer_uid(s, &uid,
+	                  "REGISTER_CUDA: CUDA regions need an ipc:// "
+	                  "connection (a handle means nothing on another "
+	                  "host)") != 0)
 		return;
-	}
-	rv = fprep__regions_register_cuda(
-	        &srv->regions, req, (uint32_t)nng_pipe_id(pipe),
-	        slot_region_done, s, why, sizeof(why));
-	slot_park(s, msg, rv, why);
+	rv = fprep__regions_register_cuda(&s->srv->regions, req, s->pipe,
+	                                  slot_region_done, s, why,
+	                                  sizeof(why));
+	slot_park(s, rv, why);
 }
 
 /* slot_unregister hands an UNREGISTER to the regions module: the reply
  * goes once the daemon no longer touches the region. */
-static void slot_unregister(fprep__slot *s, nng_msg *msg,
-                            const fprep_register_request *req)
+static void slot_unregister(fprep__slot *s, const fprep_register_request *req)
 {
 	fprep__server *srv = s->srv;
-	uint32_t pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
 	char why[FPREP_MESSAGE_SIZE];
 	int rv;
 
-	fprep__doorbell_drop_region(srv, req->region_id, pipe);
-	rv = fprep__regions_unregister(&srv->regions, req->region_id, pipe,
+	fprep__doorbells_drop_region(&srv->doorbells, req->region_id, s->pipe);
+	rv = fprep__regions_unregister(&srv->regions, req->region_id, s->pipe,
 	                               slot_region_done, s, why, sizeof(why));
-	slot_park(s, msg, rv, why);
+	slot_park(s, rv, why);
 }
 
-/* slot_submit starts a FRAME or ECHO request: allocates the reply with
- * room for the tensor and hands the job to the backend. */
-static void slot_submit(fprep__slot *s, nng_msg *msg, const fprep_request *req)
+/* slot_sink_region turns s's NNG sink into its output region's header
+ * when the request asks for its reply there (shm_reply) and the region is
+ * shared memory (protocol.h, "The reply in shared memory"): the last
+ * FPREP_REPLY_HEADER_SIZE bytes of out_capacity, inside the region and
+ * 8-byte aligned (protocol.c and slot_region checked). */
+static void slot_sink_region(fprep__slot *s, const fprep_request *req,
+                             fprep__memreg *out)
+{
+	if (s->sink.kind != FPREP__SINK_NNG || !req->shm_reply ||
+	    fprep__memreg_on_device(out))
+		return;
+	s->sink.kind = FPREP__SINK_REGION;
+	s->sink.region = out;
+	s->sink.area = out->base + req->out_offset + req->out_capacity -
+	               FPREP_REPLY_HEADER_SIZE;
+}
+
+/* slot_submit starts a FRAME or ECHO request: chooses its reply's sink,
+ * allocates an nng reply (with room for an inline tensor) when it goes
+ * that way, and hands the job to the backend. */
+static void slot_submit(fprep__slot *s, const fprep_request *req)
 {
 	fprep__server *srv = s->srv;
 	fprep__job *job = &s->job;
 	char why[FPREP_MESSAGE_SIZE];
-	uint64_t bytes;
+	uint64_t bytes, out_len;
 	uint8_t *tensor = NULL;
-	nng_msg *rep = NULL;
 	int rv;
 
 	fprep__memreg *in = NULL, *out = NULL;
-	uint32_t pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
 
 	/* Shape, size and transform are decided here, once. */
 	memset(job, 0, sizeof(*job));
 	job->req = *req;
 	rv = fprep__job_plan(job);
 	if (rv != 0) {
-		fprep__slot_fail(s, msg, rv, "tensor shape: invalid request");
+		fprep__slot_fail(s, rv, "tensor shape: invalid request");
 		return;
 	}
 	bytes = job->output_size;
+	out_len = req->shm_reply ? req->out_capacity : bytes;
 	if (req->input_loc != FPREP_LOC_INLINE &&
-	    (in = slot_region(s, msg, req->input_loc, req->in_region, pipe,
-	                      req->in_offset, req->input_size, "in")) == NULL)
+	    (in = slot_region(s, req->input_loc, req->in_region, req->in_offset,
+	                      req->input_size, "in")) == NULL)
 		return;
 	if (req->output_loc != FPREP_LOC_INLINE &&
-	    (out = slot_region(s, msg, req->output_loc, req->out_region, pipe,
-	                       req->out_offset,
-	                       req->shm_reply ? req->out_capacity : bytes,
-	                       "out")) == NULL)
+	    (out = slot_region(s, req->output_loc, req->out_region,
+	                       req->out_offset, out_len, "out")) == NULL)
 		return;
+	/* A tensor or reply written over a doorbell area could post
+	 * requests of its own there (and one that posts itself again would
+	 * be served for ever). */
+	if (out != NULL &&
+	    fprep__doorbells_overlap(&srv->doorbells, out,
+	                             out->base + req->out_offset, out_len)) {
+		fprep__slot_fail(s, FPREP_EINVAL,
+		                 "out_offset + length: the output overlaps a "
+		                 "doorbell area");
+		return;
+	}
 	/* After the replies written there before (fprep__memreg.replies). */
 	if (out != NULL)
 		(void)atomic_load_explicit(&out->replies, memory_order_acquire);
-	if (out == NULL && fprep__slot_reserve_reply(s, msg, bytes) != 0)
-		return;
-	rv = fprep__reply_tensor_alloc(&rep, out != NULL ? 0 : bytes, &tensor);
-	if (rv != 0) {
-		snprintf(why, sizeof(why),
-		         "tensor of %" PRIu64 " bytes: out of memory", bytes);
-		fprep__slot_fail(s, msg, rv, why);
+	if (out == NULL &&
+	    fprep__conn_reserve_reply(s, bytes, why, sizeof(why)) != 0) {
+		atomic_fetch_sub(&s->conn->inflight, 1);
+		s->counted = 0;
+		fprep__slot_fail(s, FPREP_EBUSY, why);
 		return;
 	}
-	job->input =
-	        (const uint8_t *)nng_msg_body(msg) + FPREP_REQUEST_HEADER_SIZE;
+	if (out != NULL)
+		slot_sink_region(s, req, out);
+	if (s->sink.kind == FPREP__SINK_NNG) {
+		rv = fprep__reply_tensor_alloc(
+		        &s->rep_msg, out != NULL ? 0 : bytes, &tensor);
+		if (rv != 0) {
+			snprintf(why, sizeof(why),
+			         "tensor of %" PRIu64 " bytes: out of memory",
+			         bytes);
+			fprep__slot_fail(s, rv, why);
+			return;
+		}
+	}
+	job->input = s->req + FPREP_REQUEST_HEADER_SIZE;
 	job->output = tensor;
 	if (in != NULL) {
 		job->input = in->base + req->in_offset;
@@ -395,25 +384,22 @@ static void slot_submit(fprep__slot *s, nng_msg *msg, const fprep_request *req)
 	job->done = slot_job_done;
 	job->data = s;
 	job->trace = srv->cfg->trace;
-	s->req_msg = msg;
-	s->rep_msg = rep;
-	s->state = FPREP__SLOT_WORK;
+	fprep__slot_enter(s, FPREP__SLOT_WORK);
 	rv = srv->backend->submit(srv->backend, job);
 	if (rv != 0) {
-		fprep__slot_unuse_regions(s);
-		s->req_msg = NULL;
-		s->rep_msg = NULL;
-		nng_msg_free(msg);
 		snprintf(why, sizeof(why), "backend %s refused the job: %s",
 		         srv->backend->name, fprep_strerror(rv));
-		fprep__slot_fail(s, rep, rv, why);
+		/* Written to its sink while the regions are in use. */
+		fprep__slot_fail(s, rv, why);
+		fprep__slot_unuse_regions(s);
 	}
 }
 
-/* slot_doorbell_check tells whether req may come through a doorbell (its
- * reply must fit in the entry); returns 0, or FPREP_EINVAL with why. */
-static int slot_doorbell_check(const fprep_request *req, char *why,
-                               size_t why_size)
+/* slot_entry_check tells whether req may come through a doorbell entry
+ * (its reply must fit in the entry); returns 0, or FPREP_EINVAL with why.
+ */
+static int slot_entry_check(const fprep_request *req, char *why,
+                            size_t why_size)
 {
 	if (req->kind != FPREP_KIND_FRAME && req->kind != FPREP_KIND_ECHO)
 		snprintf(why, why_size,
@@ -435,69 +421,107 @@ static int slot_doorbell_check(const fprep_request *req, char *why,
 }
 
 /* slot_doorbell sets up or ends the doorbell a DOORBELL request names. */
-static void slot_doorbell(fprep__slot *s, nng_msg *msg)
+static void slot_doorbell(fprep__slot *s)
 {
-	uint32_t pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
 	char why[FPREP_MESSAGE_SIZE];
 	fprep_register_request reg;
 	int rv;
 
-	rv = fprep_register_request_decode(nng_msg_body(msg), nng_msg_len(msg),
-	                                   &reg, why, sizeof(why));
+	rv = fprep_register_request_decode(s->req, s->req_len, &reg, why,
+	                                   sizeof(why));
 	if (rv == 0)
-		rv = fprep__doorbell_set(s->srv, pipe, &reg, why, sizeof(why));
+		rv = fprep__doorbells_set(&s->srv->doorbells, s->pipe, &reg,
+		                          why, sizeof(why));
 	if (rv != 0) {
-		fprep__slot_fail(s, msg, rv, why);
+		fprep__slot_fail(s, rv, why);
 		return;
 	}
-	fprep__slot_answer(s,
-	                   fprep__reply_region(msg, s->kind, s->request_id,
-	                                       reg.region_id, ""),
-	                   "DOORBELL");
+	fprep__slot_answer(s, reg.region_id, "", NULL);
 }
 
-/* slot_received handles a request that just arrived in msg. */
-static void slot_received(fprep__slot *s, nng_msg *msg)
+/* slot_info answers an INFO request. */
+static void slot_info(fprep__slot *s)
 {
-	fprep__server *srv = s->srv;
-	char why[FPREP_MESSAGE_SIZE], *info;
+	char *info = malloc(SLOT_INFO_SIZE);
+
+	if (info == NULL) {
+		fprep__slot_fail(s, FPREP_ENOMEM, "INFO: out of memory");
+		return;
+	}
+	fprep__server_info(s->srv, info, SLOT_INFO_SIZE);
+	fprep__slot_answer(s, 0, "", info);
+	free(info);
+}
+
+/* slot_regions hands a REGISTER, UNREGISTER or REGISTER_CUDA on. */
+static void slot_regions(fprep__slot *s)
+{
+	char why[FPREP_MESSAGE_SIZE];
 	fprep_register_request reg;
-	fprep_request req;
-	nng_msg *rep;
 	int rv;
 
+	/* Checked by fprep_request_decode already: cannot fail. */
+	rv = fprep_register_request_decode(s->req, s->req_len, &reg, why,
+	                                   sizeof(why));
+	if (rv != 0)
+		fprep__slot_fail(s, rv, why);
+	else if (reg.kind == FPREP_KIND_REGISTER)
+		slot_register(s, &reg);
+	else if (reg.kind == FPREP_KIND_REGISTER_CUDA)
+		slot_register_cuda(s, &reg);
+	else
+		slot_unregister(s, &reg);
+}
+
+void fprep__slot_take(fprep__slot *s)
+{
+	fprep__server *srv = s->srv;
+	char why[FPREP_MESSAGE_SIZE];
+	fprep_request req;
+	unsigned inflight;
+	int rv;
+
+	FPREP__LOOP_ONLY(srv);
+	FPREP__ASSERT(s->state == FPREP__SLOT_RECV && s->req != NULL &&
+	              s->conn == NULL && s->rep_msg == NULL);
+	s->kind = 0;
+	s->request_id = 0;
+	s->direct = 0;
+	s->delivered = 0;
+	s->region_answered = 0;
 	s->t_recv_ns = fprep__now_ns();
-	fprep__metrics_request(nng_msg_len(msg));
-	fprep__ingress_request(&srv->ingress, nng_msg_get_pipe(msg));
-	if (fprep__slot_admit(s, msg) != 0)
+	fprep__metrics_request(s->req_len);
+	if (fprep__conn_admit(s) != 0) {
+		fprep__slot_next(s); /* dropped: its connection is closed */
 		return;
+	}
 	memset(&req, 0, sizeof(req));
 	why[0] = '\0';
-	rv = fprep_request_decode(nng_msg_body(msg), nng_msg_len(msg),
-	                          &srv->cfg->limits, &req, why, sizeof(why));
+	rv = fprep_request_decode(s->req, s->req_len, &srv->cfg->limits, &req,
+	                          why, sizeof(why));
 	s->kind = req.kind;
 	s->request_id = req.request_id;
 	if (rv != 0) {
-		fprep__slot_fail(s, msg, rv,
+		fprep__slot_fail(s, rv,
 		                 why[0] != '\0' ? why : fprep_strerror(rv));
 		return;
 	}
 	if (srv->stopping) {
-		fprep__slot_fail(s, msg, srv->stop_status, srv->stop_message);
+		fprep__slot_fail(s, srv->stop_status, srv->stop_message);
 		return;
 	}
-	if (s->doorbell &&
-	    (rv = slot_doorbell_check(&req, why, sizeof(why))) != 0) {
-		fprep__slot_fail(s, msg, rv, why);
+	if (s->sink.kind == FPREP__SINK_ENTRY &&
+	    (rv = slot_entry_check(&req, why, sizeof(why))) != 0) {
+		fprep__slot_fail(s, rv, why);
 		return;
 	}
-	unsigned conn_inflight = atomic_load(&s->conn->inflight);
-	if (conn_inflight >= srv->cfg->max_inflight_per_conn) {
+	inflight = atomic_load(&s->conn->inflight);
+	if (inflight >= srv->cfg->max_inflight_per_conn) {
 		snprintf(why, sizeof(why),
 		         "this connection has %u requests in flight: the limit "
 		         "is --max-inflight-per-conn %u",
-		         conn_inflight, srv->cfg->max_inflight_per_conn);
-		fprep__slot_refuse(s, msg, why);
+		         inflight, srv->cfg->max_inflight_per_conn);
+		fprep__slot_fail(s, FPREP_EBUSY, why);
 		return;
 	}
 	atomic_fetch_add(&s->conn->inflight, 1);
@@ -505,63 +529,47 @@ static void slot_received(fprep__slot *s, nng_msg *msg)
 	switch (req.kind) {
 	case FPREP_KIND_FRAME:
 	case FPREP_KIND_ECHO:
-		slot_submit(s, msg, &req);
+		slot_submit(s, &req);
 		return;
 	case FPREP_KIND_INFO:
-		info = malloc(SLOT_INFO_SIZE);
-		if (info == NULL) {
-			fprep__slot_fail(s, msg, FPREP_ENOMEM,
-			                 "INFO: out of memory");
-			return;
-		}
-		fprep__server_info(srv, info, SLOT_INFO_SIZE);
-		rep = fprep__reply_text(msg, req.kind, req.request_id, info);
-		free(info);
-		fprep__slot_answer(s, rep, "INFO");
+		slot_info(s);
 		return;
 	case FPREP_KIND_REGISTER:
 	case FPREP_KIND_UNREGISTER:
 	case FPREP_KIND_REGISTER_CUDA:
-		/* Checked by fprep_request_decode already: cannot fail. */
-		rv = fprep_register_request_decode(nng_msg_body(msg),
-		                                   nng_msg_len(msg), &reg, why,
-		                                   sizeof(why));
-		if (rv != 0)
-			fprep__slot_fail(s, msg, rv, why);
-		else if (reg.kind == FPREP_KIND_REGISTER)
-			slot_register(s, msg, &reg);
-		else if (reg.kind == FPREP_KIND_REGISTER_CUDA)
-			slot_register_cuda(s, msg, &reg);
-		else
-			slot_unregister(s, msg, &reg);
+		slot_regions(s);
 		return;
 	case FPREP_KIND_DOORBELL:
-		slot_doorbell(s, msg);
+		slot_doorbell(s);
 		return;
 	default:
 		snprintf(why, sizeof(why), "kind: %u is not supported",
 		         req.kind);
-		fprep__slot_fail(s, msg, FPREP_EUNSUPPORTED, why);
+		fprep__slot_fail(s, FPREP_EUNSUPPORTED, why);
 		return;
 	}
 }
 
-/* slot_completed handles a job the backend finished. */
+/* slot_completed handles a job the backend finished and did not answer
+ * itself (slot_reply_direct). */
 static void slot_completed(fprep__slot *s)
 {
 	fprep__server *srv = s->srv;
 	fprep__job *job = &s->job;
-	nng_msg *rep = s->rep_msg;
 	fprep__trace_times tt = {.rx = s->t_rx_ns, .loop = s->t_recv_ns};
+	fprep_reply_header h;
 	uint64_t now;
 	char why[FPREP_MESSAGE_SIZE + 32];
 
 	if (job->trace)
 		tt.seen = fprep__now_ns();
-
-	nng_msg_free(s->req_msg);
-	s->req_msg = NULL;
-	s->rep_msg = NULL;
+	/* The frame was read: an nng request's message goes now (an error
+	 * reply reuses the reply message, or allocates). */
+	if (s->req_msg != NULL) {
+		nng_msg_free(s->req_msg);
+		s->req_msg = NULL;
+		s->req = NULL;
+	}
 	if (job->fatal && srv->exit_status == 0) {
 		snprintf(why, sizeof(why), "device failed (%s): %s",
 		         fprep_err_name(job->status), job->message);
@@ -569,15 +577,12 @@ static void slot_completed(fprep__slot *s)
 		           "backend %s on %s: fatal error: %s; failing the "
 		           "requests in flight and exiting for a restart",
 		           srv->backend->name, srv->device, job->message);
-		fprep__server_stop(srv, 1,
-		                   job->status != FPREP_OK ? job->status
-		                                           : FPREP_EINTERNAL,
-		                   why);
+		fprep__server_want_stop(
+		        srv, 1,
+		        job->status != FPREP_OK ? job->status : FPREP_EINTERNAL,
+		        why);
 	}
-	if (job->status == FPREP_OK &&
-	    ((job->in_region != NULL && fprep__memreg_broken(job->in_region)) ||
-	     (job->out_region != NULL &&
-	      fprep__memreg_broken(job->out_region)))) {
+	if (job->status == FPREP_OK && slot_sink_broken(s)) {
 		/* The SIGBUS guard caught an access to a region the client
 		 * shrank (shm_region.h): what was read or written is not the
 		 * client's. */
@@ -586,11 +591,11 @@ static void slot_completed(fprep__slot *s)
 		         "shared-memory region shrank while the frame was read "
 		         "or the tensor written");
 	}
-	/* The regions stay in use until the reply is handed to nng:
-	 * fprep__slot_send may write it into the output region. */
+	/* The regions stay in use until the reply is delivered: its sink
+	 * may be the output region. */
 	if (job->status != FPREP_OK) {
 		job->message[FPREP_MESSAGE_SIZE - 1] = '\0';
-		fprep__slot_fail(s, rep, job->status,
+		fprep__slot_fail(s, job->status,
 		                 job->message[0] != '\0'
 		                         ? job->message
 		                         : fprep_strerror(job->status));
@@ -598,7 +603,7 @@ static void slot_completed(fprep__slot *s)
 		return;
 	}
 	if (srv->exit_status != 0) {
-		fprep__slot_fail(s, rep, srv->stop_status, srv->stop_message);
+		fprep__slot_fail(s, srv->stop_status, srv->stop_message);
 		fprep__slot_unuse_regions(s);
 		return;
 	}
@@ -608,7 +613,7 @@ static void slot_completed(fprep__slot *s)
 		tt.sent = now;
 		fprep__trace_text(job->message, sizeof(job->message), &tt, job);
 	}
-	fprep__reply_tensor_finish(rep, job,
+	fprep__reply_header_tensor(&h, job,
 	                           slot_us(s->t_recv_ns, job->t_start_ns),
 	                           slot_us(s->t_recv_ns, now));
 	srv->served++;
@@ -617,12 +622,12 @@ static void slot_completed(fprep__slot *s)
 	           " tensor bytes, %" PRIu64 " us",
 	           s->request_id, s->kind, s->index, job->output_size,
 	           (now - s->t_recv_ns) / 1000);
-	fprep__slot_send(s, rep);
+	fprep__slot_reply(s, &h);
 	fprep__slot_unuse_regions(s);
 }
 
-/* slot_send_ended ends the request once its reply's send ended with rv:
- * after a failed send the message is still ours. */
+/* slot_send_ended ends the request once its reply's delivery ended with rv
+ * (an nng send: after a failed one the message is still ours). */
 static void slot_send_ended(fprep__slot *s, int rv)
 {
 	if (rv != 0) {
@@ -636,16 +641,14 @@ static void slot_send_ended(fprep__slot *s, int rv)
 	fprep__slot_next(s);
 }
 
-/* slot_sent_direct ends a request whose reply the backend's thread sent
- * (slot_reply_direct), once that send has ended with rv: what the loop
- * owns is settled as slot_completed and fprep__slot_send would have. */
+/* slot_sent_direct ends a request whose reply the backend's thread
+ * delivered (slot_reply_direct), once that delivery has ended with rv:
+ * what the loop owns is settled as slot_completed and answer.c would
+ * have. */
 static void slot_sent_direct(fprep__slot *s, int rv)
 {
 	fprep__server *srv = s->srv;
 
-	nng_msg_free(s->req_msg);
-	s->req_msg = NULL;
-	s->rep_msg = NULL;
 	s->direct = 0;
 	if (s->region_answered) {
 		atomic_fetch_sub(&s->conn->region_answered, 1);
@@ -660,54 +663,22 @@ static void slot_sent_direct(fprep__slot *s, int rv)
 	slot_send_ended(s, rv);
 }
 
-static void slot_aio_done(fprep__slot *s)
+void fprep__slot_event(fprep__slot *s)
 {
-	fprep__server *srv = s->srv;
-	int rv = s->aio_result;
+	int rv;
 
+	FPREP__LOOP_ONLY(s->srv);
+	if (s->ev.kind == FPREP__EV_DONE) {
+		FPREP__ASSERT(s->state == FPREP__SLOT_WORK && !s->direct);
+		slot_completed(s);
+		return;
+	}
+	rv = s->ev.kind == FPREP__EV_SENT ? 0 : s->aio_result;
+	FPREP__ASSERT(s->delivered);
 	if (s->state == FPREP__SLOT_WORK && s->direct) {
 		slot_sent_direct(s, rv);
 		return;
 	}
-	switch (s->state) {
-	case FPREP__SLOT_RECV:
-		if (rv == 0) {
-			slot_received(s, nng_aio_get_msg(s->aio));
-			return;
-		}
-		if (!srv->stopping)
-			fprep__log(FPREP_LOG_WARNING, "slot %u: receive: %s",
-			           s->index, nng_strerror(rv));
-		if (rv == NNG_ECLOSED) {
-			/* The socket is gone: this slot cannot serve. */
-			if (!srv->stopping)
-				fprep__server_stop(srv, 1, FPREP_ETRANSPORT,
-				                   "the socket closed");
-		}
-		fprep__slot_next(s);
-		return;
-	case FPREP__SLOT_SEND:
-		slot_send_ended(s, rv);
-		return;
-	default:
-		fprep__log(FPREP_LOG_ERR, "slot %u: aio event in state %d",
-		           s->index, s->state);
-		abort();
-	}
-}
-
-void fprep__slot_take(fprep__slot *s, nng_msg *msg)
-{
-	if (s->srv->cfg->trace)
-		s->t_rx_ns = fprep__now_ns();
-	slot_begin(s);
-	slot_received(s, msg);
-}
-
-void fprep__slot_event(fprep__slot *s)
-{
-	if (s->ev.kind == FPREP__EV_DONE)
-		slot_completed(s);
-	else
-		slot_aio_done(s);
+	FPREP__ASSERT(s->state == FPREP__SLOT_SEND);
+	slot_send_ended(s, rv);
 }

@@ -354,6 +354,15 @@ enum fprep_kind {
 	FPREP_KIND_DOORBELL = 7,
 };
 
+/* FPREP_KIND_LIMIT: one more than the largest request kind; a table
+ * indexed by kind has FPREP_KIND_LIMIT entries. */
+#define FPREP_KIND_LIMIT 8
+
+/* fprep_kind_name returns kind's name in lower case ("frame",
+ * "register_cuda"), or NULL when kind is not a request kind (0 included).
+ * The one table of the kinds' names: logs and metrics labels use it. */
+FPREP_EXTERN const char *fprep_kind_name(unsigned kind);
+
 /* The doorbell area (see "Doorbells" above): its header, one entry, the
  * offsets in an entry, and the most entries an area may have. */
 #define FPREP_DOORBELL_HEADER_SIZE 64

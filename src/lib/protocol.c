@@ -812,6 +812,24 @@ static int proto_check_register_cuda(const fprep_register_request *r, char *msg,
 	return FPREP_OK;
 }
 
+/* proto_kind_names: every request kind's name, indexed by kind. */
+static const char *const proto_kind_names[FPREP_KIND_LIMIT] = {
+        [FPREP_KIND_FRAME] = "frame",
+        [FPREP_KIND_INFO] = "info",
+        [FPREP_KIND_ECHO] = "echo",
+        [FPREP_KIND_REGISTER] = "register",
+        [FPREP_KIND_UNREGISTER] = "unregister",
+        [FPREP_KIND_REGISTER_CUDA] = "register_cuda",
+        [FPREP_KIND_DOORBELL] = "doorbell",
+};
+_Static_assert(FPREP_KIND_DOORBELL == FPREP_KIND_LIMIT - 1,
+               "FPREP_KIND_LIMIT is one more than the largest kind");
+
+const char *fprep_kind_name(unsigned kind)
+{
+	return kind < FPREP_KIND_LIMIT ? proto_kind_names[kind] : NULL;
+}
+
 /* proto_read_head reads a request's magic and common part (as much of it
  * as len holds, into the three fields given) and checks the header length
  * and the version. */

@@ -1,0 +1,150 @@
+/*
+ * port_nng.c: the nng port (port.h): requests received on the REP
+ * socket's contexts, one slot per context, so the number of slots bounds
+ * the requests in flight through nng and gives backpressure (a connection
+ * with no receiving context stops being read). nng's thread completes a
+ * receive and only queues the slot's event; the loop hands the request to
+ * the request machine here, with the message it came in (which the
+ * request keeps until it ends) and an NNG sink: its reply goes back on
+ * the same context. At the request's end the slot receives again, or
+ * rests once the port is closed.
+ */
+#include <inttypes.h>
+#include <nng/nng.h>
+#include <stdlib.h>
+
+#include "clock.h"
+#include "daemon.h"
+#include "log.h"
+
+/* port_nng_aio_cb: nng's callback for a slot's aio, on nng's thread. */
+static void port_nng_aio_cb(void *arg)
+{
+	fprep__slot *s = arg;
+
+	if (s->srv->cfg->trace)
+		s->t_rx_ns = fprep__now_ns();
+	s->ev.kind = FPREP__EV_AIO;
+	s->aio_result = nng_aio_result(s->aio);
+	fprep__evq_push(&s->srv->evq, &s->ev);
+}
+
+/* port_nng_recv posts a receive on s. */
+static void port_nng_recv(fprep__slot *s)
+{
+	fprep__slot_enter(s, FPREP__SLOT_RECV);
+	nng_aio_set_timeout(s->aio, NNG_DURATION_INFINITE);
+	nng_ctx_recv(s->ctx, s->aio);
+}
+
+static void port_nng_end(fprep__port *port, fprep__slot *s)
+{
+	fprep__port_nng *p = (fprep__port_nng *)port;
+
+	if (!p->closed) {
+		port_nng_recv(s);
+		return;
+	}
+	fprep__slot_enter(s, FPREP__SLOT_IDLE);
+}
+
+static void port_nng_close(fprep__port *port)
+{
+	fprep__port_nng *p = (fprep__port_nng *)port;
+
+	p->closed = 1;
+	for (unsigned i = 0; i < p->nslots; i++)
+		if (p->slots[i].state == FPREP__SLOT_RECV)
+			nng_aio_cancel(p->slots[i].aio);
+}
+
+static const fprep__port_ops port_nng_ops = {
+        .poll = NULL,
+        .spin = NULL,
+        .end = port_nng_end,
+        .close = port_nng_close,
+};
+
+void fprep__port_nng_event(fprep__slot *s)
+{
+	fprep__server *srv = s->srv;
+	int rv = s->aio_result;
+	nng_msg *msg;
+
+	FPREP__ASSERT(s->state == FPREP__SLOT_RECV &&
+	              s->ev.kind == FPREP__EV_AIO);
+	if (rv == 0) {
+		msg = nng_aio_get_msg(s->aio);
+		nng_aio_set_msg(s->aio, NULL);
+		s->req_msg = msg;
+		s->req = nng_msg_body(msg);
+		s->req_len = nng_msg_len(msg);
+		s->pipe = (uint32_t)nng_pipe_id(nng_msg_get_pipe(msg));
+		s->sink = (fprep__sink){.kind = FPREP__SINK_NNG};
+		fprep__ingress_request(&srv->ingress, nng_msg_get_pipe(msg));
+		s->port->take(s);
+		return;
+	}
+	if (!srv->stopping)
+		fprep__log(FPREP_LOG_WARNING, "slot %u: receive: %s", s->index,
+		           nng_strerror(rv));
+	if (rv == NNG_ECLOSED) {
+		/* The socket is gone: this slot cannot serve. */
+		if (!srv->stopping)
+			fprep__server_want_stop(srv, 1, FPREP_ETRANSPORT,
+			                        "the socket closed");
+		fprep__slot_enter(s, FPREP__SLOT_IDLE);
+		return;
+	}
+	port_nng_end(s->port, s);
+}
+
+int fprep__port_nng_open(fprep__port_nng *p, fprep__server *srv,
+                         fprep__slot *slots, unsigned n)
+{
+	int rv;
+
+	p->port.ops = &port_nng_ops;
+	p->port.name = "nng";
+	p->srv = srv;
+	p->slots = slots;
+	p->nslots = n;
+	for (unsigned i = 0; i < n; i++) {
+		fprep__slot *s = &p->slots[i];
+
+		s->port = &p->port;
+		rv = nng_aio_alloc(&s->aio, port_nng_aio_cb, s);
+		if (rv != 0) {
+			fprep__log(FPREP_LOG_ERR, "nng_aio_alloc: %s",
+			           nng_strerror(rv));
+			return FPREP_ENOMEM;
+		}
+		rv = nng_ctx_open(&s->ctx, srv->ingress.sock);
+		if (rv != 0) {
+			fprep__log(FPREP_LOG_ERR, "nng_ctx_open: %s",
+			           nng_strerror(rv));
+			return FPREP_ETRANSPORT;
+		}
+	}
+	return 0;
+}
+
+void fprep__port_nng_start(fprep__port_nng *p)
+{
+	for (unsigned i = 0; i < p->nslots; i++)
+		port_nng_recv(&p->slots[i]);
+}
+
+void fprep__port_nng_fini(fprep__port_nng *p)
+{
+	for (unsigned i = 0; i < p->nslots; i++) {
+		fprep__slot *s = &p->slots[i];
+
+		if (s->aio == NULL)
+			continue;
+		nng_aio_stop(s->aio);
+		nng_aio_free(s->aio);
+		s->aio = NULL;
+	}
+	p->nslots = 0;
+}
