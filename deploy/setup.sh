@@ -7,10 +7,19 @@
 # Usage: bash deploy/setup.sh [BUILD_DIR]      (default: build)
 #        bash deploy/setup.sh --deps-only      packages only, no build
 #        bash deploy/setup.sh --missing        print the missing packages
+#        bash deploy/setup.sh --configure-only [BUILD_DIR]   cmake, no build
 # Environment:
 #   FPREP_BUILD_TYPE   CMake build type (default: Release)
 #   FPREP_CMAKE_ARGS   extra CMake arguments, e.g. "-DFPREP_SANITIZE=address"
 #   FPREP_SKIP_APT=1   do not look at packages at all (installed otherwise)
+#
+# FPREP_CUDA (AUTO, ON, OFF) comes from FPREP_CMAKE_ARGS at every run,
+# AUTO when it is not there: a choice left in BUILD_DIR's cache by an
+# earlier run (say a -DFPREP_CUDA=ON that failed) is not kept.
+#
+# The metrics test checks the exposition with promtool when it is on PATH,
+# else with python3-prometheus-client's parser: no Prometheus server is
+# installed here.
 #
 # The CUDA backend is built when the CUDA toolkit (cudart + NVRTC) is found,
 # e.g. in /usr/local/cuda; it is not installed here. Without it the daemon
@@ -22,6 +31,7 @@ mode=build
 case "${1:-}" in
 --deps-only) mode=deps; shift ;;
 --missing) mode=missing; shift ;;
+--configure-only) mode=configure; shift ;;
 esac
 build_dir=${1:-build}
 build_type=${FPREP_BUILD_TYPE:-Release}
@@ -29,9 +39,9 @@ build_type=${FPREP_BUILD_TYPE:-Release}
 packages=(
 	build-essential cmake pkg-config
 	libuv1-dev libnng-dev nng-utils libcmocka-dev libinih-dev libstb-dev
-	libsystemd-dev libacl1-dev libmicrohttpd-dev prometheus
+	libsystemd-dev libacl1-dev libmicrohttpd-dev python3-prometheus-client
 	python3-opencv python3-numpy python3-venv python3-pytest gnuplot-nox ffmpeg
-	clang-format git ca-certificates
+	clang-format git ca-certificates curl
 )
 
 missing=()
@@ -64,16 +74,30 @@ else
 	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
 		--no-install-recommends "${missing[@]}"
 fi
-[ "$mode" = build ] || exit 0
+[ "$mode" = build ] || [ "$mode" = configure ] || exit 0
 
 if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
 	export PATH="/usr/local/cuda/bin:$PATH"
 fi
 
+cuda_arg=()
+case " ${FPREP_CMAKE_ARGS:-} " in
+*" -DFPREP_CUDA="*) ;;
+*)
+	cached=$(sed -n 's/^FPREP_CUDA:STRING=//p' "$build_dir/CMakeCache.txt" 2>/dev/null || true)
+	if [ -n "$cached" ] && [ "$cached" != AUTO ]; then
+		echo "== FPREP_CUDA was $cached in $build_dir's cache (an earlier run):" \
+			"AUTO now; FPREP_CMAKE_ARGS=-DFPREP_CUDA=$cached keeps it"
+	fi
+	cuda_arg=(-DFPREP_CUDA=AUTO)
+	;;
+esac
+
 echo "== cmake -S . -B $build_dir (CMAKE_BUILD_TYPE=$build_type)"
 # shellcheck disable=SC2086 # FPREP_CMAKE_ARGS is a list of arguments
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="$build_type" \
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="$build_type" "${cuda_arg[@]}" \
 	${FPREP_CMAKE_ARGS:-}
+[ "$mode" = build ] || exit 0
 cmake --build "$build_dir" -j"$(nproc 2>/dev/null || echo 2)"
 
 echo "== built:"

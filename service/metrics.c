@@ -5,30 +5,29 @@
  * struct. The hooks add to them from the thread that sees the event (the
  * loop for requests and regions, nng's threads for connections); a
  * histogram observation is one add to its bucket and one to its sum, the
- * count being the sum of the buckets. A scrape, on libmicrohttpd's thread,
- * reads them and writes the text; the counts of one histogram are made
- * cumulative from one pass over its buckets, so its _count always equals
- * its +Inf bucket. The duration histograms come from the timings every
- * tensor reply carries (protocol.h), so they are what clients see.
+ * count being the sum of the buckets. A scrape, on libmicrohttpd's thread
+ * (metrics_http.c serves it), reads them and writes the text; the counts
+ * of one histogram are made cumulative from one pass over its buckets, so
+ * its _count always equals its +Inf bucket. The duration histograms come
+ * from the timings every tensor reply carries (protocol.h), so they are
+ * what clients see.
  */
 #include "metrics.h"
 
 #include <ctype.h>
 #include <inttypes.h>
-#include <microhttpd.h>
-#include <netdb.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 
 #include "frameprep/frameprep.h"
 #include "frameprep/protocol.h"
 #include "log.h"
+#include "metrics_http.h"
 
 /* Upper bounds of the duration buckets, microseconds (shown in seconds). */
 static const uint32_t metrics_bounds_us[] = {
@@ -77,8 +76,6 @@ static struct {
 	struct metrics_hist stage[FPREP__METRICS_MAX_LANES][STAGE_COUNT];
 
 	/* The endpoint; only main's thread opens and closes it. */
-	struct MHD_Daemon *httpd;
-	unsigned port;
 	char device[256];
 	unsigned nlanes;                                /* 0: one, "device" */
 	char lane_device[FPREP__METRICS_MAX_LANES][32]; /* "cuda:N" */
@@ -293,20 +290,26 @@ static void metrics_hist_write(struct metrics_buf *b, const char *name,
 	               labels[0] ? (int)strlen(labels) - 1 : 0, labels, cum);
 }
 
+int fprep__metrics_backend_stats(fprep__backend_stats *st)
+{
+	int known = 0;
+
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&metrics.backend_mu);
+	if (metrics.backend != NULL && metrics.backend->stats != NULL) {
+		metrics.backend->stats(metrics.backend, st);
+		known = 1;
+	}
+	pthread_mutex_unlock(&metrics.backend_mu);
+	return known;
+}
+
 static void metrics_backend(struct metrics_buf *b)
 {
 	fprep__backend_stats st;
 	const char *dev = metrics.device;
-	int known = 0;
 
-	memset(&st, 0, sizeof(st));
-	pthread_mutex_lock(&metrics.backend_mu);
-	if (metrics.backend != NULL && metrics.backend->stats != NULL) {
-		metrics.backend->stats(metrics.backend, &st);
-		known = 1;
-	}
-	pthread_mutex_unlock(&metrics.backend_mu);
-	if (!known)
+	if (!fprep__metrics_backend_stats(&st))
 		return;
 	metrics_head(b, "frameprep_kernel_cache_hits_total", "counter",
 	             "Kernels loaded from the compiled-kernel cache.");
@@ -431,129 +434,33 @@ static void metrics_write(struct metrics_buf *b)
 	metrics_backend(b);
 }
 
-static enum MHD_Result metrics_answer(void *cls, struct MHD_Connection *conn,
-                                      const char *url, const char *method,
-                                      const char *version,
-                                      const char *upload_data,
-                                      size_t *upload_data_size, void **state)
+char *fprep__metrics_text(size_t *len)
 {
-	static const char not_found[] = "frameprepd: GET /metrics\n";
-	struct metrics_buf b = {NULL, 0, 0, 0};
-	struct MHD_Response *rep;
-	unsigned code = MHD_HTTP_OK;
-	enum MHD_Result rv;
+	struct metrics_buf b = {NULL, 0, 16384, 0};
 
-	(void)cls;
-	(void)version;
-	(void)upload_data;
-	(void)upload_data_size;
-	(void)state;
-	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-		return MHD_NO;
-	if (strcmp(url, "/metrics") == 0) {
-		b.cap = 16384;
-		b.text = malloc(b.cap);
-		b.failed = b.text == NULL;
-		metrics_write(&b);
-	}
-	if (b.text != NULL && !b.failed) {
-		rep = MHD_create_response_from_buffer(b.len, b.text,
-		                                      MHD_RESPMEM_MUST_FREE);
-		if (rep == NULL)
-			free(b.text);
-	} else {
+	b.text = malloc(b.cap);
+	if (b.text == NULL)
+		return NULL;
+	metrics_write(&b);
+	if (b.failed) {
 		free(b.text);
-		code = b.cap > 0 ? MHD_HTTP_INTERNAL_SERVER_ERROR
-		                 : MHD_HTTP_NOT_FOUND;
-		rep = MHD_create_response_from_buffer(sizeof(not_found) - 1,
-		                                      (void *)not_found,
-		                                      MHD_RESPMEM_PERSISTENT);
+		return NULL;
 	}
-	if (rep == NULL)
-		return MHD_NO;
-	MHD_add_response_header(rep, MHD_HTTP_HEADER_CONTENT_TYPE,
-	                        code == MHD_HTTP_OK
-	                                ? "text/plain; version=0.0.4; "
-	                                  "charset=utf-8"
-	                                : "text/plain; charset=utf-8");
-	rv = MHD_queue_response(conn, code, rep);
-	MHD_destroy_response(rep);
-	return rv;
-}
-
-/* metrics_resolve splits listen into host and port and resolves them;
- * logs why it cannot. */
-static int metrics_resolve(const char *listen, struct addrinfo **res)
-{
-	const char *colon = strrchr(listen, ':'), *host = listen;
-	struct addrinfo hints;
-	char buf[256];
-	size_t n;
-	int rv;
-
-	n = colon != NULL ? (size_t)(colon - listen) : 0;
-	if (n >= 2 && listen[0] == '[' && listen[n - 1] == ']') {
-		host++;
-		n -= 2;
-	}
-	if (colon == NULL || colon[1] == '\0' || n >= sizeof(buf)) {
-		fprep__log(FPREP_LOG_ERR, "--metrics-listen %s: not HOST:PORT",
-		           listen);
-		return FPREP_EINVAL;
-	}
-	memcpy(buf, host, n);
-	buf[n] = '\0';
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-	rv = getaddrinfo(n > 0 ? buf : NULL, colon + 1, &hints, res);
-	if (rv != 0) {
-		fprep__log(FPREP_LOG_ERR, "--metrics-listen %s: %s", listen,
-		           gai_strerror(rv));
-		return FPREP_EINVAL;
-	}
-	return 0;
+	*len = b.len;
+	return b.text;
 }
 
 int fprep__metrics_open(const char *listen, const char *device)
 {
-	struct addrinfo *res = NULL;
-	const union MHD_DaemonInfo *info;
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
 	int rv;
 
-	rv = metrics_resolve(listen, &res);
-	if (rv != 0)
-		return rv;
 	snprintf(metrics.device, sizeof(metrics.device), "%s", device);
 	metrics.started = time(NULL);
 	atomic_store(&metrics.on, 1);
-	if (res->ai_family == AF_INET6)
-		flags |= MHD_USE_IPv6;
-	/* A slow or idle scraper cannot hold the endpoint: few connections,
-	 * each dropped after 10 s of silence. */
-	metrics.httpd = MHD_start_daemon(
-	        flags, 0, NULL, NULL, metrics_answer, NULL,
-	        MHD_OPTION_SOCK_ADDR, res->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
-	        (unsigned)16, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
-	        MHD_OPTION_END);
-	freeaddrinfo(res);
-	if (metrics.httpd == NULL) {
+	rv = fprep__metrics_http_open(listen);
+	if (rv != 0)
 		atomic_store(&metrics.on, 0);
-		fprep__log(FPREP_LOG_ERR,
-		           "--metrics-listen %s: cannot listen (address in use "
-		           "or not local?)",
-		           listen);
-		return FPREP_ETRANSPORT;
-	}
-	info = MHD_get_daemon_info(metrics.httpd, MHD_DAEMON_INFO_BIND_PORT);
-	metrics.port = info != NULL ? info->port : 0;
-	fprep__log(FPREP_LOG_NOTICE,
-	           "metrics: http://%s/metrics (port %u), Prometheus text "
-	           "format",
-	           listen, metrics.port);
-	return 0;
+	return rv;
 }
 
 void fprep__metrics_set_lanes(const int *devices, unsigned n)
@@ -566,17 +473,9 @@ void fprep__metrics_set_lanes(const int *devices, unsigned n)
 	metrics.nlanes = n;
 }
 
-unsigned fprep__metrics_port(void)
-{
-	return metrics.httpd != NULL ? metrics.port : 0;
-}
-
 void fprep__metrics_close(void)
 {
-	if (metrics.httpd != NULL)
-		MHD_stop_daemon(metrics.httpd);
-	metrics.httpd = NULL;
-	metrics.port = 0;
+	fprep__metrics_http_close();
 	atomic_store(&metrics.on, 0);
 	fprep__metrics_set_backend(NULL);
 }

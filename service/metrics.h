@@ -4,9 +4,10 @@
  * The counters, gauges and histograms live in this module, one set per
  * process. Whichever thread sees an event updates them with relaxed C11
  * atomics: a request costs a few atomic adds, and nothing when the
- * endpoint is off. An HTTP server (libmicrohttpd) on its own thread
- * answers GET /metrics in the Prometheus text format (version 0.0.4); it
- * only reads the atomics, so a scrape never waits for the event loop.
+ * endpoint is off. An HTTP server (libmicrohttpd, metrics_http.h) on its
+ * own thread answers GET /metrics in the Prometheus text format (version
+ * 0.0.4), and the health checks; it only reads the atomics, so a scrape
+ * never waits for the event loop.
  * Durations are in seconds, following the Prometheus naming guide.
  */
 #ifndef FPREP_SERVICE_METRICS_H
@@ -42,8 +43,26 @@ void fprep__metrics_set_lanes(const int *devices, unsigned n);
 void fprep__metrics_close(void);
 
 /* fprep__metrics_port returns the TCP port the endpoint listens on, or 0
- * when it is off. */
+ * when it is off (metrics_http.c). */
 unsigned fprep__metrics_port(void);
+
+/* fprep__metrics_ready tells the endpoint's /readyz whether the server
+ * takes requests: 1 once its listener and request slots are up, 0 once it
+ * stops taking them (shutdown). Until the first call /readyz says
+ * "starting"; with 1 it also asks that the backend have a lane in
+ * service. Any thread (metrics_http.c). */
+void fprep__metrics_ready(int ready);
+
+/* fprep__metrics_text writes the frameprep_* exposition (every family of
+ * this module, in the Prometheus text format). Returns a NUL-terminated
+ * text the caller frees, its length in *len; NULL when out of memory. Any
+ * thread (the HTTP server's). */
+char *fprep__metrics_text(size_t *len);
+
+/* fprep__metrics_backend_stats fills st from the backend named by
+ * fprep__metrics_set_backend. Returns 1, or 0 (st zeroed) when there is
+ * none or it keeps no figures. Any thread. */
+int fprep__metrics_backend_stats(fprep__backend_stats *st);
 
 /* fprep__metrics_set_backend names the backend asked for GPU memory and
  * kernel-cache figures at each scrape (its metrics hook, when it has one),

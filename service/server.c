@@ -279,6 +279,7 @@ int fprep__server_run(const fprep__config *cfg, fprep__backend *backend,
 		fprep__port_nng_start(&srv->nng);
 		fprep__server_log_start(srv);
 		fprep__server_notify("READY=1\nSTATUS=serving");
+		fprep__metrics_ready(1);
 	}
 	uv_run(&srv->loop, UV_RUN_DEFAULT);
 	rv = uv_loop_close(&srv->loop);

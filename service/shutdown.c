@@ -112,6 +112,7 @@ void fprep__server_stop_wanted(fprep__server *srv)
 	srv->stopping = 1;
 	atomic_store(&srv->no_direct, 1);
 	fprep__server_notify("STOPPING=1");
+	fprep__metrics_ready(0);
 	/* The ports take nothing more: nng's receives are cancelled, and
 	 * a client that posted into a doorbell takes its request back and
 	 * sends it through nng, and gets stop_status there. */

@@ -3,8 +3,15 @@
 behind one client, against CPU daemons, with daemon_test.py's helpers.
 
   metrics   scrapes /metrics before, during and after load: promtool check
-            metrics passes on a scrape taken under load, and the counters
+            metrics (or, without promtool, python3-prometheus-client's
+            parser) passes on a scrape taken under load, and the counters
             equal what nngcat and frameprep-bench sent and received.
+  health    /healthz, /readyz (200, then 503 while draining), 405 with an
+            Allow header for other methods, 404 naming the paths, the
+            process_* series, through urllib and http.client.
+  metrics_slow  16 connections that send a header byte a second do not
+            keep a scraper out, and are closed once their request has taken
+            10 s; 48 of them from one address leave room for another.
   failover  two daemons behind one frameprep-bench (--socket A --socket B,
             and a third URL where nobody listens); one is killed mid-run:
             every request is answered, none twice. Shared memory is refused
@@ -12,14 +19,19 @@ behind one client, against CPU daemons, with daemon_test.py's helpers.
 
 Usage: metrics_test.py TEST --daemon PATH --cli PATH [--images DIR]
 """
+import http.client
 import json
 import os
 import re
+import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -63,6 +75,46 @@ def delta(a, b, series):
     return b.get(series, 0.0) - a.get(series, 0.0)
 
 
+def client_check(text):
+    """The exposition read by the Prometheus Python client's parser (it
+    raises on a malformed line); each family once, histograms whole."""
+    from prometheus_client.parser import text_string_to_metric_families
+    seen = set()
+    n = 0
+    for fam in text_string_to_metric_families(text):
+        check(fam.name not in seen, f"family {fam.name} twice")
+        seen.add(fam.name)
+        n += len(fam.samples)
+        if fam.type != "histogram":
+            continue
+        series = {}
+        for s in fam.samples:
+            key = tuple(sorted((k, v) for k, v in s.labels.items()
+                               if k != "le"))
+            series.setdefault(key, {})[s.name[len(fam.name):] +
+                                       s.labels.get("le", "")] = s.value
+        for key, v in series.items():
+            check(v.get("_bucket+Inf") == v.get("_count"),
+                  f"{fam.name}{dict(key)}: +Inf bucket != count")
+    return f"prometheus_client parser: {len(seen)} families, {n} samples ok"
+
+
+def exposition_check(text, tmp):
+    if shutil.which("promtool") is not None:
+        return promtool_check(text, tmp).strip() or "promtool ok"
+    return client_check(text)
+
+
+def have_checker():
+    if shutil.which("promtool") is not None:
+        return True
+    try:
+        import prometheus_client.parser  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
 def promtool_check(text, tmp):
     path = os.path.join(tmp, "scrape.txt")
     with open(path, "w") as f:
@@ -92,8 +144,9 @@ HIST_QUEUE = ('frameprep_stage_duration_seconds_count{device="cpu",'
 
 
 def test_metrics(tmp):
-    if shutil.which("promtool") is None:
-        raise Skip("promtool (Debian prometheus) is not installed")
+    if not have_checker():
+        raise Skip("neither promtool nor python3-prometheus-client is "
+                   "installed (deploy/setup.sh installs the latter)")
     for bad in ("9464", "127.0.0.1:http", "127.0.0.1:70000"):
         r = dt.run_daemon("--device", "cpu", "--metrics-listen", bad)
         check(r.returncode == 2 and b"metrics-listen" in r.stderr,
@@ -159,7 +212,7 @@ def test_metrics(tmp):
         check(under_load is not None and busiest > 0,
               f"no scrape saw a request in flight (max {busiest})")
         print(f"scrape under load ({busiest:.0f} in flight): "
-              f"{promtool_check(under_load, tmp).strip() or 'promtool ok'}")
+              f"{exposition_check(under_load, tmp)}")
         s2 = parse(scrape_text(port))
         with open(out_json) as f:
             run = json.load(f)["runs"][0]
@@ -188,6 +241,206 @@ def test_metrics(tmp):
               f"connections opened {delta(s0, s2, OPENED)}")
         print("ok metrics")
     finally:
+        d.stop()
+
+
+def http_get(port, path, method="GET", host="127.0.0.1", source=None,
+             timeout=5):
+    """(status, headers, body) of one request through http.client."""
+    conn = http.client.HTTPConnection(
+        host, port, timeout=timeout,
+        source_address=(source, 0) if source else None)
+    try:
+        conn.request(method, path, body=b"x=1" if method == "POST" else None)
+        r = conn.getresponse()
+        return r.status, r.headers, r.read().decode()
+    finally:
+        conn.close()
+
+
+def proc_start_time(pid):
+    """The process's start, seconds since the epoch, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    with open("/proc/stat") as f:
+        btime = int(next(ln for ln in f if ln.startswith("btime")).split()[1])
+    return btime + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def test_health(tmp):
+    d = Daemon(tmp, "--metrics-listen", "127.0.0.1:0")
+    try:
+        port = metrics_port(d)
+        for path, want in (("/healthz", "ok\n"), ("/readyz", "ready\n"),
+                           ("/ready", "ready\n")):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}",
+                                        timeout=5) as r:
+                body = r.read().decode()
+                check(r.status == 200 and body == want,
+                      f"GET {path}: {r.status} {body!r}")
+        st, hd, body = http_get(port, "/metrics", "HEAD")
+        check(st == 200 and body == "", f"HEAD /metrics: {st} {body!r}")
+        for method, path in (("POST", "/metrics"), ("PUT", "/healthz"),
+                             ("DELETE", "/readyz")):
+            try:
+                urllib.request.urlopen(urllib.request.Request(
+                    f"http://127.0.0.1:{port}{path}", method=method,
+                    data=b"x=1" if method != "DELETE" else None), timeout=5)
+                raise Fail(f"{method} {path}: not refused")
+            except urllib.error.HTTPError as e:
+                check(e.code == 405 and e.headers.get("Allow") == "GET, HEAD",
+                      f"{method} {path}: {e.code}, Allow "
+                      f"{e.headers.get('Allow')!r}")
+        for path in ("/", "/metricsx", "/v2/health/live"):
+            st, hd, body = http_get(port, path)
+            check(st == 404 and all(p in body for p in
+                                    ("/metrics", "/healthz", "/readyz")),
+                  f"GET {path}: {st} {body!r}")
+        print("ok /healthz 200, /readyz 200, HEAD 200, POST/PUT/DELETE 405 "
+              "with Allow: GET, HEAD, unknown paths 404 naming the paths")
+
+        s = parse(scrape_text(port))
+        fds = len(os.listdir(f"/proc/{d.proc.pid}/fd"))
+        start = proc_start_time(d.proc.pid)
+        with open(f"/proc/{d.proc.pid}/statm") as f:
+            rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        print(f"process_*: cpu {s['process_cpu_seconds_total']:.3f} s, rss "
+              f"{s['process_resident_memory_bytes']:.0f} B (/proc: {rss}), "
+              f"fds {s['process_open_fds']:.0f} (/proc: {fds}), start "
+              f"{s['process_start_time_seconds']:.2f} (/proc: {start:.2f}), "
+              f"max fds {s['process_max_fds']:.0f}")
+        check(0 < s["process_cpu_seconds_total"] < 600, "process_cpu")
+        check(abs(s["process_resident_memory_bytes"] - rss) < 64 << 20,
+              "process_resident_memory_bytes far from /proc's")
+        check(abs(s["process_open_fds"] - fds) <= 4,
+              "process_open_fds far from /proc's")
+        check(abs(s["process_start_time_seconds"] - start) < 1.0,
+              "process_start_time_seconds far from /proc's")
+        check(s["process_max_fds"] >= s["process_open_fds"], "max fds")
+
+        # Draining: a large frame in flight holds the shutdown; /readyz
+        # says 503 from the SIGTERM on, /healthz still 200.
+        rq = fpwire.request(request_id=9, width=4096, height=3072,
+                            out_width=2048, out_height=2048,
+                            payload=bytes(4096 * 3072 * 3))
+        big = threading.Thread(target=dt.nngcat, args=(d.url, rq),
+                               kwargs={"quiet": True})
+        big.start()
+        deadline = time.monotonic() + 30
+        while parse(scrape_text(port))[INFLIGHT] < 1:
+            check(time.monotonic() < deadline and big.is_alive(),
+                  "the large frame was never in flight")
+            time.sleep(0.002)
+        d.proc.send_signal(signal.SIGTERM)
+        seen = []
+        while d.alive():
+            try:
+                st, _, body = http_get(port, "/readyz", timeout=1)
+                live = http_get(port, "/healthz", timeout=1)[0]
+            except OSError:
+                break
+            seen.append((st, body.strip(), live))
+            time.sleep(0.005)
+        big.join(60)
+        rc = d.proc.wait(30)
+        check(rc == 0, f"frameprepd exited {rc} after SIGTERM")
+        print(f"after SIGTERM: {len(seen)} /readyz answers "
+              f"{sorted(set(seen))}")
+        # The first answers may come before the loop has taken the signal.
+        draining = [i for i, s in enumerate(seen) if s[0] != 200]
+        check(draining and all(s == (503, "not ready: shutting down", 200)
+                               for s in seen[draining[0]:]),
+              f"/readyz while draining: {seen[:8]}")
+        print("ok health")
+    finally:
+        d.kill()
+
+
+SLOW_HEAD = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200
+
+
+class SlowClient(threading.Thread):
+    """A connection to the endpoint that sends a header byte a second and
+    never ends it; closed_at: when the server closed it (monotonic)."""
+
+    def __init__(self, port, stop):
+        super().__init__(daemon=True)
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.stop = stop
+        self.opened_at = time.monotonic()
+        self.closed_at = None
+
+    def run(self):
+        i = 0
+        while not self.stop.is_set() and self.closed_at is None:
+            try:
+                r, _, _ = select.select([self.sock], [], [], 1.0)
+                if r and self.sock.recv(4096) == b"":
+                    self.closed_at = time.monotonic()
+                    break
+                self.sock.send(SLOW_HEAD[i % len(SLOW_HEAD):][:1])
+                i += 1
+            except OSError:
+                self.closed_at = time.monotonic()
+        self.sock.close()
+
+
+def timed_scrape(port, source=None):
+    t0 = time.monotonic()
+    st, _, body = http_get(port, "/metrics", source=source, timeout=5)
+    check(st == 200 and "frameprep_build_info" in body,
+          f"scrape from {source or '127.0.0.1'}: {st}")
+    return time.monotonic() - t0
+
+
+def test_metrics_slow(tmp):
+    d = Daemon(tmp, "--metrics-listen", "127.0.0.1:0")
+    stop = threading.Event()
+    slow = []
+    try:
+        port = metrics_port(d)
+        slow = [SlowClient(port, stop) for _ in range(16)]
+        for c in slow:
+            c.start()
+        worst = 0.0
+        scrapes = 0
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 13:
+            worst = max(worst, timed_scrape(port))
+            scrapes += 1
+            time.sleep(0.25)
+        ages = [round(c.closed_at - c.opened_at, 1) if c.closed_at else None
+                for c in slow]
+        print(f"16 slow connections: {scrapes} scrapes, slowest "
+              f"{worst * 1000:.0f} ms; the slow ones closed after {ages} s")
+        check(worst < 2.0, f"a scrape took {worst:.1f} s")
+        check(all(a is not None and 9 <= a <= 12.5 for a in ages),
+              f"slow connections not closed 10 s after they began: {ages}")
+        check("metrics: closed" in d.log_text(),
+              "no log line for the closed connections")
+
+        # 48 from 127.0.0.1 (its share is 32 connections): a scraper on
+        # another address still gets in; 127.0.0.1 again once they go.
+        more = [SlowClient(port, stop) for _ in range(48)]
+        for c in more:
+            c.start()
+        time.sleep(1.5)
+        refused = sum(1 for c in more if c.closed_at is not None)
+        other = timed_scrape(port, source="127.0.0.2")
+        print(f"48 more: {refused} refused at once (per-address share "
+              f"32); a scrape from 127.0.0.2 took {other * 1000:.0f} ms")
+        check(refused >= 16, f"only {refused} of 48 refused")
+        check(other < 2.0, "the scrape from 127.0.0.2 was slow")
+        deadline = time.monotonic() + 15
+        while any(c.closed_at is None for c in more):
+            check(time.monotonic() < deadline, "slow connections left open")
+            time.sleep(0.2)
+        timed_scrape(port)
+        print("ok metrics_slow")
+    finally:
+        stop.set()
+        for c in slow:
+            c.join(5)
         d.stop()
 
 

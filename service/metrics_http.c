@@ -1,0 +1,535 @@
+/*
+ * metrics_http.c: the HTTP server of --metrics-listen (see metrics_http.h).
+ *
+ * The design is simple: libmicrohttpd's internal thread answers every
+ * request at once from atomics (metrics.c's counters, the readiness state
+ * here) and /proc/self; nothing waits for the event loop. Slow clients are
+ * bounded three ways: libmicrohttpd's connection limits (in all, and per
+ * address) and its idle timeout, and a deadline of our own on each request
+ * (libmicrohttpd has none: a client that sends a header byte a second is
+ * never idle). A reaper thread wakes every second and shuts down (shutdown
+ * (2), which libmicrohttpd then sees as the peer's end) the connections
+ * whose request began more than FPREP__METRICS_HTTP_REQUEST_S ago. The
+ * table of connections is kept under a mutex that libmicrohttpd's
+ * connection-closed notice also takes, before it closes the socket: the
+ * reaper never shuts down a descriptor that was closed and reused.
+ */
+#include "metrics_http.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "frameprep/frameprep.h"
+#include "log.h"
+#include "metrics.h"
+
+/* http_conn: one connection's entry in the table; its socket context. */
+struct http_conn {
+	int fd;           /* -1: the entry is free */
+	uint64_t begun_s; /* CLOCK_MONOTONIC second its request began */
+};
+
+static struct {
+	struct MHD_Daemon *httpd;
+	unsigned port;
+	atomic_int ready;  /* -1 starting, 1 serving, 0 stopped */
+	double start_time; /* process start, seconds since the epoch */
+
+	pthread_mutex_t mu; /* guards conns and stop */
+	pthread_cond_t wake;
+	struct http_conn conns[FPREP__METRICS_HTTP_CONNS];
+	int stop;
+	pthread_t reaper;
+	int reaper_started;
+} http = {
+        .ready = -1,
+        .mu = PTHREAD_MUTEX_INITIALIZER,
+        .wake = PTHREAD_COND_INITIALIZER,
+};
+
+static const char *const http_paths[] = {"/metrics", "/healthz", "/readyz",
+                                         "/ready"};
+
+static uint64_t http_now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec;
+}
+
+void fprep__metrics_ready(int ready)
+{
+	atomic_store(&http.ready, ready ? 1 : 0);
+}
+
+/* http_start_time works out when the process started, in seconds since the
+ * epoch, as Prometheus' clients do, from /proc/self/stat's start time (in
+ * clock ticks since boot) and the clocks (not /proc/stat's btime, which
+ * the unit's ProcSubset=pid hides). Falls back to now. */
+static double http_start_time(void)
+{
+	struct timespec real, boot;
+	char buf[1024], *p;
+	unsigned long long ticks;
+	long hz = sysconf(_SC_CLK_TCK);
+	FILE *f = fopen("/proc/self/stat", "r");
+	size_t n = 0;
+
+	clock_gettime(CLOCK_REALTIME, &real);
+	clock_gettime(CLOCK_BOOTTIME, &boot);
+	if (f != NULL) {
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+	}
+	buf[n] = '\0';
+	/* Field 22; the command name (field 2) may hold spaces: count from
+	 * its closing parenthesis (field 3 is the first after it). */
+	p = strrchr(buf, ')');
+	for (int field = 2; p != NULL && field < 22; field++)
+		p = strchr(p + 1, ' ');
+	if (p == NULL || hz <= 0 || sscanf(p, " %llu", &ticks) != 1)
+		return (double)real.tv_sec + real.tv_nsec / 1e9;
+	return (double)real.tv_sec + real.tv_nsec / 1e9 -
+	       ((double)boot.tv_sec + boot.tv_nsec / 1e9) +
+	       (double)ticks / (double)hz;
+}
+
+/* http_open_fds counts the entries of /proc/self/fd (the directory's own
+ * descriptor excluded); -1 if it cannot be read. */
+static long http_open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	long n = 0;
+
+	if (d == NULL)
+		return -1;
+	while ((e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n - 1;
+}
+
+/* http_process writes the process_* series (the names and meanings of
+ * Prometheus' client libraries) into buf; returns the length, or -1 when
+ * they do not fit. */
+static int http_process(char *buf, size_t size)
+{
+	struct rusage ru;
+	struct rlimit rl;
+	unsigned long long vm_pages = 0, rss_pages = 0;
+	long page = sysconf(_SC_PAGESIZE), fds = http_open_fds();
+	FILE *f = fopen("/proc/self/statm", "r");
+	double cpu = 0;
+	int n, len = 0;
+
+	if (f != NULL) {
+		if (fscanf(f, "%llu %llu", &vm_pages, &rss_pages) != 2)
+			vm_pages = rss_pages = 0;
+		fclose(f);
+	}
+	if (getrusage(RUSAGE_SELF, &ru) == 0)
+		cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+		      (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+	n = snprintf(buf, size,
+	             "# HELP process_cpu_seconds_total Total user and system "
+	             "CPU time spent in seconds.\n"
+	             "# TYPE process_cpu_seconds_total counter\n"
+	             "process_cpu_seconds_total %.6f\n"
+	             "# HELP process_start_time_seconds Start time of the "
+	             "process since unix epoch in seconds.\n"
+	             "# TYPE process_start_time_seconds gauge\n"
+	             "process_start_time_seconds %.2f\n",
+	             cpu, http.start_time);
+	if (n < 0 || (size_t)n >= size)
+		return -1;
+	len = n;
+	if (rss_pages > 0) {
+		n = snprintf(buf + len, size - (size_t)len,
+		             "# HELP process_resident_memory_bytes Resident "
+		             "memory size in bytes.\n"
+		             "# TYPE process_resident_memory_bytes gauge\n"
+		             "process_resident_memory_bytes %llu\n"
+		             "# HELP process_virtual_memory_bytes Virtual "
+		             "memory size in bytes.\n"
+		             "# TYPE process_virtual_memory_bytes gauge\n"
+		             "process_virtual_memory_bytes %llu\n",
+		             rss_pages * (unsigned long long)page,
+		             vm_pages * (unsigned long long)page);
+		if (n < 0 || (size_t)n >= size - (size_t)len)
+			return -1;
+		len += n;
+	}
+	if (fds >= 0) {
+		n = snprintf(buf + len, size - (size_t)len,
+		             "# HELP process_open_fds Number of open file "
+		             "descriptors.\n"
+		             "# TYPE process_open_fds gauge\n"
+		             "process_open_fds %ld\n",
+		             fds);
+		if (n < 0 || (size_t)n >= size - (size_t)len)
+			return -1;
+		len += n;
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+	    rl.rlim_cur != RLIM_INFINITY) {
+		n = snprintf(buf + len, size - (size_t)len,
+		             "# HELP process_max_fds Maximum number of open "
+		             "file descriptors.\n"
+		             "# TYPE process_max_fds gauge\n"
+		             "process_max_fds %llu\n",
+		             (unsigned long long)rl.rlim_cur);
+		if (n < 0 || (size_t)n >= size - (size_t)len)
+			return -1;
+		len += n;
+	}
+	return len;
+}
+
+/* http_metrics builds /metrics' body: metrics.c's text, then the
+ * process_* series. Returns a malloc'd text or NULL (out of memory). */
+static char *http_metrics(size_t *len)
+{
+	char proc[2048];
+	int plen = http_process(proc, sizeof(proc));
+	size_t n;
+	char *text = fprep__metrics_text(&n), *all;
+
+	if (text == NULL || plen < 0) {
+		free(text);
+		return NULL;
+	}
+	all = realloc(text, n + (size_t)plen + 1);
+	if (all == NULL) {
+		free(text);
+		return NULL;
+	}
+	memcpy(all + n, proc, (size_t)plen + 1);
+	*len = n + (size_t)plen;
+	return all;
+}
+
+/* http_readiness writes /readyz's reason into buf; returns 1 when ready. */
+static int http_readiness(char *buf, size_t size)
+{
+	fprep__backend_stats st;
+	int ready = atomic_load(&http.ready);
+
+	if (ready < 0) {
+		snprintf(buf, size, "not ready: starting\n");
+		return 0;
+	}
+	if (ready == 0) {
+		snprintf(buf, size, "not ready: shutting down\n");
+		return 0;
+	}
+	/* The CPU backend keeps no figures: its workers do not fail. */
+	if (fprep__metrics_backend_stats(&st) && st.lanes > 0 &&
+	    st.lanes_in_service == 0) {
+		snprintf(buf, size,
+		         "not ready: no GPU lane in service (0 of %u)\n",
+		         st.lanes);
+		return 0;
+	}
+	snprintf(buf, size, "ready\n");
+	return 1;
+}
+
+/* http_reply queues a response of code with body (copied) and, when
+ * allow is set, an Allow header. */
+static enum MHD_Result http_reply(struct MHD_Connection *conn, unsigned code,
+                                  const char *body, const char *allow)
+{
+	struct MHD_Response *rep;
+	enum MHD_Result rv;
+
+	rep = MHD_create_response_from_buffer(strlen(body), (void *)body,
+	                                      MHD_RESPMEM_MUST_COPY);
+	if (rep == NULL)
+		return MHD_NO;
+	MHD_add_response_header(rep, MHD_HTTP_HEADER_CONTENT_TYPE,
+	                        "text/plain; charset=utf-8");
+	if (allow != NULL)
+		MHD_add_response_header(rep, MHD_HTTP_HEADER_ALLOW, allow);
+	rv = MHD_queue_response(conn, code, rep);
+	MHD_destroy_response(rep);
+	return rv;
+}
+
+static enum MHD_Result http_answer(void *cls, struct MHD_Connection *conn,
+                                   const char *url, const char *method,
+                                   const char *version, const char *upload_data,
+                                   size_t *upload_data_size, void **state)
+{
+	struct MHD_Response *rep;
+	enum MHD_Result rv;
+	size_t npaths = sizeof(http_paths) / sizeof(http_paths[0]), i, len;
+	char body[256], *text;
+
+	(void)cls;
+	(void)version;
+	(void)upload_data;
+	(void)upload_data_size;
+	(void)state;
+	for (i = 0; i < npaths; i++)
+		if (strcmp(url, http_paths[i]) == 0)
+			break;
+	if (i == npaths) {
+		len = (size_t)snprintf(
+		        body, sizeof(body),
+		        "frameprepd: no %.64s here; paths:", url);
+		for (i = 0; i < npaths && len < sizeof(body); i++)
+			len += (size_t)snprintf(body + len, sizeof(body) - len,
+			                        " %s", http_paths[i]);
+		if (len < sizeof(body) - 1)
+			strcat(body, "\n");
+		return http_reply(conn, MHD_HTTP_NOT_FOUND, body, NULL);
+	}
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+		snprintf(body, sizeof(body),
+		         "frameprepd: %.16s %s: only GET "
+		         "and HEAD\n",
+		         method, url);
+		return http_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, body,
+		                  "GET, HEAD");
+	}
+	if (strcmp(url, "/healthz") == 0)
+		return http_reply(conn, MHD_HTTP_OK, "ok\n", NULL);
+	if (strcmp(url, "/metrics") != 0) {
+		int ready = http_readiness(body, sizeof(body));
+
+		return http_reply(conn,
+		                  ready ? MHD_HTTP_OK
+		                        : MHD_HTTP_SERVICE_UNAVAILABLE,
+		                  body, NULL);
+	}
+	text = http_metrics(&len);
+	if (text == NULL)
+		return http_reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
+		                  "frameprepd: out of memory\n", NULL);
+	rep = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+	if (rep == NULL) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(rep, MHD_HTTP_HEADER_CONTENT_TYPE,
+	                        "text/plain; version=0.0.4; charset=utf-8");
+	rv = MHD_queue_response(conn, MHD_HTTP_OK, rep);
+	MHD_destroy_response(rep);
+	return rv;
+}
+
+/* http_notify keeps the table of connections (libmicrohttpd's thread). A
+ * connection beyond the table's size (libmicrohttpd's limit is its size)
+ * is closed at once. */
+static void http_notify(void *cls, struct MHD_Connection *conn,
+                        void **socket_context,
+                        enum MHD_ConnectionNotificationCode code)
+{
+	struct http_conn *c = *socket_context;
+	const union MHD_ConnectionInfo *info;
+
+	(void)cls;
+	pthread_mutex_lock(&http.mu);
+	if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+		if (c != NULL)
+			c->fd = -1;
+		*socket_context = NULL;
+	} else {
+		info = MHD_get_connection_info(
+		        conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		for (unsigned i = 0; i < FPREP__METRICS_HTTP_CONNS; i++)
+			if (http.conns[i].fd < 0) {
+				c = &http.conns[i];
+				break;
+			}
+		if (c != NULL && info != NULL) {
+			c->fd = info->connect_fd;
+			c->begun_s = http_now_s();
+			*socket_context = c;
+		} else if (info != NULL) {
+			shutdown(info->connect_fd, SHUT_RDWR);
+		}
+	}
+	pthread_mutex_unlock(&http.mu);
+}
+
+/* http_completed restarts the request clock of a connection whose request
+ * was answered: a kept-alive connection's next request has a deadline of
+ * its own (libmicrohttpd's thread). */
+static void http_completed(void *cls, struct MHD_Connection *conn, void **state,
+                           enum MHD_RequestTerminationCode why)
+{
+	const union MHD_ConnectionInfo *info;
+
+	(void)cls;
+	(void)state;
+	(void)why;
+	info = MHD_get_connection_info(conn,
+	                               MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	pthread_mutex_lock(&http.mu);
+	if (info != NULL && info->socket_context != NULL)
+		((struct http_conn *)info->socket_context)->begun_s =
+		        http_now_s();
+	pthread_mutex_unlock(&http.mu);
+}
+
+/* http_reaper ends the requests past their deadline, once a second, until
+ * http.stop. */
+static void *http_reaper(void *arg)
+{
+	struct timespec until;
+	unsigned cut;
+
+	(void)arg;
+	pthread_mutex_lock(&http.mu);
+	while (!http.stop) {
+		/* The condition variable's clock is CLOCK_REALTIME. */
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec++;
+		pthread_cond_timedwait(&http.wake, &http.mu, &until);
+		cut = 0;
+		for (unsigned i = 0; i < FPREP__METRICS_HTTP_CONNS; i++) {
+			struct http_conn *c = &http.conns[i];
+
+			if (c->fd >= 0 &&
+			    http_now_s() - c->begun_s >=
+			            FPREP__METRICS_HTTP_REQUEST_S) {
+				shutdown(c->fd, SHUT_RDWR);
+				/* Once: libmicrohttpd closes it soon. */
+				c->begun_s = UINT64_MAX / 2;
+				cut++;
+			}
+		}
+		if (cut > 0)
+			fprep__log(FPREP_LOG_WARNING,
+			           "metrics: closed %u connections whose "
+			           "request took over %d s",
+			           cut, FPREP__METRICS_HTTP_REQUEST_S);
+	}
+	pthread_mutex_unlock(&http.mu);
+	return NULL;
+}
+
+/* http_resolve splits listen into host and port and resolves them; logs
+ * why it cannot. */
+static int http_resolve(const char *listen, struct addrinfo **res)
+{
+	const char *colon = strrchr(listen, ':'), *host = listen;
+	struct addrinfo hints;
+	char buf[256];
+	size_t n;
+	int rv;
+
+	n = colon != NULL ? (size_t)(colon - listen) : 0;
+	if (n >= 2 && listen[0] == '[' && listen[n - 1] == ']') {
+		host++;
+		n -= 2;
+	}
+	if (colon == NULL || colon[1] == '\0' || n >= sizeof(buf)) {
+		fprep__log(FPREP_LOG_ERR, "--metrics-listen %s: not HOST:PORT",
+		           listen);
+		return FPREP_EINVAL;
+	}
+	memcpy(buf, host, n);
+	buf[n] = '\0';
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	rv = getaddrinfo(n > 0 ? buf : NULL, colon + 1, &hints, res);
+	if (rv != 0) {
+		fprep__log(FPREP_LOG_ERR, "--metrics-listen %s: %s", listen,
+		           gai_strerror(rv));
+		return FPREP_EINVAL;
+	}
+	return 0;
+}
+
+int fprep__metrics_http_open(const char *listen)
+{
+	struct addrinfo *res = NULL;
+	const union MHD_DaemonInfo *info;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
+	int rv;
+
+	rv = http_resolve(listen, &res);
+	if (rv != 0)
+		return rv;
+	http.start_time = http_start_time();
+	for (unsigned i = 0; i < FPREP__METRICS_HTTP_CONNS; i++)
+		http.conns[i].fd = -1;
+	http.stop = 0;
+	rv = pthread_create(&http.reaper, NULL, http_reaper, NULL);
+	if (rv != 0) {
+		freeaddrinfo(res);
+		fprep__log(FPREP_LOG_ERR, "metrics: no reaper thread: %s",
+		           strerror(rv));
+		return FPREP_ETRANSPORT;
+	}
+	http.reaper_started = 1;
+	if (res->ai_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	http.httpd = MHD_start_daemon(flags, 0, NULL, NULL, http_answer, NULL,
+	                              MHD_OPTION_SOCK_ADDR, res->ai_addr,
+	                              MHD_OPTION_CONNECTION_LIMIT,
+	                              (unsigned)FPREP__METRICS_HTTP_CONNS,
+	                              MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+	                              (unsigned)FPREP__METRICS_HTTP_CONNS / 2,
+	                              MHD_OPTION_CONNECTION_TIMEOUT,
+	                              (unsigned)FPREP__METRICS_HTTP_IDLE_S,
+	                              MHD_OPTION_NOTIFY_CONNECTION, http_notify,
+	                              NULL, MHD_OPTION_NOTIFY_COMPLETED,
+	                              http_completed, NULL, MHD_OPTION_END);
+	freeaddrinfo(res);
+	if (http.httpd == NULL) {
+		fprep__metrics_http_close();
+		fprep__log(FPREP_LOG_ERR,
+		           "--metrics-listen %s: cannot listen (address in use "
+		           "or not local?)",
+		           listen);
+		return FPREP_ETRANSPORT;
+	}
+	info = MHD_get_daemon_info(http.httpd, MHD_DAEMON_INFO_BIND_PORT);
+	http.port = info != NULL ? info->port : 0;
+	fprep__log(FPREP_LOG_NOTICE,
+	           "metrics: http://%s/metrics (port %u), Prometheus text "
+	           "format; /healthz, /readyz",
+	           listen, http.port);
+	return 0;
+}
+
+unsigned fprep__metrics_port(void)
+{
+	return http.httpd != NULL ? http.port : 0;
+}
+
+void fprep__metrics_http_close(void)
+{
+	if (http.httpd != NULL)
+		MHD_stop_daemon(http.httpd);
+	http.httpd = NULL;
+	http.port = 0;
+	if (http.reaper_started) {
+		pthread_mutex_lock(&http.mu);
+		http.stop = 1;
+		pthread_cond_signal(&http.wake);
+		pthread_mutex_unlock(&http.mu);
+		pthread_join(http.reaper, NULL);
+		http.reaper_started = 0;
+	}
+}

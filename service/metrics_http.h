@@ -1,0 +1,37 @@
+/*
+ * metrics_http.h: the HTTP side of frameprepd's --metrics-listen endpoint.
+ *
+ * One libmicrohttpd daemon on its own thread serves
+ *   GET /metrics   the Prometheus text (metrics.c) and the process_* series
+ *   GET /healthz   200 while the process answers (liveness)
+ *   GET /readyz    200 when requests are served, else 503 with the reason
+ *                  (readiness; /ready is the same)
+ * HEAD too; another method on one of these paths gets 405 with an Allow
+ * header, another path 404 listing them. The connections are bounded in
+ * number (in all and per client address) and in time (idle, and a whole
+ * request), so slow or idle clients cannot keep a scraper out.
+ */
+#ifndef FPREP_SERVICE_METRICS_HTTP_H
+#define FPREP_SERVICE_METRICS_HTTP_H
+
+/* FPREP__METRICS_HTTP_CONNS: connections open at once, in all; per client
+ * address, half of it. */
+#define FPREP__METRICS_HTTP_CONNS 64
+/* FPREP__METRICS_HTTP_IDLE_S: a connection silent this long is closed. */
+#define FPREP__METRICS_HTTP_IDLE_S 5
+/* FPREP__METRICS_HTTP_REQUEST_S: a connection whose request (received and
+ * answered) takes longer than this, however steadily its bytes come, is
+ * closed. */
+#define FPREP__METRICS_HTTP_REQUEST_S 10
+
+/* fprep__metrics_http_open starts serving on listen ("HOST:PORT", see
+ * fprep__metrics_open). From main's thread, once. Returns 0,
+ * FPREP_EINVAL (listen malformed or naming no address) or
+ * FPREP_ETRANSPORT (cannot bind, or no thread), logged. */
+int fprep__metrics_http_open(const char *listen);
+
+/* fprep__metrics_http_close stops the server: once it returns no request
+ * is being answered. From main's thread; safe when never opened. */
+void fprep__metrics_http_close(void);
+
+#endif /* FPREP_SERVICE_METRICS_HTTP_H */
