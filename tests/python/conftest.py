@@ -30,7 +30,7 @@ class Daemon:
     """A frameprepd process on a socket in tmp; stop() requires a clean
     exit (status 0 after SIGTERM)."""
 
-    def __init__(self, tmp, *extra, prefix=()):
+    def __init__(self, tmp, *extra, prefix=(), trust_owner=None):
         self.url = f"ipc://{tmp}/frameprepd.sock"
         self.log_path = tmp / "frameprepd.log"
         self._log = open(self.log_path, "wb")
@@ -44,7 +44,8 @@ class Daemon:
                 raise RuntimeError(f"frameprepd exited with "
                                    f"{self.proc.returncode}:\n{self.log()}")
             try:
-                with frameprep.Client(self.url, timeout=2) as c:
+                with frameprep.Client(self.url, timeout=2,
+                                      trust_owner=trust_owner) as c:
                     c.info()
                 return
             except frameprep.FrameprepError:
@@ -79,17 +80,22 @@ class Daemon:
         assert rc == 0, f"frameprepd exited with {rc}:\n{self.log()}"
 
 
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory):
-    """One frameprepd for a test module; it must still be alive and stop
-    cleanly at the end."""
-    d = Daemon(tmp_path_factory.mktemp("daemon"))
+def serving(tmp, *extra):
+    """A generator for a fixture: a Daemon that must still be alive and
+    stop cleanly at the end."""
+    d = Daemon(tmp, *extra)
     try:
         yield d
     except BaseException:
         d.kill()
         raise
     d.stop()
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    """One frameprepd for a test module."""
+    yield from serving(tmp_path_factory.mktemp("daemon"))
 
 
 @pytest.fixture

@@ -224,14 +224,19 @@ def test_ring_with_the_daemon_as_another_user(client):
     run.mkdir(mode=0o700)
     os.chown(run, uid, uid)
     d = Daemon(run, prefix=("setpriv", f"--reuid={uid}", f"--regid={uid}",
-                            "--clear-groups"))
+                            "--clear-groups"), trust_owner=uid)
     try:
         img = photo("astronaut.png")
         want = client.preprocess(img).tensor.copy()
-        with frameprep.Client(d.url, timeout=60) as c:
+        # Another user's socket is refused before anything is sent on it
+        # (it could be an attacker's, in /tmp), unless that user is named.
+        with pytest.raises(frameprep.PermissionDeniedError,
+                           match=f"owned by .*uid {uid}"):
+            frameprep.Client(d.url, timeout=60)
+        with frameprep.Client(d.url, timeout=60, trust_owner="nobody") as c:
             with c.ring(slots=2, frame=img.shape) as ring:
-                assert ring.preprocess(img).tensor.tobytes() == \
-                    want.tobytes()
+                with ring.preprocess(img) as r:
+                    assert r.tensor.tobytes() == want.tobytes()
     finally:
         d.stop()
         shutil.rmtree(base, ignore_errors=True)
@@ -257,7 +262,7 @@ def test_ring_in_place_and_copied(client):
             # The daemon wrote the reply into the slot too (the ring waits
             # there), the request id last.
             at = ring._reply_off + 8
-            assert int.from_bytes(ring._buf[at:at + 8].tobytes(),
+            assert int.from_bytes(ring._map.buf[at:at + 8].tobytes(),
                                   "little") == r.reply.request_id
         assert r.reply.output_loc == Location.SHM
         assert r.reply.payload_size == 0
@@ -352,7 +357,7 @@ def test_ring_doorbell_unpolled_or_refused(client, tmp_path):
     try:
         with frameprep.Client(d.url, timeout=60) as c:
             with c.ring(slots=2, frame=img.shape) as ring:
-                assert ring._db_area == 0
+                assert ring._map.db_area == 0
                 for _ in range(4):
                     assert ring.preprocess(img).tensor.tobytes() == \
                         want.tobytes()
@@ -516,7 +521,11 @@ def test_ring_whole_slot_views(client):
             got = ring.preprocess(buf[5:150, 7:250]).tensor
             assert got.tobytes() == client.preprocess(
                 crop, size=(96, 96)).tensor.tobytes()
-        assert ring._handed == {}
+        # Every slot was given back (by the results' collection) but
+        # the last one's, which its tensor still holds.
+        assert len(ring._free) == 31
+        del got
+        assert sorted(ring._free) == list(range(32))
         # The result's header fields, read when asked for, agree with the
         # inline request's and with one another; the result is read-only.
         buf = ring.next_frame()
@@ -647,6 +656,8 @@ def test_asyncio_64_in_flight(daemon, client):
                 results = await asyncio.gather(
                     *(ring.preprocess(f) for f in frames))
                 shm = [r.tensor.tobytes() for r in results]
+                for r in results:
+                    r.release()
                 buf = await ring.next_frame(frames[5].shape)
                 buf[:] = frames[5]
                 placed = (await ring.preprocess(buf)).tensor.tobytes()

@@ -28,14 +28,15 @@ from .errors import (BY_STATUS, ClosedError, CudaError, FrameprepError,
                      ServerShuttingDownError, TransportError,
                      UnsupportedError, VersionMismatchError,
                      error_for_status)
-from .ring import AsyncRing, Ring
+from .ring import AsyncRing, Ring, RingFrame, RingResult
 
 __all__ = [
     "AsyncClient", "AsyncRing", "BY_STATUS", "Client", "ClosedError",
     "CudaError", "FrameprepError", "InternalError", "InvalidRequestError",
     "LimitExceededError", "MismatchError", "NvrtcError", "Options",
     "PermissionDeniedError", "ProtocolError", "RegionError",
-    "RequestTimeoutError", "Result", "Ring", "ServerBusyError",
+    "RequestTimeoutError", "Result", "Ring", "RingFrame", "RingResult",
+    "ServerBusyError",
     "ServerIOError", "ServerOutOfMemoryError", "ServerShuttingDownError",
     "Timings", "Transform", "TransportError", "UnsupportedError",
     "VersionMismatchError", "__version__", "default_address",

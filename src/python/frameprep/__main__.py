@@ -135,10 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{' (shared memory)' if args.shm else ''}")
             if args.shm:
                 with client.ring(slots=1, frame=frame.shape, **opts) as ring:
-                    r = ring.preprocess(frame)
-                    tensor = r.tensor.copy()
-                    _print_result(r)
-                    del r
+                    with ring.preprocess(frame) as rr:
+                        tensor = rr.tensor.copy()
+                        _print_result(rr)
             else:
                 r = client.preprocess(frame, **opts)
                 tensor = r.tensor

@@ -49,13 +49,79 @@ _YUV_RANGES = {"limited": YuvRange.LIMITED, "full": YuvRange.FULL}
 
 
 def default_address() -> str:
-    """The daemon's default listen URL, as ``fprep_default_url`` builds it:
-    ``ipc://$XDG_RUNTIME_DIR/frameprep.sock`` when XDG_RUNTIME_DIR is set
-    and not empty, else ``ipc:///tmp/frameprep-$UID.sock``."""
+    """The URL a client dials when given none, as ``fprep_default_url``
+    builds it: ``$FRAMEPREP_SOCKET`` when set and not empty, else the
+    daemon's default listen URL, ``ipc://$XDG_RUNTIME_DIR/frameprep.sock``
+    when XDG_RUNTIME_DIR is set and not empty, else
+    ``ipc:///tmp/frameprep-$UID.sock``."""
+    env = os.environ.get("FRAMEPREP_SOCKET")
+    if env:
+        return env
     run = os.environ.get("XDG_RUNTIME_DIR")
     if run:
         return f"ipc://{run}/frameprep.sock"
     return f"ipc:///tmp/frameprep-{os.getuid()}.sock"
+
+
+def _uid_of(user: str | int) -> int:
+    """The uid of a user name or number; InvalidRequestError if none."""
+    import pwd
+    if isinstance(user, int) or str(user).isdigit():
+        return int(user)
+    try:
+        return pwd.getpwnam(str(user)).pw_uid
+    except KeyError:
+        raise errors.InvalidRequestError(
+            f"trust_owner {user!r} names no user") from None
+
+
+def trusted_uids(trust_owner: str | int | None) -> set[int]:
+    """The owners an ipc:// socket may have: this process's user, root,
+    the service's user "frameprep" (if it exists here), and the user
+    trust_owner names (None or "": $FRAMEPREP_TRUST_SOCKET_OWNER, if
+    set), as ``fprep_client_open_trusting`` has it."""
+    import pwd
+    uids = {os.geteuid(), 0}
+    try:
+        uids.add(pwd.getpwnam("frameprep").pw_uid)
+    except KeyError:
+        pass
+    if trust_owner is None or trust_owner == "":
+        trust_owner = os.environ.get("FRAMEPREP_TRUST_SOCKET_OWNER") or None
+    if trust_owner is not None:
+        uids.add(_uid_of(trust_owner))
+    return uids
+
+
+def check_socket_owner(address: str, trusted: set[int]) -> int | None:
+    """Checks an ipc:// address before it is dialled: the socket must
+    exist and be owned by a trusted user (another local user could have
+    created the path first, in /tmp say, and would receive the frames and
+    be granted the client's shared memory). Returns the owner's uid (None
+    for tcp://). Raises TransportError (no socket) or
+    PermissionDeniedError (an untrusted owner), with the C CLI's words."""
+    if not address.startswith("ipc://"):
+        return None
+    path = address[len("ipc://"):]
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise errors.TransportError(
+            f"connecting to {address}: no socket at {path} "
+            f"(is frameprepd running?)") from None
+    except OSError as exc:
+        raise errors.TransportError(f"{path}: {exc.strerror}") from None
+    if st.st_uid not in trusted:
+        import pwd
+        try:
+            who = f"{pwd.getpwuid(st.st_uid).pw_name} (uid {st.st_uid})"
+        except KeyError:
+            who = f"uid {st.st_uid}"
+        raise errors.PermissionDeniedError(
+            f"{path} is owned by {who}, not by you, root or frameprep: "
+            f"refusing to send frames there (trust_owner= or "
+            f"FRAMEPREP_TRUST_SOCKET_OWNER names a user to trust)")
+    return st.st_uid
 
 
 def parse_info(text: str) -> dict[str, Any]:
@@ -385,6 +451,14 @@ def message(header: bytes, payload: Any = None, size: int = 0) -> Any:
     return pynng.Message(p[0])
 
 
+def pipe_peer_uid(pipe: Any) -> int | None:
+    """The uid of an ipc:// pipe's peer (SO_PEERCRED), or None."""
+    v = _ffi.new("uint64_t *")
+    if _lib.nng_pipe_get_uint64(pipe.pipe, b"ipc:peer-uid", v) != 0:
+        return None
+    return int(v[0])
+
+
 def _nng_error(rc: int) -> pynng.NNGException:
     try:
         pynng.exceptions.check_err(rc)
@@ -471,8 +545,15 @@ def _db_watched(polling: Any, wake: Any) -> bool:
     return polling[0] != 0 or (wake[0] & _DB_ARMED) != 0
 
 
+class DaemonGone(errors.TransportError):
+    """The connection closed while a request waited for its reply in
+    shared memory: the daemon died (or restarted), and the reply will not
+    come there."""
+
+
 def doorbell_call(area: int, entry: int, head: Any, request_id: int,
-                  timeout_s: float) -> bool:
+                  timeout_s: float, conn: Any = None,
+                  lost: int | None = None) -> bool:
     """Posts the request header head (128 bytes: bytes or a cdata
     pointer) in the doorbell entry at address entry of the area at
     address area, when the daemon watches it (polls it, or sleeps on its
@@ -482,7 +563,12 @@ def doorbell_call(area: int, entry: int, head: Any, request_id: int,
     when the daemon did not watch, or stopped before it took the request
     (the entry is the client's again: send the request through nng).
     Raises :class:`~frameprep.RequestTimeoutError` when the daemon took
-    the request and did not answer within timeout_s."""
+    the request and did not answer within timeout_s, and
+    :class:`DaemonGone` when ``conn.lost`` differs from lost (default
+    its value now) while it waits (the connection closed: the daemon
+    died), noticed within one futex slice (1 ms)."""
+    if conn is not None and lost is None:
+        lost = conn.lost
     polling = _ffi.cast("uint32_t *", area)
     wake = _ffi.cast("uint32_t *", area + DOORBELL_WAKE_AT)
     state = _ffi.cast("uint32_t *", entry)
@@ -512,6 +598,9 @@ def doorbell_call(area: int, entry: int, head: Any, request_id: int,
         if late:
             raise errors.RequestTimeoutError(
                 f"no reply in the doorbell within {timeout_s:g} s")
+        if conn is not None and conn.lost != lost:
+            raise DaemonGone("the connection to the daemon closed while "
+                             "a request waited in its doorbell")
         _syscall(_SYS_FUTEX, word_at, _FUTEX_WAIT, v & 0xFFFFFFFF,
                  _SLICE_P, None, 0)
 
@@ -594,7 +683,8 @@ class Ctx:
         _lib.nng_aio_set_msg(aio, _NULL)
 
     def exchange_shm(self, head: Any, reply_at: int, request_id: int,
-                     timeout_ms: int) -> Any:
+                     timeout_ms: int, conn: Any = None,
+                     lost: int | None = None) -> Any:
         """Sends head (a request asking for its reply in shared memory,
         ``FPREP_LOC_F_SHM_REPLY``) and waits for the reply header that the
         daemon writes at address reply_at, sleeping in futex(2), not in
@@ -604,7 +694,11 @@ class Ctx:
         reply (an ``nng_msg *`` the caller frees). The receive that a
         reply in shared memory makes useless is cancelled without waiting
         and retired after the next send, while the daemon works. Raises as
-        :meth:`exchange`."""
+        :meth:`exchange`, and :class:`DaemonGone` when the connection
+        closes (``conn.lost`` differs from lost, default its value now:
+        the daemon died) while it waits."""
+        if conn is not None and lost is None:
+            lost = conn.lost
         word = _ffi.cast("uint64_t *", reply_at + 8)
         word[0] = 0
         mp = self._msgp
@@ -651,6 +745,11 @@ class Ctx:
                 return None
             if not _lib.nng_aio_busy(aio):
                 break
+            if conn is not None and conn.lost != lost:
+                _lib.nng_aio_cancel(aio)
+                self._rbusy = True
+                raise DaemonGone("the connection to the daemon closed "
+                                 "while a request waited")
             _syscall(_SYS_FUTEX, addr, _FUTEX_WAIT, v & 0xFFFFFFFF,
                      _SLICE_P, None, 0)
         rc = _lib.nng_aio_result(aio)
@@ -895,11 +994,11 @@ _set = object.__setattr__
 
 def new_result(tensor: np.ndarray, request_id: int, src: Source,
                rep: Reply | None = None, head: bytes = b"",
-               length: int = 0) -> Result:
+               length: int = 0, cls: type[Result] | None = None) -> Result:
     """A result of a successful FRAME or ECHO reply: decoded (rep) or
     not yet (head, the reply's first REPLY_HEADER_SIZE bytes, of a message
     of ``length`` bytes, already checked by the caller)."""
-    res = _new(Result)
+    res = _new(cls or Result)
     _set(res, "tensor", tensor)
     _set(res, "request_id", request_id)
     _set(res, "_head", head)

@@ -58,20 +58,23 @@ def _python_run(url: str, frame: np.ndarray, size: tuple[int, int],
                                        doorbell=path == "door")
                     buf = ring.next_frame()
                     buf[:] = frame
-                    ring.preprocess(buf)
+                    ring.preprocess(buf).release()
                     del buf
                 start.wait()
                 while not state["stop"]:
                     t0 = time.perf_counter()
                     if ring is not None:
-                        r = ring.preprocess(ring.next_frame())
+                        rr = ring.preprocess(ring.next_frame())
+                        us = (time.perf_counter() - t0) * 1e6
+                        total = rr.timings.total_us
+                        rr.release()
                     else:
                         r = client.preprocess(frame, size=size)
-                    us = (time.perf_counter() - t0) * 1e6
+                        us = (time.perf_counter() - t0) * 1e6
+                        total = r.timings.total_us
                     if state["measure"]:
                         lat[i].append(us)
-                        cost[i].append(us - r.timings.total_us)
-                    del r
+                        cost[i].append(us - total)
                 if ring is not None:
                     ring.close()
         except Exception as exc:  # reported by the caller

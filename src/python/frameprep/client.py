@@ -39,14 +39,27 @@ def _is_cuda(obj: Any) -> bool:
 class _Socket:
     """The REQ socket and its pool of contexts."""
 
-    def __init__(self, address: str | None, timeout: float):
+    def __init__(self, address: str | None, timeout: float,
+                 trust_owner: str | int | None = None):
         if not timeout > 0:
             raise ValueError(f"timeout {timeout!r} must be > 0 seconds")
         self.address = address or _core.default_address()
         self.timeout = float(timeout)
+        # The users whose socket (file and peer) this client dials, and the
+        # checked owner of an ipc:// socket: the one other user a ring may
+        # grant its shared memory to (None: tcp://).
+        self.trusted = _core.trusted_uids(trust_owner)
+        self.owner = _core.check_socket_owner(self.address, self.trusted)
+        # Bumped by nng's thread whenever the connection to the daemon
+        # closes (it died or restarted): a wait for a reply in shared
+        # memory looks at it, so a dead daemon is noticed at once.
+        self.lost = 0
         ms = max(1, int(self.timeout * 1000))
         self._sock = pynng.Req0(recv_timeout=ms, send_timeout=ms,
                                 resend_time=-1, recv_max_size=0)
+        self._sock.add_post_pipe_remove_cb(self._on_pipe_gone)
+        if self.owner is not None:
+            self._sock.add_pre_pipe_connect_cb(self._check_peer)
         try:
             self._sock.dial(self.address, block=True)
         except pynng.NNGException as exc:
@@ -63,6 +76,17 @@ class _Socket:
         # for one of the gate's tokens.
         self.gate: queue.SimpleQueue[None] | None = None
         self.agate: asyncio.Semaphore | None = None
+
+    def _on_pipe_gone(self, pipe: Any) -> None:
+        self.lost += 1
+
+    def _check_peer(self, pipe: Any) -> None:
+        """Drops a connection whose peer (the listening process) runs as
+        an untrusted user, before anything is sent on it (the socket's
+        path was checked before the dial; this closes the window after)."""
+        uid = _core.pipe_peer_uid(pipe)
+        if uid is not None and uid not in self.trusted:
+            pipe.close()
 
     def set_limits(self, info: dict[str, Any]) -> None:
         """Keeps the daemon's INFO and, the first time, bounds the requests
@@ -99,33 +123,55 @@ class _Socket:
         ctx.close()
 
     def call(self, head: bytes, body: Any = _core._NULL,
-             size: int = 0) -> Any:
+             size: int = 0, gated: bool = False) -> Any:
         """Sends one request (head, then ``size`` bytes at body, a cdata
-        pointer) on a pooled context, within the cap on requests in flight,
-        and returns the reply (an ``nng_msg *`` the caller frees). Raises
-        the transport errors."""
-        return self._on_ctx(lambda ctx: ctx.exchange(head, body, size))
+        pointer) on a pooled context, within the cap on requests in flight
+        (unless the caller holds a token of it: gated), and returns the
+        reply (an ``nng_msg *`` the caller frees). Raises the transport
+        errors."""
+        return self._on_ctx(lambda ctx: ctx.exchange(head, body, size),
+                            gated)
 
-    def call_shm(self, head: Any, reply_at: int, request_id: int) -> Any:
+    def call_shm(self, head: Any, reply_at: int, request_id: int,
+                 gated: bool = False, lost: int | None = None) -> Any:
         """:meth:`call` for a request that asks for its reply in shared
         memory at address reply_at (:meth:`_core.Ctx.exchange_shm`):
         returns ``None`` when the header there is the reply, else nng's
-        reply (an ``nng_msg *`` the caller frees)."""
+        reply (an ``nng_msg *`` the caller frees). Raises
+        :class:`_core.DaemonGone` when the connection closed while it
+        waited (the daemon died), or had closed since ``s.lost`` was
+        lost."""
         ms = max(1, int(self.timeout * 1000))
         return self._on_ctx(
-            lambda ctx: ctx.exchange_shm(head, reply_at, request_id, ms))
+            lambda ctx: ctx.exchange_shm(head, reply_at, request_id, ms,
+                                         self, lost), gated)
 
-    def _on_ctx(self, exchange: Any) -> Any:
-        """Runs exchange(ctx) on a pooled context, within the cap on
-        requests in flight; a context that failed is closed."""
+    def gate_take(self) -> bool:
+        """Takes one token of the cap on requests in flight, waiting up to
+        the timeout; False when there is no cap (yet). Give it back with
+        :meth:`gate_give`."""
         gate = self.gate
-        if gate is not None:
-            try:
-                gate.get(True, self.timeout)
-            except queue.Empty:
-                raise errors.RequestTimeoutError(
-                    f"{self.address}: no room for another request in "
-                    f"flight within {self.timeout:g} s") from None
+        if gate is None:
+            return False
+        try:
+            gate.get(True, self.timeout)
+        except queue.Empty:
+            raise errors.RequestTimeoutError(
+                f"{self.address}: no room for another request in "
+                f"flight within {self.timeout:g} s") from None
+        return True
+
+    def gate_give(self) -> None:
+        """Gives back a token that :meth:`gate_take` took."""
+        gate = self.gate
+        assert gate is not None
+        gate.put(None)
+
+    def _on_ctx(self, exchange: Any, gated: bool = False) -> Any:
+        """Runs exchange(ctx) on a pooled context, within the cap on
+        requests in flight (unless the caller holds a token: gated); a
+        context that failed is closed."""
+        took = not gated and self.gate_take()
         try:
             ctx = self.ctx_get()
             try:
@@ -138,8 +184,8 @@ class _Socket:
                 raise
             self.ctx_put(ctx, True)
         finally:
-            if gate is not None:
-                gate.put(None)
+            if took:
+                self.gate_give()
         return msg
 
     def close(self) -> None:
@@ -162,8 +208,9 @@ class _Connection:
     address and timeout, and closing it."""
 
     def __init__(self, address: str | None = None,
-                 timeout: float = DEFAULT_TIMEOUT):
-        self._s = _Socket(address, timeout)
+                 timeout: float = DEFAULT_TIMEOUT,
+                 trust_owner: str | int | None = None):
+        self._s = _Socket(address, timeout, trust_owner)
 
     @property
     def address(self) -> str:

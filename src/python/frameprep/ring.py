@@ -14,7 +14,16 @@ names (region, offset, length) for its frame and for its tensor; the daemon
 reads the frame in place and writes the tensor in place.
 
 Lifetimes are explicit: :meth:`Ring.close` (or the context manager)
-unregisters the region and unmaps it. Nothing relies on ``__del__``.
+unregisters the region and unmaps it. A slot belongs to whoever holds it
+(a frame reserved by :meth:`Ring.next_frame`, a request in flight, a
+:class:`RingResult` not yet released) and is never handed out again
+before it is given back; a holder that is garbage-collected without
+giving it back gives it back then, with a ``ResourceWarning``.
+
+When the daemon restarts (its connection closes: the region and the
+doorbell went with it), the ring makes a new region of the same layout,
+registers it and sends the requests again there; a reply that may stem
+from the region before is never accepted.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import secrets
 import struct
 import threading
 import time
+import warnings
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -48,23 +58,15 @@ if TYPE_CHECKING:
     from .client import AsyncClient, Client
 
 _PAGE = 4096
-_FREE, _RESERVED, _INFLIGHT = 0, 1, 2
+_FREE, _RESERVED, _INFLIGHT, _HELD = 0, 1, 2, 3
+# How often a request is sent again after the daemon's connection closed
+# or its region was unknown (each time after the ring registered anew).
+_ATTEMPTS = 4
 _names = itertools.count()
 
 
 def _round_page(n: int) -> int:
     return (n + _PAGE - 1) // _PAGE * _PAGE
-
-
-def _daemon_uid(address: str) -> int | None:
-    """The user the daemon at an ipc:// address runs as (its socket file's
-    owner), or None (tcp://, or the file cannot be read)."""
-    if not address.startswith("ipc://"):
-        return None
-    try:
-        return os.stat(address[len("ipc://"):]).st_uid
-    except OSError:
-        return None
 
 
 def _grant(fd: int, uid: int) -> None:
@@ -90,6 +92,135 @@ def _grant(fd: int, uid: int) -> None:
         lib.acl_free(acl)
 
 
+class _Hold:
+    """What holds one slot of a ring: a frame reserved by next_frame() or
+    a result's tensor. Its ``__array_interface__`` describes that memory,
+    and the arrays made from it (``np.asarray``) keep it alive, so the
+    slot stays held while the holder or any view of it lives, until
+    :meth:`give_back`. ``ring`` is None once it no longer holds the slot
+    (given back, or the reserved frame was sent)."""
+
+    __slots__ = ("__array_interface__", "ring", "slot", "ticket", "map",
+                 "addr", "what")
+
+    def __init__(self, ring: _RingBase, slot: int, ticket: int, m: _Map,
+                 addr: int, shape: tuple, typestr: str, what: str):
+        self.__array_interface__ = {"data": (addr, False), "shape": shape,
+                                    "typestr": typestr, "version": 3}
+        self.ring: _RingBase | None = ring
+        self.slot = slot
+        self.ticket = ticket
+        self.map = m  # keeps the mapping alive while views of it live
+        self.addr = addr
+        self.what = what
+
+    def give_back(self) -> None:
+        ring = self.ring
+        if ring is not None:
+            self.ring = None
+            ring._release(self.slot, self.ticket)
+
+    def __del__(self) -> None:
+        if self.ring is not None:
+            try:
+                warnings.warn(
+                    f"a ring slot's {self.what} was never released: given "
+                    f"back when it was garbage-collected (use 'with', "
+                    f"release() or cancel())", ResourceWarning, 2)
+            except Exception:  # interpreter shutdown
+                pass
+            self.give_back()
+
+
+def _hold_of(frame: Any) -> _Hold | None:
+    """The holder of a frame reserved by next_frame() (or of a view of
+    one), or None."""
+    b = getattr(frame, "base", None)
+    for _ in range(8):
+        if type(b) is _Hold:
+            return b
+        if not isinstance(b, np.ndarray):
+            return None
+        b = b.base
+    return None
+
+
+class RingFrame(np.ndarray):
+    """A frame area reserved in a ring's slot by :meth:`Ring.next_frame`:
+    a writable uint8 numpy array (views of it, such as crops, are
+    RingFrames too). Send it (or a crop of it) with :meth:`Ring.preprocess`,
+    which hands the slot on to the result; or give the slot back unsent
+    with :meth:`cancel`. As a context manager (``with ring.next_frame() as
+    buf:``) it gives the slot back at the end unless it was sent, also
+    when the block raises. A reserved frame that is garbage-collected
+    unsent gives its slot back with a ``ResourceWarning``."""
+
+    def cancel(self) -> None:
+        """Gives the slot back unsent; no-op once sent or cancelled. The
+        array must not be written after that."""
+        hold = _hold_of(self)
+        if hold is not None:
+            ring = hold.ring
+            if ring is not None:
+                ring._cancel(hold)
+
+    def __enter__(self) -> RingFrame:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cancel()
+
+
+class RingResult(_core.Result):
+    """A :class:`~frameprep.Result` of a ring: its tensor views the
+    ring's slot, which this result holds until :meth:`release` (or the end
+    of its ``with`` block): until then the ring hands that slot to nobody
+    else, so the tensor keeps its values. Read or copy the tensor before
+    releasing; views of it must not be read after that. A result (or
+    view of its tensor) that is garbage-collected unreleased gives the slot
+    back then, with a ``ResourceWarning``."""
+
+    __slots__ = ("_hold",)
+
+    def release(self) -> None:
+        """Gives the slot back to the ring; no-op when done already."""
+        self._hold.give_back()
+
+    @property
+    def released(self) -> bool:
+        """Whether the slot was given back."""
+        return self._hold.ring is None
+
+    def __enter__(self) -> RingResult:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._hold.give_back()
+
+
+class _Map:
+    """One registration of the ring's memory: the mapping, the id the
+    daemon gave it, its doorbell area, the per-slot views and request
+    headers, and the connection's ``lost`` count when it was registered
+    (a change means the daemon forgot it). A daemon restart makes a new
+    one; the old mapping stays alive while arrays view it."""
+
+    __slots__ = ("mm", "buf", "base", "region_id", "db_area", "lost",
+                 "frames", "slot_srcs", "slot_heads", "slot_form")
+
+    def __init__(self, mm: mmap.mmap, buf: np.ndarray) -> None:
+        self.mm = mm
+        self.buf = buf
+        self.base = buf.__array_interface__["data"][0]
+        self.region_id = 0
+        self.db_area = 0
+        self.lost = 0
+        self.frames: list[np.ndarray] = []
+        self.slot_srcs: list[_core.Source] = []
+        self.slot_heads: list[tuple[bytearray, Any]] = []
+        self.slot_form: tuple = ()
+
+
 class _RingBase:
     """Bookkeeping shared by :class:`Ring` and :class:`AsyncRing`."""
 
@@ -103,11 +234,6 @@ class _RingBase:
 
     def __init__(self, slots: int, frame: Sequence[int], options: dict):
         fmt = options.pop("format", None)
-        if fmt is not None and _core._pick(_core._FORMATS, fmt,
-                                           "format").is_yuv:
-            raise errors.InvalidRequestError(
-                f"format {fmt}: rings take interleaved frames; send YUV "
-                f"frames with preprocess()")
         self._opts = _core.Options.make(**options)
         self._plan = _core.Plan(self._opts)
         self._format = fmt
@@ -140,29 +266,22 @@ class _RingBase:
             self.size += _round_page(_core.DOORBELL_HEADER_SIZE +
                                      _core.DOORBELL_ENTRY_SIZE *
                                      self._db_entries)
-        # The area's address once the daemon polls it, else 0.
-        self._db_area = 0
-        self.region_id = 0
+        self._map: _Map | None = None
+        # A slot's state and its ticket, which changes each time the slot
+        # is handed out, so that a holder gives back only what it holds.
         self._state = [_FREE] * self.slots
+        self._ticket = [0] * self.slots
         self._free = collections.deque(range(self.slots))
-        self._lock = threading.Lock()
+        # Reentrant: a holder's __del__ may run (garbage collection) on a
+        # thread that holds it.
+        self._lock = threading.RLock()
         self._closed = False
-        self._mm: mmap.mmap | None = None
-        self._buf: np.ndarray | None = None
-        self._base = 0
-        # Per slot, views of the whole frame area and of the tensor: a
-        # request's views are fresh views of these.
-        self._frames: list[np.ndarray] = []
-        self._tensors: list[np.ndarray] = []
-        # A whole-slot view that next_frame handed out, by id(), until it
-        # is sent: such a frame needs no checks, and each slot keeps its
-        # checked source and a request header that differs only in its id.
-        self._handed: dict[int, tuple[int, np.ndarray]] = {}
-        self._handed_at = [0] * self.slots
-        self._slot_srcs: list[_core.Source] = []
-        self._slot_heads: list[tuple[bytearray, Any]] = []
-        self._slot_form: tuple = ()
-        self._slot_checked: Any = None
+        # A restart's re-registration: _epoch changes when it begins (a
+        # reply to a request sent before is not accepted), _recovering is
+        # set while it runs (requests wait for it).
+        self._epoch = 0
+        self._recovering = False
+        self._recover_lock = threading.Lock()
         # The bytes of a successful reply to a request of this ring, but
         # for its id at byte 8 and its scales, pads and times at 40..80.
         ok = Reply(kind=_FRAME, dtype=self._opts.dtype,
@@ -173,8 +292,18 @@ class _RingBase:
         self._tensor_form = (self._opts.shape, int(self._opts.dtype),
                              self.tensor_bytes)
 
+    @property
+    def region_id(self) -> int:
+        """The id the daemon gave the ring's region (it changes when the
+        ring registers anew after a daemon restart)."""
+        m = self._map
+        return m.region_id if m is not None else 0
+
     def _create(self, limits: dict[str, Any],
-                address: str) -> tuple[str, int]:
+                owner: int | None) -> tuple[str, int, _Map]:
+        """Creates, sizes and maps a new shared-memory object for the
+        ring, open to the daemon's user owner too (the checked owner of
+        its socket) when that is another user."""
         bound = limits.get("max_region_bytes")
         if isinstance(bound, int) and self.size > bound:
             raise errors.LimitExceededError(
@@ -189,56 +318,51 @@ class _RingBase:
         except OSError as exc:
             raise errors.RegionError(f"creating {path}: {exc}") from None
         try:
-            uid = _daemon_uid(address)
-            if uid is not None and uid != os.geteuid():
-                _grant(fd, uid)
+            if owner is not None and owner != os.geteuid():
+                _grant(fd, owner)
         except (OSError, errors.RegionError):
             os.close(fd)
             os.unlink(path)
             raise
         try:
             os.ftruncate(fd, self.size)
-            self._mm = mmap.mmap(fd, self.size, mmap.MAP_SHARED,
-                                 mmap.PROT_READ | mmap.PROT_WRITE)
+            mm = mmap.mmap(fd, self.size, mmap.MAP_SHARED,
+                           mmap.PROT_READ | mmap.PROT_WRITE)
         except OSError as exc:
             os.close(fd)
             os.unlink(path)
             raise errors.RegionError(f"sizing or mapping {path}: "
                                      f"{exc}") from None
-        self._buf = np.frombuffer(self._mm, np.uint8)
-        self._base = self._buf.__array_interface__["data"][0]
+        m = _Map(mm, np.frombuffer(mm, np.uint8))
         fshape = tuple(self.frame_shape)
         for k in range(self.slots):
-            self._frames.append(self._view(
-                k * self._slot_bytes + self._frame_off, self.frame_bytes,
+            m.frames.append(self._view(
+                m, k * self._slot_bytes + self._frame_off, self.frame_bytes,
                 "u1", fshape))
-            self._tensors.append(self._view(
-                k * self._slot_bytes, self.tensor_bytes, self._plan.typestr,
-                self._opts.shape))
-        return name, fd
+        return name, fd, m
 
-    def _registered(self, region_id: int) -> None:
-        """Keeps the region id the daemon gave and the header of the
-        ring's requests."""
-        self.region_id = region_id
+    def _registered(self, m: _Map, region_id: int) -> None:
+        """Keeps the region id the daemon gave and the headers of the
+        requests for each slot's whole frame."""
+        m.region_id = region_id
         req = self._opts.request()
         req.input_loc = req.output_loc = Location.SHM
         req.in_region = req.out_region = region_id
         req.shm_reply = self._shm_reply
         self._plan = _core.Plan(self._opts, req)
         try:
-            srcs = [_core.check_frame(f, self._format) for f in self._frames]
+            srcs = [_core.check_frame(f, self._format) for f in m.frames]
         except errors.InvalidRequestError:
             return  # the format does not fit: every request says so
         for k, src in enumerate(srcs):
             head = self._plan.header.buffer(
                 0, src.format, src.width, src.height, src.stride,
-                src.addr - self._base, k * self._slot_bytes,
-                self._out_capacity, src.span)
-            self._slot_heads.append((head, _ffi.from_buffer(head)))
-        self._slot_srcs = srcs
-        f = self._frames[0]
-        self._slot_form = (f.shape, f.strides)
+                src.addr - m.base, k * self._slot_bytes,
+                self._out_capacity, src.span, src.planes)
+            m.slot_heads.append((head, _ffi.from_buffer(head)))
+        m.slot_srcs = srcs
+        f = m.frames[0]
+        m.slot_form = (f.shape, f.strides)
 
     @staticmethod
     def _forget_name(name: str, fd: int) -> None:
@@ -253,85 +377,106 @@ class _RingBase:
                        region_name=name)
 
     def _unmap(self) -> None:
-        self._db_area = 0
-        self._handed.clear()
-        self._slot_srcs = []
-        self._slot_heads = []
-        self._buf = None
-        self._frames = []
-        self._tensors = []
-        if self._mm is not None:
-            try:
-                self._mm.close()
-            except BufferError:
-                pass  # views the caller holds keep the mapping alive
-            self._mm = None
+        m, self._map = self._map, None
+        if m is not None:
+            self._drop(m)
 
-    def _view(self, offset: int, nbytes: int, dtype: str,
+    @staticmethod
+    def _drop(m: _Map) -> None:
+        """Unmaps m, unless arrays the caller holds view it (they keep
+        the mapping alive)."""
+        m.db_area = 0
+        m.frames = []
+        m.slot_srcs = []
+        m.slot_heads = []
+        m.buf = np.empty(0, np.uint8)
+        try:
+            m.mm.close()
+        except BufferError:
+            pass
+
+    @staticmethod
+    def _view(m: _Map, offset: int, nbytes: int, dtype: str,
               shape: tuple) -> np.ndarray:
-        assert self._buf is not None
-        return self._buf[offset:offset + nbytes].view(dtype).reshape(shape)
+        return m.buf[offset:offset + nbytes].view(dtype).reshape(shape)
 
-    def _try_take(self, state: int) -> int | None:
+    def _try_take(self, state: int) -> tuple[int, int] | None:
         """Takes the least recently used free slot (caller holds the
-        lock)."""
+        lock): its index and new ticket."""
         if self._closed:
             raise errors.ClosedError("the ring was closed")
         if not self._free:
             return None
         k = self._free.popleft()
         self._state[k] = state
-        return k
+        t = self._ticket[k] + 1
+        self._ticket[k] = t
+        return k, t
 
-    def _frame_view(self, k: int, shape: Sequence[int] | None) -> np.ndarray:
+    def _frame_view(self, k: int, ticket: int,
+                    shape: Sequence[int] | None) -> RingFrame:
+        """A reserved frame for slot k: a RingFrame over a holder."""
+        m = self._map
+        if m is None:
+            self._release(k, ticket)
+            raise errors.ClosedError("the ring was closed")
         if shape is None:
-            view = self._frames[k][...]
-            if self._slot_srcs:
-                self._handed[id(view)] = (k, view)
-                self._handed_at[k] = id(view)
-            return view
-        shape = tuple(shape)
-        n = int(np.prod(shape))
-        if n > self.frame_bytes or len(shape) not in (2, 3):
-            self._release(k)
-            raise errors.InvalidRequestError(
-                f"frame shape {shape} does not fit the ring's slot of "
-                f"{self.frame_shape}")
-        return self._view(k * self._slot_bytes + self._frame_off, n, "u1",
-                          shape)
+            shape = tuple(self.frame_shape)
+        else:
+            shape = tuple(int(v) for v in shape)
+            n = 1
+            for v in shape:
+                n *= v
+            if (n > self.frame_bytes or len(shape) not in (2, 3) or
+                    min(shape) < 1):
+                self._release(k, ticket)
+                raise errors.InvalidRequestError(
+                    f"frame shape {shape} does not fit the ring's slot of "
+                    f"{self.frame_shape}")
+        addr = m.base + k * self._slot_bytes + self._frame_off
+        hold = _Hold(self, k, ticket, m, addr, shape, "|u1", "frame")
+        return np.asarray(hold).view(RingFrame)
 
-    def _claim_handed(self, frame: Any) -> int | None:
-        """The slot of frame if it is a whole-slot view from next_frame,
-        unchanged and not sent yet (the slot is then in flight), else
-        None."""
-        got = self._handed.pop(id(frame), None)
-        if (got is None or got[1] is not frame or frame.dtype is not _U8 or
-                (frame.shape, frame.strides) != self._slot_form):
-            return None
-        k = got[0]
+    def _claim(self, hold: _Hold | None) -> bool:
+        """Whether hold is a frame reserved on this ring and not yet sent
+        (its slot is then in flight, the holder's no more)."""
+        if hold is None or hold.ring is not self:
+            return False
+        k = hold.slot
         with self._lock:
-            if self._closed or self._state[k] != _RESERVED:
-                return None
+            if (self._closed or hold.ring is not self or
+                    self._ticket[k] != hold.ticket or
+                    self._state[k] != _RESERVED):
+                return False
             self._state[k] = _INFLIGHT
-            self._handed_at[k] = 0
-        return k
+            hold.ring = None
+        return True
 
-    def _forget_handed(self, k: int) -> None:
-        """Drops slot k's entry in the handed views (caller holds the
-        lock): a view sent as a crop, or not at all."""
-        hid = self._handed_at[k]
-        if hid:
-            self._handed_at[k] = 0
-            self._handed.pop(hid, None)
+    def _cancel(self, hold: _Hold) -> None:
+        """Gives back a reserved, unsent frame's slot."""
+        with self._lock:
+            if hold.ring is not self:
+                return
+            hold.ring = None
+            if self._state[hold.slot] != _RESERVED:
+                return
+        self._release(hold.slot, hold.ticket)
 
-    def _slot_header(self, k: int, request_id: int,
+    def _is_whole(self, m: _Map, k: int, frame: Any,
+                  hold: _Hold) -> bool:
+        """Whether frame is slot k's whole frame as next_frame() gave it,
+        in the current mapping: its request header is ready."""
+        return (bool(m.slot_heads) and hold.map is m and
+                type(frame) is RingFrame and frame.dtype is _U8 and
+                (frame.shape, frame.strides) == m.slot_form and
+                frame.__array_interface__["data"][0] == hold.addr)
+
+    def _slot_header(self, m: _Map, k: int, request_id: int,
                      limits: dict[str, Any]) -> Any:
         """The header (a cdata array) of the request for slot k's whole
         frame, after the checks against the daemon's limits."""
-        if limits is not self._slot_checked:
-            self._plan.check(self._slot_srcs[k], limits)
-            self._slot_checked = limits
-        head, ptr = self._slot_heads[k]
+        self._plan.check(m.slot_srcs[k], limits)
+        head, ptr = m.slot_heads[k]
         set_request_id(head, request_id)
         return ptr
 
@@ -345,65 +490,60 @@ class _RingBase:
                 head[80:96] == c and head[:8] == a and head[-1] == 0 and
                 _U64.unpack_from(head, 8)[0] == request_id)
 
-    def _claim(self, frame: Any) -> tuple[int | None, _core.Source]:
-        """Checks frame; if it lies in a slot reserved by next_frame, marks
-        that slot in flight and returns its index, else None."""
-        src = _core.check_frame(frame, self._format)
-        # The only slot whose frame area can hold the frame's first byte.
-        k, at = divmod(src.addr - self._base - self._frame_off,
-                       self._slot_bytes)
-        with self._lock:
-            if self._buf is None:
-                raise errors.ClosedError("the ring was closed")
-            if (0 <= k < self.slots and self._state[k] == _RESERVED and
-                    at + src.span <= self.frame_bytes):
-                self._state[k] = _INFLIGHT
-                return k, src
-        return None, src
-
-    def _build(self, k: int, src: _core.Source, copy: bool, request_id: int,
+    def _build(self, m: _Map, k: int, src: _core.Source, copy: bool,
+               request_id: int,
                limits: dict[str, Any]) -> tuple[bytes, _core.Source]:
-        """The request header for src in slot k, after copying src there if
-        copy."""
+        """The request header for src in slot k of mapping m, after
+        copying src there if copy (packed, with its shape)."""
         if copy:
-            if src.span > self.frame_bytes:
-                raise errors.LimitExceededError(
-                    f"frame of {src.span} bytes is larger than the ring's "
-                    f"slot of {self.frame_bytes}")
             a = src.array
-            shape = (src.height, src.width, a.shape[2] if a.ndim == 3 else 1)
-            n = shape[0] * shape[1] * shape[2]
-            dst = self._view(k * self._slot_bytes + self._frame_off, n, "u1",
-                             shape)
-            np.copyto(dst, a.reshape(shape))
-            src = _core.Source(src.format, src.width, src.height,
-                               src.width * shape[2], n, dst,
-                               _core.address_of(dst))
+            if a.size > self.frame_bytes:
+                raise errors.LimitExceededError(
+                    f"frame of {a.size} bytes is larger than the ring's "
+                    f"slot of {self.frame_bytes}")
+            dst = self._view(m, k * self._slot_bytes + self._frame_off,
+                             a.size, "u1", a.shape)
+            np.copyto(dst, a)
+            src = _core.check_frame(dst, self._format)
         plan = self._plan
         plan.check(src, limits)
         return plan.header.stamp(request_id, src.format, src.width,
                                  src.height, src.stride,
-                                 src.addr - self._base, k * self._slot_bytes,
-                                 self._out_capacity, src.span), src
+                                 src.addr - m.base, k * self._slot_bytes,
+                                 self._out_capacity, src.span,
+                                 src.planes), src
 
-    def _finish(self, k: int, rep: Any, src: _core.Source) -> _core.Result:
-        if (rep.shape, rep.dtype, rep.tensor_size) == self._tensor_form:
-            tensor = self._tensors[k][...]
+    def _result(self, m: _Map, k: int, ticket: int, rep: Reply | None,
+                request_id: int, src: _core.Source, head: bytes = b"",
+                length: int = 0) -> RingResult:
+        """The result of slot k (now held by it): its tensor views the
+        slot through a holder."""
+        addr = m.base + k * self._slot_bytes
+        if rep is None or (rep.shape, rep.dtype,
+                           rep.tensor_size) == self._tensor_form:
+            shape, typestr = self._opts.shape, self._plan.typestr
         else:
             shape = tuple(rep.shape[:rep.ndim])
-            tensor = self._view(k * self._slot_bytes, rep.tensor_size,
-                                _core.DType(rep.dtype).numpy, shape)
-        return _core.make_result(tensor, rep, src)
-
-    def _release(self, k: int) -> None:
+            typestr = _core.DType(rep.dtype).numpy
+        hold = _Hold(self, k, ticket, m, addr, shape, typestr, "result")
         with self._lock:
-            self._forget_handed(k)
+            if self._ticket[k] == ticket:
+                self._state[k] = _HELD
+        res = _core.new_result(np.asarray(hold), request_id, src, rep, head,
+                               length, RingResult)
+        object.__setattr__(res, "_hold", hold)
+        return res
+
+    def _release(self, k: int, ticket: int) -> None:
+        with self._lock:
+            if self._ticket[k] != ticket or self._state[k] == _FREE:
+                return
             self._state[k] = _FREE
             self._free.append(k)
-        self._wake()
+            self._freed()
 
-    def _wake(self) -> None:
-        pass
+    def _freed(self) -> None:
+        """A slot was given back (the lock is held)."""
 
 
 class Ring(_RingBase):
@@ -411,28 +551,38 @@ class Ring(_RingBase):
     (create it with :meth:`Client.ring`), for the zero-copy path over
     ``ipc://``.
 
-    Each slot holds one frame of up to ``frame_shape`` uint8 pixels and one
-    tensor of the ring's options. The ring hands out the least recently
-    used free slot, and is safe to share between threads.
+    Each slot holds one frame of up to ``frame_shape`` uint8 pixels (a YUV
+    frame of ``format`` nv12, i420 or yuyv as the 2-D array OpenCV takes)
+    and one tensor of the ring's options. The ring hands out the least
+    recently used free slot, and is safe to share between threads.
 
-    Writing in place: ``buf = ring.next_frame()`` reserves the next slot
-    and returns a writable numpy view (H, W, C) of its frame area; write
-    the frame there (a decoder's output, ``cv2.resize(..., dst=buf)``,
+    Results hold their slot: ``with ring.preprocess(frame) as r:`` (or
+    ``r.release()`` when done) — until then the slot is handed to nobody
+    else, so ``r.tensor`` (a numpy view of the slot, not a copy) keeps its
+    values. A thread that wants a slot while all are held waits for one,
+    up to the client's timeout (:class:`~frameprep.RequestTimeoutError`):
+    give a ring at least as many slots as results held at once.
+
+    Writing in place: ``buf = ring.next_frame()`` reserves a slot and
+    returns a writable :class:`RingFrame` (H, W, C) of its frame area;
+    write the frame there (a decoder's output, ``cv2.resize(..., dst=buf)``,
     ``buf[:] = ...``) and pass ``buf`` (or a crop of it) to
-    :meth:`preprocess`, which sends it without a copy (``buf`` itself, as
-    next_frame() returned it, takes the quickest path). Any other array
-    given to :meth:`preprocess` is copied into the next free slot.
+    :meth:`preprocess`, which sends it without a copy and hands the slot to
+    the result. ``buf.cancel()`` gives an unsent slot back (``with
+    ring.next_frame() as buf:`` does on leaving the block, on an exception
+    too). Any other array given to :meth:`preprocess` is copied into a free
+    slot.
 
-    Tensor lifetime: the result's tensor is a numpy view of the slot's
-    output area, not a copy. It is valid until the ring hands that slot
-    out again, which happens only after every other free slot has been
-    handed out: with one thread, for the next ``slots - 1`` requests on the
-    ring. Threads or tasks sharing a ring should give it more slots than
-    requests in flight (twice as many is comfortable) and read the tensor
-    before their next request. Copy it (``result.tensor.copy()``) to keep
-    it longer. After
-    :meth:`close`, views still held keep the memory mapped (reading them
-    is safe) but the daemon no longer writes there.
+    At most the client's in-flight limit (the daemon's
+    ``max_inflight_per_conn``) of the client's requests, the ring's
+    included, are in flight at a time; more wait their turn.
+
+    Daemon restarts: when the connection to the daemon closes (noticed at
+    once by a request waiting in the slot or the doorbell), or the daemon
+    no longer knows the ring's region, the ring registers a new region of
+    the same layout (the frames and held tensors stay in the old memory,
+    still mapped) and sends the request again; a reply that may stem from
+    before the restart is never taken.
 
     Doorbell: while the daemon polls for requests (it spins: frameprepd
     ``--spin-us``, on by default with a GPU), the requests of the ring's
@@ -457,30 +607,82 @@ class Ring(_RingBase):
         self._client = client
         self._cond = threading.Condition(self._lock)
         self._waiting = 0
-        name, fd = self._create(client.limits(), client.address)
+        self._map = self._register()
+
+    def _register(self) -> _Map:
+        """Makes, registers and (doorbell) rings up a new mapping."""
+        client = self._client
+        s = client._s
+        name, fd, m = self._create(client.limits(), s.owner)
+        m.lost = s.lost
         try:
             _, rep = client.request(self._register_request(name))
         except BaseException:
-            self._unmap()
+            self._drop(m)
             raise
         finally:
             self._forget_name(name, fd)
-        self._registered(rep.region_id)
+        self._registered(m, rep.region_id)
         if self._db_entries:
-            self._ring_doorbell()
+            self._ring_doorbell(m)
+        return m
 
-    def _ring_doorbell(self) -> None:
+    def _ring_doorbell(self, m: _Map) -> None:
         """Asks the daemon to poll the ring's doorbell area. A daemon
         that refuses (doorbells off, at its limit, or one that predates
         them) leaves the ring on nng alone."""
         try:
             self._client.request(Request(
-                kind=Kind.DOORBELL, region_id=self.region_id,
+                kind=Kind.DOORBELL, region_id=m.region_id,
                 doorbell_entries=self._db_entries,
                 doorbell_offset=self._db_off))
         except errors.FrameprepError:
             return
-        self._db_area = self._base + self._db_off
+        m.db_area = m.base + self._db_off
+
+    def _recover(self, epoch: int) -> None:
+        """Registers the ring anew after the daemon forgot its region
+        (restarted), unless another thread did since epoch; retries for
+        up to the client's timeout while the daemon is away."""
+        with self._recover_lock:
+            with self._lock:
+                if self._epoch != epoch or self._closed:
+                    return
+                self._epoch += 1
+                self._recovering = True
+            try:
+                deadline = time.monotonic() + self._client.timeout
+                while True:
+                    try:
+                        m = self._register()
+                        break
+                    except (errors.TransportError,
+                            errors.RequestTimeoutError,
+                            errors.RegionError,
+                            errors.ServerShuttingDownError,
+                            errors.ServerBusyError):
+                        if (time.monotonic() > deadline or
+                                self._closed):
+                            raise
+                        time.sleep(0.02)
+                with self._lock:
+                    self._map = m
+            finally:
+                with self._lock:
+                    self._recovering = False
+
+    def _current(self) -> tuple[_Map, int]:
+        """The mapping to send in and the epoch, once no re-registration
+        runs."""
+        while True:
+            with self._lock:
+                m = self._map
+                if m is None or self._closed:
+                    raise errors.ClosedError("the ring was closed")
+                if not self._recovering:
+                    return m, self._epoch
+            with self._recover_lock:
+                pass
 
     def __enter__(self) -> Ring:
         return self
@@ -488,150 +690,217 @@ class Ring(_RingBase):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _release(self, k: int) -> None:
-        with self._lock:
-            self._forget_handed(k)
-            self._state[k] = _FREE
-            self._free.append(k)
-            if self._waiting:
-                self._cond.notify_all()
+    def _freed(self) -> None:
+        if self._waiting:
+            self._cond.notify_all()
 
-    def _take(self, state: int) -> int:
+    def _take(self, state: int) -> tuple[int, int]:
         with self._lock:
-            k = self._try_take(state)
-        if k is not None:
-            return k
+            got = self._try_take(state)
+        if got is not None:
+            return got
         deadline = time.monotonic() + self._client.timeout
         with self._cond:
-            while (k := self._try_take(state)) is None:
+            while (got := self._try_take(state)) is None:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise errors.RequestTimeoutError(
                         f"no free ring slot within "
-                        f"{self._client.timeout:g} s")
+                        f"{self._client.timeout:g} s: every slot is held "
+                        f"(release results when done)")
                 self._waiting += 1
                 try:
                     self._cond.wait(left)
                 finally:
                     self._waiting -= 1
-            return k
+            return got
 
-    def next_frame(self, shape: Sequence[int] | None = None) -> np.ndarray:
-        """Reserves the next free slot and returns a writable uint8 view of
-        its frame area, of shape ``shape`` (default ``frame_shape``; at most
-        the slot's bytes). Pass it to :meth:`preprocess`. Waits up to the
-        client's timeout for a free slot
+    def next_frame(self, shape: Sequence[int] | None = None) -> RingFrame:
+        """Reserves a free slot and returns a writable uint8
+        :class:`RingFrame` of its frame area, of shape ``shape`` (default
+        ``frame_shape``; at most the slot's bytes). Pass it to
+        :meth:`preprocess`, or give it back with its ``cancel()``. Waits up
+        to the client's timeout for a free slot
         (:class:`~frameprep.RequestTimeoutError`)."""
-        return self._frame_view(self._take(_RESERVED), shape)
+        k, ticket = self._take(_RESERVED)
+        return self._frame_view(k, ticket, shape)
 
-    def preprocess(self, frame: np.ndarray) -> _core.Result:
-        """Preprocesses a frame through the ring: a view from
+    def preprocess(self, frame: np.ndarray) -> RingResult:
+        """Preprocesses a frame through the ring: a frame from
         :meth:`next_frame` (or a crop of one) as it lies, any other uint8
-        array (H, W[, C]) after copying it into the next free slot. Returns
-        a :class:`~frameprep.Result` whose tensor views the slot (see the
-        class's tensor lifetime). Raises as :meth:`Client.preprocess`, and
+        array (H, W[, C], or a YUV frame of the ring's format) after
+        copying it into a free slot. Returns a :class:`RingResult` whose
+        tensor views the slot, held until the result is released. Raises
+        as :meth:`Client.preprocess`, and
         :class:`~frameprep.LimitExceededError` for a frame larger than a
         slot."""
-        k = self._claim_handed(frame)
-        handed = k is not None
-        if k is not None:
-            src = self._slot_srcs[k]
-        else:
-            k, src = self._claim(frame)
-            copy = k is None
-            if k is None:
-                k = self._take(_INFLIGHT)
+        hold = _hold_of(frame)
+        if self._claim(hold):
+            assert hold is not None
+            k, ticket = hold.slot, hold.ticket
+            try:
+                src = None
+                m = self._map
+                if m is None or not self._is_whole(m, k, frame, hold):
+                    src = _core.check_frame(frame, self._format)
+                return self._send(k, ticket, src, hold, frame)
+            except BaseException:
+                self._release(k, ticket)
+                raise
+        src = _core.check_frame(frame, self._format)
+        if src.array.size > self.frame_bytes:
+            raise errors.LimitExceededError(
+                f"frame of {src.array.size} bytes is larger than the "
+                f"ring's slot of {self.frame_bytes}")
+        k, ticket = self._take(_INFLIGHT)
         try:
-            client = self._client
-            s = client._s
+            return self._send(k, ticket, src, None, frame)
+        except BaseException:
+            self._release(k, ticket)
+            raise
+
+    def _send(self, k: int, ticket: int, src: _core.Source | None,
+              hold: _Hold | None, frame: Any) -> RingResult:
+        """Sends slot k's request (src None: the whole reserved frame,
+        its header ready; hold None: src copied into the slot) and returns
+        its result, sending it again after a daemon restart."""
+        client = self._client
+        s = client._s
+        for attempt in range(_ATTEMPTS):
+            m, epoch = self._current()
+            if s.lost != m.lost:  # the daemon forgot the region
+                self._recover(epoch)
+                continue
             request_id = s.next_id()
             limits = s._limits
             if limits is None:
                 limits = client.limits()
-            if handed:
-                head = self._slot_header(k, request_id, limits)
+            if hold is not None and hold.map is not m:
+                # Reserved before a restart: its bytes are in the old
+                # memory, complete now that it is sent.
+                if src is None:
+                    src = _core.check_frame(frame, self._format)
+                head, used = self._build(m, k, src, True, request_id, limits)
+            elif src is None:
+                used = m.slot_srcs[k]
+                head = self._slot_header(m, k, request_id, limits)
             else:
-                head, src = self._build(k, src, copy, request_id, limits)
-            if k < self._db_entries and self._db_area:
-                # Through the doorbell while the daemon polls it; the
+                head, used = self._build(m, k, src, hold is None,
+                                         request_id, limits)
+            try:
+                rhead, length = self._call(m, k, head, request_id)
+                if self._epoch != epoch:
+                    continue  # answered after a restart began
+                if src is None and self._usual_reply(rhead, length,
+                                                     request_id):
+                    return self._result(m, k, ticket, None, request_id,
+                                        used, rhead, length)
+                rep = Reply.decode(rhead, length)
+                _core.check_reply(rep, request_id, _FRAME)
+            except (_core.DaemonGone, errors.RegionError):
+                if attempt + 1 == _ATTEMPTS:
+                    raise
+                self._recover(epoch)
+                continue
+            return self._result(m, k, ticket, rep, request_id, used)
+        raise errors.RegionError(
+            f"the daemon forgot the ring's region {_ATTEMPTS} times in a "
+            f"row")
+
+    def _call(self, m: _Map, k: int, head: Any,
+              request_id: int) -> tuple[bytes, int]:
+        """Sends head within the client's in-flight limit (the doorbell
+        of slot k when the daemon watches it, else the socket) and returns
+        the reply's header and length."""
+        client = self._client
+        s = client._s
+        gated = s.gate_take()
+        try:
+            msg = None
+            if k < self._db_entries and m.db_area:
+                # Through the doorbell while the daemon watches it; the
                 # reply header comes in the entry.
-                at = (self._db_area + _core.DOORBELL_HEADER_SIZE +
+                at = (m.db_area + _core.DOORBELL_HEADER_SIZE +
                       k * _core.DOORBELL_ENTRY_SIZE)
-                msg = None
                 try:
-                    taken = _core.doorbell_call(self._db_area, at, head,
-                                                request_id, client.timeout)
+                    taken = _core.doorbell_call(m.db_area, at, head,
+                                                request_id, client.timeout,
+                                                s, m.lost)
                 except errors.RequestTimeoutError:
-                    self._db_area = 0  # taken, never answered: left alone
+                    m.db_area = 0  # taken, never answered: left alone
                     raise
                 if taken:
                     at += _core.DOORBELL_REPLY_AT
                 elif self._shm_reply:
-                    at = self._base + k * self._slot_bytes + self._reply_off
-                    msg = s.call_shm(head, at, request_id)
+                    at = m.base + k * self._slot_bytes + self._reply_off
+                    msg = s.call_shm(head, at, request_id, True, m.lost)
                 else:
-                    msg = s.call(head)
+                    msg = s.call(head, gated=True)
             elif self._shm_reply:
-                at = self._base + k * self._slot_bytes + self._reply_off
-                msg = s.call_shm(head, at, request_id)
+                at = m.base + k * self._slot_bytes + self._reply_off
+                msg = s.call_shm(head, at, request_id, True, m.lost)
             else:
-                msg = s.call(head)
-            if msg is None:  # the reply header in the slot
-                head = bytes(self._buf[at - self._base:
-                                       at - self._base + REPLY_HEADER_SIZE])
-                length = REPLY_HEADER_SIZE
-            else:
-                try:
-                    head, length = _core.reply_head(msg)
-                finally:
-                    _lib.nng_msg_free(msg)
-            if handed and self._usual_reply(head, length, request_id):
-                return _core.new_result(self._tensors[k][...], request_id,
-                                        src, None, head, length)
-            rep = Reply.decode(head, length)
-            _core.check_reply(rep, request_id, _FRAME)
-            return self._finish(k, rep, src)
+                msg = s.call(head, gated=True)
         finally:
-            self._release(k)
+            if gated:
+                s.gate_give()
+        if msg is None:  # the reply header in shared memory
+            return bytes(m.buf[at - m.base:
+                               at - m.base + REPLY_HEADER_SIZE]), \
+                REPLY_HEADER_SIZE
+        try:
+            return _core.reply_head(msg)
+        finally:
+            _lib.nng_msg_free(msg)
 
     def close(self) -> None:
         """Unregisters the region (best effort) and unmaps it. Requests on
-        the ring must have finished. Closing twice is a no-op."""
+        the ring must have finished; results still held keep the memory
+        mapped (reading them is safe) but the daemon no longer writes
+        there. Closing twice is a no-op."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-        try:
-            self._client.request(Request(kind=Kind.UNREGISTER,
-                                         region_id=self.region_id))
-        except errors.FrameprepError:
-            pass
+            if self._waiting:
+                self._cond.notify_all()
+        m = self._map
+        if m is not None:
+            try:
+                self._client.request(Request(kind=Kind.UNREGISTER,
+                                             region_id=m.region_id))
+            except errors.FrameprepError:
+                pass
         self._unmap()
 
 
 class AsyncRing(_RingBase):
     """The asyncio form of :class:`Ring`, made by :meth:`AsyncClient.ring`:
     ``await ring.next_frame()``, ``await ring.preprocess(frame)``, ``await
-    ring.aclose()`` or ``async with``. Same slots, lifetimes and errors."""
+    ring.aclose()`` or ``async with``. Same slots, holders, lifetimes and
+    errors; its requests go over the socket (no doorbell), and it does not
+    register anew after a daemon restart (its requests then fail with
+    :class:`~frameprep.RegionError`)."""
 
     def __init__(self, client: AsyncClient, slots: int,
                  frame: Sequence[int], **options: Any):
         super().__init__(slots, frame, options)
         self._client = client
-        self._freed = asyncio.Event()
+        self._freed_event = asyncio.Event()
 
     async def _register(self) -> None:
-        name, fd = self._create(await self._client.limits(),
-                                self._client.address)
+        s = self._client._s
+        name, fd, m = self._create(await self._client.limits(), s.owner)
         try:
             _, rep = await self._client.request(
                 self._register_request(name))
         except BaseException:
-            self._unmap()
+            self._drop(m)
             raise
         finally:
             self._forget_name(name, fd)
-        self._registered(rep.region_id)
+        self._registered(m, rep.region_id)
+        self._map = m
 
     async def __aenter__(self) -> AsyncRing:
         return self
@@ -639,53 +908,65 @@ class AsyncRing(_RingBase):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def _wake(self) -> None:
-        self._freed.set()
+    def _freed(self) -> None:
+        self._freed_event.set()
 
-    async def _take(self, state: int) -> int:
+    async def _take(self, state: int) -> tuple[int, int]:
         deadline = time.monotonic() + self._client.timeout
         while True:
             with self._lock:
-                k = self._try_take(state)
-            if k is not None:
-                return k
-            self._freed.clear()
+                got = self._try_take(state)
+                if got is None:
+                    self._freed_event.clear()
+            if got is not None:
+                return got
             left = deadline - time.monotonic()
-            try:
-                await asyncio.wait_for(self._freed.wait(), max(left, 0))
-            except asyncio.TimeoutError:
+            if left <= 0:
                 raise errors.RequestTimeoutError(
                     f"no free ring slot within "
-                    f"{self._client.timeout:g} s") from None
+                    f"{self._client.timeout:g} s: every slot is held "
+                    f"(release results when done)")
+            # A slot given back on another thread (a holder collected
+            # there) sets the event unsafely for asyncio: look again soon.
+            try:
+                await asyncio.wait_for(self._freed_event.wait(),
+                                       min(left, 0.05))
+            except asyncio.TimeoutError:
+                pass
 
     async def next_frame(self,
-                         shape: Sequence[int] | None = None) -> np.ndarray:
+                         shape: Sequence[int] | None = None) -> RingFrame:
         """See :meth:`Ring.next_frame`."""
-        return self._frame_view(await self._take(_RESERVED), shape)
+        k, ticket = await self._take(_RESERVED)
+        return self._frame_view(k, ticket, shape)
 
-    async def preprocess(self, frame: np.ndarray) -> _core.Result:
+    async def preprocess(self, frame: np.ndarray) -> RingResult:
         """See :meth:`Ring.preprocess`."""
         limits = await self._client.limits()
-        k = self._claim_handed(frame)
-        handed = k is not None
-        if k is not None:
-            src = self._slot_srcs[k]
+        hold = _hold_of(frame)
+        src = _core.check_frame(frame, self._format)
+        if self._claim(hold):
+            assert hold is not None
+            k, ticket, copy = hold.slot, hold.ticket, False
         else:
-            k, src = self._claim(frame)
-            copy = k is None
-            if k is None:
-                k = await self._take(_INFLIGHT)
+            if src.array.size > self.frame_bytes:
+                raise errors.LimitExceededError(
+                    f"frame of {src.array.size} bytes is larger than the "
+                    f"ring's slot of {self.frame_bytes}")
+            k, ticket = await self._take(_INFLIGHT)
+            copy = True
         try:
+            m = self._map
+            if m is None:
+                raise errors.ClosedError("the ring was closed")
             request_id = self._client._s.next_id()
-            if handed:
-                head = self._slot_header(k, request_id, limits)
-            else:
-                head, src = self._build(k, src, copy, request_id, limits)
+            head, used = self._build(m, k, src, copy, request_id, limits)
             _, rep = await self._client._roundtrip(
                 request_id, Kind.FRAME, _core.message(head))
-            return self._finish(k, rep, src)
-        finally:
-            self._release(k)
+            return self._result(m, k, ticket, rep, request_id, used)
+        except BaseException:
+            self._release(k, ticket)
+            raise
 
     async def aclose(self) -> None:
         """See :meth:`Ring.close`."""
@@ -693,9 +974,11 @@ class AsyncRing(_RingBase):
             if self._closed:
                 return
             self._closed = True
-        try:
-            await self._client.request(Request(kind=Kind.UNREGISTER,
-                                               region_id=self.region_id))
-        except errors.FrameprepError:
-            pass
+        m = self._map
+        if m is not None:
+            try:
+                await self._client.request(Request(
+                    kind=Kind.UNREGISTER, region_id=m.region_id))
+            except errors.FrameprepError:
+                pass
         self._unmap()

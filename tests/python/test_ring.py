@@ -1,0 +1,308 @@
+"""The Ring's slots: a result or a reserved frame holds its slot until it
+is given back, threads sharing a ring never see another frame's tensor,
+the client's in-flight limit holds for ring requests too, and a ring
+goes on after the daemon is killed and restarted."""
+import gc
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import frameprep
+from conftest import Daemon, serving
+
+
+def in_threads(n, target):
+    """Runs target(t) on n threads, t = 0..n-1, and waits for them."""
+    threads = [threading.Thread(target=target, args=(t,)) for t in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+
+
+def frames(n, h=48, w=64, seed=7):
+    """n different small BGR frames."""
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, (h, w, 3), np.uint8) for _ in range(n)]
+
+
+OPTS = dict(size=(32, 24))
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    """A daemon whose loop polls (doorbells taken while it spins)."""
+    yield from serving(tmp_path_factory.mktemp("ring"), "--spin-us", "2000")
+
+
+def expected(client, fs, **opts):
+    return [client.preprocess(f, **opts).tensor.tobytes() for f in fs]
+
+
+@pytest.mark.parametrize("doorbell", [True, False])
+def test_four_threads_share_four_slots(daemon, doorbell):
+    """Four threads share one ring of four slots, 2,000 results each,
+    copied and in place: every tensor, read after the other threads had
+    the chance to reuse slots, is its own frame's (the inline reply)."""
+    fs = frames(16)
+    per_thread = 2000
+    with frameprep.Client(daemon.url, timeout=30) as c:
+        want = expected(c, fs, **OPTS)
+        wrong, done, failures = [0], [0], []
+        lock = threading.Lock()
+        with c.ring(slots=4, frame=fs[0].shape, doorbell=doorbell,
+                    **OPTS) as ring:
+            def worker(t):
+                try:
+                    n_wrong = 0
+                    for i in range(per_thread):
+                        j = (t * 5 + i * 3) % len(fs)
+                        if i % 2:
+                            with ring.next_frame() as buf:
+                                buf[:] = fs[j]
+                                r = ring.preprocess(buf)
+                        else:
+                            r = ring.preprocess(fs[j])
+                        with r:
+                            time.sleep(0)  # let the others run
+                            if r.tensor.tobytes() != want[j]:
+                                n_wrong += 1
+                    with lock:
+                        wrong[0] += n_wrong
+                        done[0] += per_thread
+                except BaseException as exc:  # noqa: BLE001
+                    failures.append(repr(exc))
+
+            in_threads(4, worker)
+            assert failures == []
+            assert sorted(ring._free) == [0, 1, 2, 3]
+    assert (done[0], wrong[0]) == (4 * per_thread, 0)
+
+
+def test_slots_are_held_until_given_back(daemon):
+    fs = frames(3)
+    with frameprep.Client(daemon.url, timeout=0.5) as c:
+        want = expected(c, fs, **OPTS)
+        with c.ring(slots=2, frame=fs[0].shape, **OPTS) as ring:
+            r0 = ring.preprocess(fs[0])
+            r1 = ring.preprocess(fs[1])
+            # Both slots held: a third request waits, then times out.
+            with pytest.raises(frameprep.RequestTimeoutError,
+                               match="every slot is held"):
+                ring.preprocess(fs[2])
+            with pytest.raises(frameprep.RequestTimeoutError):
+                ring.next_frame()
+            assert r0.tensor.tobytes() == want[0]
+            assert r1.tensor.tobytes() == want[1]
+            r0.release()
+            assert r0.released and not r1.released
+            r0.release()  # no-op
+            with ring.preprocess(fs[2]) as r2:
+                assert r2.tensor.tobytes() == want[2]
+                assert isinstance(r2, frameprep.RingResult)
+            assert r1.tensor.tobytes() == want[1]  # its slot not reused
+            r1.release()
+
+            # A reserved frame holds its slot until sent or cancelled;
+            # leaving its block with an exception gives it back.
+            a = ring.next_frame()
+            b = ring.next_frame()
+            with pytest.raises(frameprep.RequestTimeoutError):
+                ring.next_frame()
+            a.cancel()
+            a.cancel()  # no-op
+            with pytest.raises(ValueError):
+                with ring.next_frame() as buf:
+                    raise ValueError("the decoder failed")
+            b[:] = fs[1]
+            with ring.preprocess(b[4:40, 8:60]) as r:
+                crop = c.preprocess(fs[1][4:40, 8:60], **OPTS)
+                assert r.tensor.tobytes() == crop.tensor.tobytes()
+            b.cancel()  # sent: no-op
+            assert sorted(ring._free) == [0, 1]
+
+            # Dropped without being given back: the slot comes back at
+            # collection, with a ResourceWarning.
+            with pytest.warns(ResourceWarning, match="frame was never"):
+                buf = ring.next_frame()
+                del buf
+                gc.collect()
+            with pytest.warns(ResourceWarning, match="result was never"):
+                t = ring.preprocess(fs[0]).tensor
+                assert t.tobytes() == want[0]  # the tensor holds the slot
+                assert len(ring._free) == 1
+                del t
+                gc.collect()
+            assert sorted(ring._free) == [0, 1]
+
+
+def test_ring_yuv_frames(daemon):
+    """The ring takes YUV frames (nv12 here): the inline reply's tensor,
+    copied and in place."""
+    rng = np.random.default_rng(3)
+    nv12 = rng.integers(16, 235, (72, 64), np.uint8)  # 48 rows + 24 of UV
+    with frameprep.Client(daemon.url, timeout=30) as c:
+        want = c.preprocess(nv12, format="nv12", **OPTS).tensor.tobytes()
+        with c.ring(slots=2, frame=nv12.shape, format="nv12",
+                    **OPTS) as ring:
+            with ring.preprocess(nv12) as r:
+                assert r.tensor.tobytes() == want
+            with ring.next_frame() as buf:
+                buf[:] = nv12
+                with ring.preprocess(buf) as r:
+                    assert r.tensor.tobytes() == want
+
+
+def test_ring_honours_the_in_flight_limit(tmp_path):
+    """48 threads on one ring of 48 slots against a daemon that allows 4
+    requests in flight per connection: no EBUSY, no region error, no
+    timeout, every tensor right (the ring's requests wait for the
+    client's in-flight tokens like any other)."""
+    d = Daemon(tmp_path, "--spin-us", "2000", "--max-inflight-per-conn",
+               "4")
+    try:
+        fs = frames(8)
+        with frameprep.Client(d.url, timeout=30) as c:
+            want = expected(c, fs, **OPTS)
+            failures, wrong = [], [0]
+            with c.ring(slots=48, frame=fs[0].shape, **OPTS) as ring:
+                def worker(t):
+                    try:
+                        for i in range(20):
+                            j = (t + i) % len(fs)
+                            with ring.preprocess(fs[j]) as r:
+                                if r.tensor.tobytes() != want[j]:
+                                    wrong[0] += 1
+                    except BaseException as exc:  # noqa: BLE001
+                        failures.append(repr(exc))
+
+                in_threads(48, worker)
+            assert failures == [] and wrong[0] == 0
+    finally:
+        d.stop()
+
+
+def _restart(tmp_path, d, *extra):
+    """Kills d with SIGKILL and starts a daemon on the same socket."""
+    d.proc.send_signal(signal.SIGKILL)
+    d.proc.wait()
+    d._log.close()
+    return Daemon(tmp_path, *extra)
+
+
+@pytest.mark.parametrize("extra", [("--spin-us", "100000"), ()],
+                         ids=["doorbell", "socket"])
+def test_ring_survives_kill_and_restart(tmp_path, extra):
+    """kill -9 of the daemon, then a new one on the same socket: the ring
+    registers anew and its next results are right within 2 s, results
+    held from before keep their values, a frame reserved before the
+    restart is sent from the new region, and a request in flight when
+    the daemon dies is answered (by the new daemon) with its own tensor."""
+    fs = frames(6, 480, 640)
+    opts = dict(size=(320, 320))
+    d = Daemon(tmp_path, *extra)
+    try:
+        with frameprep.Client(d.url, timeout=20) as c:
+            want = expected(c, fs, **opts)
+            with c.ring(slots=4, frame=fs[0].shape, **opts) as ring:
+                old = ring.preprocess(fs[0])
+                reserved = ring.next_frame()
+                reserved[:] = fs[1]
+                first_id = ring.region_id
+                t0 = time.monotonic()
+                d = _restart(tmp_path, d, *extra)
+                with ring.preprocess(fs[2]) as r:
+                    assert r.tensor.tobytes() == want[2]
+                took = time.monotonic() - t0
+                assert took < 2.0, took
+                with ring.preprocess(reserved) as r:
+                    assert r.tensor.tobytes() == want[1]
+                assert old.tensor.tobytes() == want[0]
+                old.release()
+                assert ring.region_id != 0
+                second_id = ring.region_id
+                del first_id, second_id
+
+                # A request in flight when the daemon dies: big frames
+                # keep the CPU daemon busy; the daemon is killed and
+                # restarted while threads send.
+                results, failures = [], []
+
+                def sender(k):
+                    try:
+                        for i in range(6):
+                            j = (k + i) % len(fs)
+                            with ring.preprocess(fs[j]) as r:
+                                results.append(r.tensor.tobytes() == want[j])
+                    except BaseException as exc:  # noqa: BLE001
+                        failures.append(repr(exc))
+
+                threads = [threading.Thread(target=sender, args=(k,))
+                           for k in range(3)]
+                for th in threads:
+                    th.start()
+                time.sleep(0.05)
+                d = _restart(tmp_path, d, *extra)
+                for th in threads:
+                    th.join()
+                assert failures == []
+                assert results == [True] * 18
+        assert_serving_url(d.url)
+    finally:
+        d.stop()
+
+
+def assert_serving_url(url):
+    with frameprep.Client(url, timeout=10) as c:
+        assert c.info()["backend"] == "cpu"
+
+
+@pytest.mark.parametrize("spin", ["100000", "0"],
+                         ids=["doorbell", "socket"])
+def test_dead_daemon_noticed_at_once(tmp_path, spin):
+    """A daemon killed while a ring's request waits for its reply in the
+    doorbell or the slot is noticed at once (the connection closed), not
+    after the client's timeout (10 s): with a new daemon 0.3 s later the
+    request is answered, right, within 2 s of the kill. Without one, the
+    request fails after the ring waited the timeout for it."""
+    d = Daemon(tmp_path, "--spin-us", spin)
+    try:
+        fs = frames(2, 1080, 1920)
+        with frameprep.Client(d.url, timeout=10) as c:
+            want = expected(c, fs, size=(640, 640))
+            with c.ring(slots=2, frame=fs[0].shape, size=(640, 640)) as ring:
+                with ring.preprocess(fs[0]):
+                    pass
+                got, failures = [], []
+                stop = threading.Event()
+
+                def sender():
+                    try:
+                        while not stop.is_set():
+                            with ring.preprocess(fs[1]) as r:
+                                got.append((time.monotonic(),
+                                            r.tensor.tobytes() == want[1]))
+                    except frameprep.FrameprepError as exc:
+                        failures.append((time.monotonic(), exc))
+
+                th = threading.Thread(target=sender)
+                th.start()
+                time.sleep(0.2)
+                d.proc.send_signal(signal.SIGKILL)
+                killed = time.monotonic()
+                d.proc.wait()
+                d._log.close()
+                time.sleep(0.3)
+                d = Daemon(tmp_path, "--spin-us", spin)
+                while not [t for t, _ in got if t > killed]:
+                    assert time.monotonic() - killed < 2.0, failures
+                    assert not failures, failures
+                    time.sleep(0.01)
+                stop.set()
+                th.join(30)
+                assert failures == [] and all(ok for _, ok in got)
+    finally:
+        d.kill()
