@@ -1,7 +1,9 @@
 /*
  * test_config.c: frameprepd's settings (service/config.c): the defaults,
  * flags over the INI file, every key of the example file
- * deploy/frameprepd.conf, and refusals that name the setting.
+ * deploy/frameprepd.conf, refusals that name the setting, and every row
+ * of the settings table walked: in --help and the example file, its
+ * default, its bounds or words through the command line and the file.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -595,6 +597,281 @@ static void help_version(void **state)
 	fprep__config_fini(&cfg);
 }
 
+/* A value each OTHER setting takes, as show prints it back, and one it
+ * refuses with a word of the message: a new OTHER row needs a line here
+ * (settings_table fails without one). */
+static const struct {
+	const char *name, *good, *shown, *bad, *says;
+} config_other_values[] = {
+        {"listen", "tcp://127.0.0.1:5555", "tcp://127.0.0.1:5555",
+         "tcp://127.0.0.1", "1..65535"},
+        {"device", "1023", "1023", "1024", "0..1023"},
+        {"kernels", "/tmp/kernels", "/tmp/kernels", "", "empty directory"},
+        {"kernel-cache", "off", "off", "", "empty directory"},
+        {"metrics-listen", "127.0.0.1:9464", "127.0.0.1:9464",
+         "127.0.0.1:65536", "0..65535"},
+};
+
+/* config_canonical returns the word --help shows for value v of s (the
+ * first word, not an alias, with that value), or NULL. */
+static const char *config_canonical(const struct fprep__config_setting *s,
+                                    int64_t v)
+{
+	for (const struct fprep__config_word *w = s->words;
+	     w != NULL && w->word != NULL; w++)
+		if (w->value == v)
+			return w->word;
+	return NULL;
+}
+
+/* config_flag writes the command line that gives s the value val into
+ * args (whose first element is buf): "--name val", or "--name=val" for a
+ * flag whose value is optional. */
+static void config_flag(const struct fprep__config_setting *s, const char *val,
+                        char *buf, size_t size, const char **args)
+{
+	if (s->bare) {
+		snprintf(buf, size, "--%s=%s", s->name, val);
+		args[1] = NULL;
+	} else {
+		snprintf(buf, size, "--%s", s->name);
+	}
+}
+
+/* config_accepts checks that val sets s, as a flag and as a file key, to
+ * a value that show prints as shown (and, for a NUMBER or WORD, that
+ * reads back as v). */
+static void config_accepts(const struct fprep__config_setting *s,
+                           const char *val, const char *shown, int64_t v)
+{
+	char flag[160], text[256], path[64], buf[FPREP__URL_SIZE];
+	const char *args[] = {flag, val, NULL};
+	const char *file[] = {"--config", path, NULL};
+	fprep__config cfg;
+
+	config_flag(s, val, flag, sizeof(flag), args);
+	snprintf(text, sizeof(text), "%s = %s\n", s->name, val);
+	config_file(path, text);
+	for (int from_file = 0; from_file < 2; from_file++) {
+		if (config_run(&cfg, from_file ? file : args) != 0)
+			fail_msg("%s %s (%s): %s", flag, val,
+			         from_file ? "file" : "flag", config_err);
+		fprep__config_show(&cfg, s, buf, sizeof(buf));
+		if (strcmp(buf, shown) != 0)
+			fail_msg("%s %s shows as %s, not %s", flag, val, buf,
+			         shown);
+		if (s->type != FPREP__CONFIG_OTHER)
+			assert_true(fprep__config_get(&cfg, s) == v);
+		fprep__config_fini(&cfg);
+	}
+	unlink(path);
+}
+
+/* config_refuses checks that val is refused for s, as a flag and as a file
+ * key: result 2 and a message naming the setting, the value and says
+ * (the bound, or what is accepted). */
+static void config_refuses(const struct fprep__config_setting *s,
+                           const char *val, const char *says)
+{
+	char arg[160], flag[160], text[256], path[64];
+	const char *args[] = {arg, val, NULL};
+	const char *file[] = {"--config", path, NULL};
+	fprep__config cfg;
+
+	config_flag(s, val, arg, sizeof(arg), args);
+	snprintf(flag, sizeof(flag), "--%s", s->name);
+	snprintf(text, sizeof(text), "%s = %s\n", s->name, val);
+	config_file(path, text);
+	for (int from_file = 0; from_file < 2; from_file++) {
+		if (from_file)
+			snprintf(flag, sizeof(flag), "%s: %s", path, s->name);
+		if (config_run(&cfg, from_file ? file : args) !=
+		            FPREP__CONFIG_ERROR ||
+		    strstr(config_err, flag) == NULL ||
+		    strstr(config_err, val) == NULL ||
+		    strstr(config_err, says) == NULL)
+			fail_msg("%s '%s' (%s): want an error naming %s, %s "
+			         "and %s: %s",
+			         s->name, val, from_file ? "file" : "flag",
+			         flag, val, says, config_err);
+		fprep__config_fini(&cfg);
+		snprintf(flag, sizeof(flag), "--%s", s->name);
+	}
+	unlink(path);
+}
+
+/* config_in_example checks that deploy/frameprepd.conf documents the key
+ * (a "key = " line, commented out or not). */
+static void config_in_example(const char *name)
+{
+	char line[1024];
+	size_t len = strlen(name);
+	int found = 0;
+	FILE *in = fopen(CONFIG_EXAMPLE, "r");
+
+	assert_non_null(in);
+	while (!found && fgets(line, sizeof(line), in) != NULL) {
+		const char *p = line + (line[0] == '#');
+
+		found = strncmp(p, name, len) == 0 &&
+		        strncmp(p + len, " = ", 3) == 0;
+	}
+	fclose(in);
+	if (!found)
+		fail_msg("%s: no '%s = ' line in %s", name, name,
+		         CONFIG_EXAMPLE);
+}
+
+/* Every row of the settings table: its flag is in --help with the default
+ * that a fresh config shows, and in the example file; its default is
+ * within its bounds (or one of its words) and fits its field; its bounds
+ * and words are accepted as a flag and as a file key; a value past each
+ * bound, or outside the words, is refused with a message naming the key,
+ * the value and the bound or the words. */
+static void settings_table(void **state)
+{
+	const char *help[] = {"--help", NULL};
+	char help_text[sizeof(config_out)], def[FPREP__URL_SIZE];
+	char want[FPREP__URL_SIZE + 64];
+	char num[32], bound[64];
+	fprep__config cfg, fresh;
+
+	(void)state;
+	assert_true(fprep__config_nsettings >= 32);
+	assert_int_equal(config_run(&cfg, help), FPREP__CONFIG_EXIT);
+	memcpy(help_text, config_out, sizeof(help_text));
+	fprep__config_init(&fresh);
+	for (size_t k = 0; k < fprep__config_nsettings; k++) {
+		const struct fprep__config_setting *s =
+		        &fprep__config_settings[k];
+		const char *line, *end;
+
+		for (size_t j = 0; j < k; j++)
+			assert_string_not_equal(s->name,
+			                        fprep__config_settings[j].name);
+		config_in_example(s->name);
+
+		/* --help: "  --name ARG ... (default: shown)". */
+		snprintf(want, sizeof(want), "  --%s %s ", s->name, s->arg);
+		line = strstr(help_text, want);
+		if (line == NULL)
+			fail_msg("--help lacks '%s'", want);
+		end = strchr(line, '\n');
+		fprep__config_show(&fresh, s, def, sizeof(def));
+		snprintf(want, sizeof(want), "(default: %s)\n", def);
+		if (end == NULL ||
+		    strncmp(end + 1 - strlen(want), want, strlen(want)) != 0)
+			fail_msg("--%s: --help does not end with %s", s->name,
+			         want);
+
+		if (s->type == FPREP__CONFIG_OTHER) {
+			size_t i = 0;
+
+			while (i < sizeof(config_other_values) /
+			                       sizeof(config_other_values[0]) &&
+			       strcmp(config_other_values[i].name, s->name) !=
+			               0)
+				i++;
+			if (i == sizeof(config_other_values) /
+			                 sizeof(config_other_values[0]))
+				fail_msg("--%s: no test values", s->name);
+			config_accepts(s, config_other_values[i].good,
+			               config_other_values[i].shown, 0);
+			config_refuses(s, config_other_values[i].bad,
+			               config_other_values[i].says);
+			continue;
+		}
+
+		/* The default: the field holds it, in bounds or a word. */
+		assert_true(fprep__config_get(&fresh, s) == s->def);
+		if (s->type == FPREP__CONFIG_WORD ||
+		    config_canonical(s, s->def) != NULL)
+			assert_non_null(config_canonical(s, s->def));
+		else if (s->def < 0 || (uint64_t)s->def < s->min ||
+		         (uint64_t)s->def > s->max)
+			fail_msg("--%s: default %lld out of bounds", s->name,
+			         (long long)s->def);
+
+		/* Every word, aliases too. */
+		for (const struct fprep__config_word *w = s->words;
+		     w != NULL && w->word != NULL; w++)
+			config_accepts(s, w->word,
+			               config_canonical(s, w->value), w->value);
+		if (s->bare) {
+			const char *bare[] = {want, NULL};
+
+			snprintf(want, sizeof(want), "--%s", s->name);
+			assert_int_equal(config_run(&cfg, bare), 0);
+			assert_true(fprep__config_get(&cfg, s) == 1);
+			fprep__config_fini(&cfg);
+		}
+		if (s->type == FPREP__CONFIG_WORD) {
+			for (const struct fprep__config_word *w = s->words;
+			     w->word != NULL; w++)
+				if (!w->alias)
+					config_refuses(s, "no-such-word",
+					               w->word);
+			continue;
+		}
+
+		/* A NUMBER: the bounds fit the field, both are accepted,
+		 * and one past each is refused naming them. */
+		assert_true(s->min <= s->max);
+		assert_true(s->max <= (s->field == FPREP__CONFIG_INT ? INT32_MAX
+		                       : s->field == FPREP__CONFIG_UNSIGNED
+		                               ? UINT32_MAX
+		                               : INT64_MAX));
+		snprintf(bound, sizeof(bound), "%llu..%llu",
+		         (unsigned long long)s->min,
+		         (unsigned long long)s->max);
+		snprintf(num, sizeof(num), "%llu", (unsigned long long)s->min);
+		config_accepts(s, num, num, (int64_t)s->min);
+		snprintf(num, sizeof(num), "%llu", (unsigned long long)s->max);
+		config_accepts(s, num, num, (int64_t)s->max);
+		snprintf(num, sizeof(num), "%llu",
+		         (unsigned long long)s->max + 1);
+		config_refuses(s, num, bound);
+		if (s->min > 0) {
+			snprintf(num, sizeof(num), "%llu",
+			         (unsigned long long)s->min - 1);
+			config_refuses(s, num, bound);
+		}
+		config_refuses(s, "12x", bound);
+	}
+	fprep__config_fini(&fresh);
+}
+
+/* A tcp:// listen names its port: without one (or with port 0) nng would
+ * listen on a port that nobody is told. */
+static void listen_ports(void **state)
+{
+	static const char *const bad[] = {
+	        "tcp://127.0.0.1", "tcp://127.0.0.1:",  "tcp://127.0.0.1:0",
+	        "tcp://[::1]",     "tcp://[::1]:65536", "tcp://host:http",
+	};
+	static const char *const good[] = {"tcp://127.0.0.1:1",
+	                                   "tcp://[::1]:65535", "tcp://:5555",
+	                                   "tcp://*:5555"};
+	const char *args[] = {"--listen", NULL, NULL};
+	fprep__config cfg;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		args[1] = bad[i];
+		assert_int_equal(config_run(&cfg, args), FPREP__CONFIG_ERROR);
+		if (strstr(config_err, "tcp://HOST:PORT") == NULL ||
+		    strstr(config_err, bad[i]) == NULL)
+			fail_msg("%s: %s", bad[i], config_err);
+		fprep__config_fini(&cfg);
+	}
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		args[1] = good[i];
+		assert_int_equal(config_run(&cfg, args), 0);
+		assert_string_equal(cfg.listen[0], good[i]);
+		fprep__config_fini(&cfg);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -609,6 +886,8 @@ int main(void)
 	        cmocka_unit_test(trace_transfer),
 	        cmocka_unit_test(spin_us),
 	        cmocka_unit_test(h2d_rows),
+	        cmocka_unit_test(settings_table),
+	        cmocka_unit_test(listen_ports),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
