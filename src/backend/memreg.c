@@ -59,7 +59,8 @@ void fprep__memreg_unmap(fprep__memreg *r)
 int fprep__memreg_broken(const fprep__memreg *r)
 {
 	return r->kind == FPREP__MEMREG_SHM && r->u.shm.map != NULL &&
-	       r->u.shm.map->broken;
+	       atomic_load_explicit(&r->u.shm.map->broken,
+	                            memory_order_acquire) != 0;
 }
 
 int fprep__memreg_span(const fprep__memreg *r, uint64_t offset, uint64_t len,

@@ -194,7 +194,7 @@ static void shm_guard_handler(int sig, siginfo_t *si, void *uctx)
 		         MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1,
 		         0) == MAP_FAILED)
 			break;
-		r->broken = 1;
+		atomic_store_explicit(&r->broken, 1, memory_order_release);
 		return;
 	}
 	/* Not ours: behave as if the guard were not there. */

@@ -20,6 +20,7 @@
 #ifndef FPREP_SHM_REGION_H
 #define FPREP_SHM_REGION_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,8 +37,15 @@ struct fprep__shm_region {
 	char name[FPREP_REGION_NAME_MAX + 1];
 	uint8_t *base; /* mapping, size bytes, shared read/write */
 	uint64_t size;
-	volatile int broken; /* set by the SIGBUS guard */
+	/* Set to 1 by the SIGBUS guard (a signal handler, on whichever
+	 * thread faulted: a release store after the mapping was replaced),
+	 * read by any thread with an acquire load (fprep__memreg_broken). An
+	 * atomic that is always lock-free, so the handler may store it. */
+	atomic_int broken;
 };
+
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2,
+               "the SIGBUS guard's flag must be a lock-free atomic");
 
 /* fprep__shm_region_name_check returns 0 when name (len bytes, not
  * NUL-terminated) is a valid POSIX shared-memory name for frameprep: a '/'
