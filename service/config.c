@@ -37,6 +37,8 @@ enum config_flag {
 	FLAG_SETTING = 256,
 };
 
+/* The words of the WORDS settings, and spin-us's: {word, value, alias}
+ * (an alias is accepted, but --help and errors name the first word). */
 static const struct fprep__config_word config_switch_words[] = {
         {"true", 1, 0}, {"false", 0, 0}, {"yes", 1, 1},
         {"on", 1, 1},   {"1", 1, 1},     {"no", 0, 1},
@@ -75,12 +77,14 @@ static const struct fprep__config_word config_spin_words[] = {
 
 /* FIELD(f): the offset and C type of fprep__config's field f; a field of
  * another type does not compile. */
+/* clang-format off */
 #define FIELD(f)                                                               \
 	.offset = offsetof(fprep__config, f),                                  \
-	.field = _Generic(((fprep__config *)0)->f, int                         \
-	                  : FPREP__CONFIG_INT, unsigned                        \
-	                  : FPREP__CONFIG_UNSIGNED, uint64_t                   \
-	                  : FPREP__CONFIG_U64)
+	.field = _Generic(((fprep__config *)0)->f,                             \
+	                  int: FPREP__CONFIG_INT,                              \
+	                  unsigned: FPREP__CONFIG_UNSIGNED,                    \
+	                  uint64_t: FPREP__CONFIG_U64)
+/* clang-format on */
 
 /* The rows: NUMBER in [lo, hi] (NUMBER_OR: or one of words), WORDS,
  * SWITCH (true or false; bare: the flag alone means true), OTHER (read by
@@ -203,11 +207,10 @@ const struct fprep__config_setting fprep__config_settings[] = {
                   "on the CPU backend"),
 };
 
-const size_t fprep__config_nsettings =
-        sizeof(fprep__config_settings) / sizeof(fprep__config_settings[0]);
-
 #define CONFIG_NSETTINGS                                                       \
 	(sizeof(fprep__config_settings) / sizeof(fprep__config_settings[0]))
+
+const size_t fprep__config_nsettings = CONFIG_NSETTINGS;
 
 const char *fprep__transfer_name(int transfer)
 {
