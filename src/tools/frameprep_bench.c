@@ -1242,6 +1242,29 @@ static uint64_t bench_doorbell_requests(fprep_client *c)
 	return n;
 }
 
+/* bench_doorbell_report prints how many requests the daemon took from
+ * doorbells since it counted db0, or why that is unknown: no answer to
+ * INFO now (the daemon is gone), or a count below db0 (another daemon
+ * answers: it restarted). */
+static void bench_doorbell_report(fprep_client *c, uint64_t db0)
+{
+	uint64_t db1 = bench_doorbell_requests(c);
+
+	if (db1 == UINT64_MAX)
+		printf("doorbell: requests taken by the daemon from doorbells "
+		       "unknown (no INFO answer at the end: %s)\n",
+		       fprep_client_last_error(c));
+	else if (db1 < db0)
+		printf("doorbell: requests taken by the daemon from doorbells "
+		       "unknown (its count went from %" PRIu64 " to %" PRIu64
+		       ": it restarted)\n",
+		       db0, db1);
+	else
+		printf("doorbell: %" PRIu64 " requests taken by the daemon "
+		       "from doorbells\n",
+		       db1 - db0);
+}
+
 /* bench_doorbells sets up each connection's doorbell (--doorbell) and
  * returns the daemon's count of requests taken from doorbells so far, or
  * UINT64_MAX after saying why it could not. */
@@ -1556,9 +1579,7 @@ int main(int argc, char **argv)
 	rep.nruns = p;
 	bench_report_table(stdout, &rep);
 	if (o.doorbell)
-		printf("doorbell: %" PRIu64 " requests taken by the daemon "
-		       "from doorbells\n",
-		       bench_doorbell_requests(conns[0].client) - db0);
+		bench_doorbell_report(conns[0].client, db0);
 	fflush(stdout);
 	status = 0;
 	if (o.json && bench_report_json(o.json, &rep))
