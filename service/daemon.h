@@ -276,6 +276,33 @@ struct fprep__server {
 #define FPREP__LOOP_ONLY(srv)                                                  \
 	FPREP__ASSERT(pthread_equal(pthread_self(), (srv)->loop_thread))
 
+/* fprep__slot_step_ok tells whether a slot may go from state from to
+ * state to (enum fprep__slot_state): a bit per state a state leads to. */
+static inline int fprep__slot_step_ok(int from, int to)
+{
+#define FPREP__TO(state) (1u << (state))
+	static const unsigned next[] = {
+	        [FPREP__SLOT_IDLE] = FPREP__TO(FPREP__SLOT_RECV) |
+	                             FPREP__TO(FPREP__SLOT_IDLE),
+	        [FPREP__SLOT_RECV] = FPREP__TO(FPREP__SLOT_WORK) |
+	                             FPREP__TO(FPREP__SLOT_REGION) |
+	                             FPREP__TO(FPREP__SLOT_SEND) |
+	                             FPREP__TO(FPREP__SLOT_RECV) |
+	                             FPREP__TO(FPREP__SLOT_IDLE),
+	        [FPREP__SLOT_WORK] = FPREP__TO(FPREP__SLOT_SEND) |
+	                             FPREP__TO(FPREP__SLOT_RECV) |
+	                             FPREP__TO(FPREP__SLOT_IDLE),
+	        [FPREP__SLOT_SEND] = FPREP__TO(FPREP__SLOT_RECV) |
+	                             FPREP__TO(FPREP__SLOT_IDLE),
+	        [FPREP__SLOT_REGION] = FPREP__TO(FPREP__SLOT_WORK) |
+	                               FPREP__TO(FPREP__SLOT_SEND) |
+	                               FPREP__TO(FPREP__SLOT_IDLE),
+	};
+#undef FPREP__TO
+	return from >= FPREP__SLOT_IDLE && from <= FPREP__SLOT_REGION &&
+	       (next[from] >> to & 1u) != 0;
+}
+
 /* fprep__slot_enter moves s to state to, asserting that the step is one of
  * the machine's (enum fprep__slot_state), and keeps srv->active (the
  * slots not IDLE). Loop thread. */
@@ -284,20 +311,7 @@ static inline void fprep__slot_enter(fprep__slot *s, int to)
 	int from = s->state;
 
 	FPREP__LOOP_ONLY(s->srv);
-	FPREP__ASSERT((from == FPREP__SLOT_IDLE &&
-	               (to == FPREP__SLOT_RECV || to == FPREP__SLOT_IDLE)) ||
-	              (from == FPREP__SLOT_RECV &&
-	               (to == FPREP__SLOT_WORK || to == FPREP__SLOT_REGION ||
-	                to == FPREP__SLOT_SEND || to == FPREP__SLOT_RECV ||
-	                to == FPREP__SLOT_IDLE)) ||
-	              (from == FPREP__SLOT_REGION &&
-	               (to == FPREP__SLOT_WORK || to == FPREP__SLOT_SEND ||
-	                to == FPREP__SLOT_IDLE)) ||
-	              (from == FPREP__SLOT_WORK &&
-	               (to == FPREP__SLOT_SEND || to == FPREP__SLOT_IDLE ||
-	                to == FPREP__SLOT_RECV)) ||
-	              (from == FPREP__SLOT_SEND &&
-	               (to == FPREP__SLOT_RECV || to == FPREP__SLOT_IDLE)));
+	FPREP__ASSERT(fprep__slot_step_ok(from, to));
 	if (from == FPREP__SLOT_IDLE && to != FPREP__SLOT_IDLE)
 		s->srv->active++;
 	else if (from != FPREP__SLOT_IDLE && to == FPREP__SLOT_IDLE)

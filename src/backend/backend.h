@@ -7,10 +7,18 @@
  * (decoded request, input bytes, output buffer), hands it to the backend with
  * submit(), which only queues it and never blocks. A backend thread does the
  * work, writes the results into the job and calls job->done exactly once,
- * from a backend thread. done must only push the job onto the loop's
- * completion queue and wake the loop (uv_async_send); the loop then builds
- * and sends the reply. Between submit and done the backend owns the job; the
- * input and output buffers stay valid until done.
+ * from a backend thread, with none of the backend's locks held; after done
+ * begins, the backend does not touch the job again (it may be reused at
+ * once). Between submit and done the backend owns the job; the input and
+ * output buffers stay valid until done.
+ *
+ * done belongs to the daemon (service/slot.c): it never blocks on the loop
+ * or on a peer. For a job that succeeded it delivers the reply itself, on
+ * the calling thread (an nng send, which only queues, or a header written
+ * into shared memory: service/sink.c), and queues the end for the loop;
+ * otherwise it pushes the job onto the loop's event queue and wakes the
+ * loop, which answers it. Either way the loop settles what it owns (region
+ * uses, connection counts) when that event arrives.
  *
  * Beside the job queue, each backend runs an administrative queue of
  * operations on registered memory regions (memreg.h): region_op queues
@@ -42,7 +50,7 @@ typedef struct fprep__backend_stats {
 } fprep__backend_stats;
 
 /* fprep__job_cb: completion callback, called once per submitted job from a
- * backend thread. */
+ * backend thread, which then lets go of the job (see above). */
 typedef void (*fprep__job_cb)(fprep__job *job);
 
 /* fprep__stage: the device stages of a job, as indexes of t_stage_ns. */
