@@ -2,20 +2,23 @@
 # run-all.sh: sets up a fresh Debian machine (packages, build), checks that
 # every C, header and CUDA file is formatted as .clang-format says, and runs
 # the whole test suite three times: a normal build, an ASan + UBSan build and
-# a ThreadSanitizer build. GPU tests (ctest label "gpu") skip with a clear
-# message where no GPU is present.
+# a ThreadSanitizer build; and it runs the wire decoders' libFuzzer target
+# (clang) for 60 s. GPU tests (ctest label "gpu") skip with a clear message
+# where no GPU is present.
 #
-# Usage: bash tests/run-all.sh [--no-asan] [--no-tsan]
+# Usage: bash tests/run-all.sh [--no-asan] [--no-tsan] [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 asan=1
 tsan=1
+fuzz=1
 for arg in "$@"; do
 	case "$arg" in
 	--no-asan) asan=0 ;;
 	--no-tsan) tsan=0 ;;
+	--no-fuzz) fuzz=0 ;;
 	*)
-		echo "usage: bash tests/run-all.sh [--no-asan] [--no-tsan]" >&2
+		echo "usage: bash tests/run-all.sh [--no-asan] [--no-tsan] [--no-fuzz]" >&2
 		exit 2
 		;;
 	esac
@@ -34,6 +37,22 @@ fi | xargs -0 clang-format --dry-run -Werror
 
 echo "== test suite (build/)"
 ctest --test-dir build --output-on-failure -j"$jobs" --timeout 600
+
+if [ "$fuzz" = 1 ]; then
+	# -DFPREP_FUZZ=ON builds the libFuzzer target (clang); it starts from
+	# fuzz_driver's seeds. A crash or a sanitizer report fails the run.
+	echo "== fuzz target fuzz_request, 60 s (build-fuzz/, clang + libFuzzer)"
+	mkdir -p build-fuzz
+	CC=clang cmake -S . -B build-fuzz -DFPREP_FUZZ=ON -DFPREP_CUDA=OFF \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo >build-fuzz/configure.log 2>&1 ||
+		{ cat build-fuzz/configure.log; exit 1; }
+	cmake --build build-fuzz -j"$jobs" --target fuzz_request fuzz_driver
+	rm -rf build-fuzz/corpus
+	mkdir build-fuzz/corpus
+	build-fuzz/tests/fuzz/fuzz_driver --write-seeds build-fuzz/corpus
+	build-fuzz/tests/fuzz/fuzz_request -max_total_time=60 \
+		-print_final_stats=1 build-fuzz/corpus 2>&1 | tail -n 60
+fi
 
 if [ "$asan" = 1 ]; then
 	echo "== test suite under ASan + UBSan (build-asan/)"

@@ -7,6 +7,9 @@
  * seed. Each input is copied into a buffer of exactly its size so that a
  * sanitizer build catches any read past the end. Deterministic: the seed
  * is fixed, or given as the first argument.
+ *
+ * "fuzz_driver --write-seeds DIR" writes the seeds alone into DIR, one
+ * file each, and runs nothing: the corpus a libFuzzer run starts from.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +24,10 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static uint64_t driver_state = 0x9e3779b97f4a7c15ull;
+
+/* With --write-seeds: where the seeds go, and how many were written. */
+static const char *driver_seed_dir;
+static unsigned driver_seeds;
 
 static uint64_t driver_rand(void)
 {
@@ -82,8 +89,27 @@ static void driver_mutate(const uint8_t *seed, size_t size)
 	free(buf);
 }
 
+/* driver_write writes a seed into driver_seed_dir. */
+static void driver_write(const uint8_t *seed, size_t size)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/seed-%02u", driver_seed_dir,
+	         driver_seeds++);
+	f = fopen(path, "wb");
+	if (f == NULL || fwrite(seed, 1, size, f) != size || fclose(f) != 0) {
+		perror(path);
+		exit(1);
+	}
+}
+
 static void driver_seed(const uint8_t *seed, size_t size)
 {
+	if (driver_seed_dir != NULL) {
+		driver_write(seed, size);
+		return;
+	}
 	for (size_t len = 0; len <= size; len++)
 		driver_run(seed, len);
 	driver_mutate(seed, size);
@@ -131,7 +157,9 @@ int main(int argc, char **argv)
 	fprep_request req;
 	fprep_reply_header rep;
 
-	if (argc > 1)
+	if (argc == 3 && strcmp(argv[1], "--write-seeds") == 0)
+		driver_seed_dir = argv[2];
+	else if (argc > 1)
 		driver_state = strtoull(argv[1], NULL, 0) | 1;
 
 	fprep_request_init(&req, FPREP_PIX_BGR8, 8, 6);
@@ -225,6 +253,11 @@ int main(int argc, char **argv)
 	snprintf(rep.message, sizeof(rep.message), "src_width is 0");
 	driver_reply(&rep);
 
+	if (driver_seed_dir != NULL) {
+		printf("fuzz_driver: %u seeds written to %s\n", driver_seeds,
+		       driver_seed_dir);
+		return 0;
+	}
 	printf("fuzz_driver: 9 seeds, every truncation and %d mutations each\n",
 	       DRIVER_MUTATIONS);
 	return 0;
