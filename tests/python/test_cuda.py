@@ -54,7 +54,7 @@ def test_cuda_out_needs_cuda_python_or_a_gpu(client):
         with pytest.raises((frameprep.CudaError, frameprep.FrameprepError)):
             client.preprocess(frame, size=(32, 32), out=_FakeCuda())
     else:
-        with pytest.raises(ImportError, match=r"frameprep\[cuda\]"):
+        with pytest.raises(ImportError, match=r"frameprep-client\[cuda\]"):
             client.preprocess(frame, size=(32, 32), out=_FakeCuda())
 
 

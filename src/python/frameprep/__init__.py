@@ -11,14 +11,16 @@ Numpy frames in, model-ready tensors out::
 over asyncio, :meth:`Client.ring` a shared-memory ring (ipc:// only).
 :mod:`frameprep.cuda` keeps frames and tensors on the GPU:
 ``client.preprocess(frame, out=batch[k])`` writes into the caller's CUDA
-tensor (``pip install 'frameprep[cuda]'``).
+tensor (``pip install 'frameprep-client[cuda]'``).
 Errors are :class:`FrameprepError` subclasses, one per daemon status
 (:mod:`frameprep.errors`); the wire codec is :mod:`frameprep.protocol`.
 """
 
 __version__ = "0.1.0"
 
-from ._core import Options, Result, Timings, Transform, default_address
+from ._core import (DTypeName, DTypeOption, FormatName, LayoutName,
+                    MatrixName, Options, OrderName, ResizeName, Result,
+                    Timings, Transform, YuvRangeName, default_address)
 from .client import AsyncClient, Client
 from .errors import (BY_STATUS, ClosedError, CudaError, FrameprepError,
                      InternalError, InvalidRequestError, LimitExceededError,
@@ -32,6 +34,8 @@ from .ring import AsyncRing, Ring, RingFrame, RingResult
 
 __all__ = [
     "AsyncClient", "AsyncRing", "BY_STATUS", "Client", "ClosedError",
+    "DTypeName", "DTypeOption", "FormatName", "LayoutName", "MatrixName",
+    "OrderName", "ResizeName", "YuvRangeName",
     "CudaError", "FrameprepError", "InternalError", "InvalidRequestError",
     "LimitExceededError", "MismatchError", "NvrtcError", "Options",
     "PermissionDeniedError", "ProtocolError", "RegionError",

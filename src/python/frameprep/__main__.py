@@ -72,10 +72,12 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _load(path: str, gray: bool) -> np.ndarray:
+def _load(path: str, gray: bool) -> np.ndarray[Any, Any]:
     """Decodes an image as the daemon takes it; raises OSError."""
+    img: np.ndarray[Any, Any]
     if path.endswith(".npy"):
-        return np.load(path)
+        img = np.load(path)
+        return img
     try:
         import cv2
     except ImportError:

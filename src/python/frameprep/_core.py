@@ -11,7 +11,7 @@ import os
 import platform
 import struct
 import time
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence, Union
 
 import numpy as np
 import pynng
@@ -29,6 +29,17 @@ _U8 = np.dtype(np.uint8)
 _NUMPY_DTYPES = {int(d): d.numpy for d in DType}
 _DEFAULT_FORMATS = {1: PixelFormat.GRAY8, 3: PixelFormat.BGR8,
                     4: PixelFormat.BGRA8}
+
+# The options' names, as static types (the dicts below map them).
+ResizeName = Literal["letterbox", "stretch"]
+OrderName = Literal["rgb", "bgr", "gray"]
+DTypeName = Literal["float32", "f32", "float16", "f16", "uint8", "u8"]
+DTypeOption = Union[DTypeName, "type[np.generic]", "np.dtype[Any]"]
+LayoutName = Literal["nchw", "nhwc"]
+FormatName = Literal["bgr8", "bgr", "rgb8", "rgb", "bgra8", "bgra", "rgba8",
+                     "rgba", "gray8", "gray", "nv12", "i420", "yuyv", "yuy2"]
+MatrixName = Literal["bt601", "bt709", "bt2020"]
+YuvRangeName = Literal["limited", "full"]
 
 _RESIZES = {"letterbox": Resize.LETTERBOX, "stretch": Resize.STRETCH}
 _ORDERS = {"rgb": ChannelOrder.RGB, "bgr": ChannelOrder.BGR,
@@ -166,13 +177,14 @@ class Options:
     yuv_range: YuvRange = YuvRange.LIMITED
 
     @classmethod
-    def make(cls, size: Sequence[int] = (640, 640), resize: str = "letterbox",
-             order: str = "rgb", dtype: Any = "float32",
-             layout: str = "nchw", scale: float = 1 / 255,
+    def make(cls, size: Sequence[int] = (640, 640),
+             resize: ResizeName = "letterbox", order: OrderName = "rgb",
+             dtype: DTypeOption = "float32",
+             layout: LayoutName = "nchw", scale: float = 1 / 255,
              mean: float | Sequence[float] = (0.0, 0.0, 0.0),
              std: float | Sequence[float] = (1.0, 1.0, 1.0),
-             pad: float = 114, matrix: str = "bt601",
-             yuv_range: str = "limited") -> Options:
+             pad: float = 114, matrix: MatrixName = "bt601",
+             yuv_range: YuvRangeName = "limited") -> Options:
         """Checks the option names and the size (two ints >= 1); raises
         :class:`~frameprep.InvalidRequestError`. Numeric ranges (std > 0,
         pad in [0, 255], finite values) are the daemon's to check."""
@@ -237,7 +249,7 @@ class Source:
     height: int
     stride: int
     span: int
-    array: np.ndarray
+    array: np.ndarray[Any, Any]
     addr: int = 0
     planes: tuple[int, int, int] = (0, 0, 0)  # uv_stride, u_offset, v_offset
 
@@ -245,13 +257,13 @@ class Source:
         """Address of the first byte."""
         return self.addr or self.array.__array_interface__["data"][0]
 
-    def bytes_view(self) -> np.ndarray:
+    def bytes_view(self) -> np.ndarray[Any, Any]:
         """A 1-D uint8 view of the span (no copy)."""
         return np.lib.stride_tricks.as_strided(self.array, (self.span,),
                                                (1,), writeable=False)
 
 
-def _check_yuv(frame: np.ndarray, fmt: PixelFormat) -> Source:
+def _check_yuv(frame: np.ndarray[Any, Any], fmt: PixelFormat) -> Source:
     """A YUV frame in OpenCV's layout: NV12 and I420 as one (H * 3 / 2, W)
     array (Y rows, then the UV rows, or the U and then the V plane), YUYV
     as (H, W, 2). Sent unpadded (copied when not contiguous)."""
@@ -282,7 +294,7 @@ def _check_yuv(frame: np.ndarray, fmt: PixelFormat) -> Source:
                   (uv, w * h, v_off))
 
 
-def check_frame(frame: Any, format: str | None = None) -> Source:
+def check_frame(frame: Any, format: FormatName | str | None = None) -> Source:
     """Checks a frame: a numpy uint8 array (H, W), (H, W, 1), (H, W, 3) or
     (H, W, 4). ``format`` (bgr8, rgb8, bgra8, rgba8, gray8) defaults to
     gray8, bgr8 or bgra8 by channel count. Rows may be strided (a crop of a
@@ -333,12 +345,12 @@ def check_frame(frame: Any, format: str | None = None) -> Source:
                   address_of(frame))
 
 
-def address_of(a: np.ndarray) -> int:
+def address_of(a: np.ndarray[Any, Any]) -> int:
     """The address of an array's first byte."""
     try:  # a C-contiguous array: the quicker way
         return int(_ffi.cast("uintptr_t", _ffi.from_buffer(a)))
     except ValueError:
-        return a.__array_interface__["data"][0]
+        return int(a.__array_interface__["data"][0])
 
 
 def _over(field: str, value: int, key: str, bound: int) -> str:
@@ -366,7 +378,8 @@ class Plan:
         self.shape = opts.shape
         self.typestr = _NUMPY_DTYPES[opts.dtype]
         self._gray = opts.order == ChannelOrder.GRAY
-        self._checked: tuple[Any, tuple, str | None] = (None, (), None)
+        self._checked: tuple[Any, tuple[int | None, ...], str | None] = (
+            None, (), None)
 
     def check(self, src: Source, limits: dict[str, Any]) -> None:
         """Raises :class:`~frameprep.LimitExceededError` for a request of
@@ -413,13 +426,14 @@ class Plan:
                                  src.planes)
 
 
-_plans: dict[tuple, Plan] = {}
+_plans: dict[tuple[Any, ...], Plan] = {}
 
 
-def plan(size: Sequence[int], resize: str, order: str, dtype: Any,
-         layout: str, scale: float, mean: float | Sequence[float],
-         std: float | Sequence[float], pad: float, matrix: str = "bt601",
-         yuv_range: str = "limited") -> Plan:
+def plan(size: Sequence[int], resize: ResizeName, order: OrderName,
+         dtype: DTypeOption, layout: LayoutName, scale: float,
+         mean: float | Sequence[float], std: float | Sequence[float],
+         pad: float, matrix: MatrixName = "bt601",
+         yuv_range: YuvRangeName = "limited") -> Plan:
     """The :class:`Plan` of :meth:`Options.make`'s arguments (and its
     errors), kept for the next request with equal (hashable) arguments."""
     key = (size, resize, order, dtype, type(dtype), layout, scale, mean, std,
@@ -535,14 +549,14 @@ _OP_RING = _futex_op(2, _DB_RUNG)  # FUTEX_OP_OR RUNG
 def _db_atomic(addr: int, op: int, wake: int = 0) -> bool:
     """Applies op to the 32-bit word at addr and wakes up to wake of its
     waiters (shared futex); False when the kernel refused."""
-    return _syscall(_SYS_FUTEX, addr, _FUTEX_WAKE_OP, wake, None, addr,
-                    op) >= 0
+    return bool(_syscall(_SYS_FUTEX, addr, _FUTEX_WAKE_OP, wake, None, addr,
+                         op) >= 0)
 
 
 def _db_watched(polling: Any, wake: Any) -> bool:
     """Whether the daemon watches a doorbell area: it polls it, or its
     waker sleeps on the wake word."""
-    return polling[0] != 0 or (wake[0] & _DB_ARMED) != 0
+    return bool(polling[0] != 0 or (wake[0] & _DB_ARMED) != 0)
 
 
 class DaemonGone(errors.TransportError):
@@ -796,7 +810,8 @@ class _MessageArray:
 
     __slots__ = ("msg", "__array_interface__")
 
-    def __init__(self, msg: Any, offset: int, shape: tuple, typestr: str):
+    def __init__(self, msg: Any, offset: int, shape: tuple[int, ...],
+                 typestr: str):
         self.msg = msg
         addr = int(_ffi.cast("uintptr_t", _lib.nng_msg_body(msg._nng_msg)))
         self.__array_interface__ = {"data": (addr + offset, False),
@@ -827,7 +842,7 @@ def reply_of(msg: Any) -> Reply:
     return decode_reply(msg._nng_msg)
 
 
-def payload_array(msg: Any, rep: Reply) -> np.ndarray:
+def payload_array(msg: Any, rep: Reply) -> np.ndarray[Any, Any]:
     """The reply's tensor as a writable numpy view of the message."""
     shape = rep.shape if rep.ndim == 4 else tuple(rep.shape[:rep.ndim])
     return np.asarray(_MessageArray(msg, REPLY_HEADER_SIZE, shape,
@@ -881,7 +896,7 @@ class Transform:
     src_width: int
     src_height: int
 
-    def to_source(self, xyxy: Any) -> np.ndarray:
+    def to_source(self, xyxy: Any) -> np.ndarray[Any, Any]:
         """Maps boxes (N, 4) as (x1, y1, x2, y2) in tensor pixels (a
         detector's output) back to source pixels, clipped to the image
         ([0, src_width] x [0, src_height]). Vectorised; returns a new float
@@ -940,8 +955,15 @@ class Result:
     __slots__ = ("tensor", "request_id", "_head", "_length", "_src_width",
                  "_src_height", "_reply", "_transform", "_timings")
 
-    tensor: np.ndarray
+    tensor: np.ndarray[Any, Any]
     request_id: int
+    _head: bytes
+    _length: int
+    _src_width: int
+    _src_height: int
+    _reply: Reply | None
+    _transform: Transform | None
+    _timings: Timings | None
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"Result.{name} is read-only")
@@ -955,7 +977,7 @@ class Result:
             object.__setattr__(self, "_reply", rep)
         return rep
 
-    def _places(self) -> tuple:
+    def _places(self) -> tuple[Any, ...]:
         rep = self._reply
         if rep is None:
             return _REPLY_PLACES.unpack_from(self._head, 40)
@@ -992,7 +1014,7 @@ class Result:
 _set = object.__setattr__
 
 
-def new_result(tensor: np.ndarray, request_id: int, src: Source,
+def new_result(tensor: np.ndarray[Any, Any], request_id: int, src: Source,
                rep: Reply | None = None, head: bytes = b"",
                length: int = 0, cls: type[Result] | None = None) -> Result:
     """A result of a successful FRAME or ECHO reply: decoded (rep) or
@@ -1011,7 +1033,7 @@ def new_result(tensor: np.ndarray, request_id: int, src: Source,
     return res
 
 
-def make_result(tensor: np.ndarray, rep: Reply, src: Source) -> Result:
+def make_result(tensor: np.ndarray[Any, Any], rep: Reply, src: Source) -> Result:
     """The result of a successful, decoded FRAME or ECHO reply."""
     return new_result(tensor, rep.request_id, src, rep)
 

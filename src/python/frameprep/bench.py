@@ -38,7 +38,7 @@ from . import _core
 from .client import Client
 
 
-def _python_run(url: str, frame: np.ndarray, size: tuple[int, int],
+def _python_run(url: str, frame: np.ndarray[Any, Any], size: tuple[int, int],
                 path: str, streams: int, duration: float,
                 warmup: float) -> dict[str, float]:
     """Closed loop with the Python client; returns fps, p50 and the mean

@@ -22,6 +22,8 @@ import numpy as np
 import pynng
 
 from . import _core, errors
+from ._core import (DTypeOption, FormatName, LayoutName, MatrixName,
+                    OrderName, ResizeName, YuvRangeName)
 from .protocol import Kind, Location, Request
 
 if TYPE_CHECKING:
@@ -290,13 +292,15 @@ class Client(_Connection):
         return self._s._limits
 
     def preprocess(self, frame: Any, size: Sequence[int] = (640, 640),
-                   resize: str = "letterbox", order: str = "rgb",
-                   dtype: Any = "float32", layout: str = "nchw",
+                   resize: ResizeName = "letterbox", order: OrderName = "rgb",
+                   dtype: DTypeOption = "float32",
+                   layout: LayoutName = "nchw",
                    scale: float = 1 / 255,
                    mean: float | Sequence[float] = (0.0, 0.0, 0.0),
                    std: float | Sequence[float] = (1.0, 1.0, 1.0),
-                   pad: float = 114, format: str | None = None,
-                   matrix: str = "bt601", yuv_range: str = "limited",
+                   pad: float = 114, format: FormatName | None = None,
+                   matrix: MatrixName = "bt601",
+                   yuv_range: YuvRangeName = "limited",
                    out: Any = None) -> _core.Result:
         """Preprocesses one frame into a model-ready tensor.
 
@@ -379,7 +383,8 @@ class Client(_Connection):
         pay the registration (a first open costs the daemon ~0.2 s) before
         timing anything. Raises ImportError without cuda-python."""
         from . import cuda
-        return self._cuda_regions().region_of(cuda.describe(tensor))
+        rid, offset = self._cuda_regions().region_of(cuda.describe(tensor))
+        return int(rid), int(offset)
 
     def release_cuda(self) -> None:
         """Unregisters every CUDA region of this client: afterwards the
@@ -396,7 +401,7 @@ class Client(_Connection):
         from . import cuda
         regions = self._cuda_regions()
         req = plan.opts.request()
-        payload = b""
+        payload: Any = b""
         if isinstance(frame, np.ndarray):
             src = _core.check_frame(frame, format)
             payload = src.bytes_view()
@@ -514,15 +519,18 @@ class AsyncClient(_Connection):
         assert self._s._limits is not None
         return self._s._limits
 
-    async def preprocess(self, frame: np.ndarray,
+    async def preprocess(self, frame: np.ndarray[Any, Any],
                          size: Sequence[int] = (640, 640),
-                         resize: str = "letterbox", order: str = "rgb",
-                         dtype: Any = "float32", layout: str = "nchw",
+                         resize: ResizeName = "letterbox",
+                         order: OrderName = "rgb",
+                         dtype: DTypeOption = "float32",
+                         layout: LayoutName = "nchw",
                          scale: float = 1 / 255,
                          mean: float | Sequence[float] = (0.0, 0.0, 0.0),
                          std: float | Sequence[float] = (1.0, 1.0, 1.0),
-                         pad: float = 114, format: str | None = None,
-                         matrix: str = "bt601", yuv_range: str = "limited"
+                         pad: float = 114, format: FormatName | None = None,
+                         matrix: MatrixName = "bt601",
+                         yuv_range: YuvRangeName = "limited"
                          ) -> _core.Result:
         """See :meth:`Client.preprocess`."""
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,

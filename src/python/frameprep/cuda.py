@@ -5,7 +5,7 @@ Any tensor that exposes ``__cuda_array_interface__`` (CuPy, Numba, PyTorch)
 or DLPack (``__dlpack__`` / ``__dlpack_device__``: PyTorch, CuPy, JAX) is
 accepted; neither PyTorch nor CuPy is needed. The CUDA driver is reached
 through cuda-python's ``cuda.bindings.driver`` (``pip install
-'frameprep[cuda]'``): the allocation holding a tensor
+'frameprep-client[cuda]'``): the allocation holding a tensor
 (``cuMemGetAddressRange``), its IPC handle (``cuIpcGetMemHandle``) and the
 device's UUID (``cuDeviceGetUuid``) are what the daemon needs to open it.
 
@@ -54,7 +54,7 @@ def driver() -> Any:
                 except ImportError:
                     raise ImportError(
                         "CUDA regions need cuda-python's driver bindings: "
-                        "pip install 'frameprep[cuda]' (or cuda-python)"
+                        "pip install 'frameprep-client[cuda]' (or cuda-python)"
                     ) from None
             _check(drv, drv.cuInit(0), "cuInit")
             _drv = drv
@@ -336,20 +336,23 @@ class CudaTensor:
                 f"device=cuda:{a.device}, ptr={a.ptr:#x})")
 
 
-_exported: dict[int, tuple] = {}  # DLManagedTensor address -> what it keeps
+_exported: dict[int, tuple[Any, ...]] = {}  # DLManagedTensor address -> what it keeps
 
 
-@_DELETER
-def _dl_deleter(mt: Any) -> None:
-    _exported.pop(ctypes.cast(mt, ctypes.c_void_p).value, None)
+def _dl_deleter_py(mt: Any) -> None:
+    _exported.pop(ctypes.cast(mt, ctypes.c_void_p).value or 0, None)
 
 
-@_CAPSULE_DESTRUCTOR
-def _capsule_destructor(capsule: int) -> None:
+def _capsule_destructor_py(capsule: int) -> None:
     # An unconsumed capsule frees its tensor; a consumer renamed it to
     # "used_dltensor" and calls the deleter itself.
     if _raw_is_valid(capsule, b"dltensor"):
         _exported.pop(_raw_get_pointer(capsule, b"dltensor"), None)
+
+
+# The C callbacks (kept alive here for the life of the module).
+_dl_deleter = _DELETER(_dl_deleter_py)
+_capsule_destructor = _CAPSULE_DESTRUCTOR(_capsule_destructor_py)
 
 
 def _export(t: CudaTensor) -> Any:
@@ -460,7 +463,7 @@ class Regions:
         from .protocol import Kind, Request
         key = (exp.handle, exp.alloc_size)
         with self._lock:
-            rid = self._by_alloc.get(key)  # type: ignore[call-overload]
+            rid = self._by_alloc.get(key)
         if rid is None:
             rep = self._call(Request(kind=Kind.REGISTER_CUDA,
                                      region_size=exp.alloc_size,
@@ -468,7 +471,7 @@ class Regions:
                                      cuda_uuid=exp.uuid))
             rid = rep.region_id
             with self._lock:
-                self._by_alloc[key] = rid  # type: ignore[index]
+                self._by_alloc[key] = rid
         return rid
 
     def count(self) -> int:
@@ -565,8 +568,8 @@ def _yuv_source(a: Any, fmt: Any) -> Any:
         uv = w if fmt == PixelFormat.NV12 else w // 2
         planes = (uv, w * h,
                   w * h + uv * (h // 2) if fmt == PixelFormat.I420 else 0)
-    src = _core.Source(fmt, w, h, stride, span, None, a.ptr,
-                       planes)  # type: ignore[arg-type]
+    src = _core.Source(fmt, w, h, stride, span,
+                       None, a.ptr, planes)  # type: ignore[arg-type]
     src.dev = a  # type: ignore[attr-defined]
     src.stream = a.stream  # type: ignore[attr-defined]
     return src

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import struct
+from typing import Any
 
 from .errors import ProtocolError, VersionMismatchError
 
@@ -388,8 +389,9 @@ class Reply:
         if end < 0:
             raise ProtocolError("reply message is not NUL-terminated")
         # Positional, in the order of the fields above.
-        rep = cls(f[2], f[3], f[1], *f[4:9], f[9:13], *f[13:27],
-                  raw[:end].decode("utf-8", "replace") if end else "")
+        make: Any = cls
+        rep: Reply = make(f[2], f[3], f[1], *f[4:9], f[9:13], *f[13:27],
+                          raw[:end].decode("utf-8", "replace") if end else "")
         if f[7] > 4:
             raise ProtocolError(f"reply ndim {f[7]} > 4")
         if f[4] == 0 and (f[2] == 1 or f[2] == 3):

@@ -40,13 +40,13 @@ import struct
 import threading
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import numpy as np
 
 from . import _core, errors
-from .protocol import (REPLY_HEADER_SIZE, Kind, Location, Reply, Request,
-                       set_request_id)
+from .protocol import (REPLY_HEADER_SIZE, DType, Kind, Location, Reply,
+                       Request, set_request_id)
 
 _lib = _core._lib
 _ffi = _core._ffi
@@ -104,7 +104,8 @@ class _Hold:
                  "addr", "what")
 
     def __init__(self, ring: _RingBase, slot: int, ticket: int, m: _Map,
-                 addr: int, shape: tuple, typestr: str, what: str):
+                 addr: int, shape: tuple[int, ...], typestr: str,
+                 what: str):
         self.__array_interface__ = {"data": (addr, False), "shape": shape,
                                     "typestr": typestr, "version": 3}
         self.ring: _RingBase | None = ring
@@ -145,7 +146,7 @@ def _hold_of(frame: Any) -> _Hold | None:
     return None
 
 
-class RingFrame(np.ndarray):
+class RingFrame(np.ndarray):  # type: ignore[type-arg]
     """A frame area reserved in a ring's slot by :meth:`Ring.next_frame`:
     a writable uint8 numpy array (views of it, such as crops, are
     RingFrames too). Send it (or a crop of it) with :meth:`Ring.preprocess`,
@@ -181,6 +182,7 @@ class RingResult(_core.Result):
     back then, with a ``ResourceWarning``."""
 
     __slots__ = ("_hold",)
+    _hold: _Hold
 
     def release(self) -> None:
         """Gives the slot back to the ring; no-op when done already."""
@@ -208,17 +210,17 @@ class _Map:
     __slots__ = ("mm", "buf", "base", "region_id", "db_area", "lost",
                  "frames", "slot_srcs", "slot_heads", "slot_form")
 
-    def __init__(self, mm: mmap.mmap, buf: np.ndarray) -> None:
+    def __init__(self, mm: mmap.mmap, buf: np.ndarray[Any, Any]) -> None:
         self.mm = mm
         self.buf = buf
         self.base = buf.__array_interface__["data"][0]
         self.region_id = 0
         self.db_area = 0
         self.lost = 0
-        self.frames: list[np.ndarray] = []
+        self.frames: list[np.ndarray[Any, Any]] = []
         self.slot_srcs: list[_core.Source] = []
         self.slot_heads: list[tuple[bytearray, Any]] = []
-        self.slot_form: tuple = ()
+        self.slot_form: tuple[Any, ...] = ()
 
 
 class _RingBase:
@@ -232,7 +234,8 @@ class _RingBase:
     # "Doorbells"), one entry for each of its first 64 slots.
     _doorbell = False
 
-    def __init__(self, slots: int, frame: Sequence[int], options: dict):
+    def __init__(self, slots: int, frame: Sequence[int],
+                 options: dict[str, Any]):
         fmt = options.pop("format", None)
         self._opts = _core.Options.make(**options)
         self._plan = _core.Plan(self._opts)
@@ -397,7 +400,7 @@ class _RingBase:
 
     @staticmethod
     def _view(m: _Map, offset: int, nbytes: int, dtype: str,
-              shape: tuple) -> np.ndarray:
+              shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
         return m.buf[offset:offset + nbytes].view(dtype).reshape(shape)
 
     def _try_take(self, state: int) -> tuple[int, int] | None:
@@ -519,18 +522,20 @@ class _RingBase:
         """The result of slot k (now held by it): its tensor views the
         slot through a holder."""
         addr = m.base + k * self._slot_bytes
+        shape: tuple[int, ...]
         if rep is None or (rep.shape, rep.dtype,
                            rep.tensor_size) == self._tensor_form:
             shape, typestr = self._opts.shape, self._plan.typestr
         else:
             shape = tuple(rep.shape[:rep.ndim])
-            typestr = _core.DType(rep.dtype).numpy
+            typestr = DType(rep.dtype).numpy
         hold = _Hold(self, k, ticket, m, addr, shape, typestr, "result")
         with self._lock:
             if self._ticket[k] == ticket:
                 self._state[k] = _HELD
-        res = _core.new_result(np.asarray(hold), request_id, src, rep, head,
-                               length, RingResult)
+        res = cast(RingResult,
+                   _core.new_result(np.asarray(hold), request_id, src, rep,
+                                    head, length, RingResult))
         object.__setattr__(res, "_hold", hold)
         return res
 
@@ -725,7 +730,7 @@ class Ring(_RingBase):
         k, ticket = self._take(_RESERVED)
         return self._frame_view(k, ticket, shape)
 
-    def preprocess(self, frame: np.ndarray) -> RingResult:
+    def preprocess(self, frame: np.ndarray[Any, Any]) -> RingResult:
         """Preprocesses a frame through the ring: a frame from
         :meth:`next_frame` (or a crop of one) as it lies, any other uint8
         array (H, W[, C], or a YUV frame of the ring's format) after
@@ -940,7 +945,7 @@ class AsyncRing(_RingBase):
         k, ticket = await self._take(_RESERVED)
         return self._frame_view(k, ticket, shape)
 
-    async def preprocess(self, frame: np.ndarray) -> RingResult:
+    async def preprocess(self, frame: np.ndarray[Any, Any]) -> RingResult:
         """See :meth:`Ring.preprocess`."""
         limits = await self._client.limits()
         hold = _hold_of(frame)
