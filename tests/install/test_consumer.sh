@@ -6,11 +6,13 @@
 # frameprep::frameprep (CMake's build rpath). Each program must run and
 # call into the installed library.
 #
-# Usage: test_consumer.sh BUILD_DIR C_COMPILER
+# Usage: test_consumer.sh BUILD_DIR C_COMPILER [CFLAGS]
+# (CFLAGS: a sanitizer build's -fsanitize=..., which the program needs too)
 set -euo pipefail
 
 build=$1
 cc=$2
+cflags=${3:-}
 src=$(cd "$(dirname "$0")/consumer" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -48,11 +50,12 @@ flags=$(pkg-config --cflags --libs frameprep) || {
 }
 echo "pkg-config --cflags --libs frameprep: $flags"
 # shellcheck disable=SC2086 # the flags are words
-"$cc" -o "$work/app-pc" "$src/consumer.c" $flags
+"$cc" $cflags -o "$work/app-pc" "$src/consumer.c" $flags
 check "pkg-config build, LD_LIBRARY_PATH" \
 	env LD_LIBRARY_PATH="$libdir" "$work/app-pc"
 # shellcheck disable=SC2086
-"$cc" -o "$work/app-rpath" "$src/consumer.c" $flags -Wl,-rpath,"$libdir"
+"$cc" $cflags -o "$work/app-rpath" "$src/consumer.c" $flags \
+	-Wl,-rpath,"$libdir"
 check "pkg-config build, -Wl,-rpath" env -u LD_LIBRARY_PATH "$work/app-rpath"
 if env -u LD_LIBRARY_PATH "$work/app-pc" >/dev/null 2>&1 &&
 	! ldconfig -p | grep -q libframeprep.so; then
@@ -62,6 +65,7 @@ fi
 
 # find_package(frameprep CONFIG) + frameprep::frameprep.
 if ! cmake -S "$src" -B "$work/cmake" -DCMAKE_C_COMPILER="$cc" \
+	-DCMAKE_C_FLAGS="$cflags" -DCMAKE_EXE_LINKER_FLAGS="$cflags" \
 	-DCMAKE_PREFIX_PATH="$prefix" >"$work/cmake.log" 2>&1 ||
 	! cmake --build "$work/cmake" >>"$work/cmake.log" 2>&1; then
 	echo "FAIL find_package build:"
