@@ -239,6 +239,7 @@ struct fprep__server {
 	uv_signal_t sigterm;
 	uv_timer_t drain_timer;
 	uv_timer_t linger_timer;
+	uv_timer_t sd_watchdog_timer; /* systemd's WatchdogSec keep-alive */
 	uint64_t linger_end_ns;
 	uv_idle_t spin;         /* keeps the loop polling while it is busy */
 	uint64_t spin_ns;       /* [I] --spin-us; 0: the loop sleeps at once */

@@ -24,6 +24,10 @@
 #include <unistd.h>
 #include <uv.h>
 
+#ifdef FPREP_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
 #include "clock.h"
 #include "daemon.h"
 #include "log.h"
@@ -211,6 +215,7 @@ static int server_init_loop(fprep__server *srv)
 	uv_signal_init(&srv->loop, &srv->sigterm);
 	uv_timer_init(&srv->loop, &srv->drain_timer);
 	uv_timer_init(&srv->loop, &srv->linger_timer);
+	uv_timer_init(&srv->loop, &srv->sd_watchdog_timer);
 	uv_idle_init(&srv->loop, &srv->spin);
 	srv->spin.data = srv;
 	srv->spin_ns =
@@ -235,6 +240,35 @@ err_loop:
 err:
 	fprep__log(FPREP_LOG_ERR, "libuv: %s", uv_strerror(rv));
 	return FPREP_EINTERNAL;
+}
+
+/* server_sd_watchdog_cb tells systemd that the loop still turns. */
+static void server_sd_watchdog_cb(uv_timer_t *timer)
+{
+	(void)timer;
+	fprep__server_notify("WATCHDOG=1");
+}
+
+/* server_sd_watchdog_start sends systemd's watchdog keep-alives from the
+ * loop, at half the unit's WatchdogSec, when it has one: a loop that stops
+ * turning gets the daemon restarted. The timer is closed with the other
+ * handles (shutdown.c). */
+static void server_sd_watchdog_start(fprep__server *srv)
+{
+#ifdef FPREP_HAVE_SYSTEMD
+	uint64_t usec = 0;
+
+	if (sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000) {
+		uv_timer_start(&srv->sd_watchdog_timer, server_sd_watchdog_cb,
+		               0, usec / 2000);
+		fprep__log(FPREP_LOG_INFO,
+		           "systemd watchdog: a keep-alive every %" PRIu64
+		           " ms",
+		           usec / 2000);
+	}
+#else
+	(void)srv;
+#endif
 }
 
 int fprep__server_run(const fprep__config *cfg, fprep__backend *backend,
@@ -280,6 +314,7 @@ int fprep__server_run(const fprep__config *cfg, fprep__backend *backend,
 		fprep__server_log_start(srv);
 		fprep__server_notify("READY=1\nSTATUS=serving");
 		fprep__metrics_ready(1);
+		server_sd_watchdog_start(srv);
 	}
 	uv_run(&srv->loop, UV_RUN_DEFAULT);
 	rv = uv_loop_close(&srv->loop);

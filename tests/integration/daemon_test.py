@@ -989,6 +989,54 @@ def test_systemd_notify(tmp):
     print(f"ok notifications {first!r} then {rest!r}")
 
 
+def test_systemd_watchdog(tmp):
+    """WatchdogSec: with WATCHDOG_USEC the loop sends WATCHDOG=1 at half
+    the period, from READY=1 until the stop; without it, none."""
+    import socket
+    import threading
+    for usec in (300000, None):
+        path = os.path.join(tmp, f"notify{usec}.sock")
+        ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        ns.bind(path)
+        ns.settimeout(0.2)
+        env = {"NOTIFY_SOCKET": path}
+        if usec:
+            env["WATCHDOG_USEC"] = str(usec)
+        # Read as systemd does, at once: a unix datagram socket queues
+        # only 10 messages, and sd_notify then blocks.
+        got = []
+        done = threading.Event()
+
+        def read():
+            while not done.is_set():
+                try:
+                    got.extend(ns.recv(4096).decode().split("\n"))
+                except socket.timeout:
+                    pass
+        reader = threading.Thread(target=read)
+        reader.start()
+        t0 = time.monotonic()
+        try:
+            d = Daemon(tmp, name=f"wd{usec}.sock", env=env)
+            time.sleep(1.5)
+            d.stop()
+        finally:
+            lived = time.monotonic() - t0
+            done.set()
+            reader.join()
+            ns.close()
+        n = got.count("WATCHDOG=1")
+        print(f"WATCHDOG_USEC={usec}: {n} keep-alives in the daemon's "
+              f"{lived:.2f} s")
+        if usec:
+            want = lived / 0.15
+            check(want / 2 <= n <= want + 2,
+                  f"{n} keep-alives at a 150 ms period in {lived:.2f} s")
+        else:
+            check(n == 0, f"{n} keep-alives without WATCHDOG_USEC")
+    print("ok systemd watchdog")
+
+
 def vmrss(pid):
     """The process's resident set, bytes."""
     with open(f"/proc/{pid}/status") as f:
