@@ -186,6 +186,23 @@ int main(int argc, char **argv)
 	if (err == 0)
 		fprep_result_fini(&r);
 
+	/* Through the doorbell (the daemon sleeps: rung), the same. */
+	c = daemon_client(ipc);
+	err = fprep_client_doorbell(c, 1);
+	CHECK(err == 0, "doorbell: %s", fprep_client_last_error(c));
+	request_init(&req, 320, 240, FPREP_KIND_FRAME);
+	REQUIRE(fprep_client_request(inl, &req, small, &ref) == 0);
+	err = fprep_client_request(c, &req, small, &r);
+	CHECK(err == 0, "staged with a doorbell: %s",
+	      fprep_client_last_error(c));
+	if (err == 0) {
+		CHECK(in_stage(r.payload), "with a doorbell: not staged");
+		check_same(&r, &ref, "with a doorbell");
+		fprep_result_fini(&r);
+	}
+	fprep_result_fini(&ref);
+	fprep_client_close(c);
+
 	/* A result outlives its client. */
 	request_init(&req, 320, 240, FPREP_KIND_FRAME);
 	REQUIRE(fprep_client_request(inl, &req, small, &ref) == 0);
