@@ -11,7 +11,10 @@
  * waits in its slot until the peer has read the replies before it, so an
  * EBUSY reply holds a slot as well: a connection with more than twice
  * --max-inflight-per-conn requests unanswered does not read its replies,
- * and is closed. A request counts against the cap from its receipt until
+ * and is closed; so is one that holds more than a third of the slots, so
+ * that two that never read cannot hold them all and stall every other
+ * client until the send timeout. A request counts against the cap from
+ * its receipt until
  * its reply is delivered (answer.c), so a client that sends its
  * next request as soon as it has a reply is never refused; its slot and
  * reply bytes count until the send has ended or failed (fprep__slot_next).
@@ -94,10 +97,26 @@ void fprep__conn_release(fprep__slot *s)
 	s->reply_bytes = 0;
 }
 
+/* conns_bound: how many slots one connection's requests may hold before
+ * it is closed for not reading its replies: twice --max-inflight-per-conn
+ * (a reply waits in its slot until the peer has read those before it),
+ * but at most a third of the nng port's slots, so that two connections
+ * that never read leave a third of them to everyone else; and never less
+ * than --max-inflight-per-conn + 1. */
+static unsigned conns_bound(const fprep__server *srv)
+{
+	unsigned per = srv->cfg->max_inflight_per_conn;
+	unsigned bound = 2 * per;
+
+	if (bound > srv->nng.nslots / 3)
+		bound = srv->nng.nslots / 3;
+	return bound > per ? bound : per + 1;
+}
+
 int fprep__conn_admit(fprep__slot *s)
 {
 	fprep__server *srv = s->srv;
-	unsigned bound = 2 * srv->cfg->max_inflight_per_conn;
+	unsigned bound = conns_bound(srv);
 
 	FPREP__ASSERT(s->conn == NULL);
 	s->conn = conns_find(srv, s->pipe);
@@ -115,8 +134,8 @@ int fprep__conn_admit(fprep__slot *s)
 		fprep__log(FPREP_LOG_WARNING,
 		           "connection %" PRIu32 " closed: more than %u "
 		           "requests unanswered (twice "
-		           "--max-inflight-per-conn): it does not read its "
-		           "replies",
+		           "--max-inflight-per-conn, at most a third of "
+		           "--max-inflight): it does not read its replies",
 		           s->conn->pipe, bound);
 		s->conn->closing = 1;
 		nng_pipe_close(nng_msg_get_pipe(s->req_msg));
