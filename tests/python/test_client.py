@@ -572,6 +572,41 @@ def test_ring_with_fewer_slots_than_threads(daemon):
     assert errors == []
 
 
+def test_preprocess_batch(client):
+    """preprocess_batch: frames of different sizes into one (N, C, H, W)
+    array (or NHWC), each row the single call's tensor; out= fills a numpy
+    array in place; preprocess(out=numpy) copies into it; wrong outs are
+    refused before anything is sent."""
+    fs = [photo(n, gray_as_gray=False) for n in ("astronaut.png",
+                                                 "coffee.png",
+                                                 "chelsea.png")]
+    fs.append(fs[0][10:200, 30:300])
+    want = [client.preprocess(f, size=(96, 64)).tensor[0] for f in fs]
+    got = client.preprocess_batch(fs, size=(96, 64))
+    assert got.shape == (4, 3, 64, 96) and got.dtype == np.float32
+    assert all((got[k] == want[k]).all() for k in range(4))
+    out = np.zeros((4, 64, 96, 3), np.float16)
+    r = client.preprocess_batch(fs, out=out, size=(96, 64), layout="nhwc",
+                                dtype="float16")
+    assert r is out
+    nhwc = [client.preprocess(f, size=(96, 64), layout="nhwc",
+                              dtype="float16").tensor[0] for f in fs]
+    assert all((out[k] == nhwc[k]).all() for k in range(4))
+    assert client.preprocess_batch([], size=(96, 64)).shape == (0, 3, 64, 96)
+    one = np.zeros((1, 3, 64, 96), np.float32)
+    res = client.preprocess(fs[1], size=(96, 64), out=one)
+    assert res.tensor is one and (one[0] == want[1]).all()
+    row = np.zeros((3, 64, 96), np.float32)
+    client.preprocess(fs[2], size=(96, 64), out=row)
+    assert (row == want[2]).all()
+    for bad, match in ((np.zeros((3, 3, 64, 96), np.float32), "shape"),
+                       (np.zeros((4, 3, 64, 96), np.float16), "dtype")):
+        with pytest.raises(frameprep.InvalidRequestError, match=match):
+            client.preprocess_batch(fs, out=bad, size=(96, 64))
+    with pytest.raises(frameprep.InvalidRequestError, match="order gray"):
+        client.preprocess_batch(fs, size=(96, 64), order="gray")
+
+
 def test_options_reused_only_when_equal(client):
     """Requests keep the prepared form of their options for the next
     request with equal ones: each set still gets its own tensor."""
@@ -849,6 +884,49 @@ def test_module_cli(daemon, tmp_path):
     assert r.returncode != 0 and "missing.png" in r.stderr
 
 
+def test_module_cli_exit_codes_match_the_c_cli(daemon, tmp_path):
+    """python -m frameprep fails with the C CLI's exit status for the same
+    failures (1 refused by the daemon, 2 usage, 3 input or transport), and
+    with its words for a missing socket; a truncated JPEG is refused by
+    both."""
+    img = cv2.imread(str(IMAGES / "astronaut.png"))
+    jpg = tmp_path / "a.jpg"
+    cv2.imwrite(str(jpg), img)
+    data = jpg.read_bytes()
+    cut = tmp_path / "cut.jpg"
+    cut.write_bytes(data[:len(data) // 2])
+    url = daemon.url
+    nosock = f"ipc://{tmp_path}/none.sock"
+    cases = [
+        ("ok", ["send", str(jpg), "--socket", url], 0),
+        ("no socket", ["send", str(jpg), "--socket", nosock], 3),
+        ("info, no socket", ["info", "--socket", nosock], 3),
+        ("missing image", ["send", str(tmp_path / "x.png"), "--socket", url],
+         3),
+        ("truncated JPEG", ["send", str(cut), "--socket", url], 3),
+        ("bad URL", ["send", str(jpg), "--socket", "foo://x"], 2),
+        ("std 0", ["send", str(jpg), "--socket", url, "--std", "0"], 2),
+        ("size", ["send", str(jpg), "--socket", url, "--size", "0x9"], 2),
+        ("pad", ["send", str(jpg), "--socket", url, "--pad", "300"], 2),
+        ("option", ["send", str(jpg), "--bogus"], 2),
+        ("over the limit", ["send", str(jpg), "--socket", url, "--size",
+                            "60000x60000"], 1),
+    ]
+    for name, args, want in cases:
+        c = subprocess.run([str(CLI), *args], capture_output=True,
+                           text=True, timeout=60)
+        py = subprocess.run([sys.executable, "-m", "frameprep", *args],
+                            capture_output=True, text=True, timeout=60)
+        assert (c.returncode, py.returncode) == (want, want), \
+            (name, c.stderr, py.stderr)
+        if name == "no socket":
+            assert py.stderr == c.stderr
+            assert "no socket at" in py.stderr and \
+                "(is frameprepd running?)" in py.stderr
+        if name == "truncated JPEG":
+            assert "cut.jpg" in py.stderr and "cut.jpg" in c.stderr
+
+
 def test_module_cli_without_opencv(daemon):
     code = ("import runpy, sys; sys.modules['cv2'] = None; "
             "sys.argv = ['frameprep', 'send', sys.argv[1], '--socket', "
@@ -856,5 +934,5 @@ def test_module_cli_without_opencv(daemon):
     r = subprocess.run([sys.executable, "-c", code,
                         str(IMAGES / "coffee.png"), daemon.url],
                        capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.returncode == 3, r.stdout + r.stderr
     assert "OpenCV" in r.stderr and ".npy" in r.stderr

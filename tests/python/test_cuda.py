@@ -164,6 +164,22 @@ def test_batch_in_place_equals_cpu_reference(gpu_daemon, daemon):
         assert c.info()["cuda_regions_alive"] == 0
 
 
+def test_preprocess_batch_into_cuda(gpu_daemon, daemon):
+    """preprocess_batch with a CUDA out: each row written by the daemon
+    in place, equal to the CPU reference; the out is returned."""
+    torch = _torch_cuda()
+    img = _photo()
+    frames = [img, img[:400, :500], img[100:, 50:]]
+    with frameprep.Client(daemon.url) as ref_client:
+        ref = ref_client.preprocess_batch(frames)
+    batch = torch.full((3, 3, 640, 640), float("nan"), device="cuda")
+    with frameprep.Client(gpu_daemon.url) as client:
+        assert client.preprocess_batch(frames, out=batch) is batch
+        np.testing.assert_allclose(batch.cpu().numpy(), ref, rtol=0,
+                                   atol=1.0001 / 255)
+        client.release_cuda()
+
+
 def test_cuda_frame_in(gpu_daemon, daemon):
     torch = _torch_cuda()
     img = _photo()

@@ -5,13 +5,18 @@ Python.
 daemon expects it (BGR, BGRA or gray), or reads a ``.npy`` uint8 array
 without OpenCV, sends it (inline, or through a shared-memory ring with
 ``--shm``), prints what came back and can save the tensor as ``.npy``.
-Exit status: 0 success, 1 usage, 2 input or transport error, 3 the daemon
-refused the request.
+Exit status, the C CLI's (src/tools/frameprep_cli.c) for the same
+failures: 0 success, 1 the daemon refused the request (or would: a frame
+or option the client checks against the daemon's limits first), 2 usage
+(bad arguments, a malformed URL), 3 input or transport error (an image
+that cannot be read or decoded, a truncated JPEG, no daemon, a socket of
+an untrusted owner, a timeout).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Any, Sequence
 
@@ -19,22 +24,53 @@ import numpy as np
 
 from . import __version__
 from .client import Client
-from .errors import (ClosedError, FrameprepError, RequestTimeoutError,
-                     TransportError)
+from .errors import (ClosedError, FrameprepError, InvalidRequestError,
+                     RequestTimeoutError, TransportError)
 
-EXIT_USAGE, EXIT_IO, EXIT_SERVER = 1, 2, 3
+# The C CLI's exit statuses (frameprep_cli.c); argparse exits with 2 too.
+EXIT_SERVER, EXIT_USAGE, EXIT_IO = 1, 2, 3
 _DTYPES = {"f32": "float32", "f16": "float16", "u8": "uint8"}
 
 
+# The values the C CLI takes (tool_options.c); others are usage errors.
 def _size(text: str) -> tuple[int, int]:
     w, sep, h = text.lower().partition("x")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"size {text!r} is not WxH")
-    return int(w), int(h)
+    try:
+        size = int(w), int(h)
+    except ValueError:
+        size = (0, 0)
+    if not sep or not all(1 <= v <= 65535 for v in size):
+        raise argparse.ArgumentTypeError(
+            f"size {text!r} is not WxH, each 1..65535")
+    return size
+
+
+def _float(text: str) -> float:
+    v = float(text)
+    if not math.isfinite(v):
+        raise ValueError(text)
+    return v
 
 
 def _floats(text: str) -> tuple[float, ...]:
-    return tuple(float(v) for v in text.split(","))
+    v = tuple(_float(t) for t in text.split(","))
+    if len(v) not in (1, 3):
+        raise argparse.ArgumentTypeError(f"{text!r} is not A or A,B,C")
+    return v
+
+
+def _stds(text: str) -> tuple[float, ...]:
+    v = _floats(text)
+    if not all(x > 0 for x in v):
+        raise argparse.ArgumentTypeError(f"std {text!r} must be > 0")
+    return v
+
+
+def _pad(text: str) -> float:
+    v = _float(text)
+    if not 0 <= v <= 255:
+        raise argparse.ArgumentTypeError(f"pad {text!r} is not 0..255")
+    return v
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,11 +100,11 @@ def _parser() -> argparse.ArgumentParser:
                    default="letterbox")
     s.add_argument("--mean", type=_floats, default=(0.0,),
                    help="a,b,c or one value [0]")
-    s.add_argument("--std", type=_floats, default=(1.0,),
+    s.add_argument("--std", type=_stds, default=(1.0,),
                    help="a,b,c or one value [1]")
-    s.add_argument("--scale", type=float, default=1 / 255,
+    s.add_argument("--scale", type=_float, default=1 / 255,
                    help="pixel multiplier [1/255]")
-    s.add_argument("--pad", type=float, default=114, help="pad value [114]")
+    s.add_argument("--pad", type=_pad, default=114, help="pad value [114]")
     return p
 
 
@@ -78,6 +114,7 @@ def _load(path: str, gray: bool) -> np.ndarray[Any, Any]:
     if path.endswith(".npy"):
         img = np.load(path)
         return img
+    _check_complete(path)
     try:
         import cv2
     except ImportError:
@@ -95,6 +132,46 @@ def _load(path: str, gray: bool) -> np.ndarray[Any, Any]:
     if img.ndim == 3 and img.shape[2] == 1:
         img = img[:, :, 0]
     return img
+
+
+def _check_complete(path: str) -> None:
+    """Refuses a truncated JPEG (decoders fill what is missing with grey
+    and succeed): a file that starts with SOI (FF D8) must end with EOI
+    (FF D9), within its last 32 bytes (padding after it is allowed).
+    Raises OSError."""
+    with open(path, "rb") as f:
+        head = f.read(3)
+        if head != b"\xff\xd8\xff":
+            return
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(0, size - 32))
+        tail = f.read()
+    if b"\xff\xd9" not in tail:
+        raise OSError(f"{path}: truncated JPEG (no end-of-image marker)")
+
+
+def _client(url: str | None, timeout_ms: int) -> Client:
+    """Opens a client as the C CLI does; a failure is a _Refused with the
+    C CLI's exit status (2 for a malformed URL, else 3) and words."""
+    try:
+        return Client(url, timeout=timeout_ms / 1000)
+    except InvalidRequestError as exc:
+        raise _Refused(EXIT_USAGE, str(exc)) from None
+    except FrameprepError as exc:
+        text = str(exc)
+        if isinstance(exc, TransportError) and "frameprepd running" not in \
+                text:
+            text += " (is frameprepd running?)"
+        raise _Refused(EXIT_IO, text) from None
+
+
+class _Refused(Exception):
+    """A failure with its exit status."""
+
+    def __init__(self, status: int, text: str):
+        super().__init__(text)
+        self.status = status
 
 
 def _triple(v: Sequence[float]) -> Any:
@@ -123,12 +200,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.cmd == "info":
-            with Client(args.socket, timeout=args.timeout / 1000) as client:
+            with _client(args.socket, args.timeout) as client:
                 for key, value in client.info().items():
                     print(f"{key}: {value}")
             return 0
         frame = _load(args.image, args.order == "gray")
-        with Client(args.socket, timeout=args.timeout / 1000) as client:
+        with _client(args.socket, args.timeout) as client:
             opts = dict(size=args.size, resize=args.resize, order=args.order,
                         dtype=_DTYPES[args.dtype], layout=args.layout,
                         scale=args.scale, mean=_triple(args.mean),
@@ -148,7 +225,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 np.save(args.output, tensor)
                 print(f"wrote     {args.output}")
             return 0
+    except _Refused as exc:
+        print(f"frameprep: {exc}", file=sys.stderr)
+        return exc.status
     except FrameprepError as exc:
+        # The daemon's refusals, and what the client refuses for it (its
+        # limits, invalid options), are 1 as in the C CLI; the transport's
+        # failures 3.
         print(f"frameprep: {exc}", file=sys.stderr)
         local = (TransportError, RequestTimeoutError, ClosedError)
         return EXIT_IO if isinstance(exc, local) else EXIT_SERVER

@@ -46,6 +46,13 @@ class _Socket:
         if not timeout > 0:
             raise ValueError(f"timeout {timeout!r} must be > 0 seconds")
         self.address = address or _core.default_address()
+        if "," in self.address:
+            raise errors.InvalidRequestError(
+                f"{self.address!r}: the Python client dials one daemon, "
+                f"not a list")
+        if not self.address.startswith(("ipc://", "tcp://")):
+            raise errors.InvalidRequestError(
+                f"{self.address!r} is not an ipc:// or tcp:// URL")
         self.timeout = float(timeout)
         # The users whose socket (file and peer) this client dials, and the
         # checked owner of an ipc:// socket: the one other user a ring may
@@ -205,6 +212,26 @@ class _Socket:
         return self._closed
 
 
+def _numpy_out(out: np.ndarray[Any, Any], shape: Sequence[int],
+               typestr: str) -> np.ndarray[Any, Any]:
+    """out as an array of shape (a leading 1 may be left out or added),
+    after checking its dtype and that it is writable; raises
+    :class:`~frameprep.InvalidRequestError`."""
+    shape = tuple(shape)
+    if out.dtype != np.dtype(typestr):
+        raise errors.InvalidRequestError(
+            f"out dtype {out.dtype} is not the tensor's {np.dtype(typestr)}")
+    if not out.flags.writeable:
+        raise errors.InvalidRequestError("out is read-only")
+    if out.shape == shape:
+        return out
+    if out.shape == (1,) + shape:
+        row: np.ndarray[Any, Any] = out[0]
+        return row
+    raise errors.InvalidRequestError(
+        f"out shape {out.shape} is not the tensor's {shape}")
+
+
 class _Connection:
     """What :class:`Client` and :class:`AsyncClient` share: the socket, its
     address and timeout, and closing it."""
@@ -328,7 +355,10 @@ class Client(_Connection):
                 "bt2020") and range ("limited", "full"); the defaults are
                 what OpenCV's COLOR_YUV2BGR_NV12 assumes. The conversion
                 is described in protocol.h.
-        out     a CUDA tensor (``__cuda_array_interface__`` or DLPack:
+        out     a numpy array of the tensor's shape (with or without the
+                leading 1) and dtype: the tensor is copied into it, and the
+                result's tensor is ``out``. Or a CUDA tensor
+                (``__cuda_array_interface__`` or DLPack:
                 PyTorch, CuPy) of the tensor's shape, with or without the
                 leading 1 (``batch[k]`` of an (N, 3, H, W) batch), its
                 dtype and C-contiguous: the daemon writes the tensor
@@ -354,6 +384,14 @@ class Client(_Connection):
         """
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
                           std, pad, matrix, yuv_range)
+        if isinstance(out, np.ndarray):
+            dst = _numpy_out(out, plan.shape[1:], plan.typestr)
+            res = self.preprocess(frame, size, resize, order, dtype, layout,
+                                  scale, mean, std, pad, format, matrix,
+                                  yuv_range)
+            np.copyto(dst, res.tensor[0])
+            object.__setattr__(res, "tensor", out)
+            return res
         if out is not None or (not isinstance(frame, np.ndarray) and
                                _is_cuda(frame)):
             return self._preprocess_cuda(plan, frame, format, out)
@@ -367,6 +405,58 @@ class Client(_Connection):
         rep = _core.reply_of(rmsg)
         _core.check_reply(rep, request_id, Kind.FRAME)
         return _core.make_result(_core.payload_array(rmsg, rep), rep, src)
+
+    def preprocess_batch(self, frames: Sequence[Any], out: Any = None,
+                         size: Sequence[int] = (640, 640),
+                         resize: ResizeName = "letterbox",
+                         order: OrderName = "rgb",
+                         dtype: DTypeOption = "float32",
+                         layout: LayoutName = "nchw",
+                         scale: float = 1 / 255,
+                         mean: float | Sequence[float] = (0.0, 0.0, 0.0),
+                         std: float | Sequence[float] = (1.0, 1.0, 1.0),
+                         pad: float = 114, format: FormatName | None = None,
+                         matrix: MatrixName = "bt601",
+                         yuv_range: YuvRangeName = "limited") -> Any:
+        """Preprocesses N frames (each as :meth:`preprocess` takes it,
+        sizes may differ) into one batch: (N, C, H, W) for NCHW, (N, H, W,
+        C) for NHWC, frame k in row k. ``out`` None: returns a new numpy
+        array; a numpy array of that shape and dtype: fills it and
+        returns it; a CUDA tensor of that shape (PyTorch, CuPy): the
+        daemon writes each row straight into it (``out[k]``, see
+        :meth:`preprocess`), and it is returned. The requests are sent from
+        up to 8 threads at once, within the client's in-flight limit.
+        Raises :class:`~frameprep.InvalidRequestError` for an ``out`` of
+        another shape or dtype (before sending anything), and as
+        :meth:`preprocess` (the first failure; rows of other frames may
+        be written by then)."""
+        plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
+                          std, pad, matrix, yuv_range)
+        n = len(frames)
+        shape = (n,) + tuple(plan.shape[1:])
+        if out is None:
+            out = np.empty(shape, plan.typestr)
+        if tuple(getattr(out, "shape", ())) != shape:
+            raise errors.InvalidRequestError(
+                f"out shape {tuple(getattr(out, 'shape', ()))} is not the "
+                f"batch's {shape}")
+        if isinstance(out, np.ndarray):
+            _numpy_out(out, shape, plan.typestr)
+
+        def one(k: int) -> None:
+            self.preprocess(frames[k], size, resize, order, dtype, layout,
+                            scale, mean, std, pad, format, matrix, yuv_range,
+                            out=out[k])
+
+        if n <= 1:
+            for k in range(n):
+                one(k)
+            return out
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(min(n, 8)) as pool:
+            for f in [pool.submit(one, k) for k in range(n)]:
+                f.result()
+        return out
 
     def _cuda_regions(self) -> Any:
         from . import cuda
