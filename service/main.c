@@ -7,9 +7,9 @@
  * runs the server loop (server.c) in the foreground until SIGINT or
  * SIGTERM. SIGHUP is logged and ignored: the settings are read once. Exit
  * status: 0 after a clean shutdown, 1 on a runtime failure (including a
- * fatal device error, or a GPU named that is not there now: the supervisor
- * restarts the daemon), 2 for settings that a restart cannot mend (bad
- * values, a GPU named to a build without CUDA).
+ * fatal device error: the supervisor restarts the daemon), 2 for settings
+ * that a restart cannot mend (bad values, a GPU named that this build or
+ * this machine does not have).
  */
 #include <pthread.h>
 #include <signal.h>
@@ -29,10 +29,11 @@
 #define MAIN_EXIT_SETTINGS 2 /* a restart cannot help */
 
 /* main_gpu_list works out the GPUs cfg names (none: the CPU) and writes
- * them as "cuda:0,1" into name. Returns 0, or an exit status after logging
- * why: MAIN_EXIT_SETTINGS when this build cannot serve the choice (a GPU
- * named to a frameprepd built without CUDA), MAIN_EXIT_FAILURE when the
- * GPUs named are not there now (the driver or the device may come back). */
+ * them as "cuda:0,1" into name. Returns 0, or MAIN_EXIT_SETTINGS after
+ * logging why when a GPU is named that this daemon cannot use: built
+ * without CUDA, or no such device on this machine. Restarting would only
+ * repeat the refusal every few seconds; the operator changes --device
+ * (or, where a driver loads late, orders the unit after it). */
 static int main_gpu_list(const fprep__config *cfg, int *devices, unsigned *n,
                          char *name, size_t size)
 {
@@ -61,8 +62,9 @@ static int main_gpu_list(const fprep__config *cfg, int *devices, unsigned *n,
 	} else if (cfg->device == FPREP__DEVICE_ALL) {
 		if (count == 0) {
 			fprep__log(FPREP_LOG_ERR,
-			           "device all: no usable CUDA device");
-			return MAIN_EXIT_FAILURE;
+			           "device all: no usable CUDA device (no GPU "
+			           "or no driver)");
+			return MAIN_EXIT_SETTINGS;
 		}
 		for (int d = 0; d < count && d < FPREP__MAX_DEVICES; d++)
 			devices[(*n)++] = d;
@@ -73,7 +75,7 @@ static int main_gpu_list(const fprep__config *cfg, int *devices, unsigned *n,
 				           "device %d: no such CUDA device (%d "
 				           "usable)",
 				           cfg->devices[i], count);
-				return MAIN_EXIT_FAILURE;
+				return MAIN_EXIT_SETTINGS;
 			}
 			devices[(*n)++] = cfg->devices[i];
 		}
