@@ -33,6 +33,8 @@
 #include <inttypes.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/transport/ipc/ipc.h>
+#include <pwd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -126,10 +128,31 @@ static int ingress_handshake(const char *path, int deadline_ms, int *connected,
 	return rv;
 }
 
+/* ingress_foreign tells whether path exists and belongs to another user
+ * than the daemon's, and then names the owner in who: "user alice (uid
+ * 1001)". */
+static int ingress_foreign(const char *path, char *who, size_t size)
+{
+	struct passwd pw, *res = NULL;
+	struct stat st;
+	char buf[1024];
+
+	if (lstat(path, &st) != 0 || st.st_uid == geteuid())
+		return 0;
+	if (getpwuid_r(st.st_uid, &pw, buf, sizeof(buf), &res) == 0 &&
+	    res != NULL)
+		snprintf(who, size, "user %s (uid %u)", res->pw_name,
+		         (unsigned)st.st_uid);
+	else
+		snprintf(who, size, "uid %u", (unsigned)st.st_uid);
+	return 1;
+}
+
 /* ingress_probe_ipc checks the socket path of an ipc:// URL before binding:
  * returns 0 when it is free (absent, or a stale socket file, which is
- * removed), FPREP_EBUSY when a process accepts connections on it, or
- * FPREP_ETRANSPORT. */
+ * removed), FPREP_EBUSY when a process accepts connections on it,
+ * FPREP_EPERM when a stale socket file may not be removed (another user's
+ * in a sticky directory), or FPREP_ETRANSPORT. */
 static int ingress_probe_ipc(const char *path)
 {
 	struct stat st;
@@ -144,7 +167,9 @@ static int ingress_probe_ipc(const char *path)
 	if (rv == ECONNREFUSED && lstat(path, &st) == 0 &&
 	    S_ISSOCK(st.st_mode)) {
 		if (unlink(path) != 0)
-			return FPREP_ETRANSPORT;
+			return errno == EPERM || errno == EACCES
+			               ? FPREP_EPERM
+			               : FPREP_ETRANSPORT;
 		fprep__log(FPREP_LOG_NOTICE,
 		           "removed the stale socket file %s (nobody listened "
 		           "on it)",
@@ -161,15 +186,46 @@ static int ingress_listen(fprep__ingress *in, const char *url, int mode,
                           nng_listener *out)
 {
 	nng_listener l;
+	char who[96];
 	int rv;
 
-	if (strncmp(url, "ipc://", 6) == 0 &&
-	    ingress_probe_ipc(url + 6) == FPREP_EBUSY) {
-		fprep__log(FPREP_LOG_ERR,
-		           "listen %s: another process (a running frameprepd?) "
-		           "accepts connections there: address in use",
-		           url);
-		return FPREP_EBUSY;
+	if (strncmp(url, "ipc://", 6) == 0) {
+		int foreign = ingress_foreign(url + 6, who, sizeof(who));
+
+		rv = ingress_probe_ipc(url + 6);
+		if (rv == FPREP_EBUSY && foreign) {
+			fprep__log(
+			        FPREP_LOG_ERR,
+			        "listen %s: %s owns the socket file and a "
+			        "process accepts connections on it: not this "
+			        "daemon's path (listen on a path in a "
+			        "directory only the service user may write, "
+			        "as the packaged unit's /run/frameprep/)",
+			        url, who);
+			return FPREP_EBUSY;
+		}
+		if (rv == FPREP_EBUSY) {
+			fprep__log(FPREP_LOG_ERR,
+			           "listen %s: another process (a running "
+			           "frameprepd?) accepts connections there: "
+			           "address in use",
+			           url);
+			return FPREP_EBUSY;
+		}
+		/* Still there: another user's file, or a stale socket of
+		 * theirs that a sticky directory keeps. */
+		if (foreign && ingress_foreign(url + 6, who, sizeof(who))) {
+			fprep__log(
+			        FPREP_LOG_ERR,
+			        "listen %s: the path belongs to %s, and this "
+			        "daemon (uid %u) may not replace it: remove "
+			        "it (as its owner or root), or listen on a "
+			        "path in a directory only the service user "
+			        "may write (as the packaged unit's "
+			        "/run/frameprep/)",
+			        url, who, (unsigned)geteuid());
+			return FPREP_EPERM;
+		}
 	}
 
 	rv = nng_listener_create(&l, in->sock, url);

@@ -64,12 +64,13 @@ typedef struct fprep__ingress {
 /* fprep__ingress_open opens the REP socket with NNG_OPT_RECVMAXSZ =
  * max_frame_bytes + FPREP_REQUEST_HEADER_SIZE and starts a listener on each
  * of cfg's URLs (ipc socket files get cfg->socket_mode). A stale ipc socket
- * file is removed; a path on which another process listens is refused.
- * With cfg->listener_check_ms > 0 a thread checks every ipc:// listener
- * that often and recreates one that no longer answers a handshake. cfg
- * must outlive the ingress. Returns 0, or FPREP_ETRANSPORT (FPREP_EBUSY
- * when another daemon listens) with the reason logged; on error nothing is
- * left open. */
+ * file is removed; a path on which another process listens is refused, and
+ * so is one that belongs to another user and cannot be replaced (the log
+ * names its owner). With cfg->listener_check_ms > 0 a thread checks every
+ * ipc:// listener that often and recreates one that no longer answers a
+ * handshake. cfg must outlive the ingress. Returns 0, or FPREP_ETRANSPORT
+ * (FPREP_EBUSY when another process listens, FPREP_EPERM for another
+ * user's path) with the reason logged; on error nothing is left open. */
 int fprep__ingress_open(fprep__ingress *in, const fprep__config *cfg);
 
 /* fprep__ingress_on_close sets (or, with NULL, clears) the callback told
