@@ -14,10 +14,11 @@
  *    each: the aggregate, and its ratio to the sum of the GPUs alone. GPUs
  *    behind one PCIe switch uplink, or a host bridge, share its bandwidth
  *    and show it here.
- *    Each count of GPUs runs five ways: whole frames both ways; the bytes
- *    of the rows a 640x640 letterbox reads (a third of the frame's rows,
- *    as frameprepd's row plan copies them) in and whole tensors out, the
- *    daemon's own traffic; H2D alone; D2H alone; and the daemon's traffic
+ *    Each count of GPUs runs six ways: whole frames both ways; the bytes
+ *    of the rows a 640x640 letterbox reads (a third of the frame's rows)
+ *    in and whole tensors out, once as one contiguous copy and once as
+ *    frameprepd's row plan copies them (one 2D copy of every third row),
+ *    the daemon's own traffic; H2D alone; D2H alone; and the daemon's traffic
  *    with the clients' host traffic beside it: for each GPU one thread
  *    writes frames into a buffer and reads tensors out of another (memcpy,
  *    the bytes a client moves per frame), as fast as it can. The frames/s
@@ -38,7 +39,9 @@
 
 #define FRAME_BYTES  ((size_t)1920 * 1080 * 3)
 #define TENSOR_BYTES ((size_t)640 * 640 * 3 * 4)
-#define ROWS_BYTES   ((size_t)1920 * 360 * 3)
+#define ROW_BYTES    ((size_t)1920 * 3)
+#define ROWS_READ    360 /* every third row, from row 1 */
+#define ROWS_BYTES   (ROW_BYTES * ROWS_READ)
 #define DEPTH        8
 #define MAX_GPUS     16
 
@@ -54,7 +57,8 @@
 
 typedef struct gpu_side {
 	int device;
-	void *h_in, *h_out, *d_in, *d_out;
+	void *h_in, *h_out, *d_out;
+	uint8_t *d_in;
 	cudaStream_t s_in, s_out;
 	cudaEvent_t ev_in[DEPTH], ev_out[DEPTH];
 	uint64_t frames; /* the last row's count */
@@ -69,6 +73,7 @@ static gpu_side gpus[MAX_GPUS];
 static host_side hosts[MAX_GPUS];
 static atomic_int running;
 static size_t h2d_bytes, d2h_bytes; /* per frame, this row's */
+static int h2d_strided; /* the rows read as one 2D copy, as the lane does */
 static pthread_barrier_t start;
 
 static double now_s(void)
@@ -90,7 +95,7 @@ static void gpu_open(gpu_side *g, int device)
 	CK(cudaSetDevice(device));
 	CK(cudaHostAlloc(&g->h_in, FRAME_BYTES, cudaHostAllocPortable));
 	CK(cudaHostAlloc(&g->h_out, TENSOR_BYTES, cudaHostAllocPortable));
-	CK(cudaMalloc(&g->d_in, FRAME_BYTES));
+	CK(cudaMalloc((void **)&g->d_in, FRAME_BYTES));
 	CK(cudaMalloc(&g->d_out, TENSOR_BYTES));
 	fill(g->h_in, FRAME_BYTES, (unsigned)device);
 	CK(cudaMemset(g->d_out, 0x5a, TENSOR_BYTES));
@@ -135,7 +140,13 @@ static void *gpu_main(void *arg)
 			CK(cudaEventSynchronize(g->ev_out[k]));
 			done++;
 		}
-		if (h2d_bytes)
+		if (h2d_strided)
+			CK(cudaMemcpy2DAsync(
+			        g->d_in + ROW_BYTES, 3 * ROW_BYTES,
+			        (const uint8_t *)g->h_in + ROW_BYTES,
+			        3 * ROW_BYTES, ROW_BYTES, ROWS_READ,
+			        cudaMemcpyHostToDevice, g->s_in));
+		else if (h2d_bytes)
 			CK(cudaMemcpyAsync(g->d_in, g->h_in, h2d_bytes,
 			                   cudaMemcpyHostToDevice, g->s_in));
 		CK(cudaEventRecord(g->ev_in[k], g->s_in));
@@ -207,18 +218,21 @@ static double run_row(int ngpu, int with_host, double secs, double *host_fps)
 }
 
 /* The five ways each count of GPUs runs (the opening comment, 2.). */
-#define WAYS 5
+#define WAYS 6
 static const struct {
 	const char *name;
 	size_t h2d, d2h;
-	int host;
+	int strided, host;
 } ways[WAYS] = {
-        {"whole frame in, tensor out", FRAME_BYTES, TENSOR_BYTES, 0},
-        {"rows read in, tensor out", ROWS_BYTES, TENSOR_BYTES, 0},
-        {"H2D alone (whole frame)", FRAME_BYTES, 0, 0},
-        {"D2H alone (tensor)", 0, TENSOR_BYTES, 0},
-        {"rows read in, tensor out, clients' memcpy", ROWS_BYTES, TENSOR_BYTES,
-         1},
+        {"whole frame in, tensor out", FRAME_BYTES, TENSOR_BYTES, 0, 0},
+        {"rows read in (contiguous), tensor out", ROWS_BYTES, TENSOR_BYTES, 0,
+         0},
+        {"rows read in (2D, as the lane), tensor out", ROWS_BYTES, TENSOR_BYTES,
+         1, 0},
+        {"H2D alone (whole frame)", FRAME_BYTES, 0, 0, 0},
+        {"D2H alone (tensor)", 0, TENSOR_BYTES, 0, 0},
+        {"rows read in (2D), tensor out, clients' memcpy", ROWS_BYTES,
+         TENSOR_BYTES, 1, 1},
 };
 
 static void print_topology(int n)
@@ -297,6 +311,7 @@ int main(int argc, char **argv)
 			double hf = 0, f;
 			h2d_bytes = ways[w].h2d;
 			d2h_bytes = ways[w].d2h;
+			h2d_strided = ways[w].strided;
 			f = run_row(g, ways[w].host, secs, &hf);
 			if (g == 1)
 				one[w] = f;

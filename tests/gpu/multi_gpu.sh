@@ -14,7 +14,10 @@
 #    request (utime + stime over INFO's served count, the same window), the
 #    loop thread's share of one core, the bench processes' CPU per request,
 #    and the lanes' frames in flight sampled from INFO every half second.
-# FPREP_MG_STREAMS (default 16) sets the streams per GPU.
+# FPREP_MG_STREAMS (default 16) sets the streams per GPU; FPREP_MG_TRACE=1
+# runs the daemon with --trace and prints the one-process runs' stage table
+# (frameprep-bench --trace); FPREP_MG_PROCS (default "1 2 4") the process
+# counts.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 secs=${1:-5}
@@ -54,10 +57,11 @@ for g in $(seq 1 "$ngpu"); do
 	url=ipc://$tmp/mg$g.sock
 	"$bin/frameprepd" --device "$devs" --listen "$url" \
 		--max-inflight 1024 --max-inflight-per-conn 64 \
+		${FPREP_MG_TRACE:+--trace} \
 		2>"$tmp/daemon$g.log" &
 	dp=$!
 	for _ in $(seq 300); do "$bin/frameprep" info --socket "$url" >/dev/null 2>&1 && break; sleep 0.1; done
-	for procs in 1 2 4; do
+	for procs in ${FPREP_MG_PROCS:-1 2 4}; do
 		c=$((per * g / procs))
 		[ "$c" -ge 1 ] || continue
 		# Warm-up: every lane compiles its kernel once.
@@ -73,6 +77,7 @@ for g in $(seq 1 "$ngpu"); do
 				--shm-reply --synthetic 1920x1080 --seed "$p" --size 640x640 \
 				-c "$c" --duration "$secs" --warmup 0 --no-ceiling \
 				--verify sample --json "$tmp/b${g}_${procs}_$p.json" \
+				${FPREP_MG_TRACE:+--trace} \
 				>"$tmp/b${g}_${procs}_$p.log" 2>&1; echo "rc $?"; times ) \
 				>"$tmp/t${g}_${procs}_$p.txt" &
 			pids+=($!)
@@ -113,6 +118,8 @@ for g in $(seq 1 "$ngpu"); do
 			    n ? dt / hz * 1e6 / n : 0, lt / hz / wall,
 			    n ? bc * 1e6 / n : 0, ok ? "ok" : "FAILED" }')
 		rows+=("$row depth ${depth[*]:0:6}")
+		[ -n "${FPREP_MG_TRACE:-}" ] && [ "$procs" = 1 ] &&
+			tail -25 "$tmp/b${g}_${procs}_1.log"
 		echo "$row"
 	done
 	kill -TERM $dp
