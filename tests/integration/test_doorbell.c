@@ -23,6 +23,11 @@
  *                 doorbell, a hand-written entry too (its wake word ARMED,
  *                 set RUNG, FUTEX_WAKE); where it has not, every one goes
  *                 through nng
+ *   audit         issue 30's doorbell cases: an output over its own
+ *                 entry refused once (D5); 64 entries posted at once past
+ *                 the connection's bound all answered, the connection
+ *                 open (D6); 1 s of rings without a post cost a sleeping
+ *                 daemon little CPU (D9)
  *   take-back     clients closed right after a request, or right after
  *                 posting an entry by hand, 20 times; a region with a
  *                 doorbell unregistered while the daemon polls it, with a
@@ -855,6 +860,168 @@ static void test_no_polling(const char *dir)
 	CHECK(daemon_stop(pid) == 0, "--spin-us 0 daemon exit status");
 }
 
+/* daemon_cpu_ms returns the CPU time (user + system) process pid has
+ * used, in milliseconds, from /proc. */
+static long long daemon_cpu_ms(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut = 0, st = 0;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	REQUIRE(f != NULL);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* the name may hold spaces */
+	REQUIRE(p != NULL);
+	/* After ")": state is field 3; utime and stime are 14 and 15. */
+	REQUIRE(sscanf(p + 2,
+	               "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+	               "%llu %llu",
+	               &ut, &st) == 2);
+	return (long long)((ut + st) * 1000 /
+	                   (unsigned long long)sysconf(_SC_CLK_TCK));
+}
+
+/* Case 5b: the audit's doorbell cases (issue 30). D5: a request whose
+ * tensor would be written over its own doorbell area (it could post
+ * itself again and be served for ever) is refused in its entry, once.
+ * D6: a legal 64-entry area with all 64 posted at once, past the
+ * connection's in-flight bound (16): every one answered OK, and the
+ * connection stays open (the daemon used to answer 17, refuse 16 and
+ * close it). D9: a client that rings its doorbell without posting, as
+ * fast as it can, costs the sleeping daemon little CPU: the doorbell is
+ * muted (INFO doorbell_mutes). */
+static void test_audit(const char *dir)
+{
+	enum { N = 64 };
+	fprep_client *c = client(url);
+	char msg[FPREP_MESSAGE_SIZE], u[300], how[64] = "";
+	uint8_t hdr[FPREP_REQUEST_HEADER_SIZE];
+	uint64_t area_len = FPREP_DOORBELL_HEADER_SIZE +
+	                    (uint64_t)N * FPREP_DOORBELL_ENTRY_SIZE;
+	uint64_t toff = round_page(area_len), foff, tstride;
+	fprep_reply_header rep;
+	fprep_region *r = NULL;
+	fprep_request req;
+	long long before, after;
+	struct job j;
+	uint8_t *area;
+	int st, ok = 0, busy = 0;
+
+	small_job(&j);
+	tstride = round_page(j.tensor);
+	foff = toff + (uint64_t)N * tstride;
+	REQUIRE(fprep_region_open(&r, c, foff + j.req.input_size) == 0);
+	area = fprep_region_base(r);
+	memcpy(area + foff, j.frame, j.req.input_size);
+	st = doorbell_raw(c, fprep_region_id(r), N, 0, msg, sizeof(msg));
+	CHECK(st == 0, "DOORBELL with %d entries: %d %s", N, st, msg);
+
+	/* D5: the tensor at offset 64, over entry 0 itself. */
+	before = info_num(c, "doorbell_requests");
+	req = j.req;
+	fprep_request_set_shm(&req, r, foff, r, FPREP_DOORBELL_HEADER_SIZE,
+	                      j.tensor);
+	req.request_id = 0xd5u;
+	fprep_request_encode(&req, hdr);
+	CHECK(wake(c, area), "polling 0 before the overlapping entry");
+	entry_post(area, 0, hdr);
+	st = entry_wait(c, area, 0, &rep);
+	CHECK(st == 0 && rep.status == FPREP_EINVAL &&
+	              strstr(rep.message, "doorbell area") != NULL,
+	      "D5: output over the area: wait %d, status %s, '%s'", st,
+	      fprep_err_name((int)rep.status), rep.message);
+	daemon_sleep_ms(200);
+	after = info_num(c, "doorbell_requests");
+	CHECK(after - before == 1,
+	      "D5: %lld requests taken from the area for one post",
+	      after - before);
+	printf("D5: output over its own doorbell area: %s: %s; taken %lld "
+	       "time(s)\n",
+	       fprep_err_name((int)rep.status), rep.message, after - before);
+
+	/* D6: all 64 entries posted at once. */
+	CHECK(wake(c, area), "polling 0 before the 64 entries");
+	for (unsigned k = 0; k < N; k++) {
+		req = j.req;
+		fprep_request_set_shm(&req, r, foff, r, toff + k * tstride,
+		                      tstride);
+		req.request_id = 0xd6000u + k;
+		fprep_request_encode(&req, hdr);
+		entry_post(area, k, hdr);
+	}
+	for (unsigned k = 0; k < N; k++) {
+		st = entry_wait(c, area, k, &rep);
+		if (st == 0 && rep.status == FPREP_OK &&
+		    rep.request_id == 0xd6000u + k &&
+		    memcmp(area + toff + k * tstride, j.ref, j.tensor) == 0)
+			ok++;
+		else if (st == 0 && rep.status == FPREP_EBUSY)
+			busy++;
+	}
+	CHECK(ok == N, "D6: %d of %d entries answered OK (%d EBUSY)", ok, N,
+	      busy);
+	CHECK(info_num(c, "doorbells") >= 1,
+	      "D6: the connection's doorbell is gone (connection closed?)");
+	printf("D6: %d entries posted at once (--max-inflight-per-conn 16): "
+	       "%d answered OK, %d EBUSY, the connection open\n",
+	       N, ok, busy);
+	fprep_region_close(r);
+	fprep_client_close(c);
+	free(j.ref);
+
+	/* D9: a sleeping daemon rung 1 s long without a post. */
+	char *extra[] = {"--spin-us", "0", NULL};
+	snprintf(u, sizeof(u), "ipc://%s/rings.sock", dir);
+	pid_t pid = daemon_start(exe, "cpu", u, extra);
+	c = client(u);
+	CHECK(daemon_info_value(c, "doorbell_wake", how, sizeof(how)) == 0,
+	      "INFO has no doorbell_wake");
+	if (strcmp(how, "futex_waitv") == 0) {
+		fprep_region *own = NULL;
+		long long cpu0, cpu1, rings, mutes;
+		double t0, secs;
+		unsigned long sent = 0;
+
+		REQUIRE(fprep_region_open(&own, c, 4096) == 0);
+		st = doorbell_raw(c, fprep_region_id(own), 1, 0, msg,
+		                  sizeof(msg));
+		CHECK(st == 0, "DOORBELL: %d %s", st, msg);
+		area = fprep_region_base(own);
+		cpu0 = daemon_cpu_ms(pid);
+		t0 = now_ms();
+		while (now_ms() - t0 < 1000) {
+			atomic_fetch_or(area_wake(area),
+			                FPREP_DOORBELL_WAKE_RUNG);
+			syscall(SYS_futex, area_wake(area), FUTEX_WAKE, 1, NULL,
+			        NULL, 0);
+			sent++;
+		}
+		secs = (now_ms() - t0) / 1000;
+		cpu1 = daemon_cpu_ms(pid);
+		rings = info_num(c, "doorbell_rings");
+		mutes = info_num(c, "doorbell_mutes");
+		CHECK(mutes >= 1, "D9: the doorbell was never muted");
+		CHECK((double)(cpu1 - cpu0) < 250 * secs,
+		      "D9: the daemon used %lld ms of CPU in %.2f s of rings",
+		      cpu1 - cpu0, secs);
+		printf("D9: %lu rings without a post in %.2f s: the daemon "
+		       "woke %lld times, muted the doorbell %lld times, used "
+		       "%lld ms of CPU\n",
+		       sent, secs, rings, mutes, cpu1 - cpu0);
+		fprep_region_close(own);
+	} else {
+		printf("D9: no waker here (doorbell_wake %s): nothing rings\n",
+		       how);
+	}
+	fprep_client_close(c);
+	CHECK(daemon_stop(pid) == 0, "rings daemon exit status");
+}
+
 /* Case 6: doorbells that go while the daemon polls them. Object layout:
  * round i at i * 128 KiB: its area at +0, tensor at +4096, frame at
  * +32768, so that a request of round i still in flight touches nothing of
@@ -1076,6 +1243,7 @@ int main(int argc, char **argv)
 	test_raw_entries();
 	test_refusals(dir);
 	test_no_polling(dir);
+	test_audit(dir);
 	test_take_back();
 	test_shrunk();
 
