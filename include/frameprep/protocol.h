@@ -244,9 +244,15 @@
  * request is a FRAME or ECHO whose input and output are both in regions
  * (SHM or CUDA) of the connection that set up the doorbell, so that its
  * reply has no payload; any other is refused there with a reason. It
- * counts against the connection's in-flight limit like any other; the
- * daemon serves at most --max-inflight requests from doorbells at once
- * (a pool of its own) and takes no more until one ends.
+ * counts against the connection's in-flight limit like any other: the
+ * daemon takes no more of a connection's entries than that limit leaves
+ * room for, and leaves the rest POSTED until one of its requests ends; it
+ * serves at most --max-inflight requests from doorbells at once (a pool
+ * of its own) and takes no more until one ends. A request whose output
+ * (its tensor, or its reply in shared memory) would overlap a doorbell
+ * area is refused (EINVAL). A wake word rung again and again with nothing
+ * posted is left unarmed for a while (100 ms): its client, finding
+ * neither polling nor ARMED, uses nng meanwhile.
  *   DOORBELL  header fields after request_id:
  *              16 u32 region_id    a shared-memory region of this
  *                                  connection
