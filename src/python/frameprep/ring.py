@@ -101,7 +101,7 @@ class _Hold:
     (given back, or the reserved frame was sent)."""
 
     __slots__ = ("__array_interface__", "ring", "slot", "ticket", "map",
-                 "addr", "what")
+                 "what")
 
     def __init__(self, ring: _RingBase, slot: int, ticket: int, m: _Map,
                  addr: int, shape: tuple[int, ...], typestr: str,
@@ -112,7 +112,6 @@ class _Hold:
         self.slot = slot
         self.ticket = ticket
         self.map = m  # keeps the mapping alive while views of it live
-        self.addr = addr
         self.what = what
 
     def give_back(self) -> None:
@@ -468,11 +467,12 @@ class _RingBase:
     def _is_whole(self, m: _Map, k: int, frame: Any,
                   hold: _Hold) -> bool:
         """Whether frame is slot k's whole frame as next_frame() gave it,
-        in the current mapping: its request header is ready."""
+        in the current mapping: its request header is ready. (A view of
+        the holder's memory with the whole frame's shape and strides
+        starts where it does: the holder's memory is no larger.)"""
         return (bool(m.slot_heads) and hold.map is m and
                 type(frame) is RingFrame and frame.dtype is _U8 and
-                (frame.shape, frame.strides) == m.slot_form and
-                frame.__array_interface__["data"][0] == hold.addr)
+                (frame.shape, frame.strides) == m.slot_form)
 
     def _slot_header(self, m: _Map, k: int, request_id: int,
                      limits: dict[str, Any]) -> Any:
