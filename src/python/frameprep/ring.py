@@ -58,7 +58,9 @@ if TYPE_CHECKING:
     from .client import AsyncClient, Client
 
 _PAGE = 4096
-_FREE, _RESERVED, _INFLIGHT, _HELD = 0, 1, 2, 3
+# A slot is free, reserved by next_frame() (its frame not yet sent), or
+# taken: in flight, then held by its result until released.
+_FREE, _RESERVED, _TAKEN = 0, 1, 2
 # How often a request is sent again after the daemon's connection closed
 # or its region was unknown (each time after the ring registered anew).
 _ATTEMPTS = 4
@@ -104,10 +106,8 @@ class _Hold:
                  "what")
 
     def __init__(self, ring: _RingBase, slot: int, ticket: int, m: _Map,
-                 addr: int, shape: tuple[int, ...], typestr: str,
-                 what: str):
-        self.__array_interface__ = {"data": (addr, False), "shape": shape,
-                                    "typestr": typestr, "version": 3}
+                 iface: dict[str, Any], what: str):
+        self.__array_interface__ = iface  # numpy only reads it
         self.ring: _RingBase | None = ring
         self.slot = slot
         self.ticket = ticket
@@ -130,6 +130,13 @@ class _Hold:
             except Exception:  # interpreter shutdown
                 pass
             self.give_back()
+
+
+def _iface(addr: int, shape: tuple[int, ...],
+           typestr: str) -> dict[str, Any]:
+    """The __array_interface__ of shape elements of typestr at addr."""
+    return {"data": (addr, False), "shape": shape, "typestr": typestr,
+            "version": 3}
 
 
 def _hold_of(frame: Any) -> _Hold | None:
@@ -207,7 +214,8 @@ class _Map:
     one; the old mapping stays alive while arrays view it."""
 
     __slots__ = ("mm", "buf", "base", "region_id", "db_area", "lost",
-                 "frames", "slot_srcs", "slot_heads", "slot_form")
+                 "frames", "slot_srcs", "slot_heads", "slot_form",
+                 "frame_ifaces", "tensor_ifaces")
 
     def __init__(self, mm: mmap.mmap, buf: np.ndarray[Any, Any]) -> None:
         self.mm = mm
@@ -220,6 +228,9 @@ class _Map:
         self.slot_srcs: list[_core.Source] = []
         self.slot_heads: list[tuple[bytearray, Any]] = []
         self.slot_form: tuple[Any, ...] = ()
+        # Per slot, the array interfaces of its whole frame and its tensor.
+        self.frame_ifaces: list[dict[str, Any]] = []
+        self.tensor_ifaces: list[dict[str, Any]] = []
 
 
 class _RingBase:
@@ -338,9 +349,13 @@ class _RingBase:
         m = _Map(mm, np.frombuffer(mm, np.uint8))
         fshape = tuple(self.frame_shape)
         for k in range(self.slots):
-            m.frames.append(self._view(
-                m, k * self._slot_bytes + self._frame_off, self.frame_bytes,
-                "u1", fshape))
+            at = k * self._slot_bytes
+            m.frames.append(self._view(m, at + self._frame_off,
+                                       self.frame_bytes, "u1", fshape))
+            m.frame_ifaces.append(_iface(m.base + at + self._frame_off,
+                                         fshape, "|u1"))
+            m.tensor_ifaces.append(_iface(m.base + at, self._opts.shape,
+                                          self._plan.typestr))
         return name, fd, m
 
     def _registered(self, m: _Map, region_id: int) -> None:
@@ -436,7 +451,11 @@ class _RingBase:
                     f"frame shape {shape} does not fit the ring's slot of "
                     f"{self.frame_shape}")
         addr = m.base + k * self._slot_bytes + self._frame_off
-        hold = _Hold(self, k, ticket, m, addr, shape, "|u1", "frame")
+        if shape == self.frame_shape:
+            iface = m.frame_ifaces[k]
+        else:
+            iface = _iface(addr, shape, "|u1")
+        hold = _Hold(self, k, ticket, m, iface, "frame")
         return np.asarray(hold).view(RingFrame)
 
     def _claim(self, hold: _Hold | None) -> bool:
@@ -450,7 +469,7 @@ class _RingBase:
                     self._ticket[k] != hold.ticket or
                     self._state[k] != _RESERVED):
                 return False
-            self._state[k] = _INFLIGHT
+            self._state[k] = _TAKEN
             hold.ring = None
         return True
 
@@ -521,18 +540,14 @@ class _RingBase:
                 length: int = 0) -> RingResult:
         """The result of slot k (now held by it): its tensor views the
         slot through a holder."""
-        addr = m.base + k * self._slot_bytes
-        shape: tuple[int, ...]
         if rep is None or (rep.shape, rep.dtype,
                            rep.tensor_size) == self._tensor_form:
-            shape, typestr = self._opts.shape, self._plan.typestr
+            iface = m.tensor_ifaces[k]
         else:
-            shape = tuple(rep.shape[:rep.ndim])
-            typestr = DType(rep.dtype).numpy
-        hold = _Hold(self, k, ticket, m, addr, shape, typestr, "result")
-        with self._lock:
-            if self._ticket[k] == ticket:
-                self._state[k] = _HELD
+            iface = _iface(m.base + k * self._slot_bytes,
+                           tuple(rep.shape[:rep.ndim]),
+                           DType(rep.dtype).numpy)
+        hold = _Hold(self, k, ticket, m, iface, "result")
         res = cast(RingResult,
                    _core.new_result(np.asarray(hold), request_id, src, rep,
                                     head, length, RingResult))
@@ -757,7 +772,7 @@ class Ring(_RingBase):
             raise errors.LimitExceededError(
                 f"frame of {src.array.size} bytes is larger than the "
                 f"ring's slot of {self.frame_bytes}")
-        k, ticket = self._take(_INFLIGHT)
+        k, ticket = self._take(_TAKEN)
         try:
             return self._send(k, ticket, src, None, frame)
         except BaseException:
@@ -958,7 +973,7 @@ class AsyncRing(_RingBase):
                 raise errors.LimitExceededError(
                     f"frame of {src.array.size} bytes is larger than the "
                     f"ring's slot of {self.frame_bytes}")
-            k, ticket = await self._take(_INFLIGHT)
+            k, ticket = await self._take(_TAKEN)
             copy = True
         try:
             m = self._map
