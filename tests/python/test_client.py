@@ -884,6 +884,25 @@ def test_module_cli(daemon, tmp_path):
     assert r.returncode != 0 and "missing.png" in r.stderr
 
 
+def test_frameprep_socket_and_urls(daemon, monkeypatch, tmp_path):
+    """FRAMEPREP_SOCKET comes before the built-in default (the C library's
+    rule); URLs other than ipc:// or tcp:// and lists are refused; a path
+    that is no socket says so as the C CLI does."""
+    monkeypatch.setenv("FRAMEPREP_SOCKET", daemon.url)
+    assert frameprep.default_address() == daemon.url
+    with frameprep.Client() as c:
+        assert c.address == daemon.url and c.info()["backend"] == "cpu"
+    monkeypatch.delenv("FRAMEPREP_SOCKET")
+    assert frameprep.default_address() != daemon.url
+    for url in ("foo://x", f"{daemon.url},{daemon.url}"):
+        with pytest.raises(frameprep.InvalidRequestError):
+            frameprep.Client(url)
+    with pytest.raises(frameprep.TransportError,
+                       match=r"no socket at .*none\.sock \(is frameprepd "
+                             r"running\?\)"):
+        frameprep.Client(f"ipc://{tmp_path}/none.sock")
+
+
 def test_module_cli_exit_codes_match_the_c_cli(daemon, tmp_path):
     """python -m frameprep fails with the C CLI's exit status for the same
     failures (1 refused by the daemon, 2 usage, 3 input or transport), and

@@ -304,3 +304,46 @@ def test_dead_daemon_noticed_at_once(tmp_path, spin):
                 assert failures == [] and all(ok for _, ok in got)
     finally:
         d.kill()
+
+
+def test_async_ring_survives_kill_and_restart(tmp_path):
+    """The AsyncRing registers anew after kill -9 + restart as the Ring
+    does: its results after the restart are right, the first within 2 s
+    of the new daemon's start, a frame reserved before is sent from the
+    new region, and a result held from before keeps its values."""
+    import asyncio
+    fs = frames(4, 240, 320)
+    d = Daemon(tmp_path)
+    try:
+        with frameprep.Client(d.url, timeout=20) as c:
+            want = expected(c, fs, **OPTS)
+
+        async def main():
+            nonlocal d
+            async with frameprep.AsyncClient(d.url, timeout=20) as ac:
+                async with await ac.ring(slots=3, frame=fs[0].shape,
+                                         **OPTS) as ring:
+                    old = await ring.preprocess(fs[0])
+                    buf = await ring.next_frame()
+                    buf[:] = fs[1]
+                    d = _restart(tmp_path, d)
+                    t0 = time.monotonic()
+                    with await ring.preprocess(fs[2]) as r:
+                        assert r.tensor.tobytes() == want[2]
+                    took = time.monotonic() - t0
+                    with await ring.preprocess(buf) as r:
+                        assert r.tensor.tobytes() == want[1]
+                    assert old.tensor.tobytes() == want[0]
+                    old.release()
+                    got = await asyncio.gather(
+                        *(ring.preprocess(fs[k % 4]) for k in range(3)))
+                    assert [g.tensor.tobytes() for g in got] == \
+                        [want[k % 4] for k in range(3)]
+                    for g in got:
+                        g.release()
+                    return took
+
+        took = asyncio.run(main())
+        assert took < 2.0, took
+    finally:
+        d.stop()

@@ -897,20 +897,21 @@ class Ring(_RingBase):
 class AsyncRing(_RingBase):
     """The asyncio form of :class:`Ring`, made by :meth:`AsyncClient.ring`:
     ``await ring.next_frame()``, ``await ring.preprocess(frame)``, ``await
-    ring.aclose()`` or ``async with``. Same slots, holders, lifetimes and
-    errors; its requests go over the socket (no doorbell), and it does not
-    register anew after a daemon restart (its requests then fail with
-    :class:`~frameprep.RegionError`)."""
+    ring.aclose()`` or ``async with``. Same slots, holders, lifetimes,
+    errors and re-registration after a daemon restart; its requests go over
+    the socket (no doorbell). One event loop at a time."""
 
     def __init__(self, client: AsyncClient, slots: int,
                  frame: Sequence[int], **options: Any):
         super().__init__(slots, frame, options)
         self._client = client
         self._freed_event = asyncio.Event()
+        self._arecover_lock = asyncio.Lock()
 
     async def _register(self) -> None:
         s = self._client._s
         name, fd, m = self._create(await self._client.limits(), s.owner)
+        m.lost = s.lost
         try:
             _, rep = await self._client.request(
                 self._register_request(name))
@@ -976,17 +977,69 @@ class AsyncRing(_RingBase):
             k, ticket = await self._take(_TAKEN)
             copy = True
         try:
-            m = self._map
-            if m is None:
-                raise errors.ClosedError("the ring was closed")
-            request_id = self._client._s.next_id()
-            head, used = self._build(m, k, src, copy, request_id, limits)
-            _, rep = await self._client._roundtrip(
-                request_id, Kind.FRAME, _core.message(head))
-            return self._result(m, k, ticket, rep, request_id, used)
+            return await self._send(k, ticket, src, hold, copy, limits)
         except BaseException:
             self._release(k, ticket)
             raise
+
+    async def _send(self, k: int, ticket: int, src: _core.Source,
+                    hold: _Hold | None, copy: bool,
+                    limits: dict[str, Any]) -> RingResult:
+        """Sends slot k's request and returns its result, sending it again
+        after a daemon restart (see :meth:`Ring._send`)."""
+        s = self._client._s
+        for attempt in range(_ATTEMPTS):
+            if self._recovering:
+                async with self._arecover_lock:
+                    pass
+            m, epoch = self._map, self._epoch
+            if m is None or self._closed:
+                raise errors.ClosedError("the ring was closed")
+            if s.lost != m.lost:  # the daemon forgot the region
+                await self._recover(epoch)
+                continue
+            request_id = s.next_id()
+            moved = hold is not None and hold.map is not m
+            head, used = self._build(m, k, src, copy or moved, request_id,
+                                     limits)
+            try:
+                _, rep = await self._client._roundtrip(
+                    request_id, Kind.FRAME, _core.message(head))
+            except errors.RegionError:
+                if attempt + 1 == _ATTEMPTS:
+                    raise
+                await self._recover(epoch)
+                continue
+            if self._epoch != epoch:
+                continue  # answered after a restart began
+            return self._result(m, k, ticket, rep, request_id, used)
+        raise errors.RegionError(
+            f"the daemon forgot the ring's region {_ATTEMPTS} times in a "
+            f"row")
+
+    async def _recover(self, epoch: int) -> None:
+        """See :meth:`Ring._recover`."""
+        async with self._arecover_lock:
+            if self._epoch != epoch or self._closed:
+                return
+            self._epoch += 1
+            self._recovering = True
+            try:
+                deadline = time.monotonic() + self._client.timeout
+                while True:
+                    try:
+                        await self._register()
+                        return
+                    except (errors.TransportError,
+                            errors.RequestTimeoutError,
+                            errors.RegionError,
+                            errors.ServerShuttingDownError,
+                            errors.ServerBusyError):
+                        if time.monotonic() > deadline or self._closed:
+                            raise
+                        await asyncio.sleep(0.02)
+            finally:
+                self._recovering = False
 
     async def aclose(self) -> None:
         """See :meth:`Ring.close`."""
