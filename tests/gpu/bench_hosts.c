@@ -24,6 +24,15 @@
  *    the bytes a client moves per frame), as fast as it can. The frames/s
  *    the copies keep then is the ceiling a daemon with clients on the same
  *    host can reach.
+ * 3. The daemon's traffic from and to other host memory: shared memory
+ *    pinned as frameprepd pins a client's region (memfd pages registered
+ *    with cudaHostRegister), with 4 KB pages and with MADV_HUGEPAGE; and
+ *    16 such frames and tensors a GPU used in turn, as 16 streams with a
+ *    region each make the daemon use them. One buffer a GPU stays in the
+ *    processor's last-level cache, which DMA reaches (DDIO on Intel);
+ *    16 do not, and that row is the ceiling a saturated daemon meets (on
+ *    a 4x H200 machine of 2026-11-26: 0.50 of four times one GPU, against
+ *    0.90 with one buffer a GPU).
  * Each GPU's PCI address and NUMA node (sysfs) are printed, so a ratio
  * below one can be read against the topology (`nvidia-smi topo -m`).
  * Exit status 0 when it ran, 77 with a message where there is no GPU.
@@ -35,7 +44,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #define FRAME_BYTES  ((size_t)1920 * 1080 * 3)
 #define TENSOR_BYTES ((size_t)640 * 640 * 3 * 4)
@@ -44,6 +55,16 @@
 #define ROWS_BYTES   (ROW_BYTES * ROWS_READ)
 #define DEPTH        8
 #define MAX_GPUS     16
+
+/* The kinds of pinned host memory a row copies from and to. */
+enum { MEM_HOSTALLOC, MEM_SHM, MEM_SHM_THP, MEM_SHM_RING, MEMS };
+static const char *const mem_names[MEMS] = {
+        "cudaHostAlloc", "shm 4 KB pages, registered",
+        "shm MADV_HUGEPAGE, registered",
+        "shm registered, 16 frames and tensors in turn"};
+/* MEM_SHM_RING: a GPU's copies go to and from RING frames and tensors in
+ * turn, as frameprepd's do for 16 streams each with its own region. */
+#define RING 16
 
 #define CK(call)                                                               \
 	do {                                                                   \
@@ -57,7 +78,8 @@
 
 typedef struct gpu_side {
 	int device;
-	void *h_in, *h_out, *d_out;
+	void *h_in, *h_out, *d_out;     /* this row's host memory */
+	void *m_in[MEMS], *m_out[MEMS]; /* each kind of host memory */
 	uint8_t *d_in;
 	cudaStream_t s_in, s_out;
 	cudaEvent_t ev_in[DEPTH], ev_out[DEPTH];
@@ -74,6 +96,7 @@ static host_side hosts[MAX_GPUS];
 static atomic_int running;
 static size_t h2d_bytes, d2h_bytes; /* per frame, this row's */
 static int h2d_strided; /* the rows read as one 2D copy, as the lane does */
+static int ring;        /* copies in turn to and from RING buffers */
 static pthread_barrier_t start;
 
 static double now_s(void)
@@ -89,15 +112,65 @@ static void fill(uint8_t *p, size_t n, unsigned seed)
 		p[i] = (uint8_t)(i * 31 + (i >> 12) + seed);
 }
 
+/* host_alloc returns n bytes of pinned host memory of a kind: from
+ * cudaHostAlloc, or shared memory pinned as frameprepd pins a client's
+ * region (a memfd's pages mapped shared, cudaHostRegister portable and
+ * mapped), with or without MADV_HUGEPAGE (effective where
+ * /sys/kernel/mm/transparent_hugepage/shmem_enabled allows it). */
+static void *host_alloc(size_t n, int kind)
+{
+	void *p;
+	int fd;
+
+	if (kind == MEM_HOSTALLOC) {
+		CK(cudaHostAlloc(&p, n, cudaHostAllocPortable));
+		return p;
+	}
+	fd = memfd_create("bench_hosts", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)n) != 0) {
+		perror("bench_hosts: memfd");
+		exit(1);
+	}
+	p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED) {
+		perror("bench_hosts: mmap");
+		exit(1);
+	}
+	if (kind == MEM_SHM_THP)
+		(void)madvise(p, n, MADV_HUGEPAGE);
+	memset(p, 0, n);
+	CK(cudaHostRegister(p, n,
+	                    cudaHostRegisterPortable | cudaHostRegisterMapped));
+	return p;
+}
+
+static void host_free(void *p, size_t n, int kind)
+{
+	if (kind == MEM_HOSTALLOC) {
+		CK(cudaFreeHost(p));
+		return;
+	}
+	CK(cudaHostUnregister(p));
+	munmap(p, n);
+}
+
 static void gpu_open(gpu_side *g, int device)
 {
 	g->device = device;
 	CK(cudaSetDevice(device));
-	CK(cudaHostAlloc(&g->h_in, FRAME_BYTES, cudaHostAllocPortable));
-	CK(cudaHostAlloc(&g->h_out, TENSOR_BYTES, cudaHostAllocPortable));
+	for (int m = 0; m < MEMS; m++) {
+		size_t k = m == MEM_SHM_RING ? RING : 1;
+		g->m_in[m] = host_alloc(k * FRAME_BYTES, m);
+		g->m_out[m] = host_alloc(k * TENSOR_BYTES, m);
+	}
+	g->h_in = g->m_in[MEM_HOSTALLOC];
+	g->h_out = g->m_out[MEM_HOSTALLOC];
 	CK(cudaMalloc((void **)&g->d_in, FRAME_BYTES));
 	CK(cudaMalloc(&g->d_out, TENSOR_BYTES));
-	fill(g->h_in, FRAME_BYTES, (unsigned)device);
+	for (int m = 0; m < MEMS; m++)
+		fill(g->m_in[m], (m == MEM_SHM_RING ? RING : 1) * FRAME_BYTES,
+		     (unsigned)device);
 	CK(cudaMemset(g->d_out, 0x5a, TENSOR_BYTES));
 	CK(cudaStreamCreateWithFlags(&g->s_in, cudaStreamNonBlocking));
 	CK(cudaStreamCreateWithFlags(&g->s_out, cudaStreamNonBlocking));
@@ -120,8 +193,11 @@ static void gpu_close(gpu_side *g)
 	CK(cudaStreamDestroy(g->s_out));
 	CK(cudaFree(g->d_in));
 	CK(cudaFree(g->d_out));
-	CK(cudaFreeHost(g->h_in));
-	CK(cudaFreeHost(g->h_out));
+	for (int m = 0; m < MEMS; m++) {
+		size_t k = m == MEM_SHM_RING ? RING : 1;
+		host_free(g->m_in[m], k * FRAME_BYTES, m);
+		host_free(g->m_out[m], k * TENSOR_BYTES, m);
+	}
 }
 
 /* gpu_main keeps DEPTH frames' copies in flight on its GPU until running
@@ -140,18 +216,21 @@ static void *gpu_main(void *arg)
 			CK(cudaEventSynchronize(g->ev_out[k]));
 			done++;
 		}
+		size_t turn = ring ? issued % RING : 0;
+		const uint8_t *h_in =
+		        (const uint8_t *)g->h_in + turn * FRAME_BYTES;
+		uint8_t *h_out = (uint8_t *)g->h_out + turn * TENSOR_BYTES;
 		if (h2d_strided)
-			CK(cudaMemcpy2DAsync(
-			        g->d_in + ROW_BYTES, 3 * ROW_BYTES,
-			        (const uint8_t *)g->h_in + ROW_BYTES,
-			        3 * ROW_BYTES, ROW_BYTES, ROWS_READ,
-			        cudaMemcpyHostToDevice, g->s_in));
+			CK(cudaMemcpy2DAsync(g->d_in + ROW_BYTES, 3 * ROW_BYTES,
+			                     h_in + ROW_BYTES, 3 * ROW_BYTES,
+			                     ROW_BYTES, ROWS_READ,
+			                     cudaMemcpyHostToDevice, g->s_in));
 		else if (h2d_bytes)
-			CK(cudaMemcpyAsync(g->d_in, g->h_in, h2d_bytes,
+			CK(cudaMemcpyAsync(g->d_in, h_in, h2d_bytes,
 			                   cudaMemcpyHostToDevice, g->s_in));
 		CK(cudaEventRecord(g->ev_in[k], g->s_in));
 		if (d2h_bytes)
-			CK(cudaMemcpyAsync(g->h_out, g->d_out, d2h_bytes,
+			CK(cudaMemcpyAsync(h_out, g->d_out, d2h_bytes,
 			                   cudaMemcpyDeviceToHost, g->s_out));
 		CK(cudaEventRecord(g->ev_out[k], g->s_out));
 		issued++;
@@ -217,22 +296,30 @@ static double run_row(int ngpu, int with_host, double secs, double *host_fps)
 	return frames / (t1 - t0);
 }
 
-/* The five ways each count of GPUs runs (the opening comment, 2.). */
-#define WAYS 6
+/* The ways each count of GPUs runs (the opening comment, 2.). */
+#define WAYS 10
 static const struct {
 	const char *name;
 	size_t h2d, d2h;
-	int strided, host;
+	int strided, host, mem;
 } ways[WAYS] = {
-        {"whole frame in, tensor out", FRAME_BYTES, TENSOR_BYTES, 0, 0},
+        {"whole frame in, tensor out", FRAME_BYTES, TENSOR_BYTES, 0, 0, 0},
         {"rows read in (contiguous), tensor out", ROWS_BYTES, TENSOR_BYTES, 0,
-         0},
+         0, 0},
         {"rows read in (2D, as the lane), tensor out", ROWS_BYTES, TENSOR_BYTES,
-         1, 0},
-        {"H2D alone (whole frame)", FRAME_BYTES, 0, 0, 0},
-        {"D2H alone (tensor)", 0, TENSOR_BYTES, 0, 0},
+         1, 0, 0},
+        {"H2D alone (whole frame)", FRAME_BYTES, 0, 0, 0, 0},
+        {"D2H alone (tensor)", 0, TENSOR_BYTES, 0, 0, 0},
         {"rows read in (2D), tensor out, clients' memcpy", ROWS_BYTES,
-         TENSOR_BYTES, 1, 1},
+         TENSOR_BYTES, 1, 1, 0},
+        {"rows read in (2D), tensor out", ROWS_BYTES, TENSOR_BYTES, 1, 0,
+         MEM_SHM},
+        {"rows read in (2D), tensor out", ROWS_BYTES, TENSOR_BYTES, 1, 0,
+         MEM_SHM_THP},
+        {"rows read in (2D), tensor out", ROWS_BYTES, TENSOR_BYTES, 1, 0,
+         MEM_SHM_RING},
+        {"whole frame in, tensor out", FRAME_BYTES, TENSOR_BYTES, 0, 0,
+         MEM_SHM_RING},
 };
 
 static void print_topology(int n)
@@ -254,6 +341,19 @@ static void print_topology(int n)
 			}
 		}
 		printf("GPU %d: pci %s numa_node %s\n", i, bus, node);
+	}
+	{
+		char line[128] = "?";
+		FILE *f = fopen(
+		        "/sys/kernel/mm/transparent_hugepage/shmem_enabled",
+		        "r");
+		if (f) {
+			if (!fgets(line, sizeof line, f))
+				strcpy(line, "?");
+			fclose(f);
+		}
+		line[strcspn(line, "\n")] = 0;
+		printf("transparent_hugepage/shmem_enabled: %s\n", line);
 	}
 }
 
@@ -312,13 +412,20 @@ int main(int argc, char **argv)
 			h2d_bytes = ways[w].h2d;
 			d2h_bytes = ways[w].d2h;
 			h2d_strided = ways[w].strided;
+			ring = ways[w].mem == MEM_SHM_RING;
+			for (int i = 0; i < g; i++) {
+				gpus[i].h_in = gpus[i].m_in[ways[w].mem];
+				gpus[i].h_out = gpus[i].m_out[ways[w].mem];
+			}
 			f = run_row(g, ways[w].host, secs, &hf);
 			if (g == 1)
 				one[w] = f;
-			printf("| %d | %s | %.0f | %.1f + %.1f | %.2f | %.0f "
+			printf("| %d | %s, %s | %.0f | %.1f + %.1f | %.2f | "
+			       "%.0f "
 			       "|\n",
-			       g, ways[w].name, f, f * h2d_bytes / 1e9,
-			       f * d2h_bytes / 1e9, f / (g * one[w]), hf);
+			       g, ways[w].name, mem_names[ways[w].mem], f,
+			       f * h2d_bytes / 1e9, f * d2h_bytes / 1e9,
+			       f / (g * one[w]), hf);
 		}
 		if (g == n)
 			break;
