@@ -100,17 +100,21 @@ static void log_write(int level, const char *text)
 		return;
 }
 
-/* log_summary writes site's suppressed count, if any, and clears it. */
-static void log_summary(struct log_site *site)
+/* log_summary writes site's suppressed count, if any, and clears it; now
+ * bounds the window's length (a count flushed early). */
+static void log_summary(struct log_site *site, uint64_t now)
 {
+	uint64_t span = now - site->window_ns;
 	char text[LOG_LINE];
 
 	if (site->suppressed == 0)
 		return;
+	if (span > log_interval_ns)
+		span = log_interval_ns;
 	snprintf(text, sizeof(text),
 	         "%.900s (the last of %" PRIu64 " lines like it suppressed in "
 	         "%.1f s)",
-	         site->last, site->suppressed, log_interval_ns / 1e9);
+	         site->last, site->suppressed, span / 1e9);
 	log_write(site->level, text);
 	site->suppressed = 0;
 	log_pending--;
@@ -122,7 +126,7 @@ static void log_expire(uint64_t now)
 	for (unsigned i = 0; i < LOG_SITES && log_pending > 0; i++)
 		if (log_sites[i].suppressed > 0 &&
 		    now - log_sites[i].window_ns >= log_interval_ns)
-			log_summary(&log_sites[i]);
+			log_summary(&log_sites[i], now);
 }
 
 /* log_site_of finds fmt's site or takes one (a free one, or one whose
@@ -211,8 +215,11 @@ void fprep__log(int level, const char *fmt, ...)
 
 void fprep__log_flush(void)
 {
+	uint64_t now;
+
 	pthread_mutex_lock(&log_mu);
+	now = log_now_ns();
 	for (unsigned i = 0; i < LOG_SITES && log_pending > 0; i++)
-		log_summary(&log_sites[i]);
+		log_summary(&log_sites[i], now);
 	pthread_mutex_unlock(&log_mu);
 }

@@ -163,8 +163,9 @@ static void test_rate_limit(void **state)
 	fprep__log_flush();
 	n = capture_lines(lines, 64);
 	assert_int_equal(n, 11);
-	assert_non_null(strstr(lines[10], "warning: again 14 (the last of 5 "
-	                                  "lines like it suppressed"));
+	assert_non_null(strstr(lines[10],
+	                       "warning: again 14 (the last of 5 "
+	                       "lines like it suppressed in 0.0 s)"));
 	free_lines(lines, n);
 
 	/* burst 0: no limit. */
