@@ -296,7 +296,9 @@ typedef void (*fprep_done_fn)(fprep_pending *p, void *arg);
  * its own nng context; the daemon may answer them in any order). req and
  * payload are as for fprep_client_request; payload is copied into the
  * message before the call returns, so the caller may reuse it (shared-memory
- * input must stay untouched until the reply). cb (may be NULL) is called
+ * input must stay untouched until the reply). An inline frame goes through
+ * the socket (it is not staged: use a ring, fprep_ring_submit, for frames
+ * in flight through shared memory). cb (may be NULL) is called
  * with arg when the reply arrives. On success stores a handle in *pp that
  * must be given to fprep_pending_wait exactly once. The first inline
  * frame on a client waits for one INFO round trip (fprep_client_limits);
