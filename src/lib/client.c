@@ -592,6 +592,11 @@ const char *fprep_client_last_error(const fprep_client *client)
 	return client == NULL ? client_open_error : client->error;
 }
 
+unsigned fprep__client_shed_stages(fprep_client *c)
+{
+	return fprep__stages_shed(&c->stages);
+}
+
 void fprep_client_set_staging(fprep_client *client, int on)
 {
 	client->stage_off = !on;

@@ -46,6 +46,15 @@ void fprep__client_remove_shm(fprep_client *c, uint32_t id);
  * one: fprep_client_request without the inline frame. */
 int fprep__client_call(fprep_client *c, fprep_request *req, fprep_result *res);
 
+/* fprep__region_open is fprep_region_open without making room: the
+ * client's stages are left as they are. */
+int fprep__region_open(fprep_region **rp, fprep_client *client, size_t size);
+
+/* fprep__client_shed_stages closes the client's stages that no result
+ * holds, so the daemon's limits on regions leave room for the caller's
+ * own; returns how many. The client's thread. */
+unsigned fprep__client_shed_stages(fprep_client *c);
+
 /* fprep__region_unmap unmaps a shared-memory region and frees r without
  * telling the daemon (its client is closed: the connection's end dropped
  * the daemon's side). */
@@ -87,6 +96,10 @@ int fprep__stage_call(fprep_client *c, struct fprep__stages *pool,
  * result holds it), freeing the stage when its client gave it up. Any
  * thread. */
 void fprep__stage_release(void *priv);
+
+/* fprep__stages_shed closes the stages of pool that no result holds;
+ * returns how many. */
+unsigned fprep__stages_shed(struct fprep__stages *pool);
 
 /* fprep__stages_fini drops the client's hold on every stage of pool:
  * the free ones are closed, the held ones go with their results. */

@@ -84,6 +84,17 @@ static int region_grant(fprep_client *client, int fd)
 
 int fprep_region_open(fprep_region **rp, fprep_client *client, size_t size)
 {
+	int err = fprep__region_open(rp, client, size);
+
+	/* The client's own stages count against the daemon's limits on
+	 * regions: the caller's region comes first. */
+	if (err == FPREP_ELIMIT && fprep__client_shed_stages(client) > 0)
+		err = fprep__region_open(rp, client, size);
+	return err;
+}
+
+int fprep__region_open(fprep_region **rp, fprep_client *client, size_t size)
+{
 	fprep_register_request req;
 	fprep_result res;
 	fprep_region *r;

@@ -88,7 +88,7 @@ static struct fprep__stage *stage_open(fprep_client *c, size_t frame_bytes,
 	s = calloc(1, sizeof(*s));
 	if (s == NULL)
 		return NULL;
-	if (fprep_region_open(&s->region, c, t + f) != 0) {
+	if (fprep__region_open(&s->region, c, t + f) != 0) {
 		free(s);
 		return NULL;
 	}
@@ -203,6 +203,19 @@ void fprep__stage_release(void *priv)
 
 	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
 		stage_free(s, 0);
+}
+
+unsigned fprep__stages_shed(struct fprep__stages *pool)
+{
+	unsigned shed = 0;
+
+	for (unsigned i = pool->n; i-- > 0;)
+		if (atomic_load_explicit(&pool->s[i]->refs,
+		                         memory_order_acquire) == 1) {
+			stage_drop(pool, i);
+			shed++;
+		}
+	return shed;
 }
 
 void fprep__stages_fini(struct fprep__stages *pool)

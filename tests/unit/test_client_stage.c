@@ -5,8 +5,10 @@
  * (staging off) byte for byte, the result views a shared-memory stage
  * (/proc/self/maps says so) and holds it, five results held at once
  * leave the fifth inline, a result outlives its client, a larger frame
- * gets a larger stage, ECHO and error replies read as inline ones, and a
- * tcp:// client stays inline.
+ * gets a larger stage, ECHO and error replies read as inline ones, a
+ * tcp:// client stays inline, and on a daemon that allows one region per
+ * connection the caller's own region takes the stage's place (the frames
+ * then go inline).
  *
  * Usage: test_client_stage FRAMEPREPD
  */
@@ -228,6 +230,40 @@ int main(int argc, char **argv)
 	fprep_client_close(inl);
 
 	CHECK(daemon_stop(pid) == 0, "daemon exit status");
+
+	/* One region per connection: the caller's region comes first. */
+	{
+		char *one[] = {"--max-regions", "1", NULL};
+		fprep_region *region = NULL;
+
+		pid = daemon_start(argv[1], "cpu", ipc, one);
+		c = daemon_client(ipc);
+		inl = daemon_client(ipc);
+		fprep_client_set_staging(inl, 0);
+		request_init(&req, 320, 240, FPREP_KIND_FRAME);
+		REQUIRE(fprep_client_request(inl, &req, small, &ref) == 0);
+		err = fprep_client_request(c, &req, small, &r);
+		CHECK(err == 0 && in_stage(r.payload),
+		      "--max-regions 1: the first frame not staged");
+		if (err == 0)
+			fprep_result_fini(&r);
+		err = fprep_region_open(&region, c, 4096);
+		CHECK(err == 0, "--max-regions 1: the caller's region: %s",
+		      fprep_client_last_error(c));
+		err = fprep_client_request(c, &req, small, &r);
+		CHECK(err == 0, "--max-regions 1, region open: %s",
+		      fprep_client_last_error(c));
+		if (err == 0) {
+			CHECK(!in_stage(r.payload), "a stage past the limit");
+			check_same(&r, &ref, "--max-regions 1, inline");
+			fprep_result_fini(&r);
+		}
+		fprep_result_fini(&ref);
+		fprep_region_close(region);
+		fprep_client_close(c);
+		fprep_client_close(inl);
+		CHECK(daemon_stop(pid) == 0, "daemon exit status");
+	}
 	free(small);
 	free(big);
 	printf("%d checks, %d failed\n", check_count, check_failures);
