@@ -354,7 +354,11 @@ typedef struct fprep_region fprep_region;
  * 0, or FPREP_EREGION (shm_open/ftruncate/mmap failed, or the ACL could not
  * be set: the file system of /dev/shm lacks ACL support), FPREP_ENOMEM, or the
  * transport or server error of the REGISTER request (e.g. FPREP_EUNSUPPORTED
- * over tcp://). Same thread rules as client. */
+ * over tcp://). A REGISTER refused with FPREP_ELIMIT (the daemon's
+ * --max-regions or shared-memory budgets) is tried once more after the
+ * client closed the stages of fprep_client_request that no result holds,
+ * so those never take a program's own region. Same thread rules as
+ * client. */
 FPREP_EXTERN int fprep_region_open(fprep_region **rp, fprep_client *client,
                                    size_t size);
 
