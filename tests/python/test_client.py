@@ -212,7 +212,7 @@ def test_pixel_formats_agree(client):
     assert (g3 == g).all()
 
 
-def test_ring_with_the_daemon_as_another_user(client):
+def test_ring_with_the_daemon_as_another_user(client, monkeypatch):
     """The packaged service runs as its own user: a ring still works, and its
     object is open to that user alone (one ACL entry), owned by ours."""
     if os.geteuid() != 0 or not shutil.which("setpriv"):
@@ -237,6 +237,12 @@ def test_ring_with_the_daemon_as_another_user(client):
             with c.ring(slots=2, frame=img.shape) as ring:
                 with ring.preprocess(img) as r:
                     assert r.tensor.tobytes() == want.tobytes()
+        # A path that passed the check but whose listener runs as another
+        # user (replaced after the check): dropped before anything is sent.
+        monkeypatch.setattr(_core, "check_socket_owner", lambda a, t: 0)
+        with pytest.raises(frameprep.PermissionDeniedError,
+                           match=f"runs as uid {uid}, not as a user"):
+            frameprep.Client(d.url, timeout=60)
     finally:
         d.stop()
         shutil.rmtree(base, ignore_errors=True)

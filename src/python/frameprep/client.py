@@ -63,6 +63,8 @@ class _Socket:
         # closes (it died or restarted): a wait for a reply in shared
         # memory looks at it, so a dead daemon is noticed at once.
         self.lost = 0
+        # The uid of the last peer dropped for not being trusted.
+        self.refused_peer: int | None = None
         ms = max(1, int(self.timeout * 1000))
         self._sock = pynng.Req0(recv_timeout=ms, send_timeout=ms,
                                 resend_time=-1, recv_max_size=0)
@@ -75,6 +77,13 @@ class _Socket:
             self._sock.close()
             raise errors.TransportError(
                 f"connecting to {self.address}: {exc}") from None
+        if self.refused_peer is not None:
+            self._sock.close()
+            raise errors.PermissionDeniedError(
+                f"connecting to {self.address}: the daemon there runs as "
+                f"uid {self.refused_peer}, not as a user this client "
+                f"trusts (you, root, frameprep, trust_owner): the "
+                f"connection was dropped before anything was sent")
         self._ids = itertools.count(1)
         self._pool: list[_core.Ctx] = []
         self._lock = threading.Lock()
@@ -95,6 +104,7 @@ class _Socket:
         path was checked before the dial; this closes the window after)."""
         uid = _core.pipe_peer_uid(pipe)
         if uid is not None and uid not in self.trusted:
+            self.refused_peer = uid
             pipe.close()
 
     def set_limits(self, info: dict[str, Any]) -> None:
