@@ -347,3 +347,30 @@ def test_async_ring_survives_kill_and_restart(tmp_path):
         assert took < 2.0, took
     finally:
         d.stop()
+
+
+def test_ring_region_dropped_behind_its_back(daemon):
+    """A region the daemon no longer knows on a live connection (here
+    unregistered behind the ring's back) is registered anew, and the
+    ring goes on with right tensors; the daemon then holds one region and
+    one doorbell for it, not more."""
+    from frameprep.protocol import Kind, Request
+    fs = frames(2)
+    with frameprep.Client(daemon.url, timeout=30) as c:
+        want = expected(c, fs, **OPTS)
+        before = c.info()
+        with c.ring(slots=2, frame=fs[0].shape, **OPTS) as ring:
+            with ring.preprocess(fs[0]) as r:
+                assert r.tensor.tobytes() == want[0]
+            first = ring.region_id
+            c.request(Request(kind=Kind.UNREGISTER, region_id=first))
+            for k in range(4):
+                with ring.preprocess(fs[k % 2]) as r:
+                    assert r.tensor.tobytes() == want[k % 2]
+            assert ring.region_id != first
+            info = c.info()
+            assert info["regions"] == before["regions"] + 1
+            assert info["doorbells"] == before["doorbells"] + 1
+        info = c.info()
+        assert (info["regions"], info["doorbells"]) == \
+            (before["regions"], before["doorbells"])

@@ -686,7 +686,15 @@ class Ring(_RingBase):
                             raise
                         time.sleep(0.02)
                 with self._lock:
-                    self._map = m
+                    old, self._map = self._map, m
+                if old is not None and old.lost == self._client._s.lost:
+                    # Same connection (the daemon dropped the region, not
+                    # the connection): let it go of the old one too.
+                    try:
+                        self._client.request(Request(
+                            kind=Kind.UNREGISTER, region_id=old.region_id))
+                    except errors.FrameprepError:
+                        pass
             finally:
                 with self._lock:
                     self._recovering = False
