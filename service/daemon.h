@@ -239,7 +239,8 @@ struct fprep__server {
 	uv_signal_t sigterm;
 	uv_timer_t drain_timer;
 	uv_timer_t linger_timer;
-	uv_timer_t sd_watchdog_timer; /* systemd's WatchdogSec keep-alive */
+	uv_timer_t heartbeat_timer; /* /healthz and WatchdogSec keep-alives */
+	int sd_watchdog;            /* systemd asks for keep-alives */
 	uint64_t linger_end_ns;
 	uv_idle_t spin;         /* keeps the loop polling while it is busy */
 	uint64_t spin_ns;       /* [I] --spin-us; 0: the loop sleeps at once */

@@ -53,6 +53,12 @@ unsigned fprep__metrics_port(void);
  * service. Any thread (metrics_http.c). */
 void fprep__metrics_ready(int ready);
 
+/* fprep__metrics_heartbeat tells the endpoint's /healthz that the event
+ * loop turns: the loop calls it every second at least, and /healthz
+ * answers 503 once the last call is FPREP__METRICS_HTTP_STALL_S old (200
+ * before the first). Any thread (metrics_http.c). */
+void fprep__metrics_heartbeat(void);
+
 /* fprep__metrics_text writes the frameprep_* exposition (every family of
  * this module, in the Prometheus text format). Returns a NUL-terminated
  * text the caller frees, its length in *len; NULL when out of memory. Any

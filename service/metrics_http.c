@@ -44,8 +44,9 @@ struct http_conn {
 static struct {
 	struct MHD_Daemon *httpd;
 	unsigned port;
-	atomic_int ready;  /* -1 starting, 1 serving, 0 stopped */
-	double start_time; /* process start, seconds since the epoch */
+	atomic_int ready;        /* -1 starting, 1 serving, 0 stopped */
+	_Atomic uint64_t beat_s; /* the loop's last heartbeat; 0: none yet */
+	double start_time;       /* process start, seconds since the epoch */
 
 	pthread_mutex_t mu; /* guards conns and stop */
 	pthread_cond_t wake;
@@ -73,6 +74,30 @@ static uint64_t http_now_s(void)
 void fprep__metrics_ready(int ready)
 {
 	atomic_store(&http.ready, ready ? 1 : 0);
+}
+
+void fprep__metrics_heartbeat(void)
+{
+	atomic_store_explicit(&http.beat_s, http_now_s(), memory_order_relaxed);
+}
+
+/* http_liveness writes /healthz's body into buf; returns 1 when the loop
+ * has had a heartbeat lately (or none yet: it is starting). */
+static int http_liveness(char *buf, size_t size)
+{
+	uint64_t beat =
+	        atomic_load_explicit(&http.beat_s, memory_order_relaxed);
+	uint64_t now = http_now_s();
+
+	if (beat != 0 && now - beat >= FPREP__METRICS_HTTP_STALL_S) {
+		snprintf(buf, size,
+		         "not live: the event loop has not turned for %" PRIu64
+		         " s\n",
+		         now - beat);
+		return 0;
+	}
+	snprintf(buf, size, "ok\n");
+	return 1;
 }
 
 /* http_start_time works out when the process started, in seconds since the
@@ -307,8 +332,13 @@ static enum MHD_Result http_answer(void *cls, struct MHD_Connection *conn,
 		return http_reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, body,
 		                  "GET, HEAD");
 	}
-	if (strcmp(url, "/healthz") == 0)
-		return http_reply(conn, MHD_HTTP_OK, "ok\n", NULL);
+	if (strcmp(url, "/healthz") == 0) {
+		int live = http_liveness(body, sizeof(body));
+
+		return http_reply(
+		        conn, live ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
+		        body, NULL);
+	}
 	if (strcmp(url, "/metrics") != 0) {
 		int ready = http_readiness(body, sizeof(body));
 

@@ -3,7 +3,7 @@
  *
  * One libmicrohttpd daemon on its own thread serves
  *   GET /metrics   the Prometheus text (metrics.c) and the process_* series
- *   GET /healthz   200 while the process answers (liveness)
+ *   GET /healthz   200 while the event loop turns (liveness), else 503
  *   GET /readyz    200 when requests are served, else 503 with the reason
  *                  (readiness; /ready is the same)
  * HEAD too; another method on one of these paths gets 405 with an Allow
@@ -23,6 +23,10 @@
  * answered) takes longer than this, however steadily its bytes come, is
  * closed. */
 #define FPREP__METRICS_HTTP_REQUEST_S 10
+
+/* FPREP__METRICS_HTTP_STALL_S: /healthz fails once the event loop's last
+ * heartbeat (fprep__metrics_heartbeat) is this old. */
+#define FPREP__METRICS_HTTP_STALL_S 10
 
 /* fprep__metrics_http_open starts serving on listen ("HOST:PORT", see
  * fprep__metrics_open). From main's thread, once. Returns 0,

@@ -215,7 +215,8 @@ static int server_init_loop(fprep__server *srv)
 	uv_signal_init(&srv->loop, &srv->sigterm);
 	uv_timer_init(&srv->loop, &srv->drain_timer);
 	uv_timer_init(&srv->loop, &srv->linger_timer);
-	uv_timer_init(&srv->loop, &srv->sd_watchdog_timer);
+	uv_timer_init(&srv->loop, &srv->heartbeat_timer);
+	srv->heartbeat_timer.data = srv;
 	uv_idle_init(&srv->loop, &srv->spin);
 	srv->spin.data = srv;
 	srv->spin_ns =
@@ -242,33 +243,41 @@ err:
 	return FPREP_EINTERNAL;
 }
 
-/* server_sd_watchdog_cb tells systemd that the loop still turns. */
-static void server_sd_watchdog_cb(uv_timer_t *timer)
+/* SERVER_HEARTBEAT_MS: the loop's heartbeat period, at most. */
+#define SERVER_HEARTBEAT_MS 1000
+
+/* server_heartbeat_cb tells the metrics endpoint's /healthz, and systemd
+ * when its watchdog is on, that the loop still turns. */
+static void server_heartbeat_cb(uv_timer_t *timer)
 {
-	(void)timer;
-	fprep__server_notify("WATCHDOG=1");
+	fprep__server *srv = timer->data;
+
+	fprep__metrics_heartbeat();
+	if (srv->sd_watchdog)
+		fprep__server_notify("WATCHDOG=1");
 }
 
-/* server_sd_watchdog_start sends systemd's watchdog keep-alives from the
- * loop, at half the unit's WatchdogSec, when it has one: a loop that stops
- * turning gets the daemon restarted. The timer is closed with the other
- * handles (shutdown.c). */
-static void server_sd_watchdog_start(fprep__server *srv)
+/* server_heartbeat_start starts the loop's heartbeat: every second, or at
+ * half the unit's WatchdogSec when that is shorter, so that a loop that
+ * stops turning fails /healthz and gets the daemon restarted. The timer
+ * is closed with the other handles (shutdown.c). */
+static void server_heartbeat_start(fprep__server *srv)
 {
+	uint64_t period = SERVER_HEARTBEAT_MS;
 #ifdef FPREP_HAVE_SYSTEMD
 	uint64_t usec = 0;
 
 	if (sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000) {
-		uv_timer_start(&srv->sd_watchdog_timer, server_sd_watchdog_cb,
-		               0, usec / 2000);
+		srv->sd_watchdog = 1;
+		if (usec / 2000 < period)
+			period = usec / 2000;
 		fprep__log(FPREP_LOG_INFO,
 		           "systemd watchdog: a keep-alive every %" PRIu64
 		           " ms",
-		           usec / 2000);
+		           period);
 	}
-#else
-	(void)srv;
 #endif
+	uv_timer_start(&srv->heartbeat_timer, server_heartbeat_cb, 0, period);
 }
 
 int fprep__server_run(const fprep__config *cfg, fprep__backend *backend,
@@ -314,7 +323,7 @@ int fprep__server_run(const fprep__config *cfg, fprep__backend *backend,
 		fprep__server_log_start(srv);
 		fprep__server_notify("READY=1\nSTATUS=serving");
 		fprep__metrics_ready(1);
-		server_sd_watchdog_start(srv);
+		server_heartbeat_start(srv);
 	}
 	uv_run(&srv->loop, UV_RUN_DEFAULT);
 	rv = uv_loop_close(&srv->loop);

@@ -177,7 +177,7 @@ void fprep__server_close_handles(fprep__server *srv)
 	uv_close((uv_handle_t *)&srv->sigterm, NULL);
 	uv_close((uv_handle_t *)&srv->drain_timer, NULL);
 	uv_close((uv_handle_t *)&srv->linger_timer, NULL);
-	uv_close((uv_handle_t *)&srv->sd_watchdog_timer, NULL);
+	uv_close((uv_handle_t *)&srv->heartbeat_timer, NULL);
 	uv_close((uv_handle_t *)&srv->spin, NULL);
 }
 

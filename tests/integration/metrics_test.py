@@ -6,7 +6,9 @@ behind one client, against CPU daemons, with daemon_test.py's helpers.
             metrics (or, without promtool, python3-prometheus-client's
             parser) passes on a scrape taken under load, and the counters
             equal what nngcat and frameprep-bench sent and received.
-  health    /healthz, /readyz (200, then 503 while draining), 405 with an
+  health    /healthz (200; 503 while the event loop's thread is held
+            stopped, by ptrace, for over 10 s), /readyz (200, then 503
+            while draining), 405 with an
             Allow header for other methods, 404 naming the paths, the
             process_* series, through urllib and http.client.
   metrics_slow  16 connections that send a header byte a second do not
@@ -19,6 +21,7 @@ behind one client, against CPU daemons, with daemon_test.py's helpers.
 
 Usage: metrics_test.py TEST --daemon PATH --cli PATH [--images DIR]
 """
+import ctypes
 import http.client
 import json
 import os
@@ -269,6 +272,27 @@ def proc_start_time(pid):
     return btime + ticks / os.sysconf("SC_CLK_TCK")
 
 
+class ThreadStop:
+    """Holds one thread of a child process stopped (ptrace SEIZE +
+    INTERRUPT stop that thread alone, the process's others run on) until
+    release()."""
+    SEIZE, INTERRUPT, DETACH = 0x4206, 0x4207, 17
+
+    def __init__(self, tid):
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long,
+                                     ctypes.c_void_p, ctypes.c_void_p]
+        self.tid = tid
+        if self.libc.ptrace(self.SEIZE, tid, None, None) != 0:
+            raise Skip(f"ptrace: {os.strerror(ctypes.get_errno())}")
+        check(self.libc.ptrace(self.INTERRUPT, tid, None, None) == 0,
+              "PTRACE_INTERRUPT")
+        os.waitpid(tid, 0x40000000)  # __WALL: the thread has stopped
+
+    def release(self):
+        self.libc.ptrace(self.DETACH, self.tid, None, None)
+
+
 def test_health(tmp):
     d = Daemon(tmp, "--metrics-listen", "127.0.0.1:0")
     try:
@@ -300,6 +324,34 @@ def test_health(tmp):
                   f"GET {path}: {st} {body!r}")
         print("ok /healthz 200, /readyz 200, HEAD 200, POST/PUT/DELETE 405 "
               "with Allow: GET, HEAD, unknown paths 404 naming the paths")
+
+        # Liveness follows the event loop (the main thread): held stopped,
+        # /healthz fails after 10 s; let go, it passes again.
+        held = ThreadStop(d.proc.pid)
+        try:
+            t0 = time.monotonic()
+            while http_get(port, "/healthz")[0] == 200:
+                check(time.monotonic() - t0 < 15,
+                      "/healthz still 200 with the loop stopped 15 s")
+                time.sleep(0.25)
+            stalled = time.monotonic() - t0
+            st, _, body = http_get(port, "/healthz")
+            ready = http_get(port, "/metrics")[0]
+        finally:
+            held.release()
+        t1 = time.monotonic()
+        while http_get(port, "/healthz")[0] != 200:
+            check(time.monotonic() - t1 < 5, "/healthz not 200 again")
+            time.sleep(0.1)
+        print(f"loop held stopped: /healthz {st} after {stalled:.1f} s "
+              f"({body.strip()!r}), /metrics {ready} meanwhile; 200 again "
+              f"{time.monotonic() - t1:.1f} s after the release")
+        check(st == 503 and body.startswith("not live: the event loop") and
+              9 <= stalled <= 12 and ready == 200,
+              f"/healthz with the loop stopped: {st} {body!r} after "
+              f"{stalled:.1f} s")
+        good = fpwire.reply(dt.nngcat(d.url, fpwire.request(request_id=3)))
+        check(good["status"] == 0, "a request after the release")
 
         s = parse(scrape_text(port))
         fds = len(os.listdir(f"/proc/{d.proc.pid}/fd"))
@@ -438,6 +490,10 @@ def test_metrics_slow(tmp):
             check(time.monotonic() < deadline, "slow connections left open")
             time.sleep(0.2)
         timed_scrape(port)
+        # Some 25 s with the nng side idle: the loop's heartbeat kept
+        # /healthz up.
+        st, _, body = http_get(port, "/healthz")
+        check(st == 200, f"/healthz {st} {body!r} on an idle daemon")
         print("ok metrics_slow")
     finally:
         stop.set()
