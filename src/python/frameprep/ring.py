@@ -686,7 +686,12 @@ class Ring(_RingBase):
                             raise
                         time.sleep(0.02)
                 with self._lock:
-                    old, self._map = self._map, m
+                    closed = self._closed
+                    old = self._map
+                    if not closed:
+                        self._map = m
+                if closed:  # closed meanwhile: the new region goes too
+                    old = m
                 if old is not None and old.lost == self._client._s.lost:
                     # Same connection (the daemon dropped the region, not
                     # the connection): let it go of the old one too.
@@ -695,6 +700,8 @@ class Ring(_RingBase):
                             kind=Kind.UNREGISTER, region_id=old.region_id))
                     except errors.FrameprepError:
                         pass
+                if closed:
+                    self._drop(m)
             finally:
                 with self._lock:
                     self._recovering = False
