@@ -37,9 +37,11 @@ wheel=$(ls "$work"/wheel/frameprep_client-*.whl)
 echo "built $(basename "$wheel")"
 cp "$here/conftest.py" "$here/test_ring.py" "$work/tests/"
 
+i=0
 for py in "${pythons[@]}"; do
 	ver=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-	venv="$work/venv-$ver"
+	i=$((i + 1))
+	venv="$work/venv-$i-$ver"
 	"$py" -m venv "$venv"
 	"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
 		"$wheel" pytest
