@@ -942,9 +942,11 @@ class Result:
     ``tensor`` is a numpy array of shape (1, C, H, W) (NCHW) or
     (1, H, W, C) (NHWC), dtype float32, float16 or uint8, C = 3 (channels
     in the requested order) or 1 (gray). For inline requests it views the
-    reply message and lives as long as the array; for a shared-memory ring
-    it views the ring's output slot and is valid until the ring hands that
-    slot out again (copy it to keep it longer). ``transform`` maps tensor
+    reply message and lives as long as the array; a ring's result is a
+    :class:`~frameprep.RingResult`, whose tensor views the ring's slot,
+    held until the result is released (copy the tensor to keep it longer).
+    With ``out=`` it is ``out`` (numpy) or a view of it (CUDA).
+    ``transform`` maps tensor
     boxes back to the source, ``timings`` are the daemon's, ``reply`` the
     whole reply header (:class:`~frameprep.protocol.Reply`), ``request_id``
     the request's id. The attributes are read-only; ``transform``,
