@@ -157,21 +157,39 @@ def test_ring_yuv_frames(daemon):
 
 
 def test_ring_honours_the_in_flight_limit(tmp_path):
-    """48 threads on one ring of 48 slots against a daemon that allows 4
-    requests in flight per connection: no EBUSY, no region error, no
-    timeout, every tensor right (the ring's requests wait for the
-    client's in-flight tokens like any other)."""
-    d = Daemon(tmp_path, "--spin-us", "2000", "--max-inflight-per-conn",
+    """48 threads on one ring of 48 slots against a polling daemon that
+    allows 4 requests in flight per connection: at no time are more than 4
+    of the ring's doorbell entries posted or taken (sampled from the
+    area), and there is no EBUSY, region error or timeout, every tensor
+    right (the ring's requests wait for the client's in-flight tokens like
+    any other)."""
+    d = Daemon(tmp_path, "--spin-us", "100000", "--max-inflight-per-conn",
                "4")
     try:
-        fs = frames(8)
+        fs = frames(8, 240, 320)
         with frameprep.Client(d.url, timeout=30) as c:
-            want = expected(c, fs, **OPTS)
-            failures, wrong = [], [0]
-            with c.ring(slots=48, frame=fs[0].shape, **OPTS) as ring:
+            want = expected(c, fs, size=(320, 320))
+            failures, wrong, most = [], [0], [0]
+            with c.ring(slots=48, frame=fs[0].shape,
+                        size=(320, 320)) as ring:
+                m = ring._map
+                assert m.db_area, "the daemon polls: the doorbell is used"
+                # Per entry: its state word and its reply's request id,
+                # 0 from the post until the reply (protocol.h).
+                at = ring._db_off + 64
+                area = m.buf[at:at + 512 * 48]
+                states = area.view(np.uint32)[::128]
+                replies = area.view(np.uint64)[33::64]
+                stop = threading.Event()
+
+                def sample():
+                    while not stop.is_set():
+                        busy = (states != 0) & (replies == 0)
+                        most[0] = max(most[0], int(np.count_nonzero(busy)))
+
                 def worker(t):
                     try:
-                        for i in range(20):
+                        for i in range(10):
                             j = (t + i) % len(fs)
                             with ring.preprocess(fs[j]) as r:
                                 if r.tensor.tobytes() != want[j]:
@@ -179,8 +197,13 @@ def test_ring_honours_the_in_flight_limit(tmp_path):
                     except BaseException as exc:  # noqa: BLE001
                         failures.append(repr(exc))
 
+                sampler = threading.Thread(target=sample)
+                sampler.start()
                 in_threads(48, worker)
+                stop.set()
+                sampler.join()
             assert failures == [] and wrong[0] == 0
+            assert 1 <= most[0] <= 4, most[0]
     finally:
         d.stop()
 
