@@ -272,11 +272,22 @@ class Client(_Connection):
     """A blocking connection to frameprepd, safe to share between threads.
 
     ``address`` is an nng URL (``ipc:///path`` or ``tcp://host:port``);
-    None means the daemon's default, ``ipc://$XDG_RUNTIME_DIR/frameprep.sock``
-    or else ``ipc:///tmp/frameprep-$UID.sock``. ``timeout`` (seconds, > 0)
+    None means ``$FRAMEPREP_SOCKET`` if set, else the daemon's default,
+    ``ipc://$XDG_RUNTIME_DIR/frameprep.sock`` or else
+    ``ipc:///tmp/frameprep-$UID.sock``. ``timeout`` (seconds, > 0)
     bounds every request's wait for its reply. The connection is made here:
     :class:`~frameprep.TransportError` (a ``ConnectionError``) when nobody
     listens. Use as a context manager or call :meth:`close`.
+
+    An ipc:// socket must be owned by this user, root or the service's
+    user ``frameprep`` (another local user could have created the path
+    first, in /tmp say, and would receive the frames and be granted the
+    rings' memory), and the process listening on it must run as one of
+    them: else :class:`~frameprep.PermissionDeniedError`, before anything
+    is sent. ``trust_owner`` (a user name or uid; default
+    ``$FRAMEPREP_TRUST_SOCKET_OWNER``) names one more user to trust, as
+    the C library's ``fprep_client_open_trusting`` does. Rings grant
+    their shared memory to that checked owner only.
 
     Once the daemon's limits are known (the first frame asks for them), at
     most its ``max_inflight_per_conn`` requests are in flight on the
