@@ -66,8 +66,12 @@ class _Socket:
         # The uid of the last peer dropped for not being trusted.
         self.refused_peer: int | None = None
         ms = max(1, int(self.timeout * 1000))
+        # A restarted daemon is dialled again within 200 ms (nng's backoff
+        # would otherwise double without bound while it is away).
         self._sock = pynng.Req0(recv_timeout=ms, send_timeout=ms,
-                                resend_time=-1, recv_max_size=0)
+                                resend_time=-1, recv_max_size=0,
+                                reconnect_time_min=20,
+                                reconnect_time_max=200)
         self._sock.add_post_pipe_remove_cb(self._on_pipe_gone)
         if self.owner is not None:
             self._sock.add_pre_pipe_connect_cb(self._check_peer)
