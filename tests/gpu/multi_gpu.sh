@@ -132,3 +132,56 @@ for r in "${rows[@]}"; do echo "${r%% depth*}"; done
 echo
 echo "lanes' frames in flight (INFO samples, lane0/lane1/...):"
 for r in "${rows[@]}"; do echo "${r%%|*}${r#* depth}" | cut -c1-200; done
+
+# One daemon a GPU (the same load: 16 streams a GPU, one bench process a
+# daemon): what several GPUs reach when no process is shared between them.
+echo
+echo "| GPUs | daemons | frames/s (sum) | daemon CPU us/request (mean) | verified |"
+echo "| --- | --- | --- | --- | --- |"
+for g in $(seq 1 "$ngpu"); do
+	case $g in 1 | 2 | 4 | 8) ;; *) [ "$g" = "$ngpu" ] || continue ;; esac
+	[ "$g" -gt 1 ] || continue
+	dps=() bps=()
+	for d in $(seq 0 $((g - 1))); do
+		"$bin/frameprepd" --device "$d" --listen "ipc://$tmp/split$d.sock" \
+			--max-inflight 1024 --max-inflight-per-conn 64 \
+			2>"$tmp/split$d.log" &
+		dps+=($!)
+	done
+	for d in $(seq 0 $((g - 1))); do
+		for _ in $(seq 300); do "$bin/frameprep" info --socket "ipc://$tmp/split$d.sock" >/dev/null 2>&1 && break; sleep 0.1; done
+	done
+	declare -A s0=() t0=()
+	wps=()
+	for d in $(seq 0 $((g - 1))); do
+		"$bin/frameprep-bench" --socket "ipc://$tmp/split$d.sock" --quiet --shm both \
+			--shm-reply --synthetic 1920x1080 --size 640x640 -c "$per" --duration 1 \
+			--warmup 1 --no-ceiling --verify none >/dev/null 2>&1 &
+		wps+=($!)
+	done
+	wait "${wps[@]}"
+	for d in $(seq 0 $((g - 1))); do
+		s0[$d]=$(served "ipc://$tmp/split$d.sock"); t0[$d]=$(cpu_ticks "${dps[$d]}")
+	done
+	for d in $(seq 0 $((g - 1))); do
+		"$bin/frameprep-bench" --socket "ipc://$tmp/split$d.sock" --quiet --shm both \
+			--shm-reply --synthetic 1920x1080 --seed "$d" --size 640x640 -c "$per" \
+			--duration "$secs" --warmup 0 --no-ceiling --verify sample \
+			--json "$tmp/split_${g}_$d.json" >"$tmp/split_${g}_$d.out" 2>&1 &
+		bps+=($!)
+	done
+	ok=ok
+	for b in "${bps[@]}"; do wait "$b" || ok=FAILED; done
+	fps=0 us=0
+	for d in $(seq 0 $((g - 1))); do
+		n=$(( $(served "ipc://$tmp/split$d.sock") - s0[$d] ))
+		dt=$(( $(cpu_ticks "${dps[$d]}") - t0[$d] ))
+		f=$(python3 -c "import json,sys; print(sum(r['frames_per_s'] for r in json.load(open(sys.argv[1]))['runs']))" \
+			"$tmp/split_${g}_$d.json" 2>/dev/null || echo 0)
+		fps=$(awk -v a="$fps" -v b="$f" 'BEGIN { print a + b }')
+		us=$(awk -v a="$us" -v dt="$dt" -v n="$n" -v hz="$hz" -v g="$g" 'BEGIN { print a + (n ? dt / hz * 1e6 / n : 0) / g }')
+	done
+	printf '| %d | %d | %.0f | %.0f | %s |\n' "$g" "$g" "$fps" "$us" "$ok"
+	kill -TERM "${dps[@]}"
+	wait "${dps[@]}" 2>/dev/null
+done
