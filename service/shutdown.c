@@ -51,6 +51,21 @@ void fprep__server_close_backend(fprep__server *srv, int timeout_ms)
 	fprep__regions_detach(&srv->regions);
 }
 
+/* shutdown_requests counts the slots that hold a request (working on it,
+ * sending its reply, or with the regions module): srv->active also counts
+ * the slots that only wait for one (RECV). */
+static unsigned shutdown_requests(const fprep__server *srv)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < srv->nslots; i++) {
+		enum fprep__slot_state st = srv->slots[i].state;
+		n += st == FPREP__SLOT_WORK || st == FPREP__SLOT_SEND ||
+		     st == FPREP__SLOT_REGION;
+	}
+	return n;
+}
+
 /* shutdown_drain_timeout: the drain deadline passed with work in flight. The
  * backend is closed, which completes or fails every job; their replies go
  * out with the shortened shutdown send timeout. */
@@ -62,7 +77,7 @@ static void shutdown_drain_timeout(uv_timer_t *timer)
 	fprep__log(FPREP_LOG_WARNING,
 	           "shutdown: %u requests still in flight after %d ms: "
 	           "closing the backend",
-	           srv->active, srv->cfg->shutdown_timeout_ms);
+	           shutdown_requests(srv), srv->cfg->shutdown_timeout_ms);
 	srv->forcing = 1;
 	fprep__server_close_backend(srv, SHUTDOWN_FORCE_CLOSE_MS);
 	fprep__evq_drain(&srv->evq);
@@ -140,7 +155,7 @@ void fprep__server_signal_cb(uv_signal_t *handle, int signum)
 	if (srv->stopping) {
 		fprep__log(FPREP_LOG_NOTICE,
 		           "%s: already shutting down (%u requests in flight)",
-		           name, srv->active);
+		           name, shutdown_requests(srv));
 		return;
 	}
 	fprep__log(FPREP_LOG_NOTICE,
