@@ -130,6 +130,10 @@ struct fprep__slot {
 	int state;          /* [L] enum fprep__slot_state (fprep__slot_enter) */
 	nng_ctx ctx;        /* [I] nng port */
 	nng_aio *aio;       /* [I] nng port; its operations: [R] */
+	/* The last reply this slot handed to an nng pipe: the pipe, and
+	 * when (the loop's clock, ms), for the shutdown's linger. [L] */
+	uint32_t sent_pipe;
+	uint64_t sent_ms;
 	/* The request, set by the port before take. [L] */
 	const uint8_t *req; /* its bytes (req_len), in req_msg or req_head */
 	size_t req_len;     /* its bytes */
@@ -265,7 +269,7 @@ struct fprep__server {
 	uint64_t failed;
 
 	int stop_wanted; /* fprep__server_want_stop ran: stop after the event */
-	int stopping;    /* no new receives; new requests get stop_status */
+	int stopping;    /* no new work; requests that arrive get stop_status */
 	int forcing;     /* inside the drain deadline's handler */
 	int finished;    /* the ordered close has run */
 	int socket_left; /* nng_close did not return: srv is never freed */
@@ -478,6 +482,15 @@ void fprep__server_stop(fprep__server *srv, int exit_status, int status,
 void fprep__server_stop_wanted(fprep__server *srv);
 /* fprep__server_finish runs the ordered close once no slot is busy. */
 void fprep__server_finish(fprep__server *srv);
+/* fprep__server_stop_progress moves a shutdown on after an event: once no
+ * slot holds a request, the nng port stops receiving (until then requests
+ * that arrive get stop_status replies); once no slot is busy, the ordered
+ * close. Nothing when not stopping. Loop thread. */
+void fprep__server_stop_progress(fprep__server *srv);
+/* fprep__server_reply_sent notes that s's reply was handed to its nng
+ * pipe (its send ended well: queued, maybe not yet written), so that the
+ * shutdown's close waits for it. Two stores. Loop thread. */
+void fprep__server_reply_sent(fprep__server *srv, fprep__slot *s);
 /* fprep__server_close_backend closes the backend once. */
 void fprep__server_close_backend(fprep__server *srv, int timeout_ms);
 /* fprep__server_close_handles closes the event queue and the uv handles. */

@@ -81,9 +81,7 @@ static void server_after(fprep__server *srv)
 {
 	if (srv->stop_wanted && !srv->stopping)
 		fprep__server_stop_wanted(srv);
-	if (srv->stopping && srv->active == 0 && !srv->forcing &&
-	    !srv->finished)
-		fprep__server_finish(srv);
+	fprep__server_stop_progress(srv);
 }
 
 static void server_spin_cb(uv_idle_t *handle)
@@ -145,10 +143,13 @@ static void server_event(fprep__event *ev, void *data)
 		s = fprep__container_of(ev, fprep__slot, ev);
 		if (srv->finished)
 			break;
-		if (ev->kind == FPREP__EV_AIO && s->state == FPREP__SLOT_RECV)
+		if (ev->kind == FPREP__EV_AIO && s->state == FPREP__SLOT_RECV) {
 			fprep__port_nng_event(s);
-		else
-			fprep__slot_event(s);
+			break;
+		}
+		if (ev->kind == FPREP__EV_AIO && s->aio_result == 0)
+			fprep__server_reply_sent(srv, s);
+		fprep__slot_event(s);
 		break;
 	}
 	server_after(srv);

@@ -2,17 +2,20 @@
  * shutdown.c: how frameprepd stops.
  *
  * Shutdown (SIGINT, SIGTERM, or a fatal device error) goes in a fixed
- * order, since nng 1.5.2 has close races: stop receiving (cancel the posted
- * receives; slots do not post new ones) -> let the work in flight finish
- * and its replies go out, within --shutdown-timeout-ms (past it, the
- * backend is closed, which fails what is left with ESHUTDOWN) -> close the
+ * order, since nng 1.5.2 has close races: take no new work (the doorbell
+ * port closes; the nng port goes on receiving, and what arrives gets a
+ * stop_status reply, ESHUTDOWN, not a reset) -> let the work in flight
+ * finish and its replies go out, within --shutdown-timeout-ms (past it,
+ * the backend is closed, which fails what is left with ESHUTDOWN) -> once
+ * no slot holds a request, stop receiving (cancel the posted receives) ->
+ * once no slot is busy, close the
  * regions and the backend -> let the last replies leave (a finished send
- * is only queued on the pipe: wait, up to 2 s, for the peers to
- * disconnect) -> close the remaining connections one by one
- * (nng_pipe_close; nng_close in 1.5.2 can hang on connections that are
- * still writing) -> nng_close, waited for at most 2 s (1.5.2 never
- * finishes closing a connection that was closed while a message was
- * arriving on it, as the daemon does to a client that floods it without
+ * is only queued on the pipe: wait, up to 2 s, while nng's per-pipe
+ * statistics say a connection may have one not yet written) -> close the
+ * remaining connections one by one (nng_pipe_close; nng_close in 1.5.2 can hang
+ * on connections that are still writing) -> nng_close, waited for at most 2 s
+ * (1.5.2 never finishes closing a connection that was closed while a message
+ * was arriving on it, as the daemon does to a client that floods it without
  * reading: the socket is then left to the process exit) -> stop and free
  * the aios -> close the event queue and the uv handles -> uv_loop_close. A
  * watchdog thread ends the process if this takes too long.
@@ -35,10 +38,73 @@
  * has passed. */
 #define SHUTDOWN_FORCE_CLOSE_MS 1000
 /* A finished send means "queued on the pipe", not "written": before
- * nng_close, wait up to this long for the peers to disconnect, polling
- * every SHUTDOWN_LINGER_POLL_MS, so the last replies reach them. */
+ * nng_close, wait up to this long, polling every SHUTDOWN_LINGER_POLL_MS,
+ * while a connection may still have a reply queued (shutdown_unflushed),
+ * so the last replies reach their peers. */
 #define SHUTDOWN_LINGER_MS      2000
 #define SHUTDOWN_LINGER_POLL_MS 10
+
+void fprep__server_reply_sent(fprep__server *srv, fprep__slot *s)
+{
+	s->sent_pipe = s->pipe;
+	s->sent_ms = uv_now(&srv->loop);
+}
+
+/* shutdown_pipe_recent returns whether a slot handed a reply to pipe in
+ * the last SHUTDOWN_LINGER_MS. */
+static int shutdown_pipe_recent(const fprep__server *srv, uint32_t pipe,
+                                uint64_t now_ms)
+{
+	for (unsigned i = 0; i < srv->nslots; i++)
+		if (srv->slots[i].sent_pipe == pipe &&
+		    srv->slots[i].sent_ms + SHUTDOWN_LINGER_MS > now_ms)
+			return 1;
+	return 0;
+}
+
+/* shutdown_unflushed returns whether a connection may still have a reply
+ * queued, not yet written: nng's per-pipe statistics count the messages
+ * the transport read (rx_msgs) and wrote in whole (tx_msgs); once every
+ * request taken is answered, a pipe that read more than it wrote and was
+ * handed a reply lately has one in transit (a slow reader's), or had
+ * requests answered in shared memory (shm_reply, no message back: such a
+ * connection, active in the last SHUTDOWN_LINGER_MS, keeps the linger to
+ * its bound, or until it closes). Without nng's statistics: while any
+ * peer is connected. */
+static int shutdown_unflushed(fprep__server *srv)
+{
+	nng_stat *root = NULL;
+	int sock_id, pending = 0;
+	uint64_t now_ms = uv_now(&srv->loop);
+
+	if (!srv->ingress.is_open || fprep__ingress_pipes(&srv->ingress) == 0)
+		return 0;
+	if (nng_stats_get(&root) != 0)
+		return 1;
+	sock_id = nng_socket_id(srv->ingress.sock);
+	for (nng_stat *c = nng_stat_child(root); c != NULL && !pending;
+	     c = nng_stat_next(c)) {
+		nng_stat *sid, *pid, *rx, *tx;
+
+		if (strcmp(nng_stat_name(c), "pipe") != 0)
+			continue;
+		sid = nng_stat_find(c, "socket");
+		pid = nng_stat_find(c, "id");
+		rx = nng_stat_find(c, "rx_msgs");
+		tx = nng_stat_find(c, "tx_msgs");
+		if (sid == NULL || pid == NULL || rx == NULL || tx == NULL) {
+			pending = 1; /* not the statistics expected */
+			break;
+		}
+		if (nng_stat_value(sid) != (uint64_t)sock_id)
+			continue;
+		pending = nng_stat_value(rx) > nng_stat_value(tx) &&
+		          shutdown_pipe_recent(
+		                  srv, (uint32_t)nng_stat_value(pid), now_ms);
+	}
+	nng_stats_free(root);
+	return pending;
+}
 
 /* fprep__server_close_backend closes the backend once. */
 void fprep__server_close_backend(fprep__server *srv, int timeout_ms)
@@ -128,11 +194,14 @@ void fprep__server_stop_wanted(fprep__server *srv)
 	atomic_store(&srv->no_direct, 1);
 	fprep__server_notify("STOPPING=1");
 	fprep__metrics_ready(0);
-	/* The ports take nothing more: nng's receives are cancelled, and
-	 * a client that posted into a doorbell takes its request back and
-	 * sends it through nng, and gets stop_status there. */
+	/* The doorbell port takes nothing more: a client that posted into a
+	 * doorbell takes its request back and sends it through nng. The nng
+	 * port goes on receiving until no slot holds a request
+	 * (fprep__server_stop_progress): what arrives meanwhile gets
+	 * stop_status (slot.c), not a connection reset at the close. */
 	for (unsigned i = 0; i < srv->nports; i++)
-		srv->ports[i]->ops->close(srv->ports[i]);
+		if (srv->ports[i] != &srv->nng.port)
+			srv->ports[i]->ops->close(srv->ports[i]);
 	/* The regions leave the table (requests in flight keep theirs until
 	 * they are done); registrations still opening end with ESHUTDOWN. */
 	fprep__regions_close(&srv->regions);
@@ -143,7 +212,18 @@ void fprep__server_stop_wanted(fprep__server *srv)
 		           "shutdown: no watchdog thread (out of memory)");
 	uv_timer_start(&srv->drain_timer, shutdown_drain_timeout,
 	               (uint64_t)srv->cfg->shutdown_timeout_ms, 0);
-	if (srv->active == 0 && !srv->forcing)
+	fprep__server_stop_progress(srv);
+}
+
+void fprep__server_stop_progress(fprep__server *srv)
+{
+	if (!srv->stopping || srv->forcing || srv->finished)
+		return;
+	/* The receives are cancelled once: a request nng completed before
+	 * the cancel still comes as an event and gets stop_status. */
+	if (!srv->nng.closed && shutdown_requests(srv) == 0)
+		srv->nng.port.ops->close(&srv->nng.port);
+	if (srv->active == 0)
 		fprep__server_finish(srv);
 }
 
@@ -213,8 +293,7 @@ static void shutdown_linger_cb(uv_timer_t *timer)
 {
 	fprep__server *srv = timer->data;
 
-	if (fprep__ingress_pipes(&srv->ingress) > 0 &&
-	    fprep__now_ns() < srv->linger_end_ns)
+	if (fprep__now_ns() < srv->linger_end_ns && shutdown_unflushed(srv))
 		return;
 	shutdown_close_socket(srv);
 }
@@ -230,7 +309,7 @@ void fprep__server_finish(fprep__server *srv)
 	 * the backend, unless the drain deadline already closed it). */
 	fprep__regions_close(&srv->regions);
 	fprep__server_close_backend(srv, srv->cfg->shutdown_timeout_ms);
-	if (!srv->ingress.is_open || fprep__ingress_pipes(&srv->ingress) == 0) {
+	if (!shutdown_unflushed(srv)) {
 		shutdown_close_socket(srv);
 		return;
 	}

@@ -1291,6 +1291,91 @@ def test_flood_shutdown(tmp):
     print("ok shutdown after flooding connections were closed")
 
 
+def test_shutdown_prompt(tmp):
+    """SIGTERM exits as soon as every accepted request was answered and its
+    reply written: with an idle connected client in well under 0.5 s (no
+    fixed linger); a client that sends while the daemon drains gets an
+    ESHUTDOWN reply, not a reset; a slow reader's pipelined replies all
+    arrive whole."""
+    bound = 0.5
+    d = Daemon(tmp, name="idle.sock")
+    idle = fpwire.SpReq(d.url, timeout=10)
+    try:
+        idle.send(fpwire.request(kind=2))
+        r = fpwire.reply(idle.recv()[1])
+        check(r["status_name"] == "OK", f"INFO: {r['status_name']}")
+        took = d.stop(bound=10)
+        check(took < bound, f"exited {took:.3f} s after SIGTERM with an idle "
+                            f"client connected (bound {bound} s)")
+        print(f"ok idle client connected: exited {took * 1000:.0f} ms after "
+              f"SIGTERM")
+    finally:
+        idle.close()
+        d.kill()
+
+    # One worker, a connection with n large requests pipelined: the drain
+    # lasts; a second connection sends INFO meanwhile.
+    d = Daemon(tmp, "--workers", "1", "--max-inflight", "64",
+               "--shutdown-timeout-ms", "20000", name="drain.sock")
+    n = 12
+    rng = np.random.default_rng(5)
+    frame = rng.integers(0, 256, size=(1080, 1920, 3), dtype=np.uint8)
+    req = fpwire.request(width=1920, height=1080, out_width=640,
+                         out_height=640, payload=frame.tobytes())
+    busy = fpwire.SpReq(d.url, timeout=60)
+    late = fpwire.SpReq(d.url, timeout=20)
+    try:
+        for _ in range(n):
+            busy.send(req)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            text = fpwire.reply(nngcat(d.url, fpwire.request(kind=2)))[
+                "payload"].decode()
+            if int(text.split("\ninflight: ")[1].split()[0]) >= 2:
+                break
+            time.sleep(0.005)
+        t0 = time.monotonic()
+        d.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while ("shutting down" not in d.log_text() and
+               time.monotonic() < deadline):
+            time.sleep(0.005)
+        check(d.alive(), "the daemon exited before the late request was "
+                         "sent: the drain was too short to test")
+        late.send(fpwire.request(kind=2, request_id=99))
+        try:
+            r = fpwire.reply(late.recv()[1])
+        except (ConnectionError, OSError) as e:
+            raise Fail(f"a request sent while draining: {e}, not an "
+                       f"ESHUTDOWN reply:\n{d.log_text()}")
+        check(r["status_name"] == "ESHUTDOWN" and r["request_id"] == 99,
+              f"a request sent while draining got {r['status_name']} "
+              f"(id {r['request_id']}): {r['message']}")
+        late_msg = r["message"]
+        check(d.alive(), "the daemon exited before the drain was over")
+        time.sleep(0.3)  # a slow reader: its replies wait on the pipe
+        counts = {}
+        for _ in range(n):
+            try:
+                r = fpwire.reply(busy.recv()[1])
+            except (ConnectionError, OSError, ValueError) as e:
+                raise Fail(f"a pipelined request's reply: {e} (got "
+                           f"{counts})\n{d.log_text()}")
+            check(r["status_name"] in ("OK", "ESHUTDOWN"),
+                  f"status {r['status_name']}: {r['message']}")
+            counts[r["status_name"]] = counts.get(r["status_name"], 0) + 1
+        rc = d.proc.wait(20)
+        took = time.monotonic() - t0
+        check(rc == 0, f"frameprepd exited {rc}:\n{d.log_text()}")
+        print(f"ok sent while draining: ESHUTDOWN ({late_msg!r}); "
+              f"{n} pipelined replies whole {counts}; exited {took:.2f} s "
+              f"after SIGTERM")
+    finally:
+        busy.close()
+        late.close()
+        d.kill()
+
+
 TESTS = {name[5:]: fn for name, fn in globals().items()
          if name.startswith("test_")}
 
