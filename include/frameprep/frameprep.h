@@ -11,8 +11,24 @@
  *
  * Conventions: functions return 0 (FPREP_OK) or a positive enum fprep_err;
  * objects are created with *_open / *_alloc and released with the matching
- * *_close / *_free; nothing is global, and a client handle may be used by
- * one thread at a time.
+ * *_close / *_free; nothing is global.
+ *
+ * Threads: a client may be shared by threads. The calls that make
+ * requests (fprep_client_request, fprep_client_info, fprep_client_limits,
+ * fprep_client_check_request, fprep_client_register, fprep_client_submit,
+ * fprep_pending_*, fprep_region_open, fprep_region_open_cuda,
+ * fprep_region_close, fprep_ring_open, fprep_ring_submit) may run on
+ * several threads at once on one client: each blocking call takes a call
+ * slot of its own (an nng context and its aios; up to
+ * FPREP_CLIENT_MAX_CALLS at once, more wait for one), and a reply in
+ * shared memory is awaited where its own request put it. The settings
+ * (fprep_client_set_spin, fprep_client_set_staging, fprep_client_doorbell)
+ * are called between requests: not while another thread is inside a call
+ * on the same client. fprep_client_close is called once, after every
+ * other call on the client returned. fprep_client_last_error tells the
+ * calling thread's last failure. One object other than a client (a
+ * region, a ring's slot, a pending request, a result) is used by one
+ * thread at a time; fprep_result_fini may be called from any thread.
  */
 #ifndef FRAMEPREP_FRAMEPREP_H
 #define FRAMEPREP_FRAMEPREP_H
@@ -128,6 +144,13 @@ FPREP_EXTERN int fprep_default_url(char *buf, size_t size);
 /* fprep_client: a connection to frameprepd. */
 typedef struct fprep_client fprep_client;
 
+/* FPREP_CLIENT_MAX_CALLS: the blocking calls one client has in flight at
+ * once (each on an nng context of its own, made on demand and reused); a
+ * call that finds all of them busy waits for one, within its timeout
+ * (then FPREP_ETIMEDOUT). Asynchronous requests (fprep_client_submit) are
+ * not counted. */
+#define FPREP_CLIENT_MAX_CALLS 16
+
 /* fprep_client_open dials url (NULL: fprep_default_url, so
  * $FRAMEPREP_SOCKET first) and stores a new client in *clientp. url must
  * be ipc://PATH or tcp://HOST:PORT, else FPREP_EINVAL. Before an ipc://
@@ -155,7 +178,7 @@ typedef struct fprep_client fprep_client;
  * daemon that answered the INFO.
  * fprep_client_last_error(NULL) says why in each case. timeout_ms bounds
  * each request's wait for its reply (0: 30 s). Release with
- * fprep_client_close. */
+ * fprep_client_close. Any thread. */
 FPREP_EXTERN int fprep_client_open(fprep_client **clientp, const char *url,
                                    int timeout_ms);
 
@@ -174,7 +197,9 @@ FPREP_EXTERN int fprep_client_open_trusting(fprep_client **clientp,
 /* fprep_client_close closes the connection and frees the client. Results
  * obtained from it stay valid. Requests still pending fail (their wait
  * returns FPREP_ETRANSPORT) and must still be given to fprep_pending_wait;
- * the client's memory goes with the last of them. NULL is ignored. */
+ * the client's memory goes with the last of them. NULL is ignored. Once,
+ * after every other call on the client returned (no blocking call may be
+ * in progress on another thread). */
 FPREP_EXTERN void fprep_client_close(fprep_client *client);
 
 /* fprep_client_set_spin sets how long fprep_client_request polls for a
@@ -184,7 +209,8 @@ FPREP_EXTERN void fprep_client_close(fprep_client *client);
  * sleeping thread's wake-up out of the latency (and its jitter out of
  * p99) at the cost of a busy core while it waits, as frameprepd's
  * --spin-us does on the daemon's side. Other requests are not affected.
- * Call it between requests, from the thread that makes them. */
+ * Call it between requests (it is read by calls in progress on other
+ * threads, without harm, but meant as a setting). */
 FPREP_EXTERN void fprep_client_set_spin(fprep_client *client, unsigned spin_us);
 
 /* fprep_client_doorbell sets up (on != 0) or ends (on == 0) this client's
@@ -203,14 +229,19 @@ FPREP_EXTERN void fprep_client_set_spin(fprep_client *client, unsigned spin_us);
  * (FPREP_EPERM: the daemon runs with --max-doorbells 0). A doorbell
  * request that the daemon took and never answered within the client's
  * timeout fails with FPREP_ETIMEDOUT and leaves the doorbell unused from
- * then on. fprep_client_close ends it. Call it between requests, from the
- * thread that makes them. */
+ * then on. fprep_client_close ends it. One blocking call at a time uses
+ * the doorbell's one entry; calls made meanwhile on other threads go
+ * through nng. Call it between requests: not while another thread is
+ * inside a call on this client. */
 FPREP_EXTERN int fprep_client_doorbell(fprep_client *client, int on);
 
-/* fprep_client_last_error returns a sentence about the last failure on
- * this client (the transport error name, or the server's message), or "".
- * With client NULL it returns the calling thread's last fprep_client_open
- * failure (nng's error text for a failed dial). */
+/* fprep_client_last_error returns a sentence about the calling thread's
+ * last failure on this client (the transport error name, or the server's
+ * message), or "" (also when this thread made no call on it): each thread
+ * reads its own, so calls on other threads do not overwrite it. The text
+ * lives until this thread's next call on any client. With client NULL it
+ * returns the calling thread's last fprep_client_open failure (nng's error
+ * text for a failed dial). */
 FPREP_EXTERN const char *fprep_client_last_error(const fprep_client *client);
 
 /* fprep_result: a reply received by the client. header is the decoded reply
@@ -233,7 +264,8 @@ FPREP_EXTERN void fprep_result_fini(fprep_result *res);
  * requests, from its INFO reply: asked the first time (one round trip)
  * and kept for the life of the client, also when the daemon could not
  * tell them. Returns 0, fprep_client_info's errors, the server's status,
- * or FPREP_EPROTO when the daemon did not tell its limits. */
+ * or FPREP_EPROTO when the daemon did not tell its limits. Any thread
+ * (the first callers wait for the one INFO). */
 FPREP_EXTERN int fprep_client_limits(fprep_client *client, fprep_limits *lim);
 
 /* fprep_client_check_request checks req against the limits the daemon's
@@ -273,14 +305,22 @@ FPREP_EXTERN int fprep_client_check_request(fprep_client *client,
  * no shared memory), the frame goes inline through the socket, as it
  * always does over tcp://. Either way req and *res read as for an inline
  * reply (res->header.output_loc INLINE, payload_size the tensor's bytes).
- * fprep_client_set_staging turns it off. */
+ * fprep_client_set_staging turns it off.
+ *
+ * Any thread, several at once on one client: each call has its own nng
+ * context (FPREP_CLIENT_MAX_CALLS at once; more wait, within the
+ * timeout) and its own stage, and a reply in shared memory (shm_reply) is
+ * awaited at the place its own request names, so calls on several
+ * threads must name different reply places. The timeout bounds the whole
+ * call (a free slot, the send and the reply); FPREP_ETIMEDOUT's sentence
+ * says "timed out after N ms". */
 FPREP_EXTERN int fprep_client_request(fprep_client *client, fprep_request *req,
                                       const void *payload, fprep_result *res);
 
 /* fprep_client_set_staging turns the staging of inline frames through
  * shared memory (see fprep_client_request) on (on != 0, the default) or
- * off, closing the stages no result holds. Call it between requests, from
- * the thread that makes them. */
+ * off, closing the stages no result holds. Call it between requests: not
+ * while another thread is inside a call on this client. */
 FPREP_EXTERN void fprep_client_set_staging(fprep_client *client, int on);
 
 /* fprep_pending: one request in flight on a client (asynchronous API). */
@@ -305,7 +345,8 @@ typedef void (*fprep_done_fn)(fprep_pending *p, void *arg);
  * call that first to keep it out of a timed loop. Returns 0, or
  * FPREP_ENOMEM, FPREP_ETRANSPORT, FPREP_ELIMIT (as fprep_client_request), or
  * FPREP_EINVAL for a request with shm_reply (its reply comes in shared
- * memory only, which fprep_client_request alone waits for). */
+ * memory only, which fprep_client_request alone waits for). Any thread,
+ * several at once. */
 FPREP_EXTERN int fprep_client_submit(fprep_client *client, fprep_request *req,
                                      const void *payload, fprep_done_fn cb,
                                      void *arg, fprep_pending **pp);
@@ -316,7 +357,7 @@ FPREP_EXTERN int fprep_pending_done(const fprep_pending *p);
 
 /* fprep_pending_wait waits for p (up to the client's timeout from the
  * submission), stores the reply in *res with the same rules and errors as
- * fprep_client_request, and frees p. */
+ * fprep_client_request, and frees p. Any one thread, once per p. */
 FPREP_EXTERN int fprep_pending_wait(fprep_pending *p, fprep_result *res);
 
 /* fprep_client_register sends a REGISTER, UNREGISTER or REGISTER_CUDA
@@ -325,14 +366,15 @@ FPREP_EXTERN int fprep_pending_wait(fprep_pending *p, fprep_result *res);
  * res->header.status and, after a REGISTER or REGISTER_CUDA, the new
  * region's id res->header.region_id. Most programs use fprep_region_open,
  * fprep_region_open_cuda and fprep_region_close instead. Returns 0 or a
- * transport error, like fprep_client_request. */
+ * transport error, like fprep_client_request. Any thread, several at once
+ * (as fprep_client_request). */
 FPREP_EXTERN int fprep_client_register(fprep_client *client,
                                        fprep_register_request *req,
                                        fprep_result *res);
 
 /* fprep_client_info asks the daemon what it runs. On success res->payload
  * holds payload_size bytes of "key: value" lines (NUL-terminated as a
- * convenience; the NUL is not counted). */
+ * convenience; the NUL is not counted). Any thread, several at once. */
 FPREP_EXTERN int fprep_client_info(fprep_client *client, fprep_result *res);
 
 /* fprep_region: a POSIX shared-memory region created by a client and
@@ -357,8 +399,9 @@ typedef struct fprep_region fprep_region;
  * over tcp://). A REGISTER refused with FPREP_ELIMIT (the daemon's
  * --max-regions or shared-memory budgets) is tried once more after the
  * client closed the stages of fprep_client_request that no result holds,
- * so those never take a program's own region. Same thread rules as
- * client. */
+ * so those never take a program's own region. Any thread, several at
+ * once on one client; the region returned is used by one thread at a
+ * time. */
 FPREP_EXTERN int fprep_region_open(fprep_region **rp, fprep_client *client,
                                    size_t size);
 
@@ -383,14 +426,15 @@ FPREP_EXTERN int fprep_region_open(fprep_region **rp, fprep_client *client,
  * another GPU), FPREP_EPERM (the daemon runs with --allow-cuda-regions=false),
  * FPREP_ELIMIT (--max-cuda-regions), FPREP_EREGION, FPREP_ECUDA, or the
  * transport errors of fprep_client_request; fprep_client_last_error says
- * why. Same thread rules as client. */
+ * why. Any thread, several at once on one client. */
 FPREP_EXTERN int fprep_region_open_cuda(fprep_region **rp, fprep_client *client,
                                         void *dptr, size_t size);
 
 /* fprep_region_close unregisters r (best effort), unmaps a shared-memory
  * region and frees r; for a CUDA region, once it returns the daemon no
  * longer touches the memory. Requests naming r must have completed. NULL
- * is ignored. */
+ * is ignored. Any thread, while other threads make calls on its client
+ * (not on r). */
 FPREP_EXTERN void fprep_region_close(fprep_region *r);
 
 /* fprep_region_base returns the start of r's mapping (page-aligned), or

@@ -2,9 +2,13 @@
  * client.c: the blocking client of frameprepd.
  *
  * A client is one cooked nng REQ socket dialled synchronously to the
- * daemon. Each request goes through an nng context with its own aio, so an
- * asynchronous, pipelined API (one context and aio per request in flight)
- * can sit beside this blocking call on the same socket. With one daemon,
+ * daemon. Each request goes through an nng context with its own aio: a
+ * blocking call takes a call slot (a context, its aios and its wait for a
+ * reply in shared memory) from the client's pool, created on demand up to
+ * FPREP_CLIENT_MAX_CALLS and reused, so several threads may make blocking
+ * calls on one client at once, and the asynchronous, pipelined API (one
+ * context and aio per request in flight) sits beside them on the same
+ * socket. With one daemon,
  * resending is off: the daemon sees every request once. With several (a
  * comma-separated list of URLs) the one socket dials them all: nng hands
  * each request to a connection that is free, and resends a request whose
@@ -49,6 +53,34 @@
  * to keep it in). */
 static _Thread_local char client_open_error[512];
 
+/* The last failure of each thread on a client: the client's serial
+ * number (0: none) and the sentence. A client's calls may run on several
+ * threads at once, so each thread reads its own. */
+static _Thread_local struct {
+	uint64_t serial;
+	char text[256];
+} client_last;
+
+/* Serial numbers of clients, so that a thread's last failure is not
+ * read for another client opened at the same address. */
+static _Atomic uint64_t client_serials = 1;
+
+/* client_slot: what one blocking call uses, the whole call long: its own
+ * nng context, the aio of its send and receive, and the receive of a
+ * reply that comes in shared memory (raio) with its wait. Created on
+ * demand, up to FPREP_CLIENT_MAX_CALLS, and kept for the next call. */
+struct client_slot {
+	fprep_client *c;
+	nng_ctx ctx;
+	nng_aio *aio;
+	nng_aio *raio;                /* the reply's receive, with a callback */
+	_Atomic uint64_t *reply_word; /* request_id of the awaited header */
+	uint64_t reply_id;            /* the awaited request's id */
+	_Atomic int reply_state;      /* CLIENT_WAIT_* */
+	int raio_busy;                /* raio cancelled, not yet waited for */
+	struct client_slot *next;     /* in the free list */
+};
+
 /* client_trust: the users whose ipc:// socket (file and peer) a client
  * dials besides its own user and root: the service account, when it
  * exists, and the one the caller named (fprep_client_open_trusting). */
@@ -61,42 +93,46 @@ struct client_trust {
 
 struct fprep_client {
 	nng_socket sock;
-	nng_ctx ctx;               /* the context of the blocking call */
-	nng_aio *aio;              /* its aio */
-	int timeout_ms;            /* per request, send plus reply */
-	_Atomic uint64_t next_id;  /* the next request id */
-	_Atomic unsigned refs;     /* 1 until closed, + 1 per pending */
-	char error[256];           /* the last failure, as a sentence */
-	int limits_state;          /* CLIENT_LIMITS_* */
-	fprep_limits limits;       /* the daemon's, when CLIENT_LIMITS_KNOWN */
-	struct client_trust trust; /* who may own the daemon's socket */
-	unsigned daemons;          /* URLs dialled */
+	int timeout_ms;           /* per request, send plus reply */
+	uint64_t serial;          /* this client's, for client_last */
+	_Atomic uint64_t next_id; /* the next request id */
+	_Atomic unsigned refs;    /* 1 until closed, + 1 per pending */
+
+	/* The blocking calls' slots: nslots made, the free ones listed. */
+	pthread_mutex_t slot_mtx;
+	pthread_cond_t slot_cv;
+	struct client_slot *slots[FPREP_CLIENT_MAX_CALLS];
+	unsigned nslots;
+	struct client_slot *free_slots;
+
+	pthread_mutex_t limits_mtx; /* asking for the limits */
+	_Atomic int limits_state;   /* CLIENT_LIMITS_* */
+	fprep_limits limits;        /* the daemon's, when CLIENT_LIMITS_KNOWN */
+	struct client_trust trust;  /* who may own the daemon's socket */
+	unsigned daemons;           /* URLs dialled */
 	_Atomic uint64_t
 	        peer_uid; /* the daemon's uid + 1 (ipc://), 0 unknown */
 
 	/* The reply in shared memory (protocol.h): the regions this client
-	 * registered, and the blocking call's wait for a reply there. */
+	 * registered. */
 	pthread_mutex_t shm_mtx;
 	struct client_shm *shm; /* nshm entries, under shm_mtx */
 	unsigned nshm;
-	nng_aio *raio;                /* the reply's receive, with a callback */
-	_Atomic uint64_t *reply_word; /* request_id of the awaited header */
-	uint64_t reply_id;            /* the awaited request's id */
-	_Atomic int reply_state;      /* CLIENT_WAIT_* */
-	int raio_busy;    /* raio cancelled, not yet waited for (caller's) */
-	unsigned spin_us; /* poll the reply this long before sleeping */
+	_Atomic unsigned spin_us; /* poll the reply this long, then sleep */
 
 	/* The doorbell (fprep_client_doorbell): its region and its area, one
-	 * entry, used by the blocking call. */
+	 * entry, used by one blocking call at a time (db_busy); the others
+	 * go through nng. db_area NULL: no doorbell, or given up. */
 	fprep_region *db_region;
-	uint8_t *db_area;
+	_Atomic(uint8_t *) db_area;
+	atomic_flag db_busy;
 
 	/* Inline frames staged through shared memory (client_stage.c). */
 	struct fprep__stages stages;
-	int stage_off; /* fprep_client_set_staging(client, 0) */
+	_Atomic int stage_off; /* fprep_client_set_staging(client, 0) */
 };
 
-/* The blocking call's wait for a reply in shared memory: the caller sets
+/* A call slot's wait for a reply in shared memory: the caller sets
  * WAITING before it posts the receive and leaves it for IDLE (a CAS) when
  * the header arrived; the receive's callback takes WAITING to NNG (a CAS)
  * before it touches the header's memory, so it never touches a header
@@ -111,7 +147,7 @@ struct client_shm {
 };
 
 static void client_reply_cb(void *arg);
-static void client_raio_retire(fprep_client *c);
+static void client_raio_retire(struct client_slot *s);
 
 /* What the reply aio's callback stores in the awaited request_id when nng
  * delivered the reply (or failed) first: no request has this id. */
@@ -137,10 +173,18 @@ static int client_error(fprep_client *c, int err, const char *fmt, ...)
 {
 	va_list ap;
 
+	client_last.serial = c->serial;
 	va_start(ap, fmt);
-	vsnprintf(c->error, sizeof(c->error), fmt, ap);
+	vsnprintf(client_last.text, sizeof(client_last.text), fmt, ap);
 	va_end(ap);
 	return err;
+}
+
+/* client_error_clear forgets the calling thread's last failure on c. */
+static void client_error_clear(fprep_client *c)
+{
+	client_last.serial = c->serial;
+	client_last.text[0] = '\0';
 }
 
 int fprep__client_set_error(fprep_client *c, int err, const char *text)
@@ -471,6 +515,107 @@ int fprep__client_check_shm(fprep_client *c)
 	                    c->daemons);
 }
 
+/* client_destroy frees c's memory (its sockets and slots are gone). */
+static void client_destroy(fprep_client *c)
+{
+	fprep__stages_destroy(&c->stages);
+	pthread_mutex_destroy(&c->limits_mtx);
+	pthread_cond_destroy(&c->slot_cv);
+	pthread_mutex_destroy(&c->slot_mtx);
+	pthread_mutex_destroy(&c->shm_mtx);
+	free(c->shm);
+	free(c);
+}
+
+/* client_slot_new makes a call slot of c, or returns an nng error. Under
+ * slot_mtx. */
+static int client_slot_new(fprep_client *c, struct client_slot **sp)
+{
+	struct client_slot *s = calloc(1, sizeof(*s));
+	int rv;
+
+	if (s == NULL)
+		return NNG_ENOMEM;
+	s->c = c;
+	if ((rv = nng_ctx_open(&s->ctx, c->sock)) != 0)
+		goto err_free;
+	if ((rv = nng_aio_alloc(&s->aio, NULL, NULL)) != 0)
+		goto err_ctx;
+	if ((rv = nng_aio_alloc(&s->raio, client_reply_cb, s)) != 0)
+		goto err_aio;
+	c->slots[c->nslots++] = s;
+	*sp = s;
+	return 0;
+
+err_aio:
+	nng_aio_free(s->aio);
+err_ctx:
+	nng_ctx_close(s->ctx);
+err_free:
+	free(s);
+	return rv;
+}
+
+/* client_slot_get takes a free call slot of c for one blocking call into
+ * *sp, making one while fewer than FPREP_CLIENT_MAX_CALLS exist, else
+ * waiting for one until deadline. Returns 0, or FPREP_ETIMEDOUT or
+ * FPREP_ENOMEM, recorded. */
+static int client_slot_get(fprep_client *c, nng_time deadline,
+                           struct client_slot **sp)
+{
+	struct timespec ts;
+	nng_time now;
+	int rv = 0;
+
+	pthread_mutex_lock(&c->slot_mtx);
+	while (c->free_slots == NULL && rv == 0) {
+		if (c->nslots < FPREP_CLIENT_MAX_CALLS) {
+			rv = client_slot_new(c, &c->free_slots);
+			break;
+		}
+		now = nng_clock();
+		if (now >= deadline) {
+			rv = NNG_ETIMEDOUT;
+			break;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += (time_t)((deadline - now) / 1000);
+		ts.tv_nsec += (long)((deadline - now) % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		(void)pthread_cond_timedwait(&c->slot_cv, &c->slot_mtx, &ts);
+	}
+	if (rv == 0) {
+		*sp = c->free_slots;
+		c->free_slots = (*sp)->next;
+	}
+	pthread_mutex_unlock(&c->slot_mtx);
+	if (rv == NNG_ETIMEDOUT)
+		return client_error(c, FPREP_ETIMEDOUT,
+		                    "timed out after %d ms waiting for one of "
+		                    "the client's %d calls in flight to end",
+		                    c->timeout_ms, FPREP_CLIENT_MAX_CALLS);
+	if (rv != 0)
+		return client_error(c, client_nng_err(rv),
+		                    "opening a context: %s (nng error %d)",
+		                    nng_strerror(rv), rv);
+	return 0;
+}
+
+/* client_slot_put gives s back to its client's free slots. */
+static void client_slot_put(struct client_slot *s)
+{
+	fprep_client *c = s->c;
+
+	pthread_mutex_lock(&c->slot_mtx);
+	s->next = c->free_slots;
+	c->free_slots = s;
+	pthread_cond_signal(&c->slot_cv);
+	pthread_mutex_unlock(&c->slot_mtx);
+}
+
 int fprep_client_open(fprep_client **clientp, const char *url, int timeout_ms)
 {
 	return fprep_client_open_trusting(clientp, url, timeout_ms, NULL);
@@ -515,7 +660,13 @@ int fprep_client_open_trusting(fprep_client **clientp, const char *url,
 	c->timeout_ms = timeout_ms ? timeout_ms : CLIENT_DEFAULT_TIMEOUT_MS;
 	c->next_id = 1;
 	c->refs = 1;
+	c->serial = atomic_fetch_add(&client_serials, 1);
+	atomic_flag_clear(&c->db_busy);
 	pthread_mutex_init(&c->shm_mtx, NULL);
+	pthread_mutex_init(&c->slot_mtx, NULL);
+	pthread_cond_init(&c->slot_cv, NULL);
+	pthread_mutex_init(&c->limits_mtx, NULL);
+	fprep__stages_init(&c->stages);
 	if ((rv = nng_req0_open(&c->sock)) != 0) {
 		err = client_nng_err(rv);
 		goto err_free;
@@ -525,9 +676,6 @@ int fprep_client_open_trusting(fprep_client **clientp, const char *url,
 	    (rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
 	    (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST,
 	                          client_pipe_added, c)) != 0 ||
-	    (rv = nng_ctx_open(&c->ctx, c->sock)) != 0 ||
-	    (rv = nng_aio_alloc(&c->aio, NULL, NULL)) != 0 ||
-	    (rv = nng_aio_alloc(&c->raio, client_reply_cb, c)) != 0 ||
 	    (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_PRE, client_pipe_cb,
 	                          c)) != 0) {
 		err = client_nng_err(rv);
@@ -542,16 +690,12 @@ int fprep_client_open_trusting(fprep_client **clientp, const char *url,
 	return FPREP_OK;
 
 err_close:
-	if (c->aio != NULL)
-		nng_aio_free(c->aio);
-	if (c->raio != NULL)
-		nng_aio_free(c->raio);
 	nng_close(c->sock);
 err_free:
 	snprintf(client_open_error, sizeof(client_open_error),
 	         "connecting to %.200s: %s (nng error %d)", url,
 	         nng_strerror(rv), rv);
-	free(c);
+	client_destroy(c);
 	return err;
 }
 
@@ -559,11 +703,8 @@ err_free:
  * needs it (a pending waited for after the close reports into it). */
 static void client_unref(fprep_client *c)
 {
-	if (atomic_fetch_sub(&c->refs, 1) == 1) {
-		pthread_mutex_destroy(&c->shm_mtx);
-		free(c->shm);
-		free(c);
-	}
+	if (atomic_fetch_sub(&c->refs, 1) == 1)
+		client_destroy(c);
 }
 
 void fprep_client_close(fprep_client *client)
@@ -572,24 +713,34 @@ void fprep_client_close(fprep_client *client)
 		return;
 	fprep__stages_fini(&client->stages);
 	(void)fprep_client_doorbell(client, 0);
-	nng_aio_stop(client->aio);
-	client_raio_retire(client);
-	nng_aio_stop(client->raio);
-	nng_ctx_close(client->ctx);
+	for (unsigned i = 0; i < client->nslots; i++) {
+		struct client_slot *s = client->slots[i];
+
+		nng_aio_stop(s->aio);
+		client_raio_retire(s);
+		nng_aio_stop(s->raio);
+		nng_ctx_close(s->ctx);
+	}
 	nng_close(client->sock);
-	nng_aio_free(client->aio);
-	nng_aio_free(client->raio);
+	for (unsigned i = 0; i < client->nslots; i++) {
+		nng_aio_free(client->slots[i]->aio);
+		nng_aio_free(client->slots[i]->raio);
+		free(client->slots[i]);
+	}
+	client->nslots = 0;
 	client_unref(client);
 }
 
 void fprep_client_set_spin(fprep_client *client, unsigned spin_us)
 {
-	client->spin_us = spin_us;
+	atomic_store_explicit(&client->spin_us, spin_us, memory_order_relaxed);
 }
 
 const char *fprep_client_last_error(const fprep_client *client)
 {
-	return client == NULL ? client_open_error : client->error;
+	if (client == NULL)
+		return client_open_error;
+	return client_last.serial == client->serial ? client_last.text : "";
 }
 
 unsigned fprep__client_shed_stages(fprep_client *c)
@@ -599,7 +750,7 @@ unsigned fprep__client_shed_stages(fprep_client *c)
 
 void fprep_client_set_staging(fprep_client *client, int on)
 {
-	client->stage_off = !on;
+	atomic_store(&client->stage_off, !on);
 	if (!on)
 		fprep__stages_fini(&client->stages);
 }
@@ -613,22 +764,41 @@ void fprep_result_fini(fprep_result *res)
 	memset(res, 0, sizeof(*res));
 }
 
-/* client_send sends msg (taking it) on the client's context within the
- * client's timeout. Returns 0 or an enum fprep_err, recorded. */
-static int client_send(fprep_client *c, nng_msg *msg)
+/* client_step_error records the nng error rv of a step of a call (what
+ * names it) and returns its enum fprep_err. */
+static int client_step_error(fprep_client *c, int rv, const char *what)
+{
+	if (rv == NNG_ETIMEDOUT)
+		return client_error(c, FPREP_ETIMEDOUT,
+		                    "%s: timed out after %d ms", what,
+		                    c->timeout_ms);
+	return client_error(c, client_nng_err(rv), "%s: %s (nng error %d)",
+	                    what, nng_strerror(rv), rv);
+}
+
+/* client_left is what is left of the call's time until deadline for
+ * the next step (at least 1 ms: nng takes 0 as "now"). */
+static nng_duration client_left(nng_time deadline)
+{
+	nng_time now = nng_clock();
+
+	return now >= deadline ? 1 : (nng_duration)(deadline - now);
+}
+
+/* client_send sends msg (taking it) on the slot's context before the
+ * call's deadline. Returns 0 or an enum fprep_err, recorded. */
+static int client_send(struct client_slot *s, nng_msg *msg, nng_time deadline)
 {
 	int rv;
 
-	nng_aio_set_timeout(c->aio, c->timeout_ms);
-	nng_aio_set_msg(c->aio, msg);
-	nng_ctx_send(c->ctx, c->aio);
-	nng_aio_wait(c->aio);
-	if ((rv = nng_aio_result(c->aio)) != 0) {
-		nng_msg_free(nng_aio_get_msg(c->aio));
-		nng_aio_set_msg(c->aio, NULL);
-		return client_error(c, client_nng_err(rv),
-		                    "sending the request: %s (nng error %d)",
-		                    nng_strerror(rv), rv);
+	nng_aio_set_timeout(s->aio, client_left(deadline));
+	nng_aio_set_msg(s->aio, msg);
+	nng_ctx_send(s->ctx, s->aio);
+	nng_aio_wait(s->aio);
+	if ((rv = nng_aio_result(s->aio)) != 0) {
+		nng_msg_free(nng_aio_get_msg(s->aio));
+		nng_aio_set_msg(s->aio, NULL);
+		return client_step_error(s->c, rv, "sending the request");
 	}
 	return 0;
 }
@@ -640,31 +810,26 @@ static int client_take_reply(fprep_client *c, nng_aio *aio, nng_msg **replyp)
 	int rv;
 
 	if ((rv = nng_aio_result(aio)) != 0)
-		return client_error(c, client_nng_err(rv),
-		                    "waiting for the reply: %s (nng error %d)",
-		                    nng_strerror(rv), rv);
+		return client_step_error(c, rv, "waiting for the reply");
 	*replyp = nng_aio_get_msg(aio);
 	nng_aio_set_msg(aio, NULL);
 	return FPREP_OK;
 }
 
-/* client_roundtrip sends msg (taking it) on the client's context and waits
- * for the reply, all within the client's timeout. */
-static int client_roundtrip(fprep_client *c, nng_msg *msg, nng_msg **replyp)
+/* client_roundtrip sends msg (taking it) on the slot's context and waits
+ * for the reply, all before the call's deadline. */
+static int client_roundtrip(struct client_slot *s, nng_msg *msg,
+                            nng_time deadline, nng_msg **replyp)
 {
-	nng_time deadline = nng_clock() + (nng_time)c->timeout_ms;
-	nng_time now;
 	int rv;
 
 	*replyp = NULL;
-	if ((rv = client_send(c, msg)) != 0)
+	if ((rv = client_send(s, msg, deadline)) != 0)
 		return rv;
-	now = nng_clock();
-	nng_aio_set_timeout(
-	        c->aio, now >= deadline ? 1 : (nng_duration)(deadline - now));
-	nng_ctx_recv(c->ctx, c->aio);
-	nng_aio_wait(c->aio);
-	return client_take_reply(c, c->aio, replyp);
+	nng_aio_set_timeout(s->aio, client_left(deadline));
+	nng_ctx_recv(s->ctx, s->aio);
+	nng_aio_wait(s->aio);
+	return client_take_reply(s->c, s->aio, replyp);
 }
 
 int fprep__client_add_shm(fprep_client *c, uint32_t id, void *base, size_t size)
@@ -742,33 +907,34 @@ static long client_futex(_Atomic uint64_t *word, int op, uint32_t val)
  * overwritten. */
 static void client_reply_cb(void *arg)
 {
-	fprep_client *c = arg;
+	struct client_slot *s = arg;
 	int state = CLIENT_WAIT_WAITING;
 	uint64_t v;
 
-	if (!atomic_compare_exchange_strong(&c->reply_state, &state,
+	if (!atomic_compare_exchange_strong(&s->reply_state, &state,
 	                                    CLIENT_WAIT_NNG))
 		return;
-	v = atomic_load(c->reply_word);
-	while (v != c->reply_id &&
-	       !atomic_compare_exchange_weak(c->reply_word, &v,
+	v = atomic_load(s->reply_word);
+	while (v != s->reply_id &&
+	       !atomic_compare_exchange_weak(s->reply_word, &v,
 	                                     CLIENT_REPLY_VIA_NNG))
 		;
-	client_futex(c->reply_word, FUTEX_WAKE, INT_MAX);
+	client_futex(s->reply_word, FUTEX_WAKE, INT_MAX);
 }
 
-/* client_raio_retire waits for the receive that the last reply through
- * shared memory cancelled (its callback has long run, as a rule) and drops
- * nng's copy of that reply, so raio can take the next receive. */
-static void client_raio_retire(fprep_client *c)
+/* client_raio_retire waits for the receive that the slot's last reply
+ * through shared memory cancelled (its callback has long run, as a rule)
+ * and drops nng's copy of that reply, so raio can take the next
+ * receive. */
+static void client_raio_retire(struct client_slot *s)
 {
-	if (!c->raio_busy)
+	if (!s->raio_busy)
 		return;
-	nng_aio_wait(c->raio);
-	if (nng_aio_result(c->raio) == 0)
-		nng_msg_free(nng_aio_get_msg(c->raio));
-	nng_aio_set_msg(c->raio, NULL);
-	c->raio_busy = 0;
+	nng_aio_wait(s->raio);
+	if (nng_aio_result(s->raio) == 0)
+		nng_msg_free(nng_aio_get_msg(s->raio));
+	nng_aio_set_msg(s->raio, NULL);
+	s->raio_busy = 0;
 }
 
 /* client_wait_word waits until the request_id at word is no longer v: it
@@ -777,10 +943,12 @@ static void client_raio_retire(fprep_client *c)
 static void client_wait_word(fprep_client *c, _Atomic uint64_t *word,
                              uint64_t v)
 {
+	unsigned spin_us =
+	        atomic_load_explicit(&c->spin_us, memory_order_relaxed);
 	struct timespec t0, t;
 	unsigned i;
 
-	if (c->spin_us != 0) {
+	if (spin_us != 0) {
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		for (i = 1;; i++) {
 			if (atomic_load_explicit(word, memory_order_relaxed) !=
@@ -791,7 +959,7 @@ static void client_wait_word(fprep_client *c, _Atomic uint64_t *word,
 			clock_gettime(CLOCK_MONOTONIC, &t);
 			if ((t.tv_sec - t0.tv_sec) * 1000000 +
 			            (t.tv_nsec - t0.tv_nsec) / 1000 >=
-			    (long)c->spin_us)
+			    (long)spin_us)
 				break;
 		}
 	}
@@ -806,49 +974,46 @@ static void client_wait_word(fprep_client *c, _Atomic uint64_t *word,
  * without waiting (its callback runs on an nng thread, a hand-off that
  * would add to every request's latency), and waited for after the next
  * request is sent, while the daemon works on that one. */
-static int client_roundtrip_shm(fprep_client *c, nng_msg *msg, uint8_t *area,
-                                uint64_t id, nng_msg **replyp)
+static int client_roundtrip_shm(struct client_slot *s, nng_msg *msg,
+                                uint8_t *area, uint64_t id, nng_time deadline,
+                                nng_msg **replyp)
 {
 	_Atomic uint64_t *word = (_Atomic uint64_t *)(void *)(area + 8);
-	nng_time deadline = nng_clock() + (nng_time)c->timeout_ms;
-	nng_time now;
 	nng_msg *copy;
 	uint64_t v;
 	int rv;
 
 	*replyp = NULL;
 	atomic_store_explicit(word, 0, memory_order_relaxed);
-	if ((rv = client_send(c, msg)) != 0)
+	if ((rv = client_send(s, msg, deadline)) != 0)
 		return rv;
-	client_raio_retire(c);
-	c->reply_word = word;
-	c->reply_id = id;
-	atomic_store(&c->reply_state, CLIENT_WAIT_WAITING);
-	now = nng_clock();
-	nng_aio_set_timeout(
-	        c->raio, now >= deadline ? 1 : (nng_duration)(deadline - now));
-	nng_ctx_recv(c->ctx, c->raio);
+	client_raio_retire(s);
+	s->reply_word = word;
+	s->reply_id = id;
+	atomic_store(&s->reply_state, CLIENT_WAIT_WAITING);
+	nng_aio_set_timeout(s->raio, client_left(deadline));
+	nng_ctx_recv(s->ctx, s->raio);
 	/* The receive's own timeout ends the wait: its callback wakes us. */
 	while ((v = atomic_load_explicit(word, memory_order_acquire)) != id &&
 	       v != CLIENT_REPLY_VIA_NNG)
-		client_wait_word(c, word, v);
+		client_wait_word(s->c, word, v);
 	if (v == id && nng_msg_alloc(&copy, FPREP_REPLY_HEADER_SIZE) == 0) {
 		int state = CLIENT_WAIT_WAITING;
 
 		memcpy(nng_msg_body(copy), area, FPREP_REPLY_HEADER_SIZE);
-		if (atomic_compare_exchange_strong(&c->reply_state, &state,
+		if (atomic_compare_exchange_strong(&s->reply_state, &state,
 		                                   CLIENT_WAIT_IDLE))
-			nng_aio_cancel(c->raio);
+			nng_aio_cancel(s->raio);
 		else /* the callback runs: let it end before area goes */
-			nng_aio_wait(c->raio);
-		c->raio_busy = 1;
+			nng_aio_wait(s->raio);
+		s->raio_busy = 1;
 		*replyp = copy;
 		return FPREP_OK;
 	}
 	/* nng's reply (or error) came first, or no memory for the copy:
 	 * nng's reply will do. */
-	nng_aio_wait(c->raio);
-	return client_take_reply(c, c->raio, replyp);
+	nng_aio_wait(s->raio);
+	return client_take_reply(s->c, s->raio, replyp);
 }
 
 /* What client_doorbell_call returns when the daemon did not take the
@@ -858,9 +1023,10 @@ static int client_roundtrip_shm(fprep_client *c, nng_msg *msg, uint8_t *area,
 /* client_doorbell_fits tells whether req may go through the doorbell
  * (protocol.h, "Doorbells"): a FRAME or ECHO with its frame and its
  * tensor in regions. */
-static int client_doorbell_fits(const fprep_client *c, const fprep_request *req)
+static int client_doorbell_fits(fprep_client *c, const fprep_request *req)
 {
-	return c->db_area != NULL &&
+	return atomic_load_explicit(&c->db_area, memory_order_acquire) !=
+	               NULL &&
 	       (req->kind == FPREP_KIND_FRAME ||
 	        req->kind == FPREP_KIND_ECHO) &&
 	       req->input_loc != FPREP_LOC_INLINE &&
@@ -877,6 +1043,7 @@ static int client_doorbell_watched(_Atomic uint32_t *polling,
 }
 
 /* client_doorbell_call posts the request header hdr (request id) in the
+ * doorbell's area db (its one entry, which the caller holds: db_busy)
  * doorbell's entry when the daemon watches it (polls it, or sleeps on its
  * wake word, which is then rung), and waits there for the reply: polling
  * for up to spin_us, then in futex(2) with a 1 ms bound, so that it sees
@@ -884,14 +1051,16 @@ static int client_doorbell_watched(_Atomic uint32_t *polling,
  * *replyp; CLIENT_DOORBELL_NOT_TAKEN when the daemon did not watch, or
  * stopped before it took the request (the entry is the client's again);
  * or an error. */
-static int client_doorbell_call(fprep_client *c, const uint8_t *hdr,
-                                uint64_t id, nng_msg **replyp)
+static int client_doorbell_call(fprep_client *c, uint8_t *db,
+                                const uint8_t *hdr, uint64_t id,
+                                nng_msg **replyp)
 {
-	uint8_t *e = c->db_area + FPREP_DOORBELL_HEADER_SIZE;
-	_Atomic uint32_t *polling = (_Atomic uint32_t *)(void *)c->db_area;
+	uint8_t *e = db + FPREP_DOORBELL_HEADER_SIZE;
+	_Atomic uint32_t *polling = (_Atomic uint32_t *)(void *)db;
 	_Atomic uint32_t *wake =
-	        (_Atomic uint32_t *)(void *)(c->db_area +
-	                                     FPREP_DOORBELL_WAKE_AT);
+	        (_Atomic uint32_t *)(void *)(db + FPREP_DOORBELL_WAKE_AT);
+	unsigned spin_us =
+	        atomic_load_explicit(&c->spin_us, memory_order_relaxed);
 	_Atomic uint32_t *state = (_Atomic uint32_t *)(void *)e;
 	_Atomic uint64_t *word =
 	        (_Atomic uint64_t *)(void *)(e + FPREP_DOORBELL_REPLY_AT + 8);
@@ -936,13 +1105,13 @@ static int client_doorbell_call(fprep_client *c, const uint8_t *hdr,
 		if (waited_us >= (long)c->timeout_ms * 1000) {
 			/* Taken and never answered: the doorbell is left
 			 * alone from now on. */
-			c->db_area = NULL;
+			atomic_store(&c->db_area, NULL);
 			return client_error(c, FPREP_ETIMEDOUT,
-			                    "no reply in the doorbell within "
-			                    "%d ms",
+			                    "no reply in the doorbell: timed "
+			                    "out after %d ms",
 			                    c->timeout_ms);
 		}
-		if (waited_us >= (long)c->spin_us)
+		if (waited_us >= (long)spin_us)
 			syscall(SYS_futex, (uint32_t *)(void *)word, FUTEX_WAIT,
 			        (uint32_t)v, &tick, NULL, 0);
 	}
@@ -1025,35 +1194,61 @@ err_reply:
 	return err;
 }
 
+/* client_call_doorbell sends the request msg through the doorbell when
+ * req fits it and no other call holds its entry: returns what
+ * client_doorbell_call does (CLIENT_DOORBELL_NOT_TAKEN: msg is still the
+ * caller's), having taken msg otherwise. */
+static int client_call_doorbell(fprep_client *c, const fprep_request *req,
+                                nng_msg *msg, nng_msg **replyp)
+{
+	uint8_t *db;
+	int err = CLIENT_DOORBELL_NOT_TAKEN;
+
+	if (!client_doorbell_fits(c, req) ||
+	    atomic_flag_test_and_set(&c->db_busy))
+		return CLIENT_DOORBELL_NOT_TAKEN;
+	db = atomic_load_explicit(&c->db_area, memory_order_acquire);
+	if (db != NULL)
+		err = client_doorbell_call(c, db, nng_msg_body(msg),
+		                           req->request_id, replyp);
+	atomic_flag_clear(&c->db_busy);
+	if (err != CLIENT_DOORBELL_NOT_TAKEN)
+		nng_msg_free(msg);
+	return err;
+}
+
 /* client_call sends a request header plus payload_size bytes of payload
- * and stores the checked reply in *res. */
+ * and stores the checked reply in *res: through the doorbell when it
+ * fits, else on a call slot of its own. */
 static int client_call(fprep_client *c, fprep_request *req, const void *payload,
                        size_t payload_size, fprep_result *res)
 {
+	nng_time deadline = nng_clock() + (nng_time)c->timeout_ms;
 	nng_msg *msg = NULL, *reply = NULL;
+	struct client_slot *s;
 	uint8_t *area = NULL;
 	int err;
 
 	memset(res, 0, sizeof(*res));
-	c->error[0] = '\0';
+	client_error_clear(c);
 	if (req->shm_reply && (area = client_reply_area(c, req)) == NULL)
 		return FPREP_EINVAL;
 	if ((err = client_message(c, req, payload, payload_size, &msg)))
 		return err;
-	if (client_doorbell_fits(c, req)) {
-		err = client_doorbell_call(c, nng_msg_body(msg),
-		                           req->request_id, &reply);
-		if (err != CLIENT_DOORBELL_NOT_TAKEN) {
-			nng_msg_free(msg);
-			if (err)
-				return err;
-			return client_check_reply(c, req->request_id, req->kind,
-			                          reply, res);
-		}
+	err = client_call_doorbell(c, req, msg, &reply);
+	if (err == 0)
+		return client_check_reply(c, req->request_id, req->kind, reply,
+		                          res);
+	if (err != CLIENT_DOORBELL_NOT_TAKEN)
+		return err;
+	if ((err = client_slot_get(c, deadline, &s))) {
+		nng_msg_free(msg);
+		return err;
 	}
-	err = area != NULL ? client_roundtrip_shm(c, msg, area, req->request_id,
-	                                          &reply)
-	                   : client_roundtrip(c, msg, &reply);
+	err = area != NULL ? client_roundtrip_shm(s, msg, area, req->request_id,
+	                                          deadline, &reply)
+	                   : client_roundtrip(s, msg, deadline, &reply);
+	client_slot_put(s);
 	if (err)
 		return err;
 	return client_check_reply(c, req->request_id, req->kind, reply, res);
@@ -1114,23 +1309,31 @@ int fprep_client_limits(fprep_client *client, fprep_limits *lim)
 	fprep_result res;
 	int err;
 
-	if (client->limits_state == CLIENT_LIMITS_UNASKED) {
-		client->limits_state = CLIENT_LIMITS_UNKNOWN;
-		if ((err = fprep_client_info(client, &res)))
-			return err;
-		if (res.header.status != FPREP_OK)
-			err = (int)res.header.status;
-		else if (client_parse_limits(res.payload, &client->limits))
-			err = client_error(client, FPREP_EPROTO,
-			                   "the daemon's INFO reply lacks its "
-			                   "limits");
-		else
-			client->limits_state = CLIENT_LIMITS_KNOWN;
-		fprep_result_fini(&res);
+	/* Asked once, by the first caller; the others wait for it. */
+	if (atomic_load(&client->limits_state) == CLIENT_LIMITS_UNASKED) {
+		pthread_mutex_lock(&client->limits_mtx);
+		err = 0;
+		if (atomic_load(&client->limits_state) ==
+		    CLIENT_LIMITS_UNASKED) {
+			err = fprep_client_info(client, &res);
+			if (err == 0 && res.header.status != FPREP_OK)
+				err = (int)res.header.status;
+			else if (err == 0 &&
+			         client_parse_limits(res.payload,
+			                             &client->limits))
+				err = client_error(client, FPREP_EPROTO,
+				                   "the daemon's INFO reply "
+				                   "lacks its limits");
+			atomic_store(&client->limits_state,
+			             err == 0 ? CLIENT_LIMITS_KNOWN
+			                      : CLIENT_LIMITS_UNKNOWN);
+			fprep_result_fini(&res);
+		}
+		pthread_mutex_unlock(&client->limits_mtx);
 		if (err)
 			return err;
 	}
-	if (client->limits_state != CLIENT_LIMITS_KNOWN)
+	if (atomic_load(&client->limits_state) != CLIENT_LIMITS_KNOWN)
 		return client_error(client, FPREP_EPROTO,
 		                    "the daemon did not tell its limits");
 	*lim = client->limits;
@@ -1146,7 +1349,7 @@ int fprep_client_check_request(fprep_client *client, const fprep_request *req)
 		return FPREP_OK;
 	/* A daemon that cannot tell its limits still gets the request. */
 	if (fprep_client_limits(client, &lim) != FPREP_OK) {
-		client->error[0] = '\0';
+		client_error_clear(client);
 		return FPREP_OK;
 	}
 	if (req->input_size > lim.max_frame_bytes)
@@ -1192,8 +1395,8 @@ int fprep_client_request(fprep_client *client, fprep_request *req,
 	if ((err = client_payload_size(client, req, payload, &size)))
 		return err;
 	/* On one ipc:// daemon, an inline frame goes through a stage. */
-	if (size > 0 && !client->stage_off && client->daemons == 1 &&
-	    atomic_load(&client->peer_uid) != 0) {
+	if (size > 0 && !atomic_load(&client->stage_off) &&
+	    client->daemons == 1 && atomic_load(&client->peer_uid) != 0) {
 		err = fprep__stage_call(client, &client->stages, req, payload,
 		                        res);
 		if (err != FPREP__STAGE_UNUSED)
@@ -1354,11 +1557,13 @@ int fprep_pending_wait(fprep_pending *p, fprep_result *res)
 int fprep_client_register(fprep_client *c, fprep_register_request *req,
                           fprep_result *res)
 {
+	nng_time deadline = nng_clock() + (nng_time)c->timeout_ms;
 	nng_msg *msg = NULL, *reply = NULL;
+	struct client_slot *s;
 	int err;
 
 	memset(res, 0, sizeof(*res));
-	c->error[0] = '\0';
+	client_error_clear(c);
 	req->version = FPREP_PROTOCOL_VERSION;
 	req->request_id = atomic_fetch_add(&c->next_id, 1);
 	if (nng_msg_alloc(&msg, FPREP_REQUEST_HEADER_SIZE) != 0)
@@ -1366,7 +1571,13 @@ int fprep_client_register(fprep_client *c, fprep_register_request *req,
 		                    "no memory for a %d-byte request",
 		                    FPREP_REQUEST_HEADER_SIZE);
 	fprep_register_request_encode(req, nng_msg_body(msg));
-	if ((err = client_roundtrip(c, msg, &reply)))
+	if ((err = client_slot_get(c, deadline, &s))) {
+		nng_msg_free(msg);
+		return err;
+	}
+	err = client_roundtrip(s, msg, deadline, &reply);
+	client_slot_put(s);
+	if (err)
 		return err;
 	return client_check_reply(c, req->request_id, req->kind, reply, res);
 }
@@ -1381,9 +1592,9 @@ int fprep_client_doorbell(fprep_client *client, int on)
 	if (!on || client->db_region != NULL) {
 		if (!on && client->db_region != NULL) {
 			/* Its UNREGISTER ends the doorbell too. */
+			atomic_store(&client->db_area, NULL);
 			fprep_region_close(client->db_region);
 			client->db_region = NULL;
-			client->db_area = NULL;
 		}
 		return FPREP_OK;
 	}
@@ -1400,16 +1611,17 @@ int fprep_client_doorbell(fprep_client *client, int on)
 		fprep_result_fini(&res);
 	}
 	if (err != 0) {
-		char why[sizeof(client->error)];
+		char why[sizeof(client_last.text)];
 
 		/* The region's UNREGISTER would clear the reason. */
-		memcpy(why, client->error, sizeof(why));
+		snprintf(why, sizeof(why), "%s",
+		         fprep_client_last_error(client));
 		fprep_region_close(r);
-		memcpy(client->error, why, sizeof(why));
+		client_error(client, err, "%s", why);
 		return err;
 	}
 	client->db_region = r;
-	client->db_area = fprep_region_base(r);
+	atomic_store(&client->db_area, fprep_region_base(r));
 	return FPREP_OK;
 }
 

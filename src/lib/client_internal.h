@@ -5,6 +5,7 @@
 #ifndef FPREP_CLIENT_INTERNAL_H
 #define FPREP_CLIENT_INTERNAL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,8 +52,8 @@ int fprep__client_call(fprep_client *c, fprep_request *req, fprep_result *res);
 int fprep__region_open(fprep_region **rp, fprep_client *client, size_t size);
 
 /* fprep__client_shed_stages closes the client's stages that no result
- * holds, so the daemon's limits on regions leave room for the caller's
- * own; returns how many. The client's thread. */
+ * or call holds, so the daemon's limits on regions leave room for the
+ * caller's own; returns how many. Any thread. */
 unsigned fprep__client_shed_stages(fprep_client *c);
 
 /* fprep__region_unmap unmaps a shared-memory region and frees r without
@@ -73,21 +74,28 @@ void fprep__region_unmap(fprep_region *r);
 
 struct fprep__stage;
 
-/* fprep__stages: a client's stages (the client's thread), and the
- * smallest frame + tensor the daemon refused to register (0: none). */
+/* fprep__stages: a client's stages, and the smallest frame + tensor the
+ * daemon refused to register (0: none), under mtx: a stage is taken by
+ * one call at a time (and then by its result). */
 struct fprep__stages {
+	pthread_mutex_t mtx;
 	struct fprep__stage *s[FPREP__STAGES_MAX];
 	unsigned n;
 	size_t refused_bytes;
 };
+
+/* fprep__stages_init makes pool empty; fprep__stages_destroy frees what
+ * fprep__stages_init made (after fprep__stages_fini). */
+void fprep__stages_init(struct fprep__stages *pool);
+void fprep__stages_destroy(struct fprep__stages *pool);
 
 /* fprep__stage_call sends req, an inline FRAME or ECHO with its frame at
  * payload, through a stage of pool and stores the reply in *res as
  * fprep_client_request would (the tensor, payload_size bytes, viewed in
  * the stage, which the result holds until fprep_result_fini). Returns
  * fprep_client_request's errors, or FPREP__STAGE_UNUSED (nothing sent)
- * when req is of another kind or no stage could be had. The client's
- * thread. */
+ * when req is of another kind or no stage could be had. Any thread: each
+ * call takes a stage of its own. */
 int fprep__stage_call(fprep_client *c, struct fprep__stages *pool,
                       fprep_request *req, const void *payload,
                       fprep_result *res);
@@ -97,8 +105,8 @@ int fprep__stage_call(fprep_client *c, struct fprep__stages *pool,
  * thread. */
 void fprep__stage_release(void *priv);
 
-/* fprep__stages_shed closes the stages of pool that no result holds;
- * returns how many. */
+/* fprep__stages_shed closes the stages of pool that no result or call
+ * holds; returns how many. Any thread. */
 unsigned fprep__stages_shed(struct fprep__stages *pool);
 
 /* fprep__stages_fini drops the client's hold on every stage of pool:

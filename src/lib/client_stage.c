@@ -17,14 +17,18 @@
  * holds it until fprep_result_fini, from any thread; a held stage is not
  * used again, so the client keeps a few (FPREP__STAGES_MAX) and sends
  * inline when all are held. refs counts the client's hold (1 while it is
- * in the pool) and the result's (1 while held): whichever drops the last
- * frees it, so a result may outlive its client. A stage whose request
+ * in the pool) and the call's, then the result's (1 while held): a call
+ * takes a free stage under the pool's mutex, so calls on several threads
+ * each have their own; whichever drops the last hold frees it, so a result
+ * may outlive its client. A stage whose request
  * failed (a timeout: the daemon may still write into it) is never reused.
  * A daemon that refuses a stage (shared memory over its limits, or none
  * at all) gets that size inline from then on.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,27 +103,28 @@ static struct fprep__stage *stage_open(fprep_client *c, size_t frame_bytes,
 }
 
 /* stage_take finds a free stage of the pool that fits (closing a free one
- * too small to make room), or opens one; NULL when all are held or the
- * daemon refuses. */
+ * too small to make room), or opens one, and holds it for the call (refs
+ * 2); NULL when all are held or the daemon refuses. */
 static struct fprep__stage *stage_take(fprep_client *c,
                                        struct fprep__stages *pool,
                                        size_t frame_bytes, size_t tensor_bytes)
 {
-	struct fprep__stage *s;
+	struct fprep__stage *s = NULL;
 	size_t need = frame_bytes + tensor_bytes;
 	unsigned i;
 
+	pthread_mutex_lock(&pool->mtx);
 	for (i = 0; i < pool->n; i++) {
 		s = pool->s[i];
-		if (atomic_load_explicit(&s->refs, memory_order_acquire) != 1)
-			continue;
-		if (fprep_region_size(s->region) - s->frame_offset >=
+		if (atomic_load_explicit(&s->refs, memory_order_acquire) == 1 &&
+		    fprep_region_size(s->region) - s->frame_offset >=
 		            frame_bytes &&
 		    s->out_capacity - FPREP_REPLY_HEADER_SIZE >= tensor_bytes)
-			return s;
+			goto found;
 	}
+	s = NULL;
 	if (pool->refused_bytes != 0 && need >= pool->refused_bytes)
-		return NULL;
+		goto out;
 	if (pool->n == FPREP__STAGES_MAX) {
 		/* Make room: a free stage too small goes. */
 		for (i = 0; i < pool->n; i++)
@@ -127,15 +132,19 @@ static struct fprep__stage *stage_take(fprep_client *c,
 			                         memory_order_acquire) == 1)
 				break;
 		if (i == pool->n)
-			return NULL;
+			goto out;
 		stage_drop(pool, i);
 	}
 	s = stage_open(c, frame_bytes, tensor_bytes);
 	if (s == NULL) {
 		pool->refused_bytes = need;
-		return NULL;
+		goto out;
 	}
 	pool->s[pool->n++] = s;
+found:
+	atomic_store_explicit(&s->refs, 2, memory_order_relaxed);
+out:
+	pthread_mutex_unlock(&pool->mtx);
 	return s;
 }
 
@@ -145,6 +154,7 @@ int fprep__stage_call(fprep_client *c, struct fprep__stages *pool,
 {
 	struct fprep__stage *s;
 	fprep_request staged;
+	char why[256];
 	uint32_t shape[4];
 	uint64_t tensor;
 	unsigned i;
@@ -172,10 +182,16 @@ int fprep__stage_call(fprep_client *c, struct fprep__stages *pool,
 	req->request_id = staged.request_id;
 	if (err != 0) {
 		/* The daemon may still write into it: never reused. */
+		pthread_mutex_lock(&pool->mtx);
 		for (i = 0; i < pool->n && pool->s[i] != s; i++)
 			;
-		stage_drop(pool, i);
-		return err;
+		pool->s[i] = pool->s[--pool->n];
+		pthread_mutex_unlock(&pool->mtx);
+		atomic_store_explicit(&s->refs, 0, memory_order_relaxed);
+		/* Its UNREGISTER would clear the reason. */
+		snprintf(why, sizeof(why), "%s", fprep_client_last_error(c));
+		stage_free(s, 1);
+		return fprep__client_set_error(c, err, why);
 	}
 	if (res->header.status == FPREP_OK &&
 	    res->header.output_loc == FPREP_LOC_SHM) {
@@ -189,9 +205,11 @@ int fprep__stage_call(fprep_client *c, struct fprep__stages *pool,
 		res->header.payload_size = res->header.tensor_size;
 		res->payload = fprep_region_base(s->region);
 		res->payload_size = (size_t)res->header.tensor_size;
-		atomic_store_explicit(&s->refs, 2, memory_order_relaxed);
+		/* The call's hold becomes the result's. */
 		res->priv = (void *)((uintptr_t)s | FPREP__RESULT_STAGED);
+		return 0;
 	}
+	fprep__stage_release(s); /* free again */
 	return 0;
 }
 
@@ -209,18 +227,34 @@ unsigned fprep__stages_shed(struct fprep__stages *pool)
 {
 	unsigned shed = 0;
 
+	pthread_mutex_lock(&pool->mtx);
 	for (unsigned i = pool->n; i-- > 0;)
 		if (atomic_load_explicit(&pool->s[i]->refs,
 		                         memory_order_acquire) == 1) {
 			stage_drop(pool, i);
 			shed++;
 		}
+	pthread_mutex_unlock(&pool->mtx);
 	return shed;
 }
 
 void fprep__stages_fini(struct fprep__stages *pool)
 {
+	pthread_mutex_lock(&pool->mtx);
 	while (pool->n > 0)
 		stage_drop(pool, pool->n - 1);
 	pool->refused_bytes = 0;
+	pthread_mutex_unlock(&pool->mtx);
+}
+
+void fprep__stages_init(struct fprep__stages *pool)
+{
+	pthread_mutex_init(&pool->mtx, NULL);
+	pool->n = 0;
+	pool->refused_bytes = 0;
+}
+
+void fprep__stages_destroy(struct fprep__stages *pool)
+{
+	pthread_mutex_destroy(&pool->mtx);
 }
