@@ -29,11 +29,16 @@
 #include "log.h"
 #include "metrics_http.h"
 
-/* Upper bounds of the duration buckets, microseconds (shown in seconds). */
+/* Upper bounds of the duration buckets, microseconds (shown in seconds):
+ * 1, 1.5, 2, 3, 5, 7.5 in each decade from 10 us to 10 s, so that a p99
+ * of a few hundred microseconds (a ring's FRAME on a GPU) falls in a
+ * bucket no wider than half its value. */
 static const uint32_t metrics_bounds_us[] = {
-        10,     25,      50,      100,     250,      500,    1000,
-        2500,   5000,    10000,   25000,   50000,    100000, 250000,
-        500000, 1000000, 2500000, 5000000, 10000000,
+        10,      15,      20,      30,      50,       75,     100,     150,
+        200,     300,     500,     750,     1000,     1500,   2000,    3000,
+        5000,    7500,    10000,   15000,   20000,    30000,  50000,   75000,
+        100000,  150000,  200000,  300000,  500000,   750000, 1000000, 1500000,
+        2000000, 3000000, 5000000, 7500000, 10000000,
 };
 #define METRICS_NBOUNDS                                                        \
 	(sizeof(metrics_bounds_us) / sizeof(metrics_bounds_us[0]))
@@ -72,7 +77,8 @@ static struct {
 	_Atomic int64_t regions;
 	_Atomic int64_t region_bytes;
 	_Atomic int64_t pinned_bytes;
-	struct metrics_hist total[METRICS_NKINDS]; /* FRAME and ECHO used */
+	struct metrics_hist total[METRICS_NKINDS];  /* FRAME and ECHO used */
+	struct metrics_hist failed[METRICS_NKINDS]; /* timed failures */
 	struct metrics_hist stage[FPREP__METRICS_MAX_LANES][STAGE_COUNT];
 
 	/* The endpoint; only main's thread opens and closes it. */
@@ -95,11 +101,17 @@ static int metrics_on(void)
 
 static void metrics_observe(struct metrics_hist *h, uint32_t us)
 {
-	size_t i = 0;
+	size_t lo = 0, hi = METRICS_NBOUNDS; /* the first bound >= us */
 
-	while (i < METRICS_NBOUNDS && us > metrics_bounds_us[i])
-		i++;
-	METRICS_ADD(h->bucket[i], 1);
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (us > metrics_bounds_us[mid])
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	METRICS_ADD(h->bucket[lo], 1);
 	METRICS_ADD(h->sum_us, us);
 }
 
@@ -130,8 +142,14 @@ void fprep__metrics_reply(const fprep_reply_header *h, uint64_t bytes,
 	status = h->status < METRICS_NSTATUS - 1 ? h->status
 	                                         : METRICS_NSTATUS - 1;
 	METRICS_ADD(metrics.replies[kind][status], 1);
-	if (status != FPREP_OK ||
-	    (kind != FPREP_KIND_FRAME && kind != FPREP_KIND_ECHO))
+	if (status != FPREP_OK) {
+		/* A failure timed from its receipt (its reply's t_total_us;
+		 * 0: the reply carries no timing). */
+		if (h->t_total_us != 0)
+			metrics_observe(&metrics.failed[kind], h->t_total_us);
+		return;
+	}
+	if (kind != FPREP_KIND_FRAME && kind != FPREP_KIND_ECHO)
 		return;
 	stage = metrics.stage[lane < FPREP__METRICS_MAX_LANES ? lane : 0];
 	metrics_observe(&metrics.total[kind], h->t_total_us);
@@ -290,6 +308,15 @@ static void metrics_hist_write(struct metrics_buf *b, const char *name,
 	               labels[0] ? (int)strlen(labels) - 1 : 0, labels, cum);
 }
 
+/* metrics_hist_empty returns whether h has no observation. */
+static int metrics_hist_empty(struct metrics_hist *h)
+{
+	for (size_t i = 0; i <= METRICS_NBOUNDS; i++)
+		if (METRICS_GET(h->bucket[i]) != 0)
+			return 0;
+	return 1;
+}
+
 int fprep__metrics_backend_stats(fprep__backend_stats *st)
 {
 	int known = 0;
@@ -416,13 +443,32 @@ static void metrics_write(struct metrics_buf *b)
 		metrics_hist_write(b, "frameprep_request_duration_seconds",
 		                   labels, &metrics.total[k]);
 	}
+	metrics_head(b, "frameprep_request_failed_duration_seconds",
+	             "histogram",
+	             "Receipt to reply of requests answered with an error, by "
+	             "kind, from the reply's t_total_us (failures whose reply "
+	             "carries no timing are counted in "
+	             "frameprep_requests_total only).");
+	for (unsigned k = 0; k < METRICS_NKINDS; k++) {
+		/* FRAME and ECHO always; another kind once it failed. */
+		if (k != FPREP_KIND_FRAME && k != FPREP_KIND_ECHO &&
+		    metrics_hist_empty(&metrics.failed[k]))
+			continue;
+		snprintf(labels, sizeof(labels), "device=\"%s\",kind=\"%s\",",
+		         dev, metrics_kind(k));
+		metrics_hist_write(b,
+		                   "frameprep_request_failed_duration_seconds",
+		                   labels, &metrics.failed[k]);
+	}
 	metrics_head(b, "frameprep_stage_duration_seconds", "histogram",
 	             "Time in each stage of FRAME and ECHO requests "
 	             "answered ok: queue (receipt to start of work), "
-	             "compute (the CPU op or GPU kernel), and on a GPU h2d, "
-	             "kernel and d2h, from the timings of each reply.");
+	             "compute (the CPU op or GPU kernel), and on a GPU (only) "
+	             "h2d, kernel and d2h, from the timings of each reply.");
+	/* The CPU backend has no copies or kernels: only its stages. */
 	for (unsigned l = 0; l < (metrics.nlanes ? metrics.nlanes : 1); l++)
-		for (unsigned s = 0; s < STAGE_COUNT; s++) {
+		for (unsigned s = 0;
+		     s < (metrics.nlanes ? STAGE_COUNT : STAGE_H2D); s++) {
 			snprintf(labels, sizeof(labels),
 			         "device=\"%s\",lane=\"%u\",stage=\"%s\",",
 			         metrics.nlanes ? metrics.lane_device[l] : dev,

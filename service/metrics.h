@@ -83,7 +83,9 @@ void fprep__metrics_request(size_t bytes);
 /* fprep__metrics_reply counts a reply delivered: h is the header it was
  * built from (its kind, from protocol.h's kind table, and status label the
  * request count; the timings of a tensor reply feed the duration
- * histograms, the stage ones of the lane that ran it, fprep__job.lane),
+ * histograms, the stage ones of the lane that ran it, fprep__job.lane, the
+ * GPU stages only with lanes (fprep__metrics_set_lanes); an error reply's
+ * t_total_us, when not 0, feeds the failed-request histogram),
  * bytes what it put on the wire or in shared memory (header and payload).
  * Any thread. */
 void fprep__metrics_reply(const fprep_reply_header *h, uint64_t bytes,

@@ -190,6 +190,19 @@ def test_metrics(tmp):
         check(got[HIST_FRAME] == 8 and got[HIST_QUEUE] == 8,
               f"histogram counts {got}")
         check(s1[INFLIGHT] == 0, f"in flight {s1[INFLIGHT]} when idle")
+        # Buckets fine enough for a few hundred microseconds; only the
+        # stages the CPU backend has; the failed-request histogram.
+        text1 = scrape_text(port)
+        for le in ("0.0002", "0.0003", "0.0005", "0.00075", "0.001",
+                   "0.0015", "10"):
+            check(f'{HIST_FRAME[:-len("}")].replace("_count{", "_bucket{")}'
+                  f',le="{le}"}}' in s1, f"no le={le} bucket")
+        for stage in ("h2d", "kernel", "d2h"):
+            check(f'stage="{stage}"' not in text1,
+                  f"a {stage} series on the CPU backend")
+        check('frameprep_request_failed_duration_seconds_count{device="cpu",'
+              'kind="frame"}' in s1, "no failed-request histogram")
+        check("frameprep_shm_region_bytes" in s1, "no shm bytes gauge")
 
         # Under load: frameprep-bench for one second (long enough for
         # several scrapes whatever the machine's speed), scraped while it

@@ -70,9 +70,28 @@ static void count_reply(uint16_t kind, int status)
 	fprep__metrics_request_end();
 }
 
-static void test_kinds_from_protocol(void **state)
+/* count_frame counts one FRAME answered with status and the timings t
+ * (total, queue, compute, h2d, kernel, d2h; microseconds). */
+static void count_frame(int status, const uint32_t t[6])
 {
 	fprep_reply_header h;
+
+	memset(&h, 0, sizeof(h));
+	h.kind = FPREP_KIND_FRAME;
+	h.status = (uint32_t)status;
+	h.t_total_us = t[0];
+	h.t_queue_us = t[1];
+	h.t_compute_us = t[2];
+	h.t_h2d_us = t[3];
+	h.t_kernel_us = t[4];
+	h.t_d2h_us = t[5];
+	fprep__metrics_request(FPREP_REQUEST_HEADER_SIZE);
+	fprep__metrics_reply(&h, FPREP_REPLY_HEADER_SIZE, 0);
+	fprep__metrics_request_end();
+}
+
+static void test_kinds_from_protocol(void **state)
+{
 	char line[160], *text;
 
 	(void)state;
@@ -84,15 +103,7 @@ static void test_kinds_from_protocol(void **state)
 		if (k != FPREP_KIND_FRAME)
 			count_reply((uint16_t)k, FPREP_OK);
 	}
-	memset(&h, 0, sizeof(h));
-	h.kind = FPREP_KIND_FRAME;
-	h.status = FPREP_OK;
-	h.t_total_us = 300;
-	h.t_queue_us = 20;
-	h.t_compute_us = 250;
-	fprep__metrics_request(FPREP_REQUEST_HEADER_SIZE);
-	fprep__metrics_reply(&h, FPREP_REPLY_HEADER_SIZE, 0);
-	fprep__metrics_request_end();
+	count_frame(FPREP_OK, (const uint32_t[6]){300, 20, 250, 0, 0, 0});
 	/* Numbers that are no kind: unreadable (0) and past the table. */
 	count_reply(0, FPREP_EPROTO);
 	count_reply(FPREP_KIND_LIMIT, FPREP_EINVAL);
@@ -117,15 +128,99 @@ static void test_kinds_from_protocol(void **state)
 	assert_null(strstr(text, "kind=\"unknown\",status=\"ok\""));
 	assert_non_null(strstr(text, "frameprep_request_duration_seconds_count{"
 	                             "device=\"cpu\",kind=\"frame\"} 1\n"));
+	/* 300 us has a bucket of its own: not in 200 us, in 300 us. */
+	assert_non_null(strstr(text,
+	                       "frameprep_request_duration_seconds_bucket{"
+	                       "device=\"cpu\",kind=\"frame\",le=\"0.0002\"}"
+	                       " 0\n"));
+	assert_non_null(strstr(text,
+	                       "frameprep_request_duration_seconds_bucket{"
+	                       "device=\"cpu\",kind=\"frame\",le=\"0.0003\"}"
+	                       " 1\n"));
+	/* The CPU backend (no lanes) has no copy or kernel series. */
+	assert_non_null(strstr(text, "stage=\"queue\""));
+	assert_non_null(strstr(text, "stage=\"compute\""));
+	assert_null(strstr(text, "stage=\"h2d\""));
+	assert_null(strstr(text, "stage=\"kernel\""));
+	assert_null(strstr(text, "stage=\"d2h\""));
 	free(text);
 	fprep__metrics_close();
 	assert_int_equal(fprep__metrics_port(), 0);
+}
+
+/* bucket_count returns the cumulative count of the le bucket of the
+ * series that starts with prefix (its labels before le) in text. */
+static unsigned long bucket_count(const char *text, const char *prefix,
+                                  const char *le)
+{
+	char line[256];
+	const char *at;
+
+	snprintf(line, sizeof(line), "%sle=\"%s\"} ", prefix, le);
+	at = strstr(text, line);
+	if (at == NULL)
+		fail_msg("no line %s in:\n%s", line, text);
+	return strtoul(at + strlen(line), NULL, 10);
+}
+
+static void test_buckets_failed_and_gpu_stages(void **state)
+{
+	static const struct {
+		uint32_t us;
+		const char *le_in, *le_below; /* its bucket, the one below */
+	} cases[] = {
+	        {10, "1e-05", NULL},        {11, "1.5e-05", "1e-05"},
+	        {200, "0.0002", "0.00015"}, {300, "0.0003", "0.0002"},
+	        {301, "0.0005", "0.0003"},  {760, "0.001", "0.00075"},
+	        {1200, "0.0015", "0.001"},  {9000000, "10", "7.5"},
+	};
+	static const char frame[] = "frameprep_request_failed_duration_seconds_"
+	                            "bucket{device=\"cuda:0\",kind=\"frame\",";
+	const int dev0 = 0;
+	char *text;
+
+	(void)state;
+	fprep__metrics_set_lanes(&dev0, 1);
+	assert_int_equal(fprep__metrics_open("127.0.0.1:0", "cuda:0"), 0);
+	/* Failed FRAMEs with their timings: each in its own bucket. */
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		count_frame(FPREP_ECUDA,
+		            (const uint32_t[6]){cases[i].us, 0, 0, 0, 0, 0});
+		text = metrics_scrape();
+		assert_int_equal(bucket_count(text, frame, cases[i].le_in),
+		                 i + 1);
+		if (cases[i].le_below != NULL)
+			assert_int_equal(
+			        bucket_count(text, frame, cases[i].le_below),
+			        i);
+		free(text);
+	}
+	/* An error without timing is counted, not timed. */
+	count_reply(FPREP_KIND_FRAME, FPREP_EINVAL);
+	/* A GPU FRAME answered ok: its copies and kernel have series. */
+	count_frame(FPREP_OK, (const uint32_t[6]){400, 20, 200, 100, 50, 100});
+	text = metrics_scrape();
+	assert_int_equal(bucket_count(text, frame, "+Inf"),
+	                 sizeof(cases) / sizeof(cases[0]));
+	assert_non_null(strstr(text, "frameprep_requests_total{kind=\"frame\","
+	                             "status=\"einval\"} 1\n"));
+	assert_int_equal(bucket_count(text,
+	                              "frameprep_stage_duration_seconds_bucket{"
+	                              "device=\"cuda:0\",lane=\"0\",stage="
+	                              "\"kernel\",",
+	                              "5e-05"),
+	                 1);
+	assert_non_null(strstr(text, "stage=\"h2d\""));
+	assert_non_null(strstr(text, "stage=\"d2h\""));
+	free(text);
+	fprep__metrics_close();
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_kinds_from_protocol),
+	        cmocka_unit_test(test_buckets_failed_and_gpu_stages),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
