@@ -1298,7 +1298,10 @@ def test_shutdown_prompt(tmp):
     ESHUTDOWN reply, not a reset; a slow reader's pipelined replies all
     arrive whole."""
     bound = 0.5
-    d = Daemon(tmp, name="idle.sock")
+    # ThreadSanitizer sleeps 1 s at exit unless told not to.
+    env = {"TSAN_OPTIONS": (os.environ.get("TSAN_OPTIONS", "") +
+                            " atexit_sleep_ms=0").strip()}
+    d = Daemon(tmp, name="idle.sock", env=env)
     idle = fpwire.SpReq(d.url, timeout=10)
     try:
         idle.send(fpwire.request(kind=2))
@@ -1316,7 +1319,7 @@ def test_shutdown_prompt(tmp):
     # One worker, a connection with n large requests pipelined: the drain
     # lasts; a second connection sends INFO meanwhile.
     d = Daemon(tmp, "--workers", "1", "--max-inflight", "64",
-               "--shutdown-timeout-ms", "20000", name="drain.sock")
+               "--shutdown-timeout-ms", "20000", name="drain.sock", env=env)
     n = 12
     rng = np.random.default_rng(5)
     frame = rng.integers(0, 256, size=(1080, 1920, 3), dtype=np.uint8)
