@@ -225,15 +225,43 @@ static int http_process(char *buf, size_t size)
 	return len;
 }
 
+static int http_readiness(char *buf, size_t size);
+
+/* http_health writes frameprep_live and frameprep_ready (1 or 0, as
+ * /healthz and /readyz answer) into buf; returns the length, or -1. */
+static int http_health(char *buf, size_t size)
+{
+	char why[160];
+	int live = http_liveness(why, sizeof(why));
+	int ready = http_readiness(why, sizeof(why));
+	int n = snprintf(buf, size,
+	                 "# HELP frameprep_live 1 while /healthz answers 200 "
+	                 "(the event loop turns).\n"
+	                 "# TYPE frameprep_live gauge\n"
+	                 "frameprep_live %d\n"
+	                 "# HELP frameprep_ready 1 while /readyz answers 200 "
+	                 "(requests are served).\n"
+	                 "# TYPE frameprep_ready gauge\n"
+	                 "frameprep_ready %d\n",
+	                 live, ready);
+
+	return n < 0 || (size_t)n >= size ? -1 : n;
+}
+
 /* http_metrics builds /metrics' body: metrics.c's text, then the
- * process_* series. Returns a malloc'd text or NULL (out of memory). */
+ * process_* series and the health gauges. Returns a malloc'd text or NULL
+ * (out of memory). */
 static char *http_metrics(size_t *len)
 {
 	char proc[2048];
-	int plen = http_process(proc, sizeof(proc));
+	int plen = http_process(proc, sizeof(proc)), hlen;
 	size_t n;
 	char *text = fprep__metrics_text(&n), *all;
 
+	if (plen >= 0) {
+		hlen = http_health(proc + plen, sizeof(proc) - (size_t)plen);
+		plen = hlen < 0 ? -1 : plen + hlen;
+	}
 	if (text == NULL || plen < 0) {
 		free(text);
 		return NULL;

@@ -14,6 +14,10 @@ behind one client, against CPU daemons, with daemon_test.py's helpers.
   metrics_slow  16 connections that send a header byte a second do not
             keep a scraper out, and are closed once their request has taken
             10 s; 48 of them from one address leave room for another.
+  dashboard deploy/grafana-frameprep.json is valid JSON with the panels
+            the README names; every series its queries use is in a CPU
+            daemon's scrape (the GPU-only ones aside) with the labels they
+            group by, and promtool check rules parses each query.
   failover  two daemons behind one frameprep-bench (--socket A --socket B,
             and a third URL where nobody listens); one is killed mid-run:
             every request is answered, none twice. Shared memory is refused
@@ -513,6 +517,81 @@ def test_metrics_slow(tmp):
         for c in slow:
             c.join(5)
         d.stop()
+
+
+DASHBOARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                         "..", "deploy", "grafana-frameprep.json")
+DASHBOARD_GPU_ONLY = {"frameprep_gpu_memory_used_bytes",
+                      "frameprep_gpu_memory_total_bytes",
+                      "frameprep_gpu_lanes", "frameprep_gpu_lanes_in_service"}
+
+
+def test_dashboard(tmp):
+    with open(DASHBOARD) as f:
+        dash = json.load(f)  # raises on anything that is not JSON
+    panels = dash["panels"]
+    titles = {p["title"] for p in panels}
+    for want in ("Health", "Requests in flight",
+                 "Requests/s by kind and status",
+                 "Latency p50 / p99 (answered ok)",
+                 "Failed-request latency p50 / p99", "Shared memory",
+                 "Process CPU", "Process RSS", "Open file descriptors"):
+        check(want in titles, f"no panel {want!r} in {sorted(titles)}")
+    ids = [p["id"] for p in panels]
+    check(len(ids) == len(set(ids)), f"panel ids repeat: {ids}")
+    exprs = [t["expr"] for p in panels for t in p["targets"]]
+    check(all(exprs), "a panel target without a query")
+
+    # The series the queries use, in a CPU daemon's scrape.
+    d = Daemon(tmp, "--metrics-listen", "127.0.0.1:0")
+    try:
+        port = metrics_port(d)
+        rep = dt.nngcat(d.url, fpwire.request(request_id=5))
+        check(fpwire.reply(rep)["status"] == 0, "FRAME not OK")
+        text = scrape_text(port)
+    finally:
+        d.stop()
+    samples = parse(text)
+    names = {re.split(r"[{ ]", k)[0] for k in samples}
+    labels = {}
+    for k in samples:
+        name, _, rest = k.partition("{")
+        labels.setdefault(name, set()).update(
+            re.findall(r'([a-z_]+)="', rest))
+    used = 0
+    for expr in exprs:
+        for name in re.findall(r"\b((?:frameprep|process)_[a-z_]+)\b", expr):
+            used += 1
+            if name in DASHBOARD_GPU_ONLY:
+                continue
+            check(name in names, f"{name} (in {expr!r}) is not in the "
+                                 f"scrape")
+            by = re.search(r"sum by \(([^)]*)\)", expr)
+            for lab in (by.group(1).split(",") if by else []):
+                lab = lab.strip()
+                check(lab in labels[name] or lab == "instance",
+                      f"{expr!r} groups by {lab}, which {name} has not "
+                      f"({sorted(labels[name])})")
+    print(f"ok {len(panels)} panels, {len(exprs)} queries, {used} series "
+          f"references, all in the scrape but the GPU-only ones")
+
+    if shutil.which("promtool") is None:
+        print("promtool not installed: the queries' syntax is not checked")
+        return
+    rules = os.path.join(tmp, "dashboard_rules.yml")
+    with open(rules, "w") as f:
+        f.write("groups:\n  - name: dashboard\n    rules:\n")
+        for i, expr in enumerate(exprs):
+            e = expr.replace("$__rate_interval", "5m").replace(
+                "$instance", ".*")
+            f.write(f"      - record: dashboard:q{i}\n"
+                    f"        expr: {json.dumps(e)}\n")
+    r = subprocess.run(["promtool", "check", "rules", rules],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=60)
+    out = r.stdout.decode()
+    check(r.returncode == 0, f"promtool check rules: {out}")
+    print(f"ok promtool: {out.strip().splitlines()[-1]}")
 
 
 def test_failover(tmp):
