@@ -177,7 +177,11 @@ typedef struct fprep_client fprep_client;
  * on such a client, and its limits (fprep_client_limits) are those of the
  * daemon that answered the INFO.
  * fprep_client_last_error(NULL) says why in each case. timeout_ms bounds
- * each request's wait for its reply (0: 30 s). Release with
+ * the dial (a daemon that takes the connection and does not answer, one
+ * stopped with SIGSTOP say, fails it with FPREP_ETIMEDOUT, "timed out
+ * after N ms") and each call afterwards, send and reply together (0:
+ * 30 s); the client's nng contexts get it as their send and receive
+ * timeouts. Release with
  * fprep_client_close. Any thread. */
 FPREP_EXTERN int fprep_client_open(fprep_client **clientp, const char *url,
                                    int timeout_ms);

@@ -61,6 +61,13 @@ static _Thread_local struct {
 	char text[256];
 } client_last;
 
+/* The deadline of the calling thread's fprep_client_request, which the
+ * requests it makes on the way share (serial: its client's, 0: none). */
+static _Thread_local struct {
+	uint64_t serial;
+	nng_time deadline;
+} client_outer;
+
 /* Serial numbers of clients, so that a thread's last failure is not
  * read for another client opened at the same address. */
 static _Atomic uint64_t client_serials = 1;
@@ -476,30 +483,149 @@ static nng_duration client_resend_ms(const fprep_client *c)
 	                                                : CLIENT_MIN_RESEND_MS;
 }
 
-/* client_dial dials every URL. One daemon must answer at once; of
- * several, those that do not (or whose ipc:// socket file is missing,
- * down[i]) are dialled again in the background, and at least one must
- * answer. Returns 0 or the nng error of the last failure, with *failed
+/* client_cond_wait waits on cv (mtx held) until it is signalled or
+ * deadline (nng's clock) comes; returns 0 when deadline had come before
+ * the wait, else 1. */
+static int client_cond_wait(pthread_cond_t *cv, pthread_mutex_t *mtx,
+                            nng_time deadline)
+{
+	nng_time now = nng_clock();
+	struct timespec ts;
+
+	if (now >= deadline)
+		return 0;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)((deadline - now) / 1000);
+	ts.tv_nsec += (long)((deadline - now) % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	(void)pthread_cond_timedwait(cv, mtx, &ts);
+	return 1;
+}
+
+/* What client_dial returns when no daemon answered within the client's
+ * timeout (no nng error has this value). */
+#define CLIENT_DIAL_TIMEDOUT (-1)
+
+/* client_dialing: the URLs of one open dialled at once, each
+ * synchronously on a thread of its own, so that the open waits no longer
+ * than the client's timeout: nng's handshake waits 10 s for a daemon
+ * that accepted the connection and does not answer (one stopped with
+ * SIGSTOP). refs: the opener's and one per thread still running;
+ * whichever drops the last frees it. */
+struct client_dialing {
+	pthread_mutex_t mtx;
+	pthread_cond_t cv;
+	_Atomic unsigned refs;
+	nng_socket sock;
+	int redial; /* several daemons: a failed URL is dialled again */
+	unsigned n, done;
+	struct client_dial_job {
+		struct client_dialing *d;
+		char url[512];
+		int rv, finished;
+	} job[CLIENT_MAX_DAEMONS];
+};
+
+static void client_dialing_unref(struct client_dialing *d)
+{
+	if (atomic_fetch_sub(&d->refs, 1) == 1) {
+		pthread_cond_destroy(&d->cv);
+		pthread_mutex_destroy(&d->mtx);
+		free(d);
+	}
+}
+
+/* client_dial_thread dials one URL; of several daemons, one that does not
+ * answer is dialled again in the background. */
+static void *client_dial_thread(void *arg)
+{
+	struct client_dial_job *j = arg;
+	struct client_dialing *d = j->d;
+	int rv = nng_dial(d->sock, j->url, NULL, 0);
+
+	if (rv != 0 && rv != NNG_ECLOSED && d->redial)
+		(void)nng_dial(d->sock, j->url, NULL, NNG_FLAG_NONBLOCK);
+	pthread_mutex_lock(&d->mtx);
+	j->rv = rv;
+	j->finished = 1;
+	d->done++;
+	pthread_cond_broadcast(&d->cv);
+	pthread_mutex_unlock(&d->mtx);
+	client_dialing_unref(d);
+	return NULL;
+}
+
+/* client_dial_start starts the dial of job j on a thread, or dials it
+ * here when no thread can be had. */
+static void client_dial_start(struct client_dial_job *j)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int ok;
+
+	atomic_fetch_add(&j->d->refs, 1);
+	ok = pthread_attr_init(&attr) == 0;
+	if (ok) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		ok = pthread_create(&t, &attr, client_dial_thread, j) == 0;
+		pthread_attr_destroy(&attr);
+	}
+	if (!ok)
+		client_dial_thread(j);
+}
+
+/* client_dial dials every URL, waiting for them up to the client's
+ * timeout. One daemon must answer; of several, those that do not (or
+ * whose ipc:// socket file is missing, down[i]) are dialled again in the
+ * background, and at least one must answer. Returns 0, the nng error of
+ * the last failure, or CLIENT_DIAL_TIMEDOUT when none answered in time
+ * (a dial still under way ends when the socket closes), with *failed
  * naming its URL. */
 static int client_dial(fprep_client *c, const char **urls, const int *down,
                        const char **failed)
 {
+	nng_time deadline = nng_clock() + (nng_time)c->timeout_ms;
+	struct client_dialing *d = calloc(1, sizeof(*d));
+	int last = NNG_ECONNREFUSED;
 	unsigned up = 0;
-	int rv = 0, last = NNG_ECONNREFUSED;
 
-	for (unsigned i = 0; i < c->daemons; i++) {
-		rv = down[i] ? NNG_ECONNREFUSED
-		             : nng_dial(c->sock, urls[i], NULL, 0);
-		if (rv == 0) {
+	if (d == NULL)
+		return NNG_ENOMEM;
+	pthread_mutex_init(&d->mtx, NULL);
+	pthread_cond_init(&d->cv, NULL);
+	d->refs = 1;
+	d->sock = c->sock;
+	d->redial = c->daemons > 1;
+	d->n = c->daemons;
+	for (unsigned i = 0; i < d->n; i++) {
+		d->job[i].d = d;
+		snprintf(d->job[i].url, sizeof(d->job[i].url), "%s", urls[i]);
+		if (down[i]) {
+			d->job[i].rv = NNG_ECONNREFUSED;
+			d->job[i].finished = 1;
+			d->done++;
+			(void)nng_dial(c->sock, urls[i], NULL,
+			               NNG_FLAG_NONBLOCK);
+		} else {
+			client_dial_start(&d->job[i]);
+		}
+	}
+	pthread_mutex_lock(&d->mtx);
+	while (d->done < d->n && client_cond_wait(&d->cv, &d->mtx, deadline))
+		;
+	for (unsigned i = 0; i < d->n; i++) {
+		if (d->job[i].finished && d->job[i].rv == 0) {
 			up++;
 			continue;
 		}
-		last = rv;
+		last = d->job[i].finished ? d->job[i].rv : CLIENT_DIAL_TIMEDOUT;
 		*failed = urls[i];
-		if (c->daemons > 1)
-			(void)nng_dial(c->sock, urls[i], NULL,
-			               NNG_FLAG_NONBLOCK);
 	}
+	pthread_mutex_unlock(&d->mtx);
+	client_dialing_unref(d);
 	return up > 0 ? 0 : last;
 }
 
@@ -539,6 +665,13 @@ static int client_slot_new(fprep_client *c, struct client_slot **sp)
 	s->c = c;
 	if ((rv = nng_ctx_open(&s->ctx, c->sock)) != 0)
 		goto err_free;
+	/* Each step's aio carries what is left of the call's time; these
+	 * bound a step given no time of its own. */
+	if ((rv = nng_ctx_set_ms(s->ctx, NNG_OPT_SENDTIMEO, c->timeout_ms)) !=
+	            0 ||
+	    (rv = nng_ctx_set_ms(s->ctx, NNG_OPT_RECVTIMEO, c->timeout_ms)) !=
+	            0)
+		goto err_ctx;
 	if ((rv = nng_aio_alloc(&s->aio, NULL, NULL)) != 0)
 		goto err_ctx;
 	if ((rv = nng_aio_alloc(&s->raio, client_reply_cb, s)) != 0)
@@ -563,8 +696,6 @@ err_free:
 static int client_slot_get(fprep_client *c, nng_time deadline,
                            struct client_slot **sp)
 {
-	struct timespec ts;
-	nng_time now;
 	int rv = 0;
 
 	pthread_mutex_lock(&c->slot_mtx);
@@ -573,19 +704,8 @@ static int client_slot_get(fprep_client *c, nng_time deadline,
 			rv = client_slot_new(c, &c->free_slots);
 			break;
 		}
-		now = nng_clock();
-		if (now >= deadline) {
+		if (!client_cond_wait(&c->slot_cv, &c->slot_mtx, deadline))
 			rv = NNG_ETIMEDOUT;
-			break;
-		}
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += (time_t)((deadline - now) / 1000);
-		ts.tv_nsec += (long)((deadline - now) % 1000) * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		(void)pthread_cond_timedwait(&c->slot_cv, &c->slot_mtx, &ts);
 	}
 	if (rv == 0) {
 		*sp = c->free_slots;
@@ -681,7 +801,17 @@ int fprep_client_open_trusting(fprep_client **clientp, const char *url,
 		err = client_nng_err(rv);
 		goto err_close;
 	}
-	if ((rv = client_dial(c, urls, down, &url)) != 0) {
+	if ((rv = client_dial(c, urls, down, &url)) == CLIENT_DIAL_TIMEDOUT) {
+		nng_close(c->sock);
+		client_open_fail(FPREP_ETIMEDOUT,
+		                 "connecting to %.200s: timed out after %d ms "
+		                 "(the daemon took the connection but did not "
+		                 "answer: stopped, or overloaded?)",
+		                 url, c->timeout_ms);
+		client_destroy(c);
+		return FPREP_ETIMEDOUT;
+	}
+	if (rv != 0) {
 		err = FPREP_ETRANSPORT;
 		goto err_close;
 	}
@@ -783,6 +913,16 @@ static nng_duration client_left(nng_time deadline)
 	nng_time now = nng_clock();
 
 	return now >= deadline ? 1 : (nng_duration)(deadline - now);
+}
+
+/* client_deadline is when a call on c that starts now must end: the
+ * client's timeout from now, or the deadline of the fprep_client_request
+ * it is part of. */
+static nng_time client_deadline(const fprep_client *c)
+{
+	if (client_outer.serial == c->serial)
+		return client_outer.deadline;
+	return nng_clock() + (nng_time)c->timeout_ms;
 }
 
 /* client_send sends msg (taking it) on the slot's context before the
@@ -1043,9 +1183,9 @@ static int client_doorbell_watched(_Atomic uint32_t *polling,
 }
 
 /* client_doorbell_call posts the request header hdr (request id) in the
- * doorbell's area db (its one entry, which the caller holds: db_busy)
- * doorbell's entry when the daemon watches it (polls it, or sleeps on its
- * wake word, which is then rung), and waits there for the reply: polling
+ * one entry of the doorbell area db (which the caller holds: db_busy)
+ * when the daemon watches it (polls it, or sleeps on its wake word,
+ * which is then rung), and waits there for the reply until deadline: polling
  * for up to spin_us, then in futex(2) with a 1 ms bound, so that it sees
  * the daemon stop watching. Returns 0 with the reply header copied into
  * *replyp; CLIENT_DOORBELL_NOT_TAKEN when the daemon did not watch, or
@@ -1053,8 +1193,9 @@ static int client_doorbell_watched(_Atomic uint32_t *polling,
  * or an error. */
 static int client_doorbell_call(fprep_client *c, uint8_t *db,
                                 const uint8_t *hdr, uint64_t id,
-                                nng_msg **replyp)
+                                nng_time deadline, nng_msg **replyp)
 {
+	long limit_us = (long)client_left(deadline) * 1000;
 	uint8_t *e = db + FPREP_DOORBELL_HEADER_SIZE;
 	_Atomic uint32_t *polling = (_Atomic uint32_t *)(void *)db;
 	_Atomic uint32_t *wake =
@@ -1095,14 +1236,14 @@ static int client_doorbell_call(fprep_client *c, uint8_t *db,
 		            (t.tv_nsec - t0.tv_nsec) / 1000;
 		if (atomic_load(state) == FPREP_DOORBELL_POSTED &&
 		    (!client_doorbell_watched(polling, wake) ||
-		     waited_us >= (long)c->timeout_ms * 1000)) {
+		     waited_us >= limit_us)) {
 			uint32_t posted = FPREP_DOORBELL_POSTED;
 
 			if (atomic_compare_exchange_strong(state, &posted,
 			                                   FPREP_DOORBELL_FREE))
 				return CLIENT_DOORBELL_NOT_TAKEN;
 		}
-		if (waited_us >= (long)c->timeout_ms * 1000) {
+		if (waited_us >= limit_us) {
 			/* Taken and never answered: the doorbell is left
 			 * alone from now on. */
 			atomic_store(&c->db_area, NULL);
@@ -1199,7 +1340,8 @@ err_reply:
  * client_doorbell_call does (CLIENT_DOORBELL_NOT_TAKEN: msg is still the
  * caller's), having taken msg otherwise. */
 static int client_call_doorbell(fprep_client *c, const fprep_request *req,
-                                nng_msg *msg, nng_msg **replyp)
+                                nng_msg *msg, nng_time deadline,
+                                nng_msg **replyp)
 {
 	uint8_t *db;
 	int err = CLIENT_DOORBELL_NOT_TAKEN;
@@ -1210,7 +1352,7 @@ static int client_call_doorbell(fprep_client *c, const fprep_request *req,
 	db = atomic_load_explicit(&c->db_area, memory_order_acquire);
 	if (db != NULL)
 		err = client_doorbell_call(c, db, nng_msg_body(msg),
-		                           req->request_id, replyp);
+		                           req->request_id, deadline, replyp);
 	atomic_flag_clear(&c->db_busy);
 	if (err != CLIENT_DOORBELL_NOT_TAKEN)
 		nng_msg_free(msg);
@@ -1223,7 +1365,7 @@ static int client_call_doorbell(fprep_client *c, const fprep_request *req,
 static int client_call(fprep_client *c, fprep_request *req, const void *payload,
                        size_t payload_size, fprep_result *res)
 {
-	nng_time deadline = nng_clock() + (nng_time)c->timeout_ms;
+	nng_time deadline = client_deadline(c);
 	nng_msg *msg = NULL, *reply = NULL;
 	struct client_slot *s;
 	uint8_t *area = NULL;
@@ -1235,7 +1377,7 @@ static int client_call(fprep_client *c, fprep_request *req, const void *payload,
 		return FPREP_EINVAL;
 	if ((err = client_message(c, req, payload, payload_size, &msg)))
 		return err;
-	err = client_call_doorbell(c, req, msg, &reply);
+	err = client_call_doorbell(c, req, msg, deadline, &reply);
 	if (err == 0)
 		return client_check_reply(c, req->request_id, req->kind, reply,
 		                          res);
@@ -1385,8 +1527,10 @@ static int client_payload_size(fprep_client *c, const fprep_request *req,
 	return FPREP_OK;
 }
 
-int fprep_client_request(fprep_client *client, fprep_request *req,
-                         const void *payload, fprep_result *res)
+/* client_request is fprep_client_request within the calling thread's
+ * deadline. */
+static int client_request(fprep_client *client, fprep_request *req,
+                          const void *payload, fprep_result *res)
 {
 	size_t size;
 	int err;
@@ -1403,6 +1547,24 @@ int fprep_client_request(fprep_client *client, fprep_request *req,
 			return err;
 	}
 	return client_call(client, req, payload, size, res);
+}
+
+int fprep_client_request(fprep_client *client, fprep_request *req,
+                         const void *payload, fprep_result *res)
+{
+	int outer = client_outer.serial == 0, err;
+
+	/* The limits' INFO, a stage's REGISTER and the request itself are
+	 * one call: they share its deadline. */
+	if (outer) {
+		client_outer.serial = client->serial;
+		client_outer.deadline =
+		        nng_clock() + (nng_time)client->timeout_ms;
+	}
+	err = client_request(client, req, payload, res);
+	if (outer)
+		client_outer.serial = 0;
+	return err;
 }
 
 /* The asynchronous API: each pending request has its own context and aio.
@@ -1557,7 +1719,7 @@ int fprep_pending_wait(fprep_pending *p, fprep_result *res)
 int fprep_client_register(fprep_client *c, fprep_register_request *req,
                           fprep_result *res)
 {
-	nng_time deadline = nng_clock() + (nng_time)c->timeout_ms;
+	nng_time deadline = client_deadline(c);
 	nng_msg *msg = NULL, *reply = NULL;
 	struct client_slot *s;
 	int err;

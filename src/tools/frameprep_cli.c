@@ -118,14 +118,14 @@ static void cli_usage(FILE *f, const char *cmd)
 		           "                    "
 		           "$FRAMEPREP_TRUST_SOCKET_OWNER likewise]\n");
 	if (strcmp(cmd, "info") == 0)
-		fprintf(f, "  --timeout MS      reply timeout, milliseconds "
-		           "[30000]\n");
+		fprintf(f, "  --timeout MS      bounds the connect and the "
+		           "request (send + reply), milliseconds [30000]\n");
 	if (strcmp(cmd, "send") == 0)
 		fprintf(f,
 		        "  -o, --output FILE save the tensor as .npy "
 		        "[not saved]\n"
-		        "  --timeout MS      reply timeout, milliseconds "
-		        "[30000]\n"
+		        "  --timeout MS      bounds the connect and the "
+		        "request (send + reply), milliseconds [30000]\n"
 		        "  --echo            measure the transport alone: "
 		        "no preprocessing, tensor contents unspecified [off]\n"
 		        "  --shm             pass frame and tensor through "
