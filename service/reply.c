@@ -57,6 +57,9 @@ void fprep__reply_header_tensor(fprep_reply_header *rep, const fprep__job *job,
 	rep->t_kernel_us = job->t_kernel_us;
 	rep->t_d2h_us = job->t_d2h_us;
 	rep->t_total_us = t_total_us;
+	rep->decoded_width = job->decoded_width;
+	rep->decoded_height = job->decoded_height;
+	rep->t_decode_us = job->t_decode_us;
 	rep->payload_size =
 	        req->output_loc == FPREP_LOC_INLINE ? job->output_size : 0;
 	rep->tensor_size = job->output_size;

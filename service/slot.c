@@ -316,6 +316,7 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 	/* Shape, size and transform are decided here, once. */
 	memset(job, 0, sizeof(*job));
 	job->req = *req;
+	job->limits = &srv->cfg->limits;
 	rv = fprep__job_plan(job);
 	if (rv != 0) {
 		fprep__slot_fail(s, rv, "tensor shape: invalid request");

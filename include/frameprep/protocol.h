@@ -300,11 +300,23 @@
  *    88  u64 tensor_size    bytes of the tensor (inline or written to shm)
  *    96  u32 region_id      REGISTER: the new region's id
  *   100  u32 flags          FPREP_REPLY_F_* bits
- *   104  char message[152]  NUL-terminated human-readable text; on error it
+ *   104  char message[144]  NUL-terminated human-readable text; on error it
  *                           names the field, the value and the limit; on
  *                           a successful FRAME/ECHO of a daemon run with
  *                           --trace, the request's stage times (below),
  *                           else empty
+ *   248  u16 decoded_width  FRAME of a JPEG source: the decoded frame's
+ *                           size in pixels (from the JPEG header); else 0
+ *   250  u16 decoded_height
+ *   252  u32 t_decode_us    FRAME of a JPEG source: the decode (header
+ *                           check and entropy decode to RGB8/BGR8/GRAY8
+ *                           on a CPU), microseconds; included in
+ *                           t_compute_us on the CPU backend; on the GPU
+ *                           backend the lane decodes into its staging
+ *                           slot before t_h2d_us begins; else 0
+ *                           (Until these three fields were added the
+ *                           message spanned 152 bytes: an older daemon's
+ *                           message of 144 bytes or more fills them.)
  *   256  ...                payload: tensor bytes (FRAME/ECHO inline output),
  *                           text (INFO), nothing otherwise
  *
@@ -316,6 +328,28 @@
  * the CPU backend and for ECHO), the backend finished (done), the loop
  * took the completion (seen) and handed the reply to nng (sent). The keys
  * come in that order and each figure is at least the one before it.
+ *
+ * JPEG sources (src_format JPEG)
+ *   The frame is a JPEG file's bytes as they are (JFIF or Exif, baseline
+ *   or progressive Huffman-coded, 8-bit, 1 or 3 components, any chroma
+ *   subsampling, restart markers allowed): input_size bytes inline or in
+ *   an SHM region (not CUDA: the decode runs on a CPU), at least 4 bytes.
+ *   src_stride, the YUV fields and yuv_matrix/yuv_range are ignored;
+ *   src_width and src_height are 0 or must equal the JPEG header's. The
+ *   daemon reads the header before it allocates anything and refuses
+ *   (FPREP_ELIMIT, naming the limit) a frame wider than max_width, taller
+ *   than max_height or whose decoded RGB8 bytes exceed max_frame_bytes, and
+ *   (FPREP_EINVAL, with libjpeg-turbo's words) one that is corrupt,
+ *   truncated, 12-bit, CMYK/YCCK, of a chroma sampling libjpeg-turbo
+ *   cannot name (4:2:0, 4:2:2, 4:4:0, 4:4:4, 4:1:1 and gray are fine), or
+ *   that libjpeg-turbo warns about (corrupt data is an error: no partly
+ *   grey frame); arithmetic coding is decoded. It is
+ *   decoded as libjpeg-turbo does (cv2.imdecode decodes the same way:
+ *   fancy upsampling, islow IDCT) to RGB8 or BGR8, as channel_order needs
+ *   (GRAY8 for channel_order GRAY, which a JPEG source may ask for: the
+ *   luma), then letterboxed or stretched like that raw frame. EXIF
+ *   orientation is ignored: the tensor has the stored pixel order. The
+ *   reply carries decoded_width/height and t_decode_us.
  *
  * Errors: a request that cannot be parsed still gets a reply with the best
  * kind/request_id that could be read and a status from enum fprep_err.
@@ -342,7 +376,7 @@ extern "C" {
 #define FPREP_REPLY_MAGIC         0x50525046u /* "FPRP" as little-endian bytes */
 #define FPREP_REQUEST_HEADER_SIZE 128
 #define FPREP_REPLY_HEADER_SIZE   256
-#define FPREP_MESSAGE_SIZE        152
+#define FPREP_MESSAGE_SIZE        144
 #define FPREP_REGION_NAME_MAX     63 /* bytes of a region name, '/' included */
 
 /* fprep_kind: what a request asks for. */
@@ -391,7 +425,8 @@ enum fprep_doorbell_state {
 /* fprep_pixel_format: layout of the source frame, 8 bits per sample.
  * GRAY8 has one channel; BGR8/RGB8 three; BGRA8/RGBA8 four (alpha is
  * ignored), interleaved. NV12, I420 (4:2:0, planar) and YUYV (4:2:2,
- * packed) are the YUV formats described above. */
+ * packed) are the YUV formats described above; JPEG is compressed (see
+ * "JPEG sources"). */
 enum fprep_pixel_format {
 	FPREP_PIX_BGR8 = 1,
 	FPREP_PIX_RGB8 = 2,
@@ -401,6 +436,7 @@ enum fprep_pixel_format {
 	FPREP_PIX_NV12 = 6,
 	FPREP_PIX_I420 = 7,
 	FPREP_PIX_YUYV = 8,
+	FPREP_PIX_JPEG = 9, /* a JPEG file's bytes (see "JPEG sources") */
 };
 
 /* fprep_yuv_matrix: the colour matrix of a YUV source. 0 on the wire means
@@ -567,11 +603,14 @@ typedef struct fprep_reply_header {
 	uint32_t region_id;
 	uint32_t flags;
 	char message[FPREP_MESSAGE_SIZE]; /* always NUL-terminated */
+	uint16_t decoded_width;  /* JPEG source: decoded size, else 0 */
+	uint16_t decoded_height;
+	uint32_t t_decode_us; /* JPEG source: decode time, else 0 */
 } fprep_reply_header;
 
 /* fprep_pixel_bytes returns the bytes per pixel of a format's rows at
- * src_stride (for NV12 and I420 those of the Y plane: 1; YUYV: 2), or 0 for
- * an unknown format. */
+ * src_stride (for NV12 and I420 those of the Y plane: 1; YUYV: 2; JPEG,
+ * whose stride is ignored: 1), or 0 for an unknown format. */
 FPREP_EXTERN uint32_t fprep_pixel_bytes(uint16_t format);
 
 /* fprep_request_init fills *req with a FRAME request for the given source
@@ -580,7 +619,9 @@ FPREP_EXTERN uint32_t fprep_pixel_bytes(uint16_t format);
  * input_size = stride * height. For NV12 and I420 the planes follow each
  * other unpadded (uv_stride = width or width / 2, u_offset = stride *
  * height, I420's v_offset after the U plane) and input_size covers them;
- * the YUV matrix and range are left 0 (BT.601, limited). */
+ * the YUV matrix and range are left 0 (BT.601, limited). For JPEG the
+ * stride and input_size are 0: set input_size to the file's length (the
+ * size may be left 0 too: the daemon reads it from the header). */
 FPREP_EXTERN void fprep_request_init(fprep_request *req, uint16_t src_format,
                                      uint32_t src_width, uint32_t src_height);
 

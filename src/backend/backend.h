@@ -81,6 +81,9 @@ struct fprep__job {
 	fprep__memreg *in_region;  /* region holding the input, or NULL */
 	fprep__memreg *out_region; /* region receiving the output, or NULL */
 	int trace; /* fill t_stage_ns below (frameprepd --trace) */
+	/* The daemon's limits, for what only the backend learns: a JPEG
+	 * source's size (jpeg.h). A JPEG job without them is refused. */
+	const fprep_limits *limits;
 	fprep__job_cb done;
 	void *data; /* the loop's request */
 
@@ -94,6 +97,11 @@ struct fprep__job {
 	uint32_t t_h2d_us;
 	uint32_t t_kernel_us;
 	uint32_t t_d2h_us;
+	/* A JPEG source (jpeg.h): the decoded size and the decode time; the
+	 * backend then rewrites req, input and xf as the decoded frame's. */
+	uint16_t decoded_width;
+	uint16_t decoded_height;
+	uint32_t t_decode_us;
 	unsigned lane; /* index of the lane that ran it; 0 with one lane */
 	/* With trace set, a GPU backend writes when each device stage began
 	 * and ended (enum fprep__stage), converted to CLOCK_MONOTONIC

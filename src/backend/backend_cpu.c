@@ -17,6 +17,10 @@
  * is already running is always finished: the op cannot be interrupted, and
  * it takes milliseconds.
  *
+ * A JPEG source is decoded first, by the worker that took it, into a
+ * buffer of that worker's which grows only when a larger frame comes
+ * (jpeg.h); the job then reads that frame, bands included.
+ *
  * Operations on registered regions (region_op: map, unmap) wait in their
  * own queue, which workers serve before the jobs; nothing needs pinning
  * here. close() runs every operation queued before the workers exit.
@@ -31,6 +35,7 @@
 
 #include "backend.h"
 #include "clock.h"
+#include "jpeg.h"
 #include "log.h"
 #include "ops.h"
 
@@ -141,8 +146,40 @@ static int cpu_preprocess(struct cpu_backend *cb, fprep__job *job)
 	return sh.rc;
 }
 
+/* cpu_jpeg decodes a JPEG job's frame into the worker's buffer and makes
+ * the job one on that frame (jpeg.h); returns 0 or the error, with the
+ * job's message set. */
+static int cpu_jpeg(fprep__jpeg *jpeg, fprep__job *job)
+{
+	fprep_request raw;
+	uint8_t *dst;
+	int rc;
+
+	rc = fprep__jpeg_open(jpeg, job, &raw, job->message,
+	                      sizeof(job->message));
+	if (rc != FPREP_OK)
+		return rc;
+	dst = fprep__jpeg_buffer(jpeg, raw.input_size);
+	if (dst == NULL) {
+		snprintf(job->message, sizeof(job->message),
+		         "JPEG: out of memory for a %ux%u frame", raw.src_width,
+		         raw.src_height);
+		return FPREP_ENOMEM;
+	}
+	rc = fprep__jpeg_decode(jpeg, job, &raw, dst, job->message,
+	                        sizeof(job->message));
+	if (rc == FPREP_OK && job->in_region != NULL &&
+	    fprep__memreg_broken(job->in_region)) {
+		snprintf(job->message, sizeof(job->message),
+		         "shared-memory region shrank while the JPEG was read");
+		return FPREP_EREGION;
+	}
+	return rc;
+}
+
 /* cpu_run does one job on the calling worker thread. */
-static void cpu_run(struct cpu_backend *cb, fprep__job *job, int fail)
+static void cpu_run(struct cpu_backend *cb, fprep__jpeg *jpeg, fprep__job *job,
+                    int fail)
 {
 	int rc;
 
@@ -156,6 +193,9 @@ static void cpu_run(struct cpu_backend *cb, fprep__job *job, int fail)
 		         "CPU backend closed before the frame was processed");
 	} else if (job->req.kind == FPREP_KIND_ECHO) {
 		rc = FPREP_OK; /* the transport ceiling: no work at all */
+	} else if (job->req.src_format == FPREP_PIX_JPEG &&
+	           (rc = cpu_jpeg(jpeg, job)) != FPREP_OK) {
+		job->status = rc; /* cpu_jpeg wrote the message */
 	} else {
 		rc = cpu_preprocess(cb, job);
 		if (rc == FPREP_ENOMEM)
@@ -195,7 +235,10 @@ static void *cpu_worker(void *arg)
 	struct cpu_backend *cb = arg;
 	fprep__qnode *op;
 	fprep__job *job;
+	fprep__jpeg jpeg;
 	int fail;
+
+	fprep__jpeg_init(&jpeg);
 
 	pthread_setname_np(pthread_self(), "fp-cpu-worker");
 	pthread_mutex_lock(&cb->lock);
@@ -226,7 +269,7 @@ static void *cpu_worker(void *arg)
 		cb->running++;
 		pthread_mutex_unlock(&cb->lock);
 
-		cpu_run(cb, job, fail);
+		cpu_run(cb, &jpeg, job, fail);
 		job->done(job); /* the job belongs to the loop from here */
 
 		pthread_mutex_lock(&cb->lock);
@@ -235,6 +278,7 @@ static void *cpu_worker(void *arg)
 			pthread_cond_broadcast(&cb->idle);
 	}
 	pthread_mutex_unlock(&cb->lock);
+	fprep__jpeg_fini(&jpeg);
 	return NULL;
 }
 

@@ -171,7 +171,7 @@ static void multi_job_done(fprep__job *job)
 			char why[FPREP_MESSAGE_SIZE];
 
 			snprintf(why, sizeof(why),
-			         "lane %u out of service: %.120s", l->index,
+			         "lane %u out of service: %.110s", l->index,
 			         job->message);
 			memcpy(job->message, why, sizeof(why));
 			job->fatal = 0;
@@ -229,7 +229,7 @@ static void multi_op_refused(multi_op *op, fprep__memreg *r, int status,
                              const char *message)
 {
 	op->status = status;
-	snprintf(op->message, sizeof(op->message), "lane %u: %.136s",
+	snprintf(op->message, sizeof(op->message), "lane %u: %.126s",
 	         op->order[op->at], message);
 	op->undoing = 1;
 	r->verb = FPREP__MEMREG_CLOSE;

@@ -204,7 +204,10 @@ static void proto_put_text(uint8_t *p, const char *text, size_t size)
 	X(88, u64, tensor_size)                                                \
 	X(96, u32, region_id)                                                  \
 	X(100, u32, flags)                                                     \
-	X(104, char152, message)
+	X(104, char144, message)                                               \
+	X(248, u16, decoded_width)                                             \
+	X(250, u16, decoded_height)                                            \
+	X(252, u32, t_decode_us)
 
 /* proto_register: the REGISTER fields as the table names them. */
 struct proto_register {
@@ -233,7 +236,7 @@ struct proto_head {
 #define PROTO_SIZE_u8x16   16
 #define PROTO_SIZE_u8x64   64
 #define PROTO_SIZE_char64  64
-#define PROTO_SIZE_char152 152
+#define PROTO_SIZE_char144 144
 
 #define PROTO_PUT_u8(p, v)      ((p)[0] = (v))
 #define PROTO_PUT_u16(p, v)     proto_put16(p, v)
@@ -245,7 +248,7 @@ struct proto_head {
 #define PROTO_PUT_u8x16(p, v)   memcpy(p, v, 16)
 #define PROTO_PUT_u8x64(p, v)   memcpy(p, v, 64)
 #define PROTO_PUT_char64(p, v)  proto_put_text(p, v, sizeof(v))
-#define PROTO_PUT_char152(p, v) proto_put_text(p, v, sizeof(v))
+#define PROTO_PUT_char144(p, v) proto_put_text(p, v, sizeof(v))
 
 #define PROTO_GET_u8(p, v)      ((v) = (p)[0])
 #define PROTO_GET_u16(p, v)     ((v) = proto_get16(p))
@@ -257,7 +260,7 @@ struct proto_head {
 #define PROTO_GET_u8x16(p, v)   memcpy(v, p, 16)
 #define PROTO_GET_u8x64(p, v)   memcpy(v, p, 64)
 #define PROTO_GET_char64(p, v)  memcpy(v, p, sizeof(v))
-#define PROTO_GET_char152(p, v) memcpy(v, p, sizeof(v))
+#define PROTO_GET_char144(p, v) memcpy(v, p, sizeof(v))
 
 /* Generators: a table expanded with these writes the fields of *obj at p,
  * reads them, or reads those that lie inside len bytes. */
@@ -380,6 +383,7 @@ uint32_t fprep_pixel_bytes(uint16_t format)
 	case FPREP_PIX_GRAY8:
 	case FPREP_PIX_NV12:
 	case FPREP_PIX_I420:
+	case FPREP_PIX_JPEG:
 		return 1;
 	case FPREP_PIX_YUYV:
 		return 2;
@@ -429,6 +433,8 @@ void fprep_request_init(fprep_request *req, uint16_t src_format,
 	req->output_loc = FPREP_LOC_INLINE;
 	req->input_size = (uint64_t)req->src_stride * src_height;
 	fprep__yuv_default_planes(req);
+	if (src_format == FPREP_PIX_JPEG)
+		req->src_stride = 0, req->input_size = 0;
 }
 
 /* proto_register_encode writes the REGISTER fields of *obj. */
@@ -487,7 +493,7 @@ static int proto_check_enums(const fprep_request *r, char *msg, size_t n)
 {
 	if (fprep_pixel_bytes(r->src_format) == 0)
 		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "src_format %u is not a pixel format (1..8)",
+		                  "src_format %u is not a pixel format (1..9)",
 		                  r->src_format);
 	if (r->resize != FPREP_RESIZE_LETTERBOX &&
 	    r->resize != FPREP_RESIZE_STRETCH)
@@ -501,11 +507,11 @@ static int proto_check_enums(const fprep_request *r, char *msg, size_t n)
 		        "channel_order %u is not a channel order (1..3)",
 		        r->channel_order);
 	if (r->channel_order == FPREP_ORDER_GRAY &&
-	    r->src_format != FPREP_PIX_GRAY8)
+	    r->src_format != FPREP_PIX_GRAY8 && r->src_format != FPREP_PIX_JPEG)
 		return proto_fail(
 		        msg, n, FPREP_EINVAL,
 		        "channel_order GRAY requires src_format GRAY8 "
-		        "(5), got %u",
+		        "(5) or JPEG (9), got %u",
 		        r->src_format);
 	if (proto_dtype_bytes(r->dtype) == 0)
 		return proto_fail(msg, n, FPREP_EINVAL,
@@ -578,19 +584,55 @@ static int proto_check_dim(const char *name, uint32_t v, uint32_t max,
 static int proto_check_dims(const fprep_request *r, const fprep_limits *lim,
                             char *msg, size_t n)
 {
+	/* A JPEG's size is in its header: 0 x 0 here, or checked against it
+	 * by the daemon. */
+	int sized = r->src_format != FPREP_PIX_JPEG || r->src_width != 0 ||
+	            r->src_height != 0;
 	int err;
 
-	if ((err = proto_check_dim("src_width", r->src_width, lim->max_width,
-	                           "max_width", msg, n)) ||
-	    (err = proto_check_dim("src_height", r->src_height, lim->max_height,
-	                           "max_height", msg, n)) ||
-	    (err = proto_check_dim("out_width", r->out_width,
+	if (sized &&
+	    ((err = proto_check_dim("src_width", r->src_width, lim->max_width,
+	                            "max_width", msg, n)) ||
+	     (err = proto_check_dim("src_height", r->src_height,
+	                            lim->max_height, "max_height", msg, n))))
+		return err;
+	if ((err = proto_check_dim("out_width", r->out_width,
 	                           lim->max_out_width, "max_out_width", msg,
 	                           n)) ||
 	    (err = proto_check_dim("out_height", r->out_height,
 	                           lim->max_out_height, "max_out_height", msg,
 	                           n)))
 		return err;
+	return FPREP_OK;
+}
+
+/* proto_input_too_big refuses an input_size over max_frame_bytes. */
+static int proto_input_too_big(const fprep_request *r, const fprep_limits *lim,
+                               char *msg, size_t n)
+{
+	return proto_fail(msg, n, FPREP_ELIMIT,
+	                  "input_size %llu exceeds max_frame_bytes %llu",
+	                  (unsigned long long)r->input_size,
+	                  (unsigned long long)lim->max_frame_bytes);
+}
+
+/* proto_check_jpeg checks a JPEG source's bytes: at least 4 (SOI and EOI),
+ * at most max_frame_bytes, not in device memory (the decode runs on a
+ * CPU). Its header is the daemon's to check (backend/jpeg.h). */
+static int proto_check_jpeg(const fprep_request *r, const fprep_limits *lim,
+                            char *msg, size_t n)
+{
+	if (r->input_size < 4)
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "input_size %llu: a JPEG frame has at least "
+		                  "4 bytes",
+		                  (unsigned long long)r->input_size);
+	if (r->input_size > lim->max_frame_bytes)
+		return proto_input_too_big(r, lim, msg, n);
+	if (r->input_loc == FPREP_LOC_CUDA)
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "src_format JPEG needs input_loc INLINE or "
+		                  "SHM: it is decoded on a CPU");
 	return FPREP_OK;
 }
 
@@ -603,6 +645,8 @@ static int proto_check_input(const fprep_request *r, const fprep_limits *lim,
 	uint64_t row, body, need;
 	uint32_t bpp = fprep_pixel_bytes(r->src_format);
 
+	if (r->src_format == FPREP_PIX_JPEG)
+		return proto_check_jpeg(r, lim, msg, n);
 	if (__builtin_mul_overflow((uint64_t)r->src_width, bpp, &row))
 		return proto_fail(msg, n, FPREP_ELIMIT,
 		                  "src_width %u * bpp %u overflows",
@@ -633,11 +677,7 @@ static int proto_check_input(const fprep_request *r, const fprep_limits *lim,
 		        (unsigned long long)r->input_size,
 		        (unsigned long long)need);
 	if (r->input_size > lim->max_frame_bytes)
-		return proto_fail(
-		        msg, n, FPREP_ELIMIT,
-		        "input_size %llu exceeds max_frame_bytes %llu",
-		        (unsigned long long)r->input_size,
-		        (unsigned long long)lim->max_frame_bytes);
+		return proto_input_too_big(r, lim, msg, n);
 	return fprep__yuv_check_planes(r, msg, n);
 }
 

@@ -32,7 +32,8 @@ enum { EXIT_SERVER = 1, EXIT_USAGE = 2, EXIT_IO = 3 };
 /* cli_spec: what the user asked for, before it becomes a request. */
 struct cli_spec {
 	struct tool_preprocess pre;
-	uint16_t format; /* a YUV format to convert the image to, or 0 */
+	uint16_t format; /* a YUV format to convert the image to, JPEG (send
+	                    the file as it is), or 0 */
 	int timeout_ms;
 	int echo;
 	int shm;
@@ -144,7 +145,10 @@ static void cli_usage(FILE *f, const char *cmd)
 		        "  --format F        send the image converted to nv12, "
 		        "i420 or yuyv (an odd\n"
 		        "                    width or height loses its last "
-		        "column or row) [rgb8]\n");
+		        "column or row), or jpeg:\n"
+		        "                    the file's bytes as they are, "
+		        "decoded by the daemon [rgb8]\n"
+		        "  --jpeg            the same as --format jpeg\n");
 	if (strcmp(cmd, "send") == 0 || strcmp(cmd, "request") == 0)
 		tool_preprocess_usage(f, 2, 20);
 	fprintf(f, "  -h, --help        this text\n");
@@ -156,6 +160,7 @@ enum {
 	OPT_ECHO,
 	OPT_SHM,
 	OPT_FORMAT,
+	OPT_JPEG,
 	OPT_TRUST_OWNER,
 };
 
@@ -168,6 +173,7 @@ static const struct option cli_options[] = {
         {"echo", no_argument, NULL, OPT_ECHO},
         {"shm", no_argument, NULL, OPT_SHM},
         {"format", required_argument, NULL, OPT_FORMAT},
+        {"jpeg", no_argument, NULL, OPT_JPEG},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -263,6 +269,9 @@ static int cli_parse(const char *cmd, int argc, char **argv,
 			if (spec->format == FPREP_PIX_RGB8)
 				spec->format = 0;
 			break;
+		case OPT_JPEG:
+			spec->format = FPREP_PIX_JPEG;
+			break;
 			break;
 		default:
 			v = tool_preprocess_option(&spec->pre, opt, optarg);
@@ -289,8 +298,8 @@ struct cli_image {
 /* cli_format_name: the format of a sent frame, as the CLI prints it. */
 static const char *cli_format_name(uint16_t format)
 {
-	static const char *const names[] = {"GRAY8", "RGB8", "NV12", "I420",
-	                                    "YUYV"};
+	static const char *const names[] = {"GRAY8", "RGB8", "NV12",
+	                                    "I420",  "YUYV", "JPEG"};
 
 	switch (format) {
 	case FPREP_PIX_GRAY8:
@@ -301,6 +310,8 @@ static const char *cli_format_name(uint16_t format)
 		return names[3];
 	case FPREP_PIX_YUYV:
 		return names[4];
+	case FPREP_PIX_JPEG:
+		return names[5];
 	}
 	return names[1];
 }
@@ -402,6 +413,42 @@ static void cli_load_failed(const char *path)
 	fclose(f);
 }
 
+/* cli_load_jpeg reads path's bytes as they are, to be sent as a JPEG
+ * frame (its size 0x0 on the wire: the daemon reads it from the header).
+ * Only the SOI marker is checked here: the daemon judges the rest. */
+static int cli_load_jpeg(const char *path, struct cli_image *img)
+{
+	FILE *f = fopen(path, "rb");
+	long size = -1;
+
+	if (f != NULL && fseek(f, 0, SEEK_END) == 0)
+		size = ftell(f);
+	if (f == NULL || size < 0 || fseek(f, 0, SEEK_SET) != 0) {
+		fprintf(stderr, "frameprep: %s: %s\n", path, strerror(errno));
+		if (f != NULL)
+			fclose(f);
+		return -1;
+	}
+	img->pixels = malloc(size > 0 ? (size_t)size : 1);
+	if (img->pixels == NULL ||
+	    fread(img->pixels, 1, (size_t)size, f) != (size_t)size) {
+		fprintf(stderr, "frameprep: %s: cannot read the file\n", path);
+		free(img->pixels);
+		fclose(f);
+		return -1;
+	}
+	fclose(f);
+	if (size < 2 || img->pixels[0] != 0xff || img->pixels[1] != 0xd8)
+		fprintf(stderr,
+		        "frameprep: note: %s does not start with a JPEG SOI "
+		        "marker (FF D8): sent anyway\n",
+		        path);
+	img->width = img->height = 0;
+	img->format = FPREP_PIX_JPEG;
+	img->size = (uint64_t)size;
+	return 0;
+}
+
 /* cli_load decodes path as GRAY8 when the file is grayscale or a gray
  * tensor is asked for, else as RGB8, and converts it to spec's YUV format
  * when one was asked for. */
@@ -410,6 +457,8 @@ static int cli_load(const char *path, const struct cli_spec *spec,
 {
 	int w, h, comp, want;
 
+	if (spec->format == FPREP_PIX_JPEG)
+		return cli_load_jpeg(path, img);
 	if (!stbi_info(path, &w, &h, &comp)) {
 		cli_load_failed(path);
 		return -1;
@@ -437,6 +486,8 @@ static void cli_request(const struct cli_spec *spec,
                         const struct cli_image *img, fprep_request *req)
 {
 	fprep_request_init(req, img->format, img->width, img->height);
+	if (img->format == FPREP_PIX_JPEG)
+		req->input_size = img->size;
 	if (spec->echo)
 		req->kind = FPREP_KIND_ECHO;
 	tool_preprocess_apply(&spec->pre, req);
@@ -486,6 +537,10 @@ static int cli_print_reply(const fprep_reply_header *h, const void *payload,
 	       " us, total %" PRIu32 " us\n",
 	       h->t_queue_us, h->t_compute_us, h->t_h2d_us, h->t_kernel_us,
 	       h->t_d2h_us, h->t_total_us);
+	if (h->decoded_width != 0)
+		printf("decoded   JPEG %ux%u in %" PRIu32 " us\n",
+		       (unsigned)h->decoded_width, (unsigned)h->decoded_height,
+		       h->t_decode_us);
 	printf("bytes     %" PRIu64 "\n", h->tensor_size);
 	if (payload_size != h->tensor_size)
 		return 0; /* written to shared memory the caller can't see */

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const tool_formats[] = {NULL,    "bgr8",  "rgb8",
-                                           "bgra8", "rgba8", "gray8",
-                                           "nv12",  "i420",  "yuyv"};
+static const char *const tool_formats[] = {NULL,    "bgr8",  "rgb8", "bgra8",
+                                           "rgba8", "gray8", "nv12", "i420",
+                                           "yuyv",  "jpeg"};
 static const char *const tool_matrices[] = {NULL, "bt601", "bt709", "bt2020"};
 static const char *const tool_ranges[] = {NULL, "limited", "full"};
 static const char *const tool_dtypes[] = {NULL, "f32", "f16", "u8"};
@@ -25,9 +25,9 @@ static const struct {
 	const char *const *names;
 	int n;
 } tool_tables[] = {
-        [TOOL_FORMAT] = {tool_formats, 9}, [TOOL_DTYPE] = {tool_dtypes, 4},
-        [TOOL_LAYOUT] = {tool_layouts, 3}, [TOOL_ORDER] = {tool_orders, 4},
-        [TOOL_RESIZE] = {tool_resizes, 3}, [TOOL_MATRIX] = {tool_matrices, 4},
+        [TOOL_FORMAT] = {tool_formats, 10}, [TOOL_DTYPE] = {tool_dtypes, 4},
+        [TOOL_LAYOUT] = {tool_layouts, 3},  [TOOL_ORDER] = {tool_orders, 4},
+        [TOOL_RESIZE] = {tool_resizes, 3},  [TOOL_MATRIX] = {tool_matrices, 4},
         [TOOL_RANGE] = {tool_ranges, 3},
 };
 

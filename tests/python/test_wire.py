@@ -203,7 +203,7 @@ def test_python_reply_decodes_in_c(rep, tmp_path):
     assert len(data) == protocol.REPLY_HEADER_SIZE
     whole = data + bytes(rep.payload_size)
     c = c_decode("reply", whole, tmp_path)
-    cut = rep.message.encode()[:151].decode("utf-8", "ignore")
+    cut = rep.message.encode()[:143].decode("utf-8", "ignore")
     same_fields(Reply(**{**rep.__dict__, "message": cut}), c)
     assert Reply.decode(whole).encode() == data
 
@@ -224,7 +224,7 @@ def test_request_decode_refuses(mutate, error):
     (lambda b: b"XXXX" + b[4:], protocol.ProtocolError),
     (lambda b: b[:4] + b"\x09\x00" + b[6:], protocol.VersionMismatchError),
     (lambda b: b + b"extra", protocol.ProtocolError),
-    (lambda b: b[:104] + b"m" * 152, protocol.ProtocolError),
+    (lambda b: b[:104] + b"m" * 144 + b[248:], protocol.ProtocolError),
     (lambda b: b[:22] + b"\x05" + b[23:], protocol.ProtocolError),
     (lambda b: b[:24] + (2).to_bytes(4, "little") + b[28:],
      protocol.ProtocolError),

@@ -128,6 +128,12 @@ static int golden_write_all(const char *dir)
 	req.yuv_range = FPREP_RANGE_LIMITED;
 	err |= golden_request(dir, "request_frame_i420", &req);
 
+	fprep_request_init(&req, FPREP_PIX_JPEG, 0, 0);
+	req.request_id = 80;
+	req.input_size = 274321;
+	req.channel_order = FPREP_ORDER_BGR;
+	err |= golden_request(dir, "request_frame_jpeg", &req);
+
 	memset(&req, 0, sizeof(req));
 	req.version = FPREP_PROTOCOL_VERSION;
 	req.kind = FPREP_KIND_INFO;
@@ -207,6 +213,13 @@ static int golden_write_all(const char *dir)
 	rep.tensor_size = 3u * 640u * 640u * 4u;
 	rep.payload_size = rep.tensor_size;
 	err |= golden_reply(dir, "reply_frame", &rep);
+
+	rep.decoded_width = 1920;
+	rep.decoded_height = 1080;
+	rep.t_decode_us = 2345;
+	err |= golden_reply(dir, "reply_frame_jpeg", &rep);
+	rep.decoded_width = rep.decoded_height = 0;
+	rep.t_decode_us = 0;
 
 	rep.kind = FPREP_KIND_ECHO;
 	rep.request_id = 0xfedcba9876543210ull;
@@ -364,14 +377,16 @@ static int golden_print_reply(const uint8_t *buf, size_t size)
 	       "\"t_h2d_us\": %u, \"t_kernel_us\": %u, \"t_d2h_us\": %u, "
 	       "\"t_total_us\": %u, \"payload_size\": %llu, "
 	       "\"tensor_size\": %llu, \"region_id\": %u, \"flags\": %u, "
-	       "\"message\": ",
+	       "\"decoded_width\": %u, \"decoded_height\": %u, "
+	       "\"t_decode_us\": %u, \"message\": ",
 	       h.version, h.kind, (unsigned long long)h.request_id, h.status,
 	       h.dtype, h.layout, h.ndim, h.output_loc, h.shape[0], h.shape[1],
 	       h.shape[2], h.shape[3], (double)h.scale_x, (double)h.scale_y,
 	       (double)h.pad_x, (double)h.pad_y, h.t_queue_us, h.t_compute_us,
 	       h.t_h2d_us, h.t_kernel_us, h.t_d2h_us, h.t_total_us,
 	       (unsigned long long)h.payload_size,
-	       (unsigned long long)h.tensor_size, h.region_id, h.flags);
+	       (unsigned long long)h.tensor_size, h.region_id, h.flags,
+	       h.decoded_width, h.decoded_height, h.t_decode_us);
 	golden_print_string(h.message);
 	printf("}\n");
 	return 0;

@@ -91,8 +91,9 @@ static void pixel_bytes(void **state)
 	assert_int_equal(fprep_pixel_bytes(FPREP_PIX_NV12), 1);
 	assert_int_equal(fprep_pixel_bytes(FPREP_PIX_I420), 1);
 	assert_int_equal(fprep_pixel_bytes(FPREP_PIX_YUYV), 2);
+	assert_int_equal(fprep_pixel_bytes(FPREP_PIX_JPEG), 1);
 	assert_int_equal(fprep_pixel_bytes(0), 0);
-	assert_int_equal(fprep_pixel_bytes(9), 0);
+	assert_int_equal(fprep_pixel_bytes(10), 0);
 	assert_int_equal(fprep_pixel_bytes(0xffff), 0);
 }
 
@@ -411,7 +412,7 @@ static void request_bad_enums(void **state)
 
 	(void)state;
 	TEST_BAD_ENUM(src_format, 0, "src_format 0");
-	TEST_BAD_ENUM(src_format, 9, "src_format 9");
+	TEST_BAD_ENUM(src_format, 10, "src_format 10");
 	TEST_BAD_ENUM(resize, 0, "resize 0");
 	TEST_BAD_ENUM(resize, 3, "resize 3");
 	TEST_BAD_ENUM(channel_order, 0, "channel_order 0");
@@ -539,6 +540,48 @@ static void request_yuv(void **state)
 		r.field = value;                                               \
 		test_decode(&r, r.input_size, &test_limits, err, text);        \
 	} while (0)
+
+/* JPEG sources: the bytes as they are, the size 0x0 or within the limits
+ * (the daemon checks it against the header), at least 4 bytes, not in
+ * CUDA memory; stride and YUV fields ignored; GRAY tensors allowed. */
+static void request_jpeg(void **state)
+{
+	fprep_request r;
+
+	(void)state;
+	fprep_request_init(&r, FPREP_PIX_JPEG, 0, 0);
+	assert_int_equal(r.src_stride, 0);
+	assert_true(r.input_size == 0);
+	r.request_id = TEST_ID;
+	r.out_width = 32;
+	r.out_height = 32;
+	r.input_size = 300;
+	test_ok(&r, 300);
+	r.src_stride = 7; /* ignored */
+	r.uv_stride = 3;
+	r.channel_order = FPREP_ORDER_GRAY;
+	test_ok(&r, 300);
+	r.src_width = 640;
+	r.src_height = 480;
+	test_ok(&r, 300);
+	r.src_width = 1001;
+	test_decode(&r, 300, &test_limits, FPREP_ELIMIT, "max_width 1000");
+	r.src_width = 0;
+	test_decode(&r, 300, &test_limits, FPREP_EINVAL, "src_width is 0");
+	r.src_width = r.src_height = 0;
+	r.input_size = 0;
+	test_decode(&r, 0, &test_limits, FPREP_EINVAL, "at least 4 bytes");
+	r.input_size = (1u << 20) + 1;
+	test_decode(&r, 0, &test_limits, FPREP_ELIMIT, "max_frame_bytes");
+	r.input_size = 300;
+	test_decode(&r, 299, &test_limits, FPREP_EPROTO, "!= input_size");
+	r.input_loc = FPREP_LOC_CUDA;
+	r.in_region = 1;
+	test_decode(&r, 0, &test_limits, FPREP_EINVAL,
+	            "input_loc INLINE or SHM");
+	r.input_loc = FPREP_LOC_SHM;
+	test_ok(&r, 0);
+}
 
 static void request_bad_dims(void **state)
 {
@@ -1145,6 +1188,7 @@ int main(void)
 	        cmocka_unit_test(request_bad_enums),
 	        cmocka_unit_test(request_bad_dims),
 	        cmocka_unit_test(request_yuv),
+	        cmocka_unit_test(request_jpeg),
 	        cmocka_unit_test(request_bad_sizes),
 	        cmocka_unit_test(request_bad_payload),
 	        cmocka_unit_test(request_bad_norm),

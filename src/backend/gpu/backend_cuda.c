@@ -59,6 +59,7 @@
 #include "gpu/cuda_check.h"
 #include "gpu/host_copy.h"
 #include "gpu/kernel_cache.h"
+#include "jpeg.h"
 #include "log.h"
 #include "memreg.h"
 #include "row_plan.h"
@@ -215,6 +216,7 @@ typedef struct cuda_backend {
 	int trace;               /* convert job stages to the host clock */
 	cudaEvent_t ev_anchor;   /* device time at host time anchor_ns */
 	uint64_t anchor_ns;      /* lane thread; read while a slot is busy */
+	fprep__jpeg jpeg;        /* JPEG sources' decoder (lane thread) */
 } cuda_backend;
 
 static atomic_ulong cuda_allocs;
@@ -728,8 +730,20 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 		return FPREP_EINVAL;
 	}
 	int in_dev = job->input_device, out_dev = job->output_device;
+	/* A JPEG source (input inline or in a host region: protocol.c) is
+	 * decoded on this thread, after its header is checked, straight into
+	 * the staging slot, and goes on as that raw frame. */
+	int jpeg = rq->src_format == FPREP_PIX_JPEG && !in_dev;
+	fprep_request raw;
 
-	if (cuda_slot_reserve(s, in_dev ? 0 : rq->input_size,
+	if (jpeg &&
+	    (job->status = fprep__jpeg_open(&cb->jpeg, job, &raw, job->message,
+	                                    sizeof job->message)) != 0)
+		return job->status;
+	if (cuda_slot_reserve(s,
+	                      in_dev ? 0
+	                      : jpeg ? raw.input_size
+	                             : rq->input_size,
 	                      out_dev ? 0 : out_bytes,
 	                      cb->transfer != FPREP__CUDA_STAGED, &st)) {
 		int fatal = cuda_sticky(st.code);
@@ -739,6 +753,14 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 		          fatal, st.text);
 		return job->status;
 	}
+	if (jpeg) {
+		job->status =
+		        fprep__jpeg_decode(&cb->jpeg, job, &raw, s->h_in,
+		                           job->message, sizeof job->message);
+		if (job->status != 0)
+			return job->status;
+		job->input_pinned = 0; /* the frame is in the slot, staged */
+	}
 	s->out_direct = out_dev || job->output_pinned;
 	dst = s->out_direct ? job->output : s->h_out;
 	src = job->input;
@@ -746,7 +768,7 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 	 * a frame, into the staging slot and to the device. */
 	cuda_plane planes[3];
 	unsigned np = in_dev ? 0 : cuda_planes(cb, job, planes);
-	if (!job->input_pinned && !in_dev) {
+	if (!job->input_pinned && !in_dev && !jpeg) {
 		for (unsigned i = 0; i < np; i++)
 			cuda_host_rows(cb, s->h_in, job->input, &planes[i]);
 		if (np == 0)
@@ -754,6 +776,8 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 			            rq->input_size);
 		src = s->h_in;
 	}
+	if (jpeg)
+		src = s->h_in;
 	/* Mapped: the kernel's own pointer to the frame (a region's mapping,
 	 * or the slot's mapped input) and to where the tensor goes (a
 	 * region's, or the slot's mapped output, copied out as staged). */
@@ -1540,6 +1564,7 @@ static void cuda_free(cuda_backend *cb)
 		(void)FPREP__CUDA(NULL, cudaLibraryUnload(cb->lib));
 	fprep__kcache_close(cb->cache);
 	fprep__copy_pool_close(cb->copier);
+	fprep__jpeg_fini(&cb->jpeg);
 	pthread_cond_destroy(&cb->cv_lane);
 	pthread_cond_destroy(&cb->cv_done);
 	pthread_mutex_destroy(&cb->mu);
@@ -1721,6 +1746,7 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	cb = calloc(1, sizeof *cb);
 	if (cb == NULL)
 		return FPREP_ENOMEM;
+	fprep__jpeg_init(&cb->jpeg);
 	cb->base.name = "cuda";
 	cb->base.submit = cuda_submit;
 	cb->base.info = cuda_info;

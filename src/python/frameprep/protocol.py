@@ -26,7 +26,7 @@ REQUEST_MAGIC = 0x51525046  # "FPRQ" as little-endian bytes
 REPLY_MAGIC = 0x50525046  # "FPRP" as little-endian bytes
 REQUEST_HEADER_SIZE = 128
 REPLY_HEADER_SIZE = 256
-MESSAGE_SIZE = 152
+MESSAGE_SIZE = 144
 REGION_NAME_MAX = 63  # bytes of a region name, '/' included
 REPLY_F_INPUT_RELEASED = 0x1
 # Bit 7 of the request's output_loc byte: the daemon also writes the reply
@@ -50,8 +50,9 @@ class Kind(enum.IntEnum):
 
 class PixelFormat(enum.IntEnum):
     """Layout of the 8-bit source frame (``enum fprep_pixel_format``):
-    interleaved pixels, or the YUV formats NV12, I420 (4:2:0 planar) and
-    YUYV (4:2:2 packed) described in protocol.h."""
+    interleaved pixels, the YUV formats NV12, I420 (4:2:0 planar) and
+    YUYV (4:2:2 packed), or JPEG (a JPEG file's bytes, decoded by the
+    daemon), described in protocol.h."""
 
     BGR8 = 1
     RGB8 = 2
@@ -61,17 +62,20 @@ class PixelFormat(enum.IntEnum):
     NV12 = 6
     I420 = 7
     YUYV = 8
+    JPEG = 9
 
     @property
     def channels(self) -> int:
         """Bytes per pixel of the rows at src_stride: 3, 4 or 1; for NV12
-        and I420 those of the Y plane (1), for YUYV 2."""
-        return {1: 3, 2: 3, 3: 4, 4: 4, 5: 1, 6: 1, 7: 1, 8: 2}[int(self)]
+        and I420 those of the Y plane (1), for YUYV 2, for JPEG (whose
+        stride is ignored) 1."""
+        return {1: 3, 2: 3, 3: 4, 4: 4, 5: 1, 6: 1, 7: 1, 8: 2,
+                9: 1}[int(self)]
 
     @property
     def is_yuv(self) -> bool:
         """True for NV12, I420 and YUYV."""
-        return int(self) >= 6
+        return 6 <= int(self) <= 8
 
 
 class YuvMatrix(enum.IntEnum):
@@ -143,7 +147,7 @@ assert _REQ_REGISTER_CUDA.size == 128
 CUDA_HANDLE_SIZE = 64  # bytes of a cudaIpcMemHandle_t
 CUDA_UUID_SIZE = 16  # bytes of a CUDA device UUID
 _REQ_COMMON = struct.Struct("<IHHQ")
-_REPLY = struct.Struct("<IHHQIBBBB4I4f6IQQII152s")
+_REPLY = struct.Struct("<IHHQIBBBB4I4f6IQQII144sHHI")
 assert _REQ_FRAME.size == REQUEST_HEADER_SIZE
 assert _REPLY.size == REPLY_HEADER_SIZE
 # The FRAME fields that change from request to request: request_id and
@@ -320,6 +324,8 @@ class Reply:
     ``pad_*`` are the left/top padding in tensor pixels. Times ``t_*_us``
     are microseconds measured by the daemon. ``message`` is the daemon's
     sentence (on error it names the field, the value and the limit).
+    ``decoded_width``/``decoded_height`` and ``t_decode_us``: a JPEG
+    source's decoded size and decode time (0 for other sources).
     """
 
     kind: int = 0
@@ -346,10 +352,13 @@ class Reply:
     region_id: int = 0
     flags: int = 0
     message: str = ""
+    decoded_width: int = 0
+    decoded_height: int = 0
+    t_decode_us: int = 0
 
     def encode(self) -> bytes:
         """Returns the 256-byte wire header, as ``fprep_reply_encode``
-        writes it: the message is cut to 151 bytes of UTF-8 and padded with
+        writes it: the message is cut to 143 bytes of UTF-8 and padded with
         zeros."""
         msg = self.message.encode("utf-8")[:MESSAGE_SIZE - 1]
         return _REPLY.pack(
@@ -359,7 +368,7 @@ class Reply:
             self.t_queue_us, self.t_compute_us, self.t_h2d_us,
             self.t_kernel_us, self.t_d2h_us, self.t_total_us,
             self.payload_size, self.tensor_size, self.region_id, self.flags,
-            msg)
+            msg, self.decoded_width, self.decoded_height, self.t_decode_us)
 
     @classmethod
     def decode(cls, buf: bytes | bytearray | memoryview,
@@ -391,7 +400,8 @@ class Reply:
         # Positional, in the order of the fields above.
         make: Any = cls
         rep: Reply = make(f[2], f[3], f[1], *f[4:9], f[9:13], *f[13:27],
-                          raw[:end].decode("utf-8", "replace") if end else "")
+                          raw[:end].decode("utf-8", "replace") if end else "",
+                          *f[28:31])
         if f[7] > 4:
             raise ProtocolError(f"reply ndim {f[7]} > 4")
         if f[4] == 0 and (f[2] == 1 or f[2] == 3):

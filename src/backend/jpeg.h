@@ -1,0 +1,67 @@
+/*
+ * jpeg.h: JPEG source frames (src_format FPREP_PIX_JPEG) decoded on a CPU
+ * with libjpeg-turbo, by the CPU backend's workers and by the GPU lane
+ * (into its pinned staging slot) alike.
+ *
+ * A job's JPEG is turned into a raw frame in two steps: fprep__jpeg_open
+ * reads the header and checks it against the daemon's limits before
+ * anything is allocated; the caller then finds room for the decoded frame
+ * (fprep__jpeg_buffer, or a staging slot) and fprep__jpeg_decode writes it
+ * there and rewrites the job as a job on that raw frame (request, input,
+ * transform), so the letterbox code never sees a JPEG.
+ */
+#ifndef FPREP_JPEG_H
+#define FPREP_JPEG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+/* fprep__jpeg: one thread's decoder (a libjpeg-turbo handle) and its
+ * frame buffer, which grows to the largest frame decoded and is kept.
+ * Used by one thread at a time. */
+typedef struct fprep__jpeg {
+	void *tj;     /* tjhandle; NULL when tjInitDecompress failed */
+	uint8_t *buf; /* fprep__jpeg_buffer's frame, cap bytes */
+	size_t cap;
+	uint64_t t0_ns; /* when fprep__jpeg_open began */
+} fprep__jpeg;
+
+/* fprep__jpeg_init sets *j up; a handle that could not be made makes
+ * every fprep__jpeg_open fail with FPREP_ENOMEM (and a message), so a
+ * thread need not check. fprep__jpeg_fini frees what *j holds. */
+void fprep__jpeg_init(fprep__jpeg *j);
+void fprep__jpeg_fini(fprep__jpeg *j);
+
+/* fprep__jpeg_open reads the header of job's JPEG (job->input,
+ * job->req.input_size bytes, host memory) and checks it: the SOF's size
+ * against job->limits (max_width, max_height, and its RGB8 bytes against
+ * max_frame_bytes), the wire's src_width/src_height (0 or equal), the
+ * colour space (gray, YCbCr or RGB; CMYK and YCCK refused), and what
+ * libjpeg-turbo refuses in a header (12-bit, unknown sampling, corrupt
+ * markers). Nothing is allocated. On success fills *raw with job->req
+ * rewritten as the decoded frame: src_format GRAY8 (channel_order GRAY),
+ * else RGB8 or BGR8 as channel_order asks, the size, the stride and
+ * input_size. Returns FPREP_OK, FPREP_ELIMIT or FPREP_EINVAL (or
+ * FPREP_ENOMEM) with a sentence in msg naming what is wrong. */
+int fprep__jpeg_open(fprep__jpeg *j, const fprep__job *job, fprep_request *raw,
+                     char *msg, size_t msg_size);
+
+/* fprep__jpeg_buffer returns j's frame buffer with room for n bytes,
+ * growing it when n is more than it holds; NULL when out of memory. */
+uint8_t *fprep__jpeg_buffer(fprep__jpeg *j, size_t n);
+
+/* fprep__jpeg_decode decodes job's JPEG, whose header fprep__jpeg_open
+ * read into *raw, into dst (raw->input_size bytes). libjpeg-turbo's
+ * warnings (corrupt data, a premature end) are errors: a frame is either
+ * decoded whole or refused. On success job becomes a job on that frame:
+ * job->req = *raw, job->input = dst, job->xf recomputed, and
+ * job->decoded_width/height and t_decode_us (since fprep__jpeg_open)
+ * filled. Returns FPREP_OK or FPREP_EINVAL with libjpeg-turbo's words in
+ * msg; job is unchanged on failure. */
+int fprep__jpeg_decode(fprep__jpeg *j, fprep__job *job,
+                       const fprep_request *raw, uint8_t *dst, char *msg,
+                       size_t msg_size);
+
+#endif /* FPREP_JPEG_H */
