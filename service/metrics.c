@@ -27,7 +27,6 @@
 #include "frameprep/frameprep.h"
 #include "frameprep/protocol.h"
 #include "log.h"
-#include "metrics_http.h"
 
 /* Upper bounds of the duration buckets, microseconds (shown in seconds):
  * 1, 1.5, 2, 3, 5, 7.5 in each decade from 10 us to 10 s, so that a p99
@@ -496,17 +495,11 @@ char *fprep__metrics_text(size_t *len)
 	return b.text;
 }
 
-int fprep__metrics_open(const char *listen, const char *device)
+void fprep__metrics_start(const char *device)
 {
-	int rv;
-
 	snprintf(metrics.device, sizeof(metrics.device), "%s", device);
 	metrics.started = time(NULL);
 	atomic_store(&metrics.on, 1);
-	rv = fprep__metrics_http_open(listen);
-	if (rv != 0)
-		atomic_store(&metrics.on, 0);
-	return rv;
 }
 
 void fprep__metrics_set_lanes(const int *devices, unsigned n)
@@ -519,9 +512,8 @@ void fprep__metrics_set_lanes(const int *devices, unsigned n)
 	metrics.nlanes = n;
 }
 
-void fprep__metrics_close(void)
+void fprep__metrics_stop(void)
 {
-	fprep__metrics_http_close();
 	atomic_store(&metrics.on, 0);
 	fprep__metrics_set_backend(NULL);
 }

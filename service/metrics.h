@@ -39,8 +39,17 @@ int fprep__metrics_open(const char *listen, const char *device);
 void fprep__metrics_set_lanes(const int *devices, unsigned n);
 
 /* fprep__metrics_close stops the endpoint (no scrape runs afterwards) and
- * turns the counting off. Safe when it was never opened. */
+ * turns the counting off. Safe when it was never opened. fprep__metrics_open
+ * and fprep__metrics_close are metrics_http.c's: they start and stop the
+ * counting of this file (fprep__metrics_start, fprep__metrics_stop) around
+ * the HTTP server, so that the counters never call the server. */
 void fprep__metrics_close(void);
+
+/* fprep__metrics_start turns the counting on; device as for
+ * fprep__metrics_open. fprep__metrics_stop turns it off and forgets the
+ * backend. From main's thread. */
+void fprep__metrics_start(const char *device);
+void fprep__metrics_stop(void);
 
 /* fprep__metrics_port returns the TCP port the endpoint listens on, or 0
  * when it is off (metrics_http.c). */

@@ -576,6 +576,23 @@ unsigned fprep__metrics_port(void)
 	return http.httpd != NULL ? http.port : 0;
 }
 
+int fprep__metrics_open(const char *listen, const char *device)
+{
+	int rv;
+
+	fprep__metrics_start(device);
+	rv = fprep__metrics_http_open(listen);
+	if (rv != 0)
+		fprep__metrics_stop();
+	return rv;
+}
+
+void fprep__metrics_close(void)
+{
+	fprep__metrics_http_close();
+	fprep__metrics_stop();
+}
+
 void fprep__metrics_http_close(void)
 {
 	if (http.httpd != NULL)
