@@ -181,7 +181,12 @@ typedef struct fprep_client fprep_client;
  * stopped with SIGSTOP say, fails it with FPREP_ETIMEDOUT, "timed out
  * after N ms") and each call afterwards, send and reply together (0:
  * 30 s); the client's nng contexts get it as their send and receive
- * timeouts. Release with
+ * timeouts. A lost connection (the daemon restarted) is redialled in the
+ * background, 20 ms after the loss and then at most every 200 ms, and
+ * later calls go to the new daemon: the client's stages are made again,
+ * but regions and rings the program opened were the old daemon's
+ * (requests naming them get FPREP_EREGION) and are opened again by the
+ * program. Release with
  * fprep_client_close. Any thread. */
 FPREP_EXTERN int fprep_client_open(fprep_client **clientp, const char *url,
                                    int timeout_ms);

@@ -48,6 +48,11 @@
 #define CLIENT_MAX_DAEMONS 16
 /* Shortest resend interval with several daemons. */
 #define CLIENT_MIN_RESEND_MS 1000
+/* A lost connection is redialled after 20 ms, the wait doubling up to
+ * 200 ms while the daemon stays away, so a restarted daemon is reached
+ * within 200 ms of its start (the dialers take these from the socket). */
+#define CLIENT_RECONNECT_MIN_MS 20
+#define CLIENT_RECONNECT_MAX_MS 200
 
 /* The last fprep_client_open failure of each thread (there is no client
  * to keep it in). */
@@ -119,6 +124,7 @@ struct fprep_client {
 	unsigned daemons;           /* URLs dialled */
 	_Atomic uint64_t
 	        peer_uid; /* the daemon's uid + 1 (ipc://), 0 unknown */
+	_Atomic uint64_t conn_gen; /* connections made so far */
 
 	/* The reply in shared memory (protocol.h): the regions this client
 	 * registered. */
@@ -146,11 +152,13 @@ struct fprep_client {
  * whose caller has left. */
 enum { CLIENT_WAIT_IDLE, CLIENT_WAIT_WAITING, CLIENT_WAIT_NNG };
 
-/* client_shm: a shared-memory region this client registered. */
+/* client_shm: a shared-memory region this client registered, on its
+ * connection gen. */
 struct client_shm {
 	uint32_t id;
 	uint8_t *base;
 	size_t size;
+	uint64_t gen;
 };
 
 static void client_reply_cb(void *arg);
@@ -323,6 +331,12 @@ static void client_pipe_added(nng_pipe pipe, nng_pipe_ev ev, void *arg)
 	if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &uid) == 0 &&
 	    client_trusted_owner(&c->trust, (uid_t)uid))
 		atomic_store(&c->peer_uid, uid + 1);
+	atomic_fetch_add(&c->conn_gen, 1);
+}
+
+uint64_t fprep__client_conn_gen(fprep_client *c)
+{
+	return atomic_load(&c->conn_gen);
 }
 
 int fprep__client_trusts(const fprep_client *c, uint64_t uid)
@@ -793,6 +807,10 @@ int fprep_client_open_trusting(fprep_client **clientp, const char *url,
 	}
 	if ((rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME,
 	                            client_resend_ms(c))) != 0 ||
+	    (rv = nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT,
+	                            CLIENT_RECONNECT_MIN_MS)) != 0 ||
+	    (rv = nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT,
+	                            CLIENT_RECONNECT_MAX_MS)) != 0 ||
 	    (rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, 0)) != 0 ||
 	    (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST,
 	                          client_pipe_added, c)) != 0 ||
@@ -972,7 +990,8 @@ static int client_roundtrip(struct client_slot *s, nng_msg *msg,
 	return client_take_reply(s->c, s->aio, replyp);
 }
 
-int fprep__client_add_shm(fprep_client *c, uint32_t id, void *base, size_t size)
+int fprep__client_add_shm(fprep_client *c, uint32_t id, void *base, size_t size,
+                          uint64_t gen)
 {
 	struct client_shm *t;
 
@@ -982,17 +1001,17 @@ int fprep__client_add_shm(fprep_client *c, uint32_t id, void *base, size_t size)
 		pthread_mutex_unlock(&c->shm_mtx);
 		return FPREP_ENOMEM;
 	}
-	t[c->nshm++] = (struct client_shm){id, base, size};
+	t[c->nshm++] = (struct client_shm){id, base, size, gen};
 	c->shm = t;
 	pthread_mutex_unlock(&c->shm_mtx);
 	return 0;
 }
 
-void fprep__client_remove_shm(fprep_client *c, uint32_t id)
+void fprep__client_remove_shm(fprep_client *c, uint32_t id, void *base)
 {
 	pthread_mutex_lock(&c->shm_mtx);
 	for (unsigned i = 0; i < c->nshm; i++)
-		if (c->shm[i].id == id) {
+		if (c->shm[i].id == id && c->shm[i].base == base) {
 			c->shm[i] = c->shm[--c->nshm];
 			break;
 		}
@@ -1005,14 +1024,16 @@ void fprep__client_remove_shm(fprep_client *c, uint32_t id)
  * or NULL after recording why. */
 static uint8_t *client_reply_area(fprep_client *c, const fprep_request *req)
 {
+	uint64_t end, gen = atomic_load(&c->conn_gen);
 	uint8_t *area = NULL;
-	uint64_t end;
 
 	pthread_mutex_lock(&c->shm_mtx);
 	for (unsigned i = 0; i < c->nshm; i++) {
 		const struct client_shm *r = &c->shm[i];
 
-		if (r->id != req->out_region)
+		/* A region of an earlier connection is gone, and its id
+		 * may be another region's now. */
+		if (r->id != req->out_region || r->gen != gen)
 			continue;
 		end = req->out_offset + req->out_capacity;
 		if (req->output_loc == FPREP_LOC_SHM &&

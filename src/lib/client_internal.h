@@ -33,13 +33,22 @@ int fprep__client_set_error(fprep_client *c, int err, const char *text);
  * registered with one daemon, and the requests are spread over all. */
 int fprep__client_check_shm(fprep_client *c);
 
+/* fprep__client_conn_gen returns how many connections c has made: one
+ * more each time it redials (a daemon restarted). A region registered on
+ * an earlier connection is gone on the daemon's side, and its id may be
+ * given again. Any thread. */
+uint64_t fprep__client_conn_gen(fprep_client *c);
+
 /* fprep__client_add_shm records a shared-memory region that c registered
- * (id, its mapping base and size), so that a request asking for its reply
- * in that region (fprep_request.shm_reply) finds where to wait. Returns 0
- * or FPREP_ENOMEM. fprep__client_remove_shm forgets it. Any thread. */
-int fprep__client_add_shm(fprep_client *c, uint32_t id, void *base,
-                          size_t size);
-void fprep__client_remove_shm(fprep_client *c, uint32_t id);
+ * (id, its mapping base and size) on connection gen (what
+ * fprep__client_conn_gen said before the REGISTER was sent), so that a
+ * request asking for its reply in that region (fprep_request.shm_reply)
+ * finds where to wait; a region of an earlier connection is not found.
+ * Returns 0 or FPREP_ENOMEM. fprep__client_remove_shm forgets the region
+ * id mapped at base. Any thread. */
+int fprep__client_add_shm(fprep_client *c, uint32_t id, void *base, size_t size,
+                          uint64_t gen);
+void fprep__client_remove_shm(fprep_client *c, uint32_t id, void *base);
 
 /* fprep__client_call sends req (its frame and tensor in regions, or no
  * payload at all) and stores the checked reply in *res, waiting for it in

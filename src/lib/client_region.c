@@ -99,6 +99,7 @@ int fprep__region_open(fprep_region **rp, fprep_client *client, size_t size)
 	fprep_result res;
 	fprep_region *r;
 	char name[FPREP_REGION_NAME_MAX + 1];
+	uint64_t gen;
 	int fd, err;
 
 	*rp = NULL;
@@ -130,6 +131,7 @@ int fprep__region_open(fprep_region **rp, fprep_client *client, size_t size)
 	r->size = size;
 	r->client = client;
 	r->location = FPREP_LOC_SHM;
+	gen = fprep__client_conn_gen(client);
 
 	memset(&req, 0, sizeof(req));
 	req.kind = FPREP_KIND_REGISTER;
@@ -149,7 +151,7 @@ int fprep__region_open(fprep_region **rp, fprep_client *client, size_t size)
 	}
 	shm_unlink(name);
 	close(fd);
-	if (fprep__client_add_shm(client, r->id, r->base, r->size) != 0) {
+	if (fprep__client_add_shm(client, r->id, r->base, r->size, gen) != 0) {
 		fprep_region_close(r);
 		return FPREP_ENOMEM;
 	}
@@ -225,7 +227,7 @@ void fprep_region_close(fprep_region *r)
 	if (r == NULL)
 		return;
 	if (r->location == FPREP_LOC_SHM)
-		fprep__client_remove_shm(r->client, r->id);
+		fprep__client_remove_shm(r->client, r->id, r->base);
 	memset(&req, 0, sizeof(req));
 	req.kind = FPREP_KIND_UNREGISTER;
 	req.region_id = r->id;

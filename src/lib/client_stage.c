@@ -42,6 +42,7 @@ struct fprep__stage {
 	atomic_uint refs;    /* 1: in the pool, free; 2: held by a result */
 	size_t out_capacity; /* tensor area + reply header, a multiple of 8 */
 	size_t frame_offset; /* page-aligned, after the tensor area */
+	uint64_t gen;        /* the client's connection it was registered on */
 };
 
 /* stage_round rounds n up to a multiple of align (a power of two), or
@@ -73,6 +74,27 @@ static void stage_drop(struct fprep__stages *pool, unsigned i)
 		stage_free(s, 1);
 }
 
+/* stage_drop_stale takes out of the pool the stages registered on an
+ * earlier connection of the client (the daemon restarted: they are gone
+ * on its side, and their ids may be given to new regions, so no
+ * UNREGISTER is sent for them). A held one goes with its result. */
+static void stage_drop_stale(fprep_client *c, struct fprep__stages *pool,
+                             uint64_t gen)
+{
+	for (unsigned i = pool->n; i-- > 0;) {
+		struct fprep__stage *s = pool->s[i];
+
+		if (s->gen == gen)
+			continue;
+		pool->s[i] = pool->s[--pool->n];
+		fprep__client_remove_shm(c, fprep_region_id(s->region),
+		                         fprep_region_base(s->region));
+		if (atomic_fetch_sub_explicit(&s->refs, 1,
+		                              memory_order_acq_rel) == 1)
+			stage_free(s, 0);
+	}
+}
+
 /* stage_open opens a stage for a frame of frame_bytes and a tensor of
  * tensor_bytes, or returns NULL. */
 static struct fprep__stage *stage_open(fprep_client *c, size_t frame_bytes,
@@ -92,6 +114,7 @@ static struct fprep__stage *stage_open(fprep_client *c, size_t frame_bytes,
 	s = calloc(1, sizeof(*s));
 	if (s == NULL)
 		return NULL;
+	s->gen = fprep__client_conn_gen(c);
 	if (fprep__region_open(&s->region, c, t + f) != 0) {
 		free(s);
 		return NULL;
@@ -114,6 +137,7 @@ static struct fprep__stage *stage_take(fprep_client *c,
 	unsigned i;
 
 	pthread_mutex_lock(&pool->mtx);
+	stage_drop_stale(c, pool, fprep__client_conn_gen(c));
 	for (i = 0; i < pool->n; i++) {
 		s = pool->s[i];
 		if (atomic_load_explicit(&s->refs, memory_order_acquire) == 1 &&
@@ -148,6 +172,31 @@ out:
 	return s;
 }
 
+/* stage_retire takes s, which the caller's call holds, out of use for
+ * good, and drops the call's hold (and the pool's, when it is still in
+ * the pool). A stale stage (of an earlier connection) is forgotten
+ * without an UNREGISTER, whose id may be another region's now. */
+static void stage_retire(fprep_client *c, struct fprep__stages *pool,
+                         struct fprep__stage *s, int stale)
+{
+	unsigned i, holds = 1;
+
+	pthread_mutex_lock(&pool->mtx);
+	for (i = 0; i < pool->n && pool->s[i] != s; i++)
+		;
+	if (i < pool->n) {
+		pool->s[i] = pool->s[--pool->n];
+		holds = 2;
+	}
+	pthread_mutex_unlock(&pool->mtx);
+	if (stale)
+		fprep__client_remove_shm(c, fprep_region_id(s->region),
+		                         fprep_region_base(s->region));
+	if (atomic_fetch_sub_explicit(&s->refs, holds, memory_order_acq_rel) ==
+	    holds)
+		stage_free(s, !stale);
+}
+
 int fprep__stage_call(fprep_client *c, struct fprep__stages *pool,
                       fprep_request *req, const void *payload,
                       fprep_result *res)
@@ -157,8 +206,7 @@ int fprep__stage_call(fprep_client *c, struct fprep__stages *pool,
 	char why[256];
 	uint32_t shape[4];
 	uint64_t tensor;
-	unsigned i;
-	int err;
+	int err, stale;
 
 	if ((req->kind != FPREP_KIND_FRAME && req->kind != FPREP_KIND_ECHO) ||
 	    req->input_loc != FPREP_LOC_INLINE ||
@@ -180,17 +228,22 @@ int fprep__stage_call(fprep_client *c, struct fprep__stages *pool,
 	err = fprep__client_call(c, &staged, res);
 	req->version = staged.version;
 	req->request_id = staged.request_id;
+	stale = s->gen != fprep__client_conn_gen(c);
+	if (stale && (err == FPREP_EINVAL ||
+	              (err == 0 && res->header.status == FPREP_EREGION))) {
+		/* The daemon restarted after the stage was taken: the
+		 * request was not sent, or refused; it goes inline. */
+		if (err == 0)
+			fprep_result_fini(res);
+		stage_retire(c, pool, s, 1);
+		fprep__client_set_error(c, FPREP_OK, "");
+		return FPREP__STAGE_UNUSED;
+	}
 	if (err != 0) {
-		/* The daemon may still write into it: never reused. */
-		pthread_mutex_lock(&pool->mtx);
-		for (i = 0; i < pool->n && pool->s[i] != s; i++)
-			;
-		pool->s[i] = pool->s[--pool->n];
-		pthread_mutex_unlock(&pool->mtx);
-		atomic_store_explicit(&s->refs, 0, memory_order_relaxed);
-		/* Its UNREGISTER would clear the reason. */
+		/* The daemon may still write into it: never reused. Its
+		 * UNREGISTER would clear the reason. */
 		snprintf(why, sizeof(why), "%s", fprep_client_last_error(c));
-		stage_free(s, 1);
+		stage_retire(c, pool, s, stale);
 		return fprep__client_set_error(c, err, why);
 	}
 	if (res->header.status == FPREP_OK &&
