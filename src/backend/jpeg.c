@@ -4,7 +4,10 @@
  *
  * The header is read with tjDecompressHeader3, which parses the markers up
  * to the first scan and allocates no image memory, so a few hundred bytes
- * claiming 65535 x 65535 pixels cost nothing before they are refused. The
+ * claiming 65535 x 65535 pixels cost nothing before they are refused. Before
+ * it, jpeg_sof reads the SOF's size itself: libjpeg refuses a side over
+ * 65500 pixels with its own words, and a client is better told which of
+ * the daemon's limits it passed. The
  * decode runs with TJFLAG_STOPONWARNING (libjpeg's "Corrupt JPEG data" and
  * "Premature end of JPEG file" warnings would otherwise leave grey rows in
  * a frame reported as decoded) and TJFLAG_LIMITSCANS (a progressive file
@@ -91,12 +94,50 @@ static int jpeg_check_size(const fprep_request *rq, const fprep_limits *lim,
 	return FPREP_OK;
 }
 
+/* jpeg_sof walks the marker segments from SOI to the first SOFn and reads
+ * its size into *w, *h. Returns 0, or -1 when there is no SOF before the
+ * first scan or the bytes end (libjpeg-turbo then says what is wrong). */
+static int jpeg_sof(const uint8_t *p, uint64_t n, uint32_t *w, uint32_t *h)
+{
+	uint64_t i = 2;
+	uint8_t m;
+
+	if (n < 4 || p[0] != 0xFF || p[1] != 0xD8)
+		return -1;
+	while (i + 4 <= n) {
+		if (p[i] != 0xFF)
+			return -1;
+		m = p[i + 1];
+		if (m == 0xFF) { /* a fill byte */
+			i++;
+			continue;
+		}
+		if (m == 0x01 || (m >= 0xD0 && m <= 0xD7)) { /* no length */
+			i += 2;
+			continue;
+		}
+		if (m == 0xDA || m == 0xD9) /* a scan or the end: no SOF */
+			return -1;
+		/* SOF0..SOF15 but DHT (C4), JPG (C8) and DAC (CC). */
+		if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 &&
+		    m != 0xCC) {
+			if (i + 9 > n)
+				return -1;
+			*h = (uint32_t)p[i + 5] << 8 | p[i + 6];
+			*w = (uint32_t)p[i + 7] << 8 | p[i + 8];
+			return 0;
+		}
+		i += 2 + ((uint32_t)p[i + 2] << 8 | p[i + 3]);
+	}
+	return -1;
+}
+
 int fprep__jpeg_open(fprep__jpeg *j, const fprep__job *job, fprep_request *raw,
                      char *msg, size_t msg_size)
 {
 	const fprep_request *rq = &job->req;
 	int w = 0, h = 0, subsamp = 0, cs = 0, rc;
-	uint32_t bpp;
+	uint32_t bpp, sw, sh;
 
 	j->t0_ns = fprep__now_ns();
 	if (j->tj == NULL) {
@@ -110,6 +151,11 @@ int fprep__jpeg_open(fprep__jpeg *j, const fprep__job *job, fprep_request *raw,
 		snprintf(msg, msg_size, "JPEG: no input or no limits");
 		return FPREP_EINVAL;
 	}
+	if (jpeg_sof(job->input, rq->input_size, &sw, &sh) == 0 && sw > 0 &&
+	    sh > 0 &&
+	    (rc = jpeg_check_size(rq, job->limits, (int)sw, (int)sh, 3, msg,
+	                          msg_size)) != FPREP_OK)
+		return rc;
 	if (tjDecompressHeader3(j->tj, job->input,
 	                        (unsigned long)rq->input_size, &w, &h, &subsamp,
 	                        &cs) != 0) {
