@@ -19,14 +19,11 @@ its RSS stays flat over 50 rounds of them.
 
 Usage: jpeg_test.py TEST --daemon PATH --cli PATH --images DIR
 """
-import argparse
 import ctypes
 import os
-import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 
 import cv2
 import numpy as np
@@ -34,7 +31,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import daemon_test as dt  # noqa: E402
 import fpwire  # noqa: E402
-from daemon_test import Fail, Skip, check  # noqa: E402
+from daemon_test import Fail, check  # noqa: E402
 
 PIX_JPEG = 9
 PNGS = ["astronaut.png", "coffee.png", "chelsea.png", "camera.png",
@@ -306,31 +303,7 @@ TESTS = {name[5:]: fn for name, fn in globals().items()
          if name.startswith("test_")}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("test", choices=sorted(TESTS))
-    ap.add_argument("--daemon", required=True)
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--images", required=True)
-    dt.ARGS = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="fprep-jpeg-")
-    try:
-        TESTS[dt.ARGS.test](tmp)
-    except Skip as e:
-        print(f"SKIP {dt.ARGS.test}: {e}")
-        return 77
-    except Fail as e:
-        print(f"FAIL {dt.ARGS.test}: {e}", file=sys.stderr)
-        for name in sorted(os.listdir(tmp)):
-            if name.endswith(".log"):
-                with open(os.path.join(tmp, name), errors="replace") as f:
-                    print(f"--- {name}\n{f.read()[-4000:]}", file=sys.stderr)
-        return 1
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"PASS {dt.ARGS.test}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    # daemon_test's driver: arguments, scratch directory, logs on failure.
+    dt.TESTS.update(TESTS)
+    sys.exit(dt.main())
