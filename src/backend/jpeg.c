@@ -40,6 +40,19 @@ void fprep__jpeg_fini(fprep__jpeg *j)
 	memset(j, 0, sizeof(*j));
 }
 
+/* jpeg_failed copies libjpeg-turbo's words about a failure into msg and
+ * replaces j's handle: TurboJPEG 2.1 leaves a handle whose header or
+ * decode failed in a state where the next call on it fails too (with the
+ * old message), so one bad frame would fail every later frame of this
+ * thread. Returns FPREP_EINVAL. */
+static int jpeg_failed(fprep__jpeg *j, const char *what, char *msg, size_t n)
+{
+	snprintf(msg, n, "%s%s", what, tjGetErrorStr2(j->tj));
+	tjDestroy(j->tj);
+	j->tj = tjInitDecompress();
+	return FPREP_EINVAL;
+}
+
 /* jpeg_colorspace names a TJCS value for messages. */
 static const char *jpeg_colorspace(int cs)
 {
@@ -158,11 +171,8 @@ int fprep__jpeg_open(fprep__jpeg *j, const fprep__job *job, fprep_request *raw,
 		return rc;
 	if (tjDecompressHeader3(j->tj, job->input,
 	                        (unsigned long)rq->input_size, &w, &h, &subsamp,
-	                        &cs) != 0) {
-		snprintf(msg, msg_size, "JPEG header: %s",
-		         tjGetErrorStr2(j->tj));
-		return FPREP_EINVAL;
-	}
+	                        &cs) != 0)
+		return jpeg_failed(j, "JPEG header: ", msg, msg_size);
 	if (cs == TJCS_CMYK || cs == TJCS_YCCK || cs < 0) {
 		snprintf(msg, msg_size,
 		         "JPEG colour space %s is not supported (gray, YCbCr "
@@ -220,8 +230,7 @@ int fprep__jpeg_decode(fprep__jpeg *j, fprep__job *job,
 	if (tjDecompress2(j->tj, job->input, (unsigned long)job->req.input_size,
 	                  dst, (int)raw->src_width, (int)raw->src_stride,
 	                  (int)raw->src_height, pf, JPEG_FLAGS) != 0) {
-		snprintf(msg, msg_size, "JPEG: %s", tjGetErrorStr2(j->tj));
-		return FPREP_EINVAL;
+		return jpeg_failed(j, "JPEG: ", msg, msg_size);
 	}
 	job->req = *raw;
 	job->input = dst;

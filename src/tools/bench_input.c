@@ -5,7 +5,9 @@
  * Images are decoded once with stb_image (and, with --frame-size, resized
  * with stb_image_resize so a small photo can stand in for a camera frame);
  * synthetic frames are seeded pseudo-random pixels, so a wrong resize or
- * channel order shows up in the comparison, which zeros would hide.
+ * channel order shows up in the comparison, which zeros would hide. With
+ * --format jpeg a file is sent as it is and the reference decodes it with
+ * libjpeg-turbo, as the daemon does.
  */
 #include "bench_input.h"
 
@@ -18,6 +20,7 @@
 
 #include <stb/stb_image.h>
 #include <stb/stb_image_resize.h>
+#include <turbojpeg.h>
 
 #include "tool_yuv.h"
 
@@ -89,6 +92,97 @@ static int input_synthetic(const bench_frame_spec *spec, bench_input *in)
 	return input_finish(spec, in, spec->synth_w, spec->synth_h);
 }
 
+/* input_jpeg reads path's bytes into in, to be sent as a JPEG frame (size
+ * 0x0 on the wire: the daemon reads it). Returns 0, or -1 with *why set. */
+static int input_jpeg(const bench_frame_spec *spec, const char *path,
+                      bench_input *in, const char **why)
+{
+	FILE *f = fopen(path, "rb");
+	long size = -1;
+
+	if (spec->frame_w) {
+		*why = "--frame-size cannot resize a JPEG sent as it is";
+		goto fail;
+	}
+	if (f != NULL && fseek(f, 0, SEEK_END) == 0)
+		size = ftell(f);
+	if (f == NULL || size < 4 || fseek(f, 0, SEEK_SET) != 0) {
+		*why = f == NULL ? strerror(errno) : "not a JPEG (too short)";
+		goto fail;
+	}
+	in->pixels = malloc((size_t)size);
+	if (in->pixels == NULL ||
+	    fread(in->pixels, 1, (size_t)size, f) != (size_t)size) {
+		*why = "cannot read the file";
+		goto fail;
+	}
+	fclose(f);
+	f = NULL;
+	if (in->pixels[0] != 0xff || in->pixels[1] != 0xd8) {
+		*why = "not a JPEG (no SOI marker)";
+		goto fail;
+	}
+	snprintf(in->name, sizeof(in->name), "%s", path);
+	if (input_finish(spec, in, 0, 0)) {
+		*why = "invalid request";
+		goto fail;
+	}
+	in->req.input_size = (uint64_t)size;
+	return 0;
+fail:
+	if (f != NULL)
+		fclose(f);
+	free(in->pixels);
+	in->pixels = NULL;
+	return -1;
+}
+
+/* input_jpeg_reference decodes in's JPEG with libjpeg-turbo (the flags
+ * the daemon uses) and computes the CPU reference of that frame into
+ * in->ref. Returns 0 or an enum fprep_err. */
+static int input_jpeg_reference(bench_input *in)
+{
+	tjhandle tj = tjInitDecompress();
+	fprep_request raw = in->req;
+	int w = 0, h = 0, sub, cs, pf = TJPF_RGB, rc = FPREP_EINVAL;
+	uint32_t bpp = 3;
+	uint8_t *px = NULL;
+
+	if (tj == NULL)
+		return FPREP_ENOMEM;
+	if (tjDecompressHeader3(tj, in->pixels,
+	                        (unsigned long)in->req.input_size, &w, &h, &sub,
+	                        &cs) != 0)
+		goto out;
+	raw.src_format = FPREP_PIX_RGB8;
+	if (in->req.channel_order == FPREP_ORDER_GRAY) {
+		raw.src_format = FPREP_PIX_GRAY8;
+		pf = TJPF_GRAY;
+		bpp = 1;
+	} else if (in->req.channel_order == FPREP_ORDER_BGR) {
+		raw.src_format = FPREP_PIX_BGR8;
+		pf = TJPF_BGR;
+	}
+	raw.src_width = (uint32_t)w;
+	raw.src_height = (uint32_t)h;
+	raw.src_stride = (uint32_t)w * bpp;
+	raw.input_size = (uint64_t)raw.src_stride * (uint32_t)h;
+	px = malloc(raw.input_size);
+	rc = FPREP_ENOMEM;
+	if (px == NULL)
+		goto out;
+	rc = FPREP_EINVAL;
+	if (tjDecompress2(tj, in->pixels, (unsigned long)in->req.input_size, px,
+	                  w, (int)raw.src_stride, h, pf,
+	                  TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS) != 0)
+		goto out;
+	rc = fprep_preprocess_cpu(&raw, px, in->ref, in->tensor_bytes, NULL);
+out:
+	free(px);
+	tjDestroy(tj);
+	return rc;
+}
+
 /* input_image decodes path into in. Returns 0, or -1 with *why set. */
 static int input_image(const bench_frame_spec *spec, const char *path,
                        bench_input *in, const char **why)
@@ -97,6 +191,8 @@ static int input_image(const bench_frame_spec *spec, const char *path,
 	uint8_t *px, *sized;
 	uint64_t i, count;
 
+	if (spec->format == FPREP_PIX_JPEG)
+		return input_jpeg(spec, path, in, why);
 	yuv = spec->format >= FPREP_PIX_NV12;
 	want = yuv ? 3 : (int)fprep_pixel_bytes(spec->format);
 	px = stbi_load(path, &w, &h, &n, want);
@@ -334,6 +430,8 @@ static const void *input_reference(bench_input *in, int *errp)
 		in->ref = malloc(in->tensor_bytes);
 		if (!in->ref)
 			in->ref_err = FPREP_ENOMEM;
+		else if (in->req.src_format == FPREP_PIX_JPEG)
+			in->ref_err = input_jpeg_reference(in);
 		else
 			in->ref_err = fprep_preprocess_cpu(
 			        &in->req, in->pixels, in->ref, in->tensor_bytes,

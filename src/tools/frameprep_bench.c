@@ -787,7 +787,10 @@ static void bench_usage(FILE *f)
 	        "nv12, i420,\n"
 	        "                              yuyv (default bgr8; images are "
 	        "converted as\n"
-	        "                              the frameprep CLI does)\n"
+	        "                              the frameprep CLI does), or "
+	        "jpeg: the\n"
+	        "                              --image/--image-dir files sent "
+	        "as they are\n"
 	        "      --seed N                synthetic pixels and Poisson "
 	        "arrivals (default 1)\n"
 	        "\n"
@@ -1181,6 +1184,12 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 		                "--image-dir, --synthetic\n");
 		return 2;
 	}
+	if (o->spec.format == FPREP_PIX_JPEG && !o->spec.image &&
+	    !o->spec.image_dir) {
+		fprintf(stderr, "frameprep-bench: --format jpeg sends JPEG "
+		                "files: give --image or --image-dir\n");
+		return 2;
+	}
 	if (o->nrates && o->nconc > 1) {
 		fprintf(stderr, "frameprep-bench: with --rate, --concurrency "
 		                "is the pool size: give one value\n");
@@ -1343,7 +1352,8 @@ static void bench_describe(const bench_opts *o, const bench_input *inputs,
 	const fprep_request *t = &inputs[0].req;
 	char fmt[64];
 
-	if (o->spec.format >= FPREP_PIX_NV12)
+	if (o->spec.format >= FPREP_PIX_NV12 &&
+	    o->spec.format != FPREP_PIX_JPEG)
 		snprintf(fmt, sizeof(fmt), "%s %s %s",
 		         tool_name(TOOL_FORMAT, o->spec.format),
 		         t->yuv_matrix ? tool_name(TOOL_MATRIX, t->yuv_matrix)
