@@ -83,7 +83,10 @@ int fprep__preprocess_check(const fprep_request *req, size_t tensor_size)
 	uint32_t shape[4];
 	uint64_t bytes;
 
-	if (req == NULL || fprep__request_check(req, NULL, 0) != FPREP_OK ||
+	/* A JPEG is decoded first (the daemon's backend/jpeg.c): the op
+	 * takes pixels. */
+	if (req == NULL || req->src_format == FPREP_PIX_JPEG ||
+	    fprep__request_check(req, NULL, 0) != FPREP_OK ||
 	    fprep_tensor_shape(req, shape, &bytes) != FPREP_OK ||
 	    bytes != (uint64_t)tensor_size)
 		return FPREP_EINVAL;

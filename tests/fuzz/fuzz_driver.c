@@ -168,6 +168,17 @@ int main(int argc, char **argv)
 	req.request_id = 77;
 	driver_request(&req, (size_t)req.input_size);
 
+	/* JPEG frames: the size from the header (0x0) or on the wire. */
+	fprep_request_init(&req, FPREP_PIX_JPEG, 0, 0);
+	req.out_width = 16;
+	req.out_height = 12;
+	req.input_size = 40;
+	driver_request(&req, (size_t)req.input_size);
+	req.src_width = 8;
+	req.src_height = 6;
+	req.channel_order = FPREP_ORDER_GRAY;
+	driver_request(&req, (size_t)req.input_size);
+
 	/* YUV frames with padded rows and chroma planes after gaps. */
 	for (uint16_t f = FPREP_PIX_NV12; f <= FPREP_PIX_YUYV; f++) {
 		fprep_request_init(&req, f, 8, 6);

@@ -7,7 +7,8 @@
  * within the limits, the inline payload exactly input_size bytes, a
  * decode that survives re-encoding unchanged, and a frame the CPU op
  * preprocesses without reading outside the payload (which the sanitizers
- * watch; YUV planes included). Built for libFuzzer with
+ * watch; YUV planes included; a JPEG frame, which the daemon decodes
+ * first, is refused by the CPU op). Built for libFuzzer with
  * -DFPREP_FUZZ=ON (clang), and run over generated inputs by fuzz_driver.c
  * with any compiler.
  */
@@ -58,10 +59,11 @@ static void fuzz_request(const uint8_t *data, size_t size)
 	fuzz_check(req.src_width <= fuzz_limits.max_width);
 	fuzz_check(req.src_height <= fuzz_limits.max_height);
 	fuzz_check(req.input_size <= fuzz_limits.max_frame_bytes);
-	fuzz_check(req.input_size >=
-	           (uint64_t)req.src_stride * (req.src_height - 1) +
-	                   (uint64_t)req.src_width *
-	                           fprep_pixel_bytes(req.src_format));
+	fuzz_check(req.src_format == FPREP_PIX_JPEG ||
+	           req.input_size >=
+	                   (uint64_t)req.src_stride * (req.src_height - 1) +
+	                           (uint64_t)req.src_width *
+	                                   fprep_pixel_bytes(req.src_format));
 	fuzz_check(req.input_loc != FPREP_LOC_INLINE ||
 	           req.input_size == size - FPREP_REQUEST_HEADER_SIZE);
 	fuzz_check(fprep_tensor_shape(&req, shape, &bytes) == FPREP_OK);
@@ -87,7 +89,9 @@ static void fuzz_request(const uint8_t *data, size_t size)
 		fuzz_check(frame != NULL && tensor != NULL);
 		memcpy(frame, data + FPREP_REQUEST_HEADER_SIZE, req.input_size);
 		fuzz_check(fprep_preprocess_cpu(&req, frame, tensor, bytes,
-		                                NULL) == FPREP_OK);
+		                                NULL) ==
+		           (req.src_format == FPREP_PIX_JPEG ? FPREP_EINVAL
+		                                             : FPREP_OK));
 		free(frame);
 		free(tensor);
 	}

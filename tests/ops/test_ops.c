@@ -516,7 +516,7 @@ static void test_one_validator(void **state)
 		assert_string_equal(m1, m2);                                   \
 		cases++;                                                       \
 	} while (0)
-	T_SAME(src_format, 9);
+	T_SAME(src_format, 10);
 	T_SAME(channel_order, FPREP_ORDER_GRAY);
 	T_SAME(dtype, 7);
 	T_SAME(layout, 0);
@@ -531,6 +531,22 @@ static void test_one_validator(void **state)
 	T_SAME(output_loc, 5);
 #undef T_SAME
 	assert_int_equal(cases, 13);
+
+	/* A valid JPEG request: the daemon decodes it first; the op, which
+	 * takes pixels, refuses it. */
+	float tensor[4 * 4 * 3];
+	b = r;
+	b.src_format = FPREP_PIX_JPEG;
+	b.src_width = b.src_height = 0;
+	b.input_size = 100;
+	uint32_t shape[4];
+	uint64_t tb = 0;
+	assert_int_equal(fprep__request_check(&b, m2, sizeof(m2)), FPREP_OK);
+	assert_int_equal(fprep_tensor_shape(&b, shape, &tb), FPREP_OK);
+	assert_true(tb == sizeof(tensor));
+	assert_int_equal(
+	        fprep_preprocess_cpu(&b, buf, tensor, sizeof(tensor), NULL),
+	        FPREP_EINVAL);
 }
 
 int main(void)
