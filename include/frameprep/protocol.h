@@ -331,8 +331,8 @@
  *
  * JPEG sources (src_format JPEG)
  *   The frame is a JPEG file's bytes as they are (JFIF or Exif, baseline
- *   or progressive Huffman-coded, 8-bit, 1 or 3 components, any chroma
- *   subsampling, restart markers allowed): input_size bytes inline or in
+ *   or progressive, 8-bit, 1 or 3 components, restart markers allowed):
+ *   input_size bytes inline or in
  *   an SHM region (not CUDA: the decode runs on a CPU), at least 4 bytes.
  *   src_stride, the YUV fields and yuv_matrix/yuv_range are ignored;
  *   src_width and src_height are 0 or must equal the JPEG header's. The
@@ -341,10 +341,10 @@
  *   than max_height or whose decoded RGB8 bytes exceed max_frame_bytes, and
  *   (FPREP_EINVAL, with libjpeg-turbo's words) one that is corrupt,
  *   truncated, 12-bit, CMYK/YCCK, of a chroma sampling libjpeg-turbo
- *   cannot name (4:2:0, 4:2:2, 4:4:0, 4:4:4, 4:1:1 and gray are fine), or
- *   that libjpeg-turbo warns about (corrupt data is an error: no partly
- *   grey frame); arithmetic coding is decoded. It is
- *   decoded as libjpeg-turbo does (cv2.imdecode decodes the same way:
+ *   cannot name (4:2:0, 4:2:2, 4:4:4 and gray are tested), or that
+ *   libjpeg-turbo warns about (corrupt data is an error: no partly grey
+ *   frame). It is decoded as libjpeg-turbo does (cv2.imdecode decodes the
+ *   same way:
  *   fancy upsampling, islow IDCT) to RGB8 or BGR8, as channel_order needs
  *   (GRAY8 for channel_order GRAY, which a JPEG source may ask for: the
  *   luma), then letterboxed or stretched like that raw frame. EXIF
