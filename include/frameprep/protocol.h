@@ -344,8 +344,8 @@
  *   cannot name (4:2:0, 4:2:2, 4:4:4 and gray are tested), or that
  *   libjpeg-turbo warns about (corrupt data is an error: no partly grey
  *   frame). It is decoded as libjpeg-turbo does (cv2.imdecode decodes the
- *   same way:
- *   fancy upsampling, islow IDCT) to RGB8 or BGR8, as channel_order needs
+ *   same way: fancy upsampling, islow IDCT) to RGB8 or BGR8, as
+ *   channel_order needs
  *   (GRAY8 for channel_order GRAY, which a JPEG source may ask for: the
  *   luma), then letterboxed or stretched like that raw frame. EXIF
  *   orientation is ignored: the tensor has the stored pixel order. The
