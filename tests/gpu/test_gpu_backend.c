@@ -31,6 +31,7 @@
 
 #include <cuda_runtime_api.h>
 #include <stb_image.h>
+#include <turbojpeg.h>
 
 #include "check.h"
 #include "gpu/backend_cuda.h"
@@ -695,6 +696,99 @@ static void check_echo_and_bad(fprep__backend *b, lane_waiter *w,
 	free(out);
 }
 
+/* check_jpeg sends im as a JPEG (libjpeg-turbo, quality 90, 4:2:0) in
+ * each channel order: the lane decodes it into its staging slot, and the
+ * tensor must equal the CPU reference of libjpeg-turbo's decode within the
+ * usual tolerance, with the decoded size and the transform of that frame;
+ * a truncated JPEG is refused (EINVAL, not fatal) and the next one still
+ * decodes. */
+static void check_jpeg(fprep__backend *b, lane_waiter *w, const lane_image *im)
+{
+	static const fprep_limits lim = {8192, 8192, 1u << 28,
+	                                 2048, 2048, 1u << 28};
+	static const uint8_t orders[] = {FPREP_ORDER_RGB, FPREP_ORDER_BGR,
+	                                 FPREP_ORDER_GRAY};
+	tjhandle tc = tjInitCompress(), td = tjInitDecompress();
+	unsigned char *jpg = NULL;
+	unsigned long jsize = 0;
+	fprep_request rq, raw;
+	uint32_t shape[4];
+	uint64_t bytes = 0;
+	fprep_transform xf;
+	lane_job lj;
+	int bad = 0;
+
+	CHECK(tc && td &&
+	              tjCompress2(tc, im->rgb, im->w, 0, im->h, TJPF_RGB, &jpg,
+	                          &jsize, TJSAMP_420, 90, 0) == 0,
+	      "JPEG: libjpeg-turbo could not encode %s", im->name);
+	for (size_t i = 0; jpg != NULL && i < sizeof orders; i++) {
+		fprep_request_init(&rq, FPREP_PIX_JPEG, 0, 0);
+		rq.input_size = jsize;
+		rq.channel_order = orders[i];
+		raw = rq;
+		raw.src_format = orders[i] == FPREP_ORDER_GRAY ? FPREP_PIX_GRAY8
+		                 : orders[i] == FPREP_ORDER_BGR
+		                         ? FPREP_PIX_BGR8
+		                         : FPREP_PIX_RGB8;
+		raw.src_width = (uint32_t)im->w;
+		raw.src_height = (uint32_t)im->h;
+		raw.src_stride =
+		        raw.src_width * fprep_pixel_bytes(raw.src_format);
+		raw.input_size = (uint64_t)raw.src_stride * raw.src_height;
+		CHECK(fprep_tensor_shape(&rq, shape, &bytes) == 0, "shape");
+		uint8_t *px = malloc(raw.input_size), *cpu = malloc(bytes),
+		        *gpu = malloc(bytes);
+		CHECK(px && cpu && gpu, "out of memory");
+		CHECK(tjDecompress2(
+		              td, jpg, jsize, px, im->w, (int)raw.src_stride,
+		              im->h,
+		              raw.src_format == FPREP_PIX_GRAY8  ? TJPF_GRAY
+		              : raw.src_format == FPREP_PIX_BGR8 ? TJPF_BGR
+		                                                 : TJPF_RGB,
+		              0) == 0,
+		      "JPEG: libjpeg-turbo could not decode");
+		CHECK(fprep_preprocess_cpu(&raw, px, cpu, bytes, &xf) == 0,
+		      "JPEG: CPU reference refused");
+		lane_job_init(&lj, w, &rq, jpg, gpu, bytes);
+		lj.job.limits = &lim;
+		run_one(b, w, &lj);
+		CHECK(lj.calls == 1 && lj.job.status == FPREP_OK,
+		      "JPEG %s order %u: status %d: %s", im->name, orders[i],
+		      lj.job.status, lj.job.message);
+		if (lj.job.status == FPREP_OK) {
+			CHECK(lj.job.decoded_width == im->w &&
+			              lj.job.decoded_height == im->h,
+			      "JPEG: decoded %ux%u", lj.job.decoded_width,
+			      lj.job.decoded_height);
+			CHECK(memcmp(&lj.job.xf, &xf, sizeof xf) == 0,
+			      "JPEG: transform differs from the CPU's");
+			double d = compare(&raw, gpu, cpu, bytes, &bad);
+			CHECK(bad == 0,
+			      "JPEG %s order %u: %d elements off "
+			      "(max %g)",
+			      im->name, orders[i], bad, d);
+		}
+		/* Truncated: refused, and the lane goes on. */
+		rq.input_size = jsize / 2;
+		lane_job_init(&lj, w, &rq, jpg, gpu, bytes);
+		lj.job.limits = &lim;
+		run_one(b, w, &lj);
+		CHECK(lj.job.status == FPREP_EINVAL && lj.job.fatal == 0,
+		      "truncated JPEG: status %d fatal %d: %s", lj.job.status,
+		      lj.job.fatal, lj.job.message);
+		free(px);
+		free(cpu);
+		free(gpu);
+	}
+	printf("JPEG %s %ux%u (%lu bytes): decoded on the lane, RGB/BGR/GRAY "
+	       "%s\n",
+	       im->name, im->w, im->h, jsize, bad ? "FAIL" : "equal the CPU's");
+	tjFree(jpg);
+	tjDestroy(tc);
+	tjDestroy(td);
+}
+
 /* check_close_in_flight closes a lane with a burst queued: every done runs
  * exactly once, with OK or ESHUTDOWN. */
 static void check_close_in_flight(const fprep__cuda_config *cfg,
@@ -810,6 +904,7 @@ int main(int argc, char **argv)
 	      fprep__cuda_alloc_count());
 	printf("allocations: %lu at warm-up, %lu after %d more requests\n",
 	       allocs, fprep__cuda_alloc_count(), ncases / 2 + 3 * BURST + 2);
+	check_jpeg(b, &w, &ims[0]);
 	b->close(b, 5000);
 
 	/* Warm cache: the second open compiles nothing. */
