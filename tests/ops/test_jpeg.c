@@ -1,0 +1,255 @@
+/*
+ * test_jpeg.c: the JPEG step of the backends (src/backend/jpeg.c) on JPEGs
+ * written by libjpeg-turbo's own encoder: the header checked against the
+ * limits and the wire's size before anything is allocated, the worker's
+ * buffer grown only for a larger frame, the job rewritten as the decoded
+ * frame's (pixels equal to libjpeg-turbo's decode), and a handle that
+ * failed still decoding the next frame.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <turbojpeg.h>
+
+#include "backend.h"
+#include "frameprep/frameprep.h"
+#include "jpeg.h"
+
+static const fprep_limits test_limits = {
+        .max_width = 1000,
+        .max_height = 800,
+        .max_frame_bytes = 1000 * 600 * 3,
+        .max_out_width = 640,
+        .max_out_height = 640,
+        .max_tensor_bytes = 640 * 640 * 3 * 4,
+};
+
+/* test_encode returns a w x h JPEG of a gradient (libjpeg-turbo, quality
+ * 90, subsampling sub, gray when sub is TJSAMP_GRAY); free with tjFree. */
+static unsigned char *test_encode(int w, int h, int sub, unsigned long *size)
+{
+	tjhandle tj = tjInitCompress();
+	unsigned char *px = malloc((size_t)w * h * 3), *jpg = NULL;
+
+	assert_non_null(tj);
+	assert_non_null(px);
+	for (int i = 0; i < w * h * 3; i++)
+		px[i] = (unsigned char)((i % (w * 3)) * 255 / (w * 3) + i / 7);
+	assert_int_equal(
+	        tjCompress2(tj, px, w, 0, h, TJPF_RGB, &jpg, size, sub, 90, 0),
+	        0);
+	free(px);
+	tjDestroy(tj);
+	return jpg;
+}
+
+/* test_job makes a FRAME job of jpg for channel order order. */
+static void test_job(fprep__job *job, const unsigned char *jpg,
+                     unsigned long size, uint8_t order)
+{
+	memset(job, 0, sizeof(*job));
+	fprep_request_init(&job->req, FPREP_PIX_JPEG, 0, 0);
+	job->req.input_size = size;
+	job->req.channel_order = order;
+	job->input = jpg;
+	job->limits = &test_limits;
+	assert_int_equal(fprep__job_plan(job), FPREP_OK);
+}
+
+/* test_decode runs both steps into j's buffer; returns the status. */
+static int test_decode(fprep__jpeg *j, fprep__job *job, char *msg, size_t n)
+{
+	fprep_request raw;
+	uint8_t *dst;
+	int rc = fprep__jpeg_open(j, job, &raw, msg, n);
+
+	if (rc != FPREP_OK)
+		return rc;
+	dst = fprep__jpeg_buffer(j, raw.input_size);
+	assert_non_null(dst);
+	return fprep__jpeg_decode(j, job, &raw, dst, msg, n);
+}
+
+static void decode_rewrites_job(void **state)
+{
+	static const uint8_t orders[] = {FPREP_ORDER_RGB, FPREP_ORDER_BGR,
+	                                 FPREP_ORDER_GRAY};
+	static const int pfs[] = {TJPF_RGB, TJPF_BGR, TJPF_GRAY};
+	static const uint16_t fmts[] = {FPREP_PIX_RGB8, FPREP_PIX_BGR8,
+	                                FPREP_PIX_GRAY8};
+	unsigned long size = 0;
+	unsigned char *jpg = test_encode(97, 61, TJSAMP_420, &size);
+	tjhandle td = tjInitDecompress();
+	uint8_t *ref = malloc(97 * 61 * 3);
+	char msg[FPREP_MESSAGE_SIZE];
+	fprep_transform xf;
+	fprep__jpeg j;
+	fprep__job job;
+
+	(void)state;
+	assert_non_null(ref);
+	fprep__jpeg_init(&j);
+	for (int i = 0; i < 3; i++) {
+		uint32_t bpp = fmts[i] == FPREP_PIX_GRAY8 ? 1 : 3;
+
+		test_job(&job, jpg, size, orders[i]);
+		assert_int_equal(test_decode(&j, &job, msg, sizeof(msg)),
+		                 FPREP_OK);
+		assert_int_equal(job.req.src_format, fmts[i]);
+		assert_int_equal(job.req.src_width, 97);
+		assert_int_equal(job.req.src_height, 61);
+		assert_int_equal(job.req.src_stride, 97 * bpp);
+		assert_true(job.req.input_size == 97 * 61 * bpp);
+		assert_ptr_equal(job.input, j.buf);
+		assert_int_equal(job.decoded_width, 97);
+		assert_int_equal(job.decoded_height, 61);
+		fprep_transform_compute(&job.req, &xf);
+		assert_memory_equal(&job.xf, &xf, sizeof(xf));
+		assert_int_equal(
+		        tjDecompress2(td, jpg, size, ref, 97, 0, 61, pfs[i], 0),
+		        0);
+		assert_memory_equal(job.input, ref, 97 * 61 * bpp);
+	}
+	fprep__jpeg_fini(&j);
+	tjDestroy(td);
+	free(ref);
+	tjFree(jpg);
+}
+
+static void buffer_grows_only_for_larger(void **state)
+{
+	unsigned long s1 = 0, s2 = 0, s3 = 0;
+	unsigned char *mid = test_encode(320, 240, TJSAMP_444, &s1);
+	unsigned char *small = test_encode(64, 48, TJSAMP_422, &s2);
+	unsigned char *big = test_encode(640, 480, TJSAMP_GRAY, &s3);
+	char msg[FPREP_MESSAGE_SIZE];
+	fprep__jpeg j;
+	fprep__job job;
+	uint8_t *buf;
+
+	(void)state;
+	fprep__jpeg_init(&j);
+	test_job(&job, mid, s1, FPREP_ORDER_RGB);
+	assert_int_equal(test_decode(&j, &job, msg, sizeof(msg)), FPREP_OK);
+	buf = j.buf;
+	assert_true(j.cap == 320 * 240 * 3);
+	for (int i = 0; i < 3; i++) {
+		test_job(&job, i == 1 ? small : mid, i == 1 ? s2 : s1,
+		         FPREP_ORDER_BGR);
+		assert_int_equal(test_decode(&j, &job, msg, sizeof(msg)),
+		                 FPREP_OK);
+		assert_ptr_equal(j.buf, buf);
+		assert_true(j.cap == 320 * 240 * 3);
+	}
+	test_job(&job, big, s3, FPREP_ORDER_RGB);
+	assert_int_equal(test_decode(&j, &job, msg, sizeof(msg)), FPREP_OK);
+	assert_true(j.cap == 640 * 480 * 3);
+	fprep__jpeg_fini(&j);
+	tjFree(mid);
+	tjFree(small);
+	tjFree(big);
+}
+
+/* sof_size rewrites the first SOF's size of a JPEG. */
+static void sof_size(unsigned char *jpg, unsigned long size, uint16_t w,
+                     uint16_t h)
+{
+	for (unsigned long i = 2; i + 9 < size; i++)
+		if (jpg[i] == 0xff && jpg[i + 1] == 0xc0) {
+			jpg[i + 5] = (unsigned char)(h >> 8);
+			jpg[i + 6] = (unsigned char)h;
+			jpg[i + 7] = (unsigned char)(w >> 8);
+			jpg[i + 8] = (unsigned char)w;
+			return;
+		}
+	fail_msg("no SOF0");
+}
+
+static void refused_before_allocation(void **state)
+{
+	static const struct {
+		uint16_t w, h, wire_w, wire_h;
+		int want;
+		const char *needle;
+	} cases[] = {
+	        {65535, 65535, 0, 0, FPREP_ELIMIT,
+	         "JPEG width 65535 exceeds max_width 1000"},
+	        {1000, 801, 0, 0, FPREP_ELIMIT,
+	         "JPEG height 801 exceeds max_height 800"},
+	        {1000, 800, 0, 0, FPREP_ELIMIT, "exceeds max_frame_bytes"},
+	        {64, 48, 64, 47, FPREP_EINVAL, "!= the JPEG header's 64x48"},
+	};
+	char msg[FPREP_MESSAGE_SIZE];
+	fprep_request raw;
+	fprep__jpeg j;
+	fprep__job job;
+
+	(void)state;
+	fprep__jpeg_init(&j);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		unsigned long size = 0;
+		unsigned char *jpg = test_encode(64, 48, TJSAMP_420, &size);
+
+		sof_size(jpg, size, cases[i].w, cases[i].h);
+		test_job(&job, jpg, size, FPREP_ORDER_RGB);
+		job.req.src_width = cases[i].wire_w;
+		job.req.src_height = cases[i].wire_h;
+		assert_int_equal(
+		        fprep__jpeg_open(&j, &job, &raw, msg, sizeof(msg)),
+		        cases[i].want);
+		assert_non_null(strstr(msg, cases[i].needle));
+		assert_null(j.buf); /* nothing allocated */
+		tjFree(jpg);
+	}
+	/* A job without the daemon's limits is refused. */
+	job.limits = NULL;
+	assert_int_equal(fprep__jpeg_open(&j, &job, &raw, msg, sizeof(msg)),
+	                 FPREP_EINVAL);
+	fprep__jpeg_fini(&j);
+}
+
+static void bad_frames_then_good(void **state)
+{
+	static const unsigned char marker[] = {0xff, 0xd8, 0xff, 0x9a, 0,
+	                                       0,    0,    0,    0,    0};
+	unsigned long size = 0;
+	unsigned char *jpg = test_encode(64, 48, TJSAMP_420, &size);
+	char msg[FPREP_MESSAGE_SIZE];
+	fprep__jpeg j;
+	fprep__job job;
+
+	(void)state;
+	fprep__jpeg_init(&j);
+	for (int round = 0; round < 3; round++) {
+		test_job(&job, marker, sizeof(marker), FPREP_ORDER_RGB);
+		assert_int_equal(test_decode(&j, &job, msg, sizeof(msg)),
+		                 FPREP_EINVAL);
+		assert_non_null(strstr(msg, "Unsupported marker type 0x9a"));
+		test_job(&job, jpg, size / 2, FPREP_ORDER_RGB);
+		assert_int_equal(test_decode(&j, &job, msg, sizeof(msg)),
+		                 FPREP_EINVAL);
+		assert_non_null(strstr(msg, "Premature end of JPEG file"));
+		test_job(&job, jpg, size, FPREP_ORDER_RGB);
+		assert_int_equal(test_decode(&j, &job, msg, sizeof(msg)),
+		                 FPREP_OK);
+	}
+	fprep__jpeg_fini(&j);
+	tjFree(jpg);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(decode_rewrites_job),
+	        cmocka_unit_test(buffer_grows_only_for_larger),
+	        cmocka_unit_test(refused_before_allocation),
+	        cmocka_unit_test(bad_frames_then_good),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
