@@ -18,38 +18,13 @@
 
 #include "frameprep/frameprep.h"
 #include "frameprep/protocol.h"
+#include "fuzz_util.h"
 
 #define DRIVER_MUTATIONS 10000
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static uint64_t driver_state = 0x9e3779b97f4a7c15ull;
 
 /* With --write-seeds: where the seeds go, and how many were written. */
 static const char *driver_seed_dir;
 static unsigned driver_seeds;
-
-static uint64_t driver_rand(void)
-{
-	/* xorshift64* */
-	driver_state ^= driver_state >> 12;
-	driver_state ^= driver_state << 25;
-	driver_state ^= driver_state >> 27;
-	return driver_state * 0x2545f4914f6cdd1dull;
-}
-
-/* driver_run feeds size bytes of data to the target from an exact-size
- * copy. */
-static void driver_run(const uint8_t *data, size_t size)
-{
-	uint8_t *copy = malloc(size ? size : 1);
-
-	if (copy == NULL)
-		abort();
-	memcpy(copy, data, size);
-	LLVMFuzzerTestOneInput(copy, size);
-	free(copy);
-}
 
 /* driver_mutate runs DRIVER_MUTATIONS random variations of a seed. */
 static void driver_mutate(const uint8_t *seed, size_t size)

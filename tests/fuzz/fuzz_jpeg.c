@@ -1,0 +1,199 @@
+/*
+ * fuzz_jpeg.c: fuzz target for the daemon's JPEG step (src/backend/jpeg.c:
+ * its SOF scanner, libjpeg-turbo's header and decode, the limits), and a
+ * driver that runs it without libFuzzer.
+ *
+ * Each input is a JPEG frame's bytes, handed to one decoder (one handle and
+ * buffer kept across inputs, as a worker keeps them) under tight limits.
+ * Besides not crashing or reading outside the input (which the sanitizers
+ * watch), a frame must be refused with EINVAL or ELIMIT and a message, or
+ * decoded within the limits into a frame the CPU op then letterboxes; and
+ * a good JPEG must still decode after any refusal.
+ *
+ * The driver (main, unless built for libFuzzer with FPREP_LIBFUZZER)
+ * encodes its seeds with libjpeg-turbo (gray, 4:2:0, 4:2:2, 4:4:4,
+ * progressive), runs every truncation of each and 20,000
+ * seeded mutations per seed (bit flips, boundary bytes, size fields of the
+ * SOF rewritten, lengths changed) anywhere in the file. Deterministic.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <turbojpeg.h>
+
+#include "backend.h"
+#include "frameprep/frameprep.h"
+#include "jpeg.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Tight limits, so that accepted inputs stay small. */
+static const fprep_limits fuzz_limits = {
+        .max_width = 64,
+        .max_height = 64,
+        .max_frame_bytes = 64 * 48 * 3,
+        .max_out_width = 32,
+        .max_out_height = 32,
+        .max_tensor_bytes = 32 * 32 * 3 * 4,
+};
+
+static fprep__jpeg fuzz_jpeg;
+static int fuzz_jpeg_ready;
+
+static void fuzz_check(int ok)
+{
+	if (!ok)
+		abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static float tensor[32 * 32 * 3];
+	char msg[FPREP_MESSAGE_SIZE];
+	fprep_request raw;
+	fprep__job job;
+	uint8_t *dst;
+	int rc;
+
+	if (!fuzz_jpeg_ready) {
+		fprep__jpeg_init(&fuzz_jpeg);
+		fuzz_jpeg_ready = 1;
+	}
+	memset(&job, 0, sizeof(job));
+	fprep_request_init(&job.req, FPREP_PIX_JPEG, 0, 0);
+	job.req.out_width = job.req.out_height = 32;
+	job.req.input_size = size;
+	job.input = data;
+	job.limits = &fuzz_limits;
+	fuzz_check(fprep__job_plan(&job) == FPREP_OK);
+	msg[0] = '\0';
+	rc = fprep__jpeg_open(&fuzz_jpeg, &job, &raw, msg, sizeof(msg));
+	if (rc == FPREP_OK) {
+		fuzz_check(raw.src_width >= 1 && raw.src_width <= 64);
+		fuzz_check(raw.src_height >= 1 && raw.src_height <= 64);
+		fuzz_check(raw.input_size <= fuzz_limits.max_frame_bytes);
+		dst = fprep__jpeg_buffer(&fuzz_jpeg, raw.input_size);
+		fuzz_check(dst != NULL);
+		rc = fprep__jpeg_decode(&fuzz_jpeg, &job, &raw, dst, msg,
+		                        sizeof(msg));
+	}
+	if (rc != FPREP_OK) {
+		fuzz_check(rc == FPREP_EINVAL || rc == FPREP_ELIMIT);
+		fuzz_check(msg[0] != '\0' && strlen(msg) < sizeof(msg));
+		return 0;
+	}
+	fuzz_check(job.input == dst && job.req.src_format != FPREP_PIX_JPEG);
+	fuzz_check(job.decoded_width == job.req.src_width &&
+	           job.decoded_height == job.req.src_height);
+	fuzz_check(fprep_preprocess_cpu(&job.req, job.input, tensor,
+	                                sizeof(tensor), NULL) == FPREP_OK);
+	return 0;
+}
+
+#ifndef FPREP_LIBFUZZER
+#include "fuzz_util.h"
+
+#define DRIVER_MUTATIONS 20000
+
+/* driver_mutate runs every truncation of a seed and DRIVER_MUTATIONS
+ * random variations of it; after each batch the seed itself must decode. */
+static void driver_mutate(const uint8_t *seed, size_t size)
+{
+	static const uint8_t special[] = {0x00, 0x01, 0x7f, 0x80,
+	                                  0xd8, 0xd9, 0xda, 0xff};
+	size_t cap = size + 64;
+	uint8_t *buf = malloc(cap);
+
+	fuzz_check(buf != NULL);
+	for (size_t n = 0; n < size; n++)
+		driver_run(seed, n);
+	for (int i = 0; i < DRIVER_MUTATIONS; i++) {
+		size_t len = size;
+		int edits = 1 + (int)(driver_rand() % 4);
+
+		memcpy(buf, seed, size);
+		memset(buf + size, 0, cap - size);
+		for (int e = 0; e < edits; e++) {
+			uint64_t r = driver_rand();
+			size_t at = (r >> 8) % size;
+
+			switch (r % 5) {
+			case 0:
+			case 1:
+				buf[at] ^= (uint8_t)(1u << ((r >> 40) % 8));
+				break;
+			case 2:
+				buf[at] = special[(r >> 40) % sizeof(special)];
+				break;
+			case 3: /* a 16-bit field: a size or a length */
+				if (at + 1 < size) {
+					buf[at] = (uint8_t)(r >> 40);
+					buf[at + 1] = (uint8_t)(r >> 48);
+				}
+				break;
+			case 4:
+				len = (size_t)((r >> 40) % cap);
+				break;
+			}
+		}
+		driver_run(buf, len);
+	}
+	free(buf);
+}
+
+int main(void)
+{
+	static const struct {
+		int w, h, sub, flags;
+	} seeds[] = {
+	        {31, 23, TJSAMP_GRAY, 0},
+	        {32, 24, TJSAMP_420, 0},
+	        {17, 40, TJSAMP_422, TJFLAG_PROGRESSIVE},
+	        {48, 33, TJSAMP_444, 0},
+	};
+	uint8_t px[64 * 64 * 3];
+	unsigned long runs = 0;
+
+	for (size_t i = 0; i < sizeof(px); i++)
+		px[i] = (uint8_t)(driver_rand() >> 56);
+	for (size_t s = 0; s < sizeof(seeds) / sizeof(seeds[0]); s++) {
+		/* A handle per seed: libjpeg-turbo 2.1.5's compressor, used
+		 * again after a TJFLAG_PROGRESSIVE image, writes a JPEG that
+		 * decodes as "Corrupt JPEG data: bad Huffman code". */
+		tjhandle tc = tjInitCompress();
+		unsigned char *jpg = NULL;
+		unsigned long size = 0;
+
+		fuzz_check(tc != NULL);
+		fuzz_check(tjCompress2(tc, px, seeds[s].w, 0, seeds[s].h,
+		                       TJPF_RGB, &jpg, &size, seeds[s].sub, 80,
+		                       seeds[s].flags) == 0);
+		driver_mutate(jpg, size);
+		runs += size + DRIVER_MUTATIONS;
+		/* After all that, the seed itself decodes. */
+		char msg[FPREP_MESSAGE_SIZE];
+		fprep_request raw;
+		fprep__job job;
+
+		memset(&job, 0, sizeof(job));
+		fprep_request_init(&job.req, FPREP_PIX_JPEG, 0, 0);
+		job.req.input_size = size;
+		job.input = jpg;
+		job.limits = &fuzz_limits;
+		fuzz_check(fprep__jpeg_open(&fuzz_jpeg, &job, &raw, msg,
+		                            sizeof(msg)) == FPREP_OK);
+		fuzz_check(
+		        fprep__jpeg_decode(
+		                &fuzz_jpeg, &job, &raw,
+		                fprep__jpeg_buffer(&fuzz_jpeg, raw.input_size),
+		                msg, sizeof(msg)) == FPREP_OK);
+		tjFree(jpg);
+		tjDestroy(tc);
+	}
+	fprep__jpeg_fini(&fuzz_jpeg);
+	printf("fuzz_jpeg: %lu inputs, no crash, every refusal named\n", runs);
+	return 0;
+}
+#endif
