@@ -26,42 +26,14 @@
 static const char *driver_seed_dir;
 static unsigned driver_seeds;
 
-/* driver_mutate runs DRIVER_MUTATIONS random variations of a seed. */
+/* driver_mutate runs DRIVER_MUTATIONS random variations of a seed, mostly
+ * in the header, where the parser looks. */
 static void driver_mutate(const uint8_t *seed, size_t size)
 {
 	static const uint8_t special[] = {0x00, 0x01, 0x7f, 0x80, 0xfe, 0xff};
-	size_t cap = size + 64;
-	uint8_t *buf = malloc(cap);
 
-	if (buf == NULL)
-		abort();
-	for (int i = 0; i < DRIVER_MUTATIONS; i++) {
-		size_t len = size;
-		int edits = 1 + (int)(driver_rand() % 4);
-
-		memcpy(buf, seed, size);
-		memset(buf + size, 0, cap - size);
-		for (int e = 0; e < edits; e++) {
-			uint64_t r = driver_rand();
-			/* Mostly the header, where the parser looks. */
-			size_t at = (r >> 8) % (size < 256 ? size : 256);
-
-			switch (r % 4) {
-			case 0:
-			case 1:
-				buf[at] ^= (uint8_t)(1u << ((r >> 40) % 8));
-				break;
-			case 2:
-				buf[at] = special[(r >> 40) % sizeof(special)];
-				break;
-			case 3:
-				len = (size_t)((r >> 40) % cap);
-				break;
-			}
-		}
-		driver_run(buf, len);
-	}
-	free(buf);
+	driver_mutations(seed, size, 256, DRIVER_MUTATIONS, special,
+	                 sizeof(special), 0);
 }
 
 /* driver_write writes a seed into driver_seed_dir. */

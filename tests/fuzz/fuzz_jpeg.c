@@ -98,49 +98,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #define DRIVER_MUTATIONS 20000
 
 /* driver_mutate runs every truncation of a seed and DRIVER_MUTATIONS
- * random variations of it; after each batch the seed itself must decode. */
+ * random variations of it, anywhere in the file. */
 static void driver_mutate(const uint8_t *seed, size_t size)
 {
 	static const uint8_t special[] = {0x00, 0x01, 0x7f, 0x80,
 	                                  0xd8, 0xd9, 0xda, 0xff};
-	size_t cap = size + 64;
-	uint8_t *buf = malloc(cap);
 
-	fuzz_check(buf != NULL);
 	for (size_t n = 0; n < size; n++)
 		driver_run(seed, n);
-	for (int i = 0; i < DRIVER_MUTATIONS; i++) {
-		size_t len = size;
-		int edits = 1 + (int)(driver_rand() % 4);
-
-		memcpy(buf, seed, size);
-		memset(buf + size, 0, cap - size);
-		for (int e = 0; e < edits; e++) {
-			uint64_t r = driver_rand();
-			size_t at = (r >> 8) % size;
-
-			switch (r % 5) {
-			case 0:
-			case 1:
-				buf[at] ^= (uint8_t)(1u << ((r >> 40) % 8));
-				break;
-			case 2:
-				buf[at] = special[(r >> 40) % sizeof(special)];
-				break;
-			case 3: /* a 16-bit field: a size or a length */
-				if (at + 1 < size) {
-					buf[at] = (uint8_t)(r >> 40);
-					buf[at + 1] = (uint8_t)(r >> 48);
-				}
-				break;
-			case 4:
-				len = (size_t)((r >> 40) % cap);
-				break;
-			}
-		}
-		driver_run(buf, len);
-	}
-	free(buf);
+	driver_mutations(seed, size, size, DRIVER_MUTATIONS, special,
+	                 sizeof(special), 1);
 }
 
 int main(void)
