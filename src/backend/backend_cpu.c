@@ -326,7 +326,10 @@ static void cpu_info(fprep__backend *b, char *buf, size_t size)
 	if (size == 0)
 		return;
 	len = strnlen(buf, size - 1);
-	snprintf(buf + len, size - len, "workers: %u\n", cb->nthreads);
+	snprintf(buf + len, size - len,
+	         "workers: %u\n"
+	         "jpeg_decoder: libjpeg-turbo (on the workers)\n",
+	         cb->nthreads);
 }
 
 /* cpu_free stops and joins the first n workers (the queue must be empty

@@ -155,13 +155,14 @@ static void t_finish(fprep__backend *b, struct t_job **jobs, int n)
 static void test_open_info(void **state)
 {
 	fprep__backend *b;
-	char buf[128] = "version: x\n";
+	char buf[160] = "version: x\n";
 
 	(void)state;
 	assert_int_equal(fprep__backend_cpu_open(&b, 3), FPREP_OK);
 	assert_string_equal(b->name, "cpu");
 	b->info(b, buf, sizeof(buf));
-	assert_string_equal(buf, "version: x\nworkers: 3\n");
+	assert_string_equal(buf, "version: x\nworkers: 3\njpeg_decoder: "
+	                         "libjpeg-turbo (on the workers)\n");
 	b->close(b, 1000);
 
 	/* 0 threads: one per online core. */

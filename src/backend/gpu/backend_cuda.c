@@ -1521,7 +1521,9 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	         "host_copy_threads: %u\n"
 	         "kernel_cache: %s (%s, %u hits, %u misses)\n"
 	         "device_uuid: %s\n"
-	         "device_memory_used_bytes: %zu\n",
+	         "device_memory_used_bytes: %zu\n"
+	         "jpeg_decoder: libjpeg-turbo (on the lane thread; no "
+	         "nvJPEG yet)\n",
 	         cb->device_name, cb->cc / 10, cb->cc % 10, cb->arch,
 	         cb->memory >> 20, cb->copy_engines, cb->nslots,
 	         cb->integrated ? "true" : "false", cb->copy_threads,
