@@ -631,9 +631,13 @@ static int cli_send(const struct cli_spec *spec, const char *path)
 	cli_request(spec, &img, &req);
 	if ((ret = cli_client(spec, &c)) != 0)
 		goto out_image;
-	printf("source    %s %" PRIu32 "x%" PRIu32 " %s%s\n", path, img.width,
-	       img.height, cli_format_name(img.format),
-	       spec->shm ? " (shared memory)" : "");
+	if (img.format == FPREP_PIX_JPEG)
+		printf("source    %s JPEG %" PRIu64 " bytes, undecoded%s\n",
+		       path, img.size, spec->shm ? " (shared memory)" : "");
+	else
+		printf("source    %s %" PRIu32 "x%" PRIu32 " %s%s\n", path,
+		       img.width, img.height, cli_format_name(img.format),
+		       spec->shm ? " (shared memory)" : "");
 	if (spec->shm) {
 		ret = cli_send_shm(c, spec, &img, &req);
 		goto out_client;
