@@ -12,8 +12,10 @@
  * default. Defaults come first, then the file named by --config (keys at
  * its top level or in a [frameprepd] section), then the other flags, so a
  * flag always wins over the file; a --listen on the command line replaces
- * every listen of the file. A refusal names the setting (the flag, or the
- * file and key), the value and what is accepted, bounds included.
+ * every listen of the file. SIGHUP (fprep__config_reload) runs the same
+ * parse again, on the same command line, into a fresh config, and copies
+ * the LIVE rows' values into the running one. A refusal names the setting (the
+ * flag, or the file and key), the value and what is accepted, bounds included.
  */
 #include "config.h"
 
@@ -21,6 +23,7 @@
 #include <getopt.h>
 #include <ini.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,29 +93,29 @@ static const struct fprep__config_word config_spin_words[] = {
  * SWITCH (true or false; bare: the flag alone means true), OTHER (read by
  * fprep__config_set_<fn>, shown by fprep__config_show_<fn>, with bounds
  * for --device's GPU ids). */
-#define NUMBER_OR(name_, arg_, f, lo, hi, words_, def_, help_)                 \
+#define NUMBER_OR(name_, live_, arg_, f, lo, hi, words_, def_, help_)          \
 	{                                                                      \
-		.name = name_, .arg = arg_, .help = help_,                     \
+		.name = name_, .live = live_, .arg = arg_, .help = help_,      \
 		.type = FPREP__CONFIG_NUMBER, FIELD(f), .min = lo, .max = hi,  \
 		.def = def_, .words = words_                                   \
 	}
-#define NUMBER(name_, arg_, f, lo, hi, def_, help_)                            \
-	NUMBER_OR(name_, arg_, f, lo, hi, NULL, def_, help_)
-#define WORDS(name_, arg_, f, words_, def_, help_)                             \
+#define NUMBER(name_, live_, arg_, f, lo, hi, def_, help_)                     \
+	NUMBER_OR(name_, live_, arg_, f, lo, hi, NULL, def_, help_)
+#define WORDS(name_, live_, arg_, f, words_, def_, help_)                      \
 	{                                                                      \
-		.name = name_, .arg = arg_, .help = help_,                     \
+		.name = name_, .live = live_, .arg = arg_, .help = help_,      \
 		.type = FPREP__CONFIG_WORD, FIELD(f), .def = def_,             \
 		.words = words_                                                \
 	}
-#define SWITCH(name_, arg_, f, def_, bare_, help_)                             \
+#define SWITCH(name_, live_, arg_, f, def_, bare_, help_)                      \
 	{                                                                      \
-		.name = name_, .arg = arg_, .help = help_,                     \
+		.name = name_, .live = live_, .arg = arg_, .help = help_,      \
 		.type = FPREP__CONFIG_WORD, FIELD(f), .def = def_,             \
 		.words = config_switch_words, .bare = bare_                    \
 	}
-#define OTHER(name_, arg_, fn, lo, hi, help_)                                  \
+#define OTHER(name_, live_, arg_, fn, lo, hi, help_)                           \
 	{                                                                      \
-		.name = name_, .arg = arg_, .help = help_,                     \
+		.name = name_, .live = live_, .arg = arg_, .help = help_,      \
 		.type = FPREP__CONFIG_OTHER, .min = lo, .max = hi,             \
 		.set = fprep__config_set_##fn, .show = fprep__config_show_##fn \
 	}
@@ -124,84 +127,103 @@ static const struct fprep__config_word config_spin_words[] = {
 #define TIB     (GIB * KIB)
 #define NO_BARE 0
 #define BARE    1
+#define RESTART 0 /* kept on SIGHUP: see LIVE */
+/* LIVE: SIGHUP applies the file's new value at once (fprep__config_reload).
+ * Only a field that no thread but the loop reads while the daemon runs
+ * may be LIVE, or one that the loop copies for each request before
+ * another thread sees it (the limits and the send timeout, into the
+ * slot: slot.c). Kept, and why: listen, socket-mode, metrics-listen,
+ * max-inflight, max-doorbells, workers, device, lanes, slots, kernels,
+ * kernel-cache, transfer, h2d-rows (sockets, threads and memory made at
+ * start); max-frame-bytes (nng's receive limit on the socket, read by
+ * nng's threads); listener-check-ms (read by the listener-check thread);
+ * max-regions, max-region-bytes, max-shm-bytes, allow-cuda-regions,
+ * max-cuda-regions (copied into the region table at start); trace (the
+ * GPU lanes take it at start); max-inflight-per-conn (a lower bound would
+ * close connections holding more requests than twice it: conns.c). */
+#define LIVE 1
 
-/* Every setting, in --help's order. A row reads: name (flag and key), its
- * value in --help, the field, then for a NUMBER its bounds and default,
- * for WORDS its words and default, for a SWITCH its default, and last the
- * help line. */
+/* Every setting, in --help's order. A row reads: name (flag and key),
+ * LIVE or RESTART (whether SIGHUP changes it), its value in --help, the field,
+ * then for a NUMBER its bounds and default, for WORDS its words and default,
+ * for a SWITCH its default, and last the help line. */
 const struct fprep__config_setting fprep__config_settings[] = {
-        OTHER("listen", "URL", listen, 0, 0,
+        OTHER("listen", RESTART, "URL", listen, 0, 0,
               "listen on URL (ipc://PATH or tcp://HOST:PORT), repeatable"),
-        OTHER("device", "auto|cpu|all|N[,M...]", device, 0, 1023,
+        OTHER("device", RESTART, "auto|cpu|all|N[,M...]", device, 0, 1023,
               "auto: GPU 0 if present, else CPU; cpu; all: every GPU; GPU "
               "N, or the GPUs listed"),
-        NUMBER("lanes", "K", lanes, 1, 16, 1,
+        NUMBER("lanes", RESTART, "K", lanes, 1, 16, 1,
                "GPU lanes (streams, staging slots, threads) per device"),
-        NUMBER("workers", "N", workers, 0, 1024, 0,
+        NUMBER("workers", RESTART, "N", workers, 0, 1024, 0,
                "CPU backend worker threads (0: one per core)"),
-        NUMBER("max-inflight", "N", max_inflight, 1, 4096, 64,
+        NUMBER("max-inflight", RESTART, "N", max_inflight, 1, 4096, 64,
                "requests in flight at once"),
-        NUMBER("max-inflight-per-conn", "N", max_inflight_per_conn, 1, 4096, 16,
-               "requests in flight per connection (EBUSY past it)"),
-        NUMBER("max-reply-bytes", "BYTES", max_reply_bytes, 1, TIB, GIB,
+        NUMBER("max-inflight-per-conn", RESTART, "N", max_inflight_per_conn, 1,
+               4096, 16, "requests in flight per connection (EBUSY past it)"),
+        NUMBER("max-reply-bytes", LIVE, "BYTES", max_reply_bytes, 1, TIB, GIB,
                "tensor bytes of the replies in flight"),
-        NUMBER("max-width", "PX", limits.max_width, 1, 65535, 8192,
+        NUMBER("max-width", LIVE, "PX", limits.max_width, 1, 65535, 8192,
                "largest source width"),
-        NUMBER("max-height", "PX", limits.max_height, 1, 65535, 8192,
+        NUMBER("max-height", LIVE, "PX", limits.max_height, 1, 65535, 8192,
                "largest source height"),
         /* nng receives messages of up to 4 GiB - 1, header included. */
-        NUMBER("max-frame-bytes", "BYTES", limits.max_frame_bytes, 1,
+        NUMBER("max-frame-bytes", RESTART, "BYTES", limits.max_frame_bytes, 1,
                UINT32_MAX - FPREP_REQUEST_HEADER_SIZE, 64 * MIB,
                "largest source frame"),
-        NUMBER("max-out-width", "PX", limits.max_out_width, 1, 65535, 2048,
-               "largest tensor width"),
-        NUMBER("max-out-height", "PX", limits.max_out_height, 1, 65535, 2048,
-               "largest tensor height"),
-        NUMBER("max-tensor-bytes", "BYTES", limits.max_tensor_bytes, 1,
+        NUMBER("max-out-width", LIVE, "PX", limits.max_out_width, 1, 65535,
+               2048, "largest tensor width"),
+        NUMBER("max-out-height", LIVE, "PX", limits.max_out_height, 1, 65535,
+               2048, "largest tensor height"),
+        NUMBER("max-tensor-bytes", LIVE, "BYTES", limits.max_tensor_bytes, 1,
                16 * GIB, 48 * MIB, "largest tensor"),
-        NUMBER("send-timeout-ms", "MS", send_timeout_ms, 1, MS_MAX, 10000,
+        NUMBER("send-timeout-ms", LIVE, "MS", send_timeout_ms, 1, MS_MAX, 10000,
                "bound on sending one reply"),
-        NUMBER("shutdown-timeout-ms", "MS", shutdown_timeout_ms, 1, MS_MAX,
-               10000, "bound on finishing work at shutdown"),
-        NUMBER("listener-check-ms", "MS", listener_check_ms, 0, MS_MAX, 500,
+        NUMBER("shutdown-timeout-ms", LIVE, "MS", shutdown_timeout_ms, 1,
+               MS_MAX, 10000, "bound on finishing work at shutdown"),
+        NUMBER("listener-check-ms", RESTART, "MS", listener_check_ms, 0, MS_MAX,
+               500,
                "check every MS that each ipc:// listener accepts, restart it "
                "if not (0: off)"),
-        NUMBER("slots", "N", slots, 2, 64, 4,
+        NUMBER("slots", RESTART, "N", slots, 2, 64, 4,
                "frames staged on the GPU at once, per stream"),
-        OTHER("kernels", "DIR", kernels, 0, 0, "read kernel sources from DIR"),
-        OTHER("kernel-cache", "DIR|off", kernel_cache, 0, 0,
+        OTHER("kernels", RESTART, "DIR", kernels, 0, 0,
+              "read kernel sources from DIR"),
+        OTHER("kernel-cache", RESTART, "DIR|off", kernel_cache, 0, 0,
               "compiled-kernel cache directory, or off"),
-        WORDS("log-level", "LEVEL", log_level, config_level_words,
+        WORDS("log-level", LIVE, "LEVEL", log_level, config_level_words,
               FPREP_LOG_INFO, "err, warning, notice, info or debug"),
-        WORDS("socket-mode", "MODE", socket_mode, config_mode_words, 0600,
+        WORDS("socket-mode", RESTART, "MODE", socket_mode, config_mode_words,
+              0600,
               "ipc:// socket file mode, octal: 600, 660 (a group) or 666"),
-        NUMBER("max-regions", "N", max_regions, 0, 1024, 16,
+        NUMBER("max-regions", RESTART, "N", max_regions, 0, 1024, 16,
                "shared-memory regions per connection"),
-        NUMBER("max-doorbells", "N", max_doorbells, 0, 1024, 64,
+        NUMBER("max-doorbells", RESTART, "N", max_doorbells, 0, 1024, 64,
                "doorbell areas watched for requests (all connections; 0: "
                "doorbells off)"),
-        NUMBER("max-region-bytes", "BYTES", max_region_bytes, 1, TIB, GIB,
-               "largest shared-memory region"),
-        NUMBER("max-shm-bytes", "BYTES", max_shm_bytes, 1, TIB, 4 * GIB,
-               "shared memory mapped (and pinned) in all"),
-        SWITCH("allow-cuda-regions", "true|false", allow_cuda_regions, 1,
-               NO_BARE,
+        NUMBER("max-region-bytes", RESTART, "BYTES", max_region_bytes, 1, TIB,
+               GIB, "largest shared-memory region"),
+        NUMBER("max-shm-bytes", RESTART, "BYTES", max_shm_bytes, 1, TIB,
+               4 * GIB, "shared memory mapped (and pinned) in all"),
+        SWITCH("allow-cuda-regions", RESTART, "true|false", allow_cuda_regions,
+               1, NO_BARE,
                "let clients register device memory (CUDA IPC handles)"),
-        NUMBER("max-cuda-regions", "N", max_cuda_regions, 0, 1024, 16,
+        NUMBER("max-cuda-regions", RESTART, "N", max_cuda_regions, 0, 1024, 16,
                "CUDA regions per connection"),
-        OTHER("metrics-listen", "HOST:PORT|off", metrics_listen, 0, 0,
+        OTHER("metrics-listen", RESTART, "HOST:PORT|off", metrics_listen, 0, 0,
               "serve Prometheus metrics on http://HOST:PORT/metrics"),
-        SWITCH("trace", "[=true|false]", trace, 0, BARE,
+        SWITCH("trace", RESTART, "[=true|false]", trace, 0, BARE,
                "write each request's stage times into its reply's message"),
-        WORDS("transfer", "staged|mapped|auto", transfer, config_transfer_words,
-              FPREP__TRANSFER_STAGED,
+        WORDS("transfer", RESTART, "staged|mapped|auto", transfer,
+              config_transfer_words, FPREP__TRANSFER_STAGED,
               "GPU: copy registered pinned frames and tensors, or let the "
               "kernel read and write them mapped"),
-        WORDS("h2d-rows", "read|all", h2d_all_rows, config_rows_words, 0,
+        WORDS("h2d-rows", RESTART, "read|all", h2d_all_rows, config_rows_words,
+              0,
               "GPU, staged: copy only the frame rows the resize reads, or "
               "every row"),
-        NUMBER_OR("spin-us", "auto|US", spin_us, 0, 100000, config_spin_words,
-                  FPREP__SPIN_AUTO,
+        NUMBER_OR("spin-us", LIVE, "auto|US", spin_us, 0, 100000,
+                  config_spin_words, FPREP__SPIN_AUTO,
                   "how long an idle loop or GPU thread polls for work before "
                   "it sleeps (latency against CPU); auto: 1000 with a GPU, 0 "
                   "on the CPU backend"),
@@ -378,11 +400,20 @@ static void config_usage(const fprep__config *cfg, FILE *out)
 	        "The INI file takes the same keys as the flags, without "
 	        "the dashes in front\n(max-width = 4096), at its top level "
 	        "or in a [frameprepd] section;\nflags override it. Settings "
-	        "are read once, at start: SIGHUP is logged and\nignored "
-	        "(restart the daemon to change a setting). Exit status: 0 "
-	        "clean\nshutdown, 1 runtime failure, 2 bad settings (such as "
-	        "a tcp:// listen without\na port, or a GPU named to a "
-	        "frameprepd built without CUDA).\n");
+	        "are read at start. SIGHUP reads the --config file again "
+	        "(the flags above still\nwin over it) and applies these at "
+	        "once:");
+	for (size_t k = 0, i = 0; k < CONFIG_NSETTINGS; k++)
+		if (fprep__config_settings[k].live)
+			fprintf(out, "%s%s", i++ % 6 == 0 ? "\n  " : " ",
+			        fprep__config_settings[k].name);
+	fprintf(out,
+	        "\n(spin-us: the loop's; GPU lanes keep theirs); a change to "
+	        "any other setting is\nlogged and kept until a restart, and "
+	        "a file with an error changes nothing.\nExit status: 0 "
+	        "clean shutdown, 1 runtime failure, 2 bad settings (such as "
+	        "a\ntcp:// listen without a port, or a GPU named to a "
+	        "frameprepd built without\nCUDA).\n");
 }
 
 /* config_find returns the setting called name, or NULL. */
@@ -452,6 +483,8 @@ int fprep__config_parse(fprep__config *cfg, int argc, char **argv, FILE *out,
 	size_t n = 0;
 	char where[64];
 
+	cfg->argc = argc;
+	cfg->argv = argv;
 	for (; n < CONFIG_NSETTINGS; n++) {
 		s = &fprep__config_settings[n];
 		longopts[n] = (struct option){s->name,
@@ -530,5 +563,100 @@ int fprep__config_parse(fprep__config *cfg, int argc, char **argv, FILE *out,
 		}
 		cfg->nlisten = 1;
 	}
+	return 0;
+}
+
+/* config_append adds the printf text to buf (of size, holding len), which
+ * stays terminated when it is full. */
+static size_t config_append(char *buf, size_t size, size_t len, const char *fmt,
+                            ...) __attribute__((format(printf, 4, 5)));
+
+static size_t config_append(char *buf, size_t size, size_t len, const char *fmt,
+                            ...)
+{
+	va_list ap;
+	int n;
+
+	if (len >= size)
+		return len;
+	va_start(ap, fmt);
+	n = vsnprintf(buf + len, size - len, fmt, ap);
+	va_end(ap);
+	return n < 0 ? len : len + (size_t)n;
+}
+
+/* config_reparse runs fprep__config_parse on cfg's command line into
+ * *fresh, with its errors in err (one line, the last of them). */
+static int config_reparse(const fprep__config *cfg, fprep__config *fresh,
+                          char *err, size_t err_size)
+{
+	char *text = NULL, *line;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	int rv;
+
+	if (f == NULL) {
+		snprintf(err, err_size, "out of memory");
+		return -1;
+	}
+	fprep__config_init(fresh);
+	rv = fprep__config_parse(fresh, cfg->argc, cfg->argv, f, f);
+	fclose(f);
+	if (rv != 0) {
+		/* Its lines joined by "; ", without their "frameprepd: ". */
+		size_t n = 0;
+		char *save = NULL;
+
+		err[0] = '\0';
+		for (line = strtok_r(text, "\n", &save); line != NULL;
+		     line = strtok_r(NULL, "\n", &save)) {
+			if (strncmp(line, "frameprepd: ", 12) == 0)
+				line += 12;
+			n = config_append(err, err_size, n, "%s%s",
+			                  n > 0 ? "; " : "", line);
+		}
+		if (n == 0)
+			snprintf(err, err_size, "settings refused");
+		fprep__config_fini(fresh);
+	}
+	free(text);
+	return rv != 0 ? -1 : 0;
+}
+
+int fprep__config_reload(fprep__config *cfg, char *changed, size_t changed_size,
+                         char *kept, size_t kept_size, char *err,
+                         size_t err_size)
+{
+	fprep__config fresh;
+	char a[FPREP__URL_SIZE], b[FPREP__URL_SIZE];
+	size_t nc = 0, nk = 0;
+
+	changed[0] = kept[0] = err[0] = '\0';
+	if (cfg->config_file == NULL)
+		return FPREP__RELOAD_NO_FILE;
+	if (config_reparse(cfg, &fresh, err, err_size) != 0)
+		return FPREP__RELOAD_REFUSED;
+	/* auto stands for what it meant at start. */
+	if (fresh.spin_us == FPREP__SPIN_AUTO)
+		fresh.spin_us = cfg->spin_auto_us;
+	for (size_t k = 0; k < CONFIG_NSETTINGS; k++) {
+		const struct fprep__config_setting *s =
+		        &fprep__config_settings[k];
+
+		fprep__config_show(cfg, s, a, sizeof(a));
+		fprep__config_show(&fresh, s, b, sizeof(b));
+		if (strcmp(a, b) == 0)
+			continue;
+		if (s->live) {
+			config_put(cfg, s, fprep__config_get(&fresh, s));
+			nc = config_append(changed, changed_size, nc,
+			                   "%s%s %s -> %s", nc > 0 ? ", " : "",
+			                   s->name, a, b);
+		} else {
+			nk = config_append(kept, kept_size, nk, "%s%s",
+			                   nk > 0 ? ", " : "", s->name);
+		}
+	}
+	fprep__config_fini(&fresh);
 	return 0;
 }

@@ -59,8 +59,12 @@ typedef struct fprep__config {
 	int trace;                 /* stage times in each reply's message */
 	int transfer;              /* enum fprep__transfer (GPU) */
 	int h2d_all_rows;          /* 1: a staged H2D copies every frame row */
-	int spin_us; /* idle threads poll this long before sleeping, in
-	                microseconds; FPREP__SPIN_AUTO: by backend */
+	int spin_us;      /* idle threads poll this long before sleeping, in
+	                     microseconds; FPREP__SPIN_AUTO: by backend */
+	int spin_auto_us; /* what auto means for this backend (main sets
+	                     it): fprep__config_reload's auto */
+	int argc;         /* the command line parsed (main's argv, */
+	char **argv;      /* borrowed): SIGHUP parses it again */
 } fprep__config;
 
 /* FPREP__SPIN_AUTO: --spin-us auto, FPREP__SPIN_GPU_US with a GPU backend
@@ -117,9 +121,13 @@ struct fprep__config_word {
  * WORD settings fill the field at offset (of C type field) and start at
  * def; OTHER settings are read by set, which with val NULL writes the
  * default, and printed by show. min and max bound a NUMBER (and the GPU
- * ids of --device). bare: the flag alone means "true". */
+ * ids of --device). bare: the flag alone means "true". live: SIGHUP
+ * applies a new value at once (fprep__config_reload); the loop thread
+ * alone reads the field while the daemon runs, or copies it per request
+ * (config.c's LIVE says which and why the others are not). */
 struct fprep__config_setting {
 	const char *name;
+	int live;
 	const char *arg;
 	const char *help;
 	enum fprep__config_type type;
@@ -159,6 +167,24 @@ void fprep__config_init(fprep__config *cfg);
  * FPREP__CONFIG_EXIT or FPREP__CONFIG_ERROR. */
 int fprep__config_parse(fprep__config *cfg, int argc, char **argv, FILE *out,
                         FILE *err);
+
+/* Results of fprep__config_reload. */
+#define FPREP__RELOAD_NO_FILE (1)  /* started without --config: nothing */
+#define FPREP__RELOAD_REFUSED (-1) /* the file (or a flag) refused */
+
+/* fprep__config_reload parses cfg's command line again (argc, argv: the
+ * file named by --config, read afresh, then the flags over it) into a
+ * fresh config, and copies the value of each live setting that differs
+ * into *cfg. Into changed it writes "max-width 8192 -> 1024, ..." (the
+ * live settings changed), into kept the names of the other settings whose
+ * value differs, which *cfg keeps ("listen, device"), and into err the
+ * parser's message when it refuses (then *cfg is unchanged). Each buffer
+ * is written whole or cut, and always terminated. Loop thread only (it
+ * writes fields the loop reads, and getopt's globals). Returns 0 (applied,
+ * perhaps nothing), FPREP__RELOAD_NO_FILE or FPREP__RELOAD_REFUSED. */
+int fprep__config_reload(fprep__config *cfg, char *changed, size_t changed_size,
+                         char *kept, size_t kept_size, char *err,
+                         size_t err_size);
 
 /* fprep__config_fini releases the strings of *cfg. */
 void fprep__config_fini(fprep__config *cfg);

@@ -160,7 +160,12 @@ struct fprep__slot {
 	                         that delivery's event arrives */
 	int region_answered;  /* [R] direct, and written in shared memory
 	                         (counted in conn->region_answered) */
-	fprep__job job;       /* [R] */
+	/* The settings the request's job runs under, copied from cfg when
+	 * it is submitted, since SIGHUP may change cfg's meanwhile and the
+	 * backend's threads read these (job.limits points here). [R] */
+	fprep_limits limits;
+	int send_timeout_ms;
+	fprep__job job; /* [R] */
 };
 
 /* The most wake words the doorbell waker sleeps on: futex_waitv(2)'s limit,
@@ -233,21 +238,24 @@ typedef struct fprep__port_nng {
 } fprep__port_nng;
 
 struct fprep__server {
-	const fprep__config *cfg; /* [I] */
-	fprep__backend *backend;  /* [L]; NULL once closed */
-	const char *device;       /* [I] */
-	pthread_t loop_thread;    /* [I] */
+	/* [I]; its LIVE settings (config.c) [L]: SIGHUP writes them, on
+	 * the loop (fprep__server_sighup_cb). */
+	fprep__config *cfg;
+	fprep__backend *backend; /* [L]; NULL once closed */
+	const char *device;      /* [I] */
+	pthread_t loop_thread;   /* [I] */
 	uv_loop_t loop;
 	fprep__evq evq; /* [A] push; the rest [L] */
 	uv_signal_t sigint;
 	uv_signal_t sigterm;
+	uv_signal_t sighup; /* reload the settings */
 	uv_timer_t drain_timer;
 	uv_timer_t linger_timer;
 	uv_timer_t heartbeat_timer; /* /healthz and WatchdogSec keep-alives */
 	int sd_watchdog;            /* systemd asks for keep-alives */
 	uint64_t linger_end_ns;
 	uv_idle_t spin;         /* keeps the loop polling while it is busy */
-	uint64_t spin_ns;       /* [I] --spin-us; 0: the loop sleeps at once */
+	uint64_t spin_ns;       /* [L] --spin-us; 0: the loop sleeps at once */
 	uint64_t last_event_ns; /* the loop's last event, for the spin */
 	int spinning;           /* the ports were told the loop polls */
 	atomic_int no_direct;   /* [A] stopping: replies go through the loop */
@@ -497,6 +505,10 @@ void fprep__server_close_backend(fprep__server *srv, int timeout_ms);
 void fprep__server_close_handles(fprep__server *srv);
 /* fprep__server_signal_cb: SIGINT and SIGTERM. */
 void fprep__server_signal_cb(uv_signal_t *handle, int signum);
+/* fprep__server_sighup_cb: SIGHUP reloads the settings file (the live
+ * settings change, the others are named and kept: config.h,
+ * fprep__config_reload). Loop thread. */
+void fprep__server_sighup_cb(uv_signal_t *handle, int signum);
 
 /* info.c */
 

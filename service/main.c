@@ -5,13 +5,13 @@
  * for (GPU lanes, --lanes on each GPU chosen, through gpu_lanes.h, which a
  * CPU-only build implements with a stub; else the CPU worker threads) and
  * runs the server loop (server.c) in the foreground until SIGINT or
- * SIGTERM. SIGHUP is logged and ignored: the settings are read once. Exit
+ * SIGTERM. SIGHUP, taken on the loop thread (shutdown.c), reads the
+ * --config file again and applies its live settings (config.c). Exit
  * status: 0 after a clean shutdown, 1 on a runtime failure (including a
  * fatal device error: the supervisor restarts the daemon), 2 for settings
  * that a restart cannot mend (bad values, a GPU named that this build or
  * this machine does not have).
  */
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 
@@ -111,46 +111,6 @@ static int main_open_backend(fprep__backend **bp, const fprep__config *cfg,
 	return 0;
 }
 
-/* main_sighup takes SIGHUP, which main blocks in every thread, and logs
- * it: frameprepd reads its settings once, at start, so a hang-up (or a
- * reload asked with one) changes nothing, and must not end the daemon as
- * SIGHUP's default action would. */
-static void *main_sighup(void *arg)
-{
-	const sigset_t *set = arg;
-	int signum;
-
-	while (sigwait(set, &signum) == 0)
-		fprep__log(FPREP_LOG_NOTICE,
-		           "SIGHUP: ignored: the settings are read only at "
-		           "start; restart frameprepd to change one");
-	return NULL;
-}
-
-/* main_ignore_sighup blocks SIGHUP in this thread and every thread it
- * starts later, and starts the thread that logs it. Before any other
- * thread exists. Returns 0 or -1. */
-static int main_ignore_sighup(void)
-{
-	static sigset_t set;
-	pthread_attr_t attr;
-	pthread_t thread;
-	int rv;
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGHUP);
-	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0 ||
-	    pthread_attr_init(&attr) != 0)
-		return -1;
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	rv = pthread_create(&thread, &attr, main_sighup, &set);
-	pthread_attr_destroy(&attr);
-	if (rv != 0)
-		return -1;
-	pthread_setname_np(thread, "fp-sighup");
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	fprep__config cfg;
@@ -176,12 +136,6 @@ int main(int argc, char **argv)
 		fprep__config_fini(&cfg);
 		return MAIN_EXIT_FAILURE;
 	}
-	if (main_ignore_sighup() != 0) {
-		fprep__log(FPREP_LOG_ERR, "frameprepd: cannot start the "
-		                          "SIGHUP thread: exiting");
-		fprep__config_fini(&cfg);
-		return MAIN_EXIT_FAILURE;
-	}
 	rv = main_open_backend(&backend, &cfg, device, sizeof(device), devices,
 	                       &ndevices);
 	if (rv != 0) {
@@ -189,8 +143,9 @@ int main(int argc, char **argv)
 		fprep__config_fini(&cfg);
 		return rv;
 	}
+	cfg.spin_auto_us = ndevices > 0 ? FPREP__SPIN_GPU_US : 0;
 	if (cfg.spin_us == FPREP__SPIN_AUTO)
-		cfg.spin_us = ndevices > 0 ? FPREP__SPIN_GPU_US : 0;
+		cfg.spin_us = cfg.spin_auto_us;
 	if (cfg.metrics_listen != NULL) {
 		if (fprep__metrics_open(cfg.metrics_listen, device) != 0) {
 			fprep__log(FPREP_LOG_ERR, "frameprepd: no metrics "

@@ -214,6 +214,7 @@ static int server_init_loop(fprep__server *srv)
 		goto err_loop;
 	uv_signal_init(&srv->loop, &srv->sigint);
 	uv_signal_init(&srv->loop, &srv->sigterm);
+	uv_signal_init(&srv->loop, &srv->sighup);
 	uv_timer_init(&srv->loop, &srv->drain_timer);
 	uv_timer_init(&srv->loop, &srv->linger_timer);
 	uv_timer_init(&srv->loop, &srv->heartbeat_timer);
@@ -224,12 +225,16 @@ static int server_init_loop(fprep__server *srv)
 	        srv->cfg->spin_us > 0 ? (uint64_t)srv->cfg->spin_us * 1000u : 0;
 	srv->sigint.data = srv;
 	srv->sigterm.data = srv;
+	srv->sighup.data = srv;
 	srv->drain_timer.data = srv;
 	srv->linger_timer.data = srv;
 	rv = uv_signal_start(&srv->sigint, fprep__server_signal_cb, SIGINT);
 	if (rv == 0)
 		rv = uv_signal_start(&srv->sigterm, fprep__server_signal_cb,
 		                     SIGTERM);
+	if (rv == 0)
+		rv = uv_signal_start(&srv->sighup, fprep__server_sighup_cb,
+		                     SIGHUP);
 	if (rv != 0) {
 		fprep__server_close_handles(srv);
 		uv_run(&srv->loop, UV_RUN_DEFAULT);
@@ -281,7 +286,7 @@ static void server_heartbeat_start(fprep__server *srv)
 	uv_timer_start(&srv->heartbeat_timer, server_heartbeat_cb, 0, period);
 }
 
-int fprep__server_run(const fprep__config *cfg, fprep__backend *backend,
+int fprep__server_run(fprep__config *cfg, fprep__backend *backend,
                       const char *device)
 {
 	fprep__server *srv;

@@ -245,6 +245,42 @@ void fprep__server_signal_cb(uv_signal_t *handle, int signum)
 	fprep__server_stop(srv, 0, FPREP_ESHUTDOWN, "server shutting down");
 }
 
+void fprep__server_sighup_cb(uv_signal_t *handle, int signum)
+{
+	fprep__server *srv = handle->data;
+	char changed[1024], kept[512], err[1024];
+	int rv;
+
+	(void)signum;
+	FPREP__LOOP_ONLY(srv);
+	rv = fprep__config_reload(srv->cfg, changed, sizeof(changed), kept,
+	                          sizeof(kept), err, sizeof(err));
+	if (rv == FPREP__RELOAD_NO_FILE) {
+		fprep__log(FPREP_LOG_NOTICE,
+		           "SIGHUP: started without --config: nothing to "
+		           "reload");
+		return;
+	}
+	if (rv != 0) {
+		fprep__log(FPREP_LOG_ERR,
+		           "SIGHUP: %s refused, nothing changed: %s",
+		           srv->cfg->config_file, err);
+		return;
+	}
+	/* The live settings other threads see go through the loop: the log
+	 * level (an atomic), the spin; the limits and the send timeout are
+	 * copied into each request's slot as it is submitted (slot.c). */
+	fprep__log_set_level(srv->cfg->log_level);
+	srv->spin_ns =
+	        srv->cfg->spin_us > 0 ? (uint64_t)srv->cfg->spin_us * 1000u : 0;
+	fprep__log(FPREP_LOG_NOTICE, "SIGHUP: reloaded %s: %s",
+	           srv->cfg->config_file,
+	           changed[0] != '\0' ? changed : "no live setting changed");
+	if (kept[0] != '\0')
+		fprep__log(FPREP_LOG_WARNING,
+		           "SIGHUP: kept: %s (restart to change)", kept);
+}
+
 /* shutdown_free_slots stops and frees the aios (after nng_close: no
  * operation is pending, and aio callbacks may still push to the queue). */
 static void shutdown_free_slots(fprep__server *srv)
@@ -270,6 +306,7 @@ void fprep__server_close_handles(fprep__server *srv)
 	fprep__regions_fini(&srv->regions);
 	uv_close((uv_handle_t *)&srv->sigint, NULL);
 	uv_close((uv_handle_t *)&srv->sigterm, NULL);
+	uv_close((uv_handle_t *)&srv->sighup, NULL);
 	uv_close((uv_handle_t *)&srv->drain_timer, NULL);
 	uv_close((uv_handle_t *)&srv->linger_timer, NULL);
 	uv_close((uv_handle_t *)&srv->heartbeat_timer, NULL);

@@ -114,7 +114,7 @@ static int slot_reply_direct(fprep__slot *s)
 	        job->lane);
 	fprep__metrics_request_end();
 	s->ended = 1;
-	(void)fprep__sink_deliver(s, rep, srv->cfg->send_timeout_ms);
+	(void)fprep__sink_deliver(s, rep, s->send_timeout_ms);
 	return 1;
 }
 
@@ -316,7 +316,10 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 	/* Shape, size and transform are decided here, once. */
 	memset(job, 0, sizeof(*job));
 	job->req = *req;
-	job->limits = &srv->cfg->limits;
+	/* The backend's threads read these: a copy SIGHUP cannot change. */
+	s->limits = srv->cfg->limits;
+	s->send_timeout_ms = srv->cfg->send_timeout_ms;
+	job->limits = &s->limits;
 	rv = fprep__job_plan(job);
 	if (rv != 0) {
 		fprep__slot_fail(s, rv, "tensor shape: invalid request");

@@ -2,8 +2,9 @@
  * log.c: one-line log records on stderr, journal-friendly, rate-limited
  * per call site (see log.h).
  *
- * The level and the rate are read without a lock: they are set at
- * start-up, before any other thread runs. Whether stderr is the journal
+ * The rate is read without a lock: it is set at start-up, before any
+ * other thread runs. The level is an atomic (relaxed): SIGHUP may change
+ * it while other threads log. Whether stderr is the journal
  * is found once, at the first record. The rate limit keeps a small table
  * of call sites (format strings) under a mutex; a site that does not fit
  * in it is not limited. Records are written under that mutex, so a
@@ -14,6 +15,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +27,7 @@
 #define LOG_LINE  1024
 #define LOG_SITES 64
 
-static int log_level = FPREP_LOG_INFO;
+static atomic_int log_level = FPREP_LOG_INFO;
 static unsigned log_burst = FPREP__LOG_BURST;
 static uint64_t log_interval_ns = FPREP__LOG_INTERVAL_MS * 1000000ull;
 
@@ -156,7 +158,7 @@ static struct log_site *log_site_of(const char *fmt, uint64_t now)
 
 void fprep__log_set_level(int level)
 {
-	log_level = level;
+	atomic_store_explicit(&log_level, level, memory_order_relaxed);
 }
 
 void fprep__log_set_rate(unsigned burst, unsigned interval_ms)
@@ -180,7 +182,7 @@ void fprep__log(int level, const char *fmt, ...)
 	uint64_t now;
 	va_list ap;
 
-	if (level > log_level)
+	if (level > atomic_load_explicit(&log_level, memory_order_relaxed))
 		return;
 	if (level < FPREP_LOG_ERR)
 		level = FPREP_LOG_ERR;

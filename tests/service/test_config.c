@@ -3,7 +3,8 @@
  * flags over the INI file, every key of the example file
  * deploy/frameprepd.conf, refusals that name the setting, and every row
  * of the settings table walked: in --help and the example file, its
- * default, its bounds or words through the command line and the file.
+ * default, its bounds or words through the command line and the file;
+ * the reload SIGHUP asks for (fprep__config_reload).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -872,6 +873,124 @@ static void listen_ports(void **state)
 	}
 }
 
+/* config_rewrite replaces the file at path with text. */
+static void config_rewrite(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	assert_int_equal(fputs(text, f) >= 0, 1);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* fprep__config_reload: the file read again through the same parser; the
+ * live settings change, the others are named and kept, flags still win,
+ * a broken file changes nothing, no --config: nothing to reload. */
+static void reload(void **state)
+{
+	static char path[64];
+	static char *argv[] = {"frameprepd",   "--config", path,
+	                       "--max-height", "900",      NULL};
+	fprep__config cfg, none;
+	char changed[512], kept[256], err[512];
+	int live = 0;
+
+	(void)state;
+	config_file(path, "max-width = 4000\nmax-height = 100\n"
+	                  "lanes = 2\nspin-us = auto\n");
+	fprep__config_init(&cfg);
+	assert_int_equal(fprep__config_parse(&cfg, 5, argv, stdout, stderr), 0);
+	cfg.spin_auto_us = 0;
+	cfg.spin_us = 0;
+	assert_int_equal(cfg.limits.max_width, 4000);
+	assert_int_equal(cfg.limits.max_height, 900);
+
+	/* Nothing changed: nothing said. */
+	assert_int_equal(fprep__config_reload(&cfg, changed, sizeof(changed),
+	                                      kept, sizeof(kept), err,
+	                                      sizeof(err)),
+	                 0);
+	assert_string_equal(changed, "");
+	assert_string_equal(kept, "");
+
+	config_rewrite(path, "[frameprepd]\nmax-width = 300\n"
+	                     "max-height = 100\nlanes = 3\nslots = 8\n"
+	                     "log-level = debug\nsend-timeout-ms = 250\n"
+	                     "spin-us = 40\n");
+	assert_int_equal(fprep__config_reload(&cfg, changed, sizeof(changed),
+	                                      kept, sizeof(kept), err,
+	                                      sizeof(err)),
+	                 0);
+	assert_string_equal(changed,
+	                    "max-width 4000 -> 300, send-timeout-ms 10000 -> "
+	                    "250, log-level info -> debug, spin-us 0 -> 40");
+	assert_string_equal(kept, "lanes, slots");
+	assert_int_equal(cfg.limits.max_width, 300);
+	assert_int_equal(cfg.limits.max_height, 900); /* the flag's */
+	assert_int_equal(cfg.send_timeout_ms, 250);
+	assert_int_equal(cfg.log_level, FPREP_LOG_DEBUG);
+	assert_int_equal(cfg.spin_us, 40);
+	assert_int_equal(cfg.lanes, 2);
+	assert_int_equal(cfg.slots, 4);
+
+	/* A broken file: refused whole, with the parser's words. */
+	config_rewrite(path, "max-width = 200\nmax-tensor-bytes = -1\n"
+	                     "nonsense = 1\n");
+	assert_int_equal(fprep__config_reload(&cfg, changed, sizeof(changed),
+	                                      kept, sizeof(kept), err,
+	                                      sizeof(err)),
+	                 FPREP__RELOAD_REFUSED);
+	assert_non_null(strstr(err, "max-tensor-bytes: '-1' is not an "
+	                            "integer in 1..17179869184; "));
+	assert_non_null(strstr(err, "nonsense: unknown key"));
+	assert_null(strstr(err, "frameprepd: "));
+	assert_int_equal(cfg.limits.max_width, 300);
+	assert_string_equal(changed, "");
+
+	/* A key gone from the file goes back to its default; auto is what
+	 * it meant at start. */
+	config_rewrite(path, "lanes = 2\nspin-us = auto\n");
+	assert_int_equal(fprep__config_reload(&cfg, changed, sizeof(changed),
+	                                      kept, sizeof(kept), err,
+	                                      sizeof(err)),
+	                 0);
+	assert_int_equal(cfg.limits.max_width, 8192);
+	assert_int_equal(cfg.spin_us, 0);
+	assert_int_equal(cfg.log_level, FPREP_LOG_INFO);
+	unlink(path);
+
+	/* The file gone: refused, naming it. */
+	assert_int_equal(fprep__config_reload(&cfg, changed, sizeof(changed),
+	                                      kept, sizeof(kept), err,
+	                                      sizeof(err)),
+	                 FPREP__RELOAD_REFUSED);
+	assert_non_null(strstr(err, "cannot open"));
+	fprep__config_fini(&cfg);
+
+	/* Started without --config: nothing to reload. */
+	fprep__config_init(&none);
+	assert_int_equal(fprep__config_parse(&none, 1, argv, stdout, stderr),
+	                 0);
+	assert_int_equal(fprep__config_reload(&none, changed, sizeof(changed),
+	                                      kept, sizeof(kept), err,
+	                                      sizeof(err)),
+	                 FPREP__RELOAD_NO_FILE);
+	fprep__config_fini(&none);
+
+	/* Only NUMBER and WORD rows can be live (reload copies their
+	 * field), and --help names each live one. */
+	for (size_t k = 0; k < fprep__config_nsettings; k++) {
+		const struct fprep__config_setting *s =
+		        &fprep__config_settings[k];
+
+		if (!s->live)
+			continue;
+		live++;
+		assert_true(s->type != FPREP__CONFIG_OTHER);
+	}
+	assert_int_equal(live, 10);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -888,6 +1007,7 @@ int main(void)
 	        cmocka_unit_test(h2d_rows),
 	        cmocka_unit_test(settings_table),
 	        cmocka_unit_test(listen_ports),
+	        cmocka_unit_test(reload),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
