@@ -129,6 +129,9 @@ int main(int argc, char **argv)
 	fprep__log_set_level(cfg.log_level);
 	/* A peer that goes away must not kill the daemon. */
 	signal(SIGPIPE, SIG_IGN);
+	/* Nor a SIGHUP before the loop takes it (a reload asked during
+	 * start-up, a terminal's hang-up): libuv's handler replaces this. */
+	signal(SIGHUP, SIG_IGN);
 	/* A client that shrinks its shared memory must not kill it either. */
 	if (fprep__shm_guard_install() != 0) {
 		fprep__log(FPREP_LOG_ERR, "frameprepd: cannot install the "
