@@ -13,11 +13,17 @@
  *                parser's message, the limits stay, the ring still serves
  *   flags win    a flag given at start (--max-height) keeps its value
  *                over the file's on reload
+ *   under load   SIGHUPs every few milliseconds (max-width and log-level
+ *                alternating) while the ring keeps both slots in flight
+ *                and other connections come and go (logged on nng's
+ *                threads): every frame is served (under TSan: no race reported,
+ * the daemon's exit status would say so)
  *
  * Usage: test_reload FRAMEPREPD
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -157,6 +163,63 @@ static int ring_frame(fprep_ring *ring, unsigned k, uint32_t width, char *msg,
 	return status;
 }
 
+#define LOAD_HUPS   40
+#define LOAD_FRAMES 400
+
+static _Atomic int load_done;
+
+/* load_hups rewrites the file and sends SIGHUP, LOAD_HUPS times, a few
+ * milliseconds apart, while the main thread sends frames. */
+static void *load_hups(void *arg)
+{
+	pid_t pid = *(pid_t *)arg;
+
+	for (int i = 0; i < LOAD_HUPS && !load_done; i++) {
+		write_conf(i % 2 ? "max-width = 600\nlog-level = info\n"
+		                 : "max-width = 512\nlog-level = debug\n");
+		CHECK(kill(pid, SIGHUP) == 0, "SIGHUP %d", i);
+		/* A connection that comes and goes: nng's threads log it,
+		 * reading the log level the loop is changing. */
+		fprep_client_close(daemon_client(url));
+		daemon_sleep_ms(3);
+	}
+	return NULL;
+}
+
+/* load sends LOAD_FRAMES 320-wide frames through both slots of ring, two
+ * in flight, while load_hups runs; returns how many were served. */
+static int load(fprep_ring *ring, pid_t pid)
+{
+	fprep_request req[SLOTS];
+	fprep_pending *p[SLOTS];
+	fprep_result res;
+	pthread_t th;
+	int served = 0;
+
+	REQUIRE(pthread_create(&th, NULL, load_hups, &pid) == 0);
+	for (int i = 0; i < LOAD_FRAMES; i += SLOTS) {
+		for (unsigned k = 0; k < SLOTS; k++) {
+			fprep_request_init(&req[k], FPREP_PIX_RGB8, 320, 48);
+			req[k].out_width = req[k].out_height = 64;
+			p[k] = NULL;
+			CHECK(fprep_ring_submit(ring, k, &req[k], NULL, NULL,
+			                        &p[k]) == 0,
+			      "load: submit %d", i);
+		}
+		for (unsigned k = 0; k < SLOTS; k++) {
+			if (p[k] == NULL)
+				continue;
+			if (fprep_pending_wait(p[k], &res) != 0)
+				continue;
+			served += res.header.status == 0;
+			fprep_result_fini(&res);
+		}
+	}
+	load_done = 1;
+	pthread_join(th, NULL);
+	return served;
+}
+
 /* info_is checks that INFO's key reads want. */
 static void info_is(fprep_client *c, const char *key, const char *want,
                     const char *when)
@@ -245,6 +308,15 @@ int main(int argc, char **argv)
 	CHECK(st == FPREP_ELIMIT && strstr(msg, want) != NULL,
 	      "after a broken file: the %d-wide frame: status %d '%s'", WIDE,
 	      st, msg);
+	/* Under load. */
+	st = load(ring, pid);
+	CHECK(st == LOAD_FRAMES, "under SIGHUPs: %d of %d frames served", st,
+	      LOAD_FRAMES);
+	text = log_text();
+	CHECK(count_of(text, "SIGHUP: reloaded") >= 2,
+	      "under load: the reloads were logged:\n%s", text);
+	free(text);
+
 	text = log_text();
 	CHECK(count_of(text, "regions removed") == 0,
 	      "no connection closed across the reloads:\n%s", text);
@@ -254,9 +326,13 @@ int main(int argc, char **argv)
 	fprep_client_close(c);
 	st = daemon_stop(pid);
 	CHECK(st == 0, "frameprepd exited with %d", st);
-	unlink(conf);
-	unlink(log_path);
-	rmdir(dir);
+	if (check_failures) {
+		fprintf(stderr, "the daemon's log: %s\n", log_path);
+	} else {
+		unlink(conf);
+		unlink(log_path);
+		rmdir(dir);
+	}
 	printf("reload: %d checks, %d failed\n", (int)check_count,
 	       (int)check_failures);
 	return check_failures ? 1 : 0;
