@@ -139,9 +139,13 @@ static const struct fprep__config_word config_spin_words[] = {
  * nng's threads); listener-check-ms (read by the listener-check thread);
  * max-regions, max-region-bytes, max-shm-bytes, allow-cuda-regions,
  * max-cuda-regions (copied into the region table at start); trace (the
- * GPU lanes take it at start); max-inflight-per-conn (a lower bound would
- * close connections holding more requests than twice it: conns.c). */
+ * GPU lanes take it at start). */
 #define LIVE 1
+/* LIVE_RAISE: LIVE when the new value is higher, kept when lower:
+ * max-inflight-per-conn, read on the loop only, but lowered under a busy
+ * connection it would close it (more requests held than twice the bound:
+ * conns.c). */
+#define LIVE_RAISE 2
 
 /* Every setting, in --help's order. A row reads: name (flag and key),
  * LIVE or RESTART (whether SIGHUP changes it), its value in --help, the field,
@@ -159,8 +163,9 @@ const struct fprep__config_setting fprep__config_settings[] = {
                "CPU backend worker threads (0: one per core)"),
         NUMBER("max-inflight", RESTART, "N", max_inflight, 1, 4096, 64,
                "requests in flight at once"),
-        NUMBER("max-inflight-per-conn", RESTART, "N", max_inflight_per_conn, 1,
-               4096, 16, "requests in flight per connection (EBUSY past it)"),
+        NUMBER("max-inflight-per-conn", LIVE_RAISE, "N", max_inflight_per_conn,
+               1, 4096, 16,
+               "requests in flight per connection (EBUSY past it)"),
         NUMBER("max-reply-bytes", LIVE, "BYTES", max_reply_bytes, 1, TIB, GIB,
                "tensor bytes of the replies in flight"),
         NUMBER("max-width", LIVE, "PX", limits.max_width, 1, 65535, 8192,
@@ -400,13 +405,26 @@ static void config_usage(const fprep__config *cfg, FILE *out)
 	        "The INI file takes the same keys as the flags, without "
 	        "the dashes in front\n(max-width = 4096), at its top level "
 	        "or in a [frameprepd] section;\nflags override it. Settings "
-	        "are read at start. SIGHUP reads the --config file again "
-	        "(the flags above still\nwin over it) and applies these at "
-	        "once:");
-	for (size_t k = 0, i = 0; k < CONFIG_NSETTINGS; k++)
-		if (fprep__config_settings[k].live)
-			fprintf(out, "%s%s", i++ % 6 == 0 ? "\n  " : " ",
-			        fprep__config_settings[k].name);
+	        "are read at start; SIGHUP reads the --config file\nagain "
+	        "(the flags given at start still win over it) and applies "
+	        "these at once:");
+	for (size_t k = 0, col = 80; k < CONFIG_NSETTINGS; k++) {
+		const struct fprep__config_setting *s =
+		        &fprep__config_settings[k];
+		const char *note = s->live == LIVE_RAISE
+		                           ? " (raised; a lower value is kept)"
+		                           : "";
+		size_t len = strlen(s->name) + strlen(note) + 1;
+
+		if (!s->live)
+			continue;
+		if (col + len > 78) {
+			fputs("\n ", out);
+			col = 1;
+		}
+		fprintf(out, " %s%s", s->name, note);
+		col += len;
+	}
 	fprintf(out,
 	        "\n(spin-us: the loop's; GPU lanes keep theirs); a change to "
 	        "any other setting is\nlogged and kept until a restart, and "
@@ -647,14 +665,18 @@ int fprep__config_reload(fprep__config *cfg, char *changed, size_t changed_size,
 		fprep__config_show(&fresh, s, b, sizeof(b));
 		if (strcmp(a, b) == 0)
 			continue;
-		if (s->live) {
+		if (s->live == LIVE || (s->live == LIVE_RAISE &&
+		                        fprep__config_get(&fresh, s) >
+		                                fprep__config_get(cfg, s))) {
 			config_put(cfg, s, fprep__config_get(&fresh, s));
 			nc = config_append(changed, changed_size, nc,
 			                   "%s%s %s -> %s", nc > 0 ? ", " : "",
 			                   s->name, a, b);
 		} else {
-			nk = config_append(kept, kept_size, nk, "%s%s",
-			                   nk > 0 ? ", " : "", s->name);
+			nk = config_append(kept, kept_size, nk, "%s%s%s",
+			                   nk > 0 ? ", " : "", s->name,
+			                   s->live == LIVE_RAISE ? " (lowered)"
+			                                         : "");
 		}
 	}
 	fprep__config_fini(&fresh);

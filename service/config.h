@@ -121,10 +121,12 @@ struct fprep__config_word {
  * WORD settings fill the field at offset (of C type field) and start at
  * def; OTHER settings are read by set, which with val NULL writes the
  * default, and printed by show. min and max bound a NUMBER (and the GPU
- * ids of --device). bare: the flag alone means "true". live: SIGHUP
- * applies a new value at once (fprep__config_reload); the loop thread
- * alone reads the field while the daemon runs, or copies it per request
- * (config.c's LIVE says which and why the others are not). */
+ * ids of --device). bare: the flag alone means "true". live: 1 when
+ * SIGHUP applies a new value at once (fprep__config_reload), 2 when it
+ * applies a higher value only, 0 when it keeps the value until a restart;
+ * a live field is read only by the loop thread while the daemon runs, or
+ * copied per request (config.c's LIVE says which and why the others are
+ * not). */
 struct fprep__config_setting {
 	const char *name;
 	int live;

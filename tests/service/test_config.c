@@ -883,6 +883,18 @@ static void config_rewrite(const char *path, const char *text)
 	assert_int_equal(fclose(f), 0);
 }
 
+static char changed[512], kept[256], err[512];
+
+/* reload_with rewrites the file at path with text (unless NULL) and runs
+ * fprep__config_reload on cfg into changed, kept and err. */
+static int reload_with(fprep__config *cfg, const char *path, const char *text)
+{
+	if (text != NULL)
+		config_rewrite(path, text);
+	return fprep__config_reload(cfg, changed, sizeof(changed), kept,
+	                            sizeof(kept), err, sizeof(err));
+}
+
 /* fprep__config_reload: the file read again through the same parser; the
  * live settings change, the others are named and kept, flags still win,
  * a broken file changes nothing, no --config: nothing to reload. */
@@ -892,7 +904,6 @@ static void reload(void **state)
 	static char *argv[] = {"frameprepd",   "--config", path,
 	                       "--max-height", "900",      NULL};
 	fprep__config cfg, none;
-	char changed[512], kept[256], err[512];
 	int live = 0;
 
 	(void)state;
@@ -906,25 +917,41 @@ static void reload(void **state)
 	assert_int_equal(cfg.limits.max_height, 900);
 
 	/* Nothing changed: nothing said. */
-	assert_int_equal(fprep__config_reload(&cfg, changed, sizeof(changed),
-	                                      kept, sizeof(kept), err,
-	                                      sizeof(err)),
-	                 0);
+	assert_int_equal(reload_with(&cfg, path, NULL), 0);
 	assert_string_equal(changed, "");
 	assert_string_equal(kept, "");
 
-	config_rewrite(path, "[frameprepd]\nmax-width = 300\n"
-	                     "max-height = 100\nlanes = 3\nslots = 8\n"
-	                     "log-level = debug\nsend-timeout-ms = 250\n"
-	                     "spin-us = 40\n");
-	assert_int_equal(fprep__config_reload(&cfg, changed, sizeof(changed),
-	                                      kept, sizeof(kept), err,
-	                                      sizeof(err)),
-	                 0);
+	assert_int_equal(
+	        reload_with(&cfg, path,
+	                    "[frameprepd]\nmax-width = 300\n"
+	                    "max-height = 100\nlanes = 3\nslots = 8\n"
+	                    "log-level = debug\nsend-timeout-ms = 250\n"
+	                    "spin-us = 40\n"),
+	        0);
 	assert_string_equal(changed,
 	                    "max-width 4000 -> 300, send-timeout-ms 10000 -> "
 	                    "250, log-level info -> debug, spin-us 0 -> 40");
 	assert_string_equal(kept, "lanes, slots");
+
+	/* max-inflight-per-conn: raised at once, a lower value kept. */
+	assert_int_equal(
+	        reload_with(&cfg, path,
+	                    "max-width = 300\nlanes = 3\nslots = 8\n"
+	                    "log-level = debug\nsend-timeout-ms = 250\n"
+	                    "spin-us = 40\nmax-inflight-per-conn = 32\n"),
+	        0);
+	assert_string_equal(changed, "max-inflight-per-conn 16 -> 32");
+	assert_int_equal(cfg.max_inflight_per_conn, 32);
+	assert_int_equal(
+	        reload_with(&cfg, path,
+	                    "max-width = 300\nlanes = 3\nslots = 8\n"
+	                    "log-level = debug\nsend-timeout-ms = 250\n"
+	                    "spin-us = 40\nmax-inflight-per-conn = 4\n"),
+	        0);
+	assert_string_equal(changed, "");
+	assert_string_equal(kept, "lanes, max-inflight-per-conn (lowered), "
+	                          "slots");
+	assert_int_equal(cfg.max_inflight_per_conn, 32);
 	assert_int_equal(cfg.limits.max_width, 300);
 	assert_int_equal(cfg.limits.max_height, 900); /* the flag's */
 	assert_int_equal(cfg.send_timeout_ms, 250);
@@ -934,11 +961,9 @@ static void reload(void **state)
 	assert_int_equal(cfg.slots, 4);
 
 	/* A broken file: refused whole, with the parser's words. */
-	config_rewrite(path, "max-width = 200\nmax-tensor-bytes = -1\n"
-	                     "nonsense = 1\n");
-	assert_int_equal(fprep__config_reload(&cfg, changed, sizeof(changed),
-	                                      kept, sizeof(kept), err,
-	                                      sizeof(err)),
+	assert_int_equal(reload_with(&cfg, path,
+	                             "max-width = 200\nmax-tensor-bytes = -1\n"
+	                             "nonsense = 1\n"),
 	                 FPREP__RELOAD_REFUSED);
 	assert_non_null(strstr(err, "max-tensor-bytes: '-1' is not an "
 	                            "integer in 1..17179869184; "));
@@ -949,10 +974,7 @@ static void reload(void **state)
 
 	/* A key gone from the file goes back to its default; auto is what
 	 * it meant at start. */
-	config_rewrite(path, "lanes = 2\nspin-us = auto\n");
-	assert_int_equal(fprep__config_reload(&cfg, changed, sizeof(changed),
-	                                      kept, sizeof(kept), err,
-	                                      sizeof(err)),
+	assert_int_equal(reload_with(&cfg, path, "lanes = 2\nspin-us = auto\n"),
 	                 0);
 	assert_int_equal(cfg.limits.max_width, 8192);
 	assert_int_equal(cfg.spin_us, 0);
@@ -960,10 +982,7 @@ static void reload(void **state)
 	unlink(path);
 
 	/* The file gone: refused, naming it. */
-	assert_int_equal(fprep__config_reload(&cfg, changed, sizeof(changed),
-	                                      kept, sizeof(kept), err,
-	                                      sizeof(err)),
-	                 FPREP__RELOAD_REFUSED);
+	assert_int_equal(reload_with(&cfg, path, NULL), FPREP__RELOAD_REFUSED);
 	assert_non_null(strstr(err, "cannot open"));
 	fprep__config_fini(&cfg);
 
@@ -971,10 +990,7 @@ static void reload(void **state)
 	fprep__config_init(&none);
 	assert_int_equal(fprep__config_parse(&none, 1, argv, stdout, stderr),
 	                 0);
-	assert_int_equal(fprep__config_reload(&none, changed, sizeof(changed),
-	                                      kept, sizeof(kept), err,
-	                                      sizeof(err)),
-	                 FPREP__RELOAD_NO_FILE);
+	assert_int_equal(reload_with(&none, path, NULL), FPREP__RELOAD_NO_FILE);
 	fprep__config_fini(&none);
 
 	/* Only NUMBER and WORD rows can be live (reload copies their
@@ -988,7 +1004,7 @@ static void reload(void **state)
 		live++;
 		assert_true(s->type != FPREP__CONFIG_OTHER);
 	}
-	assert_int_equal(live, 10);
+	assert_int_equal(live, 11);
 }
 
 int main(void)
