@@ -253,8 +253,14 @@ void fprep__server_sighup_cb(uv_signal_t *handle, int signum)
 
 	(void)signum;
 	FPREP__LOOP_ONLY(srv);
+	/* systemd sees the reload begin and end (ExecReload only sends the
+	 * signal); not while the daemon stops. */
+	if (!srv->stopping)
+		fprep__server_notify("RELOADING=1");
 	rv = fprep__config_reload(srv->cfg, changed, sizeof(changed), kept,
 	                          sizeof(kept), err, sizeof(err));
+	if (!srv->stopping)
+		fprep__server_notify("READY=1\nSTATUS=serving");
 	if (rv == FPREP__RELOAD_NO_FILE) {
 		fprep__log(FPREP_LOG_NOTICE,
 		           "SIGHUP: started without --config: nothing to "
