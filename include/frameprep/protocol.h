@@ -603,7 +603,7 @@ typedef struct fprep_reply_header {
 	uint32_t region_id;
 	uint32_t flags;
 	char message[FPREP_MESSAGE_SIZE]; /* always NUL-terminated */
-	uint16_t decoded_width;  /* JPEG source: decoded size, else 0 */
+	uint16_t decoded_width; /* JPEG source: decoded size, else 0 */
 	uint16_t decoded_height;
 	uint32_t t_decode_us; /* JPEG source: decode time, else 0 */
 } fprep_reply_header;
