@@ -15,6 +15,17 @@
 #include "daemon.h"
 #include "log.h"
 
+/* info_level_name names a log level (log.h) as --log-level takes it. */
+static const char *info_level_name(int level)
+{
+	static const char *const names[] = {"err", "warning", "notice", "info",
+	                                    "debug"};
+
+	if (level < FPREP_LOG_ERR || level > FPREP_LOG_DEBUG)
+		return "?";
+	return names[level - FPREP_LOG_ERR];
+}
+
 void fprep__server_notify(const char *state)
 {
 #ifdef FPREP_HAVE_SYSTEMD
@@ -95,10 +106,13 @@ void fprep__server_info(fprep__server *srv, char *buf, size_t size)
 		n += (size_t)snprintf(
 		        buf + n, size - n,
 		        "pid: %ld\ntrace: %s\ntransfer: %s\nh2d_rows: %s\n"
-		        "spin_us: %d\n",
+		        "spin_us: %d\nlog_level: %s\nsend_timeout_ms: %d\n"
+		        "shutdown_timeout_ms: %d\n",
 		        (long)getpid(), cfg->trace ? "true" : "false",
 		        fprep__transfer_name(cfg->transfer),
-		        cfg->h2d_all_rows ? "all" : "read", cfg->spin_us);
+		        cfg->h2d_all_rows ? "all" : "read", cfg->spin_us,
+		        info_level_name(cfg->log_level), cfg->send_timeout_ms,
+		        cfg->shutdown_timeout_ms);
 	if (n < size - 1)
 		srv->backend->info(srv->backend, buf + n, size - n);
 }
