@@ -618,9 +618,12 @@ static int client_dial(fprep_client *c, const char **urls, const int *down,
 		d->job[i].d = d;
 		snprintf(d->job[i].url, sizeof(d->job[i].url), "%s", urls[i]);
 		if (down[i]) {
+			/* Dial threads of earlier jobs may be counting too. */
+			pthread_mutex_lock(&d->mtx);
 			d->job[i].rv = NNG_ECONNREFUSED;
 			d->job[i].finished = 1;
 			d->done++;
+			pthread_mutex_unlock(&d->mtx);
 			(void)nng_dial(c->sock, urls[i], NULL,
 			               NNG_FLAG_NONBLOCK);
 		} else {
