@@ -139,7 +139,9 @@ static const struct fprep__config_word config_spin_words[] = {
  * nng's threads); listener-check-ms (read by the listener-check thread);
  * max-regions, max-region-bytes, max-shm-bytes, allow-cuda-regions,
  * max-cuda-regions (copied into the region table at start); trace (the
- * GPU lanes take it at start). */
+ * GPU lanes take it at start). The shares of those budgets (max-*-per-conn,
+ * max-*-per-uid) are LIVE: the loop reads them from the config when it
+ * checks a registration, and a lower one refuses only new ones. */
 #define LIVE 1
 /* LIVE_RAISE: LIVE when the new value is higher, kept when lower:
  * max-inflight-per-conn, read on the loop only, but lowered under a busy
@@ -215,6 +217,22 @@ const struct fprep__config_setting fprep__config_settings[] = {
                "let clients register device memory (CUDA IPC handles)"),
         NUMBER("max-cuda-regions", RESTART, "N", max_cuda_regions, 0, 1024, 16,
                "CUDA regions per connection"),
+        NUMBER("max-shm-bytes-per-conn", LIVE, "BYTES",
+               shares.shm_bytes_per_conn, 0, TIB, 0,
+               "one connection's share of max-shm-bytes (0: all of it)"),
+        NUMBER("max-shm-bytes-per-uid", LIVE, "BYTES", shares.shm_bytes_per_uid,
+               0, TIB, 0,
+               "one user's share of max-shm-bytes, all its connections "
+               "together (0: all of it)"),
+        NUMBER("max-doorbells-per-conn", LIVE, "N", shares.doorbells_per_conn,
+               0, 1024, 0,
+               "one connection's share of max-doorbells (0: all of them)"),
+        NUMBER("max-doorbells-per-uid", LIVE, "N", shares.doorbells_per_uid, 0,
+               1024, 0, "one user's share of max-doorbells (0: all of them)"),
+        NUMBER("max-cuda-regions-per-uid", LIVE, "N", shares.cuda_per_uid, 0,
+               1024, 0,
+               "CUDA regions of one user, all its connections together "
+               "(0: no bound)"),
         OTHER("metrics-listen", RESTART, "HOST:PORT|off", metrics_listen, 0, 0,
               "serve Prometheus metrics on http://HOST:PORT/metrics"),
         SWITCH("trace", RESTART, "[=true|false]", trace, 0, BARE,

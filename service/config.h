@@ -24,6 +24,20 @@
 #define FPREP__MAX_DEVICES 64 /* GPUs in one daemon */
 #define FPREP__MAX_LANES   64 /* lanes (GPU x lanes) in one daemon */
 
+/* fprep__shares: one connection's and one user's (peer uid's) shares of
+ * the daemon-wide budgets of registrations, so that a client of a shared
+ * socket (socket-mode 660 or 666) cannot take all of them; 0: no share
+ * (the whole budget). Read on the loop thread when a REGISTER,
+ * REGISTER_CUDA or DOORBELL is checked (regions.c, port_doorbell.c): a
+ * lowered share refuses new registrations and keeps those made. */
+typedef struct fprep__shares {
+	uint64_t shm_bytes_per_conn; /* of max-shm-bytes */
+	uint64_t shm_bytes_per_uid;  /* of max-shm-bytes */
+	unsigned doorbells_per_conn; /* of max-doorbells */
+	unsigned doorbells_per_uid;  /* of max-doorbells */
+	unsigned cuda_per_uid; /* CUDA regions of one user, all connections */
+} fprep__shares;
+
 /* fprep__config: everything frameprepd is told. Strings are owned by the
  * config and released with fprep__config_fini. */
 typedef struct fprep__config {
@@ -55,6 +69,7 @@ typedef struct fprep__config {
 	uint64_t max_shm_bytes;    /* all regions together */
 	int allow_cuda_regions;    /* 0: REGISTER_CUDA refused */
 	unsigned max_cuda_regions; /* CUDA regions per connection */
+	fprep__shares shares;      /* of the budgets above */
 	char *metrics_listen;      /* HOST:PORT of /metrics; NULL: off */
 	int trace;                 /* stage times in each reply's message */
 	int transfer;              /* enum fprep__transfer (GPU) */

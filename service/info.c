@@ -79,13 +79,21 @@ void fprep__server_info(fprep__server *srv, char *buf, size_t size)
 		        "regions: %u\nshm_bytes: %" PRIu64
 		        "\nmax_regions: %u\nmax_region_bytes: "
 		        "%" PRIu64 "\nmax_shm_bytes: %" PRIu64 "\n"
+		        "max_shm_bytes_per_conn: %" PRIu64 "\n"
+		        "max_shm_bytes_per_uid: %" PRIu64 "\n"
 		        "doorbells: %u\nmax_doorbells: %u\n"
+		        "max_doorbells_per_conn: %u\nmax_doorbells_per_uid: "
+		        "%u\n"
 		        "doorbell_requests: %" PRIu64 "\n"
 		        "doorbell_wake: %s\ndoorbell_rings: %" PRIu64 "\n"
 		        "doorbell_mutes: %" PRIu64 "\n",
 		        nreg, shm_bytes, srv->cfg->max_regions,
 		        srv->cfg->max_region_bytes, srv->cfg->max_shm_bytes,
+		        srv->cfg->shares.shm_bytes_per_conn,
+		        srv->cfg->shares.shm_bytes_per_uid,
 		        srv->doorbells.nbells, srv->cfg->max_doorbells,
+		        srv->cfg->shares.doorbells_per_conn,
+		        srv->cfg->shares.doorbells_per_uid,
 		        srv->doorbells.requests,
 		        srv->doorbells.waker.running ? "futex_waitv" : "none",
 		        srv->doorbells.rings, srv->doorbells.mutes);
@@ -98,9 +106,10 @@ void fprep__server_info(fprep__server *srv, char *buf, size_t size)
 		        buf + n, size - n,
 		        "allow_cuda_regions: %s\n"
 		        "cuda_regions: %u\ncuda_regions_alive: %u\n"
-		        "max_cuda_regions: %u\n",
+		        "max_cuda_regions: %u\nmax_cuda_regions_per_uid: %u\n",
 		        srv->cfg->allow_cuda_regions ? "true" : "false", ncuda,
-		        alive, srv->cfg->max_cuda_regions);
+		        alive, srv->cfg->max_cuda_regions,
+		        srv->cfg->shares.cuda_per_uid);
 	}
 	if (n < size)
 		n += (size_t)snprintf(

@@ -19,7 +19,9 @@
  * connection's entries than its in-flight bound (--max-inflight-per-conn)
  * allows, and leaves the rest POSTED until one of its requests ends (its
  * client may take them back and use nng); it never closes the connection
- * for what it took itself. A tensor or reply may not be written over a
+ * for what it took itself. A connection, and a user (the peer uid of its
+ * regions), get at most their shares of --max-doorbells (config.h,
+ * fprep__shares). A tensor or reply may not be written over a
  * doorbell area (slot.c asks fprep__doorbells_overlap), so no request
  * posts another. A doorbell rung again and again with nothing posted is
  * muted for DB_MUTE_MS: its word is not armed, so its client finds the
@@ -129,6 +131,39 @@ static fprep__doorbell *db_find(fprep__doorbells *db, const fprep__memreg *r)
 	return NULL;
 }
 
+/* db_share checks one more doorbell for connection pipe, whose region r
+ * belongs to the peer's uid (shared memory only), against the
+ * connection's and the user's shares of --max-doorbells. Returns 0 or
+ * FPREP_ELIMIT with why. */
+static int db_share(const fprep__doorbells *db, uint32_t pipe,
+                    const fprep__memreg *r, char *why, size_t why_size)
+{
+	const fprep__shares *sh = &db->srv->cfg->shares;
+	uint64_t uid = r->u.shm.peer_uid;
+	unsigned conn = 0, user = 0;
+
+	for (unsigned i = 0; i < db->nbells; i++) {
+		conn += db->bells[i].pipe == pipe;
+		user += db->bells[i].region->u.shm.peer_uid == uid;
+	}
+	if (sh->doorbells_per_conn > 0 && conn >= sh->doorbells_per_conn) {
+		snprintf(why, why_size,
+		         "this connection has %u doorbells: the limit is "
+		         "--max-doorbells-per-conn %u",
+		         conn, sh->doorbells_per_conn);
+		return FPREP_ELIMIT;
+	}
+	if (sh->doorbells_per_uid > 0 && user >= sh->doorbells_per_uid) {
+		snprintf(
+		        why, why_size,
+		        "uid %" PRIu64 " has %u doorbells (all its "
+		        "connections): the limit is --max-doorbells-per-uid %u",
+		        uid, user, sh->doorbells_per_uid);
+		return FPREP_ELIMIT;
+	}
+	return 0;
+}
+
 int fprep__doorbells_set(fprep__doorbells *db, uint32_t pipe,
                          const fprep_register_request *req, char *why,
                          size_t why_size)
@@ -176,6 +211,8 @@ int fprep__doorbells_set(fprep__doorbells *db, uint32_t pipe,
 		         "--max-doorbells %u",
 		         db->nbells, cfg->max_doorbells);
 		return FPREP_ELIMIT;
+	} else if ((rv = db_share(db, pipe, r, why, why_size)) != 0) {
+		return rv;
 	}
 	d = &db->bells[db->nbells++];
 	memset(d, 0, sizeof(*d));

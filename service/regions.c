@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "fprep_assert.h"
 #include "log.h"
 #include "metrics.h"
@@ -38,6 +39,7 @@ struct fprep__regions_entry {
 	int dropped;          /* OPENING: its connection closed meanwhile */
 	unsigned users;       /* requests in flight that use it */
 	int metered;          /* counted in the metrics: 1 + pinned */
+	uint64_t uid;         /* the registering peer's user */
 	fprep__regions_cb cb; /* told when the operation it waits for ends */
 	void *cb_data;
 	fprep__regions_entry *next;
@@ -62,6 +64,12 @@ void fprep__regions_set_cuda(fprep__regions *t, int allow,
 {
 	t->allow_cuda = allow;
 	t->max_cuda_per_pipe = max_per_pipe;
+}
+
+void fprep__regions_set_shares(fprep__regions *t,
+                               const struct fprep__shares *shares)
+{
+	t->shares = shares;
 }
 
 /* regions_host_bytes: what e counts against max-shm-bytes. */
@@ -153,10 +161,69 @@ static unsigned regions_pipe_count(const fprep__regions *t, uint32_t pipe,
 	return n;
 }
 
+/* regions_shm_share checks size more bytes of shared memory against
+ * pipe's and uid's shares of max-shm-bytes. Every entry not yet freed
+ * counts, as in t->bytes. Returns 0 or FPREP_ELIMIT with msg. */
+static int regions_shm_share(const fprep__regions *t, uint32_t pipe,
+                             uint64_t uid, uint64_t size, char *msg,
+                             size_t msg_size)
+{
+	const fprep__shares *sh = t->shares;
+	const fprep__regions_entry *lists[2] = {t->head, t->other};
+	uint64_t conn = 0, user = 0;
+
+	if (sh == NULL ||
+	    (sh->shm_bytes_per_conn == 0 && sh->shm_bytes_per_uid == 0))
+		return 0;
+	for (int k = 0; k < 2; k++)
+		for (const fprep__regions_entry *e = lists[k]; e != NULL;
+		     e = e->next) {
+			conn += e->r.owner == pipe ? regions_host_bytes(e) : 0;
+			user += e->uid == uid ? regions_host_bytes(e) : 0;
+		}
+	if (sh->shm_bytes_per_conn > 0 &&
+	    (conn >= sh->shm_bytes_per_conn ||
+	     size > sh->shm_bytes_per_conn - conn)) {
+		snprintf(msg, msg_size,
+		         "region_size %" PRIu64 " + %" PRIu64
+		         " bytes of this connection's regions exceeds "
+		         "max-shm-bytes-per-conn %" PRIu64,
+		         size, conn, sh->shm_bytes_per_conn);
+		return FPREP_ELIMIT;
+	}
+	if (sh->shm_bytes_per_uid > 0 &&
+	    (user >= sh->shm_bytes_per_uid ||
+	     size > sh->shm_bytes_per_uid - user)) {
+		snprintf(msg, msg_size,
+		         "region_size %" PRIu64 " + %" PRIu64
+		         " bytes of uid %" PRIu64 "'s regions (all its "
+		         "connections) exceeds max-shm-bytes-per-uid %" PRIu64,
+		         size, user, uid, sh->shm_bytes_per_uid);
+		return FPREP_ELIMIT;
+	}
+	return 0;
+}
+
+/* regions_uid_cuda counts uid's CUDA regions, open or opening, as
+ * regions_pipe_count does a connection's. */
+static unsigned regions_uid_cuda(const fprep__regions *t, uint64_t uid)
+{
+	const fprep__regions_entry *e;
+	unsigned n = 0;
+
+	for (e = t->head; e != NULL; e = e->next)
+		n += e->uid == uid && e->r.kind == FPREP__MEMREG_CUDA;
+	for (e = t->other; e != NULL; e = e->next)
+		n += e->state == ENTRY_OPENING && !e->dropped &&
+		     e->uid == uid && e->r.kind == FPREP__MEMREG_CUDA;
+	return n;
+}
+
 /* regions_new allocates an OPENING entry of kind for pipe. */
 static fprep__regions_entry *regions_new(fprep__regions *t, int kind,
-                                         uint32_t pipe, uint64_t size,
-                                         char *msg, size_t msg_size)
+                                         uint32_t pipe, uint64_t uid,
+                                         uint64_t size, char *msg,
+                                         size_t msg_size)
 {
 	fprep__regions_entry *e = calloc(1, sizeof(*e));
 
@@ -168,6 +235,7 @@ static fprep__regions_entry *regions_new(fprep__regions *t, int kind,
 	e->r.kind = kind;
 	e->r.owner = pipe;
 	e->r.size = size;
+	e->uid = uid;
 	e->state = ENTRY_OPENING;
 	return e;
 }
@@ -221,7 +289,10 @@ int fprep__regions_register(fprep__regions *t, const char *name, uint64_t size,
 		         size, t->bytes, t->max_bytes);
 		return FPREP_ELIMIT;
 	}
-	e = regions_new(t, FPREP__MEMREG_SHM, pipe, size, msg, msg_size);
+	rv = regions_shm_share(t, pipe, uid, size, msg, msg_size);
+	if (rv != 0)
+		return rv;
+	e = regions_new(t, FPREP__MEMREG_SHM, pipe, uid, size, msg, msg_size);
 	if (e == NULL)
 		return FPREP_ENOMEM;
 	snprintf(e->r.u.shm.name, sizeof(e->r.u.shm.name), "%s", name);
@@ -233,8 +304,9 @@ int fprep__regions_register(fprep__regions *t, const char *name, uint64_t size,
 
 int fprep__regions_register_cuda(fprep__regions *t,
                                  const fprep_register_request *req,
-                                 uint32_t pipe, fprep__regions_cb cb,
-                                 void *data, char *msg, size_t msg_size)
+                                 uint32_t pipe, uint64_t uid,
+                                 fprep__regions_cb cb, void *data, char *msg,
+                                 size_t msg_size)
 {
 	fprep__regions_entry *e;
 	uint64_t end;
@@ -266,7 +338,16 @@ int fprep__regions_register_cuda(fprep__regions *t,
 		         n, t->max_cuda_per_pipe);
 		return FPREP_ELIMIT;
 	}
-	e = regions_new(t, FPREP__MEMREG_CUDA, pipe, req->region_size, msg,
+	if (t->shares != NULL && t->shares->cuda_per_uid > 0 &&
+	    (n = regions_uid_cuda(t, uid)) >= t->shares->cuda_per_uid) {
+		snprintf(msg, msg_size,
+		         "uid %" PRIu64 " has %u CUDA regions (all its "
+		         "connections): the limit is max-cuda-regions-per-uid "
+		         "%u",
+		         uid, n, t->shares->cuda_per_uid);
+		return FPREP_ELIMIT;
+	}
+	e = regions_new(t, FPREP__MEMREG_CUDA, pipe, uid, req->region_size, msg,
 	                msg_size);
 	if (e == NULL)
 		return FPREP_ENOMEM;

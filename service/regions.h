@@ -27,6 +27,7 @@ typedef void (*fprep__regions_cb)(void *data, int status, uint32_t id,
                                   const char *message);
 
 typedef struct fprep__regions_entry fprep__regions_entry;
+struct fprep__shares;
 
 /* fprep__regions: the table and its limits. Embedded; init/fini. */
 typedef struct fprep__regions {
@@ -44,6 +45,7 @@ typedef struct fprep__regions {
 	uint64_t bytes;     /* reserved or mapped now */
 	int allow_cuda;     /* REGISTER_CUDA accepted */
 	unsigned max_cuda_per_pipe;
+	const struct fprep__shares *shares; /* NULL: none */
 } fprep__regions;
 
 /* fprep__regions_init sets up an empty table whose operations backend
@@ -53,13 +55,20 @@ void fprep__regions_init(fprep__regions *t, fprep__backend *backend,
                          fprep__evq *evq, int ev_kind, unsigned max_per_pipe,
                          uint64_t max_region_bytes, uint64_t max_bytes);
 
+/* fprep__regions_set_shares has registrations checked against the
+ * connection's and the user's shares too (config.h): shares is read at
+ * each registration, so a change to it (SIGHUP) applies to the next one;
+ * it must outlive the table. Loop thread. */
+void fprep__regions_set_shares(fprep__regions *t,
+                               const struct fprep__shares *shares);
+
 /* fprep__regions_register registers the shared-memory object name (size
  * bytes) for connection pipe, whose peer is user uid: the name, the size
- * and the limits are checked at once and the bytes reserved, then the
- * backend maps (and pins) it. Returns 0, and cb(data, ...) follows on the
- * loop thread with the region's id or the reason it failed (FPREP_ECLOSED
- * when the connection closed meanwhile); or an error with a sentence in
- * msg, and cb is not called. */
+ * and the limits (max-shm-bytes and its shares) are checked at once and
+ * the bytes reserved, then the backend maps (and pins) it. Returns 0, and
+ * cb(data, ...) follows on the loop thread with the region's id or the reason
+ * it failed (FPREP_ECLOSED when the connection closed meanwhile); or an error
+ * with a sentence in msg, and cb is not called. */
 int fprep__regions_register(fprep__regions *t, const char *name, uint64_t size,
                             uint32_t pipe, uint64_t uid, fprep__regions_cb cb,
                             void *data, char *msg, size_t msg_size);
@@ -71,15 +80,17 @@ void fprep__regions_set_cuda(fprep__regions *t, int allow,
 
 /* fprep__regions_register_cuda registers the device memory a
  * REGISTER_CUDA request names (req: cuda_handle, cuda_uuid, cuda_offset,
- * region_size) for connection pipe, like fprep__regions_register: checked
- * here (allowed, size, overflow, the per-connection limit), then opened by
+ * region_size) for connection pipe of user uid, like
+ * fprep__regions_register: checked here (allowed, size, overflow, the
+ * per-connection limit, the user's share), then opened by
  * the backend's lane of that device, which checks the UUID and the
  * allocation. Returns 0 and cb follows, or an error with msg (FPREP_EPERM
  * when CUDA regions are off). */
 int fprep__regions_register_cuda(fprep__regions *t,
                                  const fprep_register_request *req,
-                                 uint32_t pipe, fprep__regions_cb cb,
-                                 void *data, char *msg, size_t msg_size);
+                                 uint32_t pipe, uint64_t uid,
+                                 fprep__regions_cb cb, void *data, char *msg,
+                                 size_t msg_size);
 
 /* fprep__regions_unregister takes region id of pipe out of the table: no
  * new request finds it. Once the requests using it are done, the backend

@@ -351,4 +351,5 @@ int fprep__server_run(fprep__config *cfg, fprep__backend *backend,
 		_exit(status);
 	free(srv);
 	return status;
+	fprep__regions_set_shares(&srv->regions, &cfg->shares);
 }

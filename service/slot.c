@@ -262,7 +262,7 @@ static void slot_register_cuda(fprep__slot *s,
 	                  "connection (a handle means nothing on another "
 	                  "host)") != 0)
 		return;
-	rv = fprep__regions_register_cuda(&s->srv->regions, req, s->pipe,
+	rv = fprep__regions_register_cuda(&s->srv->regions, req, s->pipe, uid,
 	                                  slot_region_done, s, why,
 	                                  sizeof(why));
 	slot_park(s, rv, why);

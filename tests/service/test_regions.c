@@ -651,7 +651,7 @@ static int cuda_register(struct fixture *f, uint32_t pipe, uint64_t offset,
 	req.region_size = size;
 	req.cuda_offset = offset;
 	memset(req.cuda_handle, 0x42, sizeof(req.cuda_handle));
-	rv = fprep__regions_register_cuda(&f->t, &req, pipe,
+	rv = fprep__regions_register_cuda(&f->t, &req, pipe, 1000,
 	                                  res ? result_cb : NULL, res, msg,
 	                                  FPREP_MESSAGE_SIZE);
 	if (rv == 0 && res != NULL)
