@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clock.h"
 #include "daemon.h"
 #include "log.h"
 #include "metrics.h"
@@ -78,6 +79,37 @@ static int answer_simple(fprep__slot *s, const fprep_reply_header *h,
 	return 0;
 }
 
+/* answer_us: microseconds from from_ns to to_ns, at least 1 (0 in a
+ * reply's t_total_us means "not timed"), at most UINT32_MAX. */
+static uint32_t answer_us(uint64_t from_ns, uint64_t to_ns)
+{
+	uint64_t us = to_ns > from_ns ? (to_ns - from_ns) / 1000 : 0;
+
+	return us == 0 ? 1 : us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
+/* answer_fail_times gives an error reply the timings known: receipt to
+ * now always, and the stages of a job the backend began for this request
+ * (its start after this request's receipt; a job left from an earlier
+ * request started before it). */
+static void answer_fail_times(const fprep__slot *s, fprep_reply_header *h)
+{
+	const fprep__job *job = &s->job;
+	uint64_t now = fprep__now_ns();
+
+	if (s->t_recv_ns == 0)
+		return;
+	h->t_total_us = answer_us(s->t_recv_ns, now);
+	if (job->t_start_ns < s->t_recv_ns)
+		return;
+	h->t_queue_us = answer_us(s->t_recv_ns, job->t_start_ns);
+	h->t_compute_us = job->t_compute_us;
+	h->t_h2d_us = job->t_h2d_us;
+	h->t_kernel_us = job->t_kernel_us;
+	h->t_d2h_us = job->t_d2h_us;
+	h->t_decode_us = job->t_decode_us;
+}
+
 void fprep__slot_fail(fprep__slot *s, int status, const char *why)
 {
 	fprep_reply_header h;
@@ -89,6 +121,7 @@ void fprep__slot_fail(fprep__slot *s, int status, const char *why)
 	           why);
 	fprep__reply_header_simple(&h, s->kind, s->request_id, status, why, 0,
 	                           0);
+	answer_fail_times(s, &h);
 	if (answer_simple(s, &h, NULL) != 0) {
 		fprep__log(FPREP_LOG_WARNING,
 		           "request %" PRIu64 ": no memory for the error "

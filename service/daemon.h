@@ -516,7 +516,8 @@ void fprep__server_sighup_cb(uv_signal_t *handle, int signum);
 void fprep__server_notify(const char *state);
 /* fprep__server_info writes the INFO text into buf (size bytes). */
 void fprep__server_info(fprep__server *srv, char *buf, size_t size);
-/* fprep__server_log_start logs the start-up line. */
+/* fprep__server_log_start logs the start-up line and tells the metrics the
+ * budgets their gauges are measured against (fprep__metrics_limits). */
 void fprep__server_log_start(fprep__server *srv);
 
 #endif /* FPREP_SERVICE_DAEMON_H */

@@ -5,6 +5,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #ifdef FPREP_HAVE_SYSTEMD
@@ -14,6 +15,7 @@
 #include "clock.h"
 #include "daemon.h"
 #include "log.h"
+#include "metrics.h"
 
 /* info_level_name names a log level (log.h) as --log-level takes it. */
 static const char *info_level_name(int level)
@@ -33,6 +35,30 @@ void fprep__server_notify(const char *state)
 #else
 	(void)state;
 #endif
+}
+
+/* info_health writes the health lines: live and ready as /healthz and
+ * /readyz decide (metrics.h), draining while shutdown runs (a request
+ * that arrives then is answered ESHUTDOWN, INFO too), and /readyz's
+ * reason. Returns what snprintf returns. */
+static size_t info_health(fprep__server *srv, char *buf, size_t size)
+{
+	fprep__backend_stats st;
+	char live_why[160], why[160];
+	int live, ready;
+
+	if (srv->backend->stats != NULL)
+		srv->backend->stats(srv->backend, &st);
+	live = fprep__metrics_liveness(live_why, sizeof(live_why));
+	ready = fprep__metrics_readiness(
+	        srv->backend->stats != NULL ? &st : NULL, why, sizeof(why));
+	why[strcspn(why, "\n")] = '\0';
+	return (size_t)snprintf(buf, size,
+	                        "live: %s\nready: %s\ndraining: %s\n"
+	                        "health: %s\n",
+	                        live ? "true" : "false",
+	                        ready ? "true" : "false",
+	                        srv->stopping ? "true" : "false", why);
 }
 
 /* fprep__server_info writes the INFO text. */
@@ -122,6 +148,8 @@ void fprep__server_info(fprep__server *srv, char *buf, size_t size)
 		        cfg->h2d_all_rows ? "all" : "read", cfg->spin_us,
 		        info_level_name(cfg->log_level), cfg->send_timeout_ms,
 		        cfg->shutdown_timeout_ms);
+	if (n < size)
+		n += info_health(srv, buf + n, size - n);
 	if (n < size - 1)
 		srv->backend->info(srv->backend, buf + n, size - n);
 }
@@ -133,6 +161,7 @@ void fprep__server_log_start(fprep__server *srv)
 	char urls[FPREP__MAX_LISTEN * (FPREP__URL_SIZE + 1)];
 	size_t n = 0;
 
+	fprep__metrics_limits(cfg->max_inflight, cfg->max_shm_bytes);
 	urls[0] = '\0';
 	for (unsigned i = 0; i < cfg->nlisten; i++)
 		n += (size_t)snprintf(urls + n, sizeof(urls) - n, "%s%s",

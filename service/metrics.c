@@ -76,6 +76,8 @@ static struct {
 	_Atomic int64_t regions;
 	_Atomic int64_t region_bytes;
 	_Atomic int64_t pinned_bytes;
+	_Atomic uint64_t limit_inflight;  /* --max-inflight; 0: not told */
+	_Atomic uint64_t limit_shm_bytes; /* --max-shm-bytes; 0: not told */
 	struct metrics_hist total[METRICS_NKINDS];  /* FRAME and ECHO used */
 	struct metrics_hist failed[METRICS_NKINDS]; /* timed failures */
 	struct metrics_hist stage[FPREP__METRICS_MAX_LANES][STAGE_COUNT];
@@ -179,6 +181,14 @@ void fprep__metrics_region(int delta, uint64_t bytes, int pinned)
 	METRICS_ADD(metrics.region_bytes, delta * (int64_t)bytes);
 	if (pinned)
 		METRICS_ADD(metrics.pinned_bytes, delta * (int64_t)bytes);
+}
+
+void fprep__metrics_limits(unsigned max_inflight, uint64_t max_shm_bytes)
+{
+	atomic_store_explicit(&metrics.limit_inflight, max_inflight,
+	                      memory_order_relaxed);
+	atomic_store_explicit(&metrics.limit_shm_bytes, max_shm_bytes,
+	                      memory_order_relaxed);
 }
 
 void fprep__metrics_set_backend(fprep__backend *b)
@@ -410,6 +420,12 @@ static void metrics_write(struct metrics_buf *b)
 	              "Requests received and not yet answered or dropped.",
 	              (int64_t)(METRICS_GET(metrics.requests) -
 	                        METRICS_GET(metrics.request_ends)));
+	if (METRICS_GET(metrics.limit_inflight) != 0)
+		metrics_gauge(b, "frameprep_requests_in_flight_limit",
+		              "Requests the socket takes in flight at once "
+		              "(--max-inflight; doorbells have slots of their "
+		              "own).",
+		              (int64_t)METRICS_GET(metrics.limit_inflight));
 	metrics_counter(b, "frameprep_received_bytes_total",
 	                "Bytes of request messages received (headers and "
 	                "inline frames).",
@@ -429,6 +445,11 @@ static void metrics_write(struct metrics_buf *b)
 	metrics_gauge(b, "frameprep_shm_region_bytes",
 	              "Bytes of the shared-memory regions registered.",
 	              METRICS_GET(metrics.region_bytes));
+	if (METRICS_GET(metrics.limit_shm_bytes) != 0)
+		metrics_gauge(b, "frameprep_shm_region_bytes_limit",
+		              "Bytes all shared-memory regions together may "
+		              "have (--max-shm-bytes).",
+		              (int64_t)METRICS_GET(metrics.limit_shm_bytes));
 	metrics_gauge(b, "frameprep_pinned_bytes",
 	              "Bytes of those regions pinned for the GPU.",
 	              METRICS_GET(metrics.pinned_bytes));
@@ -445,9 +466,7 @@ static void metrics_write(struct metrics_buf *b)
 	metrics_head(b, "frameprep_request_failed_duration_seconds",
 	             "histogram",
 	             "Receipt to reply of requests answered with an error, by "
-	             "kind, from the reply's t_total_us (failures whose reply "
-	             "carries no timing are counted in "
-	             "frameprep_requests_total only).");
+	             "kind, from the reply's t_total_us.");
 	for (unsigned k = 0; k < METRICS_NKINDS; k++) {
 		/* FRAME and ECHO always; another kind once it failed. */
 		if (k != FPREP_KIND_FRAME && k != FPREP_KIND_ECHO &&

@@ -68,6 +68,18 @@ void fprep__metrics_ready(int ready);
  * before the first). Any thread (metrics_http.c). */
 void fprep__metrics_heartbeat(void);
 
+/* fprep__metrics_liveness decides liveness as /healthz does: writes its
+ * body ("ok\n" or "not live: ...\n") into buf (size bytes) and returns 1
+ * while the loop's heartbeat is recent. fprep__metrics_readiness decides
+ * readiness as /readyz does, from fprep__metrics_ready's state and st (the
+ * backend's figures; NULL when it keeps none): writes "ready\n" or "not
+ * ready: REASON\n" and returns 1 when ready. Both keep their state
+ * whether or not the endpoint is open (INFO's health lines use them). Any
+ * thread (metrics_http.c). */
+int fprep__metrics_liveness(char *buf, size_t size);
+int fprep__metrics_readiness(const fprep__backend_stats *st, char *buf,
+                             size_t size);
+
 /* fprep__metrics_text writes the frameprep_* exposition (every family of
  * this module, in the Prometheus text format). Returns a NUL-terminated
  * text the caller frees, its length in *len; NULL when out of memory. Any
@@ -84,6 +96,12 @@ int fprep__metrics_backend_stats(fprep__backend_stats *st);
  * or NULL before the backend closes: once it returns, no scrape uses the
  * old backend. Any thread. */
 void fprep__metrics_set_backend(fprep__backend *b);
+
+/* fprep__metrics_limits publishes the budgets the in-flight and shared-
+ * memory gauges are measured against: max_inflight (nng contexts: requests
+ * in flight at once) and max_shm_bytes (all regions together); a 0 is not
+ * shown. Any thread; called once the server is up (info.c). */
+void fprep__metrics_limits(unsigned max_inflight, uint64_t max_shm_bytes);
 
 /* fprep__metrics_request counts a request of bytes (the whole message)
  * that arrived; it is in flight until fprep__metrics_request_end. */

@@ -81,9 +81,7 @@ void fprep__metrics_heartbeat(void)
 	atomic_store_explicit(&http.beat_s, http_now_s(), memory_order_relaxed);
 }
 
-/* http_liveness writes /healthz's body into buf; returns 1 when the loop
- * has had a heartbeat lately (or none yet: it is starting). */
-static int http_liveness(char *buf, size_t size)
+int fprep__metrics_liveness(char *buf, size_t size)
 {
 	uint64_t beat =
 	        atomic_load_explicit(&http.beat_s, memory_order_relaxed);
@@ -225,14 +223,45 @@ static int http_process(char *buf, size_t size)
 	return len;
 }
 
-static int http_readiness(char *buf, size_t size);
+/* http_readiness writes /readyz's reason into buf; returns 1 when ready. */
+static int http_readiness(char *buf, size_t size)
+{
+	fprep__backend_stats st;
+	int known = fprep__metrics_backend_stats(&st);
+
+	return fprep__metrics_readiness(known ? &st : NULL, buf, size);
+}
+
+int fprep__metrics_readiness(const fprep__backend_stats *st, char *buf,
+                             size_t size)
+{
+	int ready = atomic_load(&http.ready);
+
+	if (ready < 0) {
+		snprintf(buf, size, "not ready: starting\n");
+		return 0;
+	}
+	if (ready == 0) {
+		snprintf(buf, size, "not ready: shutting down\n");
+		return 0;
+	}
+	/* The CPU backend keeps no figures: its workers do not fail. */
+	if (st != NULL && st->lanes > 0 && st->lanes_in_service == 0) {
+		snprintf(buf, size,
+		         "not ready: no GPU lane in service (0 of %u)\n",
+		         st->lanes);
+		return 0;
+	}
+	snprintf(buf, size, "ready\n");
+	return 1;
+}
 
 /* http_health writes frameprep_live and frameprep_ready (1 or 0, as
  * /healthz and /readyz answer) into buf; returns the length, or -1. */
 static int http_health(char *buf, size_t size)
 {
 	char why[160];
-	int live = http_liveness(why, sizeof(why));
+	int live = fprep__metrics_liveness(why, sizeof(why));
 	int ready = http_readiness(why, sizeof(why));
 	int n = snprintf(buf, size,
 	                 "# HELP frameprep_live 1 while /healthz answers 200 "
@@ -274,32 +303,6 @@ static char *http_metrics(size_t *len)
 	memcpy(all + n, proc, (size_t)plen + 1);
 	*len = n + (size_t)plen;
 	return all;
-}
-
-/* http_readiness writes /readyz's reason into buf; returns 1 when ready. */
-static int http_readiness(char *buf, size_t size)
-{
-	fprep__backend_stats st;
-	int ready = atomic_load(&http.ready);
-
-	if (ready < 0) {
-		snprintf(buf, size, "not ready: starting\n");
-		return 0;
-	}
-	if (ready == 0) {
-		snprintf(buf, size, "not ready: shutting down\n");
-		return 0;
-	}
-	/* The CPU backend keeps no figures: its workers do not fail. */
-	if (fprep__metrics_backend_stats(&st) && st.lanes > 0 &&
-	    st.lanes_in_service == 0) {
-		snprintf(buf, size,
-		         "not ready: no GPU lane in service (0 of %u)\n",
-		         st.lanes);
-		return 0;
-	}
-	snprintf(buf, size, "ready\n");
-	return 1;
 }
 
 /* http_reply queues a response of code with body (copied) and, when
@@ -361,7 +364,7 @@ static enum MHD_Result http_answer(void *cls, struct MHD_Connection *conn,
 		                  "GET, HEAD");
 	}
 	if (strcmp(url, "/healthz") == 0) {
-		int live = http_liveness(body, sizeof(body));
+		int live = fprep__metrics_liveness(body, sizeof(body));
 
 		return http_reply(
 		        conn, live ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,

@@ -27,6 +27,13 @@ jobs=$(nproc 2>/dev/null || echo 2)
 
 bash deploy/setup.sh build
 
+# promtool, for the alert rules' test (tests/deploy) and the exposition
+# checks: from PATH, else extracted from Debian's prometheus package into
+# build/tools (downloaded, not installed: no Prometheus server).
+FPREP_PROMTOOL=$(bash tests/deploy/get-promtool.sh build/tools)
+export FPREP_PROMTOOL
+export PATH="$PATH:$(dirname "$FPREP_PROMTOOL")"
+
 echo "== format check (clang-format --dry-run -Werror)"
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 	git ls-files -z -- '*.c' '*.h' '*.cu' '*.cpp'

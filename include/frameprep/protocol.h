@@ -295,7 +295,10 @@
  *                           spans its band kernels, which wait on the
  *                           H2D chunks
  *    72  u32 t_d2h_us       device-to-host copy (GPU only), microseconds
- *    76  u32 t_total_us     receipt to reply, microseconds
+ *    76  u32 t_total_us     receipt to reply, microseconds; an error
+ *                           reply has it too (at least 1), and the
+ *                           stage times of the work its request reached
+ *                           (a failure before the backend: 0)
  *    80  u64 payload_size   bytes after this header
  *    88  u64 tensor_size    bytes of the tensor (inline or written to shm)
  *    96  u32 region_id      REGISTER: the new region's id
