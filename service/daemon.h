@@ -258,6 +258,13 @@ struct fprep__server {
 	uint64_t spin_ns;       /* [L] --spin-us; 0: the loop sleeps at once */
 	uint64_t last_event_ns; /* the loop's last event, for the spin */
 	int spinning;           /* the ports were told the loop polls */
+	unsigned working;       /* slots in WORK: jobs the backend holds */
+	unsigned busy_bound;    /* [I] working at which the backend has a
+	                           backlog and the loop stops its spin: its
+	                           capacity plus one a lane; 0: never */
+	uint64_t spin_turns;    /* turns of the spin, */
+	uint64_t spin_empty;    /* of which found nothing */
+	uint64_t spin_backlogs; /* spins stopped for a backlog */
 	atomic_int no_direct;   /* [A] stopping: replies go through the loop */
 	fprep__ingress ingress;
 	fprep__regions regions;
@@ -330,6 +337,10 @@ static inline void fprep__slot_enter(fprep__slot *s, int to)
 		s->srv->active++;
 	else if (from != FPREP__SLOT_IDLE && to == FPREP__SLOT_IDLE)
 		s->srv->active--;
+	if (to == FPREP__SLOT_WORK)
+		s->srv->working++;
+	else if (from == FPREP__SLOT_WORK)
+		s->srv->working--;
 	s->state = to;
 }
 

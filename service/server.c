@@ -35,9 +35,12 @@
 
 /* server_spin_cb runs at each turn of the loop while the spin is on: it
  * takes the queue's events without waiting for the wake-up's turn, and
- * stops the spin once the loop has had no event for --spin-us, so the
- * loop sleeps in epoll again. Spinning trades a core for the tens of
- * microseconds a sleeping thread takes to wake, at every hand-off. */
+ * stops the spin once the loop has had no event for --spin-us, or while
+ * the backend has a backlog (server_backlog), so the loop sleeps in epoll
+ * again. Spinning trades a core for the tens of microseconds a sleeping
+ * thread takes to wake, at every hand-off; with jobs already waiting in
+ * the backend those microseconds delay no reply, and the core is better
+ * left to the threads doing the work. */
 /* server_pipe_closed: connection pipe closed; its doorbells and regions
  * go. */
 static void server_pipe_closed(fprep__server *srv, uint32_t pipe)
@@ -52,6 +55,30 @@ static void server_pipe_closed(fprep__server *srv, uint32_t pipe)
 		fprep__log(FPREP_LOG_INFO,
 		           "connection %" PRIu32 " closed: %u regions removed",
 		           pipe, n);
+}
+
+/* server_backlog tells whether the backend holds more jobs than it runs
+ * at once, by at least one a lane (fprep__server.busy_bound): a request
+ * taken sooner would wait there all the same. */
+static int server_backlog(const fprep__server *srv)
+{
+	return srv->busy_bound > 0 && srv->working >= srv->busy_bound;
+}
+
+/* server_busy_bound: fprep__server.busy_bound for backend b, whose
+ * capacity a backend over several lanes may leave unset: each lane then
+ * counts --slots (its stats give the lanes). */
+static unsigned server_busy_bound(fprep__backend *b, const fprep__config *cfg)
+{
+	fprep__backend_stats st = {0};
+	unsigned cap = b->capacity, lanes;
+
+	if (b->stats != NULL)
+		b->stats(b, &st);
+	lanes = st.lanes > 0 ? st.lanes : 1;
+	if (cap == 0 && st.lanes > 0)
+		cap = st.lanes * cfg->slots;
+	return cap > 0 ? cap + lanes : 0;
 }
 
 /* server_poll asks every port to poll; returns how many requests they
@@ -88,6 +115,9 @@ static void server_spin_cb(uv_idle_t *handle)
 {
 	fprep__server *srv = handle->data;
 
+	uint64_t last = srv->last_event_ns;
+	int backlog;
+
 	fprep__evq_drain(&srv->evq);
 	if (srv->finished) {
 		uv_idle_stop(handle);
@@ -96,17 +126,23 @@ static void server_spin_cb(uv_idle_t *handle)
 	if (server_poll(srv) > 0)
 		srv->last_event_ns = fprep__now_ns();
 	server_after(srv);
+	srv->spin_turns++;
+	srv->spin_empty += srv->last_event_ns == last;
+	backlog = server_backlog(srv);
 	if (srv->finished ||
-	    fprep__now_ns() - srv->last_event_ns <= srv->spin_ns)
+	    (!backlog && fprep__now_ns() - srv->last_event_ns <= srv->spin_ns))
 		return;
+	srv->spin_backlogs += backlog;
 	/* The ports hear that nobody polls, then are asked once more: a
 	 * client that posted before it read that is served (protocol.h). */
 	server_set_spin(srv, 0);
 	if (server_poll(srv) > 0) {
-		server_set_spin(srv, !srv->stopping);
 		srv->last_event_ns = fprep__now_ns();
 		server_after(srv);
-		return;
+		if (!srv->finished && !server_backlog(srv)) {
+			server_set_spin(srv, !srv->stopping);
+			return;
+		}
 	}
 	uv_idle_stop(handle);
 }
@@ -120,7 +156,8 @@ static void server_event(fprep__event *ev, void *data)
 	FPREP__LOOP_ONLY(srv);
 	if (srv->spin_ns > 0 && !srv->finished) {
 		srv->last_event_ns = fprep__now_ns();
-		if (!uv_is_active((uv_handle_t *)&srv->spin)) {
+		if (!uv_is_active((uv_handle_t *)&srv->spin) &&
+		    !server_backlog(srv)) {
 			uv_idle_start(&srv->spin, server_spin_cb);
 			server_set_spin(srv, !srv->stopping);
 		}
@@ -301,6 +338,7 @@ int fprep__server_run(fprep__config *cfg, fprep__backend *backend,
 	srv->cfg = cfg;
 	srv->loop_thread = pthread_self();
 	srv->backend = backend;
+	srv->busy_bound = server_busy_bound(backend, cfg);
 	srv->device = device;
 	srv->t_start_ns = fprep__now_ns();
 	if (server_init_loop(srv) != 0) {
@@ -343,6 +381,13 @@ int fprep__server_run(fprep__config *cfg, fprep__backend *backend,
 	           "frameprepd stopped: %" PRIu64 " requests served, %" PRIu64
 	           " failed, exit status %d",
 	           srv->served, srv->failed, status);
+	if (srv->spin_turns > 0)
+		fprep__log(FPREP_LOG_INFO,
+		           "loop spin: %" PRIu64 " turns, %" PRIu64
+		           " found nothing; stopped %" PRIu64
+		           " times for a backlog (%u jobs)",
+		           srv->spin_turns, srv->spin_empty, srv->spin_backlogs,
+		           srv->busy_bound);
 	/* A socket that nng could not close still has threads running in
 	 * it, which may call into srv->ingress and hold nng's memory: the
 	 * process ends here, without exit handlers, so nothing is torn down

@@ -117,6 +117,10 @@ struct fprep__job {
 
 struct fprep__backend {
 	const char *name; /* "cpu" or "cuda" */
+	/* The jobs it runs at once (a GPU lane's staging slots, the CPU
+	 * workers); more wait in its queue. Set at open; 0: unknown. The
+	 * loop stops polling while the backend holds more (server.c). */
+	unsigned capacity;
 
 	/* submit queues job; called on the loop thread; never blocks. Returns 0
 	 * (done will be called) or an error (done will not be called). */

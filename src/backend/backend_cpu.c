@@ -409,6 +409,7 @@ int fprep__backend_cpu_open(fprep__backend **bp, unsigned nthreads)
 		return FPREP_ENOMEM;
 	}
 	cb->base.name = "cpu";
+	cb->base.capacity = nthreads;
 	cb->base.submit = cpu_submit;
 	cb->base.info = cpu_info;
 	cb->base.close = cpu_close;

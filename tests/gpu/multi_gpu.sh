@@ -18,6 +18,14 @@
 # runs the daemon with --trace and prints the one-process runs' stage table
 # (frameprep-bench --trace); FPREP_MG_PROCS (default "1 2 4") the process
 # counts.
+#
+# FPREP_MG_CMP=DIR compares two daemons instead, DIR/frameprepd (another
+# build's, e.g. the commit before a change) against the bundle's, in one
+# run: for 1 GPU and all (FPREP_MG_CMP_GPUS), each daemon in turn
+# (FPREP_MG_CMP_REPS rounds, default 2), one stream (c=1: p50, p99) and
+# FPREP_MG_STREAMS a GPU (frames/s), the same shared-memory load as above,
+# each with the daemon's CPU per request and its threads' cores; then the
+# new daemon's pacing and loop-spin counters (its log at exit).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 secs=${1:-5}
@@ -28,9 +36,13 @@ tmp=$(mktemp -d)
 hz=$(getconf CLK_TCK)
 bin=${FPREP_MG_BIN:-$here/bin}
 
-echo "=== bench_hosts"
-"$here/bin/bench_hosts" 2 || exit 1
-ngpu=$(nvidia-smi -L | wc -l)
+if [ -z "${FPREP_MG_CMP:-}" ]; then
+	echo "=== bench_hosts"
+	"$here/bin/bench_hosts" 2 || exit 1
+fi
+# FPREP_MG_NGPU and FPREP_MG_DEVICE (e.g. 1 and cpu) try the comparison
+# on a machine without a GPU.
+ngpu=${FPREP_MG_NGPU:-$(nvidia-smi -L | wc -l)}
 command -v nvidia-smi >/dev/null && nvidia-smi topo -m
 
 cpu_ticks() { # cpu_ticks PID [TID]: utime + stime in clock ticks
@@ -49,6 +61,83 @@ threads() { # threads PID: "TID COMM TICKS" for each of its threads
 	done 2>/dev/null
 }
 served() { "$bin/frameprep" info --socket "$1" | awk '/^served:/ { print $2 }'; }
+cores() { # cores TH0 TH1 SECONDS: the threads' cores by name, busiest first
+	awk -v hz="$hz" -v w="$3" '
+		NR == FNR { t0[$1] = $3; next }
+		{ d[$2] += ($3 - t0[$1]) / hz / w; n[$2]++ }
+		END { for (k in d) if (d[k] >= 0.01) printf "%s x%d %.2f\n", k, n[k], d[k] }' "$1" "$2" |
+		sort -k3 -rn | tr '\n' ' '
+}
+
+# cmp_point BIN URL PID NAME ARGS...: one bench point against the daemon
+# PID at URL; prints "FPS P50 P99 CPU_US_PER_REQUEST|THREADS".
+cmp_point() {
+	local url=$2 dp=$3 name=$4 s0 t0 s1 t1 w0 w1
+	shift 4
+	"$here/bin/frameprep-bench" --socket "$url" --quiet --shm both --shm-reply \
+		--synthetic 1920x1080 --size 640x640 --duration 1 --warmup 0 \
+		--no-ceiling --verify none "$@" >/dev/null 2>&1
+	s0=$(served "$url"); t0=$(cpu_ticks "$dp"); threads "$dp" >"$tmp/th0"
+	w0=$(date +%s.%N)
+	"$here/bin/frameprep-bench" --socket "$url" --quiet --shm both --shm-reply \
+		--synthetic 1920x1080 --size 640x640 --duration "$secs" --warmup 0 \
+		--no-ceiling --verify sample --json "$tmp/$name.json" "$@" \
+		>"$tmp/$name.log" 2>&1 || { echo "bench failed: $name" >&2; tail -3 "$tmp/$name.log" >&2; }
+	w1=$(date +%s.%N)
+	s1=$(served "$url"); t1=$(cpu_ticks "$dp"); threads "$dp" >"$tmp/th1"
+	python3 - "$tmp/$name.json" $((s1 - s0)) $((t1 - t0)) "$hz" <<'PY' || echo "0 0 0 0"
+import json, sys
+r = json.load(open(sys.argv[1]))["runs"][0]
+n, t, hz = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+print("%.0f %.0f %.0f %.0f" % (r["frames_per_s"], r["latency_us"]["p50"],
+      r["latency_us"]["p99"], t / hz * 1e6 / max(n, 1)))
+PY
+	echo "|$(cores "$tmp/th0" "$tmp/th1" "$(awk -v a="$w0" -v b="$w1" 'BEGIN { print b - a }')")"
+}
+
+# cmp_run: FPREP_MG_CMP's comparison (see the top).
+cmp_run() {
+	local old=$FPREP_MG_CMP g which dir url dp rep c1 sat out=()
+	[ -x "$old/frameprepd" ] || { echo "no $old/frameprepd" >&2; exit 2; }
+	local gpus=1
+	[ "$ngpu" -gt 1 ] && gpus="1 $ngpu"
+	for g in ${FPREP_MG_CMP_GPUS:-$gpus}; do
+		[ "$g" -le "$ngpu" ] || continue
+		for rep in $(seq "${FPREP_MG_CMP_REPS:-2}"); do
+			for which in old new; do
+				dir=$old
+				[ "$which" = new ] && dir=$bin
+				url=ipc://$tmp/cmp-$which-$g.sock
+				"$dir/frameprepd" --device "${FPREP_MG_DEVICE:-$(seq -s, 0 $((g - 1)))}" \
+					--listen "$url" --max-inflight 1024 \
+					--max-inflight-per-conn 64 \
+					2>"$tmp/cmp-$which-$g-$rep.log" &
+				dp=$!
+				for _ in $(seq 300); do "$bin/frameprep" info --socket "$url" >/dev/null 2>&1 && break; sleep 0.1; done
+				c1=$(cmp_point "$dir" "$url" "$dp" "cmp-$which-$g-$rep-c1" -c 1)
+				sat=$(cmp_point "$dir" "$url" "$dp" "cmp-$which-$g-$rep-sat" -c $((per * g)))
+				kill -TERM "$dp"
+				wait "$dp"
+				read -r _ p50 p99 cpu1 <<<"${c1%%|*}"
+				read -r fps _ _ cpus <<<"${sat%%|*}"
+				out+=("| $g | $which | $rep | $p50 | $p99 | $cpu1 | $fps | $cpus |")
+				echo "${out[-1]}"
+				echo "  threads c=1: ${c1#*|}"
+				echo "  threads saturated: ${sat#*|}"
+				grep -E "lane pacing|loop spin" "$tmp/cmp-$which-$g-$rep.log" | sed 's/^/  /'
+			done
+		done
+	done
+	echo
+	echo "old: $old/frameprepd ($(cat "$old/COMMIT" 2>/dev/null || echo '?')), new: $bin/frameprepd"
+	echo "| GPUs | daemon | round | c=1 p50 us | c=1 p99 us | c=1 daemon CPU us/request | $per streams a GPU: frames/s | daemon CPU us/request |"
+	echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+	printf '%s\n' "${out[@]}"
+}
+if [ -n "${FPREP_MG_CMP:-}" ]; then
+	cmp_run
+	exit 0
+fi
 
 rows=()
 for g in $(seq 1 "$ngpu"); do

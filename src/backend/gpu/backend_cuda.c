@@ -14,22 +14,30 @@
  *
  * so frame k+1's H2D runs while frame k's kernel and frame k-1's D2H do.
  * The slot then joins the in-flight FIFO. The completion thread waits on
- * the oldest slot's ev_done (polling it for up to CUDA_SPIN_NS, since a
- * frame's GPU work takes a few hundred microseconds and waking from a
- * blocking wait adds tens of microseconds to every reply; then sleeping on
- * it, a blocking-sync event),
- * copies the pinned output into the job, fills the timings, frees the slot
- * and calls done. A frame alone in the lane (no other in flight, none
- * pending) is not handed over: the lane thread polls its ev_done itself and
- * completes it (cuda_lane_finish), so a request at concurrency 1 crosses
- * one backend thread, not two; a new job hands it to the completion thread
- * at once. When the job's output is itself pinned (a registered
- * shared-memory slot) the D2H writes it directly and there is no copy out;
- * the host copies that remain are spread over a small copy pool
- * (host_copy.h), since one thread's memcpy is slower than PCIe. Staging buffers
- * are allocated at open and grow only when a larger frame arrives; a slot is
- * reused only after its output was copied out, so its pinned input (read by its
- * H2D) is free by then too.
+ * the oldest slot's ev_done, copies the pinned output into the job, fills
+ * the timings, frees the slot and calls done. A frame alone in the lane
+ * (no other in flight, none pending) is not handed over: the lane thread
+ * waits for its ev_done itself and completes it (cuda_lane_finish), so a
+ * request at concurrency 1 crosses one backend thread, not two; a new job
+ * hands it to the completion thread at once.
+ *
+ * Waiting is paced (cuda_pace_*): waking from a blocking wait adds tens of
+ * microseconds to every reply, and polling all along costs a core a
+ * thread. A frame's work takes a time the lane learns (from its enqueue
+ * when it ran alone, from the previous completion when it queued behind
+ * it), so the waiting thread sleeps until shortly before the frame is
+ * expected, then polls its event for up to spin_ns, then sleeps on it (a
+ * blocking-sync event). The lane thread waiting for a free slot sleeps
+ * until the completion expected to free one. A submit wakes the lane
+ * thread only when its pending list was empty, and a freed slot only when
+ * jobs wait: the others find it awake or about to be.
+ *
+ * When the job's output is itself pinned (a registered shared-memory slot) the
+ * D2H writes it directly and there is no copy out; the host copies that remain
+ * are spread over a small copy pool (host_copy.h), since one thread's memcpy is
+ * slower than PCIe. Staging buffers are allocated at open and grow only when a
+ * larger frame arrives; a slot is reused only after its output was copied out,
+ * so its pinned input (read by its H2D) is free by then too.
  *
  * CUDA regions (a client's device memory, opened from its IPC handle on
  * this lane) replace a side of that chain: a frame in one is read by the
@@ -52,6 +60,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -105,6 +114,16 @@ _Static_assert(LB_DTYPE_F32 == FPREP_DTYPE_F32 &&
 #define CUDA_GROW_ALIGN  (1u << 20)
 /* The longest poll of the trace's clock anchor (cuda_anchor). */
 #define CUDA_SPIN_NS (1000u * 1000u)
+/* Pacing (cuda_pace_*): a paced sleep ends this long before the expected
+ * completion, besides how late the thread's sleeps wake; a sleep shorter
+ * than CUDA_PACE_MIN_NS is not taken (polling costs less); none is longer
+ * than CUDA_PACE_MAX_NS. */
+#define CUDA_PACE_GUARD_NS (6u * 1000u)
+#define CUDA_PACE_MIN_NS   (15u * 1000u)
+#define CUDA_PACE_MAX_NS   (50u * 1000u * 1000u)
+/* A sleep's lateness counts as at most this much: the figure cannot grow
+ * so large that no sleep is taken again (and none measured). */
+#define CUDA_PACE_LATE_NS (30u * 1000u)
 /* What a polling thread does between two looks. */
 #if defined(__x86_64__) || defined(__i386__)
 #define CUDA_CPU_RELAX() __builtin_ia32_pause()
@@ -166,8 +185,29 @@ typedef struct cuda_slot {
 	cudaEvent_t ev_band_kern[CUDA_BANDS]; /* banded: band k is written */
 	fprep__job *job;   /* non-NULL while the slot is in use */
 	int out_direct;    /* D2H went straight into job->output (pinned) */
+	uint64_t t_enq_ns; /* host time its work was enqueued (lane thread) */
 	fprep__qnode link; /* in flying */
 } cuda_slot;
+
+/* cuda_pace: what the lane learnt of its frames' durations, and what its
+ * waits cost. The estimates are written by the thread completing a frame
+ * (one at a time: the lane thread completes one only while no other is in
+ * flight) and read by both threads: relaxed atomics. */
+typedef struct cuda_pace {
+	_Atomic uint64_t lone_ns; /* enqueue to completion seen, a frame that
+	                             ran alone (running mean); 0: unknown */
+	_Atomic uint64_t gap_ns;  /* previous completion to this one, a frame
+	                             that queued behind it; 0: unknown */
+	_Atomic uint64_t late_ns; /* how late a paced sleep wakes (mean) */
+	_Atomic uint64_t last_ns; /* host time the last completion was seen */
+	_Atomic uint64_t next_ns; /* the next completion expected; 0: none */
+	/* Counters (INFO "pacing", and a line at close): */
+	atomic_ullong queries_empty; /* cudaEventQuery found it not done */
+	atomic_ullong spin_ns;       /* time spent polling an event */
+	atomic_ullong sleeps;        /* paced sleeps taken */
+	atomic_ullong overslept;     /* of those, the frame was done already */
+	atomic_ullong blocked;       /* polls that ended in a blocking wait */
+} cuda_pace;
 
 typedef struct cuda_backend {
 	fprep__backend base;
@@ -189,11 +229,13 @@ typedef struct cuda_backend {
 	cuda_slot *slots;
 
 	pthread_mutex_t mu;
-	pthread_cond_t cv_lane; /* pending job, free slot, or stop */
+	pthread_cond_t cv_lane; /* first pending job, a slot freed while jobs
+	                           pend, region operation, or stop */
 	pthread_cond_t cv_done; /* in-flight slot, or lane exited */
 	atomic_uint lane_kicks; /* signals of cv_lane, counted under mu */
 	atomic_uint done_kicks; /* signals of cv_done, counted under mu */
 	uint64_t spin_ns;       /* cuda_spin_wait's poll; 0: sleep at once */
+	cuda_pace pace;         /* paced waits (spin_ns > 0) */
 	fprep__queue pending;   /* jobs submitted, not yet on a slot */
 	fprep__queue flying;    /* slots enqueued, in completion order */
 	fprep__queue admin;     /* region operations, not yet run */
@@ -898,16 +940,155 @@ static void cuda_kick(pthread_cond_t *cv, atomic_uint *kicks)
 	pthread_cond_signal(cv);
 }
 
+static void cuda_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu,
+                           uint64_t ns);
+
+/* cuda_pace_load, cuda_pace_store: a pacing estimate (relaxed). */
+static uint64_t cuda_pace_load(_Atomic uint64_t *v)
+{
+	return atomic_load_explicit(v, memory_order_relaxed);
+}
+
+static void cuda_pace_store(_Atomic uint64_t *v, uint64_t x)
+{
+	atomic_store_explicit(v, x, memory_order_relaxed);
+}
+
+static void cuda_pace_count(atomic_ullong *c, unsigned long long n)
+{
+	if (n > 0)
+		atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+/* cuda_pace_mean moves the running mean *m an eighth of the way to x, x
+ * taken as at most twice the mean (an outlier, a thread descheduled, moves
+ * it by an eighth at most); the first sample sets it. A mean is never 0
+ * once set. */
+static void cuda_pace_mean(_Atomic uint64_t *m, uint64_t x)
+{
+	uint64_t v = cuda_pace_load(m);
+
+	if (v > 0 && x > 2 * v)
+		x = 2 * v;
+	v = v == 0 ? x : v - v / 8 + x / 8;
+	cuda_pace_store(m, v > 0 ? v : 1);
+}
+
+/* cuda_pace_expect returns the host time s's completion is expected at (0:
+ * unknown): lone_ns after its enqueue, or gap_ns after the previous
+ * completion when s was enqueued before that was seen, whichever is
+ * later; *gap tells whether gap_ns gave it. */
+static uint64_t cuda_pace_expect(cuda_pace *p, const cuda_slot *s, int *gap)
+{
+	uint64_t lone = cuda_pace_load(&p->lone_ns);
+	uint64_t g = cuda_pace_load(&p->gap_ns);
+	uint64_t last = cuda_pace_load(&p->last_ns);
+	uint64_t t = lone > 0 ? s->t_enq_ns + lone : 0;
+
+	*gap = 0;
+	if (g > 0 && last > s->t_enq_ns && last + g > t) {
+		t = last + g;
+		*gap = 1;
+	}
+	return t;
+}
+
+/* cuda_pace_wake returns when a thread waiting for a completion expected
+ * at expect (0: unknown) ends its paced sleep: early_ns before it, and
+ * before it by how late sleeps wake; 0: a sleep is not worth it. */
+static uint64_t cuda_pace_wake(cuda_pace *p, uint64_t expect, uint64_t early_ns,
+                               uint64_t now)
+{
+	uint64_t ahead = cuda_pace_load(&p->late_ns) + early_ns;
+
+	if (expect == 0 || expect < now + ahead + CUDA_PACE_MIN_NS)
+		return 0;
+	if (expect - ahead - now > CUDA_PACE_MAX_NS)
+		return now + CUDA_PACE_MAX_NS;
+	return expect - ahead;
+}
+
+/* cuda_pace_woke counts a paced sleep meant to end at wake that has ended
+ * (by its time), and learns how late it woke. */
+static void cuda_pace_woke(cuda_pace *p, uint64_t wake, uint64_t now)
+{
+	cuda_pace_count(&p->sleeps, 1);
+	if (now >= wake)
+		cuda_pace_mean(&p->late_ns, now - wake < CUDA_PACE_LATE_NS
+		                                    ? now - wake
+		                                    : CUDA_PACE_LATE_NS);
+}
+
+/* cuda_pace_sleep sleeps until wake (CLOCK_MONOTONIC nanoseconds). */
+static void cuda_pace_sleep(cuda_pace *p, uint64_t wake)
+{
+	struct timespec ts = {.tv_sec = (time_t)(wake / 1000000000u),
+	                      .tv_nsec = (long)(wake % 1000000000u)};
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
+	       EINTR)
+		;
+	cuda_pace_woke(p, wake, cuda_now_ns());
+}
+
+/* cuda_pace_seen learns from s's completion, seen at seen. polled: it was
+ * seen while polling, so seen is exact (or late by a blocking wait's
+ * wake-up, which the next point corrects); overslept: a paced sleep (whose
+ * estimate was the gap one when gap) ended after it, so that estimate was
+ * long and is cut by a quarter. Neither: found done at the first look,
+ * which says nothing. Publishes the next completion expected (next_ns)
+ * for the lane thread waiting for a free slot. */
+static void cuda_pace_seen(cuda_pace *p, const cuda_slot *s, uint64_t seen,
+                           int polled, int overslept, int gap)
+{
+	uint64_t last = cuda_pace_load(&p->last_ns);
+
+	if (overslept) {
+		_Atomic uint64_t *m = gap ? &p->gap_ns : &p->lone_ns;
+		uint64_t v = cuda_pace_load(m);
+
+		cuda_pace_store(m, v - v / 4 > 0 ? v - v / 4 : 1);
+		cuda_pace_count(&p->overslept, 1);
+	} else if (polled && s->t_enq_ns >= last) {
+		cuda_pace_mean(&p->lone_ns, seen - s->t_enq_ns);
+	} else if (polled) {
+		cuda_pace_mean(&p->gap_ns, seen - last);
+	}
+	cuda_pace_store(&p->last_ns, seen);
+	uint64_t g = cuda_pace_load(&p->gap_ns);
+	cuda_pace_store(&p->next_ns, g > 0 ? seen + g : 0);
+}
+
+/* cuda_pace_polled counts a poll of n empty event queries from t0 to t1. */
+static void cuda_pace_polled(cuda_pace *p, unsigned long long n, uint64_t t0,
+                             uint64_t t1)
+{
+	cuda_pace_count(&p->queries_empty, n);
+	if (t1 > t0)
+		cuda_pace_count(&p->spin_ns, t1 - t0);
+}
+
 /* cuda_spin_wait waits, with cb->mu held, for the next cuda_kick of cv:
- * it first polls *kicks with the mutex released for up to spin_ns, since
- * waking a sleeping thread adds tens of microseconds to each hand-off
- * (submit to lane, lane to completion), then sleeps on cv. A kick counts
- * only under cb->mu, so none is lost between the poll and the sleep. */
+ * with sleep_until set (CLOCK_MONOTONIC nanoseconds, cuda_pace_wake) it
+ * first sleeps on cv until then, since the kick is not expected before
+ * (a kick ends the sleep); then it polls *kicks with the mutex released
+ * for up to spin_ns, since waking a sleeping thread adds tens of
+ * microseconds to each hand-off (submit to lane, lane to completion), then
+ * sleeps on cv. A kick counts only under cb->mu, so none is lost between
+ * the poll and the sleep. */
 static void cuda_spin_wait(cuda_backend *cb, pthread_cond_t *cv,
-                           atomic_uint *kicks)
+                           atomic_uint *kicks, uint64_t sleep_until)
 {
 	unsigned k = atomic_load_explicit(kicks, memory_order_relaxed);
 
+	if (sleep_until != 0 && cb->spin_ns > 0) {
+		cuda_timedwait(cv, &cb->mu, sleep_until);
+		if (atomic_load_explicit(kicks, memory_order_relaxed) != k)
+			return;
+		uint64_t now = cuda_now_ns();
+		if (now >= sleep_until)
+			cuda_pace_woke(&cb->pace, sleep_until, now);
+	}
 	if (cb->spin_ns > 0) {
 		uint64_t until = cuda_now_ns() + cb->spin_ns;
 
@@ -930,7 +1111,9 @@ static void cuda_deliver(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 		cb->fatal = 1;
 	if (s != NULL) {
 		s->job = NULL;
-		cuda_kick(&cb->cv_lane, &cb->lane_kicks);
+		/* The lane thread waits for a slot only with jobs pending. */
+		if (!fprep__queue_empty(&cb->pending) || cb->stopping)
+			cuda_kick(&cb->cv_lane, &cb->lane_kicks);
 	}
 	pthread_mutex_unlock(&cb->mu);
 	job->done(job);
@@ -1203,18 +1386,36 @@ static int cuda_all_free(const cuda_backend *cb)
 	return 1;
 }
 
-static void cuda_lane_finish(cuda_backend *cb, cuda_slot *s);
+static void cuda_lane_finish(cuda_backend *cb, cuda_slot *s, unsigned k);
+
+/* cuda_slot_wake: when the lane thread waiting for a free slot ends its
+ * paced sleep: as the next completion, which frees one, is expected (the
+ * completion thread polls from a little earlier); 0: no sleep. */
+static uint64_t cuda_slot_wake(cuda_pace *p)
+{
+	return cuda_pace_wake(p, cuda_pace_load(&p->next_ns), 0, cuda_now_ns());
+}
+
+/* cuda_thread_start names the calling backend thread (top -H,
+ * /proc/PID/task/TID/comm: 15 bytes at most) and makes its timed sleeps
+ * end within a microsecond of their time (the default timer slack is
+ * 50 us: as long as a paced sleep's guard). */
+static void cuda_thread_start(const char *prefix, int device)
+{
+	char name[16];
+
+	snprintf(name, sizeof name, "%s%d", prefix, device);
+	pthread_setname_np(pthread_self(), name);
+	(void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+}
 
 static void *cuda_lane_main(void *arg)
 {
 	cuda_backend *cb = arg;
 	fprep__gpu_status st = {0};
 	int dev_ok = !FPREP__CUDA(&st, cudaSetDevice(cb->device));
-	char name[16];
 
-	/* Named for top -H and /proc/PID/task/TID/comm (15 bytes at most). */
-	snprintf(name, sizeof name, "fp-lane-gpu%d", cb->device);
-	pthread_setname_np(pthread_self(), name);
+	cuda_thread_start("fp-lane-gpu", cb->device);
 
 	pthread_mutex_lock(&cb->mu);
 	for (;;) {
@@ -1239,7 +1440,7 @@ static void *cuda_lane_main(void *arg)
 				pthread_mutex_lock(&cb->mu);
 				continue;
 			}
-			cuda_spin_wait(cb, &cb->cv_lane, &cb->lane_kicks);
+			cuda_spin_wait(cb, &cb->cv_lane, &cb->lane_kicks, 0);
 			continue;
 		}
 		int late = cb->stopping && cuda_now_ns() >= cb->deadline_ns;
@@ -1249,9 +1450,10 @@ static void *cuda_lane_main(void *arg)
 			if (cb->stopping)
 				cuda_timedwait(&cb->cv_lane, &cb->mu,
 				               cb->deadline_ns);
-			else
+			else /* a slot frees at the next completion */
 				cuda_spin_wait(cb, &cb->cv_lane,
-				               &cb->lane_kicks);
+				               &cb->lane_kicks,
+				               cuda_slot_wake(&cb->pace));
 			continue;
 		}
 		fprep__queue_pop(&cb->pending);
@@ -1285,17 +1487,20 @@ static void *cuda_lane_main(void *arg)
 		                                busy == 0) != 0) {
 			cuda_deliver(cb, s, job);
 		} else {
+			s->t_enq_ns = cuda_now_ns();
 			pthread_mutex_lock(&cb->mu);
 			int alone = busy == 0 && cb->spin_ns > 0 &&
 			            fprep__queue_empty(&cb->pending) &&
 			            fprep__queue_empty(&cb->flying);
+			unsigned k = atomic_load_explicit(&cb->lane_kicks,
+			                                  memory_order_relaxed);
 			if (!alone) {
 				fprep__queue_push(&cb->flying, &s->link);
 				cuda_kick(&cb->cv_done, &cb->done_kicks);
 			}
 			pthread_mutex_unlock(&cb->mu);
 			if (alone)
-				cuda_lane_finish(cb, s);
+				cuda_lane_finish(cb, s, k);
 		}
 		pthread_mutex_lock(&cb->mu);
 	}
@@ -1343,17 +1548,52 @@ static void cuda_host_stamps(const cuda_backend *cb, const cuda_slot *s,
 	}
 }
 
-/* cuda_wait waits for ev: polls it for up to the lane's spin_ns, then
- * blocks (a blocking-sync event: the thread sleeps). */
-static cudaError_t cuda_wait(const cuda_backend *cb, cudaEvent_t ev)
+/* cuda_wait waits for s's ev_done, s the oldest slot in flight: with
+ * spin_ns 0 it sleeps on it at once (a blocking-sync event); else it
+ * sleeps until shortly before the completion expected (cuda_pace_wake),
+ * polls for up to spin_ns, then sleeps on it. Completion thread. */
+static cudaError_t cuda_wait(cuda_backend *cb, cuda_slot *s)
 {
-	uint64_t until = cuda_now_ns() + cb->spin_ns;
+	cuda_pace *p = &cb->pace;
 	cudaError_t e;
+	int gap;
+	unsigned long long n = 0;
 
-	while ((e = cudaEventQuery(ev)) == cudaErrorNotReady) {
-		if (cuda_now_ns() > until)
-			return cudaEventSynchronize(ev);
+	if (cb->spin_ns == 0)
+		return cudaEventSynchronize(s->ev_done);
+	if ((e = cudaEventQuery(s->ev_done)) != cudaErrorNotReady) {
+		cuda_pace_seen(p, s, cuda_now_ns(), 0, 0, 0);
+		return e;
 	}
+	uint64_t t0 = cuda_now_ns();
+	uint64_t expect = cuda_pace_expect(p, s, &gap);
+	uint64_t wake = cuda_pace_wake(p, expect, CUDA_PACE_GUARD_NS, t0);
+
+	cuda_pace_store(&p->next_ns, expect);
+	if (wake != 0) {
+		cuda_pace_sleep(p, wake);
+		if ((e = cudaEventQuery(s->ev_done)) != cudaErrorNotReady) {
+			cuda_pace_seen(p, s, cuda_now_ns(), 0, 1, gap);
+			return e;
+		}
+		t0 = cuda_now_ns();
+	}
+	n = 1;
+	uint64_t until = t0 + cb->spin_ns, t1;
+	while ((e = cudaEventQuery(s->ev_done)) == cudaErrorNotReady) {
+		n++;
+		if ((t1 = cuda_now_ns()) > until) {
+			cuda_pace_polled(p, n, t0, t1);
+			cuda_pace_count(&p->blocked, 1);
+			e = cudaEventSynchronize(s->ev_done);
+			cuda_pace_seen(p, s, cuda_now_ns(), 1, 0, gap);
+			return e;
+		}
+		CUDA_CPU_RELAX();
+	}
+	t1 = cuda_now_ns();
+	cuda_pace_polled(p, n, t0, t1);
+	cuda_pace_seen(p, s, t1, 1, 0, gap);
 	return e;
 }
 
@@ -1397,27 +1637,51 @@ static void cuda_complete(cuda_backend *cb, cuda_slot *s, cudaError_t e)
 /* cuda_finish waits for the oldest in-flight slot s and completes its job. */
 static void cuda_finish(cuda_backend *cb, cuda_slot *s)
 {
-	cuda_complete(cb, s, cuda_wait(cb, s->ev_done));
+	cuda_complete(cb, s, cuda_wait(cb, s));
 }
 
 /* cuda_lane_finish: the lane thread has just enqueued s, the only slot in
- * flight, and nothing is pending. It polls s's ev_done itself, for up to
- * spin_ns, and completes the job when it is done, so that a lone request
- * crosses no third thread (the completion thread, and the tens of
- * microseconds of its waking when it slept). A kick (a new job, a region
- * operation, a stop) or the end of the poll hands s to the completion
- * thread instead, as any slot under load. */
-static void cuda_lane_finish(cuda_backend *cb, cuda_slot *s)
+ * flight, and nothing is pending. It waits for s's ev_done itself and
+ * completes the job when it is done, so that a lone request crosses no
+ * third thread (the completion thread, and the tens of microseconds of its
+ * waking when it slept): it sleeps on cv_lane until shortly before the
+ * completion expected (cuda_pace_wake), then polls for up to spin_ns. A
+ * kick after k, the count of lane_kicks read under cb->mu when the lane
+ * found nothing pending (a new job, a region operation, a stop), or the
+ * end of the poll hands s to the completion thread instead, as any slot
+ * under load. */
+static void cuda_lane_finish(cuda_backend *cb, cuda_slot *s, unsigned k)
 {
-	unsigned k =
-	        atomic_load_explicit(&cb->lane_kicks, memory_order_acquire);
-	uint64_t until = cuda_now_ns() + cb->spin_ns;
+	cuda_pace *p = &cb->pace;
+	int gap, slept = 0;
+	uint64_t t0 = cuda_now_ns();
+	uint64_t wake = cuda_pace_wake(p, cuda_pace_expect(p, s, &gap),
+	                               CUDA_PACE_GUARD_NS, t0);
+	unsigned long long n = 0;
 	cudaError_t e;
 
+	if (wake != 0) {
+		pthread_mutex_lock(&cb->mu);
+		if (atomic_load_explicit(&cb->lane_kicks,
+		                         memory_order_relaxed) == k)
+			cuda_timedwait(&cb->cv_lane, &cb->mu, wake);
+		pthread_mutex_unlock(&cb->mu);
+		t0 = cuda_now_ns();
+		if (atomic_load_explicit(&cb->lane_kicks,
+		                         memory_order_acquire) == k &&
+		    t0 >= wake) {
+			cuda_pace_woke(p, wake, t0);
+			slept = 1;
+		}
+	}
+	uint64_t until = t0 + cb->spin_ns, t1;
 	while ((e = cudaEventQuery(s->ev_done)) == cudaErrorNotReady) {
+		n++;
+		t1 = cuda_now_ns();
 		if (atomic_load_explicit(&cb->lane_kicks,
 		                         memory_order_acquire) != k ||
-		    cuda_now_ns() > until) {
+		    t1 > until) {
+			cuda_pace_polled(p, n, t0, t1);
 			pthread_mutex_lock(&cb->mu);
 			fprep__queue_push(&cb->flying, &s->link);
 			cuda_kick(&cb->cv_done, &cb->done_kicks);
@@ -1426,16 +1690,17 @@ static void cuda_lane_finish(cuda_backend *cb, cuda_slot *s)
 		}
 		CUDA_CPU_RELAX();
 	}
+	t1 = cuda_now_ns();
+	cuda_pace_polled(p, n, t0, t1);
+	cuda_pace_seen(p, s, t1, n > 0, slept && n == 0, gap);
 	cuda_complete(cb, s, e);
 }
 
 static void *cuda_completion_main(void *arg)
 {
 	cuda_backend *cb = arg;
-	char name[16];
 
-	snprintf(name, sizeof name, "fp-done-gpu%d", cb->device);
-	pthread_setname_np(pthread_self(), name);
+	cuda_thread_start("fp-done-gpu", cb->device);
 	(void)FPREP__CUDA(NULL, cudaSetDevice(cb->device));
 	pthread_mutex_lock(&cb->mu);
 	for (;;) {
@@ -1443,7 +1708,7 @@ static void *cuda_completion_main(void *arg)
 		if (n == NULL) {
 			if (cb->lane_exited)
 				break;
-			cuda_spin_wait(cb, &cb->cv_done, &cb->done_kicks);
+			cuda_spin_wait(cb, &cb->cv_done, &cb->done_kicks, 0);
 			continue;
 		}
 		cuda_slot *s = fprep__container_of(n, cuda_slot, link);
@@ -1467,8 +1732,11 @@ static int cuda_submit(fprep__backend *b, fprep__job *job)
 		pthread_mutex_unlock(&cb->mu);
 		return FPREP_ESHUTDOWN;
 	}
+	/* A lane thread with jobs pending is awake, or waits for a slot,
+	 * which a completion's kick gives it: only the first job wakes it. */
+	if (fprep__queue_empty(&cb->pending))
+		cuda_kick(&cb->cv_lane, &cb->lane_kicks);
 	fprep__queue_push(&cb->pending, &job->link);
-	cuda_kick(&cb->cv_lane, &cb->lane_kicks);
 	pthread_mutex_unlock(&cb->mu);
 	return 0;
 }
@@ -1492,13 +1760,36 @@ static int cuda_region_op(fprep__backend *b, fprep__memreg *r)
 	return 0;
 }
 
+/* cuda_pace_text writes the lane's pacing figures (cuda_pace) into buf:
+ * the estimates in microseconds, the paced sleeps (and how many overslept),
+ * the event queries that found the frame not done, the time spent polling
+ * events (ms) and the polls that ended in a blocking wait. */
+static void cuda_pace_text(cuda_pace *p, char *buf, size_t size)
+{
+	snprintf(buf, size,
+	         "lone_us=%.1f gap_us=%.1f late_us=%.1f sleeps=%llu "
+	         "overslept=%llu empty_queries=%llu poll_ms=%llu blocked=%llu",
+	         (double)cuda_pace_load(&p->lone_ns) / 1e3,
+	         (double)cuda_pace_load(&p->gap_ns) / 1e3,
+	         (double)cuda_pace_load(&p->late_ns) / 1e3,
+	         atomic_load(&p->sleeps), atomic_load(&p->overslept),
+	         atomic_load(&p->queries_empty),
+	         atomic_load(&p->spin_ns) / 1000000u, atomic_load(&p->blocked));
+}
+
 static void cuda_info(fprep__backend *b, char *buf, size_t size)
 {
 	cuda_backend *cb = (cuda_backend *)b;
 	unsigned hits = 0, misses = 0;
 	size_t n = strnlen(buf, size);
+	char pace[256];
 
 	if (n >= size)
+		return;
+	/* Paced waits (the lanes' threads): INFO "pacing". */
+	cuda_pace_text(&cb->pace, pace, sizeof pace);
+	snprintf(buf + n, size - n, "pacing: %s\n", pace);
+	if ((n = strnlen(buf, size)) >= size)
 		return;
 	fprep__kcache_stats(cb->cache, &hits, &misses);
 	const char *dir = fprep__kcache_dir(cb->cache);
@@ -1588,6 +1879,13 @@ static void cuda_close(fprep__backend *b, int timeout_ms)
 		pthread_mutex_unlock(&cb->mu);
 		pthread_join(cb->lane, NULL);
 		pthread_join(cb->completion, NULL);
+		if (cb->spin_ns > 0) {
+			char pace[256];
+
+			cuda_pace_text(&cb->pace, pace, sizeof pace);
+			fprep__log(FPREP_LOG_INFO, "GPU %d lane pacing: %s",
+			           cb->device, pace);
+		}
 	}
 	cuda_free(cb);
 }
@@ -1758,6 +2056,7 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	cb->device = cfg->device;
 	cb->spin_ns = cfg->spin_ns;
 	cb->nslots = cfg->slots < 2 ? 2 : cfg->slots;
+	cb->base.capacity = cb->nslots;
 	cb->transfer = cfg->transfer;
 	cb->all_rows = cfg->all_rows;
 	cb->trace = cfg->trace;
