@@ -123,6 +123,28 @@ FPREP_EXTERN int fprep_preprocess_cpu(const fprep_request *req,
                                       const void *frame, void *tensor,
                                       size_t tensor_size, fprep_transform *xf);
 
+/* fprep_preprocess_elements_cpu runs a ROIS or BATCH request on the CPU,
+ * on the calling thread: the reference of protocol.h's "ROIS and BATCH
+ * requests".
+ *
+ * req      a request of kind FPREP_KIND_ROIS or FPREP_KIND_BATCH with
+ *          req->elements = N set (input_span too for BATCH), valid as
+ *          fprep_request_decode would find it (limits aside).
+ * elements N elements: BOX or AFFINE for ROIS, FRAME for BATCH.
+ * input    ROIS: the frame, as for fprep_preprocess_cpu; BATCH: the
+ *          frames, frame k at elements[k].offset bytes from input.
+ * tensor   tensor_size bytes (fprep_tensor_shape: N x one element's
+ *          tensor), every byte written: element k at k x tensor_size / N.
+ * xfs      if not NULL, N transforms (fprep_element_transform).
+ *
+ * Returns 0 or FPREP_EINVAL (an invalid request or element, a wrong
+ * tensor_size; elements are checked as the daemon checks them). */
+FPREP_EXTERN int fprep_preprocess_elements_cpu(const fprep_request *req,
+                                               const fprep_element *elements,
+                                               const void *input, void *tensor,
+                                               size_t tensor_size,
+                                               fprep_element_xf *xfs);
+
 /* FPREP_SOCKET_ENV: the environment variable that names the daemon's URL
  * (or a comma-separated list, as fprep_client_open takes) for every client
  * that is given none: fprep_default_url returns it when it is set and not

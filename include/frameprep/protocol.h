@@ -264,6 +264,69 @@
  *           daemon. It goes when the region is unregistered, when the
  *           connection closes, or when the daemon stops.
  *
+ * ROIS and BATCH requests: several tensors in one request, stacked into
+ * one tensor of shape (N, C, H, W) (NHWC: (N, H, W, C)). The header is a
+ * FRAME header (kind ROIS or BATCH) and validated as one; an element table
+ * follows it, then the inline payload (if any):
+ *
+ *   128 u32 elements    N, 1..max_elements (INFO; at most
+ *                       FPREP_ELEMENTS_MAX)
+ *   132 u32 reserved
+ *   136 N records of FPREP_ELEMENT_SIZE (32) bytes, element k at 136 + 32k:
+ *      ROIS:  0 u8  type    FPREP_ELEM_BOX (1) or FPREP_ELEM_AFFINE (2)
+ *             1 u8  resize  BOX: enum fprep_resize, 0: the header's
+ *             2 u16 reserved
+ *             4 f32 v[6]    BOX: x, y, w, h (source pixels; v[4], v[5]
+ *                           zero); AFFINE: the 2x3 matrix m00 m01 m02
+ *                           m10 m11 m12, source <- tensor
+ *            28 u32 reserved
+ *      BATCH: 0 u8  type    FPREP_ELEM_FRAME (3)
+ *             1 u8[7] reserved
+ *             8 u64 offset  of frame k: bytes from in_offset (SHM, CUDA)
+ *                           or from the payload's start (INLINE)
+ *            16 u8[16] reserved
+ *   136 + 32N  inline payload: ROIS: the frame (input_size bytes); BATCH:
+ *              the frames, exactly max_k(offset + input_size) bytes
+ *
+ * ROIS: one source frame (inline, SHM or CUDA, as a FRAME), N regions of
+ * it. A BOX is the sub-image [x, x + w) x [y, y + h), letterboxed or
+ * stretched like a whole frame: tensor column u of the resized box reads
+ * the source column x + (u + 0.5) * w / resized_w - 0.5, bilinear, clamped
+ * to the box's pixels (floor(x) .. ceil(x + w) - 1, as cv2.resize clamps to
+ * the crop), so an integer box equals cv2.resize(frame[y:y+h, x:x+w]) +
+ * copyMakeBorder. Pixels of the box outside the frame read as pad_value:
+ * a box partly or wholly outside the frame is padded, not clipped (as
+ * cv2.copyMakeBorder of the frame before the crop would). An AFFINE maps
+ * tensor pixel (u, v) to source pixel (m00 u + m01 v + m02, m10 u + m11 v +
+ * m12) and samples it as cv2.warpAffine(frame, m, (W_out, H_out),
+ * flags=INTER_LINEAR | WARP_INVERSE_MAP, borderMode=BORDER_CONSTANT,
+ * borderValue=pad_value) does (1/32-pixel positions, neighbours outside
+ * the frame read as pad_value); the whole tensor is the warped image (no
+ * letterbox). Refused by index ("element 3: w -1 is not > 0"): an unknown
+ * type, a non-finite value, w or h <= 0, a value beyond
+ * +-FPREP_ELEMENT_COORD_MAX.
+ *
+ * BATCH: N frames of one format and size (the header's), frame k at
+ * offset k (above) in in_region (SHM, CUDA) or in the payload (INLINE);
+ * each is letterboxed or stretched as a FRAME would be. The frames'
+ * span, max_k(offset + input_size), must lie in the region; inline, it is
+ * the payload and counts against max_frame_bytes (the message limit).
+ *
+ * Both: packed sources only (BGR8, RGB8, BGRA8, RGBA8, GRAY8); N times
+ * the element's tensor bytes at most max_batch_bytes (INFO), each element
+ * within max_tensor_bytes; BATCH's span at most max_batch_bytes; no
+ * SHM_REPLY (the per-element transforms ride in the nng reply); not
+ * through doorbells. The reply's header has shape (N, C, H, W) or (N, H,
+ * W, C), tensor_size the whole tensor's bytes and the transform fields
+ * zero; its payload is the tensor (inline output only) followed by N
+ * transform records of FPREP_ELEMENT_XF_SIZE (32) bytes:
+ *      0 u32 resized_w, 4 u32 resized_h, 8 u32 pad_x, 12 u32 pad_y,
+ *     16 f32 scale_x, 20 f32 scale_y, 24 f32 origin_x, 28 f32 origin_y
+ * so that tensor point (u, v) of element k is the source point (origin_x
+ * + (u - pad_x) / scale_x, origin_y + (v - pad_y) / scale_y); origin is
+ * the box's (x, y), 0 for a batch frame. An AFFINE's record is zero: its
+ * mapping is its matrix.
+ *
  * Every request, whatever its kind, carries the whole 128-byte header.
  *
  * Reply header (FPREP_REPLY_HEADER_SIZE = 256 bytes)
@@ -395,11 +458,15 @@ enum fprep_kind {
 	FPREP_KIND_REGISTER_CUDA = 6,
 	/* DOORBELL: requests through shared memory (see "Doorbells"). */
 	FPREP_KIND_DOORBELL = 7,
+	/* ROIS, BATCH: N crops of one frame, or N frames, into one tensor
+	 * (see "ROIS and BATCH requests"). */
+	FPREP_KIND_ROIS = 8,
+	FPREP_KIND_BATCH = 9,
 };
 
 /* FPREP_KIND_LIMIT: one more than the largest request kind; a table
  * indexed by kind has FPREP_KIND_LIMIT entries. */
-#define FPREP_KIND_LIMIT 8
+#define FPREP_KIND_LIMIT 10
 
 /* fprep_kind_name returns kind's name in lower case ("frame",
  * "register_cuda"), or NULL when kind is not a request kind (0 included).
@@ -520,6 +587,10 @@ typedef struct fprep_limits {
 	uint32_t max_out_width;    /* tensor width, pixels */
 	uint32_t max_out_height;   /* tensor height, pixels */
 	uint64_t max_tensor_bytes; /* tensor bytes */
+	/* ROIS and BATCH: elements of one request (0: none accepted), and
+	 * the bytes of its whole tensor and of a BATCH's frames' span. */
+	uint32_t max_elements;
+	uint64_t max_batch_bytes;
 } fprep_limits;
 
 /* fprep_request: a decoded request header, in host byte order. Field
@@ -557,7 +628,51 @@ typedef struct fprep_request {
 	uint32_t v_offset;
 	uint8_t shm_reply; /* 1: FPREP_LOC_F_SHM_REPLY (wire: output_loc bit 7)
 	                    */
+	/* ROIS and BATCH (decoded from the element table, not the header):
+	 * N, and the bytes of input the elements read from in_offset or the
+	 * payload's start (ROIS: input_size; BATCH: max_k(offset +
+	 * input_size)). 0 for the other kinds. */
+	uint32_t elements;
+	uint64_t input_span;
 } fprep_request;
+
+/* The element table of ROIS and BATCH requests (see above): its header,
+ * one record, one reply transform record, the most elements the protocol
+ * allows, and the largest |coordinate| of a BOX or AFFINE. */
+#define FPREP_TABLE_HEADER_SIZE 8
+#define FPREP_ELEMENT_SIZE      32
+#define FPREP_ELEMENT_XF_SIZE   32
+#define FPREP_ELEMENTS_MAX      4096
+#define FPREP_ELEMENT_COORD_MAX 1048576.0f
+
+/* fprep_element_type: what one element of a ROIS or BATCH request is. */
+enum fprep_element_type {
+	FPREP_ELEM_BOX = 1,    /* ROIS: a box, letterboxed or stretched */
+	FPREP_ELEM_AFFINE = 2, /* ROIS: a 2x3 matrix, source <- tensor */
+	FPREP_ELEM_FRAME = 3,  /* BATCH: a frame at an offset */
+};
+
+/* fprep_element: one decoded element record, in host byte order. */
+typedef struct fprep_element {
+	uint8_t type;    /* enum fprep_element_type */
+	uint8_t resize;  /* BOX: enum fprep_resize; 0: the request's */
+	float v[6];      /* BOX: x, y, w, h, 0, 0; AFFINE: m00..m12 */
+	uint64_t offset; /* FRAME: bytes from in_offset or the payload */
+} fprep_element;
+
+/* fprep_element_xf: one element's transform, as the reply carries it:
+ * tensor point (u, v) is source point (origin_x + (u - pad_x) / scale_x,
+ * origin_y + (v - pad_y) / scale_y). All zero for an AFFINE element. */
+typedef struct fprep_element_xf {
+	uint32_t resized_w;
+	uint32_t resized_h;
+	uint32_t pad_x;
+	uint32_t pad_y;
+	float scale_x;
+	float scale_y;
+	float origin_x;
+	float origin_y;
+} fprep_element_xf;
 
 /* fprep_register_request: a decoded REGISTER, UNREGISTER or REGISTER_CUDA
  * request (see the kinds above), in host byte order. */
@@ -695,6 +810,40 @@ FPREP_EXTERN int fprep_register_request_decode(const void *buf, size_t len,
  * FPREP_EINVAL for a request that fprep_request_decode would refuse. */
 FPREP_EXTERN int fprep_tensor_shape(const fprep_request *req, uint32_t shape[4],
                                     uint64_t *bytes);
+
+/* fprep_elements_encode writes the element table of a ROIS or BATCH
+ * request (FPREP_TABLE_HEADER_SIZE + n * FPREP_ELEMENT_SIZE bytes, which
+ * buf must hold): the count n, then each element's record. It does not
+ * validate. Thread-safe. */
+FPREP_EXTERN void fprep_elements_encode(const fprep_element *elements,
+                                        uint32_t n, void *buf);
+
+/* fprep_element_get reads element k of the element table at table (the
+ * bytes after a ROIS or BATCH request's header, which
+ * fprep_request_decode accepted, so k < req->elements). Thread-safe. */
+FPREP_EXTERN void fprep_element_get(const void *table, uint32_t k,
+                                    fprep_element *el);
+
+/* fprep_element_transform computes element el's transform for request
+ * req (both decoded and valid): BOX: the letterbox (or stretch) of a
+ * w x h source, fprep_transform_compute's arithmetic on the box's
+ * size, origin (x, y); FRAME: the frame's transform, origin 0; AFFINE:
+ * zeros. Thread-safe. */
+FPREP_EXTERN void fprep_element_transform(const fprep_request *req,
+                                          const fprep_element *el,
+                                          fprep_element_xf *xf);
+
+/* fprep_element_xf_encode writes *xf as its FPREP_ELEMENT_XF_SIZE-byte
+ * reply record at buf; fprep_element_xf_decode reads one. */
+FPREP_EXTERN void fprep_element_xf_encode(const fprep_element_xf *xf,
+                                          void *buf);
+FPREP_EXTERN void fprep_element_xf_decode(const void *buf,
+                                          fprep_element_xf *xf);
+
+/* fprep_request_payload_offset returns where a decoded request's inline
+ * payload starts in its message: FPREP_REQUEST_HEADER_SIZE, plus the
+ * element table of a ROIS or BATCH request. */
+FPREP_EXTERN size_t fprep_request_payload_offset(const fprep_request *req);
 
 /* fprep_reply_encode writes the 256-byte wire header for *rep into buf. */
 FPREP_EXTERN void fprep_reply_encode(const fprep_reply_header *rep, void *buf);

@@ -53,4 +53,31 @@ int fprep__preprocess_cpu_rows(const fprep_request *req, const void *frame,
                                void *tensor, const fprep_transform *xf,
                                uint32_t y0, uint32_t y1);
 
+/* fprep__element_check checks element k of a ROIS or BATCH request r
+ * (protocol.c's check of the wire's records) and widens *span by a
+ * FRAME's bytes. Returns 0 or FPREP_EINVAL with a sentence in msg naming
+ * the element. Thread-safe. */
+int fprep__element_check(const fprep_request *r, uint32_t k,
+                         const fprep_element *el, uint64_t *span, char *msg,
+                         size_t msg_size);
+
+/* fprep__element_bytes returns the tensor bytes of one element of a valid
+ * request (out_width x out_height x channels x dtype size). */
+uint64_t fprep__element_bytes(const fprep_request *req);
+
+/* fprep__element_cpu writes element el of a valid ROIS or BATCH request
+ * into tensor (fprep__element_bytes of it), reading the frame at input
+ * (BATCH: the frames, el->offset from it) through kernels/roi_sample.h.
+ * Thread-safe; calls for different elements may run at once. */
+void fprep__element_cpu(const fprep_request *req, const fprep_element *el,
+                        const void *input, void *tensor);
+
+struct fprep_roi_elem;
+
+/* fprep__roi_plan fills the sampler's view (kernels/roi_sample.h) of
+ * element el of a valid ROIS or BATCH request; the GPU backend copies it
+ * to the device. */
+void fprep__roi_plan(const fprep_request *req, const fprep_element *el,
+                     struct fprep_roi_elem *e);
+
 #endif /* FPREP_OPS_H */

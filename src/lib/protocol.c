@@ -451,7 +451,8 @@ void fprep_request_encode(const fprep_request *req, void *buf)
 	memset(p, 0, FPREP_REQUEST_HEADER_SIZE);
 	proto_put32(p, FPREP_REQUEST_MAGIC);
 	PROTO_HEAD(PROTO_ENCODE, PROTO_SKIP)
-	if (req->kind == FPREP_KIND_FRAME || req->kind == FPREP_KIND_ECHO) {
+	if (req->kind == FPREP_KIND_FRAME || req->kind == FPREP_KIND_ECHO ||
+	    req->kind == FPREP_KIND_ROIS || req->kind == FPREP_KIND_BATCH) {
 		PROTO_FRAME(PROTO_ENCODE, PROTO_SKIP)
 		if (req->shm_reply)
 			p[77] |= FPREP_LOC_F_SHM_REPLY;
@@ -485,6 +486,85 @@ void fprep_register_request_encode(const fprep_register_request *req, void *buf)
 	        (uint32_t)strnlen(req->region_name, FPREP_REGION_NAME_MAX);
 	memcpy(reg.name, req->region_name, reg.name_len);
 	proto_register_encode(p, &reg);
+}
+
+/* The element table (protocol.h, "ROIS and BATCH requests"): a record's
+ * fields at their offsets. BOX and AFFINE share one layout, FRAME has its
+ * own. */
+#define PROTO_ELEM_TYPE   0
+#define PROTO_ELEM_RESIZE 1
+#define PROTO_ELEM_V      4
+#define PROTO_ELEM_OFFSET 8
+
+void fprep_elements_encode(const fprep_element *elements, uint32_t n, void *buf)
+{
+	uint8_t *p = buf, *e;
+
+	memset(p, 0, FPREP_TABLE_HEADER_SIZE + (size_t)n * FPREP_ELEMENT_SIZE);
+	proto_put32(p, n);
+	for (uint32_t k = 0; k < n; k++) {
+		e = p + FPREP_TABLE_HEADER_SIZE +
+		    (size_t)k * FPREP_ELEMENT_SIZE;
+		e[PROTO_ELEM_TYPE] = elements[k].type;
+		if (elements[k].type == FPREP_ELEM_FRAME) {
+			proto_put64(e + PROTO_ELEM_OFFSET, elements[k].offset);
+			continue;
+		}
+		e[PROTO_ELEM_RESIZE] = elements[k].resize;
+		proto_putf_array(e + PROTO_ELEM_V, elements[k].v, 6);
+	}
+}
+
+void fprep_element_get(const void *table, uint32_t k, fprep_element *el)
+{
+	const uint8_t *e = (const uint8_t *)table + FPREP_TABLE_HEADER_SIZE +
+	                   (size_t)k * FPREP_ELEMENT_SIZE;
+
+	memset(el, 0, sizeof(*el));
+	el->type = e[PROTO_ELEM_TYPE];
+	if (el->type == FPREP_ELEM_FRAME) {
+		el->offset = proto_get64(e + PROTO_ELEM_OFFSET);
+		return;
+	}
+	el->resize = e[PROTO_ELEM_RESIZE];
+	proto_getf_array(e + PROTO_ELEM_V, el->v, 6);
+}
+
+/* The reply's transform record, in the order of its fields. */
+void fprep_element_xf_encode(const fprep_element_xf *xf, void *buf)
+{
+	uint8_t *p = buf;
+
+	proto_put32(p, xf->resized_w);
+	proto_put32(p + 4, xf->resized_h);
+	proto_put32(p + 8, xf->pad_x);
+	proto_put32(p + 12, xf->pad_y);
+	proto_putf(p + 16, xf->scale_x);
+	proto_putf(p + 20, xf->scale_y);
+	proto_putf(p + 24, xf->origin_x);
+	proto_putf(p + 28, xf->origin_y);
+}
+
+void fprep_element_xf_decode(const void *buf, fprep_element_xf *xf)
+{
+	const uint8_t *p = buf;
+
+	xf->resized_w = proto_get32(p);
+	xf->resized_h = proto_get32(p + 4);
+	xf->pad_x = proto_get32(p + 8);
+	xf->pad_y = proto_get32(p + 12);
+	xf->scale_x = proto_getf(p + 16);
+	xf->scale_y = proto_getf(p + 20);
+	xf->origin_x = proto_getf(p + 24);
+	xf->origin_y = proto_getf(p + 28);
+}
+
+size_t fprep_request_payload_offset(const fprep_request *req)
+{
+	if (req->kind != FPREP_KIND_ROIS && req->kind != FPREP_KIND_BATCH)
+		return FPREP_REQUEST_HEADER_SIZE;
+	return FPREP_REQUEST_HEADER_SIZE + FPREP_TABLE_HEADER_SIZE +
+	       (size_t)req->elements * FPREP_ELEMENT_SIZE;
 }
 
 /* proto_check_enums checks every enumerated field of a FRAME/ECHO request,
@@ -753,7 +833,15 @@ static int proto_check_norm(const fprep_request *r, char *msg, size_t n)
 static int proto_check_payload(const fprep_request *r, uint64_t payload,
                                char *msg, size_t n)
 {
-	if (r->input_loc == FPREP_LOC_INLINE && payload != r->input_size)
+	if (r->kind == FPREP_KIND_BATCH && r->input_loc == FPREP_LOC_INLINE &&
+	    payload != r->input_span)
+		return proto_fail(msg, n, FPREP_EPROTO,
+		                  "inline payload %llu bytes != the frames' "
+		                  "span %llu (max offset + input_size)",
+		                  (unsigned long long)payload,
+		                  (unsigned long long)r->input_span);
+	if (r->kind != FPREP_KIND_BATCH && r->input_loc == FPREP_LOC_INLINE &&
+	    payload != r->input_size)
 		return proto_fail(
 		        msg, n, FPREP_EPROTO,
 		        "inline payload %llu bytes != input_size %llu",
@@ -766,6 +854,172 @@ static int proto_check_payload(const fprep_request *r, uint64_t payload,
 		                  (unsigned long long)payload,
 		                  r->input_loc == FPREP_LOC_SHM ? "SHM"
 		                                                : "CUDA");
+	return FPREP_OK;
+}
+
+/* proto_check_batch checks what a ROIS or BATCH request asks of the
+ * whole: a packed source, no SHM_REPLY, the whole tensor (N times one
+ * element's tensor bytes, returned in *tensor) and BATCH's frames' span
+ * within max_batch_bytes; inline frames within max_frame_bytes. */
+static int proto_check_batch(const fprep_request *r, const fprep_limits *lim,
+                             uint64_t *tensor, char *msg, size_t n)
+{
+	const char *kind = r->kind == FPREP_KIND_ROIS ? "ROIS" : "BATCH";
+	uint64_t total;
+
+	if (r->src_format > FPREP_PIX_GRAY8)
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "src_format %u in a %s request: only packed "
+		                  "formats (1..5)",
+		                  r->src_format, kind);
+	if (r->shm_reply)
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "output_loc flag SHM_REPLY in a %s request: "
+		                  "its transforms come in the nng reply",
+		                  kind);
+	if (__builtin_mul_overflow(*tensor, (uint64_t)r->elements, &total) ||
+	    total > lim->max_batch_bytes)
+		return proto_fail(msg, n, FPREP_ELIMIT,
+		                  "%u elements x %llu tensor bytes exceed "
+		                  "max_batch_bytes %llu",
+		                  r->elements, (unsigned long long)*tensor,
+		                  (unsigned long long)lim->max_batch_bytes);
+	if (r->input_span > lim->max_batch_bytes)
+		return proto_fail(msg, n, FPREP_ELIMIT,
+		                  "the frames' span %llu bytes exceeds "
+		                  "max_batch_bytes %llu",
+		                  (unsigned long long)r->input_span,
+		                  (unsigned long long)lim->max_batch_bytes);
+	if (r->input_loc == FPREP_LOC_INLINE &&
+	    r->input_span > lim->max_frame_bytes)
+		return proto_fail(msg, n, FPREP_ELIMIT,
+		                  "inline frames of %llu bytes exceed "
+		                  "max_frame_bytes %llu (use a region)",
+		                  (unsigned long long)r->input_span,
+		                  (unsigned long long)lim->max_frame_bytes);
+	*tensor = total;
+	return FPREP_OK;
+}
+
+/* proto_check_value checks one BOX or AFFINE value: finite, within
+ * +-FPREP_ELEMENT_COORD_MAX. */
+static int proto_check_value(uint32_t k, const char *name, float v, char *msg,
+                             size_t n)
+{
+	if (!isfinite(v))
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "element %u: %s %g is not finite", k, name,
+		                  (double)v);
+	if (fabsf(v) > FPREP_ELEMENT_COORD_MAX)
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "element %u: %s %g is beyond +-%g", k, name,
+		                  (double)v, (double)FPREP_ELEMENT_COORD_MAX);
+	return FPREP_OK;
+}
+
+/* proto_check_element checks element k of a ROIS or BATCH request and
+ * widens *span by a FRAME's bytes. */
+static int proto_check_element(const fprep_request *r, uint32_t k,
+                               const fprep_element *el, uint64_t *span,
+                               char *msg, size_t n)
+{
+	static const char *const box[6] = {"x", "y", "w", "h", "v[4]", "v[5]"};
+	static const char *const aff[6] = {"m00", "m01", "m02",
+	                                   "m10", "m11", "m12"};
+	uint64_t end;
+	int err;
+
+	if (r->kind == FPREP_KIND_BATCH) {
+		if (el->type != FPREP_ELEM_FRAME)
+			return proto_fail(
+			        msg, n, FPREP_EINVAL,
+			        "element %u: type %u in a BATCH: must "
+			        "be FRAME (3)",
+			        k, el->type);
+		if (__builtin_add_overflow(el->offset, r->input_size, &end))
+			return proto_fail(
+			        msg, n, FPREP_EINVAL,
+			        "element %u: offset %llu + input_size "
+			        "overflows 64 bits",
+			        k, (unsigned long long)el->offset);
+		if (end > *span)
+			*span = end;
+		return FPREP_OK;
+	}
+	if (el->type != FPREP_ELEM_BOX && el->type != FPREP_ELEM_AFFINE)
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "element %u: type %u in a ROIS: must be BOX "
+		                  "(1) or AFFINE (2)",
+		                  k, el->type);
+	for (int i = 0; i < 6; i++)
+		if ((err = proto_check_value(
+		             k, el->type == FPREP_ELEM_BOX ? box[i] : aff[i],
+		             el->v[i], msg, n)))
+			return err;
+	if (el->type == FPREP_ELEM_AFFINE)
+		return FPREP_OK;
+	if (el->resize > FPREP_RESIZE_STRETCH)
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "element %u: resize %u is not a resize mode "
+		                  "(0..2)",
+		                  k, el->resize);
+	if (!(el->v[2] > 0.0f) || !(el->v[3] > 0.0f))
+		return proto_fail(
+		        msg, n, FPREP_EINVAL, "element %u: %s %g is not > 0", k,
+		        el->v[2] > 0.0f ? "h" : "w",
+		        (double)(el->v[2] > 0.0f ? el->v[3] : el->v[2]));
+	return FPREP_OK;
+}
+
+int fprep__element_check(const fprep_request *r, uint32_t k,
+                         const fprep_element *el, uint64_t *span, char *msg,
+                         size_t msg_size)
+{
+	return proto_check_element(r, k, el, span, msg, msg_size);
+}
+
+/* proto_read_elements reads and checks the element table of a ROIS or
+ * BATCH message of len bytes (its count against lim->max_elements before
+ * anything else), and sets r->elements and r->input_span. */
+static int proto_read_elements(const uint8_t *p, size_t len, fprep_request *r,
+                               const fprep_limits *lim, char *msg, size_t n)
+{
+	const uint8_t *table = p + FPREP_REQUEST_HEADER_SIZE;
+	fprep_element el;
+	uint64_t span = r->kind == FPREP_KIND_ROIS ? r->input_size : 0;
+	uint32_t count;
+	int err;
+
+	if (len < FPREP_REQUEST_HEADER_SIZE + FPREP_TABLE_HEADER_SIZE)
+		return proto_fail(msg, n, FPREP_EPROTO,
+		                  "message length %zu < header + element table "
+		                  "header %d",
+		                  len,
+		                  FPREP_REQUEST_HEADER_SIZE +
+		                          FPREP_TABLE_HEADER_SIZE);
+	count = proto_get32(table);
+	if (count == 0)
+		return proto_fail(msg, n, FPREP_EINVAL, "elements is 0");
+	if (count > lim->max_elements || count > FPREP_ELEMENTS_MAX)
+		return proto_fail(msg, n, FPREP_ELIMIT,
+		                  "elements %u exceeds max_elements %u", count,
+		                  lim->max_elements < FPREP_ELEMENTS_MAX
+		                          ? lim->max_elements
+		                          : FPREP_ELEMENTS_MAX);
+	if ((len - FPREP_REQUEST_HEADER_SIZE - FPREP_TABLE_HEADER_SIZE) /
+	            FPREP_ELEMENT_SIZE <
+	    count)
+		return proto_fail(msg, n, FPREP_EPROTO,
+		                  "message length %zu < the table of %u "
+		                  "elements of %d bytes",
+		                  len, count, FPREP_ELEMENT_SIZE);
+	r->elements = count;
+	for (uint32_t k = 0; k < count; k++) {
+		fprep_element_get(table, k, &el);
+		if ((err = proto_check_element(r, k, &el, &span, msg, n)))
+			return err;
+	}
+	r->input_span = span;
 	return FPREP_OK;
 }
 
@@ -802,6 +1056,15 @@ static int proto_check_frame(const fprep_request *r, const fprep_limits *lim,
 	    (err = proto_check_payload(r, payload, msg, n)))
 		return err;
 	if ((err = proto_check_norm(r, msg, n)))
+		return err;
+	if ((r->elements > 0) !=
+	    (r->kind == FPREP_KIND_ROIS || r->kind == FPREP_KIND_BATCH))
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "elements %u with kind %u: ROIS and BATCH "
+		                  "have 1 or more, the others none",
+		                  r->elements, r->kind);
+	if (r->elements > 0 &&
+	    (err = proto_check_batch(r, lim, &tensor, msg, n)))
 		return err;
 	if (r->output_loc != FPREP_LOC_INLINE && r->out_capacity < tensor)
 		return proto_fail(msg, n, FPREP_EINVAL,
@@ -861,8 +1124,10 @@ static const char *const proto_kind_names[FPREP_KIND_LIMIT] = {
         [FPREP_KIND_UNREGISTER] = "unregister",
         [FPREP_KIND_REGISTER_CUDA] = "register_cuda",
         [FPREP_KIND_DOORBELL] = "doorbell",
+        [FPREP_KIND_ROIS] = "rois",
+        [FPREP_KIND_BATCH] = "batch",
 };
-_Static_assert(FPREP_KIND_DOORBELL == FPREP_KIND_LIMIT - 1,
+_Static_assert(FPREP_KIND_BATCH == FPREP_KIND_LIMIT - 1,
                "FPREP_KIND_LIMIT is one more than the largest kind");
 
 const char *fprep_kind_name(unsigned kind)
@@ -969,6 +1234,17 @@ int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
 		return proto_check_frame(req, lim,
 		                         len - FPREP_REQUEST_HEADER_SIZE, msg,
 		                         msg_size);
+	case FPREP_KIND_ROIS:
+	case FPREP_KIND_BATCH:
+		PROTO_FRAME(PROTO_DECODE, PROTO_SKIP)
+		req->shm_reply = (req->output_loc & FPREP_LOC_F_SHM_REPLY) != 0;
+		req->output_loc &= (uint8_t)~FPREP_LOC_F_SHM_REPLY;
+		err = proto_read_elements(p, len, req, lim, msg, msg_size);
+		if (err != FPREP_OK)
+			return err;
+		return proto_check_frame(
+		        req, lim, len - fprep_request_payload_offset(req), msg,
+		        msg_size);
 	case FPREP_KIND_INFO:
 		return FPREP_OK;
 	case FPREP_KIND_REGISTER:
@@ -979,7 +1255,7 @@ int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
 		                                     msg_size);
 	}
 	return proto_fail(msg, msg_size, FPREP_EINVAL,
-	                  "kind %u is not a request kind (1..7)", req->kind);
+	                  "kind %u is not a request kind (1..9)", req->kind);
 }
 
 int fprep__request_check(const fprep_request *req, char *msg, size_t msg_size)
@@ -992,6 +1268,8 @@ int fprep__request_check(const fprep_request *req, char *msg, size_t msg_size)
 	        .max_out_width = UINT32_MAX,
 	        .max_out_height = UINT32_MAX,
 	        .max_tensor_bytes = UINT64_MAX,
+	        .max_elements = UINT32_MAX,
+	        .max_batch_bytes = UINT64_MAX,
 	};
 
 	if (msg != NULL && msg_size > 0)
@@ -1012,7 +1290,10 @@ int fprep_tensor_shape(const fprep_request *req, uint32_t shape[4],
 	     req->layout != FPREP_LAYOUT_NHWC) ||
 	    proto_tensor_bytes(req, bytes))
 		return FPREP_EINVAL;
-	shape[0] = 1;
+	shape[0] = req->elements > 0 ? req->elements : 1;
+	if (req->elements > 0 &&
+	    __builtin_mul_overflow(*bytes, (uint64_t)req->elements, bytes))
+		return FPREP_EINVAL;
 	if (req->layout == FPREP_LAYOUT_NCHW) {
 		shape[1] = c;
 		shape[2] = req->out_height;
@@ -1036,6 +1317,21 @@ void fprep_reply_encode(const fprep_reply_header *rep, void *buf)
 	PROTO_REPLY(PROTO_ENCODE, PROTO_SKIP)
 }
 
+/* proto_check_batch_reply checks a successful ROIS or BATCH reply's
+ * payload: the tensor (inline output) and one transform record per
+ * element (shape[0] of them). */
+static int proto_check_batch_reply(const fprep_reply_header *rep)
+{
+	uint64_t xf = (uint64_t)rep->shape[0] * FPREP_ELEMENT_XF_SIZE;
+	uint64_t want =
+	        rep->output_loc == FPREP_LOC_INLINE ? rep->tensor_size : 0;
+
+	if (rep->shape[0] == 0 || __builtin_add_overflow(want, xf, &want) ||
+	    rep->payload_size != want)
+		return FPREP_EPROTO;
+	return FPREP_OK;
+}
+
 /* proto_check_tensor checks that a successful FRAME/ECHO reply describes
  * its tensor consistently: ndim 4, a known dtype, shape product * element
  * size == tensor_size, and for inline output payload_size == tensor_size. */
@@ -1052,6 +1348,8 @@ static int proto_check_tensor(const fprep_reply_header *rep)
 			return FPREP_EPROTO;
 	if (v != rep->tensor_size)
 		return FPREP_EPROTO;
+	if (rep->kind == FPREP_KIND_ROIS || rep->kind == FPREP_KIND_BATCH)
+		return proto_check_batch_reply(rep);
 	if (rep->output_loc == FPREP_LOC_INLINE &&
 	    rep->payload_size != rep->tensor_size)
 		return FPREP_EPROTO;
@@ -1079,7 +1377,8 @@ int fprep_reply_decode(const void *buf, size_t len, fprep_reply_header *rep)
 	if (rep->payload_size != len - FPREP_REPLY_HEADER_SIZE || rep->ndim > 4)
 		return FPREP_EPROTO;
 	if (rep->status == FPREP_OK &&
-	    (rep->kind == FPREP_KIND_FRAME || rep->kind == FPREP_KIND_ECHO))
+	    (rep->kind == FPREP_KIND_FRAME || rep->kind == FPREP_KIND_ECHO ||
+	     rep->kind == FPREP_KIND_ROIS || rep->kind == FPREP_KIND_BATCH))
 		return proto_check_tensor(rep);
 	return FPREP_OK;
 }

@@ -86,6 +86,25 @@ static void driver_register(const fprep_register_request *req)
 	driver_seed(buf, sizeof(buf));
 }
 
+/* driver_elements seeds with a ROIS or BATCH request: header, element
+ * table, payload filled. */
+static void driver_elements(const fprep_request *req, const fprep_element *el,
+                            uint32_t n, size_t payload)
+{
+	size_t table = FPREP_TABLE_HEADER_SIZE + (size_t)n * FPREP_ELEMENT_SIZE;
+	size_t at = FPREP_REQUEST_HEADER_SIZE + table;
+	uint8_t *buf = calloc(1, at + payload);
+
+	if (buf == NULL)
+		abort();
+	fprep_request_encode(req, buf);
+	fprep_elements_encode(el, n, buf + FPREP_REQUEST_HEADER_SIZE);
+	for (size_t i = 0; i < payload; i++)
+		buf[at + i] = (uint8_t)(i * 7);
+	driver_seed(buf, at + payload);
+	free(buf);
+}
+
 static void driver_reply(const fprep_reply_header *rep)
 {
 	size_t size = FPREP_REPLY_HEADER_SIZE + (size_t)rep->payload_size;
@@ -174,6 +193,35 @@ int main(int argc, char **argv)
 	req.output_loc = FPREP_LOC_CUDA;
 	driver_request(&req, 0);
 
+	/* ROIS: boxes inside, across the edge, fractional, an affine; BATCH:
+	 * two frames inline and in a region. */
+	{
+		fprep_element el[4] = {
+		        {.type = FPREP_ELEM_BOX, .v = {1, 1, 4, 3}},
+		        {.type = FPREP_ELEM_BOX,
+		         .resize = FPREP_RESIZE_STRETCH,
+		         .v = {-2.5f, 3.25f, 5.5f, 6}},
+		        {.type = FPREP_ELEM_AFFINE,
+		         .v = {0.8f, -0.6f, 4, 0.6f, 0.8f, -1}},
+		        {.type = FPREP_ELEM_FRAME, .offset = 0},
+		};
+
+		fprep_request_init(&req, FPREP_PIX_BGR8, 8, 6);
+		req.kind = FPREP_KIND_ROIS;
+		req.out_width = 6;
+		req.out_height = 4;
+		driver_elements(&req, el, 3, (size_t)req.input_size);
+		req.kind = FPREP_KIND_BATCH;
+		req.dtype = FPREP_DTYPE_U8;
+		el[1] = el[3];
+		el[1].offset = req.input_size;
+		driver_elements(&req, el + 3, 1, (size_t)req.input_size);
+		driver_elements(&req, el + 1, 2, 2 * (size_t)req.input_size);
+		req.input_loc = FPREP_LOC_SHM;
+		req.in_region = 2;
+		driver_elements(&req, el + 1, 2, 0);
+	}
+
 	memset(&reg, 0, sizeof(reg));
 	reg.version = FPREP_PROTOCOL_VERSION;
 	reg.kind = FPREP_KIND_REGISTER_CUDA;
@@ -216,7 +264,8 @@ int main(int argc, char **argv)
 		       driver_seed_dir);
 		return 0;
 	}
-	printf("fuzz_driver: 9 seeds, every truncation and %d mutations each\n",
+	printf("fuzz_driver: 13 seeds, every truncation and %d mutations "
+	       "each\n",
 	       DRIVER_MUTATIONS);
 	return 0;
 }

@@ -29,12 +29,73 @@ static const fprep_limits fuzz_limits = {
         .max_out_width = 32,
         .max_out_height = 32,
         .max_tensor_bytes = 32 * 32 * 3 * 4,
+        .max_elements = 8,
+        .max_batch_bytes = 4 * 32 * 32 * 3 * 4,
 };
 
 static void fuzz_check(int ok)
 {
 	if (!ok)
 		abort();
+}
+
+/* fuzz_elements checks an accepted ROIS or BATCH request: N and the
+ * sizes within the limits, the table inside the message, the inline
+ * payload exactly what the elements read, the same request decoded from
+ * its re-encoded header and table, and the reference op run on a payload
+ * copied to a buffer of exactly its size. */
+static void fuzz_elements(const uint8_t *data, size_t size,
+                          const fprep_request *req)
+{
+	size_t at = fprep_request_payload_offset(req), tsize;
+	fprep_element *el;
+	fprep_request req2;
+	uint32_t shape[4];
+	uint64_t bytes, span;
+	uint8_t *again;
+
+	fuzz_check(req->elements >= 1 &&
+	           req->elements <= fuzz_limits.max_elements);
+	fuzz_check(at <= size && req->src_format <= FPREP_PIX_GRAY8);
+	fuzz_check(!req->shm_reply);
+	span = req->kind == FPREP_KIND_ROIS ? req->input_size : req->input_span;
+	fuzz_check(req->input_loc != FPREP_LOC_INLINE || span == size - at);
+	fuzz_check(fprep_tensor_shape(req, shape, &bytes) == FPREP_OK);
+	fuzz_check(shape[0] == req->elements &&
+	           bytes <= fuzz_limits.max_batch_bytes);
+	el = calloc(req->elements, sizeof(*el));
+	fuzz_check(el != NULL);
+	for (uint32_t k = 0; k < req->elements; k++) {
+		fprep_element_get(data + FPREP_REQUEST_HEADER_SIZE, k, &el[k]);
+		fuzz_check(req->kind != FPREP_KIND_BATCH ||
+		           el[k].offset + req->input_size <= req->input_span);
+	}
+	again = malloc(size);
+	fuzz_check(again != NULL);
+	memcpy(again, data, size);
+	fprep_request_encode(req, again);
+	tsize = at - FPREP_REQUEST_HEADER_SIZE;
+	fprep_elements_encode(el, req->elements,
+	                      again + FPREP_REQUEST_HEADER_SIZE);
+	fuzz_check(tsize == FPREP_TABLE_HEADER_SIZE +
+	                            (size_t)req->elements * FPREP_ELEMENT_SIZE);
+	fuzz_check(fprep_request_decode(again, size, &fuzz_limits, &req2, NULL,
+	                                0) == FPREP_OK);
+	fuzz_check(memcmp(req, &req2, sizeof(req2)) == 0);
+	free(again);
+	if (req->input_loc == FPREP_LOC_INLINE) {
+		uint8_t *frames = malloc(span ? span : 1);
+		void *tensor = malloc(bytes);
+
+		fuzz_check(frames != NULL && tensor != NULL);
+		memcpy(frames, data + at, span);
+		fuzz_check(fprep_preprocess_elements_cpu(req, el, frames,
+		                                         tensor, bytes,
+		                                         NULL) == FPREP_OK);
+		free(frames);
+		free(tensor);
+	}
+	free(el);
 }
 
 static void fuzz_request(const uint8_t *data, size_t size)
@@ -54,6 +115,10 @@ static void fuzz_request(const uint8_t *data, size_t size)
 		return;
 	}
 	fuzz_check(size >= FPREP_REQUEST_HEADER_SIZE);
+	if (req.kind == FPREP_KIND_ROIS || req.kind == FPREP_KIND_BATCH) {
+		fuzz_elements(data, size, &req);
+		return;
+	}
 	if (req.kind != FPREP_KIND_FRAME && req.kind != FPREP_KIND_ECHO)
 		return;
 	fuzz_check(req.src_width <= fuzz_limits.max_width);

@@ -704,8 +704,8 @@ static void check_echo_and_bad(fprep__backend *b, lane_waiter *w,
  * decodes. */
 static void check_jpeg(fprep__backend *b, lane_waiter *w, const lane_image *im)
 {
-	static const fprep_limits lim = {8192, 8192, 1u << 28,
-	                                 2048, 2048, 1u << 28};
+	static const fprep_limits lim = {8192, 8192, 1u << 28, 2048,
+	                                 2048, 1u << 28, 64,       1u << 30};
 	static const uint8_t orders[] = {FPREP_ORDER_RGB, FPREP_ORDER_BGR,
 	                                 FPREP_ORDER_GRAY};
 	tjhandle tc = tjInitCompress(), td = tjInitDecompress();

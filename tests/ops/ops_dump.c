@@ -284,8 +284,8 @@ static int dump_write_npy(const char *path, const fprep_request *r,
 static int dump_validate(const fprep_request *r)
 {
 	uint8_t head[FPREP_REQUEST_HEADER_SIZE];
-	fprep_limits lim = {UINT32_MAX, UINT32_MAX, UINT64_MAX,
-	                    UINT32_MAX, UINT32_MAX, UINT64_MAX};
+	fprep_limits lim = {UINT32_MAX, UINT32_MAX, UINT64_MAX, UINT32_MAX,
+	                    UINT32_MAX, UINT64_MAX, UINT32_MAX, UINT64_MAX};
 	fprep_request shm = *r, back;
 	char msg[FPREP_MESSAGE_SIZE];
 

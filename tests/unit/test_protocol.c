@@ -293,8 +293,8 @@ static void request_magic_version_kind(void **state)
 	r.version = FPREP_PROTOCOL_VERSION;
 	r.kind = 0;
 	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL, "kind 0");
-	r.kind = 8;
-	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL, "kind 8");
+	r.kind = 10;
+	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL, "kind 10");
 	r.kind = 0xffff;
 	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL, "kind 65535");
 }
@@ -866,12 +866,12 @@ static void request_register_cuda(void **state)
 	                 FPREP_EINVAL);
 	assert_non_null(strstr(msg, "cuda_offset 18446744073709551615 + "
 	                            "region_size 2 overflows"));
-	g.kind = 8;
+	g.kind = 10;
 	fprep_register_request_encode(&g, buf);
 	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_limits,
 	                                      &d, msg, sizeof(msg)),
 	                 FPREP_EINVAL);
-	assert_non_null(strstr(msg, "kind 8 is not a request kind (1..7)"));
+	assert_non_null(strstr(msg, "kind 10 is not a request kind (1..9)"));
 }
 
 /* DOORBELL: its fields survive encode + decode at their offsets, and

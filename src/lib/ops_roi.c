@@ -1,0 +1,209 @@
+/*
+ * ops_roi.c: the CPU reference of ROIS and BATCH requests (protocol.h,
+ * "ROIS and BATCH requests") and the per-element transforms their replies
+ * carry.
+ *
+ * Each element is planned once (fprep__roi_plan: the box's origin, clamp
+ * bounds and scales, or the affine matrix), then every tensor pixel of it
+ * is sampled by kernels/roi_sample.h, the code the GPU kernel runs, and
+ * normalised and stored as a FRAME's tensor would be. One pixel at a time:
+ * this is the reference and the CPU backend's path, not a fast one (64
+ * boxes to 224 x 224 take tens of milliseconds).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "half.h"
+#include "ops.h"
+#include "roi_sample.h"
+
+/* roi_round_even rounds half to even (Python's round), whatever the
+ * current rounding mode. */
+static double roi_round_even(double v)
+{
+	double f = floor(v), d = v - f;
+
+	if (d > 0.5 || (d == 0.5 && fmod(f, 2.0) != 0.0))
+		f += 1.0;
+	return f;
+}
+
+/* roi_fit is fprep_transform_compute's arithmetic for a w x h source
+ * (double: a box may have fractional sides). */
+static void roi_fit(const fprep_request *req, int resize, double w, double h,
+                    fprep_element_xf *xf)
+{
+	double r, rw, rh;
+
+	if (resize == FPREP_RESIZE_STRETCH) {
+		xf->resized_w = req->out_width;
+		xf->resized_h = req->out_height;
+	} else {
+		r = fmin((double)req->out_width / w,
+		         (double)req->out_height / h);
+		rw = roi_round_even(w * r);
+		rh = roi_round_even(h * r);
+		rw = fmax(1.0, fmin(rw, (double)req->out_width));
+		rh = fmax(1.0, fmin(rh, (double)req->out_height));
+		xf->resized_w = (uint32_t)rw;
+		xf->resized_h = (uint32_t)rh;
+		xf->pad_x = (uint32_t)roi_round_even(
+		        (req->out_width - xf->resized_w) / 2.0 - 0.1);
+		xf->pad_y = (uint32_t)roi_round_even(
+		        (req->out_height - xf->resized_h) / 2.0 - 0.1);
+	}
+	xf->scale_x = (float)((double)xf->resized_w / w);
+	xf->scale_y = (float)((double)xf->resized_h / h);
+}
+
+void fprep_element_transform(const fprep_request *req, const fprep_element *el,
+                             fprep_element_xf *xf)
+{
+	memset(xf, 0, sizeof(*xf));
+	if (el->type == FPREP_ELEM_FRAME) {
+		roi_fit(req, req->resize, req->src_width, req->src_height, xf);
+	} else if (el->type == FPREP_ELEM_BOX) {
+		roi_fit(req, el->resize != 0 ? el->resize : req->resize,
+		        el->v[2], el->v[3], xf);
+		xf->origin_x = el->v[0];
+		xf->origin_y = el->v[1];
+	}
+}
+
+void fprep__roi_plan(const fprep_request *req, const fprep_element *el,
+                     struct fprep_roi_elem *e)
+{
+	fprep_element_xf xf;
+	double x, y, w, h;
+
+	memset(e, 0, sizeof(*e));
+	if (el->type == FPREP_ELEM_AFFINE) {
+		e->type = ROI_TYPE_AFFINE;
+		for (int i = 0; i < 6; i++)
+			e->m[i] = el->v[i];
+		return;
+	}
+	fprep_element_transform(req, el, &xf);
+	e->type = ROI_TYPE_RESIZE;
+	if (el->type == FPREP_ELEM_FRAME) {
+		e->src_offset = el->offset;
+		x = 0.0, y = 0.0;
+		w = req->src_width, h = req->src_height;
+	} else {
+		x = el->v[0], y = el->v[1], w = el->v[2], h = el->v[3];
+	}
+	e->x0 = (int)floor(x);
+	e->y0 = (int)floor(y);
+	e->fx = x - e->x0;
+	e->fy = y - e->y0;
+	e->last_x = (int)ceil(x + w) - 1 - e->x0;
+	e->last_y = (int)ceil(y + h) - 1 - e->y0;
+	e->resized_w = xf.resized_w;
+	e->resized_h = xf.resized_h;
+	e->pad_x = xf.pad_x;
+	e->pad_y = xf.pad_y;
+	/* OpenCV: scale = 1 / inv_scale with inv_scale = dst / src. */
+	e->sx = 1.0 / ((double)xf.resized_w / w);
+	e->sy = 1.0 / ((double)xf.resized_h / h);
+}
+
+/* roi_channels maps tensor channels to source bytes (a packed source);
+ * returns the number of tensor channels. */
+static uint32_t roi_channels(const fprep_request *req, unsigned int ch[3])
+{
+	int src_rgb = req->src_format == FPREP_PIX_RGB8 ||
+	              req->src_format == FPREP_PIX_RGBA8;
+
+	if (req->src_format == FPREP_PIX_GRAY8) {
+		ch[0] = ch[1] = ch[2] = 0;
+		return req->channel_order == FPREP_ORDER_GRAY ? 1 : 3;
+	}
+	if (src_rgb == (req->channel_order == FPREP_ORDER_RGB))
+		ch[0] = 0, ch[1] = 1, ch[2] = 2;
+	else
+		ch[0] = 2, ch[1] = 1, ch[2] = 0;
+	return 3;
+}
+
+/* roi_store writes the nch values of tensor pixel (x, y) of one element's
+ * tensor: normalised F32/F16 or rounded U8, in the request's layout. */
+static void roi_store(const fprep_request *req, void *tensor, uint32_t nch,
+                      uint32_t x, uint32_t y, const float *v)
+{
+	size_t w = req->out_width, plane = w * req->out_height, i;
+
+	for (uint32_t c = 0; c < nch; c++) {
+		i = req->layout == FPREP_LAYOUT_NCHW ? c * plane + y * w + x
+		                                     : (y * w + x) * nch + c;
+		if (req->dtype == FPREP_DTYPE_U8) {
+			float r = v[c] + 0.5f;
+
+			r = r < 0.0f ? 0.0f : r > 255.0f ? 255.0f : r;
+			((uint8_t *)tensor)[i] = (uint8_t)r;
+			continue;
+		}
+		float n = (v[c] * req->scale - req->mean[c]) / req->std[c];
+
+		if (req->dtype == FPREP_DTYPE_F32)
+			((float *)tensor)[i] = n;
+		else
+			((uint16_t *)tensor)[i] = fprep__f32_to_f16(n);
+	}
+}
+
+uint64_t fprep__element_bytes(const fprep_request *req)
+{
+	uint64_t c = req->channel_order == FPREP_ORDER_GRAY ? 1 : 3;
+	uint64_t b = req->dtype == FPREP_DTYPE_F32   ? 4
+	             : req->dtype == FPREP_DTYPE_F16 ? 2
+	                                             : 1;
+
+	return (uint64_t)req->out_width * req->out_height * c * b;
+}
+
+void fprep__element_cpu(const fprep_request *req, const fprep_element *el,
+                        const void *input, void *tensor)
+{
+	struct fprep_roi_elem e;
+	unsigned int ch[3];
+	uint32_t nch = roi_channels(req, ch);
+	uint32_t bpp = fprep_pixel_bytes(req->src_format);
+	const uint8_t *src;
+	float v[3];
+
+	fprep__roi_plan(req, el, &e);
+	src = (const uint8_t *)input + e.src_offset;
+	for (uint32_t y = 0; y < req->out_height; y++)
+		for (uint32_t x = 0; x < req->out_width; x++) {
+			roi_pixel(&e, src, (int)req->src_width,
+			          (int)req->src_height, req->src_stride, bpp,
+			          ch, nch, req->pad_value, x, y, v);
+			roi_store(req, tensor, nch, x, y, v);
+		}
+}
+
+int fprep_preprocess_elements_cpu(const fprep_request *req,
+                                  const fprep_element *elements,
+                                  const void *input, void *tensor,
+                                  size_t tensor_size, fprep_element_xf *xfs)
+{
+	uint64_t per, span = 0;
+	uint32_t k;
+
+	if (req == NULL || elements == NULL || input == NULL ||
+	    tensor == NULL || fprep__preprocess_check(req, tensor_size) != 0)
+		return FPREP_EINVAL;
+	per = fprep__element_bytes(req);
+	for (k = 0; k < req->elements; k++)
+		if (fprep__element_check(req, k, &elements[k], &span, NULL,
+		                         0) != FPREP_OK)
+			return FPREP_EINVAL;
+	for (k = 0; k < req->elements; k++) {
+		fprep__element_cpu(req, &elements[k], input,
+		                   (uint8_t *)tensor + per * k);
+		if (xfs != NULL)
+			fprep_element_transform(req, &elements[k], &xfs[k]);
+	}
+	return FPREP_OK;
+}
