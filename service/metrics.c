@@ -27,6 +27,7 @@
 #include "frameprep/frameprep.h"
 #include "frameprep/protocol.h"
 #include "log.h"
+#include "nvml.h"
 
 /* Upper bounds of the duration buckets, microseconds (shown in seconds):
  * 1, 1.5, 2, 3, 5, 7.5 in each decade from 10 us to 10 s, so that a p99
@@ -86,6 +87,7 @@ static struct {
 	char device[256];
 	unsigned nlanes;                                /* 0: one, "device" */
 	char lane_device[FPREP__METRICS_MAX_LANES][32]; /* "cuda:N" */
+	int lane_ordinal[FPREP__METRICS_MAX_LANES];     /* N */
 	time_t started;
 	pthread_mutex_t backend_mu;
 	fprep__backend *backend; /* under backend_mu */
@@ -393,6 +395,68 @@ static void metrics_backend(struct metrics_buf *b)
 	               dev, st.memory_total);
 }
 
+/* metrics_nvml writes NVML's figures of each GPU the lanes run on (none
+ * without lanes, or where NVML or the GPU's bus id cannot be had); a
+ * figure NVML does not give is left out. */
+static void metrics_nvml(struct metrics_buf *b)
+{
+	static const struct {
+		const char *name, *help;
+		double scale; /* NVML's percentages as ratios */
+	} fams[4] = {
+	        {"frameprep_nvml_gpu_utilization_ratio",
+	         "Fraction of NVML's last sample period in which a kernel ran "
+	         "on the GPU (all processes), read at the scrape.",
+	         0.01},
+	        {"frameprep_nvml_memory_utilization_ratio",
+	         "Fraction of NVML's last sample period in which device "
+	         "memory was read or written (all processes).",
+	         0.01},
+	        {"frameprep_nvml_memory_used_bytes",
+	         "Device memory in use (all processes), as NVML reports it.",
+	         1},
+	        {"frameprep_nvml_memory_total_bytes",
+	         "Device memory in all, as NVML reports it.", 1},
+	};
+	int64_t v[FPREP__METRICS_MAX_LANES][4];
+	const char *label[FPREP__METRICS_MAX_LANES];
+	unsigned n = 0;
+
+	for (unsigned l = 0; l < metrics.nlanes; l++) {
+		fprep__nvml_gpu g;
+		char bus[32];
+		unsigned k;
+
+		for (k = 0; k < l; k++) /* one entry a GPU */
+			if (metrics.lane_ordinal[k] == metrics.lane_ordinal[l])
+				break;
+		if (k < l ||
+		    fprep__nvml_bus_id(metrics.lane_ordinal[l], bus,
+		                       sizeof(bus)) != 0 ||
+		    fprep__nvml_sample(bus, &g) != 0)
+			continue;
+		v[n][0] = g.util_gpu;
+		v[n][1] = g.util_memory;
+		v[n][2] = g.mem_used;
+		v[n][3] = g.mem_total;
+		label[n++] = metrics.lane_device[l];
+	}
+	for (unsigned f = 0; f < 4; f++) {
+		int head = 0;
+
+		for (unsigned i = 0; i < n; i++) {
+			if (v[i][f] < 0)
+				continue;
+			if (!head++)
+				metrics_head(b, fams[f].name, "gauge",
+				             fams[f].help);
+			metrics_printf(b, "%s{device=\"%s\"} %.15g\n",
+			               fams[f].name, label[i],
+			               (double)v[i][f] * fams[f].scale);
+		}
+	}
+}
+
 /* metrics_write writes the whole exposition. */
 static void metrics_write(struct metrics_buf *b)
 {
@@ -496,6 +560,7 @@ static void metrics_write(struct metrics_buf *b)
 			                   labels, &metrics.stage[l][s]);
 		}
 	metrics_backend(b);
+	metrics_nvml(b);
 }
 
 char *fprep__metrics_text(size_t *len)
@@ -525,9 +590,11 @@ void fprep__metrics_set_lanes(const int *devices, unsigned n)
 {
 	if (n > FPREP__METRICS_MAX_LANES)
 		n = FPREP__METRICS_MAX_LANES;
-	for (unsigned l = 0; l < n; l++)
+	for (unsigned l = 0; l < n; l++) {
 		snprintf(metrics.lane_device[l], sizeof(metrics.lane_device[l]),
 		         "cuda:%d", devices[l]);
+		metrics.lane_ordinal[l] = devices[l];
+	}
 	metrics.nlanes = n;
 }
 
@@ -535,4 +602,5 @@ void fprep__metrics_stop(void)
 {
 	atomic_store(&metrics.on, 0);
 	fprep__metrics_set_backend(NULL);
+	fprep__nvml_close();
 }

@@ -49,8 +49,10 @@ DASHBOARD = os.path.join(ROOT, "deploy", "grafana-frameprep.json")
 GPU_ONLY = {"frameprep_gpu_memory_used_bytes",
             "frameprep_gpu_memory_total_bytes", "frameprep_gpu_lanes",
             "frameprep_gpu_lanes_in_service",
-            "frameprep_gpu_utilization_ratio",
-            "frameprep_gpu_memory_utilization_ratio"}
+            "frameprep_nvml_gpu_utilization_ratio",
+            "frameprep_nvml_memory_utilization_ratio",
+            "frameprep_nvml_memory_used_bytes",
+            "frameprep_nvml_memory_total_bytes"}
 NAME = re.compile(r"\b((?:frameprep|process)_[a-z0-9_]+)\b")
 
 

@@ -23,6 +23,7 @@
 
 #include "frameprep/frameprep.h"
 #include "metrics.h"
+#include "nvml.h"
 #include "reply.h"
 
 /* metrics_scrape GETs /metrics from the endpoint; returns the response
@@ -216,11 +217,65 @@ static void test_buckets_failed_and_gpu_stages(void **state)
 	fprep__metrics_close();
 }
 
+/* NVML (nvml.c): absent (a file that does not exist), turned off, and the
+ * fake library (fake_nvml.c): its figures read back, a GPU it does not
+ * know refused. The endpoint of a daemon with a GPU lane has no NVML series
+ * where NVML is absent, nor where the lane's bus id cannot be had (no
+ * GPU, or no CUDA in the build: here). */
+static void test_nvml(void **state)
+{
+	static const char fake_bus[] = "00000000:65:00.0";
+	const int dev0 = 0;
+	fprep__nvml_gpu g;
+	char bus[32], *text;
+
+	(void)state;
+	setenv("FPREP_NVML", "/nonexistent/libnvidia-ml.so.1", 1);
+	assert_int_equal(fprep__nvml_sample(fake_bus, &g), FPREP_EUNSUPPORTED);
+	assert_int_equal(g.util_gpu, -1);
+	assert_int_equal(g.mem_total, -1);
+	fprep__nvml_close();
+	setenv("FPREP_NVML", "off", 1);
+	assert_int_equal(fprep__nvml_sample(fake_bus, &g), FPREP_EUNSUPPORTED);
+	fprep__nvml_close();
+
+	setenv("FPREP_NVML", FPREP_FAKE_NVML, 1);
+	assert_int_equal(fprep__nvml_sample(fake_bus, &g), 0);
+	assert_int_equal(g.util_gpu, 37);
+	assert_int_equal(g.util_memory, 12);
+	assert_int_equal(g.mem_used, 1234567890);
+	assert_int_equal(g.mem_total, 80000000000);
+	assert_int_equal(fprep__nvml_sample("00000000:01:00.0", &g),
+	                 FPREP_EINVAL);
+	assert_int_equal(g.util_gpu, -1);
+	fprep__nvml_close();
+
+	fprep__metrics_set_lanes(&dev0, 1);
+	setenv("FPREP_NVML", "/nonexistent/libnvidia-ml.so.1", 1);
+	assert_int_equal(fprep__metrics_open("127.0.0.1:0", "cuda:0"), 0);
+	text = metrics_scrape();
+	assert_non_null(strstr(text, "stage=\"h2d\"")); /* a GPU daemon */
+	assert_null(strstr(text, "frameprep_nvml_"));
+	free(text);
+	fprep__metrics_close();
+	if (fprep__nvml_bus_id(dev0, bus, sizeof(bus)) != 0) {
+		setenv("FPREP_NVML", FPREP_FAKE_NVML, 1);
+		assert_int_equal(fprep__metrics_open("127.0.0.1:0", "cuda:0"),
+		                 0);
+		text = metrics_scrape();
+		assert_null(strstr(text, "frameprep_nvml_"));
+		free(text);
+		fprep__metrics_close();
+	}
+	unsetenv("FPREP_NVML");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_kinds_from_protocol),
 	        cmocka_unit_test(test_buckets_failed_and_gpu_stages),
+	        cmocka_unit_test(test_nvml),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
