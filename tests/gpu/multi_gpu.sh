@@ -26,6 +26,8 @@
 # FPREP_MG_STREAMS a GPU (frames/s), the same shared-memory load as above,
 # each with the daemon's CPU per request and its threads' cores; then the
 # new daemon's pacing and loop-spin counters (its log at exit).
+# FPREP_MG_CMP_ARGS adds bench arguments (e.g. --doorbell). A libs/ beside
+# DIR (or in it) goes first on the daemon's library path.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 secs=${1:-5}
@@ -76,12 +78,13 @@ cmp_point() {
 	shift 4
 	"$here/bin/frameprep-bench" --socket "$url" --quiet --shm both --shm-reply \
 		--synthetic 1920x1080 --size 640x640 --duration 1 --warmup 0 \
-		--no-ceiling --verify none "$@" >/dev/null 2>&1
+		--no-ceiling --verify none ${FPREP_MG_CMP_ARGS:-} "$@" >/dev/null 2>&1
 	s0=$(served "$url"); t0=$(cpu_ticks "$dp"); threads "$dp" >"$tmp/th0"
 	w0=$(date +%s.%N)
 	"$here/bin/frameprep-bench" --socket "$url" --quiet --shm both --shm-reply \
 		--synthetic 1920x1080 --size 640x640 --duration "$secs" --warmup 0 \
-		--no-ceiling --verify sample --json "$tmp/$name.json" "$@" \
+		--no-ceiling --verify sample --json "$tmp/$name.json" \
+		${FPREP_MG_CMP_ARGS:-} "$@" \
 		>"$tmp/$name.log" 2>&1 || { echo "bench failed: $name" >&2; tail -3 "$tmp/$name.log" >&2; }
 	w1=$(date +%s.%N)
 	s1=$(served "$url"); t1=$(cpu_ticks "$dp"); threads "$dp" >"$tmp/th1"
@@ -97,7 +100,7 @@ PY
 
 # cmp_run: FPREP_MG_CMP's comparison (see the top).
 cmp_run() {
-	local old=$FPREP_MG_CMP g which dir url dp rep c1 sat out=()
+	local old=$FPREP_MG_CMP g which dir url dp rep c1 sat libs out=()
 	[ -x "$old/frameprepd" ] || { echo "no $old/frameprepd" >&2; exit 2; }
 	local gpus=1
 	[ "$ngpu" -gt 1 ] && gpus="1 $ngpu"
@@ -108,7 +111,12 @@ cmp_run() {
 				dir=$old
 				[ "$which" = new ] && dir=$bin
 				url=ipc://$tmp/cmp-$which-$g.sock
-				"$dir/frameprepd" --device "${FPREP_MG_DEVICE:-$(seq -s, 0 $((g - 1)))}" \
+				libs=$LD_LIBRARY_PATH
+				for l in "$dir/libs" "$dir/../libs"; do
+					[ -d "$l" ] && libs=$l:$libs
+				done
+				LD_LIBRARY_PATH=$libs "$dir/frameprepd" \
+					--device "${FPREP_MG_DEVICE:-$(seq -s, 0 $((g - 1)))}" \
 					--listen "$url" --max-inflight 1024 \
 					--max-inflight-per-conn 64 \
 					2>"$tmp/cmp-$which-$g-$rep.log" &
