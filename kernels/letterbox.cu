@@ -19,6 +19,14 @@
  * (lb_yuv_pixel, no fused multiply-add, so both agree exactly), and
  * resizes those, in one pass. Order and layout are uniform branches.
  *
+ * Exact mode (request rounding OPENCV) has entry points of its own
+ * (..._exact_<dtype>): the horizontal blend, exact in float (8-bit samples
+ * times multiples of 1/2048), is taken as OpenCV's integer sum, the rows
+ * are blended in OpenCV's fixed point (lb_axis_rows_fixed, lb_fixed), the
+ * padding is pad_value rounded half to even, and the normalisation rounds
+ * every step (__fmul_rn, __fsub_rn; the division is IEEE by default), so
+ * the tensor equals the CPU reference's bit for bit (src/lib/ops.h).
+ *
  * The argument block and enum values are in letterbox_abi.h, the sampling
  * positions (lb_axis) in letterbox_axis.h, which NVRTC finds as named
  * headers (no include path).
@@ -100,7 +108,19 @@ __device__ __forceinline__ void lb_yuv_fetch(const fprep_letterbox_args &a,
 	lb_yuv_pixel(a, yy, u, v, rgb);
 }
 
-template <int FMT>
+/* lb_fixed blends two horizontal sums, given as float multiples of 1/2048
+ * (exact), with the 11-bit row weights c0, c1 as OpenCV's
+ * VResizeLinear<uchar, int, short, ...> does; the result is 0..255. */
+__device__ __forceinline__ float lb_fixed(float top, float bot, int c0, int c1)
+{
+	int h0 = (int)(top * 2048.0f), h1 = (int)(bot * 2048.0f);
+
+	return (float)((((c0 * (h0 >> 4)) >> 16) + ((c1 * (h1 >> 4)) >> 16) +
+	                2) >>
+	               2);
+}
+
+template <int FMT, int EXACT>
 __device__ __forceinline__ void lb_body(const fprep_letterbox_args &a,
                                         int dtype)
 {
@@ -114,12 +134,16 @@ __device__ __forceinline__ void lb_body(const fprep_letterbox_args &a,
 
 	if (x - a.pad_x < a.resized_w && y - a.pad_y < a.resized_h &&
 	    x >= a.pad_x && y >= a.pad_y) {
-		int x0, x1, y0, y1;
-		float wx0, wx1, wy0, wy1;
+		int x0, x1, y0, y1, c0 = 0, c1 = 0;
+		float wx0, wx1, wy0 = 0.0f, wy1 = 0.0f;
 		lb_axis(x - a.pad_x, a.src_w, a.resized_w, &x0, &x1, &wx0,
 		        &wx1);
-		lb_axis(y - a.pad_y, a.src_h, a.resized_h, &y0, &y1, &wy0,
-		        &wy1);
+		if (EXACT)
+			lb_axis_rows_fixed(y - a.pad_y, a.src_h, a.resized_h,
+			                   &y0, &y1, &c0, &c1);
+		else
+			lb_axis(y - a.pad_y, a.src_h, a.resized_h, &y0, &y1,
+			        &wy0, &wy1);
 
 		if (FMT != 0) {
 			/* YUV: RGB of the four neighbours, then the blend. */
@@ -134,7 +158,8 @@ __device__ __forceinline__ void lb_body(const fprep_letterbox_args &a,
 				                         : c;
 				float top = p00[o] * wx0 + p01[o] * wx1;
 				float bot = p10[o] * wx0 + p11[o] * wx1;
-				v[c] = top * wy0 + bot * wy1;
+				v[c] = EXACT ? lb_fixed(top, bot, c0, c1)
+				             : top * wy0 + bot * wy1;
 			}
 		} else {
 			unsigned int bpp, r, g, b;
@@ -176,11 +201,13 @@ __device__ __forceinline__ void lb_body(const fprep_letterbox_args &a,
 				            (float)p01[o] * wx1;
 				float bot = (float)p10[o] * wx0 +
 				            (float)p11[o] * wx1;
-				v[c] = top * wy0 + bot * wy1;
+				v[c] = EXACT ? lb_fixed(top, bot, c0, c1)
+				             : top * wy0 + bot * wy1;
 			}
 		}
 	} else {
-		v[0] = v[1] = v[2] = a.pad_value;
+		/* Exact: cv2.copyMakeBorder's saturate_cast<uchar>. */
+		v[0] = v[1] = v[2] = EXACT ? rintf(a.pad_value) : a.pad_value;
 	}
 
 	size_t plane = (size_t)a.out_w * a.out_h;
@@ -193,7 +220,11 @@ __device__ __forceinline__ void lb_body(const fprep_letterbox_args &a,
 			r = fminf(fmaxf(r, 0.0f), 255.0f);
 			((unsigned char *)a.dst)[i] = (unsigned char)r;
 		} else {
-			float n = (v[c] * a.scale - a.mean[c]) / a.std[c];
+			float n =
+			        EXACT ? __fsub_rn(__fmul_rn(v[c], a.scale),
+			                          a.mean[c]) /
+			                        a.std[c]
+			              : (v[c] * a.scale - a.mean[c]) / a.std[c];
 			if (dtype == LB_DTYPE_F16)
 				((unsigned short *)a.dst)[i] = lb_f32_to_f16(n);
 			else
@@ -202,16 +233,19 @@ __device__ __forceinline__ void lb_body(const fprep_letterbox_args &a,
 	}
 }
 
-/* The entry points: one per source family and dtype. */
-#define LB_ENTRY(name, fmt, dtype)                                             \
+/* The entry points: one per source family, rounding and dtype. */
+#define LB_ENTRY(name, fmt, exact, dtype)                                      \
 	extern "C" __global__ void name(fprep_letterbox_args a)                \
 	{                                                                      \
-		lb_body<fmt>(a, dtype);                                        \
+		lb_body<fmt, exact>(a, dtype);                                 \
 	}
 #define LB_ENTRIES(prefix, fmt)                                                \
-	LB_ENTRY(prefix##_f32, fmt, LB_DTYPE_F32)                              \
-	LB_ENTRY(prefix##_f16, fmt, LB_DTYPE_F16)                              \
-	LB_ENTRY(prefix##_u8, fmt, LB_DTYPE_U8)
+	LB_ENTRY(prefix##_f32, fmt, 0, LB_DTYPE_F32)                           \
+	LB_ENTRY(prefix##_f16, fmt, 0, LB_DTYPE_F16)                           \
+	LB_ENTRY(prefix##_u8, fmt, 0, LB_DTYPE_U8)                             \
+	LB_ENTRY(prefix##_exact_f32, fmt, 1, LB_DTYPE_F32)                     \
+	LB_ENTRY(prefix##_exact_f16, fmt, 1, LB_DTYPE_F16)                     \
+	LB_ENTRY(prefix##_exact_u8, fmt, 1, LB_DTYPE_U8)
 
 LB_ENTRIES(fprep_letterbox, 0)
 LB_ENTRIES(fprep_letterbox_nv12, LB_PIX_NV12)

@@ -26,7 +26,8 @@
  *                           (NV12, I420: rows of the Y plane)
  *    32  u32 out_width      tensor width in pixels, 1..limit
  *    36  u32 out_height     tensor height in pixels, 1..limit
- *    40  u8  resize         enum fprep_resize
+ *    40  u8  resize         enum fprep_resize (bits 0-3), plus the
+ *                           rounding (bits 4-7): enum fprep_rounding
  *    41  u8  channel_order  enum fprep_channel_order of the tensor
  *    42  u8  dtype          enum fprep_dtype of the tensor
  *    43  u8  layout         enum fprep_layout of the tensor
@@ -537,6 +538,32 @@ enum fprep_resize {
 	FPREP_RESIZE_STRETCH = 2,
 };
 
+/* fprep_rounding: how the resized pixel is formed, in bits 4-7 of the
+ * wire's resize byte (FPREP_RESIZE_ROUNDING_SHIFT); decoded into
+ * fprep_request.rounding, never left in resize. An older daemon refuses a
+ * request with these bits set ("resize 17 is not a resize mode").
+ * FLOAT (0, the default): the bilinear blend with OpenCV's 11-bit weights
+ *   is kept in float, so F32/F16 tensors carry fractions of a pixel value
+ *   (within 1 LSB of OpenCV's uint8 image, never bit-exact).
+ * OPENCV (1, exact mode): the resized pixel is rounded to uint8 as
+ *   cv2.resize(INTER_LINEAR) does for 8-bit images (OpenCV 4.x
+ *   resizeGeneric_: horizontal sums s = p0 * a0 + p1 * a1 with the 11-bit
+ *   integer weights, then v = (((b0 * (s0 >> 4)) >> 16) + ((b1 * (s1 >> 4))
+ *   >> 16) + 2) >> 2), the padding is pad_value rounded half to even (as
+ *   cv2.copyMakeBorder's value), and the tensor is that uint8 image
+ *   normalised as usual, (v * scale - mean[c]) / std[c] in float32 (each
+ *   step rounded), so that it equals cv2.resize + cv2.copyMakeBorder +
+ *   numpy's float32 (img * scale - mean) / std bit for bit (a pipeline
+ *   that divides by 255 matches with scale 1 and std 255). YUV sources:
+ *   the frame is first converted to the RGB8 image described in "YUV
+ *   sources" and that image is resized exactly; it equals OpenCV's
+ *   cvtColor only as far as that conversion does. */
+enum fprep_rounding {
+	FPREP_ROUNDING_FLOAT = 0,
+	FPREP_ROUNDING_OPENCV = 1,
+};
+#define FPREP_RESIZE_ROUNDING_SHIFT 4
+
 /* fprep_channel_order: channel order of the tensor. GRAY is one channel and
  * requires a GRAY8 source; RGB and BGR are three channels (a GRAY8 source is
  * replicated into all three). */
@@ -628,6 +655,7 @@ typedef struct fprep_request {
 	uint32_t v_offset;
 	uint8_t shm_reply; /* 1: FPREP_LOC_F_SHM_REPLY (wire: output_loc bit 7)
 	                    */
+	uint8_t rounding;  /* enum fprep_rounding (wire: resize bits 4-7) */
 	/* ROIS and BATCH (decoded from the element table, not the header):
 	 * N, and the bytes of input the elements read from in_offset or the
 	 * payload's start (ROIS: input_size; BATCH: max_k(offset +
@@ -763,9 +791,9 @@ fprep_register_request_encode(const fprep_register_request *req, void *buf);
  *
  * Validation, in this order, before anything is allocated: magic (when at
  * least 4 bytes), length >= header, version, kind; for FRAME and ECHO every
- * enum field (input_loc and output_loc included; channel_order GRAY needs
- * src_format GRAY8; for YUV formats yuv_matrix and yuv_range), every
- * dimension (1..limit) against *lim, the stride against width * bpp,
+ * enum field (input_loc, output_loc and rounding included; channel_order
+ * GRAY needs src_format GRAY8; for YUV formats yuv_matrix and yuv_range),
+ * every dimension (1..limit) against *lim, the stride against width * bpp,
  * input_size against stride * (height - 1) + width * bpp and against
  * lim->max_frame_bytes (all in 64-bit arithmetic with overflow checks), for
  * YUV formats the even sizes, uv_stride and that each plane lies in

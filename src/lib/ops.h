@@ -17,6 +17,14 @@
  * v = (s00 * a0 + s01 * a1) * b0 + (s10 * a0 + s11 * a1) * b1; U8 stores
  * floor(v + 0.5) saturated, F32/F16 store (v * scale - mean[c]) / std[c].
  *
+ * Exact mode (request rounding OPENCV) is OpenCV's fixed point for 8-bit
+ * images: with the integer weights A = a * 2048 and B = b * 2048 (0..2048)
+ * and h0 = s00 * A0 + s01 * A1, h1 = s10 * A0 + s11 * A1 (exact integers),
+ * v = (((B0 * (h0 >> 4)) >> 16) + ((B1 * (h1 >> 4)) >> 16) + 2) >> 2, an
+ * integer 0..255 (cv2.resize INTER_LINEAR, CV_8U); padding pixels are
+ * pad_value rounded half to even; U8 stores v, F32/F16 normalise it as
+ * above, every step rounded (no fused multiply-add).
+ *
  * YUV sources are first converted, one source row at a time, to the RGB8
  * row an RGB8 source would hold, with yuv.h's coefficients in float:
  * y = (Y - y_off) * y_mul, u = U - 128, v = V - 128; R = y + rv * v,

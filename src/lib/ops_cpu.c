@@ -12,6 +12,12 @@
  * per call, so the inner loops have no division. The arithmetic (OpenCV's
  * coordinate mapping and 11-bit coefficients, evaluated in float) is
  * described in ops.h.
+ *
+ * Exact mode (rounding OPENCV) changes only the vertical blend: the
+ * horizontal rows hold OpenCV's integer sums divided by 2048 exactly (8-bit
+ * samples times multiples of 1/2048 need 19 bits, so float loses nothing),
+ * and the blend is OpenCV's integer one, giving the uint8 pixel cv2.resize
+ * gives; the store then normalises it as in the float mode.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -34,6 +40,8 @@ struct ops_plan {
 	uint32_t src_ch[3]; /* source byte of each tensor channel */
 	float mean[3], std[3];
 	double scale_y; /* source rows per resized row */
+	int exact;      /* rounding OPENCV: the uint8 pixel of cv2.resize */
+	float pad;      /* the padding's value (exact mode: rounded) */
 
 	/* Per resized column: byte offsets of the two source pixels and the
 	 * weights. */
@@ -195,6 +203,11 @@ static int ops_plan_init(struct ops_plan *p, const fprep_request *req,
 		p->mean[c] = req->mean[c];
 		p->std[c] = req->std[c];
 	}
+	/* cv2.copyMakeBorder's value goes through saturate_cast<uchar>:
+	 * rounded half to even. */
+	p->exact = req->rounding == FPREP_ROUNDING_OPENCV;
+	p->pad = p->exact ? (float)ops_round_even(req->pad_value)
+	                  : req->pad_value;
 	/* OpenCV: scale = 1 / inv_scale with inv_scale = dst / src. */
 	scale_x = 1.0 / ((double)nw / req->src_width);
 	p->scale_y = 1.0 / ((double)xf->resized_h / req->src_height);
@@ -411,6 +424,29 @@ static void ops_store_row(const struct ops_plan *p, uint32_t y)
 	}
 }
 
+/* ops_vblend_exact blends two horizontally resized rows (OpenCV's integer
+ * sums / 2048, see the top) into n pixels as cv2.resize does for 8-bit
+ * images (VResizeLinear<uchar, int, short, ...>: the sums shifted right by
+ * 4, multiplied by the 11-bit row weights, each product shifted right by
+ * 16, the two added, rounded by + 2 >> 2). The sums are at most 255 *
+ * 2049, so the result is at most 255 and needs no saturation. */
+static void ops_vblend_exact(float *d, const float *h0, const float *h1,
+                             uint32_t n, float b0, float b1)
+{
+	int32_t ib0 = (int32_t)(b0 * OPS_COEF_SCALE);
+	int32_t ib1 = (int32_t)(b1 * OPS_COEF_SCALE);
+	uint32_t x;
+
+	for (x = 0; x < n; x++) {
+		int32_t s0 = (int32_t)(h0[x] * OPS_COEF_SCALE);
+		int32_t s1 = (int32_t)(h1[x] * OPS_COEF_SCALE);
+
+		d[x] = (float)((((ib0 * (s0 >> 4)) >> 16) +
+		                ((ib1 * (s1 >> 4)) >> 16) + 2) >>
+		               2);
+	}
+}
+
 static uint32_t ops_clamp_row(int64_t sy, uint32_t last)
 {
 	return sy < 0 ? 0 : sy > (int64_t)last ? last : (uint32_t)sy;
@@ -431,7 +467,7 @@ static void ops_run_rows(struct ops_plan *p, uint32_t y0, uint32_t y1)
 	uint32_t w = req->out_width, nw = p->xf.resized_w;
 	uint32_t left = p->xf.pad_x, top = p->xf.pad_y, y, x, c;
 	uint32_t last = req->src_height - 1;
-	float pad = req->pad_value, fy, b0, b1;
+	float pad = p->pad, fy, b0, b1;
 	const float *r0, *r1;
 	int64_t sy;
 
@@ -453,8 +489,11 @@ static void ops_run_rows(struct ops_plan *p, uint32_t y0, uint32_t y1)
 			const float *h1 = r1 + (size_t)c * nw;
 
 			ops_fill(d, left, pad);
-			for (x = 0; x < nw; x++)
-				d[left + x] = h0[x] * b0 + h1[x] * b1;
+			if (p->exact)
+				ops_vblend_exact(d + left, h0, h1, nw, b0, b1);
+			else
+				for (x = 0; x < nw; x++)
+					d[left + x] = h0[x] * b0 + h1[x] * b1;
 			ops_fill(d + left + nw, w - left - nw, pad);
 		}
 		ops_store_row(p, y);

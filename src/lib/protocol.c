@@ -456,6 +456,8 @@ void fprep_request_encode(const fprep_request *req, void *buf)
 		PROTO_FRAME(PROTO_ENCODE, PROTO_SKIP)
 		if (req->shm_reply)
 			p[77] |= FPREP_LOC_F_SHM_REPLY;
+		p[40] |=
+		        (uint8_t)(req->rounding << FPREP_RESIZE_ROUNDING_SHIFT);
 	}
 }
 
@@ -580,6 +582,10 @@ static int proto_check_enums(const fprep_request *r, char *msg, size_t n)
 		return proto_fail(msg, n, FPREP_EINVAL,
 		                  "resize %u is not a resize mode (1..2)",
 		                  r->resize);
+	if (r->rounding > FPREP_ROUNDING_OPENCV)
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "rounding %u is not a rounding mode (0..1)",
+		                  r->rounding);
 	if (r->channel_order < FPREP_ORDER_RGB ||
 	    r->channel_order > FPREP_ORDER_GRAY)
 		return proto_fail(
@@ -618,6 +624,17 @@ static int proto_check_enums(const fprep_request *r, char *msg, size_t n)
 		                  "output_loc %u is not a location (0..2)",
 		                  r->output_loc);
 	return FPREP_OK;
+}
+
+/* proto_split_flags moves the flags that share a byte with a field into
+ * fields of their own: SHM_REPLY (output_loc bit 7) and the rounding
+ * (resize bits 4-7). */
+static void proto_split_flags(fprep_request *req)
+{
+	req->shm_reply = (req->output_loc & FPREP_LOC_F_SHM_REPLY) != 0;
+	req->output_loc &= (uint8_t)~FPREP_LOC_F_SHM_REPLY;
+	req->rounding = (uint8_t)(req->resize >> FPREP_RESIZE_ROUNDING_SHIFT);
+	req->resize &= (uint8_t)((1u << FPREP_RESIZE_ROUNDING_SHIFT) - 1u);
 }
 
 /* proto_check_shm_reply checks a request that asks for its reply in the
@@ -1229,16 +1246,14 @@ int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
 	case FPREP_KIND_FRAME:
 	case FPREP_KIND_ECHO:
 		PROTO_FRAME(PROTO_DECODE, PROTO_SKIP)
-		req->shm_reply = (req->output_loc & FPREP_LOC_F_SHM_REPLY) != 0;
-		req->output_loc &= (uint8_t)~FPREP_LOC_F_SHM_REPLY;
+		proto_split_flags(req);
 		return proto_check_frame(req, lim,
 		                         len - FPREP_REQUEST_HEADER_SIZE, msg,
 		                         msg_size);
 	case FPREP_KIND_ROIS:
 	case FPREP_KIND_BATCH:
 		PROTO_FRAME(PROTO_DECODE, PROTO_SKIP)
-		req->shm_reply = (req->output_loc & FPREP_LOC_F_SHM_REPLY) != 0;
-		req->output_loc &= (uint8_t)~FPREP_LOC_F_SHM_REPLY;
+		proto_split_flags(req);
 		err = proto_read_elements(p, len, req, lim, msg, msg_size);
 		if (err != FPREP_OK)
 			return err;

@@ -1375,22 +1375,25 @@ static void bench_describe(const bench_opts *o, const bench_input *inputs,
 		snprintf(input, isize, "synthetic %ux%u %s, seed %llu",
 		         t->src_width, t->src_height, fmt,
 		         (unsigned long long)o->spec.seed);
-	snprintf(request, rsize,
-	         "%s%s%ux%u %s %s %s %s, scale %g, mean (%g,%g,%g), std "
-	         "(%g,%g,%g), pad %g, %llu bytes in, %llu bytes out%s",
-	         o->echo ? "ECHO " : "",
-	         o->shm_in && o->shm_out ? "shm in+out, "
-	         : o->shm_in             ? "shm in, "
-	         : o->shm_out            ? "shm out, "
-	                                 : "",
-	         t->out_width, t->out_height, tool_name(TOOL_RESIZE, t->resize),
-	         tool_name(TOOL_ORDER, t->channel_order),
-	         tool_name(TOOL_DTYPE, t->dtype),
-	         tool_name(TOOL_LAYOUT, t->layout), t->scale, t->mean[0],
-	         t->mean[1], t->mean[2], t->std[0], t->std[1], t->std[2],
-	         t->pad_value, (unsigned long long)t->input_size,
-	         (unsigned long long)inputs[0].tensor_bytes,
-	         n > 1 ? " (first input)" : "");
+	snprintf(
+	        request, rsize,
+	        "%s%s%ux%u %s %s %s %s, rounding %s, scale %g, mean "
+	        "(%g,%g,%g), std (%g,%g,%g), pad %g, %llu bytes in, %llu bytes "
+	        "out%s",
+	        o->echo ? "ECHO " : "",
+	        o->shm_in && o->shm_out ? "shm in+out, "
+	        : o->shm_in             ? "shm in, "
+	        : o->shm_out            ? "shm out, "
+	                                : "",
+	        t->out_width, t->out_height, tool_name(TOOL_RESIZE, t->resize),
+	        tool_name(TOOL_ORDER, t->channel_order),
+	        tool_name(TOOL_DTYPE, t->dtype),
+	        tool_name(TOOL_LAYOUT, t->layout),
+	        tool_rounding_name(t->rounding), t->scale, t->mean[0],
+	        t->mean[1], t->mean[2], t->std[0], t->std[1], t->std[2],
+	        t->pad_value, (unsigned long long)t->input_size,
+	        (unsigned long long)inputs[0].tensor_bytes,
+	        n > 1 ? " (first input)" : "");
 }
 
 int main(int argc, char **argv)

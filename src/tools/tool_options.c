@@ -20,6 +20,8 @@ static const char *const tool_dtypes[] = {NULL, "f32", "f16", "u8"};
 static const char *const tool_layouts[] = {NULL, "nchw", "nhwc"};
 static const char *const tool_orders[] = {NULL, "rgb", "bgr", "gray"};
 static const char *const tool_resizes[] = {NULL, "letterbox", "stretch"};
+/* Indexed by enum fprep_rounding, whose first value is 0. */
+static const char *const tool_roundings[] = {"float", "opencv"};
 
 static const struct {
 	const char *const *names;
@@ -122,6 +124,13 @@ int tool_preprocess_option(struct tool_preprocess *p, int opt, const char *arg)
 		  : opt == TOOL_OPT_MATRIX ? &p->matrix
 		                           : &p->range) = (uint8_t)n;
 		break;
+	case TOOL_OPT_ROUNDING:
+		for (n = 0; n < 2 && strcmp(arg, tool_roundings[n]) != 0; n++)
+			;
+		if (n == 2)
+			return -1;
+		p->rounding = (uint8_t)n;
+		break;
 	case TOOL_OPT_MEAN:
 		if (tool_triple(arg, p->mean) != 0)
 			return -1;
@@ -180,6 +189,13 @@ void tool_preprocess_apply(const struct tool_preprocess *p, fprep_request *req)
 		req->yuv_matrix = p->matrix;
 	if (tool_isset(p, TOOL_OPT_RANGE))
 		req->yuv_range = p->range;
+	if (tool_isset(p, TOOL_OPT_ROUNDING))
+		req->rounding = p->rounding;
+}
+
+const char *tool_rounding_name(int rounding)
+{
+	return rounding >= 0 && rounding < 2 ? tool_roundings[rounding] : "?";
 }
 
 void tool_preprocess_usage(FILE *f, int indent, int width)
@@ -199,6 +215,8 @@ void tool_preprocess_usage(FILE *f, int indent, int width)
 	        {"--matrix M", "YUV colour matrix: bt601, bt709, bt2020 "
 	                       "[bt601]"},
 	        {"--range R", "YUV range: limited, full [limited]"},
+	        {"--rounding R", "float, or opencv: uint8 pixels as "
+	                         "cv2.resize's (exact) [float]"},
 	};
 
 	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)

@@ -1,9 +1,8 @@
 /*
  * tool_options.h: the spellings and parsers of the preprocessing options
  * that the frameprep CLI and frameprep-bench share (--size, --format,
- * --matrix, --range, --dtype, --layout, --order, --resize, --mean, --std),
- * so both tools accept
- * and print exactly the same words.
+ * --matrix, --range, --dtype, --layout, --order, --resize, --mean, --std,
+ * --rounding), so both tools accept and print exactly the same words.
  */
 #ifndef FPREP_TOOL_OPTIONS_H
 #define FPREP_TOOL_OPTIONS_H
@@ -56,6 +55,7 @@ enum tool_opt {
 	TOOL_OPT_PAD,
 	TOOL_OPT_MATRIX,
 	TOOL_OPT_RANGE,
+	TOOL_OPT_ROUNDING,
 	TOOL_OPT_END,
 };
 
@@ -74,7 +74,8 @@ enum tool_opt {
 	{"scale", required_argument, NULL, TOOL_OPT_SCALE},                    \
 	{"pad", required_argument, NULL, TOOL_OPT_PAD},                        \
 	{"matrix", required_argument, NULL, TOOL_OPT_MATRIX},                  \
-	{"range", required_argument, NULL, TOOL_OPT_RANGE}
+	{"range", required_argument, NULL, TOOL_OPT_RANGE},                    \
+	{"rounding", required_argument, NULL, TOOL_OPT_ROUNDING}
 /* clang-format on */
 
 /* tool_preprocess: what the shared options asked for; a field is applied
@@ -87,6 +88,7 @@ struct tool_preprocess {
 	uint32_t out_w, out_h;
 	uint8_t dtype, layout, order, resize;
 	uint8_t matrix, range; /* of a YUV source (yuv_matrix, yuv_range) */
+	uint8_t rounding;      /* enum fprep_rounding */
 	float mean[3], std[3], scale, pad;
 };
 
@@ -96,8 +98,13 @@ struct tool_preprocess {
  * option. Values: --size WxH (1..65535 each); --dtype/--layout/--order/
  * --resize by name (tool_lookup); --mean one or three finite numbers;
  * --std the same, each > 0; --scale a finite number; --pad 0..255;
- * --matrix bt601|bt709|bt2020; --range limited|full. */
+ * --matrix bt601|bt709|bt2020; --range limited|full; --rounding
+ * float|opencv (tool_rounding_name). */
 int tool_preprocess_option(struct tool_preprocess *p, int opt, const char *arg);
+
+/* tool_rounding_name returns the word for enum fprep_rounding value
+ * rounding ("float", "opencv"), or "?". */
+const char *tool_rounding_name(int rounding);
 
 /* tool_preprocess_apply copies the fields set in *p into req. */
 void tool_preprocess_apply(const struct tool_preprocess *p, fprep_request *req);

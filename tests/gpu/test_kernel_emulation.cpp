@@ -4,9 +4,11 @@
  * thread against the CPU reference, fprep_preprocess_cpu, so the kernels'
  * logic is checked on machines without a GPU. Every source format (YUV with
  * every matrix and range, padded planes and rows), dtype, channel order,
- * layout and resize mode on seeded random frames; built without fused
- * multiply-adds, the two must agree bit for bit. On a GPU NVRTC contracts,
- * and test_gpu_backend compares with a tolerance instead.
+ * layout and resize mode on seeded random frames, in both roundings (the
+ * float mode and exact mode, rounding OPENCV, upscaled too); built without
+ * fused multiply-adds, the two must agree bit for bit. On a GPU NVRTC
+ * contracts, and test_gpu_backend compares the float mode with a tolerance
+ * instead (exact mode rounds every step, and must agree there too).
  *
  * Also the row plan (src/backend/row_plan.h), on which a staged transfer
  * copies only the frame rows the kernel reads: for scales whole and not,
@@ -31,14 +33,23 @@ extern "C" {
 
 typedef void (*emu_kernel)(fprep_letterbox_args);
 
-static const emu_kernel emu_kernels[4][3] = {
-        {fprep_letterbox_f32, fprep_letterbox_f16, fprep_letterbox_u8},
-        {fprep_letterbox_nv12_f32, fprep_letterbox_nv12_f16,
-         fprep_letterbox_nv12_u8},
-        {fprep_letterbox_i420_f32, fprep_letterbox_i420_f16,
-         fprep_letterbox_i420_u8},
-        {fprep_letterbox_yuyv_f32, fprep_letterbox_yuyv_f16,
-         fprep_letterbox_yuyv_u8},
+/* By rounding, source family and dtype - 1. */
+static const emu_kernel emu_kernels[2][4][3] = {
+        {{fprep_letterbox_f32, fprep_letterbox_f16, fprep_letterbox_u8},
+         {fprep_letterbox_nv12_f32, fprep_letterbox_nv12_f16,
+          fprep_letterbox_nv12_u8},
+         {fprep_letterbox_i420_f32, fprep_letterbox_i420_f16,
+          fprep_letterbox_i420_u8},
+         {fprep_letterbox_yuyv_f32, fprep_letterbox_yuyv_f16,
+          fprep_letterbox_yuyv_u8}},
+        {{fprep_letterbox_exact_f32, fprep_letterbox_exact_f16,
+          fprep_letterbox_exact_u8},
+         {fprep_letterbox_nv12_exact_f32, fprep_letterbox_nv12_exact_f16,
+          fprep_letterbox_nv12_exact_u8},
+         {fprep_letterbox_i420_exact_f32, fprep_letterbox_i420_exact_f16,
+          fprep_letterbox_i420_exact_u8},
+         {fprep_letterbox_yuyv_exact_f32, fprep_letterbox_yuyv_exact_f16,
+          fprep_letterbox_yuyv_exact_u8}},
 };
 
 static uint64_t emu_seed = 1;
@@ -108,7 +119,7 @@ static void emu_run(const fprep_request *rq, const fprep_transform *xf,
 		for (unsigned int x = 0; x < a.out_w; x++) {
 			blockIdx.x = x;
 			blockIdx.y = y;
-			emu_kernels[family][rq->dtype - 1](a);
+			emu_kernels[rq->rounding][family][rq->dtype - 1](a);
 		}
 }
 
@@ -139,10 +150,11 @@ static int emu_case(fprep_request *rq)
 	}
 	if (bad)
 		printf("FAIL: format %u matrix %u range %u dtype %u order %u "
-		       "layout %u resize %u %ux%u -> %ux%u\n",
+		       "layout %u resize %u rounding %u %ux%u -> %ux%u\n",
 		       rq->src_format, rq->yuv_matrix, rq->yuv_range, rq->dtype,
-		       rq->channel_order, rq->layout, rq->resize, rq->src_width,
-		       rq->src_height, rq->out_width, rq->out_height);
+		       rq->channel_order, rq->layout, rq->resize, rq->rounding,
+		       rq->src_width, rq->src_height, rq->out_width,
+		       rq->out_height);
 	free(frame);
 	free(cpu);
 	free(emu);
@@ -154,7 +166,8 @@ static int emu_case(fprep_request *rq)
  * against the reference of the intact frame. Sets *rows to the rows the
  * plan copies. Returns 1 when they differ. */
 static int emu_rows_case(uint16_t fmt, uint32_t w, uint32_t h, uint32_t out_w,
-                         uint32_t out_h, uint8_t rs, uint32_t *rows)
+                         uint32_t out_h, uint8_t rs, uint8_t rounding,
+                         uint32_t *rows)
 {
 	fprep_request rq;
 	fprep_transform xf;
@@ -178,6 +191,7 @@ static int emu_rows_case(uint16_t fmt, uint32_t w, uint32_t h, uint32_t out_w,
 	rq.out_width = out_w;
 	rq.out_height = out_h;
 	rq.resize = rs;
+	rq.rounding = rounding;
 	rq.dtype = FPREP_DTYPE_F32;
 	if (fprep_tensor_shape(&rq, shape, &bytes) != 0)
 		return 1;
@@ -229,9 +243,10 @@ static int emu_rows_case(uint16_t fmt, uint32_t w, uint32_t h, uint32_t out_w,
 		bad = memcmp(cpu, emu, bytes) != 0;
 	}
 	if (bad)
-		printf("FAIL: row plan, format %u resize %u %ux%u -> %ux%u "
-		       "(%u of %u rows, %u groups)\n",
-		       fmt, rs, w, h, out_w, out_h, plan.rows, h, plan.ngroups);
+		printf("FAIL: row plan, format %u resize %u rounding %u %ux%u "
+		       "-> %ux%u (%u of %u rows, %u groups)\n",
+		       fmt, rs, rounding, w, h, out_w, out_h, plan.rows, h,
+		       plan.ngroups);
 	free(frame);
 	free(poisoned);
 	free(cpu);
@@ -298,10 +313,14 @@ static int emu_rows(void)
 				if (fmts[f] >= FPREP_PIX_NV12 &&
 				    (geo[g][0] % 2 != 0 || geo[g][1] % 2 != 0))
 					continue; /* YUV: even sizes */
-				bad += emu_rows_case(fmts[f], geo[g][0],
-				                     geo[g][1], geo[g][2],
-				                     geo[g][3], rs, &rows);
-				n++;
+				for (uint8_t rd = FPREP_ROUNDING_FLOAT;
+				     rd <= FPREP_ROUNDING_OPENCV; rd++) {
+					bad += emu_rows_case(
+					        fmts[f], geo[g][0], geo[g][1],
+					        geo[g][2], geo[g][3], rs, rd,
+					        &rows);
+					n++;
+				}
 			}
 	/* The copies of every selective plan of frames up to 300 rows (and
 	 * of their chroma rows), whole and in bands cut anywhere. */
@@ -331,13 +350,13 @@ static int emu_rows(void)
 	bad += ncbad;
 	/* Whole-number scales read a fraction of the rows. */
 	emu_rows_case(FPREP_PIX_BGR8, 192, 108, 64, 64, FPREP_RESIZE_LETTERBOX,
-	              &rows);
+	              FPREP_ROUNDING_FLOAT, &rows);
 	if (rows != 36) {
 		printf("FAIL: 108 rows to 36 read %u rows, not 36\n", rows);
 		bad++;
 	}
 	emu_rows_case(FPREP_PIX_BGR8, 384, 216, 64, 64, FPREP_RESIZE_LETTERBOX,
-	              &rows);
+	              FPREP_ROUNDING_FLOAT, &rows);
 	if (rows != 72) {
 		printf("FAIL: 216 rows to 36 read %u rows, not 72\n", rows);
 		bad++;
@@ -360,30 +379,45 @@ int main(void)
 {
 	int n = 0, bad = 0;
 
-	for (uint16_t fmt = FPREP_PIX_BGR8; fmt <= FPREP_PIX_YUYV; fmt++)
-		for (int v = 0; v < 24; v++) {
-			fprep_request rq;
-			uint32_t w = 98 + 2 * (v % 5), h = 62 - 2 * (v % 3);
+	/* Exact mode (rounding 1) also on small frames, letterboxed up (rows
+	 * above the first source row's centre keep their fraction) and with a
+	 * padding value that rounds. */
+	for (uint8_t rd = FPREP_ROUNDING_FLOAT; rd <= FPREP_ROUNDING_OPENCV;
+	     rd++)
+		for (uint16_t fmt = FPREP_PIX_BGR8; fmt <= FPREP_PIX_YUYV;
+		     fmt++)
+			for (int v = 0; v < (rd ? 36 : 24); v++) {
+				fprep_request rq;
+				uint32_t w = 98 + 2 * (v % 5),
+				         h = 62 - 2 * (v % 3);
 
-			emu_layout(&rq, fmt, w, h);
-			rq.yuv_matrix = (uint8_t)(v % 4);
-			rq.yuv_range = (uint8_t)(v / 4 % 2 + 1);
-			rq.dtype = (uint8_t)(v % 3 + 1);
-			rq.channel_order = fmt == FPREP_PIX_GRAY8 && v % 2
-			                           ? (uint8_t)FPREP_ORDER_GRAY
-			                           : (uint8_t)(v / 2 % 2 + 1);
-			rq.layout = (uint8_t)(v / 6 % 2 + 1);
-			rq.resize = (uint8_t)(v / 12 + 1);
-			rq.out_width = v % 2 ? 77 : 160;
-			rq.out_height = v % 2 ? 91 : 33;
-			if (rq.dtype != FPREP_DTYPE_U8 && v % 5 == 0) {
-				rq.mean[0] = 0.485f, rq.mean[1] = 0.456f;
-				rq.mean[2] = 0.406f, rq.std[0] = 0.229f;
-				rq.std[1] = 0.224f, rq.std[2] = 0.225f;
+				if (v >= 24)
+					w = 22 + 2 * (v % 3),
+					h = 14 + 2 * (v % 2);
+				emu_layout(&rq, fmt, w, h);
+				rq.rounding = rd;
+				if (rd && v % 4 == 1)
+					rq.pad_value = 100.5f;
+				rq.yuv_matrix = (uint8_t)(v % 4);
+				rq.yuv_range = (uint8_t)(v / 4 % 2 + 1);
+				rq.dtype = (uint8_t)(v % 3 + 1);
+				rq.channel_order =
+				        fmt == FPREP_PIX_GRAY8 && v % 2
+				                ? (uint8_t)FPREP_ORDER_GRAY
+				                : (uint8_t)(v / 2 % 2 + 1);
+				rq.layout = (uint8_t)(v / 6 % 2 + 1);
+				rq.resize = (uint8_t)(v / 12 % 2 + 1);
+				rq.out_width = v % 2 ? 77 : 160;
+				rq.out_height = v % 2 ? 91 : 33;
+				if (rq.dtype != FPREP_DTYPE_U8 && v % 5 == 0) {
+					rq.mean[0] = 0.485f,
+					rq.mean[1] = 0.456f;
+					rq.mean[2] = 0.406f, rq.std[0] = 0.229f;
+					rq.std[1] = 0.224f, rq.std[2] = 0.225f;
+				}
+				bad += emu_case(&rq);
+				n++;
 			}
-			bad += emu_case(&rq);
-			n++;
-		}
 	printf("%d cases: kernels (host build) and CPU reference %s\n", n,
 	       bad ? "differ" : "agree bit for bit");
 	bad += emu_rows();

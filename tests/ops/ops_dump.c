@@ -8,6 +8,7 @@
  *
  * INPUT is an image file read with stb_image (as RGB8, or GRAY8 when it has
  * one channel), or with --raw FMT WxH[+STRIDE] a file of raw pixel rows.
+ * --rounding opencv|float picks the rounding (exact mode: opencv).
  * YUV formats (nv12, i420, yuyv) take --matrix bt601|bt709|bt2020,
  * --range limited|full and --planes UOFF,VOFF,UVSTRIDE,SIZE (the plane
  * offsets, chroma stride and frame bytes; default: unpadded planes).
@@ -77,6 +78,7 @@ static int dump_parse(int argc, char **argv, struct dump_args *a)
 	static const char *const matrices[] = {NULL, "bt601", "bt709",
 	                                       "bt2020"};
 	static const char *const ranges[] = {NULL, "limited", "full"};
+	static const char *const roundings[] = {"float", "opencv"};
 	unsigned long long size;
 	unsigned uv_stride;
 	fprep_request *r = &a->req;
@@ -117,6 +119,13 @@ static int dump_parse(int argc, char **argv, struct dump_args *a)
 			if ((v = dump_lookup(n, resizes, 3)) < 0)
 				return -1;
 			r->resize = (uint8_t)v;
+		} else if (strcmp(o, "--rounding") == 0) {
+			if (strcmp(n, roundings[0]) == 0)
+				r->rounding = FPREP_ROUNDING_FLOAT;
+			else if (strcmp(n, roundings[1]) == 0)
+				r->rounding = FPREP_ROUNDING_OPENCV;
+			else
+				return -1;
 		} else if (strcmp(o, "--order") == 0) {
 			if ((v = dump_lookup(n, orders, 4)) < 0)
 				return -1;
@@ -284,8 +293,14 @@ static int dump_write_npy(const char *path, const fprep_request *r,
 static int dump_validate(const fprep_request *r)
 {
 	uint8_t head[FPREP_REQUEST_HEADER_SIZE];
-	fprep_limits lim = {UINT32_MAX, UINT32_MAX, UINT64_MAX, UINT32_MAX,
-	                    UINT32_MAX, UINT64_MAX, UINT32_MAX, UINT64_MAX};
+	fprep_limits lim = {
+	        .max_width = UINT32_MAX,
+	        .max_height = UINT32_MAX,
+	        .max_frame_bytes = UINT64_MAX,
+	        .max_out_width = UINT32_MAX,
+	        .max_out_height = UINT32_MAX,
+	        .max_tensor_bytes = UINT64_MAX,
+	};
 	fprep_request shm = *r, back;
 	char msg[FPREP_MESSAGE_SIZE];
 

@@ -2,7 +2,8 @@
  * test_ops.c: unit tests of the CPU preprocessing (ops_cpu.c, half.h):
  * the letterbox transform, hand-computed bilinear values, normalisation per
  * channel, F16 rounding, equivalences between source formats, row bands,
- * and rejection of bad requests. compare_opencv.py checks the same op
+ * exact mode (rounding OPENCV) on values cv2.resize gave, and rejection of
+ * bad requests. compare_opencv.py and compare_exact.py check the same op
  * against OpenCV on real photographs.
  */
 #include <math.h>
@@ -25,6 +26,16 @@ static uint32_t t_bpp(uint16_t format)
 	       : format == FPREP_PIX_BGRA8 || format == FPREP_PIX_RGBA8 ? 4
 	                                                                : 3;
 }
+
+/* t_no_limits: limits that refuse no size. */
+static const fprep_limits t_no_limits = {
+        .max_width = UINT32_MAX,
+        .max_height = UINT32_MAX,
+        .max_frame_bytes = UINT64_MAX,
+        .max_out_width = UINT32_MAX,
+        .max_out_height = UINT32_MAX,
+        .max_tensor_bytes = UINT64_MAX,
+};
 
 /* t_request fills a FRAME request with the YOLO defaults. */
 static void t_request(fprep_request *r, uint16_t format, uint32_t w, uint32_t h,
@@ -431,6 +442,89 @@ static void test_row_bands(void **state)
 	free(img);
 }
 
+/* Exact mode: the uint8 pixels cv2.resize(INTER_LINEAR) gives (OpenCV 4.6)
+ * for a 3x3 gray image stretched to 5x4, where the float mode rounds 97.5
+ * and 80.6 the other way; the padding's 100.5 rounded half to even, as
+ * cv2.copyMakeBorder's value; F32 the same pixels normalised. */
+static void test_exact_mode(void **state)
+{
+	static const uint8_t src[9] = {0, 255, 7, 128, 3, 250, 77, 200, 1};
+	static const uint8_t cv[20] = {0,   102, 255, 106, 7,  80, 87,
+	                               97,  134, 159, 109, 96, 77, 125,
+	                               157, 77,  126, 200, 81, 1};
+	fprep_request r;
+	uint8_t *t, *f;
+	float *t32;
+	int i;
+
+	(void)state;
+	t_request(&r, FPREP_PIX_GRAY8, 3, 3, 5, 4);
+	r.resize = FPREP_RESIZE_STRETCH;
+	r.dtype = FPREP_DTYPE_U8;
+	r.rounding = FPREP_ROUNDING_OPENCV;
+	t = t_run(&r, src, 0xa5, NULL);
+	assert_memory_equal(t, cv, sizeof(cv));
+	r.rounding = FPREP_ROUNDING_FLOAT;
+	f = t_run(&r, src, 0xa5, NULL);
+	assert_int_equal(f[7], 98);  /* 97.5 */
+	assert_int_equal(f[18], 81); /* 80.6: the same either way */
+	assert_memory_not_equal(f, cv, sizeof(cv));
+	free(f);
+	free(t);
+
+	r.dtype = FPREP_DTYPE_F32;
+	r.rounding = FPREP_ROUNDING_OPENCV;
+	t32 = (float *)t_run(&r, src, 0xa5, NULL);
+	for (i = 0; i < 20; i++)
+		assert_true(t32[i] == (float)cv[i] * (1.0f / 255.0f));
+	free(t32);
+
+	/* Letterbox 3x3 -> 3x5: one row of padding above and below. */
+	t_request(&r, FPREP_PIX_GRAY8, 3, 3, 3, 5);
+	r.dtype = FPREP_DTYPE_U8;
+	r.pad_value = 100.5f;
+	r.rounding = FPREP_ROUNDING_OPENCV;
+	t = t_run(&r, src, 0xa5, NULL);
+	assert_int_equal(t[0], 100);
+	assert_int_equal(t[14], 100);
+	assert_memory_equal(t + 3, src, sizeof(src));
+	free(t);
+	r.rounding = FPREP_ROUNDING_FLOAT;
+	t = t_run(&r, src, 0xa5, NULL);
+	assert_int_equal(t[0], 101);
+	free(t);
+}
+
+/* The rounding travels in bits 4-7 of the wire's resize byte. */
+static void test_rounding_wire(void **state)
+{
+	const fprep_limits lim = t_no_limits;
+	uint8_t buf[FPREP_REQUEST_HEADER_SIZE];
+	char msg[FPREP_MESSAGE_SIZE];
+	fprep_request r, d;
+
+	(void)state;
+	t_request(&r, FPREP_PIX_BGR8, 16, 16, 4, 4);
+	r.input_loc = FPREP_LOC_SHM;
+	r.resize = FPREP_RESIZE_STRETCH;
+	r.rounding = FPREP_ROUNDING_OPENCV;
+	fprep_request_encode(&r, buf);
+	assert_int_equal(buf[40], 0x12);
+	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &lim, &d, msg,
+	                                      sizeof(msg)),
+	                 FPREP_OK);
+	assert_int_equal(d.resize, FPREP_RESIZE_STRETCH);
+	assert_int_equal(d.rounding, FPREP_ROUNDING_OPENCV);
+	r.rounding = FPREP_ROUNDING_FLOAT;
+	fprep_request_encode(&r, buf);
+	assert_int_equal(buf[40], FPREP_RESIZE_STRETCH);
+	buf[40] = 0x51; /* rounding 5, LETTERBOX */
+	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &lim, &d, msg,
+	                                      sizeof(msg)),
+	                 FPREP_EINVAL);
+	assert_string_equal(msg, "rounding 5 is not a rounding mode (0..1)");
+}
+
 static void test_rejects(void **state)
 {
 	uint8_t img[16 * 16 * 4], out[64];
@@ -463,6 +557,7 @@ static void test_rejects(void **state)
 	T_BAD(dtype, 0);
 	T_BAD(layout, 3);
 	T_BAD(resize, 0);
+	T_BAD(rounding, 2);
 	T_BAD(src_width, 0);
 	T_BAD(src_height, 0);
 	T_BAD(out_width, 0);
@@ -486,14 +581,7 @@ static void test_rejects(void **state)
  * judge one from the wire, with the same error and the same sentence. */
 static void test_one_validator(void **state)
 {
-	static const fprep_limits lim = {
-	        .max_width = UINT32_MAX,
-	        .max_height = UINT32_MAX,
-	        .max_frame_bytes = UINT64_MAX,
-	        .max_out_width = UINT32_MAX,
-	        .max_out_height = UINT32_MAX,
-	        .max_tensor_bytes = UINT64_MAX,
-	};
+	const fprep_limits lim = t_no_limits;
 	uint8_t buf[FPREP_REQUEST_HEADER_SIZE + 16 * 16 * 3];
 	char m1[FPREP_MESSAGE_SIZE], m2[FPREP_MESSAGE_SIZE];
 	fprep_request r, b, d;
@@ -521,6 +609,7 @@ static void test_one_validator(void **state)
 	T_SAME(dtype, 7);
 	T_SAME(layout, 0);
 	T_SAME(resize, 3);
+	T_SAME(rounding, 2);
 	T_SAME(src_width, 0);
 	T_SAME(out_height, 0);
 	T_SAME(src_stride, 47);
@@ -530,7 +619,7 @@ static void test_one_validator(void **state)
 	T_SAME(std[2], 0.0f);
 	T_SAME(output_loc, 5);
 #undef T_SAME
-	assert_int_equal(cases, 13);
+	assert_int_equal(cases, 14);
 
 	/* A valid JPEG request: the daemon decodes it first; the op, which
 	 * takes pixels, refuses it. */
@@ -561,6 +650,8 @@ int main(void)
 	        cmocka_unit_test(test_f16_tensor),
 	        cmocka_unit_test(test_format_equivalence),
 	        cmocka_unit_test(test_row_bands),
+	        cmocka_unit_test(test_exact_mode),
+	        cmocka_unit_test(test_rounding_wire),
 	        cmocka_unit_test(test_rejects),
 	        cmocka_unit_test(test_one_validator),
 	};

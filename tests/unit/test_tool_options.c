@@ -18,10 +18,12 @@ static void test_apply(void **state)
 	static const struct option opts[] = {TOOL_PREPROCESS_OPTIONS,
 	                                     {NULL, 0, NULL, 0}};
 	static const char *const args[][2] = {
-	        {"size", "320x256"}, {"dtype", "f16"},      {"layout", "nhwc"},
-	        {"order", "bgr"},    {"resize", "stretch"}, {"mean", "0.5"},
-	        {"std", "1,2,3"},    {"scale", "1"},        {"pad", "0"},
-	        {"matrix", "bt709"}, {"range", "full"},
+	        {"size", "320x256"},   {"dtype", "f16"},
+	        {"layout", "nhwc"},    {"order", "bgr"},
+	        {"resize", "stretch"}, {"mean", "0.5"},
+	        {"std", "1,2,3"},      {"scale", "1"},
+	        {"pad", "0"},          {"matrix", "bt709"},
+	        {"range", "full"},     {"rounding", "opencv"},
 	};
 	struct tool_preprocess p = {0};
 	fprep_request req, def;
@@ -52,6 +54,7 @@ static void test_apply(void **state)
 	assert_true(req.scale == 1 && req.pad_value == 0);
 	assert_int_equal(req.yuv_matrix, FPREP_MATRIX_BT709);
 	assert_int_equal(req.yuv_range, FPREP_RANGE_FULL);
+	assert_int_equal(req.rounding, FPREP_ROUNDING_OPENCV);
 	/* Nothing given: the request keeps its defaults. */
 	memset(&p, 0, sizeof(p));
 	req = def;
@@ -73,7 +76,8 @@ static void test_refusals(void **state)
 	        {TOOL_OPT_STD, "1,-1,1"},   {TOOL_OPT_SCALE, "inf"},
 	        {TOOL_OPT_SCALE, "1x"},     {TOOL_OPT_PAD, "256"},
 	        {TOOL_OPT_PAD, "-1"},       {TOOL_OPT_MATRIX, "bt2021"},
-	        {TOOL_OPT_RANGE, "tv"},
+	        {TOOL_OPT_RANGE, "tv"},     {TOOL_OPT_ROUNDING, "nearest"},
+	        {TOOL_OPT_ROUNDING, ""},
 	};
 	struct tool_preprocess p = {0};
 

@@ -145,18 +145,28 @@ _Static_assert((int)CUDA_T_H2D0 == (int)FPREP__STAGE_H2D0 &&
                        (int)CUDA_NT == (int)FPREP__STAGE_COUNT,
                "stage order");
 
-/* The kernels by source family (interleaved pixels, NV12, I420, YUYV)
- * and dtype - 1. */
-#define CUDA_FAMILIES 4
-static const char *const cuda_kernel_names[CUDA_FAMILIES][3] = {
-        {"fprep_letterbox_f32", "fprep_letterbox_f16", "fprep_letterbox_u8"},
-        {"fprep_letterbox_nv12_f32", "fprep_letterbox_nv12_f16",
-         "fprep_letterbox_nv12_u8"},
-        {"fprep_letterbox_i420_f32", "fprep_letterbox_i420_f16",
-         "fprep_letterbox_i420_u8"},
-        {"fprep_letterbox_yuyv_f32", "fprep_letterbox_yuyv_f16",
-         "fprep_letterbox_yuyv_u8"},
+/* The kernels by rounding (enum fprep_rounding: float, exact), source
+ * family (interleaved pixels, NV12, I420, YUYV) and dtype - 1. */
+#define CUDA_FAMILIES  4
+#define CUDA_ROUNDINGS 2
+static const char *const cuda_kernel_names[CUDA_ROUNDINGS][CUDA_FAMILIES][3] = {
+        {{"fprep_letterbox_f32", "fprep_letterbox_f16", "fprep_letterbox_u8"},
+         {"fprep_letterbox_nv12_f32", "fprep_letterbox_nv12_f16",
+          "fprep_letterbox_nv12_u8"},
+         {"fprep_letterbox_i420_f32", "fprep_letterbox_i420_f16",
+          "fprep_letterbox_i420_u8"},
+         {"fprep_letterbox_yuyv_f32", "fprep_letterbox_yuyv_f16",
+          "fprep_letterbox_yuyv_u8"}},
+        {{"fprep_letterbox_exact_f32", "fprep_letterbox_exact_f16",
+          "fprep_letterbox_exact_u8"},
+         {"fprep_letterbox_nv12_exact_f32", "fprep_letterbox_nv12_exact_f16",
+          "fprep_letterbox_nv12_exact_u8"},
+         {"fprep_letterbox_i420_exact_f32", "fprep_letterbox_i420_exact_f16",
+          "fprep_letterbox_i420_exact_u8"},
+         {"fprep_letterbox_yuyv_exact_f32", "fprep_letterbox_yuyv_exact_f16",
+          "fprep_letterbox_yuyv_exact_u8"}},
 };
+_Static_assert(FPREP_ROUNDING_OPENCV == CUDA_ROUNDINGS - 1, "roundings");
 
 /* cuda_family: the kernel family of a source format. */
 static int cuda_family(uint16_t format)
@@ -223,7 +233,7 @@ typedef struct cuda_backend {
 	int cache_hit;
 
 	cudaLibrary_t lib;
-	cudaKernel_t kernel[CUDA_FAMILIES][3]; /* cuda_kernel_names */
+	cudaKernel_t kernel[CUDA_ROUNDINGS][CUDA_FAMILIES][3]; /* by name */
 	cudaStream_t s_h2d, s_comp, s_d2h;
 	cudaEvent_t ev_base; /* origin of fprep__cuda_stamps */
 	cuda_slot *slots;
@@ -767,7 +777,8 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 		cuda_fail(job, FPREP_EINVAL, 0, "invalid YUV request");
 		return FPREP_EINVAL;
 	}
-	if (rq->dtype < FPREP_DTYPE_F32 || rq->dtype > FPREP_DTYPE_U8) {
+	if (rq->dtype < FPREP_DTYPE_F32 || rq->dtype > FPREP_DTYPE_U8 ||
+	    rq->rounding >= CUDA_ROUNDINGS) {
 		cuda_fail(job, FPREP_EINVAL, 0, "invalid tensor request");
 		return FPREP_EINVAL;
 	}
@@ -867,9 +878,9 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 	dim3 block = {CUDA_BLOCK_X, CUDA_BLOCK_Y, 1};
 	dim3 grid = {(rq->out_width + CUDA_BLOCK_X - 1) / CUDA_BLOCK_X,
 	             (rq->out_height + CUDA_BLOCK_Y - 1) / CUDA_BLOCK_Y, 1};
+	int family = cuda_family(rq->src_format);
 	const void *kern =
-	        (const void *)
-	                cb->kernel[cuda_family(rq->src_format)][rq->dtype - 1];
+	        (const void *)cb->kernel[rq->rounding][family][rq->dtype - 1];
 
 	cuda_band bands[CUDA_BANDS];
 	unsigned nb = 0;
@@ -2013,12 +2024,17 @@ static int cuda_load_kernels(cuda_backend *cb, const fprep__cuda_config *cfg)
 	}
 	if (cb->lib == NULL)
 		goto out;
-	for (int f = 0; f < CUDA_FAMILIES; f++)
-		for (int i = 0; i < 3; i++)
-			if (FPREP__CUDA(&st, cudaLibraryGetKernel(
-			                             &cb->kernel[f][i], cb->lib,
-			                             cuda_kernel_names[f][i])))
-				goto out;
+	for (int r = 0; r < CUDA_ROUNDINGS; r++)
+		for (int f = 0; f < CUDA_FAMILIES; f++) {
+			cudaKernel_t *ks = cb->kernel[r][f];
+			const char *const *names = cuda_kernel_names[r][f];
+
+			for (int i = 0; i < 3; i++)
+				if (FPREP__CUDA(&st, cudaLibraryGetKernel(
+				                             &ks[i], cb->lib,
+				                             names[i])))
+					goto out;
+		}
 	err = 0;
 out:
 	free(cubin);
