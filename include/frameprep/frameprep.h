@@ -468,6 +468,51 @@ FPREP_EXTERN int fprep_region_open_cuda(fprep_region **rp, fprep_client *client,
  * (not on r). */
 FPREP_EXTERN void fprep_region_close(fprep_region *r);
 
+/* fprep_region_unregister tells the daemon to drop r now (best effort),
+ * and keeps r's mapping until fprep_region_close, so that memory a
+ * program still reads (a tensor the daemon wrote there) stays readable.
+ * Nothing is sent when the connection r was registered on has closed
+ * since: that daemon forgot r, and its id may name another region now
+ * (fprep_region_close skips it likewise). Requests naming r must have
+ * completed; later ones fail. Any thread, while other threads make calls
+ * on its client (not on r). */
+FPREP_EXTERN void fprep_region_unregister(fprep_region *r);
+
+/* fprep_region_doorbell asks the daemon to poll a doorbell area
+ * (protocol.h, "Doorbells") of entries entries (1 to
+ * FPREP_DOORBELL_ENTRIES_MAX) at offset (a multiple of 64) in the
+ * shared-memory region r, which the program leaves to the doorbell, so
+ * that fprep_region_request posts requests in its entries: a program
+ * with several requests in flight (one per entry) gets the doorbell's
+ * latency for each, where fprep_client_doorbell serves one call at a
+ * time. Returns 0, FPREP_EINVAL (a CUDA region, entries or offset out of
+ * range, the area outside r), or the error of the DOORBELL request
+ * (FPREP_EPERM: the daemon runs with --max-doorbells 0, FPREP_ELIMIT: at
+ * its limit); fprep_client_last_error says why. Call it before requests
+ * use the area; the daemon stops polling it when r is unregistered. */
+FPREP_EXTERN int fprep_region_doorbell(fprep_region *r, uint64_t offset,
+                                       unsigned entries);
+
+/* fprep_region_request sends req, a FRAME or ECHO whose frame and tensor
+ * lie in regions of r's client (fprep_request_set_regions), and waits for
+ * its reply as fprep_client_request does (same *res, same errors):
+ * through entry k of r's doorbell area (fprep_region_doorbell) when the
+ * daemon watches it, else through nng, its reply waited for in shared
+ * memory when req->shm_reply asks for it. k past the area's entries, or
+ * no area: through nng. Before anything is sent it checks that r is still
+ * registered: FPREP_EREGION when r was unregistered or the connection it
+ * was registered on has closed (the daemon restarted: the program opens
+ * a new region and sends again). A connection that closes while the call
+ * waits for its reply in shared memory or in the entry ends the call
+ * with FPREP_ETRANSPORT within about 10 ms, not at the timeout. A
+ * request the daemon took from the entry and never answered within the
+ * timeout fails with FPREP_ETIMEDOUT, and r's area is not used again.
+ * Any thread, several at once on one client, one call at a time for each
+ * entry k (the caller keeps the entries apart); calls with k past the
+ * entries may overlap. */
+FPREP_EXTERN int fprep_region_request(fprep_region *r, unsigned k,
+                                      fprep_request *req, fprep_result *res);
+
 /* fprep_region_base returns the start of r's mapping (page-aligned), or
  * for a CUDA region the device pointer it was opened with. */
 FPREP_EXTERN void *fprep_region_base(const fprep_region *r);

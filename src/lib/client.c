@@ -40,6 +40,7 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/util/platform.h>
 
+#include "client_entry.h"
 #include "client_internal.h"
 #include "frameprep/frameprep.h"
 
@@ -124,7 +125,8 @@ struct fprep_client {
 	unsigned daemons;           /* URLs dialled */
 	_Atomic uint64_t
 	        peer_uid; /* the daemon's uid + 1 (ipc://), 0 unknown */
-	_Atomic uint64_t conn_gen; /* connections made so far */
+	_Atomic uint64_t conn_gen;  /* connections made so far */
+	_Atomic uint64_t conn_lost; /* connections lost so far */
 
 	/* The reply in shared memory (protocol.h): the regions this client
 	 * registered. */
@@ -337,6 +339,23 @@ static void client_pipe_added(nng_pipe pipe, nng_pipe_ev ev, void *arg)
 uint64_t fprep__client_conn_gen(fprep_client *c)
 {
 	return atomic_load(&c->conn_gen);
+}
+
+/* client_pipe_removed counts a lost connection (the daemon died or
+ * restarted), so that a wait for a reply in shared memory, which nng
+ * does not end, sees it. nng's thread. */
+static void client_pipe_removed(nng_pipe pipe, nng_pipe_ev ev, void *arg)
+{
+	fprep_client *c = arg;
+
+	(void)pipe;
+	(void)ev;
+	atomic_fetch_add(&c->conn_lost, 1);
+}
+
+uint64_t fprep__client_conn_lost(fprep_client *c)
+{
+	return atomic_load(&c->conn_lost);
 }
 
 int fprep__client_trusts(const fprep_client *c, uint64_t uid)
@@ -818,7 +837,9 @@ int fprep_client_open_trusting(fprep_client **clientp, const char *url,
 	    (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST,
 	                          client_pipe_added, c)) != 0 ||
 	    (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_PRE, client_pipe_cb,
-	                          c)) != 0) {
+	                          c)) != 0 ||
+	    (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST,
+	                          client_pipe_removed, c)) != 0) {
 		err = client_nng_err(rv);
 		goto err_close;
 	}
@@ -1103,10 +1124,12 @@ static void client_raio_retire(struct client_slot *s)
 
 /* client_wait_word waits until the request_id at word is no longer v: it
  * polls for up to the client's spin_us, then sleeps in futex(2) (woken by
- * the daemon's write or by the receive's callback). */
+ * the daemon's write or by the receive's callback) for at most 10 ms, so
+ * that the caller sees a connection that closed meanwhile. */
 static void client_wait_word(fprep_client *c, _Atomic uint64_t *word,
                              uint64_t v)
 {
+	const struct timespec bound = {0, 10000000};
 	unsigned spin_us =
 	        atomic_load_explicit(&c->spin_us, memory_order_relaxed);
 	struct timespec t0, t;
@@ -1127,7 +1150,8 @@ static void client_wait_word(fprep_client *c, _Atomic uint64_t *word,
 				break;
 		}
 	}
-	client_futex(word, FUTEX_WAIT, (uint32_t)v);
+	syscall(SYS_futex, (uint32_t *)(void *)word, FUTEX_WAIT, (uint32_t)v,
+	        &bound, NULL, 0);
 }
 
 /* client_roundtrip_shm is client_roundtrip for a request whose reply the
@@ -1143,6 +1167,7 @@ static int client_roundtrip_shm(struct client_slot *s, nng_msg *msg,
                                 nng_msg **replyp)
 {
 	_Atomic uint64_t *word = (_Atomic uint64_t *)(void *)(area + 8);
+	uint64_t lost = atomic_load(&s->c->conn_lost);
 	nng_msg *copy;
 	uint64_t v;
 	int rv;
@@ -1159,8 +1184,22 @@ static int client_roundtrip_shm(struct client_slot *s, nng_msg *msg,
 	nng_ctx_recv(s->ctx, s->raio);
 	/* The receive's own timeout ends the wait: its callback wakes us. */
 	while ((v = atomic_load_explicit(word, memory_order_acquire)) != id &&
-	       v != CLIENT_REPLY_VIA_NNG)
+	       v != CLIENT_REPLY_VIA_NNG) {
+		if (atomic_load(&s->c->conn_lost) != lost) {
+			/* The daemon died: its reply will not come there. */
+			nng_aio_cancel(s->raio);
+			nng_aio_wait(s->raio);
+			if (nng_aio_result(s->raio) == 0)
+				nng_msg_free(nng_aio_get_msg(s->raio));
+			nng_aio_set_msg(s->raio, NULL);
+			atomic_store(&s->reply_state, CLIENT_WAIT_IDLE);
+			return client_error(s->c, FPREP_ETRANSPORT,
+			                    "the connection to the daemon "
+			                    "closed while a request waited for "
+			                    "its reply in shared memory");
+		}
 		client_wait_word(s->c, word, v);
+	}
 	if (v == id && nng_msg_alloc(&copy, FPREP_REPLY_HEADER_SIZE) == 0) {
 		int state = CLIENT_WAIT_WAITING;
 
@@ -1206,21 +1245,25 @@ static int client_doorbell_watched(_Atomic uint32_t *polling,
 	       (atomic_load(wake) & FPREP_DOORBELL_WAKE_ARMED) != 0;
 }
 
-/* client_doorbell_call posts the request header hdr (request id) in the
- * one entry of the doorbell area db (which the caller holds: db_busy)
- * when the daemon watches it (polls it, or sleeps on its wake word,
- * which is then rung), and waits there for the reply until deadline: polling
- * for up to spin_us, then in futex(2) with a 1 ms bound, so that it sees
- * the daemon stop watching. Returns 0 with the reply header copied into
- * *replyp; CLIENT_DOORBELL_NOT_TAKEN when the daemon did not watch, or
- * stopped before it took the request (the entry is the client's again);
- * or an error. */
-static int client_doorbell_call(fprep_client *c, uint8_t *db,
+/* client_doorbell_call posts the request header hdr (request id) in entry
+ * k of the doorbell area db (which the caller holds alone) when the
+ * daemon watches it (polls it, or sleeps on its wake word, which is then
+ * rung), and waits there for the reply until deadline: polling for up to
+ * spin_us, then in futex(2) with a 1 ms bound, so that it sees the daemon
+ * stop watching, and the connection close (c->conn_lost no longer lost:
+ * the daemon died). Returns 0 with the reply header copied into *replyp;
+ * CLIENT_DOORBELL_NOT_TAKEN when the daemon did not watch, or stopped
+ * before it took the request (the entry is the client's again);
+ * FPREP_ETIMEDOUT (taken, never answered: the caller leaves the area
+ * alone from then on); FPREP_ETRANSPORT (the connection closed). */
+static int client_doorbell_call(fprep_client *c, uint8_t *db, unsigned k,
                                 const uint8_t *hdr, uint64_t id,
-                                nng_time deadline, nng_msg **replyp)
+                                nng_time deadline, uint64_t lost,
+                                nng_msg **replyp)
 {
 	long limit_us = (long)client_left(deadline) * 1000;
-	uint8_t *e = db + FPREP_DOORBELL_HEADER_SIZE;
+	uint8_t *e = db + FPREP_DOORBELL_HEADER_SIZE +
+	             (size_t)k * FPREP_DOORBELL_ENTRY_SIZE;
 	_Atomic uint32_t *polling = (_Atomic uint32_t *)(void *)db;
 	_Atomic uint32_t *wake =
 	        (_Atomic uint32_t *)(void *)(db + FPREP_DOORBELL_WAKE_AT);
@@ -1267,10 +1310,15 @@ static int client_doorbell_call(fprep_client *c, uint8_t *db,
 			                                   FPREP_DOORBELL_FREE))
 				return CLIENT_DOORBELL_NOT_TAKEN;
 		}
+		if (atomic_load(&c->conn_lost) != lost)
+			return client_error(
+			        c, FPREP_ETRANSPORT,
+			        "the connection to the daemon closed "
+			        "while a request waited in its "
+			        "doorbell");
 		if (waited_us >= limit_us) {
-			/* Taken and never answered: the doorbell is left
-			 * alone from now on. */
-			atomic_store(&c->db_area, NULL);
+			/* Taken and never answered: the caller leaves the
+			 * doorbell alone from now on. */
 			return client_error(c, FPREP_ETIMEDOUT,
 			                    "no reply in the doorbell: timed "
 			                    "out after %d ms",
@@ -1375,8 +1423,11 @@ static int client_call_doorbell(fprep_client *c, const fprep_request *req,
 		return CLIENT_DOORBELL_NOT_TAKEN;
 	db = atomic_load_explicit(&c->db_area, memory_order_acquire);
 	if (db != NULL)
-		err = client_doorbell_call(c, db, nng_msg_body(msg),
-		                           req->request_id, deadline, replyp);
+		err = client_doorbell_call(c, db, 0, nng_msg_body(msg),
+		                           req->request_id, deadline,
+		                           atomic_load(&c->conn_lost), replyp);
+	if (err == FPREP_ETIMEDOUT)
+		atomic_store(&c->db_area, NULL);
 	atomic_flag_clear(&c->db_busy);
 	if (err != CLIENT_DOORBELL_NOT_TAKEN)
 		nng_msg_free(msg);
@@ -1425,6 +1476,53 @@ int fprep__client_call(fprep_client *c, fprep_request *req, fprep_result *res)
 	return client_call(c, req, NULL, 0, res);
 }
 
+int fprep__client_call_entry(fprep_client *c, uint8_t *db, unsigned k,
+                             uint64_t lost, fprep_request *req,
+                             fprep_result *res)
+{
+	nng_time deadline = client_deadline(c);
+	nng_msg *msg = NULL, *reply = NULL;
+	int err;
+
+	memset(res, 0, sizeof(*res));
+	client_error_clear(c);
+	if (db == NULL || req->input_loc == FPREP_LOC_INLINE ||
+	    req->output_loc == FPREP_LOC_INLINE)
+		return client_call(c, req, NULL, 0, res);
+	if ((err = client_message(c, req, NULL, 0, &msg)))
+		return err;
+	err = client_doorbell_call(c, db, k, nng_msg_body(msg), req->request_id,
+	                           deadline, lost, &reply);
+	if (err == CLIENT_DOORBELL_NOT_TAKEN) {
+		/* Not watched: through nng, with the same request id. */
+		struct client_slot *s;
+		uint8_t *area = NULL;
+
+		if (req->shm_reply &&
+		    (area = client_reply_area(c, req)) == NULL) {
+			nng_msg_free(msg);
+			return FPREP_EINVAL;
+		}
+		if ((err = client_slot_get(c, deadline, &s))) {
+			nng_msg_free(msg);
+			return err;
+		}
+		err = area != NULL ? client_roundtrip_shm(s, msg, area,
+		                                          req->request_id,
+		                                          deadline, &reply)
+		                   : client_roundtrip(s, msg, deadline, &reply);
+		client_slot_put(s);
+		if (err)
+			return err;
+		return client_check_reply(c, req->request_id, req->kind, reply,
+		                          res);
+	}
+	nng_msg_free(msg);
+	if (err)
+		return err;
+	return client_check_reply(c, req->request_id, req->kind, reply, res);
+}
+
 /* client_info_value parses the unsigned value of "key: value" in the INFO
  * text; returns 0 or -1 when the key is missing or the value bad. */
 static int client_info_value(const char *text, const char *key, uint64_t max,
@@ -1467,6 +1565,13 @@ static int client_parse_limits(const char *text, fprep_limits *lim)
 	lim->max_height = (uint32_t)h;
 	lim->max_out_width = (uint32_t)ow;
 	lim->max_out_height = (uint32_t)oh;
+	/* A daemon without ROIS and BATCH tells neither: none accepted. */
+	if (client_info_value(text, "max_elements", UINT32_MAX, &w) != 0)
+		w = 0;
+	lim->max_elements = (uint32_t)w;
+	if (client_info_value(text, "max_batch_bytes", UINT64_MAX,
+	                      &lim->max_batch_bytes) != 0)
+		lim->max_batch_bytes = 0;
 	return 0;
 }
 

@@ -28,6 +28,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "client_entry.h"
 #include "client_internal.h"
 #include "cuda_ptr.h"
 #include "frameprep/frameprep.h"
@@ -37,7 +38,11 @@ struct fprep_region {
 	void *base;
 	size_t size;
 	uint32_t id;
-	int location; /* FPREP_LOC_SHM or FPREP_LOC_CUDA */
+	int location;          /* FPREP_LOC_SHM or FPREP_LOC_CUDA */
+	uint64_t lost;         /* the client's lost connections at REGISTER */
+	int unregistered;      /* fprep_region_unregister was called */
+	_Atomic(uint8_t *) db; /* the doorbell area (fprep_region_doorbell) */
+	unsigned db_entries;
 };
 
 static atomic_uint region_counter;
@@ -132,6 +137,7 @@ int fprep__region_open(fprep_region **rp, fprep_client *client, size_t size)
 	r->client = client;
 	r->location = FPREP_LOC_SHM;
 	gen = fprep__client_conn_gen(client);
+	r->lost = fprep__client_conn_lost(client);
 
 	memset(&req, 0, sizeof(req));
 	req.kind = FPREP_KIND_REGISTER;
@@ -193,6 +199,7 @@ int fprep_region_open_cuda(fprep_region **rp, fprep_client *client, void *dptr,
 	req.cuda_offset = ptr.offset;
 	memcpy(req.cuda_handle, ptr.handle, sizeof(req.cuda_handle));
 	memcpy(req.cuda_uuid, ptr.uuid, sizeof(req.cuda_uuid));
+	r->lost = fprep__client_conn_lost(client);
 	err = fprep_client_register(client, &req, &res);
 	if (err)
 		goto err_alloc;
@@ -219,23 +226,91 @@ err_alloc:
 	return err;
 }
 
-void fprep_region_close(fprep_region *r)
+void fprep_region_unregister(fprep_region *r)
 {
 	fprep_register_request req;
 	fprep_result res;
 
-	if (r == NULL)
+	if (r->unregistered)
 		return;
+	r->unregistered = 1;
+	atomic_store(&r->db, NULL);
 	if (r->location == FPREP_LOC_SHM)
 		fprep__client_remove_shm(r->client, r->id, r->base);
+	/* After a lost connection the daemon forgot r, and its id may be
+	 * another region's now. */
+	if (fprep__client_conn_lost(r->client) != r->lost)
+		return;
 	memset(&req, 0, sizeof(req));
 	req.kind = FPREP_KIND_UNREGISTER;
 	req.region_id = r->id;
 	if (fprep_client_register(r->client, &req, &res) == 0)
 		fprep_result_fini(&res);
+}
+
+void fprep_region_close(fprep_region *r)
+{
+	if (r == NULL)
+		return;
+	fprep_region_unregister(r);
 	if (r->location == FPREP_LOC_SHM)
 		munmap(r->base, r->size);
 	free(r);
+}
+
+int fprep_region_doorbell(fprep_region *r, uint64_t offset, unsigned entries)
+{
+	fprep_register_request req;
+	fprep_result res;
+	int err;
+
+	if (r->location != FPREP_LOC_SHM || entries == 0 ||
+	    entries > FPREP_DOORBELL_ENTRIES_MAX || offset % 64 != 0 ||
+	    offset > r->size ||
+	    r->size - offset <
+	            FPREP_DOORBELL_HEADER_SIZE +
+	                    (size_t)entries * FPREP_DOORBELL_ENTRY_SIZE)
+		return fprep__client_set_error(
+		        r->client, FPREP_EINVAL,
+		        "a doorbell area needs a shared-memory region, 1 to "
+		        "64 entries and a 64-byte aligned offset with room "
+		        "for them inside the region");
+	memset(&req, 0, sizeof(req));
+	req.kind = FPREP_KIND_DOORBELL;
+	req.region_id = r->id;
+	req.doorbell_entries = entries;
+	req.doorbell_offset = offset;
+	if ((err = fprep_client_register(r->client, &req, &res)) != 0)
+		return err;
+	err = (int)res.header.status;
+	if (err)
+		fprep__client_set_error(r->client, err, res.header.message);
+	fprep_result_fini(&res);
+	if (err)
+		return err;
+	r->db_entries = entries;
+	atomic_store(&r->db, (uint8_t *)r->base + offset);
+	return 0;
+}
+
+int fprep_region_request(fprep_region *r, unsigned k, fprep_request *req,
+                         fprep_result *res)
+{
+	uint8_t *db = atomic_load(&r->db);
+	int err;
+
+	memset(res, 0, sizeof(*res));
+	if (r->unregistered || fprep__client_conn_lost(r->client) != r->lost)
+		return fprep__client_set_error(
+		        r->client, FPREP_EREGION,
+		        "the region was unregistered, or the daemon it was "
+		        "registered with is gone (restarted): open a new one");
+	if (k >= r->db_entries)
+		db = NULL;
+	err = fprep__client_call_entry(r->client, db, k, r->lost, req, res);
+	if (err == FPREP_ETIMEDOUT && db != NULL)
+		atomic_store(&r->db, NULL);
+	return err;
 }
 
 void fprep__region_unmap(fprep_region *r)
