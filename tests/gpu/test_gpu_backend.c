@@ -23,6 +23,11 @@
  * matrix and range, padded planes) take the same bounds: both backends
  * convert each pixel to the same RGB8 value (no fused multiply-add in that
  * step), then resize as for RGB8.
+ *
+ * Exact mode (rounding OPENCV): no tolerance. The GPU's tensor must equal
+ * the CPU's in every bit, every format, dtype, layout and transfer mode,
+ * and for frames of which only the rows read are copied (exact_cases,
+ * check_rows' odd frames).
  */
 #include <math.h>
 #include <stdio.h>
@@ -47,8 +52,11 @@ static const char *const dtype_names[] = {"", "f32", "f16", "u8"};
 static int trace_on;
 
 /* Largest difference seen, by pixel format and dtype (f32/f16 in tensor
- * units, u8 in LSB). */
+ * units, u8 in LSB), float mode; exact-mode cases and the elements of
+ * theirs that differed. */
 static double max_diff[9][4];
+static int exact_cases_run;
+static long exact_elements_off;
 
 static float f16_to_f32(uint16_t h)
 {
@@ -111,9 +119,12 @@ static double compare(const fprep_request *rq, const void *gpu, const void *cpu,
 {
 	double worst = 0;
 	unsigned nch = rq->channel_order == FPREP_ORDER_GRAY ? 1 : 3;
-	uint64_t n = bytes / (rq->dtype == FPREP_DTYPE_F32   ? 4
-	                      : rq->dtype == FPREP_DTYPE_F16 ? 2
-	                                                     : 1);
+	unsigned esize = rq->dtype == FPREP_DTYPE_F32   ? 4
+	                 : rq->dtype == FPREP_DTYPE_F16 ? 2
+	                                                : 1;
+	uint64_t n = bytes / esize;
+	int exact = rq->rounding == FPREP_ROUNDING_OPENCV;
+
 	*bad = 0;
 	for (uint64_t i = 0; i < n; i++) {
 		unsigned c = rq->layout == FPREP_LAYOUT_NCHW
@@ -135,10 +146,15 @@ static double compare(const fprep_request *rq, const void *gpu, const void *cpu,
 			        (int)((const uint8_t *)cpu)[i]);
 			tol = 1;
 		}
-		if (!(d <= tol)) { /* NaN (an unwritten element) fails too */
+		/* Exact mode: the same bits (NaN, an unwritten element,
+		 * fails the float mode's test). */
+		if (exact ? memcmp((const uint8_t *)gpu + i * esize,
+		                   (const uint8_t *)cpu + i * esize, esize) != 0
+		          : !(d <= tol)) {
 			if (*bad < 3)
 				printf("  element %llu: diff %g > %g\n",
-				       (unsigned long long)i, d, tol);
+				       (unsigned long long)i, d,
+				       exact ? 0.0 : tol);
 			(*bad)++;
 		}
 		if (d > worst)
@@ -154,6 +170,7 @@ typedef struct case_spec {
 	int imagenet; /* ImageNet mean/std instead of the YOLO defaults */
 	uint32_t extra_stride;
 	uint8_t matrix, range; /* YUV sources */
+	uint8_t rounding;      /* enum fprep_rounding */
 } case_spec;
 
 /* yuv_frame_make makes a YUV frame of format fmt from im (cropped to even
@@ -254,6 +271,7 @@ static void check_case(fprep__backend *b, lane_waiter *w, const lane_image *im,
 	rq.dtype = cs->dtype;
 	rq.layout = cs->layout;
 	rq.resize = cs->resize;
+	rq.rounding = cs->rounding;
 	rq.out_width = cs->out_w;
 	rq.out_height = cs->out_h;
 	if (cs->imagenet && cs->dtype != FPREP_DTYPE_U8) {
@@ -288,7 +306,7 @@ static void check_case(fprep__backend *b, lane_waiter *w, const lane_image *im,
 	if (lj.job.status == FPREP_OK) {
 		double d = compare(&rq, gpu, cpu, bytes, &bad);
 		CHECK(bad == 0,
-		      "%s %s (matrix %u range %u) %s->%s %s %s %ux%u: %d "
+		      "%s %s (matrix %u range %u) %s->%s %s %s %ux%u%s: %d "
 		      "elements off (max %g)",
 		      im->name, fmt_names[cs->fmt], cs->matrix, cs->range,
 		      cs->order == FPREP_ORDER_RGB   ? "RGB"
@@ -298,9 +316,14 @@ static void check_case(fprep__backend *b, lane_waiter *w, const lane_image *im,
 		      cs->layout == FPREP_LAYOUT_NCHW ? "NCHW" : "NHWC",
 		      cs->resize == FPREP_RESIZE_LETTERBOX ? "letterbox"
 		                                           : "stretch",
-		      cs->out_w, cs->out_h, bad, d);
-		if (d > max_diff[cs->fmt][cs->dtype])
+		      cs->out_w, cs->out_h, cs->rounding ? " exact" : "", bad,
+		      d);
+		if (cs->rounding) {
+			exact_cases_run++;
+			exact_elements_off += bad;
+		} else if (d > max_diff[cs->fmt][cs->dtype]) {
 			max_diff[cs->fmt][cs->dtype] = d;
+		}
 	}
 	free(frame);
 	free(cpu);
@@ -381,6 +404,64 @@ static lane_image scale_image(const lane_image *im, int w, int h)
 			                         3,
 			       3);
 	return big;
+}
+
+/* exact_cases runs exact mode (rounding OPENCV) on every image in every
+ * format and dtype, letterboxed to 640x640 (NCHW, ImageNet normalisation
+ * on every other image) and stretched to 416x256 (NHWC), and the first
+ * image scaled to 1920x1080, 1280x720 (down) and 320x240 (up) into
+ * 640x640 in BGR8 and NV12; returns the number of cases. */
+static int exact_cases(fprep__backend *b, lane_waiter *w, const lane_image *ims,
+                       int nims)
+{
+	static const int sizes[][2] = {{1920, 1080}, {1280, 720}, {320, 240}};
+	int n = 0;
+
+	/* Image i, format, dtype, and v: letterbox NCHW or stretch NHWC. */
+	for (int k = 0; k < nims * 8 * 3 * 2; k++) {
+		int i = k / 48, v = k % 2;
+		uint16_t fmt = (uint16_t)(FPREP_PIX_BGR8 + k / 6 % 8);
+		uint8_t order = fmt == FPREP_PIX_GRAY8 && v ? FPREP_ORDER_GRAY
+		                : (i + v) & 1               ? FPREP_ORDER_BGR
+		                                            : FPREP_ORDER_RGB;
+		case_spec cs = {.fmt = fmt,
+		                .order = order,
+		                .dtype = (uint8_t)(FPREP_DTYPE_F32 + k / 2 % 3),
+		                .layout = v ? FPREP_LAYOUT_NHWC
+		                            : FPREP_LAYOUT_NCHW,
+		                .resize = v ? FPREP_RESIZE_STRETCH
+		                            : FPREP_RESIZE_LETTERBOX,
+		                .out_w = v ? 416 : 640,
+		                .out_h = v ? 256 : 640,
+		                .imagenet = i & 1,
+		                .extra_stride = (uint32_t)(3 * v),
+		                .matrix = (uint8_t)(i % 4),
+		                .range = (uint8_t)(v + 1),
+		                .rounding = FPREP_ROUNDING_OPENCV};
+		check_case(b, w, &ims[i], &cs);
+		n++;
+	}
+	for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+		lane_image im = scale_image(&ims[0], sizes[k][0], sizes[k][1]);
+
+		for (uint8_t dt = FPREP_DTYPE_F32; dt <= FPREP_DTYPE_U8; dt++)
+			for (int yuv = 0; yuv < 2; yuv++) {
+				case_spec cs = {
+				        .fmt = yuv ? FPREP_PIX_NV12
+				                   : FPREP_PIX_BGR8,
+				        .order = FPREP_ORDER_RGB,
+				        .dtype = dt,
+				        .layout = FPREP_LAYOUT_NCHW,
+				        .resize = FPREP_RESIZE_LETTERBOX,
+				        .out_w = 640,
+				        .out_h = 640,
+				        .rounding = FPREP_ROUNDING_OPENCV};
+				check_case(b, w, &im, &cs);
+				n++;
+			}
+		free(im.rgb);
+	}
+	return n;
 }
 
 /* check_burst queues BURST 1080p frames at once. pinned: input and output
@@ -535,7 +616,8 @@ static int check_rows(fprep__backend *b, lane_waiter *w)
 				        .out_h = g[i].oh,
 				        .extra_stride = (uint32_t)(4 * k),
 				        .matrix = (uint8_t)(k % 4),
-				        .range = (uint8_t)(k % 2 + 1)};
+				        .range = (uint8_t)(k % 2 + 1),
+				        .rounding = (uint8_t)(k % 2)};
 				check_case(b, w, &im, &cs);
 				free(im.rgb);
 				n++;
@@ -551,6 +633,7 @@ static int check_rows(fprep__backend *b, lane_waiter *w)
 			                            ? FPREP_ORDER_GRAY
 			                            : FPREP_ORDER_RGB;
 			rq->resize = g[i].resize;
+			rq->rounding = (uint8_t)(k % 2);
 			rq->out_width = g[i].ow;
 			rq->out_height = g[i].oh;
 			fprep_tensor_shape(rq, shape, &bytes);
@@ -872,6 +955,7 @@ int main(int argc, char **argv)
 	/* Pass 1 (warm-up, grows the slots to the largest frame), pass 2
 	 * must allocate nothing. */
 	int ncases = all_cases(b, &w, ims, nims);
+	ncases += exact_cases(b, &w, ims, nims);
 	lane_image big = scale_image(&ims[0], 1920, 1080);
 	check_burst(b, &w, &big, FPREP_PIX_BGR8, 0);
 	check_burst(b, &w, &big, FPREP_PIX_BGR8, 1);
@@ -895,6 +979,7 @@ int main(int argc, char **argv)
 	allocs = fprep__cuda_alloc_count();
 	memset(max_diff, 0, sizeof max_diff);
 	ncases += all_cases(b, &w, ims, nims);
+	ncases += exact_cases(b, &w, ims, nims);
 	check_burst(b, &w, &big, FPREP_PIX_BGR8, 0);
 	check_burst(b, &w, &big, FPREP_PIX_BGR8, 1);
 	check_burst(b, &w, &big, FPREP_PIX_NV12, 1);
@@ -929,6 +1014,7 @@ int main(int argc, char **argv)
 		if (b == NULL)
 			break;
 		int n = all_cases(b, &w, ims, nims);
+		n += exact_cases(b, &w, ims, nims);
 		n += check_rows(b, &w);
 		ncases += n;
 		if (mc.transfer != FPREP__CUDA_STAGED)
@@ -950,6 +1036,9 @@ int main(int argc, char **argv)
 		       max_diff[f][FPREP_DTYPE_F32],
 		       max_diff[f][FPREP_DTYPE_F16],
 		       max_diff[f][FPREP_DTYPE_U8]);
+	printf("\nexact mode (rounding opencv): %d cases, %ld elements differ "
+	       "from the CPU reference (must be 0)\n",
+	       exact_cases_run, exact_elements_off);
 	printf("\n%d cases, %d checks, %d failed\n", ncases, check_count,
 	       check_failures);
 	free(big.rgb);
