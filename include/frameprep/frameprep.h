@@ -117,7 +117,9 @@ FPREP_EXTERN void fprep_transform_compute(const fprep_request *req,
  * Resize semantics match OpenCV cv2.resize(INTER_LINEAR): source coordinate
  * = (dst + 0.5) * src_size / resized_size - 0.5, clamped to the image; the
  * padding matches cv2.copyMakeBorder(BORDER_CONSTANT, pad_value). Results are
- * within 1 LSB (before normalisation) of OpenCV's fixed-point arithmetic.
+ * within 1 LSB (before normalisation) of OpenCV's fixed-point arithmetic;
+ * with req->rounding FPREP_ROUNDING_OPENCV (exact mode, protocol.h) they
+ * are OpenCV's uint8 pixels, normalised, bit for bit.
  * Returns 0 or FPREP_EINVAL (tensor_size wrong, request invalid). */
 FPREP_EXTERN int fprep_preprocess_cpu(const fprep_request *req,
                                       const void *frame, void *tensor,
