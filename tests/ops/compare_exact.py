@@ -37,8 +37,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare_opencv import letterbox_geometry, source_bytes  # noqa: E402
 
-PHOTOS = ["astronaut.png", "coffee.png", "rocket.jpg", "motorcycle_left.png",
-          "camera.png"]
+PHOTOS = ["astronaut.png", "rocket.jpg", "camera.png"]
 SCALED = [(1920, 1080), (1280, 720), (320, 240)]
 CROPS = [(1023, 767), (101, 37), (37, 101), (3, 2), (1, 1)]
 LETTERBOX_OUT = [(640, 640), (333, 517)]
@@ -266,7 +265,7 @@ def run_yuv(r, images):
     """YUV frames: exact mode equals OpenCV's resize of the frame's RGB8
     conversion (the one frameprep documents)."""
     bgr0 = cv2.imread(os.path.join(images, "coffee.png"), cv2.IMREAD_COLOR)
-    for sw, sh in [(1280, 720), (320, 240), (102, 58)]:
+    for sw, sh in [(1280, 720), (102, 58)]:
         bgr = cv2.resize(bgr0, (sw, sh), interpolation=cv2.INTER_CUBIC)
         for fmt in ("nv12", "i420", "yuyv"):
             f = os.path.join(r.tmp, "yuv-%s.raw" % fmt)
@@ -305,7 +304,7 @@ def run_daemon(r, args, images):
         else:
             r.failures.append("frameprepd did not answer INFO")
             return
-        for photo in ("astronaut.png", "motorcycle_left.png"):
+        for photo in ("motorcycle_left.png",):
             path = os.path.join(images, photo)
             bgr = cv2.imread(path, cv2.IMREAD_COLOR)
             for opts, stretch, size, dtype in (
