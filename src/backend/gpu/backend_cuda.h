@@ -23,8 +23,10 @@ typedef struct fprep__cuda_config {
 	                 rows the kernel reads (row_plan.h) */
 	int trace;    /* keep the device clock's anchor for job->t_stage_ns */
 	uint64_t spin_ns; /* the lane and completion threads poll for work
-	                     (and the GPU) this long before sleeping; 0:
-	                     sleep at once */
+	                     (and the GPU) this long before sleeping; a
+	                     wait for the GPU first sleeps until shortly
+	                     before the completion expected (backend_cuda.c,
+	                     pacing); 0: sleep at once, no pacing */
 } fprep__cuda_config;
 
 /* How a lane moves frames and tensors that lie in registered pinned memory
