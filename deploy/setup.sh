@@ -82,6 +82,45 @@ if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
 	export PATH="/usr/local/cuda/bin:$PATH"
 fi
 
+# nvJPEG (CUDA builds): the GPU lanes decode JPEG frames with it where the
+# GPU has a JPEG engine. Only its header is needed to build (the library
+# is loaded at run time); a toolkit without it (the runfile's) gets both
+# from PyPI's nvidia-nvjpeg wheel, pinned, unpacked into
+# BUILD_DIR/_deps/nvjpeg (found there by src/CMakeLists.txt). Offline, the
+# build goes on without it and the lanes decode on CPU threads.
+nvjpeg_fetch() {
+	local major inc wheel_dir pin py=python3
+	case " ${FPREP_CMAKE_ARGS:-} " in *" -DFPREP_CUDA=OFF "*) return 0 ;; esac
+	command -v nvcc >/dev/null || return 0
+	inc=$(dirname "$(command -v nvcc)")/../include
+	[ -f "$inc/nvjpeg.h" ] && return 0
+	major=$(nvcc --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
+	case $major in
+	13) pin=nvidia-nvjpeg==13.0.3.75 ;;
+	*)
+		echo "== nvJPEG: no pinned wheel for CUDA $major: lanes decode JPEG on CPUs"
+		return 0
+		;;
+	esac
+	[ -f "$build_dir/_deps/nvjpeg/nvidia/cu$major/include/nvjpeg.h" ] && return 0
+	wheel_dir=$build_dir/_deps/wheels
+	echo "== nvJPEG: $pin from PyPI into $build_dir/_deps/nvjpeg"
+	mkdir -p "$wheel_dir" "$build_dir/_deps/nvjpeg"
+	# Debian's python3 has no pip: a venv's (python3-venv) downloads.
+	if ! python3 -m pip --version >/dev/null 2>&1; then
+		python3 -m venv "$build_dir/_deps/venv" >/dev/null 2>&1 &&
+			py=$build_dir/_deps/venv/bin/python3
+	fi
+	if "$py" -m pip download -q --no-deps --only-binary=:all: \
+		--dest "$wheel_dir" "$pin" &&
+		python3 -m zipfile -e "$wheel_dir"/nvidia_nvjpeg-"${pin#*==}"-*.whl \
+			"$build_dir/_deps/nvjpeg"; then
+		return 0
+	fi
+	echo "== nvJPEG: not fetched (offline?): lanes decode JPEG on CPUs" >&2
+}
+nvjpeg_fetch
+
 cuda_arg=()
 case " ${FPREP_CMAKE_ARGS:-} " in
 *" -DFPREP_CUDA="*) ;;

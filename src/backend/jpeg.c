@@ -173,6 +173,7 @@ int fprep__jpeg_open(fprep__jpeg *j, const fprep__job *job, fprep_request *raw,
 	                        (unsigned long)rq->input_size, &w, &h, &subsamp,
 	                        &cs) != 0)
 		return jpeg_failed(j, "JPEG header: ", msg, msg_size);
+	j->colorspace = cs;
 	if (cs == TJCS_CMYK || cs == TJCS_YCCK || cs < 0) {
 		snprintf(msg, msg_size,
 		         "JPEG colour space %s is not supported (gray, YCbCr "
@@ -232,11 +233,90 @@ int fprep__jpeg_decode(fprep__jpeg *j, fprep__job *job,
 	                  (int)raw->src_height, pf, JPEG_FLAGS) != 0) {
 		return jpeg_failed(j, "JPEG: ", msg, msg_size);
 	}
+	fprep__jpeg_adopt(job, raw, dst, j->t0_ns);
+	return FPREP_OK;
+}
+
+void fprep__jpeg_adopt(fprep__job *job, const fprep_request *raw,
+                       const uint8_t *frame, uint64_t t0_ns)
+{
 	job->req = *raw;
-	job->input = dst;
+	job->input = frame;
 	fprep_transform_compute(&job->req, &job->xf);
 	job->decoded_width = (uint16_t)raw->src_width;
 	job->decoded_height = (uint16_t)raw->src_height;
-	job->t_decode_us = (uint32_t)((fprep__now_ns() - j->t0_ns) / 1000);
-	return FPREP_OK;
+	job->t_decode_us = (uint32_t)((fprep__now_ns() - t0_ns) / 1000);
+}
+
+uint64_t fprep__jpeg_t0(const fprep__jpeg *j)
+{
+	return j->t0_ns;
+}
+
+/* jpeg_entropy_ends scans the entropy-coded data from p[i] and returns
+ * 1 when it ends in an EOI with only byte stuffing (FF 00), fill bytes
+ * and restart markers before it; 0 at any other marker or at the end of
+ * the bytes. */
+static int jpeg_entropy_ends(const uint8_t *p, uint64_t n, uint64_t i)
+{
+	while (i < n) {
+		const uint8_t *ff = memchr(p + i, 0xFF, (size_t)(n - i));
+		uint8_t m;
+
+		if (ff == NULL)
+			return 0;
+		i = (uint64_t)(ff - p) + 1;
+		while (i < n && p[i] == 0xFF) /* fill bytes */
+			i++;
+		if (i >= n)
+			return 0;
+		m = p[i++];
+		if (m == 0x00 || (m >= 0xD0 && m <= 0xD7))
+			continue;
+		return m == 0xD9;
+	}
+	return 0;
+}
+
+int fprep__jpeg_sequential(const uint8_t *p, uint64_t n)
+{
+	uint64_t i = 2, len;
+	unsigned nf = 0;
+	uint8_t m;
+
+	if (n < 4 || p[0] != 0xFF || p[1] != 0xD8)
+		return 0;
+	while (i + 4 <= n) {
+		if (p[i] != 0xFF)
+			return 0;
+		m = p[i + 1];
+		if (m == 0xFF) {
+			i++;
+			continue;
+		}
+		if (m == 0x01 || (m >= 0xD0 && m <= 0xD7) || m == 0xD8 ||
+		    m == 0xD9)
+			return 0; /* no image before these here */
+		len = (uint64_t)p[i + 2] << 8 | p[i + 3];
+		if (len < 2 || i + 2 + len > n)
+			return 0;
+		if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 &&
+		    m != 0xCC) {
+			/* SOF: only baseline and extended sequential
+			 * Huffman, 8-bit, 1 or 3 components; one frame. */
+			if ((m != 0xC0 && m != 0xC1) || nf != 0 || len < 8 ||
+			    p[i + 4] != 8)
+				return 0;
+			nf = p[i + 9];
+			if ((nf != 1 && nf != 3) || len != 8 + 3 * nf)
+				return 0;
+		} else if (m == 0xDA) {
+			/* The one scan: every component in it. */
+			if (nf == 0 || len < 3 || p[i + 4] != nf)
+				return 0;
+			return jpeg_entropy_ends(p, n, i + 2 + len);
+		}
+		i += 2 + len;
+	}
+	return 0;
 }

@@ -26,6 +26,7 @@ typedef struct fprep__jpeg {
 	uint8_t *buf; /* fprep__jpeg_buffer's frame, cap bytes */
 	size_t cap;
 	uint64_t t0_ns; /* when fprep__jpeg_open began */
+	int colorspace; /* the last header's TJCS value (TJCS_YCbCr, ...) */
 } fprep__jpeg;
 
 /* fprep__jpeg_init sets *j up; a handle that could not be made makes
@@ -63,5 +64,29 @@ uint8_t *fprep__jpeg_buffer(fprep__jpeg *j, size_t n);
 int fprep__jpeg_decode(fprep__jpeg *j, fprep__job *job,
                        const fprep_request *raw, uint8_t *dst, char *msg,
                        size_t msg_size);
+
+/* fprep__jpeg_adopt makes job a job on its decoded frame, once that
+ * frame lies at frame (host or device memory: it is only stored): job->req
+ * = *raw (as fprep__jpeg_open filled it), job->input = frame, job->xf
+ * recomputed, job->decoded_width/height and t_decode_us (since t0_ns,
+ * CLOCK_MONOTONIC) filled. fprep__jpeg_decode ends with it; a decoder that
+ * writes the frame elsewhere (nvJPEG, on the GPU) calls it itself. */
+void fprep__jpeg_adopt(fprep__job *job, const fprep_request *raw,
+                       const uint8_t *frame, uint64_t t0_ns);
+
+/* fprep__jpeg_t0 returns when j's last fprep__jpeg_open began
+ * (CLOCK_MONOTONIC nanoseconds). */
+uint64_t fprep__jpeg_t0(const fprep__jpeg *j);
+
+/* fprep__jpeg_sequential tells whether the n bytes at p are a JPEG that
+ * a sequential 8-bit Huffman decoder of one scan can take whole: SOF0 or
+ * SOF1 with 8-bit samples and 1 or 3 components, one scan holding every
+ * component, and entropy-coded data that holds only byte stuffing and
+ * restart markers up to an EOI. Returns 1 or 0: progressive, arithmetic,
+ * lossless and 12-bit files, several scans, a truncated file (no EOI) or
+ * a stray marker in the data all give 0. Reads only; for choosing a
+ * decoder (a GPU's JPEG engine takes exactly these), not a validation:
+ * a file it accepts may still be corrupt inside its Huffman data. */
+int fprep__jpeg_sequential(const uint8_t *p, uint64_t n);
 
 #endif /* FPREP_JPEG_H */

@@ -9,11 +9,14 @@
 #          GPU machine lacks (tests/gpu/collect-libs.sh),
 #          the photographs and this script into BUNDLE_DIR.
 #   there: bash BUNDLE_DIR/run-on-gpu.sh [lane|service|all]
-#          lane: test_kernel_cache, test_gpu_backend (its equality cases
+#          lane: test_kernel_cache, test_jpeg_gpu (JPEG frames: nvJPEG's
+#          engine, then FPREP_NVJPEG=off), test_gpu_backend (its equality cases
 #          also in the transfer modes FPREP_TRANSFER names, default
 #          mapped,auto; plain and, with
 #          FPREP_MEMCHECK=1, under compute-sanitizer memcheck) and bench_lane;
 #          service: frameprepd on GPU 0 with the CLI, the shared-memory test,
+#          b1080_jpeg (JPEG frames staged from the photographs, 1080p q90,
+#          with nvJPEG's engine and with the CPU decoders),
 #          frameprep-bench (inline, shared memory, ECHO ceiling, sweeps, 1080p
 #          and 4K, against the PCIe ceiling that bench_lane measured),
 #          b1080_modes (a daemon per --transfer staged, mapped, auto, with
@@ -42,7 +45,7 @@ if [ "${1:-}" = "--stage" ]; then
 	set -e
 	mkdir -p "$out/bin" "$out/images"
 	bins=()
-	for b in test_kernel_cache test_gpu_backend bench_lane bench_hosts; do
+	for b in test_kernel_cache test_gpu_backend test_jpeg_gpu bench_lane bench_hosts; do
 		cp "$build/tests/gpu/$b" "$out/bin/"
 		bins+=("$out/bin/$b")
 	done
@@ -61,6 +64,22 @@ if [ "${1:-}" = "--stage" ]; then
 	cp "$src"/.whl/*.whl "$out/whl/" 2>/dev/null || true
 	bash "$src/tests/gpu/collect-libs.sh" "$out/libs" "${bins[@]}" >/dev/null
 	cp "$images"/*.png "$images"/*.jpg "$out/images/" 2>/dev/null || true
+	# JPEG frames for frameprep-bench --format jpeg: the photographs at
+	# 1920x1080, quality 90, 4:2:0 (OpenCV, as peer_jpeg.py encodes).
+	mkdir -p "$out/jpeg"
+	/usr/bin/python3 - "$images" "$out/jpeg" <<'PY' || echo "no JPEG frames staged (python3-opencv?)"
+import glob, os, sys
+import cv2
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.png")) +
+                   glob.glob(os.path.join(sys.argv[1], "*.jpg"))):
+    img = cv2.imread(path, cv2.IMREAD_COLOR)
+    if img is None or min(img.shape[:2]) < 256:
+        continue
+    img = cv2.resize(img, (1920, 1080), interpolation=cv2.INTER_LINEAR)
+    name = os.path.splitext(os.path.basename(path))[0] + ".jpg"
+    cv2.imwrite(os.path.join(sys.argv[2], name), img,
+                [cv2.IMWRITE_JPEG_QUALITY, 90])
+PY
 	cp "$0" "$out/run-on-gpu.sh"
 	cp "$(dirname "$0")/multi_gpu.sh" "$out/multi_gpu.sh"
 	du -sh "$out"
@@ -256,9 +275,14 @@ nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width
 tests=()
 if [ "$mode" != service ]; then
 	TAILN=12 run kernel_cache "$here/bin/test_kernel_cache"
+	# Its JPEG case wants libjpeg-turbo's pixels: the lane's CPU decoders.
 	TAILN=30 run gpu_backend env FPREP_TRANSFER="${FPREP_TRANSFER:-mapped,auto}" \
-		"$here/bin/test_gpu_backend" "$here/images"
-	tests+=(kernel_cache gpu_backend)
+		FPREP_NVJPEG=off "$here/bin/test_gpu_backend" "$here/images"
+	# JPEG frames: nvJPEG's engine (libnvjpeg carried in libs/), then the
+	# lane's libjpeg-turbo decoders; |GPU - CPU| per sampling and a rate.
+	TAILN=16 run jpeg_gpu "$here/bin/test_jpeg_gpu" "$here/images"
+	TAILN=16 run jpeg_gpu_cpu env FPREP_NVJPEG=off "$here/bin/test_jpeg_gpu" "$here/images"
+	tests+=(kernel_cache gpu_backend jpeg_gpu jpeg_gpu_cpu)
 	cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 	if [ "${FPREP_MEMCHECK:-0}" = 1 ] && [ -x "$cs" ]; then
 		TAILN=4 run memcheck timeout 150 "$cs" --tool memcheck --leak-check full \
@@ -324,6 +348,35 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	# With f32 out, NV12's D2H (4.9 MB) outweighs its H2D (3.1 MB); with f16 (2.5 MB) the input bounds it.
 	TAILN=20 run b1080_nv12_f16 "${B[@]}" --frame-size 1920x1080 --size 640x640 --dtype f16 --shm both --format nv12 -c 1,16 --json "$logs/b1080_nv12_f16.json"
 	TAILN=20 run b1080_open "${B[@]}" --frame-size 1920x1080 --size 640x640 --shm both -c 32 --rate 2000,6000 --arrivals poisson --json "$logs/b1080_open.json"
+	# JPEG frames (1080p q90, sent as they are) -> 640x640 f32: a daemon
+	# with nvJPEG's engine, then one with FPREP_NVJPEG=off (the lane's
+	# CPU decoders); FPREP_JPEG_THREADS sets their number.
+	jpeg_run() {
+		local k ju jp rc=0
+		for k in engine cpu; do
+			ju=ipc://$tmp/jpeg-$k.sock
+			if [ $k = cpu ]; then
+				FPREP_NVJPEG=off "$here/bin/frameprepd" --device 0 --listen "$ju" --slots 4 \
+					--max-inflight 256 2>"$logs/frameprepd_jpeg_$k.log" &
+			else
+				"$here/bin/frameprepd" --device 0 --listen "$ju" --slots 4 \
+					--max-inflight 256 2>"$logs/frameprepd_jpeg_$k.log" &
+			fi
+			jp=$!
+			for _ in $(seq 200); do "$here/bin/frameprep" info --socket "$ju" >/dev/null 2>&1 && break; sleep 0.1; done
+			"$here/bin/frameprep" info --socket "$ju" | grep -E '^jpeg_decoder:'
+			"$here/bin/frameprep-bench" --socket "$ju" --quiet --format jpeg \
+				--image-dir "$here/jpeg" --size 640x640 --verify sample \
+				--duration "${FPREP_BENCH_S:-3}" --warmup 1 --no-ceiling \
+				-c 1,8,16,32,64 --json "$logs/b1080_jpeg_$k.json" || rc=1
+			kill -TERM $jp; wait $jp || rc=1
+		done
+		return $rc
+	}
+	if ls "$here"/jpeg/*.jpg >/dev/null 2>&1; then
+		TAILN=40 run b1080_jpeg jpeg_run
+		tests+=(b1080_jpeg)
+	fi
 	TAILN=40 run b1080_modes modes_run
 	tests+=(b1080_modes)
 	TAILN=40 run latency latency_run

@@ -39,6 +39,25 @@
  * larger frame arrives; a slot is reused only after its output was copied out,
  * so its pinned input (read by its H2D) is free by then too.
  *
+ * JPEG frames are decoded before any of that, off the lane's critical
+ * path where the GPU allows. With a JPEG engine (nvjpeg_decode.h: nvJPEG's
+ * hardware backend, A100/H100/H200), the lane takes the JPEG frames
+ * pending at the head of its queue that free slots can hold, up to
+ * FPREP__NVJPEG_BATCH_MAX, and queues one batched decode on the H2D
+ * stream: the compressed bytes go to the GPU, the engine writes each frame
+ * into its slot's device input, and the letterbox kernel reads it there as
+ * a frame in device memory (no H2D of pixels, no host round trip). What
+ * the engine does not take (progressive, arithmetic, several scans, 4:1:1,
+ * RGB or CMYK colour, a truncated file: fprep__jpeg_sequential) and a batch
+ * it fails go to the lane's CPU decoders: a small pool of threads that
+ * decode with libjpeg-turbo into the slot's pinned input and hand the slot
+ * back to the lane (the decoded queue), which enqueues it as a frame with
+ * nothing left to copy into the slot. Without an engine every JPEG frame
+ * goes to that pool, so decodes run side by side rather than one after
+ * another on the lane thread. The slots past the first raw_slots are kept
+ * for JPEG frames (their buffers allocated when first used), so frames in
+ * decode never hold up raw frames.
+ *
  * CUDA regions (a client's device memory, opened from its IPC handle on
  * this lane) replace a side of that chain: a frame in one is read by the
  * kernel where it lies (no H2D), a tensor for one is written there by the
@@ -62,12 +81,14 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <turbojpeg.h>
 #include <unistd.h>
 
 #include "backend_multi.h"
 #include "gpu/cuda_check.h"
 #include "gpu/host_copy.h"
 #include "gpu/kernel_cache.h"
+#include "gpu/nvjpeg_decode.h"
 #include "jpeg.h"
 #include "log.h"
 #include "memreg.h"
@@ -196,7 +217,11 @@ typedef struct cuda_slot {
 	fprep__job *job;   /* non-NULL while the slot is in use */
 	int out_direct;    /* D2H went straight into job->output (pinned) */
 	uint64_t t_enq_ns; /* host time its work was enqueued (lane thread) */
-	fprep__qnode link; /* in flying */
+	fprep__qnode link; /* in flying, decode_q or decoded */
+	/* Where a decoder left the job's frame (a JPEG's) until the slot is
+	 * freed: on the device at d_frame (nvJPEG), or in h_in (staged). */
+	uint8_t *d_frame;
+	int staged;
 } cuda_slot;
 
 /* cuda_pace: what the lane learnt of its frames' durations, and what its
@@ -268,7 +293,19 @@ typedef struct cuda_backend {
 	int trace;               /* convert job stages to the host clock */
 	cudaEvent_t ev_anchor;   /* device time at host time anchor_ns */
 	uint64_t anchor_ns;      /* lane thread; read while a slot is busy */
-	fprep__jpeg jpeg;        /* JPEG sources' decoder (lane thread) */
+	fprep__jpeg jpeg;        /* JPEG headers (lane thread); JPEG frames
+	                            too when there are no decoders */
+	fprep__nvjpeg *nvjpeg;   /* the JPEG engine, or NULL (lane thread) */
+	char jpeg_desc[224]; /* the INFO line's jpeg_decoder (set at open) */
+	unsigned raw_slots;  /* slots [0, raw_slots) take any frame, the
+	                        rest JPEG frames only */
+	pthread_t *decoders; /* the CPU decoders (cuda_decoder_main) */
+	unsigned ndecoders;  /* how many run; set before the lane starts */
+	pthread_cond_t cv_decode; /* decode_q has a slot, or decoders_stop */
+	fprep__queue decode_q;    /* slots whose JPEG is to be decoded */
+	fprep__queue decoded;     /* slots decoded, for the lane to enqueue */
+	unsigned decoding;        /* slots given to the decoders, not back */
+	int decoders_stop;
 } cuda_backend;
 
 static atomic_ulong cuda_allocs;
@@ -396,7 +433,10 @@ static int cuda_slot_reserve(cuda_slot *s, size_t in_size, size_t out_size,
 	return 0;
 }
 
-static int cuda_slot_init(cuda_slot *s, int mapped, fprep__gpu_status *st)
+/* cuda_slot_init creates s's events and, with reserve, its staging
+ * buffers at their initial sizes (else they grow when first used). */
+static int cuda_slot_init(cuda_slot *s, int mapped, int reserve,
+                          fprep__gpu_status *st)
 {
 	if (FPREP__CUDA(st, cudaEventCreateWithFlags(&s->ev_h2d,
 	                                             cudaEventDisableTiming)) ||
@@ -419,6 +459,8 @@ static int cuda_slot_init(cuda_slot *s, int mapped, fprep__gpu_status *st)
 		                            &s->ev_band_kern[i],
 		                            cudaEventDisableTiming)))
 			return -1;
+	if (!reserve)
+		return 0;
 	return cuda_slot_reserve(s, CUDA_INITIAL_IN, CUDA_INITIAL_OUT, mapped,
 	                         st);
 }
@@ -782,10 +824,15 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 		cuda_fail(job, FPREP_EINVAL, 0, "invalid tensor request");
 		return FPREP_EINVAL;
 	}
-	int in_dev = job->input_device, out_dev = job->output_device;
-	/* A JPEG source (input inline or in a host region: protocol.c) is
-	 * decoded on this thread, after its header is checked, straight into
-	 * the staging slot, and goes on as that raw frame. */
+	/* A frame that a decoder left in the slot goes on from there: on the
+	 * device (nvJPEG) as if in a CUDA region; in the pinned input with
+	 * nothing to copy into it. */
+	int in_dev = job->input_device || s->d_frame != NULL;
+	int out_dev = job->output_device;
+	/* A JPEG source (input inline or in a host region: protocol.c) that
+	 * reaches here (a lane without CPU decoders) is decoded on this
+	 * thread, after its header is checked, straight into the staging
+	 * slot, and goes on as that raw frame. */
 	int jpeg = rq->src_format == FPREP_PIX_JPEG && !in_dev;
 	fprep_request raw;
 
@@ -821,7 +868,7 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 	 * a frame, into the staging slot and to the device. */
 	cuda_plane planes[3];
 	unsigned np = in_dev ? 0 : cuda_planes(cb, job, planes);
-	if (!job->input_pinned && !in_dev && !jpeg) {
+	if (!job->input_pinned && !in_dev && !jpeg && !s->staged) {
 		for (unsigned i = 0; i < np; i++)
 			cuda_host_rows(cb, s->h_in, job->input, &planes[i]);
 		if (np == 0)
@@ -829,7 +876,7 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 			            rq->input_size);
 		src = s->h_in;
 	}
-	if (jpeg)
+	if (jpeg || s->staged)
 		src = s->h_in;
 	/* Mapped: the kernel's own pointer to the frame (a region's mapping,
 	 * or the slot's mapped input) and to where the tensor goes (a
@@ -846,7 +893,10 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 		                : s->m_out;
 
 	memset(&a, 0, sizeof a);
-	a.src = in_dev ? job->input : m_src != NULL ? m_src : s->d_in;
+	a.src = s->d_frame != NULL ? s->d_frame
+	        : in_dev           ? job->input
+	        : m_src != NULL    ? m_src
+	                           : s->d_in;
 	a.dst = out_dev         ? (void *)job->output
 	        : m_dst != NULL ? (void *)m_dst
 	                        : (void *)s->d_out;
@@ -1122,6 +1172,8 @@ static void cuda_deliver(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 		cb->fatal = 1;
 	if (s != NULL) {
 		s->job = NULL;
+		s->d_frame = NULL;
+		s->staged = 0;
 		/* The lane thread waits for a slot only with jobs pending. */
 		if (!fprep__queue_empty(&cb->pending) || cb->stopping)
 			cuda_kick(&cb->cv_lane, &cb->lane_kicks);
@@ -1130,9 +1182,16 @@ static void cuda_deliver(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 	job->done(job);
 }
 
-static cuda_slot *cuda_free_slot(cuda_backend *cb)
+/* cuda_free_slot returns a free slot for a job, NULL when none: for a
+ * JPEG frame one of the slots kept for those first, then any. With cb->mu
+ * held. */
+static cuda_slot *cuda_free_slot(cuda_backend *cb, int jpeg)
 {
-	for (unsigned i = 0; i < cb->nslots; i++)
+	if (jpeg)
+		for (unsigned i = cb->raw_slots; i < cb->nslots; i++)
+			if (cb->slots[i].job == NULL)
+				return &cb->slots[i];
+	for (unsigned i = 0; i < cb->raw_slots; i++)
 		if (cb->slots[i].job == NULL)
 			return &cb->slots[i];
 	return NULL;
@@ -1420,6 +1479,313 @@ static void cuda_thread_start(const char *prefix, int device)
 	(void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
 }
 
+/* cuda_is_jpeg: a frame job with a JPEG source that the lane's decoders
+ * take (one in a CUDA region goes to cuda_enqueue, which refuses it). */
+static int cuda_is_jpeg(const fprep__job *job)
+{
+	return job->req.kind == FPREP_KIND_FRAME &&
+	       job->req.src_format == FPREP_PIX_JPEG && !job->input_device;
+}
+
+/* cuda_busy counts the slots in use; with cb->mu held. */
+static unsigned cuda_busy(const cuda_backend *cb)
+{
+	unsigned busy = 0;
+
+	for (unsigned i = 0; i < cb->nslots; i++)
+		busy += cb->slots[i].job != NULL;
+	return busy;
+}
+
+/* cuda_lane_run puts job's work on the streams with slot s
+ * (cuda_enqueue), busy being the other slots in use, and hands s to the
+ * completion thread, or completes it itself when it is alone
+ * (cuda_lane_finish); a job refused is answered at once. Lane thread,
+ * cb->mu not held. */
+static void cuda_lane_run(cuda_backend *cb, cuda_slot *s, fprep__job *job,
+                          unsigned busy)
+{
+	if (cuda_enqueue(cb, s, job, cuda_use_mapped(cb, busy),
+	                 cb->transfer == FPREP__CUDA_STAGED && busy == 0) !=
+	    0) {
+		cuda_deliver(cb, s, job);
+		return;
+	}
+	s->t_enq_ns = cuda_now_ns();
+	pthread_mutex_lock(&cb->mu);
+	int alone = busy == 0 && cb->spin_ns > 0 &&
+	            fprep__queue_empty(&cb->pending) &&
+	            fprep__queue_empty(&cb->flying);
+	unsigned k =
+	        atomic_load_explicit(&cb->lane_kicks, memory_order_relaxed);
+	if (!alone) {
+		fprep__queue_push(&cb->flying, &s->link);
+		cuda_kick(&cb->cv_done, &cb->done_kicks);
+	}
+	pthread_mutex_unlock(&cb->mu);
+	if (alone)
+		cuda_lane_finish(cb, s, k);
+}
+
+/* cuda_lane_decoded takes a slot from the decoded queue (a JPEG frame the
+ * CPU decoders left in it) and enqueues its job, or fails it when the lane
+ * failed or its drain deadline passed. Lane thread, with cb->mu held (let
+ * go meanwhile). */
+static void cuda_lane_decoded(cuda_backend *cb)
+{
+	cuda_slot *s = fprep__container_of(fprep__queue_pop(&cb->decoded),
+	                                   cuda_slot, link);
+	unsigned busy = cuda_busy(cb) - 1;
+	int late = cb->stopping && cuda_now_ns() >= cb->deadline_ns;
+	int fatal = cb->fatal;
+
+	pthread_mutex_unlock(&cb->mu);
+	if (fatal)
+		cuda_fail(s->job, FPREP_ECUDA, 1,
+		          "the GPU lane failed earlier (sticky error)");
+	else if (late)
+		cuda_fail(s->job, FPREP_ESHUTDOWN, 0,
+		          "GPU lane closing: drain deadline passed");
+	if (fatal || late)
+		cuda_deliver(cb, s, s->job);
+	else
+		cuda_lane_run(cb, s, s->job, busy);
+	pthread_mutex_lock(&cb->mu);
+}
+
+/* cuda_decode_later gives slot s, whose job is a JPEG frame, to the CPU
+ * decoders. cb->mu not held. */
+static void cuda_decode_later(cuda_backend *cb, cuda_slot *s)
+{
+	pthread_mutex_lock(&cb->mu);
+	fprep__queue_push(&cb->decode_q, &s->link);
+	cb->decoding++;
+	pthread_cond_signal(&cb->cv_decode);
+	pthread_mutex_unlock(&cb->mu);
+}
+
+/* cuda_jpeg_start starts the decode of job, a JPEG frame on slot s. With
+ * no JPEG engine, on the CPU decoders. Else the JPEG frames pending behind
+ * it with the same channel order that free slots can hold join it, their
+ * headers are checked (a refusal is answered at once), and those the
+ * engine takes are decoded in one batch on the H2D stream into their
+ * slots' device input, then enqueued as frames in device memory; the
+ * others, and a batch that fails, go to the CPU decoders. Lane thread,
+ * cb->mu not held. */
+static void cuda_jpeg_start(cuda_backend *cb, cuda_slot *s, fprep__job *job)
+{
+	cuda_slot *ss[FPREP__NVJPEG_BATCH_MAX];
+	fprep_request raw[FPREP__NVJPEG_BATCH_MAX];
+	fprep__nvjpeg_item it[FPREP__NVJPEG_BATCH_MAX];
+	uint64_t t0[FPREP__NVJPEG_BATCH_MAX];
+	uint8_t order = job->req.channel_order;
+	char msg[FPREP_MESSAGE_SIZE];
+	unsigned n = 0, m = 1;
+
+	if (cb->nvjpeg == NULL) {
+		cuda_decode_later(cb, s);
+		return;
+	}
+	ss[0] = s;
+	pthread_mutex_lock(&cb->mu);
+	while (m < FPREP__NVJPEG_BATCH_MAX &&
+	       !fprep__queue_empty(&cb->pending)) {
+		fprep__job *next =
+		        fprep__container_of(cb->pending.head, fprep__job, link);
+		cuda_slot *f;
+
+		if (!cuda_is_jpeg(next) || next->req.channel_order != order ||
+		    (f = cuda_free_slot(cb, 1)) == NULL)
+			break;
+		fprep__queue_pop(&cb->pending);
+		f->job = next;
+		ss[m++] = f;
+	}
+	pthread_mutex_unlock(&cb->mu);
+	for (unsigned i = 0; i < m; i++) {
+		cuda_slot *x = ss[i];
+		fprep__job *jb = x->job;
+		fprep__gpu_status st = {0};
+
+		if (i > 0) {
+			jb->t_start_ns = cuda_now_ns();
+			jb->fatal = 0;
+			jb->message[0] = '\0';
+		}
+		jb->status = fprep__jpeg_open(&cb->jpeg, jb, &raw[n],
+		                              jb->message, sizeof jb->message);
+		if (jb->status != FPREP_OK) {
+			cuda_deliver(cb, x, jb);
+			continue;
+		}
+		if ((cb->jpeg.colorspace != TJCS_YCbCr &&
+		     cb->jpeg.colorspace != TJCS_GRAY) ||
+		    !fprep__jpeg_sequential(jb->input, jb->req.input_size) ||
+		    !fprep__nvjpeg_supported(cb->nvjpeg, jb->input,
+		                             (size_t)jb->req.input_size)) {
+			cuda_decode_later(cb, x);
+			continue;
+		}
+		if (cuda_slot_reserve(x, raw[n].input_size,
+		                      jb->output_device ? 0 : jb->output_size,
+		                      cb->transfer != FPREP__CUDA_STAGED,
+		                      &st)) {
+			cuda_fail(jb,
+			          st.code == cudaErrorMemoryAllocation
+			                  ? FPREP_ENOMEM
+			                  : FPREP_ECUDA,
+			          cuda_sticky(st.code), st.text);
+			cuda_deliver(cb, x, jb);
+			continue;
+		}
+		t0[n] = fprep__jpeg_t0(&cb->jpeg);
+		it[n] = (fprep__nvjpeg_item){jb->input,
+		                             (size_t)jb->req.input_size,
+		                             x->d_in, raw[n].src_stride};
+		ss[n++] = x; /* n <= i: the batch is packed in place */
+	}
+	if (n == 0)
+		return;
+	if (fprep__nvjpeg_decode(cb->nvjpeg, it, n, order == FPREP_ORDER_BGR,
+	                         order == FPREP_ORDER_GRAY, cb->s_h2d, msg,
+	                         sizeof msg) != 0) {
+		fprep__log(FPREP_LOG_WARNING, "%s: decoded by libjpeg-turbo",
+		           msg);
+		for (unsigned i = 0; i < n; i++)
+			cuda_decode_later(cb, ss[i]);
+		return;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		fprep__jpeg_adopt(ss[i]->job, &raw[i], ss[i]->d_in, t0[i]);
+		ss[i]->d_frame = ss[i]->d_in;
+		pthread_mutex_lock(&cb->mu);
+		unsigned busy = cuda_busy(cb) - 1;
+		pthread_mutex_unlock(&cb->mu);
+		cuda_lane_run(cb, ss[i], ss[i]->job, busy);
+	}
+}
+
+/* cuda_cpu_decode decodes the JPEG of s's job with libjpeg-turbo (j) into
+ * s's pinned input, grown to hold the frame, and makes the job one on
+ * that frame. Returns 0, or the error with the job's reply set. A CPU
+ * decoder's thread. */
+static int cuda_cpu_decode(cuda_backend *cb, fprep__jpeg *j, cuda_slot *s,
+                           fprep__job *job)
+{
+	fprep__gpu_status st = {0};
+	fprep_request raw;
+
+	job->status = fprep__jpeg_open(j, job, &raw, job->message,
+	                               sizeof job->message);
+	if (job->status != FPREP_OK)
+		return job->status;
+	if (cuda_slot_reserve(s, raw.input_size, 0,
+	                      cb->transfer != FPREP__CUDA_STAGED, &st)) {
+		cuda_fail(job,
+		          st.code == cudaErrorMemoryAllocation ? FPREP_ENOMEM
+		                                               : FPREP_ECUDA,
+		          cuda_sticky(st.code), st.text);
+		return job->status;
+	}
+	job->status = fprep__jpeg_decode(j, job, &raw, s->h_in, job->message,
+	                                 sizeof job->message);
+	if (job->status != FPREP_OK)
+		return job->status;
+	job->input_pinned = 0; /* in the slot: staged from there */
+	s->staged = 1;
+	return 0;
+}
+
+/* cuda_decoder_main: a CPU decoder. Takes slots from decode_q, decodes
+ * their JPEG (cuda_cpu_decode) and puts them on the decoded queue for the
+ * lane, or answers a refused one itself (cuda_deliver). */
+static void *cuda_decoder_main(void *arg)
+{
+	cuda_backend *cb = arg;
+	fprep__jpeg j;
+
+	cuda_thread_start("fp-jpeg-gpu", cb->device);
+	fprep__jpeg_init(&j);
+	(void)FPREP__CUDA(NULL, cudaSetDevice(cb->device));
+	pthread_mutex_lock(&cb->mu);
+	for (;;) {
+		fprep__qnode *n = fprep__queue_pop(&cb->decode_q);
+
+		if (n == NULL) {
+			if (cb->decoders_stop)
+				break;
+			pthread_cond_wait(&cb->cv_decode, &cb->mu);
+			continue;
+		}
+		cuda_slot *s = fprep__container_of(n, cuda_slot, link);
+		fprep__job *job = s->job;
+		pthread_mutex_unlock(&cb->mu);
+		int ok = cuda_cpu_decode(cb, &j, s, job) == 0;
+		if (!ok)
+			cuda_deliver(cb, s, job);
+		pthread_mutex_lock(&cb->mu);
+		if (ok)
+			fprep__queue_push(&cb->decoded, &s->link);
+		cb->decoding--;
+		cuda_kick(&cb->cv_lane, &cb->lane_kicks);
+	}
+	pthread_mutex_unlock(&cb->mu);
+	fprep__jpeg_fini(&j);
+	return NULL;
+}
+
+/* cuda_decoder_count: how many CPU decoders a lane runs: FPREP_JPEG_THREADS
+ * (1 to 64) when set, else half the cores, at most 8. */
+static unsigned cuda_decoder_count(long ncpu)
+{
+	const char *env = getenv("FPREP_JPEG_THREADS");
+	long n = ncpu / 2;
+
+	if (env != NULL && env[0] != '\0') {
+		char *end;
+		long v = strtol(env, &end, 10);
+		if (*end == '\0' && v >= 1 && v <= 64)
+			return (unsigned)v;
+		fprep__log(FPREP_LOG_WARNING,
+		           "FPREP_JPEG_THREADS=%s ignored (1 to 64)", env);
+	}
+	return n < 1 ? 1 : n > 8 ? 8 : (unsigned)n;
+}
+
+/* cuda_jpeg_setup opens the JPEG engine on the open's device (none: JPEG
+ * frames decode on the CPU decoders) and starts the CPU decoders, one per
+ * slot kept for JPEG frames (fewer when a thread cannot start: with none,
+ * the lane decodes itself), and writes the INFO line. Before the lane
+ * starts. */
+static void cuda_jpeg_setup(cuda_backend *cb, unsigned lane)
+{
+	unsigned want = cb->nslots - cb->raw_slots;
+	char why[160] = "";
+
+	if (fprep__nvjpeg_open(&cb->nvjpeg, why, sizeof why) != 0)
+		cb->nvjpeg = NULL;
+	cb->decoders = calloc(want, sizeof *cb->decoders);
+	while (cb->decoders != NULL && cb->ndecoders < want &&
+	       pthread_create(&cb->decoders[cb->ndecoders], NULL,
+	                      cuda_decoder_main, cb) == 0)
+		cb->ndecoders++;
+	if (cb->nvjpeg != NULL)
+		snprintf(cb->jpeg_desc, sizeof cb->jpeg_desc,
+		         "%s, batches of up to %u; libjpeg-turbo on %u CPU "
+		         "threads for what it does not take",
+		         fprep__nvjpeg_describe(cb->nvjpeg),
+		         FPREP__NVJPEG_BATCH_MAX, cb->ndecoders);
+	else if (cb->ndecoders > 0)
+		snprintf(cb->jpeg_desc, sizeof cb->jpeg_desc,
+		         "libjpeg-turbo on %u CPU threads (%.150s)",
+		         cb->ndecoders, why);
+	else
+		snprintf(cb->jpeg_desc, sizeof cb->jpeg_desc,
+		         "libjpeg-turbo on the lane thread (%.150s)", why);
+	fprep__log(FPREP_LOG_INFO, "GPU lane %u: JPEG frames: %s", lane,
+	           cb->jpeg_desc);
+}
+
 static void *cuda_lane_main(void *arg)
 {
 	cuda_backend *cb = arg;
@@ -1437,11 +1803,15 @@ static void *cuda_lane_main(void *arg)
 			cuda_region_drain(cb, dev_ok);
 			continue;
 		}
+		if (!fprep__queue_empty(&cb->decoded)) {
+			cuda_lane_decoded(cb);
+			continue;
+		}
 		if (!fprep__queue_empty(&cb->pending))
 			job = fprep__container_of(cb->pending.head, fprep__job,
 			                          link);
 		if (job == NULL) {
-			if (cb->stopping)
+			if (cb->stopping && cb->decoding == 0)
 				break;
 			if (cb->trace && dev_ok && !cb->fatal &&
 			    cuda_now_ns() - cb->anchor_ns > CUDA_ANCHOR_NS &&
@@ -1457,7 +1827,8 @@ static void *cuda_lane_main(void *arg)
 		int late = cb->stopping && cuda_now_ns() >= cb->deadline_ns;
 		int now = !dev_ok || cb->fatal || late ||
 		          job->req.kind != FPREP_KIND_FRAME;
-		if (!now && (s = cuda_free_slot(cb)) == NULL) {
+		int jpeg = cuda_is_jpeg(job) && cb->ndecoders > 0;
+		if (!now && (s = cuda_free_slot(cb, jpeg)) == NULL) {
 			if (cb->stopping)
 				cuda_timedwait(&cb->cv_lane, &cb->mu,
 				               cb->deadline_ns);
@@ -1493,25 +1864,10 @@ static void *cuda_lane_main(void *arg)
 			cuda_deliver(cb, NULL, job);
 		} else if (s == NULL) { /* ECHO: no work, no copies */
 			cuda_deliver(cb, NULL, job);
-		} else if (cuda_enqueue(cb, s, job, cuda_use_mapped(cb, busy),
-		                        cb->transfer == FPREP__CUDA_STAGED &&
-		                                busy == 0) != 0) {
-			cuda_deliver(cb, s, job);
+		} else if (jpeg) {
+			cuda_jpeg_start(cb, s, job);
 		} else {
-			s->t_enq_ns = cuda_now_ns();
-			pthread_mutex_lock(&cb->mu);
-			int alone = busy == 0 && cb->spin_ns > 0 &&
-			            fprep__queue_empty(&cb->pending) &&
-			            fprep__queue_empty(&cb->flying);
-			unsigned k = atomic_load_explicit(&cb->lane_kicks,
-			                                  memory_order_relaxed);
-			if (!alone) {
-				fprep__queue_push(&cb->flying, &s->link);
-				cuda_kick(&cb->cv_done, &cb->done_kicks);
-			}
-			pthread_mutex_unlock(&cb->mu);
-			if (alone)
-				cuda_lane_finish(cb, s, k);
+			cuda_lane_run(cb, s, job, busy);
 		}
 		pthread_mutex_lock(&cb->mu);
 	}
@@ -1824,13 +2180,12 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	         "kernel_cache: %s (%s, %u hits, %u misses)\n"
 	         "device_uuid: %s\n"
 	         "device_memory_used_bytes: %zu\n"
-	         "jpeg_decoder: libjpeg-turbo (on the lane thread; no "
-	         "nvJPEG yet)\n",
+	         "jpeg_decoder: %s\n",
 	         cb->device_name, cb->cc / 10, cb->cc % 10, cb->arch,
 	         cb->memory >> 20, cb->copy_engines, cb->nslots,
 	         cb->integrated ? "true" : "false", cb->copy_threads,
 	         dir[0] ? dir : "off", cb->cache_hit ? "hit" : "miss", hits,
-	         misses, uuid, mem_total - mem_free);
+	         misses, uuid, mem_total - mem_free, cb->jpeg_desc);
 }
 
 /* cuda_stats reports the kernel cache and the device's memory; on the
@@ -1849,8 +2204,28 @@ static void cuda_stats(fprep__backend *b, fprep__backend_stats *st)
 	}
 }
 
+/* cuda_decoders_stop stops and joins the CPU decoders; their queue is
+ * empty by then (the lane exits only when no slot is with them). */
+static void cuda_decoders_stop(cuda_backend *cb)
+{
+	pthread_mutex_lock(&cb->mu);
+	cb->decoders_stop = 1;
+	pthread_cond_broadcast(&cb->cv_decode);
+	pthread_mutex_unlock(&cb->mu);
+	for (unsigned i = 0; i < cb->ndecoders; i++)
+		pthread_join(cb->decoders[i], NULL);
+	cb->ndecoders = 0;
+	free(cb->decoders);
+	cb->decoders = NULL;
+}
+
 static void cuda_free(cuda_backend *cb)
 {
+	cuda_decoders_stop(cb);
+	if (cb->nvjpeg != NULL) {
+		(void)FPREP__CUDA(NULL, cudaSetDevice(cb->device));
+		fprep__nvjpeg_close(cb->nvjpeg);
+	}
 	if (cb->slots != NULL) {
 		for (unsigned i = 0; i < cb->nslots; i++)
 			cuda_slot_fini(&cb->slots[i]);
@@ -1871,6 +2246,7 @@ static void cuda_free(cuda_backend *cb)
 	fprep__jpeg_fini(&cb->jpeg);
 	pthread_cond_destroy(&cb->cv_lane);
 	pthread_cond_destroy(&cb->cv_done);
+	pthread_cond_destroy(&cb->cv_decode);
 	pthread_mutex_destroy(&cb->mu);
 	free(cb);
 }
@@ -2079,7 +2455,10 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	fprep__queue_init(&cb->pending);
 	fprep__queue_init(&cb->flying);
 	fprep__queue_init(&cb->admin);
+	fprep__queue_init(&cb->decode_q);
+	fprep__queue_init(&cb->decoded);
 	pthread_mutex_init(&cb->mu, NULL);
+	pthread_cond_init(&cb->cv_decode, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&cb->cv_lane, &ca);
@@ -2132,6 +2511,9 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 		err = FPREP_ENOMEM;
 		goto fail;
 	}
+	/* The CPU decoders get a slot each, kept for JPEG frames. */
+	cb->raw_slots = cb->nslots;
+	cb->nslots += cuda_decoder_count(ncpu);
 	cb->slots = calloc(cb->nslots, sizeof *cb->slots);
 	if (cb->slots == NULL) {
 		err = FPREP_ENOMEM;
@@ -2139,12 +2521,14 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	}
 	for (unsigned i = 0; i < cb->nslots; i++)
 		if (cuda_slot_init(&cb->slots[i],
-		                   cb->transfer != FPREP__CUDA_STAGED, &st)) {
+		                   cb->transfer != FPREP__CUDA_STAGED,
+		                   i < cb->raw_slots, &st)) {
 			err = st.code == cudaErrorMemoryAllocation
 			              ? FPREP_ENOMEM
 			              : FPREP_ECUDA;
 			goto fail;
 		}
+	cuda_jpeg_setup(cb, cfg->lane);
 	if (pthread_create(&cb->lane, NULL, cuda_lane_main, cb) != 0) {
 		err = FPREP_ENOMEM;
 		goto fail;
