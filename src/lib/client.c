@@ -333,7 +333,6 @@ static void client_pipe_added(nng_pipe pipe, nng_pipe_ev ev, void *arg)
 	if (nng_pipe_get_uint64(pipe, NNG_OPT_IPC_PEER_UID, &uid) == 0 &&
 	    client_trusted_owner(&c->trust, (uid_t)uid))
 		atomic_store(&c->peer_uid, uid + 1);
-	atomic_fetch_add(&c->conn_gen, 1);
 }
 
 uint64_t fprep__client_conn_gen(fprep_client *c)
@@ -463,7 +462,9 @@ static int client_check_url(const char *url, const struct client_trust *trust)
 /* client_pipe_cb drops a new ipc:// connection whose peer (the process
  * that listens) is not a trusted owner, before anything is sent on it, so
  * a socket replaced after the file's check (or on a redial) is not
- * trusted either. nng's thread. */
+ * trusted either; a connection it keeps is counted here (conn_gen),
+ * before any request can go out on it, so a reply that came on it finds
+ * it counted. nng's thread. */
 static void client_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
 	fprep_client *c = arg;
@@ -471,8 +472,11 @@ static void client_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 
 	(void)ev;
 	if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) == 0 &&
-	    !client_trusted_owner(&c->trust, (uid_t)uid))
+	    !client_trusted_owner(&c->trust, (uid_t)uid)) {
 		nng_pipe_close(p);
+		return;
+	}
+	atomic_fetch_add(&c->conn_gen, 1);
 }
 
 /* client_split cuts url, a comma-separated list, into urls (pointers into

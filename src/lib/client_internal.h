@@ -41,7 +41,8 @@ uint64_t fprep__client_conn_gen(fprep_client *c);
 
 /* fprep__client_add_shm records a shared-memory region that c registered
  * (id, its mapping base and size) on connection gen (what
- * fprep__client_conn_gen said before the REGISTER was sent), so that a
+ * fprep__client_conn_gen said once the REGISTER's reply came: a
+ * connection is counted before anything is sent on it), so that a
  * request asking for its reply in that region (fprep_request.shm_reply)
  * finds where to wait; a region of an earlier connection is not found.
  * Returns 0 or FPREP_ENOMEM. fprep__client_remove_shm forgets the region

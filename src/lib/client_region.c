@@ -136,7 +136,6 @@ int fprep__region_open(fprep_region **rp, fprep_client *client, size_t size)
 	r->size = size;
 	r->client = client;
 	r->location = FPREP_LOC_SHM;
-	gen = fprep__client_conn_gen(client);
 	r->lost = fprep__client_conn_lost(client);
 
 	memset(&req, 0, sizeof(req));
@@ -146,6 +145,9 @@ int fprep__region_open(fprep_region **rp, fprep_client *client, size_t size)
 	err = fprep_client_register(client, &req, &res);
 	if (err)
 		goto err_map;
+	/* The connection the reply came on is counted by now (a REGISTER
+	 * that waited for a redial went out on the new one). */
+	gen = fprep__client_conn_gen(client);
 	err = (int)res.header.status;
 	r->id = res.header.region_id;
 	fprep_result_fini(&res);
