@@ -184,6 +184,13 @@ const struct fprep__config_setting fprep__config_settings[] = {
                2048, "largest tensor height"),
         NUMBER("max-tensor-bytes", LIVE, "BYTES", limits.max_tensor_bytes, 1,
                16 * GIB, 48 * MIB, "largest tensor"),
+        NUMBER("max-elements", LIVE, "N", limits.max_elements, 1,
+               FPREP_ELEMENTS_MAX, 256,
+               "ROIs or frames of one ROIS or BATCH request"),
+        NUMBER("max-batch-bytes", LIVE, "BYTES", limits.max_batch_bytes, 1,
+               16 * GIB, 512 * MIB,
+               "tensor bytes of one ROIS or BATCH request (and a batch's "
+               "frames in a region)"),
         NUMBER("send-timeout-ms", LIVE, "MS", send_timeout_ms, 1, MS_MAX, 10000,
                "bound on sending one reply"),
         NUMBER("shutdown-timeout-ms", LIVE, "MS", shutdown_timeout_ms, 1,

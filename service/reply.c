@@ -62,6 +62,12 @@ void fprep__reply_header_tensor(fprep_reply_header *rep, const fprep__job *job,
 	rep->t_decode_us = job->t_decode_us;
 	rep->payload_size =
 	        req->output_loc == FPREP_LOC_INLINE ? job->output_size : 0;
+	if (req->elements > 0) {
+		/* ROIS, BATCH: a transform per element follows (slot.c). */
+		rep->payload_size +=
+		        (uint64_t)req->elements * FPREP_ELEMENT_XF_SIZE;
+		rep->scale_x = rep->scale_y = rep->pad_x = rep->pad_y = 0.0f;
+	}
 	rep->tensor_size = job->output_size;
 	if (req->input_loc != FPREP_LOC_INLINE)
 		rep->flags |= FPREP_REPLY_F_INPUT_RELEASED;

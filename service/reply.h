@@ -22,7 +22,9 @@ int fprep__reply_tensor_alloc(nng_msg **msgp, uint64_t tensor_bytes,
  * reply for job: shape, transform, timings (t_queue_us, t_total_us
  * measured by the caller) and job->message (the --trace text, or empty).
  * fprep__reply_tensor_finish encodes it into msg, whose payload holds the
- * tensor (or which is the header alone, for a tensor in a region). */
+ * tensor (or which is the header alone, for a tensor in a region); a ROIS
+ * or BATCH's payload also has its transform records after the tensor
+ * (slot.c writes them), and its header's transform fields are zero. */
 void fprep__reply_header_tensor(fprep_reply_header *rep, const fprep__job *job,
                                 uint32_t t_queue_us, uint32_t t_total_us);
 void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,

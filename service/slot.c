@@ -299,15 +299,32 @@ static void slot_sink_region(fprep__slot *s, const fprep_request *req,
 	               FPREP_REPLY_HEADER_SIZE;
 }
 
-/* slot_submit starts a FRAME or ECHO request: chooses its reply's sink,
- * allocates an nng reply (with room for an inline tensor) when it goes
- * that way, and hands the job to the backend. */
+/* slot_element_xfs writes the transform records of a ROIS or BATCH
+ * request's elements (protocol.h) at dst, in its nng reply. */
+static void slot_element_xfs(const fprep_request *req, const uint8_t *table,
+                             uint8_t *dst)
+{
+	fprep_element el;
+	fprep_element_xf xf;
+
+	for (uint32_t k = 0; k < req->elements; k++) {
+		fprep_element_get(table, k, &el);
+		fprep_element_transform(req, &el, &xf);
+		fprep_element_xf_encode(
+		        &xf, dst + (size_t)k * FPREP_ELEMENT_XF_SIZE);
+	}
+}
+
+/* slot_submit starts a FRAME, ECHO, ROIS or BATCH request: chooses its
+ * reply's sink, allocates an nng reply (with room for an inline tensor,
+ * and a ROIS or BATCH's transforms, written here) when it goes that way,
+ * and hands the job to the backend. */
 static void slot_submit(fprep__slot *s, const fprep_request *req)
 {
 	fprep__server *srv = s->srv;
 	fprep__job *job = &s->job;
 	char why[FPREP_MESSAGE_SIZE];
-	uint64_t bytes, out_len;
+	uint64_t bytes, out_len, xf_len = 0;
 	uint8_t *tensor = NULL;
 	int rv;
 
@@ -327,9 +344,15 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 	}
 	bytes = job->output_size;
 	out_len = req->shm_reply ? req->out_capacity : bytes;
+	/* ROIS and BATCH: the elements read input_span bytes (a BATCH's
+	 * frames), and the reply carries their transforms after the tensor. */
+	if (req->elements > 0)
+		xf_len = (uint64_t)req->elements * FPREP_ELEMENT_XF_SIZE;
 	if (req->input_loc != FPREP_LOC_INLINE &&
 	    (in = slot_region(s, req->input_loc, req->in_region, req->in_offset,
-	                      req->input_size, "in")) == NULL)
+	                      req->elements > 0 ? req->input_span
+	                                        : req->input_size,
+	                      "in")) == NULL)
 		return;
 	if (req->output_loc != FPREP_LOC_INLINE &&
 	    (out = slot_region(s, req->output_loc, req->out_region,
@@ -360,7 +383,8 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 		slot_sink_region(s, req, out);
 	if (s->sink.kind == FPREP__SINK_NNG) {
 		rv = fprep__reply_tensor_alloc(
-		        &s->rep_msg, out != NULL ? 0 : bytes, &tensor);
+		        &s->rep_msg, (out != NULL ? 0 : bytes) + xf_len,
+		        &tensor);
 		if (rv != 0) {
 			snprintf(why, sizeof(why),
 			         "tensor of %" PRIu64 " bytes: out of memory",
@@ -369,7 +393,15 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 			return;
 		}
 	}
-	job->input = s->req + FPREP_REQUEST_HEADER_SIZE;
+	if (req->elements > 0) {
+		/* No SHM_REPLY, no doorbell (protocol.c, slot_entry_check). */
+		FPREP__ASSERT(s->sink.kind == FPREP__SINK_NNG &&
+		              tensor != NULL);
+		job->table = s->req + FPREP_REQUEST_HEADER_SIZE;
+		slot_element_xfs(req, job->table,
+		                 tensor + (out != NULL ? 0 : bytes));
+	}
+	job->input = s->req + fprep_request_payload_offset(req);
 	job->output = tensor;
 	if (in != NULL) {
 		job->input = in->base + req->in_offset;
@@ -533,6 +565,8 @@ void fprep__slot_take(fprep__slot *s)
 	switch (req.kind) {
 	case FPREP_KIND_FRAME:
 	case FPREP_KIND_ECHO:
+	case FPREP_KIND_ROIS:
+	case FPREP_KIND_BATCH:
 		slot_submit(s, &req);
 		return;
 	case FPREP_KIND_INFO:

@@ -311,7 +311,10 @@
  * offset k (above) in in_region (SHM, CUDA) or in the payload (INLINE);
  * each is letterboxed or stretched as a FRAME would be. The frames'
  * span, max_k(offset + input_size), must lie in the region; inline, it is
- * the payload and counts against max_frame_bytes (the message limit).
+ * the payload.
+ *
+ * Inline, the table and the payload together are at most max_frame_bytes
+ * (the daemon's message limit is that plus the header).
  *
  * Both: packed sources only (BGR8, RGB8, BGRA8, RGBA8, GRAY8); N times
  * the element's tensor bytes at most max_batch_bytes (INFO), each element
@@ -801,7 +804,12 @@ fprep_register_request_encode(const fprep_register_request *req, void *buf);
  * payload length (== input_size for inline input, 0 for shm or CUDA
  * input), normalisation (finite values, pad_value in [0, 255], std > 0; dtype
  * U8 needs scale 1/255 or 1, mean 0, std 1), out_capacity >= tensor size for
- * shm or CUDA output. INFO: only the
+ * shm or CUDA output. ROIS and BATCH: the FRAME checks, and first their
+ * packed format and element table (N against lim->max_elements before any
+ * record is read, then each record, refusals naming the element), then
+ * the whole tensor and a batch's span against lim->max_batch_bytes, no
+ * SHM_REPLY, the inline payload == input_size (ROIS) or the span (BATCH);
+ * req->elements and req->input_span are set. INFO: only the
  * common part. REGISTER, UNREGISTER, REGISTER_CUDA and DOORBELL: the checks
  * of
  * fprep_register_request_decode, which gives their fields; the other
@@ -834,7 +842,8 @@ FPREP_EXTERN int fprep_register_request_decode(const void *buf, size_t len,
                                                char *msg, size_t msg_size);
 
 /* fprep_tensor_shape computes the tensor a valid request produces: shape in
- * the request's layout (4 entries) and its size in bytes. Returns 0, or
+ * the request's layout (4 entries; N = req->elements for ROIS and BATCH,
+ * else 1) and its size in bytes. Returns 0, or
  * FPREP_EINVAL for a request that fprep_request_decode would refuse. */
 FPREP_EXTERN int fprep_tensor_shape(const fprep_request *req, uint32_t shape[4],
                                     uint64_t *bytes);
@@ -878,9 +887,11 @@ FPREP_EXTERN void fprep_reply_encode(const fprep_reply_header *rep, void *buf);
 
 /* fprep_reply_decode parses a reply message of len bytes: magic, version,
  * payload_size == len - header, message NUL-terminated, ndim <= 4; and for
- * a FRAME or ECHO reply with status FPREP_OK: ndim 4, known dtype and
- * layout, shape product * element size == tensor_size, and payload_size ==
- * tensor_size for inline output. Returns FPREP_OK or FPREP_EPROTO /
+ * a FRAME, ECHO, ROIS or BATCH reply with status FPREP_OK: ndim 4, known
+ * dtype and layout, shape product * element size == tensor_size, and
+ * payload_size == tensor_size for inline output (ROIS, BATCH: plus
+ * shape[0] transform records, the whole payload for region output).
+ * Returns FPREP_OK or FPREP_EPROTO /
  * FPREP_EVERSION; on failure kind and request_id are still filled as far
  * as they could be read (nothing when the magic is wrong). The payload, if
  * any, starts at FPREP_REPLY_HEADER_SIZE. */

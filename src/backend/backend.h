@@ -69,8 +69,13 @@ struct fprep__job {
 	 * (shape, transform, pinned-ness) is here, and backends read it
 	 * rather than work it out again. */
 	fprep_request req;    /* validated by fprep_request_decode */
-	const uint8_t *input; /* req.input_size bytes of frame */
-	uint8_t *output;      /* output_size bytes for the tensor */
+	const uint8_t *input; /* req.input_size bytes of frame (BATCH: the
+	                         frames, req.input_span bytes) */
+	/* ROIS and BATCH: the element table as on the wire (req.elements
+	 * records after its 8-byte header; fprep_element_get reads one), in
+	 * the request's message, which outlives the job. NULL otherwise. */
+	const uint8_t *table;
+	uint8_t *output;   /* output_size bytes for the tensor */
 	uint32_t shape[4]; /* the tensor's, in req.layout (fprep__job_plan) */
 	uint64_t output_size; /* its bytes (fprep__job_plan) */
 	fprep_transform xf;   /* source to tensor mapping (fprep__job_plan) */

@@ -70,15 +70,42 @@ struct cpu_backend {
 	pthread_t *threads;
 };
 
-/* cpu_rows writes rows [y0, y1) of job's tensor on the calling thread. A
+/* cpu_elements writes elements [k0, k1) of a ROIS or BATCH job's tensor
+ * on the calling thread (ops.h, fprep__element_cpu). */
+static void cpu_elements(fprep__job *job, uint32_t k0, uint32_t k1)
+{
+	uint64_t per = fprep__element_bytes(&job->req);
+	fprep_element el;
+
+	for (uint32_t k = k0; k < k1; k++) {
+		fprep_element_get(job->table, k, &el);
+		fprep__element_cpu(&job->req, &el, job->input,
+		                   job->output + per * k);
+	}
+}
+
+/* cpu_units is what a job is cut into bands of: tensor rows, or the
+ * elements of a ROIS or BATCH job. */
+static uint32_t cpu_units(const fprep__job *job)
+{
+	return job->table != NULL ? job->req.elements : job->req.out_height;
+}
+
+/* cpu_rows writes rows [y0, y1) of job's tensor (elements [y0, y1) of a
+ * ROIS or BATCH job) on the calling thread. A
  * shared-memory region that the client shrinks meanwhile is caught by the
  * SIGBUS guard (shm_region.h), which marks it broken: the request then fails.
  */
 static int cpu_rows(fprep__job *job, const fprep_transform *xf, uint32_t y0,
                     uint32_t y1)
 {
-	int rc = fprep__preprocess_cpu_rows(&job->req, job->input, job->output,
-	                                    xf, y0, y1);
+	int rc = FPREP_OK;
+
+	if (job->table != NULL)
+		cpu_elements(job, y0, y1);
+	else
+		rc = fprep__preprocess_cpu_rows(&job->req, job->input,
+		                                job->output, xf, y0, y1);
 	if ((job->in_region != NULL && fprep__memreg_broken(job->in_region)) ||
 	    (job->out_region != NULL && fprep__memreg_broken(job->out_region)))
 		return FPREP_EREGION;
@@ -90,7 +117,7 @@ static int cpu_rows(fprep__job *job, const fprep_transform *xf, uint32_t y0,
 static void cpu_bands(struct cpu_backend *cb, struct cpu_share *sh)
 {
 	fprep__job *job = sh->job;
-	uint64_t h = job->req.out_height;
+	uint64_t h = cpu_units(job);
 	uint32_t band;
 	int rc;
 
@@ -114,22 +141,24 @@ static int cpu_has_bands(const struct cpu_backend *cb)
 	return cb->shared != NULL && cb->shared->next < cb->shared->nbands;
 }
 
-/* cpu_preprocess runs a FRAME job, in bands shared with idle workers when
- * it is large enough and no other frame is shared. */
+/* cpu_preprocess runs a FRAME job (a ROIS or BATCH job: its elements),
+ * in bands shared with idle workers when it is large enough and no other
+ * frame is shared. */
 static int cpu_preprocess(struct cpu_backend *cb, fprep__job *job)
 {
 	struct cpu_share sh;
-	uint32_t h = job->req.out_height;
+	uint32_t h = cpu_units(job);
+	uint32_t band = job->table != NULL ? 1 : CPU_BAND_ROWS;
 
 	/* The request was validated and planned when it was accepted. */
 	if (job->input == NULL || job->output == NULL)
 		return FPREP_EINVAL;
-	if (cb->nthreads < 2 || h < 2 * CPU_BAND_ROWS)
+	if (cb->nthreads < 2 || h < 2 * band)
 		return cpu_rows(job, &job->xf, 0, h);
 	memset(&sh, 0, sizeof(sh));
 	sh.job = job;
 	sh.xf = job->xf;
-	sh.nbands = h / CPU_BAND_ROWS;
+	sh.nbands = h / band;
 	if (sh.nbands > 2 * cb->nthreads)
 		sh.nbands = 2 * cb->nthreads;
 	pthread_mutex_lock(&cb->lock);

@@ -874,6 +874,19 @@ static int proto_check_payload(const fprep_request *r, uint64_t payload,
 	return FPREP_OK;
 }
 
+/* proto_check_packed refuses a ROIS or BATCH request whose source is not
+ * a packed format (YUV, JPEG). */
+static int proto_check_packed(const fprep_request *r, char *msg, size_t n)
+{
+	if (r->src_format >= 1 && r->src_format <= FPREP_PIX_GRAY8)
+		return FPREP_OK;
+	return proto_fail(msg, n, FPREP_EINVAL,
+	                  "src_format %u in a %s request: only packed formats "
+	                  "(1..5)",
+	                  r->src_format,
+	                  r->kind == FPREP_KIND_ROIS ? "ROIS" : "BATCH");
+}
+
 /* proto_check_batch checks what a ROIS or BATCH request asks of the
  * whole: a packed source, no SHM_REPLY, the whole tensor (N times one
  * element's tensor bytes, returned in *tensor) and BATCH's frames' span
@@ -881,14 +894,13 @@ static int proto_check_payload(const fprep_request *r, uint64_t payload,
 static int proto_check_batch(const fprep_request *r, const fprep_limits *lim,
                              uint64_t *tensor, char *msg, size_t n)
 {
+	int err;
 	const char *kind = r->kind == FPREP_KIND_ROIS ? "ROIS" : "BATCH";
-	uint64_t total;
+	uint64_t total, table = FPREP_TABLE_HEADER_SIZE +
+	                        (uint64_t)r->elements * FPREP_ELEMENT_SIZE;
 
-	if (r->src_format > FPREP_PIX_GRAY8)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "src_format %u in a %s request: only packed "
-		                  "formats (1..5)",
-		                  r->src_format, kind);
+	if ((err = proto_check_packed(r, msg, n)))
+		return err;
 	if (r->shm_reply)
 		return proto_fail(msg, n, FPREP_EINVAL,
 		                  "output_loc flag SHM_REPLY in a %s request: "
@@ -907,12 +919,15 @@ static int proto_check_batch(const fprep_request *r, const fprep_limits *lim,
 		                  "max_batch_bytes %llu",
 		                  (unsigned long long)r->input_span,
 		                  (unsigned long long)lim->max_batch_bytes);
+	/* The message limit (header + max_frame_bytes) holds the table. */
 	if (r->input_loc == FPREP_LOC_INLINE &&
-	    r->input_span > lim->max_frame_bytes)
+	    r->input_span + table > lim->max_frame_bytes)
 		return proto_fail(msg, n, FPREP_ELIMIT,
-		                  "inline frames of %llu bytes exceed "
-		                  "max_frame_bytes %llu (use a region)",
+		                  "inline frames of %llu bytes and a table of "
+		                  "%llu exceed max_frame_bytes %llu (use a "
+		                  "region)",
 		                  (unsigned long long)r->input_span,
+		                  (unsigned long long)table,
 		                  (unsigned long long)lim->max_frame_bytes);
 	*tensor = total;
 	return FPREP_OK;
@@ -1007,6 +1022,8 @@ static int proto_read_elements(const uint8_t *p, size_t len, fprep_request *r,
 	uint32_t count;
 	int err;
 
+	if ((err = proto_check_packed(r, msg, n)))
+		return err;
 	if (len < FPREP_REQUEST_HEADER_SIZE + FPREP_TABLE_HEADER_SIZE)
 		return proto_fail(msg, n, FPREP_EPROTO,
 		                  "message length %zu < header + element table "
