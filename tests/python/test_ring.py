@@ -173,7 +173,7 @@ def test_ring_honours_the_in_flight_limit(tmp_path):
             with c.ring(slots=48, frame=fs[0].shape,
                         size=(320, 320)) as ring:
                 m = ring._map
-                assert m.db_area, "the daemon polls: the doorbell is used"
+                assert m.doorbell, "the daemon polls: the doorbell is used"
                 # Per entry: its state word and its reply's request id,
                 # 0 from the post until the reply (protocol.h).
                 at = ring._db_off + 64

@@ -8,7 +8,6 @@ byte; Python-encoded messages must decode in C to the fields Python put in.
 import dataclasses
 import json
 import math
-import struct
 import subprocess
 
 import pytest
@@ -175,7 +174,7 @@ def test_python_request_decodes_in_c(req, tmp_path):
     same_fields(req, {k: v for k, v in c.items()
                       if k in COMMON or k in KIND_FIELDS[req.kind]})
     assert (c["kind"], c["request_id"]) == (req.kind, req.request_id)
-    assert Request.decode(data).encode() == data
+    assert Request.decode(whole_request(data, req)).encode() == data
 
 
 PY_REPLIES = [
@@ -236,25 +235,29 @@ def test_reply_decode_refuses(mutate, error):
         Reply.decode(mutate(data))
 
 
-STAMPED = [r for r in PY_REQUESTS if r.kind in (Kind.FRAME, Kind.ECHO)]
-
-
-@pytest.mark.parametrize("req", STAMPED,
-                         ids=[f"{Kind(r.kind).name}-{r.request_id}"
-                              for r in STAMPED])
-def test_stamped_header_is_the_encoded_request(req):
-    """The clients stamp each request's id, source and offsets into a
-    header encoded once per set of options: byte for byte what encode
-    writes for the whole request."""
-    template = dataclasses.replace(
-        req, request_id=0, src_format=1, src_width=0, src_height=0,
-        src_stride=0, in_offset=0, out_offset=0, out_capacity=0,
-        input_size=0, uv_stride=0, u_offset=0, v_offset=0)
-    head = protocol.FrameHeader(template).stamp(
-        req.request_id, req.src_format, req.src_width, req.src_height,
-        req.src_stride, req.in_offset, req.out_offset, req.out_capacity,
-        req.input_size, (req.uv_stride, req.u_offset, req.v_offset))
-    assert head == req.encode()
-    with pytest.raises(struct.error):
-        protocol.FrameHeader(template).stamp(1 << 64, 1, 1, 1, 1, 0, 0, 0, 0)
-
+def test_python_constants_are_protocol_h():
+    """The enums and constants of frameprep.protocol and frameprep.errors
+    are protocol.h's and frameprep.h's (the C library's own values,
+    through frameprep._native): a test that fails when they drift."""
+    from frameprep import _native, errors
+    c = _native.constants
+    prefixes = {protocol.Kind: "FPREP_KIND_", protocol.PixelFormat:
+                "FPREP_PIX_", protocol.YuvMatrix: "FPREP_MATRIX_",
+                protocol.YuvRange: "FPREP_RANGE_", protocol.Resize:
+                "FPREP_RESIZE_", protocol.ChannelOrder: "FPREP_ORDER_",
+                protocol.DType: "FPREP_DTYPE_", protocol.Layout:
+                "FPREP_LAYOUT_", protocol.Location: "FPREP_LOC_"}
+    for enum, prefix in prefixes.items():
+        want = {k[len(prefix):]: v for k, v in c.items()
+                if k.startswith(prefix) and not k.startswith(
+                    "FPREP_LOC_F_")}
+        assert {m.name: int(m) for m in enum} == want, enum
+    for name in ("PROTOCOL_VERSION", "REQUEST_MAGIC", "REPLY_MAGIC",
+                 "REQUEST_HEADER_SIZE", "REPLY_HEADER_SIZE", "MESSAGE_SIZE",
+                 "REGION_NAME_MAX", "LOC_F_SHM_REPLY",
+                 "REPLY_F_INPUT_RELEASED", "CUDA_HANDLE_SIZE",
+                 "CUDA_UUID_SIZE"):
+        assert getattr(protocol, name) == c["FPREP_" + name], name
+    errs = {k[len("FPREP_"):]: v for k, v in c.items()
+            if k.startswith("FPREP_E")}
+    assert {cls.name: st for st, cls in errors.BY_STATUS.items()} == errs

@@ -1,40 +1,62 @@
 #!/usr/bin/env bash
-# wheel-test.sh PACKAGE_DIR WORKDIR: builds the package's wheel once
-# (pip wheel, the package's own build backend) and installs it into a
-# clean venv of each Python found among /root/.pyenv's 3.10 and 3.13 (and
-# $FPREP_WHEEL_PYTHONS, space-separated interpreters, when set), with its
-# dependencies from PyPI, then runs the ring tests (test_ring.py, numpy and
-# pytest only) from outside the source tree against the installed package.
-# Needs FPREP_DAEMON. Exits 77 (skipped) when no such interpreter exists.
+# wheel-test.sh PACKAGE_DIR WORKDIR: builds the package's wheel once (pip
+# wheel: scikit-build-core runs the project's CMake, the extension
+# frameprep._native for Python 3.10's limited API, one cp310-abi3 wheel)
+# and installs it into a clean venv of each Python found among
+# /root/.pyenv's 3.10, 3.11, 3.12 and 3.13 and of Debian's /usr/bin/python3
+# (and $FPREP_WHEEL_PYTHONS, space-separated interpreters, when set), with
+# its dependencies from PyPI, then runs the ring tests (test_ring.py, numpy
+# and pytest only) from outside the source tree against the installed
+# package. Checks that the extension needs no libnng (nng is linked in)
+# and exports nothing but its init function. Needs FPREP_DAEMON. Exits 77
+# (skipped) when no such interpreter exists.
 set -euo pipefail
 pkg=$(cd "$1" && pwd)
 work=$2
 here=$(cd "$(dirname "$0")" && pwd)
 
 pythons=()
-for v in 3.10 3.13; do
+for v in 3.10 3.11 3.12 3.13; do
 	for p in /root/.pyenv/versions/"$v".*/bin/python; do
 		[ -x "$p" ] && pythons+=("$p") && break
 	done
 done
+[ -x /usr/bin/python3 ] && pythons+=(/usr/bin/python3)
 for p in ${FPREP_WHEEL_PYTHONS:-}; do
 	pythons+=("$p")
 done
 if [ ${#pythons[@]} -eq 0 ]; then
-	echo "SKIP: no Python 3.10 or 3.13 under /root/.pyenv/versions" \
-	     "(and FPREP_WHEEL_PYTHONS unset): the wheel was not tried"
+	echo "SKIP: no Python 3.10-3.13 under /root/.pyenv/versions, no" \
+	     "/usr/bin/python3 (and FPREP_WHEEL_PYTHONS unset): the wheel" \
+	     "was not tried"
 	exit 77
 fi
 
 rm -rf "$work"
 mkdir -p "$work/wheel" "$work/tests"
-# Build from a copy so that nothing (build/, *.egg-info) lands in the tree.
-cp -r "$pkg" "$work/src"
-rm -rf "$work/src/build" "$work/src"/*.egg-info
+# The package builds from the project's CMake (cmake.source-dir ../..), so
+# from the tree; its build folder goes under WORKDIR.
 /usr/bin/python3 -m pip wheel --quiet --disable-pip-version-check \
-	--no-deps -w "$work/wheel" "$work/src"
+	--no-deps -w "$work/wheel" --config-settings=build-dir="$work/build" "$pkg"
 wheel=$(ls "$work"/wheel/frameprep_client-*.whl)
 echo "built $(basename "$wheel")"
+case $(basename "$wheel") in
+*-cp310-abi3-*) ;;
+*) echo "FAIL: not a cp310-abi3 wheel"; exit 1 ;;
+esac
+mkdir "$work/unpacked"
+(cd "$work/unpacked" && /usr/bin/python3 -m zipfile -e "$wheel" .)
+so=$(ls "$work"/unpacked/frameprep/_native*.so)
+if ldd "$so" | grep -i nng; then
+	echo "FAIL: $so needs a libnng at run time"
+	exit 1
+fi
+exported=$(nm -D --defined-only "$so" | awk '{print $3}' | sort | tr '\n' ' ')
+if [ "$exported" != "PyInit__native " ]; then
+	echo "FAIL: $so exports $exported"
+	exit 1
+fi
+echo "$(basename "$so"): $(ldd "$so" | awk '{print $1}' | tr '\n' ' ')"
 cp "$here/conftest.py" "$here/test_ring.py" "$work/tests/"
 
 i=0
@@ -46,9 +68,9 @@ for py in "${pythons[@]}"; do
 	"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
 		"$wheel" pytest
 	(cd "$work/tests" && "$venv/bin/python" -c '
-import frameprep, sys, os
+import frameprep, frameprep._native, sys, os
 assert "site-packages" in frameprep.__file__, frameprep.__file__
-print("python", sys.version.split()[0], "frameprep", frameprep.__version__,
-      "from", os.path.dirname(frameprep.__file__))' &&
+print("python", sys.version.split()[0], sys.executable, "frameprep",
+      frameprep.__version__, "from", os.path.dirname(frameprep.__file__))' &&
 		"$venv/bin/python" -m pytest -q -p no:cacheprovider test_ring.py)
 done

@@ -13,7 +13,9 @@ over asyncio, :meth:`Client.ring` a shared-memory ring (ipc:// only).
 ``client.preprocess(frame, out=batch[k])`` writes into the caller's CUDA
 tensor (``pip install 'frameprep-client[cuda]'``).
 Errors are :class:`FrameprepError` subclasses, one per daemon status
-(:mod:`frameprep.errors`); the wire codec is :mod:`frameprep.protocol`.
+(:mod:`frameprep.errors`). The work is the C library's (libframeprep,
+bound by the extension :mod:`frameprep._native`): its wire codec (faced
+by :mod:`frameprep.protocol`), client, rings, doorbells and regions.
 """
 
 __version__ = "0.1.0"

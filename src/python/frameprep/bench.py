@@ -119,7 +119,7 @@ def _c_run(bench: str, url: str, frame_wh: tuple[int, int],
             [bench, "-u", url, "-c", str(streams), "-d", str(duration),
              "-w", str(warmup), "--synthetic", "%dx%d" % frame_wh,
              "-s", "%dx%d" % size, "--shm", "both" if shm else "none",
-             *(["--shm-reply"] if shm and _core.SHM_REPLY else []),
+             *(["--shm-reply"] if shm else []),
              *(["--doorbell"] if path == "door" else []),
              "--no-ceiling", "--verify", "none", "-q", "--json", out],
             check=True, stdout=subprocess.DEVNULL)

@@ -1,35 +1,34 @@
 """Blocking and asyncio clients of frameprepd.
 
-The design is simple: one nng REQ socket per client, dialled once, and one
-nng context per request in flight (contexts are pooled), so any number of
-threads, or of asyncio tasks, share a client and the daemon answers their
-requests in any order. A request is one nng message holding the 128-byte
-header and the frame's bytes (copied once, from the first byte of the view
-to its last with its row stride); the reply's tensor is a numpy view of the
-reply message, not a copy.
+The design is simple: the C library's client (libframeprep, through
+:mod:`frameprep._native`) does the work, one connection per client, any
+number of threads (or asyncio tasks) on it. A frame goes to the daemon as
+it lies in the caller's array (on ipc:// it is staged through the client's
+shared memory, on tcp:// copied once into the message) and the tensor is a
+numpy view of the memory the reply owns, not a copy. What stays here: the
+options, the frame checks, the in-flight limit, exceptions and asyncio.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
+import functools
 import queue
-import threading
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
-import pynng
 
-from . import _core, errors
+from . import _core, _native, errors
 from ._core import (DTypeOption, FormatName, LayoutName, MatrixName,
                     OrderName, ResizeName, YuvRangeName)
-from .protocol import Kind, Location, Request
+from .protocol import Kind, Location, Reply, Request
 
 if TYPE_CHECKING:
     from .ring import AsyncRing, Ring
 
 DEFAULT_TIMEOUT = 30.0
+_INFO = Request(kind=Kind.INFO).native()
 
 
 def _is_cuda(obj: Any) -> bool:
@@ -39,7 +38,8 @@ def _is_cuda(obj: Any) -> bool:
 
 
 class _Socket:
-    """The REQ socket and its pool of contexts."""
+    """The C client (a :class:`frameprep._native.Client`), its address
+    and timeout, the daemon's INFO and the cap on requests in flight."""
 
     def __init__(self, address: str | None, timeout: float,
                  trust_owner: str | int | None = None):
@@ -54,62 +54,25 @@ class _Socket:
             raise errors.InvalidRequestError(
                 f"{self.address!r} is not an ipc:// or tcp:// URL")
         self.timeout = float(timeout)
-        # The users whose socket (file and peer) this client dials, and the
-        # checked owner of an ipc:// socket: the one other user a ring may
-        # grant its shared memory to (None: tcp://).
-        self.trusted = _core.trusted_uids(trust_owner)
-        self.owner = _core.check_socket_owner(self.address, self.trusted)
-        # Bumped by nng's thread whenever the connection to the daemon
-        # closes (it died or restarted): a wait for a reply in shared
-        # memory looks at it, so a dead daemon is noticed at once.
-        self.lost = 0
-        # The uid of the last peer dropped for not being trusted.
-        self.refused_peer: int | None = None
         ms = max(1, int(self.timeout * 1000))
-        # A restarted daemon is dialled again within 200 ms (nng's backoff
-        # would otherwise double without bound while it is away).
-        self._sock = pynng.Req0(recv_timeout=ms, send_timeout=ms,
-                                resend_time=-1, recv_max_size=0,
-                                reconnect_time_min=20,
-                                reconnect_time_max=200)
-        self._sock.add_post_pipe_remove_cb(self._on_pipe_gone)
-        if self.owner is not None:
-            self._sock.add_pre_pipe_connect_cb(self._check_peer)
+        trust = None if trust_owner is None else str(trust_owner)
+        # Dials, after checking the socket's owner and then the peer's
+        # (fprep_client_open_trusting).
         try:
-            self._sock.dial(self.address, block=True)
-        except pynng.NNGException as exc:
-            self._sock.close()
-            raise errors.TransportError(
-                f"connecting to {self.address}: {exc}") from None
-        if self.refused_peer is not None:
-            self._sock.close()
-            raise errors.PermissionDeniedError(
-                f"connecting to {self.address}: the daemon there runs as "
-                f"uid {self.refused_peer}, not as a user this client "
-                f"trusts (you, root, frameprep, trust_owner): the "
-                f"connection was dropped before anything was sent")
-        self._ids = itertools.count(1)
-        self._pool: list[_core.Ctx] = []
-        self._lock = threading.Lock()
-        self._closed = False
+            self.native = _native.Client(self.address, ms, trust)
+        except errors.TransportError as exc:
+            if "no socket at" in exc.message and "running" not in \
+                    exc.message:
+                raise errors.TransportError(
+                    f"{exc.message} (is frameprepd running?)") from None
+            raise
         self._limits: dict[str, Any] | None = None
         # The daemon answers EBUSY past max_inflight_per_conn requests in
         # flight on one connection: requests past it wait here instead,
         # for one of the gate's tokens.
         self.gate: queue.SimpleQueue[None] | None = None
         self.agate: asyncio.Semaphore | None = None
-
-    def _on_pipe_gone(self, pipe: Any) -> None:
-        self.lost += 1
-
-    def _check_peer(self, pipe: Any) -> None:
-        """Drops a connection whose peer (the listening process) runs as
-        an untrusted user, before anything is sent on it (the socket's
-        path was checked before the dial; this closes the window after)."""
-        uid = _core.pipe_peer_uid(pipe)
-        if uid is not None and uid not in self.trusted:
-            self.refused_peer = uid
-            pipe.close()
+        self._closed = False
 
     def set_limits(self, info: dict[str, Any]) -> None:
         """Keeps the daemon's INFO and, the first time, bounds the requests
@@ -122,52 +85,6 @@ class _Socket:
             for _ in range(cap):
                 gate.put(None)
             self.gate = gate
-
-    def next_id(self) -> int:
-        return next(self._ids)
-
-    def ctx_get(self) -> _core.Ctx:
-        with self._lock:
-            if self._closed:
-                raise errors.ClosedError("the client was closed")
-            if self._pool:
-                return self._pool.pop()
-            try:
-                return _core.Ctx(self._sock)
-            except pynng.NNGException as exc:
-                raise _core.transport_error(exc, self.address,
-                                            self.timeout) from None
-
-    def ctx_put(self, ctx: _core.Ctx, ok: bool) -> None:
-        with self._lock:
-            if ok and not self._closed:
-                self._pool.append(ctx)
-                return
-        ctx.close()
-
-    def call(self, head: bytes, body: Any = _core._NULL,
-             size: int = 0, gated: bool = False) -> Any:
-        """Sends one request (head, then ``size`` bytes at body, a cdata
-        pointer) on a pooled context, within the cap on requests in flight
-        (unless the caller holds a token of it: gated), and returns the
-        reply (an ``nng_msg *`` the caller frees). Raises the transport
-        errors."""
-        return self._on_ctx(lambda ctx: ctx.exchange(head, body, size),
-                            gated)
-
-    def call_shm(self, head: Any, reply_at: int, request_id: int,
-                 gated: bool = False, lost: int | None = None) -> Any:
-        """:meth:`call` for a request that asks for its reply in shared
-        memory at address reply_at (:meth:`_core.Ctx.exchange_shm`):
-        returns ``None`` when the header there is the reply, else nng's
-        reply (an ``nng_msg *`` the caller frees). Raises
-        :class:`_core.DaemonGone` when the connection closed while it
-        waited (the daemon died), or had closed since ``s.lost`` was
-        lost."""
-        ms = max(1, int(self.timeout * 1000))
-        return self._on_ctx(
-            lambda ctx: ctx.exchange_shm(head, reply_at, request_id, ms,
-                                         self, lost), gated)
 
     def gate_take(self) -> bool:
         """Takes one token of the cap on requests in flight, waiting up to
@@ -190,40 +107,33 @@ class _Socket:
         assert gate is not None
         gate.put(None)
 
-    def _on_ctx(self, exchange: Any, gated: bool = False) -> Any:
-        """Runs exchange(ctx) on a pooled context, within the cap on
-        requests in flight (unless the caller holds a token: gated); a
-        context that failed is closed."""
-        took = not gated and self.gate_take()
+    def call(self, fn: Any, *args: Any) -> Any:
+        """fn(*args) (a blocking call of the C client) within the cap on
+        requests in flight."""
+        took = self.gate_take()
         try:
-            ctx = self.ctx_get()
-            try:
-                msg = exchange(ctx)
-            except BaseException as exc:
-                self.ctx_put(ctx, False)
-                if isinstance(exc, pynng.NNGException):
-                    raise _core.transport_error(exc, self.address,
-                                                self.timeout) from None
-                raise
-            self.ctx_put(ctx, True)
+            return fn(*args)
         finally:
             if took:
                 self.gate_give()
-        return msg
 
     def close(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            pool, self._pool = self._pool, []
-        for ctx in pool:
-            ctx.close()
-        self._sock.close()
+        self._closed = True
+        self.native.close()
 
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _payload(payload: Any) -> tuple[Any, int]:
+    """(an array holding payload's bytes, its address)."""
+    a: np.ndarray[Any, Any] | None
+    if isinstance(payload, np.ndarray):
+        a = payload
+    else:
+        a = np.frombuffer(payload, np.uint8) if len(payload) else None
+    return a, (_core.address_of(a) if a is not None and a.size else 0)
 
 
 def _numpy_out(out: np.ndarray[Any, Any], shape: Sequence[int],
@@ -266,9 +176,10 @@ class _Connection:
         return self._s.timeout
 
     def close(self) -> None:
-        """Closes the connection; requests still waiting on other threads
-        fail with :class:`~frameprep.ClosedError`. Closing twice is a
-        no-op. Results already returned stay valid."""
+        """Closes the connection, once the requests in progress on other
+        threads ended (each within the timeout); later calls raise
+        :class:`~frameprep.ClosedError`. Closing twice is a no-op.
+        Results already returned stay valid."""
         self._s.close()
 
 
@@ -311,27 +222,27 @@ class Client(_Connection):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def request(self, req: Request, payload: bytes = b"") -> tuple[Any, Any]:
-        """Sends a request header (its request_id is assigned here) and an
-        optional payload; returns (reply message, :class:`Reply`) after
-        checking the status. For protocol-level tools and tests."""
-        req.request_id = self._s.next_id()
-        head = req.encode()
-        body = _core._ffi.from_buffer(payload) if len(payload) else _core._NULL
-        rmsg = pynng.Message(self._s.call(head, body, len(payload)))
-        rep = _core.reply_of(rmsg)
-        _core.check_reply(rep, req.request_id, req.kind)
-        return rmsg, rep
+    def request(self, req: Request, payload: Any = b"") -> tuple[Any, Any]:
+        """Sends a request (its request_id is assigned by the C client)
+        and an optional payload (bytes or a uint8 array); returns (the
+        reply, a :class:`frameprep._native.Result` owning its payload, and
+        the decoded :class:`Reply`) after checking the status. For
+        protocol-level tools and tests."""
+        keep, addr = _payload(payload)
+        res = _core.checked(self._s.call(self._s.native.request,
+                                         req.native(), addr))
+        del keep
+        rep = Reply(**res.fields)
+        req.request_id = rep.request_id
+        return res, rep
 
     def info(self) -> dict[str, Any]:
         """Asks the daemon what it runs. Returns its INFO lines as a dict
         (version, backend, device, listen, and the limits max_width,
         max_height, max_frame_bytes, max_out_width, max_out_height,
         max_tensor_bytes, max_inflight, ... as ints)."""
-        req = Request(kind=Kind.INFO)
-        rmsg, rep = self.request(req)
-        text = _core.payload_bytes(rmsg, rep).decode("utf-8", "replace")
-        info = _core.parse_info(text)
+        res = _core.checked(self._s.native.info())
+        info = _core.parse_info(res.payload().decode("utf-8", "replace"))
         self._s.set_limits(info)
         return info
 
@@ -421,15 +332,15 @@ class Client(_Connection):
                                _is_cuda(frame)):
             return self._preprocess_cuda(plan, frame, format, out)
         src = _core.check_frame(frame, format)
-        plan.check(src, self.limits())
         s = self._s
-        request_id = s.next_id()
-        rmsg = _core.OwnedMessage(s.call(
-            plan.inline_header(src, request_id),
-            _core._ffi.cast("char *", src.addr), src.span))
-        rep = _core.reply_of(rmsg)
-        _core.check_reply(rep, request_id, Kind.FRAME)
-        return _core.make_result(_core.payload_array(rmsg, rep), rep, src)
+        plan.check(src, s._limits or self.limits())
+        u, uo, vo = src.planes
+        res = s.call(s.native.frame, plan.native, src.addr, src.span,
+                     src.format, src.width, src.height, src.stride, u, uo,
+                     vo)
+        if res.status:
+            _core.checked(res)
+        return _core.new_result(np.asarray(res), res, src.width, src.height)
 
     def preprocess_batch(self, frames: Sequence[Any], out: Any = None,
                          size: Sequence[int] = (640, 640),
@@ -543,7 +454,7 @@ class Client(_Connection):
             req.output_loc = Location.CUDA
             req.out_region, req.out_offset = regions.region_of(dev_out)
             req.out_capacity = plan.tensor_bytes
-        rmsg, rep = self.request(req, payload)
+        rmsg, _ = self.request(req, payload)
         if dev_out is not None:
             tensor: Any = cuda.CudaTensor(
                 cuda.DeviceArray(dev_out.ptr, tuple(plan.shape),
@@ -554,8 +465,8 @@ class Client(_Connection):
         elif out is not None:
             tensor = out  # in another process's memory: nothing to view
         else:
-            tensor = _core.payload_array(rmsg, rep)
-        return _core.make_result(tensor, rep, src)
+            tensor = _core.tensor_of(rmsg)
+        return _core.new_result(tensor, rmsg, src.width, src.height)
 
     def ring(self, slots: int = 4, frame: Sequence[int] = (1080, 1920, 3),
              doorbell: bool = True, **options: Any) -> Ring:
@@ -573,10 +484,11 @@ class Client(_Connection):
 class AsyncClient(_Connection):
     """An asyncio connection to frameprepd: the methods of :class:`Client`,
     awaited, so one thread keeps many frames in flight (each request rides
-    its own nng context). Same arguments, results and exceptions as
-    :class:`Client`, except CUDA tensors (``out=`` and CUDA frames), which
-    only :class:`Client` takes; the constructor dials synchronously. Use ``async with``
-    or call :meth:`close`."""
+    its own nng context of the C client, whose reply wakes the loop
+    through ``call_soon_threadsafe``). Same arguments, results and
+    exceptions as :class:`Client`, except CUDA tensors (``out=`` and CUDA
+    frames), which only :class:`Client` takes; the constructor dials
+    synchronously. Use ``async with`` or call :meth:`close`."""
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -584,46 +496,67 @@ class AsyncClient(_Connection):
     async def __aexit__(self, *exc: object) -> None:
         self.close()
 
-    async def _roundtrip(self, request_id: int, kind: int,
-                         msg: Any) -> tuple[Any, Any]:
+    @staticmethod
+    def _arrived(fut: asyncio.Future[None], box: list[Any]) -> None:
+        """On the loop: the reply of box[0] (a Pending) arrived."""
+        if fut.cancelled():  # nobody waits: end the pending here
+            p, box[0] = box[0], None
+            with contextlib.suppress(errors.FrameprepError):
+                if p is not None:
+                    p.wait()
+        elif not fut.done():
+            fut.set_result(None)
+
+    async def _submit(self, tmpl: Any, src: _core.Source | None) -> Any:
+        """Submits tmpl (for src, else as it is) and returns its reply
+        (a :class:`frameprep._native.Result`, status not checked)."""
         s = self._s
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        box: list[Any] = [None]
+        cb = functools.partial(loop.call_soon_threadsafe, self._arrived,
+                               fut, box)
+        if src is None:
+            args: tuple[int, ...] = (0,) * 9
+        else:
+            u, uo, vo = src.planes
+            args = (src.addr, src.span, src.format, src.width, src.height,
+                    src.stride, u, uo, vo)
         gate = s.agate
         async with gate if gate is not None else contextlib.nullcontext():
-            ctx = s.ctx_get()
-            ok = False
+            box[0] = s.native.submit(tmpl, cb, *args)
+            # The C client's timeout ends the wait; wait_for is a
+            # backstop.
             try:
-                # nng's receive timeout ends the wait; wait_for is a
-                # backstop.
-                await ctx.ctx.asend_msg(msg)
-                rmsg = await asyncio.wait_for(ctx.ctx.arecv_msg(),
-                                              s.timeout + 5)
-                ok = True
-            except pynng.NNGException as exc:
-                raise _core.transport_error(exc, s.address,
-                                            s.timeout) from None
+                await asyncio.wait_for(asyncio.shield(fut), s.timeout + 5)
             except asyncio.TimeoutError:
+                fut.cancel()
                 raise errors.RequestTimeoutError(
                     f"no reply from {s.address} within "
                     f"{s.timeout:g} s") from None
-            finally:
-                s.ctx_put(ctx, ok)
-        rep = _core.reply_of(rmsg)
-        _core.check_reply(rep, request_id, kind)
-        return rmsg, rep
+            except BaseException:
+                fut.cancel()
+                raise
+            p, box[0] = box[0], None
+            return p.wait()
 
     async def request(self, req: Request,
-                      payload: bytes = b"") -> tuple[Any, Any]:
-        """See :meth:`Client.request`."""
-        req.request_id = self._s.next_id()
-        return await self._roundtrip(
-            req.request_id, req.kind,
-            _core.message(req.encode(), payload, len(payload)))
+                      payload: Any = b"") -> tuple[Any, Any]:
+        """See :meth:`Client.request` (run on the loop's executor)."""
+        loop = asyncio.get_running_loop()
+        keep, addr = _payload(payload)
+        res = await loop.run_in_executor(None, self._s.native.request,
+                                         req.native(), addr)
+        del keep
+        _core.checked(res)
+        rep = Reply(**res.fields)
+        req.request_id = rep.request_id
+        return res, rep
 
     async def info(self) -> dict[str, Any]:
         """See :meth:`Client.info`."""
-        rmsg, rep = await self.request(Request(kind=Kind.INFO))
-        text = _core.payload_bytes(rmsg, rep).decode("utf-8", "replace")
-        info = _core.parse_info(text)
+        res = _core.checked(await self._submit(_INFO, None))
+        info = _core.parse_info(res.payload().decode("utf-8", "replace"))
         self._s.set_limits(info)
         return info
 
@@ -652,11 +585,8 @@ class AsyncClient(_Connection):
                           std, pad, matrix, yuv_range)
         src = _core.check_frame(frame, format)
         plan.check(src, await self.limits())
-        request_id = self._s.next_id()
-        msg = _core.message(plan.inline_header(src, request_id),
-                            _core._ffi.cast("char *", src.addr), src.span)
-        rmsg, rep = await self._roundtrip(request_id, Kind.FRAME, msg)
-        return _core.make_result(_core.payload_array(rmsg, rep), rep, src)
+        res = _core.checked(await self._submit(plan.native, src))
+        return _core.new_result(np.asarray(res), res, src.width, src.height)
 
     async def ring(self, slots: int = 4,
                    frame: Sequence[int] = (1080, 1920, 3),

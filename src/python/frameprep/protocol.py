@@ -1,25 +1,24 @@
-"""Wire codec of the frameprep protocol, version 1.
+"""The frameprep wire protocol, version 1: its constants and enums, and
+the request and reply headers as dataclasses.
 
-Written from ``include/frameprep/protocol.h``, which is the reference: every
-integer is little-endian, every float IEEE-754 binary32 little-endian,
-reserved bytes are written as zero. A request starts with a 128-byte header
-(:class:`Request`), a reply with a 256-byte header (:class:`Reply`); a
-payload (frame, tensor or INFO text) may follow either.
-
-The codec encodes and decodes headers only; it checks what it needs to read
-a message safely (length, magic, version, and for replies the consistency
-rules of ``fprep_reply_decode``) and leaves the validation of request fields
-to the daemon, whose answer names the field, the value and the limit.
+``include/frameprep/protocol.h`` is the reference, and the codec is the C
+library's (``fprep_request_encode``, ``fprep_reply_decode``, ...), reached
+through :mod:`frameprep._native`: :meth:`Request.encode`,
+:meth:`Request.decode`, :meth:`Reply.encode` and :meth:`Reply.decode` are
+its Python faces, field for field. The enums mirror protocol.h (the tests
+check them against the C library's constants).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import struct
 from typing import Any
 
+from . import _native
 from .errors import ProtocolError, VersionMismatchError
+
+__all__ = ["ProtocolError", "VersionMismatchError"]
 
 PROTOCOL_VERSION = 1
 REQUEST_MAGIC = 0x51525046  # "FPRQ" as little-endian bytes
@@ -138,29 +137,15 @@ class Location(enum.IntEnum):
     CUDA = 2
 
 
-_REQ_FRAME = struct.Struct("<IHHQHBBIIIIIBBBBff3f3fBBHIIQQQQII")
-_REQ_REGISTER = struct.Struct("<IHHQQII64s")
-_REQ_UNREGISTER = struct.Struct("<IHHQI")
-_REQ_REGISTER_CUDA = struct.Struct("<IHHQQQ64s16s16x")
-_REQ_DOORBELL = struct.Struct("<IHHQIIQ")
-assert _REQ_REGISTER_CUDA.size == 128
 CUDA_HANDLE_SIZE = 64  # bytes of a cudaIpcMemHandle_t
 CUDA_UUID_SIZE = 16  # bytes of a CUDA device UUID
-_REQ_COMMON = struct.Struct("<IHHQ")
-_REPLY = struct.Struct("<IHHQIBBBB4I4f6IQQII144sHHI")
-assert _REQ_FRAME.size == REQUEST_HEADER_SIZE
-assert _REPLY.size == REPLY_HEADER_SIZE
-# The FRAME fields that change from request to request: request_id and
-# src_format (at byte 8), the source size and stride (at 20), uv_stride (at
-# 78), in_offset to input_size, u_offset and v_offset.
-_REQ_ID_FMT = struct.Struct("<QH")
-_REQ_SIZE = struct.Struct("<III")
-_REQ_UV_STRIDE = struct.Struct("<H")
-_UV_STRIDE_AT = 78
-_REQ_PLACES = struct.Struct("<QQQQII")
-_PLACES_AT = struct.calcsize("<IHHQHBBIIIIIBBBBff3f3fBBHII")
-assert _PLACES_AT + _REQ_PLACES.size == REQUEST_HEADER_SIZE
-_REQ_ID = struct.Struct("<Q")
+# The fields of the register kinds' requests (fprep_register_request);
+# the other kinds use the rest (fprep_request).
+_REGISTER_FIELDS = ("version", "kind", "request_id", "region_size",
+                    "region_id", "doorbell_entries", "doorbell_offset",
+                    "region_name", "cuda_offset", "cuda_handle",
+                    "cuda_uuid")
+_REGISTER_KINDS = (4, 5, 6, 7)
 
 _DTYPE_BYTES: dict[int, int] = {DType.F32: 4, DType.F16: 2, DType.U8: 1}
 
@@ -219,100 +204,38 @@ class Request:
     doorbell_entries: int = 0
     doorbell_offset: int = 0
 
+    def _fields(self) -> dict[str, Any]:
+        """The fields of this request's C struct, by name."""
+        d = dataclasses.asdict(self)
+        if self.kind in _REGISTER_KINDS:
+            return {k: d[k] for k in _REGISTER_FIELDS}
+        return {k: v for k, v in d.items() if k not in _REGISTER_FIELDS or
+                k in ("version", "kind", "request_id")}
+
+    def native(self) -> Any:
+        """This request as the C library's struct (a
+        :class:`frameprep._native.Request`)."""
+        return _native.Request(self._fields())
+
     def encode(self) -> bytes:
-        """Returns the 128-byte wire header, as ``fprep_request_encode``
-        writes it (no validation). Raises ``struct.error`` for a field that
-        does not fit its wire type."""
-        if self.kind == Kind.REGISTER:
-            name = self.region_name.encode("ascii")[:REGION_NAME_MAX]
-            head = _REQ_REGISTER.pack(REQUEST_MAGIC, self.version, self.kind,
-                                      self.request_id, self.region_size,
-                                      len(name), 0, name)
-            return head.ljust(REQUEST_HEADER_SIZE, b"\0")
-        if self.kind == Kind.REGISTER_CUDA:
-            if (len(self.cuda_handle) != CUDA_HANDLE_SIZE or
-                    len(self.cuda_uuid) != CUDA_UUID_SIZE):
-                raise struct.error("cuda_handle must be 64 bytes and "
-                                   "cuda_uuid 16")
-            return _REQ_REGISTER_CUDA.pack(
-                REQUEST_MAGIC, self.version, self.kind, self.request_id,
-                self.region_size, self.cuda_offset, bytes(self.cuda_handle),
-                bytes(self.cuda_uuid))
-        if self.kind == Kind.UNREGISTER:
-            head = _REQ_UNREGISTER.pack(REQUEST_MAGIC, self.version,
-                                        self.kind, self.request_id,
-                                        self.region_id)
-            return head.ljust(REQUEST_HEADER_SIZE, b"\0")
-        if self.kind == Kind.DOORBELL:
-            head = _REQ_DOORBELL.pack(REQUEST_MAGIC, self.version,
-                                      self.kind, self.request_id,
-                                      self.region_id, self.doorbell_entries,
-                                      self.doorbell_offset)
-            return head.ljust(REQUEST_HEADER_SIZE, b"\0")
-        return _REQ_FRAME.pack(
-            REQUEST_MAGIC, self.version, self.kind, self.request_id,
-            self.src_format, self.yuv_matrix, self.yuv_range,
-            self.src_width, self.src_height,
-            self.src_stride, self.out_width, self.out_height, self.resize,
-            self.channel_order, self.dtype, self.layout, self.pad_value,
-            self.scale, *self.mean, *self.std, self.input_loc,
-            self.output_loc | (LOC_F_SHM_REPLY if self.shm_reply else 0),
-            self.uv_stride, self.in_region,
-            self.out_region, self.in_offset, self.out_offset,
-            self.out_capacity, self.input_size, self.u_offset,
-            self.v_offset)
+        """Returns the 128-byte wire header (``fprep_request_encode``, or
+        ``fprep_register_request_encode`` for the register kinds). Raises
+        OverflowError or ValueError for a field that does not fit."""
+        return bytes(self.native().encode())
 
     @classmethod
     def decode(cls, buf: bytes | bytearray | memoryview) -> Request:
-        """Parses the header at the start of buf (a payload may follow).
-        Reads the fields of the request's kind: the region fields for
-        REGISTER, REGISTER_CUDA, UNREGISTER and DOORBELL, else the FRAME
-        fields (which INFO ignores
-        but carries, so that it re-encodes byte for byte). Raises :class:`ProtocolError`
-        (short buffer, wrong magic, unterminated region name) or
-        :class:`VersionMismatchError`."""
-        if len(buf) < REQUEST_HEADER_SIZE:
-            raise ProtocolError(f"request of {len(buf)} bytes is shorter "
-                                f"than the {REQUEST_HEADER_SIZE}-byte header")
-        magic, version, kind, request_id = _REQ_COMMON.unpack_from(buf, 0)
-        if magic != REQUEST_MAGIC:
-            raise ProtocolError(f"bad request magic {magic:#010x}")
-        if version != PROTOCOL_VERSION:
-            raise VersionMismatchError(f"request version {version}, "
-                                       f"expected {PROTOCOL_VERSION}")
-        req = cls(kind=kind, request_id=request_id, version=version)
-        if kind == Kind.REGISTER:
-            (_, _, _, _, req.region_size, name_len, _,
-             name) = _REQ_REGISTER.unpack_from(buf, 0)
-            if name_len > REGION_NAME_MAX or b"\0" in name[:name_len]:
-                raise ProtocolError(f"region name_len {name_len} is not "
-                                    f"the name's length")
-            req.region_name = name[:name_len].decode("ascii", "replace")
-            return req
-        if kind == Kind.UNREGISTER:
-            req.region_id = _REQ_UNREGISTER.unpack_from(buf, 0)[4]
-            return req
-        if kind == Kind.DOORBELL:
-            (req.region_id, req.doorbell_entries,
-             req.doorbell_offset) = _REQ_DOORBELL.unpack_from(buf, 0)[4:]
-            return req
-        if kind == Kind.REGISTER_CUDA:
-            (_, _, _, _, req.region_size, req.cuda_offset, req.cuda_handle,
-             req.cuda_uuid) = _REQ_REGISTER_CUDA.unpack_from(buf, 0)
-            return req
-        f = _REQ_FRAME.unpack_from(buf, 0)
-        (req.src_format, req.yuv_matrix, req.yuv_range, req.src_width,
-         req.src_height, req.src_stride, req.out_width, req.out_height,
-         req.resize, req.channel_order, req.dtype, req.layout,
-         req.pad_value, req.scale) = f[4:18]
-        req.mean = tuple(f[18:21])
-        req.std = tuple(f[21:24])
-        (req.input_loc, req.output_loc, req.uv_stride, req.in_region,
-         req.out_region, req.in_offset, req.out_offset, req.out_capacity,
-         req.input_size, req.u_offset, req.v_offset) = f[24:35]
-        req.shm_reply = bool(req.output_loc & LOC_F_SHM_REPLY)
-        req.output_loc &= ~LOC_F_SHM_REPLY
-        return req
+        """Decodes and validates a whole request message (header plus
+        payload) with ``fprep_request_decode``, without the daemon's
+        limits. A header alone (128 bytes) of an inline FRAME or ECHO is
+        read as if its payload followed. Raises :class:`ProtocolError`,
+        :class:`VersionMismatchError` or the error of a refused field."""
+        data = bytes(buf)
+        if len(data) == REQUEST_HEADER_SIZE and data[76] == 0 and \
+                int.from_bytes(data[6:8], "little") in (Kind.FRAME,
+                                                        Kind.ECHO):
+            data += bytes(int.from_bytes(data[112:120], "little"))
+        return cls(**_native.decode_request(data))
 
 
 @dataclasses.dataclass
@@ -357,121 +280,22 @@ class Reply:
     t_decode_us: int = 0
 
     def encode(self) -> bytes:
-        """Returns the 256-byte wire header, as ``fprep_reply_encode``
-        writes it: the message is cut to 143 bytes of UTF-8 and padded with
-        zeros."""
-        msg = self.message.encode("utf-8")[:MESSAGE_SIZE - 1]
-        return _REPLY.pack(
-            REPLY_MAGIC, self.version, self.kind, self.request_id,
-            self.status, self.dtype, self.layout, self.ndim, self.output_loc,
-            *self.shape, self.scale_x, self.scale_y, self.pad_x, self.pad_y,
-            self.t_queue_us, self.t_compute_us, self.t_h2d_us,
-            self.t_kernel_us, self.t_d2h_us, self.t_total_us,
-            self.payload_size, self.tensor_size, self.region_id, self.flags,
-            msg, self.decoded_width, self.decoded_height, self.t_decode_us)
+        """Returns the 256-byte wire header (``fprep_reply_encode``)."""
+        return bytes(_native.encode_reply(dataclasses.asdict(self)))
 
     @classmethod
     def decode(cls, buf: bytes | bytearray | memoryview,
                length: int | None = None) -> Reply:
-        """Parses a reply message of ``length`` bytes (default: len(buf)),
-        with the checks of ``fprep_reply_decode``: magic, version,
-        payload_size == length - 256, message NUL-terminated, ndim <= 4,
-        and for a successful FRAME or ECHO reply ndim 4, known dtype and
-        layout, shape product * element size == tensor_size, and
-        payload_size == tensor_size for inline output. Raises
-        :class:`ProtocolError` or :class:`VersionMismatchError`."""
-        n = len(buf) if length is None else length
-        if n < REPLY_HEADER_SIZE:
-            raise ProtocolError(f"reply of {n} bytes is shorter than the "
-                                f"{REPLY_HEADER_SIZE}-byte header")
-        f = _REPLY.unpack_from(buf, 0)
-        if f[0] != REPLY_MAGIC:
-            raise ProtocolError(f"bad reply magic {f[0]:#010x}")
-        if f[1] != PROTOCOL_VERSION:
-            raise VersionMismatchError(f"reply version {f[1]}, "
-                                       f"expected {PROTOCOL_VERSION}")
-        if f[23] != n - REPLY_HEADER_SIZE:
-            raise ProtocolError(f"reply payload_size {f[23]} but "
-                                f"{n - REPLY_HEADER_SIZE} bytes follow")
-        raw = f[27]
-        end = raw.find(b"\0")
-        if end < 0:
-            raise ProtocolError("reply message is not NUL-terminated")
-        # Positional, in the order of the fields above.
-        make: Any = cls
-        rep: Reply = make(f[2], f[3], f[1], *f[4:9], f[9:13], *f[13:27],
-                          raw[:end].decode("utf-8", "replace") if end else "",
-                          *f[28:31])
-        if f[7] > 4:
-            raise ProtocolError(f"reply ndim {f[7]} > 4")
-        if f[4] == 0 and (f[2] == 1 or f[2] == 3):
-            # The checks of _check_tensor, on the unpacked fields.
-            size = _DTYPE_BYTES.get(f[5], 0) * f[9] * f[10] * f[11] * f[12]
-            if (size == 0 or size != f[24] or f[7] != 4 or
-                    not 1 <= f[6] <= 2 or (f[8] == 0 and f[23] != f[24])):
-                rep._check_tensor()
-        return rep
-
-    def _check_tensor(self) -> None:
-        size = _DTYPE_BYTES.get(self.dtype, 0)
-        if (size == 0 or self.ndim != 4 or
-                not 1 <= self.layout <= 2):  # NCHW, NHWC
-            raise ProtocolError(f"reply tensor has ndim {self.ndim}, dtype "
-                                f"{self.dtype}, layout {self.layout}")
-        c, h, w, d = self.shape
-        size *= c * h * w * d
-        if size != self.tensor_size:
-            raise ProtocolError(f"reply shape {self.shape} does not make "
-                                f"tensor_size {self.tensor_size}")
-        if (self.output_loc == 0 and  # inline
-                self.payload_size != self.tensor_size):
-            raise ProtocolError(f"reply payload_size {self.payload_size} "
-                                f"!= tensor_size {self.tensor_size}")
+        """Decodes a whole reply message with ``fprep_reply_decode``
+        (length: of the whole message when buf is its header alone, the
+        payload read as zeros). Raises :class:`ProtocolError` or
+        :class:`VersionMismatchError`."""
+        data = bytes(buf)
+        if length is not None and length > len(data):
+            data += bytes(length - len(data))
+        return cls(**_native.decode_reply(data))
 
 
 def dtype_bytes(dtype: int) -> int:
     """Bytes per tensor element of a :class:`DType` value (0 if unknown)."""
     return _DTYPE_BYTES.get(dtype, 0)
-
-
-class FrameHeader:
-    """The wire header of FRAME (or ECHO) requests that share their
-    options and locations: encoded once from a :class:`Request`, then
-    stamped with each request's id, source and offsets."""
-
-    __slots__ = ("_head",)
-
-    def __init__(self, req: Request):
-        self._head = req.encode()
-
-    def stamp(self, request_id: int, src_format: int, src_width: int,
-              src_height: int, src_stride: int, in_offset: int,
-              out_offset: int, out_capacity: int, input_size: int,
-              planes: tuple[int, int, int] = (0, 0, 0)) -> bytes:
-        """The 128-byte header with these fields, byte for byte what
-        :meth:`Request.encode` writes for them; planes is (uv_stride,
-        u_offset, v_offset) of a YUV source. Raises ``struct.error`` for a
-        field that does not fit its wire type."""
-        return bytes(self.buffer(request_id, src_format, src_width,
-                                 src_height, src_stride, in_offset,
-                                 out_offset, out_capacity, input_size,
-                                 planes))
-
-    def buffer(self, request_id: int, src_format: int, src_width: int,
-               src_height: int, src_stride: int, in_offset: int,
-               out_offset: int, out_capacity: int, input_size: int,
-               planes: tuple[int, int, int] = (0, 0, 0)) -> bytearray:
-        """:meth:`stamp`'s header as a new bytearray, for requests that
-        differ only in their id (see :func:`set_request_id`)."""
-        head = bytearray(self._head)
-        _REQ_ID_FMT.pack_into(head, 8, request_id, src_format)
-        _REQ_SIZE.pack_into(head, 20, src_width, src_height, src_stride)
-        _REQ_UV_STRIDE.pack_into(head, _UV_STRIDE_AT, planes[0])
-        _REQ_PLACES.pack_into(head, _PLACES_AT, in_offset, out_offset,
-                              out_capacity, input_size, planes[1], planes[2])
-        return head
-
-
-def set_request_id(head: bytearray, request_id: int) -> None:
-    """Writes request_id into a request header in place."""
-    _REQ_ID.pack_into(head, 8, request_id)

@@ -1,15 +1,14 @@
 """Shared-memory rings: frames and tensors that never cross the socket.
 
-The design is simple, and the C library's (``src/lib/client_region.c``): create a
-POSIX shared-memory object (``/dev/shm/NAME``, mode 0600, a unique name),
-size it, map it, ask the daemon to REGISTER it (the daemon maps it by
-name), then unlink the name at once: the memory is shared by exactly the two
-mappings and disappears with the last of them, so a process that dies
-leaves nothing behind. When the daemon runs as another user (the packaged
-service's ``frameprep``, the owner of its ipc:// socket), that one user gets
-a POSIX ACL entry on the object (through libacl, as the C library does):
-group and others keep no access and the owner stays this process's user. The region is cut into ``slots`` equal slots, each a
-page-aligned tensor area followed by a page-aligned frame area. A request
+The design is simple: the memory is one region of the C library
+(``fprep_region_open``: a POSIX shared-memory object registered with the
+daemon and unlinked at once, open to the daemon's user through an ACL
+entry when it runs as another), cut into ``slots`` equal slots, each a
+tensor area with the reply header after it, then a page-aligned frame
+area, and after the slots a doorbell area of one entry per slot (up to
+64). Requests go through ``fprep_region_request``: slot k's request is
+posted in entry k while the daemon watches the doorbell, else sent over
+the socket, and its reply header lands in the slot. A request
 names (region, offset, length) for its frame and for its tensor; the daemon
 reads the frame in place and writes the tensor in place.
 
@@ -30,13 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import ctypes
-import ctypes.util
-import itertools
-import mmap
-import os
-import secrets
-import struct
 import threading
 import time
 import warnings
@@ -44,19 +36,13 @@ from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import numpy as np
 
-from . import _core, errors
-from .protocol import (REPLY_HEADER_SIZE, DType, Kind, Location, Reply,
-                       Request, set_request_id)
-
-_lib = _core._lib
-_ffi = _core._ffi
-_U8 = np.dtype(np.uint8)
-_FRAME = int(Kind.FRAME)
-_U64 = struct.Struct("<Q")
+from . import _core, _native, errors
+from .protocol import REPLY_HEADER_SIZE
 
 if TYPE_CHECKING:
     from .client import AsyncClient, Client
 
+_U8 = np.dtype(np.uint8)
 _PAGE = 4096
 # A slot is free, reserved by next_frame() (its frame not yet sent), or
 # taken: in flight, then held by its result until released.
@@ -64,34 +50,14 @@ _FREE, _RESERVED, _TAKEN = 0, 1, 2
 # How often a request is sent again after the daemon's connection closed
 # or its region was unknown (each time after the ring registered anew).
 _ATTEMPTS = 4
-_names = itertools.count()
+_DB_HEADER = int(_native.constants["FPREP_DOORBELL_HEADER_SIZE"])
+_DB_ENTRY = int(_native.constants["FPREP_DOORBELL_ENTRY_SIZE"])
+_DB_MAX = int(_native.constants["FPREP_DOORBELL_ENTRIES_MAX"])
+_EREGION = int(_native.constants["FPREP_EREGION"])
 
 
 def _round_page(n: int) -> int:
     return (n + _PAGE - 1) // _PAGE * _PAGE
-
-
-def _grant(fd: int, uid: int) -> None:
-    """Gives user uid read and write access to the object open on fd with
-    one ACL entry (libacl's acl_from_text + acl_set_fd)."""
-    lib = ctypes.CDLL(ctypes.util.find_library("acl") or "libacl.so.1",
-                      use_errno=True)
-    lib.acl_from_text.restype = ctypes.c_void_p
-    lib.acl_from_text.argtypes = [ctypes.c_char_p]
-    lib.acl_set_fd.argtypes = [ctypes.c_int, ctypes.c_void_p]
-    lib.acl_free.argtypes = [ctypes.c_void_p]
-    acl = lib.acl_from_text(
-        f"u::rw-,u:{uid}:rw-,g::---,m::rw-,o::---".encode())
-    if not acl:
-        raise errors.RegionError("acl_from_text failed")
-    try:
-        if lib.acl_set_fd(fd, acl) != 0:
-            err = ctypes.get_errno()
-            raise errors.RegionError(
-                f"granting the daemon (uid {uid}) access to the region: "
-                f"{os.strerror(err)}")
-    finally:
-        lib.acl_free(acl)
 
 
 class _Hold:
@@ -207,26 +173,25 @@ class RingResult(_core.Result):
 
 
 class _Map:
-    """One registration of the ring's memory: the mapping, the id the
-    daemon gave it, its doorbell area, the per-slot views and request
-    headers, and the connection's ``lost`` count when it was registered
-    (a change means the daemon forgot it). A daemon restart makes a new
-    one; the old mapping stays alive while arrays view it."""
+    """One registration of the ring's memory: the C region (its mapping
+    lives while arrays view it), its id, its bytes, the per-slot frame
+    views and array interfaces, and the client's lost connections when it
+    was registered (a change means the daemon forgot it). A daemon restart
+    makes a new one; the old mapping stays alive while arrays view it."""
 
-    __slots__ = ("mm", "buf", "base", "region_id", "db_area", "lost",
-                 "frames", "slot_srcs", "slot_heads", "slot_form",
-                 "frame_ifaces", "tensor_ifaces")
+    __slots__ = ("region", "buf", "base", "region_id", "lost", "frames",
+                 "slot_srcs", "slot_form", "frame_ifaces", "tensor_ifaces",
+                 "doorbell")
 
-    def __init__(self, mm: mmap.mmap, buf: np.ndarray[Any, Any]) -> None:
-        self.mm = mm
-        self.buf = buf
-        self.base = buf.__array_interface__["data"][0]
-        self.region_id = 0
-        self.db_area = 0
-        self.lost = 0
+    def __init__(self, region: Any) -> None:
+        self.region = region
+        self.buf: np.ndarray[Any, Any] = np.asarray(region)
+        self.base = int(region.base)
+        self.region_id = int(region.id)
+        self.lost = int(region.lost)
+        self.doorbell = False
         self.frames: list[np.ndarray[Any, Any]] = []
         self.slot_srcs: list[_core.Source] = []
-        self.slot_heads: list[tuple[bytearray, Any]] = []
         self.slot_form: tuple[Any, ...] = ()
         # Per slot, the array interfaces of its whole frame and its tensor.
         self.frame_ifaces: list[dict[str, Any]] = []
@@ -275,10 +240,9 @@ class _RingBase:
         self._db_entries = 0
         if self._doorbell:
             self._db_off = self.size
-            self._db_entries = min(self.slots, _core.DOORBELL_ENTRIES_MAX)
-            self.size += _round_page(_core.DOORBELL_HEADER_SIZE +
-                                     _core.DOORBELL_ENTRY_SIZE *
-                                     self._db_entries)
+            self._db_entries = min(self.slots, _DB_MAX)
+            self.size += _round_page(_DB_HEADER +
+                                     _DB_ENTRY * self._db_entries)
         self._map: _Map | None = None
         # A slot's state and its ticket, which changes each time the slot
         # is handed out, so that a holder gives back only what it holds.
@@ -295,15 +259,9 @@ class _RingBase:
         self._epoch = 0
         self._recovering = False
         self._recover_lock = threading.Lock()
-        # The bytes of a successful reply to a request of this ring, but
-        # for its id at byte 8 and its scales, pads and times at 40..80.
-        ok = Reply(kind=_FRAME, dtype=self._opts.dtype,
-                   layout=self._opts.layout, ndim=4,
-                   output_loc=Location.SHM, shape=self._opts.shape,
-                   tensor_size=self.tensor_bytes).encode()
-        self._reply_form = (ok[:8], ok[16:40], ok[80:96])
-        self._tensor_form = (self._opts.shape, int(self._opts.dtype),
-                             self.tensor_bytes)
+        req = self._opts.request()
+        req.shm_reply = self._shm_reply
+        self._native = req.native()
 
     @property
     def region_id(self) -> int:
@@ -312,86 +270,34 @@ class _RingBase:
         m = self._map
         return m.region_id if m is not None else 0
 
-    def _create(self, limits: dict[str, Any],
-                owner: int | None) -> tuple[str, int, _Map]:
-        """Creates, sizes and maps a new shared-memory object for the
-        ring, open to the daemon's user owner too (the checked owner of
-        its socket) when that is another user."""
+    def _new_map(self, region: Any) -> _Map:
+        """The mapping of a newly registered region: views and interfaces
+        of its slots."""
+        m = _Map(region)
+        fshape = tuple(self.frame_shape)
+        for k in range(self.slots):
+            at = k * self._slot_bytes + self._frame_off
+            m.frames.append(self._view(m, at, self.frame_bytes, "u1",
+                                       fshape))
+            m.frame_ifaces.append(_iface(m.base + at, fshape, "|u1"))
+            m.tensor_ifaces.append(_iface(m.base + k * self._slot_bytes,
+                                          self._opts.shape,
+                                          self._plan.typestr))
+        try:
+            m.slot_srcs = [_core.check_frame(f, self._format)
+                           for f in m.frames]
+            f = m.frames[0]
+            m.slot_form = (f.shape, f.strides)
+        except errors.InvalidRequestError:
+            pass  # the format does not fit: every request says so
+        return m
+
+    def _check_size(self, limits: dict[str, Any]) -> None:
         bound = limits.get("max_region_bytes")
         if isinstance(bound, int) and self.size > bound:
             raise errors.LimitExceededError(
                 f"ring of {self.size} bytes exceeds the daemon's "
                 f"max_region_bytes {bound}")
-        name = (f"/frameprep-py-{os.getpid()}-{next(_names)}-"
-                f"{secrets.token_hex(4)}")
-        path = "/dev/shm" + name
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL |
-                         os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-        except OSError as exc:
-            raise errors.RegionError(f"creating {path}: {exc}") from None
-        try:
-            if owner is not None and owner != os.geteuid():
-                _grant(fd, owner)
-        except (OSError, errors.RegionError):
-            os.close(fd)
-            os.unlink(path)
-            raise
-        try:
-            os.ftruncate(fd, self.size)
-            mm = mmap.mmap(fd, self.size, mmap.MAP_SHARED,
-                           mmap.PROT_READ | mmap.PROT_WRITE)
-        except OSError as exc:
-            os.close(fd)
-            os.unlink(path)
-            raise errors.RegionError(f"sizing or mapping {path}: "
-                                     f"{exc}") from None
-        m = _Map(mm, np.frombuffer(mm, np.uint8))
-        fshape = tuple(self.frame_shape)
-        for k in range(self.slots):
-            at = k * self._slot_bytes
-            m.frames.append(self._view(m, at + self._frame_off,
-                                       self.frame_bytes, "u1", fshape))
-            m.frame_ifaces.append(_iface(m.base + at + self._frame_off,
-                                         fshape, "|u1"))
-            m.tensor_ifaces.append(_iface(m.base + at, self._opts.shape,
-                                          self._plan.typestr))
-        return name, fd, m
-
-    def _registered(self, m: _Map, region_id: int) -> None:
-        """Keeps the region id the daemon gave and the headers of the
-        requests for each slot's whole frame."""
-        m.region_id = region_id
-        req = self._opts.request()
-        req.input_loc = req.output_loc = Location.SHM
-        req.in_region = req.out_region = region_id
-        req.shm_reply = self._shm_reply
-        self._plan = _core.Plan(self._opts, req)
-        try:
-            srcs = [_core.check_frame(f, self._format) for f in m.frames]
-        except errors.InvalidRequestError:
-            return  # the format does not fit: every request says so
-        for k, src in enumerate(srcs):
-            head = self._plan.header.buffer(
-                0, src.format, src.width, src.height, src.stride,
-                src.addr - m.base, k * self._slot_bytes,
-                self._out_capacity, src.span, src.planes)
-            m.slot_heads.append((head, _ffi.from_buffer(head)))
-        m.slot_srcs = srcs
-        f = m.frames[0]
-        m.slot_form = (f.shape, f.strides)
-
-    @staticmethod
-    def _forget_name(name: str, fd: int) -> None:
-        os.close(fd)
-        try:
-            os.unlink("/dev/shm" + name)
-        except FileNotFoundError:
-            pass
-
-    def _register_request(self, name: str) -> Request:
-        return Request(kind=Kind.REGISTER, region_size=self.size,
-                       region_name=name)
 
     def _unmap(self) -> None:
         m, self._map = self._map, None
@@ -400,17 +306,11 @@ class _RingBase:
 
     @staticmethod
     def _drop(m: _Map) -> None:
-        """Unmaps m, unless arrays the caller holds view it (they keep
-        the mapping alive)."""
-        m.db_area = 0
+        """Unregisters m; its mapping goes with the last array viewing
+        it."""
+        m.region.unregister()
         m.frames = []
         m.slot_srcs = []
-        m.slot_heads = []
-        m.buf = np.empty(0, np.uint8)
-        try:
-            m.mm.close()
-        except BufferError:
-            pass
 
     @staticmethod
     def _view(m: _Map, offset: int, nbytes: int, dtype: str,
@@ -489,34 +389,14 @@ class _RingBase:
         in the current mapping: its request header is ready. (A view of
         the holder's memory with the whole frame's shape and strides
         starts where it does: the holder's memory is no larger.)"""
-        return (bool(m.slot_heads) and hold.map is m and
+        return (bool(m.slot_srcs) and hold.map is m and
                 type(frame) is RingFrame and frame.dtype is _U8 and
                 (frame.shape, frame.strides) == m.slot_form)
 
-    def _slot_header(self, m: _Map, k: int, request_id: int,
-                     limits: dict[str, Any]) -> Any:
-        """The header (a cdata array) of the request for slot k's whole
-        frame, after the checks against the daemon's limits."""
-        self._plan.check(m.slot_srcs[k], limits)
-        head, ptr = m.slot_heads[k]
-        set_request_id(head, request_id)
-        return ptr
-
-    def _usual_reply(self, head: bytes, length: int, request_id: int) -> bool:
-        """Whether a reply (its header and length) is the successful reply
-        to request_id with the ring's tensor, which then needs no further
-        checks: each field that Reply.decode and check_reply check has the
-        value they accept."""
-        a, b, c = self._reply_form
-        return (length == REPLY_HEADER_SIZE and head[16:40] == b and
-                head[80:96] == c and head[:8] == a and head[-1] == 0 and
-                _U64.unpack_from(head, 8)[0] == request_id)
-
-    def _build(self, m: _Map, k: int, src: _core.Source, copy: bool,
-               request_id: int,
-               limits: dict[str, Any]) -> tuple[bytes, _core.Source]:
-        """The request header for src in slot k of mapping m, after
-        copying src there if copy (packed, with its shape)."""
+    def _src_in(self, m: _Map, k: int, src: _core.Source,
+                copy: bool) -> _core.Source:
+        """src as it lies in slot k of mapping m, after copying it there if
+        copy (packed, with its shape)."""
         if copy:
             a = src.array
             if a.size > self.frame_bytes:
@@ -527,32 +407,25 @@ class _RingBase:
                              a.size, "u1", a.shape)
             np.copyto(dst, a)
             src = _core.check_frame(dst, self._format)
-        plan = self._plan
-        plan.check(src, limits)
-        return plan.header.stamp(request_id, src.format, src.width,
-                                 src.height, src.stride,
-                                 src.addr - m.base, k * self._slot_bytes,
-                                 self._out_capacity, src.span,
-                                 src.planes), src
+        return src
 
-    def _result(self, m: _Map, k: int, ticket: int, rep: Reply | None,
-                request_id: int, src: _core.Source, head: bytes = b"",
-                length: int = 0) -> RingResult:
+    def _args(self, m: _Map, k: int, src: _core.Source) -> tuple[Any, ...]:
+        """The arguments of Region.request for src in slot k of m."""
+        u, uo, vo = src.planes
+        return (k, self._native, src.addr - m.base, k * self._slot_bytes,
+                self._out_capacity, src.span, src.format, src.width,
+                src.height, src.stride, u, uo, vo)
+
+    def _result(self, m: _Map, k: int, ticket: int, res: Any,
+                src: _core.Source) -> RingResult:
         """The result of slot k (now held by it): its tensor views the
         slot through a holder."""
-        if rep is None or (rep.shape, rep.dtype,
-                           rep.tensor_size) == self._tensor_form:
-            iface = m.tensor_ifaces[k]
-        else:
-            iface = _iface(m.base + k * self._slot_bytes,
-                           tuple(rep.shape[:rep.ndim]),
-                           DType(rep.dtype).numpy)
-        hold = _Hold(self, k, ticket, m, iface, "result")
-        res = cast(RingResult,
-                   _core.new_result(np.asarray(hold), request_id, src, rep,
-                                    head, length, RingResult))
-        object.__setattr__(res, "_hold", hold)
-        return res
+        hold = _Hold(self, k, ticket, m, m.tensor_ifaces[k], "result")
+        out = cast(RingResult,
+                   _core.new_result(np.asarray(hold), res, src.width,
+                                    src.height, RingResult))
+        object.__setattr__(out, "_hold", hold)
+        return out
 
     def _release(self, k: int, ticket: int) -> None:
         with self._lock:
@@ -616,8 +489,8 @@ class Ring(_RingBase):
     are the same either way.
     """
 
-    _shm_reply = _core.SHM_REPLY
-    _doorbell = _core.DOORBELL
+    _shm_reply = True
+    _doorbell = True
 
     def __init__(self, client: Client, slots: int, frame: Sequence[int],
                  doorbell: bool = True, **options: Any):
@@ -630,35 +503,19 @@ class Ring(_RingBase):
         self._map = self._register()
 
     def _register(self) -> _Map:
-        """Makes, registers and (doorbell) rings up a new mapping."""
+        """Opens and registers a new region and asks the daemon to poll
+        its doorbell area (a daemon that refuses, doorbells off or at its
+        limit, leaves the ring on the socket alone)."""
         client = self._client
-        s = client._s
-        name, fd, m = self._create(client.limits(), s.owner)
-        m.lost = s.lost
-        try:
-            _, rep = client.request(self._register_request(name))
-        except BaseException:
-            self._drop(m)
-            raise
-        finally:
-            self._forget_name(name, fd)
-        self._registered(m, rep.region_id)
+        self._check_size(client.limits())
+        m = self._new_map(client._s.native.region_open(self.size))
         if self._db_entries:
-            self._ring_doorbell(m)
+            try:
+                m.region.doorbell(self._db_off, self._db_entries)
+                m.doorbell = True
+            except errors.FrameprepError:
+                pass
         return m
-
-    def _ring_doorbell(self, m: _Map) -> None:
-        """Asks the daemon to poll the ring's doorbell area. A daemon
-        that refuses (doorbells off, at its limit, or one that predates
-        them) leaves the ring on nng alone."""
-        try:
-            self._client.request(Request(
-                kind=Kind.DOORBELL, region_id=m.region_id,
-                doorbell_entries=self._db_entries,
-                doorbell_offset=self._db_off))
-        except errors.FrameprepError:
-            return
-        m.db_area = m.base + self._db_off
 
     def _recover(self, epoch: int) -> None:
         """Registers the ring anew after the daemon forgot its region
@@ -692,14 +549,10 @@ class Ring(_RingBase):
                         self._map = m
                 if closed:  # closed meanwhile: the new region goes too
                     old = m
-                if old is not None and old.lost == self._client._s.lost:
-                    # Same connection (the daemon dropped the region, not
-                    # the connection): let it go of the old one too.
-                    try:
-                        self._client.request(Request(
-                            kind=Kind.UNREGISTER, region_id=old.region_id))
-                    except errors.FrameprepError:
-                        pass
+                if old is not None:
+                    # Unregistered unless its connection is gone (the C
+                    # library sends nothing then).
+                    self._drop(old)
                 if closed:
                     self._drop(m)
             finally:
@@ -796,116 +649,62 @@ class Ring(_RingBase):
 
     def _send(self, k: int, ticket: int, src: _core.Source | None,
               hold: _Hold | None, frame: Any) -> RingResult:
-        """Sends slot k's request (src None: the whole reserved frame,
-        its header ready; hold None: src copied into the slot) and returns
-        its result, sending it again after a daemon restart."""
+        """Sends slot k's request (src None: the whole reserved frame;
+        hold None: src copied into the slot) and returns its result,
+        sending it again after a daemon restart."""
         client = self._client
         s = client._s
+        native = s.native
         for attempt in range(_ATTEMPTS):
             m, epoch = self._current()
-            if s.lost != m.lost:  # the daemon forgot the region
+            if native.conn_lost() != m.lost:  # the daemon forgot the region
                 self._recover(epoch)
                 continue
-            request_id = s.next_id()
-            limits = s._limits
-            if limits is None:
-                limits = client.limits()
+            limits = s._limits or client.limits()
             if hold is not None and hold.map is not m:
                 # Reserved before a restart: its bytes are in the old
                 # memory, complete now that it is sent.
-                if src is None:
-                    src = _core.check_frame(frame, self._format)
-                head, used = self._build(m, k, src, True, request_id, limits)
+                used = self._src_in(m, k, src or _core.check_frame(
+                    frame, self._format), True)
             elif src is None:
                 used = m.slot_srcs[k]
-                head = self._slot_header(m, k, request_id, limits)
             else:
-                head, used = self._build(m, k, src, hold is None,
-                                         request_id, limits)
+                used = self._src_in(m, k, src, hold is None)
+            self._plan.check(used, limits)
             try:
-                rhead, length = self._call(m, k, head, request_id)
-                if self._epoch != epoch:
-                    continue  # answered after a restart began
-                if src is None and self._usual_reply(rhead, length,
-                                                     request_id):
-                    return self._result(m, k, ticket, None, request_id,
-                                        used, rhead, length)
-                rep = Reply.decode(rhead, length)
-                _core.check_reply(rep, request_id, _FRAME)
-            except (_core.DaemonGone, errors.RegionError):
-                if attempt + 1 == _ATTEMPTS:
+                res = s.call(m.region.request, *self._args(m, k, used))
+            except (errors.RegionError, errors.TransportError) as exc:
+                # A transport error is the daemon's death when the
+                # connection was lost; else it is the caller's.
+                if (attempt + 1 == _ATTEMPTS or
+                        (not isinstance(exc, errors.RegionError) and
+                         native.conn_lost() == m.lost)):
                     raise
                 self._recover(epoch)
                 continue
-            return self._result(m, k, ticket, rep, request_id, used)
+            if self._epoch != epoch:
+                continue  # answered after a restart began
+            if res.status:
+                if res.status == _EREGION and attempt + 1 < _ATTEMPTS:
+                    self._recover(epoch)
+                    continue
+                _core.checked(res)
+            return self._result(m, k, ticket, res, used)
         raise errors.RegionError(
             f"the daemon forgot the ring's region {_ATTEMPTS} times in a "
             f"row")
 
-    def _call(self, m: _Map, k: int, head: Any,
-              request_id: int) -> tuple[bytes, int]:
-        """Sends head within the client's in-flight limit (the doorbell
-        of slot k when the daemon watches it, else the socket) and returns
-        the reply's header and length."""
-        client = self._client
-        s = client._s
-        gated = s.gate_take()
-        try:
-            msg = None
-            if k < self._db_entries and m.db_area:
-                # Through the doorbell while the daemon watches it; the
-                # reply header comes in the entry.
-                at = (m.db_area + _core.DOORBELL_HEADER_SIZE +
-                      k * _core.DOORBELL_ENTRY_SIZE)
-                try:
-                    taken = _core.doorbell_call(m.db_area, at, head,
-                                                request_id, client.timeout,
-                                                s, m.lost)
-                except errors.RequestTimeoutError:
-                    m.db_area = 0  # taken, never answered: left alone
-                    raise
-                if taken:
-                    at += _core.DOORBELL_REPLY_AT
-                elif self._shm_reply:
-                    at = m.base + k * self._slot_bytes + self._reply_off
-                    msg = s.call_shm(head, at, request_id, True, m.lost)
-                else:
-                    msg = s.call(head, gated=True)
-            elif self._shm_reply:
-                at = m.base + k * self._slot_bytes + self._reply_off
-                msg = s.call_shm(head, at, request_id, True, m.lost)
-            else:
-                msg = s.call(head, gated=True)
-        finally:
-            if gated:
-                s.gate_give()
-        if msg is None:  # the reply header in shared memory
-            return bytes(m.buf[at - m.base:
-                               at - m.base + REPLY_HEADER_SIZE]), \
-                REPLY_HEADER_SIZE
-        try:
-            return _core.reply_head(msg)
-        finally:
-            _lib.nng_msg_free(msg)
-
     def close(self) -> None:
-        """Unregisters the region (best effort) and unmaps it. Requests on
-        the ring must have finished; results still held keep the memory
-        mapped (reading them is safe) but the daemon no longer writes
-        there. Closing twice is a no-op."""
+        """Unregisters the region (best effort). Requests on the ring must
+        have finished; results still held keep the memory mapped (reading
+        them is safe) but the daemon no longer writes there. Closing
+        twice is a no-op."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             if self._waiting:
                 self._cond.notify_all()
-        m = self._map
-        if m is not None:
-            try:
-                self._client.request(Request(kind=Kind.UNREGISTER,
-                                             region_id=m.region_id))
-            except errors.FrameprepError:
-                pass
         self._unmap()
 
 
@@ -914,7 +713,10 @@ class AsyncRing(_RingBase):
     ``await ring.next_frame()``, ``await ring.preprocess(frame)``, ``await
     ring.aclose()`` or ``async with``. Same slots, holders, lifetimes,
     errors and re-registration after a daemon restart; its requests go over
-    the socket (no doorbell). One event loop at a time."""
+    the socket (no doorbell), each on a thread of the loop's executor
+    while the loop goes on. One event loop at a time."""
+
+    _shm_reply = True
 
     def __init__(self, client: AsyncClient, slots: int,
                  frame: Sequence[int], **options: Any):
@@ -924,19 +726,11 @@ class AsyncRing(_RingBase):
         self._arecover_lock = asyncio.Lock()
 
     async def _register(self) -> None:
-        s = self._client._s
-        name, fd, m = self._create(await self._client.limits(), s.owner)
-        m.lost = s.lost
-        try:
-            _, rep = await self._client.request(
-                self._register_request(name))
-        except BaseException:
-            self._drop(m)
-            raise
-        finally:
-            self._forget_name(name, fd)
-        self._registered(m, rep.region_id)
-        self._map = m
+        self._check_size(await self._client.limits())
+        loop = asyncio.get_running_loop()
+        region = await loop.run_in_executor(
+            None, self._client._s.native.region_open, self.size)
+        self._map = self._new_map(region)
 
     async def __aenter__(self) -> AsyncRing:
         return self
@@ -1003,6 +797,7 @@ class AsyncRing(_RingBase):
         """Sends slot k's request and returns its result, sending it again
         after a daemon restart (see :meth:`Ring._send`)."""
         s = self._client._s
+        loop = asyncio.get_running_loop()
         for attempt in range(_ATTEMPTS):
             if self._recovering:
                 async with self._arecover_lock:
@@ -1010,24 +805,28 @@ class AsyncRing(_RingBase):
             m, epoch = self._map, self._epoch
             if m is None or self._closed:
                 raise errors.ClosedError("the ring was closed")
-            if s.lost != m.lost:  # the daemon forgot the region
+            if s.native.conn_lost() != m.lost:  # the daemon forgot it
                 await self._recover(epoch)
                 continue
-            request_id = s.next_id()
             moved = hold is not None and hold.map is not m
-            head, used = self._build(m, k, src, copy or moved, request_id,
-                                     limits)
+            used = self._src_in(m, k, src, copy or moved)
+            self._plan.check(used, limits)
             try:
-                _, rep = await self._client._roundtrip(
-                    request_id, Kind.FRAME, _core.message(head))
-            except errors.RegionError:
+                res = await loop.run_in_executor(
+                    None, lambda: m.region.request(*self._args(m, k, used)))
+            except (errors.RegionError, errors.TransportError):
                 if attempt + 1 == _ATTEMPTS:
                     raise
                 await self._recover(epoch)
                 continue
             if self._epoch != epoch:
                 continue  # answered after a restart began
-            return self._result(m, k, ticket, rep, request_id, used)
+            if res.status:
+                if res.status == _EREGION and attempt + 1 < _ATTEMPTS:
+                    await self._recover(epoch)
+                    continue
+                _core.checked(res)
+            return self._result(m, k, ticket, res, used)
         raise errors.RegionError(
             f"the daemon forgot the ring's region {_ATTEMPTS} times in a "
             f"row")
@@ -1041,10 +840,11 @@ class AsyncRing(_RingBase):
             self._recovering = True
             try:
                 deadline = time.monotonic() + self._client.timeout
+                old = self._map
                 while True:
                     try:
                         await self._register()
-                        return
+                        break
                     except (errors.TransportError,
                             errors.RequestTimeoutError,
                             errors.RegionError,
@@ -1053,6 +853,8 @@ class AsyncRing(_RingBase):
                         if time.monotonic() > deadline or self._closed:
                             raise
                         await asyncio.sleep(0.02)
+                if old is not None:
+                    self._drop(old)
             finally:
                 self._recovering = False
 
@@ -1062,11 +864,4 @@ class AsyncRing(_RingBase):
             if self._closed:
                 return
             self._closed = True
-        m = self._map
-        if m is not None:
-            try:
-                await self._client.request(Request(
-                    kind=Kind.UNREGISTER, region_id=m.region_id))
-            except errors.FrameprepError:
-                pass
         self._unmap()

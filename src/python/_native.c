@@ -1,0 +1,1557 @@
+/*
+ * _native.c: frameprep._native, the CPython binding of libframeprep.
+ *
+ * The design is simple: the Python package keeps what is Pythonic (numpy
+ * views, asyncio, exceptions, options) and this module hands everything
+ * else to the C library: the wire codec, the client (its sockets, call
+ * slots, stages, replies in shared memory), regions and their doorbells.
+ * It is written against the limited API of Python 3.10 (abi3), so one
+ * binary serves every later version; buffers are passed as addresses
+ * (Py_buffer is not in that API before 3.11), and the Python caller keeps
+ * the object that owns the memory alive across the call.
+ *
+ * Every blocking call releases the GIL. Errors become the exceptions of
+ * frameprep.errors through the factory the package registers at import
+ * (set_error_factory): factory(code, text) returns the exception object.
+ *
+ * Objects:
+ *   Client    an fprep_client. close() waits for the calls in progress on
+ *             other threads (each ends within the client's timeout), then
+ *             closes it.
+ *   Request   an fprep_request (or fprep_register_request, by kind) made
+ *             once from a dict of fields: the template of many requests.
+ *   Result    an fprep_result: the reply header, its status and message,
+ *             and an __array_interface__ over the payload it owns, so a
+ *             numpy array views the tensor and keeps the result alive.
+ *   Region    an fprep_region (shared memory), its doorbell and its
+ *             requests; its mapping lives until the object goes.
+ *   Pending   an fprep_pending (fprep_client_submit): its done callback
+ *             calls a Python callable with the GIL held.
+ */
+#define Py_LIMITED_API 0x030A0000
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_entry.h"
+#include "client_internal.h"
+#include "frameprep/frameprep.h"
+
+static PyObject *native_factory; /* frameprep.errors' error_for_status */
+
+/* native_raise sets the exception of err with text, through the factory
+ * when it is set, else a RuntimeError. Returns NULL. */
+static PyObject *native_raise(int err, const char *text)
+{
+	PyObject *exc;
+
+	if (native_factory == NULL) {
+		PyErr_Format(PyExc_RuntimeError, "%s: %s", fprep_err_name(err),
+		             text);
+		return NULL;
+	}
+	exc = PyObject_CallFunction(
+	        native_factory, "is", err,
+	        text != NULL && *text ? text : fprep_strerror(err));
+	if (exc == NULL)
+		return NULL;
+	PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+	Py_DECREF(exc);
+	return NULL;
+}
+
+static PyObject *native_set_error_factory(PyObject *self, PyObject *fn)
+{
+	(void)self;
+	PyObject *old = native_factory;
+
+	Py_XINCREF(fn);
+	native_factory = fn;
+	Py_XDECREF(old);
+	Py_RETURN_NONE;
+}
+
+/* Field tables: a struct's fields by name, type and offset, for the
+ * conversions between dicts and the C structs. */
+enum { F_U8, F_U16, F_U32, F_U64, F_F32, F_F32X3, F_U32X4, F_STR, F_BYTES };
+
+struct native_field {
+	const char *name;
+	int type;
+	size_t offset;
+	size_t size; /* F_STR, F_BYTES: bytes of the array */
+};
+
+#define RQ(name, type)                                                         \
+	{                                                                      \
+#name, type, offsetof(fprep_request, name), 0                  \
+	}
+static const struct native_field native_request_fields[] = {
+        RQ(version, F_U16),      RQ(kind, F_U16),       RQ(request_id, F_U64),
+        RQ(src_format, F_U16),   RQ(yuv_matrix, F_U8),  RQ(yuv_range, F_U8),
+        RQ(src_width, F_U32),    RQ(src_height, F_U32), RQ(src_stride, F_U32),
+        RQ(out_width, F_U32),    RQ(out_height, F_U32), RQ(resize, F_U8),
+        RQ(channel_order, F_U8), RQ(dtype, F_U8),       RQ(layout, F_U8),
+        RQ(pad_value, F_F32),    RQ(scale, F_F32),      RQ(mean, F_F32X3),
+        RQ(std, F_F32X3),        RQ(input_loc, F_U8),   RQ(output_loc, F_U8),
+        RQ(uv_stride, F_U16),    RQ(in_region, F_U32),  RQ(out_region, F_U32),
+        RQ(in_offset, F_U64),    RQ(out_offset, F_U64), RQ(out_capacity, F_U64),
+        RQ(input_size, F_U64),   RQ(u_offset, F_U32),   RQ(v_offset, F_U32),
+        RQ(shm_reply, F_U8),     {NULL, 0, 0, 0}};
+#undef RQ
+
+#define RG(name, type, size)                                                   \
+	{                                                                      \
+#name, type, offsetof(fprep_register_request, name), size      \
+	}
+static const struct native_field native_register_fields[] = {
+        RG(version, F_U16, 0),
+        RG(kind, F_U16, 0),
+        RG(request_id, F_U64, 0),
+        RG(region_size, F_U64, 0),
+        RG(region_id, F_U32, 0),
+        RG(doorbell_entries, F_U32, 0),
+        RG(doorbell_offset, F_U64, 0),
+        RG(region_name, F_STR, FPREP_REGION_NAME_MAX + 1),
+        RG(cuda_offset, F_U64, 0),
+        RG(cuda_handle, F_BYTES, FPREP_CUDA_HANDLE_SIZE),
+        RG(cuda_uuid, F_BYTES, FPREP_CUDA_UUID_SIZE),
+        {NULL, 0, 0, 0}};
+#undef RG
+
+#define RP(name, type, size)                                                   \
+	{                                                                      \
+#name, type, offsetof(fprep_reply_header, name), size          \
+	}
+static const struct native_field native_reply_fields[] = {
+        RP(version, F_U16, 0),       RP(kind, F_U16, 0),
+        RP(request_id, F_U64, 0),    RP(status, F_U32, 0),
+        RP(dtype, F_U8, 0),          RP(layout, F_U8, 0),
+        RP(ndim, F_U8, 0),           RP(output_loc, F_U8, 0),
+        RP(shape, F_U32X4, 0),       RP(scale_x, F_F32, 0),
+        RP(scale_y, F_F32, 0),       RP(pad_x, F_F32, 0),
+        RP(pad_y, F_F32, 0),         RP(t_queue_us, F_U32, 0),
+        RP(t_compute_us, F_U32, 0),  RP(t_h2d_us, F_U32, 0),
+        RP(t_kernel_us, F_U32, 0),   RP(t_d2h_us, F_U32, 0),
+        RP(t_total_us, F_U32, 0),    RP(payload_size, F_U64, 0),
+        RP(tensor_size, F_U64, 0),   RP(region_id, F_U32, 0),
+        RP(flags, F_U32, 0),         RP(message, F_STR, FPREP_MESSAGE_SIZE),
+        RP(decoded_width, F_U16, 0), RP(decoded_height, F_U16, 0),
+        RP(t_decode_us, F_U32, 0),   {NULL, 0, 0, 0}};
+#undef RP
+
+/* native_get_uint reads an int of at most max from v. */
+static int native_get_uint(PyObject *v, uint64_t max, const char *name,
+                           uint64_t *out)
+{
+	unsigned long long x = PyLong_AsUnsignedLongLong(v);
+
+	if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+		PyErr_Clear();
+		PyErr_Format(PyExc_OverflowError,
+		             "field %s: %R is not an integer in 0..%llu", name,
+		             v, (unsigned long long)max);
+		return -1;
+	}
+	if (x > max) {
+		PyErr_Format(PyExc_OverflowError,
+		             "field %s: %llu is larger than %llu", name, x,
+		             (unsigned long long)max);
+		return -1;
+	}
+	*out = x;
+	return 0;
+}
+
+static int native_set_field(void *base, const struct native_field *f,
+                            PyObject *v)
+{
+	uint8_t *p = (uint8_t *)base + f->offset;
+	uint64_t x = 0;
+	double d;
+
+	switch (f->type) {
+	case F_U8:
+	case F_U16:
+	case F_U32:
+	case F_U64: {
+		static const uint64_t max[] = {UINT8_MAX, UINT16_MAX,
+		                               UINT32_MAX, UINT64_MAX};
+		static const size_t size[] = {1, 2, 4, 8};
+
+		if (native_get_uint(v, max[f->type], f->name, &x))
+			return -1;
+		if (f->type == F_U8) {
+			uint8_t y = (uint8_t)x;
+			memcpy(p, &y, 1);
+		} else if (f->type == F_U16) {
+			uint16_t y = (uint16_t)x;
+			memcpy(p, &y, 2);
+		} else if (f->type == F_U32) {
+			uint32_t y = (uint32_t)x;
+			memcpy(p, &y, 4);
+		} else {
+			memcpy(p, &x, size[3]);
+		}
+		return 0;
+	}
+	case F_F32:
+		d = PyFloat_AsDouble(v);
+		if (d == -1.0 && PyErr_Occurred())
+			return -1;
+		*(float *)(void *)p = (float)d;
+		return 0;
+	case F_F32X3:
+	case F_U32X4: {
+		Py_ssize_t n = f->type == F_F32X3 ? 3 : 4;
+		PyObject *seq = PySequence_Fast(v, f->name);
+
+		if (seq == NULL)
+			return -1;
+		if (PySequence_Size(seq) != n) {
+			Py_DECREF(seq);
+			PyErr_Format(PyExc_ValueError,
+			             "field %s needs %zd values", f->name, n);
+			return -1;
+		}
+		for (Py_ssize_t i = 0; i < n; i++) {
+			PyObject *e = PySequence_GetItem(seq, i);
+			int bad;
+
+			if (e == NULL) {
+				Py_DECREF(seq);
+				return -1;
+			}
+			if (f->type == F_F32X3) {
+				d = PyFloat_AsDouble(e);
+				bad = d == -1.0 && PyErr_Occurred();
+				((float *)(void *)p)[i] = (float)d;
+			} else {
+				bad = native_get_uint(e, UINT32_MAX, f->name,
+				                      &x) != 0;
+				((uint32_t *)(void *)p)[i] = (uint32_t)x;
+			}
+			Py_DECREF(e);
+			if (bad) {
+				Py_DECREF(seq);
+				return -1;
+			}
+		}
+		Py_DECREF(seq);
+		return 0;
+	}
+	case F_STR: {
+		Py_ssize_t n;
+		const char *s = PyUnicode_AsUTF8AndSize(v, &n);
+
+		if (s == NULL)
+			return -1;
+		memset(p, 0, f->size);
+		memcpy(p, s, (size_t)n < f->size - 1 ? (size_t)n : f->size - 1);
+		return 0;
+	}
+	case F_BYTES: {
+		char *s;
+		Py_ssize_t n;
+
+		if (PyBytes_AsStringAndSize(v, &s, &n))
+			return -1;
+		if ((size_t)n != f->size) {
+			PyErr_Format(PyExc_ValueError,
+			             "field %s must be %zu bytes, not %zd",
+			             f->name, f->size, n);
+			return -1;
+		}
+		memcpy(p, s, f->size);
+		return 0;
+	}
+	}
+	return -1;
+}
+
+static PyObject *native_get_field(const void *base,
+                                  const struct native_field *f)
+{
+	const uint8_t *p = (const uint8_t *)base + f->offset;
+
+	switch (f->type) {
+	case F_U8:
+		return PyLong_FromUnsignedLong(*p);
+	case F_U16:
+		return PyLong_FromUnsignedLong(*(const uint16_t *)(void *)p);
+	case F_U32:
+		return PyLong_FromUnsignedLong(*(const uint32_t *)(void *)p);
+	case F_U64:
+		return PyLong_FromUnsignedLongLong(
+		        *(const uint64_t *)(void *)p);
+	case F_F32:
+		return PyFloat_FromDouble(*(const float *)(void *)p);
+	case F_F32X3: {
+		const float *v = (const float *)(const void *)p;
+		return Py_BuildValue("(ddd)", (double)v[0], (double)v[1],
+		                     (double)v[2]);
+	}
+	case F_U32X4: {
+		const uint32_t *v = (const uint32_t *)(const void *)p;
+		return Py_BuildValue("(kkkk)", (unsigned long)v[0],
+		                     (unsigned long)v[1], (unsigned long)v[2],
+		                     (unsigned long)v[3]);
+	}
+	case F_STR:
+		return PyUnicode_DecodeUTF8(
+		        (const char *)p,
+		        (Py_ssize_t)strnlen((const char *)p, f->size),
+		        "replace");
+	case F_BYTES:
+		return PyBytes_FromStringAndSize((const char *)p,
+		                                 (Py_ssize_t)f->size);
+	}
+	Py_RETURN_NONE;
+}
+
+/* native_from_dict sets the fields of the struct at base that dict d
+ * names; a key that is no field is an error. */
+static int native_from_dict(void *base, const struct native_field *fields,
+                            PyObject *d, const char *what)
+{
+	PyObject *key, *value;
+	Py_ssize_t pos = 0;
+
+	if (!PyDict_Check(d)) {
+		PyErr_SetString(PyExc_TypeError, "fields must be a dict");
+		return -1;
+	}
+	while (PyDict_Next(d, &pos, &key, &value)) {
+		const char *name = PyUnicode_AsUTF8AndSize(key, NULL);
+		const struct native_field *f;
+
+		if (name == NULL)
+			return -1;
+		for (f = fields; f->name != NULL; f++)
+			if (strcmp(f->name, name) == 0)
+				break;
+		if (f->name == NULL) {
+			PyErr_Format(PyExc_KeyError, "%s has no field %s", what,
+			             name);
+			return -1;
+		}
+		if (native_set_field(base, f, value))
+			return -1;
+	}
+	return 0;
+}
+
+static PyObject *native_to_dict(const void *base,
+                                const struct native_field *fields)
+{
+	PyObject *d = PyDict_New();
+
+	if (d == NULL)
+		return NULL;
+	for (const struct native_field *f = fields; f->name != NULL; f++) {
+		PyObject *v = native_get_field(base, f);
+
+		if (v == NULL || PyDict_SetItemString(d, f->name, v)) {
+			Py_XDECREF(v);
+			Py_DECREF(d);
+			return NULL;
+		}
+		Py_DECREF(v);
+	}
+	return d;
+}
+
+static int native_is_register(unsigned kind)
+{
+	return kind == FPREP_KIND_REGISTER || kind == FPREP_KIND_UNREGISTER ||
+	       kind == FPREP_KIND_REGISTER_CUDA || kind == FPREP_KIND_DOORBELL;
+}
+
+/* native_kind_of reads the "kind" of a fields dict (FRAME if absent). */
+static int native_kind_of(PyObject *d, unsigned *kind)
+{
+	PyObject *v = PyDict_Check(d) ? PyDict_GetItemString(d, "kind") : NULL;
+	uint64_t x = FPREP_KIND_FRAME;
+
+	if (v != NULL && native_get_uint(v, UINT16_MAX, "kind", &x))
+		return -1;
+	*kind = (unsigned)x;
+	return 0;
+}
+
+/* ---- Request: a request made once from its fields ---- */
+
+typedef struct {
+	PyObject_HEAD int is_register;
+	fprep_request req;
+	fprep_register_request reg;
+} RequestObject;
+
+static int Request_init(PyObject *op, PyObject *args, PyObject *kw)
+{
+	RequestObject *self = (RequestObject *)op;
+	PyObject *d;
+	unsigned kind;
+
+	(void)kw;
+	if (!PyArg_ParseTuple(args, "O!", &PyDict_Type, &d))
+		return -1;
+	if (native_kind_of(d, &kind))
+		return -1;
+	memset(&self->req, 0, sizeof(self->req));
+	memset(&self->reg, 0, sizeof(self->reg));
+	self->is_register = native_is_register(kind);
+	if (self->is_register)
+		return native_from_dict(&self->reg, native_register_fields, d,
+		                        "a register request");
+	return native_from_dict(&self->req, native_request_fields, d,
+	                        "a request");
+}
+
+static PyObject *Request_encode(PyObject *op, PyObject *unused)
+{
+	RequestObject *self = (RequestObject *)op;
+	uint8_t buf[FPREP_REQUEST_HEADER_SIZE];
+
+	(void)unused;
+	if (self->is_register)
+		fprep_register_request_encode(&self->reg, buf);
+	else
+		fprep_request_encode(&self->req, buf);
+	return PyBytes_FromStringAndSize((const char *)buf, sizeof(buf));
+}
+
+static PyMethodDef Request_methods[] = {
+        {"encode", Request_encode, METH_NOARGS,
+         "The 128-byte wire header (fprep_request_encode)."},
+        {NULL, NULL, 0, NULL}};
+
+static PyType_Slot Request_slots[] = {
+        {Py_tp_init, Request_init},
+        {Py_tp_methods, Request_methods},
+        {Py_tp_doc, "Request(fields: dict): a request's C struct."},
+        {0, NULL}};
+
+static PyType_Spec Request_spec = {"frameprep._native.Request",
+                                   sizeof(RequestObject), 0, Py_TPFLAGS_DEFAULT,
+                                   Request_slots};
+static PyObject *Request_type;
+
+/* ---- Result: one reply, owning its payload ---- */
+
+typedef struct {
+	PyObject_HEAD fprep_result res;
+	PyObject *owner; /* what the payload needs alive, or NULL */
+} ResultObject;
+
+static PyObject *Result_type;
+
+static PyObject *native_result_new(const fprep_result *res)
+{
+	ResultObject *r =
+	        PyObject_New(ResultObject, (PyTypeObject *)Result_type);
+
+	if (r == NULL) {
+		fprep_result tmp = *res;
+		fprep_result_fini(&tmp);
+		return NULL;
+	}
+	r->res = *res;
+	r->owner = NULL;
+	return (PyObject *)r;
+}
+
+static void Result_dealloc(PyObject *op)
+{
+	ResultObject *self = (ResultObject *)op;
+	PyTypeObject *tp = Py_TYPE(op);
+	freefunc free_fn = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+
+	fprep_result_fini(&self->res);
+	Py_XDECREF(self->owner);
+	free_fn(op);
+	Py_DECREF(tp);
+}
+
+static PyObject *Result_get_status(PyObject *op, void *c)
+{
+	(void)c;
+	return PyLong_FromUnsignedLong(((ResultObject *)op)->res.header.status);
+}
+
+static PyObject *Result_get_message(PyObject *op, void *c)
+{
+	(void)c;
+	return PyUnicode_DecodeUTF8(
+	        ((ResultObject *)op)->res.header.message,
+	        (Py_ssize_t)strnlen(((ResultObject *)op)->res.header.message,
+	                            FPREP_MESSAGE_SIZE),
+	        "replace");
+}
+
+static PyObject *Result_get_request_id(PyObject *op, void *c)
+{
+	(void)c;
+	return PyLong_FromUnsignedLongLong(
+	        ((ResultObject *)op)->res.header.request_id);
+}
+
+static PyObject *Result_get_header(PyObject *op, void *c)
+{
+	uint8_t buf[FPREP_REPLY_HEADER_SIZE];
+
+	(void)c;
+	fprep_reply_encode(&((ResultObject *)op)->res.header, buf);
+	return PyBytes_FromStringAndSize((const char *)buf, sizeof(buf));
+}
+
+/* Result.places: scale_x, scale_y, pad_x, pad_y and the six timings. */
+static PyObject *Result_get_places(PyObject *op, void *c)
+{
+	const fprep_reply_header *h = &((ResultObject *)op)->res.header;
+
+	(void)c;
+	return Py_BuildValue(
+	        "(ddddkkkkkk)", (double)h->scale_x, (double)h->scale_y,
+	        (double)h->pad_x, (double)h->pad_y,
+	        (unsigned long)h->t_queue_us, (unsigned long)h->t_compute_us,
+	        (unsigned long)h->t_h2d_us, (unsigned long)h->t_kernel_us,
+	        (unsigned long)h->t_d2h_us, (unsigned long)h->t_total_us);
+}
+
+static PyObject *Result_get_fields(PyObject *op, void *c)
+{
+	(void)c;
+	return native_to_dict(&((ResultObject *)op)->res.header,
+	                      native_reply_fields);
+}
+
+static const char *native_typestr(unsigned dtype)
+{
+	switch (dtype) {
+	case FPREP_DTYPE_F32:
+		return "<f4";
+	case FPREP_DTYPE_F16:
+		return "<f2";
+	case FPREP_DTYPE_U8:
+		return "|u1";
+	}
+	return NULL;
+}
+
+/* Result.__array_interface__: the tensor in the payload, as its header
+ * describes it (a reply the decoder accepted: ndim, dtype and size
+ * agree). */
+static PyObject *Result_get_array(PyObject *op, void *c)
+{
+	const fprep_result *res = &((ResultObject *)op)->res;
+	const fprep_reply_header *h = &res->header;
+	const char *ts = native_typestr(h->dtype);
+	PyObject *shape;
+
+	(void)c;
+	if (ts == NULL || h->ndim < 1 || h->ndim > 4 || res->payload == NULL ||
+	    res->payload_size != h->tensor_size) {
+		PyErr_SetString(PyExc_AttributeError,
+		                "the reply carries no tensor");
+		return NULL;
+	}
+	shape = PyTuple_New(h->ndim);
+	if (shape == NULL)
+		return NULL;
+	for (unsigned i = 0; i < h->ndim; i++)
+		PyTuple_SetItem(shape, i, PyLong_FromUnsignedLong(h->shape[i]));
+	return Py_BuildValue("{s:(KO),s:N,s:s,s:i}", "data",
+	                     (unsigned long long)(uintptr_t)res->payload,
+	                     Py_False, "shape", shape, "typestr", ts, "version",
+	                     3);
+}
+
+static PyObject *Result_payload(PyObject *op, PyObject *unused)
+{
+	const fprep_result *res = &((ResultObject *)op)->res;
+
+	(void)unused;
+	if (res->payload == NULL)
+		return PyBytes_FromStringAndSize("", 0);
+	return PyBytes_FromStringAndSize(res->payload,
+	                                 (Py_ssize_t)res->payload_size);
+}
+
+static PyGetSetDef Result_getset[] = {
+        {"status", Result_get_status, NULL, "The daemon's status.", NULL},
+        {"message", Result_get_message, NULL, "The daemon's sentence.", NULL},
+        {"request_id", Result_get_request_id, NULL, "The request's id.", NULL},
+        {"header", Result_get_header, NULL, "The reply header's 256 bytes.",
+         NULL},
+        {"places", Result_get_places, NULL,
+         "scale_x, scale_y, pad_x, pad_y and the six timings.", NULL},
+        {"fields", Result_get_fields, NULL, "The decoded header, a dict.",
+         NULL},
+        {"__array_interface__", Result_get_array, NULL,
+         "The tensor in the payload.", NULL},
+        {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMethodDef Result_methods[] = {
+        {"payload", Result_payload, METH_NOARGS, "A copy of the payload."},
+        {NULL, NULL, 0, NULL}};
+
+static PyType_Slot Result_slots[] = {
+        {Py_tp_dealloc, Result_dealloc},
+        {Py_tp_getset, Result_getset},
+        {Py_tp_methods, Result_methods},
+        {Py_tp_doc, "A reply (fprep_result), owning its payload."},
+        {0, NULL}};
+
+static PyType_Spec Result_spec = {"frameprep._native.Result",
+                                  sizeof(ResultObject), 0, Py_TPFLAGS_DEFAULT,
+                                  Result_slots};
+
+/* ---- Client ---- */
+
+typedef struct {
+	PyObject_HEAD fprep_client *client;
+	pthread_mutex_t mtx; /* calls and closed */
+	pthread_cond_t cv;
+	unsigned calls; /* blocking calls in progress */
+	int closed;
+} ClientObject;
+
+static PyObject *Client_type;
+
+/* native_enter counts a call on c, or raises ClosedError. */
+static int native_enter(ClientObject *c)
+{
+	int closed;
+
+	pthread_mutex_lock(&c->mtx);
+	closed = c->closed;
+	if (!closed)
+		c->calls++;
+	pthread_mutex_unlock(&c->mtx);
+	if (closed) {
+		native_raise(FPREP_ECLOSED, "the client was closed");
+		return -1;
+	}
+	return 0;
+}
+
+static void native_leave(ClientObject *c)
+{
+	pthread_mutex_lock(&c->mtx);
+	if (--c->calls == 0)
+		pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mtx);
+}
+
+/* native_fail raises err with the client's last error sentence. */
+static PyObject *native_fail(ClientObject *c, int err)
+{
+	const char *text = fprep_client_last_error(c->client);
+
+	return native_raise(err, text);
+}
+
+static int Client_init(PyObject *op, PyObject *args, PyObject *kw)
+{
+	static char *names[] = {"url", "timeout_ms", "trust_owner", NULL};
+	ClientObject *self = (ClientObject *)op;
+	const char *url = NULL, *trust = NULL;
+	int timeout_ms = 0, err;
+	fprep_client *c = NULL;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "ziz", names, &url,
+	                                 &timeout_ms, &trust))
+		return -1;
+	if (self->client != NULL) {
+		PyErr_SetString(PyExc_RuntimeError, "already open");
+		return -1;
+	}
+	Py_BEGIN_ALLOW_THREADS err =
+	        fprep_client_open_trusting(&c, url, timeout_ms, trust);
+	Py_END_ALLOW_THREADS if (err)
+	{
+		native_raise(err, fprep_client_last_error(NULL));
+		return -1;
+	}
+	self->client = c;
+	return 0;
+}
+
+static PyObject *Client_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
+{
+	allocfunc alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
+	ClientObject *self = (ClientObject *)alloc(tp, 0);
+
+	(void)args;
+	(void)kw;
+	if (self == NULL)
+		return NULL;
+	self->client = NULL;
+	pthread_mutex_init(&self->mtx, NULL);
+	pthread_cond_init(&self->cv, NULL);
+	self->calls = 0;
+	self->closed = 0;
+	return (PyObject *)self;
+}
+
+/* native_close closes the client once the calls in progress ended. */
+static void native_close(ClientObject *self)
+{
+	fprep_client *c;
+
+	pthread_mutex_lock(&self->mtx);
+	self->closed = 1;
+	while (self->calls > 0)
+		pthread_cond_wait(&self->cv, &self->mtx);
+	c = self->client;
+	self->client = NULL;
+	pthread_mutex_unlock(&self->mtx);
+	fprep_client_close(c);
+}
+
+static PyObject *Client_close(PyObject *op, PyObject *unused)
+{
+	(void)unused;
+	Py_BEGIN_ALLOW_THREADS native_close((ClientObject *)op);
+	Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
+static void Client_dealloc(PyObject *op)
+{
+	ClientObject *self = (ClientObject *)op;
+	PyTypeObject *tp = Py_TYPE(op);
+	freefunc free_fn = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+
+	native_close(self);
+	pthread_cond_destroy(&self->cv);
+	pthread_mutex_destroy(&self->mtx);
+	free_fn(op);
+	Py_DECREF(tp);
+}
+
+/* native_source sets the source fields of a FRAME request. */
+struct native_src {
+	unsigned long long addr, span;
+	unsigned fmt, w, h, stride, uvs, uoff, voff;
+};
+
+static void native_set_source(fprep_request *req, const struct native_src *s)
+{
+	req->src_format = (uint16_t)s->fmt;
+	req->src_width = s->w;
+	req->src_height = s->h;
+	req->src_stride = s->stride;
+	req->input_size = s->span;
+	req->uv_stride = (uint16_t)s->uvs;
+	req->u_offset = s->uoff;
+	req->v_offset = s->voff;
+}
+
+#define NATIVE_SRC_FMT "KKIIIIIII"
+#define NATIVE_SRC_ARGS(s)                                                     \
+	&(s).addr, &(s).span, &(s).fmt, &(s).w, &(s).h, &(s).stride, &(s).uvs, \
+	        &(s).uoff, &(s).voff
+
+/* native_request runs fprep_client_request without the GIL and returns a
+ * Result (the daemon's status unchecked), or raises. */
+static PyObject *native_request(ClientObject *self, fprep_request *req,
+                                const void *payload)
+{
+	fprep_result res;
+	int err;
+
+	if (native_enter(self))
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS err =
+	        fprep_client_request(self->client, req, payload, &res);
+	Py_END_ALLOW_THREADS if (err)
+	{
+		native_fail(self, err);
+		native_leave(self);
+		return NULL;
+	}
+	native_leave(self);
+	return native_result_new(&res);
+}
+
+/* Client.frame(request, addr, span, format, width, height, stride,
+ * uv_stride, u_offset, v_offset): an inline FRAME of the request's options
+ * for the frame of span bytes at addr (staged through shared memory on
+ * ipc://). */
+static PyObject *Client_frame(PyObject *op, PyObject *args)
+{
+	PyObject *tmpl;
+	struct native_src s;
+	fprep_request req;
+
+	if (!PyArg_ParseTuple(args, "O!" NATIVE_SRC_FMT, Request_type, &tmpl,
+	                      NATIVE_SRC_ARGS(s)))
+		return NULL;
+	req = ((RequestObject *)tmpl)->req;
+	native_set_source(&req, &s);
+	req.input_loc = FPREP_LOC_INLINE;
+	return native_request((ClientObject *)op, &req,
+	                      (const void *)(uintptr_t)s.addr);
+}
+
+/* Client.request(request, payload_addr=0): any request as it is (a
+ * register kind through fprep_client_register). */
+static PyObject *Client_request(PyObject *op, PyObject *args)
+{
+	ClientObject *self = (ClientObject *)op;
+	unsigned long long addr = 0;
+	PyObject *tmpl;
+	fprep_register_request reg;
+	fprep_request req;
+	fprep_result res;
+	int err;
+
+	if (!PyArg_ParseTuple(args, "O!|K", Request_type, &tmpl, &addr))
+		return NULL;
+	if (!((RequestObject *)tmpl)->is_register) {
+		req = ((RequestObject *)tmpl)->req;
+		return native_request(self, &req,
+		                      (const void *)(uintptr_t)addr);
+	}
+	reg = ((RequestObject *)tmpl)->reg;
+	if (native_enter(self))
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS err =
+	        fprep_client_register(self->client, &reg, &res);
+	Py_END_ALLOW_THREADS if (err)
+	{
+		native_fail(self, err);
+		native_leave(self);
+		return NULL;
+	}
+	native_leave(self);
+	return native_result_new(&res);
+}
+
+static PyObject *Client_info(PyObject *op, PyObject *unused)
+{
+	ClientObject *self = (ClientObject *)op;
+	fprep_result res;
+	int err;
+
+	(void)unused;
+	if (native_enter(self))
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS err = fprep_client_info(self->client, &res);
+	Py_END_ALLOW_THREADS if (err)
+	{
+		native_fail(self, err);
+		native_leave(self);
+		return NULL;
+	}
+	native_leave(self);
+	return native_result_new(&res);
+}
+
+static PyObject *Client_set_staging(PyObject *op, PyObject *arg)
+{
+	ClientObject *self = (ClientObject *)op;
+	int on = PyObject_IsTrue(arg);
+
+	if (on < 0 || native_enter(self))
+		return NULL;
+	fprep_client_set_staging(self->client, on);
+	native_leave(self);
+	Py_RETURN_NONE;
+}
+
+static PyObject *Client_set_spin(PyObject *op, PyObject *arg)
+{
+	ClientObject *self = (ClientObject *)op;
+	unsigned long us = PyLong_AsUnsignedLong(arg);
+
+	if ((us == (unsigned long)-1 && PyErr_Occurred()) || native_enter(self))
+		return NULL;
+	fprep_client_set_spin(self->client, (unsigned)us);
+	native_leave(self);
+	Py_RETURN_NONE;
+}
+
+static PyObject *Client_conn_lost(PyObject *op, PyObject *unused)
+{
+	ClientObject *self = (ClientObject *)op;
+	uint64_t n;
+
+	(void)unused;
+	if (native_enter(self))
+		return NULL;
+	n = fprep__client_conn_lost(self->client);
+	native_leave(self);
+	return PyLong_FromUnsignedLongLong(n);
+}
+
+/* ---- Pending: a request in flight (fprep_client_submit) ---- */
+
+/* What a pending's done callback needs: the Python callable, called once
+ * with the GIL held, then dropped. Freed by the callback: the Pending
+ * object may be gone by then. */
+struct native_done_box {
+	PyObject *callback;
+};
+
+typedef struct {
+	PyObject_HEAD fprep_pending *p;
+	PyObject *client; /* the ClientObject */
+} PendingObject;
+
+static PyObject *Pending_type;
+
+static void native_done(fprep_pending *p, void *arg)
+{
+	struct native_done_box *box = arg;
+	PyGILState_STATE g;
+	PyObject *r;
+
+	(void)p;
+	g = PyGILState_Ensure();
+	r = PyObject_CallNoArgs(box->callback);
+	if (r == NULL)
+		PyErr_WriteUnraisable(box->callback);
+	Py_XDECREF(r);
+	Py_DECREF(box->callback);
+	PyGILState_Release(g);
+	free(box);
+}
+
+/* Client.submit(request, callback, addr, span, format, ...): an inline
+ * FRAME sent without waiting (one nng context of its own); callback() is
+ * called with the GIL held, from one of nng's threads, when the reply or
+ * the failure arrived: Pending.wait() then does not block. The caller
+ * keeps the Pending until then (its wait, or its end, waits for the
+ * reply); the frame is copied before this returns. A pending may outlive
+ * the client's close (it then fails). */
+static PyObject *Client_submit(PyObject *op, PyObject *args)
+{
+	ClientObject *self = (ClientObject *)op;
+	struct native_done_box *box;
+	PyObject *tmpl, *cb;
+	PendingObject *pd;
+	struct native_src s;
+	fprep_request req;
+	int err;
+
+	if (!PyArg_ParseTuple(args, "O!O" NATIVE_SRC_FMT, Request_type, &tmpl,
+	                      &cb, NATIVE_SRC_ARGS(s)))
+		return NULL;
+	req = ((RequestObject *)tmpl)->req;
+	if (((RequestObject *)tmpl)->is_register ||
+	    (req.kind != FPREP_KIND_FRAME && req.kind != FPREP_KIND_ECHO &&
+	     req.kind != FPREP_KIND_INFO))
+		return native_raise(
+		        FPREP_EINVAL,
+		        "submit takes FRAME, ECHO and INFO requests");
+	if (req.kind != FPREP_KIND_INFO) {
+		native_set_source(&req, &s);
+		req.input_loc = FPREP_LOC_INLINE;
+	}
+	pd = PyObject_New(PendingObject, (PyTypeObject *)Pending_type);
+	if (pd == NULL)
+		return NULL;
+	pd->p = NULL;
+	Py_INCREF(op);
+	pd->client = op;
+	box = malloc(sizeof(*box));
+	if (box == NULL) {
+		Py_DECREF((PyObject *)pd);
+		return PyErr_NoMemory();
+	}
+	Py_INCREF(cb);
+	box->callback = cb;
+	if (native_enter(self)) {
+		Py_DECREF(cb);
+		free(box);
+		Py_DECREF((PyObject *)pd);
+		return NULL;
+	}
+	Py_BEGIN_ALLOW_THREADS err = fprep_client_submit(
+	        self->client, &req, (const void *)(uintptr_t)s.addr,
+	        native_done, box, &pd->p);
+	Py_END_ALLOW_THREADS if (err)
+	{
+		native_fail(self, err);
+		native_leave(self);
+		Py_DECREF(cb);
+		free(box);
+		Py_DECREF((PyObject *)pd);
+		return NULL;
+	}
+	native_leave(self);
+	return (PyObject *)pd;
+}
+
+/* native_pending_end waits for p without the GIL; returns the error and
+ * fills *res, and the sentence of a failure in why. */
+static int native_pending_end(PendingObject *self, fprep_result *res, char *why,
+                              size_t size)
+{
+	ClientObject *c = (ClientObject *)self->client;
+	fprep_pending *p = self->p;
+	int err, open;
+
+	self->p = NULL;
+	Py_BEGIN_ALLOW_THREADS err = fprep_pending_wait(p, res);
+	Py_END_ALLOW_THREADS if (err == 0) return 0;
+	pthread_mutex_lock(&c->mtx);
+	open = !c->closed;
+	if (open)
+		c->calls++;
+	pthread_mutex_unlock(&c->mtx);
+	snprintf(why, size, "%s",
+	         open ? fprep_client_last_error(c->client)
+	              : "the client was closed while the request was in "
+	                "flight");
+	if (open)
+		native_leave(c);
+	return err;
+}
+
+static PyObject *Pending_wait(PyObject *op, PyObject *unused)
+{
+	PendingObject *self = (PendingObject *)op;
+	fprep_result res;
+	char why[256];
+	int err;
+
+	(void)unused;
+	if (self->p == NULL)
+		return native_raise(FPREP_EINVAL, "waited for twice");
+	err = native_pending_end(self, &res, why, sizeof(why));
+	if (err)
+		return native_raise(err, why);
+	return native_result_new(&res);
+}
+
+static void Pending_dealloc(PyObject *op)
+{
+	PendingObject *self = (PendingObject *)op;
+	PyTypeObject *tp = Py_TYPE(op);
+	freefunc free_fn = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+	fprep_result res;
+	char why[256];
+
+	if (self->p != NULL &&
+	    native_pending_end(self, &res, why, sizeof(why)) == 0)
+		fprep_result_fini(&res);
+	Py_XDECREF(self->client);
+	free_fn(op);
+	Py_DECREF(tp);
+}
+
+static PyMethodDef Pending_methods[] = {
+        {"wait", Pending_wait, METH_NOARGS,
+         "The reply (a Result), once; blocks until it came."},
+        {NULL, NULL, 0, NULL}};
+
+static PyType_Slot Pending_slots[] = {
+        {Py_tp_dealloc, Pending_dealloc},
+        {Py_tp_methods, Pending_methods},
+        {Py_tp_doc, "A request in flight (fprep_pending)."},
+        {0, NULL}};
+
+static PyType_Spec Pending_spec = {"frameprep._native.Pending",
+                                   sizeof(PendingObject), 0, Py_TPFLAGS_DEFAULT,
+                                   Pending_slots};
+
+/* ---- Region: shared memory registered with the daemon ---- */
+
+typedef struct {
+	PyObject_HEAD fprep_region *r;
+	PyObject *client; /* the ClientObject */
+	uint64_t lost;    /* the client's lost connections at the open */
+	int unregistered;
+} RegionObject;
+
+static PyObject *Region_type;
+
+static PyObject *Client_region_open(PyObject *op, PyObject *args)
+{
+	ClientObject *self = (ClientObject *)op;
+	unsigned long long size;
+	RegionObject *ro;
+	fprep_region *r = NULL;
+	uint64_t lost;
+	int err;
+
+	if (!PyArg_ParseTuple(args, "K", &size))
+		return NULL;
+	if (native_enter(self))
+		return NULL;
+	lost = fprep__client_conn_lost(self->client);
+	Py_BEGIN_ALLOW_THREADS err =
+	        fprep_region_open(&r, self->client, (size_t)size);
+	Py_END_ALLOW_THREADS if (err)
+	{
+		native_fail(self, err);
+		native_leave(self);
+		return NULL;
+	}
+	native_leave(self);
+	ro = PyObject_New(RegionObject, (PyTypeObject *)Region_type);
+	if (ro == NULL) {
+		fprep_region_close(r);
+		return NULL;
+	}
+	ro->r = r;
+	Py_INCREF(op);
+	ro->client = op;
+	ro->lost = lost;
+	ro->unregistered = 0;
+	return (PyObject *)ro;
+}
+
+/* native_region_client enters r's client, or raises. */
+static ClientObject *native_region_client(RegionObject *self)
+{
+	ClientObject *c = (ClientObject *)self->client;
+
+	if (self->r == NULL) {
+		native_raise(FPREP_ECLOSED, "the region was closed");
+		return NULL;
+	}
+	return native_enter(c) ? NULL : c;
+}
+
+static PyObject *Region_doorbell(PyObject *op, PyObject *args)
+{
+	RegionObject *self = (RegionObject *)op;
+	unsigned long long offset;
+	unsigned entries;
+	ClientObject *c;
+	int err;
+
+	if (!PyArg_ParseTuple(args, "KI", &offset, &entries))
+		return NULL;
+	if ((c = native_region_client(self)) == NULL)
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS err =
+	        fprep_region_doorbell(self->r, offset, entries);
+	Py_END_ALLOW_THREADS if (err) native_fail(c, err);
+	native_leave(c);
+	if (err)
+		return NULL;
+	Py_RETURN_NONE;
+}
+
+/* Region.request(entry, request, in_offset, out_offset, out_capacity,
+ * span, format, width, height, stride, uv_stride, u_offset, v_offset):
+ * the request's options for a frame and a tensor in this region
+ * (fprep_region_request). */
+static PyObject *Region_request(PyObject *op, PyObject *args)
+{
+	RegionObject *self = (RegionObject *)op;
+	unsigned long long in_off, out_off, out_cap;
+	unsigned k;
+	PyObject *tmpl;
+	struct native_src s;
+	fprep_request req;
+	fprep_result res;
+	ClientObject *c;
+	int err;
+
+	s.addr = 0;
+	if (!PyArg_ParseTuple(args, "IO!KKKKIIIIIII", &k, Request_type, &tmpl,
+	                      &in_off, &out_off, &out_cap, &s.span, &s.fmt,
+	                      &s.w, &s.h, &s.stride, &s.uvs, &s.uoff, &s.voff))
+		return NULL;
+	if ((c = native_region_client(self)) == NULL)
+		return NULL;
+	req = ((RequestObject *)tmpl)->req;
+	native_set_source(&req, &s);
+	fprep_request_set_regions(&req, self->r, in_off, self->r, out_off,
+	                          out_cap);
+	Py_BEGIN_ALLOW_THREADS err =
+	        fprep_region_request(self->r, k, &req, &res);
+	Py_END_ALLOW_THREADS if (err)
+	{
+		native_fail(c, err);
+		native_leave(c);
+		return NULL;
+	}
+	native_leave(c);
+	return native_result_new(&res);
+}
+
+static PyObject *Region_unregister(PyObject *op, PyObject *unused)
+{
+	RegionObject *self = (RegionObject *)op;
+	ClientObject *c;
+
+	(void)unused;
+	if (self->r == NULL || self->unregistered)
+		Py_RETURN_NONE;
+	self->unregistered = 1;
+	c = (ClientObject *)self->client;
+	pthread_mutex_lock(&c->mtx);
+	if (c->closed) { /* the connection's end dropped it */
+		pthread_mutex_unlock(&c->mtx);
+		Py_RETURN_NONE;
+	}
+	c->calls++;
+	pthread_mutex_unlock(&c->mtx);
+	Py_BEGIN_ALLOW_THREADS fprep_region_unregister(self->r);
+	Py_END_ALLOW_THREADS native_leave(c);
+	Py_RETURN_NONE;
+}
+
+static void Region_dealloc(PyObject *op)
+{
+	RegionObject *self = (RegionObject *)op;
+	PyTypeObject *tp = Py_TYPE(op);
+	freefunc free_fn = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+	ClientObject *c = (ClientObject *)self->client;
+
+	if (self->r != NULL) {
+		int open;
+
+		pthread_mutex_lock(&c->mtx);
+		open = !c->closed;
+		if (open)
+			c->calls++;
+		pthread_mutex_unlock(&c->mtx);
+		if (open) {
+			Py_BEGIN_ALLOW_THREADS fprep_region_close(self->r);
+			Py_END_ALLOW_THREADS native_leave(c);
+		} else {
+			fprep__region_unmap(self->r);
+		}
+		self->r = NULL;
+	}
+	Py_XDECREF(self->client);
+	free_fn(op);
+	Py_DECREF(tp);
+}
+
+static PyObject *Region_get_base(PyObject *op, void *c)
+{
+	(void)c;
+	return PyLong_FromUnsignedLongLong(
+	        (uintptr_t)fprep_region_base(((RegionObject *)op)->r));
+}
+
+static PyObject *Region_get_size(PyObject *op, void *c)
+{
+	(void)c;
+	return PyLong_FromSize_t(fprep_region_size(((RegionObject *)op)->r));
+}
+
+static PyObject *Region_get_id(PyObject *op, void *c)
+{
+	(void)c;
+	return PyLong_FromUnsignedLong(
+	        fprep_region_id(((RegionObject *)op)->r));
+}
+
+static PyObject *Region_get_lost(PyObject *op, void *c)
+{
+	(void)c;
+	return PyLong_FromUnsignedLongLong(((RegionObject *)op)->lost);
+}
+
+/* Region.__array_interface__: the whole mapping, bytes. */
+static PyObject *Region_get_array(PyObject *op, void *c)
+{
+	fprep_region *r = ((RegionObject *)op)->r;
+
+	(void)c;
+	return Py_BuildValue(
+	        "{s:(KO),s:(n),s:s,s:i}", "data",
+	        (unsigned long long)(uintptr_t)fprep_region_base(r), Py_False,
+	        "shape", (Py_ssize_t)fprep_region_size(r), "typestr", "|u1",
+	        "version", 3);
+}
+
+static PyGetSetDef Region_getset[] = {
+        {"base", Region_get_base, NULL, "Address of the mapping.", NULL},
+        {"size", Region_get_size, NULL, "Bytes.", NULL},
+        {"id", Region_get_id, NULL, "The daemon's id of the region.", NULL},
+        {"lost", Region_get_lost, NULL,
+         "Client.conn_lost() when the region was opened.", NULL},
+        {"__array_interface__", Region_get_array, NULL, "The mapping.", NULL},
+        {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMethodDef Region_methods[] = {
+        {"doorbell", Region_doorbell, METH_VARARGS,
+         "doorbell(offset, entries): fprep_region_doorbell."},
+        {"request", Region_request, METH_VARARGS,
+         "A FRAME of a request's options in this region."},
+        {"unregister", Region_unregister, METH_NOARGS,
+         "Tells the daemon to drop the region; the mapping stays."},
+        {NULL, NULL, 0, NULL}};
+
+static PyType_Slot Region_slots[] = {
+        {Py_tp_dealloc, Region_dealloc},
+        {Py_tp_getset, Region_getset},
+        {Py_tp_methods, Region_methods},
+        {Py_tp_doc, "A shared-memory region (fprep_region)."},
+        {0, NULL}};
+
+static PyType_Spec Region_spec = {"frameprep._native.Region",
+                                  sizeof(RegionObject), 0, Py_TPFLAGS_DEFAULT,
+                                  Region_slots};
+
+static PyMethodDef Client_methods[] = {
+        {"close", Client_close, METH_NOARGS,
+         "Closes the client once the calls in progress ended."},
+        {"frame", Client_frame, METH_VARARGS,
+         "An inline FRAME (staged through shared memory on ipc://)."},
+        {"request", Client_request, METH_VARARGS, "Any request."},
+        {"submit", Client_submit, METH_VARARGS,
+         "An inline FRAME without waiting; returns a Pending."},
+        {"info", Client_info, METH_NOARGS, "The INFO reply."},
+        {"set_staging", Client_set_staging, METH_O,
+         "fprep_client_set_staging."},
+        {"set_spin", Client_set_spin, METH_O, "fprep_client_set_spin."},
+        {"conn_lost", Client_conn_lost, METH_NOARGS,
+         "Connections to the daemon lost so far."},
+        {"region_open", Client_region_open, METH_VARARGS,
+         "region_open(size): a shared-memory Region."},
+        {NULL, NULL, 0, NULL}};
+
+static PyType_Slot Client_slots[] = {
+        {Py_tp_new, Client_new},
+        {Py_tp_init, Client_init},
+        {Py_tp_dealloc, Client_dealloc},
+        {Py_tp_methods, Client_methods},
+        {Py_tp_doc, "Client(url, timeout_ms, trust_owner): fprep_client."},
+        {0, NULL}};
+
+static PyType_Spec Client_spec = {"frameprep._native.Client",
+                                  sizeof(ClientObject), 0, Py_TPFLAGS_DEFAULT,
+                                  Client_slots};
+
+/* ---- Module functions: the codec and the constants ---- */
+
+static PyObject *native_decode_reply(PyObject *self, PyObject *arg)
+{
+	fprep_reply_header h;
+	char *buf;
+	Py_ssize_t n;
+	int err;
+
+	(void)self;
+	if (PyBytes_AsStringAndSize(arg, &buf, &n))
+		return NULL;
+	memset(&h, 0, sizeof(h));
+	if ((err = fprep_reply_decode(buf, (size_t)n, &h)) != 0)
+		return native_raise(err,
+		                    "fprep_reply_decode refused the reply");
+	return native_to_dict(&h, native_reply_fields);
+}
+
+static PyObject *native_encode_reply(PyObject *self, PyObject *d)
+{
+	fprep_reply_header h;
+	uint8_t buf[FPREP_REPLY_HEADER_SIZE];
+
+	(void)self;
+	memset(&h, 0, sizeof(h));
+	if (native_from_dict(&h, native_reply_fields, d, "a reply"))
+		return NULL;
+	fprep_reply_encode(&h, buf);
+	return PyBytes_FromStringAndSize((const char *)buf, sizeof(buf));
+}
+
+static PyObject *native_decode_request(PyObject *self, PyObject *arg)
+{
+	fprep_limits lim;
+	fprep_register_request reg;
+	fprep_request req;
+	char msg[FPREP_MESSAGE_SIZE];
+	char *buf;
+	Py_ssize_t n;
+	int err;
+
+	(void)self;
+	if (PyBytes_AsStringAndSize(arg, &buf, &n))
+		return NULL;
+	/* No limits: the daemon's are not this codec's to apply. */
+	memset(&lim, 0xff, sizeof(lim));
+	memset(&req, 0, sizeof(req));
+	msg[0] = '\0';
+	err = fprep_request_decode(buf, (size_t)n, &lim, &req, msg,
+	                           sizeof(msg));
+	if (err)
+		return native_raise(err, msg);
+	if (!native_is_register(req.kind))
+		return native_to_dict(&req, native_request_fields);
+	memset(&reg, 0, sizeof(reg));
+	err = fprep_register_request_decode(buf, (size_t)n, &reg, msg,
+	                                    sizeof(msg));
+	if (err)
+		return native_raise(err, msg);
+	return native_to_dict(&reg, native_register_fields);
+}
+
+static PyObject *native_default_url(PyObject *self, PyObject *unused)
+{
+	char buf[4096];
+
+	(void)self;
+	(void)unused;
+	if (fprep_default_url(buf, sizeof(buf)) != 0)
+		return native_raise(FPREP_ELIMIT,
+		                    "the default URL is too long");
+	return PyUnicode_FromString(buf);
+}
+
+static PyObject *native_err_name(PyObject *self, PyObject *arg)
+{
+	long err = PyLong_AsLong(arg);
+
+	(void)self;
+	if (err == -1 && PyErr_Occurred())
+		return NULL;
+	return PyUnicode_FromString(fprep_err_name((int)err));
+}
+
+static PyMethodDef native_functions[] = {
+        {"set_error_factory", native_set_error_factory, METH_O,
+         "factory(code, text) -> the exception to raise."},
+        {"decode_reply", native_decode_reply, METH_O,
+         "fprep_reply_decode: bytes -> dict of the header's fields."},
+        {"encode_reply", native_encode_reply, METH_O,
+         "fprep_reply_encode: dict -> 256 bytes."},
+        {"decode_request", native_decode_request, METH_O,
+         "fprep_request_decode (no limits): bytes -> dict."},
+        {"default_url", native_default_url, METH_NOARGS, "fprep_default_url."},
+        {"err_name", native_err_name, METH_O, "fprep_err_name."},
+        {NULL, NULL, 0, NULL}};
+
+/* The constants of protocol.h and frameprep.h that the package mirrors
+ * (its tests check them against these). */
+static int native_add_constants(PyObject *m)
+{
+	static const struct {
+		const char *name;
+		long long value;
+	} k[] = {
+#define K(name) {#name, name}
+	        K(FPREP_PROTOCOL_VERSION),
+	        K(FPREP_REQUEST_MAGIC),
+	        K(FPREP_REPLY_MAGIC),
+	        K(FPREP_REQUEST_HEADER_SIZE),
+	        K(FPREP_REPLY_HEADER_SIZE),
+	        K(FPREP_MESSAGE_SIZE),
+	        K(FPREP_REGION_NAME_MAX),
+	        K(FPREP_LOC_F_SHM_REPLY),
+	        K(FPREP_REPLY_F_INPUT_RELEASED),
+	        K(FPREP_CUDA_HANDLE_SIZE),
+	        K(FPREP_CUDA_UUID_SIZE),
+	        K(FPREP_DOORBELL_HEADER_SIZE),
+	        K(FPREP_DOORBELL_ENTRY_SIZE),
+	        K(FPREP_DOORBELL_ENTRIES_MAX),
+	        K(FPREP_KIND_FRAME),
+	        K(FPREP_KIND_INFO),
+	        K(FPREP_KIND_ECHO),
+	        K(FPREP_KIND_REGISTER),
+	        K(FPREP_KIND_UNREGISTER),
+	        K(FPREP_KIND_REGISTER_CUDA),
+	        K(FPREP_KIND_DOORBELL),
+	        K(FPREP_PIX_BGR8),
+	        K(FPREP_PIX_RGB8),
+	        K(FPREP_PIX_BGRA8),
+	        K(FPREP_PIX_RGBA8),
+	        K(FPREP_PIX_GRAY8),
+	        K(FPREP_PIX_NV12),
+	        K(FPREP_PIX_I420),
+	        K(FPREP_PIX_YUYV),
+	        K(FPREP_PIX_JPEG),
+	        K(FPREP_MATRIX_BT601),
+	        K(FPREP_MATRIX_BT709),
+	        K(FPREP_MATRIX_BT2020),
+	        K(FPREP_RANGE_LIMITED),
+	        K(FPREP_RANGE_FULL),
+	        K(FPREP_RESIZE_LETTERBOX),
+	        K(FPREP_RESIZE_STRETCH),
+	        K(FPREP_ORDER_RGB),
+	        K(FPREP_ORDER_BGR),
+	        K(FPREP_ORDER_GRAY),
+	        K(FPREP_DTYPE_F32),
+	        K(FPREP_DTYPE_F16),
+	        K(FPREP_DTYPE_U8),
+	        K(FPREP_LAYOUT_NCHW),
+	        K(FPREP_LAYOUT_NHWC),
+	        K(FPREP_LOC_INLINE),
+	        K(FPREP_LOC_SHM),
+	        K(FPREP_LOC_CUDA),
+#define E(name, num, text) {"FPREP_" #name, num},
+	        FPREP_ERRNO_MAP(E)
+#undef E
+#undef K
+	};
+	PyObject *d = PyDict_New();
+
+	if (d == NULL)
+		return -1;
+	for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+		PyObject *v = PyLong_FromLongLong(k[i].value);
+
+		if (v == NULL || PyDict_SetItemString(d, k[i].name, v)) {
+			Py_XDECREF(v);
+			Py_DECREF(d);
+			return -1;
+		}
+		Py_DECREF(v);
+	}
+	if (PyModule_AddObject(m, "constants", d)) {
+		Py_DECREF(d);
+		return -1;
+	}
+	return PyModule_AddStringConstant(m, "VERSION", FPREP_VERSION_STRING);
+}
+
+static int native_add_type(PyObject *m, PyType_Spec *spec, PyObject **tp)
+{
+	const char *dot = strrchr(spec->name, '.');
+
+	*tp = PyType_FromSpec(spec);
+	if (*tp == NULL)
+		return -1;
+	Py_INCREF(*tp);
+	if (PyModule_AddObject(m, dot + 1, *tp)) {
+		Py_DECREF(*tp);
+		return -1;
+	}
+	return 0;
+}
+
+static struct PyModuleDef native_module = {
+        PyModuleDef_HEAD_INIT,
+        "frameprep._native",
+        "The binding of libframeprep (see _native.c).",
+        -1,
+        native_functions,
+        NULL,
+        NULL,
+        NULL,
+        NULL};
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+	PyObject *m = PyModule_Create(&native_module);
+
+	if (m == NULL)
+		return NULL;
+	if (native_add_type(m, &Request_spec, &Request_type) ||
+	    native_add_type(m, &Result_spec, &Result_type) ||
+	    native_add_type(m, &Client_spec, &Client_type) ||
+	    native_add_type(m, &Pending_spec, &Pending_type) ||
+	    native_add_type(m, &Region_spec, &Region_type) ||
+	    native_add_constants(m)) {
+		Py_DECREF(m);
+		return NULL;
+	}
+	return m;
+}
