@@ -25,7 +25,9 @@ for arg in "$@"; do
 done
 jobs=$(nproc 2>/dev/null || echo 2)
 
-bash deploy/setup.sh build
+# The README's quick start as written: deploy/setup.sh build (packages,
+# build), then its demo (a daemon of its own, real photographs sent).
+bash deploy/quickstart.sh
 
 # promtool, for the alert rules' test (tests/deploy) and the exposition
 # checks: from PATH, else extracted from Debian's prometheus package into

@@ -9,6 +9,8 @@
 # script's own as root when the download fails).
 set -euo pipefail
 dir=${1:?usage: get-promtool.sh DIR}
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd) # the path printed is absolute
 if command -v promtool >/dev/null; then
 	command -v promtool
 	exit 0
@@ -17,7 +19,6 @@ if [ -x "$dir/promtool" ]; then
 	echo "$dir/promtool"
 	exit 0
 fi
-mkdir -p "$dir"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 sandbox=()
