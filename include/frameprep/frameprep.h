@@ -350,6 +350,49 @@ FPREP_EXTERN int fprep_client_check_request(fprep_client *client,
 FPREP_EXTERN int fprep_client_request(fprep_client *client, fprep_request *req,
                                       const void *payload, fprep_result *res);
 
+/* fprep_client_elements sends one ROIS or BATCH request (protocol.h,
+ * "ROIS and BATCH requests": N crops of one frame, or N frames of one
+ * size, into one tensor) and waits for its reply, like
+ * fprep_client_request.
+ *
+ * req      a request of kind FPREP_KIND_ROIS or FPREP_KIND_BATCH, its
+ *          source fields those of one frame (fprep_request_init, then set
+ *          kind, out size, dtype...); its request_id, elements (= n) and
+ *          input_span are assigned. SHM_REPLY is refused (EINVAL).
+ * elements n elements, 1..FPREP_ELEMENTS_MAX (and the daemon's
+ *          max_elements): BOX or AFFINE for ROIS, FRAME for BATCH; each
+ *          is checked as the daemon checks it, and a bad one refused with
+ *          FPREP_EINVAL naming its index (fprep_client_last_error).
+ * payload  inline input: ROIS: the frame (input_size bytes); BATCH:
+ *          max_k(offset + input_size) bytes holding frame k at
+ *          elements[k].offset; copied into the message, so the caller
+ *          keeps it. Inline, table and frames must fit the daemon's
+ *          max_frame_bytes (FPREP_ELIMIT; use a region). NULL for input
+ *          in a region (in_region, in_offset: frame k at in_offset +
+ *          elements[k].offset).
+ * res      on success the reply: header.shape (N, C, H, W) or (N, H, W,
+ *          C), header.tensor_size the whole tensor; payload the tensor
+ *          (inline output), element k at k * tensor_size / N, followed by
+ *          the N transform records (fprep_result_element_xf). A CUDA or
+ *          SHM output holds the tensor at out_offset once the reply is
+ *          there. Release with fprep_result_fini.
+ *
+ * Returns 0 (the daemon's status is res->header.status), FPREP_EINVAL,
+ * FPREP_ELIMIT, or the transport errors of fprep_client_request. Any
+ * thread, several at once. Not staged, not through a doorbell. */
+FPREP_EXTERN int fprep_client_elements(fprep_client *client, fprep_request *req,
+                                       const fprep_element *elements,
+                                       uint32_t n, const void *payload,
+                                       fprep_result *res);
+
+/* fprep_result_element_xf reads element k's transform from the reply of a
+ * ROIS or BATCH request that succeeded: tensor point (u, v) of element k
+ * is source point (origin_x + (u - pad_x) / scale_x, origin_y + (v -
+ * pad_y) / scale_y) (all zero for an AFFINE element). Returns 0, or
+ * FPREP_EINVAL (not such a reply, k >= N). Any thread. */
+FPREP_EXTERN int fprep_result_element_xf(const fprep_result *res, uint32_t k,
+                                         fprep_element_xf *xf);
+
 /* fprep_client_set_staging turns the staging of inline frames through
  * shared memory (see fprep_client_request) on (on != 0, the default) or
  * off, closing the stages no result holds. Call it between requests: not

@@ -43,6 +43,7 @@
 #include "client_entry.h"
 #include "client_internal.h"
 #include "frameprep/frameprep.h"
+#include "ops.h"
 
 #define CLIENT_DEFAULT_TIMEOUT_MS 30000
 /* Daemons one client may dial. */
@@ -1698,6 +1699,144 @@ int fprep_client_request(fprep_client *client, fprep_request *req,
 	if (outer)
 		client_outer.serial = 0;
 	return err;
+}
+
+/* client_elements_check checks a ROIS or BATCH request before it is
+ * built: its kind, n, the elements (as the daemon will), the payload, and
+ * against the daemon's limits when it tells them; sets req->elements and
+ * req->input_span and the inline payload's size in *sizep. */
+static int client_elements_check(fprep_client *c, fprep_request *req,
+                                 const fprep_element *elements, uint32_t n,
+                                 const void *payload, size_t *sizep)
+{
+	char why[FPREP_MESSAGE_SIZE];
+	fprep_limits lim;
+	uint64_t span = 0, table;
+
+	if (req->kind != FPREP_KIND_ROIS && req->kind != FPREP_KIND_BATCH)
+		return client_error(c, FPREP_EINVAL,
+		                    "kind %u: ROIS (8) or BATCH (9) expected",
+		                    req->kind);
+	if (n == 0 || n > FPREP_ELEMENTS_MAX || elements == NULL)
+		return client_error(c, FPREP_EINVAL,
+		                    "%u elements: 1..%d expected", n,
+		                    FPREP_ELEMENTS_MAX);
+	if (req->shm_reply)
+		return client_error(c, FPREP_EINVAL,
+		                    "shm_reply: ROIS and BATCH replies come "
+		                    "through nng");
+	req->elements = n;
+	if (req->kind == FPREP_KIND_ROIS)
+		span = req->input_size;
+	for (uint32_t k = 0; k < n; k++)
+		if (fprep__element_check(req, k, &elements[k], &span, why,
+		                         sizeof(why)) != FPREP_OK)
+			return client_error(c, FPREP_EINVAL, "%s", why);
+	req->input_span = span;
+	table = FPREP_TABLE_HEADER_SIZE + (uint64_t)n * FPREP_ELEMENT_SIZE;
+	*sizep = 0;
+	if (req->input_loc != FPREP_LOC_INLINE)
+		return FPREP_OK;
+	if (span > SIZE_MAX / 2)
+		return client_error(c, FPREP_ELIMIT, "%llu bytes of frames",
+		                    (unsigned long long)span);
+	*sizep = (size_t)span;
+	if (payload == NULL)
+		return client_error(c, FPREP_EINVAL,
+		                    "inline input of %zu bytes without a "
+		                    "payload",
+		                    *sizep);
+	if (fprep_client_limits(c, &lim) != FPREP_OK) {
+		client_error_clear(c); /* an old daemon refuses the kind */
+		return FPREP_OK;
+	}
+	if (n > lim.max_elements)
+		return client_error(c, FPREP_ELIMIT,
+		                    "%u elements; the daemon's max_elements is "
+		                    "%u (--max-elements)",
+		                    n, lim.max_elements);
+	if (span + table > lim.max_frame_bytes)
+		return client_error(c, FPREP_ELIMIT,
+		                    "%llu bytes of frames and table; the "
+		                    "daemon's max_frame_bytes is %llu: use a "
+		                    "region",
+		                    (unsigned long long)(span + table),
+		                    (unsigned long long)lim.max_frame_bytes);
+	return FPREP_OK;
+}
+
+/* client_elements is fprep_client_elements within the calling thread's
+ * deadline. */
+static int client_elements(fprep_client *c, fprep_request *req,
+                           const fprep_element *elements, uint32_t n,
+                           const void *payload, fprep_result *res)
+{
+	nng_time deadline = client_deadline(c);
+	nng_msg *msg = NULL, *reply = NULL;
+	struct client_slot *s;
+	size_t size = 0, at;
+	uint8_t *body;
+	int err;
+
+	memset(res, 0, sizeof(*res));
+	client_error_clear(c);
+	if ((err = client_elements_check(c, req, elements, n, payload, &size)))
+		return err;
+	at = fprep_request_payload_offset(req);
+	req->version = FPREP_PROTOCOL_VERSION;
+	req->request_id = atomic_fetch_add(&c->next_id, 1);
+	if (nng_msg_alloc(&msg, at + size) != 0)
+		return client_error(c, FPREP_ENOMEM,
+		                    "no memory for a %zu-byte request",
+		                    at + size);
+	body = nng_msg_body(msg);
+	fprep_request_encode(req, body);
+	fprep_elements_encode(elements, n, body + FPREP_REQUEST_HEADER_SIZE);
+	if (size > 0)
+		memcpy(body + at, payload, size);
+	if ((err = client_slot_get(c, deadline, &s))) {
+		nng_msg_free(msg);
+		return err;
+	}
+	err = client_roundtrip(s, msg, deadline, &reply);
+	client_slot_put(s);
+	if (err)
+		return err;
+	return client_check_reply(c, req->request_id, req->kind, reply, res);
+}
+
+int fprep_client_elements(fprep_client *client, fprep_request *req,
+                          const fprep_element *elements, uint32_t n,
+                          const void *payload, fprep_result *res)
+{
+	int outer = client_outer.serial == 0, err;
+
+	/* The limits' INFO and the request share the call's deadline. */
+	if (outer) {
+		client_outer.serial = client->serial;
+		client_outer.deadline =
+		        nng_clock() + (nng_time)client->timeout_ms;
+	}
+	err = client_elements(client, req, elements, n, payload, res);
+	if (outer)
+		client_outer.serial = 0;
+	return err;
+}
+
+int fprep_result_element_xf(const fprep_result *res, uint32_t k,
+                            fprep_element_xf *xf)
+{
+	const fprep_reply_header *h = &res->header;
+	uint64_t at = h->output_loc == FPREP_LOC_INLINE ? h->tensor_size : 0;
+
+	if ((h->kind != FPREP_KIND_ROIS && h->kind != FPREP_KIND_BATCH) ||
+	    h->status != FPREP_OK || k >= h->shape[0] ||
+	    at + ((uint64_t)k + 1) * FPREP_ELEMENT_XF_SIZE > res->payload_size)
+		return FPREP_EINVAL;
+	fprep_element_xf_decode((const uint8_t *)res->payload + at +
+	                                (size_t)k * FPREP_ELEMENT_XF_SIZE,
+	                        xf);
+	return FPREP_OK;
 }
 
 /* The asynchronous API: each pending request has its own context and aio.

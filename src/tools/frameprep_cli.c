@@ -23,6 +23,7 @@
 #include <frameprep/frameprep.h>
 #include <stb/stb_image.h>
 
+#include "cli_elements.h"
 #include "npy.h"
 #include "tool_options.h"
 #include "tool_yuv.h"
@@ -84,6 +85,10 @@ static void cli_usage(FILE *f, const char *cmd)
 		        "commands:\n"
 		        "  send IMAGE        send an image, print the tensor, "
 		        "optionally save it\n"
+		        "  crops IMAGE --boxes BOXES.json  boxes of an image "
+		        "into one (N, C, H, W) tensor\n"
+		        "  batch IMAGE...    images of one size into one "
+		        "(N, C, H, W) tensor\n"
 		        "  info              print what the daemon runs\n"
 		        "  request IMAGE -o REQ.bin  write the raw wire "
 		        "request "
@@ -777,6 +782,8 @@ int main(int argc, char **argv)
 		printf("frameprep %s\n", FPREP_VERSION_STRING);
 		return 0;
 	}
+	if (strcmp(cmd, "crops") == 0 || strcmp(cmd, "batch") == 0)
+		return tool_elements_main(cmd, argc - 1, argv + 1);
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		known |= strcmp(cmd, cmds[i]) == 0;
 	if (!known) {

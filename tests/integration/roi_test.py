@@ -138,6 +138,28 @@ def test_roi_frames(tmp):
         xfs = transforms(rep, 3)
         check(all(x == xfs[0] for x in xfs), f"batch transforms {xfs}")
         print("ok BATCH: 3 frames within 1 LSB")
+
+        # The CLI: frameprep crops IMAGE --boxes BOXES.json -o OUT.npy.
+        path = os.path.join(dt.ARGS.images, "astronaut.png")
+        full = cv2.imread(path)
+        mat = ref.affines_for(512, 512, 80, 48)[1]
+        with open(os.path.join(tmp, "boxes.json"), "w") as f:
+            f.write('[[30, 40, 200, 100], {"box": [-10, 400, 150, 150], '
+                    '"resize": "stretch"}, {"affine": [%s]}]' %
+                    ", ".join(repr(v) for v in mat))
+        npy = os.path.join(tmp, "crops.npy")
+        dt.cli("crops", path, "--boxes", os.path.join(tmp, "boxes.json"),
+               "--size", "80x48", "--dtype", "u8", "--order", "bgr",
+               "--socket", d.url, "-o", npy)
+        t = np.load(npy)
+        wants = [ref.box_ref(full, (30, 40, 200, 100), 80, 48, False),
+                 ref.box_ref(full, (-10, 400, 150, 150), 80, 48, True),
+                 ref.affine_ref(full, mat, 80, 48)]
+        for k, want in enumerate(wants):
+            diff = int(np.abs(t[k].astype(int) -
+                              ref.chw(want).astype(int)).max())
+            check(diff <= 1, f"frameprep crops element {k}: diff {diff}")
+        print("ok frameprep crops: 3 elements within 1 LSB")
     finally:
         d.stop()
 
