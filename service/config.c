@@ -136,12 +136,12 @@ static const struct fprep__config_word config_spin_words[] = {
  * max-inflight, max-doorbells, workers, device, lanes, slots, kernels,
  * kernel-cache, transfer, h2d-rows (sockets, threads and memory made at
  * start); max-frame-bytes (nng's receive limit on the socket, read by
- * nng's threads); listener-check-ms (read by the listener-check thread);
- * max-regions, max-region-bytes, max-shm-bytes, allow-cuda-regions,
- * max-cuda-regions (copied into the region table at start); trace (the
- * GPU lanes take it at start). The shares of those budgets (max-*-per-conn,
- * max-*-per-uid) are LIVE: the loop reads them from the config when it
- * checks a registration, and a lower one refuses only new ones. */
+ * nng's threads); max-regions, max-region-bytes, max-shm-bytes,
+ * allow-cuda-regions, max-cuda-regions (copied into the region table at
+ * start); trace (the GPU lanes take it at start). The shares of those
+ * budgets (max-*-per-conn, max-*-per-uid) are LIVE: the loop reads them
+ * from the config when it checks a registration, and a lower one refuses
+ * only new ones. */
 #define LIVE 1
 /* LIVE_RAISE: LIVE when the new value is higher, kept when lower:
  * max-inflight-per-conn, read on the loop only, but lowered under a busy
@@ -195,10 +195,6 @@ const struct fprep__config_setting fprep__config_settings[] = {
                "bound on sending one reply"),
         NUMBER("shutdown-timeout-ms", LIVE, "MS", shutdown_timeout_ms, 1,
                MS_MAX, 10000, "bound on finishing work at shutdown"),
-        NUMBER("listener-check-ms", RESTART, "MS", listener_check_ms, 0, MS_MAX,
-               500,
-               "check every MS that each ipc:// listener accepts, restart it "
-               "if not (0: off)"),
         NUMBER("slots", RESTART, "N", slots, 2, 64, 4,
                "frames staged on the GPU at once, per stream"),
         OTHER("kernels", RESTART, "DIR", kernels, 0, 0,

@@ -56,7 +56,6 @@ typedef struct fprep__config {
 	fprep_limits limits;       /* request bounds */
 	int send_timeout_ms;       /* bound on each reply's send */
 	int shutdown_timeout_ms;   /* bound on draining work at shutdown */
-	int listener_check_ms;     /* ipc:// listener check period, 0: off */
 	unsigned slots;            /* GPU staging slots per lane */
 	char *kernel_dir;          /* NULL: the embedded kernel sources */
 	char *kernel_cache;        /* NULL: the default cache directory */

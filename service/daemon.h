@@ -287,7 +287,6 @@ struct fprep__server {
 	int stopping;    /* no new work; requests that arrive get stop_status */
 	int forcing;     /* inside the drain deadline's handler */
 	int finished;    /* the ordered close has run */
-	int socket_left; /* nng_close did not return: srv is never freed */
 	int exit_status;
 	int stop_status; /* ESHUTDOWN, or the fatal job's status */
 	char stop_message[FPREP_MESSAGE_SIZE];

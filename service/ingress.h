@@ -23,11 +23,7 @@ typedef struct fprep__peer {
 	uint64_t pid;      /* ipc peer's process, 0: unknown (tcp) */
 	uint64_t uid;      /* ipc peer's user */
 	uint64_t requests; /* complete requests received from it */
-	int listener;      /* id of the nng listener that accepted it */
 } fprep__peer;
-
-/* How many stuck listeners are kept open for the connections they had. */
-#define FPREP__MAX_RETIRED 16
 
 /* fprep__ingress: the socket and its listeners. Embedded; open/close. */
 typedef struct fprep__ingress {
@@ -36,29 +32,14 @@ typedef struct fprep__ingress {
 	nng_listener listeners[FPREP__MAX_LISTEN]; /* one per cfg->listen */
 	unsigned nlisteners;
 	int is_open;
-	uint64_t self_pid;    /* the daemon's: its own check connections */
 	pthread_mutex_t lock; /* guards the peer list (nng's threads add) */
 	fprep__peer *peers;   /* connected peers */
 	size_t npeers;
 	size_t cap;
-	uint64_t self_added;     /* the check's connections the socket added */
 	int closing;             /* close_pipes ran: closes are not logged */
+	int nofiles;             /* "out of file descriptors" logged */
 	fprep__pipe_cb on_close; /* NULL: nobody to tell */
 	void *on_close_data;
-	/* The listener check thread (ingress.c); it alone touches the
-	 * listeners once open returned. */
-	pthread_t check_thread;
-	int check_running;
-	int check_stop;
-	pthread_mutex_t check_lock;
-	pthread_cond_t check_cond;
-	int check_nofiles;                   /* "no file descriptors" logged */
-	int check_failed[FPREP__MAX_LISTEN]; /* recreation failure logged */
-	struct {
-		nng_listener l;
-		unsigned index;        /* of the URL it listened on */
-	} retired[FPREP__MAX_RETIRED]; /* stuck listeners, oldest first */
-	unsigned nretired;
 } fprep__ingress;
 
 /* fprep__ingress_open opens the REP socket with NNG_OPT_RECVMAXSZ =
@@ -66,19 +47,18 @@ typedef struct fprep__ingress {
  * of cfg's URLs (ipc socket files get cfg->socket_mode). A stale ipc socket
  * file is removed; a path on which another process listens is refused, and
  * so is one that belongs to another user and cannot be replaced (the log
- * names its owner). With cfg->listener_check_ms > 0 a thread checks every
- * ipc:// listener that often and recreates one that no longer answers a
- * handshake. cfg must outlive the ingress. Returns 0, or FPREP_ETRANSPORT
- * (FPREP_EBUSY when another process listens, FPREP_EPERM for another
- * user's path) with the reason logged; on error nothing is left open. */
+ * names its owner). cfg must outlive the ingress. Returns 0, or
+ * FPREP_ETRANSPORT (FPREP_EBUSY when another process listens, FPREP_EPERM
+ * for another user's path) with the reason logged; on error nothing is
+ * left open. */
 int fprep__ingress_open(fprep__ingress *in, const fprep__config *cfg);
 
 /* fprep__ingress_on_close sets (or, with NULL, clears) the callback told
  * of each closed connection. Any thread. */
 void fprep__ingress_on_close(fprep__ingress *in, fprep__pipe_cb cb, void *data);
 
-/* fprep__ingress_pipes returns the number of peers connected now (the
- * listener check's own connection included while it lasts). Any thread. */
+/* fprep__ingress_pipes returns the number of peers connected now. Any
+ * thread. */
 int fprep__ingress_pipes(fprep__ingress *in);
 
 /* fprep__ingress_request counts a complete request received on pipe (a
@@ -86,17 +66,19 @@ int fprep__ingress_pipes(fprep__ingress *in);
  * Any thread but nng's callbacks. */
 void fprep__ingress_request(fprep__ingress *in, nng_pipe pipe);
 
-/* fprep__ingress_close_pipes stops the listener check and closes every
- * connection, before the socket itself is closed. Not from an nng
- * callback. */
+/* fprep__ingress_tick looks whether the process can open a descriptor:
+ * when it cannot (EMFILE, ENFILE), nng cannot accept connections either
+ * (it retries every 100 ms), which is logged once, and again once
+ * descriptors are available. Loop thread, about once a second. */
+void fprep__ingress_tick(fprep__ingress *in);
+
+/* fprep__ingress_close_pipes closes every connection, before the socket
+ * itself is closed. Not from an nng callback. */
 void fprep__ingress_close_pipes(fprep__ingress *in);
 
 /* fprep__ingress_close closes the socket: its listeners, pipes and
- * contexts; pending operations complete with NNG_ECLOSED. Idempotent.
- * Returns 0, or FPREP_ETIMEDOUT (logged) when nng_close did not return in
- * time: nng 1.5.2 can wait forever for a pipe that was closed while a
- * message was arriving on it. The close then goes on on a thread of its
- * own and in must stay allocated until the process exits. */
-int fprep__ingress_close(fprep__ingress *in);
+ * contexts; pending operations complete with NNG_ECLOSED, and no pipe
+ * callback runs once it returned. Idempotent. */
+void fprep__ingress_close(fprep__ingress *in);
 
 #endif /* FPREP_SERVICE_INGRESS_H */

@@ -296,6 +296,7 @@ static void server_heartbeat_cb(uv_timer_t *timer)
 	fprep__server *srv = timer->data;
 
 	fprep__metrics_heartbeat();
+	fprep__ingress_tick(&srv->ingress);
 	if (srv->sd_watchdog)
 		fprep__server_notify("WATCHDOG=1");
 }
@@ -351,6 +352,7 @@ int fprep__server_run(fprep__config *cfg, fprep__backend *backend,
 	                    cfg->max_shm_bytes);
 	fprep__regions_set_cuda(&srv->regions, cfg->allow_cuda_regions,
 	                        cfg->max_cuda_regions);
+	fprep__regions_set_shares(&srv->regions, &cfg->shares);
 	rv = fprep__ingress_open(&srv->ingress, cfg);
 	if (rv == 0)
 		fprep__ingress_on_close(&srv->ingress, fprep__conns_pipe_closed,
@@ -388,13 +390,6 @@ int fprep__server_run(fprep__config *cfg, fprep__backend *backend,
 		           " times for a backlog (%u jobs)",
 		           srv->spin_turns, srv->spin_empty, srv->spin_backlogs,
 		           srv->busy_bound);
-	/* A socket that nng could not close still has threads running in
-	 * it, which may call into srv->ingress and hold nng's memory: the
-	 * process ends here, without exit handlers, so nothing is torn down
-	 * (or reported leaked) under them. */
-	if (srv->socket_left)
-		_exit(status);
 	free(srv);
 	return status;
-	fprep__regions_set_shares(&srv->regions, &cfg->shares);
 }

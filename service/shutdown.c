@@ -326,8 +326,7 @@ static void shutdown_close_socket(fprep__server *srv)
 	uv_timer_stop(&srv->linger_timer);
 	if (srv->ingress.is_open)
 		fprep__ingress_close_pipes(&srv->ingress);
-	if (fprep__ingress_close(&srv->ingress) != 0)
-		srv->socket_left = 1;
+	fprep__ingress_close(&srv->ingress);
 	shutdown_free_slots(srv);
 	fprep__server_close_handles(srv);
 }

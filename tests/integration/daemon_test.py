@@ -551,13 +551,10 @@ def info_within(d, bound, attempt_s=5):
 def test_ipc_wedge(tmp):
     """(13) Local peers that connect and leave before the SP handshake (two
     silent ones, one that sends half a header) must not stop the ipc://
-    listener accepting: a normal client is answered within seconds, round
-    after round; the daemon logs the restart once per round at most, and
-    its own check connections are not logged."""
-    supp = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                        "nng-stuck-listener.supp")
-    d = Daemon(tmp, env={"LSAN_OPTIONS": f"suppressions={supp}:"
-                                         f"print_suppressions=0"})
+    listener accepting (nng #1518 in nng 1.5.2): a normal client is
+    answered within seconds, round after round, and so is a connection
+    made before; the daemon makes no connections of its own."""
+    d = Daemon(tmp)
     keep = None
     try:
         keep = RawReq(ipc_path(d))
@@ -565,11 +562,8 @@ def test_ipc_wedge(tmp):
         # handshake) before the listener gets stuck.
         check(fpwire.reply(keep.call(fpwire.request(kind=2)))["status"] == 0,
               "INFO on the long-lived connection failed")
-        # The bug does not strike every round: go on until it struck
-        # twice (and was mended), or for 6 rounds.
+        # The bug did not strike every round: 6 rounds.
         for rnd in range(6):
-            if d.log_text().count("the listener stopped accepting") >= 2:
-                break
             for _ in range(5):
                 raw_connect(ipc_path(d))
                 raw_connect(ipc_path(d))
@@ -591,11 +585,8 @@ def test_ipc_wedge(tmp):
                                     f"connection: {r['status_name']}")
         print("ok the connection made before stayed served")
         good_request_ok(d)
-        log = d.log_text()
-        restarts = log.count("the listener stopped accepting")
-        print(f"ok {restarts} listener restarts logged")
-        check(f"pid {d.proc.pid}," not in log,
-              "the daemon logged its own check connections")
+        check(f"pid {d.proc.pid}," not in d.log_text(),
+              "the daemon logged connections of its own")
     finally:
         if keep is not None:
             keep.close()
@@ -1238,10 +1229,9 @@ def test_flood_shutdown(tmp):
     """SIGTERM after the daemon closed connections that flooded it without
     reading their replies: it exits 0 within the shutdown timeout plus a
     margin. The daemon closes each such connection while the client is
-    still sending; nng 1.5.2 then never finishes closing some of them, and
-    nng_close used to wait for them until the watchdog ended the process
-    with status 1. Eight clients at once, three rounds: before the fix
-    nearly every round hung."""
+    still sending; nng 1.5.2 then never finished closing some of them, and
+    nng_close waited for them until the watchdog ended the process with
+    status 1 (nearly every round). Eight clients at once, three rounds."""
     import threading
     q = fpwire.request(width=256, height=256, out_width=1024,
                        out_height=1024)
@@ -1257,19 +1247,9 @@ def test_flood_shutdown(tmp):
         except OSError:
             pass  # closed by the daemon
 
-    # nng 1.5.2 also leaks the pipe it was receiving on when such a
-    # connection is dropped (its buffer, allocated on nng's own thread),
-    # also in rounds where nng_close returns: under LeakSanitizer that
-    # memory is not reported; the daemon's own allocations still are.
-    supp = os.path.join(tmp, "lsan-nng.supp")
-    with open(supp, "w") as f:
-        f.write("leak:libnng.so\n")
-    lsan = os.environ.get("LSAN_OPTIONS", "")
-    env = {"LSAN_OPTIONS": f"{lsan}:suppressions={supp}" if lsan
-           else f"suppressions={supp}"}
     for rnd in range(3):
         d = Daemon(tmp, "--max-inflight-per-conn", "2", "--workers", "1",
-                   "--log-level", "info", name=f"d{rnd}.sock", env=env)
+                   "--log-level", "info", name=f"d{rnd}.sock")
         try:
             threads = [threading.Thread(target=flood, args=(d.url,))
                        for _ in range(8)]
@@ -1284,10 +1264,8 @@ def test_flood_shutdown(tmp):
             took = d.stop(30)
         finally:
             d.kill()
-        left = "nng_close did not return" in d.log_text()
         print(f"round {rnd}: {closed} connections closed for not reading; "
-              f"exited 0 {took:.1f} s after SIGTERM"
-              f"{' (socket left to the exit)' if left else ''}")
+              f"exited 0 {took:.1f} s after SIGTERM")
     print("ok shutdown after flooding connections were closed")
 
 

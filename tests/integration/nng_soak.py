@@ -8,11 +8,12 @@ operator (long: not part of the test suite). CPU backend, a private socket.
       Prints the daemon's open fds after each round and while idle after,
       its RSS, and whether an INFO still answers. With nng 1.5.2 the fds
       grow ~100 a round and ~2/s while idle (its pipe reaper gets stuck:
-      10 rounds of 35 s reach ~1000 fds); with nng 1.10 they stay flat.
+      10 rounds of 35 s reach ~1000 fds); with nng 1.11 (the bundled
+      one) they stay at 12.
   nng_soak.py FRAMEPREPD d4
       64 connections close early (before or during the SP handshake), then
       200 INFO requests on new connections; prints how many were lost and
-      how often the daemon replaced its listener (nng #1518 on 1.5.2).
+      client errors by kind (nng #1518 on 1.5.2: all 200 lost; 1.11: 0).
 """
 import os, socket, struct, subprocess, sys, tempfile, threading, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -105,8 +106,7 @@ def d1(daemon, rounds, round_s):
         ok = info(path, 5)
         rss = open(f"/proc/{p.pid}/status").read().split("VmRSS:")[1].split()[0]
         print(f"D1 after 10 rounds: fds={a}, 10 s idle later fds={b}, info={'ok' if ok else 'FAILED'}, rss={rss} kB", flush=True)
-        log = open(os.path.join(tmp, "d.log"), errors="replace").read()
-        print(f"D1 listener restarts logged: {log.count('stopped accepting')} errors {ERRS}", flush=True)
+        print(f"D1 client errors {ERRS}", flush=True)
         p.terminate(); p.wait(20)
         return a, b
 
@@ -124,8 +124,7 @@ def d4(daemon):
         for i in range(200):
             if not info(path, 5):
                 lost += 1
-        log = open(os.path.join(tmp, "d.log"), errors="replace").read()
-        print(f"D4: 64 early closes, then 200 requests: {lost} lost ({time.monotonic()-t0:.1f} s); listener restarts logged: {log.count('stopped accepting')} errors {ERRS}", flush=True)
+        print(f"D4: 64 early closes, then 200 requests: {lost} lost ({time.monotonic()-t0:.1f} s); client errors {ERRS}", flush=True)
         p.terminate(); p.wait(20)
         return lost
 

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# build-nng.sh: builds nng 1.11.0 as a static, position-independent library
+# (no TLS, tests or tools; hidden symbols) for frameprep to link where the
+# system's nng is older than 1.10 (Debian 12 has 1.5.2, with bugs a local
+# client can trigger: a listener stuck by a peer that leaves during the
+# handshake, nng issue #1518; a pipe reaper that stops for good after
+# connections close mid-message, after which every connection leaks its fd).
+#
+# nng's source comes from PyPI: the sdist of pynng 0.9.0 (the Python
+# binding) carries nng 1.11.0's complete source tree in pynng-0.9.0/nng/.
+# The tarball is checked against a pinned sha256 before anything is
+# extracted, and only nng/ is extracted.
+#
+# Usage: bash deploy/build-nng.sh [DIR]      (default: build-deps of the tree)
+# Prints the install prefix, DIR/nng-1.11.0 (CMake finds nng's package
+# config there). The tarball and the result are kept in DIR and reused,
+# offline, by every later run and every build folder; concurrent runs wait
+# for each other.
+# Environment:
+#   FPREP_NNG_TARBALL  a local copy of pynng-0.9.0.tar.gz (no download;
+#                      still checked against the sha256)
+#   FPREP_NNG_URL      where to download it from (default: PyPI's file)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+nng_version=1.11.0
+sdist=pynng-0.9.0
+sha256=fcd839abf82a2934fa8c27ff57b574b41810458e35895bac6288814defa8fb4e
+url=${FPREP_NNG_URL:-https://files.pythonhosted.org/packages/4a/58/ec352db5f82a3fe56856fa9510dd051cdfba03c490dd58c0bbca0bdf7771/$sdist.tar.gz}
+
+dir=$(realpath -m "${1:-build-deps}")
+prefix=$dir/nng-$nng_version
+stamp=$prefix/.frameprep-built
+mkdir -p "$dir"
+exec 9>"$dir/.nng.lock"
+flock 9
+if [ -f "$stamp" ]; then
+	echo "$prefix"
+	exit 0
+fi
+
+tarball=$dir/$sdist.tar.gz
+if [ -n "${FPREP_NNG_TARBALL:-}" ]; then
+	cp "$FPREP_NNG_TARBALL" "$tarball.part"
+	mv "$tarball.part" "$tarball"
+elif [ ! -f "$tarball" ]; then
+	echo "== nng $nng_version: fetching $url" >&2
+	curl -fsSL --retry 3 -o "$tarball.part" "$url" || {
+		echo "build-nng.sh: could not fetch $url: put the file at" \
+			"$tarball, or name a copy with FPREP_NNG_TARBALL" \
+			"(or configure with -DFPREP_NNG=system)" >&2
+		rm -f "$tarball.part"
+		exit 1
+	}
+	mv "$tarball.part" "$tarball"
+fi
+if ! echo "$sha256  $tarball" | sha256sum -c --status; then
+	echo "build-nng.sh: $tarball: sha256 $(sha256sum "$tarball" | cut -d' ' -f1)," \
+		"not the pinned $sha256: removed" >&2
+	rm -f "$tarball"
+	exit 1
+fi
+
+work=$dir/nng-$nng_version.work
+rm -rf "$work" "$prefix"
+mkdir -p "$work"
+tar -xzf "$tarball" -C "$work" "$sdist/nng"
+src=$work/$sdist/nng
+grep -q "^#define NNG_MINOR_VERSION 11$" "$src/include/nng/nng.h" || {
+	echo "build-nng.sh: $tarball does not hold nng $nng_version" >&2
+	exit 1
+}
+
+# -fPIC: it goes into libframeprep.so and the Python extension. Hidden
+# symbols: neither exports nng's API. No TLS: nothing here uses tls+tcp://.
+echo "== nng $nng_version: building into $prefix" >&2
+cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
+	-DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_LIBDIR=lib \
+	-DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
+	-DCMAKE_C_VISIBILITY_PRESET=hidden -DNNG_ENABLE_TLS=OFF \
+	-DNNG_TESTS=OFF -DNNG_TOOLS=OFF -DNNG_ENABLE_NNGCAT=OFF \
+	-DNNG_ENABLE_COVERAGE=OFF >&2
+cmake --build "$work/build" -j"$(nproc 2>/dev/null || echo 2)" >&2
+cmake --install "$work/build" >&2
+rm -rf "$work"
+touch "$stamp"
+echo "$prefix"
