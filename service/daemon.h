@@ -262,6 +262,8 @@ struct fprep__server {
 	unsigned busy_bound;    /* [I] working at which the backend has a
 	                           backlog and the loop stops its spin: its
 	                           capacity plus one a lane; 0: never */
+	unsigned busy_resume;   /* [I] working below which an event starts
+	                           the spin again: the backend's capacity */
 	uint64_t spin_turns;    /* turns of the spin, */
 	uint64_t spin_empty;    /* of which found nothing */
 	uint64_t spin_backlogs; /* spins stopped for a backlog */

@@ -65,10 +65,19 @@ static int server_backlog(const fprep__server *srv)
 	return srv->busy_bound > 0 && srv->working >= srv->busy_bound;
 }
 
-/* server_busy_bound: fprep__server.busy_bound for backend b, whose
- * capacity a backend over several lanes may leave unset: each lane then
- * counts --slots (its stats give the lanes). */
-static unsigned server_busy_bound(fprep__backend *b, const fprep__config *cfg)
+/* server_busy: whether an event leaves the spin off, the backend still
+ * holding as many jobs as it runs (fprep__server.busy_resume): between
+ * that and a backlog the spin stays as it is, so it does not flap. */
+static int server_busy(const fprep__server *srv)
+{
+	return srv->busy_bound > 0 && srv->working >= srv->busy_resume;
+}
+
+/* server_set_bounds sets fprep__server.busy_bound and busy_resume for
+ * backend b, whose capacity a backend over several lanes may leave unset:
+ * each lane then counts --slots (its stats give the lanes). */
+static void server_set_bounds(fprep__server *srv, fprep__backend *b,
+                              const fprep__config *cfg)
 {
 	fprep__backend_stats st = {0};
 	unsigned cap = b->capacity, lanes;
@@ -78,7 +87,8 @@ static unsigned server_busy_bound(fprep__backend *b, const fprep__config *cfg)
 	lanes = st.lanes > 0 ? st.lanes : 1;
 	if (cap == 0 && st.lanes > 0)
 		cap = st.lanes * cfg->slots;
-	return cap > 0 ? cap + lanes : 0;
+	srv->busy_resume = cap;
+	srv->busy_bound = cap > 0 ? cap + lanes : 0;
 }
 
 /* server_poll asks every port to poll; returns how many requests they
@@ -157,7 +167,7 @@ static void server_event(fprep__event *ev, void *data)
 	if (srv->spin_ns > 0 && !srv->finished) {
 		srv->last_event_ns = fprep__now_ns();
 		if (!uv_is_active((uv_handle_t *)&srv->spin) &&
-		    !server_backlog(srv)) {
+		    !server_busy(srv)) {
 			uv_idle_start(&srv->spin, server_spin_cb);
 			server_set_spin(srv, !srv->stopping);
 		}
@@ -339,7 +349,7 @@ int fprep__server_run(fprep__config *cfg, fprep__backend *backend,
 	srv->cfg = cfg;
 	srv->loop_thread = pthread_self();
 	srv->backend = backend;
-	srv->busy_bound = server_busy_bound(backend, cfg);
+	server_set_bounds(srv, backend, cfg);
 	srv->device = device;
 	srv->t_start_ns = fprep__now_ns();
 	if (server_init_loop(srv) != 0) {
