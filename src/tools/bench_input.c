@@ -387,6 +387,8 @@ void bench_inputs_free(bench_input *inputs, size_t count)
 	for (i = 0; i < count; i++) {
 		free(inputs[i].pixels);
 		free(inputs[i].ref);
+		free(inputs[i].els);
+		free(inputs[i].frames);
 		pthread_mutex_destroy(&inputs[i].ref_lock);
 	}
 	free(inputs);
@@ -430,6 +432,11 @@ static const void *input_reference(bench_input *in, int *errp)
 		in->ref = malloc(in->tensor_bytes);
 		if (!in->ref)
 			in->ref_err = FPREP_ENOMEM;
+		else if (in->els != NULL)
+			in->ref_err = fprep_preprocess_elements_cpu(
+			        &in->req, in->els,
+			        in->frames != NULL ? in->frames : in->pixels,
+			        in->ref, in->tensor_bytes, NULL);
 		else if (in->req.src_format == FPREP_PIX_JPEG)
 			in->ref_err = input_jpeg_reference(in);
 		else
@@ -448,7 +455,8 @@ static unsigned input_channel(const bench_input *in, uint64_t i)
 {
 	if (in->req.layout == FPREP_LAYOUT_NHWC)
 		return (unsigned)(i % in->shape[3]);
-	return (unsigned)(i / ((uint64_t)in->shape[2] * in->shape[3]));
+	return (unsigned)(i / ((uint64_t)in->shape[2] * in->shape[3]) %
+	                  in->shape[1]);
 }
 
 int bench_compare(bench_input *in, const void *tensor, char *msg,

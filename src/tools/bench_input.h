@@ -43,6 +43,10 @@ typedef struct bench_input {
 	void *ref; /* CPU reference tensor, tensor_bytes, lazily computed */
 	int ref_err;
 	atomic_uint_fast64_t replies; /* replies checked so far (sampling) */
+	/* ROIS and BATCH (bench_elements.h): req.elements elements, owned,
+	 * and a BATCH's frames (req.input_span bytes, owned); else NULL. */
+	fprep_element *els;
+	uint8_t *frames;
 } bench_input;
 
 /* bench_splitmix64 advances the SplitMix64 generator state *s and returns

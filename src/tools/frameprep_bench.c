@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_elements.h"
 #include "bench_hist.h"
 #include "bench_input.h"
 #include "bench_report.h"
@@ -71,7 +72,9 @@ typedef struct bench_opts {
 	const char *csv;
 	const char *plot;
 	int quiet;
-	int trace; /* tabulate the daemon's --trace stage times */
+	int trace;      /* tabulate the daemon's --trace stage times */
+	unsigned rois;  /* --rois N: ROIS requests of N boxes */
+	unsigned batch; /* --batch N: BATCH requests of N frames */
 	bench_frame_spec spec;
 } bench_opts;
 
@@ -365,6 +368,8 @@ static int bench_check(bench_run *run, bench_stream *st, bench_input *in,
 		want_payload = 0;
 		want_loc = FPREP_LOC_SHM;
 	}
+	/* ROIS, BATCH: a transform record per element follows. */
+	want_payload += (uint64_t)in->req.elements * FPREP_ELEMENT_XF_SIZE;
 
 	if (rc == FPREP_ETIMEDOUT) {
 		res->timeouts++;
@@ -416,7 +421,7 @@ static int bench_check(bench_run *run, bench_stream *st, bench_input *in,
 		               r->payload_size,
 		               (unsigned long long)in->tensor_bytes,
 		               (unsigned long long)want_payload);
-	if (!bad && req->kind == FPREP_KIND_FRAME &&
+	if (!bad && req->kind != FPREP_KIND_ECHO &&
 	    o->verify != BENCH_VERIFY_NONE) {
 		n = atomic_fetch_add(&in->replies, 1);
 		if (o->verify == BENCH_VERIFY_ALL || run->verifier == NULL) {
@@ -469,13 +474,16 @@ static void *bench_stream_main(void *arg)
 		idx = atomic_fetch_add(&run->next_input, 1);
 		in = &run->inputs[idx % run->ninputs];
 		req = in->req;
-		req.kind = run->kind;
-		payload = in->pixels;
+		if (in->els == NULL)
+			req.kind = run->kind;
+		payload = bench_elements_payload(in);
 		if (o->shm_in && conn->staged != in) {
-			/* The producer's write of a new frame into shared
-			 * memory; a repeated frame is already there. */
-			memcpy(fprep_region_base(conn->region), in->pixels,
-			       in->req.input_size);
+			/* The producer's write of a new frame (a BATCH: its
+			 * frames) into shared memory; a repeated frame is
+			 * already there. */
+			memcpy(fprep_region_base(conn->region), payload,
+			       in->els != NULL ? in->req.input_span
+			                       : in->req.input_size);
 			conn->staged = in;
 		}
 		if (conn->region) {
@@ -488,7 +496,13 @@ static void *bench_stream_main(void *arg)
 				payload = NULL;
 		}
 		memset(&r, 0, sizeof(r));
-		rc = fprep_client_request(conn->client, &req, payload, &r);
+		if (in->els != NULL)
+			rc = fprep_client_elements(conn->client, &req, in->els,
+			                           in->req.elements, payload,
+			                           &r);
+		else
+			rc = fprep_client_request(conn->client, &req, payload,
+			                          &r);
 		done = bench_now_ns();
 		/* A timed closed loop counts what completes inside the window,
 		 * so the requests in flight as it opens are not lost to the
@@ -503,7 +517,9 @@ static void *bench_stream_main(void *arg)
 
 				res->ok++;
 				bench_hist_record(&res->hist, done - intended);
-				res->in_bytes += req.input_size;
+				res->in_bytes += in->els != NULL
+				                         ? req.input_span
+				                         : req.input_size;
 				res->out_bytes += h->tensor_size;
 				res->srv_sum_us[0] += h->t_queue_us;
 				res->srv_sum_us[1] += h->t_compute_us;
@@ -814,6 +830,16 @@ static void bench_usage(FILE *f)
 	        "written there when\n"
 	        "                              it differs from the last one; "
 	        "default none)\n"
+	        "      --rois N                each request: N boxes of its "
+	        "frame (ROIS),\n"
+	        "                              one (N, C, H, W) tensor; "
+	        "every reply checked\n"
+	        "                              whole (--verify), no ceiling "
+	        "run\n"
+	        "      --batch N               each request: N frames (BATCH)"
+	        ", one (N, C, H, W)\n"
+	        "                              tensor; frames/s = N x the "
+	        "request rate\n"
 	        "      --no-stage              with --shm none: send frames "
 	        "through the socket;\n"
 	        "                              by default the library stages "
@@ -901,6 +927,8 @@ enum {
 	OPT_SPIN_US,
 	OPT_TRUST_OWNER,
 	OPT_NO_STAGE,
+	OPT_ROIS,
+	OPT_BATCH,
 };
 
 static const struct option bench_long_opts[] = {
@@ -925,6 +953,8 @@ static const struct option bench_long_opts[] = {
         {"shm-reply", no_argument, NULL, OPT_SHM_REPLY},
         {"doorbell", no_argument, NULL, OPT_DOORBELL},
         {"no-stage", no_argument, NULL, OPT_NO_STAGE},
+        {"rois", required_argument, NULL, OPT_ROIS},
+        {"batch", required_argument, NULL, OPT_BATCH},
         {"spin-us", required_argument, NULL, OPT_SPIN_US},
         {"verify", required_argument, NULL, OPT_VERIFY},
         {"verify-every", required_argument, NULL, OPT_VERIFY_EVERY},
@@ -1094,6 +1124,15 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 			break;
 		case OPT_NO_STAGE:
 			o->no_stage = 1;
+			break;
+		case OPT_ROIS:
+		case OPT_BATCH:
+			if (bench_parse_double(optarg, &v) || v < 1 ||
+			    v > FPREP_ELEMENTS_MAX)
+				return bench_bad(c == OPT_ROIS ? "--rois"
+				                               : "--batch",
+				                 optarg);
+			*(c == OPT_ROIS ? &o->rois : &o->batch) = (unsigned)v;
 			break;
 		case OPT_SPIN_US:
 			if (bench_parse_double(optarg, &v) || v < 0 ||
@@ -1311,8 +1350,12 @@ static int bench_open_regions(bench_conn *conns, unsigned n,
 	int rc;
 
 	for (k = 0; k < ninputs; k++) {
-		if (inputs[k].req.input_size > in_max)
-			in_max = inputs[k].req.input_size;
+		uint64_t in_k = inputs[k].els != NULL
+		                        ? inputs[k].req.input_span
+		                        : inputs[k].req.input_size;
+
+		if (in_k > in_max)
+			in_max = in_k;
 		if (inputs[k].tensor_bytes > out_max)
 			out_max = inputs[k].tensor_bytes;
 	}
@@ -1432,6 +1475,23 @@ int main(int argc, char **argv)
 	}
 	if (bench_inputs_load(&o.spec, &inputs, &ninputs))
 		return 2;
+	if (o.rois > 0 || o.batch > 0) {
+		/* One request carries N elements; no ECHO of them (ceiling). */
+		if (o.rois > 0 && o.batch > 0) {
+			fprintf(stderr, "frameprep-bench: --rois or --batch, "
+			                "not both\n");
+			return 2;
+		}
+		if (o.echo || o.doorbell || o.shm_reply) {
+			fprintf(stderr, "frameprep-bench: --rois and --batch "
+			                "take no --echo, --doorbell or "
+			                "--shm-reply\n");
+			return 2;
+		}
+		o.ceiling = 0;
+		if (bench_elements_setup(inputs, ninputs, o.rois, o.batch))
+			return 2;
+	}
 	bench_describe(&o, inputs, ninputs, input_desc, sizeof(input_desc),
 	               request_desc, sizeof(request_desc));
 
