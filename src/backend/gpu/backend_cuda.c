@@ -145,6 +145,10 @@ _Static_assert(LB_DTYPE_F32 == FPREP_DTYPE_F32 &&
 /* A sleep's lateness counts as at most this much: the figure cannot grow
  * so large that no sleep is taken again (and none measured). */
 #define CUDA_PACE_LATE_NS (30u * 1000u)
+/* The same for the lateness envelope (late_hi_ns), which a lone frame's
+ * sleep keeps clear of: a wake-up that late is rare, and the reply of a
+ * stream alone waits for every one. */
+#define CUDA_PACE_LATE_HI_NS (100u * 1000u)
 /* What a polling thread does between two looks. */
 #if defined(__x86_64__) || defined(__i386__)
 #define CUDA_CPU_RELAX() __builtin_ia32_pause()
@@ -229,11 +233,14 @@ typedef struct cuda_slot {
  * (one at a time: the lane thread completes one only while no other is in
  * flight) and read by both threads: relaxed atomics. */
 typedef struct cuda_pace {
-	_Atomic uint64_t lone_ns; /* enqueue to completion seen, a frame that
-	                             ran alone (running mean); 0: unknown */
-	_Atomic uint64_t gap_ns;  /* previous completion to this one, a frame
-	                             that queued behind it; 0: unknown */
-	_Atomic uint64_t late_ns; /* how late a paced sleep wakes (mean) */
+	_Atomic uint64_t lone_ns;    /* enqueue to completion seen, a frame that
+	                                ran alone (running mean); 0: unknown */
+	_Atomic uint64_t gap_ns;     /* previous completion to this one, a frame
+	                                that queued behind it; 0: unknown */
+	_Atomic uint64_t late_ns;    /* how late a paced sleep wakes (mean) */
+	_Atomic uint64_t late_hi_ns; /* and at most, lately: an envelope that
+	                                rises by half a later wake-up and
+	                                falls by a 64th of an earlier one */
 	_Atomic uint64_t last_ns; /* host time the last completion was seen */
 	_Atomic uint64_t next_ns; /* the next completion expected; 0: none */
 	/* Counters (INFO "pacing", and a line at close): */
@@ -1069,15 +1076,39 @@ static uint64_t cuda_pace_wake(cuda_pace *p, uint64_t expect, uint64_t early_ns,
 	return expect - ahead;
 }
 
+/* cuda_pace_lone_wake: cuda_pace_wake for a frame alone in the lane
+ * (cuda_lane_finish), whose reply no other frame's work hides: its sleep
+ * ends clear of the lateness envelope (late_hi_ns), and a quarter of the
+ * frame's expected time early at least, so that a late wake-up seldom
+ * delays the reply of a stream at concurrency 1. */
+static uint64_t cuda_pace_lone_wake(cuda_pace *p, const cuda_slot *s,
+                                    uint64_t expect, uint64_t now)
+{
+	uint64_t ahead = cuda_pace_load(&p->late_hi_ns) + CUDA_PACE_GUARD_NS;
+	uint64_t late = cuda_pace_load(&p->late_ns);
+
+	if (expect <= s->t_enq_ns)
+		return 0;
+	if ((expect - s->t_enq_ns) / 4 > ahead)
+		ahead = (expect - s->t_enq_ns) / 4;
+	return cuda_pace_wake(p, expect, ahead > late ? ahead - late : 0, now);
+}
+
 /* cuda_pace_woke counts a paced sleep meant to end at wake that has ended
  * (by its time), and learns how late it woke. */
 static void cuda_pace_woke(cuda_pace *p, uint64_t wake, uint64_t now)
 {
 	cuda_pace_count(&p->sleeps, 1);
-	if (now >= wake)
-		cuda_pace_mean(&p->late_ns, now - wake < CUDA_PACE_LATE_NS
-		                                    ? now - wake
-		                                    : CUDA_PACE_LATE_NS);
+	if (now < wake)
+		return;
+	uint64_t x = now - wake, hi = cuda_pace_load(&p->late_hi_ns);
+
+	cuda_pace_mean(&p->late_ns,
+	               x < CUDA_PACE_LATE_NS ? x : CUDA_PACE_LATE_NS);
+	if (x > CUDA_PACE_LATE_HI_NS)
+		x = CUDA_PACE_LATE_HI_NS;
+	cuda_pace_store(&p->late_hi_ns,
+	                x > hi ? hi + (x - hi) / 2 : hi - (hi - x) / 64);
 }
 
 /* cuda_pace_sleep sleeps until wake (CLOCK_MONOTONIC nanoseconds). */
@@ -2022,8 +2053,8 @@ static void cuda_lane_finish(cuda_backend *cb, cuda_slot *s, unsigned k)
 	cuda_pace *p = &cb->pace;
 	int gap, slept = 0;
 	uint64_t t0 = cuda_now_ns();
-	uint64_t wake = cuda_pace_wake(p, cuda_pace_expect(p, s, &gap),
-	                               CUDA_PACE_GUARD_NS, t0);
+	uint64_t wake =
+	        cuda_pace_lone_wake(p, s, cuda_pace_expect(p, s, &gap), t0);
 	unsigned long long n = 0;
 	cudaError_t e;
 
@@ -2134,11 +2165,13 @@ static int cuda_region_op(fprep__backend *b, fprep__memreg *r)
 static void cuda_pace_text(cuda_pace *p, char *buf, size_t size)
 {
 	snprintf(buf, size,
-	         "lone_us=%.1f gap_us=%.1f late_us=%.1f sleeps=%llu "
-	         "overslept=%llu empty_queries=%llu poll_ms=%llu blocked=%llu",
+	         "lone_us=%.1f gap_us=%.1f late_us=%.1f late_hi_us=%.1f "
+	         "sleeps=%llu overslept=%llu empty_queries=%llu poll_ms=%llu "
+	         "blocked=%llu",
 	         (double)cuda_pace_load(&p->lone_ns) / 1e3,
 	         (double)cuda_pace_load(&p->gap_ns) / 1e3,
 	         (double)cuda_pace_load(&p->late_ns) / 1e3,
+	         (double)cuda_pace_load(&p->late_hi_ns) / 1e3,
 	         atomic_load(&p->sleeps), atomic_load(&p->overslept),
 	         atomic_load(&p->queries_empty),
 	         atomic_load(&p->spin_ns) / 1000000u, atomic_load(&p->blocked));
