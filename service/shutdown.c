@@ -2,21 +2,16 @@
  * shutdown.c: how frameprepd stops.
  *
  * Shutdown (SIGINT, SIGTERM, or a fatal device error) goes in a fixed
- * order, since nng 1.5.2 has close races: take no new work (the doorbell
- * port closes; the nng port goes on receiving, and what arrives gets a
- * stop_status reply, ESHUTDOWN, not a reset) -> let the work in flight
- * finish and its replies go out, within --shutdown-timeout-ms (past it,
- * the backend is closed, which fails what is left with ESHUTDOWN) -> once
- * no slot holds a request, stop receiving (cancel the posted receives) ->
- * once no slot is busy, close the
- * regions and the backend -> let the last replies leave (a finished send
- * is only queued on the pipe: wait, up to 2 s, while nng's per-pipe
- * statistics say a connection may have one not yet written) -> close the
- * remaining connections one by one (nng_pipe_close; nng_close in 1.5.2 can hang
- * on connections that are still writing) -> nng_close, waited for at most 2 s
- * (1.5.2 never finishes closing a connection that was closed while a message
- * was arriving on it, as the daemon does to a client that floods it without
- * reading: the socket is then left to the process exit) -> stop and free
+ * order: take no new work (the doorbell port closes; the nng port goes on
+ * receiving, and what arrives gets a stop_status reply, ESHUTDOWN, not a
+ * reset) -> let the work in flight finish and its replies go out, within
+ * --shutdown-timeout-ms (past it, the backend is closed, which fails what
+ * is left with ESHUTDOWN) -> once no slot holds a request, stop receiving
+ * (cancel the posted receives) -> once no slot is busy, close the regions
+ * and the backend -> let the last replies leave (a finished send is only
+ * queued on the pipe: wait, up to 2 s, while nng's per-pipe statistics say
+ * a connection may have one not yet written) -> close the remaining
+ * connections one by one (nng_pipe_close) -> nng_close -> stop and free
  * the aios -> close the event queue and the uv handles -> uv_loop_close. A
  * watchdog thread ends the process if this takes too long.
  */

@@ -1,6 +1,7 @@
 /*
  * watchdog.h: a thread that ends the process if a phase (shutdown) does not
- * finish in time, since nng 1.5.2 and a wedged GPU can both hang a close.
+ * finish in time, since a wedged GPU (or a library's bug: nng 1.5.2 could
+ * hang nng_close) can hang a close.
  */
 #ifndef FPREP_SERVICE_WATCHDOG_H
 #define FPREP_SERVICE_WATCHDOG_H
