@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "config.h"
 #include "frameprep/frameprep.h"
 #include "regions.h"
 
@@ -714,6 +715,72 @@ static void cuda_regions(void **state)
 	table_end(f);
 }
 
+/* shares_register registers size bytes for pipe of user uid, left
+ * opening (the backend holds it): returns the immediate result. */
+static int shares_register(struct fixture *f, uint32_t pipe, uint64_t uid,
+                           uint64_t size, char *msg)
+{
+	msg[0] = '\0';
+	return fprep__regions_register(&f->t, regions_shm_name, size, pipe, uid,
+	                               NULL, NULL, msg, FPREP_MESSAGE_SIZE);
+}
+
+/* shares_cuda registers a CUDA region for pipe of user uid. */
+static int shares_cuda(struct fixture *f, uint32_t pipe, uint64_t uid,
+                       char *msg)
+{
+	fprep_register_request req;
+
+	memset(&req, 0, sizeof(req));
+	req.kind = FPREP_KIND_REGISTER_CUDA;
+	req.region_size = 64;
+	msg[0] = '\0';
+	return fprep__regions_register_cuda(&f->t, &req, pipe, uid, NULL, NULL,
+	                                    msg, FPREP_MESSAGE_SIZE);
+}
+
+/* The shares of the budgets (config.h): one connection's and one user's
+ * bytes, one user's CUDA regions; another user keeps what is left; a
+ * change to the shares applies to the next registration. */
+static void shares(void **state)
+{
+	struct fixture *f = *state;
+	fprep__shares sh = {.shm_bytes_per_conn = 3000,
+	                    .shm_bytes_per_uid = 5000,
+	                    .cuda_per_uid = 1};
+	char msg[FPREP_MESSAGE_SIZE];
+
+	table_init(f, 16, 100000);
+	fprep__regions_set_cuda(&f->t, 1, 16);
+	fprep__regions_set_shares(&f->t, &sh);
+	f->fb.hold = 1; /* every registration stays opening, and counts */
+
+	/* Connection 1 of uid 1000: 2000, then 1001 more is past its 3000. */
+	assert_int_equal(shares_register(f, 1, 1000, 2000, msg), 0);
+	assert_int_equal(shares_register(f, 1, 1000, 1001, msg), FPREP_ELIMIT);
+	assert_non_null(strstr(msg, "max-shm-bytes-per-conn 3000"));
+	/* Connection 2 of the same user brings it to 5000: a third
+	 * connection, holding nothing, is refused its first byte. */
+	assert_int_equal(shares_register(f, 2, 1000, 3000, msg), 0);
+	assert_int_equal(shares_register(f, 3, 1000, 1, msg), FPREP_ELIMIT);
+	assert_non_null(strstr(msg, "max-shm-bytes-per-uid 5000"));
+	assert_non_null(strstr(msg, "uid 1000"));
+	/* Another user is not held to uid 1000's use. */
+	assert_int_equal(shares_register(f, 4, 2000, 3000, msg), 0);
+
+	/* CUDA regions: one a user, whichever connection asks. */
+	assert_int_equal(shares_cuda(f, 1, 1000, msg), 0);
+	assert_int_equal(shares_cuda(f, 2, 1000, msg), FPREP_ELIMIT);
+	assert_non_null(strstr(msg, "max-cuda-regions-per-uid 1"));
+	assert_int_equal(shares_cuda(f, 4, 2000, msg), 0);
+
+	/* A share changed (SIGHUP) applies to the next registration. */
+	sh.shm_bytes_per_uid = 0;
+	assert_int_equal(shares_register(f, 3, 1000, 1, msg), 0);
+	f->fb.hold = 0;
+	table_end(f);
+}
+
 #define REGIONS_TEST(f)                                                        \
 	cmocka_unit_test_setup_teardown(f, regions_setup, regions_teardown)
 
@@ -732,6 +799,7 @@ int main(void)
 	        REGIONS_TEST(shutdown_while_queued),
 	        REGIONS_TEST(cpu_backend),
 	        REGIONS_TEST(cuda_regions),
+	        REGIONS_TEST(shares),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
