@@ -14,6 +14,9 @@ fi
 	mypy
 # The distribution was called frameprep before it became frameprep-client.
 "$venv/bin/python" -m pip uninstall --quiet --yes frameprep 2>/dev/null || true
+# The extension's build folder goes with the venv (not into the tree,
+# where builds of several build folders would meet).
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-	--no-deps --force-reinstall "$pkg"
+	--no-deps --force-reinstall --config-settings=build-dir="$venv/build" \
+	"$pkg"
 "$venv/bin/python" -c 'import frameprep, frameprep._native, numpy, pytest; print("frameprep", frameprep.__version__, frameprep._native.__file__)'

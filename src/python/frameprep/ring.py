@@ -32,7 +32,7 @@ import collections
 import threading
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, Sequence, cast
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from .client import AsyncClient, Client
 
 _U8 = np.dtype(np.uint8)
+_set = object.__setattr__
+_new_ring_result = object.__new__
 _PAGE = 4096
 # A slot is free, reserved by next_frame() (its frame not yet sent), or
 # taken: in flight, then held by its result until released.
@@ -153,8 +155,19 @@ class RingResult(_core.Result):
     view of its tensor) that is garbage-collected unreleased gives the slot
     back then, with a ``ResourceWarning``."""
 
-    __slots__ = ("_hold",)
+    __slots__ = ("_hold", "_tensor")
     _hold: _Hold
+    _tensor: np.ndarray[Any, Any] | None
+
+    @property
+    def tensor(self) -> np.ndarray[Any, Any]:  # type: ignore[override]
+        """The tensor: a numpy view of the slot (made when first read),
+        which keeps the slot held while it lives."""
+        t = self._tensor
+        if t is None:
+            t = np.asarray(self._hold)
+            object.__setattr__(self, "_tensor", t)
+        return t
 
     def release(self) -> None:
         """Gives the slot back to the ring; no-op when done already."""
@@ -180,8 +193,8 @@ class _Map:
     makes a new one; the old mapping stays alive while arrays view it."""
 
     __slots__ = ("region", "buf", "base", "region_id", "lost", "frames",
-                 "slot_srcs", "slot_form", "frame_ifaces", "tensor_ifaces",
-                 "doorbell")
+                 "slot_srcs", "slot_args", "slot_form", "frame_ifaces",
+                 "tensor_ifaces", "doorbell")
 
     def __init__(self, region: Any) -> None:
         self.region = region
@@ -192,6 +205,8 @@ class _Map:
         self.doorbell = False
         self.frames: list[np.ndarray[Any, Any]] = []
         self.slot_srcs: list[_core.Source] = []
+        # Per slot, the arguments of Region.request for its whole frame.
+        self.slot_args: list[tuple[Any, ...]] = []
         self.slot_form: tuple[Any, ...] = ()
         # Per slot, the array interfaces of its whole frame and its tensor.
         self.frame_ifaces: list[dict[str, Any]] = []
@@ -286,6 +301,8 @@ class _RingBase:
         try:
             m.slot_srcs = [_core.check_frame(f, self._format)
                            for f in m.frames]
+            m.slot_args = [self._args(m, k, src)
+                           for k, src in enumerate(m.slot_srcs)]
             f = m.frames[0]
             m.slot_form = (f.shape, f.strides)
         except errors.InvalidRequestError:
@@ -311,6 +328,7 @@ class _RingBase:
         m.region.unregister()
         m.frames = []
         m.slot_srcs = []
+        m.slot_args = []
 
     @staticmethod
     def _view(m: _Map, offset: int, nbytes: int, dtype: str,
@@ -420,11 +438,17 @@ class _RingBase:
                 src: _core.Source) -> RingResult:
         """The result of slot k (now held by it): its tensor views the
         slot through a holder."""
-        hold = _Hold(self, k, ticket, m, m.tensor_ifaces[k], "result")
-        out = cast(RingResult,
-                   _core.new_result(np.asarray(hold), res, src.width,
-                                    src.height, RingResult))
-        object.__setattr__(out, "_hold", hold)
+        out = _new_ring_result(RingResult)
+        _set(out, "_hold", _Hold(self, k, ticket, m, m.tensor_ifaces[k],
+                                 "result"))
+        _set(out, "_tensor", None)
+        _set(out, "request_id", res.request_id)
+        _set(out, "_res", res)
+        _set(out, "_src_width", src.width)
+        _set(out, "_src_height", src.height)
+        _set(out, "_reply", None)
+        _set(out, "_transform", None)
+        _set(out, "_timings", None)
         return out
 
     def _release(self, k: int, ticket: int) -> None:
@@ -563,12 +587,15 @@ class Ring(_RingBase):
         """The mapping to send in and the epoch, once no re-registration
         runs."""
         while True:
-            with self._lock:
-                m = self._map
-                if m is None or self._closed:
-                    raise errors.ClosedError("the ring was closed")
-                if not self._recovering:
-                    return m, self._epoch
+            # Read without the lock, the epoch first: a re-registration
+            # that begins after this changes it, and the reply is not
+            # taken then.
+            epoch = self._epoch
+            m = self._map
+            if m is None or self._closed:
+                raise errors.ClosedError("the ring was closed")
+            if not self._recovering:
+                return m, epoch
             with self._recover_lock:
                 pass
 
@@ -666,13 +693,19 @@ class Ring(_RingBase):
                 # memory, complete now that it is sent.
                 used = self._src_in(m, k, src or _core.check_frame(
                     frame, self._format), True)
+                args = self._args(m, k, used)
             elif src is None:
                 used = m.slot_srcs[k]
+                args = m.slot_args[k]
             else:
                 used = self._src_in(m, k, src, hold is None)
+                args = self._args(m, k, used)
             self._plan.check(used, limits)
             try:
-                res = s.call(m.region.request, *self._args(m, k, used))
+                if s.gate is None:
+                    res = m.region.request(*args)
+                else:
+                    res = s.call(m.region.request, *args)
             except (errors.RegionError, errors.TransportError) as exc:
                 # A transport error is the daemon's death when the
                 # connection was lost; else it is the caller's.
