@@ -18,11 +18,13 @@
  * NVJPEG_FLAGS_BITSTREAM_STRICT refuses what does not follow the standard,
  * so such a file goes to libjpeg-turbo, whose verdict (a named error, not
  * a partly grey frame) the daemon answers with; and
- * NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE, so a batch's frames are complete when
- * its stream work is. The batched API wants nvjpegDecodeBatchedInitialize
- * again whenever the batch size changes: one state per batch size (made
- * when first used, initialised again only when the output format changes
- * or a batch failed) spares that as the number of frames in flight moves.
+ * NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE, so the engine holds no frames of a
+ * batch back for the next one (FPREP_NVJPEG_PIPELINE=1 leaves it off: the
+ * library's default, which buffers images across batches, to compare).
+ * The batched API wants nvjpegDecodeBatchedInitialize again whenever the
+ * batch size changes: one state per batch size (made when first used,
+ * initialised again only when the output format changes or a batch
+ * failed) spares that as the number of frames in flight moves.
  */
 #include "gpu/nvjpeg_decode.h"
 
@@ -199,11 +201,14 @@ int fprep__nvjpeg_open(fprep__nvjpeg **np, char *msg, size_t msg_size)
 	unsigned flags = NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION |
 	                 NVJPEG_FLAGS_BITSTREAM_STRICT |
 	                 NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE;
+	const char *pipeline = getenv("FPREP_NVJPEG_PIPELINE");
 	unsigned engines = 0, cores = 0;
 	fprep__nvjpeg *nj;
 	nvjpegStatus_t s;
 
 	*np = NULL;
+	if (pipeline != NULL && strcmp(pipeline, "1") == 0)
+		flags &= ~(unsigned)NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE;
 	pthread_once(&nvj_once, nvj_load);
 	if (!nvj_loaded) {
 		snprintf(msg, msg_size, "nvJPEG not loaded: %s", nvj_why);
