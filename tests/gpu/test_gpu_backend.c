@@ -787,8 +787,14 @@ static void check_echo_and_bad(fprep__backend *b, lane_waiter *w,
  * decodes. */
 static void check_jpeg(fprep__backend *b, lane_waiter *w, const lane_image *im)
 {
-	static const fprep_limits lim = {8192, 8192, 1u << 28, 2048,
-	                                 2048, 1u << 28, 64,       1u << 30};
+	static const fprep_limits lim = {.max_width = 8192,
+	                                 .max_height = 8192,
+	                                 .max_frame_bytes = 1u << 28,
+	                                 .max_out_width = 2048,
+	                                 .max_out_height = 2048,
+	                                 .max_tensor_bytes = 1u << 28,
+	                                 .max_elements = 64,
+	                                 .max_batch_bytes = 1u << 30};
 	static const uint8_t orders[] = {FPREP_ORDER_RGB, FPREP_ORDER_BGR,
 	                                 FPREP_ORDER_GRAY};
 	tjhandle tc = tjInitCompress(), td = tjInitDecompress();
