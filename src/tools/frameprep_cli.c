@@ -42,6 +42,7 @@ struct cli_spec {
 	const char *out;
 	char urls[TOOL_URLS_SIZE]; /* the --socket URLs, comma-separated */
 	const char *trust_owner;   /* --trust-socket-owner, or NULL */
+	int health;                /* info --health */
 };
 
 static const char *cli_npy_descr(uint8_t dtype)
@@ -125,7 +126,13 @@ static void cli_usage(FILE *f, const char *cmd)
 		           "$FRAMEPREP_TRUST_SOCKET_OWNER likewise]\n");
 	if (strcmp(cmd, "info") == 0)
 		fprintf(f, "  --timeout MS      bounds the connect and the "
-		           "request (send + reply), milliseconds [30000]\n");
+		           "request (send + reply), milliseconds [30000]\n"
+		           "  --health          only the health lines (live, "
+		           "ready, draining, health); exit\n"
+		           "                    status 0 when ready, 1 when "
+		           "not (draining: the daemon answers\n"
+		           "                    ESHUTDOWN), 3 when it cannot "
+		           "be reached\n");
 	if (strcmp(cmd, "send") == 0)
 		fprintf(f,
 		        "  -o, --output FILE save the tensor as .npy "
@@ -167,6 +174,7 @@ enum {
 	OPT_FORMAT,
 	OPT_JPEG,
 	OPT_TRUST_OWNER,
+	OPT_HEALTH,
 };
 
 static const struct option cli_options[] = {
@@ -179,6 +187,7 @@ static const struct option cli_options[] = {
         {"shm", no_argument, NULL, OPT_SHM},
         {"format", required_argument, NULL, OPT_FORMAT},
         {"jpeg", no_argument, NULL, OPT_JPEG},
+        {"health", no_argument, NULL, OPT_HEALTH},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -199,7 +208,7 @@ static int cli_allowed(const char *cmd, int opt)
 		return 1;
 	if (strcmp(cmd, "info") == 0)
 		return opt == OPT_SOCKET || opt == OPT_TRUST_OWNER ||
-		       opt == OPT_TIMEOUT;
+		       opt == OPT_TIMEOUT || opt == OPT_HEALTH;
 	if (strcmp(cmd, "reply") == 0)
 		return opt == 'o';
 	if (strcmp(cmd, "request") == 0)
@@ -273,6 +282,9 @@ static int cli_parse(const char *cmd, int argc, char **argv,
 			            : -1;
 			if (spec->format == FPREP_PIX_RGB8)
 				spec->format = 0;
+			break;
+		case OPT_HEALTH:
+			spec->health = 1;
 			break;
 		case OPT_JPEG:
 			spec->format = FPREP_PIX_JPEG;
@@ -661,6 +673,54 @@ out_image:
 	return ret;
 }
 
+/* cli_health prints the health lines of an INFO reply and returns the
+ * exit status: 0 ready, EXIT_SERVER not ready. A draining daemon answers
+ * every request, INFO too, with ESHUTDOWN: that is its health. */
+static int cli_health(const fprep_result *res)
+{
+	static const char *const keys[] = {
+	        "live: ", "ready: ", "draining: ", "health: "};
+	const char *text = res->payload, *end = text + res->payload_size;
+	int ready = 0, found = 0;
+
+	if (res->header.status == FPREP_ESHUTDOWN) {
+		printf("live: true\nready: false\ndraining: true\n"
+		       "health: not ready: %s\n",
+		       res->header.message);
+		return EXIT_SERVER;
+	}
+	if (res->header.status != FPREP_OK) {
+		fprintf(stderr, "frameprep: server error %s: %s\n",
+		        fprep_err_name((int)res->header.status),
+		        res->header.message);
+		return EXIT_SERVER;
+	}
+	for (const char *line = text; line < end;) {
+		const char *nl = memchr(line, '\n', (size_t)(end - line));
+		size_t len =
+		        nl != NULL ? (size_t)(nl - line) : (size_t)(end - line);
+
+		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+			size_t klen = strlen(keys[k]);
+
+			if (len < klen || memcmp(line, keys[k], klen) != 0)
+				continue;
+			printf("%.*s\n", (int)len, line);
+			found++;
+			if (k == 1)
+				ready = len == klen + 4 &&
+				        memcmp(line + klen, "true", 4) == 0;
+		}
+		line += len + 1;
+	}
+	if (found == 0) {
+		fprintf(stderr, "frameprep: the daemon's INFO has no health "
+		                "lines (a frameprepd older than them)\n");
+		return EXIT_SERVER;
+	}
+	return ready ? 0 : EXIT_SERVER;
+}
+
 static int cli_info(const struct cli_spec *spec)
 {
 	fprep_client *c = NULL;
@@ -673,7 +733,9 @@ static int cli_info(const struct cli_spec *spec)
 		ret = cli_failed(c, err);
 		goto out;
 	}
-	if (res.header.status != FPREP_OK) {
+	if (spec->health) {
+		ret = cli_health(&res);
+	} else if (res.header.status != FPREP_OK) {
 		fprintf(stderr, "frameprep: server error %s: %s\n",
 		        fprep_err_name((int)res.header.status),
 		        res.header.message);

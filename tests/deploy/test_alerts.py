@@ -16,7 +16,11 @@ against what a CPU frameprepd really exports, with promtool.
   failed timing          the refused FRAME's reply carries t_total_us, and
                          the failed-request histogram counted it;
   INFO health            `frameprep info` prints live, ready, draining and
-                         health as /healthz and /readyz decide.
+                         health as /healthz and /readyz decide; `frameprep
+                         info --health` prints only them and exits 0 when
+                         ready, 1 when draining (a daemon that answers INFO
+                         with ESHUTDOWN: served here by nngcat) and 3 when
+                         no daemon answers.
 
 promtool comes from PATH or $FPREP_PROMTOOL (tests/run-all.sh extracts it
 from Debian's prometheus package without installing the server). Without
@@ -30,6 +34,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -142,8 +147,14 @@ def check_series(tmp, cli):
         info = subprocess.run([cli, "info", "--socket", d.url],
                               stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, timeout=30)
+        health = subprocess.run([cli, "info", "--health", "--socket",
+                                 d.url], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, timeout=30)
     finally:
         d.stop()
+    gone = subprocess.run([cli, "info", "--health", "--timeout", "2000",
+                           "--socket", d.url], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, timeout=30)
     have = samples(text)
     failed = ('frameprep_request_failed_duration_seconds_count{device="cpu",'
               'kind="frame"}')
@@ -180,6 +191,50 @@ def check_series(tmp, cli):
         check(f"\n{line}\n" in out, f"no '{line}' in frameprep info:\n{out}")
     print("ok frameprep info: live: true, ready: true, draining: false, "
           "health: ready")
+    want = "live: true\nready: true\ndraining: false\nhealth: ready\n"
+    check(health.returncode == 0 and health.stdout.decode() == want,
+          f"frameprep info --health exited {health.returncode}:\n"
+          f"{health.stdout.decode()}")
+    check(gone.returncode == 3, f"frameprep info --health without a "
+                                f"daemon exited {gone.returncode}")
+    print("ok frameprep info --health: the four lines and 0; without a "
+          "daemon 3")
+    check_draining(tmp, cli)
+
+
+def check_draining(tmp, cli):
+    """frameprep info --health against a server that answers INFO with
+    ESHUTDOWN, as a draining frameprepd does (nngcat serving that reply to
+    the client's first request, id 1)."""
+    msg = b"server shutting down: SIGTERM"
+    head = struct.pack("<IHHQI", fpwire.REPLY_MAGIC, fpwire.VERSION,
+                       fpwire.KIND["INFO"], 1, fpwire.ERRNO["ESHUTDOWN"])
+    head += bytes(104 - len(head)) + msg
+    path = os.path.join(tmp, "eshutdown.bin")
+    with open(path, "wb") as f:
+        f.write(head + bytes(fpwire.REP_HDR - len(head)))
+    url = f"ipc://{tmp}/draining.sock"
+    srv = subprocess.Popen(["nngcat", "--rep0", "--listen", url, "--file",
+                            path, "--raw"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if os.path.exists(url[len("ipc://"):]):
+                break
+            dt.time.sleep(0.05)
+        r = subprocess.run([cli, "info", "--health", "--timeout", "5000",
+                            "--socket", url], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=30)
+    finally:
+        srv.kill()
+        srv.wait()
+    want = ("live: true\nready: false\ndraining: true\nhealth: not ready: "
+            "server shutting down: SIGTERM\n")
+    check(r.returncode == 1 and r.stdout.decode() == want,
+          f"frameprep info --health against ESHUTDOWN exited "
+          f"{r.returncode}:\n{r.stdout.decode()}")
+    print("ok frameprep info --health against a draining daemon: "
+          "draining: true, exit 1")
 
 
 def main():
