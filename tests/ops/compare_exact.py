@@ -17,9 +17,9 @@ comparison can fail, the float mode (the default) must differ from the
 reference somewhere.
 
 With --daemon and --cli, a frameprepd on the CPU backend is started and
-the CLI's `send --rounding opencv` (inline and --shm) is compared the same
-way, so the option's path through the wire and the backend's row bands is
-covered too.
+the CLI's `send --rounding opencv` (inline and --shm, and a JPEG file the
+daemon decodes) is compared the same way, so the option's path through the
+wire and the backend's row bands is covered too.
 
 Run with /usr/bin/python3 (Debian's python3-opencv and python3-numpy).
 """
@@ -337,6 +337,26 @@ def run_daemon(r, args, images):
                     if n:
                         r.failures.append("%s: %d differ, max %g" % (
                             what, n, m))
+        # A JPEG file decoded by the daemon (as cv2.imdecode decodes it),
+        # then resized exactly.
+        path = os.path.join(images, "rocket.jpg")
+        out = os.path.join(r.tmp, "cli.npy")
+        want = tensor_of(opencv_image(cv2.imread(path, cv2.IMREAD_COLOR),
+                                      640, 640, False, 114), "rgb", "f32",
+                         "nchw", 1 / 255, (0, 0, 0), (1, 1, 1))
+        p = subprocess.run([args.cli, "send", path, "--socket", url,
+                            "--jpeg", "--rounding", "opencv", "-o", out],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True)
+        if p.returncode != 0:
+            r.failures.append("daemon rocket.jpg --jpeg: %s" % p.stderr)
+        else:
+            r.exact += 1
+            n, m = differ(np.load(out), want)
+            r.rows.append(("daemon rocket.jpg --jpeg 640x640", n, m))
+            if n:
+                r.failures.append("daemon rocket.jpg --jpeg: %d differ, "
+                                  "max %g" % (n, m))
         p = subprocess.run([args.cli, "send", os.path.join(
             images, "astronaut.png"), "--socket", url, "--rounding",
             "nearest"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
