@@ -56,6 +56,22 @@ struct fprep_roi_elem {
 	double m[6];   /* AFFINE: source <- tensor */
 };
 
+/* fprep_roi_args: the ROI kernels' only parameter, passed by value. src
+ * is the input (element k's frame at src + elems[k].src_offset), dst the
+ * tensor (element k at k * elem_values values), elems the N planned
+ * elements on the device. Enum values as in include/frameprep/protocol.h
+ * (checked by the host). */
+struct fprep_roi_args {
+	const unsigned char *src;
+	void *dst;
+	const struct fprep_roi_elem *elems;
+	unsigned long long elem_values; /* values of one element's tensor */
+	unsigned int src_w, src_h, src_stride, src_format;
+	unsigned int out_w, out_h, channel_order, layout;
+	float pad_value, scale;
+	float mean[3], std[3];
+};
+
 /* roi_coef rounds a weight to OpenCV's 11-bit fixed point, as a float. */
 ROI_FN float roi_coef(float w)
 {

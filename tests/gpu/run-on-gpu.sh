@@ -10,7 +10,8 @@
 #          the photographs and this script into BUNDLE_DIR.
 #   there: bash BUNDLE_DIR/run-on-gpu.sh [lane|service|all]
 #          lane: test_kernel_cache, test_jpeg_gpu (JPEG frames: nvJPEG's
-#          engine, then FPREP_NVJPEG=off), test_gpu_backend (its equality cases
+#          engine, then FPREP_NVJPEG=off), test_roi_gpu (ROIS and BATCH
+#          jobs against the CPU reference), test_gpu_backend (its equality cases
 #          also in the transfer modes FPREP_TRANSFER names, default
 #          mapped,auto; plain and, with
 #          FPREP_MEMCHECK=1, under compute-sanitizer memcheck) and bench_lane;
@@ -45,7 +46,7 @@ if [ "${1:-}" = "--stage" ]; then
 	set -e
 	mkdir -p "$out/bin" "$out/images"
 	bins=()
-	for b in test_kernel_cache test_gpu_backend test_jpeg_gpu bench_lane bench_hosts; do
+	for b in test_kernel_cache test_gpu_backend test_jpeg_gpu test_roi_gpu bench_lane bench_hosts; do
 		cp "$build/tests/gpu/$b" "$out/bin/"
 		bins+=("$out/bin/$b")
 	done
@@ -282,7 +283,9 @@ if [ "$mode" != service ]; then
 	# lane's libjpeg-turbo decoders; |GPU - CPU| per sampling and a rate.
 	TAILN=16 run jpeg_gpu "$here/bin/test_jpeg_gpu" "$here/images"
 	TAILN=16 run jpeg_gpu_cpu env FPREP_NVJPEG=off "$here/bin/test_jpeg_gpu" "$here/images"
-	tests+=(kernel_cache gpu_backend jpeg_gpu jpeg_gpu_cpu)
+	# ROIS (68 elements of a 1080p frame) and BATCH (16 x 640x480) jobs.
+	TAILN=12 run roi_gpu "$here/bin/test_roi_gpu" "$here/images"
+	tests+=(kernel_cache gpu_backend jpeg_gpu jpeg_gpu_cpu roi_gpu)
 	cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 	if [ "${FPREP_MEMCHECK:-0}" = 1 ] && [ -x "$cs" ]; then
 		TAILN=4 run memcheck timeout 150 "$cs" --tool memcheck --leak-check full \

@@ -74,6 +74,7 @@
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h> /* roi_sample.h's rintf, floorf, rint */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -92,12 +93,14 @@
 #include "jpeg.h"
 #include "log.h"
 #include "memreg.h"
+#include "ops.h"
 #include "row_plan.h"
 #include "yuv.h"
 
 /* The kernels' argument block and enum values: one definition, shared
- * with kernels/letterbox.cu. */
+ * with kernels/letterbox.cu (and roi_sample.h with kernels/roi.cu). */
 #include "letterbox_abi.h"
+#include "roi_sample.h"
 
 typedef struct fprep_letterbox_args cuda_lb_args;
 
@@ -125,6 +128,7 @@ _Static_assert(LB_DTYPE_F32 == FPREP_DTYPE_F32 &&
                "dtypes");
 
 #define CUDA_KERNEL_SOURCE "letterbox.cu"
+#define CUDA_ROI_SOURCE    "roi.cu"
 #define CUDA_BLOCK_X       32
 #define CUDA_BLOCK_Y       8
 /* Bands of a frame whose copies and kernel overlap (cuda_band_plan). */
@@ -266,6 +270,8 @@ typedef struct cuda_backend {
 
 	cudaLibrary_t lib;
 	cudaKernel_t kernel[CUDA_ROUNDINGS][CUDA_FAMILIES][3]; /* by name */
+	cudaLibrary_t roi_lib;
+	cudaKernel_t roi_kernel[3]; /* ROIS and BATCH, by dtype - 1 */
 	cudaStream_t s_h2d, s_comp, s_d2h;
 	cudaEvent_t ev_base; /* origin of fprep__cuda_stamps */
 	cuda_slot *slots;
@@ -810,6 +816,154 @@ static int cuda_enqueue_banded(cuda_backend *cb, cuda_slot *s,
  * no other job in flight), an interleaved frame goes in bands whose copies
  * and kernels overlap (cuda_enqueue_banded). Runs on the lane thread.
  * Returns 0, or an error with job's reply set. */
+/* cuda_roi_rows finds the source rows [*y0, *y1) that the elements of a
+ * ROIS job read (fprep__roi_plan's boxes clipped to the frame; every row
+ * when one is affine); the planned elements are in e. *y0 == *y1: none. */
+static void cuda_roi_rows(const fprep_request *rq,
+                          const struct fprep_roi_elem *e, uint32_t n,
+                          uint32_t *y0, uint32_t *y1)
+{
+	int64_t lo = rq->src_height, hi = 0;
+
+	for (uint32_t k = 0; k < n; k++) {
+		int64_t a = e[k].y0, b = (int64_t)e[k].y0 + e[k].last_y + 1;
+
+		if (e[k].type == ROI_TYPE_AFFINE) {
+			lo = 0, hi = rq->src_height;
+			break;
+		}
+		a = a < 0 ? 0 : a;
+		b = b > (int64_t)rq->src_height ? rq->src_height : b;
+		if (a < b) {
+			lo = a < lo ? a : lo;
+			hi = b > hi ? b : hi;
+		}
+	}
+	*y0 = lo < hi ? (uint32_t)lo : 0;
+	*y1 = lo < hi ? (uint32_t)hi : 0;
+}
+
+/* cuda_enqueue_elements enqueues a ROIS or BATCH job on slot s, staged:
+ * the elements planned on the host (fprep__roi_plan) into the tail of the
+ * slot's pinned input, the source bytes they read (a ROIS: the rows its
+ * boxes cover; a BATCH: its frames' span) and that table copied to the
+ * device in one H2D step, one launch of the ROI kernel over (x, y,
+ * element), one D2H (none for a CUDA region's input or output, which the
+ * kernel reads or writes in place). */
+static int cuda_enqueue_elements(cuda_backend *cb, cuda_slot *s,
+                                 fprep__job *job)
+{
+	const fprep_request *rq = &job->req;
+	fprep__gpu_status st = {0};
+	uint32_t n = rq->elements, bpp = fprep_pixel_bytes(rq->src_format);
+	uint64_t out_bytes = job->output_size, span = rq->input_span;
+	uint64_t at = 0, len = span; /* the source bytes copied */
+	int in_dev = job->input_device, out_dev = job->output_device;
+	/* The element table follows the frame, 256-byte aligned. */
+	uint64_t tab = in_dev ? 0 : (span + 255) & ~(uint64_t)255;
+	size_t tab_bytes = (size_t)n * sizeof(struct fprep_roi_elem);
+	struct fprep_roi_elem *e;
+	struct fprep_roi_args a;
+	fprep_element el;
+	const uint8_t *src;
+	uint8_t *dst;
+
+	if (rq->dtype < FPREP_DTYPE_F32 || rq->dtype > FPREP_DTYPE_U8 ||
+	    n == 0) {
+		cuda_fail(job, FPREP_EINVAL, 0, "invalid tensor request");
+		return FPREP_EINVAL;
+	}
+	if (cuda_slot_reserve(s, tab + tab_bytes, out_dev ? 0 : out_bytes,
+	                      cb->transfer != FPREP__CUDA_STAGED, &st)) {
+		cuda_fail(job,
+		          st.code == cudaErrorMemoryAllocation ? FPREP_ENOMEM
+		                                               : FPREP_ECUDA,
+		          cuda_sticky(st.code), st.text);
+		return job->status;
+	}
+	e = (struct fprep_roi_elem *)(void *)(s->h_in + tab);
+	for (uint32_t k = 0; k < n; k++) {
+		fprep_element_get(job->table, k, &el);
+		fprep__roi_plan(rq, &el, &e[k]);
+	}
+	if (rq->kind == FPREP_KIND_ROIS) {
+		uint32_t y0, y1;
+
+		cuda_roi_rows(rq, e, n, &y0, &y1);
+		at = (uint64_t)y0 * rq->src_stride;
+		len = y1 > y0 ? (uint64_t)(y1 - y0 - 1) * rq->src_stride +
+		                        (uint64_t)rq->src_width * bpp
+		              : 0;
+	}
+	src = job->input;
+	if (!in_dev && !job->input_pinned && len > 0) {
+		fprep__copy(cb->copier, s->h_in + at, job->input + at, len);
+		src = s->h_in;
+	}
+	s->out_direct = out_dev || job->output_pinned;
+	dst = s->out_direct ? job->output : s->h_out;
+
+	memset(&a, 0, sizeof a);
+	a.src = in_dev ? job->input : s->d_in;
+	a.dst = out_dev ? (void *)job->output : (void *)s->d_out;
+	a.elems = (const struct fprep_roi_elem *)(const void *)(s->d_in + tab);
+	a.elem_values =
+	        fprep__element_bytes(rq) / (rq->dtype == FPREP_DTYPE_F32   ? 4
+	                                    : rq->dtype == FPREP_DTYPE_F16 ? 2
+	                                                                   : 1);
+	a.src_w = rq->src_width;
+	a.src_h = rq->src_height;
+	a.src_stride = rq->src_stride;
+	a.src_format = rq->src_format;
+	a.out_w = rq->out_width;
+	a.out_h = rq->out_height;
+	a.channel_order = rq->channel_order;
+	a.layout = rq->layout;
+	a.pad_value = rq->pad_value;
+	a.scale = rq->scale;
+	memcpy(a.mean, rq->mean, sizeof a.mean);
+	memcpy(a.std, rq->std, sizeof a.std);
+	void *args[] = {&a};
+	dim3 block = {CUDA_BLOCK_X, CUDA_BLOCK_Y, 1};
+	dim3 grid = {(rq->out_width + CUDA_BLOCK_X - 1) / CUDA_BLOCK_X,
+	             (rq->out_height + CUDA_BLOCK_Y - 1) / CUDA_BLOCK_Y, n};
+	const void *kern = (const void *)cb->roi_kernel[rq->dtype - 1];
+
+	if (FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D0], cb->s_h2d)) ||
+	    (!in_dev && len > 0 &&
+	     FPREP__CUDA(&st,
+	                 cudaMemcpyAsync(s->d_in + at, src + at, len,
+	                                 cudaMemcpyHostToDevice, cb->s_h2d))) ||
+	    FPREP__CUDA(&st,
+	                cudaMemcpyAsync(s->d_in + tab, s->h_in + tab, tab_bytes,
+	                                cudaMemcpyHostToDevice, cb->s_h2d)) ||
+	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D1], cb->s_h2d)) ||
+	    FPREP__CUDA(&st, cudaEventRecord(s->ev_h2d, cb->s_h2d)) ||
+	    FPREP__CUDA(&st, cudaStreamWaitEvent(cb->s_comp, s->ev_h2d, 0)) ||
+	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_K0], cb->s_comp)) ||
+	    FPREP__CUDA(&st, cudaLaunchKernel(kern, grid, block, args, 0,
+	                                      cb->s_comp)) ||
+	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_K1], cb->s_comp)) ||
+	    FPREP__CUDA(&st, cudaEventRecord(s->ev_kern, cb->s_comp)) ||
+	    FPREP__CUDA(&st, cudaStreamWaitEvent(cb->s_d2h, s->ev_kern, 0)) ||
+	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_D2H0], cb->s_d2h)) ||
+	    (!out_dev &&
+	     FPREP__CUDA(&st,
+	                 cudaMemcpyAsync(dst, s->d_out, out_bytes,
+	                                 cudaMemcpyDeviceToHost, cb->s_d2h))) ||
+	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_D2H1], cb->s_d2h)) ||
+	    FPREP__CUDA(&st, cudaEventRecord(s->ev_done, cb->s_d2h))) {
+		int fatal = cuda_sticky(st.code);
+
+		(void)cudaStreamSynchronize(cb->s_h2d);
+		(void)cudaStreamSynchronize(cb->s_comp);
+		(void)cudaStreamSynchronize(cb->s_d2h);
+		cuda_fail(job, FPREP_ECUDA, fatal, st.text);
+		return FPREP_ECUDA;
+	}
+	return 0;
+}
+
 static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
                         int mapped, int banded)
 {
@@ -822,6 +976,8 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 	fprep__yuv_coefs k;
 	int yuv = fprep__yuv_is_yuv(rq->src_format);
 
+	if (job->table != NULL) /* ROIS, BATCH: staged, one launch */
+		return cuda_enqueue_elements(cb, s, job);
 	if (yuv && fprep__yuv_coefs_get(rq->yuv_matrix, rq->yuv_range, &k)) {
 		cuda_fail(job, FPREP_EINVAL, 0, "invalid YUV request");
 		return FPREP_EINVAL;
@@ -2123,7 +2279,9 @@ static int cuda_submit(fprep__backend *b, fprep__job *job)
 	cuda_backend *cb = (cuda_backend *)b;
 
 	if (job->req.kind != FPREP_KIND_FRAME &&
-	    job->req.kind != FPREP_KIND_ECHO)
+	    job->req.kind != FPREP_KIND_ECHO &&
+	    job->req.kind != FPREP_KIND_ROIS &&
+	    job->req.kind != FPREP_KIND_BATCH)
 		return FPREP_EINVAL;
 	pthread_mutex_lock(&cb->mu);
 	if (cb->stopping) {
@@ -2274,6 +2432,8 @@ static void cuda_free(cuda_backend *cb)
 		(void)FPREP__CUDA(NULL, cudaEventDestroy(cb->ev_anchor));
 	if (cb->lib != NULL)
 		(void)FPREP__CUDA(NULL, cudaLibraryUnload(cb->lib));
+	if (cb->roi_lib != NULL)
+		(void)FPREP__CUDA(NULL, cudaLibraryUnload(cb->roi_lib));
 	fprep__kcache_close(cb->cache);
 	fprep__copy_pool_close(cb->copier);
 	fprep__jpeg_fini(&cb->jpeg);
@@ -2384,9 +2544,12 @@ static fprep__kernel_source *cuda_read_headers(const char *dir)
 	return t;
 }
 
-/* cuda_load_kernels builds (or fetches from the cache) the letterbox CUBIN
- * and loads it; a cached CUBIN the driver refuses is recompiled once. */
-static int cuda_load_kernels(cuda_backend *cb, const fprep__cuda_config *cfg)
+/* cuda_load_library builds (or fetches from the cache) the CUBIN of the
+ * kernel source name (embedded, or read from cfg->kernel_dir) and loads it
+ * into *libp; a cached CUBIN the driver refuses is recompiled once. *hit
+ * tells whether it came from the cache. */
+static int cuda_load_library(cuda_backend *cb, const fprep__cuda_config *cfg,
+                             const char *name, cudaLibrary_t *libp, int *hit)
 {
 	const fprep__kernel_source *headers = fprep__kernel_headers;
 	fprep__kernel_source *owned_headers = NULL;
@@ -2399,40 +2562,63 @@ static int cuda_load_kernels(cuda_backend *cb, const fprep__cuda_config *cfg)
 	int err = FPREP_EIO;
 
 	if (cfg->kernel_dir != NULL) {
-		text = owned =
-		        cuda_read_source(cfg->kernel_dir, CUDA_KERNEL_SOURCE);
+		text = owned = cuda_read_source(cfg->kernel_dir, name);
 		headers = owned_headers = cuda_read_headers(cfg->kernel_dir);
 	} else {
 		for (const fprep__kernel_source *k = fprep__kernel_sources;
 		     k->name != NULL; k++)
-			if (strcmp(k->name, CUDA_KERNEL_SOURCE) == 0)
+			if (strcmp(k->name, name) == 0)
 				text = k->text;
 	}
 	if (text == NULL || headers == NULL)
 		goto out;
 	for (int force = 0; force < 2; force++) {
-		err = fprep__kernel_build(
-		        cb->cache, CUDA_KERNEL_SOURCE, text, headers, cb->arch,
-		        force, &cubin, &size, &cb->cache_hit, msg, sizeof msg);
+		err = fprep__kernel_build(cb->cache, name, text, headers,
+		                          cb->arch, force, &cubin, &size, hit,
+		                          msg, sizeof msg);
 		if (err != 0) {
 			fprep__log(FPREP_LOG_ERR, "%s", msg);
 			goto out;
 		}
 		err = FPREP_ECUDA;
 		if (!FPREP__CUDA(&st,
-		                 cudaLibraryLoadData(&cb->lib, cubin, NULL,
-		                                     NULL, 0, NULL, NULL, 0)))
+		                 cudaLibraryLoadData(libp, cubin, NULL, NULL, 0,
+		                                     NULL, NULL, 0)))
 			break;
 		free(cubin);
 		cubin = NULL;
-		cb->lib = NULL;
-		if (!cb->cache_hit)
+		*libp = NULL;
+		if (!*hit)
 			goto out;
-		fprep__log(FPREP_LOG_WARNING,
-		           "cached kernel refused by the driver: recompiling");
+		fprep__log(
+		        FPREP_LOG_WARNING,
+		        "cached kernel %s refused by the driver: recompiling",
+		        name);
 	}
-	if (cb->lib == NULL)
-		goto out;
+	err = *libp != NULL ? 0 : err;
+out:
+	free(cubin);
+	free(owned);
+	cuda_free_headers(owned_headers);
+	return err;
+}
+
+/* cuda_load_kernels loads the letterbox kernels (letterbox.cu) and the
+ * ROIS and BATCH kernels (roi.cu). */
+static int cuda_load_kernels(cuda_backend *cb, const fprep__cuda_config *cfg)
+{
+	static const char *const roi_names[3] = {
+	        "fprep_roi_f32", "fprep_roi_f16", "fprep_roi_u8"};
+	fprep__gpu_status st = {0};
+	int err, roi_hit = 0;
+
+	err = cuda_load_library(cb, cfg, CUDA_KERNEL_SOURCE, &cb->lib,
+	                        &cb->cache_hit);
+	if (err == 0)
+		err = cuda_load_library(cb, cfg, CUDA_ROI_SOURCE, &cb->roi_lib,
+		                        &roi_hit);
+	if (err != 0)
+		return err;
 	for (int r = 0; r < CUDA_ROUNDINGS; r++)
 		for (int f = 0; f < CUDA_FAMILIES; f++) {
 			cudaKernel_t *ks = cb->kernel[r][f];
@@ -2442,14 +2628,14 @@ static int cuda_load_kernels(cuda_backend *cb, const fprep__cuda_config *cfg)
 				if (FPREP__CUDA(&st, cudaLibraryGetKernel(
 				                             &ks[i], cb->lib,
 				                             names[i])))
-					goto out;
+					return FPREP_ECUDA;
 		}
-	err = 0;
-out:
-	free(cubin);
-	free(owned);
-	cuda_free_headers(owned_headers);
-	return err;
+	for (int i = 0; i < 3; i++)
+		if (FPREP__CUDA(&st, cudaLibraryGetKernel(&cb->roi_kernel[i],
+		                                          cb->roi_lib,
+		                                          roi_names[i])))
+			return FPREP_ECUDA;
+	return 0;
 }
 
 int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
