@@ -316,7 +316,8 @@
  * Inline, the table and the payload together are at most max_frame_bytes
  * (the daemon's message limit is that plus the header).
  *
- * Both: packed sources only (BGR8, RGB8, BGRA8, RGBA8, GRAY8); N times
+ * Both: packed sources only (BGR8, RGB8, BGRA8, RGBA8, GRAY8); rounding
+ * FLOAT only (exact mode is refused); N times
  * the element's tensor bytes at most max_batch_bytes (INFO), each element
  * within max_tensor_bytes; BATCH's span at most max_batch_bytes; no
  * SHM_REPLY (the per-element transforms ride in the nng reply); not

@@ -901,6 +901,10 @@ static int proto_check_batch(const fprep_request *r, const fprep_limits *lim,
 
 	if ((err = proto_check_packed(r, msg, n)))
 		return err;
+	if (r->rounding != FPREP_ROUNDING_FLOAT)
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "rounding %u in a %s request: only float (0)",
+		                  r->rounding, kind);
 	if (r->shm_reply)
 		return proto_fail(msg, n, FPREP_EINVAL,
 		                  "output_loc flag SHM_REPLY in a %s request: "

@@ -210,6 +210,10 @@ static void refusals(void **state)
 	req.out_capacity = 1 << 20;
 	expect_refusal(&req, el, 1, FPREP_EINVAL, "SHM_REPLY in a ROIS");
 	test_rois_req(&req);
+	req.rounding = FPREP_ROUNDING_OPENCV;
+	expect_refusal(&req, el, 1, FPREP_EINVAL,
+	               "rounding 1 in a ROIS request: only float");
+	test_rois_req(&req);
 	req.src_format = FPREP_PIX_NV12;
 	req.uv_stride = 64;
 	req.u_offset = 64 * 48;
