@@ -525,6 +525,20 @@ int main(int argc, char **argv)
 		      "%s: mean |GPU - CPU| %.4f LSB", sampling_names[k], mean);
 	}
 
+	/* Who decoded them: the engine every one where it is (the files
+	 * are baseline), libjpeg-turbo every one otherwise. */
+	unsigned long by_engine = 0, by_cpu = 0;
+	b->info(b, info, sizeof info);
+	const char *fr = strstr(info, "jpeg_frames: ");
+	CHECK(fr != NULL && sscanf(fr, "jpeg_frames: %lu by the engine, %lu",
+	                           &by_engine, &by_cpu) == 2,
+	      "INFO has no jpeg_frames line");
+	printf("%.*s", fr ? (int)strcspn(fr, "\n") + 1 : 0, fr ? fr : "");
+	CHECK(engine ? by_engine == (unsigned long)ncases * 3 && by_cpu == 0
+	             : by_engine == 0 && by_cpu == (unsigned long)ncases * 3,
+	      "%lu frames by the engine, %lu by libjpeg-turbo, of %d",
+	      by_engine, by_cpu, ncases * 3);
+
 	/* Progressive: libjpeg-turbo decodes it in any mode. */
 	jpeg_case prog = cases[0];
 	prog.jpg = encode(&big, TJSAMP_420, TJFLAG_PROGRESSIVE, &prog.size);

@@ -319,6 +319,8 @@ typedef struct cuda_backend {
 	fprep__queue decoded;     /* slots decoded, for the lane to enqueue */
 	unsigned decoding;        /* slots given to the decoders, not back */
 	int decoders_stop;
+	atomic_ulong jpeg_engine; /* JPEG frames the engine decoded */
+	atomic_ulong jpeg_cpu;    /* JPEG frames libjpeg-turbo decoded */
 } cuda_backend;
 
 static atomic_ulong cuda_allocs;
@@ -1844,6 +1846,8 @@ static void cuda_jpeg_start(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 	}
 	for (unsigned i = 0; i < n; i++) {
 		fprep__jpeg_adopt(ss[i]->job, &raw[i], ss[i]->d_in, t0[i]);
+		atomic_fetch_add_explicit(&cb->jpeg_engine, 1,
+		                          memory_order_relaxed);
 		ss[i]->d_frame = ss[i]->d_in;
 		pthread_mutex_lock(&cb->mu);
 		unsigned busy = cuda_busy(cb) - 1;
@@ -1880,6 +1884,7 @@ static int cuda_cpu_decode(cuda_backend *cb, fprep__jpeg *j, cuda_slot *s,
 		return job->status;
 	job->input_pinned = 0; /* in the slot: staged from there */
 	s->staged = 1;
+	atomic_fetch_add_explicit(&cb->jpeg_cpu, 1, memory_order_relaxed);
 	return 0;
 }
 
@@ -2371,12 +2376,15 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	         "kernel_cache: %s (%s, %u hits, %u misses)\n"
 	         "device_uuid: %s\n"
 	         "device_memory_used_bytes: %zu\n"
-	         "jpeg_decoder: %s\n",
+	         "jpeg_decoder: %s\n"
+	         "jpeg_frames: %lu by the engine, %lu by libjpeg-turbo\n",
 	         cb->device_name, cb->cc / 10, cb->cc % 10, cb->arch,
 	         cb->memory >> 20, cb->copy_engines, cb->nslots,
 	         cb->integrated ? "true" : "false", cb->copy_threads,
 	         dir[0] ? dir : "off", cb->cache_hit ? "hit" : "miss", hits,
-	         misses, uuid, mem_total - mem_free, cb->jpeg_desc);
+	         misses, uuid, mem_total - mem_free, cb->jpeg_desc,
+	         atomic_load_explicit(&cb->jpeg_engine, memory_order_relaxed),
+	         atomic_load_explicit(&cb->jpeg_cpu, memory_order_relaxed));
 }
 
 /* cuda_stats reports the kernel cache and the device's memory; on the

@@ -149,6 +149,7 @@ struct fprep__nvjpeg {
 	nvjpegJpegStream_t js;
 	nvjpegJpegState_t state[FPREP__NVJPEG_BATCH_MAX + 1];
 	int fmt[FPREP__NVJPEG_BATCH_MAX + 1];
+	int warned; /* a header the library could not check was logged */
 	char desc[96];
 };
 
@@ -262,13 +263,24 @@ const char *fprep__nvjpeg_describe(const fprep__nvjpeg *nj)
 
 int fprep__nvjpeg_supported(fprep__nvjpeg *nj, const uint8_t *p, size_t n)
 {
+	const char *call = "nvjpegJpegStreamParseHeader";
+	nvjpegStatus_t s;
 	int no = 1;
 
-	if (nvj.nvjpegJpegStreamParseHeader(nj->h, p, n, nj->js) !=
-	            NVJPEG_STATUS_SUCCESS ||
-	    nvj.nvjpegDecodeBatchedSupported(nj->h, nj->js, &no) !=
-	            NVJPEG_STATUS_SUCCESS)
+	s = nvj.nvjpegJpegStreamParseHeader(nj->h, p, n, nj->js);
+	if (s == NVJPEG_STATUS_SUCCESS) {
+		call = "nvjpegDecodeBatchedSupported";
+		s = nvj.nvjpegDecodeBatchedSupported(nj->h, nj->js, &no);
+	}
+	if (s != NVJPEG_STATUS_SUCCESS) {
+		/* Said once: every such frame goes to libjpeg-turbo. */
+		if (!nj->warned)
+			fprep__log(FPREP_LOG_WARNING,
+			           "%s: %s: decoded by libjpeg-turbo", call,
+			           nvj_status(s));
+		nj->warned = 1;
 		return 0;
+	}
 	return no == 0; /* 0: supported */
 }
 
