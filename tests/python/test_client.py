@@ -181,6 +181,38 @@ def test_transform_to_source(client):
     assert r.timings.total_us >= r.timings.compute_us > 0
 
 
+def _mapping_of(addr):
+    """The /proc/self/maps line of the mapping holding addr, or ""."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            lo, hi = (int(v, 16) for v in line.split()[0].split("-"))
+            if lo <= addr < hi:
+                return line
+    return ""
+
+
+def test_simple_call_is_staged_and_not_copied(client, daemon):
+    """On ipc:// Client.preprocess goes through the C library's stage: the
+    tensor is a numpy view of the stage's shared memory (not a copy, not
+    the socket's message), held while the array lives, and equal to the
+    tensor sent inline (tcp:// or staging off gives the same bytes)."""
+    rng = np.random.default_rng(5)
+    f = rng.integers(0, 256, (120, 160, 3), np.uint8)
+    r = client.preprocess(f, size=(64, 64))
+    t = r.tensor
+    assert not t.flags.owndata
+    assert "/dev/shm/frameprep-" in _mapping_of(t.__array_interface__[
+        "data"][0]), "the tensor views a shared-memory stage"
+    with frameprep.Client(daemon.url, timeout=60) as plain:
+        plain._s.native.set_staging(False)
+        inline = plain.preprocess(f, size=(64, 64)).tensor
+        assert "/dev/shm/" not in _mapping_of(inline.__array_interface__[
+            "data"][0])
+    assert inline.tobytes() == t.tobytes()
+    del r
+    assert t.tobytes() == inline.tobytes(), "the array holds its stage"
+
+
 def test_crop_is_sent_with_its_stride(client):
     big = photo("astronaut.png")
     crop = big[37:401, 51:333]

@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 
-from . import _core
 from .client import Client
 
 
