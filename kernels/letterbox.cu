@@ -31,32 +31,9 @@
  * positions (lb_axis) in letterbox_axis.h, which NVRTC finds as named
  * headers (no include path).
  */
+#include "half_device.h"
 #include "letterbox_abi.h"
 #include "letterbox_axis.h"
-
-/* lb_f32_to_f16 returns the IEEE binary16 bits of f rounded to nearest
- * even (NaN stays NaN, overflow gives infinity), like __float2half_rn. */
-__device__ __forceinline__ unsigned short lb_f32_to_f16(float f)
-{
-	unsigned int u = __float_as_uint(f);
-	unsigned int sign = (u >> 16) & 0x8000u;
-	unsigned int a = u & 0x7fffffffu;
-	unsigned int h;
-
-	if (a >= 0x47800000u) { /* >= 65536, Inf or NaN */
-		h = a > 0x7f800000u ? 0x7e00u : 0x7c00u;
-	} else if (a < 0x38800000u) { /* below 2^-14: subnormal or zero */
-		/* Adding 0.5 aligns the 10 result bits at the bottom of the
-		 * mantissa; the float add rounds to nearest even. */
-		float s = __uint_as_float(a) + 0.5f;
-		h = __float_as_uint(s) - 0x3f000000u;
-	} else {
-		unsigned int odd = (a >> 13) & 1u;
-		a += 0xc8000fffu + odd; /* rebias exponent, round half even */
-		h = a >> 13;
-	}
-	return (unsigned short)(sign | h);
-}
 
 /* lb_yuv_sat rounds a converted value half up and saturates it to
  * 0..255, as a float. */
@@ -226,7 +203,8 @@ __device__ __forceinline__ void lb_body(const fprep_letterbox_args &a,
 			                        a.std[c]
 			              : (v[c] * a.scale - a.mean[c]) / a.std[c];
 			if (dtype == LB_DTYPE_F16)
-				((unsigned short *)a.dst)[i] = lb_f32_to_f16(n);
+				((unsigned short *)a.dst)[i] =
+				        fprep_dev_f32_to_f16(n);
 			else
 				((float *)a.dst)[i] = n;
 		}

@@ -11,29 +11,8 @@
  * step rounded, so it equals the CPU's), or v rounded half up for uint8,
  * in NCHW or NHWC. Packed sources only (BGR8, RGB8, BGRA8, RGBA8, GRAY8).
  */
+#include "half_device.h"
 #include "roi_sample.h"
-
-/* roi_f32_to_f16 returns the IEEE binary16 bits of f rounded to nearest
- * even, as letterbox.cu's lb_f32_to_f16 (no toolkit header here). */
-__device__ __forceinline__ unsigned short roi_f32_to_f16(float f)
-{
-	unsigned int u = __float_as_uint(f);
-	unsigned int sign = (u >> 16) & 0x8000u;
-	unsigned int a = u & 0x7fffffffu;
-	unsigned int h;
-
-	if (a >= 0x47800000u) {
-		h = a > 0x7f800000u ? 0x7e00u : 0x7c00u;
-	} else if (a < 0x38800000u) {
-		float s = __uint_as_float(a) + 0.5f;
-		h = __float_as_uint(s) - 0x3f000000u;
-	} else {
-		unsigned int odd = (a >> 13) & 1u;
-		a += 0xc8000fffu + odd;
-		h = a >> 13;
-	}
-	return (unsigned short)(sign | h);
-}
 
 __device__ __forceinline__ void roi_put(float *d, float v)
 {
@@ -41,7 +20,7 @@ __device__ __forceinline__ void roi_put(float *d, float v)
 }
 __device__ __forceinline__ void roi_put(unsigned short *d, float v)
 {
-	*d = roi_f32_to_f16(v);
+	*d = fprep_dev_f32_to_f16(v);
 }
 __device__ __forceinline__ void roi_put(unsigned char *d, float v)
 {
