@@ -99,6 +99,10 @@ void fprep__roi_plan(const fprep_request *req, const fprep_element *el,
 	e->fy = y - e->y0;
 	e->last_x = (int)ceil(x + w) - 1 - e->x0;
 	e->last_y = (int)ceil(y + h) - 1 - e->y0;
+	/* A box narrower than the float step at x (w = 1e-30) still has
+	 * its first pixel: the GPU copies the rows of [y0, y0 + last_y]. */
+	e->last_x = e->last_x < 0 ? 0 : e->last_x;
+	e->last_y = e->last_y < 0 ? 0 : e->last_y;
 	e->resized_w = xf.resized_w;
 	e->resized_h = xf.resized_h;
 	e->pad_x = xf.pad_x;
@@ -214,6 +218,9 @@ int fprep_preprocess_elements_cpu(const fprep_request *req,
 		if (fprep__element_check(req, k, &elements[k], &span, NULL,
 		                         0) != FPREP_OK)
 			return FPREP_EINVAL;
+	/* A BATCH's frames must lie in the input_span bytes it declares. */
+	if (req->kind == FPREP_KIND_BATCH && span > req->input_span)
+		return FPREP_EINVAL;
 	for (k = 0; k < req->elements; k++) {
 		fprep__element_cpu(req, &elements[k], input,
 		                   (uint8_t *)tensor + per * k);

@@ -358,6 +358,29 @@ static void op_properties(void **state)
 		assert_true(abs(a - b) <= 6);
 	}
 	assert_memory_not_equal(out + 2 * per, out + 3 * per, per);
+
+	/* A box thinner than the float step at its x reads its one pixel
+	 * column, as the box (20, 5, 1, 20) does, not the one before it. */
+	el[0].v[0] = 20, el[0].v[1] = 5, el[0].v[2] = 1e-30f;
+	el[0].v[3] = 20, el[0].resize = FPREP_RESIZE_STRETCH;
+	el[1] = el[0];
+	el[1].v[2] = 1;
+	req.kind = FPREP_KIND_ROIS;
+	run_elements(&req, el, 2, frame, out, xfs);
+	assert_memory_equal(out, out + per, per);
+
+	/* BATCH: frames past the input_span the request declares. */
+	fprep_element fr[2] = {{.type = FPREP_ELEM_FRAME, .offset = 0},
+	                       {.type = FPREP_ELEM_FRAME, .offset = 100}};
+	uint32_t shape[4];
+	uint64_t bytes;
+	req.kind = FPREP_KIND_BATCH;
+	req.elements = 2;
+	req.input_span = req.input_size;
+	assert_int_equal(fprep_tensor_shape(&req, shape, &bytes), FPREP_OK);
+	assert_int_equal(fprep_preprocess_elements_cpu(&req, fr, frame, out,
+	                                               bytes, NULL),
+	                 FPREP_EINVAL);
 }
 
 int main(void)
