@@ -41,6 +41,7 @@
 
 #include "client_entry.h"
 #include "client_internal.h"
+#include "cuda_ptr.h"
 #include "frameprep/frameprep.h"
 
 static PyObject *native_factory; /* frameprep.errors' error_for_status */
@@ -1406,6 +1407,32 @@ static PyObject *native_default_url(PyObject *self, PyObject *unused)
 	return PyUnicode_FromString(buf);
 }
 
+/* cuda_allocation(ptr): the allocation holding the device memory at ptr,
+ * as the daemon is told of it (fprep__cuda_ptr_lookup): (base, size, IPC
+ * handle, device UUID, device ordinal). Raises UnsupportedError (no CUDA
+ * driver), InvalidRequestError (not device memory, no IPC handle) or
+ * CudaError. */
+static PyObject *native_cuda_allocation(PyObject *self, PyObject *arg)
+{
+	unsigned long long ptr = PyLong_AsUnsignedLongLong(arg);
+	char msg[FPREP_MESSAGE_SIZE];
+	fprep__cuda_ptr p;
+	int err;
+
+	(void)self;
+	if (ptr == (unsigned long long)-1 && PyErr_Occurred())
+		return NULL;
+	msg[0] = '\0';
+	Py_BEGIN_ALLOW_THREADS err = fprep__cuda_ptr_lookup(
+	        (const void *)(uintptr_t)ptr, 1, &p, msg, sizeof(msg));
+	Py_END_ALLOW_THREADS if (err) return native_raise(err, msg);
+	return Py_BuildValue("(KKy#y#i)", ptr - (unsigned long long)p.offset,
+	                     (unsigned long long)p.alloc_size,
+	                     (const char *)p.handle,
+	                     (Py_ssize_t)sizeof(p.handle), (const char *)p.uuid,
+	                     (Py_ssize_t)sizeof(p.uuid), p.ordinal);
+}
+
 static PyObject *native_err_name(PyObject *self, PyObject *arg)
 {
 	long err = PyLong_AsLong(arg);
@@ -1427,6 +1454,8 @@ static PyMethodDef native_functions[] = {
          "fprep_request_decode (no limits): bytes -> dict."},
         {"default_url", native_default_url, METH_NOARGS, "fprep_default_url."},
         {"err_name", native_err_name, METH_O, "fprep_err_name."},
+        {"cuda_allocation", native_cuda_allocation, METH_O,
+         "(base, size, handle, uuid, ordinal) of the allocation at ptr."},
         {NULL, NULL, 0, NULL}};
 
 /* The constants of protocol.h and frameprep.h that the package mirrors

@@ -3,11 +3,13 @@ own GPU memory, without a copy through the host.
 
 Any tensor that exposes ``__cuda_array_interface__`` (CuPy, Numba, PyTorch)
 or DLPack (``__dlpack__`` / ``__dlpack_device__``: PyTorch, CuPy, JAX) is
-accepted; neither PyTorch nor CuPy is needed. The CUDA driver is reached
-through cuda-python's ``cuda.bindings.driver`` (``pip install
-'frameprep-client[cuda]'``): the allocation holding a tensor
-(``cuMemGetAddressRange``), its IPC handle (``cuIpcGetMemHandle``) and the
-device's UUID (``cuDeviceGetUuid``) are what the daemon needs to open it.
+accepted; neither PyTorch nor CuPy is needed. The allocation holding a
+tensor (``cuMemGetAddressRange``), its IPC handle (``cuIpcGetMemHandle``)
+and the device's UUID (``cuDeviceGetUuid``), what the daemon needs to open
+it, are found by the C library (``src/lib/cuda_ptr.c``, the driver opened
+at run time); cuda-python (``pip install 'frameprep-client[cuda]'``) is
+needed only to synchronise a producer's stream that a
+``__cuda_array_interface__`` names.
 
 The daemon opens a whole allocation once (REGISTER_CUDA) and the client
 caches that region per allocation, so ``batch[k]`` of one (N, 3, H, W)
@@ -231,10 +233,9 @@ def describe(obj: Any) -> DeviceArray:
 
 
 def _ordinal(ptr: int) -> int:
-    drv = driver()
-    attr = drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
-    return int(_check(drv, drv.cuPointerGetAttribute(attr, ptr),
-                      "cuPointerGetAttribute"))
+    """The ordinal, in this process, of the device holding ptr."""
+    from . import _native
+    return int(_native.cuda_allocation(ptr)[4])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,27 +250,16 @@ class Allocation:
 
 
 def allocation(ptr: int) -> Allocation:
-    """Finds the allocation holding ptr (with the pointer's context made
-    current for the calls). Raises CudaError (not cudaMalloc memory: a
-    stream-ordered pool or cuMemMap memory has no IPC handle) or
-    ImportError (no cuda-python)."""
-    drv = driver()
-    attr = drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_CONTEXT
-    ctx = _check(drv, drv.cuPointerGetAttribute(attr, ptr),
-                 "cuPointerGetAttribute(CONTEXT)")
-    _check(drv, drv.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
-    try:
-        base, size = _check(drv, drv.cuMemGetAddressRange(ptr),
-                            "cuMemGetAddressRange")
-        handle = _check(drv, drv.cuIpcGetMemHandle(base), "cuIpcGetMemHandle")
-        dev = _check(drv, drv.cuCtxGetDevice(), "cuCtxGetDevice")
-        get_uuid = getattr(drv, "cuDeviceGetUuid_v2", None) or \
-            drv.cuDeviceGetUuid
-        uuid = _check(drv, get_uuid(dev), "cuDeviceGetUuid")
-    finally:
-        drv.cuCtxPopCurrent()
-    return Allocation(int(base), int(size), _as_bytes(handle.reserved, 64),
-                      _as_bytes(uuid.bytes, 16))
+    """Finds the allocation holding ptr, its IPC handle and its device's
+    UUID, as the C library tells the daemon of it (``cuda_ptr.c``, the
+    driver opened at run time). Raises
+    :class:`~frameprep.UnsupportedError` (no CUDA driver here),
+    :class:`~frameprep.InvalidRequestError` (not device memory, or no IPC
+    handle for it: a stream-ordered pool or cuMemMap memory) or
+    :class:`~frameprep.CudaError`."""
+    from . import _native
+    base, size, handle, uuid, _ = _native.cuda_allocation(ptr)
+    return Allocation(base, size, bytes(handle), bytes(uuid))
 
 
 def sync_stream(stream: int) -> None:
