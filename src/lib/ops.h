@@ -81,6 +81,12 @@ void fprep__element_cpu(const fprep_request *req, const fprep_element *el,
                         const void *input, void *tensor);
 
 struct fprep_roi_elem;
+struct fprep_roi_args;
+
+/* fprep__roi_args fills the ROI kernels' argument block from a valid ROIS
+ * or BATCH request: everything but the three pointers (src, dst, elems),
+ * which it leaves NULL. */
+void fprep__roi_args(const fprep_request *req, struct fprep_roi_args *a);
 
 /* fprep__roi_plan fills the sampler's view (kernels/roi_sample.h) of
  * element el of a valid ROIS or BATCH request; the GPU backend copies it

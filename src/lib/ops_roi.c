@@ -156,6 +156,28 @@ static void roi_store(const fprep_request *req, void *tensor, uint32_t nch,
 	}
 }
 
+void fprep__roi_args(const fprep_request *req, struct fprep_roi_args *a)
+{
+	uint64_t per = fprep__element_bytes(req);
+
+	memset(a, 0, sizeof(*a));
+	a->elem_values = per / (req->dtype == FPREP_DTYPE_F32   ? 4
+	                        : req->dtype == FPREP_DTYPE_F16 ? 2
+	                                                        : 1);
+	a->src_w = req->src_width;
+	a->src_h = req->src_height;
+	a->src_stride = req->src_stride;
+	a->src_format = req->src_format;
+	a->out_w = req->out_width;
+	a->out_h = req->out_height;
+	a->channel_order = req->channel_order;
+	a->layout = req->layout;
+	a->pad_value = req->pad_value;
+	a->scale = req->scale;
+	memcpy(a->mean, req->mean, sizeof(a->mean));
+	memcpy(a->std, req->std, sizeof(a->std));
+}
+
 uint64_t fprep__element_bytes(const fprep_request *req)
 {
 	uint64_t c = req->channel_order == FPREP_ORDER_GRAY ? 1 : 3;

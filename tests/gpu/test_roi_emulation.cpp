@@ -40,30 +40,13 @@ static void emu_run(const fprep_request *rq, const fprep_element *els,
 {
 	fprep_roi_elem *e = (fprep_roi_elem *)calloc(n, sizeof(*e));
 	fprep_roi_args a;
-	uint64_t per = fprep__element_bytes(rq);
-	unsigned size = rq->dtype == FPREP_DTYPE_F32   ? 4
-	                : rq->dtype == FPREP_DTYPE_F16 ? 2
-	                                               : 1;
 
 	for (unsigned k = 0; k < n; k++)
 		fprep__roi_plan(rq, &els[k], &e[k]);
-	memset(&a, 0, sizeof a);
+	fprep__roi_args(rq, &a);
 	a.src = input;
 	a.dst = out;
 	a.elems = e;
-	a.elem_values = per / size;
-	a.src_w = rq->src_width;
-	a.src_h = rq->src_height;
-	a.src_stride = rq->src_stride;
-	a.src_format = rq->src_format;
-	a.out_w = rq->out_width;
-	a.out_h = rq->out_height;
-	a.channel_order = rq->channel_order;
-	a.layout = rq->layout;
-	a.pad_value = rq->pad_value;
-	a.scale = rq->scale;
-	memcpy(a.mean, rq->mean, sizeof a.mean);
-	memcpy(a.std, rq->std, sizeof a.std);
 	for (unsigned k = 0; k < n; k++)
 		for (unsigned y = 0; y < rq->out_height; y++)
 			for (unsigned x = 0; x < rq->out_width; x++) {

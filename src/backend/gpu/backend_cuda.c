@@ -905,26 +905,10 @@ static int cuda_enqueue_elements(cuda_backend *cb, cuda_slot *s,
 	s->out_direct = out_dev || job->output_pinned;
 	dst = s->out_direct ? job->output : s->h_out;
 
-	memset(&a, 0, sizeof a);
+	fprep__roi_args(rq, &a);
 	a.src = in_dev ? job->input : s->d_in;
 	a.dst = out_dev ? (void *)job->output : (void *)s->d_out;
 	a.elems = (const struct fprep_roi_elem *)(const void *)(s->d_in + tab);
-	a.elem_values =
-	        fprep__element_bytes(rq) / (rq->dtype == FPREP_DTYPE_F32   ? 4
-	                                    : rq->dtype == FPREP_DTYPE_F16 ? 2
-	                                                                   : 1);
-	a.src_w = rq->src_width;
-	a.src_h = rq->src_height;
-	a.src_stride = rq->src_stride;
-	a.src_format = rq->src_format;
-	a.out_w = rq->out_width;
-	a.out_h = rq->out_height;
-	a.channel_order = rq->channel_order;
-	a.layout = rq->layout;
-	a.pad_value = rq->pad_value;
-	a.scale = rq->scale;
-	memcpy(a.mean, rq->mean, sizeof a.mean);
-	memcpy(a.std, rq->std, sizeof a.std);
 	void *args[] = {&a};
 	dim3 block = {CUDA_BLOCK_X, CUDA_BLOCK_Y, 1};
 	dim3 grid = {(rq->out_width + CUDA_BLOCK_X - 1) / CUDA_BLOCK_X,
