@@ -2002,7 +2002,7 @@ static void *cuda_lane_main(void *arg)
 		}
 		int late = cb->stopping && cuda_now_ns() >= cb->deadline_ns;
 		int now = !dev_ok || cb->fatal || late ||
-		          job->req.kind != FPREP_KIND_FRAME;
+		          job->req.kind == FPREP_KIND_ECHO;
 		int jpeg = cuda_is_jpeg(job) && cb->ndecoders > 0;
 		if (!now && (s = cuda_free_slot(cb, jpeg)) == NULL) {
 			if (cb->stopping)
