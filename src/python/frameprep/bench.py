@@ -8,9 +8,11 @@ takes the socket out while the daemon polls) and each concurrency (closed loop, 
 one thread per stream, as ``frameprep-bench`` does), it runs
 ``frameprep-bench`` and then the Python client with the same frame
 (synthetic 1920x1080 BGR by default) and tensor (640x640 float32 NCHW
-letterbox), and prints frames/s, p50 latency and the client-side cost
+letterbox), and prints frames/s, p50 latency, the client-side cost
 (mean latency minus the daemon's own t_total: what the client and the
-transport add). The shm path writes the frame into its slot once and then
+transport add) and the client's CPU time per frame (Python: this
+process's time over the frames it sent; C: frameprep-bench's rusage over
+the frames it sent, its start-up included, which a short run inflates). The shm path writes the frame into its slot once and then
 sends the slot as it lies, as ``frameprep-bench --shm both`` does; both
 wait for the reply in the slot (``--shm-reply``) where the platform has
 futex(2). With
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import statistics
 import subprocess
@@ -40,9 +43,12 @@ from .client import Client
 def _python_run(url: str, frame: np.ndarray[Any, Any], size: tuple[int, int],
                 path: str, streams: int, duration: float,
                 warmup: float) -> dict[str, float]:
-    """Closed loop with the Python client; returns fps, p50 and the mean
-    client-side cost (latency - server total), microseconds."""
+    """Closed loop with the Python client; returns fps, p50, the mean
+    client-side cost (latency - server total) and the client's CPU time
+    per frame (this process's, all threads, over every frame sent,
+    warm-up included), microseconds."""
     lat: list[list[float]] = [[] for _ in range(streams)]
+    sent = [0] * streams
     cost: list[list[float]] = [[] for _ in range(streams)]
     start = threading.Barrier(streams + 1)
     state = {"measure": False, "stop": False}
@@ -61,6 +67,7 @@ def _python_run(url: str, frame: np.ndarray[Any, Any], size: tuple[int, int],
                     del buf
                 start.wait()
                 while not state["stop"]:
+                    sent[i] += 1
                     t0 = time.perf_counter()
                     if ring is not None:
                         rr = ring.preprocess(ring.next_frame())
@@ -89,6 +96,7 @@ def _python_run(url: str, frame: np.ndarray[Any, Any], size: tuple[int, int],
         start.wait()
     except threading.BrokenBarrierError:
         pass
+    cpu0 = time.process_time()
     time.sleep(warmup)
     state["measure"] = True
     t0 = time.perf_counter()
@@ -98,20 +106,24 @@ def _python_run(url: str, frame: np.ndarray[Any, Any], size: tuple[int, int],
     state["stop"] = True
     for t in threads:
         t.join()
+    cpu = time.process_time() - cpu0
     if failures:
         raise RuntimeError("; ".join(failures))
     all_lat = np.concatenate([np.asarray(v) for v in lat])
     all_cost = np.concatenate([np.asarray(v) for v in cost])
     return {"fps": len(all_lat) / elapsed,
             "p50": float(np.percentile(all_lat, 50)),
-            "cost": float(all_cost.mean())}
+            "cost": float(all_cost.mean()),
+            "cpu": cpu / max(1, sum(sent)) * 1e6}
 
 
 def _c_run(bench: str, url: str, frame_wh: tuple[int, int],
            size: tuple[int, int], path: str, streams: int, duration: float,
            warmup: float) -> dict[str, float]:
-    """The same load with frameprep-bench."""
+    """The same load with frameprep-bench; its CPU time per frame is the
+    child's (getrusage) over every frame it sent, warm-up included."""
     shm = path != "inline"
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryDirectory() as tmp:
         out = f"{tmp}/bench.json"
         subprocess.run(
@@ -124,9 +136,13 @@ def _c_run(bench: str, url: str, frame_wh: tuple[int, int],
             check=True, stdout=subprocess.DEVNULL)
         with open(out) as f:
             run = json.load(f)["runs"][0]
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     server = run["server_us"]
+    frames = int(run.get("sent", 0)) + int(run.get("warmup_sent", 0))
     return {"fps": run["frames_per_s"], "p50": run["latency_us"]["p50"],
-            "cost": run["latency_us"]["mean"] - server["total"]}
+            "cost": run["latency_us"]["mean"] - server["total"],
+            "cpu": cpu / max(1, frames) * 1e6}
 
 
 def _median(runs: list[dict[str, float]]) -> dict[str, float]:
@@ -171,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{size[0]}x{size[1]} f32 nchw letterbox")
     print(f"{'path':7} {'c':>3} {'C fps':>8} {'Py fps':>8} {'Py/C':>6} "
           f"{'C p50':>8} {'Py p50':>8} {'C cost':>7} {'Py cost':>7} "
-          f"{'added':>6}   (latencies and costs in us)")
+          f"{'added':>6} {'C cpu':>6} {'Py cpu':>6} {'Py/C':>5}   "
+          f"(latencies, costs and client CPU per frame in us)")
     rows: list[dict[str, Any]] = []
     for path in args.paths.split(","):
         for streams in (int(v) for v in args.concurrency.split(",")):
@@ -195,13 +212,15 @@ def main(argv: list[str] | None = None) -> int:
             if c_res is None:
                 print(f"{path:7} {streams:3} {'-':>8} {py['fps']:8.1f} "
                       f"{'-':>6} {'-':>8} {py['p50']:8.0f} {'-':>7} "
-                      f"{py['cost']:7.0f} {'-':>6}")
+                      f"{py['cost']:7.0f} {'-':>6} {'-':>6} "
+                      f"{py['cpu']:6.1f} {'-':>5}")
                 continue
             print(f"{path:7} {streams:3} {c_res['fps']:8.1f} "
                   f"{py['fps']:8.1f} {py['fps'] / c_res['fps']:6.2f} "
                   f"{c_res['p50']:8.0f} {py['p50']:8.0f} "
                   f"{c_res['cost']:7.0f} {py['cost']:7.0f} "
-                  f"{added:6.0f}", flush=True)
+                  f"{added:6.0f} {c_res['cpu']:6.1f} {py['cpu']:6.1f} "
+                  f"{py['cpu'] / c_res['cpu']:5.2f}", flush=True)
             if args.repeat > 1:
                 diffs = [p["p50"] - c["p50"] for p, c in zip(py_runs, c_runs)]
                 print(f"        p50 Python - C per run: "
