@@ -22,7 +22,12 @@
  *     the lane serving on;
  *   - a burst of 48 frames queued at once (batches, the decoder pool),
  *     every tensor checked, and the rate of 1080p q90 4:2:0 frames at 16
- *     in flight printed ("JPEG 1080p q90 -> 640x640 f32: N frames/s").
+ *     in flight printed ("JPEG 1080p q90 -> 640x640 f32: N frames/s");
+ *   - INFO's jpeg_timing line printed (where the frames' host time went:
+ *     the wait for a decoder, header checks, the engine's call per batch
+ *     and the mean batch, libjpeg-turbo, the wait for the lane), with
+ *     every frame sent counted and, where the engine decodes, batches
+ *     made.
  * Exits 1 on any failed check.
  */
 #include <dirent.h>
@@ -483,7 +488,7 @@ int main(int argc, char **argv)
 	                          .spin_ns = 1000000};
 	lane_waiter_init(&w);
 	REQUIRE(fprep__backend_cuda_open(&b, &cfg) == 0);
-	char info[2048] = "";
+	char info[4096] = "";
 	b->info(b, info, sizeof info);
 	const char *dec = strstr(info, "jpeg_decoder: ");
 	int engine = dec != NULL && strstr(dec, "hardware engine") != NULL;
@@ -566,6 +571,27 @@ int main(int argc, char **argv)
 	       cases[0].size, fps,
 	       engine ? "nvJPEG hardware engine"
 	              : "libjpeg-turbo CPU decoders");
+	/* Where the time went; every frame went through a decoder. */
+	unsigned long long jt_frames = 0, jt_batches = 0;
+	info[0] = '\0';
+	b->info(b, info, sizeof info);
+	const char *jt = strstr(info, "jpeg_timing: ");
+	CHECK(jt != NULL && sscanf(jt,
+	                           "jpeg_timing: frames=%llu "
+	                           "queue_us=%*f parse_us=%*f "
+	                           "batches=%llu",
+	                           &jt_frames, &jt_batches) == 2,
+	      "INFO has no jpeg_timing line");
+	printf("%.*s", jt ? (int)strcspn(jt, "\n") + 1 : 0, jt ? jt : "");
+	/* The cases and the progressive file in 3 orders, 2 broken files,
+	 * cases[1] again, the burst, the rate's warm-up and run. */
+	unsigned long long sent =
+	        (unsigned long long)ncases * 3 + 3 + 2 + 3 + BURST + 64 + 400;
+	CHECK(jt_frames == sent, "jpeg_timing: %llu frames of %llu sent",
+	      jt_frames, sent);
+	CHECK(engine ? jt_batches > 0 : jt_batches == 0,
+	      "jpeg_timing: %llu engine batches (%s)", jt_batches,
+	      engine ? "engine" : "no engine");
 	b->close(b, 5000);
 
 	for (int i = 0; i < ncases; i++)

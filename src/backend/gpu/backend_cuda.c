@@ -39,24 +39,33 @@
  * larger frame arrives; a slot is reused only after its output was copied out,
  * so its pinned input (read by its H2D) is free by then too.
  *
- * JPEG frames are decoded before any of that, off the lane's critical
- * path where the GPU allows. With a JPEG engine (nvjpeg_decode.h: nvJPEG's
- * hardware backend, A100/H100/H200), the lane takes the JPEG frames
- * pending at the head of its queue that free slots can hold, up to
- * FPREP__NVJPEG_BATCH_MAX, and queues one batched decode on the H2D
- * stream: the compressed bytes go to the GPU, the engine writes each frame
- * into its slot's device input, and the letterbox kernel reads it there as
- * a frame in device memory (no H2D of pixels, no host round trip). What
- * the engine does not take (progressive, arithmetic, several scans, 4:1:1,
- * RGB or CMYK colour, a truncated file: fprep__jpeg_sequential) and a batch
- * it fails go to the lane's CPU decoders: a small pool of threads that
- * decode with libjpeg-turbo into the slot's pinned input and hand the slot
- * back to the lane (the decoded queue), which enqueues it as a frame with
- * nothing left to copy into the slot. Without an engine every JPEG frame
- * goes to that pool, so decodes run side by side rather than one after
- * another on the lane thread. The slots past the first raw_slots are kept
- * for JPEG frames (their buffers allocated when first used), so frames in
- * decode never hold up raw frames.
+ * JPEG frames are decoded before any of that, off the lane thread: the
+ * lane gives each JPEG frame's slot to its decoders (decode_q), a small
+ * pool of threads, and does nothing else with it until a decoder hands
+ * the slot back (the decoded queue). A decoder takes the frames queued
+ * with the same channel order, its share of them (the queue split over
+ * the idle decoders, at most FPREP__NVJPEG_BATCH_MAX), checks their
+ * headers (a refusal is answered at once) and, with a JPEG engine
+ * (nvjpeg_decode.h: nvJPEG's hardware backend, A100/H100/H200), queues
+ * those the engine takes in one batched decode on its own stream, with
+ * its own nvJPEG states: the compressed bytes go to the GPU, the engine
+ * writes each frame into its slot's device input, an event (ev_dec) is
+ * recorded after it, and the letterbox kernel, ordered after that event,
+ * reads the frame there as one in device memory (no H2D of pixels, no
+ * host round trip). nvJPEG does its host work for a batch (parsing every
+ * bitstream, the engine's descriptors, its waits for the engine) on the
+ * calling thread, so the decoders' batches run side by side, the engines
+ * working in parallel, while the lane thread only enqueues. What the
+ * engine does not take (progressive, arithmetic, several scans, 4:1:1,
+ * RGB or CMYK colour, a truncated file: fprep__jpeg_sequential) and a
+ * batch it fails are decoded by the same decoder with libjpeg-turbo into
+ * the slot's pinned input, and go back to the lane as frames with nothing
+ * left to copy into the slot. Without an engine every JPEG frame goes
+ * that way. The slots past the first raw_slots are kept for JPEG frames
+ * (their buffers allocated when first used), so frames in decode never
+ * hold up raw frames. Where the time goes (queue, header checks, the
+ * engine's call, libjpeg-turbo, the hand-back) is counted: INFO
+ * "jpeg_timing", and a line at close.
  *
  * CUDA regions (a client's device memory, opened from its IPC handle on
  * this lane) replace a side of that chain: a frame in one is read by the
@@ -227,9 +236,12 @@ typedef struct cuda_slot {
 	uint64_t t_enq_ns; /* host time its work was enqueued (lane thread) */
 	fprep__qnode link; /* in flying, decode_q or decoded */
 	/* Where a decoder left the job's frame (a JPEG's) until the slot is
-	 * freed: on the device at d_frame (nvJPEG), or in h_in (staged). */
+	 * freed: on the device at d_frame (nvJPEG: written once ev_dec, on
+	 * the decoder's stream, has passed), or in h_in (staged). */
 	uint8_t *d_frame;
 	int staged;
+	cudaEvent_t ev_dec; /* ordering: kernel after the engine's decode */
+	uint64_t t_back_ns; /* when a decoder handed the slot back */
 } cuda_slot;
 
 /* cuda_pace: what the lane learnt of its frames' durations, and what its
@@ -254,6 +266,23 @@ typedef struct cuda_pace {
 	atomic_ullong overslept;     /* of those, the frame was done already */
 	atomic_ullong blocked;       /* polls that ended in a blocking wait */
 } cuda_pace;
+
+/* cuda_jpeg_stats: where a lane's JPEG frames spend host time (INFO
+ * "jpeg_timing", and a line at close): sums in nanoseconds, written by
+ * the decoders and the lane thread, relaxed atomics. */
+typedef struct cuda_jpeg_stats {
+	atomic_ullong frames;   /* frames the decoders took */
+	atomic_ullong queue_ns; /* the lane took the job -> a decoder did */
+	atomic_ullong parse_ns; /* header checks: fprep__jpeg_open,
+	                           fprep__jpeg_sequential, nvJPEG's parse */
+	atomic_ullong batches;  /* the engine's batches (nvjpegDecodeBatched) */
+	atomic_ullong batch_frames; /* the frames in them */
+	atomic_ullong call_ns;      /* time in nvjpegDecodeBatched */
+	atomic_ullong cpu_frames;   /* libjpeg-turbo decodes tried */
+	atomic_ullong cpu_ns;       /* their time (cuda_cpu_decode) */
+	atomic_ullong back;         /* frames handed back to the lane */
+	atomic_ullong back_ns;      /* handed back -> the lane took it */
+} cuda_jpeg_stats;
 
 typedef struct cuda_backend {
 	fprep__backend base;
@@ -306,19 +335,24 @@ typedef struct cuda_backend {
 	int trace;               /* convert job stages to the host clock */
 	cudaEvent_t ev_anchor;   /* device time at host time anchor_ns */
 	uint64_t anchor_ns;      /* lane thread; read while a slot is busy */
-	fprep__jpeg jpeg;        /* JPEG headers (lane thread); JPEG frames
-	                            too when there are no decoders */
-	fprep__nvjpeg *nvjpeg;   /* the JPEG engine, or NULL (lane thread) */
+	fprep__jpeg jpeg;        /* JPEG frames, when there are no decoders
+	                            (lane thread) */
+	fprep__nvjpeg *nvjpeg;   /* the JPEG engine's handle, shared by the
+	                            decoders, or NULL (set at open) */
 	char jpeg_desc[224]; /* the INFO line's jpeg_decoder (set at open) */
 	unsigned raw_slots;  /* slots [0, raw_slots) take any frame, the
 	                        rest JPEG frames only */
-	pthread_t *decoders; /* the CPU decoders (cuda_decoder_main) */
+	pthread_t *decoders; /* the decoders (cuda_decoder_main) */
 	unsigned ndecoders;  /* how many run; set before the lane starts */
 	pthread_cond_t cv_decode; /* decode_q has a slot, or decoders_stop */
 	fprep__queue decode_q;    /* slots whose JPEG is to be decoded */
 	fprep__queue decoded;     /* slots decoded, for the lane to enqueue */
 	unsigned decoding;        /* slots given to the decoders, not back */
+	unsigned decoders_busy;   /* decoders working on a share (cb->mu) */
+	int jpeg_greedy; /* a decoder takes all it can (FPREP_NVJPEG_GREEDY=1),
+	                    not its share of decode_q */
 	int decoders_stop;
+	cuda_jpeg_stats jstats;
 	atomic_ulong jpeg_engine; /* JPEG frames the engine decoded */
 	atomic_ulong jpeg_cpu;    /* JPEG frames libjpeg-turbo decoded */
 } cuda_backend;
@@ -457,6 +491,8 @@ static int cuda_slot_init(cuda_slot *s, int mapped, int reserve,
 	                                             cudaEventDisableTiming)) ||
 	    FPREP__CUDA(st, cudaEventCreateWithFlags(&s->ev_kern,
 	                                             cudaEventDisableTiming)) ||
+	    FPREP__CUDA(st, cudaEventCreateWithFlags(&s->ev_dec,
+	                                             cudaEventDisableTiming)) ||
 	    FPREP__CUDA(st,
 	                cudaEventCreateWithFlags(
 	                        &s->ev_done, cudaEventBlockingSync |
@@ -482,7 +518,7 @@ static int cuda_slot_init(cuda_slot *s, int mapped, int reserve,
 
 static void cuda_slot_fini(cuda_slot *s)
 {
-	cudaEvent_t *evs[] = {&s->ev_h2d, &s->ev_kern, &s->ev_done};
+	cudaEvent_t *evs[] = {&s->ev_h2d, &s->ev_kern, &s->ev_done, &s->ev_dec};
 	for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
 		if (*evs[i] != NULL)
 			(void)FPREP__CUDA(NULL, cudaEventDestroy(*evs[i]));
@@ -1084,6 +1120,14 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 	cuda_band bands[CUDA_BANDS];
 	unsigned nb = 0;
 	int failed;
+
+	/* A frame the engine writes (on a decoder's stream): the kernel
+	 * runs once its decode has (ev_dec). */
+	if (s->d_frame != NULL &&
+	    FPREP__CUDA(&st, cudaStreamWaitEvent(cb->s_comp, s->ev_dec, 0))) {
+		cuda_fail(job, FPREP_ECUDA, cuda_sticky(st.code), st.text);
+		return FPREP_ECUDA;
+	}
 	if (m_src != NULL)
 		np = 0; /* the kernel reads the frame in place */
 	if (banded && !in_dev && !out_dev && m_src == NULL && m_dst == NULL &&
@@ -1339,6 +1383,10 @@ static void cuda_spin_wait(cuda_backend *cb, pthread_cond_t *cv,
 /* cuda_deliver frees slot s (if any) and calls job's done. */
 static void cuda_deliver(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 {
+	/* A job failed on a frame the engine writes: the slot is free only
+	 * once that is done (a frame that ran has passed it). */
+	if (s != NULL && s->d_frame != NULL && job->status != FPREP_OK)
+		(void)FPREP__CUDA(NULL, cudaEventSynchronize(s->ev_dec));
 	job->t_end_ns = cuda_now_ns();
 	pthread_mutex_lock(&cb->mu);
 	if (job->fatal)
@@ -1709,10 +1757,14 @@ static void cuda_lane_decoded(cuda_backend *cb)
 	cuda_slot *s = fprep__container_of(fprep__queue_pop(&cb->decoded),
 	                                   cuda_slot, link);
 	unsigned busy = cuda_busy(cb) - 1;
-	int late = cb->stopping && cuda_now_ns() >= cb->deadline_ns;
+	uint64_t now = cuda_now_ns();
+	int late = cb->stopping && now >= cb->deadline_ns;
 	int fatal = cb->fatal;
 
 	pthread_mutex_unlock(&cb->mu);
+	atomic_fetch_add_explicit(&cb->jstats.back, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&cb->jstats.back_ns, now - s->t_back_ns,
+	                          memory_order_relaxed);
 	if (fatal)
 		cuda_fail(s->job, FPREP_ECUDA, 1,
 		          "the GPU lane failed earlier (sticky error)");
@@ -1726,9 +1778,9 @@ static void cuda_lane_decoded(cuda_backend *cb)
 	pthread_mutex_lock(&cb->mu);
 }
 
-/* cuda_decode_later gives slot s, whose job is a JPEG frame, to the CPU
- * decoders. cb->mu not held. */
-static void cuda_decode_later(cuda_backend *cb, cuda_slot *s)
+/* cuda_jpeg_start gives slot s, whose job is a JPEG frame, to the
+ * decoders (cuda_decoder_main). Lane thread, cb->mu not held. */
+static void cuda_jpeg_start(cuda_backend *cb, cuda_slot *s)
 {
 	pthread_mutex_lock(&cb->mu);
 	fprep__queue_push(&cb->decode_q, &s->link);
@@ -1737,133 +1789,67 @@ static void cuda_decode_later(cuda_backend *cb, cuda_slot *s)
 	pthread_mutex_unlock(&cb->mu);
 }
 
-/* cuda_jpeg_start starts the decode of job, a JPEG frame on slot s. With
- * no JPEG engine, on the CPU decoders. Else the JPEG frames pending behind
- * it with the same channel order that free slots can hold join it, their
- * headers are checked (a refusal is answered at once), and those the
- * engine takes are decoded in one batch on the H2D stream into their
- * slots' device input, then enqueued as frames in device memory; the
- * others, and a batch that fails, go to the CPU decoders. Lane thread,
- * cb->mu not held. */
-static void cuda_jpeg_start(cuda_backend *cb, cuda_slot *s, fprep__job *job)
+/* cuda_decoder: one decoder thread's own: its libjpeg-turbo handle and,
+ * with a JPEG engine, its nvJPEG decoder and the stream its batches are
+ * queued on (nvjd NULL: libjpeg-turbo only). */
+typedef struct cuda_decoder {
+	fprep__jpeg j;
+	fprep__nvjpeg_dec *nvjd;
+	cudaStream_t stream;
+} cuda_decoder;
+
+/* cuda_decoder_back hands slots ss[0..n) back: those with ok[i] to the
+ * lane (the decoded queue), the others answered (their job's reply is
+ * set). A decoder's thread, cb->mu not held. */
+static void cuda_decoder_back(cuda_backend *cb, cuda_slot **ss, const int *ok,
+                              unsigned n)
 {
-	cuda_slot *ss[FPREP__NVJPEG_BATCH_MAX];
-	fprep_request raw[FPREP__NVJPEG_BATCH_MAX];
-	fprep__nvjpeg_item it[FPREP__NVJPEG_BATCH_MAX];
-	uint64_t t0[FPREP__NVJPEG_BATCH_MAX];
-	uint8_t order = job->req.channel_order;
-	char msg[FPREP_MESSAGE_SIZE];
-	unsigned n = 0, m = 1;
+	uint64_t now = cuda_now_ns();
 
-	if (cb->nvjpeg == NULL) {
-		cuda_decode_later(cb, s);
-		return;
-	}
-	ss[0] = s;
+	for (unsigned i = 0; i < n; i++)
+		if (!ok[i])
+			cuda_deliver(cb, ss[i], ss[i]->job);
 	pthread_mutex_lock(&cb->mu);
-	while (m < FPREP__NVJPEG_BATCH_MAX &&
-	       !fprep__queue_empty(&cb->pending)) {
-		fprep__job *next =
-		        fprep__container_of(cb->pending.head, fprep__job, link);
-		cuda_slot *f;
-
-		if (!cuda_is_jpeg(next) || next->req.channel_order != order ||
-		    (f = cuda_free_slot(cb, 1)) == NULL)
-			break;
-		fprep__queue_pop(&cb->pending);
-		f->job = next;
-		ss[m++] = f;
-	}
-	pthread_mutex_unlock(&cb->mu);
-	for (unsigned i = 0; i < m; i++) {
-		cuda_slot *x = ss[i];
-		fprep__job *jb = x->job;
-		fprep__gpu_status st = {0};
-
-		if (i > 0) {
-			jb->t_start_ns = cuda_now_ns();
-			jb->fatal = 0;
-			jb->message[0] = '\0';
-		}
-		jb->status = fprep__jpeg_open(&cb->jpeg, jb, &raw[n],
-		                              jb->message, sizeof jb->message);
-		if (jb->status != FPREP_OK) {
-			cuda_deliver(cb, x, jb);
-			continue;
-		}
-		if ((cb->jpeg.colorspace != TJCS_YCbCr &&
-		     cb->jpeg.colorspace != TJCS_GRAY) ||
-		    !fprep__jpeg_sequential(jb->input, jb->req.input_size) ||
-		    !fprep__nvjpeg_supported(cb->nvjpeg, jb->input,
-		                             (size_t)jb->req.input_size)) {
-			cuda_decode_later(cb, x);
-			continue;
-		}
-		if (cuda_slot_reserve(x, raw[n].input_size,
-		                      jb->output_device ? 0 : jb->output_size,
-		                      cb->transfer != FPREP__CUDA_STAGED,
-		                      &st)) {
-			cuda_fail(jb,
-			          st.code == cudaErrorMemoryAllocation
-			                  ? FPREP_ENOMEM
-			                  : FPREP_ECUDA,
-			          cuda_sticky(st.code), st.text);
-			cuda_deliver(cb, x, jb);
-			continue;
-		}
-		t0[n] = fprep__jpeg_t0(&cb->jpeg);
-		it[n] = (fprep__nvjpeg_item){jb->input,
-		                             (size_t)jb->req.input_size,
-		                             x->d_in, raw[n].src_stride};
-		ss[n++] = x; /* n <= i: the batch is packed in place */
-	}
-	if (n == 0)
-		return;
-	if (fprep__nvjpeg_decode(cb->nvjpeg, it, n, order == FPREP_ORDER_BGR,
-	                         order == FPREP_ORDER_GRAY, cb->s_h2d, msg,
-	                         sizeof msg) != 0) {
-		fprep__log(FPREP_LOG_WARNING, "%s: decoded by libjpeg-turbo",
-		           msg);
-		for (unsigned i = 0; i < n; i++)
-			cuda_decode_later(cb, ss[i]);
-		return;
-	}
 	for (unsigned i = 0; i < n; i++) {
-		fprep__jpeg_adopt(ss[i]->job, &raw[i], ss[i]->d_in, t0[i]);
-		atomic_fetch_add_explicit(&cb->jpeg_engine, 1,
-		                          memory_order_relaxed);
-		ss[i]->d_frame = ss[i]->d_in;
-		pthread_mutex_lock(&cb->mu);
-		unsigned busy = cuda_busy(cb) - 1;
-		pthread_mutex_unlock(&cb->mu);
-		cuda_lane_run(cb, ss[i], ss[i]->job, busy);
+		if (ok[i]) {
+			ss[i]->t_back_ns = now;
+			fprep__queue_push(&cb->decoded, &ss[i]->link);
+		}
+		cb->decoding--;
 	}
+	cuda_kick(&cb->cv_lane, &cb->lane_kicks);
+	pthread_mutex_unlock(&cb->mu);
 }
 
 /* cuda_cpu_decode decodes the JPEG of s's job with libjpeg-turbo (j) into
  * s's pinned input, grown to hold the frame, and makes the job one on
- * that frame. Returns 0, or the error with the job's reply set. A CPU
+ * that frame. Returns 0, or the error with the job's reply set. A
  * decoder's thread. */
 static int cuda_cpu_decode(cuda_backend *cb, fprep__jpeg *j, cuda_slot *s,
                            fprep__job *job)
 {
 	fprep__gpu_status st = {0};
 	fprep_request raw;
+	uint64_t t = cuda_now_ns();
 
+	atomic_fetch_add_explicit(&cb->jstats.cpu_frames, 1,
+	                          memory_order_relaxed);
 	job->status = fprep__jpeg_open(j, job, &raw, job->message,
 	                               sizeof job->message);
-	if (job->status != FPREP_OK)
-		return job->status;
-	if (cuda_slot_reserve(s, raw.input_size, 0,
+	if (job->status == FPREP_OK &&
+	    cuda_slot_reserve(s, raw.input_size, 0,
 	                      cb->transfer != FPREP__CUDA_STAGED, &st)) {
 		cuda_fail(job,
 		          st.code == cudaErrorMemoryAllocation ? FPREP_ENOMEM
 		                                               : FPREP_ECUDA,
 		          cuda_sticky(st.code), st.text);
-		return job->status;
+	} else if (job->status == FPREP_OK) {
+		job->status =
+		        fprep__jpeg_decode(j, job, &raw, s->h_in, job->message,
+		                           sizeof job->message);
 	}
-	job->status = fprep__jpeg_decode(j, job, &raw, s->h_in, job->message,
-	                                 sizeof job->message);
+	atomic_fetch_add_explicit(&cb->jstats.cpu_ns, cuda_now_ns() - t,
+	                          memory_order_relaxed);
 	if (job->status != FPREP_OK)
 		return job->status;
 	job->input_pinned = 0; /* in the slot: staged from there */
@@ -1872,41 +1858,244 @@ static int cuda_cpu_decode(cuda_backend *cb, fprep__jpeg *j, cuda_slot *s,
 	return 0;
 }
 
-/* cuda_decoder_main: a CPU decoder. Takes slots from decode_q, decodes
- * their JPEG (cuda_cpu_decode) and puts them on the decoded queue for the
- * lane, or answers a refused one itself (cuda_deliver). */
+/* cuda_engine_take checks the header of s's job (j) and, when the engine
+ * takes it, grows s's buffers for the frame and fills *it (into s's
+ * device input), *raw and *t0. Returns 1: for the engine; 0: for
+ * libjpeg-turbo; -1: answered (refused, or no memory for it). A
+ * decoder's thread. */
+static int cuda_engine_take(cuda_backend *cb, cuda_decoder *d, cuda_slot *s,
+                            fprep__nvjpeg_item *it, fprep_request *raw,
+                            uint64_t *t0)
+{
+	fprep__job *jb = s->job;
+	fprep__gpu_status st = {0};
+	uint64_t t = cuda_now_ns();
+	int take;
+
+	jb->status = fprep__jpeg_open(&d->j, jb, raw, jb->message,
+	                              sizeof jb->message);
+	take = jb->status == FPREP_OK &&
+	       (d->j.colorspace == TJCS_YCbCr ||
+	        d->j.colorspace == TJCS_GRAY) &&
+	       fprep__jpeg_sequential(jb->input, jb->req.input_size) &&
+	       fprep__nvjpeg_supported(d->nvjd, jb->input,
+	                               (size_t)jb->req.input_size);
+	atomic_fetch_add_explicit(&cb->jstats.parse_ns, cuda_now_ns() - t,
+	                          memory_order_relaxed);
+	if (jb->status != FPREP_OK)
+		return -1;
+	if (!take)
+		return 0;
+	if (cuda_slot_reserve(s, raw->input_size,
+	                      jb->output_device ? 0 : jb->output_size,
+	                      cb->transfer != FPREP__CUDA_STAGED, &st)) {
+		cuda_fail(jb,
+		          st.code == cudaErrorMemoryAllocation ? FPREP_ENOMEM
+		                                               : FPREP_ECUDA,
+		          cuda_sticky(st.code), st.text);
+		return -1;
+	}
+	*t0 = fprep__jpeg_t0(&d->j);
+	*it = (fprep__nvjpeg_item){jb->input, (size_t)jb->req.input_size,
+	                           s->d_in, raw->src_stride};
+	return 1;
+}
+
+/* cuda_engine_run queues the engine's batch of ss[0..n) (items it, headers
+ * raw, begun at t0) on d's stream and records each slot's ev_dec after
+ * it: the jobs become jobs on frames in device memory. Returns 0, or -1
+ * when nvJPEG refused the batch or an event was not recorded: the caller
+ * decodes them with libjpeg-turbo (the stream's work is done by then).
+ * A decoder's thread. */
+static int cuda_engine_run(cuda_backend *cb, cuda_decoder *d, cuda_slot **ss,
+                           const fprep__nvjpeg_item *it,
+                           const fprep_request *raw, const uint64_t *t0,
+                           unsigned n)
+{
+	uint8_t order = ss[0]->job->req.channel_order;
+	fprep__gpu_status st = {0};
+	char msg[FPREP_MESSAGE_SIZE];
+	uint64_t t = cuda_now_ns();
+	int rc = fprep__nvjpeg_decode(d->nvjd, it, n, order == FPREP_ORDER_BGR,
+	                              order == FPREP_ORDER_GRAY, d->stream, msg,
+	                              sizeof msg);
+
+	atomic_fetch_add_explicit(&cb->jstats.call_ns, cuda_now_ns() - t,
+	                          memory_order_relaxed);
+	atomic_fetch_add_explicit(&cb->jstats.batches, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&cb->jstats.batch_frames, n,
+	                          memory_order_relaxed);
+	for (unsigned i = 0; i < n && rc == 0; i++)
+		if (FPREP__CUDA(&st,
+		                cudaEventRecord(ss[i]->ev_dec, d->stream))) {
+			snprintf(msg, sizeof msg, "%s", st.text);
+			rc = -1;
+		}
+	if (rc != 0) {
+		fprep__log(FPREP_LOG_WARNING, "%s: decoded by libjpeg-turbo",
+		           msg);
+		/* What the engine may still write into the slots is done
+		 * before libjpeg-turbo's frames are copied there. */
+		(void)FPREP__CUDA(NULL, cudaStreamSynchronize(d->stream));
+		return -1;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		fprep__jpeg_adopt(ss[i]->job, &raw[i], ss[i]->d_in, t0[i]);
+		ss[i]->d_frame = ss[i]->d_in;
+	}
+	atomic_fetch_add_explicit(&cb->jpeg_engine, n, memory_order_relaxed);
+	return 0;
+}
+
+/* cuda_decode_share decodes the slots ss[0..m) a decoder took (one channel
+ * order): their headers are checked (a refusal is answered at once), the
+ * engine's batch is queued (cuda_engine_run), then the others are decoded
+ * with libjpeg-turbo, and every slot goes back (cuda_decoder_back). A
+ * decoder's thread, cb->mu not held. */
+static void cuda_decode_share(cuda_backend *cb, cuda_decoder *d, cuda_slot **ss,
+                              unsigned m)
+{
+	cuda_slot *eng[FPREP__NVJPEG_BATCH_MAX], *cpu[FPREP__NVJPEG_BATCH_MAX];
+	fprep_request raw[FPREP__NVJPEG_BATCH_MAX];
+	fprep__nvjpeg_item it[FPREP__NVJPEG_BATCH_MAX];
+	uint64_t t0[FPREP__NVJPEG_BATCH_MAX];
+	int ok[FPREP__NVJPEG_BATCH_MAX];
+	unsigned n = 0, nc = 0;
+
+	for (unsigned i = 0; i < m; i++) {
+		int k = d->nvjd == NULL ? 0
+		                        : cuda_engine_take(cb, d, ss[i], &it[n],
+		                                           &raw[n], &t0[n]);
+		int refused = 0;
+
+		if (k > 0)
+			eng[n++] = ss[i];
+		else if (k == 0)
+			cpu[nc++] = ss[i];
+		else
+			cuda_decoder_back(cb, &ss[i], &refused, 1);
+	}
+	/* The engine's frames go back at once, before any libjpeg-turbo
+	 * decode; a batch it refused is decoded with those. */
+	if (n > 0 && cuda_engine_run(cb, d, eng, it, raw, t0, n) == 0) {
+		for (unsigned i = 0; i < n; i++)
+			ok[i] = 1;
+		cuda_decoder_back(cb, eng, ok, n);
+	} else {
+		for (unsigned i = 0; i < n; i++)
+			cpu[nc++] = eng[i];
+	}
+	for (unsigned i = 0; i < nc; i++) {
+		int one = cuda_cpu_decode(cb, &d->j, cpu[i], cpu[i]->job) == 0;
+		cuda_decoder_back(cb, &cpu[i], &one, 1);
+	}
+}
+
+/* cuda_decoder_take pops this decoder's share of decode_q into ss: the
+ * head slot and those right behind it with the same channel order, as
+ * many as the queue split over the idle decoders (this one among them)
+ * gives (all of it with jpeg_greedy), at most FPREP__NVJPEG_BATCH_MAX (1
+ * without an engine). Returns how many (0: the queue is empty). With
+ * cb->mu held. */
+static unsigned cuda_decoder_take(cuda_backend *cb, const cuda_decoder *d,
+                                  cuda_slot **ss)
+{
+	unsigned queued = 0, idle, want, m = 0;
+
+	for (fprep__qnode *q = cb->decode_q.head; q != NULL; q = q->next)
+		queued++;
+	if (queued == 0)
+		return 0;
+	idle = cb->jpeg_greedy ? 1 : cb->ndecoders - cb->decoders_busy;
+	idle = idle < 1 ? 1 : idle;
+	want = d->nvjd == NULL ? 1 : (queued + idle - 1) / idle;
+	if (want > FPREP__NVJPEG_BATCH_MAX)
+		want = FPREP__NVJPEG_BATCH_MAX;
+	while (m < want && cb->decode_q.head != NULL) {
+		cuda_slot *s =
+		        fprep__container_of(cb->decode_q.head, cuda_slot, link);
+		if (m > 0 &&
+		    s->job->req.channel_order != ss[0]->job->req.channel_order)
+			break;
+		fprep__queue_pop(&cb->decode_q);
+		ss[m++] = s;
+	}
+	return m;
+}
+
+/* cuda_decoder_open sets d up on a decoder's thread: libjpeg-turbo, and
+ * with an engine its nvJPEG decoder and stream (where either cannot be
+ * made, a warning and libjpeg-turbo only). */
+static void cuda_decoder_open(cuda_backend *cb, cuda_decoder *d)
+{
+	char why[160];
+
+	memset(d, 0, sizeof *d);
+	fprep__jpeg_init(&d->j);
+	if (FPREP__CUDA(NULL, cudaSetDevice(cb->device)) || cb->nvjpeg == NULL)
+		return;
+	if (fprep__nvjpeg_dec_open(cb->nvjpeg, &d->nvjd, why, sizeof why)) {
+		fprep__log(FPREP_LOG_WARNING,
+		           "GPU %d JPEG decoder: %s: libjpeg-turbo only",
+		           cb->device, why);
+		return;
+	}
+	if (FPREP__CUDA(NULL, cudaStreamCreateWithFlags(
+	                              &d->stream, cudaStreamNonBlocking))) {
+		fprep__log(FPREP_LOG_WARNING,
+		           "GPU %d JPEG decoder: no stream: libjpeg-turbo only",
+		           cb->device);
+		fprep__nvjpeg_dec_close(d->nvjd);
+		d->nvjd = NULL;
+	}
+}
+
+static void cuda_decoder_close(cuda_decoder *d)
+{
+	if (d->stream != NULL) {
+		(void)FPREP__CUDA(NULL, cudaStreamSynchronize(d->stream));
+		(void)FPREP__CUDA(NULL, cudaStreamDestroy(d->stream));
+	}
+	fprep__nvjpeg_dec_close(d->nvjd);
+	fprep__jpeg_fini(&d->j);
+}
+
+/* cuda_decoder_main: a decoder. Takes its share of decode_q
+ * (cuda_decoder_take), decodes it (cuda_decode_share) and hands every
+ * slot back to the lane or answers it. */
 static void *cuda_decoder_main(void *arg)
 {
 	cuda_backend *cb = arg;
-	fprep__jpeg j;
+	cuda_decoder d;
+	cuda_slot *ss[FPREP__NVJPEG_BATCH_MAX];
 
 	cuda_thread_start("fp-jpeg-gpu", cb->device);
-	fprep__jpeg_init(&j);
-	(void)FPREP__CUDA(NULL, cudaSetDevice(cb->device));
+	cuda_decoder_open(cb, &d);
 	pthread_mutex_lock(&cb->mu);
 	for (;;) {
-		fprep__qnode *n = fprep__queue_pop(&cb->decode_q);
+		unsigned m = cuda_decoder_take(cb, &d, ss);
 
-		if (n == NULL) {
+		if (m == 0) {
 			if (cb->decoders_stop)
 				break;
 			pthread_cond_wait(&cb->cv_decode, &cb->mu);
 			continue;
 		}
-		cuda_slot *s = fprep__container_of(n, cuda_slot, link);
-		fprep__job *job = s->job;
+		cb->decoders_busy++;
 		pthread_mutex_unlock(&cb->mu);
-		int ok = cuda_cpu_decode(cb, &j, s, job) == 0;
-		if (!ok)
-			cuda_deliver(cb, s, job);
+		uint64_t now = cuda_now_ns();
+		for (unsigned i = 0; i < m; i++)
+			atomic_fetch_add_explicit(&cb->jstats.queue_ns,
+			                          now - ss[i]->job->t_start_ns,
+			                          memory_order_relaxed);
+		atomic_fetch_add_explicit(&cb->jstats.frames, m,
+		                          memory_order_relaxed);
+		cuda_decode_share(cb, &d, ss, m);
 		pthread_mutex_lock(&cb->mu);
-		if (ok)
-			fprep__queue_push(&cb->decoded, &s->link);
-		cb->decoding--;
-		cuda_kick(&cb->cv_lane, &cb->lane_kicks);
+		cb->decoders_busy--;
 	}
 	pthread_mutex_unlock(&cb->mu);
-	fprep__jpeg_fini(&j);
+	cuda_decoder_close(&d);
 	return NULL;
 }
 
@@ -1928,16 +2117,18 @@ static unsigned cuda_decoder_count(long ncpu)
 	return n < 1 ? 1 : n > 8 ? 8 : (unsigned)n;
 }
 
-/* cuda_jpeg_setup opens the JPEG engine on the open's device (none: JPEG
- * frames decode on the CPU decoders) and starts the CPU decoders, one per
- * slot kept for JPEG frames (fewer when a thread cannot start: with none,
- * the lane decodes itself), and writes the INFO line. Before the lane
- * starts. */
+/* cuda_jpeg_setup opens the JPEG engine's handle on the open's device
+ * (none: JPEG frames decode with libjpeg-turbo) and starts the decoders,
+ * one per slot kept for JPEG frames (fewer when a thread cannot start:
+ * with none, the lane decodes with libjpeg-turbo itself), and writes the
+ * INFO line. Before the lane starts. */
 static void cuda_jpeg_setup(cuda_backend *cb, unsigned lane)
 {
 	unsigned want = cb->nslots - cb->raw_slots;
+	const char *greedy = getenv("FPREP_NVJPEG_GREEDY");
 	char why[160] = "";
 
+	cb->jpeg_greedy = greedy != NULL && strcmp(greedy, "1") == 0;
 	if (fprep__nvjpeg_open(&cb->nvjpeg, why, sizeof why) != 0)
 		cb->nvjpeg = NULL;
 	cb->decoders = calloc(want, sizeof *cb->decoders);
@@ -1945,12 +2136,21 @@ static void cuda_jpeg_setup(cuda_backend *cb, unsigned lane)
 	       pthread_create(&cb->decoders[cb->ndecoders], NULL,
 	                      cuda_decoder_main, cb) == 0)
 		cb->ndecoders++;
+	if (cb->nvjpeg != NULL && cb->ndecoders == 0) {
+		fprep__nvjpeg_close(cb->nvjpeg);
+		cb->nvjpeg = NULL;
+		snprintf(why, sizeof why, "no decoder thread started");
+	}
 	if (cb->nvjpeg != NULL)
 		snprintf(cb->jpeg_desc, sizeof cb->jpeg_desc,
-		         "%s, batches of up to %u; libjpeg-turbo on %u CPU "
-		         "threads for what it does not take",
+		         "%s, batches of up to %u (%s) from %u decoder "
+		         "threads side by side; libjpeg-turbo on them for "
+		         "what it does not take",
 		         fprep__nvjpeg_describe(cb->nvjpeg),
-		         FPREP__NVJPEG_BATCH_MAX, cb->ndecoders);
+		         FPREP__NVJPEG_BATCH_MAX,
+		         cb->jpeg_greedy ? "all queued"
+		                         : "a share of the queue",
+		         cb->ndecoders);
 	else if (cb->ndecoders > 0)
 		snprintf(cb->jpeg_desc, sizeof cb->jpeg_desc,
 		         "libjpeg-turbo on %u CPU threads (%.150s)",
@@ -2041,7 +2241,7 @@ static void *cuda_lane_main(void *arg)
 		} else if (s == NULL) { /* ECHO: no work, no copies */
 			cuda_deliver(cb, NULL, job);
 		} else if (jpeg) {
-			cuda_jpeg_start(cb, s, job);
+			cuda_jpeg_start(cb, s);
 		} else {
 			cuda_lane_run(cb, s, job, busy);
 		}
@@ -2324,6 +2524,30 @@ static void cuda_pace_text(cuda_pace *p, char *buf, size_t size)
 	         atomic_load(&p->spin_ns) / 1000000u, atomic_load(&p->blocked));
 }
 
+/* cuda_jpeg_text writes where the lane's JPEG frames spent host time
+ * (cuda_jpeg_stats) into buf, in microseconds: a frame's wait for a
+ * decoder, its header checks, the engine's call per batch (and the mean
+ * batch), a libjpeg-turbo decode, and the wait for the lane once
+ * decoded. */
+static void cuda_jpeg_text(cuda_jpeg_stats *j, char *buf, size_t size)
+{
+	unsigned long long f = atomic_load(&j->frames),
+	                   bt = atomic_load(&j->batches),
+	                   bf = atomic_load(&j->batch_frames),
+	                   c = atomic_load(&j->cpu_frames),
+	                   bk = atomic_load(&j->back);
+#define PER(ns, k) ((k) ? (double)atomic_load(&(ns)) / 1e3 / (double)(k) : 0.0)
+	snprintf(buf, size,
+	         "frames=%llu queue_us=%.1f parse_us=%.1f batches=%llu "
+	         "mean_batch=%.2f call_us=%.1f call_us_per_frame=%.1f "
+	         "cpu_frames=%llu cpu_us=%.1f back_us=%.1f",
+	         f, PER(j->queue_ns, f), PER(j->parse_ns, f), bt,
+	         bt ? (double)bf / (double)bt : 0.0, PER(j->call_ns, bt),
+	         PER(j->call_ns, bf), c, PER(j->cpu_ns, c),
+	         PER(j->back_ns, bk));
+#undef PER
+}
+
 static void cuda_info(fprep__backend *b, char *buf, size_t size)
 {
 	cuda_backend *cb = (cuda_backend *)b;
@@ -2341,8 +2565,9 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	fprep__kcache_stats(cb->cache, &hits, &misses);
 	const char *dir = fprep__kcache_dir(cb->cache);
 	size_t mem_free = 0, mem_total = 0;
-	char uuid[48];
+	char uuid[48], jt[320];
 
+	cuda_jpeg_text(&cb->jstats, jt, sizeof jt);
 	/* The device's memory in use by every process: what a leaked CUDA
 	 * region (an IPC mapping never closed) would keep. */
 	if (cudaMemGetInfo(&mem_free, &mem_total) != cudaSuccess)
@@ -2361,14 +2586,15 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	         "device_uuid: %s\n"
 	         "device_memory_used_bytes: %zu\n"
 	         "jpeg_decoder: %s\n"
-	         "jpeg_frames: %lu by the engine, %lu by libjpeg-turbo\n",
+	         "jpeg_frames: %lu by the engine, %lu by libjpeg-turbo\n"
+	         "jpeg_timing: %s\n",
 	         cb->device_name, cb->cc / 10, cb->cc % 10, cb->arch,
 	         cb->memory >> 20, cb->copy_engines, cb->nslots,
 	         cb->integrated ? "true" : "false", cb->copy_threads,
 	         dir[0] ? dir : "off", cb->cache_hit ? "hit" : "miss", hits,
 	         misses, uuid, mem_total - mem_free, cb->jpeg_desc,
 	         atomic_load_explicit(&cb->jpeg_engine, memory_order_relaxed),
-	         atomic_load_explicit(&cb->jpeg_cpu, memory_order_relaxed));
+	         atomic_load_explicit(&cb->jpeg_cpu, memory_order_relaxed), jt);
 }
 
 /* cuda_stats reports the kernel cache and the device's memory; on the
@@ -2457,6 +2683,13 @@ static void cuda_close(fprep__backend *b, int timeout_ms)
 			cuda_pace_text(&cb->pace, pace, sizeof pace);
 			fprep__log(FPREP_LOG_INFO, "GPU %d lane pacing: %s",
 			           cb->device, pace);
+		}
+		if (atomic_load(&cb->jstats.frames) > 0) {
+			char jt[320];
+
+			cuda_jpeg_text(&cb->jstats, jt, sizeof jt);
+			fprep__log(FPREP_LOG_INFO, "GPU %d JPEG timing: %s",
+			           cb->device, jt);
 		}
 	}
 	cuda_free(cb);

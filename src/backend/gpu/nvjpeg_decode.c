@@ -25,6 +25,14 @@
  * batch size changes: one state per batch size (made when first used,
  * initialised again only when the output format changes or a batch
  * failed) spares that as the number of frames in flight moves.
+ *
+ * The handle is shared by a lane's decoding threads (nvJPEG's handle is
+ * thread-safe); the states and the parsed-stream object are not, so each
+ * thread has its own (fprep__nvjpeg_dec). nvjpegDecodeBatched does its
+ * host work (parsing every bitstream, building the engine's descriptors)
+ * and its waits for the engine on the calling thread: with one thread a
+ * lane decodes one batch at a time, with several the engines work side by
+ * side.
  */
 #include "gpu/nvjpeg_decode.h"
 
@@ -36,6 +44,7 @@
 #include <dlfcn.h>
 #include <nvjpeg.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "log.h"
@@ -142,15 +151,20 @@ out:
 		           nvj_why);
 }
 
-/* One decoder state per batch size, initialised for fmt (-1: not yet, or
- * after a failed batch). */
 struct fprep__nvjpeg {
 	nvjpegHandle_t h;
+	atomic_int warned; /* a header the library could not check was
+	                      logged */
+	char desc[96];
+};
+
+/* One thread's decoder: its parsed-stream object and one state per batch
+ * size, initialised for fmt (-1: not yet, or after a failed batch). */
+struct fprep__nvjpeg_dec {
+	fprep__nvjpeg *nj;
 	nvjpegJpegStream_t js;
 	nvjpegJpegState_t state[FPREP__NVJPEG_BATCH_MAX + 1];
 	int fmt[FPREP__NVJPEG_BATCH_MAX + 1];
-	int warned; /* a header the library could not check was logged */
-	char desc[96];
 };
 
 /* nvj_status names an nvjpegStatus_t. */
@@ -187,11 +201,6 @@ void fprep__nvjpeg_close(fprep__nvjpeg *nj)
 {
 	if (nj == NULL)
 		return;
-	for (int i = 0; i <= FPREP__NVJPEG_BATCH_MAX; i++)
-		if (nj->state[i] != NULL)
-			(void)nvj.nvjpegJpegStateDestroy(nj->state[i]);
-	if (nj->js != NULL)
-		(void)nvj.nvjpegJpegStreamDestroy(nj->js);
 	if (nj->h != NULL)
 		(void)nvj.nvjpegDestroy(nj->h);
 	free(nj);
@@ -220,8 +229,6 @@ int fprep__nvjpeg_open(fprep__nvjpeg **np, char *msg, size_t msg_size)
 		snprintf(msg, msg_size, "nvJPEG: out of memory");
 		return -1;
 	}
-	for (int i = 0; i <= FPREP__NVJPEG_BATCH_MAX; i++)
-		nj->fmt[i] = -1;
 	s = nvj.nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, NULL, NULL, flags,
 	                       &nj->h);
 	if (s != NVJPEG_STATUS_SUCCESS) {
@@ -231,14 +238,6 @@ int fprep__nvjpeg_open(fprep__nvjpeg **np, char *msg, size_t msg_size)
 		         "none",
 		         nvj_version, nvj_status(s));
 		nj->h = NULL;
-		fprep__nvjpeg_close(nj);
-		return -1;
-	}
-	s = nvj.nvjpegJpegStreamCreate(nj->h, &nj->js);
-	if (s != NVJPEG_STATUS_SUCCESS) {
-		snprintf(msg, msg_size, "nvJPEG: nvjpegJpegStreamCreate: %s",
-		         nvj_status(s));
-		nj->js = NULL;
 		fprep__nvjpeg_close(nj);
 		return -1;
 	}
@@ -261,33 +260,72 @@ const char *fprep__nvjpeg_describe(const fprep__nvjpeg *nj)
 	return nj->desc;
 }
 
-int fprep__nvjpeg_supported(fprep__nvjpeg *nj, const uint8_t *p, size_t n)
+void fprep__nvjpeg_dec_close(fprep__nvjpeg_dec *d)
+{
+	if (d == NULL)
+		return;
+	for (int i = 0; i <= FPREP__NVJPEG_BATCH_MAX; i++)
+		if (d->state[i] != NULL)
+			(void)nvj.nvjpegJpegStateDestroy(d->state[i]);
+	if (d->js != NULL)
+		(void)nvj.nvjpegJpegStreamDestroy(d->js);
+	free(d);
+}
+
+int fprep__nvjpeg_dec_open(fprep__nvjpeg *nj, fprep__nvjpeg_dec **dp, char *msg,
+                           size_t msg_size)
+{
+	fprep__nvjpeg_dec *d = calloc(1, sizeof *d);
+	nvjpegStatus_t s;
+
+	*dp = NULL;
+	if (d == NULL) {
+		snprintf(msg, msg_size, "nvJPEG: out of memory");
+		return -1;
+	}
+	d->nj = nj;
+	for (int i = 0; i <= FPREP__NVJPEG_BATCH_MAX; i++)
+		d->fmt[i] = -1;
+	s = nvj.nvjpegJpegStreamCreate(nj->h, &d->js);
+	if (s != NVJPEG_STATUS_SUCCESS) {
+		snprintf(msg, msg_size, "nvJPEG: nvjpegJpegStreamCreate: %s",
+		         nvj_status(s));
+		d->js = NULL;
+		fprep__nvjpeg_dec_close(d);
+		return -1;
+	}
+	*dp = d;
+	return 0;
+}
+
+int fprep__nvjpeg_supported(fprep__nvjpeg_dec *d, const uint8_t *p, size_t n)
 {
 	const char *call = "nvjpegJpegStreamParseHeader";
+	nvjpegHandle_t h = d->nj->h;
 	nvjpegStatus_t s;
 	int no = 1;
 
-	s = nvj.nvjpegJpegStreamParseHeader(nj->h, p, n, nj->js);
+	s = nvj.nvjpegJpegStreamParseHeader(h, p, n, d->js);
 	if (s == NVJPEG_STATUS_SUCCESS) {
 		call = "nvjpegDecodeBatchedSupported";
-		s = nvj.nvjpegDecodeBatchedSupported(nj->h, nj->js, &no);
+		s = nvj.nvjpegDecodeBatchedSupported(h, d->js, &no);
 	}
 	if (s != NVJPEG_STATUS_SUCCESS) {
-		/* Said once: every such frame goes to libjpeg-turbo. */
-		if (!nj->warned)
+		/* Said once a lane: every such frame goes to libjpeg-turbo. */
+		if (atomic_exchange(&d->nj->warned, 1) == 0)
 			fprep__log(FPREP_LOG_WARNING,
 			           "%s: %s: decoded by libjpeg-turbo", call,
 			           nvj_status(s));
-		nj->warned = 1;
 		return 0;
 	}
 	return no == 0; /* 0: supported */
 }
 
-int fprep__nvjpeg_decode(fprep__nvjpeg *nj, const fprep__nvjpeg_item *items,
+int fprep__nvjpeg_decode(fprep__nvjpeg_dec *d, const fprep__nvjpeg_item *items,
                          unsigned n, int bgr, int gray, void *stream, char *msg,
                          size_t msg_size)
 {
+	nvjpegHandle_t h = d->nj->h;
 	nvjpegOutputFormat_t fmt = gray  ? NVJPEG_OUTPUT_Y
 	                           : bgr ? NVJPEG_OUTPUT_BGRI
 	                                 : NVJPEG_OUTPUT_RGBI;
@@ -301,19 +339,19 @@ int fprep__nvjpeg_decode(fprep__nvjpeg *nj, const fprep__nvjpeg_item *items,
 		snprintf(msg, msg_size, "nvJPEG: batch of %u", n);
 		return -1;
 	}
-	if (nj->state[n] == NULL &&
-	    (s = nvj.nvjpegJpegStateCreate(nj->h, &nj->state[n])) !=
+	if (d->state[n] == NULL &&
+	    (s = nvj.nvjpegJpegStateCreate(h, &d->state[n])) !=
 	            NVJPEG_STATUS_SUCCESS) {
-		nj->state[n] = NULL;
+		d->state[n] = NULL;
 		goto fail;
 	}
-	if (nj->fmt[n] != (int)fmt) {
+	if (d->fmt[n] != (int)fmt) {
 		call = "nvjpegDecodeBatchedInitialize";
-		s = nvj.nvjpegDecodeBatchedInitialize(nj->h, nj->state[n],
-		                                      (int)n, 1, fmt);
+		s = nvj.nvjpegDecodeBatchedInitialize(h, d->state[n], (int)n, 1,
+		                                      fmt);
 		if (s != NVJPEG_STATUS_SUCCESS)
 			goto fail;
-		nj->fmt[n] = (int)fmt;
+		d->fmt[n] = (int)fmt;
 	}
 	memset(dst, 0, sizeof dst);
 	for (unsigned i = 0; i < n; i++) {
@@ -323,11 +361,11 @@ int fprep__nvjpeg_decode(fprep__nvjpeg *nj, const fprep__nvjpeg_item *items,
 		dst[i].pitch[0] = items[i].pitch;
 	}
 	call = "nvjpegDecodeBatched";
-	s = nvj.nvjpegDecodeBatched(nj->h, nj->state[n], data, len, dst,
+	s = nvj.nvjpegDecodeBatched(h, d->state[n], data, len, dst,
 	                            (cudaStream_t)stream);
 	if (s == NVJPEG_STATUS_SUCCESS)
 		return 0;
-	nj->fmt[n] = -1; /* initialised again before its next batch */
+	d->fmt[n] = -1; /* initialised again before its next batch */
 fail:
 	snprintf(msg, msg_size, "%s (batch of %u): %s", call, n, nvj_status(s));
 	return -1;
@@ -336,6 +374,10 @@ fail:
 #else /* built without nvjpeg.h */
 
 struct fprep__nvjpeg {
+	int unused;
+};
+
+struct fprep__nvjpeg_dec {
 	int unused;
 };
 
@@ -359,17 +401,31 @@ const char *fprep__nvjpeg_describe(const fprep__nvjpeg *nj)
 	return "nvJPEG (not built)";
 }
 
-int fprep__nvjpeg_supported(fprep__nvjpeg *nj, const uint8_t *p, size_t n)
+int fprep__nvjpeg_dec_open(fprep__nvjpeg *nj, fprep__nvjpeg_dec **dp, char *msg,
+                           size_t msg_size)
 {
-	(void)nj, (void)p, (void)n;
+	(void)nj;
+	*dp = NULL;
+	snprintf(msg, msg_size, "nvJPEG: not built");
+	return -1;
+}
+
+void fprep__nvjpeg_dec_close(fprep__nvjpeg_dec *d)
+{
+	(void)d;
+}
+
+int fprep__nvjpeg_supported(fprep__nvjpeg_dec *d, const uint8_t *p, size_t n)
+{
+	(void)d, (void)p, (void)n;
 	return 0;
 }
 
-int fprep__nvjpeg_decode(fprep__nvjpeg *nj, const fprep__nvjpeg_item *items,
+int fprep__nvjpeg_decode(fprep__nvjpeg_dec *d, const fprep__nvjpeg_item *items,
                          unsigned n, int bgr, int gray, void *stream, char *msg,
                          size_t msg_size)
 {
-	(void)nj, (void)items, (void)n, (void)bgr, (void)gray, (void)stream;
+	(void)d, (void)items, (void)n, (void)bgr, (void)gray, (void)stream;
 	snprintf(msg, msg_size, "nvJPEG: not built");
 	return -1;
 }

@@ -17,7 +17,12 @@
 /* The most JPEGs one fprep__nvjpeg_decode call takes. */
 #define FPREP__NVJPEG_BATCH_MAX 16
 
+/* fprep__nvjpeg: a lane's library handle (nvjpegHandle_t), shared by
+ * its threads (nvJPEG's handle is thread-safe). fprep__nvjpeg_dec: one
+ * thread's decoder on it (a parsed-stream object and the batch states,
+ * which nvJPEG does not let two threads share). */
 typedef struct fprep__nvjpeg fprep__nvjpeg;
+typedef struct fprep__nvjpeg_dec fprep__nvjpeg_dec;
 
 /* fprep__nvjpeg_item: one JPEG of a batch: its bytes (host memory, kept
  * until the decode's stream work has run) and where its frame goes:
@@ -30,7 +35,7 @@ typedef struct fprep__nvjpeg_item {
 	size_t pitch;
 } fprep__nvjpeg_item;
 
-/* fprep__nvjpeg_open makes a decoder on the calling thread's current CUDA
+/* fprep__nvjpeg_open makes a handle on the calling thread's current CUDA
  * device: loads libnvjpeg (once per process; one log line says whether
  * and from where) and creates a handle on the hardware backend, with
  * interpolated chroma upsampling (libjpeg's "fancy" upsampling, as
@@ -40,27 +45,40 @@ typedef struct fprep__nvjpeg_item {
  * threads. */
 int fprep__nvjpeg_open(fprep__nvjpeg **np, char *msg, size_t msg_size);
 
-/* fprep__nvjpeg_close frees nj (NULL: nothing); the thread's current
- * device must be nj's. */
+/* fprep__nvjpeg_close frees nj (NULL: nothing) once every decoder made
+ * on it is closed; the thread's current device must be nj's. */
 void fprep__nvjpeg_close(fprep__nvjpeg *nj);
 
 /* fprep__nvjpeg_describe returns a line naming the library's version and
  * backend, e.g. "nvJPEG 13.0.3, hardware engine (7 engines)". */
 const char *fprep__nvjpeg_describe(const fprep__nvjpeg *nj);
 
+/* fprep__nvjpeg_dec_open makes a decoder on nj for the calling thread
+ * (nj's device current). Returns 0 and *dp, or -1 with nvJPEG's status
+ * in msg. Its batch states are made when a batch of their size first
+ * comes. fprep__nvjpeg_dec_close frees d (NULL: nothing), on the thread
+ * that used it, before nj is closed. */
+int fprep__nvjpeg_dec_open(fprep__nvjpeg *nj, fprep__nvjpeg_dec **dp, char *msg,
+                           size_t msg_size);
+void fprep__nvjpeg_dec_close(fprep__nvjpeg_dec *d);
+
 /* fprep__nvjpeg_supported tells whether the engine takes the JPEG of n
- * bytes at p (nvjpegDecodeBatchedSupported, after its header is parsed):
- * 1 or 0. The caller has checked it with fprep__jpeg_sequential. One
- * thread at a time (the lane). */
-int fprep__nvjpeg_supported(fprep__nvjpeg *nj, const uint8_t *p, size_t n);
+ * bytes at p (nvjpegDecodeBatchedSupported, after its header is parsed:
+ * nvjpegJpegStreamParseHeader reads the markers up to the scan, not the
+ * entropy-coded data): 1 or 0. The caller has checked it with
+ * fprep__jpeg_sequential. d's thread. */
+int fprep__nvjpeg_supported(fprep__nvjpeg_dec *d, const uint8_t *p, size_t n);
 
 /* fprep__nvjpeg_decode queues the decode of n (1 to
  * FPREP__NVJPEG_BATCH_MAX) JPEGs on stream (a cudaStream_t): interleaved
  * RGB, interleaved BGR or luma, as gray is 0 and bgr 0 or 1, or gray 1.
- * Work that reads the frames must be ordered after it on stream. Returns
- * 0, or -1 with nvJPEG's status in msg: then none of the frames may be
- * used (decode them otherwise). One thread at a time (the lane). */
-int fprep__nvjpeg_decode(fprep__nvjpeg *nj, const fprep__nvjpeg_item *items,
+ * The call parses every bitstream on this thread and may wait there for
+ * the engine (the hardware backend does: this is why each decoding
+ * thread has its own d); work that reads the frames must be ordered
+ * after it on stream (an event recorded there). Returns 0, or -1 with nvJPEG's
+ * status in msg: then none of the frames may be used (decode them
+ * otherwise, once stream's work is done). d's thread. */
+int fprep__nvjpeg_decode(fprep__nvjpeg_dec *d, const fprep__nvjpeg_item *items,
                          unsigned n, int bgr, int gray, void *stream, char *msg,
                          size_t msg_size);
 
