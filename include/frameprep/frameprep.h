@@ -14,8 +14,9 @@
  * *_close / *_free; nothing is global.
  *
  * Threads: a client may be shared by threads. The calls that make
- * requests (fprep_client_request, fprep_client_info, fprep_client_limits,
- * fprep_client_check_request, fprep_client_register, fprep_client_submit,
+ * requests (fprep_client_request, fprep_client_elements,
+ * fprep_client_info, fprep_client_limits, fprep_client_check_request,
+ * fprep_client_register, fprep_client_submit,
  * fprep_pending_*, fprep_region_open, fprep_region_open_cuda,
  * fprep_region_close, fprep_ring_open, fprep_ring_submit) may run on
  * several threads at once on one client: each blocking call takes a call
