@@ -38,9 +38,9 @@ void fprep__server_notify(const char *state)
 }
 
 /* info_health writes the health lines: live and ready as /healthz and
- * /readyz decide (metrics.h), draining while shutdown runs (a request
- * that arrives then is answered ESHUTDOWN, INFO too), and /readyz's
- * reason. Returns what snprintf returns. */
+ * /readyz decide (metrics.h), draining while shutdown runs (INFO is still
+ * answered then; every other request that arrives gets ESHUTDOWN), and
+ * /readyz's reason. Returns what snprintf returns. */
 static size_t info_health(fprep__server *srv, char *buf, size_t size)
 {
 	fprep__backend_stats st;

@@ -542,7 +542,9 @@ void fprep__slot_take(fprep__slot *s)
 		                 why[0] != '\0' ? why : fprep_strerror(rv));
 		return;
 	}
-	if (srv->stopping) {
+	/* While draining, INFO is still answered (its health lines say
+	 * draining); every other request gets stop_status. */
+	if (srv->stopping && req.kind != FPREP_KIND_INFO) {
 		fprep__slot_fail(s, srv->stop_status, srv->stop_message);
 		return;
 	}

@@ -1323,7 +1323,18 @@ def test_shutdown_prompt(tmp):
             time.sleep(0.005)
         check(d.alive(), "the daemon exited before the late request was "
                          "sent: the drain was too short to test")
-        late.send(fpwire.request(kind=2, request_id=99))
+        # INFO is still answered while draining, and says so.
+        late.send(fpwire.request(kind=2, request_id=98))
+        try:
+            r = fpwire.reply(late.recv()[1])
+        except (ConnectionError, OSError) as e:
+            raise Fail(f"INFO sent while draining: {e}, not a "
+                       f"reply:\n{d.log_text()}")
+        check(r["status_name"] == "OK" and
+              "\ndraining: true\n" in r["payload"].decode(),
+              f"INFO sent while draining got {r['status_name']} "
+              f"({r['message']}), not OK with draining: true")
+        late.send(fpwire.request(kind=3, request_id=99))
         try:
             r = fpwire.reply(late.recv()[1])
         except (ConnectionError, OSError) as e:
@@ -1348,7 +1359,8 @@ def test_shutdown_prompt(tmp):
         rc = d.proc.wait(20)
         took = time.monotonic() - t0
         check(rc == 0, f"frameprepd exited {rc}:\n{d.log_text()}")
-        print(f"ok sent while draining: ESHUTDOWN ({late_msg!r}); "
+        print(f"ok sent while draining: INFO answered (draining: true), "
+              f"ECHO ESHUTDOWN ({late_msg!r}); "
               f"{n} pipelined replies whole {counts}; exited {took:.2f} s "
               f"after SIGTERM")
     finally:
