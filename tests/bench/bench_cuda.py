@@ -36,7 +36,7 @@ printed is met.
 
 Usage: bench_cuda.py --socket URL --image PNG [--cpu-socket URL]
                      [--duration S] [--nv12 [--nv12-procs N]]
-Needs torch, cuda-python, pynng and the frameprep package; exit 77 without
+Needs torch, cuda-python and the frameprep package; exit 77 without
 a GPU.
 """
 import argparse
@@ -98,7 +98,7 @@ class Rig:
         shm = (_nv12(frame) if nv12 else frame).reshape(-1)
         for k in range(slots):
             at = self.ring._slot_bytes * k + self.ring._frame_off
-            self.ring._buf[at:at + shm.size] = shm
+            self.ring._map.buf[at:at + shm.size] = shm
         self.batch = torch.empty((slots, 3, OH, OW), device="cuda")
         self.dframe = torch.from_numpy(frame).cuda()
         torch.cuda.synchronize()
@@ -108,7 +108,7 @@ class Rig:
             self.dframe)
         # (b): the ring's tensors are pinned for the consumer's copies.
         rt = torch.cuda.cudart()
-        self.pinned = int(rt.cudaHostRegister(self.ring._base,
+        self.pinned = int(rt.cudaHostRegister(self.ring._map.base,
                                               self.ring.size, 0)) == 0
         self.streams = [torch.cuda.Stream() for _ in range(slots)]
 
@@ -144,7 +144,7 @@ class Rig:
         self.client.request(req)
         if way == "shm_shm":
             torch = self.torch
-            view = self.ring._buf[slot:slot + TENSOR].view(np.float32)
+            view = self.ring._map.buf[slot:slot + TENSOR].view(np.float32)
             src = torch.from_numpy(view).view(3, OH, OW)
             s = self.streams[k]
             with torch.cuda.stream(s):
@@ -154,7 +154,7 @@ class Rig:
 
     def close(self):
         if self.pinned:
-            self.torch.cuda.cudart().cudaHostUnregister(self.ring._base)
+            self.torch.cuda.cudart().cudaHostUnregister(self.ring._map.base)
         self.client.release_cuda()
         self.ring.close()
         self.client.close()

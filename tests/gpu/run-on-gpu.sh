@@ -33,9 +33,8 @@
 #          cuda_py (tests/python/test_cuda.py), cuda_example
 #          (src/python/examples/cuda_batch.py) and cuda_bench
 #          (tests/bench/bench_cuda.py --nv12: also issue 11's NV12 bar);
-#          the Python runs need pynng,
-#          carried as wheels in .whl/ of the tree (pip download pynng), and
-#          torch, torchvision, cuda-python there. Ends with a short table.
+#          the Python runs need the package's wheel (built at --stage)
+#          and torch, torchvision, cuda-python there. Ends with a short table.
 #          Exit status: 0 when every test and every verified benchmark
 #          passed.
 set -uo pipefail
@@ -60,8 +59,16 @@ if [ "${1:-}" = "--stage" ]; then
 	src=$(cd "$(dirname "$0")/../.." && pwd)
 	cp "$src"/tests/bench/*.py "$out/peers/"
 	mkdir -p "$out/python/tests" "$out/whl"
-	cp -r "$src/src/python/frameprep" "$src/src/python/examples" "$out/python/"
+	cp -r "$src/src/python/examples" "$out/python/"
 	cp "$src"/tests/python/conftest.py "$src"/tests/python/test_cuda.py "$out/python/tests/"
+	# The Python package: its cp310-abi3 wheel (the extension
+	# frameprep._native, nng linked in), built here by scikit-build-core
+	# from the project's CMake (as tests/python/wheel-test.sh builds it).
+	pw=$(mktemp -d)
+	/usr/bin/python3 -m pip wheel --quiet --disable-pip-version-check \
+		--no-deps -w "$out/whl" --config-settings=build-dir="$pw" \
+		"$src/src/python" || echo "no Python wheel staged"
+	rm -rf "$pw"
 	cp "$src"/.whl/*.whl "$out/whl/" 2>/dev/null || true
 	bash "$src/tests/gpu/collect-libs.sh" "$out/libs" "${bins[@]}" >/dev/null
 	cp "$images"/*.png "$images"/*.jpg "$out/images/" 2>/dev/null || true
@@ -281,8 +288,8 @@ if [ "$mode" != service ]; then
 		FPREP_NVJPEG=off "$here/bin/test_gpu_backend" "$here/images"
 	# JPEG frames: nvJPEG's engine (libnvjpeg carried in libs/), then the
 	# lane's libjpeg-turbo decoders; |GPU - CPU| per sampling and a rate.
-	TAILN=16 run jpeg_gpu "$here/bin/test_jpeg_gpu" "$here/images"
-	TAILN=16 run jpeg_gpu_cpu env FPREP_NVJPEG=off "$here/bin/test_jpeg_gpu" "$here/images"
+	TAILN=26 run jpeg_gpu "$here/bin/test_jpeg_gpu" "$here/images"
+	TAILN=26 run jpeg_gpu_cpu env FPREP_NVJPEG=off "$here/bin/test_jpeg_gpu" "$here/images"
 	# ROIS (68 elements of a 1080p frame) and BATCH (16 x 640x480) jobs.
 	TAILN=12 run roi_gpu "$here/bin/test_roi_gpu" "$here/images"
 	tests+=(kernel_cache gpu_backend jpeg_gpu jpeg_gpu_cpu roi_gpu)
@@ -372,6 +379,8 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 				--image-dir "$here/jpeg" --size 640x640 --verify sample \
 				--duration "${FPREP_BENCH_S:-3}" --warmup 1 --no-ceiling \
 				-c 1,8,16,32,64 --json "$logs/b1080_jpeg_$k.json" || rc=1
+			# Who decoded, and where the frames' host time went (over the sweep).
+			"$here/bin/frameprep" info --socket "$ju" | grep -E '^jpeg_(frames|timing):'
 			kill -TERM $jp; wait $jp || rc=1
 		done
 		return $rc
@@ -414,12 +423,12 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 		python3 -m pip install -q --no-index --no-deps --target "$site" "$here"/whl/*.whl
 	fi
 	if command -v python3 >/dev/null &&
-	   PYTHONPATH=$here/python:$site python3 -c 'import pynng, frameprep.cuda' 2>/dev/null; then
+	   PYTHONPATH=$site python3 -c 'import frameprep._native, frameprep.cuda' 2>/dev/null; then
 		cpu_url=ipc://$tmp/cpu.sock
 		"$here/bin/frameprepd" --device cpu --listen "$cpu_url" 2>"$logs/frameprepd_ref.log" &
 		rpid=$!
 		for _ in $(seq 100); do "$here/bin/frameprep" info --socket "$cpu_url" >/dev/null 2>&1 && break; sleep 0.1; done
-		export PYTHONPATH=$here/python:$site${PYTHONPATH:+:$PYTHONPATH}
+		export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
 		TAILN=20 run cuda_py env FPREP_DAEMON="$here/bin/frameprepd" FPREP_IMAGES="$here/images" \
 			python3 -m pytest -v -p no:cacheprovider -rs "$here/python/tests/test_cuda.py"
 		TAILN=12 run cuda_example python3 "$here/python/examples/cuda_batch.py" --socket "$url" \
@@ -434,7 +443,7 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 		tests+=(cuda_py cuda_example cuda_bench)
 		kill -TERM $rpid; wait $rpid
 	else
-		echo "cuda_py, cuda_example, cuda_bench: skipped (no pynng: carry wheels in .whl/)"
+		echo "cuda_py, cuda_example, cuda_bench: skipped (the frameprep wheel in whl/ did not import)"
 	fi
 	kill -TERM $dpid; wait $dpid; echo "frameprepd exit status $?" | tee -a "$logs/frameprepd.log"
 	grep -v '^<[67]>' "$logs/frameprepd.log" | tail -n 5
