@@ -21,13 +21,13 @@
  *   - truncated and corrupt files refused with FPREP_EINVAL, not fatal,
  *     the lane serving on;
  *   - a burst of 48 frames queued at once (batches, the decoder pool),
- *     every tensor checked, and the rate of 1080p q90 4:2:0 frames at 16
- *     in flight printed ("JPEG 1080p q90 -> 640x640 f32: N frames/s");
- *   - INFO's jpeg_timing line printed (where the frames' host time went:
- *     the wait for a decoder, header checks, the engine's call per batch
- *     and the mean batch, libjpeg-turbo, the wait for the lane), with
- *     every frame sent counted and, where the engine decodes, batches
- *     made.
+ *     every tensor checked;
+ *   - the rate at 1, 8 and 16 in flight, each with INFO's jpeg_timing
+ *     figures over that run (where the frames' host time went: the wait
+ *     for a decoder, header checks, the engine's batches, their mean size
+ *     and time in nvjpegDecodeBatched, libjpeg-turbo, the wait for the
+ *     lane), every frame sent counted, and batches made where the engine
+ *     decodes (none, and every frame by libjpeg-turbo, where not).
  * Exits 1 on any failed check.
  */
 #include <dirent.h>
@@ -408,6 +408,59 @@ static void check_burst(fprep__backend *b, lane_waiter *w,
 	printf("burst of %d JPEG frames queued at once: checked\n", BURST);
 }
 
+/* jpeg_timing: INFO's jpeg_timing figures as sums (a mean times its
+ * count), so two readings give the figures of what ran between them. */
+typedef struct jpeg_timing {
+	double frames, queue, parse, batches, batch_frames, call, cpu_frames,
+	        cpu, back, back_sum;
+} jpeg_timing;
+
+/* timing_read reads b's INFO jpeg_timing line into *t; 0, or -1 when
+ * there is none. */
+static int timing_read(fprep__backend *b, jpeg_timing *t)
+{
+	char info[4096] = "";
+	double queue, parse, mean_batch, call, call_pf, cpu, back;
+
+	b->info(b, info, sizeof info);
+	const char *jt = strstr(info, "jpeg_timing: ");
+	if (jt == NULL ||
+	    sscanf(jt,
+	           "jpeg_timing: frames=%lf queue_us=%lf parse_us=%lf "
+	           "batches=%lf mean_batch=%lf call_us=%lf "
+	           "call_us_per_frame=%lf cpu_frames=%lf cpu_us=%lf "
+	           "back=%lf back_us=%lf",
+	           &t->frames, &queue, &parse, &t->batches, &mean_batch, &call,
+	           &call_pf, &t->cpu_frames, &cpu, &t->back, &back) != 11)
+		return -1;
+	t->queue = queue * t->frames;
+	t->parse = parse * t->frames;
+	t->batch_frames = mean_batch * t->batches;
+	t->call = call * t->batches;
+	t->cpu = cpu * t->cpu_frames;
+	t->back_sum = back * t->back;
+	return 0;
+}
+
+/* timing_print prints where the frames between readings a and z spent
+ * host time, in microseconds. */
+static void timing_print(const jpeg_timing *a, const jpeg_timing *z)
+{
+	double f = z->frames - a->frames, bt = z->batches - a->batches,
+	       c = z->cpu_frames - a->cpu_frames, bk = z->back - a->back;
+
+	printf("  per frame: wait for a decoder %.1f us, header checks %.1f "
+	       "us, back to the lane %.1f us; engine: %.0f batches, mean "
+	       "%.2f frames, %.1f us in nvjpegDecodeBatched each; "
+	       "libjpeg-turbo: %.0f frames, %.1f us each\n",
+	       f > 0 ? (z->queue - a->queue) / f : 0,
+	       f > 0 ? (z->parse - a->parse) / f : 0,
+	       bk > 0 ? (z->back_sum - a->back_sum) / bk : 0, bt,
+	       bt > 0 ? (z->batch_frames - a->batch_frames) / bt : 0,
+	       bt > 0 ? (z->call - a->call) / bt : 0, c,
+	       c > 0 ? (z->cpu - a->cpu) / c : 0);
+}
+
 /* wait_job waits for lj's done (read under the waiter's lock, so lj may
  * be reused at once). */
 static void wait_job(lane_waiter *w, lane_job *lj)
@@ -565,33 +618,43 @@ int main(int argc, char **argv)
 
 	check_burst(b, &w, cases, ncases, bound);
 	rate(b, &w, &cases[0], 64, 16); /* warm-up */
-	double fps = rate(b, &w, &cases[0], 400, 16);
-	printf("JPEG 1080p q90 4:2:0 (%lu bytes) -> 640x640 f32, 16 in "
-	       "flight: %.0f frames/s (%s)\n",
-	       cases[0].size, fps,
-	       engine ? "nvJPEG hardware engine"
-	              : "libjpeg-turbo CPU decoders");
-	/* Where the time went; every frame went through a decoder. */
-	unsigned long long jt_frames = 0, jt_batches = 0;
+	/* The rate at 1, 8 and 16 in flight, and where each frame's host
+	 * time went (the jpeg_timing figures over that run alone). */
+	static const int depths[] = {1, 8, 16};
+	jpeg_timing t0 = {0}, t1 = {0};
+	CHECK(timing_read(b, &t0) == 0, "INFO has no jpeg_timing line");
+	for (size_t i = 0; i < sizeof depths / sizeof depths[0]; i++) {
+		int n = depths[i] == 1 ? 200 : 400;
+		double fps = rate(b, &w, &cases[0], n, depths[i]);
+		CHECK(timing_read(b, &t1) == 0, "INFO has no jpeg_timing line");
+		printf("JPEG 1080p q90 4:2:0 (%lu bytes) -> 640x640 f32, %d in "
+		       "flight: %.0f frames/s (%s)\n",
+		       cases[0].size, depths[i], fps,
+		       engine ? "nvJPEG hardware engine"
+		              : "libjpeg-turbo CPU decoders");
+		timing_print(&t0, &t1);
+		CHECK(t1.frames - t0.frames == n,
+		      "jpeg_timing: %.0f frames of %d sent",
+		      t1.frames - t0.frames, n);
+		CHECK(engine ? t1.batches > t0.batches
+		             : t1.batches == 0 &&
+		                       t1.cpu_frames - t0.cpu_frames == n,
+		      "jpeg_timing: %.0f engine batches, %.0f libjpeg-turbo "
+		      "frames (%s)",
+		      t1.batches - t0.batches, t1.cpu_frames - t0.cpu_frames,
+		      engine ? "engine" : "no engine");
+		t0 = t1;
+	}
+	/* Every frame sent went through a decoder: the cases and the
+	 * progressive file in 3 orders, 2 broken files, cases[1] again, the
+	 * burst, the warm-up and the runs. */
+	double sent = ncases * 3 + 3 + 2 + 3 + BURST + 64 + 200 + 400 + 400;
+	CHECK(t1.frames == sent, "jpeg_timing: %.0f frames of %.0f sent",
+	      t1.frames, sent);
 	info[0] = '\0';
 	b->info(b, info, sizeof info);
 	const char *jt = strstr(info, "jpeg_timing: ");
-	CHECK(jt != NULL && sscanf(jt,
-	                           "jpeg_timing: frames=%llu "
-	                           "queue_us=%*f parse_us=%*f "
-	                           "batches=%llu",
-	                           &jt_frames, &jt_batches) == 2,
-	      "INFO has no jpeg_timing line");
 	printf("%.*s", jt ? (int)strcspn(jt, "\n") + 1 : 0, jt ? jt : "");
-	/* The cases and the progressive file in 3 orders, 2 broken files,
-	 * cases[1] again, the burst, the rate's warm-up and run. */
-	unsigned long long sent =
-	        (unsigned long long)ncases * 3 + 3 + 2 + 3 + BURST + 64 + 400;
-	CHECK(jt_frames == sent, "jpeg_timing: %llu frames of %llu sent",
-	      jt_frames, sent);
-	CHECK(engine ? jt_batches > 0 : jt_batches == 0,
-	      "jpeg_timing: %llu engine batches (%s)", jt_batches,
-	      engine ? "engine" : "no engine");
 	b->close(b, 5000);
 
 	for (int i = 0; i < ncases; i++)

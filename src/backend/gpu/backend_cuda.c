@@ -1995,8 +1995,10 @@ static void cuda_decode_share(cuda_backend *cb, cuda_decoder *d, cuda_slot **ss,
  * head slot and those right behind it with the same channel order, as
  * many as the queue split over the idle decoders (this one among them)
  * gives (all of it with jpeg_greedy), at most FPREP__NVJPEG_BATCH_MAX (1
- * without an engine). Returns how many (0: the queue is empty). With
- * cb->mu held. */
+ * without an engine), rounded down to a power of two: nvJPEG keeps a
+ * state per batch size, each with buffers for that many frames, so a
+ * thread uses five sizes at most. Returns how many (0: the queue is
+ * empty). With cb->mu held. */
 static unsigned cuda_decoder_take(cuda_backend *cb, const cuda_decoder *d,
                                   cuda_slot **ss)
 {
@@ -2011,6 +2013,8 @@ static unsigned cuda_decoder_take(cuda_backend *cb, const cuda_decoder *d,
 	want = d->nvjd == NULL ? 1 : (queued + idle - 1) / idle;
 	if (want > FPREP__NVJPEG_BATCH_MAX)
 		want = FPREP__NVJPEG_BATCH_MAX;
+	while (want & (want - 1)) /* a power of two: a few batch states */
+		want &= want - 1;
 	while (m < want && cb->decode_q.head != NULL) {
 		cuda_slot *s =
 		        fprep__container_of(cb->decode_q.head, cuda_slot, link);
@@ -2540,10 +2544,10 @@ static void cuda_jpeg_text(cuda_jpeg_stats *j, char *buf, size_t size)
 	snprintf(buf, size,
 	         "frames=%llu queue_us=%.1f parse_us=%.1f batches=%llu "
 	         "mean_batch=%.2f call_us=%.1f call_us_per_frame=%.1f "
-	         "cpu_frames=%llu cpu_us=%.1f back_us=%.1f",
+	         "cpu_frames=%llu cpu_us=%.1f back=%llu back_us=%.1f",
 	         f, PER(j->queue_ns, f), PER(j->parse_ns, f), bt,
 	         bt ? (double)bf / (double)bt : 0.0, PER(j->call_ns, bt),
-	         PER(j->call_ns, bf), c, PER(j->cpu_ns, c),
+	         PER(j->call_ns, bf), c, PER(j->cpu_ns, c), bk,
 	         PER(j->back_ns, bk));
 #undef PER
 }

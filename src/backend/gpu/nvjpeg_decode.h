@@ -14,8 +14,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The most JPEGs one fprep__nvjpeg_decode call takes. */
+/* The most JPEGs one fprep__nvjpeg_decode call takes: a power of two
+ * (the GPU lane's decoders make batches of powers of two). */
 #define FPREP__NVJPEG_BATCH_MAX 16
+_Static_assert((FPREP__NVJPEG_BATCH_MAX & (FPREP__NVJPEG_BATCH_MAX - 1)) == 0,
+               "FPREP__NVJPEG_BATCH_MAX: a power of two");
 
 /* fprep__nvjpeg: a lane's library handle (nvjpegHandle_t), shared by
  * its threads (nvJPEG's handle is thread-safe). fprep__nvjpeg_dec: one
