@@ -74,8 +74,9 @@ static int server_busy(const fprep__server *srv)
 }
 
 /* server_set_bounds sets fprep__server.busy_bound and busy_resume for
- * backend b, whose capacity a backend over several lanes may leave unset:
- * each lane then counts --slots (its stats give the lanes). */
+ * backend b (a backend over several lanes sums its lanes' capacities);
+ * where b's capacity is unknown (0), each lane counts --slots (its stats
+ * give the lanes). */
 static void server_set_bounds(fprep__server *srv, fprep__backend *b,
                               const fprep__config *cfg)
 {

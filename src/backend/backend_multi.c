@@ -429,6 +429,12 @@ int fprep__backend_multi_open(fprep__backend **bp,
 	mb->n = n;
 	pthread_mutex_init(&mb->mu, NULL);
 	for (unsigned k = 0; k < n; k++) {
+		/* The jobs run at once: every lane's; unknown if one's is. */
+		unsigned cap = lanes[k].backend->capacity;
+
+		mb->base.capacity = k == 0 || (mb->base.capacity > 0 && cap > 0)
+		                            ? mb->base.capacity + cap
+		                            : 0;
 		mb->lanes[k].cfg = lanes[k];
 		mb->lanes[k].index = k;
 		mb->lanes[k].mb = mb;
