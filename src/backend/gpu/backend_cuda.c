@@ -44,8 +44,8 @@
  * pool of threads, and does nothing else with it until a decoder hands
  * the slot back (the decoded queue). A decoder takes the frames queued
  * with the same channel order, its share of them (the queue split over
- * the idle decoders, at most FPREP__NVJPEG_BATCH_MAX), checks their
- * headers (a refusal is answered at once) and, with a JPEG engine
+ * the idle decoders, a power of two up to FPREP__NVJPEG_BATCH_MAX), checks
+ * their headers (a refusal is answered at once) and, with a JPEG engine
  * (nvjpeg_decode.h: nvJPEG's hardware backend, A100/H100/H200), queues
  * those the engine takes in one batched decode on its own stream, with
  * its own nvJPEG states: the compressed bytes go to the GPU, the engine
@@ -61,11 +61,12 @@
  * batch it fails are decoded by the same decoder with libjpeg-turbo into
  * the slot's pinned input, and go back to the lane as frames with nothing
  * left to copy into the slot. Without an engine every JPEG frame goes
- * that way. The slots past the first raw_slots are kept for JPEG frames
- * (their buffers allocated when first used), so frames in decode never
- * hold up raw frames. Where the time goes (queue, header checks, the
- * engine's call, libjpeg-turbo, the hand-back) is counted: INFO
- * "jpeg_timing", and a line at close.
+ * that way. The slots past the first raw_slots are kept for JPEG frames,
+ * two a decoder (their buffers allocated when first used), so frames in
+ * decode never hold up raw frames, and a decoder has its next frame
+ * while the last one it decoded goes through the lane. Where the time goes
+ * (queue, header checks, the engine's call, libjpeg-turbo, the hand-back)
+ * is counted: INFO "jpeg_timing", and a line at close.
  *
  * CUDA regions (a client's device memory, opened from its IPC handle on
  * this lane) replace a side of that chain: a frame in one is read by the
@@ -2103,7 +2104,7 @@ static void *cuda_decoder_main(void *arg)
 	return NULL;
 }
 
-/* cuda_decoder_count: how many CPU decoders a lane runs: FPREP_JPEG_THREADS
+/* cuda_decoder_count: how many JPEG decoders a lane runs: FPREP_JPEG_THREADS
  * (1 to 64) when set, else half the cores, at most 8. */
 static unsigned cuda_decoder_count(long ncpu)
 {
@@ -2123,12 +2124,12 @@ static unsigned cuda_decoder_count(long ncpu)
 
 /* cuda_jpeg_setup opens the JPEG engine's handle on the open's device
  * (none: JPEG frames decode with libjpeg-turbo) and starts the decoders,
- * one per slot kept for JPEG frames (fewer when a thread cannot start:
- * with none, the lane decodes with libjpeg-turbo itself), and writes the
- * INFO line. Before the lane starts. */
+ * one per two slots kept for JPEG frames (fewer when a thread cannot
+ * start: with none, the lane decodes with libjpeg-turbo itself), and
+ * writes the INFO line. Before the lane starts. */
 static void cuda_jpeg_setup(cuda_backend *cb, unsigned lane)
 {
-	unsigned want = cb->nslots - cb->raw_slots;
+	unsigned want = (cb->nslots - cb->raw_slots) / 2;
 	const char *greedy = getenv("FPREP_NVJPEG_GREEDY");
 	char why[160] = "";
 
@@ -2959,9 +2960,10 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 		err = FPREP_ENOMEM;
 		goto fail;
 	}
-	/* The CPU decoders get a slot each, kept for JPEG frames. */
+	/* The decoders get two slots each, kept for JPEG frames: while one
+	 * frame decodes, the one decoded before goes through the lane. */
 	cb->raw_slots = cb->nslots;
-	cb->nslots += cuda_decoder_count(ncpu);
+	cb->nslots += 2 * cuda_decoder_count(ncpu);
 	cb->slots = calloc(cb->nslots, sizeof *cb->slots);
 	if (cb->slots == NULL) {
 		err = FPREP_ENOMEM;
