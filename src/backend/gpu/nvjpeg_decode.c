@@ -4,12 +4,12 @@
  *
  * The design is simple: the library is opened with dlopen and its dozen
  * functions looked up once per process, so no binary links it and a
- * machine without it runs the CPU decoders. A handle is made on
- * NVJPEG_BACKEND_HARDWARE, the only backend that takes the decode off the
- * calling thread: the hybrid backends do the Huffman step on the CPU thread
- * that calls them, which for a lane is the serial bound the CPU decoders
- * (backend_cuda.c's pool) already remove. So a GPU without an engine gets
- * no handle, and its lane decodes on that pool.
+ * machine without it decodes with libjpeg-turbo. A handle is made on
+ * NVJPEG_BACKEND_HARDWARE, the only backend that takes the Huffman decode
+ * off the CPU: the hybrid backends do it on the calling thread, no faster
+ * than libjpeg-turbo on the lane's decoder threads (backend_cuda.c). So a
+ * GPU without an engine gets no handle, and its lane decodes with
+ * libjpeg-turbo on those threads.
  *
  * Flags: NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION makes the chroma
  * upsampling libjpeg's "fancy" (triangle) filter, as libjpeg-turbo and so
@@ -22,9 +22,10 @@
  * batch back for the next one (FPREP_NVJPEG_PIPELINE=1 leaves it off: the
  * library's default, which buffers images across batches, to compare).
  * The batched API wants nvjpegDecodeBatchedInitialize again whenever the
- * batch size changes: one state per batch size (made when first used,
- * initialised again only when the output format changes or a batch
- * failed) spares that as the number of frames in flight moves.
+ * batch size changes: a decoder keeps one state per batch size (made when
+ * first used, initialised again only when the output format changes or a
+ * batch failed), which spares that as the number of frames in flight
+ * moves.
  *
  * The handle is shared by a lane's decoding threads (nvJPEG's handle is
  * thread-safe); the states and the parsed-stream object are not, so each
