@@ -66,7 +66,9 @@
  * decode never hold up raw frames, and a decoder has its next frame
  * while the last one it decoded goes through the lane. Where the time goes
  * (queue, header checks, the engine's call, libjpeg-turbo, the hand-back)
- * is counted: INFO "jpeg_timing", and a line at close.
+ * is counted: INFO "jpeg_timing", and a line at close. With the lane
+ * polling (spin_ns), one idle decoder at a time polls for the next JPEG
+ * frame before it sleeps, as the lane does for its jobs.
  *
  * CUDA regions (a client's device memory, opened from its IPC handle on
  * this lane) replace a side of that chain: a frame in one is read by the
@@ -350,6 +352,8 @@ typedef struct cuda_backend {
 	fprep__queue decoded;     /* slots decoded, for the lane to enqueue */
 	unsigned decoding;        /* slots given to the decoders, not back */
 	unsigned decoders_busy;   /* decoders working on a share (cb->mu) */
+	int decoder_polling;      /* a decoder polls decode_kicks (cb->mu) */
+	atomic_uint decode_kicks; /* slots pushed on decode_q, under cb->mu */
 	int jpeg_greedy; /* a decoder takes all it can (FPREP_NVJPEG_GREEDY=1),
 	                    not its share of decode_q */
 	int decoders_stop;
@@ -1786,7 +1790,9 @@ static void cuda_jpeg_start(cuda_backend *cb, cuda_slot *s)
 	pthread_mutex_lock(&cb->mu);
 	fprep__queue_push(&cb->decode_q, &s->link);
 	cb->decoding++;
-	pthread_cond_signal(&cb->cv_decode);
+	atomic_fetch_add_explicit(&cb->decode_kicks, 1, memory_order_release);
+	if (!cb->decoder_polling) /* else the polling one takes it */
+		pthread_cond_signal(&cb->cv_decode);
 	pthread_mutex_unlock(&cb->mu);
 }
 
@@ -2065,14 +2071,38 @@ static void cuda_decoder_close(cuda_decoder *d)
 	fprep__jpeg_fini(&d->j);
 }
 
+/* cuda_decoder_poll: with the lane polling (spin_ns), one idle decoder
+ * at a time polls decode_kicks for up to spin_ns instead of sleeping, so
+ * the next frame at low load does not wait for a thread to wake (tens of
+ * microseconds); cuda_jpeg_start then signals no one. With cb->mu held
+ * (let go meanwhile); the caller takes what came. */
+static void cuda_decoder_poll(cuda_backend *cb)
+{
+	unsigned k =
+	        atomic_load_explicit(&cb->decode_kicks, memory_order_relaxed);
+	uint64_t until = cuda_now_ns() + cb->spin_ns;
+
+	cb->decoder_polling = 1;
+	pthread_mutex_unlock(&cb->mu);
+	while (atomic_load_explicit(&cb->decode_kicks, memory_order_acquire) ==
+	               k &&
+	       cuda_now_ns() < until)
+		CUDA_CPU_RELAX();
+	pthread_mutex_lock(&cb->mu);
+	cb->decoder_polling = 0;
+}
+
 /* cuda_decoder_main: a decoder. Takes its share of decode_q
- * (cuda_decoder_take), decodes it (cuda_decode_share) and hands every
- * slot back to the lane or answers it. */
+ * (cuda_decoder_take), waking another decoder when some is left, decodes
+ * it (cuda_decode_share) and hands every slot back to the lane or answers
+ * it. Once done with a share it may poll for the next (cuda_decoder_poll)
+ * before it sleeps. */
 static void *cuda_decoder_main(void *arg)
 {
 	cuda_backend *cb = arg;
 	cuda_decoder d;
 	cuda_slot *ss[FPREP__NVJPEG_BATCH_MAX];
+	int may_poll = 0;
 
 	cuda_thread_start("fp-jpeg-gpu", cb->device);
 	cuda_decoder_open(cb, &d);
@@ -2083,9 +2113,16 @@ static void *cuda_decoder_main(void *arg)
 		if (m == 0) {
 			if (cb->decoders_stop)
 				break;
-			pthread_cond_wait(&cb->cv_decode, &cb->mu);
+			if (may_poll && cb->spin_ns > 0 && !cb->decoder_polling)
+				cuda_decoder_poll(cb);
+			else
+				pthread_cond_wait(&cb->cv_decode, &cb->mu);
+			may_poll = 0;
 			continue;
 		}
+		if (cb->decode_q.head != NULL) /* more than this one's share */
+			pthread_cond_signal(&cb->cv_decode);
+		may_poll = 1;
 		cb->decoders_busy++;
 		pthread_mutex_unlock(&cb->mu);
 		uint64_t now = cuda_now_ns();
