@@ -1020,7 +1020,7 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 	int in_dev = job->input_device || s->d_frame != NULL;
 	int out_dev = job->output_device;
 	/* A JPEG source (input inline or in a host region: protocol.c) that
-	 * reaches here (a lane without CPU decoders) is decoded on this
+	 * reaches here (a lane without decoder threads) is decoded on this
 	 * thread, after its header is checked, straight into the staging
 	 * slot, and goes on as that raw frame. */
 	int jpeg = rq->src_format == FPREP_PIX_JPEG && !in_dev;
@@ -1754,9 +1754,9 @@ static void cuda_lane_run(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 }
 
 /* cuda_lane_decoded takes a slot from the decoded queue (a JPEG frame the
- * CPU decoders left in it) and enqueues its job, or fails it when the lane
- * failed or its drain deadline passed. Lane thread, with cb->mu held (let
- * go meanwhile). */
+ * decoders left on the device or in it) and enqueues its job, or fails it
+ * when the lane failed or its drain deadline passed. Lane thread, with
+ * cb->mu held (let go meanwhile). */
 static void cuda_lane_decoded(cuda_backend *cb)
 {
 	cuda_slot *s = fprep__container_of(fprep__queue_pop(&cb->decoded),
@@ -2655,7 +2655,7 @@ static void cuda_stats(fprep__backend *b, fprep__backend_stats *st)
 	}
 }
 
-/* cuda_decoders_stop stops and joins the CPU decoders; their queue is
+/* cuda_decoders_stop stops and joins the decoders; their queue is
  * empty by then (the lane exits only when no slot is with them). */
 static void cuda_decoders_stop(cuda_backend *cb)
 {
