@@ -104,7 +104,7 @@ static const struct native_field native_request_fields[] = {
         RQ(uv_stride, F_U16),    RQ(in_region, F_U32),  RQ(out_region, F_U32),
         RQ(in_offset, F_U64),    RQ(out_offset, F_U64), RQ(out_capacity, F_U64),
         RQ(input_size, F_U64),   RQ(u_offset, F_U32),   RQ(v_offset, F_U32),
-        RQ(shm_reply, F_U8),     {NULL, 0, 0, 0}};
+        RQ(shm_reply, F_U8),     RQ(rounding, F_U8),    {NULL, 0, 0, 0}};
 #undef RQ
 
 #define RG(name, type, size)                                                   \
@@ -555,10 +555,15 @@ static PyObject *Result_get_array(PyObject *op, void *c)
 	const fprep_reply_header *h = &res->header;
 	const char *ts = native_typestr(h->dtype);
 	PyObject *shape;
+	/* A ROIS or BATCH reply's payload is the tensor, then N transform
+	 * records. */
+	uint64_t xfs = h->kind == FPREP_KIND_ROIS || h->kind == FPREP_KIND_BATCH
+	                       ? (uint64_t)h->shape[0] * FPREP_ELEMENT_XF_SIZE
+	                       : 0;
 
 	(void)c;
 	if (ts == NULL || h->ndim < 1 || h->ndim > 4 || res->payload == NULL ||
-	    res->payload_size != h->tensor_size) {
+	    res->payload_size != h->tensor_size + xfs) {
 		PyErr_SetString(PyExc_AttributeError,
 		                "the reply carries no tensor");
 		return NULL;
@@ -572,6 +577,53 @@ static PyObject *Result_get_array(PyObject *op, void *c)
 	                     (unsigned long long)(uintptr_t)res->payload,
 	                     Py_False, "shape", shape, "typestr", ts, "version",
 	                     3);
+}
+
+/* Result.element_xfs(): the N transform records of a ROIS or BATCH
+ * reply (fprep_result_element_xf), as (resized_w, resized_h, pad_x,
+ * pad_y, scale_x, scale_y, origin_x, origin_y) tuples; ValueError for
+ * another reply. */
+static PyObject *Result_element_xfs(PyObject *op, PyObject *unused)
+{
+	const fprep_result *res = &((ResultObject *)op)->res;
+	unsigned kind = res->header.kind;
+	uint32_t n = res->header.shape[0];
+	PyObject *list;
+
+	(void)unused;
+	if ((kind != FPREP_KIND_ROIS && kind != FPREP_KIND_BATCH) ||
+	    res->header.status != FPREP_OK) {
+		PyErr_SetString(PyExc_ValueError,
+		                "not the reply of a ROIS or BATCH request");
+		return NULL;
+	}
+	list = PyList_New(n);
+	if (list == NULL)
+		return NULL;
+	for (uint32_t k = 0; k < n; k++) {
+		fprep_element_xf xf;
+		PyObject *t;
+
+		if (fprep_result_element_xf(res, k, &xf) != 0) {
+			Py_DECREF(list);
+			PyErr_Format(PyExc_ValueError,
+			             "the reply has no transform %u",
+			             (unsigned)k);
+			return NULL;
+		}
+		t = Py_BuildValue("(kkkkdddd)", (unsigned long)xf.resized_w,
+		                  (unsigned long)xf.resized_h,
+		                  (unsigned long)xf.pad_x,
+		                  (unsigned long)xf.pad_y, (double)xf.scale_x,
+		                  (double)xf.scale_y, (double)xf.origin_x,
+		                  (double)xf.origin_y);
+		if (t == NULL) {
+			Py_DECREF(list);
+			return NULL;
+		}
+		PyList_SetItem(list, k, t);
+	}
+	return list;
 }
 
 static PyObject *Result_payload(PyObject *op, PyObject *unused)
@@ -601,6 +653,8 @@ static PyGetSetDef Result_getset[] = {
 
 static PyMethodDef Result_methods[] = {
         {"payload", Result_payload, METH_NOARGS, "A copy of the payload."},
+        {"element_xfs", Result_element_xfs, METH_NOARGS,
+         "A ROIS or BATCH reply's transform records."},
         {NULL, NULL, 0, NULL}};
 
 static PyType_Slot Result_slots[] = {
@@ -828,6 +882,72 @@ static PyObject *Client_request(PyObject *op, PyObject *args)
 	        fprep_client_register(self->client, &reg, &res);
 	Py_END_ALLOW_THREADS if (err)
 	{
+		native_fail(self, err);
+		native_leave(self);
+		return NULL;
+	}
+	native_leave(self);
+	return native_result_new(&res);
+}
+
+/* Client.elements(request, elements, addr, span, format, width, height,
+ * stride, uv_stride, u_offset, v_offset): one ROIS or BATCH request
+ * (fprep_client_elements) of the request's options (its kind ROIS or
+ * BATCH) for the source at addr (one frame of span bytes; for BATCH frame
+ * k at addr + elements[k]'s offset); elements a list of (type, resize,
+ * v0, .., v5, offset) tuples (fprep_element). Returns a Result (the
+ * daemon's status unchecked), or raises (a bad element: the error names
+ * its index). */
+static PyObject *Client_elements(PyObject *op, PyObject *args)
+{
+	ClientObject *self = (ClientObject *)op;
+	PyObject *tmpl, *list;
+	struct native_src s;
+	fprep_request req;
+	fprep_element *els;
+	fprep_result res;
+	Py_ssize_t n;
+	int err;
+
+	if (!PyArg_ParseTuple(args, "O!O!" NATIVE_SRC_FMT, Request_type, &tmpl,
+	                      &PyList_Type, &list, NATIVE_SRC_ARGS(s)))
+		return NULL;
+	n = PyList_Size(list);
+	if (n < 1 || n > FPREP_ELEMENTS_MAX) {
+		PyErr_Format(PyExc_ValueError, "%zd elements: 1..%d allowed", n,
+		             FPREP_ELEMENTS_MAX);
+		return NULL;
+	}
+	els = calloc((size_t)n, sizeof(*els));
+	if (els == NULL)
+		return PyErr_NoMemory();
+	for (Py_ssize_t k = 0; k < n; k++) {
+		fprep_element *e = &els[k];
+		unsigned long long off = 0;
+
+		if (!PyArg_ParseTuple(
+		            PyList_GetItem(list, k),
+		            "bbffffffK;an "
+		            "element is (type, resize, v0..v5, offset)",
+		            &e->type, &e->resize, &e->v[0], &e->v[1], &e->v[2],
+		            &e->v[3], &e->v[4], &e->v[5], &off)) {
+			free(els);
+			return NULL;
+		}
+		e->offset = off;
+	}
+	req = ((RequestObject *)tmpl)->req;
+	native_set_source(&req, &s);
+	req.input_loc = FPREP_LOC_INLINE;
+	if (native_enter(self)) {
+		free(els);
+		return NULL;
+	}
+	Py_BEGIN_ALLOW_THREADS err =
+	        fprep_client_elements(self->client, &req, els, (uint32_t)n,
+	                              (const void *)(uintptr_t)s.addr, &res);
+	Py_END_ALLOW_THREADS free(els);
+	if (err) {
 		native_fail(self, err);
 		native_leave(self);
 		return NULL;
@@ -1311,6 +1431,8 @@ static PyMethodDef Client_methods[] = {
         {"submit", Client_submit, METH_VARARGS,
          "An inline FRAME without waiting; returns a Pending."},
         {"info", Client_info, METH_NOARGS, "The INFO reply."},
+        {"elements", Client_elements, METH_VARARGS,
+         "One inline ROIS or BATCH request (fprep_client_elements)."},
         {"set_staging", Client_set_staging, METH_O,
          "fprep_client_set_staging."},
         {"set_spin", Client_set_spin, METH_O, "fprep_client_set_spin."},
@@ -1488,6 +1610,10 @@ static int native_add_constants(PyObject *m)
 	        K(FPREP_KIND_UNREGISTER),
 	        K(FPREP_KIND_REGISTER_CUDA),
 	        K(FPREP_KIND_DOORBELL),
+	        K(FPREP_KIND_ROIS),
+	        K(FPREP_KIND_BATCH),
+	        K(FPREP_ROUNDING_FLOAT),
+	        K(FPREP_ROUNDING_OPENCV),
 	        K(FPREP_PIX_BGR8),
 	        K(FPREP_PIX_RGB8),
 	        K(FPREP_PIX_BGRA8),

@@ -20,9 +20,10 @@ by :mod:`frameprep.protocol`), client, rings, doorbells and regions.
 
 __version__ = "0.1.0"
 
-from ._core import (DTypeName, DTypeOption, FormatName, LayoutName,
-                    MatrixName, Options, OrderName, ResizeName, Result,
-                    Timings, Transform, YuvRangeName, default_address)
+from ._core import (BatchResult, DTypeName, DTypeOption, ElementTransform,
+                    FormatName, LayoutName, MatrixName, Options, OrderName,
+                    ResizeName, Result, RoundingName, Timings, Transform,
+                    YuvRangeName, default_address)
 from .client import AsyncClient, Client
 from .errors import (BY_STATUS, ClosedError, CudaError, FrameprepError,
                      InternalError, InvalidRequestError, LimitExceededError,
@@ -35,7 +36,8 @@ from .errors import (BY_STATUS, ClosedError, CudaError, FrameprepError,
 from .ring import AsyncRing, Ring, RingFrame, RingResult
 
 __all__ = [
-    "AsyncClient", "AsyncRing", "BY_STATUS", "Client", "ClosedError",
+    "AsyncClient", "AsyncRing", "BY_STATUS", "BatchResult", "Client",
+    "ClosedError", "ElementTransform", "RoundingName",
     "DTypeName", "DTypeOption", "FormatName", "LayoutName", "MatrixName",
     "OrderName", "ResizeName", "YuvRangeName",
     "CudaError", "FrameprepError", "InternalError", "InvalidRequestError",

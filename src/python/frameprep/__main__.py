@@ -105,6 +105,13 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--scale", type=_float, default=1 / 255,
                    help="pixel multiplier [1/255]")
     s.add_argument("--pad", type=_pad, default=114, help="pad value [114]")
+    s.add_argument("--rounding", choices=["float", "opencv"],
+                   default="float",
+                   help="float, or opencv: uint8 pixels as cv2.resize's "
+                        "(exact) [float]")
+    s.add_argument("--jpeg", action="store_true",
+                   help="send the file's bytes as a JPEG, decoded by the "
+                        "daemon")
     return p
 
 
@@ -192,6 +199,9 @@ def _print_result(r: Any) -> None:
     print(f"timings   queue {t.queue_us} us, compute {t.compute_us} us, h2d "
           f"{t.h2d_us} us, kernel {t.kernel_us} us, d2h {t.d2h_us} us, "
           f"total {t.total_us} us")
+    if rep.decoded_width:
+        print(f"decoded   JPEG {rep.decoded_width}x{rep.decoded_height} in "
+              f"{rep.t_decode_us} us")
     print(f"bytes     {rep.tensor_size}")
 
 
@@ -204,20 +214,36 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for key, value in client.info().items():
                     print(f"{key}: {value}")
             return 0
-        frame = _load(args.image, args.order == "gray")
+        if args.jpeg and args.shm:
+            raise _Refused(EXIT_USAGE, "--jpeg and --shm cannot be combined"
+                           " here")
+        if args.jpeg:
+            with open(args.image, "rb") as f:
+                frame = np.frombuffer(f.read(), np.uint8)
+        else:
+            frame = _load(args.image, args.order == "gray")
         with _client(args.socket, args.timeout) as client:
             opts = dict(size=args.size, resize=args.resize, order=args.order,
                         dtype=_DTYPES[args.dtype], layout=args.layout,
                         scale=args.scale, mean=_triple(args.mean),
-                        std=_triple(args.std), pad=args.pad)
-            print(f"source    {args.image} {frame.shape[1]}x{frame.shape[0]}"
-                  f"{' (shared memory)' if args.shm else ''}")
-            if args.shm:
+                        std=_triple(args.std), pad=args.pad,
+                        rounding=args.rounding)
+            if args.jpeg:
+                print(f"source    {args.image} JPEG {frame.size} bytes, "
+                      f"undecoded")
+                r = client.preprocess(frame, format="jpeg", **opts)
+                tensor = r.tensor
+                _print_result(r)
+            elif args.shm:
+                print(f"source    {args.image} {frame.shape[1]}x"
+                      f"{frame.shape[0]} (shared memory)")
                 with client.ring(slots=1, frame=frame.shape, **opts) as ring:
                     with ring.preprocess(frame) as rr:
                         tensor = rr.tensor.copy()
                         _print_result(rr)
             else:
+                print(f"source    {args.image} {frame.shape[1]}x"
+                      f"{frame.shape[0]}")
                 r = client.preprocess(frame, **opts)
                 tensor = r.tensor
                 _print_result(r)

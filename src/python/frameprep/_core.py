@@ -14,7 +14,8 @@ import numpy as np
 
 from . import _native, errors
 from .protocol import (ChannelOrder, DType, Kind, Layout, PixelFormat, Reply,
-                       Request, Resize, YuvMatrix, YuvRange, dtype_bytes)
+                       Request, Resize, Rounding, YuvMatrix, YuvRange,
+                       dtype_bytes)
 
 _U8 = np.dtype(np.uint8)
 _NUMPY_DTYPES = {int(d): d.numpy for d in DType}
@@ -28,9 +29,11 @@ DTypeName = Literal["float32", "f32", "float16", "f16", "uint8", "u8"]
 DTypeOption = Union[DTypeName, "type[np.generic]", "np.dtype[Any]"]
 LayoutName = Literal["nchw", "nhwc"]
 FormatName = Literal["bgr8", "bgr", "rgb8", "rgb", "bgra8", "bgra", "rgba8",
-                     "rgba", "gray8", "gray", "nv12", "i420", "yuyv", "yuy2"]
+                     "rgba", "gray8", "gray", "nv12", "i420", "yuyv", "yuy2",
+                     "jpeg"]
 MatrixName = Literal["bt601", "bt709", "bt2020"]
 YuvRangeName = Literal["limited", "full"]
+RoundingName = Literal["float", "opencv"]
 
 _RESIZES = {"letterbox": Resize.LETTERBOX, "stretch": Resize.STRETCH}
 _ORDERS = {"rgb": ChannelOrder.RGB, "bgr": ChannelOrder.BGR,
@@ -44,10 +47,12 @@ _FORMATS = {"bgr8": PixelFormat.BGR8, "bgr": PixelFormat.BGR8,
             "rgba8": PixelFormat.RGBA8, "rgba": PixelFormat.RGBA8,
             "gray8": PixelFormat.GRAY8, "gray": PixelFormat.GRAY8,
             "nv12": PixelFormat.NV12, "i420": PixelFormat.I420,
-            "yuyv": PixelFormat.YUYV, "yuy2": PixelFormat.YUYV}
+            "yuyv": PixelFormat.YUYV, "yuy2": PixelFormat.YUYV,
+            "jpeg": PixelFormat.JPEG}
 _MATRICES = {"bt601": YuvMatrix.BT601, "bt709": YuvMatrix.BT709,
              "bt2020": YuvMatrix.BT2020}
 _YUV_RANGES = {"limited": YuvRange.LIMITED, "full": YuvRange.FULL}
+_ROUNDINGS = {"float": Rounding.FLOAT, "opencv": Rounding.OPENCV}
 
 
 def default_address() -> str:
@@ -99,6 +104,7 @@ class Options:
     pad: float
     matrix: YuvMatrix = YuvMatrix.BT601
     yuv_range: YuvRange = YuvRange.LIMITED
+    rounding: Rounding = Rounding.FLOAT
 
     @classmethod
     def make(cls, size: Sequence[int] = (640, 640),
@@ -108,7 +114,8 @@ class Options:
              mean: float | Sequence[float] = (0.0, 0.0, 0.0),
              std: float | Sequence[float] = (1.0, 1.0, 1.0),
              pad: float = 114, matrix: MatrixName = "bt601",
-             yuv_range: YuvRangeName = "limited") -> Options:
+             yuv_range: YuvRangeName = "limited",
+             rounding: RoundingName = "float") -> Options:
         """Checks the option names and the size (two ints >= 1); raises
         :class:`~frameprep.InvalidRequestError`. Numeric ranges (std > 0,
         pad in [0, 255], finite values) are the daemon's to check."""
@@ -134,7 +141,8 @@ class Options:
                    _pick(_LAYOUTS, layout, "layout"), float(scale),
                    triple(mean, "mean"), triple(std, "std"), float(pad),
                    _pick(_MATRICES, matrix, "matrix"),
-                   _pick(_YUV_RANGES, yuv_range, "yuv_range"))
+                   _pick(_YUV_RANGES, yuv_range, "yuv_range"),
+                   _pick(_ROUNDINGS, rounding, "rounding"))
 
     @property
     def channels(self) -> int:
@@ -159,7 +167,8 @@ class Options:
                        channel_order=self.order, dtype=self.dtype,
                        layout=self.layout, pad_value=self.pad,
                        scale=self.scale, mean=self.mean, std=self.std,
-                       yuv_matrix=self.matrix, yuv_range=self.yuv_range)
+                       yuv_matrix=self.matrix, yuv_range=self.yuv_range,
+                       rounding=self.rounding)
 
 
 @dataclasses.dataclass
@@ -218,14 +227,41 @@ def _check_yuv(frame: np.ndarray[Any, Any], fmt: PixelFormat) -> Source:
                   (uv, w * h, v_off))
 
 
+def check_jpeg(data: Any) -> Source:
+    """A JPEG file's bytes as a source (width and height 0: the daemon
+    reads them from the JPEG header): bytes, bytearray, memoryview or a
+    1-D numpy uint8 array (not copied when contiguous). Raises
+    :class:`~frameprep.InvalidRequestError` for another type, dimension or
+    an empty buffer."""
+    if isinstance(data, np.ndarray):
+        if data.dtype != np.uint8 or data.ndim != 1:
+            raise errors.InvalidRequestError(
+                f"a jpeg frame is a 1-D uint8 array, not {data.dtype} "
+                f"{data.shape}")
+        arr = np.ascontiguousarray(data)
+    elif isinstance(data, (bytes, bytearray, memoryview)):
+        arr = np.frombuffer(data, np.uint8)
+    else:
+        raise errors.InvalidRequestError(
+            f"a jpeg frame is bytes, bytearray, memoryview or a uint8 "
+            f"array, not {type(data).__name__}")
+    if arr.size == 0:
+        raise errors.InvalidRequestError("the jpeg frame is empty")
+    return Source(PixelFormat.JPEG, 0, 0, 0, int(arr.size), arr,
+                  address_of(arr))
+
+
 def check_frame(frame: Any, format: FormatName | str | None = None) -> Source:
     """Checks a frame: a numpy uint8 array (H, W), (H, W, 1), (H, W, 3) or
     (H, W, 4). ``format`` (bgr8, rgb8, bgra8, rgba8, gray8) defaults to
     gray8, bgr8 or bgra8 by channel count. Rows may be strided (a crop of a
     bigger frame is sent with its row stride, without a copy); pixels must
     be packed, else the frame is copied. YUV formats (nv12, i420, yuyv)
-    take the arrays OpenCV's cvtColor takes (see :func:`_check_yuv`).
+    take the arrays OpenCV's cvtColor takes (see :func:`_check_yuv`);
+    "jpeg" takes a JPEG file's bytes (see :func:`check_jpeg`).
     Raises :class:`~frameprep.InvalidRequestError`."""
+    if format is not None and str(format).lower() == "jpeg":
+        return check_jpeg(frame)
     if not isinstance(frame, np.ndarray):
         raise errors.InvalidRequestError(
             f"frame must be a numpy.ndarray, not {type(frame).__name__}")
@@ -336,7 +372,8 @@ class Plan:
                 _over("input_size", src.span, "max_frame_bytes", max_bytes))
         if late is not None:
             raise errors.LimitExceededError(late)
-        if self._gray and src.format != PixelFormat.GRAY8:
+        if self._gray and src.format not in (PixelFormat.GRAY8,
+                                             PixelFormat.JPEG):
             raise errors.InvalidRequestError(
                 "order gray needs a gray8 source frame")
 
@@ -348,19 +385,21 @@ def plan(size: Sequence[int], resize: ResizeName, order: OrderName,
          dtype: DTypeOption, layout: LayoutName, scale: float,
          mean: float | Sequence[float], std: float | Sequence[float],
          pad: float, matrix: MatrixName = "bt601",
-         yuv_range: YuvRangeName = "limited") -> Plan:
+         yuv_range: YuvRangeName = "limited",
+         rounding: RoundingName = "float") -> Plan:
     """The :class:`Plan` of :meth:`Options.make`'s arguments (and its
     errors), kept for the next request with equal (hashable) arguments."""
     key = (size, resize, order, dtype, type(dtype), layout, scale, mean, std,
-           pad, matrix, yuv_range)
+           pad, matrix, yuv_range, rounding)
     try:
         p = _plans.get(key)
     except TypeError:  # a list or an array among the options
         return Plan(Options.make(size, resize, order, dtype, layout, scale,
-                                 mean, std, pad, matrix, yuv_range))
+                                 mean, std, pad, matrix, yuv_range,
+                                 rounding))
     if p is None:
         p = Plan(Options.make(size, resize, order, dtype, layout, scale, mean,
-                              std, pad, matrix, yuv_range))
+                              std, pad, matrix, yuv_range, rounding))
         if len(_plans) >= 64:
             _plans.clear()
         _plans[key] = p
@@ -408,7 +447,8 @@ class Transform:
 class Timings:
     """The daemon's timings of one request, in microseconds: receipt to
     start of work (queue), preprocessing (compute), GPU copies and kernel
-    (0 on the CPU backend), receipt to reply (total)."""
+    (0 on the CPU backend), receipt to reply (total); a JPEG source's
+    decode (decode, within compute; 0 for other sources)."""
 
     queue_us: int
     compute_us: int
@@ -416,6 +456,7 @@ class Timings:
     kernel_us: int
     d2h_us: int
     total_us: int
+    decode_us: int = 0
 
 
 _new = object.__new__
@@ -479,9 +520,20 @@ class Result:
         """The daemon's timings of the request."""
         tm = self._timings
         if tm is None:
-            tm = Timings(*self._res.places[4:])
+            p = self._res.places
+            tm = Timings(p[4], p[5], p[6], p[7], p[8], p[9],
+                         self.reply.t_decode_us)
             object.__setattr__(self, "_timings", tm)
         return tm
+
+    @property
+    def decoded_size(self) -> tuple[int, int] | None:
+        """A JPEG source's decoded (width, height) in pixels, from the
+        reply (decoded_width/height); None for other sources."""
+        rep = self.reply
+        if rep.decoded_width == 0:
+            return None
+        return (rep.decoded_width, rep.decoded_height)
 
     def __repr__(self) -> str:
         return (f"Result(tensor=<{self.tensor.dtype} {self.tensor.shape}>, "
@@ -495,7 +547,11 @@ _set = object.__setattr__
 def new_result(tensor: Any, res: Any, width: int, height: int,
                cls: type[Result] | None = None) -> Result:
     """A result of a successful FRAME or ECHO reply res (a
-    :class:`frameprep._native.Result`) for a source of width x height."""
+    :class:`frameprep._native.Result`) for a source of width x height
+    (0 x 0 for a JPEG source: its decoded size, read from the reply)."""
+    if width == 0:
+        f = res.fields
+        width, height = f["decoded_width"], f["decoded_height"]
     out = _new(cls or Result)
     _set(out, "tensor", tensor)
     _set(out, "request_id", res.request_id)
@@ -524,3 +580,138 @@ def tensor_of(res: Any) -> np.ndarray[Any, Any]:
 
 
 _native.set_error_factory(errors.error_for_status)
+
+
+@dataclasses.dataclass(frozen=True)
+class ElementTransform:
+    """Where one element of a batch or of a set of crops landed in its
+    row of the tensor (the reply's transform record).
+
+    Tensor point (u, v) of the element is source point
+    (origin_x + (u - pad_x) / scale_x, origin_y + (v - pad_y) / scale_y).
+    ``resized_w``/``resized_h`` are the resized box's (or frame's) size
+    and ``pad_x``/``pad_y`` the left and top padding, in tensor pixels;
+    ``scale_*`` tensor pixels per source pixel; ``origin_*`` the box's
+    top-left corner in source pixels (0 for a batch frame). An affine
+    element's record is all zero (its mapping is its matrix):
+    ``affine`` is True then.
+    """
+
+    resized_w: int
+    resized_h: int
+    pad_x: int
+    pad_y: int
+    scale_x: float
+    scale_y: float
+    origin_x: float
+    origin_y: float
+
+    @property
+    def affine(self) -> bool:
+        """True for an affine element (no scale: the record is zero)."""
+        return self.scale_x == 0.0 or self.scale_y == 0.0
+
+    def to_source(self, xyxy: Any) -> np.ndarray[Any, Any]:
+        """Maps boxes (..., 4) as (x1, y1, x2, y2) in tensor pixels back to
+        source pixels (not clipped: a crop may reach outside the frame).
+        Returns a new float64 array (float32 input stays float32). Raises
+        ``ValueError`` for an affine element or a last axis other than
+        4."""
+        if self.affine:
+            raise ValueError("an affine element maps by its matrix")
+        boxes = np.asarray(xyxy)
+        if boxes.ndim < 1 or boxes.shape[-1] != 4:
+            raise ValueError(f"boxes of shape {boxes.shape} are not (N, 4)")
+        out = np.array(boxes, np.result_type(boxes.dtype, np.float32))
+        out[..., 0::2] = (out[..., 0::2] - self.pad_x) / self.scale_x + \
+            self.origin_x
+        out[..., 1::2] = (out[..., 1::2] - self.pad_y) / self.scale_y + \
+            self.origin_y
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchResult:
+    """Several tensors of one request (crops of one frame, or a batch of
+    frames of one size), stacked.
+
+    ``tensor`` is a numpy array (N, C, H, W) (NCHW) or (N, H, W, C)
+    (NHWC), element k in row k; it views the reply's memory (or is the
+    caller's ``out``). ``transforms`` are the N elements'
+    :class:`ElementTransform`, ``reply`` the reply header (its transform
+    fields zero), ``request_id`` the request's id.
+    """
+
+    tensor: np.ndarray[Any, Any]
+    transforms: tuple[ElementTransform, ...]
+    reply: Reply
+    request_id: int
+
+
+def new_batch_result(res: Any, tensor: Any = None) -> BatchResult:
+    """The :class:`BatchResult` of a successful ROIS or BATCH reply res (a
+    :class:`frameprep._native.Result`); its tensor is ``tensor`` when given
+    (the caller's copy), else a view of the reply."""
+    xfs = tuple(ElementTransform(*t) for t in res.element_xfs())
+    return BatchResult(np.asarray(res) if tensor is None else tensor, xfs,
+                       Reply(**res.fields), res.request_id)
+
+
+BoxSpec = Union[Sequence[float], dict[str, Sequence[float]]]
+ELEM_BOX, ELEM_AFFINE, ELEM_FRAME = 1, 2, 3
+
+
+def elements_of(boxes: Any) -> list[tuple[int, int, float, float, float,
+                                          float, float, float, int]]:
+    """The element records (``fprep_element``) of crops: boxes is an
+    (N, 4) array-like of x, y, w, h (source pixels, floats), or a sequence
+    whose items are each such a box or ``{"affine": [m00, m01, m02, m10,
+    m11, m12]}`` (a 2x3 matrix mapping tensor pixels to source pixels).
+    Raises :class:`~frameprep.InvalidRequestError` for an item of another
+    shape (naming its index) or no items. Values (w, h > 0, finite, within
+    the protocol's bound) are checked by the C library and the daemon,
+    whose error names the element's index."""
+    if isinstance(boxes, np.ndarray) and boxes.dtype != object:
+        arr = np.asarray(boxes, np.float64)
+        if arr.ndim != 2 or arr.shape[1] != 4:
+            raise errors.InvalidRequestError(
+                f"boxes of shape {arr.shape} are not (N, 4)")
+        items: Sequence[Any] = arr.tolist()
+    else:
+        items = list(boxes)
+    if not items:
+        raise errors.InvalidRequestError("no boxes")
+    out = []
+    for k, item in enumerate(items):
+        if isinstance(item, dict):
+            m = item.get("affine")
+            if set(item) != {"affine"} or m is None or len(m) != 6:
+                raise errors.InvalidRequestError(
+                    f"element {k}: {item!r} is not {{'affine': 6 floats}}")
+            v = [float(x) for x in m]
+            out.append((ELEM_AFFINE, 0, v[0], v[1], v[2], v[3], v[4], v[5],
+                        0))
+            continue
+        try:
+            x, y, w, h = (float(t) for t in item)
+        except (TypeError, ValueError):
+            raise errors.InvalidRequestError(
+                f"element {k}: {item!r} is not a box (x, y, w, h) or "
+                f"{{'affine': 6 floats}}") from None
+        out.append((ELEM_BOX, 0, x, y, w, h, 0.0, 0.0, 0))
+    return out
+
+
+def check_elements(plan: Plan, n: int, limits: dict[str, Any]) -> None:
+    """Raises :class:`~frameprep.LimitExceededError` for n elements beyond
+    the daemon's max_elements (0: it takes none) or whose tensor exceeds
+    max_batch_bytes (INFO)."""
+    most = _bound(limits, "max_elements")
+    if most is not None and n > most:
+        raise errors.LimitExceededError(
+            _over("elements", n, "max_elements", most))
+    most = _bound(limits, "max_batch_bytes")
+    if most is not None and n * plan.tensor_bytes > most:
+        raise errors.LimitExceededError(
+            _over("batch tensor bytes", n * plan.tensor_bytes,
+                  "max_batch_bytes", most))

@@ -21,8 +21,8 @@ import numpy as np
 
 from . import _core, _native, errors
 from ._core import (DTypeOption, FormatName, LayoutName, MatrixName,
-                    OrderName, ResizeName, YuvRangeName)
-from .protocol import Kind, Location, Reply, Request
+                    OrderName, ResizeName, RoundingName, YuvRangeName)
+from .protocol import Kind, Location, PixelFormat, Reply, Request
 
 if TYPE_CHECKING:
     from .ring import AsyncRing, Ring
@@ -264,7 +264,8 @@ class Client(_Connection):
                    pad: float = 114, format: FormatName | None = None,
                    matrix: MatrixName = "bt601",
                    yuv_range: YuvRangeName = "limited",
-                   out: Any = None) -> _core.Result:
+                   out: Any = None,
+                   rounding: RoundingName = "float") -> _core.Result:
         """Preprocesses one frame into a model-ready tensor.
 
         frame   numpy uint8 array (H, W) gray, (H, W, 3) BGR or (H, W, 4)
@@ -305,6 +306,13 @@ class Client(_Connection):
                 :class:`~frameprep.cuda.Exported` (``export(batch)[k]``)
                 from another process: the consumer's memory. See
                 :mod:`frameprep.cuda`.
+        rounding  "float" (default: the bilinear blend kept in float,
+                within 1 LSB of OpenCV) or "opencv" (exact mode: the
+                resized pixel rounded to uint8 as cv2.resize(INTER_LINEAR)
+                does, the padding rounded half to even, so the tensor
+                equals cv2.resize + cv2.copyMakeBorder + numpy's float32
+                ``(img * scale - mean) / std`` bit for bit; a pipeline
+                that divides by 255 matches with scale=1, std=255).
 
         Returns a :class:`~frameprep.Result`; its tensor views the reply
         message (no copy), or for ``out`` is a
@@ -319,12 +327,12 @@ class Client(_Connection):
         transport errors of the class.
         """
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
-                          std, pad, matrix, yuv_range)
+                          std, pad, matrix, yuv_range, rounding)
         if isinstance(out, np.ndarray):
             dst = _numpy_out(out, plan.shape[1:], plan.typestr)
             res = self.preprocess(frame, size, resize, order, dtype, layout,
                                   scale, mean, std, pad, format, matrix,
-                                  yuv_range)
+                                  yuv_range, rounding=rounding)
             np.copyto(dst, res.tensor[0])
             object.__setattr__(res, "tensor", out)
             return res
@@ -353,7 +361,8 @@ class Client(_Connection):
                          std: float | Sequence[float] = (1.0, 1.0, 1.0),
                          pad: float = 114, format: FormatName | None = None,
                          matrix: MatrixName = "bt601",
-                         yuv_range: YuvRangeName = "limited") -> Any:
+                         yuv_range: YuvRangeName = "limited",
+                         rounding: RoundingName = "float") -> Any:
         """Preprocesses N frames (each as :meth:`preprocess` takes it,
         sizes may differ) into one batch: (N, C, H, W) for NCHW, (N, H, W,
         C) for NHWC, frame k in row k. ``out`` None: returns a new numpy
@@ -365,24 +374,45 @@ class Client(_Connection):
         Raises :class:`~frameprep.InvalidRequestError` for an ``out`` of
         another shape or dtype (before sending anything), and as
         :meth:`preprocess` (the first failure; rows of other frames may
-        be written by then)."""
+        be written by then).
+
+        Frames of one shape and one packed format (bgr8, rgb8, bgra8,
+        rgba8, gray8) with ``rounding="float"`` and a numpy (or no)
+        ``out`` go in ONE BATCH request (protocol.h), the frames copied
+        once into its message, when the daemon's max_elements,
+        max_batch_bytes and max_frame_bytes (INFO) allow it; then ``out``
+        None returns a view of the reply. Otherwise (mixed shapes, YUV or
+        JPEG frames, exact mode, a CUDA ``out``, beyond those limits) one
+        request per frame."""
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
-                          std, pad, matrix, yuv_range)
+                          std, pad, matrix, yuv_range, rounding)
         n = len(frames)
         shape = (n,) + tuple(plan.shape[1:])
-        if out is None:
-            out = np.empty(shape, plan.typestr)
-        if tuple(getattr(out, "shape", ())) != shape:
+        if out is not None and \
+                tuple(getattr(out, "shape", ())) != shape:
             raise errors.InvalidRequestError(
                 f"out shape {tuple(getattr(out, 'shape', ()))} is not the "
                 f"batch's {shape}")
         if isinstance(out, np.ndarray):
             _numpy_out(out, shape, plan.typestr)
+        if (out is None or isinstance(out, np.ndarray)) and \
+                rounding == "float":
+            stacked = self._batch_frames(frames, format, plan)
+            if stacked is not None:
+                res = self._elements(plan, Kind.BATCH, stacked[0],
+                                     _core.address_of(stacked[1]),
+                                     stacked[2])
+                if out is None:
+                    return np.asarray(res)
+                np.copyto(out, np.asarray(res))
+                return out
+        if out is None:
+            out = np.empty(shape, plan.typestr)
 
         def one(k: int) -> None:
             self.preprocess(frames[k], size, resize, order, dtype, layout,
                             scale, mean, std, pad, format, matrix, yuv_range,
-                            out=out[k])
+                            out=out[k], rounding=rounding)
 
         if n <= 1:
             for k in range(n):
@@ -393,6 +423,110 @@ class Client(_Connection):
             for f in [pool.submit(one, k) for k in range(n)]:
                 f.result()
         return out
+
+    def _batch_frames(self, frames: Sequence[Any], format: str | None,
+                      plan: _core.Plan
+                      ) -> tuple[_core.Source, Any, list[Any]] | None:
+        """(the first frame's source, the frames packed one after another,
+        the BATCH elements) when frames can go in one BATCH request (see
+        :meth:`preprocess_batch`), else None."""
+        n = len(frames)
+        if n < 2 or not all(isinstance(f, np.ndarray) for f in frames):
+            return None
+        first = frames[0]
+        if any(f.shape != first.shape or f.dtype != first.dtype
+               for f in frames):
+            return None
+        src = _core.check_frame(first, format)
+        if src.format.is_yuv or src.format == PixelFormat.JPEG:
+            return None
+        limits = self._s._limits or self.limits()
+        plan.check(src, limits)
+        try:
+            _core.check_elements(plan, n, limits)
+        except errors.LimitExceededError:
+            return None
+        packed = np.ascontiguousarray(np.stack(frames))
+        one = packed[0].nbytes
+        most = limits.get("max_frame_bytes")
+        if isinstance(most, int) and packed.nbytes + 32 * n + 8 > most:
+            return None
+        src = _core.check_frame(packed[0], format)
+        els = [(_core.ELEM_FRAME, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, k * one)
+               for k in range(n)]
+        return src, packed, els
+
+    def _elements(self, plan: _core.Plan, kind: int, src: _core.Source,
+                  addr: int, els: list[Any]) -> Any:
+        """Sends one ROIS or BATCH request; returns the checked reply."""
+        native = plan.opts.request(kind).native()
+        u, uo, vo = src.planes
+        s = self._s
+        return _core.checked(s.call(
+            s.native.elements, native, els, addr,
+            src.span, src.format, src.width, src.height, src.stride, u, uo,
+            vo))
+
+    def crops(self, frame: Any, boxes: Any, size: Sequence[int] = (224, 224),
+              resize: ResizeName = "letterbox", order: OrderName = "rgb",
+              dtype: DTypeOption = "float32", layout: LayoutName = "nchw",
+              scale: float = 1 / 255,
+              mean: float | Sequence[float] = (0.0, 0.0, 0.0),
+              std: float | Sequence[float] = (1.0, 1.0, 1.0),
+              pad: float = 114, format: FormatName | None = None,
+              out: np.ndarray[Any, Any] | None = None
+              ) -> _core.BatchResult:
+        """Preprocesses N regions of one frame into one tensor, in ONE
+        ROIS request (protocol.h, "ROIS and BATCH requests").
+
+        frame   as :meth:`preprocess` takes it, packed formats only
+                (bgr8, rgb8, bgra8, rgba8, gray8).
+        boxes   an (N, 4) array-like of x, y, w, h in source pixels
+                (floats; the sub-image [x, x + w) x [y, y + h)), or a
+                sequence whose items are each such a box or
+                ``{"affine": [m00, m01, m02, m10, m11, m12]}``, a 2x3
+                matrix mapping tensor pixel (u, v) to source pixel
+                (m00 u + m01 v + m02, m10 u + m11 v + m12), sampled as
+                cv2.warpAffine(..., WARP_INVERSE_MAP, BORDER_CONSTANT,
+                pad). 1..max_elements (INFO) items.
+        size    each crop's tensor (width, height) in pixels.
+        resize  "letterbox" or "stretch", for the boxes: an integer box
+                equals cv2.resize(frame[y:y+h, x:x+w]) (+ copyMakeBorder
+                for letterbox) within 1 LSB; box pixels outside the frame
+                read as ``pad`` (padded, not clipped).
+        order, dtype, layout, scale, mean, std, pad  as
+                :meth:`preprocess` (rounding is "float": exact mode is
+                refused for crops).
+        out     a numpy array (N, C, H, W) (or NHWC) of the tensor's
+                dtype: the tensor is copied into it.
+
+        Returns a :class:`~frameprep.BatchResult`: tensor (N, C, H, W) or
+        (N, H, W, C), row k the crop of boxes[k], and its N
+        :class:`~frameprep.ElementTransform` (all zero for an affine).
+        Raises :class:`~frameprep.InvalidRequestError` (a malformed item,
+        or a bad box refused by the C library or the daemon with the
+        element's index in the message: "element 3: w -1 is not > 0"),
+        :class:`~frameprep.LimitExceededError` (N beyond max_elements, N
+        tensors beyond max_batch_bytes, a frame beyond the daemon's
+        limits), and the transport errors of the class."""
+        plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
+                          std, pad)
+        els = _core.elements_of(boxes)
+        src = _core.check_frame(frame, format)
+        limits = self._s._limits or self.limits()
+        plan.check(src, limits)
+        _core.check_elements(plan, len(els), limits)
+        shape = (len(els),) + tuple(plan.shape[1:])
+        if out is not None:
+            _numpy_out(out, shape, plan.typestr)
+            if out.shape != shape:
+                raise errors.InvalidRequestError(
+                    f"out shape {out.shape} is not the crops' {shape}")
+        res = self._elements(plan, Kind.ROIS, src, src.address(), els)
+        if out is None:
+            return _core.new_batch_result(res)
+        np.copyto(out, np.asarray(res))
+        return _core.new_batch_result(res, out)
 
     def _cuda_regions(self) -> Any:
         from . import cuda
@@ -578,11 +712,12 @@ class AsyncClient(_Connection):
                          std: float | Sequence[float] = (1.0, 1.0, 1.0),
                          pad: float = 114, format: FormatName | None = None,
                          matrix: MatrixName = "bt601",
-                         yuv_range: YuvRangeName = "limited"
+                         yuv_range: YuvRangeName = "limited",
+                         rounding: RoundingName = "float"
                          ) -> _core.Result:
         """See :meth:`Client.preprocess`."""
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
-                          std, pad, matrix, yuv_range)
+                          std, pad, matrix, yuv_range, rounding)
         src = _core.check_frame(frame, format)
         plan.check(src, await self.limits())
         res = _core.checked(await self._submit(plan.native, src))

@@ -45,6 +45,8 @@ class Kind(enum.IntEnum):
     UNREGISTER = 5
     REGISTER_CUDA = 6
     DOORBELL = 7
+    ROIS = 8
+    BATCH = 9
 
 
 class PixelFormat(enum.IntEnum):
@@ -99,6 +101,17 @@ class Resize(enum.IntEnum):
 
     LETTERBOX = 1
     STRETCH = 2
+
+
+class Rounding(enum.IntEnum):
+    """How the resized pixel is formed (``enum fprep_rounding``, bits 4-7
+    of the wire's resize byte): FLOAT keeps the bilinear blend in float
+    (within 1 LSB of OpenCV); OPENCV rounds it to uint8 as
+    cv2.resize(INTER_LINEAR) does, so the tensor equals OpenCV's pipeline
+    bit for bit (protocol.h describes both)."""
+
+    FLOAT = 0
+    OPENCV = 1
 
 
 class ChannelOrder(enum.IntEnum):
@@ -161,7 +174,9 @@ class Request:
     UNREGISTER, ``region_id``, ``doorbell_entries`` and ``doorbell_offset``
     by DOORBELL; FRAME and ECHO use the rest. The defaults
     are those of ``fprep_request_init``: LETTERBOX to 640x640, RGB, F32,
-    NCHW, pad 114, scale 1/255, mean 0, std 1, inline input and output.
+    NCHW, pad 114, scale 1/255, mean 0, std 1, inline input and output,
+    rounding FLOAT (``rounding`` is encoded in bits 4-7 of byte 40, the
+    resize byte).
     """
 
     kind: int = Kind.FRAME
@@ -203,6 +218,7 @@ class Request:
     shm_reply: bool = False
     doorbell_entries: int = 0
     doorbell_offset: int = 0
+    rounding: int = Rounding.FLOAT
 
     def _fields(self) -> dict[str, Any]:
         """The fields of this request's C struct, by name."""

@@ -1,0 +1,276 @@
+"""The Python client's exact mode (rounding="opencv"), JPEG frames, crops
+(ROIS) and one-request batches (BATCH) against a real frameprepd (CPU
+backend): exact mode equal to OpenCV's pipeline bit for bit, a JPEG's
+tensor equal to the C CLI's and within 1 LSB of cv2.imdecode + letterbox,
+crops within 1 LSB of cv2.resize of the crop (+ copyMakeBorder), a bad box
+refused with its index, a batch equal to single requests."""
+import subprocess
+import sys
+
+import cv2
+import numpy as np
+import pytest
+
+import frameprep
+from conftest import CLI, IMAGES, ROOT
+from frameprep.protocol import Request, Rounding
+
+sys.path.insert(0, str(ROOT / "tests" / "ops"))
+from compare_opencv import letterbox_ref  # noqa: E402
+
+PAD = 114
+
+
+def photo(name):
+    img = cv2.imread(str(IMAGES / name), cv2.IMREAD_COLOR)
+    assert img is not None, name
+    return img
+
+
+def chw_rgb(img):
+    """(1, 3, H, W) of a BGR uint8 image, channels RGB."""
+    return np.ascontiguousarray(img[:, :, ::-1].transpose(2, 0, 1))[None]
+
+
+def opencv_tensor(img, ow, oh, stretch):
+    """OpenCV's pipeline (compare_exact.py): cv2.resize INTER_LINEAR (+
+    copyMakeBorder 114 for letterbox), RGB, NCHW, numpy float32 / 255."""
+    if stretch:
+        ref = cv2.resize(img, (ow, oh), interpolation=cv2.INTER_LINEAR)
+    else:
+        ref = letterbox_ref(img, ow, oh)
+    return chw_rgb(ref).astype(np.float32) / np.float32(255)
+
+
+def same_bits(a, b):
+    """Whether two arrays have one shape, one dtype and the same bytes."""
+    return a.shape == b.shape and a.dtype == b.dtype and \
+        a.tobytes() == b.tobytes()
+
+
+def test_constants_are_protocol_h():
+    """Rounding and the ROIS and BATCH kinds are protocol.h's (the C
+    library's values, through frameprep._native)."""
+    from frameprep import _native, protocol
+    c = _native.constants
+    assert {m.name: int(m) for m in Rounding} == {
+        k[len("FPREP_ROUNDING_"):]: v for k, v in c.items()
+        if k.startswith("FPREP_ROUNDING_")}
+    assert (protocol.Kind.ROIS, protocol.Kind.BATCH) == (
+        c["FPREP_KIND_ROIS"], c["FPREP_KIND_BATCH"])
+
+
+def test_rounding_is_on_the_wire():
+    """rounding goes in bits 4-7 of byte 40 (the resize byte)."""
+    assert Request(rounding=Rounding.OPENCV).encode()[40] == 0x11
+    assert Request(resize=2, rounding=1).encode()[40] == 0x12
+    assert Request().encode()[40] == 0x01
+    with pytest.raises(frameprep.InvalidRequestError, match="rounding"):
+        frameprep.Options.make(rounding="nearest")  # type: ignore
+
+
+@pytest.mark.parametrize("name", ["astronaut.png", "rocket.jpg"])
+def test_exact_mode_equals_opencv_bit_for_bit(client, name):
+    """rounding="opencv", scale 1 and std 255 (a pipeline that divides by
+    255, as protocol.h says): every float equals OpenCV + numpy's in every
+    bit, letterboxed and stretched, single call, batch and ring; the float
+    mode differs somewhere (the comparison can fail)."""
+    img = photo(name)
+    differs = False
+    for (ow, oh), stretch in (((640, 640), False), ((333, 517), False),
+                              ((416, 256), True)):
+        want = opencv_tensor(img, ow, oh, stretch)
+        opts = dict(size=(ow, oh), resize="stretch" if stretch else
+                    "letterbox", scale=1.0, std=255.0)
+        got = client.preprocess(img, rounding="opencv", **opts).tensor
+        assert got.shape == want.shape
+        assert same_bits(got, want), (name, ow, oh, stretch)
+        flt = client.preprocess(img, **opts).tensor
+        differs = differs or not same_bits(flt, want)
+        assert np.abs(flt - want).max() <= 1 / 255 + 1e-6
+        batch = client.preprocess_batch([img, img[1:]], rounding="opencv",
+                                        **opts)
+        assert same_bits(batch[:1], want)
+    assert differs
+    with client.ring(slots=2, frame=img.shape, size=(640, 640), scale=1.0,
+                     std=255.0, rounding="opencv") as ring:
+        with ring.preprocess(img) as rr:
+            want = opencv_tensor(img, 640, 640, False)
+            assert same_bits(rr.tensor, want)
+
+
+def test_cli_rounding(daemon, tmp_path):
+    """python -m frameprep send --rounding opencv equals the C CLI's."""
+    out, cout = tmp_path / "py.npy", tmp_path / "c.npy"
+    args = [str(IMAGES / "astronaut.png"), "--socket", daemon.url, "--size",
+            "320x320", "--rounding", "opencv", "--scale", "1", "--std",
+            "255"]
+    r = subprocess.run([sys.executable, "-m", "frameprep", "send", *args,
+                        "-o", str(out)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    subprocess.run([str(CLI), "send", *args, "-o", str(cout)], check=True,
+                   capture_output=True, timeout=60)
+    assert same_bits(np.load(out), np.load(cout))
+    want = opencv_tensor(photo("astronaut.png"), 320, 320, False)
+    assert same_bits(np.load(out), want)
+
+
+def test_jpeg_frames(client, daemon, tmp_path):
+    """A JPEG's bytes (bytes, bytearray, memoryview or a uint8 array) are
+    decoded by the daemon: the tensor equals the C CLI's --jpeg bit for
+    bit, is within 1 LSB of cv2.imdecode + letterbox, and the result
+    carries the decoded size and decode time; the transform uses the
+    decoded size. The Python CLI's --jpeg equals the C CLI's."""
+    path = IMAGES / "rocket.jpg"
+    data = path.read_bytes()
+    dec = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    h, w = dec.shape[:2]
+    cout = tmp_path / "c.npy"
+    subprocess.run([str(CLI), "send", str(path), "--jpeg", "--socket",
+                    daemon.url, "--size", "320x320", "-o", str(cout)],
+                   check=True, capture_output=True, timeout=60)
+    want = np.load(cout)
+    ref = chw_rgb(letterbox_ref(dec, 320, 320)).astype(np.float32) / 255
+    for form in (data, bytearray(data), memoryview(data),
+                 np.frombuffer(data, np.uint8)):
+        r = client.preprocess(form, size=(320, 320), format="jpeg")
+        assert same_bits(r.tensor, want)
+        assert np.abs(r.tensor - ref).max() <= 1 / 255 + 1e-6
+        assert r.decoded_size == (w, h)
+        assert r.reply.decoded_width == w and r.timings.decode_us > 0
+        assert r.transform.src_width == w and r.transform.src_height == h
+    plain = client.preprocess(dec, size=(320, 320))
+    assert plain.decoded_size is None and plain.timings.decode_us == 0
+    out = tmp_path / "py.npy"
+    r2 = subprocess.run([sys.executable, "-m", "frameprep", "send",
+                         str(path), "--jpeg", "--socket", daemon.url,
+                         "--size", "320x320", "-o", str(out)],
+                        capture_output=True, text=True, timeout=60)
+    assert r2.returncode == 0, r2.stderr
+    assert f"decoded   JPEG {w}x{h} in" in r2.stdout
+    assert same_bits(np.load(out), want)
+    with pytest.raises(frameprep.InvalidRequestError):
+        client.preprocess(data[: len(data) // 2], format="jpeg")
+    for bad in (b"", np.zeros((4, 4), np.uint8), "text"):
+        with pytest.raises(frameprep.InvalidRequestError, match="jpeg"):
+            client.preprocess(bad, format="jpeg")
+    assert client.preprocess(dec, size=(32, 32)).tensor.shape == \
+        (1, 3, 32, 32)
+
+
+def box_ref(img, box, ow, oh, stretch):
+    """compare_roi.py's reference: the frame bordered with the pad value,
+    cropped to the box, letterboxed or stretched with OpenCV."""
+    x, y, w, h = box
+    m = max(0, -x, -y, x + w - img.shape[1], y + h - img.shape[0])
+    big = cv2.copyMakeBorder(img, m, m, m, m, cv2.BORDER_CONSTANT,
+                             value=(PAD,) * 3) if m else img
+    crop = big[y + m:y + m + h, x + m:x + m + w]
+    if stretch:
+        return cv2.resize(crop, (ow, oh), interpolation=cv2.INTER_LINEAR)
+    return letterbox_ref(crop, ow, oh)
+
+
+def test_crops_within_one_lsb_of_opencv(client):
+    """N boxes of one frame in one request: each row within 1 LSB of
+    cv2.resize of the crop (+ copyMakeBorder), a box partly outside the
+    frame padded; transforms give the box's origin and scale; an affine
+    element matches cv2.warpAffine(WARP_INVERSE_MAP) within 1 LSB."""
+    img = photo("astronaut.png")
+    boxes = [(0, 0, 512, 512), (100, 50, 200, 120), (30, 200, 61, 250),
+             (450, 400, 100, 150)]
+    for resize in ("letterbox", "stretch"):
+        r = client.crops(img, np.array(boxes, np.float32), size=(224, 224),
+                         resize=resize, dtype="uint8")
+        assert r.tensor.shape == (4, 3, 224, 224)
+        assert len(r.transforms) == 4
+        for k, b in enumerate(boxes):
+            ref = chw_rgb(box_ref(img, b, 224, 224, resize == "stretch"))[0]
+            d = np.abs(r.tensor[k].astype(int) - ref.astype(int)).max()
+            assert d <= 1, (resize, b, d)
+            xf = r.transforms[k]
+            assert (xf.origin_x, xf.origin_y) == (b[0], b[1])
+            back = xf.to_source([[xf.pad_x, xf.pad_y,
+                                  xf.pad_x + xf.resized_w,
+                                  xf.pad_y + xf.resized_h]])
+            assert np.allclose(back, [[b[0], b[1], b[0] + b[2],
+                                       b[1] + b[3]]], atol=0.5)
+    m = [0.5, 0.1, 40.0, -0.1, 0.5, 60.0]
+    r = client.crops(img, [boxes[1], {"affine": m}], size=(96, 64),
+                     dtype="uint8")
+    warp = cv2.warpAffine(img, np.array(m, np.float64).reshape(2, 3),
+                          (96, 64), flags=cv2.INTER_LINEAR |
+                          cv2.WARP_INVERSE_MAP,
+                          borderMode=cv2.BORDER_CONSTANT,
+                          borderValue=(PAD,) * 3)
+    d = np.abs(r.tensor[1].astype(int) - chw_rgb(warp)[0].astype(int))
+    assert d.max() <= 1 and r.transforms[1].affine
+    out = np.zeros((2, 64, 96, 3), np.float32)
+    r2 = client.crops(img, [boxes[1], {"affine": m}], size=(96, 64),
+                      layout="nhwc", out=out)
+    assert r2.tensor is out and out.any()
+
+
+def test_bad_box_refused_with_its_index(client):
+    """A box with w <= 0 or a non-finite value is refused with the
+    element's index; a malformed item before sending; the daemon keeps
+    serving."""
+    img = photo("astronaut.png")
+    with pytest.raises(frameprep.InvalidRequestError, match="element 2"):
+        client.crops(img, [(0, 0, 10, 10), (5, 5, 20, 20), (0, 0, -1, 10)])
+    with pytest.raises(frameprep.InvalidRequestError, match="element 1"):
+        client.crops(img, [(0, 0, 10, 10), (float("nan"), 0, 5, 5)])
+    for bad in ([(0, 0, 10)], [{"affine": [1, 2]}], [], np.zeros((3, 5))):
+        with pytest.raises(frameprep.InvalidRequestError):
+            client.crops(img, bad)
+    with pytest.raises(frameprep.LimitExceededError, match="max_elements"):
+        n = client.limits()["max_elements"] + 1
+        client.crops(img, np.tile([0.0, 0.0, 8.0, 8.0], (n, 1)),
+                     size=(8, 8))
+    assert client.crops(img, [(0, 0, 8, 8)], size=(8, 8)).tensor.shape == \
+        (1, 3, 8, 8)
+
+
+class _Counting:
+    """A stand-in for the client's native connection that counts the
+    requests of each kind of call."""
+
+    def __init__(self, native):
+        self._native = native
+        self.calls = {}
+
+    def __getattr__(self, name):
+        fn = getattr(self._native, name)
+
+        def counted(*args):
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return fn(*args)
+        return counted
+
+
+def test_batch_is_one_request(client, monkeypatch):
+    """4 frames of one shape go in ONE BATCH request, equal to 4 single
+    requests bit for bit (also into out=, NHWC f16); mixed shapes still go
+    one request per frame."""
+    img = photo("astronaut.png")
+    fs = [img, img[::-1].copy(), np.ascontiguousarray(img[:, ::-1]),
+          255 - img]
+    want = np.concatenate([client.preprocess(f, size=(160, 96)).tensor
+                           for f in fs])
+    counting = _Counting(client._s.native)
+    monkeypatch.setattr(client._s, "native", counting)
+    got = client.preprocess_batch(fs, size=(160, 96))
+    assert counting.calls == {"elements": 1}
+    assert got.shape == (4, 3, 96, 160) and same_bits(got, want)
+    out = np.zeros((4, 96, 160, 3), np.float16)
+    assert client.preprocess_batch(fs, out=out, size=(160, 96),
+                                   layout="nhwc", dtype="float16") is out
+    monkeypatch.setattr(client._s, "native", counting._native)
+    nhwc = [client.preprocess(f, size=(160, 96), layout="nhwc",
+                              dtype="float16").tensor[0] for f in fs]
+    assert all(same_bits(out[k], nhwc[k]) for k in range(4))
+    counting = _Counting(client._s.native)
+    monkeypatch.setattr(client._s, "native", counting)
+    mixed = client.preprocess_batch([img, img[1:]], size=(160, 96))
+    assert counting.calls == {"frame": 2} and mixed.shape[0] == 2
