@@ -274,3 +274,33 @@ def test_batch_is_one_request(client, monkeypatch):
     monkeypatch.setattr(client._s, "native", counting)
     mixed = client.preprocess_batch([img, img[1:]], size=(160, 96))
     assert counting.calls == {"frame": 2} and mixed.shape[0] == 2
+
+
+def test_async_crops_and_jpeg(daemon):
+    """AsyncClient: crops of a frame that had to be copied (channels
+    reversed: not packed) equal the blocking client's; a JPEG and exact
+    mode go through it too."""
+    import asyncio
+    img = photo("coffee.png")
+    rgb = img[:, :, ::-1]
+    boxes = [(10, 20, 100, 80), (200, 100, 150, 150)]
+    data = (IMAGES / "rocket.jpg").read_bytes()
+
+    async def run():
+        async with frameprep.AsyncClient(daemon.url, timeout=60) as ac:
+            r = await ac.crops(rgb, boxes, size=(64, 64), format="rgb8")
+            j = await ac.preprocess(np.frombuffer(data, np.uint8),
+                                    size=(96, 96), format="jpeg")
+            e = await ac.preprocess(img, size=(96, 96), rounding="opencv",
+                                    scale=1.0, std=255.0)
+            return r, j, e
+
+    r, j, e = asyncio.run(run())
+    with frameprep.Client(daemon.url, timeout=60) as c:
+        want = c.crops(np.ascontiguousarray(img), boxes, size=(64, 64))
+        assert same_bits(r.tensor, want.tensor)
+        assert r.transforms == want.transforms
+        assert same_bits(j.tensor, c.preprocess(data, size=(96, 96),
+                                                format="jpeg").tensor)
+        assert j.decoded_size is not None
+    assert same_bits(e.tensor, opencv_tensor(img, 96, 96, False))

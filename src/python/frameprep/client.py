@@ -156,6 +156,47 @@ def _numpy_out(out: np.ndarray[Any, Any], shape: Sequence[int],
         f"out shape {out.shape} is not the tensor's {shape}")
 
 
+def _elements_args(plan: _core.Plan, kind: int, src: _core.Source,
+                   addr: int, els: list[Any]) -> tuple[Any, ...]:
+    """The arguments of _native.Client.elements: a ROIS or BATCH request
+    of plan's options for src (its bytes at addr) and the elements."""
+    u, uo, vo = src.planes
+    return (plan.opts.request(kind).native(), els, addr, src.span,
+            src.format, src.width, src.height, src.stride, u, uo, vo)
+
+
+def _crops_args(plan: _core.Plan, frame: Any, boxes: Any,
+                format: FormatName | None, out: np.ndarray[Any, Any] | None,
+                limits: dict[str, Any]
+                ) -> tuple[tuple[Any, ...], _core.Source]:
+    """Checks the arguments of :meth:`Client.crops` (before sending) and
+    returns those of _native.Client.elements, and the source, which holds
+    the frame's bytes (a copy when they were not packed): keep it until
+    the call returns."""
+    els = _core.elements_of(boxes)
+    src = _core.check_frame(frame, format)
+    plan.check(src, limits)
+    _core.check_elements(plan, len(els), limits)
+    shape = (len(els),) + tuple(plan.shape[1:])
+    if out is not None:
+        _numpy_out(out, shape, plan.typestr)
+        if out.shape != shape:
+            raise errors.InvalidRequestError(
+                f"out shape {out.shape} is not the crops' {shape}")
+    return _elements_args(plan, Kind.ROIS, src, src.address(), els), src
+
+
+def _crops_result(res: Any, out: np.ndarray[Any, Any] | None
+                  ) -> _core.BatchResult:
+    """The result of a ROIS reply (checked here), copied into out if
+    given."""
+    _core.checked(res)
+    if out is None:
+        return _core.new_batch_result(res)
+    np.copyto(out, np.asarray(res))
+    return _core.new_batch_result(res, out)
+
+
 class _Connection:
     """What :class:`Client` and :class:`AsyncClient` share: the socket, its
     address and timeout, and closing it."""
@@ -459,13 +500,10 @@ class Client(_Connection):
     def _elements(self, plan: _core.Plan, kind: int, src: _core.Source,
                   addr: int, els: list[Any]) -> Any:
         """Sends one ROIS or BATCH request; returns the checked reply."""
-        native = plan.opts.request(kind).native()
-        u, uo, vo = src.planes
         s = self._s
-        return _core.checked(s.call(
-            s.native.elements, native, els, addr,
-            src.span, src.format, src.width, src.height, src.stride, u, uo,
-            vo))
+        return _core.checked(s.call(s.native.elements,
+                                    *_elements_args(plan, kind, src, addr,
+                                                    els)))
 
     def crops(self, frame: Any, boxes: Any, size: Sequence[int] = (224, 224),
               resize: ResizeName = "letterbox", order: OrderName = "rgb",
@@ -511,22 +549,12 @@ class Client(_Connection):
         limits), and the transport errors of the class."""
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
                           std, pad)
-        els = _core.elements_of(boxes)
-        src = _core.check_frame(frame, format)
-        limits = self._s._limits or self.limits()
-        plan.check(src, limits)
-        _core.check_elements(plan, len(els), limits)
-        shape = (len(els),) + tuple(plan.shape[1:])
-        if out is not None:
-            _numpy_out(out, shape, plan.typestr)
-            if out.shape != shape:
-                raise errors.InvalidRequestError(
-                    f"out shape {out.shape} is not the crops' {shape}")
-        res = self._elements(plan, Kind.ROIS, src, src.address(), els)
-        if out is None:
-            return _core.new_batch_result(res)
-        np.copyto(out, np.asarray(res))
-        return _core.new_batch_result(res, out)
+        args, src = _crops_args(plan, frame, boxes, format, out,
+                                self._s._limits or self.limits())
+        s = self._s
+        res = s.call(s.native.elements, *args)
+        del src  # the frame's bytes, kept until the call returned
+        return _crops_result(res, out)
 
     def _cuda_regions(self) -> Any:
         from . import cuda
@@ -686,6 +714,30 @@ class AsyncClient(_Connection):
         rep = Reply(**res.fields)
         req.request_id = rep.request_id
         return res, rep
+
+    async def crops(self, frame: Any, boxes: Any,
+                    size: Sequence[int] = (224, 224),
+                    resize: ResizeName = "letterbox",
+                    order: OrderName = "rgb",
+                    dtype: DTypeOption = "float32",
+                    layout: LayoutName = "nchw", scale: float = 1 / 255,
+                    mean: float | Sequence[float] = (0.0, 0.0, 0.0),
+                    std: float | Sequence[float] = (1.0, 1.0, 1.0),
+                    pad: float = 114, format: FormatName | None = None,
+                    out: np.ndarray[Any, Any] | None = None
+                    ) -> _core.BatchResult:
+        """See :meth:`Client.crops` (the request runs on the loop's
+        executor; the frame must not change until it returns)."""
+        plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
+                          std, pad)
+        args, src = _crops_args(plan, frame, boxes, format, out,
+                                await self.limits())
+        loop = asyncio.get_running_loop()
+        res = await loop.run_in_executor(
+            None, functools.partial(self._s.call, self._s.native.elements,
+                                    *args))
+        del src  # the frame's bytes, kept until the call returned
+        return _crops_result(res, out)
 
     async def info(self) -> dict[str, Any]:
         """See :meth:`Client.info`."""
