@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "client_entry.h"
 #include "client_internal.h"
@@ -1192,6 +1193,10 @@ typedef struct {
 	PyObject *client; /* the ClientObject */
 	uint64_t lost;    /* the client's lost connections at the open */
 	int unregistered;
+	/* Region.prepare's requests, by doorbell entry (a ring's slot), or
+	 * NULL; nprepared entries, those never prepared have kind 0. */
+	fprep_request *prepared;
+	unsigned nprepared;
 } RegionObject;
 
 static PyObject *Region_type;
@@ -1229,6 +1234,8 @@ static PyObject *Client_region_open(PyObject *op, PyObject *args)
 	ro->client = op;
 	ro->lost = lost;
 	ro->unregistered = 0;
+	ro->prepared = NULL;
+	ro->nprepared = 0;
 	return (PyObject *)ro;
 }
 
@@ -1265,35 +1272,41 @@ static PyObject *Region_doorbell(PyObject *op, PyObject *args)
 	Py_RETURN_NONE;
 }
 
-/* Region.request(entry, request, in_offset, out_offset, out_capacity,
- * span, format, width, height, stride, uv_stride, u_offset, v_offset):
- * the request's options for a frame and a tensor in this region
- * (fprep_region_request). */
-static PyObject *Region_request(PyObject *op, PyObject *args)
+/* native_region_args parses Region.request's arguments (entry, request,
+ * in_offset, out_offset, out_capacity, span, format, width, height,
+ * stride, uv_stride, u_offset, v_offset) into the request *req of entry
+ * *k in region r. */
+static int native_region_args(fprep_region *r, PyObject *args, unsigned *k,
+                              fprep_request *req)
 {
-	RegionObject *self = (RegionObject *)op;
 	unsigned long long in_off, out_off, out_cap;
-	unsigned k;
 	PyObject *tmpl;
 	struct native_src s;
-	fprep_request req;
+
+	s.addr = 0;
+	if (!PyArg_ParseTuple(args, "IO!KKKKIIIIIII", k, Request_type, &tmpl,
+	                      &in_off, &out_off, &out_cap, &s.span, &s.fmt,
+	                      &s.w, &s.h, &s.stride, &s.uvs, &s.uoff, &s.voff))
+		return -1;
+	*req = ((RequestObject *)tmpl)->req;
+	native_set_source(req, &s);
+	fprep_request_set_regions(req, r, in_off, r, out_off, out_cap);
+	return 0;
+}
+
+/* native_region_send runs fprep_region_request of req in entry k without
+ * the GIL and returns its Result (the daemon's status unchecked). */
+static PyObject *native_region_send(RegionObject *self, unsigned k,
+                                    fprep_request *req)
+{
 	fprep_result res;
 	ClientObject *c;
 	int err;
 
-	s.addr = 0;
-	if (!PyArg_ParseTuple(args, "IO!KKKKIIIIIII", &k, Request_type, &tmpl,
-	                      &in_off, &out_off, &out_cap, &s.span, &s.fmt,
-	                      &s.w, &s.h, &s.stride, &s.uvs, &s.uoff, &s.voff))
-		return NULL;
 	if ((c = native_region_client(self)) == NULL)
 		return NULL;
-	req = ((RequestObject *)tmpl)->req;
-	native_set_source(&req, &s);
-	fprep_request_set_regions(&req, self->r, in_off, self->r, out_off,
-	                          out_cap);
 	Py_BEGIN_ALLOW_THREADS err =
-	        fprep_region_request(self->r, k, &req, &res);
+	        fprep_region_request(self->r, k, req, &res);
 	Py_END_ALLOW_THREADS if (err)
 	{
 		native_fail(c, err);
@@ -1302,6 +1315,69 @@ static PyObject *Region_request(PyObject *op, PyObject *args)
 	}
 	native_leave(c);
 	return native_result_new(&res);
+}
+
+/* Region.request(entry, request, in_offset, out_offset, out_capacity,
+ * span, format, width, height, stride, uv_stride, u_offset, v_offset):
+ * the request's options for a frame and a tensor in this region
+ * (fprep_region_request). */
+static PyObject *Region_request(PyObject *op, PyObject *args)
+{
+	RegionObject *self = (RegionObject *)op;
+	fprep_request req;
+	unsigned k;
+
+	if (self->r == NULL)
+		return native_raise(FPREP_ECLOSED, "the region was closed");
+	if (native_region_args(self->r, args, &k, &req))
+		return NULL;
+	return native_region_send(self, k, &req);
+}
+
+/* Region.prepare(entry, request, ...): keeps the request that
+ * Region.request would send with these arguments, for Region.send(entry):
+ * a ring's request for a slot's whole frame, made once per registration.
+ * Entries up to 4096. */
+static PyObject *Region_prepare(PyObject *op, PyObject *args)
+{
+	RegionObject *self = (RegionObject *)op;
+	fprep_request req;
+	unsigned k;
+
+	if (self->r == NULL)
+		return native_raise(FPREP_ECLOSED, "the region was closed");
+	if (native_region_args(self->r, args, &k, &req))
+		return NULL;
+	if (k >= 4096)
+		return native_raise(FPREP_EINVAL, "entry beyond 4096");
+	if (k >= self->nprepared) {
+		fprep_request *p =
+		        realloc(self->prepared, (k + 1) * sizeof(*p));
+
+		if (p == NULL)
+			return PyErr_NoMemory();
+		memset(p + self->nprepared, 0,
+		       (k + 1 - self->nprepared) * sizeof(*p));
+		self->prepared = p;
+		self->nprepared = k + 1;
+	}
+	self->prepared[k] = req;
+	Py_RETURN_NONE;
+}
+
+/* Region.send(entry): the request Region.prepare kept for entry. */
+static PyObject *Region_send(PyObject *op, PyObject *arg)
+{
+	RegionObject *self = (RegionObject *)op;
+	unsigned long k = PyLong_AsUnsignedLong(arg);
+	fprep_request req;
+
+	if (k == (unsigned long)-1 && PyErr_Occurred())
+		return NULL;
+	if (k >= self->nprepared || self->prepared[k].kind == 0)
+		return native_raise(FPREP_EINVAL, "entry not prepared");
+	req = self->prepared[k];
+	return native_region_send(self, (unsigned)k, &req);
 }
 
 static PyObject *Region_unregister(PyObject *op, PyObject *unused)
@@ -1349,6 +1425,7 @@ static void Region_dealloc(PyObject *op)
 		}
 		self->r = NULL;
 	}
+	free(self->prepared);
 	Py_XDECREF(self->client);
 	free_fn(op);
 	Py_DECREF(tp);
@@ -1407,6 +1484,10 @@ static PyMethodDef Region_methods[] = {
          "doorbell(offset, entries): fprep_region_doorbell."},
         {"request", Region_request, METH_VARARGS,
          "A FRAME of a request's options in this region."},
+        {"prepare", Region_prepare, METH_VARARGS,
+         "prepare(entry, request, ...): keeps request's arguments for send."},
+        {"send", Region_send, METH_O,
+         "send(entry): the request that prepare kept for entry."},
         {"unregister", Region_unregister, METH_NOARGS,
          "Tells the daemon to drop the region; the mapping stays."},
         {NULL, NULL, 0, NULL}};
@@ -1453,6 +1534,594 @@ static PyType_Slot Client_slots[] = {
 static PyType_Spec Client_spec = {"frameprep._native.Client",
                                   sizeof(ClientObject), 0, Py_TPFLAGS_DEFAULT,
                                   Client_slots};
+
+/* ---- Slots and Hold: a ring's slot table and what holds a slot ---- */
+
+/* A slot is free, reserved (a frame handed out by next_frame, not yet
+ * sent) or taken (in flight, then held by its result until released). */
+enum { SLOT_FREE, SLOT_RESERVED, SLOT_TAKEN };
+
+/* The array a Hold describes to numpy (__array_struct__: numpy's
+ * PyArrayInterface, whose layout is numpy's stable interface). */
+struct native_array_iface {
+	int two; /* 2 */
+	int nd;
+	char typekind;
+	int itemsize;
+	int flags;
+	Py_intptr_t *shape;
+	Py_intptr_t *strides;
+	void *data;
+	PyObject *descr;
+};
+
+/* NPY_ARRAY_C_CONTIGUOUS, ALIGNED, NOTSWAPPED and WRITEABLE. */
+#define NATIVE_ARRAY_FLAGS (0x1 | 0x100 | 0x200 | 0x400)
+
+typedef struct {
+	PyObject_HEAD pthread_mutex_t mtx;
+	pthread_cond_t cv; /* a slot came free, or the table closed */
+	unsigned n;
+	uint8_t *state;
+	uint64_t *ticket; /* changes each time the slot is handed out */
+	unsigned *fifo;   /* the free slots, least recently freed first */
+	unsigned head, count;
+	int closed;
+	PyObject *on_free; /* called (GIL held) when a slot came free */
+	/* The layout (Slots.layout): a slot's bytes, its frame's offset, the
+	 * frame's and the tensor's shapes and the tensor's type. */
+	unsigned long long slot_bytes, frame_off;
+	int frame_nd, tensor_nd;
+	Py_intptr_t frame_shape[4], tensor_shape[4];
+	char typekind;
+	int itemsize;
+} SlotsObject;
+
+typedef struct {
+	PyObject_HEAD PyObject *slots; /* the SlotsObject; NULL once given
+	                                  back or sent */
+	PyObject *owner;               /* the Python ring */
+	PyObject *map;                 /* what keeps the mapping alive */
+	unsigned slot;
+	uint64_t ticket;
+	int what; /* 0: a reserved frame, 1: a result's tensor */
+	struct native_array_iface ai;
+	Py_intptr_t shape[4], strides[4];
+} HoldObject;
+
+static PyObject *Slots_type, *Hold_type;
+
+static PyObject *Slots_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
+{
+	allocfunc alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
+	SlotsObject *self;
+	unsigned n;
+
+	(void)kw;
+	if (!PyArg_ParseTuple(args, "I", &n))
+		return NULL;
+	if (n < 1)
+		return native_raise(FPREP_EINVAL, "a ring needs a slot");
+	self = (SlotsObject *)alloc(tp, 0);
+	if (self == NULL)
+		return NULL;
+	pthread_mutex_init(&self->mtx, NULL);
+	{
+		pthread_condattr_t a;
+
+		pthread_condattr_init(&a);
+		pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+		pthread_cond_init(&self->cv, &a);
+		pthread_condattr_destroy(&a);
+	}
+	self->n = n;
+	self->state = calloc(n, 1);
+	self->ticket = calloc(n, sizeof(*self->ticket));
+	self->fifo = calloc(n, sizeof(*self->fifo));
+	if (self->state == NULL || self->ticket == NULL || self->fifo == NULL) {
+		Py_DECREF((PyObject *)self);
+		return PyErr_NoMemory();
+	}
+	for (unsigned k = 0; k < n; k++)
+		self->fifo[k] = k;
+	self->head = 0;
+	self->count = n;
+	return (PyObject *)self;
+}
+
+static void Slots_dealloc(PyObject *op)
+{
+	SlotsObject *self = (SlotsObject *)op;
+	PyTypeObject *tp = Py_TYPE(op);
+	freefunc free_fn = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+
+	pthread_cond_destroy(&self->cv);
+	pthread_mutex_destroy(&self->mtx);
+	free(self->state);
+	free(self->ticket);
+	free(self->fifo);
+	Py_XDECREF(self->on_free);
+	free_fn(op);
+	Py_DECREF(tp);
+}
+
+static int native_shape(PyObject *t, Py_intptr_t *shape, int *nd)
+{
+	Py_ssize_t n = PyTuple_Check(t) ? PyTuple_Size(t) : -1;
+
+	if (n < 1 || n > 4) {
+		PyErr_SetString(PyExc_ValueError, "a shape of 1 to 4 ints");
+		return -1;
+	}
+	for (Py_ssize_t i = 0; i < n; i++) {
+		Py_ssize_t v = PyLong_AsSsize_t(PyTuple_GetItem(t, i));
+
+		if (v < 0) {
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_ValueError,
+				                "a negative dimension");
+			return -1;
+		}
+		shape[i] = v;
+	}
+	*nd = (int)n;
+	return 0;
+}
+
+/* Slots.layout(slot_bytes, frame_offset, frame_shape, tensor_shape,
+ * typekind, itemsize, on_free): where a slot's frame and tensor lie, and
+ * what to call (GIL held, any thread; None: nothing) when a slot comes
+ * free. */
+static PyObject *Slots_layout(PyObject *op, PyObject *args)
+{
+	SlotsObject *self = (SlotsObject *)op;
+	PyObject *fs, *ts, *cb, *old;
+	int kind;
+
+	if (!PyArg_ParseTuple(args, "KKO!O!CiO", &self->slot_bytes,
+	                      &self->frame_off, &PyTuple_Type, &fs,
+	                      &PyTuple_Type, &ts, &kind, &self->itemsize, &cb))
+		return NULL;
+	if (native_shape(fs, self->frame_shape, &self->frame_nd) ||
+	    native_shape(ts, self->tensor_shape, &self->tensor_nd))
+		return NULL;
+	self->typekind = (char)kind;
+	old = self->on_free;
+	if (cb == Py_None) {
+		self->on_free = NULL;
+	} else {
+		Py_INCREF(cb);
+		self->on_free = cb;
+	}
+	Py_XDECREF(old);
+	Py_RETURN_NONE;
+}
+
+/* native_pop takes the least recently freed slot (mtx held). */
+static unsigned native_pop(SlotsObject *self, int state, uint64_t *ticket)
+{
+	unsigned k = self->fifo[self->head];
+
+	self->head = (self->head + 1) % self->n;
+	self->count--;
+	self->state[k] = (uint8_t)state;
+	*ticket = ++self->ticket[k];
+	return k;
+}
+
+/* native_free frees slot k when it is still handed out with ticket (and,
+ * when only_reserved, reserved); returns whether it did (mtx not held). */
+static int native_free(SlotsObject *self, unsigned k, uint64_t ticket,
+                       int only_reserved)
+{
+	int freed = 0;
+
+	pthread_mutex_lock(&self->mtx);
+	if (k < self->n && self->ticket[k] == ticket &&
+	    self->state[k] != SLOT_FREE &&
+	    (!only_reserved || self->state[k] == SLOT_RESERVED)) {
+		self->state[k] = SLOT_FREE;
+		self->fifo[(self->head + self->count) % self->n] = k;
+		self->count++;
+		freed = 1;
+		pthread_cond_signal(&self->cv);
+	}
+	pthread_mutex_unlock(&self->mtx);
+	return freed;
+}
+
+/* native_freed calls on_free after a slot came free (GIL held). */
+static void native_freed(SlotsObject *self)
+{
+	PyObject *r;
+
+	if (self->on_free == NULL)
+		return;
+	r = PyObject_CallNoArgs(self->on_free);
+	if (r == NULL)
+		PyErr_WriteUnraisable(self->on_free);
+	Py_XDECREF(r);
+}
+
+/* Slots.take(state, timeout_s): takes the least recently freed slot in
+ * state (1 reserved, 2 taken): (slot, ticket), waiting up to timeout_s
+ * (GIL released) for one; None when none came. ClosedError once
+ * closed. */
+static PyObject *Slots_take(PyObject *op, PyObject *args)
+{
+	SlotsObject *self = (SlotsObject *)op;
+	double timeout;
+	uint64_t ticket = 0;
+	int state, closed, got = 0;
+	unsigned k = 0;
+
+	if (!PyArg_ParseTuple(args, "id", &state, &timeout))
+		return NULL;
+	if (state != SLOT_RESERVED && state != SLOT_TAKEN)
+		return native_raise(FPREP_EINVAL, "no such slot state");
+	pthread_mutex_lock(&self->mtx);
+	closed = self->closed;
+	if (!closed && self->count > 0) {
+		k = native_pop(self, state, &ticket);
+		got = 1;
+	}
+	pthread_mutex_unlock(&self->mtx);
+	if (!closed && !got && timeout > 0) {
+		Py_BEGIN_ALLOW_THREADS struct timespec end;
+
+		clock_gettime(CLOCK_MONOTONIC, &end);
+		end.tv_sec += (time_t)timeout;
+		end.tv_nsec +=
+		        (long)((timeout - (double)(time_t)timeout) * 1e9);
+		if (end.tv_nsec >= 1000000000L) {
+			end.tv_sec++;
+			end.tv_nsec -= 1000000000L;
+		}
+		pthread_mutex_lock(&self->mtx);
+		while (!self->closed && self->count == 0)
+			if (pthread_cond_timedwait(&self->cv, &self->mtx,
+			                           &end) != 0)
+				break;
+		closed = self->closed;
+		if (!closed && self->count > 0) {
+			k = native_pop(self, state, &ticket);
+			got = 1;
+		}
+		pthread_mutex_unlock(&self->mtx);
+		Py_END_ALLOW_THREADS
+	}
+	if (closed)
+		return native_raise(FPREP_ECLOSED, "the ring was closed");
+	if (!got)
+		Py_RETURN_NONE;
+	return Py_BuildValue("(IK)", k, (unsigned long long)ticket);
+}
+
+/* Slots.release(slot, ticket): gives slot back unless it was since (its
+ * ticket changed); returns whether it did. */
+static PyObject *Slots_release(PyObject *op, PyObject *args)
+{
+	SlotsObject *self = (SlotsObject *)op;
+	unsigned long long ticket;
+	unsigned k;
+	int freed;
+
+	if (!PyArg_ParseTuple(args, "IK", &k, &ticket))
+		return NULL;
+	freed = native_free(self, k, ticket, 0);
+	if (freed)
+		native_freed(self);
+	return PyBool_FromLong(freed);
+}
+
+/* Slots.close(): no slot is handed out any more; waiters raise
+ * ClosedError. */
+static PyObject *Slots_close(PyObject *op, PyObject *unused)
+{
+	SlotsObject *self = (SlotsObject *)op;
+
+	(void)unused;
+	pthread_mutex_lock(&self->mtx);
+	self->closed = 1;
+	pthread_cond_broadcast(&self->cv);
+	pthread_mutex_unlock(&self->mtx);
+	Py_RETURN_NONE;
+}
+
+/* Slots.free(): the free slots, least recently freed first. */
+static PyObject *Slots_free(PyObject *op, PyObject *unused)
+{
+	SlotsObject *self = (SlotsObject *)op;
+	unsigned ks[4096], n, i;
+	PyObject *list;
+
+	(void)unused;
+	pthread_mutex_lock(&self->mtx);
+	n = self->count < 4096 ? self->count : 4096;
+	for (i = 0; i < n; i++)
+		ks[i] = self->fifo[(self->head + i) % self->n];
+	pthread_mutex_unlock(&self->mtx);
+	list = PyList_New(n);
+	for (i = 0; list != NULL && i < n; i++) {
+		PyObject *v = PyLong_FromUnsignedLong(ks[i]);
+
+		if (v == NULL) {
+			Py_CLEAR(list);
+			break;
+		}
+		PyList_SetItem(list, i, v);
+	}
+	return list;
+}
+
+/* native_set_shape describes h's memory as nd dimensions of shape, packed
+ * (C order). */
+static void native_set_shape(HoldObject *h, const Py_intptr_t *shape, int nd)
+{
+	Py_intptr_t step = h->ai.itemsize;
+
+	h->ai.nd = nd;
+	for (int i = nd - 1; i >= 0; i--) {
+		h->shape[i] = shape[i];
+		h->strides[i] = step;
+		step *= shape[i];
+	}
+}
+
+/* native_hold makes the holder of slot k (ticket) of ring owner in the
+ * mapping map at base: of its frame (what 0) or its tensor (what 1).
+ * On failure the slot is given back. */
+static PyObject *native_hold(SlotsObject *self, PyObject *args, int what)
+{
+	unsigned long long ticket, base;
+	PyObject *owner, *map;
+	HoldObject *h;
+	unsigned k;
+	int nd;
+	const Py_intptr_t *shape;
+
+	if (!PyArg_ParseTuple(args, "IKOOK", &k, &ticket, &owner, &map, &base))
+		return NULL;
+	if (k >= self->n)
+		return native_raise(FPREP_EINVAL, "no such slot");
+	h = PyObject_New(HoldObject, (PyTypeObject *)Hold_type);
+	if (h == NULL) {
+		if (native_free(self, k, ticket, 0))
+			native_freed(self);
+		return NULL;
+	}
+	Py_INCREF((PyObject *)self);
+	h->slots = (PyObject *)self;
+	Py_INCREF(owner);
+	h->owner = owner;
+	Py_INCREF(map);
+	h->map = map;
+	h->slot = k;
+	h->ticket = ticket;
+	h->what = what;
+	h->ai.two = 2;
+	h->ai.flags = NATIVE_ARRAY_FLAGS;
+	h->ai.shape = h->shape;
+	h->ai.strides = h->strides;
+	h->ai.descr = NULL;
+	if (what == 0) {
+		h->ai.typekind = 'u';
+		h->ai.itemsize = 1;
+		nd = self->frame_nd;
+		shape = self->frame_shape;
+		h->ai.data = (void *)(uintptr_t)(base + k * self->slot_bytes +
+		                                 self->frame_off);
+	} else {
+		h->ai.typekind = self->typekind;
+		h->ai.itemsize = self->itemsize;
+		nd = self->tensor_nd;
+		shape = self->tensor_shape;
+		h->ai.data = (void *)(uintptr_t)(base + k * self->slot_bytes);
+	}
+	native_set_shape(h, shape, nd);
+	return (PyObject *)h;
+}
+
+/* Slots.frame_hold(slot, ticket, ring, map, base): the holder of slot's
+ * frame (reserved by take(1, ...)), in the mapping at base. */
+static PyObject *Slots_frame_hold(PyObject *op, PyObject *args)
+{
+	return native_hold((SlotsObject *)op, args, 0);
+}
+
+/* Slots.result_hold(slot, ticket, ring, map, base): the holder of slot's
+ * tensor. */
+static PyObject *Slots_result_hold(PyObject *op, PyObject *args)
+{
+	return native_hold((SlotsObject *)op, args, 1);
+}
+
+/* Slots.claim(hold): whether hold is a frame reserved on this table and
+ * not yet sent: its slot is then taken (in flight), no more the
+ * holder's. */
+static PyObject *Slots_claim(PyObject *op, PyObject *arg)
+{
+	SlotsObject *self = (SlotsObject *)op;
+	HoldObject *h = (HoldObject *)arg;
+	int ok = 0;
+
+	if (Py_TYPE(arg) != (PyTypeObject *)Hold_type || h->slots != op)
+		Py_RETURN_FALSE;
+	pthread_mutex_lock(&self->mtx);
+	if (!self->closed && h->slots == op && h->slot < self->n &&
+	    self->ticket[h->slot] == h->ticket &&
+	    self->state[h->slot] == SLOT_RESERVED) {
+		self->state[h->slot] = SLOT_TAKEN;
+		h->slots = NULL;
+		ok = 1;
+	}
+	pthread_mutex_unlock(&self->mtx);
+	if (ok)
+		Py_DECREF(op);
+	return PyBool_FromLong(ok);
+}
+
+/* native_let_go ends self's hold: its slot is given back (only when
+ * reserved, with only_reserved). */
+static void native_let_go(HoldObject *self, int only_reserved)
+{
+	SlotsObject *s = (SlotsObject *)self->slots;
+
+	if (s != NULL) {
+		self->slots = NULL;
+		if (native_free(s, self->slot, self->ticket, only_reserved))
+			native_freed(s);
+		Py_DECREF((PyObject *)s);
+	}
+}
+
+static PyObject *Hold_give_back(PyObject *op, PyObject *unused)
+{
+	(void)unused;
+	native_let_go((HoldObject *)op, 0);
+	Py_RETURN_NONE;
+}
+
+/* Hold.cancel(): gives back a reserved frame's slot unsent; no-op once
+ * sent or given back. */
+static PyObject *Hold_cancel(PyObject *op, PyObject *unused)
+{
+	(void)unused;
+	native_let_go((HoldObject *)op, 1);
+	Py_RETURN_NONE;
+}
+
+/* Hold.reshape(shape): the frame's shape (packed uint8 rows), which the
+ * caller checked to fit the slot. */
+static PyObject *Hold_reshape(PyObject *op, PyObject *arg)
+{
+	HoldObject *self = (HoldObject *)op;
+	Py_intptr_t shape[4];
+	int nd;
+
+	if (native_shape(arg, shape, &nd))
+		return NULL;
+	native_set_shape(self, shape, nd);
+	Py_RETURN_NONE;
+}
+
+static void Hold_dealloc(PyObject *op)
+{
+	HoldObject *self = (HoldObject *)op;
+	PyTypeObject *tp = Py_TYPE(op);
+	freefunc free_fn = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+
+	if (self->slots != NULL) {
+		PyObject *et, *ev, *tb;
+
+		PyErr_Fetch(&et, &ev, &tb);
+		if (PyErr_WarnFormat(PyExc_ResourceWarning, 1,
+		                     "a ring slot's %s was never released: "
+		                     "given back when it was garbage-collected "
+		                     "(use 'with', release() or cancel())",
+		                     self->what ? "result" : "frame") < 0)
+			PyErr_WriteUnraisable(op);
+		PyErr_Restore(et, ev, tb);
+		native_let_go(self, 0);
+	}
+	Py_XDECREF(self->owner);
+	Py_XDECREF(self->map);
+	free_fn(op);
+	Py_DECREF(tp);
+}
+
+static PyObject *Hold_get_struct(PyObject *op, void *c)
+{
+	(void)c;
+	return PyCapsule_New(&((HoldObject *)op)->ai, NULL, NULL);
+}
+
+static PyObject *Hold_get_ring(PyObject *op, void *c)
+{
+	HoldObject *self = (HoldObject *)op;
+
+	(void)c;
+	if (self->slots == NULL)
+		Py_RETURN_NONE;
+	Py_INCREF(self->owner);
+	return self->owner;
+}
+
+static PyObject *Hold_get_map(PyObject *op, void *c)
+{
+	(void)c;
+	Py_INCREF(((HoldObject *)op)->map);
+	return ((HoldObject *)op)->map;
+}
+
+static PyObject *Hold_get_slot(PyObject *op, void *c)
+{
+	(void)c;
+	return PyLong_FromUnsignedLong(((HoldObject *)op)->slot);
+}
+
+static PyObject *Hold_get_ticket(PyObject *op, void *c)
+{
+	(void)c;
+	return PyLong_FromUnsignedLongLong(((HoldObject *)op)->ticket);
+}
+
+static PyGetSetDef Hold_getset[] = {
+        {"__array_struct__", Hold_get_struct, NULL,
+         "The slot's frame or tensor, for numpy.", NULL},
+        {"ring", Hold_get_ring, NULL,
+         "The ring while the slot is held, else None.", NULL},
+        {"map", Hold_get_map, NULL, "The mapping it lies in.", NULL},
+        {"slot", Hold_get_slot, NULL, "The slot.", NULL},
+        {"ticket", Hold_get_ticket, NULL, "The slot's ticket.", NULL},
+        {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMethodDef Hold_methods[] = {
+        {"give_back", Hold_give_back, METH_NOARGS,
+         "Gives the slot back; no-op when done already."},
+        {"cancel", Hold_cancel, METH_NOARGS,
+         "Gives a reserved frame's slot back unsent."},
+        {"reshape", Hold_reshape, METH_O, "Sets the frame's shape."},
+        {NULL, NULL, 0, NULL}};
+
+static PyType_Slot Hold_slots[] = {
+        {Py_tp_dealloc, Hold_dealloc},
+        {Py_tp_getset, Hold_getset},
+        {Py_tp_methods, Hold_methods},
+        {Py_tp_doc, "What holds a ring's slot: a reserved frame or a "
+                    "result's tensor (numpy arrays of it keep it alive)."},
+        {0, NULL}};
+
+static PyType_Spec Hold_spec = {"frameprep._native.Hold", sizeof(HoldObject), 0,
+                                Py_TPFLAGS_DEFAULT, Hold_slots};
+
+static PyMethodDef Slots_methods[] = {
+        {"layout", Slots_layout, METH_VARARGS,
+         "layout(slot_bytes, frame_offset, frame_shape, tensor_shape, "
+         "typekind, itemsize, on_free)."},
+        {"take", Slots_take, METH_VARARGS,
+         "take(state, timeout_s) -> (slot, ticket) or None."},
+        {"release", Slots_release, METH_VARARGS,
+         "release(slot, ticket) -> whether it was given back."},
+        {"claim", Slots_claim, METH_O,
+         "claim(hold): takes a reserved frame's slot for sending."},
+        {"frame_hold", Slots_frame_hold, METH_VARARGS,
+         "frame_hold(slot, ticket, ring, map, base) -> Hold."},
+        {"result_hold", Slots_result_hold, METH_VARARGS,
+         "result_hold(slot, ticket, ring, map, base) -> Hold."},
+        {"close", Slots_close, METH_NOARGS, "Hands out no slot any more."},
+        {"free", Slots_free, METH_NOARGS, "The free slots, a list."},
+        {NULL, NULL, 0, NULL}};
+
+static PyType_Slot Slots_slots[] = {
+        {Py_tp_new, Slots_new},
+        {Py_tp_dealloc, Slots_dealloc},
+        {Py_tp_methods, Slots_methods},
+        {Py_tp_doc, "Slots(n): a ring's slot table (thread-safe)."},
+        {0, NULL}};
+
+static PyType_Spec Slots_spec = {"frameprep._native.Slots", sizeof(SlotsObject),
+                                 0, Py_TPFLAGS_DEFAULT, Slots_slots};
 
 /* ---- Module functions: the codec and the constants ---- */
 
@@ -1704,6 +2373,8 @@ PyMODINIT_FUNC PyInit__native(void)
 	    native_add_type(m, &Client_spec, &Client_type) ||
 	    native_add_type(m, &Pending_spec, &Pending_type) ||
 	    native_add_type(m, &Region_spec, &Region_type) ||
+	    native_add_type(m, &Slots_spec, &Slots_type) ||
+	    native_add_type(m, &Hold_spec, &Hold_type) ||
 	    native_add_constants(m)) {
 		Py_DECREF(m);
 		return NULL;

@@ -28,10 +28,8 @@ from the region before is never accepted.
 from __future__ import annotations
 
 import asyncio
-import collections
 import threading
 import time
-import warnings
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -47,8 +45,9 @@ _set = object.__setattr__
 _new_ring_result = object.__new__
 _PAGE = 4096
 # A slot is free, reserved by next_frame() (its frame not yet sent), or
-# taken: in flight, then held by its result until released.
-_FREE, _RESERVED, _TAKEN = 0, 1, 2
+# taken: in flight, then held by its result until released (the states of
+# _native.Slots.take).
+_RESERVED, _TAKEN = 1, 2
 # How often a request is sent again after the daemon's connection closed
 # or its region was unknown (each time after the ring registered anew).
 _ATTEMPTS = 4
@@ -62,58 +61,30 @@ def _round_page(n: int) -> int:
     return (n + _PAGE - 1) // _PAGE * _PAGE
 
 
-class _Hold:
-    """What holds one slot of a ring: a frame reserved by next_frame() or
-    a result's tensor. Its ``__array_interface__`` describes that memory,
-    and the arrays made from it (``np.asarray``) keep it alive, so the
-    slot stays held while the holder or any view of it lives, until
-    :meth:`give_back`. ``ring`` is None once it no longer holds the slot
-    (given back, or the reserved frame was sent)."""
-
-    __slots__ = ("__array_interface__", "ring", "slot", "ticket", "map",
-                 "what")
-
-    def __init__(self, ring: _RingBase, slot: int, ticket: int, m: _Map,
-                 iface: dict[str, Any], what: str):
-        self.__array_interface__ = iface  # numpy only reads it
-        self.ring: _RingBase | None = ring
-        self.slot = slot
-        self.ticket = ticket
-        self.map = m  # keeps the mapping alive while views of it live
-        self.what = what
-
-    def give_back(self) -> None:
-        ring = self.ring
-        if ring is not None:
-            self.ring = None
-            ring._release(self.slot, self.ticket)
-
-    def __del__(self) -> None:
-        if self.ring is not None:
-            try:
-                warnings.warn(
-                    f"a ring slot's {self.what} was never released: given "
-                    f"back when it was garbage-collected (use 'with', "
-                    f"release() or cancel())", ResourceWarning, 2)
-            except Exception:  # interpreter shutdown
-                pass
-            self.give_back()
-
-
-def _iface(addr: int, shape: tuple[int, ...],
-           typestr: str) -> dict[str, Any]:
-    """The __array_interface__ of shape elements of typestr at addr."""
-    return {"data": (addr, False), "shape": shape, "typestr": typestr,
-            "version": 3}
+# What holds one slot of a ring (_native.Hold): a frame reserved by
+# next_frame() or a result's tensor. numpy arrays made from it
+# (np.asarray, through its __array_struct__) keep it alive, so the slot
+# stays held while the holder or any view of it lives, until give_back()
+# (or cancel() of a reserved frame). Its ``ring`` is None once it no
+# longer holds the slot (given back, or the reserved frame was sent); one
+# that is garbage-collected holding it gives it back then, with a
+# ResourceWarning. The slot table (_native.Slots) hands slots out under
+# its own mutex, so neither needs the GIL's order.
+_Hold = _native.Hold
 
 
 def _hold_of(frame: Any) -> _Hold | None:
     """The holder of a frame reserved by next_frame() (or of a view of
-    one), or None."""
-    b = getattr(frame, "base", None)
+    one), or None. (numpy makes the holder an array's base, or the first
+    of a (holder, capsule) tuple that is the base: numpy 1.x.)"""
+    b: Any = getattr(frame, "base", None)
     for _ in range(8):
-        if type(b) is _Hold:
-            return b
+        t = type(b)
+        if t is tuple:
+            b = b[0]
+            t = type(b)
+        if t is _Hold:
+            return b  # type: ignore[no-any-return]
         if not isinstance(b, np.ndarray):
             return None
         b = b.base
@@ -135,9 +106,7 @@ class RingFrame(np.ndarray):  # type: ignore[type-arg]
         array must not be written after that."""
         hold = _hold_of(self)
         if hold is not None:
-            ring = hold.ring
-            if ring is not None:
-                ring._cancel(hold)
+            hold.cancel()
 
     def __enter__(self) -> RingFrame:
         return self
@@ -193,8 +162,8 @@ class _Map:
     makes a new one; the old mapping stays alive while arrays view it."""
 
     __slots__ = ("region", "buf", "base", "region_id", "lost", "frames",
-                 "slot_srcs", "slot_args", "slot_form", "frame_ifaces",
-                 "tensor_ifaces", "doorbell")
+                 "slot_srcs", "slot_args", "slot_form", "checked",
+                 "doorbell")
 
     def __init__(self, region: Any) -> None:
         self.region = region
@@ -208,9 +177,9 @@ class _Map:
         # Per slot, the arguments of Region.request for its whole frame.
         self.slot_args: list[tuple[Any, ...]] = []
         self.slot_form: tuple[Any, ...] = ()
-        # Per slot, the array interfaces of its whole frame and its tensor.
-        self.frame_ifaces: list[dict[str, Any]] = []
-        self.tensor_ifaces: list[dict[str, Any]] = []
+        # The daemon's limits that the slots' whole frames were checked
+        # against (region.prepare keeps their requests).
+        self.checked: dict[str, Any] | None = None
 
 
 class _RingBase:
@@ -259,13 +228,15 @@ class _RingBase:
             self.size += _round_page(_DB_HEADER +
                                      _DB_ENTRY * self._db_entries)
         self._map: _Map | None = None
-        # A slot's state and its ticket, which changes each time the slot
-        # is handed out, so that a holder gives back only what it holds.
-        self._state = [_FREE] * self.slots
-        self._ticket = [0] * self.slots
-        self._free = collections.deque(range(self.slots))
-        # Reentrant: a holder's __del__ may run (garbage collection) on a
-        # thread that holds it.
+        # The slot table: each slot's state and its ticket, which changes
+        # each time the slot is handed out, so that a holder gives back
+        # only what it holds; free slots go out least recently used first.
+        dt = np.dtype(self._plan.typestr)
+        self._slots = _native.Slots(self.slots)
+        self._slots.layout(self._slot_bytes, self._frame_off,
+                           tuple(self.frame_shape), tuple(self._opts.shape),
+                           dt.kind, dt.itemsize, self._free_hook())
+        # The map, epoch and closed flag.
         self._lock = threading.RLock()
         self._closed = False
         # A restart's re-registration: _epoch changes when it begins (a
@@ -277,6 +248,15 @@ class _RingBase:
         req = self._opts.request()
         req.shm_reply = self._shm_reply
         self._native = req.native()
+
+    def _free_hook(self) -> Any:
+        """What to call (any thread) when a slot comes free, or None."""
+        return None
+
+    @property
+    def _free(self) -> list[int]:
+        """The free slots, least recently used first."""
+        return self._slots.free()
 
     @property
     def region_id(self) -> int:
@@ -294,19 +274,16 @@ class _RingBase:
             at = k * self._slot_bytes + self._frame_off
             m.frames.append(self._view(m, at, self.frame_bytes, "u1",
                                        fshape))
-            m.frame_ifaces.append(_iface(m.base + at, fshape, "|u1"))
-            m.tensor_ifaces.append(_iface(m.base + k * self._slot_bytes,
-                                          self._opts.shape,
-                                          self._plan.typestr))
         try:
-            m.slot_srcs = [_core.check_frame(f, self._format)
-                           for f in m.frames]
-            m.slot_args = [self._args(m, k, src)
-                           for k, src in enumerate(m.slot_srcs)]
-            f = m.frames[0]
-            m.slot_form = (f.shape, f.strides)
+            srcs = [_core.check_frame(f, self._format) for f in m.frames]
         except errors.InvalidRequestError:
-            pass  # the format does not fit: every request says so
+            return m  # the format does not fit: every request says so
+        m.slot_args = [self._args(m, k, src) for k, src in enumerate(srcs)]
+        for args in m.slot_args:
+            region.prepare(*args)
+        m.slot_srcs = srcs
+        f = m.frames[0]
+        m.slot_form = (f.shape, f.strides)
         return m
 
     def _check_size(self, limits: dict[str, Any]) -> None:
@@ -335,19 +312,6 @@ class _RingBase:
               shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
         return m.buf[offset:offset + nbytes].view(dtype).reshape(shape)
 
-    def _try_take(self, state: int) -> tuple[int, int] | None:
-        """Takes the least recently used free slot (caller holds the
-        lock): its index and new ticket."""
-        if self._closed:
-            raise errors.ClosedError("the ring was closed")
-        if not self._free:
-            return None
-        k = self._free.popleft()
-        self._state[k] = state
-        t = self._ticket[k] + 1
-        self._ticket[k] = t
-        return k, t
-
     def _frame_view(self, k: int, ticket: int,
                     shape: Sequence[int] | None) -> RingFrame:
         """A reserved frame for slot k: a RingFrame over a holder."""
@@ -368,38 +332,15 @@ class _RingBase:
                 raise errors.InvalidRequestError(
                     f"frame shape {shape} does not fit the ring's slot of "
                     f"{self.frame_shape}")
-        addr = m.base + k * self._slot_bytes + self._frame_off
-        if shape == self.frame_shape:
-            iface = m.frame_ifaces[k]
-        else:
-            iface = _iface(addr, shape, "|u1")
-        hold = _Hold(self, k, ticket, m, iface, "frame")
+        hold = self._slots.frame_hold(k, ticket, self, m, m.base)
+        if shape != self.frame_shape:
+            hold.reshape(shape)
         return np.asarray(hold).view(RingFrame)
 
     def _claim(self, hold: _Hold | None) -> bool:
         """Whether hold is a frame reserved on this ring and not yet sent
         (its slot is then in flight, the holder's no more)."""
-        if hold is None or hold.ring is not self:
-            return False
-        k = hold.slot
-        with self._lock:
-            if (self._closed or hold.ring is not self or
-                    self._ticket[k] != hold.ticket or
-                    self._state[k] != _RESERVED):
-                return False
-            self._state[k] = _TAKEN
-            hold.ring = None
-        return True
-
-    def _cancel(self, hold: _Hold) -> None:
-        """Gives back a reserved, unsent frame's slot."""
-        with self._lock:
-            if hold.ring is not self:
-                return
-            hold.ring = None
-            if self._state[hold.slot] != _RESERVED:
-                return
-        self._release(hold.slot, hold.ticket)
+        return hold is not None and self._slots.claim(hold)
 
     def _is_whole(self, m: _Map, k: int, frame: Any,
                   hold: _Hold) -> bool:
@@ -439,8 +380,8 @@ class _RingBase:
         """The result of slot k (now held by it): its tensor views the
         slot through a holder."""
         out = _new_ring_result(RingResult)
-        _set(out, "_hold", _Hold(self, k, ticket, m, m.tensor_ifaces[k],
-                                 "result"))
+        _set(out, "_hold", self._slots.result_hold(k, ticket, self, m,
+                                                   m.base))
         _set(out, "_tensor", None)
         _set(out, "request_id", res.request_id)
         _set(out, "_res", res)
@@ -452,15 +393,8 @@ class _RingBase:
         return out
 
     def _release(self, k: int, ticket: int) -> None:
-        with self._lock:
-            if self._ticket[k] != ticket or self._state[k] == _FREE:
-                return
-            self._state[k] = _FREE
-            self._free.append(k)
-            self._freed()
-
-    def _freed(self) -> None:
-        """A slot was given back (the lock is held)."""
+        """Gives slot k back unless it was since (its ticket changed)."""
+        self._slots.release(k, ticket)
 
 
 class Ring(_RingBase):
@@ -522,8 +456,6 @@ class Ring(_RingBase):
             self._doorbell = False
         super().__init__(slots, frame, options)
         self._client = client
-        self._cond = threading.Condition(self._lock)
-        self._waiting = 0
         self._map = self._register()
 
     def _register(self) -> _Map:
@@ -605,30 +537,13 @@ class Ring(_RingBase):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _freed(self) -> None:
-        if self._waiting:
-            self._cond.notify_all()
-
     def _take(self, state: int) -> tuple[int, int]:
-        with self._lock:
-            got = self._try_take(state)
-        if got is not None:
-            return got
-        deadline = time.monotonic() + self._client.timeout
-        with self._cond:
-            while (got := self._try_take(state)) is None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise errors.RequestTimeoutError(
-                        f"no free ring slot within "
-                        f"{self._client.timeout:g} s: every slot is held "
-                        f"(release results when done)")
-                self._waiting += 1
-                try:
-                    self._cond.wait(left)
-                finally:
-                    self._waiting -= 1
-            return got
+        got = self._slots.take(state, self._client.timeout)
+        if got is None:
+            raise errors.RequestTimeoutError(
+                f"no free ring slot within {self._client.timeout:g} s: "
+                f"every slot is held (release results when done)")
+        return got
 
     def next_frame(self, shape: Sequence[int] | None = None) -> RingFrame:
         """Reserves a free slot and returns a writable uint8
@@ -688,6 +603,7 @@ class Ring(_RingBase):
                 self._recover(epoch)
                 continue
             limits = s._limits or client.limits()
+            args: tuple[Any, ...] | None = None
             if hold is not None and hold.map is not m:
                 # Reserved before a restart: its bytes are in the old
                 # memory, complete now that it is sent.
@@ -695,14 +611,24 @@ class Ring(_RingBase):
                     frame, self._format), True)
                 args = self._args(m, k, used)
             elif src is None:
+                # The whole reserved frame: its request is prepared
+                # (Region.prepare), checked once per limits.
                 used = m.slot_srcs[k]
-                args = m.slot_args[k]
+                if m.checked is not limits:
+                    self._plan.check(used, limits)
+                    m.checked = limits
             else:
                 used = self._src_in(m, k, src, hold is None)
                 args = self._args(m, k, used)
-            self._plan.check(used, limits)
+            if args is not None:
+                self._plan.check(used, limits)
             try:
-                if s.gate is None:
+                if args is None:
+                    if s.gate is None:
+                        res = m.region.send(k)
+                    else:
+                        res = s.call(m.region.send, k)
+                elif s.gate is None:
                     res = m.region.request(*args)
                 else:
                     res = s.call(m.region.request, *args)
@@ -736,8 +662,7 @@ class Ring(_RingBase):
             if self._closed:
                 return
             self._closed = True
-            if self._waiting:
-                self._cond.notify_all()
+        self._slots.close()
         self._unmap()
 
 
@@ -753,9 +678,9 @@ class AsyncRing(_RingBase):
 
     def __init__(self, client: AsyncClient, slots: int,
                  frame: Sequence[int], **options: Any):
+        self._freed_event = asyncio.Event()
         super().__init__(slots, frame, options)
         self._client = client
-        self._freed_event = asyncio.Event()
         self._arecover_lock = asyncio.Lock()
 
     async def _register(self) -> None:
@@ -771,16 +696,16 @@ class AsyncRing(_RingBase):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def _freed(self) -> None:
-        self._freed_event.set()
+    def _free_hook(self) -> Any:
+        # The event's method, not the ring's: the slot table keeps it.
+        return self._freed_event.set
 
     async def _take(self, state: int) -> tuple[int, int]:
         deadline = time.monotonic() + self._client.timeout
         while True:
-            with self._lock:
-                got = self._try_take(state)
-                if got is None:
-                    self._freed_event.clear()
+            # Cleared first: a slot freed after the look sets it again.
+            self._freed_event.clear()
+            got = self._slots.take(state, 0.0)
             if got is not None:
                 return got
             left = deadline - time.monotonic()
@@ -897,4 +822,5 @@ class AsyncRing(_RingBase):
             if self._closed:
                 return
             self._closed = True
+        self._slots.close()
         self._unmap()
