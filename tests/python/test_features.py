@@ -150,6 +150,13 @@ def test_jpeg_frames(client, daemon, tmp_path):
     assert r2.returncode == 0, r2.stderr
     assert f"decoded   JPEG {w}x{h} in" in r2.stdout
     assert same_bits(np.load(out), want)
+    r3 = subprocess.run([sys.executable, "-m", "frameprep", "send",
+                         str(path), "--jpeg", "--shm", "--socket",
+                         daemon.url, "--size", "320x320", "-o", str(out)],
+                        capture_output=True, text=True, timeout=60)
+    assert r3.returncode == 0, r3.stderr
+    assert "(shared memory)" in r3.stdout
+    assert same_bits(np.load(out), want)
     with pytest.raises(frameprep.InvalidRequestError):
         client.preprocess(data[: len(data) // 2], format="jpeg")
     for bad in (b"", np.zeros((4, 4), np.uint8), "text"):
@@ -304,3 +311,32 @@ def test_async_crops_and_jpeg(daemon):
                                                 format="jpeg").tensor)
         assert j.decoded_size is not None
     assert same_bits(e.tensor, opencv_tensor(img, 96, 96, False))
+
+
+def test_jpeg_ring(client):
+    """A ring of format jpeg: slots of N bytes; a file's bytes copied in,
+    written in place into next_frame((1, n)), or into a whole slot (bytes
+    after the end marker ignored) give the inline request's tensor, and
+    the transform uses the decoded size; a file larger than a slot is
+    refused before sending."""
+    data = (IMAGES / "rocket.jpg").read_bytes()
+    raw = np.frombuffer(data, np.uint8)
+    want = client.preprocess(data, size=(320, 320), format="jpeg")
+    with client.ring(slots=2, frame=(1, 200000), format="jpeg",
+                     size=(320, 320)) as ring:
+        with ring.preprocess(raw) as r:
+            assert same_bits(r.tensor, want.tensor)
+            assert r.decoded_size == want.decoded_size
+            assert r.transform == want.transform
+            assert r.transform.src_width == want.decoded_size[0]
+        buf = ring.next_frame((1, len(data)))
+        buf[0] = raw
+        with ring.preprocess(buf) as r:
+            assert same_bits(r.tensor, want.tensor)
+        buf = ring.next_frame()
+        buf[0, :len(data)] = raw
+        buf[0, len(data):] = 0x55
+        with ring.preprocess(buf) as r:
+            assert same_bits(r.tensor, want.tensor)
+        with pytest.raises(frameprep.LimitExceededError, match="slot"):
+            ring.preprocess(np.zeros(200001, np.uint8))

@@ -214,9 +214,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for key, value in client.info().items():
                     print(f"{key}: {value}")
             return 0
-        if args.jpeg and args.shm:
-            raise _Refused(EXIT_USAGE, "--jpeg and --shm cannot be combined"
-                           " here")
         if args.jpeg:
             with open(args.image, "rb") as f:
                 frame = np.frombuffer(f.read(), np.uint8)
@@ -230,10 +227,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         rounding=args.rounding)
             if args.jpeg:
                 print(f"source    {args.image} JPEG {frame.size} bytes, "
-                      f"undecoded")
-                r = client.preprocess(frame, format="jpeg", **opts)
-                tensor = r.tensor
-                _print_result(r)
+                      f"undecoded{' (shared memory)' if args.shm else ''}")
+                if args.shm:
+                    with client.ring(slots=1, frame=(1, max(frame.size, 1)),
+                                     format="jpeg", **opts) as ring:
+                        with ring.preprocess(frame) as rr:
+                            tensor = rr.tensor.copy()
+                            _print_result(rr)
+                else:
+                    r = client.preprocess(frame, format="jpeg", **opts)
+                    tensor = r.tensor
+                    _print_result(r)
             elif args.shm:
                 print(f"source    {args.image} {frame.shape[1]}x"
                       f"{frame.shape[0]} (shared memory)")

@@ -230,15 +230,16 @@ def _check_yuv(frame: np.ndarray[Any, Any], fmt: PixelFormat) -> Source:
 def check_jpeg(data: Any) -> Source:
     """A JPEG file's bytes as a source (width and height 0: the daemon
     reads them from the JPEG header): bytes, bytearray, memoryview or a
-    1-D numpy uint8 array (not copied when contiguous). Raises
-    :class:`~frameprep.InvalidRequestError` for another type, dimension or
-    an empty buffer."""
+    numpy uint8 array (N,) or (1, N) (a JPEG ring's slot; not copied when
+    contiguous). Raises :class:`~frameprep.InvalidRequestError` for
+    another type or shape, or an empty buffer."""
     if isinstance(data, np.ndarray):
-        if data.dtype != np.uint8 or data.ndim != 1:
+        if data.dtype != np.uint8 or not (
+                data.ndim == 1 or (data.ndim == 2 and data.shape[0] == 1)):
             raise errors.InvalidRequestError(
-                f"a jpeg frame is a 1-D uint8 array, not {data.dtype} "
-                f"{data.shape}")
-        arr = np.ascontiguousarray(data)
+                f"a jpeg frame is a uint8 array (N,) or (1, N), not "
+                f"{data.dtype} {data.shape}")
+        arr = np.ascontiguousarray(data).reshape(-1)
     elif isinstance(data, (bytes, bytearray, memoryview)):
         arr = np.frombuffer(data, np.uint8)
     else:
@@ -510,8 +511,10 @@ class Result:
         xf = self._transform
         if xf is None:
             f = self._res.places
-            xf = Transform(f[0], f[1], f[2], f[3], self._src_width,
-                           self._src_height)
+            w, h = self._src_width, self._src_height
+            if w == 0:  # a JPEG source: its decoded size
+                w, h = self.reply.decoded_width, self.reply.decoded_height
+            xf = Transform(f[0], f[1], f[2], f[3], w, h)
             object.__setattr__(self, "_transform", xf)
         return xf
 

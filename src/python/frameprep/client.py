@@ -636,8 +636,14 @@ class Client(_Connection):
         ``slots`` slots, each holding a frame of up to ``frame`` = (H, W)
         or (H, W, C) uint8 pixels and the tensor of ``options`` (the
         keyword arguments of :meth:`preprocess`: size, resize, order,
-        dtype, layout, scale, mean, std, pad, format). With ``doorbell``
-        false the ring's requests always go over the socket. See
+        dtype, layout, scale, mean, std, pad, format, matrix, yuv_range,
+        rounding). With ``doorbell`` false the ring's requests always go
+        over the socket. A ring of ``format="jpeg"`` holds JPEG files'
+        bytes: ``frame=(1, N)`` makes each slot N bytes, and its
+        ``preprocess`` takes a file's bytes (copied into a slot), or
+        ``next_frame((1, n))`` filled with them (bytes after the JPEG's
+        end marker are ignored by the decoder, so a whole slot holding a
+        shorter file may be sent too); results carry ``decoded_size``. See
         :class:`~frameprep.Ring`."""
         from .ring import Ring
         return Ring(self, slots, frame, doorbell=doorbell, **options)
