@@ -279,6 +279,10 @@ def test_batch_is_one_request(client, monkeypatch):
     assert all(same_bits(out[k], nhwc[k]) for k in range(4))
     counting = _Counting(client._s.native)
     monkeypatch.setattr(client._s, "native", counting)
+    stacked = client.preprocess_batch(np.stack(fs), size=(160, 96))
+    assert counting.calls == {"elements": 1} and same_bits(stacked, want)
+    counting = _Counting(client._s.native)
+    monkeypatch.setattr(client._s, "native", counting)
     mixed = client.preprocess_batch([img, img[1:]], size=(160, 96))
     assert counting.calls == {"frame": 2} and mixed.shape[0] == 2
 

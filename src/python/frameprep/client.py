@@ -420,7 +420,8 @@ class Client(_Connection):
         Frames of one shape and one packed format (bgr8, rgb8, bgra8,
         rgba8, gray8) with ``rounding="float"`` and a numpy (or no)
         ``out`` go in ONE BATCH request (protocol.h), the frames copied
-        once into its message, when the daemon's max_elements,
+        into its message (and first stacked into one array, unless
+        ``frames`` is one packed (N, H, W[, C]) array), when the daemon's max_elements,
         max_batch_bytes and max_frame_bytes (INFO) allow it; then ``out``
         None returns a view of the reply. Otherwise (mixed shapes, YUV or
         JPEG frames, exact mode, a CUDA ``out``, beyond those limits) one
@@ -483,11 +484,15 @@ class Client(_Connection):
             return None
         limits = self._s._limits or self.limits()
         plan.check(src, limits)
+        if not isinstance(limits.get("max_elements"), int):
+            return None  # a daemon without BATCH requests
         try:
             _core.check_elements(plan, n, limits)
         except errors.LimitExceededError:
             return None
-        packed = np.ascontiguousarray(np.stack(frames))
+        # One (N, H, W[, C]) array is sent as it lies when packed.
+        packed = np.ascontiguousarray(frames) if isinstance(
+            frames, np.ndarray) else np.stack(frames)
         one = packed[0].nbytes
         most = limits.get("max_frame_bytes")
         if isinstance(most, int) and packed.nbytes + 32 * n + 8 > most:
