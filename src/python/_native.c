@@ -527,6 +527,20 @@ static PyObject *Result_get_places(PyObject *op, void *c)
 	        (unsigned long)h->t_d2h_us, (unsigned long)h->t_total_us);
 }
 
+/* Result.timings: the daemon's timings, microseconds: queue, compute,
+ * h2d, kernel, d2h, total and decode (Timings' fields, in order). */
+static PyObject *Result_get_timings(PyObject *op, void *c)
+{
+	const fprep_reply_header *h = &((ResultObject *)op)->res.header;
+
+	(void)c;
+	return Py_BuildValue(
+	        "(kkkkkkk)", (unsigned long)h->t_queue_us,
+	        (unsigned long)h->t_compute_us, (unsigned long)h->t_h2d_us,
+	        (unsigned long)h->t_kernel_us, (unsigned long)h->t_d2h_us,
+	        (unsigned long)h->t_total_us, (unsigned long)h->t_decode_us);
+}
+
 static PyObject *Result_get_fields(PyObject *op, void *c)
 {
 	(void)c;
@@ -648,6 +662,8 @@ static PyGetSetDef Result_getset[] = {
          "scale_x, scale_y, pad_x, pad_y and the six timings.", NULL},
         {"fields", Result_get_fields, NULL, "The decoded header, a dict.",
          NULL},
+        {"timings", Result_get_timings, NULL,
+         "queue, compute, h2d, kernel, d2h, total and decode, us.", NULL},
         {"__array_interface__", Result_get_array, NULL,
          "The tensor in the payload.", NULL},
         {NULL, NULL, NULL, NULL, NULL}};

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .client import AsyncClient, Client
 
 _U8 = np.dtype(np.uint8)
+_Timings = _core.Timings
 _set = object.__setattr__
 _new_ring_result = object.__new__
 _PAGE = 4096
@@ -141,6 +142,15 @@ class RingResult(_core.Result):
     def release(self) -> None:
         """Gives the slot back to the ring; no-op when done already."""
         self._hold.give_back()
+
+    @property
+    def timings(self) -> _core.Timings:
+        """The daemon's timings of the request."""
+        tm = self._timings
+        if tm is None:
+            tm = _Timings(*self._res.timings)
+            _set(self, "_timings", tm)
+        return tm
 
     @property
     def released(self) -> bool:
