@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 _U8 = np.dtype(np.uint8)
 _Timings = _core.Timings
+_asarray = np.asarray
 _set = object.__setattr__
 _new_ring_result = object.__new__
 _PAGE = 4096
@@ -329,9 +330,7 @@ class _RingBase:
         if m is None:
             self._release(k, ticket)
             raise errors.ClosedError("the ring was closed")
-        if shape is None:
-            shape = tuple(self.frame_shape)
-        else:
+        if shape is not None:
             shape = tuple(int(v) for v in shape)
             n = 1
             for v in shape:
@@ -343,9 +342,9 @@ class _RingBase:
                     f"frame shape {shape} does not fit the ring's slot of "
                     f"{self.frame_shape}")
         hold = self._slots.frame_hold(k, ticket, self, m, m.base)
-        if shape != self.frame_shape:
+        if shape is not None and shape != self.frame_shape:
             hold.reshape(shape)
-        return np.asarray(hold).view(RingFrame)
+        return _asarray(hold).view(RingFrame)
 
     def _claim(self, hold: _Hold | None) -> bool:
         """Whether hold is a frame reserved on this ring and not yet sent
@@ -608,7 +607,11 @@ class Ring(_RingBase):
         s = client._s
         native = s.native
         for attempt in range(_ATTEMPTS):
-            m, epoch = self._current()
+            # The epoch first (see _current).
+            epoch = self._epoch
+            m = self._map
+            if m is None or self._closed or self._recovering:
+                m, epoch = self._current()
             if native.conn_lost() != m.lost:  # the daemon forgot the region
                 self._recover(epoch)
                 continue
@@ -634,10 +637,15 @@ class Ring(_RingBase):
                 self._plan.check(used, limits)
             try:
                 if args is None:
-                    if s.gate is None:
+                    gate = s.gate
+                    if gate is None:
                         res = m.region.send(k)
                     else:
-                        res = s.call(m.region.send, k)
+                        s.gate_take()
+                        try:
+                            res = m.region.send(k)
+                        finally:
+                            gate.put(None)
                 elif s.gate is None:
                     res = m.region.request(*args)
                 else:
