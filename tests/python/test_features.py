@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import frameprep
-from conftest import CLI, IMAGES, ROOT
+from conftest import CLI, IMAGES, ROOT, serving
 from frameprep.protocol import Request, Rounding
 
 sys.path.insert(0, str(ROOT / "tests" / "ops"))
@@ -344,3 +344,42 @@ def test_jpeg_ring(client):
             assert same_bits(r.tensor, want.tensor)
         with pytest.raises(frameprep.LimitExceededError, match="slot"):
             ring.preprocess(np.zeros(200001, np.uint8))
+
+
+def test_limits(tmp_path):
+    """Against a daemon with small limits: a JPEG wider than max_width is
+    refused naming the limit; crops beyond max_elements or
+    max_batch_bytes are refused before sending; a batch beyond them goes
+    one request per frame, with the same tensors."""
+    gen = serving(tmp_path, "--max-width", "600", "--max-elements", "3",
+                  "--max-batch-bytes", str(3 * 3 * 64 * 64 * 4))
+    d = next(gen)
+    try:
+        with frameprep.Client(d.url, timeout=60) as c:
+            data = (IMAGES / "rocket.jpg").read_bytes()  # 640 wide
+            with pytest.raises(frameprep.LimitExceededError,
+                               match="max_width"):
+                c.preprocess(data, format="jpeg")
+            big = photo("coffee.png")[:, :600]
+            with pytest.raises(frameprep.LimitExceededError,
+                               match="source bytes"):
+                c.crops(big, [(0, 0, 8, 8)], size=(8, 8))
+            img = np.ascontiguousarray(big[:100, :120])
+            box = (0.0, 0.0, 32.0, 32.0)
+            assert c.crops(img, [box] * 3, size=(64, 64)).tensor.shape == \
+                (3, 3, 64, 64)
+            with pytest.raises(frameprep.LimitExceededError,
+                               match="max_elements"):
+                c.crops(img, [box] * 4, size=(64, 64))
+            with pytest.raises(frameprep.LimitExceededError,
+                               match="max_batch_bytes"):
+                c.crops(img, [box] * 2, size=(128, 64))
+            fs = [img, 255 - img, img, img[::-1].copy()]
+            want = np.concatenate([c.preprocess(f, size=(64, 64)).tensor
+                                   for f in fs])
+            assert same_bits(c.preprocess_batch(fs, size=(64, 64)), want)
+            assert same_bits(c.preprocess_batch(fs[:3], size=(64, 64)),
+                             want[:3])
+    finally:
+        with pytest.raises(StopIteration):
+            next(gen)

@@ -705,9 +705,11 @@ def elements_of(boxes: Any) -> list[tuple[int, int, float, float, float,
     return out
 
 
-def check_elements(plan: Plan, n: int, limits: dict[str, Any]) -> None:
+def check_elements(plan: Plan, n: int, limits: dict[str, Any],
+                   span: int = 0) -> None:
     """Raises :class:`~frameprep.LimitExceededError` for n elements beyond
-    the daemon's max_elements (0: it takes none) or whose tensor exceeds
+    the daemon's max_elements (0: it takes none), or whose tensor or
+    source bytes (span: the frames the elements read) exceed
     max_batch_bytes (INFO)."""
     most = _bound(limits, "max_elements")
     if most is not None and n > most:
@@ -718,3 +720,6 @@ def check_elements(plan: Plan, n: int, limits: dict[str, Any]) -> None:
         raise errors.LimitExceededError(
             _over("batch tensor bytes", n * plan.tensor_bytes,
                   "max_batch_bytes", most))
+    if most is not None and span > most:
+        raise errors.LimitExceededError(
+            _over("source bytes", span, "max_batch_bytes", most))

@@ -176,7 +176,7 @@ def _crops_args(plan: _core.Plan, frame: Any, boxes: Any,
     els = _core.elements_of(boxes)
     src = _core.check_frame(frame, format)
     plan.check(src, limits)
-    _core.check_elements(plan, len(els), limits)
+    _core.check_elements(plan, len(els), limits, src.span)
     shape = (len(els),) + tuple(plan.shape[1:])
     if out is not None:
         _numpy_out(out, shape, plan.typestr)
@@ -329,6 +329,17 @@ class Client(_Connection):
         format  "nv12", "i420" or "yuyv" take YUV frames as OpenCV's
                 cvtColor does: NV12 and I420 one (H * 3 / 2, W) array,
                 YUYV (H, W, 2); width (and for NV12/I420 height) even.
+                "jpeg" takes a JPEG file's bytes (bytes, bytearray,
+                memoryview or a 1-D uint8 array, not copied), decoded by
+                the daemon (libjpeg-turbo, as cv2.imdecode: within 1 LSB
+                of cv2.imdecode + OpenCV's letterbox); the result's
+                ``decoded_size`` is the decoded (width, height) in pixels,
+                ``timings.decode_us`` the decode time and ``transform``
+                maps to the decoded frame. A corrupt, truncated or CMYK
+                file is refused with :class:`~frameprep.InvalidRequestError`
+                (libjpeg-turbo's words), one whose decoded size exceeds
+                the daemon's limits with
+                :class:`~frameprep.LimitExceededError`.
         matrix, yuv_range  a YUV frame's colour matrix ("bt601", "bt709",
                 "bt2020") and range ("limited", "full"); the defaults are
                 what OpenCV's COLOR_YUV2BGR_NV12 assumes. The conversion
@@ -494,9 +505,13 @@ class Client(_Connection):
         packed = np.ascontiguousarray(frames) if isinstance(
             frames, np.ndarray) else np.stack(frames)
         one = packed[0].nbytes
-        most = limits.get("max_frame_bytes")
-        if isinstance(most, int) and packed.nbytes + 32 * n + 8 > most:
-            return None
+        # The frames' span is bounded by max_batch_bytes too, and inline,
+        # with the element table, by max_frame_bytes.
+        for key, extra in (("max_batch_bytes", 0),
+                           ("max_frame_bytes", 32 * n + 8)):
+            most = limits.get(key)
+            if isinstance(most, int) and packed.nbytes + extra > most:
+                return None
         src = _core.check_frame(packed[0], format)
         els = [(_core.ELEM_FRAME, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, k * one)
                for k in range(n)]
@@ -550,8 +565,8 @@ class Client(_Connection):
         or a bad box refused by the C library or the daemon with the
         element's index in the message: "element 3: w -1 is not > 0"),
         :class:`~frameprep.LimitExceededError` (N beyond max_elements, N
-        tensors beyond max_batch_bytes, a frame beyond the daemon's
-        limits), and the transport errors of the class."""
+        tensors or the frame's bytes beyond max_batch_bytes, a frame
+        beyond the daemon's limits), and the transport errors of the class."""
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
                           std, pad)
         args, src = _crops_args(plan, frame, boxes, format, out,
@@ -764,7 +779,7 @@ class AsyncClient(_Connection):
         assert self._s._limits is not None
         return self._s._limits
 
-    async def preprocess(self, frame: np.ndarray[Any, Any],
+    async def preprocess(self, frame: Any,
                          size: Sequence[int] = (640, 640),
                          resize: ResizeName = "letterbox",
                          order: OrderName = "rgb",
