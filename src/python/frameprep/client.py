@@ -432,9 +432,10 @@ class Client(_Connection):
         rgba8, gray8) with ``rounding="float"`` and a numpy (or no)
         ``out`` go in ONE BATCH request (protocol.h), the frames copied
         into its message (and first stacked into one array, unless
-        ``frames`` is one packed (N, H, W[, C]) array), when the daemon's max_elements,
-        max_batch_bytes and max_frame_bytes (INFO) allow it; then ``out``
-        None returns a view of the reply. Otherwise (mixed shapes, YUV or
+        ``frames`` is one packed (N, H, W[, C]) array), when the daemon's
+        max_elements, max_batch_bytes (tensors and frames) and
+        max_frame_bytes (INFO) allow it; then ``out`` None returns a view
+        of the reply. Otherwise (mixed shapes, YUV or
         JPEG frames, exact mode, a CUDA ``out``, beyond those limits) one
         request per frame."""
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
