@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """nng_soak.py: two hostile-client soaks of a frameprepd binary, for an
-operator (long: not part of the test suite). CPU backend, a private socket.
+operator (long: d1 and kill9 are not part of the test suite; d4 is). CPU backend, a private socket.
 
   nng_soak.py FRAMEPREPD d1 ROUNDS SECONDS
       32 connections send FRAME requests (256x256 -> 1024x1024) without
@@ -13,7 +13,8 @@ operator (long: not part of the test suite). CPU backend, a private socket.
   nng_soak.py FRAMEPREPD d4
       64 connections close early (before or during the SP handshake), then
       200 INFO requests on new connections; prints how many were lost and
-      client errors by kind (nng #1518 on 1.5.2: all 200 lost; 1.11: 0).
+      client errors by kind (nng #1518 on 1.5.2: all 200 lost; 1.11: 0);
+      exits 1 if any was lost (CI runs it: integration_nng_d4).
   nng_soak.py FRAMEPREPD kill9 SECONDS [CLIENTS]
       CLIENTS (default 6) client processes send FRAME requests (one of 8
       fixed 40x30 frames each, -> 24x24 f32) one at a time and compare
@@ -294,6 +295,6 @@ if __name__ == "__main__":
         kill9(daemon, float(sys.argv[3]),
               int(sys.argv[4]) if len(sys.argv) > 4 else 6)
     elif what == "d4":
-        d4(daemon)
+        raise SystemExit(1 if d4(daemon) else 0)
     else:
         d1(daemon, int(sys.argv[3]), float(sys.argv[4]))
