@@ -2021,6 +2021,81 @@ static PyObject *Hold_reshape(PyObject *op, PyObject *arg)
 	Py_RETURN_NONE;
 }
 
+/* numpy's C API table (its _ARRAY_API capsule), loaded at the first
+ * Hold.array; the entries used are numpy's stable ones, the same in 1.x
+ * and 2.x: PyArray_New (93) and PyArray_SetBaseObject (282). */
+static void **native_np_api;
+
+typedef PyObject *(*native_np_new_fn)(PyTypeObject *, int, const Py_intptr_t *,
+                                      int, const Py_intptr_t *, void *, int,
+                                      int, PyObject *);
+typedef int (*native_np_set_base_fn)(PyObject *, PyObject *);
+
+static int native_np_load(void)
+{
+	PyObject *m, *cap;
+
+	if (native_np_api != NULL)
+		return 0;
+	m = PyImport_ImportModule("numpy._core._multiarray_umath");
+	if (m == NULL) {
+		PyErr_Clear();
+		m = PyImport_ImportModule("numpy.core._multiarray_umath");
+	}
+	if (m == NULL)
+		return -1;
+	cap = PyObject_GetAttrString(m, "_ARRAY_API");
+	Py_DECREF(m);
+	if (cap == NULL)
+		return -1;
+	native_np_api = PyCapsule_GetPointer(cap, NULL);
+	Py_DECREF(cap);
+	return native_np_api == NULL ? -1 : 0;
+}
+
+/* Hold.array(subtype): a numpy array of subtype (ndarray or a subclass)
+ * over the hold's memory, whose base is the hold: made in one step, as
+ * np.asarray(hold).view(subtype) would make it in two. */
+static PyObject *Hold_array(PyObject *op, PyObject *subtype)
+{
+	HoldObject *self = (HoldObject *)op;
+	int type_num;
+	PyObject *a;
+
+	if (!PyType_Check(subtype)) {
+		PyErr_SetString(PyExc_TypeError, "array(subtype): a type");
+		return NULL;
+	}
+	if (native_np_load())
+		return NULL;
+	switch (self->ai.typekind * 16 + self->ai.itemsize) {
+	case 'u' * 16 + 1:
+		type_num = 2; /* NPY_UBYTE */
+		break;
+	case 'f' * 16 + 4:
+		type_num = 11; /* NPY_FLOAT */
+		break;
+	case 'f' * 16 + 2:
+		type_num = 23; /* NPY_HALF */
+		break;
+	default:
+		PyErr_SetString(PyExc_ValueError, "no such tensor type");
+		return NULL;
+	}
+	a = ((native_np_new_fn)native_np_api[93])(
+	        (PyTypeObject *)subtype, self->ai.nd, self->shape, type_num,
+	        self->strides, self->ai.data, self->ai.itemsize,
+	        0x1 | 0x100 | 0x400, NULL);
+	if (a == NULL)
+		return NULL;
+	Py_INCREF(op);
+	if (((native_np_set_base_fn)native_np_api[282])(a, op) < 0) {
+		Py_DECREF(a);
+		return NULL;
+	}
+	return a;
+}
+
 static void Hold_dealloc(PyObject *op)
 {
 	HoldObject *self = (HoldObject *)op;
@@ -2098,6 +2173,8 @@ static PyMethodDef Hold_methods[] = {
         {"cancel", Hold_cancel, METH_NOARGS,
          "Gives a reserved frame's slot back unsent."},
         {"reshape", Hold_reshape, METH_O, "Sets the frame's shape."},
+        {"array", Hold_array, METH_O,
+         "array(subtype): an array of subtype over the memory held."},
         {NULL, NULL, 0, NULL}};
 
 static PyType_Slot Hold_slots[] = {

@@ -2,7 +2,11 @@
 (src/python/_native.c). Addresses are ints; the caller keeps the memory
 they name alive across the call."""
 
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
+
+import numpy as np
+
+_A = TypeVar("_A", bound=np.ndarray[Any, Any])
 
 VERSION: str
 constants: dict[str, int]
@@ -101,6 +105,7 @@ class Hold:
     def give_back(self) -> None: ...
     def cancel(self) -> None: ...
     def reshape(self, shape: tuple[int, ...]) -> None: ...
+    def array(self, subtype: type[_A]) -> _A: ...
 
 
 class Slots:

@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 
 _U8 = np.dtype(np.uint8)
 _Timings = _core.Timings
-_asarray = np.asarray
 _set = object.__setattr__
 _new_ring_result = object.__new__
 _PAGE = 4096
@@ -64,14 +63,14 @@ def _round_page(n: int) -> int:
 
 
 # What holds one slot of a ring (_native.Hold): a frame reserved by
-# next_frame() or a result's tensor. numpy arrays made from it
-# (np.asarray, through its __array_struct__) keep it alive, so the slot
-# stays held while the holder or any view of it lives, until give_back()
-# (or cancel() of a reserved frame). Its ``ring`` is None once it no
-# longer holds the slot (given back, or the reserved frame was sent); one
-# that is garbage-collected holding it gives it back then, with a
-# ResourceWarning. The slot table (_native.Slots) hands slots out under
-# its own mutex, so neither needs the GIL's order.
+# next_frame() or a result's tensor. numpy arrays made from it (its
+# array(), or np.asarray through its __array_struct__) keep it alive, so
+# the slot stays held while the holder or any view of it lives, until
+# give_back() (or cancel() of a reserved frame). Its ``ring`` is None once
+# it no longer holds the slot (given back, or the reserved frame was
+# sent); one that is garbage-collected holding it gives it back then,
+# with a ResourceWarning. The slot table (_native.Slots) hands slots out
+# under its own mutex, so neither needs the GIL's order.
 _Hold = _native.Hold
 
 
@@ -136,7 +135,7 @@ class RingResult(_core.Result):
         which keeps the slot held while it lives."""
         t = self._tensor
         if t is None:
-            t = np.asarray(self._hold)
+            t = self._hold.array(np.ndarray)
             object.__setattr__(self, "_tensor", t)
         return t
 
@@ -344,7 +343,7 @@ class _RingBase:
         hold = self._slots.frame_hold(k, ticket, self, m, m.base)
         if shape is not None and shape != self.frame_shape:
             hold.reshape(shape)
-        return _asarray(hold).view(RingFrame)
+        return hold.array(RingFrame)
 
     def _claim(self, hold: _Hold | None) -> bool:
         """Whether hold is a frame reserved on this ring and not yet sent
