@@ -319,7 +319,8 @@
  * Both: packed sources only (BGR8, RGB8, BGRA8, RGBA8, GRAY8); rounding
  * FLOAT only (exact mode is refused); N times
  * the element's tensor bytes at most max_batch_bytes (INFO), each element
- * within max_tensor_bytes; BATCH's span at most max_batch_bytes; no
+ * within max_tensor_bytes; the input span (a ROIS's frame, a BATCH's
+ * frames) at most max_batch_bytes; no
  * SHM_REPLY (the per-element transforms ride in the nng reply); not
  * through doorbells. The reply's header has shape (N, C, H, W) or (N, H,
  * W, C), tensor_size the whole tensor's bytes and the transform fields

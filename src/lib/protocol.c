@@ -889,8 +889,9 @@ static int proto_check_packed(const fprep_request *r, char *msg, size_t n)
 
 /* proto_check_batch checks what a ROIS or BATCH request asks of the
  * whole: a packed source, no SHM_REPLY, the whole tensor (N times one
- * element's tensor bytes, returned in *tensor) and BATCH's frames' span
- * within max_batch_bytes; inline frames within max_frame_bytes. */
+ * element's tensor bytes, returned in *tensor) and the input span (a
+ * ROIS's frame, a BATCH's frames) within max_batch_bytes; inline frames
+ * within max_frame_bytes. */
 static int proto_check_batch(const fprep_request *r, const fprep_limits *lim,
                              uint64_t *tensor, char *msg, size_t n)
 {
