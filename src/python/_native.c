@@ -1759,6 +1759,18 @@ static void native_freed(SlotsObject *self)
 	Py_XDECREF(r);
 }
 
+/* native_after sets *t to the monotonic clock's time seconds from now. */
+static void native_after(struct timespec *t, double seconds)
+{
+	clock_gettime(CLOCK_MONOTONIC, t);
+	t->tv_sec += (time_t)seconds;
+	t->tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
+	if (t->tv_nsec >= 1000000000L) {
+		t->tv_sec++;
+		t->tv_nsec -= 1000000000L;
+	}
+}
+
 /* Slots.take(state, timeout_s): takes the least recently freed slot in
  * state (1 reserved, 2 taken): (slot, ticket), waiting up to timeout_s
  * (GIL released) for one; None when none came. ClosedError once
@@ -1783,28 +1795,38 @@ static PyObject *Slots_take(PyObject *op, PyObject *args)
 	}
 	pthread_mutex_unlock(&self->mtx);
 	if (!closed && !got && timeout > 0) {
-		Py_BEGIN_ALLOW_THREADS struct timespec end;
+		struct timespec end;
+		int more = 1;
 
-		clock_gettime(CLOCK_MONOTONIC, &end);
-		end.tv_sec += (time_t)timeout;
-		end.tv_nsec +=
-		        (long)((timeout - (double)(time_t)timeout) * 1e9);
-		if (end.tv_nsec >= 1000000000L) {
-			end.tv_sec++;
-			end.tv_nsec -= 1000000000L;
+		native_after(&end, timeout);
+		/* In slices of 100 ms, between which a signal's handler runs
+		 * (KeyboardInterrupt) as it would in a Python wait. */
+		while (more && PyErr_CheckSignals() == 0) {
+			Py_BEGIN_ALLOW_THREADS struct timespec slice;
+			int last;
+
+			native_after(&slice, 0.1);
+			last = slice.tv_sec > end.tv_sec ||
+			       (slice.tv_sec == end.tv_sec &&
+			        slice.tv_nsec >= end.tv_nsec);
+			if (last)
+				slice = end;
+			pthread_mutex_lock(&self->mtx);
+			while (!self->closed && self->count == 0)
+				if (pthread_cond_timedwait(
+				            &self->cv, &self->mtx, &slice) != 0)
+					break;
+			closed = self->closed;
+			if (!closed && self->count > 0) {
+				k = native_pop(self, state, &ticket);
+				got = 1;
+			}
+			pthread_mutex_unlock(&self->mtx);
+			more = !closed && !got && !last;
+			Py_END_ALLOW_THREADS
 		}
-		pthread_mutex_lock(&self->mtx);
-		while (!self->closed && self->count == 0)
-			if (pthread_cond_timedwait(&self->cv, &self->mtx,
-			                           &end) != 0)
-				break;
-		closed = self->closed;
-		if (!closed && self->count > 0) {
-			k = native_pop(self, state, &ticket);
-			got = 1;
-		}
-		pthread_mutex_unlock(&self->mtx);
-		Py_END_ALLOW_THREADS
+		if (more) /* a signal's handler raised */
+			return NULL;
 	}
 	if (closed)
 		return native_raise(FPREP_ECLOSED, "the ring was closed");
