@@ -523,9 +523,7 @@ class Result:
         """The daemon's timings of the request."""
         tm = self._timings
         if tm is None:
-            p = self._res.places
-            tm = Timings(p[4], p[5], p[6], p[7], p[8], p[9],
-                         self.reply.t_decode_us)
+            tm = Timings(*self._res.timings)
             object.__setattr__(self, "_timings", tm)
         return tm
 
