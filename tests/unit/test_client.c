@@ -53,7 +53,7 @@ struct fake {
 /* fake_reply builds the reply to a request in the fake's mode. */
 static nng_msg *fake_reply(struct fake *f, const uint8_t *body, size_t len)
 {
-	static const fprep_limits lim = {4096, 4096,    1u << 26, 4096,
+	static const fprep_limits lim = {4096, 4096,     1u << 26, 4096,
 	                                 4096, 1u << 28, 64,       1u << 30};
 	fprep_request req;
 	fprep_reply_header h;
