@@ -586,6 +586,7 @@ int main(int argc, char **argv)
 	/* Who decoded them: the engine every one where it is (the files
 	 * are baseline), libjpeg-turbo every one otherwise. */
 	unsigned long by_engine = 0, by_cpu = 0;
+	info[0] = '\0'; /* info appends to what buf holds */
 	b->info(b, info, sizeof info);
 	const char *fr = strstr(info, "jpeg_frames: ");
 	CHECK(fr != NULL && sscanf(fr, "jpeg_frames: %lu by the engine, %lu",
