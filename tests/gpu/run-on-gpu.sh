@@ -433,10 +433,12 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 			python3 -m pytest -v -p no:cacheprovider -rs "$here/python/tests/test_cuda.py"
 		TAILN=12 run cuda_example python3 "$here/python/examples/cuda_batch.py" --socket "$url" \
 			--images "$here/images" --batch 8 --rounds 3
-		# The Python client against frameprep-bench on the same daemon,
-		# the requests over the socket (shm) and through doorbells (door).
-		TAILN=12 run py_bench env PATH="$here/bin:$PATH" python3 -m frameprep.bench -u "$url" \
-			-c 1,16 --paths shm,door -d 2 -w 0.5 -r "${FPREP_PY_REPEAT:-5}"
+		# The Python client against frameprep-bench on the same daemon:
+		# the simple call (inline), ring.preprocess of the same array
+		# (copy), the ring's requests over the socket (shm) and through
+		# doorbells (door); FAIL when a bar printed at the end fails.
+		TAILN=24 run py_bench env PATH="$here/bin:$PATH" python3 -m frameprep.bench -u "$url" \
+			-c 1,16 --paths inline,copy,shm,door -d 2 -w 0.5 -r "${FPREP_PY_REPEAT:-5}" --check
 		tests+=(py_bench)
 		TAILN=36 run cuda_bench python3 "$here/peers/bench_cuda.py" --socket "$url" \
 			--cpu-socket "$cpu_url" --image "$here/images/astronaut.png" --duration "${FPREP_BENCH_S:-5}" --nv12

@@ -6,6 +6,7 @@ daemon killed mid-request gives an exception within the timeout."""
 import asyncio
 import os
 import pathlib
+import re
 import shutil
 import signal
 import subprocess
@@ -418,6 +419,40 @@ def test_bench_through_the_doorbell(tmp_path):
         assert taken > 100, taken
     finally:
         d.stop()
+
+
+def test_bench_simple_call_against_the_ring_copy(daemon):
+    """python -m frameprep.bench's copy path (ring.preprocess of a plain
+    array) runs Python alone, and at c=1 the bench prints the simple
+    call's p50 and rate over that path's, with the bars; --check's exit
+    status follows the verdicts."""
+    bench = pathlib.Path(CLI).parent / "frameprep-bench"
+    r = subprocess.run(
+        [sys.executable, "-m", "frameprep.bench", "-u", daemon.url,
+         "--c-bench", str(bench), "--paths", "inline,copy", "-c", "1",
+         "-d", "0.3", "-w", "0.1", "--frame", "160x120", "-s", "64x64",
+         "--check"],
+        capture_output=True, text=True, timeout=120)
+    assert r.returncode in (0, 1), r.stderr
+    rows = {line.split()[0]: line.split() for line in r.stdout.splitlines()
+            if line.startswith(("inline ", "copy "))}
+    assert sorted(rows) == ["copy", "inline"]
+    assert float(rows["inline"][2]) > 0 and float(rows["inline"][3]) > 0
+    assert rows["copy"][2] == "-" and float(rows["copy"][3]) > 0
+    p50 = float(rows["inline"][6]) / float(rows["copy"][6])
+    rate = float(rows["inline"][3]) / float(rows["copy"][3])
+    verdict = [line for line in r.stdout.splitlines()
+               if line.startswith("simple call vs ring.preprocess(array)")]
+    assert len(verdict) == 1, r.stdout
+    got = re.search(r"= ([0-9.]+)x \(bar <= 1.2x\) (PASS|FAIL); .* = "
+                    r"([0-9.]+)x \(bar >= 0.8x\) (PASS|FAIL)$", verdict[0])
+    assert got, verdict
+    # The table's figures are rounded (p50 to the microsecond).
+    assert float(got[1]) == pytest.approx(p50, rel=0.02), (verdict, p50)
+    assert float(got[3]) == pytest.approx(rate, rel=0.02), (verdict, rate)
+    assert got[2] == ("PASS" if float(got[1]) <= 1.2 else "FAIL")
+    assert got[4] == ("PASS" if float(got[3]) >= 0.8 else "FAIL")
+    assert r.returncode == (0 if got[2] == got[4] == "PASS" else 1)
 
 
 def test_ring_options_and_gray(client):

@@ -1,24 +1,35 @@
 """python -m frameprep.bench: the Python client's cost per request against
 the C client's (``frameprep-bench``) on the same daemon, in one run.
 
-For each path (inline: frame and tensor in the messages; shm: both in a
-shared-memory ring, the request over the socket; door: the same with the
-request through the ring's doorbell, ``frameprep-bench --doorbell``, which
-takes the socket out while the daemon polls) and each concurrency (closed loop, one connection and
-one thread per stream, as ``frameprep-bench`` does), it runs
+For each path (inline: ``Client.preprocess(frame)``, the simple call,
+which stages the frame and the tensor through the client's shared-memory
+area on ipc://, against ``frameprep-bench --shm none``, which does the
+same; copy: ``ring.preprocess(frame)`` of the same numpy array, which the
+ring copies into a free slot each time, its request through the ring's
+doorbell where the daemon polls one (Python only: the C bench has no such
+mode); shm: frame and tensor in a shared-memory ring, the request over
+the socket; door: the same with the request through the ring's doorbell,
+``frameprep-bench --doorbell``, which takes the socket out while the
+daemon polls) and each concurrency (closed loop, one connection and one
+thread per stream, as ``frameprep-bench`` does), it runs
 ``frameprep-bench`` and then the Python client with the same frame
 (synthetic 1920x1080 BGR by default) and tensor (640x640 float32 NCHW
 letterbox), and prints frames/s, p50 latency, the client-side cost
 (mean latency minus the daemon's own t_total: what the client and the
 transport add) and the client's CPU time per frame (Python: this
 process's time over the frames it sent; C: frameprep-bench's rusage over
-the frames it sent, its start-up included, which a short run inflates). The shm path writes the frame into its slot once and then
-sends the slot as it lies, as ``frameprep-bench --shm both`` does; both
-wait for the reply in the slot (``--shm-reply``) where the platform has
-futex(2). With
-``--repeat N`` each point is run N times, C and Python in turn, and each
-figure is the median of its N runs ("added" the median of the N
-differences), which steadies the figures on a busy machine.
+the frames it sent, its start-up included, which a short run inflates).
+The shm and door paths write the frame into the slot once and then send
+the slot as it lies, as ``frameprep-bench --shm both`` does; they and
+copy wait for the reply in the slot (``--shm-reply``) where the platform
+has futex(2). When inline and copy both ran at c=1, it prints the simple
+call's p50 over the ring's (bar: at most 1.2) and its rate over the
+ring's (bar: at least 0.8), and for each shm and door point the Python
+client's CPU per frame over the C client's (bar: at most 1.2), each PASS
+or FAIL (``--check``: exit status 1 when one fails). With ``--repeat N``
+each point is run N times, C and Python in turn, and each figure is the
+median of its N runs ("added" the median of the N differences), which
+steadies the figures on a busy machine.
 """
 
 from __future__ import annotations
@@ -60,17 +71,19 @@ def _python_run(url: str, frame: np.ndarray[Any, Any], size: tuple[int, int],
                 ring = None
                 if path != "inline":
                     ring = client.ring(slots=1, frame=frame.shape, size=size,
-                                       doorbell=path == "door")
+                                       doorbell=path != "shm")
                     buf = ring.next_frame()
                     buf[:] = frame
                     ring.preprocess(buf).release()
                     del buf
+                copy = path == "copy"
                 start.wait()
                 while not state["stop"]:
                     sent[i] += 1
                     t0 = time.perf_counter()
                     if ring is not None:
-                        rr = ring.preprocess(ring.next_frame())
+                        rr = ring.preprocess(frame if copy else
+                                             ring.next_frame())
                         us = (time.perf_counter() - t0) * 1e6
                         total = rr.timings.total_us
                         rr.release()
@@ -160,8 +173,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="frameprep-bench to compare with [from PATH]")
     p.add_argument("-c", "--concurrency", default="1,16",
                    help="comma-separated streams [1,16]")
-    p.add_argument("--paths", default="inline,shm",
-                   help="comma-separated: inline, shm, door [inline,shm]")
+    p.add_argument("--paths", default="inline,copy,shm",
+                   help="comma-separated: inline, copy, shm, door "
+                        "[inline,copy,shm]")
     p.add_argument("-d", "--duration", type=float, default=5.0,
                    help="measured seconds per point [5]")
     p.add_argument("-w", "--warmup", type=float, default=1.0,
@@ -172,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="tensor WxH [640x640]")
     p.add_argument("-r", "--repeat", type=int, default=1,
                    help="runs per point, C and Python in turn; medians [1]")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 when a bar (printed at the end) fails")
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
@@ -190,14 +206,16 @@ def main(argv: list[str] | None = None) -> int:
           f"{'added':>6} {'C cpu':>6} {'Py cpu':>6} {'Py/C':>5}   "
           f"(latencies, costs and client CPU per frame in us)")
     rows: list[dict[str, Any]] = []
-    for path in args.paths.split(","):
+    paths = args.paths.split(",")
+    for path in paths:
+        if path not in ("inline", "copy", "shm", "door"):
+            p.error(f"--paths: {path} is not inline, copy, shm or door")
+    for path in paths:
         for streams in (int(v) for v in args.concurrency.split(",")):
-            if path not in ("inline", "shm", "door"):
-                p.error(f"--paths: {path} is not inline, shm or door")
             c_runs: list[dict[str, float]] = []
             py_runs: list[dict[str, float]] = []
             for _ in range(args.repeat):
-                if args.c_bench:
+                if args.c_bench and path != "copy":
                     c_runs.append(_c_run(args.c_bench, url, (fw, fh), size,
                                          path, streams, args.duration,
                                          args.warmup))
@@ -208,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
             added = (statistics.median(p["cost"] - c["cost"]
                                        for p, c in zip(py_runs, c_runs))
                      if c_runs else None)
-            rows.append({"path": path, "c": streams, "C": c_res, "py": py})
+            rows.append({"path": path, "c": streams, "C": c_res, "py": py,
+                         "py_runs": py_runs})
             if c_res is None:
                 print(f"{path:7} {streams:3} {'-':>8} {py['fps']:8.1f} "
                       f"{'-':>6} {'-':>8} {py['p50']:8.0f} {'-':>7} "
@@ -226,10 +245,63 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"        p50 Python - C per run: "
                       f"{' '.join(f'{d:.0f}' for d in diffs)} (median "
                       f"{statistics.median(diffs):.0f})", flush=True)
+    verdicts = [_simple_vs_ring(rows), *_ring_cpu(rows)]
     if not args.c_bench:
         print("frameprep-bench not found (--c-bench): Python figures only",
               file=sys.stderr)
+    if args.check and False in verdicts:
+        return 1
     return 0
+
+
+# The simple call against the ring given the same array, at c=1: its p50
+# at most 1.2x the ring's, its rate at least 0.8x; the Python ring's client
+# CPU per frame at most 1.2x the C client's.
+P50_BAR, RATE_BAR, CPU_BAR = 1.2, 0.8, 1.2
+
+
+def _ring_cpu(rows: list[dict[str, Any]]) -> list[bool]:
+    """Prints, for each ring point (shm, door) with a C run, the Python
+    client's CPU per frame over the C client's with the bar and PASS or
+    FAIL; returns whether each held."""
+    out = []
+    for r in rows:
+        if r["path"] not in ("shm", "door") or r["C"] is None:
+            continue
+        ratio = float(r["py"]["cpu"] / r["C"]["cpu"])
+        ok = ratio <= CPU_BAR
+        out.append(ok)
+        print(f"ring client CPU per frame, {r['path']} c={r['c']}: Python "
+              f"{r['py']['cpu']:.1f} / C {r['C']['cpu']:.1f} us = "
+              f"{ratio:.2f}x (bar <= {CPU_BAR}x) "
+              f"{'PASS' if ok else 'FAIL'}")
+    return out
+
+
+def _simple_vs_ring(rows: list[dict[str, Any]]) -> bool | None:
+    """Prints the simple call's (inline) p50 and rate over the ring's
+    (copy) at c=1 with the bars and PASS or FAIL; returns whether both
+    held, None when the run lacks either point."""
+    at = {r["path"]: r for r in rows if r["c"] == 1}
+    if "inline" not in at or "copy" not in at:
+        return None
+    simple, ring = at["inline"], at["copy"]
+    p50 = float(simple["py"]["p50"] / ring["py"]["p50"])
+    rate = float(simple["py"]["fps"] / ring["py"]["fps"])
+    ok_p50, ok_rate = p50 <= P50_BAR, rate >= RATE_BAR
+    print(f"simple call vs ring.preprocess(array), c=1: p50 "
+          f"{simple['py']['p50']:.0f} / {ring['py']['p50']:.0f} us = "
+          f"{p50:.2f}x (bar <= {P50_BAR}x) "
+          f"{'PASS' if ok_p50 else 'FAIL'}; rate "
+          f"{simple['py']['fps']:.1f} / {ring['py']['fps']:.1f} = "
+          f"{rate:.2f}x (bar >= {RATE_BAR}x) "
+          f"{'PASS' if ok_rate else 'FAIL'}")
+    runs = list(zip(simple["py_runs"], ring["py_runs"]))
+    if len(runs) > 1:
+        print("        p50 simple/ring per run: " +
+              " ".join(f"{s['p50'] / r['p50']:.2f}" for s, r in runs),
+              flush=True)
+    return ok_p50 and ok_rate
 
 
 if __name__ == "__main__":
