@@ -912,7 +912,10 @@ static PyObject *Client_request(PyObject *op, PyObject *args)
  * (fprep_client_elements) of the request's options (its kind ROIS or
  * BATCH) for the source at addr (one frame of span bytes; for BATCH frame
  * k at addr + elements[k]'s offset); elements a list of (type, resize,
- * v0, .., v5, offset) tuples (fprep_element). Returns a Result (the
+ * v0, .., v5, offset) tuples (fprep_element). The request's input_loc,
+ * in_region and in_offset are kept: INLINE (0) sends the bytes at addr,
+ * SHM or CUDA names the source where it lies (addr is ignored); its output
+ * fields likewise (a CUDA or SHM output region). Returns a Result (the
  * daemon's status unchecked), or raises (a bad element: the error names
  * its index). */
 static PyObject *Client_elements(PyObject *op, PyObject *args)
@@ -955,7 +958,8 @@ static PyObject *Client_elements(PyObject *op, PyObject *args)
 	}
 	req = ((RequestObject *)tmpl)->req;
 	native_set_source(&req, &s);
-	req.input_loc = FPREP_LOC_INLINE;
+	if (req.input_loc != FPREP_LOC_INLINE)
+		s.addr = 0; /* the source lies in a region */
 	if (native_enter(self)) {
 		free(els);
 		return NULL;

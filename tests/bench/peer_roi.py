@@ -41,6 +41,30 @@ def bench_boxes(n, w, h):
     return out
 
 
+def setup(args, name):
+    """Parses args.size and args.dst into (w, h) pairs, imports cv2,
+    numpy and torch and reads the photo, resized to args.size; returns
+    (cv2, numpy, torch, frame, boxes), or SKIP (a line says why) without
+    them or a GPU."""
+    args.size = tuple(int(v) for v in args.size.split("x"))
+    args.dst = tuple(int(v) for v in args.dst.split("x"))
+    try:
+        import cv2
+        import numpy as np
+        import torch
+    except ImportError as e:
+        print(f"SKIP: {name} needs numpy, cv2 and PyTorch ({e})")
+        return SKIP
+    if not torch.cuda.is_available():
+        print(f"SKIP: {name} needs a CUDA GPU (none visible)")
+        return SKIP
+    img = cv2.imread(args.image, cv2.IMREAD_COLOR)
+    if img is None:
+        sys.exit(f"cannot read {args.image}")
+    frame = cv2.resize(img, args.size, interpolation=cv2.INTER_LINEAR)
+    return cv2, np, torch, frame, bench_boxes(args.rois, *args.size)
+
+
 def timed(torch, np, step, iters):
     for _ in range(5):
         step()
@@ -75,24 +99,12 @@ def main():
     ap.add_argument("--iters", type=int, default=300)
     ap.add_argument("--json")
     args = ap.parse_args()
-    sw, sh = (int(v) for v in args.size.split("x"))
-    args.dst = tuple(int(v) for v in args.dst.split("x"))
+    got = setup(args, "peer_roi")
+    if got == SKIP:
+        return SKIP
+    cv2, np, torch, frame, boxes = got
+    sw, sh = args.size
     dw, dh = args.dst
-    try:
-        import cv2
-        import numpy as np
-        import torch
-    except ImportError as e:
-        print(f"SKIP: peer_roi needs numpy, cv2 and PyTorch ({e})")
-        return SKIP
-    if not torch.cuda.is_available():
-        print("SKIP: peer_roi needs a CUDA GPU (none visible)")
-        return SKIP
-    img = cv2.imread(args.image, cv2.IMREAD_COLOR)
-    if img is None:
-        sys.exit(f"cannot read {args.image}")
-    frame = cv2.resize(img, (sw, sh), interpolation=cv2.INTER_LINEAR)
-    boxes = bench_boxes(args.rois, sw, sh)
     pinned = torch.from_numpy(frame).pin_memory()
     dev = torch.empty_like(pinned, device="cuda")
     print(f"{args.rois} boxes of a {sw}x{sh} BGR8 frame in pinned host "

@@ -32,7 +32,10 @@
 #          processes, every input x output location, bad handles, leaks),
 #          cuda_py (tests/python/test_cuda.py), cuda_example
 #          (src/python/examples/cuda_batch.py) and cuda_bench
-#          (tests/bench/bench_cuda.py --nv12: also issue 11's NV12 bar);
+#          (tests/bench/bench_cuda.py --nv12: also issue 11's NV12 bar),
+#          roi_peers (tests/bench/bench_roi.py: issue 27's ROI bar,
+#          frameprep against torchvision and CV-CUDA) and batch_bar
+#          (BATCH of 16 640x480 frames against one per request);
 #          the Python runs need the package's wheel (built at --stage)
 #          and torch, torchvision, cuda-python there. Ends with a short table.
 #          Exit status: 0 when every test and every verified benchmark
@@ -358,6 +361,39 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	# With f32 out, NV12's D2H (4.9 MB) outweighs its H2D (3.1 MB); with f16 (2.5 MB) the input bounds it.
 	TAILN=20 run b1080_nv12_f16 "${B[@]}" --frame-size 1920x1080 --size 640x640 --dtype f16 --shm both --format nv12 -c 1,16 --json "$logs/b1080_nv12_f16.json"
 	TAILN=20 run b1080_open "${B[@]}" --frame-size 1920x1080 --size 640x640 --shm both -c 32 --rate 2000,6000 --arrivals poisson --json "$logs/b1080_open.json"
+	# batch_bar (issue 27's batch bar): BATCH requests of 16 frames
+	# 640x480 -> 224x224 f32 against the same frames one per request,
+	# frames and tensors in shared memory, at c=1, 4, 16; frames/s of
+	# each and the ratio (PASS when the best batch rate is >= 2x the
+	# best single rate).
+	batch_run() {
+		local rc=0 a=("$here/bin/frameprep-bench" --socket "$url" --quiet
+			--image "$here/images/astronaut.png" --verify sample
+			--duration "${FPREP_BENCH_S:-3}" --warmup 1 --no-ceiling
+			--frame-size 640x480 --size 224x224 --shm both -c 1,4,16)
+		"${a[@]}" --batch 16 --json "$logs/batch16.json" || rc=1
+		"${a[@]}" --json "$logs/batch_single.json" || rc=1
+		python3 - "$logs/batch16.json" "$logs/batch_single.json" 16 <<'PY' || rc=1
+import json, sys
+n = int(sys.argv[3])
+def rates(path, mult):
+    return {r["concurrency"]: r["frames_per_s"] * mult
+            for r in json.load(open(path))["runs"]}
+b, s = rates(sys.argv[1], n), rates(sys.argv[2], 1)
+print("| c | BATCH of %d, frames/s | one per request, frames/s | ratio |" % n)
+print("| --- | --- | --- | --- |")
+for c in sorted(set(b) & set(s)):
+    print("| %d | %.0f | %.0f | %.2f |" % (c, b[c], s[c], b[c] / s[c] if s[c] else 0))
+best = max(b.values()) / max(s.values()) if s and b and max(s.values()) else 0
+ok = best >= 2.0
+print("batch bar: best %.0f / best %.0f frames/s = %.2fx (want >= 2x): %s"
+      % (max(b.values() or [0]), max(s.values() or [0]), best, "PASS" if ok else "FAIL"))
+sys.exit(0 if ok else 1)
+PY
+		return $rc
+	}
+	TAILN=24 run batch_bar batch_run
+	tests+=(batch_bar)
 	# JPEG frames (1080p q90, sent as they are) -> 640x640 f32: a daemon
 	# with nvJPEG's engine, then one with FPREP_NVJPEG=off (the lane's
 	# CPU decoders); FPREP_JPEG_THREADS sets their number.
@@ -443,6 +479,27 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 		TAILN=36 run cuda_bench python3 "$here/peers/bench_cuda.py" --socket "$url" \
 			--cpu-socket "$cpu_url" --image "$here/images/astronaut.png" --duration "${FPREP_BENCH_S:-5}" --nv12
 		tests+=(cuda_py cuda_example cuda_bench)
+		# roi_peers (issue 27's ROI bar): 64 boxes of a 1080p photo into a
+		# (64, 3, 224, 224) f32 CUDA tensor: frameprep (a daemon of its
+		# own; frame in a ring slot, tensor into the caller's CUDA memory,
+		# c=1 and 4) against torchvision roi_align and a CV-CUDA loop
+		# (importable from FPREP_CVCUDA_SITE, default /tmp/site), each
+		# checked against OpenCV; a table and the bars' PASS or FAIL.
+		roi_peers_run() {
+			local ru=ipc://$tmp/roi.sock rp rc
+			"$here/bin/frameprepd" --device 0 --listen "$ru" --slots 4 \
+				--max-inflight 256 2>"$logs/frameprepd_roi.log" &
+			rp=$!
+			for _ in $(seq 200); do "$here/bin/frameprep" info --socket "$ru" >/dev/null 2>&1 && break; sleep 0.1; done
+			PYTHONPATH=$PYTHONPATH:${FPREP_CVCUDA_SITE:-/tmp/site} python3 "$here/peers/bench_roi.py" \
+				--socket "$ru" --image "$here/images/astronaut.png" -c 1,4 \
+				-d "${FPREP_BENCH_S:-4}" -w 1
+			rc=$?
+			kill -TERM $rp; wait $rp || rc=1
+			return $rc
+		}
+		TAILN=30 run roi_peers roi_peers_run
+		tests+=(roi_peers)
 		kill -TERM $rpid; wait $rpid
 	else
 		echo "cuda_py, cuda_example, cuda_bench: skipped (the frameprep wheel in whl/ did not import)"

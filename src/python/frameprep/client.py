@@ -156,45 +156,138 @@ def _numpy_out(out: np.ndarray[Any, Any], shape: Sequence[int],
         f"out shape {out.shape} is not the tensor's {shape}")
 
 
-def _elements_args(plan: _core.Plan, kind: int, src: _core.Source,
-                   addr: int, els: list[Any]) -> tuple[Any, ...]:
-    """The arguments of _native.Client.elements: a ROIS or BATCH request
-    of plan's options for src (its bytes at addr) and the elements."""
+def _elements_args(req: Request, src: _core.Source, addr: int,
+                   els: list[Any]) -> tuple[Any, ...]:
+    """The arguments of _native.Client.elements: req (a ROIS or BATCH
+    request of the options, its input and output locations set) for src
+    (its bytes at addr when inline) and the elements."""
     u, uo, vo = src.planes
-    return (plan.opts.request(kind).native(), els, addr, src.span,
-            src.format, src.width, src.height, src.stride, u, uo, vo)
+    return (req.native(), els, addr, src.span, src.format, src.width,
+            src.height, src.stride, u, uo, vo)
+
+
+def _ring_source(s: _Socket, frame: Any, format: FormatName | None
+                 ) -> tuple[int, int, _core.Source] | None:
+    """(region id, offset, source) of a frame that lies reserved in a
+    ring of this connection (a :class:`~frameprep.RingFrame` from
+    ``ring.next_frame()``, or a view of one), to be read where it lies;
+    None for any other array, or a view whose pixels are not packed (it
+    is sent as a copy). Raises :class:`~frameprep.InvalidRequestError`
+    for a ring frame already sent or cancelled, or of another
+    connection's ring, :class:`~frameprep.RegionError` for one reserved
+    before the ring registered anew (a daemon restart)."""
+    from .ring import RingFrame, _hold_of
+    if not isinstance(frame, RingFrame):
+        return None
+    hold = _hold_of(frame)
+    if hold is None:
+        return None
+    ring = hold.ring
+    if ring is None:
+        raise errors.InvalidRequestError(
+            "the ring frame was sent or cancelled: reserve another with "
+            "ring.next_frame()")
+    if ring._client._s is not s:
+        raise errors.InvalidRequestError(
+            "the ring frame is in another connection's ring: a region "
+            "belongs to the connection that registered it")
+    m = hold.map
+    if m is not ring._map:
+        raise errors.RegionError(
+            "the ring registered anew since this frame was reserved (the "
+            "daemon restarted): reserve another with ring.next_frame()")
+    src = _core.check_frame(frame, format)
+    at = src.address() - m.base
+    if at < 0 or at + src.span > m.region.size:
+        return None  # copied by check_frame: not in the region
+    return m.region_id, at, src
+
+
+def _cuda_out(regions: Any, req: Request, out: Any, shape: tuple[int, ...],
+              typestr: str, tensor_bytes: int) -> Any:
+    """Points req's output at a CUDA ``out`` of exactly ``shape`` and
+    typestr, C-contiguous (a tensor of this process, registered through
+    regions, or a :class:`~frameprep.cuda.Exported` of another's);
+    returns its DeviceArray (None for an Exported). Raises
+    :class:`~frameprep.InvalidRequestError`."""
+    from . import cuda
+    if isinstance(out, cuda.Exported):
+        got, ts, dev = tuple(out.shape), out.typestr, None
+    else:
+        dev = cuda.describe(out)
+        got, ts = dev.shape, dev.typestr
+    if got != shape:
+        raise errors.InvalidRequestError(
+            f"out shape {got} is not the tensor's {shape}")
+    if cuda._bare_typestr(ts) != cuda._bare_typestr(typestr):
+        raise errors.InvalidRequestError(
+            f"out dtype {ts} is not {typestr}")
+    req.output_loc = Location.CUDA
+    req.out_capacity = tensor_bytes
+    if dev is None:
+        req.out_region = regions.region_of_export(out)
+        req.out_offset = out.offset
+        return None
+    if not dev.contiguous():
+        raise errors.InvalidRequestError(
+            f"out strides {dev.strides} are not C-contiguous")
+    req.out_region, req.out_offset = regions.region_of(dev)
+    return dev
 
 
 def _crops_args(plan: _core.Plan, frame: Any, boxes: Any,
-                format: FormatName | None, out: np.ndarray[Any, Any] | None,
-                limits: dict[str, Any]
-                ) -> tuple[tuple[Any, ...], _core.Source]:
+                format: FormatName | None, out: Any,
+                limits: dict[str, Any], s: _Socket | None = None,
+                regions: Any = None
+                ) -> tuple[tuple[Any, ...], _core.Source, Any]:
     """Checks the arguments of :meth:`Client.crops` (before sending) and
-    returns those of _native.Client.elements, and the source, which holds
+    returns those of _native.Client.elements, the source, which holds
     the frame's bytes (a copy when they were not packed): keep it until
-    the call returns."""
+    the call returns, and the DeviceArray of a CUDA ``out`` (else None).
+    With s, a frame reserved in a ring of that connection is named where
+    it lies (:func:`_ring_source`); with regions (a Client's CUDA
+    regions), ``out`` may be a CUDA tensor or an Exported."""
     els = _core.elements_of(boxes)
-    src = _core.check_frame(frame, format)
+    ring = _ring_source(s, frame, format) if s is not None else None
+    src = ring[2] if ring is not None else _core.check_frame(frame, format)
     plan.check(src, limits)
     _core.check_elements(plan, len(els), limits, src.span)
     shape = (len(els),) + tuple(plan.shape[1:])
-    if out is not None:
+    req = plan.opts.request(Kind.ROIS)
+    dev = None
+    if isinstance(out, np.ndarray):
         _numpy_out(out, shape, plan.typestr)
         if out.shape != shape:
             raise errors.InvalidRequestError(
                 f"out shape {out.shape} is not the crops' {shape}")
-    return _elements_args(plan, Kind.ROIS, src, src.address(), els), src
+    elif out is not None:
+        if regions is None:
+            raise errors.InvalidRequestError(
+                f"out must be a numpy array, not {type(out).__name__} "
+                f"(CUDA tensors: the blocking Client)")
+        dev = _cuda_out(regions, req, out, shape, plan.typestr,
+                        len(els) * plan.tensor_bytes)
+    if ring is not None:
+        req.input_loc = Location.SHM
+        req.in_region, req.in_offset = ring[0], ring[1]
+    return _elements_args(req, src, src.address(), els), src, dev
 
 
-def _crops_result(res: Any, out: np.ndarray[Any, Any] | None
+def _crops_result(res: Any, out: Any, dev: Any = None
                   ) -> _core.BatchResult:
-    """The result of a ROIS reply (checked here), copied into out if
-    given."""
+    """The result of a ROIS or BATCH reply (checked here): a view of the
+    reply; copied into a numpy out; a CUDA out (its DeviceArray dev)
+    as a CudaTensor over it, or an Exported as it is."""
     _core.checked(res)
     if out is None:
         return _core.new_batch_result(res)
-    np.copyto(out, np.asarray(res))
-    return _core.new_batch_result(res, out)
+    if isinstance(out, np.ndarray):
+        np.copyto(out, np.asarray(res))
+        return _core.new_batch_result(res, out)
+    if dev is None:
+        return _core.new_batch_result(res, out)  # another process's
+    from . import cuda
+    return _core.new_batch_result(res, cuda.CudaTensor(dev, out))
 
 
 class _Connection:
@@ -429,15 +522,15 @@ class Client(_Connection):
         be written by then).
 
         Frames of one shape and one packed format (bgr8, rgb8, bgra8,
-        rgba8, gray8) with ``rounding="float"`` and a numpy (or no)
-        ``out`` go in ONE BATCH request (protocol.h), the frames copied
-        into its message (and first stacked into one array, unless
-        ``frames`` is one packed (N, H, W[, C]) array), when the daemon's
-        max_elements, max_batch_bytes (tensors and frames) and
-        max_frame_bytes (INFO) allow it; then ``out`` None returns a view
-        of the reply. Otherwise (mixed shapes, YUV or
-        JPEG frames, exact mode, a CUDA ``out``, beyond those limits) one
-        request per frame."""
+        rgba8, gray8) with ``rounding="float"`` go in ONE BATCH request
+        (protocol.h), the frames copied into its message (and first
+        stacked into one array, unless ``frames`` is one packed (N, H,
+        W[, C]) array), when the daemon's max_elements, max_batch_bytes
+        (tensors and frames) and max_frame_bytes (INFO) allow it; then
+        ``out`` None returns a view of the reply, and a CUDA ``out`` (or
+        an :class:`~frameprep.cuda.Exported`, whole (N, ...)) is written
+        by one launch. Otherwise (mixed shapes, YUV or JPEG frames, exact
+        mode, beyond those limits) one request per frame."""
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
                           std, pad, matrix, yuv_range, rounding)
         n = len(frames)
@@ -449,17 +542,20 @@ class Client(_Connection):
                 f"batch's {shape}")
         if isinstance(out, np.ndarray):
             _numpy_out(out, shape, plan.typestr)
-        if (out is None or isinstance(out, np.ndarray)) and \
-                rounding == "float":
-            stacked = self._batch_frames(frames, format, plan)
-            if stacked is not None:
-                res = self._elements(plan, Kind.BATCH, stacked[0],
-                                     _core.address_of(stacked[1]),
-                                     stacked[2])
-                if out is None:
-                    return np.asarray(res)
+        stacked = self._batch_frames(frames, format, plan) \
+            if rounding == "float" else None
+        if stacked is not None:
+            req = plan.opts.request(Kind.BATCH)
+            if out is not None and not isinstance(out, np.ndarray):
+                _cuda_out(self._cuda_regions(), req, out, shape,
+                          plan.typestr, n * plan.tensor_bytes)
+            res = self._elements(req, stacked[0],
+                                 _core.address_of(stacked[1]), stacked[2])
+            if out is None:
+                return np.asarray(res)
+            if isinstance(out, np.ndarray):
                 np.copyto(out, np.asarray(res))
-                return out
+            return out
         if out is None:
             out = np.empty(shape, plan.typestr)
 
@@ -518,13 +614,12 @@ class Client(_Connection):
                for k in range(n)]
         return src, packed, els
 
-    def _elements(self, plan: _core.Plan, kind: int, src: _core.Source,
-                  addr: int, els: list[Any]) -> Any:
+    def _elements(self, req: Request, src: _core.Source, addr: int,
+                  els: list[Any]) -> Any:
         """Sends one ROIS or BATCH request; returns the checked reply."""
         s = self._s
         return _core.checked(s.call(s.native.elements,
-                                    *_elements_args(plan, kind, src, addr,
-                                                    els)))
+                                    *_elements_args(req, src, addr, els)))
 
     def crops(self, frame: Any, boxes: Any, size: Sequence[int] = (224, 224),
               resize: ResizeName = "letterbox", order: OrderName = "rgb",
@@ -533,13 +628,21 @@ class Client(_Connection):
               mean: float | Sequence[float] = (0.0, 0.0, 0.0),
               std: float | Sequence[float] = (1.0, 1.0, 1.0),
               pad: float = 114, format: FormatName | None = None,
-              out: np.ndarray[Any, Any] | None = None
-              ) -> _core.BatchResult:
+              out: Any = None) -> _core.BatchResult:
         """Preprocesses N regions of one frame into one tensor, in ONE
         ROIS request (protocol.h, "ROIS and BATCH requests").
 
         frame   as :meth:`preprocess` takes it, packed formats only
-                (bgr8, rgb8, bgra8, rgba8, gray8).
+                (bgr8, rgb8, bgra8, rgba8, gray8): a numpy array is
+                copied into the request. A frame already in shared memory
+                is not sent again: a :class:`~frameprep.RingFrame` from
+                ``ring.next_frame()`` of a ring on this client (or a view
+                of one with packed pixels, such as ``buf[y0:y1]``) is
+                read where it lies, by (region, offset). It stays
+                reserved (crops do not hand its slot on): crop it as
+                often as needed, then ``buf.cancel()`` (or send it with
+                ``ring.preprocess(buf)``); don't write it while a
+                request reads it.
         boxes   an (N, 4) array-like of x, y, w, h in source pixels
                 (floats; the sub-image [x, x + w) x [y, y + h)), or a
                 sequence whose items are each such a box or
@@ -557,25 +660,40 @@ class Client(_Connection):
                 :meth:`preprocess` (rounding is "float": exact mode is
                 refused for crops).
         out     a numpy array (N, C, H, W) (or NHWC) of the tensor's
-                dtype: the tensor is copied into it.
+                dtype: the tensor is copied into it. Or a CUDA tensor
+                (PyTorch, CuPy: ``__cuda_array_interface__`` or DLPack)
+                of exactly that shape and dtype, C-contiguous, or a
+                :class:`~frameprep.cuda.Exported` of one in another
+                process: the daemon writes the N crops straight into it
+                (one launch, no copy through the host; ipc:// and a GPU
+                daemon only), registered once per allocation as for
+                :meth:`preprocess`.
 
         Returns a :class:`~frameprep.BatchResult`: tensor (N, C, H, W) or
         (N, H, W, C), row k the crop of boxes[k], and its N
         :class:`~frameprep.ElementTransform` (all zero for an affine).
+        For a CUDA ``out`` the tensor is a
+        :class:`~frameprep.cuda.CudaTensor` over it, complete when this
+        returns (no stream synchronisation needed).
         Raises :class:`~frameprep.InvalidRequestError` (a malformed item,
         or a bad box refused by the C library or the daemon with the
-        element's index in the message: "element 3: w -1 is not > 0"),
+        element's index in the message: "element 3: w -1 is not > 0"; an
+        ``out`` of another shape or dtype),
         :class:`~frameprep.LimitExceededError` (N beyond max_elements, N
         tensors or the frame's bytes beyond max_batch_bytes, a frame
-        beyond the daemon's limits), and the transport errors of the class."""
+        beyond the daemon's limits), and the transport errors of the
+        class."""
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
                           std, pad)
-        args, src = _crops_args(plan, frame, boxes, format, out,
-                                self._s._limits or self.limits())
         s = self._s
+        regions = None
+        if out is not None and not isinstance(out, np.ndarray):
+            regions = self._cuda_regions()
+        args, src, dev = _crops_args(plan, frame, boxes, format, out,
+                                     s._limits or self.limits(), s, regions)
         res = s.call(s.native.elements, *args)
         del src  # the frame's bytes, kept until the call returned
-        return _crops_result(res, out)
+        return _crops_result(res, out, dev)
 
     def _cuda_regions(self) -> Any:
         from . import cuda
@@ -757,8 +875,8 @@ class AsyncClient(_Connection):
         executor; the frame must not change until it returns)."""
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
                           std, pad)
-        args, src = _crops_args(plan, frame, boxes, format, out,
-                                await self.limits())
+        args, src, _ = _crops_args(plan, frame, boxes, format, out,
+                                   await self.limits())
         loop = asyncio.get_running_loop()
         res = await loop.run_in_executor(
             None, functools.partial(self._s.call, self._s.native.elements,
