@@ -6,9 +6,10 @@ extra; the DLPack capsule reader and writer round-trip through ctypes.
 
 With a GPU (skipped otherwise: pytest.skip): a daemon on device 0 writes
 tensors straight into element k of a (N, 3, H, W) batch the model will
-consume, reads frames from a CUDA uint8 (H, W, 3) tensor, and every result
-equals the CPU reference; results export __cuda_array_interface__ v3 and
-DLPack over the caller's memory.
+consume, crops of one frame (ROIS) and a batch of frames (BATCH) into one
+(N, 3, H, W) tensor in one request, reads frames from a CUDA uint8 (H, W,
+3) tensor, and every result equals the CPU reference; results export
+__cuda_array_interface__ v3 and DLPack over the caller's memory.
 """
 import ctypes
 import os
@@ -175,6 +176,81 @@ def test_preprocess_batch_into_cuda(gpu_daemon, daemon):
     batch = torch.full((3, 3, 640, 640), float("nan"), device="cuda")
     with frameprep.Client(gpu_daemon.url) as client:
         assert client.preprocess_batch(frames, out=batch) is batch
+        np.testing.assert_allclose(batch.cpu().numpy(), ref, rtol=0,
+                                   atol=1.0001 / 255)
+        client.release_cuda()
+
+
+def test_crops_into_cuda(gpu_daemon, daemon):
+    """crops with a CUDA out: ONE ROIS request, the daemon writes the N
+    crops straight into the caller's (N, 3, H, W) tensor (no D2H), equal
+    to the CPU reference within 1 LSB, from a numpy frame (sent) and from
+    a ring frame (read where it lies, not sent); the result's tensor is
+    the caller's memory; an out of another shape is refused before
+    sending."""
+    torch = _torch_cuda()
+    img = _photo()
+    h, w = img.shape[:2]
+    boxes = [(0, 0, w // 2, h // 2), (w // 4, h // 5, w // 3, h // 4),
+             (w - 60, h - 90, 120, 80), (10, 20, 33, 250)]
+    with frameprep.Client(daemon.url) as ref_client:
+        ref = {r: ref_client.crops(img, boxes, size=(160, 96), resize=r)
+               for r in ("letterbox", "stretch")}
+    out = torch.full((4, 3, 96, 160), float("nan"), device="cuda")
+    with frameprep.Client(gpu_daemon.url) as client:
+        for resize, want in ref.items():
+            out.fill_(float("nan"))
+            r = client.crops(img, boxes, size=(160, 96), resize=resize,
+                             out=out)
+            assert r.reply.output_loc == 2 and r.reply.t_d2h_us <= 5
+            assert r.tensor.__cuda_array_interface__["data"][0] == \
+                out.data_ptr()
+            assert r.transforms == want.transforms
+            np.testing.assert_allclose(out.cpu().numpy(), want.tensor,
+                                       rtol=0, atol=1.0001 / 255)
+        with client.ring(slots=1, frame=img.shape, size=(8, 8)) as ring:
+            buf = ring.next_frame()
+            buf[:] = img
+            out.fill_(float("nan"))
+            client.crops(buf, boxes, size=(160, 96), resize="stretch",
+                         out=out)
+            np.testing.assert_allclose(out.cpu().numpy(),
+                                       ref["stretch"].tensor, rtol=0,
+                                       atol=1.0001 / 255)
+            buf.cancel()
+        wide = torch.empty((4, 3, 96, 320), device="cuda")
+        for bad in (out[:3], out[0], out.half(),
+                    out.permute(0, 2, 3, 1), wide[..., ::2]):
+            with pytest.raises(frameprep.InvalidRequestError, match="out"):
+                client.crops(img, boxes, size=(160, 96), out=bad)
+        client.release_cuda()
+
+
+def test_batch_into_cuda_is_one_request(gpu_daemon, daemon, monkeypatch):
+    """preprocess_batch of frames of one shape with a CUDA out: one BATCH
+    request, every row equal to the CPU reference within 1 LSB."""
+    torch = _torch_cuda()
+    img = _photo()[:480, :500]
+    frames = [np.ascontiguousarray(img), np.ascontiguousarray(img[::-1]),
+              255 - img]
+    with frameprep.Client(daemon.url) as ref_client:
+        ref = ref_client.preprocess_batch(frames, size=(224, 224))
+    batch = torch.full((3, 3, 224, 224), float("nan"), device="cuda")
+    with frameprep.Client(gpu_daemon.url) as client:
+        client.register_cuda(batch)
+        client.limits()
+        native, calls = client._s.native, []
+
+        class Counting:
+            def __getattr__(self, name):
+                calls.append(name)
+                return getattr(native, name)
+
+        monkeypatch.setattr(client._s, "native", Counting())
+        assert client.preprocess_batch(frames, out=batch,
+                                       size=(224, 224)) is batch
+        monkeypatch.setattr(client._s, "native", native)
+        assert calls == ["elements"]
         np.testing.assert_allclose(batch.cpu().numpy(), ref, rtol=0,
                                    atol=1.0001 / 255)
         client.release_cuda()

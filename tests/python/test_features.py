@@ -256,6 +256,90 @@ class _Counting:
         return counted
 
 
+def _input_of(native_req):
+    """(input_loc, in_region, in_offset) of a _native.Request (protocol.h:
+    u8 at 76, u32 at 80, u64 at 88)."""
+    import struct
+    head = native_req.encode()
+    return (head[76],) + struct.unpack_from("<I", head, 80) + \
+        struct.unpack_from("<Q", head, 88)
+
+
+def test_crops_of_a_ring_frame_read_in_place(client, daemon, monkeypatch):
+    """A RingFrame reserved in a ring of the client goes as (region,
+    offset), its bytes not in the request; its crops equal the numpy
+    frame's bit for bit (a view of rows too) and it stays reserved, so it
+    is cropped again; once cancelled it is refused, and so is a ring frame
+    of another connection."""
+    img = photo("astronaut.png")
+    boxes = [(0, 0, 100, 100), (50, 60, 200, 120), (400, 400, 112, 90)]
+    want = client.crops(img, boxes, size=(64, 48))
+    rows = client.crops(np.ascontiguousarray(img[10:300]), boxes,
+                        size=(64, 48))
+    sent = []
+    native = client._s.native
+
+    class Capturing:
+        def __getattr__(self, name):
+            fn = getattr(native, name)
+
+            def call(*args):
+                sent.append((name, args))
+                return fn(*args)
+            return call
+
+    with client.ring(slots=1, frame=img.shape, size=(8, 8)) as ring:
+        buf = ring.next_frame()
+        buf[:] = img
+        monkeypatch.setattr(client._s, "native", Capturing())
+        for _ in range(2):
+            got = client.crops(buf, boxes, size=(64, 48))
+            assert same_bits(got.tensor, want.tensor)
+            assert got.transforms == want.transforms
+        got = client.crops(buf[10:300], boxes, size=(64, 48))
+        assert same_bits(got.tensor, rows.tensor)
+        monkeypatch.setattr(client._s, "native", native)
+        assert [name for name, _ in sent] == ["elements"] * 3
+        at = buf.__array_interface__["data"][0] - \
+            ring._map.base  # the slot's frame area
+        assert _input_of(sent[0][1][0]) == (1, ring.region_id, at)
+        assert _input_of(sent[2][1][0]) == (1, ring.region_id,
+                                            at + 10 * img.shape[1] * 3)
+        with frameprep.Client(daemon.url) as other:
+            with pytest.raises(frameprep.InvalidRequestError,
+                               match="another connection"):
+                other.crops(buf, boxes, size=(64, 48))
+        buf.cancel()
+        with pytest.raises(frameprep.InvalidRequestError, match="cancelled"):
+            client.crops(buf, boxes, size=(64, 48))
+    # Not packed (channels reversed): copied into the request as before.
+    with client.ring(slots=1, frame=img.shape, size=(8, 8)) as ring:
+        buf = ring.next_frame()
+        buf[:] = img
+        rgb = client.crops(buf[:, :, ::-1], boxes, size=(64, 48),
+                           format="rgb8")
+        assert same_bits(rgb.tensor, want.tensor)
+        buf.cancel()
+
+
+def test_crops_cuda_out_refused_without_a_gpu(client, daemon):
+    """A non-numpy out: the asyncio client refuses it before sending; the
+    blocking client takes only CUDA arrays (an object that is neither
+    numpy nor CUDA is refused by name)."""
+    import asyncio
+    img = photo("astronaut.png")
+
+    async def run():
+        async with frameprep.AsyncClient(daemon.url) as ac:
+            await ac.crops(img, [(0, 0, 8, 8)], size=(8, 8), out=[0.0])
+
+    with pytest.raises(frameprep.InvalidRequestError, match="numpy"):
+        asyncio.run(run())
+    with pytest.raises(frameprep.InvalidRequestError,
+                       match="__cuda_array_interface__"):
+        client.crops(img, [(0, 0, 8, 8)], size=(8, 8), out=[0.0])
+
+
 def test_batch_is_one_request(client, monkeypatch):
     """4 frames of one shape go in ONE BATCH request, equal to 4 single
     requests bit for bit (also into out=, NHWC f16); mixed shapes still go
