@@ -22,12 +22,14 @@
  *     the lane serving on;
  *   - a burst of 48 frames queued at once (batches, the decoder pool),
  *     every tensor checked;
- *   - the rate at 1, 8 and 16 in flight, each with INFO's jpeg_timing
- *     figures over that run (where the frames' host time went: the wait
- *     for a decoder, header checks, the engine's batches, their mean size
- *     and time in nvjpegDecodeBatched, libjpeg-turbo, the wait for the
- *     lane), every frame sent counted, and batches made where the engine
- *     decodes (none, and every frame by libjpeg-turbo, where not).
+ *   - the rate at 1, 8, 16, 32 and 64 in flight, each with INFO's
+ *     jpeg_timing figures over that run (where the frames' time went: the
+ *     wait for a decoder, header checks, the engine's batches, their mean
+ *     size, gather and time in nvjpegDecodeBatched, libjpeg-turbo, the
+ *     wait for the lane, the lane after it), at 1 in flight also the lone
+ *     frames' (jpeg_timing_lone), every frame sent counted, and batches
+ *     made where the engine decodes (none, and every frame by
+ *     libjpeg-turbo, where not).
  * Exits 1 on any failed check.
  */
 #include <dirent.h>
@@ -411,34 +413,42 @@ static void check_burst(fprep__backend *b, lane_waiter *w,
 /* jpeg_timing: INFO's jpeg_timing figures as sums (a mean times its
  * count), so two readings give the figures of what ran between them. */
 typedef struct jpeg_timing {
-	double frames, queue, parse, batches, batch_frames, call, cpu_frames,
-	        cpu, back, back_sum;
+	double frames, queue, parse, batches, batch_frames, gather, call,
+	        cpu_frames, cpu, back, back_sum, done, lane, total;
 } jpeg_timing;
 
-/* timing_read reads b's INFO jpeg_timing line into *t; 0, or -1 when
- * there is none. */
-static int timing_read(fprep__backend *b, jpeg_timing *t)
+/* timing_read reads b's INFO line key ("jpeg_timing: " or
+ * "jpeg_timing_lone: ") into *t; 0, or -1 when there is none. */
+static int timing_read(fprep__backend *b, const char *key, jpeg_timing *t)
 {
 	char info[4096] = "";
-	double queue, parse, mean_batch, call, call_pf, cpu, back;
+	double queue, parse, mean_batch, gather, call, call_pf, sync, cpu, back,
+	        lane, total;
 
 	b->info(b, info, sizeof info);
-	const char *jt = strstr(info, "jpeg_timing: ");
+	const char *jt = strstr(info, key);
 	if (jt == NULL ||
-	    sscanf(jt,
-	           "jpeg_timing: frames=%lf queue_us=%lf parse_us=%lf "
-	           "batches=%lf mean_batch=%lf call_us=%lf "
-	           "call_us_per_frame=%lf cpu_frames=%lf cpu_us=%lf "
-	           "back=%lf back_us=%lf",
-	           &t->frames, &queue, &parse, &t->batches, &mean_batch, &call,
-	           &call_pf, &t->cpu_frames, &cpu, &t->back, &back) != 11)
+	    sscanf(jt + strlen(key),
+	           "frames=%lf queue_us=%lf parse_us=%lf "
+	           "batches=%lf mean_batch=%lf gather_us=%lf call_us=%lf "
+	           "call_us_per_frame=%lf sync_us=%lf cpu_frames=%lf "
+	           "cpu_us=%lf back=%lf back_us=%lf lane_us=%lf total_us=%lf",
+	           &t->frames, &queue, &parse, &t->batches, &mean_batch,
+	           &gather, &call, &call_pf, &sync, &t->cpu_frames, &cpu,
+	           &t->back, &back, &lane, &total) != 15)
 		return -1;
+	(void)call_pf, (void)sync;
 	t->queue = queue * t->frames;
 	t->parse = parse * t->frames;
 	t->batch_frames = mean_batch * t->batches;
+	t->gather = gather * t->batches;
 	t->call = call * t->batches;
 	t->cpu = cpu * t->cpu_frames;
 	t->back_sum = back * t->back;
+	/* Answered frames: back counts them too (none failed here). */
+	t->done = t->back;
+	t->lane = lane * t->done;
+	t->total = total * t->done;
 	return 0;
 }
 
@@ -450,13 +460,17 @@ static void timing_print(const jpeg_timing *a, const jpeg_timing *z)
 	       c = z->cpu_frames - a->cpu_frames, bk = z->back - a->back;
 
 	printf("  per frame: wait for a decoder %.1f us, header checks %.1f "
-	       "us, back to the lane %.1f us; engine: %.0f batches, mean "
-	       "%.2f frames, %.1f us in nvjpegDecodeBatched each; "
-	       "libjpeg-turbo: %.0f frames, %.1f us each\n",
+	       "us, back to the lane %.1f us, the lane after it %.1f us, "
+	       "in the lane %.1f us; engine: %.0f batches, mean %.2f "
+	       "frames, gathered %.1f us, %.1f us in nvjpegDecodeBatched "
+	       "each; libjpeg-turbo: %.0f frames, %.1f us each\n",
 	       f > 0 ? (z->queue - a->queue) / f : 0,
 	       f > 0 ? (z->parse - a->parse) / f : 0,
-	       bk > 0 ? (z->back_sum - a->back_sum) / bk : 0, bt,
+	       bk > 0 ? (z->back_sum - a->back_sum) / bk : 0,
+	       bk > 0 ? (z->lane - a->lane) / bk : 0,
+	       bk > 0 ? (z->total - a->total) / bk : 0, bt,
 	       bt > 0 ? (z->batch_frames - a->batch_frames) / bt : 0,
+	       bt > 0 ? (z->gather - a->gather) / bt : 0,
 	       bt > 0 ? (z->call - a->call) / bt : 0, c,
 	       c > 0 ? (z->cpu - a->cpu) / c : 0);
 }
@@ -476,14 +490,14 @@ static void wait_job(lane_waiter *w, lane_job *lj)
 static double rate(fprep__backend *b, lane_waiter *w, const jpeg_case *c, int n,
                    int depth)
 {
-	static lane_job jobs[16];
-	static float *out[16];
+	static lane_job jobs[64];
+	static float *out[64];
 	uint32_t shape[4];
 	uint64_t bytes = 0;
 	fprep_request rq;
 
 	jpeg_request(&rq, c, FPREP_ORDER_RGB);
-	REQUIRE(depth <= 16 && depth <= n &&
+	REQUIRE(depth <= 64 && depth <= n &&
 	        fprep_tensor_shape(&rq, shape, &bytes) == 0);
 	for (int i = 0; i < depth; i++)
 		REQUIRE((out[i] = malloc(bytes)) != NULL);
@@ -621,21 +635,33 @@ int main(int argc, char **argv)
 
 	check_burst(b, &w, cases, ncases, bound);
 	rate(b, &w, &cases[0], 64, 16); /* warm-up */
-	/* The rate at 1, 8 and 16 in flight, and where each frame's host
-	 * time went (the jpeg_timing figures over that run alone). */
-	static const int depths[] = {1, 8, 16};
-	jpeg_timing t0 = {0}, t1 = {0};
-	CHECK(timing_read(b, &t0) == 0, "INFO has no jpeg_timing line");
+	/* The rate at 1 to 64 in flight, and where each frame's time went
+	 * (the jpeg_timing figures over that run alone; at 1 in flight
+	 * also the lone frames'). */
+	static const int depths[] = {1, 8, 16, 32, 64};
+	jpeg_timing t0 = {0}, t1 = {0}, l0 = {0}, l1 = {0};
+	CHECK(timing_read(b, "jpeg_timing: ", &t0) == 0,
+	      "INFO has no jpeg_timing line");
+	CHECK(timing_read(b, "jpeg_timing_lone: ", &l0) == 0,
+	      "INFO has no jpeg_timing_lone line");
 	for (size_t i = 0; i < sizeof depths / sizeof depths[0]; i++) {
 		int n = depths[i] == 1 ? 200 : 400;
 		double fps = rate(b, &w, &cases[0], n, depths[i]);
-		CHECK(timing_read(b, &t1) == 0, "INFO has no jpeg_timing line");
+		CHECK(timing_read(b, "jpeg_timing: ", &t1) == 0,
+		      "INFO has no jpeg_timing line");
 		printf("JPEG 1080p q90 4:2:0 (%lu bytes) -> 640x640 f32, %d in "
 		       "flight: %.0f frames/s (%s)\n",
 		       cases[0].size, depths[i], fps,
 		       engine ? "nvJPEG hardware engine"
 		              : "libjpeg-turbo CPU decoders");
 		timing_print(&t0, &t1);
+		if (depths[i] == 1) {
+			CHECK(timing_read(b, "jpeg_timing_lone: ", &l1) == 0,
+			      "INFO has no jpeg_timing_lone line");
+			printf("  frames alone (%.0f of %d):\n",
+			       l1.frames - l0.frames, n);
+			timing_print(&l0, &l1);
+		}
 		CHECK(t1.frames - t0.frames == n,
 		      "jpeg_timing: %.0f frames of %d sent",
 		      t1.frames - t0.frames, n);
@@ -651,13 +677,18 @@ int main(int argc, char **argv)
 	/* Every frame sent went through a decoder: the cases and the
 	 * progressive file in 3 orders, 2 broken files, cases[1] again, the
 	 * burst, the warm-up and the runs. */
-	double sent = ncases * 3 + 3 + 2 + 3 + BURST + 64 + 200 + 400 + 400;
+	double sent = ncases * 3 + 3 + 2 + 3 + BURST + 64 + 200 + 400 * 4;
 	CHECK(t1.frames == sent, "jpeg_timing: %.0f frames of %.0f sent",
 	      t1.frames, sent);
 	info[0] = '\0';
 	b->info(b, info, sizeof info);
-	const char *jt = strstr(info, "jpeg_timing: ");
-	printf("%.*s", jt ? (int)strcspn(jt, "\n") + 1 : 0, jt ? jt : "");
+	for (const char *key = "jpeg_timing: "; key != NULL;
+	     key = strcmp(key, "jpeg_timing: ") == 0 ? "jpeg_timing_lone: "
+	                                             : NULL) {
+		const char *jt = strstr(info, key);
+		printf("%.*s", jt ? (int)strcspn(jt, "\n") + 1 : 0,
+		       jt ? jt : "");
+	}
 	b->close(b, 5000);
 
 	for (int i = 0; i < ncases; i++)

@@ -42,33 +42,41 @@
  * JPEG frames are decoded before any of that, off the lane thread: the
  * lane gives each JPEG frame's slot to its decoders (decode_q), a small
  * pool of threads, and does nothing else with it until a decoder hands
- * the slot back (the decoded queue). A decoder takes the frames queued
- * with the same channel order, its share of them (the queue split over
- * the idle decoders, a power of two up to FPREP__NVJPEG_BATCH_MAX), checks
- * their headers (a refusal is answered at once) and, with a JPEG engine
- * (nvjpeg_decode.h: nvJPEG's hardware backend, A100/H100/H200), queues
+ * the slot back (the decoded queue). With a JPEG engine (nvjpeg_decode.h:
+ * nvJPEG's hardware backend, A100/H100/H200) a decoder takes the frames
+ * queued with the same channel order, up to a batch (FPREP_NVJPEG_BATCH,
+ * 32), checks their headers (a refusal is answered at once) and queues
  * those the engine takes in one batched decode on its own stream, with
  * its own nvJPEG states: the compressed bytes go to the GPU, the engine
  * writes each frame into its slot's device input, an event (ev_dec) is
  * recorded after it, and the letterbox kernel, ordered after that event,
  * reads the frame there as one in device memory (no H2D of pixels, no
- * host round trip). nvJPEG does its host work for a batch (parsing every
- * bitstream, the engine's descriptors, its waits for the engine) on the
- * calling thread, so the decoders' batches run side by side, the engines
- * working in parallel, while the lane thread only enqueues. What the
+ * host round trip). nvJPEG runs one batched call at a time and only a
+ * batch spreads over the engine's cores, so a decoder calls at once when
+ * the engine is idle (a lone frame never waits) and otherwise gathers:
+ * it waits until the decoder in the engine leaves it or a full batch is
+ * queued (cuda_decoder_gather), so the frames that come during one call
+ * make the next batch. nvJPEG does its host work for a batch (parsing
+ * every bitstream, the engine's descriptors) on the calling thread, so
+ * one decoder's host work overlaps the other's engine work. What the
  * engine does not take (progressive, arithmetic, several scans, 4:1:1,
  * RGB or CMYK colour, a truncated file: fprep__jpeg_sequential) and a
  * batch it fails are decoded by the same decoder with libjpeg-turbo into
  * the slot's pinned input, and go back to the lane as frames with nothing
- * left to copy into the slot. Without an engine every JPEG frame goes
- * that way. The slots past the first raw_slots are kept for JPEG frames,
- * two a decoder (their buffers allocated when first used), so frames in
- * decode never hold up raw frames, and a decoder has its next frame
- * while the last one it decoded goes through the lane. Where the time goes
- * (queue, header checks, the engine's call, libjpeg-turbo, the hand-back)
- * is counted: INFO "jpeg_timing", and a line at close. With the lane
- * polling (spin_ns), one idle decoder at a time polls for the next JPEG
- * frame before it sleeps, as the lane does for its jobs.
+ * left to copy into the slot; optional CPU helpers
+ * (FPREP_JPEG_CPU_HELPERS) do the same with frames of a long queue while
+ * the engine is busy. Without an engine every JPEG frame goes that way,
+ * a frame a decoder. The slots past the first raw_slots are kept for JPEG
+ * frames (cuda_jpeg_plan: a batch per engine decoder, two per CPU
+ * decoder; their buffers made when first used, an engine's frame with
+ * device memory only), so frames in decode never hold up raw frames.
+ * Where the time goes (queue, header checks, gather, the engine's call,
+ * libjpeg-turbo, the hand-back, the lane after it) is counted: INFO
+ * "jpeg_timing", "jpeg_timing_lone" for frames decoded with nothing else
+ * in the lane (what a request at concurrency 1 pays), and lines at
+ * close. With the lane polling (spin_ns), one idle decoder at a time
+ * polls for the next JPEG frame before it sleeps, as the lane does for
+ * its jobs.
  *
  * CUDA regions (a client's device memory, opened from its IPC handle on
  * this lane) replace a side of that chain: a frame in one is read by the
@@ -245,6 +253,8 @@ typedef struct cuda_slot {
 	int staged;
 	cudaEvent_t ev_dec; /* ordering: kernel after the engine's decode */
 	uint64_t t_back_ns; /* when a decoder handed the slot back */
+	int lone; /* its JPEG was decoded alone, nothing else in the lane
+	             (counted in jlone too) */
 } cuda_slot;
 
 /* cuda_pace: what the lane learnt of its frames' durations, and what its
@@ -285,6 +295,12 @@ typedef struct cuda_jpeg_stats {
 	atomic_ullong cpu_ns;       /* their time (cuda_cpu_decode) */
 	atomic_ullong back;         /* frames handed back to the lane */
 	atomic_ullong back_ns;      /* handed back -> the lane took it */
+	atomic_ullong gather_ns;    /* a decoder waited for a batch */
+	atomic_ullong done;         /* frames answered after a hand-back */
+	atomic_ullong lane_ns;      /* handed back -> answered (kernel, D2H,
+	                               the completion) */
+	atomic_ullong total_ns;     /* the lane took the job -> answered */
+	atomic_ullong sync_ns; /* gate_done: a batch handed back -> decoded */
 } cuda_jpeg_stats;
 
 typedef struct cuda_backend {
@@ -342,7 +358,7 @@ typedef struct cuda_backend {
 	                            (lane thread) */
 	fprep__nvjpeg *nvjpeg;   /* the JPEG engine's handle, shared by the
 	                            decoders, or NULL (set at open) */
-	char jpeg_desc[224]; /* the INFO line's jpeg_decoder (set at open) */
+	char jpeg_desc[384]; /* the INFO line's jpeg_decoder (set at open) */
 	unsigned raw_slots;  /* slots [0, raw_slots) take any frame, the
 	                        rest JPEG frames only */
 	pthread_t *decoders; /* the decoders (cuda_decoder_main) */
@@ -351,17 +367,40 @@ typedef struct cuda_backend {
 	fprep__queue decode_q;    /* slots whose JPEG is to be decoded */
 	fprep__queue decoded;     /* slots decoded, for the lane to enqueue */
 	unsigned decoding;        /* slots given to the decoders, not back */
-	unsigned decoders_busy;   /* decoders working on a share (cb->mu) */
 	int decoder_polling;      /* a decoder polls decode_kicks (cb->mu) */
 	atomic_uint decode_kicks; /* slots pushed on decode_q, under cb->mu */
-	int jpeg_greedy; /* a decoder takes all it can (FPREP_NVJPEG_GREEDY=1),
-	                    not its share of decode_q */
-	uint64_t gather_ns; /* FPREP_NVJPEG_GATHER_US: cuda_decoder_gather */
+	atomic_uint decoder_seq;  /* decoder threads started (their index) */
+	unsigned engine_decoders; /* of ndecoders, those with the engine; the
+	                             rest are CPU helpers (cuda_helper_take) */
+	unsigned jpeg_batch;      /* the most frames of an engine batch
+	                             (FPREP_NVJPEG_BATCH) */
+	unsigned engine_calls; /* decoders inside the engine's call (cb->mu) */
+	unsigned calls_max;    /* decoders in the engine at once before another
+	                          gathers (FPREP_NVJPEG_CALLS) */
+	int gate_done;         /* a call counts until its decode is done (the
+	                          default), or until it returns (FPREP_NVJPEG_GATE=call)
+	                        */
+	uint64_t gather_ns;    /* FPREP_NVJPEG_GATHER_US: cuda_decoder_gather */
+	unsigned help_min;     /* queued frames beyond which helpers take one
+	                          (FPREP_JPEG_HELP_MIN) */
+	pthread_cond_t cv_help; /* helpers: the queue grew, or decoders_stop */
 	int decoders_stop;
 	cuda_jpeg_stats jstats;
+	cuda_jpeg_stats jlone;    /* the same for frames decoded alone */
 	atomic_ulong jpeg_engine; /* JPEG frames the engine decoded */
 	atomic_ulong jpeg_cpu;    /* JPEG frames libjpeg-turbo decoded */
 } cuda_backend;
+
+/* CUDA_JSTAT adds v to the JPEG counter f of cb (cuda_jpeg_stats), and
+ * to the lone frames' (jlone) when slot s's frame was decoded alone. */
+#define CUDA_JSTAT(cb, s, f, v)                                                \
+	do {                                                                   \
+		atomic_fetch_add_explicit(&(cb)->jstats.f, (v),                \
+		                          memory_order_relaxed);               \
+		if ((s)->lone)                                                 \
+			atomic_fetch_add_explicit(&(cb)->jlone.f, (v),         \
+			                          memory_order_relaxed);       \
+	} while (0)
 
 static atomic_ulong cuda_allocs;
 
@@ -459,11 +498,12 @@ static void cuda_free_pair(uint8_t **h, uint8_t **d, size_t *cap)
 }
 
 /* cuda_slot_reserve makes the slot's input hold in_size bytes and its
- * output out_size bytes, reallocating only what is too small. */
+ * output out_size bytes, reallocating only what is too small (or an
+ * input that cuda_slot_reserve_dev left without its pinned half). */
 static int cuda_slot_reserve(cuda_slot *s, size_t in_size, size_t out_size,
                              int mapped, fprep__gpu_status *st)
 {
-	if (in_size > s->in_cap) {
+	if (in_size > s->in_cap || (in_size > 0 && s->h_in == NULL)) {
 		size_t n = (in_size + CUDA_GROW_ALIGN - 1) &
 		           ~(size_t)(CUDA_GROW_ALIGN - 1);
 		cuda_free_pair(&s->h_in, &s->d_in, &s->in_cap);
@@ -485,6 +525,26 @@ static int cuda_slot_reserve(cuda_slot *s, size_t in_size, size_t out_size,
 			return -1;
 		s->out_cap = n;
 	}
+	return 0;
+}
+
+/* cuda_slot_reserve_dev makes the slot's device input hold in_size bytes
+ * for a frame the JPEG engine writes there; where it must grow, only the
+ * device half is made (no pinned input, which such a frame never uses:
+ * cuda_slot_reserve makes both again when one is needed). */
+static int cuda_slot_reserve_dev(cuda_slot *s, size_t in_size,
+                                 fprep__gpu_status *st)
+{
+	size_t n = (in_size + CUDA_GROW_ALIGN - 1) &
+	           ~(size_t)(CUDA_GROW_ALIGN - 1);
+
+	if (in_size <= s->in_cap)
+		return 0;
+	cuda_free_pair(&s->h_in, &s->d_in, &s->in_cap);
+	s->m_in = NULL;
+	if (cuda_malloc_dev(st, &s->d_in, n))
+		return -1;
+	s->in_cap = n;
 	return 0;
 }
 
@@ -1394,6 +1454,11 @@ static void cuda_deliver(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 	if (s != NULL && s->d_frame != NULL && job->status != FPREP_OK)
 		(void)FPREP__CUDA(NULL, cudaEventSynchronize(s->ev_dec));
 	job->t_end_ns = cuda_now_ns();
+	if (s != NULL && s->t_back_ns != 0) { /* a JPEG frame, decoded */
+		CUDA_JSTAT(cb, s, done, 1);
+		CUDA_JSTAT(cb, s, lane_ns, job->t_end_ns - s->t_back_ns);
+		CUDA_JSTAT(cb, s, total_ns, job->t_end_ns - job->t_start_ns);
+	}
 	pthread_mutex_lock(&cb->mu);
 	if (job->fatal)
 		cb->fatal = 1;
@@ -1401,6 +1466,8 @@ static void cuda_deliver(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 		s->job = NULL;
 		s->d_frame = NULL;
 		s->staged = 0;
+		s->t_back_ns = 0;
+		s->lone = 0;
 		/* The lane thread waits for a slot only with jobs pending. */
 		if (!fprep__queue_empty(&cb->pending) || cb->stopping)
 			cuda_kick(&cb->cv_lane, &cb->lane_kicks);
@@ -1768,9 +1835,8 @@ static void cuda_lane_decoded(cuda_backend *cb)
 	int fatal = cb->fatal;
 
 	pthread_mutex_unlock(&cb->mu);
-	atomic_fetch_add_explicit(&cb->jstats.back, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&cb->jstats.back_ns, now - s->t_back_ns,
-	                          memory_order_relaxed);
+	CUDA_JSTAT(cb, s, back, 1);
+	CUDA_JSTAT(cb, s, back_ns, now - s->t_back_ns);
 	if (fatal)
 		cuda_fail(s->job, FPREP_ECUDA, 1,
 		          "the GPU lane failed earlier (sticky error)");
@@ -1784,6 +1850,26 @@ static void cuda_lane_decoded(cuda_backend *cb)
 	pthread_mutex_lock(&cb->mu);
 }
 
+/* cuda_queued counts the slots in decode_q; with cb->mu held. */
+static unsigned cuda_queued(const cuda_backend *cb)
+{
+	unsigned n = 0;
+
+	for (const fprep__qnode *q = cb->decode_q.head; q != NULL; q = q->next)
+		n++;
+	return n;
+}
+
+/* cuda_helped tells whether the lane's CPU helpers take frames now: the
+ * engine is busy (calls_max decoders in it) and more than help_min frames
+ * wait. With cb->mu held. */
+static int cuda_helped(const cuda_backend *cb)
+{
+	return cb->ndecoders > cb->engine_decoders &&
+	       cb->engine_calls >= cb->calls_max &&
+	       cuda_queued(cb) > cb->help_min;
+}
+
 /* cuda_jpeg_start gives slot s, whose job is a JPEG frame, to the
  * decoders (cuda_decoder_main). Lane thread, cb->mu not held. */
 static void cuda_jpeg_start(cuda_backend *cb, cuda_slot *s)
@@ -1794,16 +1880,20 @@ static void cuda_jpeg_start(cuda_backend *cb, cuda_slot *s)
 	atomic_fetch_add_explicit(&cb->decode_kicks, 1, memory_order_release);
 	if (!cb->decoder_polling) /* else the polling one takes it */
 		pthread_cond_signal(&cb->cv_decode);
+	if (cuda_helped(cb))
+		pthread_cond_signal(&cb->cv_help);
 	pthread_mutex_unlock(&cb->mu);
 }
 
 /* cuda_decoder: one decoder thread's own: its libjpeg-turbo handle and,
- * with a JPEG engine, its nvJPEG decoder and the stream its batches are
- * queued on (nvjd NULL: libjpeg-turbo only). */
+ * with a JPEG engine, its nvJPEG decoder, the stream its batches are
+ * queued on and an event recorded after each (nvjd NULL: libjpeg-turbo
+ * only). */
 typedef struct cuda_decoder {
 	fprep__jpeg j;
 	fprep__nvjpeg_dec *nvjd;
 	cudaStream_t stream;
+	cudaEvent_t ev_batch; /* gate_done: the batch's end */
 } cuda_decoder;
 
 /* cuda_decoder_back hands slots ss[0..n) back: those with ok[i] to the
@@ -1840,8 +1930,7 @@ static int cuda_cpu_decode(cuda_backend *cb, fprep__jpeg *j, cuda_slot *s,
 	fprep_request raw;
 	uint64_t t = cuda_now_ns();
 
-	atomic_fetch_add_explicit(&cb->jstats.cpu_frames, 1,
-	                          memory_order_relaxed);
+	CUDA_JSTAT(cb, s, cpu_frames, 1);
 	job->status = fprep__jpeg_open(j, job, &raw, job->message,
 	                               sizeof job->message);
 	if (job->status == FPREP_OK &&
@@ -1856,8 +1945,7 @@ static int cuda_cpu_decode(cuda_backend *cb, fprep__jpeg *j, cuda_slot *s,
 		        fprep__jpeg_decode(j, job, &raw, s->h_in, job->message,
 		                           sizeof job->message);
 	}
-	atomic_fetch_add_explicit(&cb->jstats.cpu_ns, cuda_now_ns() - t,
-	                          memory_order_relaxed);
+	CUDA_JSTAT(cb, s, cpu_ns, cuda_now_ns() - t);
 	if (job->status != FPREP_OK)
 		return job->status;
 	job->input_pinned = 0; /* in the slot: staged from there */
@@ -1867,8 +1955,8 @@ static int cuda_cpu_decode(cuda_backend *cb, fprep__jpeg *j, cuda_slot *s,
 }
 
 /* cuda_engine_take checks the header of s's job (j) and, when the engine
- * takes it, grows s's buffers for the frame and fills *it (into s's
- * device input), *raw and *t0. Returns 1: for the engine; 0: for
+ * takes it, grows s's device buffers for the frame and fills *it (into
+ * s's device input), *raw and *t0. Returns 1: for the engine; 0: for
  * libjpeg-turbo; -1: answered (refused, or no memory for it). A
  * decoder's thread. */
 static int cuda_engine_take(cuda_backend *cb, cuda_decoder *d, cuda_slot *s,
@@ -1888,14 +1976,13 @@ static int cuda_engine_take(cuda_backend *cb, cuda_decoder *d, cuda_slot *s,
 	       fprep__jpeg_sequential(jb->input, jb->req.input_size) &&
 	       fprep__nvjpeg_supported(d->nvjd, jb->input,
 	                               (size_t)jb->req.input_size);
-	atomic_fetch_add_explicit(&cb->jstats.parse_ns, cuda_now_ns() - t,
-	                          memory_order_relaxed);
+	CUDA_JSTAT(cb, s, parse_ns, cuda_now_ns() - t);
 	if (jb->status != FPREP_OK)
 		return -1;
 	if (!take)
 		return 0;
-	if (cuda_slot_reserve(s, raw->input_size,
-	                      jb->output_device ? 0 : jb->output_size,
+	if (cuda_slot_reserve_dev(s, raw->input_size, &st) ||
+	    cuda_slot_reserve(s, 0, jb->output_device ? 0 : jb->output_size,
 	                      cb->transfer != FPREP__CUDA_STAGED, &st)) {
 		cuda_fail(jb,
 		          st.code == cudaErrorMemoryAllocation ? FPREP_ENOMEM
@@ -1911,10 +1998,10 @@ static int cuda_engine_take(cuda_backend *cb, cuda_decoder *d, cuda_slot *s,
 
 /* cuda_engine_run queues the engine's batch of ss[0..n) (items it, headers
  * raw, begun at t0) on d's stream and records each slot's ev_dec after
- * it: the jobs become jobs on frames in device memory. Returns 0, or -1
- * when nvJPEG refused the batch or an event was not recorded: the caller
- * decodes them with libjpeg-turbo (the stream's work is done by then).
- * A decoder's thread. */
+ * it (and d's ev_batch with gate_done): the jobs become jobs on frames in
+ * device memory. Returns 0, or -1 when nvJPEG refused the batch or an
+ * event was not recorded: the caller decodes them with libjpeg-turbo (the
+ * stream's work is done by then). A decoder's thread. */
 static int cuda_engine_run(cuda_backend *cb, cuda_decoder *d, cuda_slot **ss,
                            const fprep__nvjpeg_item *it,
                            const fprep_request *raw, const uint64_t *t0,
@@ -1928,17 +2015,21 @@ static int cuda_engine_run(cuda_backend *cb, cuda_decoder *d, cuda_slot **ss,
 	                              order == FPREP_ORDER_GRAY, d->stream, msg,
 	                              sizeof msg);
 
-	atomic_fetch_add_explicit(&cb->jstats.call_ns, cuda_now_ns() - t,
-	                          memory_order_relaxed);
-	atomic_fetch_add_explicit(&cb->jstats.batches, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&cb->jstats.batch_frames, n,
-	                          memory_order_relaxed);
+	/* A batch of one counts among the lone frames' when it is one. */
+	CUDA_JSTAT(cb, ss[0], call_ns, cuda_now_ns() - t);
+	CUDA_JSTAT(cb, ss[0], batches, 1);
+	CUDA_JSTAT(cb, ss[0], batch_frames, n);
 	for (unsigned i = 0; i < n && rc == 0; i++)
 		if (FPREP__CUDA(&st,
 		                cudaEventRecord(ss[i]->ev_dec, d->stream))) {
 			snprintf(msg, sizeof msg, "%s", st.text);
 			rc = -1;
 		}
+	if (rc == 0 && cb->gate_done &&
+	    FPREP__CUDA(&st, cudaEventRecord(d->ev_batch, d->stream))) {
+		snprintf(msg, sizeof msg, "%s", st.text);
+		rc = -1;
+	}
 	if (rc != 0) {
 		fprep__log(FPREP_LOG_WARNING, "%s: decoded by libjpeg-turbo",
 		           msg);
@@ -1955,11 +2046,24 @@ static int cuda_engine_run(cuda_backend *cb, cuda_decoder *d, cuda_slot **ss,
 	return 0;
 }
 
+/* cuda_engine_release: a decoder is out of the engine (its call returned,
+ * or with gate_done its batch was decoded): the decoders gathering may
+ * call now. A decoder's thread, cb->mu not held. */
+static void cuda_engine_release(cuda_backend *cb)
+{
+	pthread_mutex_lock(&cb->mu);
+	cb->engine_calls--;
+	pthread_cond_broadcast(&cb->cv_decode);
+	pthread_mutex_unlock(&cb->mu);
+}
+
 /* cuda_decode_share decodes the slots ss[0..m) a decoder took (one channel
  * order): their headers are checked (a refusal is answered at once), the
  * engine's batch is queued (cuda_engine_run), then the others are decoded
  * with libjpeg-turbo, and every slot goes back (cuda_decoder_back). A
- * decoder's thread, cb->mu not held. */
+ * decoder with the engine counted itself in engine_calls when it took the
+ * share: it leaves before its libjpeg-turbo decodes. A decoder's thread,
+ * cb->mu not held. */
 static void cuda_decode_share(cuda_backend *cb, cuda_decoder *d, cuda_slot **ss,
                               unsigned m)
 {
@@ -1986,43 +2090,58 @@ static void cuda_decode_share(cuda_backend *cb, cuda_decoder *d, cuda_slot **ss,
 	/* The engine's frames go back at once, before any libjpeg-turbo
 	 * decode; a batch it refused is decoded with those. */
 	if (n > 0 && cuda_engine_run(cb, d, eng, it, raw, t0, n) == 0) {
+		int lone = eng[0]->lone;
+		uint64_t t = cuda_now_ns();
+
 		for (unsigned i = 0; i < n; i++)
 			ok[i] = 1;
 		cuda_decoder_back(cb, eng, ok, n);
+		if (cb->gate_done) {
+			(void)FPREP__CUDA(NULL,
+			                  cudaEventSynchronize(d->ev_batch));
+			atomic_fetch_add_explicit(&cb->jstats.sync_ns,
+			                          cuda_now_ns() - t,
+			                          memory_order_relaxed);
+			if (lone)
+				atomic_fetch_add_explicit(&cb->jlone.sync_ns,
+				                          cuda_now_ns() - t,
+				                          memory_order_relaxed);
+		}
 	} else {
 		for (unsigned i = 0; i < n; i++)
 			cpu[nc++] = eng[i];
 	}
+	if (d->nvjd != NULL)
+		cuda_engine_release(cb);
 	for (unsigned i = 0; i < nc; i++) {
 		int one = cuda_cpu_decode(cb, &d->j, cpu[i], cpu[i]->job) == 0;
 		cuda_decoder_back(cb, &cpu[i], &one, 1);
 	}
 }
 
-/* cuda_decoder_take pops this decoder's share of decode_q into ss: the
- * head slot and those right behind it with the same channel order, as
- * many as the queue split over the idle decoders (this one among them)
- * gives (all of it with jpeg_greedy), at most FPREP__NVJPEG_BATCH_MAX (1
- * without an engine), rounded down to a power of two: nvJPEG keeps a
- * state per batch size, each with buffers for that many frames, so a
- * thread uses five sizes at most. Returns how many (0: the queue is
- * empty). With cb->mu held. */
+/* cuda_batch_size: the batch sizes a decoder uses (nvJPEG keeps a state
+ * per size, each with buffers for that many frames): n up to 8, above
+ * that n rounded down to a multiple of 8. */
+static unsigned cuda_batch_size(unsigned n)
+{
+	return n <= 8 ? n : n & ~7u;
+}
+
+/* cuda_decoder_take pops the head slot of decode_q into ss, and with the
+ * engine those right behind it with the same channel order, up to the
+ * batch size (cuda_batch_size of the queue, at most jpeg_batch). Returns
+ * how many (0: the queue is empty). With cb->mu held. */
 static unsigned cuda_decoder_take(cuda_backend *cb, const cuda_decoder *d,
                                   cuda_slot **ss)
 {
-	unsigned queued = 0, idle, want, m = 0;
+	unsigned queued = cuda_queued(cb), want, m = 0;
 
-	for (fprep__qnode *q = cb->decode_q.head; q != NULL; q = q->next)
-		queued++;
 	if (queued == 0)
 		return 0;
-	idle = cb->jpeg_greedy ? 1 : cb->ndecoders - cb->decoders_busy;
-	idle = idle < 1 ? 1 : idle;
-	want = d->nvjd == NULL ? 1 : (queued + idle - 1) / idle;
-	if (want > FPREP__NVJPEG_BATCH_MAX)
-		want = FPREP__NVJPEG_BATCH_MAX;
-	while (want & (want - 1)) /* a power of two: a few batch states */
-		want &= want - 1;
+	want = d->nvjd == NULL ? 1
+	                       : cuda_batch_size(queued < cb->jpeg_batch
+	                                                 ? queued
+	                                                 : cb->jpeg_batch);
 	while (m < want && cb->decode_q.head != NULL) {
 		cuda_slot *s =
 		        fprep__container_of(cb->decode_q.head, cuda_slot, link);
@@ -2036,15 +2155,16 @@ static unsigned cuda_decoder_take(cuda_backend *cb, const cuda_decoder *d,
 }
 
 /* cuda_decoder_open sets d up on a decoder's thread: libjpeg-turbo, and
- * with an engine its nvJPEG decoder and stream (where either cannot be
- * made, a warning and libjpeg-turbo only). */
-static void cuda_decoder_open(cuda_backend *cb, cuda_decoder *d)
+ * with engine (and an engine on the lane) its nvJPEG decoder, stream and
+ * event (where one cannot be made, a warning and libjpeg-turbo only). */
+static void cuda_decoder_open(cuda_backend *cb, cuda_decoder *d, int engine)
 {
 	char why[160];
 
 	memset(d, 0, sizeof *d);
 	fprep__jpeg_init(&d->j);
-	if (FPREP__CUDA(NULL, cudaSetDevice(cb->device)) || cb->nvjpeg == NULL)
+	if (!engine || FPREP__CUDA(NULL, cudaSetDevice(cb->device)) ||
+	    cb->nvjpeg == NULL)
 		return;
 	if (fprep__nvjpeg_dec_open(cb->nvjpeg, &d->nvjd, why, sizeof why)) {
 		fprep__log(FPREP_LOG_WARNING,
@@ -2053,9 +2173,14 @@ static void cuda_decoder_open(cuda_backend *cb, cuda_decoder *d)
 		return;
 	}
 	if (FPREP__CUDA(NULL, cudaStreamCreateWithFlags(
-	                              &d->stream, cudaStreamNonBlocking))) {
+	                              &d->stream, cudaStreamNonBlocking)) ||
+	    FPREP__CUDA(NULL, cudaEventCreateWithFlags(
+	                              &d->ev_batch,
+	                              cudaEventBlockingSync |
+	                                      cudaEventDisableTiming))) {
 		fprep__log(FPREP_LOG_WARNING,
-		           "GPU %d JPEG decoder: no stream: libjpeg-turbo only",
+		           "GPU %d JPEG decoder: no stream or event: "
+		           "libjpeg-turbo only",
 		           cb->device);
 		fprep__nvjpeg_dec_close(d->nvjd);
 		d->nvjd = NULL;
@@ -2068,8 +2193,26 @@ static void cuda_decoder_close(cuda_decoder *d)
 		(void)FPREP__CUDA(NULL, cudaStreamSynchronize(d->stream));
 		(void)FPREP__CUDA(NULL, cudaStreamDestroy(d->stream));
 	}
+	if (d->ev_batch != NULL)
+		(void)FPREP__CUDA(NULL, cudaEventDestroy(d->ev_batch));
 	fprep__nvjpeg_dec_close(d->nvjd);
 	fprep__jpeg_fini(&d->j);
+}
+
+/* cuda_poll_kicks polls *kicks, with cb->mu let go, until it differs
+ * from what it was on entry or for ns; returns whether it changed. With
+ * cb->mu held. */
+static int cuda_poll_kicks(cuda_backend *cb, atomic_uint *kicks, uint64_t ns)
+{
+	unsigned k = atomic_load_explicit(kicks, memory_order_relaxed);
+	uint64_t until = cuda_now_ns() + ns;
+
+	pthread_mutex_unlock(&cb->mu);
+	while (atomic_load_explicit(kicks, memory_order_acquire) == k &&
+	       cuda_now_ns() < until)
+		CUDA_CPU_RELAX();
+	pthread_mutex_lock(&cb->mu);
+	return atomic_load_explicit(kicks, memory_order_relaxed) != k;
 }
 
 /* cuda_decoder_poll: with the lane polling (spin_ns), one idle decoder
@@ -2079,158 +2222,239 @@ static void cuda_decoder_close(cuda_decoder *d)
  * (let go meanwhile); the caller takes what came. */
 static void cuda_decoder_poll(cuda_backend *cb)
 {
-	unsigned k =
-	        atomic_load_explicit(&cb->decode_kicks, memory_order_relaxed);
-	uint64_t until = cuda_now_ns() + cb->spin_ns;
-
 	cb->decoder_polling = 1;
-	pthread_mutex_unlock(&cb->mu);
-	while (atomic_load_explicit(&cb->decode_kicks, memory_order_acquire) ==
-	               k &&
-	       cuda_now_ns() < until)
-		CUDA_CPU_RELAX();
-	pthread_mutex_lock(&cb->mu);
+	(void)cuda_poll_kicks(cb, &cb->decode_kicks, cb->spin_ns);
 	cb->decoder_polling = 0;
 }
 
-/* The most frames cuda_decoder_gather waits for, and for how long by
- * default (FPREP_NVJPEG_GATHER_US); the decoder threads of a lane with a
- * JPEG engine by default (FPREP_JPEG_THREADS). Measured on an H100 (1080p
- * q90, 640x640 f32, 16 in flight): 1 thread taking one frame a call 950
- * frames/s; 2 threads, every queued frame, 500 us gather 2,450. */
-#define CUDA_GATHER_MAX      8
-#define CUDA_GATHER_US       500
+/* Defaults: the longest a decoder gathers while the engine is busy
+ * (FPREP_NVJPEG_GATHER_US), and a lane's decoder threads with a JPEG
+ * engine (FPREP_JPEG_THREADS). Measured on an H100 (1080p q90, 640x640
+ * f32): 1 thread taking one frame a call 950 frames/s; 2 threads taking
+ * every queued frame after a 500 us gather 2,450-3,450 (mean batch
+ * 2.3-2.8, with 16 slots for JPEG frames). */
+#define CUDA_GATHER_US       10000
 #define CUDA_ENGINE_DECODERS 2
 
-/* cuda_decoder_gather waits, up to cb->gather_ns, until decode_q holds as
- * many frames as the lane has in flight (at most CUDA_GATHER_MAX), so the
- * engine gets a batch it spreads over its cores: nvJPEG runs one batched
- * call at a time, and a frame decoded alone keeps one core busy. No wait
- * while the queue is empty or holds every frame in flight (a lone frame).
- * Decoder thread, cb->mu held. */
-static void cuda_decoder_gather(cuda_backend *cb)
+/* cuda_decoder_gather: a decoder with the engine waits, while calls_max
+ * decoders are in the engine, until decode_q holds a full batch
+ * (jpeg_batch) or one of them leaves it (cuda_engine_release: by default
+ * once its batch is decoded, with gate_done off once its call returned),
+ * for gather_ns at most: nvJPEG runs one batched call at a time and only
+ * a batch spreads over the engine's cores, so the frames that come during
+ * a batch make the next one. An idle engine is called at once: a lone
+ * frame never waits here. Returns the nanoseconds waited. Decoder
+ * thread, cb->mu held. */
+static uint64_t cuda_decoder_gather(cuda_backend *cb)
 {
-	uint64_t deadline = 0;
+	uint64_t t0 = 0, deadline = 0;
 
+	if (cb->gather_ns == 0)
+		return 0;
 	for (;;) {
-		unsigned queued = 0, target = cuda_busy(cb);
+		unsigned queued = cuda_queued(cb);
 
-		for (fprep__qnode *q = cb->decode_q.head; q != NULL;
-		     q = q->next)
-			queued++;
-		if (target > CUDA_GATHER_MAX)
-			target = CUDA_GATHER_MAX;
-		if (queued == 0 || queued >= target || cb->decoders_stop)
-			return;
+		if (queued == 0 || queued >= cb->jpeg_batch ||
+		    cb->engine_calls < cb->calls_max || cb->decoders_stop)
+			break;
 		uint64_t now = cuda_now_ns();
-		if (deadline == 0)
+		if (deadline == 0) {
+			t0 = now;
 			deadline = now + cb->gather_ns;
-		else if (now >= deadline)
-			return;
+		} else if (now >= deadline) {
+			break;
+		}
 		cuda_timedwait(&cb->cv_decode, &cb->mu, deadline);
 	}
+	return t0 != 0 ? cuda_now_ns() - t0 : 0;
 }
 
-/* cuda_decoder_main: a decoder. Takes its share of decode_q
- * (cuda_decoder_take), waking another decoder when some is left, decodes
- * it (cuda_decode_share) and hands every slot back to the lane or answers
- * it. Once done with a share it may poll for the next (cuda_decoder_poll)
- * before it sleeps. */
+/* The longest the idle lane thread polls for a decoder's hand-back
+ * (cuda_decoded_wait). */
+#define CUDA_DECODED_POLL_NS (10u * 1000u * 1000u)
+
+/* cuda_decoded_wait: the lane thread, with nothing to do but frames with
+ * the decoders, polls for their hand-back (lane_kicks) for up to
+ * CUDA_DECODED_POLL_NS, then waits as ever (cuda_spin_wait): a frame's
+ * decode takes about a millisecond, as long as the lane's own poll
+ * (spin_ns), and a sleep then would add a wake-up to the reply of a frame
+ * alone. Only where the lane polls (spin_ns > 0). Lane thread, cb->mu
+ * held (let go meanwhile). */
+static void cuda_decoded_wait(cuda_backend *cb)
+{
+	if (!cuda_poll_kicks(cb, &cb->lane_kicks, CUDA_DECODED_POLL_NS))
+		cuda_spin_wait(cb, &cb->cv_lane, &cb->lane_kicks, 0);
+}
+
+/* cuda_helper_take: a CPU helper (a lane with the engine) takes the head
+ * slot of decode_q into ss[0] when cuda_helped says so. Returns 1 or 0.
+ * With cb->mu held. */
+static unsigned cuda_helper_take(cuda_backend *cb, cuda_slot **ss)
+{
+	if (!cuda_helped(cb))
+		return 0;
+	ss[0] = fprep__container_of(fprep__queue_pop(&cb->decode_q), cuda_slot,
+	                            link);
+	return 1;
+}
+
+/* cuda_decoder_main: a decoder. An engine decoder (or any decoder of a
+ * lane without the engine) gathers (cuda_decoder_gather), takes its batch
+ * of decode_q (cuda_decoder_take), waking another decoder when some is
+ * left, decodes it (cuda_decode_share) and hands every slot back to the
+ * lane or answers it; once done it may poll for the next
+ * (cuda_decoder_poll) before it sleeps. A CPU helper (past the engine
+ * decoders) takes one frame at a time while the engine is busy and the
+ * queue long (cuda_helper_take) and decodes it with libjpeg-turbo. */
 static void *cuda_decoder_main(void *arg)
 {
 	cuda_backend *cb = arg;
 	cuda_decoder d;
 	cuda_slot *ss[FPREP__NVJPEG_BATCH_MAX];
+	unsigned idx = atomic_fetch_add(&cb->decoder_seq, 1);
+	int helper = idx >= cb->engine_decoders;
 	int may_poll = 0;
 
-	cuda_thread_start("fp-jpeg-gpu", cb->device);
-	cuda_decoder_open(cb, &d);
+	cuda_thread_start(helper ? "fp-jpeg-cpu" : "fp-jpeg-gpu", cb->device);
+	cuda_decoder_open(cb, &d, !helper);
 	pthread_mutex_lock(&cb->mu);
 	for (;;) {
-		if (cb->gather_ns > 0 && d.nvjd != NULL)
-			cuda_decoder_gather(cb);
-		unsigned m = cuda_decoder_take(cb, &d, ss);
+		uint64_t waited = 0;
+		unsigned m;
 
-		if (m == 0) {
-			if (cb->decoders_stop)
-				break;
-			if (may_poll && cb->spin_ns > 0 && !cb->decoder_polling)
-				cuda_decoder_poll(cb);
-			else
-				pthread_cond_wait(&cb->cv_decode, &cb->mu);
-			may_poll = 0;
-			continue;
+		if (helper) {
+			m = cuda_helper_take(cb, ss);
+			if (m == 0) {
+				if (cb->decoders_stop)
+					break;
+				pthread_cond_wait(&cb->cv_help, &cb->mu);
+				continue;
+			}
+		} else {
+			if (d.nvjd != NULL)
+				waited = cuda_decoder_gather(cb);
+			m = cuda_decoder_take(cb, &d, ss);
+			if (m == 0) {
+				if (cb->decoders_stop)
+					break;
+				if (may_poll && cb->spin_ns > 0 &&
+				    !cb->decoder_polling)
+					cuda_decoder_poll(cb);
+				else
+					pthread_cond_wait(&cb->cv_decode,
+					                  &cb->mu);
+				may_poll = 0;
+				continue;
+			}
+			if (cb->decode_q.head != NULL) /* more than a batch */
+				pthread_cond_signal(&cb->cv_decode);
+			may_poll = 1;
+			if (d.nvjd != NULL)
+				cb->engine_calls++; /* cuda_decode_share ends it
+				                     */
 		}
-		if (cb->decode_q.head != NULL) /* more than this one's share */
-			pthread_cond_signal(&cb->cv_decode);
-		may_poll = 1;
-		cb->decoders_busy++;
+		/* A frame alone: nothing else in the lane (INFO
+		 * jpeg_timing_lone: what a request at c=1 spends where). */
+		ss[0]->lone = m == 1 && cuda_busy(cb) == 1 &&
+		              fprep__queue_empty(&cb->pending);
 		pthread_mutex_unlock(&cb->mu);
 		uint64_t now = cuda_now_ns();
-		for (unsigned i = 0; i < m; i++)
-			atomic_fetch_add_explicit(&cb->jstats.queue_ns,
-			                          now - ss[i]->job->t_start_ns,
-			                          memory_order_relaxed);
-		atomic_fetch_add_explicit(&cb->jstats.frames, m,
-		                          memory_order_relaxed);
+		for (unsigned i = 0; i < m; i++) {
+			CUDA_JSTAT(cb, ss[i], queue_ns,
+			           now - ss[i]->job->t_start_ns);
+			CUDA_JSTAT(cb, ss[i], frames, 1);
+		}
+		if (waited > 0)
+			CUDA_JSTAT(cb, ss[0], gather_ns, waited);
 		cuda_decode_share(cb, &d, ss, m);
 		pthread_mutex_lock(&cb->mu);
-		cb->decoders_busy--;
 	}
 	pthread_mutex_unlock(&cb->mu);
 	cuda_decoder_close(&d);
 	return NULL;
 }
 
-/* cuda_decoder_count: how many JPEG decoders a lane runs: FPREP_JPEG_THREADS
- * (1 to 64) when set, else half the cores, at most 8. */
-static unsigned cuda_decoder_count(long ncpu)
+/* cuda_env_uint reads the environment variable name as a number from lo
+ * to hi: dflt when unset or empty, or (with a warning) not such a
+ * number. */
+static unsigned cuda_env_uint(const char *name, unsigned lo, unsigned hi,
+                              unsigned dflt)
 {
-	const char *env = getenv("FPREP_JPEG_THREADS");
-	long n = ncpu / 2;
+	const char *env = getenv(name);
+	char *end;
+	unsigned long v;
 
-	if (env != NULL && env[0] != '\0') {
-		char *end;
-		long v = strtol(env, &end, 10);
-		if (*end == '\0' && v >= 1 && v <= 64)
-			return (unsigned)v;
-		fprep__log(FPREP_LOG_WARNING,
-		           "FPREP_JPEG_THREADS=%s ignored (1 to 64)", env);
-	}
-	return n < 1 ? 1 : n > 8 ? 8 : (unsigned)n;
+	if (env == NULL || env[0] == '\0')
+		return dflt;
+	v = strtoul(env, &end, 10);
+	if (*end == '\0' && env[0] != '-' && v >= lo && v <= hi)
+		return (unsigned)v;
+	fprep__log(FPREP_LOG_WARNING, "%s=%s ignored (%u to %u)", name, env, lo,
+	           hi);
+	return dflt;
 }
 
-/* cuda_jpeg_setup opens the JPEG engine's handle on the open's device
- * (none: JPEG frames decode with libjpeg-turbo) and starts the decoders,
- * one per two slots kept for JPEG frames (fewer when a thread cannot
- * start: with none, the lane decodes with libjpeg-turbo itself), and
- * writes the INFO line. Before the lane starts. */
-static void cuda_jpeg_setup(cuda_backend *cb, unsigned lane)
+/* cuda_jpeg_plan opens the JPEG engine's handle on the open's device
+ * (none: JPEG frames decode with libjpeg-turbo, why says why) and chooses
+ * the lane's decoders and its slots kept for JPEG frames, from the
+ * environment (README "JPEG frames"):
+ *   with the engine: FPREP_JPEG_THREADS decoders (2), batches of up to
+ *   FPREP_NVJPEG_BATCH (32) frames, gathered while FPREP_NVJPEG_CALLS (1)
+ *   batches are in the engine (FPREP_NVJPEG_GATE: "done", the default,
+ *   until decoded; "call": until the call returned) for up to
+ *   FPREP_NVJPEG_GATHER_US (10000; 0: no gather), and
+ *   FPREP_JPEG_CPU_HELPERS (0) CPU helpers taking frames beyond
+ *   FPREP_JPEG_HELP_MIN (half a batch) queued; slots: a batch per decoder
+ *   and two per helper, so that while one batch is in the engine the
+ *   next one gathers;
+ *   without: FPREP_JPEG_THREADS decoders (half the cores, at most 8), two
+ *   slots each;
+ * FPREP_JPEG_SLOTS overrides the slots. A slot's buffers are made when
+ * first used: for a 1080p frame decoded by the engine 6 MiB of device
+ * memory in and the tensor's out (5 MiB for 640x640x3 f32, and as much
+ * pinned when the tensor is copied out). Returns the number of slots, and
+ * the decoders to start in *threads. Before the slots are made. */
+static unsigned cuda_jpeg_plan(cuda_backend *cb, long ncpu, unsigned *threads,
+                               char *why, size_t why_size)
 {
-	unsigned want = (cb->nslots - cb->raw_slots) / 2;
-	const char *greedy = getenv("FPREP_NVJPEG_GREEDY");
-	const char *gather = getenv("FPREP_NVJPEG_GATHER_US");
-	const char *threads = getenv("FPREP_JPEG_THREADS");
-	char why[160] = "";
+	const char *gate = getenv("FPREP_NVJPEG_GATE");
+	long half = ncpu / 2;
+	unsigned n, helpers = 0, slots;
 
-	if (fprep__nvjpeg_open(&cb->nvjpeg, why, sizeof why) != 0)
+	if (fprep__nvjpeg_open(&cb->nvjpeg, why, why_size) != 0)
 		cb->nvjpeg = NULL;
-	/* With the engine: CUDA_ENGINE_DECODERS threads, each taking every
-	 * frame queued after a gather of CUDA_GATHER_US (nvJPEG runs one
-	 * batched call at a time, and only a batch keeps its cores busy);
-	 * the other JPEG slots stay, for frames in flight. Without it: every
-	 * decoder, each with its share of the queue. The environment
-	 * overrides each. */
-	if (cb->nvjpeg != NULL && (threads == NULL || threads[0] == '\0') &&
-	    want > CUDA_ENGINE_DECODERS)
-		want = CUDA_ENGINE_DECODERS;
-	cb->jpeg_greedy = greedy != NULL && greedy[0] != '\0'
-	                          ? strcmp(greedy, "1") == 0
-	                          : cb->nvjpeg != NULL;
-	cb->gather_ns = (gather != NULL && gather[0] != '\0'
-	                         ? strtoull(gather, NULL, 10)
-	                         : CUDA_GATHER_US) *
+	n = cb->nvjpeg != NULL ? CUDA_ENGINE_DECODERS
+	    : half < 1         ? 1
+	    : half > 8         ? 8
+	                       : (unsigned)half;
+	n = cuda_env_uint("FPREP_JPEG_THREADS", 1, 64, n);
+	cb->jpeg_batch =
+	        cuda_env_uint("FPREP_NVJPEG_BATCH", 1, FPREP__NVJPEG_BATCH_MAX,
+	                      FPREP__NVJPEG_BATCH_MAX);
+	cb->calls_max = cuda_env_uint("FPREP_NVJPEG_CALLS", 1, 64, 1);
+	cb->gather_ns = (uint64_t)cuda_env_uint("FPREP_NVJPEG_GATHER_US", 0,
+	                                        1000000, CUDA_GATHER_US) *
 	                1000u;
+	cb->gate_done = gate == NULL || strcmp(gate, "call") != 0;
+	if (cb->nvjpeg != NULL)
+		helpers = cuda_env_uint("FPREP_JPEG_CPU_HELPERS", 0, 64, 0);
+	cb->help_min = cuda_env_uint("FPREP_JPEG_HELP_MIN", 0, 4096,
+	                             cb->jpeg_batch / 2);
+	cb->engine_decoders = n;
+	slots = cb->nvjpeg != NULL ? n * cb->jpeg_batch + 2 * helpers : 2 * n;
+	*threads = n + helpers;
+	return cuda_env_uint("FPREP_JPEG_SLOTS", 1, 4096, slots);
+}
+
+/* cuda_jpeg_setup starts the decoders that cuda_jpeg_plan chose (fewer
+ * when a thread cannot start: with none, the lane decodes with
+ * libjpeg-turbo itself, and the engine's handle is closed) and writes the
+ * INFO line. Before the lane starts. */
+static void cuda_jpeg_setup(cuda_backend *cb, unsigned lane, unsigned want,
+                            char *why, size_t why_size)
+{
+	unsigned jslots = cb->nslots - cb->raw_slots;
+
 	cb->decoders = calloc(want, sizeof *cb->decoders);
 	while (cb->decoders != NULL && cb->ndecoders < want &&
 	       pthread_create(&cb->decoders[cb->ndecoders], NULL,
@@ -2239,23 +2463,32 @@ static void cuda_jpeg_setup(cuda_backend *cb, unsigned lane)
 	if (cb->nvjpeg != NULL && cb->ndecoders == 0) {
 		fprep__nvjpeg_close(cb->nvjpeg);
 		cb->nvjpeg = NULL;
-		snprintf(why, sizeof why, "no decoder thread started");
+		snprintf(why, why_size, "no decoder thread started");
 	}
 	if (cb->nvjpeg != NULL)
-		snprintf(cb->jpeg_desc, sizeof cb->jpeg_desc,
-		         "%s, batches of up to %u (%s, gathered up to %llu "
-		         "us) from %u decoder threads; libjpeg-turbo on them "
-		         "for what it does not take",
-		         fprep__nvjpeg_describe(cb->nvjpeg),
-		         FPREP__NVJPEG_BATCH_MAX,
-		         cb->jpeg_greedy ? "all queued"
-		                         : "a share of the queue",
-		         (unsigned long long)(cb->gather_ns / 1000u),
-		         cb->ndecoders);
+		snprintf(
+		        cb->jpeg_desc, sizeof cb->jpeg_desc,
+		        "%s, batches of up to %u (gathered while %u call%s in "
+		        "the engine%s, up to %llu us) from %u decoder threads, "
+		        "%u CPU helpers (beyond %u queued); %u slots for JPEG "
+		        "frames; libjpeg-turbo for what the engine does not "
+		        "take",
+		        fprep__nvjpeg_describe(cb->nvjpeg), cb->jpeg_batch,
+		        cb->calls_max, cb->calls_max == 1 ? " is" : "s are",
+		        cb->gate_done ? " until decoded" : "",
+		        (unsigned long long)(cb->gather_ns / 1000u),
+		        cb->ndecoders < cb->engine_decoders
+		                ? cb->ndecoders
+		                : cb->engine_decoders,
+		        cb->ndecoders > cb->engine_decoders
+		                ? cb->ndecoders - cb->engine_decoders
+		                : 0,
+		        cb->help_min, jslots);
 	else if (cb->ndecoders > 0)
 		snprintf(cb->jpeg_desc, sizeof cb->jpeg_desc,
-		         "libjpeg-turbo on %u CPU threads (%.150s)",
-		         cb->ndecoders, why);
+		         "libjpeg-turbo on %u CPU threads, %u slots for JPEG "
+		         "frames (%.150s)",
+		         cb->ndecoders, jslots, why);
 	else
 		snprintf(cb->jpeg_desc, sizeof cb->jpeg_desc,
 		         "libjpeg-turbo on the lane thread (%.150s)", why);
@@ -2298,7 +2531,11 @@ static void *cuda_lane_main(void *arg)
 				pthread_mutex_lock(&cb->mu);
 				continue;
 			}
-			cuda_spin_wait(cb, &cb->cv_lane, &cb->lane_kicks, 0);
+			if (cb->decoding > 0 && cb->spin_ns > 0)
+				cuda_decoded_wait(cb);
+			else
+				cuda_spin_wait(cb, &cb->cv_lane,
+				               &cb->lane_kicks, 0);
 			continue;
 		}
 		int late = cb->stopping && cuda_now_ns() >= cb->deadline_ns;
@@ -2625,27 +2862,34 @@ static void cuda_pace_text(cuda_pace *p, char *buf, size_t size)
 	         atomic_load(&p->spin_ns) / 1000000u, atomic_load(&p->blocked));
 }
 
-/* cuda_jpeg_text writes where the lane's JPEG frames spent host time
- * (cuda_jpeg_stats) into buf, in microseconds: a frame's wait for a
- * decoder, its header checks, the engine's call per batch (and the mean
- * batch), a libjpeg-turbo decode, and the wait for the lane once
- * decoded. */
+/* cuda_jpeg_text writes where the lane's JPEG frames spent their time
+ * (cuda_jpeg_stats) into buf, in microseconds (means): a frame's wait for
+ * a decoder (queue), its header checks (parse), a batch's gather for a
+ * busy engine and the engine's call (and the mean batch), a libjpeg-turbo
+ * decode (cpu), the wait for the lane once decoded (back), the lane's
+ * kernel, copy and completion after it (lane), and the lane's whole time
+ * (total: the lane took the job -> answered); and a batch's wait for its
+ * decode after the call returned (sync; 0 with FPREP_NVJPEG_GATE=call). */
 static void cuda_jpeg_text(cuda_jpeg_stats *j, char *buf, size_t size)
 {
 	unsigned long long f = atomic_load(&j->frames),
 	                   bt = atomic_load(&j->batches),
 	                   bf = atomic_load(&j->batch_frames),
 	                   c = atomic_load(&j->cpu_frames),
-	                   bk = atomic_load(&j->back);
+	                   bk = atomic_load(&j->back),
+	                   dn = atomic_load(&j->done);
 #define PER(ns, k) ((k) ? (double)atomic_load(&(ns)) / 1e3 / (double)(k) : 0.0)
 	snprintf(buf, size,
 	         "frames=%llu queue_us=%.1f parse_us=%.1f batches=%llu "
-	         "mean_batch=%.2f call_us=%.1f call_us_per_frame=%.1f "
-	         "cpu_frames=%llu cpu_us=%.1f back=%llu back_us=%.1f",
+	         "mean_batch=%.2f gather_us=%.1f call_us=%.1f "
+	         "call_us_per_frame=%.1f sync_us=%.1f cpu_frames=%llu "
+	         "cpu_us=%.1f back=%llu back_us=%.1f lane_us=%.1f "
+	         "total_us=%.1f",
 	         f, PER(j->queue_ns, f), PER(j->parse_ns, f), bt,
-	         bt ? (double)bf / (double)bt : 0.0, PER(j->call_ns, bt),
-	         PER(j->call_ns, bf), c, PER(j->cpu_ns, c), bk,
-	         PER(j->back_ns, bk));
+	         bt ? (double)bf / (double)bt : 0.0, PER(j->gather_ns, bt),
+	         PER(j->call_ns, bt), PER(j->call_ns, bf), PER(j->sync_ns, bt),
+	         c, PER(j->cpu_ns, c), bk, PER(j->back_ns, bk),
+	         PER(j->lane_ns, dn), PER(j->total_ns, dn));
 #undef PER
 }
 
@@ -2666,9 +2910,10 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	fprep__kcache_stats(cb->cache, &hits, &misses);
 	const char *dir = fprep__kcache_dir(cb->cache);
 	size_t mem_free = 0, mem_total = 0;
-	char uuid[48], jt[320];
+	char uuid[48], jt[512], jl[512];
 
 	cuda_jpeg_text(&cb->jstats, jt, sizeof jt);
+	cuda_jpeg_text(&cb->jlone, jl, sizeof jl);
 	/* The device's memory in use by every process: what a leaked CUDA
 	 * region (an IPC mapping never closed) would keep. */
 	if (cudaMemGetInfo(&mem_free, &mem_total) != cudaSuccess)
@@ -2688,14 +2933,16 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	         "device_memory_used_bytes: %zu\n"
 	         "jpeg_decoder: %s\n"
 	         "jpeg_frames: %lu by the engine, %lu by libjpeg-turbo\n"
-	         "jpeg_timing: %s\n",
+	         "jpeg_timing: %s\n"
+	         "jpeg_timing_lone: %s\n",
 	         cb->device_name, cb->cc / 10, cb->cc % 10, cb->arch,
 	         cb->memory >> 20, cb->copy_engines, cb->nslots,
 	         cb->integrated ? "true" : "false", cb->copy_threads,
 	         dir[0] ? dir : "off", cb->cache_hit ? "hit" : "miss", hits,
 	         misses, uuid, mem_total - mem_free, cb->jpeg_desc,
 	         atomic_load_explicit(&cb->jpeg_engine, memory_order_relaxed),
-	         atomic_load_explicit(&cb->jpeg_cpu, memory_order_relaxed), jt);
+	         atomic_load_explicit(&cb->jpeg_cpu, memory_order_relaxed), jt,
+	         jl);
 }
 
 /* cuda_stats reports the kernel cache and the device's memory; on the
@@ -2721,6 +2968,7 @@ static void cuda_decoders_stop(cuda_backend *cb)
 	pthread_mutex_lock(&cb->mu);
 	cb->decoders_stop = 1;
 	pthread_cond_broadcast(&cb->cv_decode);
+	pthread_cond_broadcast(&cb->cv_help);
 	pthread_mutex_unlock(&cb->mu);
 	for (unsigned i = 0; i < cb->ndecoders; i++)
 		pthread_join(cb->decoders[i], NULL);
@@ -2759,6 +3007,7 @@ static void cuda_free(cuda_backend *cb)
 	pthread_cond_destroy(&cb->cv_lane);
 	pthread_cond_destroy(&cb->cv_done);
 	pthread_cond_destroy(&cb->cv_decode);
+	pthread_cond_destroy(&cb->cv_help);
 	pthread_mutex_destroy(&cb->mu);
 	free(cb);
 }
@@ -2786,10 +3035,14 @@ static void cuda_close(fprep__backend *b, int timeout_ms)
 			           cb->device, pace);
 		}
 		if (atomic_load(&cb->jstats.frames) > 0) {
-			char jt[320];
+			char jt[512];
 
 			cuda_jpeg_text(&cb->jstats, jt, sizeof jt);
 			fprep__log(FPREP_LOG_INFO, "GPU %d JPEG timing: %s",
+			           cb->device, jt);
+			cuda_jpeg_text(&cb->jlone, jt, sizeof jt);
+			fprep__log(FPREP_LOG_INFO,
+			           "GPU %d JPEG timing, frames alone: %s",
 			           cb->device, jt);
 		}
 	}
@@ -3006,6 +3259,7 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&cb->cv_decode, &ca);
+	pthread_cond_init(&cb->cv_help, &ca);
 	pthread_cond_init(&cb->cv_lane, &ca);
 	pthread_cond_init(&cb->cv_done, &ca);
 	pthread_condattr_destroy(&ca);
@@ -3056,10 +3310,11 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 		err = FPREP_ENOMEM;
 		goto fail;
 	}
-	/* The decoders get two slots each, kept for JPEG frames: while one
-	 * frame decodes, the one decoded before goes through the lane. */
+	/* Slots kept for JPEG frames (cuda_jpeg_plan), past the raw ones. */
+	char jwhy[160] = "";
+	unsigned jthreads = 0;
 	cb->raw_slots = cb->nslots;
-	cb->nslots += 2 * cuda_decoder_count(ncpu);
+	cb->nslots += cuda_jpeg_plan(cb, ncpu, &jthreads, jwhy, sizeof jwhy);
 	cb->slots = calloc(cb->nslots, sizeof *cb->slots);
 	if (cb->slots == NULL) {
 		err = FPREP_ENOMEM;
@@ -3074,7 +3329,7 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 			              : FPREP_ECUDA;
 			goto fail;
 		}
-	cuda_jpeg_setup(cb, cfg->lane);
+	cuda_jpeg_setup(cb, cfg->lane, jthreads, jwhy, sizeof jwhy);
 	if (pthread_create(&cb->lane, NULL, cuda_lane_main, cb) != 0) {
 		err = FPREP_ENOMEM;
 		goto fail;

@@ -14,11 +14,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The most JPEGs one fprep__nvjpeg_decode call takes: a power of two
- * (the GPU lane's decoders make batches of powers of two). */
-#define FPREP__NVJPEG_BATCH_MAX 16
-_Static_assert((FPREP__NVJPEG_BATCH_MAX & (FPREP__NVJPEG_BATCH_MAX - 1)) == 0,
-               "FPREP__NVJPEG_BATCH_MAX: a power of two");
+/* The most JPEGs one fprep__nvjpeg_decode call takes. A decoder keeps an
+ * nvJPEG state per batch size it has used; the GPU lane's decoders use
+ * sizes 1 to 8 and multiples of 8 above (at most 11 states a thread). */
+#define FPREP__NVJPEG_BATCH_MAX 32
+_Static_assert(FPREP__NVJPEG_BATCH_MAX % 8 == 0,
+               "FPREP__NVJPEG_BATCH_MAX: a multiple of 8");
 
 /* fprep__nvjpeg: a lane's library handle (nvjpegHandle_t), shared by
  * its threads (nvJPEG's handle is thread-safe). fprep__nvjpeg_dec: one
