@@ -2163,7 +2163,8 @@ static void cuda_decoder_open(cuda_backend *cb, cuda_decoder *d, int engine)
 
 	memset(d, 0, sizeof *d);
 	fprep__jpeg_init(&d->j);
-	if (!engine || FPREP__CUDA(NULL, cudaSetDevice(cb->device)) ||
+	/* The device current for the slots' buffers, helpers too. */
+	if (FPREP__CUDA(NULL, cudaSetDevice(cb->device)) || !engine ||
 	    cb->nvjpeg == NULL)
 		return;
 	if (fprep__nvjpeg_dec_open(cb->nvjpeg, &d->nvjd, why, sizeof why)) {
@@ -2349,9 +2350,9 @@ static void *cuda_decoder_main(void *arg)
 			if (cb->decode_q.head != NULL) /* more than a batch */
 				pthread_cond_signal(&cb->cv_decode);
 			may_poll = 1;
+			/* In the engine until cuda_decode_share leaves. */
 			if (d.nvjd != NULL)
-				cb->engine_calls++; /* cuda_decode_share ends it
-				                     */
+				cb->engine_calls++;
 		}
 		/* A frame alone: nothing else in the lane (INFO
 		 * jpeg_timing_lone: what a request at c=1 spends where). */
