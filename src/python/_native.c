@@ -908,29 +908,37 @@ static PyObject *Client_request(PyObject *op, PyObject *args)
 }
 
 /* Client.elements(request, elements, addr, span, format, width, height,
- * stride, uv_stride, u_offset, v_offset): one ROIS or BATCH request
- * (fprep_client_elements) of the request's options (its kind ROIS or
- * BATCH) for the source at addr (one frame of span bytes; for BATCH frame
- * k at addr + elements[k]'s offset); elements a list of (type, resize,
- * v0, .., v5, offset) tuples (fprep_element). The request's input_loc,
- * in_region and in_offset are kept: INLINE (0) sends the bytes at addr,
- * SHM or CUDA names the source where it lies (addr is ignored); its output
- * fields likewise (a CUDA or SHM output region). Returns a Result (the
- * daemon's status unchecked), or raises (a bad element: the error names
- * its index). */
+ * stride, uv_stride, u_offset, v_offset, in_loc=0, in_region=0,
+ * in_offset=0, out_loc=0, out_region=0, out_offset=0, out_capacity=0):
+ * one ROIS or BATCH request (fprep_client_elements) of the request's
+ * options (its kind ROIS or BATCH) for the source at addr (one frame of
+ * span bytes; for BATCH frame k at addr + elements[k]'s offset); elements
+ * a list of (type, resize, v0, .., v5, offset) tuples (fprep_element).
+ * in_loc INLINE (0) sends the bytes at addr; SHM or CUDA names the source
+ * where it lies, (in_region, in_offset), and addr is ignored. out_loc
+ * INLINE (0) returns the tensor in the reply; SHM or CUDA has the daemon
+ * write it at (out_region, out_offset), out_capacity bytes there. (The
+ * locations are arguments so that one request made per set of options
+ * serves every call.) Returns a Result (the daemon's status unchecked),
+ * or raises (a bad element: the error names its index). */
 static PyObject *Client_elements(PyObject *op, PyObject *args)
 {
 	ClientObject *self = (ClientObject *)op;
 	PyObject *tmpl, *list;
 	struct native_src s;
+	unsigned char in_loc = 0, out_loc = 0;
+	unsigned in_region = 0, out_region = 0;
+	unsigned long long in_off = 0, out_off = 0, out_cap = 0;
 	fprep_request req;
 	fprep_element *els;
 	fprep_result res;
 	Py_ssize_t n;
 	int err;
 
-	if (!PyArg_ParseTuple(args, "O!O!" NATIVE_SRC_FMT, Request_type, &tmpl,
-	                      &PyList_Type, &list, NATIVE_SRC_ARGS(s)))
+	if (!PyArg_ParseTuple(args, "O!O!" NATIVE_SRC_FMT "|bIKbIKK",
+	                      Request_type, &tmpl, &PyList_Type, &list,
+	                      NATIVE_SRC_ARGS(s), &in_loc, &in_region, &in_off,
+	                      &out_loc, &out_region, &out_off, &out_cap))
 		return NULL;
 	n = PyList_Size(list);
 	if (n < 1 || n > FPREP_ELEMENTS_MAX) {
@@ -958,7 +966,14 @@ static PyObject *Client_elements(PyObject *op, PyObject *args)
 	}
 	req = ((RequestObject *)tmpl)->req;
 	native_set_source(&req, &s);
-	if (req.input_loc != FPREP_LOC_INLINE)
+	req.input_loc = in_loc;
+	req.in_region = in_region;
+	req.in_offset = in_off;
+	req.output_loc = out_loc;
+	req.out_region = out_region;
+	req.out_offset = out_off;
+	req.out_capacity = out_cap;
+	if (in_loc != FPREP_LOC_INLINE)
 		s.addr = 0; /* the source lies in a region */
 	if (native_enter(self)) {
 		free(els);

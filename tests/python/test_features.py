@@ -256,15 +256,6 @@ class _Counting:
         return counted
 
 
-def _input_of(native_req):
-    """(input_loc, in_region, in_offset) of a _native.Request (protocol.h:
-    u8 at 76, u32 at 80, u64 at 88)."""
-    import struct
-    head = native_req.encode()
-    return (head[76],) + struct.unpack_from("<I", head, 80) + \
-        struct.unpack_from("<Q", head, 88)
-
-
 def test_crops_of_a_ring_frame_read_in_place(client, daemon, monkeypatch):
     """A RingFrame reserved in a ring of the client goes as (region,
     offset), its bytes not in the request; its crops equal the numpy
@@ -302,9 +293,10 @@ def test_crops_of_a_ring_frame_read_in_place(client, daemon, monkeypatch):
         assert [name for name, _ in sent] == ["elements"] * 3
         at = buf.__array_interface__["data"][0] - \
             ring._map.base  # the slot's frame area
-        assert _input_of(sent[0][1][0]) == (1, ring.region_id, at)
-        assert _input_of(sent[2][1][0]) == (1, ring.region_id,
-                                            at + 10 * img.shape[1] * 3)
+        # Client.elements's input_loc (SHM), in_region, in_offset.
+        assert sent[0][1][11:14] == (1, ring.region_id, at)
+        assert sent[2][1][11:14] == (1, ring.region_id,
+                                     at + 10 * img.shape[1] * 3)
         with frameprep.Client(daemon.url) as other:
             with pytest.raises(frameprep.InvalidRequestError,
                                match="another connection"):

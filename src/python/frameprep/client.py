@@ -156,14 +156,38 @@ def _numpy_out(out: np.ndarray[Any, Any], shape: Sequence[int],
         f"out shape {out.shape} is not the tensor's {shape}")
 
 
-def _elements_args(req: Request, src: _core.Source, addr: int,
-                   els: list[Any]) -> tuple[Any, ...]:
+# A ROIS or BATCH request of one plan's options, made once (building a
+# _native.Request costs tens of microseconds): (plan, kind) -> it.
+_element_requests: dict[tuple[Any, int], Any] = {}
+_INLINE = (0, 0, 0)
+_INLINE_OUT = (0, 0, 0, 0)
+
+
+def _elements_request(plan: _core.Plan, kind: int) -> Any:
+    """The _native.Request of plan's options of kind ROIS or BATCH (its
+    source and locations are Client.elements's arguments)."""
+    key = (plan, kind)
+    req = _element_requests.get(key)
+    if req is None:
+        if len(_element_requests) >= 64:
+            _element_requests.clear()
+        req = _element_requests[key] = plan.opts.request(kind).native()
+    return req
+
+
+def _elements_args(req: Any, src: _core.Source, addr: int, els: list[Any],
+                   where: tuple[int, int, int] = _INLINE,
+                   out: tuple[int, int, int, int] = _INLINE_OUT
+                   ) -> tuple[Any, ...]:
     """The arguments of _native.Client.elements: req (a ROIS or BATCH
-    request of the options, its input and output locations set) for src
-    (its bytes at addr when inline) and the elements."""
+    request of the options, :func:`_elements_request`) for src (its bytes
+    at addr when inline) and the elements; where the source lies
+    (input_loc, in_region, in_offset) and where the tensor goes
+    (output_loc, out_region, out_offset, out_capacity), inline by
+    default."""
     u, uo, vo = src.planes
-    return (req.native(), els, addr, src.span, src.format, src.width,
-            src.height, src.stride, u, uo, vo)
+    return (req, els, addr, src.span, src.format, src.width, src.height,
+            src.stride, u, uo, vo) + where + out
 
 
 def _ring_source(s: _Socket, frame: Any, format: FormatName | None
@@ -203,12 +227,13 @@ def _ring_source(s: _Socket, frame: Any, format: FormatName | None
     return m.region_id, at, src
 
 
-def _cuda_out(regions: Any, req: Request, out: Any, shape: tuple[int, ...],
-              typestr: str, tensor_bytes: int) -> Any:
-    """Points req's output at a CUDA ``out`` of exactly ``shape`` and
-    typestr, C-contiguous (a tensor of this process, registered through
-    regions, or a :class:`~frameprep.cuda.Exported` of another's);
-    returns its DeviceArray (None for an Exported). Raises
+def _cuda_out(regions: Any, out: Any, shape: tuple[int, ...], typestr: str,
+              tensor_bytes: int) -> tuple[tuple[int, int, int, int], Any]:
+    """Where a CUDA ``out`` of exactly ``shape`` and typestr, C-contiguous
+    (a tensor of this process, registered through regions, or a
+    :class:`~frameprep.cuda.Exported` of another's), takes the tensor:
+    ((output_loc, out_region, out_offset, out_capacity), its DeviceArray
+    or None for an Exported). Raises
     :class:`~frameprep.InvalidRequestError`."""
     from . import cuda
     if isinstance(out, cuda.Exported):
@@ -222,17 +247,26 @@ def _cuda_out(regions: Any, req: Request, out: Any, shape: tuple[int, ...],
     if cuda._bare_typestr(ts) != cuda._bare_typestr(typestr):
         raise errors.InvalidRequestError(
             f"out dtype {ts} is not {typestr}")
-    req.output_loc = Location.CUDA
-    req.out_capacity = tensor_bytes
     if dev is None:
-        req.out_region = regions.region_of_export(out)
-        req.out_offset = out.offset
-        return None
+        return (Location.CUDA, regions.region_of_export(out), out.offset,
+                tensor_bytes), None
     if not dev.contiguous():
         raise errors.InvalidRequestError(
             f"out strides {dev.strides} are not C-contiguous")
-    req.out_region, req.out_offset = regions.region_of(dev)
-    return dev
+    rid, offset = regions.region_of(dev)
+    return (Location.CUDA, rid, offset, tensor_bytes), dev
+
+
+def _box_elements(boxes: Any) -> list[Any]:
+    """The element records of boxes (see :func:`frameprep._core.elements_of`),
+    an (N, 4) float array made straight into BOX records."""
+    if isinstance(boxes, np.ndarray) and boxes.ndim == 2 and \
+            boxes.shape[0] > 0 and boxes.shape[1] == 4 and \
+            boxes.dtype.kind == "f":
+        box = _core.ELEM_BOX
+        return [(box, 0, x, y, w, h, 0.0, 0.0, 0)
+                for x, y, w, h in boxes.tolist()]
+    return _core.elements_of(boxes)
 
 
 def _crops_args(plan: _core.Plan, frame: Any, boxes: Any,
@@ -247,14 +281,13 @@ def _crops_args(plan: _core.Plan, frame: Any, boxes: Any,
     With s, a frame reserved in a ring of that connection is named where
     it lies (:func:`_ring_source`); with regions (a Client's CUDA
     regions), ``out`` may be a CUDA tensor or an Exported."""
-    els = _core.elements_of(boxes)
+    els = _box_elements(boxes)
     ring = _ring_source(s, frame, format) if s is not None else None
     src = ring[2] if ring is not None else _core.check_frame(frame, format)
     plan.check(src, limits)
     _core.check_elements(plan, len(els), limits, src.span)
     shape = (len(els),) + tuple(plan.shape[1:])
-    req = plan.opts.request(Kind.ROIS)
-    dev = None
+    dev, where, to = None, _INLINE, _INLINE_OUT
     if isinstance(out, np.ndarray):
         _numpy_out(out, shape, plan.typestr)
         if out.shape != shape:
@@ -265,12 +298,12 @@ def _crops_args(plan: _core.Plan, frame: Any, boxes: Any,
             raise errors.InvalidRequestError(
                 f"out must be a numpy array, not {type(out).__name__} "
                 f"(CUDA tensors: the blocking Client)")
-        dev = _cuda_out(regions, req, out, shape, plan.typestr,
-                        len(els) * plan.tensor_bytes)
+        to, dev = _cuda_out(regions, out, shape, plan.typestr,
+                            len(els) * plan.tensor_bytes)
     if ring is not None:
-        req.input_loc = Location.SHM
-        req.in_region, req.in_offset = ring[0], ring[1]
-    return _elements_args(req, src, src.address(), els), src, dev
+        where = (Location.SHM, ring[0], ring[1])
+    return _elements_args(_elements_request(plan, Kind.ROIS), src,
+                          src.address(), els, where, to), src, dev
 
 
 def _crops_result(res: Any, out: Any, dev: Any = None
@@ -545,12 +578,14 @@ class Client(_Connection):
         stacked = self._batch_frames(frames, format, plan) \
             if rounding == "float" else None
         if stacked is not None:
-            req = plan.opts.request(Kind.BATCH)
+            to = _INLINE_OUT
             if out is not None and not isinstance(out, np.ndarray):
-                _cuda_out(self._cuda_regions(), req, out, shape,
-                          plan.typestr, n * plan.tensor_bytes)
-            res = self._elements(req, stacked[0],
-                                 _core.address_of(stacked[1]), stacked[2])
+                to, _ = _cuda_out(self._cuda_regions(), out, shape,
+                                  plan.typestr, n * plan.tensor_bytes)
+            s = self._s
+            res = _core.checked(s.call(s.native.elements, *_elements_args(
+                _elements_request(plan, Kind.BATCH), stacked[0],
+                _core.address_of(stacked[1]), stacked[2], _INLINE, to)))
             if out is None:
                 return np.asarray(res)
             if isinstance(out, np.ndarray):
@@ -613,13 +648,6 @@ class Client(_Connection):
         els = [(_core.ELEM_FRAME, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, k * one)
                for k in range(n)]
         return src, packed, els
-
-    def _elements(self, req: Request, src: _core.Source, addr: int,
-                  els: list[Any]) -> Any:
-        """Sends one ROIS or BATCH request; returns the checked reply."""
-        s = self._s
-        return _core.checked(s.call(s.native.elements,
-                                    *_elements_args(req, src, addr, els)))
 
     def crops(self, frame: Any, boxes: Any, size: Sequence[int] = (224, 224),
               resize: ResizeName = "letterbox", order: OrderName = "rgb",
