@@ -9,6 +9,9 @@ float32 NCHW tensor in CUDA memory (Ultralytics convention: pad 114, BGR->RGB,
 
   opencv       cv2.imdecode + cv2.resize + copyMakeBorder on --threads CPU
                threads, then torch .cuda() of the tensor
+  opencv_cpu   the same without .cuda(): the tensor stays a numpy array in
+               host memory (what frameprep's CPU backend is compared with:
+               its tensor goes to host memory too); needs no torch
   torchvision  torchvision.io.decode_jpeg(device="cuda") on a batch, then
                F.interpolate (bilinear, half-pixel centres as OpenCV) + pad
   nvimgcodec   nvImageCodec's decoder (hardware JPEG engine where the GPU has
@@ -18,8 +21,9 @@ For each peer it prints frames/s over --iters frames (batched peers at each
 --batches size) and the p50 of one image alone (batch 1, one thread), and the
 decode's difference from cv2.imdecode (max and mean, in levels), because a
 decoder's chroma upsampling differs (libjpeg's "fancy" upsampling vs others).
-A peer whose module is missing is reported as such; no torch or no GPU: exit
-77. --json appends one line per measurement.
+A peer whose module is missing is reported as such; no torch or no GPU: the
+GPU peers are skipped (exit 77 when nothing ran). --json appends one line per
+measurement.
 """
 import argparse
 import concurrent.futures
@@ -138,11 +142,10 @@ def p50_one(torch, np, run_batch, blobs, iters):
     return float(np.percentile(np.asarray(lat[3:]) * 1e3, 50))
 
 
-def peer_opencv(args, torch, np, blobs):
+def opencv_one(np, dw, dh):
+    """One JPEG's tensor as OpenCV users make it: imdecode, letterbox,
+    BGR->RGB, /255, (1, 3, H, W) float32 numpy."""
     import cv2
-
-    cv2.setNumThreads(1)
-    dw, dh = args.dst
 
     def one(blob):
         img = cv2.imdecode(np.frombuffer(blob, np.uint8), cv2.IMREAD_COLOR)
@@ -154,7 +157,43 @@ def peer_opencv(args, torch, np, blobs):
                                  value=(114, 114, 114))
         t = np.ascontiguousarray(img[:, :, ::-1].transpose(2, 0, 1),
                                  dtype=np.float32) / 255.0
-        return torch.from_numpy(t[None]).cuda()
+        return t[None]
+    return one
+
+
+def peer_opencv_cpu(args, np, blobs):
+    """OpenCV on --threads CPU threads, the tensor left in host memory."""
+    import cv2
+
+    cv2.setNumThreads(1)
+    one = opencv_one(np, *args.dst)
+    with concurrent.futures.ThreadPoolExecutor(args.threads) as pool:
+        list(pool.map(one, blobs))
+        t0 = time.perf_counter()
+        futs = [pool.submit(one, blobs[i % len(blobs)])
+                for i in range(args.iters)]
+        for f in futs:
+            f.result()
+        fps = args.iters / (time.perf_counter() - t0)
+    record(args, "opencv_cpu", f"{args.threads} threads", frames_per_s=fps)
+    lat = []
+    for i in range(50):
+        t0 = time.perf_counter()
+        one(blobs[i % len(blobs)])
+        lat.append(time.perf_counter() - t0)
+    record(args, "opencv_cpu", "one image",
+           p50_ms=float(np.percentile(np.asarray(lat[3:]) * 1e3, 50)),
+           extra="exact decode, tensor in host memory")
+
+
+def peer_opencv(args, torch, np, blobs):
+    import cv2
+
+    cv2.setNumThreads(1)
+    tensor = opencv_one(np, *args.dst)
+
+    def one(blob):
+        return torch.from_numpy(tensor(blob)).cuda()
 
     with concurrent.futures.ThreadPoolExecutor(args.threads) as pool:
         list(pool.map(one, blobs))
@@ -250,24 +289,37 @@ def main():
                     help="batch sizes of the GPU decoders")
     ap.add_argument("--iters", type=int, default=512,
                     help="frames per rate measurement")
-    ap.add_argument("--peers", default="opencv,torchvision,nvimgcodec")
+    ap.add_argument("--peers", default="opencv,torchvision,nvimgcodec",
+                    help="of opencv, opencv_cpu, torchvision, nvimgcodec")
     ap.add_argument("--out-dir", default=".")
     ap.add_argument("--json")
     args = ap.parse_args()
     args.size = tuple(int(v) for v in args.size.split("x"))
     args.dst = tuple(int(v) for v in args.dst.split("x"))
     args.batches = [int(v) for v in args.batches.split(",")]
+    peers = args.peers.split(",")
+    gpu_peers = [p for p in peers if p != "opencv_cpu"]
     try:
         import numpy as np
-        import torch
-        import torch.nn.functional as F
+        import cv2
     except ImportError as e:
-        print(f"SKIP: peer_jpeg needs numpy and PyTorch ({e})")
+        print(f"SKIP: peer_jpeg needs numpy and OpenCV ({e})")
         return SKIP
-    if not torch.cuda.is_available():
-        print("SKIP: peer_jpeg needs a CUDA GPU (none visible)")
-        return SKIP
-    import cv2
+    torch = F = None
+    if gpu_peers:
+        try:
+            import torch
+            import torch.nn.functional as F
+        except ImportError as e:
+            print(f"GPU peers skipped: no PyTorch ({e})")
+            torch = None
+        if torch is not None and not torch.cuda.is_available():
+            print("GPU peers skipped: no CUDA GPU visible")
+            torch = None
+        if torch is None:
+            gpu_peers = []
+            if "opencv_cpu" not in peers:
+                return SKIP
 
     blobs = make_jpegs(args)
     refs = [cv2.imdecode(np.frombuffer(b, np.uint8), cv2.IMREAD_COLOR)
@@ -275,14 +327,15 @@ def main():
     mean_kb = sum(len(b) for b in blobs) / len(blobs) / 1024
     print(f"{len(blobs)} photos, {args.size[0]}x{args.size[1]} q{args.quality}"
           f" (mean {mean_kb:.0f} KiB) -> {args.dst[0]}x{args.dst[1]} f32 "
-          f"NCHW in CUDA memory; files in "
+          f"NCHW in CUDA memory (opencv_cpu: host memory); files in "
           f"{os.path.join(args.out_dir, 'jpeg')}", flush=True)
-    peers = args.peers.split(",")
-    if "opencv" in peers:
+    if "opencv_cpu" in peers:
+        peer_opencv_cpu(args, np, blobs)
+    if "opencv" in gpu_peers:
         peer_opencv(args, torch, np, blobs)
-    if "torchvision" in peers:
+    if "torchvision" in gpu_peers:
         peer_torchvision(args, torch, F, np, blobs, refs)
-    if "nvimgcodec" in peers:
+    if "nvimgcodec" in gpu_peers:
         peer_nvimgcodec(args, torch, F, np, blobs, refs)
     return 0
 
