@@ -16,8 +16,10 @@
 #          mapped,auto; plain and, with
 #          FPREP_MEMCHECK=1, under compute-sanitizer memcheck) and bench_lane;
 #          service: frameprepd on GPU 0 with the CLI, the shared-memory test,
-#          b1080_jpeg (JPEG frames staged from the photographs, 1080p q90,
-#          with nvJPEG's engine and with the CPU decoders),
+#          b1080_jpeg (JPEG frames staged from the photographs, 1080p q90:
+#          the GPU peers, the GPU daemon in the variants FPREP_JPEG_VARIANTS
+#          names, the CPU backend against OpenCV on as many threads; a
+#          table with the bars),
 #          frameprep-bench (inline, shared memory, ECHO ceiling, sweeps, 1080p
 #          and 4K, against the PCIe ceiling that bench_lane measured),
 #          b1080_modes (a daemon per --transfer staged, mapped, auto, with
@@ -394,35 +396,144 @@ PY
 	}
 	TAILN=24 run batch_bar batch_run
 	tests+=(batch_bar)
-	# JPEG frames (1080p q90, sent as they are) -> 640x640 f32: a daemon
-	# with nvJPEG's engine, then one with FPREP_NVJPEG=off (the lane's
-	# CPU decoders); FPREP_JPEG_THREADS sets their number.
+	# b1080_jpeg: JPEG frames (1080p q90 photographs, sent as they are;
+	# tensors into shared memory, --shm FPREP_JPEG_SHM, default out) ->
+	# 640x640 f32, in one go:
+	#  - the peers on the GPU (peer_jpeg.py: nvImageCodec, torchvision,
+	#    OpenCV + .cuda(), where installed; FPREP_JPEG_PEERS, "" for
+	#    none), whose JPEG files the benches then send (the same bytes);
+	#  - a GPU daemon per variant of FPREP_JPEG_VARIANTS (NAME or
+	#    NAME:VAR=VALUE[:VAR=VALUE...]; default: the defaults, calls2
+	#    (FPREP_NVJPEG_CALLS=2), gatecall (FPREP_NVJPEG_GATE=call), helpers8
+	#    (8 CPU helpers), b8s16 (batches of 8, 16 JPEG slots: near the
+	#    previous lane), cpu (FPREP_NVJPEG=off: the lane's CPU decoders)),
+	#    frameprep-bench at c=FPREP_JPEG_C (1,16,32,64,128), then INFO's
+	#    jpeg lines (jpeg_timing_lone: what a frame alone spent where);
+	#  - the CPU backend (--device cpu --workers FPREP_JPEG_WORKERS, 16)
+	#    against OpenCV on as many CPU threads, its tensor in host memory
+	#    (peer opencv_cpu: the fair peer for a CPU backend);
+	# and ends with a table and the bars: saturated >= 1.25x the best GPU
+	# peer, c=1 p50 <= 0.75x the best GPU peer's, CPU >= 0.9x OpenCV.
 	jpeg_run() {
-		local k ju jp rc=0
-		for k in engine cpu; do
-			ju=ipc://$tmp/jpeg-$k.sock
-			if [ $k = cpu ]; then
-				FPREP_NVJPEG=off "$here/bin/frameprepd" --device 0 --listen "$ju" --slots 4 \
-					--max-inflight 256 2>"$logs/frameprepd_jpeg_$k.log" &
-			else
-				"$here/bin/frameprepd" --device 0 --listen "$ju" --slots 4 \
-					--max-inflight 256 2>"$logs/frameprepd_jpeg_$k.log" &
-			fi
+		local v name spec ju jp rc=0 imgs=$here/jpeg pd=$logs/peer_jpeg
+		local cs=${FPREP_JPEG_C:-1,16,32,64,128} shm=${FPREP_JPEG_SHM:-out}
+		local workers=${FPREP_JPEG_WORKERS:-16}
+		local peers=${FPREP_JPEG_PEERS-nvimgcodec,torchvision,opencv}
+		local variants=${FPREP_JPEG_VARIANTS:-default calls2:FPREP_NVJPEG_CALLS=2 gatecall:FPREP_NVJPEG_GATE=call helpers8:FPREP_JPEG_CPU_HELPERS=8 b8s16:FPREP_NVJPEG_BATCH=8:FPREP_JPEG_SLOTS=16 cpu:FPREP_NVJPEG=off}
+		rm -f "$logs/peer_jpeg.json" "$logs/peer_jpeg_cpu.json"
+		if [ -n "$peers" ]; then
+			echo "--- peers: $peers"
+			python3 "$here/peers/peer_jpeg.py" --image-dir "$here/images" --peers "$peers" \
+				--batches 1,8,32,64 --out-dir "$pd" --json "$logs/peer_jpeg.json"
+			ls "$pd"/jpeg/*.jpg >/dev/null 2>&1 && imgs=$pd/jpeg
+		fi
+		echo "--- JPEG files: $imgs"
+		for v in $variants; do
+			name=${v%%:*}
+			spec=${v#"$name"}
+			local -a envs=()
+			IFS=: read -r -a envs <<<"${spec#:}"
+			ju=ipc://$tmp/jpeg-$name.sock
+			env "${envs[@]}" "$here/bin/frameprepd" --device 0 --listen "$ju" --slots 4 \
+				--max-inflight 256 2>"$logs/frameprepd_jpeg_$name.log" &
 			jp=$!
 			for _ in $(seq 200); do "$here/bin/frameprep" info --socket "$ju" >/dev/null 2>&1 && break; sleep 0.1; done
+			echo "--- $name: ${envs[*]:-(defaults)}"
 			"$here/bin/frameprep" info --socket "$ju" | grep -E '^jpeg_decoder:'
 			"$here/bin/frameprep-bench" --socket "$ju" --quiet --format jpeg \
-				--image-dir "$here/jpeg" --size 640x640 --verify sample \
+				--image-dir "$imgs" --size 640x640 --verify sample --shm "$shm" \
 				--duration "${FPREP_BENCH_S:-3}" --warmup 1 --no-ceiling \
-				-c 1,8,16,32,64 --json "$logs/b1080_jpeg_$k.json" || rc=1
-			# Who decoded, and where the frames' host time went (over the sweep).
-			"$here/bin/frameprep" info --socket "$ju" | grep -E '^jpeg_(frames|timing):'
+				-c "$cs" --json "$logs/b1080_jpeg_$name.json" >"$logs/b1080_jpeg_$name.txt" 2>&1 || rc=1
+			sed -n '/^load  *frames/,/^$/p' "$logs/b1080_jpeg_$name.txt"
+			# Who decoded, and where the frames' time went (over the sweep;
+			# _lone: the frames decoded with nothing else in the lane).
+			"$here/bin/frameprep" info --socket "$ju" | grep -E '^jpeg_(frames|timing|timing_lone):' |
+				tee "$logs/jpeg_info_$name.txt"
 			kill -TERM $jp; wait $jp || rc=1
 		done
+		# The CPU backend against OpenCV on as many CPU threads.
+		echo "--- CPU backend, $workers workers, against OpenCV on $workers CPU threads (tensor in host memory)"
+		python3 "$here/peers/peer_jpeg.py" --image-dir "$here/images" --peers opencv_cpu \
+			--threads "$workers" --iters 1024 --out-dir "$logs/peer_jpeg_cpu" \
+			--json "$logs/peer_jpeg_cpu.json" || echo "peer_jpeg.py opencv_cpu: exit $?"
+		ju=ipc://$tmp/jpeg-cpu-backend.sock
+		"$here/bin/frameprepd" --device cpu --workers "$workers" --listen "$ju" \
+			--max-inflight 256 2>"$logs/frameprepd_jpeg_cpubackend.log" &
+		jp=$!
+		for _ in $(seq 200); do "$here/bin/frameprep" info --socket "$ju" >/dev/null 2>&1 && break; sleep 0.1; done
+		"$here/bin/frameprep-bench" --socket "$ju" --quiet --format jpeg \
+			--image-dir "$imgs" --size 640x640 --verify sample --shm "$shm" \
+			--duration "${FPREP_BENCH_S:-3}" --warmup 1 --no-ceiling \
+			-c "1,$workers,$((workers * 2))" --json "$logs/b1080_jpeg_cpubackend.json" \
+			>"$logs/b1080_jpeg_cpubackend.txt" 2>&1 || rc=1
+		sed -n '/^load  *frames/,/^$/p' "$logs/b1080_jpeg_cpubackend.txt"
+		kill -TERM $jp; wait $jp || rc=1
+		python3 - "$logs" "$cs" $variants <<'PY' || rc=1
+import json, os, re, sys
+logs, cs, variants = sys.argv[1], [int(c) for c in sys.argv[2].split(",")], sys.argv[3:]
+def runs(name):
+    try:
+        return {r["concurrency"]: r for r in
+                json.load(open(os.path.join(logs, f"b1080_jpeg_{name}.json")))["runs"]}
+    except (OSError, ValueError, KeyError):
+        return {}
+def peer_lines(f):
+    try:
+        return [json.loads(l) for l in open(os.path.join(logs, f)) if l.strip()]
+    except OSError:
+        return []
+print("\n| variant | c=1 p50 ms | c=1 p99 ms | " + " | ".join(f"c={c} frames/s" for c in cs) +
+      " | mean batch | c=1 alone: queue / parse / call / sync / back / lane us |")
+print("|" + " --- |" * (len(cs) + 5))
+best = {}
+for v in variants:
+    name = v.split(":")[0]
+    r = runs(name)
+    if not r:
+        print(f"| {name} | (no run) |")
+        continue
+    info = open(os.path.join(logs, f"jpeg_info_{name}.txt")).read() \
+        if os.path.exists(os.path.join(logs, f"jpeg_info_{name}.txt")) else ""
+    def field(line, key):
+        m = re.search(rf"^{line}: .*\b{key}=([0-9.]+)", info, re.M)
+        return float(m.group(1)) if m else float("nan")
+    c1 = r.get(1, {}).get("latency_us", {})
+    fps = [r[c]["frames_per_s"] if c in r else float("nan") for c in cs]
+    best[name] = (max(f for f in fps if f == f), c1.get("p50", float("nan")) / 1e3)
+    lone = " / ".join("%.0f" % field("jpeg_timing_lone", k) for k in
+                      ("queue_us", "parse_us", "call_us", "sync_us", "back_us", "lane_us"))
+    print(f"| {name} | {c1.get('p50', float('nan')) / 1e3:.2f} | {c1.get('p99', float('nan')) / 1e3:.2f} | " +
+          " | ".join(f"{f:.0f}" for f in fps) +
+          f" | {field('jpeg_timing', 'mean_batch'):.2f} | {lone} |")
+gpu = [p for p in peer_lines("peer_jpeg.json") if p["peer"] in ("nvimgcodec", "torchvision", "opencv")]
+rates = [(p["frames_per_s"], f'{p["peer"]} {p["what"]}') for p in gpu if p["frames_per_s"]]
+p50s = [(p["p50_ms"], p["peer"]) for p in gpu if p["p50_ms"]]
+if rates and p50s and "default" in best:
+    (pf, pw), (pl, pn) = max(rates), min(p50s)
+    f, l = best["default"]
+    print(f"\nbest GPU peer: {pw} {pf:.0f} frames/s; best one-image p50: {pn} {pl:.2f} ms")
+    print(f"default: saturated {f:.0f} frames/s = {f / pf:.2f}x the best peer (bar 1.25x: "
+          f"{'met' if f >= 1.25 * pf else 'NOT met'}); c=1 p50 {l:.2f} ms = {l / pl:.2f}x "
+          f"(bar <= 0.75x: {'met' if l <= 0.75 * pl else 'NOT met'})")
+    for name, (f, l) in best.items():
+        if name != "default":
+            print(f"  {name}: {f / pf:.2f}x, c=1 {l / pl:.2f}x")
+else:
+    print("\nno GPU peer figures (peer_jpeg.py: torch, torchvision, nvImageCodec there?)")
+cpu = [p for p in peer_lines("peer_jpeg_cpu.json") if p["peer"] == "opencv_cpu" and p["frames_per_s"]]
+r = runs("cpubackend")
+if cpu and r:
+    of = cpu[0]["frames_per_s"]
+    c, f = max(((c, x["frames_per_s"]) for c, x in r.items()), key=lambda t: t[1])
+    print(f"CPU backend: {f:.0f} frames/s (c={c}) against OpenCV {cpu[0]['what']}, tensor in "
+          f"host memory, {of:.0f}: {f / of:.2f}x (bar 0.9x: {'met' if f >= 0.9 * of else 'NOT met'})")
+else:
+    print("no CPU backend comparison (peer_jpeg.py opencv_cpu or the CPU daemon's run missing)")
+PY
 		return $rc
 	}
 	if ls "$here"/jpeg/*.jpg >/dev/null 2>&1; then
-		TAILN=40 run b1080_jpeg jpeg_run
+		TAILN=${FPREP_JPEG_TAIL:-120} run b1080_jpeg jpeg_run
 		tests+=(b1080_jpeg)
 	fi
 	TAILN=40 run b1080_modes modes_run
