@@ -405,7 +405,7 @@ PY
 	#  - a GPU daemon per variant of FPREP_JPEG_VARIANTS (NAME or
 	#    NAME:VAR=VALUE[:VAR=VALUE...]; default: the defaults, calls2
 	#    (FPREP_NVJPEG_CALLS=2), gatecall (FPREP_NVJPEG_GATE=call), helpers8
-	#    (8 CPU helpers), b8s16 (batches of 8, 16 JPEG slots: near the
+	#    and helpers12 (8 and 12 CPU helpers), b8s16 (batches of 8, 16 JPEG slots: near the
 	#    previous lane), cpu (FPREP_NVJPEG=off: the lane's CPU decoders)),
 	#    frameprep-bench at c=FPREP_JPEG_C (1,16,32,64,128), then INFO's
 	#    jpeg lines (jpeg_timing_lone: what a frame alone spent where);
@@ -419,7 +419,7 @@ PY
 		local cs=${FPREP_JPEG_C:-1,16,32,64,128} shm=${FPREP_JPEG_SHM:-out}
 		local workers=${FPREP_JPEG_WORKERS:-16}
 		local peers=${FPREP_JPEG_PEERS-nvimgcodec,torchvision,opencv}
-		local variants=${FPREP_JPEG_VARIANTS:-default calls2:FPREP_NVJPEG_CALLS=2 gatecall:FPREP_NVJPEG_GATE=call helpers8:FPREP_JPEG_CPU_HELPERS=8 b8s16:FPREP_NVJPEG_BATCH=8:FPREP_JPEG_SLOTS=16 cpu:FPREP_NVJPEG=off}
+		local variants=${FPREP_JPEG_VARIANTS:-default calls2:FPREP_NVJPEG_CALLS=2 gatecall:FPREP_NVJPEG_GATE=call helpers8:FPREP_JPEG_CPU_HELPERS=8 helpers12:FPREP_JPEG_CPU_HELPERS=12 b8s16:FPREP_NVJPEG_BATCH=8:FPREP_JPEG_SLOTS=16 cpu:FPREP_NVJPEG=off}
 		rm -f "$logs/peer_jpeg.json" "$logs/peer_jpeg_cpu.json"
 		if [ -n "$peers" ]; then
 			echo "--- peers: $peers"

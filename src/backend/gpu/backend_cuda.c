@@ -67,8 +67,9 @@
  * (FPREP_JPEG_CPU_HELPERS) do the same with frames of a long queue while
  * the engine is busy. Without an engine every JPEG frame goes that way,
  * a frame a decoder. The slots past the first raw_slots are kept for JPEG
- * frames (cuda_jpeg_plan: a batch per engine decoder, two per CPU
- * decoder; their buffers made when first used, an engine's frame with
+ * frames (cuda_jpeg_plan: a batch per engine decoder and half a batch
+ * for the frames past the engine, two per CPU decoder; their buffers
+ * made when first used, an engine's frame with
  * device memory only), so frames in decode never hold up raw frames.
  * Where the time goes (queue, header checks, gather, the engine's call,
  * libjpeg-turbo, the hand-back, the lane after it) is counted: INFO
@@ -2406,8 +2407,9 @@ static unsigned cuda_env_uint(const char *name, unsigned lo, unsigned hi,
  *   FPREP_NVJPEG_GATHER_US (10000; 0: no gather), and
  *   FPREP_JPEG_CPU_HELPERS (0) CPU helpers taking frames beyond
  *   FPREP_JPEG_HELP_MIN (half a batch) queued; slots: a batch per decoder
- *   and two per helper, so that while one batch is in the engine the
- *   next one gathers;
+ *   (while one batch is in the engine the next one gathers), half a
+ *   batch for the frames past the engine (the kernel, the copy, the
+ *   reply) and two per helper: 80 by default;
  *   without: FPREP_JPEG_THREADS decoders (half the cores, at most 8), two
  *   slots each;
  * FPREP_JPEG_SLOTS overrides the slots. A slot's buffers are made when
@@ -2442,7 +2444,9 @@ static unsigned cuda_jpeg_plan(cuda_backend *cb, long ncpu, unsigned *threads,
 	cb->help_min = cuda_env_uint("FPREP_JPEG_HELP_MIN", 0, 4096,
 	                             cb->jpeg_batch / 2);
 	cb->engine_decoders = n;
-	slots = cb->nvjpeg != NULL ? n * cb->jpeg_batch + 2 * helpers : 2 * n;
+	slots = cb->nvjpeg != NULL
+	                ? n * cb->jpeg_batch + cb->jpeg_batch / 2 + 2 * helpers
+	                : 2 * n;
 	*threads = n + helpers;
 	return cuda_env_uint("FPREP_JPEG_SLOTS", 1, 4096, slots);
 }
