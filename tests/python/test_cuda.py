@@ -228,7 +228,8 @@ def test_crops_into_cuda(gpu_daemon, daemon):
 
 def test_batch_into_cuda_is_one_request(gpu_daemon, daemon, monkeypatch):
     """preprocess_batch of frames of one shape with a CUDA out: one BATCH
-    request, every row equal to the CPU reference within 1 LSB."""
+    request, every row equal to the CPU reference within 1 LSB; from ring
+    frames too (read in place)."""
     torch = _torch_cuda()
     img = _photo()[:480, :500]
     frames = [np.ascontiguousarray(img), np.ascontiguousarray(img[::-1]),
@@ -253,6 +254,17 @@ def test_batch_into_cuda_is_one_request(gpu_daemon, daemon, monkeypatch):
         assert calls == ["elements"]
         np.testing.assert_allclose(batch.cpu().numpy(), ref, rtol=0,
                                    atol=1.0001 / 255)
+        # The same frames in a ring's slots: read where they lie.
+        with client.ring(slots=3, frame=img.shape, size=(8, 8)) as ring:
+            bufs = [ring.next_frame() for _ in frames]
+            for b, f in zip(bufs, frames):
+                b[:] = f
+            batch.fill_(float("nan"))
+            client.preprocess_batch(bufs, out=batch, size=(224, 224))
+            np.testing.assert_allclose(batch.cpu().numpy(), ref, rtol=0,
+                                       atol=1.0001 / 255)
+            for b in bufs:
+                b.cancel()
         client.release_cuda()
 
 

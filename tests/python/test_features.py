@@ -261,7 +261,8 @@ def test_crops_of_a_ring_frame_read_in_place(client, daemon, monkeypatch):
     offset), its bytes not in the request; its crops equal the numpy
     frame's bit for bit (a view of rows too) and it stays reserved, so it
     is cropped again; once cancelled it is refused, and so is a ring frame
-    of another connection."""
+    of another connection. A batch of ring frames is one BATCH request
+    naming the region, equal to the numpy frames' batch."""
     img = photo("astronaut.png")
     boxes = [(0, 0, 100, 100), (50, 60, 200, 120), (400, 400, 112, 90)]
     want = client.crops(img, boxes, size=(64, 48))
@@ -304,6 +305,28 @@ def test_crops_of_a_ring_frame_read_in_place(client, daemon, monkeypatch):
         buf.cancel()
         with pytest.raises(frameprep.InvalidRequestError, match="cancelled"):
             client.crops(buf, boxes, size=(64, 48))
+    # A batch of ring frames: one BATCH request naming the region.
+    fs = [img, 255 - img, np.ascontiguousarray(img[::-1])]
+    batch = client.preprocess_batch(fs, size=(96, 64))
+    with client.ring(slots=3, frame=img.shape, size=(8, 8)) as ring:
+        bufs = [ring.next_frame() for _ in fs]
+        for b, f in zip(bufs, fs):
+            b[:] = f
+        del sent[:]
+        monkeypatch.setattr(client._s, "native", Capturing())
+        got = client.preprocess_batch(bufs, size=(96, 64))
+        monkeypatch.setattr(client._s, "native", native)
+        assert same_bits(got, batch)
+        assert [name for name, _ in sent] == ["elements"]
+        args = sent[0][1]
+        assert args[11:13] == (1, ring.region_id)
+        bases = [b.__array_interface__["data"][0] - ring._map.base
+                 for b in bufs]
+        assert args[13] == min(bases)
+        assert sorted(e[8] for e in args[1]) == \
+            sorted(b - min(bases) for b in bases)
+        for b in bufs:
+            b.cancel()
     # Not packed (channels reversed): copied into the request as before.
     with client.ring(slots=1, frame=img.shape, size=(8, 8)) as ring:
         buf = ring.next_frame()

@@ -190,7 +190,7 @@ def _elements_args(req: Any, src: _core.Source, addr: int, els: list[Any],
             src.stride, u, uo, vo) + where + out
 
 
-def _ring_source(s: _Socket, frame: Any, format: FormatName | None
+def _ring_source(s: _Socket, frame: Any, format: str | None
                  ) -> tuple[int, int, _core.Source] | None:
     """(region id, offset, source) of a frame that lies reserved in a
     ring of this connection (a :class:`~frameprep.RingFrame` from
@@ -558,8 +558,12 @@ class Client(_Connection):
         rgba8, gray8) with ``rounding="float"`` go in ONE BATCH request
         (protocol.h), the frames copied into its message (and first
         stacked into one array, unless ``frames`` is one packed (N, H,
-        W[, C]) array), when the daemon's max_elements, max_batch_bytes
-        (tensors and frames) and max_frame_bytes (INFO) allow it; then
+        W[, C]) array), or, when every frame is a
+        :class:`~frameprep.RingFrame` reserved in one ring of this client
+        (``ring.next_frame()``, as :meth:`crops` takes it), read where
+        they lie and not sent (they stay reserved), when the daemon's
+        max_elements, max_batch_bytes (tensors and frames) and
+        max_frame_bytes (INFO) allow it; then
         ``out`` None returns a view of the reply, and a CUDA ``out`` (or
         an :class:`~frameprep.cuda.Exported`, whole (N, ...)) is written
         by one launch. Otherwise (mixed shapes, YUV or JPEG frames, exact
@@ -583,9 +587,11 @@ class Client(_Connection):
                 to, _ = _cuda_out(self._cuda_regions(), out, shape,
                                   plan.typestr, n * plan.tensor_bytes)
             s = self._s
+            src, addr, els, where, keep = stacked
             res = _core.checked(s.call(s.native.elements, *_elements_args(
-                _elements_request(plan, Kind.BATCH), stacked[0],
-                _core.address_of(stacked[1]), stacked[2], _INLINE, to)))
+                _elements_request(plan, Kind.BATCH), src, addr, els, where,
+                to)))
+            del keep  # the packed frames, kept until the call returned
             if out is None:
                 return np.asarray(res)
             if isinstance(out, np.ndarray):
@@ -611,9 +617,12 @@ class Client(_Connection):
 
     def _batch_frames(self, frames: Sequence[Any], format: str | None,
                       plan: _core.Plan
-                      ) -> tuple[_core.Source, Any, list[Any]] | None:
-        """(the first frame's source, the frames packed one after another,
-        the BATCH elements) when frames can go in one BATCH request (see
+                      ) -> tuple[_core.Source, int, list[Any],
+                                 tuple[int, int, int], Any] | None:
+        """(the first frame's source, the address of the frames packed one
+        after another (0 for frames in a region), the BATCH elements, where
+        the frames lie (input_loc, in_region, in_offset), what holds the
+        packed frames) when frames can go in one BATCH request (see
         :meth:`preprocess_batch`), else None."""
         n = len(frames)
         if n < 2 or not all(isinstance(f, np.ndarray) for f in frames):
@@ -633,6 +642,16 @@ class Client(_Connection):
             _core.check_elements(plan, n, limits)
         except errors.LimitExceededError:
             return None
+        placed = self._ring_frames(frames, format)
+        if placed is not None:
+            rid, ats, src = placed
+            base = min(ats)
+            most = limits.get("max_batch_bytes")
+            if isinstance(most, int) and max(ats) - base + src.span > most:
+                return None
+            els = [(_core.ELEM_FRAME, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+                    at - base) for at in ats]
+            return src, 0, els, (Location.SHM, rid, base), None
         # One (N, H, W[, C]) array is sent as it lies when packed.
         packed = np.ascontiguousarray(frames) if isinstance(
             frames, np.ndarray) else np.stack(frames)
@@ -647,7 +666,24 @@ class Client(_Connection):
         src = _core.check_frame(packed[0], format)
         els = [(_core.ELEM_FRAME, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, k * one)
                for k in range(n)]
-        return src, packed, els
+        return src, _core.address_of(packed), els, _INLINE, packed
+
+    def _ring_frames(self, frames: Sequence[Any], format: str | None
+                     ) -> tuple[int, list[int], _core.Source] | None:
+        """(region id, each frame's offset in it, the first's source) when
+        every frame is reserved in one ring of this connection with one
+        geometry (read where they lie), else None."""
+        placed = [_ring_source(self._s, f, format) for f in frames]
+        if any(p is None for p in placed):
+            return None
+        first = placed[0]
+        assert first is not None
+        form = (first[0], first[2].format, first[2].stride)
+        for p in placed:
+            assert p is not None
+            if (p[0], p[2].format, p[2].stride) != form:
+                return None
+        return first[0], [p[1] for p in placed if p is not None], first[2]
 
     def crops(self, frame: Any, boxes: Any, size: Sequence[int] = (224, 224),
               resize: ResizeName = "letterbox", order: OrderName = "rgb",
