@@ -69,8 +69,8 @@
  * a frame a decoder. The slots past the first raw_slots are kept for JPEG
  * frames (cuda_jpeg_plan: a batch per engine decoder and half a batch
  * for the frames past the engine, two per CPU decoder; their buffers
- * made when first used, an engine's frame with
- * device memory only), so frames in decode never hold up raw frames.
+ * made when first used, an engine's frame with device memory only), so
+ * frames in decode never hold up raw frames.
  * Where the time goes (queue, header checks, gather, the engine's call,
  * libjpeg-turbo, the hand-back, the lane after it) is counted: INFO
  * "jpeg_timing", "jpeg_timing_lone" for frames decoded with nothing else
@@ -379,8 +379,8 @@ typedef struct cuda_backend {
 	unsigned calls_max;    /* decoders in the engine at once before another
 	                          gathers (FPREP_NVJPEG_CALLS) */
 	int gate_done;         /* a call counts until its decode is done (the
-	                          default), or until it returns (FPREP_NVJPEG_GATE=call)
-	                        */
+	                          default), or until it returns
+	                          (FPREP_NVJPEG_GATE=call) */
 	uint64_t gather_ns;    /* FPREP_NVJPEG_GATHER_US: cuda_decoder_gather */
 	unsigned help_min;     /* queued frames beyond which helpers take one
 	                          (FPREP_JPEG_HELP_MIN) */
