@@ -373,6 +373,7 @@ typedef struct cuda_backend {
 	atomic_uint decoder_seq;  /* decoder threads started (their index) */
 	unsigned engine_decoders; /* of ndecoders, those with the engine; the
 	                             rest are CPU helpers (cuda_helper_take) */
+	unsigned helpers;         /* CPU helpers planned (set at open) */
 	unsigned jpeg_batch;      /* the most frames of an engine batch
 	                             (FPREP_NVJPEG_BATCH) */
 	unsigned engine_calls; /* decoders inside the engine's call (cb->mu) */
@@ -1866,8 +1867,7 @@ static unsigned cuda_queued(const cuda_backend *cb)
  * wait. With cb->mu held. */
 static int cuda_helped(const cuda_backend *cb)
 {
-	return cb->ndecoders > cb->engine_decoders &&
-	       cb->engine_calls >= cb->calls_max &&
+	return cb->helpers > 0 && cb->engine_calls >= cb->calls_max &&
 	       cuda_queued(cb) > cb->help_min;
 }
 
@@ -2444,6 +2444,7 @@ static unsigned cuda_jpeg_plan(cuda_backend *cb, long ncpu, unsigned *threads,
 	cb->help_min = cuda_env_uint("FPREP_JPEG_HELP_MIN", 0, 4096,
 	                             cb->jpeg_batch / 2);
 	cb->engine_decoders = n;
+	cb->helpers = helpers;
 	slots = cb->nvjpeg != NULL
 	                ? n * cb->jpeg_batch + cb->jpeg_batch / 2 + 2 * helpers
 	                : 2 * n;
