@@ -10,8 +10,9 @@
  * into (68, 3, 224, 224) F32, F16 and U8, NCHW and NHWC; and a BATCH of 16
  * frames of 640x480 (crops of the photograph at different places, at
  * offsets with gaps) into (16, 3, 224, 224). Inline and pinned inputs and
- * outputs, as the daemon hands them. Tolerance: NVRTC contracts multiply-
- * adds, so U8 within 1, F32 within 1/255 + 1e-6 of the reference, F16
+ * outputs, as the daemon hands them, and device memory (CUDA regions: the
+ * output alone, then input and output; no D2H). Tolerance: NVRTC contracts
+ * multiply- adds, so U8 within 1, F32 within 1/255 + 1e-6 of the reference, F16
  * that plus one f16 step; the transform-free checks (shape, size) exact.
  *
  * Run: test_roi_gpu IMAGE_DIR. Exits 77 (after the NVRTC check) without a
@@ -136,15 +137,42 @@ static int roi_compare(const fprep_request *req, const uint8_t *got,
 	return 0;
 }
 
-/* roi_run runs one job of req's elements on the lane (input and output
- * pinned when asked) and compares it with the CPU reference. */
+/* Where roi_run puts a job's input and output: heap memory (an inline
+ * request), pinned host memory (shared-memory regions), or device memory
+ * (CUDA regions: the output alone, or both). */
+enum { ROI_HEAP, ROI_PINNED, ROI_DEV_OUT, ROI_DEV };
+
+/* roi_alloc allocates n bytes where `where` says (dev: device memory). */
+static int roi_alloc(uint8_t **p, size_t n, int where, int dev)
+{
+	if (dev)
+		return cudaMalloc((void **)p, n) == cudaSuccess ? 0 : -1;
+	if (where != ROI_HEAP)
+		return cudaMallocHost((void **)p, n) == cudaSuccess ? 0 : -1;
+	*p = malloc(n);
+	return *p != NULL ? 0 : -1;
+}
+
+static void roi_free(uint8_t *p, int where, int dev)
+{
+	if (dev)
+		cudaFree(p);
+	else if (where != ROI_HEAP)
+		cudaFreeHost(p);
+	else
+		free(p);
+}
+
+/* roi_run runs one job of req's elements on the lane, its input and output
+ * where `where` says, and compares it with the CPU reference. */
 static void roi_run(fprep__backend *b, fprep_request *req,
-                    const fprep_element *els, const uint8_t *input, int pinned,
+                    const fprep_element *els, const uint8_t *input, int where,
                     const char *what)
 {
 	uint8_t table[FPREP_TABLE_HEADER_SIZE + 128 * FPREP_ELEMENT_SIZE];
 	fprep__job job;
-	uint8_t *in = (uint8_t *)input, *out, *want;
+	uint8_t *in = NULL, *out = NULL, *got, *want;
+	int in_dev = where == ROI_DEV, out_dev = where >= ROI_DEV_OUT;
 	double worst;
 	int bad;
 
@@ -156,21 +184,32 @@ static void roi_run(fprep__backend *b, fprep_request *req,
 	}
 	fprep_elements_encode(els, req->elements, table);
 	want = malloc(job.output_size);
-	if (pinned) {
-		if (cudaMallocHost((void **)&in, req->input_span) != 0 ||
-		    cudaMallocHost((void **)&out, job.output_size) != 0) {
-			ROI_CHECK(0, "%s: cudaMallocHost", what);
-			return;
-		}
-		memcpy(in, input, req->input_span);
-	} else {
-		out = malloc(job.output_size);
+	got = malloc(job.output_size);
+	if (want == NULL || got == NULL ||
+	    roi_alloc(&in, req->input_span, where, in_dev) ||
+	    roi_alloc(&out, job.output_size, where, out_dev)) {
+		ROI_CHECK(0, "%s: no memory", what);
+		goto out;
 	}
-	memset(out, 0xa5, job.output_size);
+	if (in_dev) {
+		ROI_CHECK(cudaMemcpy(in, input, req->input_span,
+		                     cudaMemcpyHostToDevice) == cudaSuccess,
+		          "%s: cudaMemcpy in", what);
+	} else {
+		memcpy(in, input, req->input_span);
+	}
+	if (out_dev)
+		ROI_CHECK(cudaMemset(out, 0xa5, job.output_size) == cudaSuccess,
+		          "%s: cudaMemset", what);
+	else
+		memset(out, 0xa5, job.output_size);
 	job.input = in;
 	job.output = out;
 	job.table = table;
-	job.input_pinned = job.output_pinned = pinned;
+	job.input_pinned = where != ROI_HEAP && !in_dev;
+	job.output_pinned = where == ROI_PINNED;
+	job.input_device = in_dev;
+	job.output_device = out_dev;
 	job.done = roi_done;
 	pthread_mutex_lock(&roi_w.mu);
 	int before = roi_w.done;
@@ -185,7 +224,18 @@ static void roi_run(fprep__backend *b, fprep_request *req,
 	ROI_CHECK(fprep_preprocess_elements_cpu(req, els, input, want,
 	                                        job.output_size, NULL) == 0,
 	          "%s: reference", what);
-	bad = roi_compare(req, out, want, job.output_size, &worst);
+	if (out_dev) {
+		ROI_CHECK(cudaMemcpy(got, out, job.output_size,
+		                     cudaMemcpyDeviceToHost) == cudaSuccess,
+		          "%s: cudaMemcpy out", what);
+		ROI_CHECK(job.t_d2h_us <= 5,
+		          "%s: %u us of D2H into device "
+		          "memory",
+		          what, job.t_d2h_us);
+	} else {
+		memcpy(got, out, job.output_size);
+	}
+	bad = roi_compare(req, got, want, job.output_size, &worst);
 	ROI_CHECK(bad == 0, "%s: value %d differs from the reference", what,
 	          bad - 1);
 	if (bad == 0 && job.status == FPREP_OK)
@@ -193,13 +243,13 @@ static void roi_run(fprep__backend *b, fprep_request *req,
 		       "%u us, d2h %u us\n",
 		       what, req->elements, worst, job.t_h2d_us,
 		       job.t_kernel_us, job.t_d2h_us);
+out:
+	if (in != NULL)
+		roi_free(in, where, in_dev);
+	if (out != NULL)
+		roi_free(out, where, out_dev);
 	free(want);
-	if (pinned) {
-		cudaFreeHost(in);
-		cudaFreeHost(out);
-	} else {
-		free(out);
-	}
+	free(got);
 }
 
 int main(int argc, char **argv)
@@ -281,10 +331,29 @@ int main(int argc, char **argv)
 			req.input_span = req.input_size;
 			snprintf(what, sizeof what,
 			         "ROIS 1080p dtype %d layout %d", dt, lay);
-			roi_run(b, &req, els, frame, lay == FPREP_LAYOUT_NCHW,
+			roi_run(b, &req, els, frame,
+			        lay == FPREP_LAYOUT_NCHW ? ROI_PINNED
+			                                 : ROI_HEAP,
 			        what);
 			cases++;
 		}
+	/* A CUDA region's output (the frame pinned: a shared-memory region),
+	 * then both in device memory: no D2H, the kernel reads and writes
+	 * them in place. */
+	for (int where = ROI_DEV_OUT; where <= ROI_DEV; where++) {
+		fprep_request req;
+
+		fprep_request_init(&req, FPREP_PIX_BGR8, fw, fh);
+		req.kind = FPREP_KIND_ROIS;
+		req.out_width = req.out_height = 224;
+		req.elements = 68;
+		req.input_span = req.input_size;
+		roi_run(b, &req, els, frame, where,
+		        where == ROI_DEV
+		                ? "ROIS 1080p f32, CUDA in and out"
+		                : "ROIS 1080p f32, pinned in, CUDA out");
+		cases++;
+	}
 	/* BATCH: 16 crops of 640x480 at offsets with gaps. */
 	{
 		fprep_request req;
@@ -306,10 +375,15 @@ int main(int argc, char **argv)
 		req.out_width = req.out_height = 224;
 		req.elements = 16;
 		req.input_span = step * 15 + size;
-		roi_run(b, &req, frames, batch, 0, "BATCH 16 x 640x480 f32");
-		roi_run(b, &req, frames, batch, 1,
+		roi_run(b, &req, frames, batch, ROI_HEAP,
+		        "BATCH 16 x 640x480 f32");
+		roi_run(b, &req, frames, batch, ROI_PINNED,
 		        "BATCH 16 x 640x480 f32 pinned");
-		cases += 2;
+		roi_run(b, &req, frames, batch, ROI_DEV_OUT,
+		        "BATCH 16 x 640x480 f32 pinned in, CUDA out");
+		roi_run(b, &req, frames, batch, ROI_DEV,
+		        "BATCH 16 x 640x480 f32 CUDA in and out");
+		cases += 4;
 		free(batch);
 	}
 	b->close(b, 5000);
