@@ -25,8 +25,10 @@ Each peer gets the frame in pinned host memory and copies it to the GPU in
 every request (counted). All paths stretch each box to 224x224 (RGB, /255,
 NCHW). Each path's tensor is checked once against the CPU reference
 (OpenCV per box: cv2.resize(frame[y:y+h, x:x+w], INTER_LINEAR), /255):
-frameprep and CV-CUDA within 1 LSB (1/255), torchvision (another filter)
-mean |d| within 4 LSB.
+frameprep and CV-CUDA within 1 LSB (1/255), torchvision (another filter:
+2x2 bilinear samples averaged per output pixel) mean |d| within 2 LSB (on
+astronaut.png an emulation of that filter is 0.3 LSB off on average; BGR
+for RGB would be 27, every box 3 pixels off 4.8).
 
 Prints a table (requests/s, boxes/s, p50, p99 per path and concurrency)
 and the bar: frameprep's best rate >= 1.5x CV-CUDA's and >= 1.0x
@@ -224,7 +226,7 @@ def torchvision_points(args, np, torch, pinned, dev, boxes, ref, points):
         return y
 
     ok = check("torchvision", np, step().cpu().numpy(), ref, 0,
-               mean_bound=4 * LSB)
+               mean_bound=2 * LSB)
     print(f"torchvision  {torchvision.__version__}, torch "
           f"{torch.__version__}", flush=True)
     points.append(Point("torchvision", 1, run_threads(
