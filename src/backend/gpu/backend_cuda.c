@@ -54,11 +54,10 @@
  * host round trip). nvJPEG runs one batched call at a time and only a
  * batch spreads over the engine's cores, so a decoder calls at once when
  * the engine is idle (a lone frame never waits) and otherwise gathers:
- * it waits until the decoder in the engine leaves it or a full batch is
- * queued (cuda_decoder_gather), so the frames that come during one call
- * make the next batch. nvJPEG does its host work for a batch (parsing
- * every bitstream, the engine's descriptors) on the calling thread, so
- * one decoder's host work overlaps the other's engine work. What the
+ * until the batch in the engine is decoded or its own is full, it takes
+ * the frames as they come and checks their headers
+ * (cuda_decoder_gathers), so the frames that come during one batch make
+ * the next and its host work overlaps the engine's. What the
  * engine does not take (progressive, arithmetic, several scans, 4:1:1,
  * RGB or CMYK colour, a truncated file: fprep__jpeg_sequential) and a
  * batch it fails are decoded by the same decoder with libjpeg-turbo into
@@ -296,7 +295,9 @@ typedef struct cuda_jpeg_stats {
 	atomic_ullong cpu_ns;       /* their time (cuda_cpu_decode) */
 	atomic_ullong back;         /* frames handed back to the lane */
 	atomic_ullong back_ns;      /* handed back -> the lane took it */
-	atomic_ullong gather_ns;    /* a decoder waited for a batch */
+	atomic_ullong gather_ns;    /* a batch's first frame taken -> its
+	                               decode begun (header checks and the
+	                               wait for the engine) */
 	atomic_ullong done;         /* frames answered after a hand-back */
 	atomic_ullong lane_ns;      /* handed back -> answered (kernel, D2H,
 	                               the completion) */
@@ -382,9 +383,9 @@ typedef struct cuda_backend {
 	int gate_done;         /* a call counts until its decode is done (the
 	                          default), or until it returns
 	                          (FPREP_NVJPEG_GATE=call) */
-	uint64_t gather_ns;    /* FPREP_NVJPEG_GATHER_US: cuda_decoder_gather */
-	unsigned help_min;     /* queued frames beyond which helpers take one
-	                          (FPREP_JPEG_HELP_MIN) */
+	uint64_t gather_ns; /* FPREP_NVJPEG_GATHER_US: cuda_decoder_gathers */
+	unsigned help_min;  /* queued frames beyond which helpers take one
+	                       (FPREP_JPEG_HELP_MIN) */
 	pthread_cond_t cv_help; /* helpers: the queue grew, or decoders_stop */
 	int decoders_stop;
 	cuda_jpeg_stats jstats;
@@ -1889,12 +1890,21 @@ static void cuda_jpeg_start(cuda_backend *cb, cuda_slot *s)
 /* cuda_decoder: one decoder thread's own: its libjpeg-turbo handle and,
  * with a JPEG engine, its nvJPEG decoder, the stream its batches are
  * queued on and an event recorded after each (nvjd NULL: libjpeg-turbo
- * only). */
+ * only); and the batch it gathers: frames whose headers it checked, for
+ * the engine (eng, with their items, headers and start times) and for
+ * libjpeg-turbo (cpu), all of one channel order. */
 typedef struct cuda_decoder {
 	fprep__jpeg j;
 	fprep__nvjpeg_dec *nvjd;
 	cudaStream_t stream;
 	cudaEvent_t ev_batch; /* gate_done: the batch's end */
+	cuda_slot *eng[FPREP__NVJPEG_BATCH_MAX], *cpu[FPREP__NVJPEG_BATCH_MAX];
+	fprep__nvjpeg_item it[FPREP__NVJPEG_BATCH_MAX];
+	fprep_request raw[FPREP__NVJPEG_BATCH_MAX];
+	uint64_t t0[FPREP__NVJPEG_BATCH_MAX];
+	unsigned n, nc;    /* in eng, in cpu */
+	uint8_t order;     /* the batch's channel order (n + nc > 0) */
+	uint64_t first_ns; /* when its first frame was taken */
 } cuda_decoder;
 
 /* cuda_decoder_back hands slots ss[0..n) back: those with ok[i] to the
@@ -2058,96 +2068,100 @@ static void cuda_engine_release(cuda_backend *cb)
 	pthread_mutex_unlock(&cb->mu);
 }
 
-/* cuda_decode_share decodes the slots ss[0..m) a decoder took (one channel
- * order): their headers are checked (a refusal is answered at once), the
- * engine's batch is queued (cuda_engine_run), then the others are decoded
- * with libjpeg-turbo, and every slot goes back (cuda_decoder_back). A
- * decoder with the engine counted itself in engine_calls when it took the
- * share: it leaves before its libjpeg-turbo decodes. A decoder's thread,
+/* cuda_decoder_check checks the headers of the slots ss[0..m) the decoder
+ * took and adds them to its batch: for the engine (cuda_engine_take), for
+ * libjpeg-turbo, or answered at once (refused). A decoder's thread,
  * cb->mu not held. */
-static void cuda_decode_share(cuda_backend *cb, cuda_decoder *d, cuda_slot **ss,
-                              unsigned m)
+static void cuda_decoder_check(cuda_backend *cb, cuda_decoder *d,
+                               cuda_slot **ss, unsigned m)
 {
-	cuda_slot *eng[FPREP__NVJPEG_BATCH_MAX], *cpu[FPREP__NVJPEG_BATCH_MAX];
-	fprep_request raw[FPREP__NVJPEG_BATCH_MAX];
-	fprep__nvjpeg_item it[FPREP__NVJPEG_BATCH_MAX];
-	uint64_t t0[FPREP__NVJPEG_BATCH_MAX];
-	int ok[FPREP__NVJPEG_BATCH_MAX];
-	unsigned n = 0, nc = 0;
-
 	for (unsigned i = 0; i < m; i++) {
-		int k = d->nvjd == NULL ? 0
-		                        : cuda_engine_take(cb, d, ss[i], &it[n],
-		                                           &raw[n], &t0[n]);
+		int k = d->nvjd == NULL
+		                ? 0
+		                : cuda_engine_take(cb, d, ss[i], &d->it[d->n],
+		                                   &d->raw[d->n], &d->t0[d->n]);
 		int refused = 0;
 
 		if (k > 0)
-			eng[n++] = ss[i];
+			d->eng[d->n++] = ss[i];
 		else if (k == 0)
-			cpu[nc++] = ss[i];
+			d->cpu[d->nc++] = ss[i];
 		else
 			cuda_decoder_back(cb, &ss[i], &refused, 1);
 	}
-	/* The engine's frames go back at once, before any libjpeg-turbo
-	 * decode; a batch it refused is decoded with those. */
-	if (n > 0 && cuda_engine_run(cb, d, eng, it, raw, t0, n) == 0) {
-		int lone = eng[0]->lone;
-		uint64_t t = cuda_now_ns();
-
-		for (unsigned i = 0; i < n; i++)
-			ok[i] = 1;
-		cuda_decoder_back(cb, eng, ok, n);
-		if (cb->gate_done) {
-			(void)FPREP__CUDA(NULL,
-			                  cudaEventSynchronize(d->ev_batch));
-			atomic_fetch_add_explicit(&cb->jstats.sync_ns,
-			                          cuda_now_ns() - t,
-			                          memory_order_relaxed);
-			if (lone)
-				atomic_fetch_add_explicit(&cb->jlone.sync_ns,
-				                          cuda_now_ns() - t,
-				                          memory_order_relaxed);
-		}
-	} else {
-		for (unsigned i = 0; i < n; i++)
-			cpu[nc++] = eng[i];
-	}
-	if (d->nvjd != NULL)
-		cuda_engine_release(cb);
-	for (unsigned i = 0; i < nc; i++) {
-		int one = cuda_cpu_decode(cb, &d->j, cpu[i], cpu[i]->job) == 0;
-		cuda_decoder_back(cb, &cpu[i], &one, 1);
-	}
 }
 
-/* cuda_batch_size: the batch sizes a decoder uses (nvJPEG keeps a state
- * per size, each with buffers for that many frames): n up to 8, above
- * that n rounded down to a multiple of 8. */
+/* cuda_decoder_finish decodes d's batch: the engine's frames in batches
+ * of the sizes cuda_batch_size gives (nvJPEG keeps a state per size), each
+ * handed back as soon as it is queued (cuda_engine_run; those of a batch
+ * it refused join the others), the decoder leaving the engine
+ * (cuda_engine_release) once they are decoded (gate_done) or queued; then
+ * the others with libjpeg-turbo, each handed back when done. A decoder
+ * counted in engine_calls (engaged) leaves it here. A decoder's thread,
+ * cb->mu not held. */
+static unsigned cuda_batch_size(unsigned n);
+static void cuda_decoder_finish(cuda_backend *cb, cuda_decoder *d, int engaged)
+{
+	int ok[FPREP__NVJPEG_BATCH_MAX], queued = 0, lone = 0;
+
+	for (unsigned i = 0, k; i < d->n; i += k) {
+		k = cuda_batch_size(d->n - i);
+		if (cuda_engine_run(cb, d, &d->eng[i], &d->it[i], &d->raw[i],
+		                    &d->t0[i], k) == 0) {
+			for (unsigned j = 0; j < k; j++)
+				ok[j] = 1;
+			lone |= d->eng[i]->lone;
+			cuda_decoder_back(cb, &d->eng[i], ok, k);
+			queued = 1;
+		} else {
+			for (unsigned j = 0; j < k; j++)
+				d->cpu[d->nc++] = d->eng[i + j];
+		}
+	}
+	if (queued && cb->gate_done) {
+		uint64_t t = cuda_now_ns();
+
+		(void)FPREP__CUDA(NULL, cudaEventSynchronize(d->ev_batch));
+		t = cuda_now_ns() - t;
+		atomic_fetch_add_explicit(&cb->jstats.sync_ns, t,
+		                          memory_order_relaxed);
+		if (lone)
+			atomic_fetch_add_explicit(&cb->jlone.sync_ns, t,
+			                          memory_order_relaxed);
+	}
+	if (engaged)
+		cuda_engine_release(cb);
+	for (unsigned i = 0; i < d->nc; i++) {
+		int one = cuda_cpu_decode(cb, &d->j, d->cpu[i],
+		                          d->cpu[i]->job) == 0;
+		cuda_decoder_back(cb, &d->cpu[i], &one, 1);
+	}
+	d->n = d->nc = 0;
+}
+
+/* cuda_batch_size: the batch sizes a decoder calls the engine with
+ * (nvJPEG keeps a state per size, each with buffers for that many frames):
+ * n up to 8, above that n rounded down to a multiple of 8. */
 static unsigned cuda_batch_size(unsigned n)
 {
 	return n <= 8 ? n : n & ~7u;
 }
 
-/* cuda_decoder_take pops the head slot of decode_q into ss, and with the
- * engine those right behind it with the same channel order, up to the
- * batch size (cuda_batch_size of the queue, at most jpeg_batch). Returns
- * how many (0: the queue is empty). With cb->mu held. */
+/* cuda_decoder_take pops up to room slots from the head of decode_q into
+ * ss, while they have the channel order of d's batch (any, for a batch
+ * still empty). Returns how many. With cb->mu held. */
 static unsigned cuda_decoder_take(cuda_backend *cb, const cuda_decoder *d,
-                                  cuda_slot **ss)
+                                  cuda_slot **ss, unsigned room)
 {
-	unsigned queued = cuda_queued(cb), want, m = 0;
+	unsigned m = 0;
 
-	if (queued == 0)
-		return 0;
-	want = d->nvjd == NULL ? 1
-	                       : cuda_batch_size(queued < cb->jpeg_batch
-	                                                 ? queued
-	                                                 : cb->jpeg_batch);
-	while (m < want && cb->decode_q.head != NULL) {
+	while (m < room && cb->decode_q.head != NULL) {
 		cuda_slot *s =
 		        fprep__container_of(cb->decode_q.head, cuda_slot, link);
-		if (m > 0 &&
-		    s->job->req.channel_order != ss[0]->job->req.channel_order)
+		uint8_t order = m > 0 ? ss[0]->job->req.channel_order
+		                : d->n + d->nc > 0 ? d->order
+		                                   : s->job->req.channel_order;
+		if (s->job->req.channel_order != order)
 			break;
 		fprep__queue_pop(&cb->decode_q);
 		ss[m++] = s;
@@ -2238,39 +2252,6 @@ static void cuda_decoder_poll(cuda_backend *cb)
 #define CUDA_GATHER_US       10000
 #define CUDA_ENGINE_DECODERS 2
 
-/* cuda_decoder_gather: a decoder with the engine waits, while calls_max
- * decoders are in the engine, until decode_q holds a full batch
- * (jpeg_batch) or one of them leaves it (cuda_engine_release: by default
- * once its batch is decoded, with gate_done off once its call returned),
- * for gather_ns at most: nvJPEG runs one batched call at a time and only
- * a batch spreads over the engine's cores, so the frames that come during
- * a batch make the next one. An idle engine is called at once: a lone
- * frame never waits here. Returns the nanoseconds waited. Decoder
- * thread, cb->mu held. */
-static uint64_t cuda_decoder_gather(cuda_backend *cb)
-{
-	uint64_t t0 = 0, deadline = 0;
-
-	if (cb->gather_ns == 0)
-		return 0;
-	for (;;) {
-		unsigned queued = cuda_queued(cb);
-
-		if (queued == 0 || queued >= cb->jpeg_batch ||
-		    cb->engine_calls < cb->calls_max || cb->decoders_stop)
-			break;
-		uint64_t now = cuda_now_ns();
-		if (deadline == 0) {
-			t0 = now;
-			deadline = now + cb->gather_ns;
-		} else if (now >= deadline) {
-			break;
-		}
-		cuda_timedwait(&cb->cv_decode, &cb->mu, deadline);
-	}
-	return t0 != 0 ? cuda_now_ns() - t0 : 0;
-}
-
 /* The longest the idle lane thread polls for a decoder's hand-back
  * (cuda_decoded_wait). */
 #define CUDA_DECODED_POLL_NS (10u * 1000u * 1000u)
@@ -2300,14 +2281,31 @@ static unsigned cuda_helper_take(cuda_backend *cb, cuda_slot **ss)
 	return 1;
 }
 
-/* cuda_decoder_main: a decoder. An engine decoder (or any decoder of a
- * lane without the engine) gathers (cuda_decoder_gather), takes its batch
- * of decode_q (cuda_decoder_take), waking another decoder when some is
- * left, decodes it (cuda_decode_share) and hands every slot back to the
- * lane or answers it; once done it may poll for the next
- * (cuda_decoder_poll) before it sleeps. A CPU helper (past the engine
- * decoders) takes one frame at a time while the engine is busy and the
- * queue long (cuda_helper_take) and decodes it with libjpeg-turbo. */
+/* cuda_decoder_gathers tells whether decoder d, its batch not empty and
+ * nothing more to take now, waits for more rather than decode it: with
+ * the engine, while calls_max decoders are in it and the batch is not
+ * full, for gather_ns at most since its first frame (so an idle engine
+ * is called at once: a lone frame never waits). With cb->mu held. */
+static int cuda_decoder_gathers(const cuda_backend *cb, const cuda_decoder *d)
+{
+	return d->nvjd != NULL && d->n + d->nc < cb->jpeg_batch &&
+	       cb->engine_calls >= cb->calls_max && !cb->decoders_stop &&
+	       cuda_now_ns() - d->first_ns < cb->gather_ns;
+}
+
+/* cuda_decoder_main: a decoder. A decoder with the engine gathers a
+ * batch: it takes the frames queued (up to jpeg_batch) and checks their
+ * headers (cuda_decoder_check), and while the engine is busy
+ * (cuda_decoder_gathers) waits for more and checks them as they come, so
+ * that its host work overlaps the engine's; then it decodes the batch
+ * (cuda_decoder_finish) and hands every slot back to the lane or answers
+ * it. nvJPEG runs one batched call at a time and only a batch spreads
+ * over the engine's cores: the frames that come during one batch make
+ * the next. A decoder without the engine takes one frame at a time. Once
+ * done it may poll for the next (cuda_decoder_poll) before it sleeps. A
+ * CPU helper (past the engine decoders) takes one frame at a time while
+ * the engine is busy and the queue long (cuda_helper_take) and decodes it
+ * with libjpeg-turbo. */
 static void *cuda_decoder_main(void *arg)
 {
 	cuda_backend *cb = arg;
@@ -2319,57 +2317,67 @@ static void *cuda_decoder_main(void *arg)
 
 	cuda_thread_start(helper ? "fp-jpeg-cpu" : "fp-jpeg-gpu", cb->device);
 	cuda_decoder_open(cb, &d, !helper);
+	unsigned cap = d.nvjd != NULL ? cb->jpeg_batch : 1;
 	pthread_mutex_lock(&cb->mu);
 	for (;;) {
-		uint64_t waited = 0;
-		unsigned m;
+		unsigned have = d.n + d.nc, m;
 
-		if (helper) {
-			m = cuda_helper_take(cb, ss);
-			if (m == 0) {
-				if (cb->decoders_stop)
-					break;
-				pthread_cond_wait(&cb->cv_help, &cb->mu);
-				continue;
+		m = helper ? (have == 0 ? cuda_helper_take(cb, ss) : 0)
+		           : cuda_decoder_take(cb, &d, ss, cap - have);
+		if (m > 0) {
+			/* A frame alone: nothing else in the lane (INFO
+			 * jpeg_timing_lone: what a request at c=1 spends
+			 * where). */
+			ss[0]->lone = have == 0 && m == 1 &&
+			              cuda_busy(cb) == 1 &&
+			              fprep__queue_empty(&cb->pending);
+			if (have == 0) {
+				d.order = ss[0]->job->req.channel_order;
+				d.first_ns = cuda_now_ns();
 			}
-		} else {
-			if (d.nvjd != NULL)
-				waited = cuda_decoder_gather(cb);
-			m = cuda_decoder_take(cb, &d, ss);
-			if (m == 0) {
-				if (cb->decoders_stop)
-					break;
-				if (may_poll && cb->spin_ns > 0 &&
-				    !cb->decoder_polling)
-					cuda_decoder_poll(cb);
-				else
-					pthread_cond_wait(&cb->cv_decode,
-					                  &cb->mu);
-				may_poll = 0;
-				continue;
-			}
-			if (cb->decode_q.head != NULL) /* more than a batch */
+			/* More than this batch holds: another decoder. */
+			if (!helper && m == cap - have &&
+			    cb->decode_q.head != NULL)
 				pthread_cond_signal(&cb->cv_decode);
-			may_poll = 1;
-			/* In the engine until cuda_decode_share leaves. */
-			if (d.nvjd != NULL)
-				cb->engine_calls++;
+			pthread_mutex_unlock(&cb->mu);
+			uint64_t now = cuda_now_ns();
+			for (unsigned i = 0; i < m; i++) {
+				CUDA_JSTAT(cb, ss[i], queue_ns,
+				           now - ss[i]->job->t_start_ns);
+				CUDA_JSTAT(cb, ss[i], frames, 1);
+			}
+			cuda_decoder_check(cb, &d, ss, m);
+			pthread_mutex_lock(&cb->mu);
+			continue;
 		}
-		/* A frame alone: nothing else in the lane (INFO
-		 * jpeg_timing_lone: what a request at c=1 spends where). */
-		ss[0]->lone = m == 1 && cuda_busy(cb) == 1 &&
-		              fprep__queue_empty(&cb->pending);
-		pthread_mutex_unlock(&cb->mu);
-		uint64_t now = cuda_now_ns();
-		for (unsigned i = 0; i < m; i++) {
-			CUDA_JSTAT(cb, ss[i], queue_ns,
-			           now - ss[i]->job->t_start_ns);
-			CUDA_JSTAT(cb, ss[i], frames, 1);
+		if (d.n + d.nc > 0 && cuda_decoder_gathers(cb, &d)) {
+			cuda_timedwait(&cb->cv_decode, &cb->mu,
+			               d.first_ns + cb->gather_ns);
+			continue;
 		}
-		if (waited > 0)
-			CUDA_JSTAT(cb, ss[0], gather_ns, waited);
-		cuda_decode_share(cb, &d, ss, m);
-		pthread_mutex_lock(&cb->mu);
+		if (d.n + d.nc > 0) {
+			/* In the engine until cuda_decoder_finish leaves. */
+			int engaged = d.n > 0;
+			cuda_slot *first = d.n > 0 ? d.eng[0] : d.cpu[0];
+
+			cb->engine_calls += (unsigned)engaged;
+			may_poll = !helper;
+			pthread_mutex_unlock(&cb->mu);
+			CUDA_JSTAT(cb, first, gather_ns,
+			           cuda_now_ns() - d.first_ns);
+			cuda_decoder_finish(cb, &d, engaged);
+			pthread_mutex_lock(&cb->mu);
+			continue;
+		}
+		if (cb->decoders_stop)
+			break;
+		if (helper)
+			pthread_cond_wait(&cb->cv_help, &cb->mu);
+		else if (may_poll && cb->spin_ns > 0 && !cb->decoder_polling)
+			cuda_decoder_poll(cb);
+		else
+			pthread_cond_wait(&cb->cv_decode, &cb->mu);
+		may_poll = 0;
 	}
 	pthread_mutex_unlock(&cb->mu);
 	cuda_decoder_close(&d);
@@ -2870,8 +2878,9 @@ static void cuda_pace_text(cuda_pace *p, char *buf, size_t size)
 
 /* cuda_jpeg_text writes where the lane's JPEG frames spent their time
  * (cuda_jpeg_stats) into buf, in microseconds (means): a frame's wait for
- * a decoder (queue), its header checks (parse), a batch's gather for a
- * busy engine and the engine's call (and the mean batch), a libjpeg-turbo
+ * a decoder (queue), its header checks (parse), an engine batch's gather
+ * (its first frame taken -> its decode begun: header checks and the wait
+ * for a busy engine) and call (and the mean batch), a libjpeg-turbo
  * decode (cpu), the wait for the lane once decoded (back), the lane's
  * kernel, copy and completion after it (lane), and the lane's whole time
  * (total: the lane took the job -> answered); and a batch's wait for its
