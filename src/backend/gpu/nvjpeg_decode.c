@@ -31,9 +31,10 @@
  * thread-safe); the states and the parsed-stream object are not, so each
  * thread has its own (fprep__nvjpeg_dec). nvjpegDecodeBatched does its
  * host work (parsing every bitstream, building the engine's descriptors)
- * and its waits for the engine on the calling thread: with one thread a
- * lane decodes one batch at a time, with several the engines work side by
- * side.
+ * and its waits for the engine on the calling thread, and the engine runs
+ * one batch at a time, spread over its cores: so a lane's decoders
+ * (backend_cuda.c) take turns, one gathering the next batch while the
+ * other's is in the engine.
  */
 #include "gpu/nvjpeg_decode.h"
 
