@@ -1610,6 +1610,16 @@ typedef struct {
 	Py_intptr_t frame_shape[4], tensor_shape[4];
 	char typekind;
 	int itemsize;
+	/* The registration that next_frame and send use (Slots.arm; GIL
+	 * held): its mapping object, Region, _Socket and the limits its
+	 * frames were checked against, the gate's get_nowait and put (NULL:
+	 * no gate), a whole frame's source width and height; arm_map NULL
+	 * while disarmed. arm_gen changes at every arm and disarm. */
+	PyObject *arm_map, *arm_region, *arm_sock, *arm_limits;
+	PyObject *arm_gate_get, *arm_gate_put, *arm_width, *arm_height;
+	unsigned long long arm_base;
+	uint64_t arm_gen;
+	uint64_t handed_back; /* Slots.send's (slot, ticket, hold) returns */
 } SlotsObject;
 
 typedef struct {
@@ -1664,6 +1674,8 @@ static PyObject *Slots_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 	return (PyObject *)self;
 }
 
+static void native_disarm(SlotsObject *self);
+
 static void Slots_dealloc(PyObject *op)
 {
 	SlotsObject *self = (SlotsObject *)op;
@@ -1676,6 +1688,7 @@ static void Slots_dealloc(PyObject *op)
 	free(self->ticket);
 	free(self->fifo);
 	Py_XDECREF(self->on_free);
+	native_disarm(self);
 	free_fn(op);
 	Py_DECREF(tp);
 }
@@ -1882,6 +1895,7 @@ static PyObject *Slots_close(PyObject *op, PyObject *unused)
 	self->closed = 1;
 	pthread_cond_broadcast(&self->cv);
 	pthread_mutex_unlock(&self->mtx);
+	native_disarm(self);
 	Py_RETURN_NONE;
 }
 
@@ -1925,22 +1939,18 @@ static void native_set_shape(HoldObject *h, const Py_intptr_t *shape, int nd)
 	}
 }
 
-/* native_hold makes the holder of slot k (ticket) of ring owner in the
- * mapping map at base: of its frame (what 0) or its tensor (what 1).
+/* native_hold_new makes the holder of slot k (ticket) of ring owner in
+ * the mapping map at base: of its frame (what 0) or its tensor (what 1).
  * On failure the slot is given back. */
-static PyObject *native_hold(SlotsObject *self, PyObject *args, int what)
+static HoldObject *native_hold_new(SlotsObject *self, unsigned k,
+                                   uint64_t ticket, PyObject *owner,
+                                   PyObject *map, unsigned long long base,
+                                   int what)
 {
-	unsigned long long ticket, base;
-	PyObject *owner, *map;
 	HoldObject *h;
-	unsigned k;
 	int nd;
 	const Py_intptr_t *shape;
 
-	if (!PyArg_ParseTuple(args, "IKOOK", &k, &ticket, &owner, &map, &base))
-		return NULL;
-	if (k >= self->n)
-		return native_raise(FPREP_EINVAL, "no such slot");
 	h = PyObject_New(HoldObject, (PyTypeObject *)Hold_type);
 	if (h == NULL) {
 		if (native_free(self, k, ticket, 0))
@@ -1976,7 +1986,23 @@ static PyObject *native_hold(SlotsObject *self, PyObject *args, int what)
 		h->ai.data = (void *)(uintptr_t)(base + k * self->slot_bytes);
 	}
 	native_set_shape(h, shape, nd);
-	return (PyObject *)h;
+	return h;
+}
+
+/* native_hold parses (slot, ticket, ring, map, base) for
+ * native_hold_new. */
+static PyObject *native_hold(SlotsObject *self, PyObject *args, int what)
+{
+	unsigned long long ticket, base;
+	PyObject *owner, *map;
+	unsigned k;
+
+	if (!PyArg_ParseTuple(args, "IKOOK", &k, &ticket, &owner, &map, &base))
+		return NULL;
+	if (k >= self->n)
+		return native_raise(FPREP_EINVAL, "no such slot");
+	return (PyObject *)native_hold_new(self, k, ticket, owner, map, base,
+	                                   what);
 }
 
 /* Slots.frame_hold(slot, ticket, ring, map, base): the holder of slot's
@@ -2097,16 +2123,12 @@ static int native_np_load(void)
 /* Hold.array(subtype): a numpy array of subtype (ndarray or a subclass)
  * over the hold's memory, whose base is the hold: made in one step, as
  * np.asarray(hold).view(subtype) would make it in two. */
-static PyObject *Hold_array(PyObject *op, PyObject *subtype)
+static PyObject *native_hold_array(HoldObject *self, PyObject *subtype)
 {
-	HoldObject *self = (HoldObject *)op;
+	PyObject *op = (PyObject *)self;
 	int type_num;
 	PyObject *a;
 
-	if (!PyType_Check(subtype)) {
-		PyErr_SetString(PyExc_TypeError, "array(subtype): a type");
-		return NULL;
-	}
 	if (native_np_load())
 		return NULL;
 	switch (self->ai.typekind * 16 + self->ai.itemsize) {
@@ -2135,6 +2157,15 @@ static PyObject *Hold_array(PyObject *op, PyObject *subtype)
 		return NULL;
 	}
 	return a;
+}
+
+static PyObject *Hold_array(PyObject *op, PyObject *subtype)
+{
+	if (!PyType_Check(subtype)) {
+		PyErr_SetString(PyExc_TypeError, "array(subtype): a type");
+		return NULL;
+	}
+	return native_hold_array((HoldObject *)op, subtype);
 }
 
 static void Hold_dealloc(PyObject *op)
@@ -2229,6 +2260,527 @@ static PyType_Slot Hold_slots[] = {
 static PyType_Spec Hold_spec = {"frameprep._native.Hold", sizeof(HoldObject), 0,
                                 Py_TPFLAGS_DEFAULT, Hold_slots};
 
+/* ---- A ring's whole frames in one call (Slots.arm, next_frame, send) ----
+ *
+ * While the ring's registration is armed, Slots.next_frame reserves a slot
+ * and returns its RingFrame, and Slots.send sends a whole frame (a
+ * reserved one as it lies, or a numpy array of the frame's shape copied
+ * into a free slot) with the request Region.prepare kept for the slot,
+ * and returns the RingResult: what ring.py does in a dozen Python calls,
+ * done in one. Whatever else (a crop, a frame of another shape or
+ * mapping, no free slot or gate token at once, a registration that
+ * changed, a lost connection, the daemon's EREGION) is left to ring.py:
+ * send returns None when it took nothing, or (slot, ticket, hold) when it
+ * holds the slot taken (hold: the reserved frame's, None for a copy) and
+ * the request must go through ring.py's retries. */
+
+/* The Python classes that the fast path makes (set_ring_classes):
+ * RingFrame, RingResult and Timings, and the attribute names it sets. */
+static PyObject *native_frame_cls, *native_result_cls, *native_timings_cls;
+static PyObject *native_limits_name;
+static const char *const native_result_names[] = {
+        "_hold",       "_tensor", "request_id", "_res",    "_src_width",
+        "_src_height", "_reply",  "_transform", "_timings"};
+static PyObject *native_result_attr[9];
+static const char *const native_timings_names[] = {
+        "queue_us", "compute_us", "h2d_us",   "kernel_us",
+        "d2h_us",   "total_us",   "decode_us"};
+static PyObject *native_timings_attr[7];
+
+/* The leading fields of numpy's array (PyArrayObject_fields) and of its
+ * dtype (PyArray_Descr) up to type_num: the same in numpy 1.x and 2.x. */
+struct native_np_array {
+	PyObject_HEAD char *data;
+	int nd;
+	Py_intptr_t *dimensions;
+	Py_intptr_t *strides;
+	PyObject *base;
+	PyObject *descr;
+	int flags;
+};
+
+struct native_np_descr {
+	PyObject_HEAD PyTypeObject *typeobj;
+	char kind, type, byteorder, flags;
+	int type_num;
+};
+
+/* set_ring_classes(RingFrame, RingResult, Timings). */
+static PyObject *native_set_ring_classes(PyObject *self, PyObject *args)
+{
+	PyObject *f, *r, *t;
+
+	(void)self;
+	if (!PyArg_ParseTuple(args, "O!O!O!", &PyType_Type, &f, &PyType_Type,
+	                      &r, &PyType_Type, &t))
+		return NULL;
+	if (native_limits_name == NULL) {
+		native_limits_name = PyUnicode_InternFromString("_limits");
+		if (native_limits_name == NULL)
+			return NULL;
+		for (int i = 0; i < 9; i++)
+			if ((native_result_attr[i] = PyUnicode_InternFromString(
+			             native_result_names[i])) == NULL)
+				return NULL;
+		for (int i = 0; i < 7; i++)
+			if ((native_timings_attr[i] =
+			             PyUnicode_InternFromString(
+			                     native_timings_names[i])) == NULL)
+				return NULL;
+	}
+	Py_XDECREF(native_frame_cls);
+	Py_XDECREF(native_result_cls);
+	Py_XDECREF(native_timings_cls);
+	Py_INCREF(f);
+	native_frame_cls = f;
+	Py_INCREF(r);
+	native_result_cls = r;
+	Py_INCREF(t);
+	native_timings_cls = t;
+	Py_RETURN_NONE;
+}
+
+static void native_disarm(SlotsObject *self)
+{
+	self->arm_gen++;
+	Py_CLEAR(self->arm_map);
+	Py_CLEAR(self->arm_region);
+	Py_CLEAR(self->arm_sock);
+	Py_CLEAR(self->arm_limits);
+	Py_CLEAR(self->arm_gate_get);
+	Py_CLEAR(self->arm_gate_put);
+	Py_CLEAR(self->arm_width);
+	Py_CLEAR(self->arm_height);
+}
+
+/* Slots.arm(map, region, sock, limits, gate, width, height): next_frame
+ * and send use the registration map (the mapping object that holders
+ * keep) of region, whose requests for each slot's whole frame (of width
+ * x height pixels) Region.prepare made and checked against limits, while
+ * sock._limits is limits; gate (a queue.SimpleQueue of tokens, or None)
+ * bounds the requests in flight. Until disarm() or close(). */
+static PyObject *Slots_arm(PyObject *op, PyObject *args)
+{
+	SlotsObject *self = (SlotsObject *)op;
+	PyObject *map, *region, *sock, *limits, *gate, *w, *h;
+	PyObject *get = NULL, *put = NULL;
+
+	if (!PyArg_ParseTuple(args, "OO!OOOO!O!", &map, Region_type, &region,
+	                      &sock, &limits, &gate, &PyLong_Type, &w,
+	                      &PyLong_Type, &h))
+		return NULL;
+	if (native_frame_cls == NULL)
+		return native_raise(FPREP_EINVAL, "set_ring_classes first");
+	if (((RegionObject *)region)->r == NULL)
+		return native_raise(FPREP_ECLOSED, "the region was closed");
+	if (gate != Py_None) {
+		get = PyObject_GetAttrString(gate, "get_nowait");
+		put = get != NULL ? PyObject_GetAttrString(gate, "put") : NULL;
+		if (put == NULL) {
+			Py_XDECREF(get);
+			return NULL;
+		}
+	}
+	native_disarm(self);
+	if (self->closed) {
+		Py_XDECREF(get);
+		Py_XDECREF(put);
+		Py_RETURN_NONE;
+	}
+	Py_INCREF(map);
+	self->arm_map = map;
+	Py_INCREF(region);
+	self->arm_region = region;
+	Py_INCREF(sock);
+	self->arm_sock = sock;
+	Py_INCREF(limits);
+	self->arm_limits = limits;
+	self->arm_gate_get = get;
+	self->arm_gate_put = put;
+	Py_INCREF(w);
+	self->arm_width = w;
+	Py_INCREF(h);
+	self->arm_height = h;
+	self->arm_base =
+	        (uintptr_t)fprep_region_base(((RegionObject *)region)->r);
+	Py_RETURN_NONE;
+}
+
+/* Slots.disarm(): next_frame and send return None until arm(). */
+static PyObject *Slots_disarm(PyObject *op, PyObject *unused)
+{
+	(void)unused;
+	native_disarm((SlotsObject *)op);
+	Py_RETURN_NONE;
+}
+
+static PyObject *Slots_get_armed(PyObject *op, void *c)
+{
+	(void)c;
+	return PyBool_FromLong(((SlotsObject *)op)->arm_map != NULL);
+}
+
+/* Slots.next_frame(ring): a free slot reserved, its whole frame as a
+ * RingFrame of ring in the armed mapping; None when disarmed, closed or no
+ * slot is free. */
+static PyObject *Slots_next_frame(PyObject *op, PyObject *ring)
+{
+	SlotsObject *self = (SlotsObject *)op;
+	HoldObject *h;
+	uint64_t ticket = 0;
+	unsigned k = 0;
+	int got = 0;
+	PyObject *a;
+
+	if (self->arm_map == NULL)
+		Py_RETURN_NONE;
+	pthread_mutex_lock(&self->mtx);
+	if (!self->closed && self->count > 0) {
+		k = native_pop(self, SLOT_RESERVED, &ticket);
+		got = 1;
+	}
+	pthread_mutex_unlock(&self->mtx);
+	if (!got)
+		Py_RETURN_NONE;
+	h = native_hold_new(self, k, ticket, ring, self->arm_map,
+	                    self->arm_base, 0);
+	if (h == NULL)
+		return NULL;
+	a = native_hold_array(h, native_frame_cls);
+	if (a == NULL)
+		native_let_go(h, 0);
+	Py_DECREF((PyObject *)h);
+	return a;
+}
+
+/* native_is_frame: whether a (a numpy array) is uint8 of exactly the
+ * slots' frame shape, packed (C order). */
+static int native_is_frame(SlotsObject *self, const struct native_np_array *a)
+{
+	Py_intptr_t step = 1;
+
+	if (a->nd != self->frame_nd ||
+	    ((const struct native_np_descr *)a->descr)->type_num !=
+	            2 /* NPY_UBYTE */)
+		return 0;
+	for (int i = a->nd - 1; i >= 0; i--) {
+		if (a->dimensions[i] != self->frame_shape[i] ||
+		    (a->strides[i] != step && a->dimensions[i] != 1))
+			return 0;
+		step *= a->dimensions[i];
+	}
+	return 1;
+}
+
+/* native_ring_result makes the RingResult of res for slot k (ticket) of
+ * ring, which then holds the slot; on failure the slot is given back. */
+static PyObject *native_ring_result(SlotsObject *self, unsigned k,
+                                    uint64_t ticket, PyObject *ring,
+                                    PyObject *map, unsigned long long base,
+                                    PyObject *w, PyObject *h_,
+                                    const fprep_result *res)
+{
+	PyTypeObject *tp = (PyTypeObject *)native_result_cls;
+	allocfunc alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
+	PyObject *v[9], *out = NULL, *r;
+	HoldObject *h;
+	int i;
+
+	r = native_result_new(res);
+	if (r == NULL) {
+		if (native_free(self, k, ticket, 0))
+			native_freed(self);
+		return NULL;
+	}
+	h = native_hold_new(self, k, ticket, ring, map, base, 1);
+	if (h == NULL) {
+		Py_DECREF(r);
+		return NULL;
+	}
+	v[0] = (PyObject *)h;
+	v[1] = Py_None;
+	v[2] = PyLong_FromUnsignedLongLong(res->header.request_id);
+	v[3] = r;
+	v[4] = w;
+	v[5] = h_;
+	v[6] = v[7] = v[8] = Py_None;
+	if (v[2] != NULL)
+		out = alloc(tp, 0);
+	for (i = 0; out != NULL && i < 9; i++)
+		if (PyObject_GenericSetAttr(out, native_result_attr[i], v[i])) {
+			Py_CLEAR(out);
+		}
+	if (out == NULL)
+		native_let_go(h, 0);
+	Py_XDECREF(v[2]);
+	Py_DECREF(r);
+	Py_DECREF((PyObject *)h);
+	return out;
+}
+
+/* native_status_error raises the daemon's status of res with its
+ * message, as frameprep._core.checked does. */
+static PyObject *native_status_error(const fprep_result *res)
+{
+	PyObject *msg, *exc;
+
+	if (native_factory == NULL)
+		return native_raise(res->header.status, res->header.message);
+	msg = PyUnicode_DecodeUTF8(
+	        res->header.message,
+	        (Py_ssize_t)strnlen(res->header.message, FPREP_MESSAGE_SIZE),
+	        "replace");
+	if (msg == NULL)
+		return NULL;
+	exc = PyObject_CallFunction(native_factory, "iO",
+	                            (int)res->header.status, msg);
+	Py_DECREF(msg);
+	if (exc == NULL)
+		return NULL;
+	PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+	Py_DECREF(exc);
+	return NULL;
+}
+
+/* native_copy_send copies nbytes from src to dst, then sends req in entry
+ * k of r (GIL released). */
+static int native_copy_send(fprep_region *r, unsigned k, fprep_request *req,
+                            fprep_result *res, uint8_t *dst, const void *src,
+                            size_t nbytes)
+{
+	if (nbytes)
+		memmove(dst, src, nbytes);
+	return fprep_region_request(r, k, req, res);
+}
+
+/* Slots.send(frame, ring): sends a whole frame of ring (see above) and
+ * returns its RingResult; None when it took nothing (ring.py's path
+ * then); (slot, ticket, hold) when the slot is taken but the request
+ * must be sent again by ring.py (the registration changed meanwhile, the
+ * connection was lost, the daemon forgot the region). Raises the
+ * request's error (the slot given back) otherwise. */
+static PyObject *Slots_send(PyObject *op, PyObject *const *args,
+                            Py_ssize_t nargs)
+{
+	SlotsObject *self = (SlotsObject *)op;
+	const struct native_np_array *fa;
+	PyObject *frame, *ring, *out = Py_None, *t;
+	PyObject *map, *region, *sock, *limits, *get, *put, *w, *h_;
+	PyTypeObject *tp;
+	HoldObject *hold = NULL;
+	RegionObject *ro;
+	ClientObject *c;
+	unsigned k = 0;
+	uint64_t ticket = 0, gen;
+	unsigned long long base;
+	size_t nbytes = 0;
+	fprep_request req;
+	fprep_result res;
+	char why[256];
+	int ok, err, lost;
+
+	if (nargs != 2) {
+		PyErr_SetString(PyExc_TypeError, "send(frame, ring)");
+		return NULL;
+	}
+	frame = args[0];
+	ring = args[1];
+	if (self->arm_map == NULL || self->closed)
+		Py_RETURN_NONE;
+	if (native_np_load())
+		return NULL;
+	tp = Py_TYPE(frame);
+	fa = (const struct native_np_array *)frame;
+	if (tp == (PyTypeObject *)native_frame_cls) {
+		PyObject *b = fa->base;
+
+		if (b == NULL || Py_TYPE(b) != (PyTypeObject *)Hold_type)
+			Py_RETURN_NONE;
+		hold = (HoldObject *)b;
+		if (hold->slots != op || hold->what != 0 ||
+		    hold->map != self->arm_map || fa->data != hold->ai.data ||
+		    !native_is_frame(self, fa))
+			Py_RETURN_NONE;
+		k = hold->slot;
+		ticket = hold->ticket;
+	} else if (tp == (PyTypeObject *)native_np_api[2] /* ndarray */) {
+		if (!native_is_frame(self, fa))
+			Py_RETURN_NONE;
+		nbytes = 1;
+		for (int i = 0; i < fa->nd; i++)
+			nbytes *= (size_t)fa->dimensions[i];
+	} else {
+		Py_RETURN_NONE;
+	}
+	/* The registration as it is now: what follows may run other threads
+	 * (Python code, the request), whose disarm must not drop it. */
+	map = self->arm_map;
+	region = self->arm_region;
+	sock = self->arm_sock;
+	limits = self->arm_limits;
+	get = self->arm_gate_get;
+	put = self->arm_gate_put;
+	w = self->arm_width;
+	h_ = self->arm_height;
+	base = self->arm_base;
+	gen = self->arm_gen;
+	Py_INCREF(map);
+	Py_INCREF(region);
+	Py_INCREF(sock);
+	Py_INCREF(limits);
+	Py_XINCREF(get);
+	Py_XINCREF(put);
+	Py_INCREF(w);
+	Py_INCREF(h_);
+	ro = (RegionObject *)region;
+	c = (ClientObject *)ro->client;
+	/* The frames' requests were checked against these limits. */
+	t = PyObject_GetAttr(sock, native_limits_name);
+	if (t == NULL)
+		PyErr_Clear();
+	ok = t == limits && ro->r != NULL;
+	Py_XDECREF(t);
+	if (!ok)
+		goto done;
+	if (native_enter(c)) {
+		PyErr_Clear();
+		goto done;
+	}
+	if (fprep__client_conn_lost(c->client) != ro->lost) {
+		native_leave(c); /* the daemon forgot the region */
+		goto done;
+	}
+	if (get != NULL) {
+		t = PyObject_CallNoArgs(get);
+		if (t == NULL) { /* no token at once: ring.py waits */
+			PyErr_Clear();
+			native_leave(c);
+			goto done;
+		}
+		Py_DECREF(t);
+	}
+	pthread_mutex_lock(&self->mtx);
+	if (hold != NULL) {
+		ok = !self->closed && hold->slots == op &&
+		     self->ticket[k] == ticket &&
+		     self->state[k] == SLOT_RESERVED;
+		if (ok) {
+			self->state[k] = SLOT_TAKEN;
+			hold->slots = NULL;
+		}
+	} else {
+		ok = !self->closed && self->count > 0;
+		if (ok)
+			k = native_pop(self, SLOT_TAKEN, &ticket);
+	}
+	pthread_mutex_unlock(&self->mtx);
+	if (hold != NULL && ok)
+		Py_DECREF(op); /* the holder's reference */
+	err = -1;
+	if (ok && k < ro->nprepared && ro->prepared[k].kind != 0) {
+		uint8_t *dst =
+		        (uint8_t *)(uintptr_t)(base + k * self->slot_bytes +
+		                               self->frame_off);
+
+		req = ro->prepared[k];
+		memset(&res, 0, sizeof(res));
+		Py_BEGIN_ALLOW_THREADS err = native_copy_send(
+		        ro->r, k, &req, &res, dst, fa->data, nbytes);
+		Py_END_ALLOW_THREADS
+	}
+	lost = err > 0 && fprep__client_conn_lost(c->client) != ro->lost;
+	if (err > 0)
+		snprintf(why, sizeof(why), "%s",
+		         fprep_client_last_error(c->client));
+	native_leave(c);
+	if (put != NULL) {
+		t = PyObject_CallFunctionObjArgs(put, Py_None, NULL);
+		if (t == NULL)
+			PyErr_WriteUnraisable(put);
+		Py_XDECREF(t);
+	}
+	if (!ok) /* no free slot at once: ring.py waits for one */
+		goto done;
+	/* The slot is taken: it is given back, held by the result, or
+	 * handed to ring.py. */
+	if (err > 0 && err != FPREP_EREGION && !lost) {
+		/* The caller's error (a timeout, a request refused). */
+		if (native_free(self, k, ticket, 0))
+			native_freed(self);
+		out = native_raise(err, why);
+	} else if (err == 0 && self->arm_gen == gen && res.header.status == 0) {
+		out = native_ring_result(self, k, ticket, ring, map, base, w,
+		                         h_, &res);
+	} else if (err == 0 && self->arm_gen == gen &&
+	           res.header.status != FPREP_EREGION) {
+		out = native_status_error(&res);
+		fprep_result_fini(&res);
+		if (native_free(self, k, ticket, 0))
+			native_freed(self);
+	} else {
+		/* Not prepared, the region forgotten or the connection lost,
+		 * or the registration changed during the request (its reply
+		 * is not taken): ring.py sends it again. */
+		if (err == 0)
+			fprep_result_fini(&res);
+		out = Py_BuildValue("(IKO)", k, (unsigned long long)ticket,
+		                    hold != NULL ? (PyObject *)hold : Py_None);
+		if (out == NULL && native_free(self, k, ticket, 0))
+			native_freed(self);
+		self->handed_back++;
+	}
+done:
+	if (out == Py_None)
+		Py_INCREF(out);
+	Py_DECREF(map);
+	Py_DECREF(region);
+	Py_DECREF(sock);
+	Py_DECREF(limits);
+	Py_XDECREF(get);
+	Py_XDECREF(put);
+	Py_DECREF(w);
+	Py_DECREF(h_);
+	return out;
+}
+
+/* timings(result): the daemon's timings of a Result as a Timings
+ * (set_ring_classes), made without its __init__. */
+static PyObject *native_timings(PyObject *self, PyObject *arg)
+{
+	const fprep_reply_header *hd;
+	PyTypeObject *tp = (PyTypeObject *)native_timings_cls;
+	allocfunc alloc;
+	unsigned long v[7];
+	PyObject *out;
+
+	(void)self;
+	if (Py_TYPE(arg) != (PyTypeObject *)Result_type) {
+		PyErr_SetString(PyExc_TypeError, "timings(result): a Result");
+		return NULL;
+	}
+	if (tp == NULL)
+		return native_raise(FPREP_EINVAL, "set_ring_classes first");
+	hd = &((ResultObject *)arg)->res.header;
+	v[0] = hd->t_queue_us;
+	v[1] = hd->t_compute_us;
+	v[2] = hd->t_h2d_us;
+	v[3] = hd->t_kernel_us;
+	v[4] = hd->t_d2h_us;
+	v[5] = hd->t_total_us;
+	v[6] = hd->t_decode_us;
+	alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
+	out = alloc(tp, 0);
+	for (int i = 0; out != NULL && i < 7; i++) {
+		PyObject *x = PyLong_FromUnsignedLong(v[i]);
+
+		if (x == NULL ||
+		    PyObject_GenericSetAttr(out, native_timings_attr[i], x))
+			Py_CLEAR(out);
+		Py_XDECREF(x);
+	}
+	return out;
+}
+
 static PyMethodDef Slots_methods[] = {
         {"layout", Slots_layout, METH_VARARGS,
          "layout(slot_bytes, frame_offset, frame_shape, tensor_shape, "
@@ -2245,12 +2797,33 @@ static PyMethodDef Slots_methods[] = {
          "result_hold(slot, ticket, ring, map, base) -> Hold."},
         {"close", Slots_close, METH_NOARGS, "Hands out no slot any more."},
         {"free", Slots_free, METH_NOARGS, "The free slots, a list."},
+        {"arm", Slots_arm, METH_VARARGS,
+         "arm(map, region, sock, limits, gate, width, height)."},
+        {"disarm", Slots_disarm, METH_NOARGS,
+         "next_frame and send return None until arm()."},
+        {"next_frame", Slots_next_frame, METH_O,
+         "next_frame(ring) -> RingFrame, or None."},
+        {"send", (PyCFunction)(void (*)(void))Slots_send, METH_FASTCALL,
+         "send(frame, ring) -> RingResult, None or (slot, ticket, hold)."},
         {NULL, NULL, 0, NULL}};
+
+static PyObject *Slots_get_handed_back(PyObject *op, void *c)
+{
+	(void)c;
+	return PyLong_FromUnsignedLongLong(((SlotsObject *)op)->handed_back);
+}
+
+static PyGetSetDef Slots_getset[] = {
+        {"armed", Slots_get_armed, NULL, "Whether arm() holds.", NULL},
+        {"handed_back", Slots_get_handed_back, NULL,
+         "How many requests send took a slot for and handed back.", NULL},
+        {NULL, NULL, NULL, NULL, NULL}};
 
 static PyType_Slot Slots_slots[] = {
         {Py_tp_new, Slots_new},
         {Py_tp_dealloc, Slots_dealloc},
         {Py_tp_methods, Slots_methods},
+        {Py_tp_getset, Slots_getset},
         {Py_tp_doc, "Slots(n): a ring's slot table (thread-safe)."},
         {0, NULL}};
 
@@ -2381,6 +2954,10 @@ static PyMethodDef native_functions[] = {
         {"err_name", native_err_name, METH_O, "fprep_err_name."},
         {"cuda_allocation", native_cuda_allocation, METH_O,
          "(base, size, handle, uuid, ordinal) of the allocation at ptr."},
+        {"set_ring_classes", native_set_ring_classes, METH_VARARGS,
+         "set_ring_classes(RingFrame, RingResult, Timings)."},
+        {"timings", native_timings, METH_O,
+         "timings(result) -> the result's Timings."},
         {NULL, NULL, 0, NULL}};
 
 /* The constants of protocol.h and frameprep.h that the package mirrors

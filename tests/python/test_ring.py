@@ -397,3 +397,84 @@ def test_ring_region_dropped_behind_its_back(daemon):
         info = c.info()
         assert (info["regions"], info["doorbells"]) == \
             (before["regions"], before["doorbells"])
+
+
+def test_one_call_path_and_its_fallbacks(daemon):
+    """Once a request succeeded, the ring sends whole frames in one call
+    (armed): reserved frames and arrays of the frame's shape; anything
+    else (a crop, a Fortran-ordered array, a frame of another shape,
+    another ring's frame) goes the step-by-step way, with the same
+    tensors; the result's timings, transform and reply are the reply's;
+    close disarms."""
+    fs = frames(3)
+    with frameprep.Client(daemon.url, timeout=30) as c:
+        want = expected(c, fs, **OPTS)
+        crop = c.preprocess(fs[1][4:40, 8:60], **OPTS).tensor.tobytes()
+        small = c.preprocess(fs[2][:40, :50], **OPTS).tensor.tobytes()
+        with c.ring(slots=2, frame=fs[0].shape, **OPTS) as ring, \
+                c.ring(slots=1, frame=fs[0].shape, **OPTS) as other:
+            assert not ring._slots.armed
+            with ring.preprocess(fs[0]) as r:
+                assert r.tensor.tobytes() == want[0]
+            assert ring._slots.armed
+            for _ in range(3):
+                with ring.preprocess(fs[0]) as r:  # copied in one call
+                    assert r.tensor.tobytes() == want[0]
+                    assert r.timings == frameprep.Timings(*r._res.timings)
+                    assert r.timings.total_us == r.reply.t_total_us
+                    assert (r.transform.src_width,
+                            r.transform.src_height) == (64, 48)
+                with ring.next_frame() as buf:  # in place, in one call
+                    assert type(buf) is frameprep.RingFrame
+                    buf[:] = fs[1]
+                    with ring.preprocess(buf) as r:
+                        assert r.tensor.tobytes() == want[1]
+                with ring.preprocess(np.asfortranarray(fs[2])) as r:
+                    assert r.tensor.tobytes() == want[2]
+                with ring.next_frame() as buf:
+                    buf[:] = fs[1]
+                    with ring.preprocess(buf[4:40, 8:60]) as r:
+                        assert r.tensor.tobytes() == crop
+                with ring.next_frame((40, 50, 3)) as buf:
+                    buf[:] = fs[2][:40, :50]
+                    with ring.preprocess(buf) as r:
+                        assert r.tensor.tobytes() == small
+                with other.next_frame() as buf:  # copied into ring
+                    buf[:] = fs[2]
+                    with ring.preprocess(buf) as r:
+                        assert r.tensor.tobytes() == want[2]
+                    assert buf.base.ring is other  # still other's
+                with pytest.raises(frameprep.InvalidRequestError):
+                    ring.preprocess(fs[0].astype(np.uint16))
+            assert sorted(ring._free) == [0, 1]
+        assert not ring._slots.armed
+
+
+def test_reply_after_a_disarm_is_sent_again(daemon):
+    """A reply that comes back to the one-call path after the ring was
+    disarmed (a re-registration began meanwhile) is not taken: the
+    request goes again the step-by-step way, and the result is its
+    frame's."""
+    big = frames(1, h=1080, w=1920)[0]
+    with frameprep.Client(daemon.url, timeout=30) as c:
+        want = c.preprocess(big, **OPTS).tensor.tobytes()
+        with c.ring(slots=2, frame=big.shape, **OPTS) as ring:
+            for _ in range(100):
+                if not ring._slots.armed:  # disarmed after the request
+                    ring.preprocess(big).release()
+                assert ring._slots.armed
+                got = []
+                t = threading.Thread(
+                    target=lambda: got.append(ring.preprocess(big)))
+                t.start()
+                time.sleep(0.001)
+                ring._slots.disarm()
+                t.join()
+                with got[0] as r:
+                    assert r.tensor.tobytes() == want
+                if ring._slots.handed_back:
+                    break
+            else:
+                pytest.fail("no disarm landed during a request")
+            assert ring._slots.handed_back == 1
+            assert sorted(ring._free) == [0, 1]

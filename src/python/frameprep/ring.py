@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from .client import AsyncClient, Client
 
 _U8 = np.dtype(np.uint8)
-_Timings = _core.Timings
 _set = object.__setattr__
 _new_ring_result = object.__new__
 _PAGE = 4096
@@ -148,7 +147,7 @@ class RingResult(_core.Result):
         """The daemon's timings of the request."""
         tm = self._timings
         if tm is None:
-            tm = _Timings(*self._res.timings)
+            tm = _native_timings(self._res)
             _set(self, "_timings", tm)
         return tm
 
@@ -162,6 +161,12 @@ class RingResult(_core.Result):
 
     def __exit__(self, *exc: object) -> None:
         self._hold.give_back()
+
+
+# What Slots.next_frame and Slots.send make (the ring's whole frames in
+# one call each while the ring's registration is armed: Ring._arm).
+_native.set_ring_classes(RingFrame, RingResult, _core.Timings)
+_native_timings = _native.timings
 
 
 class _Map:
@@ -491,6 +496,9 @@ class Ring(_RingBase):
                     return
                 self._epoch += 1
                 self._recovering = True
+                # Slots.send takes no reply from now on (ring.py sends
+                # its request again), until _send arms the new map.
+                self._slots.disarm()
             try:
                 deadline = time.monotonic() + self._client.timeout
                 while True:
@@ -560,6 +568,11 @@ class Ring(_RingBase):
         :meth:`preprocess`, or give it back with its ``cancel()``. Waits up
         to the client's timeout for a free slot
         (:class:`~frameprep.RequestTimeoutError`)."""
+        if shape is None:
+            # Armed (_arm) with a slot free: in one call.
+            f: RingFrame | None = self._slots.next_frame(self)
+            if f is not None:
+                return f
         k, ticket = self._take(_RESERVED)
         return self._frame_view(k, ticket, shape)
 
@@ -572,6 +585,26 @@ class Ring(_RingBase):
         as :meth:`Client.preprocess`, and
         :class:`~frameprep.LimitExceededError` for a frame larger than a
         slot."""
+        # Armed (_arm), a whole frame (reserved, or an array of the
+        # frame's shape to copy) goes in one call: its result, or None
+        # when it took nothing, or (slot, ticket, holder or None) when it
+        # took the slot but the request must be sent again here.
+        got = self._slots.send(frame, self)
+        if got is None:
+            return self._preprocess(frame)
+        if got.__class__ is not tuple:
+            return got  # type: ignore[no-any-return]
+        k, ticket, hold = got
+        try:
+            src = (None if hold is not None else
+                   _core.check_frame(frame, self._format))
+            return self._send(k, ticket, src, hold, frame)
+        except BaseException:
+            self._release(k, ticket)
+            raise
+
+    def _preprocess(self, frame: np.ndarray[Any, Any]) -> RingResult:
+        """preprocess, step by step."""
         hold = _hold_of(frame)
         if self._claim(hold):
             assert hold is not None
@@ -665,10 +698,34 @@ class Ring(_RingBase):
                     self._recover(epoch)
                     continue
                 _core.checked(res)
+            if not self._slots.armed:
+                self._arm(m, epoch, limits)
             return self._result(m, k, ticket, res, used)
         raise errors.RegionError(
             f"the daemon forgot the ring's region {_ATTEMPTS} times in a "
             f"row")
+
+    def _arm(self, m: _Map, epoch: int, limits: dict[str, Any]) -> None:
+        """Arms the slot table's one-call path (Slots.next_frame and
+        Slots.send) with mapping m, once a request in it succeeded, unless
+        a re-registration began since epoch: the slots' whole-frame
+        requests prepared there and checked against limits (while the
+        client keeps these), the client's cap on requests in flight."""
+        s = self._client._s
+        if not m.slot_srcs or s._limits is not limits:
+            return
+        src = m.slot_srcs[0]
+        if m.checked is not limits:
+            try:
+                self._plan.check(src, limits)
+            except errors.FrameprepError:
+                return
+            m.checked = limits
+        with self._lock:
+            if (self._epoch == epoch and not self._recovering and
+                    not self._closed and self._map is m):
+                self._slots.arm(m, m.region, s, limits, s.gate, src.width,
+                                src.height)
 
     def close(self) -> None:
         """Unregisters the region (best effort). Requests on the ring must
