@@ -388,7 +388,8 @@ def test_batch_is_one_request(client, monkeypatch):
 
 def test_async_crops_and_jpeg(daemon):
     """AsyncClient: crops of a frame that had to be copied (channels
-    reversed: not packed) equal the blocking client's; a JPEG and exact
+    reversed: not packed), and of an AsyncRing frame read in place, equal
+    the blocking client's; a JPEG and exact
     mode go through it too."""
     import asyncio
     img = photo("coffee.png")
@@ -405,10 +406,22 @@ def test_async_crops_and_jpeg(daemon):
                                     scale=1.0, std=255.0)
             return r, j, e
 
+    async def ring_crops():
+        async with frameprep.AsyncClient(daemon.url, timeout=60) as ac:
+            ring = await ac.ring(slots=1, frame=img.shape, size=(8, 8))
+            async with ring:
+                buf = await ring.next_frame()
+                buf[:] = img
+                got = await ac.crops(buf, boxes, size=(64, 64))
+                buf.cancel()
+                return got
+
     r, j, e = asyncio.run(run())
+    in_ring = asyncio.run(ring_crops())
     with frameprep.Client(daemon.url, timeout=60) as c:
         want = c.crops(np.ascontiguousarray(img), boxes, size=(64, 64))
         assert same_bits(r.tensor, want.tensor)
+        assert same_bits(in_ring.tensor, want.tensor)
         assert r.transforms == want.transforms
         assert same_bits(j.tensor, c.preprocess(data, size=(96, 96),
                                                 format="jpeg").tensor)

@@ -526,7 +526,8 @@ class Client(_Connection):
                      vo)
         if res.status:
             _core.checked(res)
-        return _core.new_result(np.asarray(res), res, src.width, src.height)
+        return _core.new_result(_core.tensor_of(res), res, src.width,
+                                src.height)
 
     def preprocess_batch(self, frames: Sequence[Any], out: Any = None,
                          size: Sequence[int] = (640, 640),
@@ -936,11 +937,13 @@ class AsyncClient(_Connection):
                     out: np.ndarray[Any, Any] | None = None
                     ) -> _core.BatchResult:
         """See :meth:`Client.crops` (the request runs on the loop's
-        executor; the frame must not change until it returns)."""
+        executor; the frame must not change until it returns; a frame of
+        an :class:`~frameprep.AsyncRing` of this client is read where it
+        lies; ``out`` numpy only)."""
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
                           std, pad)
         args, src, _ = _crops_args(plan, frame, boxes, format, out,
-                                   await self.limits())
+                                   await self.limits(), self._s)
         loop = asyncio.get_running_loop()
         res = await loop.run_in_executor(
             None, functools.partial(self._s.call, self._s.native.elements,
