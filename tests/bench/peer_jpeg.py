@@ -16,6 +16,11 @@ float32 NCHW tensor in CUDA memory (Ultralytics convention: pad 114, BGR->RGB,
                F.interpolate (bilinear, half-pixel centres as OpenCV) + pad
   nvimgcodec   nvImageCodec's decoder (hardware JPEG engine where the GPU has
                one, else its GPU backend) on a batch, then the same torch ops
+  frameprep    with --frameprep URL: the daemon there, through the frameprep
+               package (Client.preprocess(jpeg, format="jpeg", out=a CUDA
+               tensor of this process): the tensor lands in CUDA memory as
+               the peers' do), one image at a time and with each of
+               --frameprep-threads threads, a Client and a tensor each
 
 For each peer it prints frames/s over --iters frames (batched peers at each
 --batches size) and the p50 of one image alone (batch 1, one thread), and the
@@ -272,6 +277,70 @@ def peer_nvimgcodec(args, torch, F, np, blobs, refs):
            extra=f"{kind} backend; decode vs cv2 max {mx} mean {mean:.3f}")
 
 
+def peer_frameprep(args, torch, np, blobs):
+    """frameprepd at --frameprep through the Python package, the tensor
+    written into this process's CUDA memory (a CUDA region)."""
+    import threading
+    try:
+        import frameprep
+    except ImportError as e:
+        record(args, "frameprep", "missing", extra=str(e))
+        return
+    dw, dh = args.dst
+
+    def open_one():
+        c = frameprep.Client(args.frameprep)
+        out = torch.empty((1, 3, dh, dw), dtype=torch.float32,
+                          device="cuda")
+        c.register_cuda(out)  # the first open, not timed
+        return c, out
+
+    c, out = open_one()
+    for b in blobs:
+        c.preprocess(b, size=(dw, dh), format="jpeg", out=out)
+    lat = []
+    for i in range(200):
+        t0 = time.perf_counter()
+        c.preprocess(blobs[i % len(blobs)], size=(dw, dh), format="jpeg",
+                     out=out)
+        lat.append(time.perf_counter() - t0)
+    record(args, "frameprep", "one image",
+           p50_ms=float(np.percentile(np.asarray(lat[10:]) * 1e3, 50)),
+           extra=f"tensor into CUDA memory, {args.frameprep}")
+    c.release_cuda()
+    c.close()
+    for n in args.frameprep_threads:
+        conns = [open_one() for _ in range(n)]
+        counts = [0] * n
+        stop = threading.Event()
+
+        def work(k):
+            ck, ok = conns[k]
+            i = k
+            while not stop.is_set():
+                ck.preprocess(blobs[i % len(blobs)], size=(dw, dh),
+                              format="jpeg", out=ok)
+                counts[k] += 1
+                i += 1
+
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(n)]
+        for t in ts:
+            t.start()
+        time.sleep(1.0)  # warm-up
+        c0, t0 = sum(counts), time.perf_counter()
+        time.sleep(args.frameprep_seconds)
+        c1, t1 = sum(counts), time.perf_counter()
+        stop.set()
+        for t in ts:
+            t.join()
+        for ck, _ in conns:
+            ck.release_cuda()
+            ck.close()
+        record(args, "frameprep", f"{n} threads",
+               frames_per_s=(c1 - c0) / (t1 - t0),
+               extra="tensor into CUDA memory")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--image-dir", required=True,
@@ -290,14 +359,24 @@ def main():
     ap.add_argument("--iters", type=int, default=512,
                     help="frames per rate measurement")
     ap.add_argument("--peers", default="opencv,torchvision,nvimgcodec",
-                    help="of opencv, opencv_cpu, torchvision, nvimgcodec")
+                    help="of opencv, opencv_cpu, torchvision, nvimgcodec "
+                    "(frameprep: with --frameprep)")
+    ap.add_argument("--frameprep",
+                    help="frameprepd URL: also measure it (peer frameprep)")
+    ap.add_argument("--frameprep-threads", default="16,64",
+                    help="peer frameprep's thread counts (a Client each)")
+    ap.add_argument("--frameprep-seconds", type=float, default=3.0)
     ap.add_argument("--out-dir", default=".")
     ap.add_argument("--json")
     args = ap.parse_args()
     args.size = tuple(int(v) for v in args.size.split("x"))
     args.dst = tuple(int(v) for v in args.dst.split("x"))
     args.batches = [int(v) for v in args.batches.split(",")]
+    args.frameprep_threads = [int(v) for v in
+                              args.frameprep_threads.split(",")]
     peers = args.peers.split(",")
+    if args.frameprep and "frameprep" not in peers:
+        peers.append("frameprep")
     gpu_peers = [p for p in peers if p != "opencv_cpu"]
     try:
         import numpy as np
@@ -337,6 +416,11 @@ def main():
         peer_torchvision(args, torch, F, np, blobs, refs)
     if "nvimgcodec" in gpu_peers:
         peer_nvimgcodec(args, torch, F, np, blobs, refs)
+    if "frameprep" in gpu_peers and args.frameprep:
+        try:
+            peer_frameprep(args, torch, np, blobs)
+        except Exception as e:  # no cuda-python, no daemon: say so
+            record(args, "frameprep", "failed", extra=repr(e))
     return 0
 
 

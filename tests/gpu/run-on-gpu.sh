@@ -402,6 +402,9 @@ PY
 	#  - the peers on the GPU (peer_jpeg.py: nvImageCodec, torchvision,
 	#    OpenCV + .cuda(), where installed; FPREP_JPEG_PEERS, "" for
 	#    none), whose JPEG files the benches then send (the same bytes);
+	#  - the defaults' daemon also through the frameprep package, the
+	#    tensor into the caller's CUDA memory as the peers' (peer
+	#    frameprep of peer_jpeg.py, with the bundle's wheel);
 	#  - a GPU daemon per variant of FPREP_JPEG_VARIANTS (NAME or
 	#    NAME:VAR=VALUE[:VAR=VALUE...]; default: the defaults, calls2
 	#    (FPREP_NVJPEG_CALLS=2), gatecall (FPREP_NVJPEG_GATE=call), helpers8
@@ -420,7 +423,14 @@ PY
 		local workers=${FPREP_JPEG_WORKERS:-16}
 		local peers=${FPREP_JPEG_PEERS-nvimgcodec,torchvision,opencv}
 		local variants=${FPREP_JPEG_VARIANTS:-default calls2:FPREP_NVJPEG_CALLS=2 gatecall:FPREP_NVJPEG_GATE=call helpers8:FPREP_JPEG_CPU_HELPERS=8 helpers12:FPREP_JPEG_CPU_HELPERS=12 b8s16:FPREP_NVJPEG_BATCH=8:FPREP_JPEG_SLOTS=16 cpu:FPREP_NVJPEG=off}
+		local fsite=""
 		rm -f "$logs/peer_jpeg.json" "$logs/peer_jpeg_cpu.json"
+		# The frameprep package (the bundle's wheel), for its peer line.
+		if ls "$here"/whl/*.whl >/dev/null 2>&1; then
+			fsite=$(mktemp -d)
+			python3 -m pip install -q --no-index --no-deps --target "$fsite" "$here"/whl/*.whl ||
+				fsite=""
+		fi
 		if [ -n "$peers" ]; then
 			echo "--- peers: $peers"
 			python3 "$here/peers/peer_jpeg.py" --image-dir "$here/images" --peers "$peers" \
@@ -449,6 +459,14 @@ PY
 			# _lone: the frames decoded with nothing else in the lane).
 			"$here/bin/frameprep" info --socket "$ju" | grep -E '^jpeg_(frames|timing|timing_lone):' |
 				tee "$logs/jpeg_info_$name.txt"
+			# The defaults again through the Python package, the tensor
+			# into the caller's CUDA memory (as the peers' lands).
+			if [ "$name" = default ] && [ -n "$fsite" ]; then
+				PYTHONPATH=$fsite${PYTHONPATH:+:$PYTHONPATH} python3 "$here/peers/peer_jpeg.py" \
+					--image-dir "$here/images" --peers frameprep --frameprep "$ju" \
+					--out-dir "$logs/peer_jpeg_fp" --json "$logs/peer_jpeg.json" ||
+					echo "peer_jpeg.py frameprep: exit $?"
+			fi
 			kill -TERM $jp; wait $jp || rc=1
 		done
 		# The CPU backend against OpenCV on as many CPU threads.
@@ -468,6 +486,7 @@ PY
 			>"$logs/b1080_jpeg_cpubackend.txt" 2>&1 || rc=1
 		sed -n '/^load  *frames/,/^$/p' "$logs/b1080_jpeg_cpubackend.txt"
 		kill -TERM $jp; wait $jp || rc=1
+		[ -z "$fsite" ] || rm -rf "$fsite"
 		python3 - "$logs" "$cs" $variants <<'PY' || rc=1
 import json, os, re, sys
 logs, cs, variants = sys.argv[1], [int(c) for c in sys.argv[2].split(",")], sys.argv[3:]
@@ -505,7 +524,9 @@ for v in variants:
     print(f"| {name} | {c1.get('p50', float('nan')) / 1e3:.2f} | {c1.get('p99', float('nan')) / 1e3:.2f} | " +
           " | ".join(f"{f:.0f}" for f in fps) +
           f" | {field('jpeg_timing', 'mean_batch'):.2f} | {lone} |")
-gpu = [p for p in peer_lines("peer_jpeg.json") if p["peer"] in ("nvimgcodec", "torchvision", "opencv")]
+lines = peer_lines("peer_jpeg.json")
+gpu = [p for p in lines if p["peer"] in ("nvimgcodec", "torchvision", "opencv")]
+fp = [p for p in lines if p["peer"] == "frameprep"]
 rates = [(p["frames_per_s"], f'{p["peer"]} {p["what"]}') for p in gpu if p["frames_per_s"]]
 p50s = [(p["p50_ms"], p["peer"]) for p in gpu if p["p50_ms"]]
 if rates and p50s and "default" in best:
@@ -518,6 +539,13 @@ if rates and p50s and "default" in best:
     for name, (f, l) in best.items():
         if name != "default":
             print(f"  {name}: {f / pf:.2f}x, c=1 {l / pl:.2f}x")
+    for p in fp:
+        if p["frames_per_s"]:
+            print(f"  frameprep package, tensor into CUDA memory, {p['what']}: "
+                  f"{p['frames_per_s']:.0f} frames/s = {p['frames_per_s'] / pf:.2f}x")
+        elif p["p50_ms"]:
+            print(f"  frameprep package, tensor into CUDA memory, one image: "
+                  f"p50 {p['p50_ms']:.2f} ms = {p['p50_ms'] / pl:.2f}x")
 else:
     print("\nno GPU peer figures (peer_jpeg.py: torch, torchvision, nvImageCodec there?)")
 cpu = [p for p in peer_lines("peer_jpeg_cpu.json") if p["peer"] == "opencv_cpu" and p["frames_per_s"]]
