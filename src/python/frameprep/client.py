@@ -706,7 +706,10 @@ class Client(_Connection):
                 reserved (crops do not hand its slot on): crop it as
                 often as needed, then ``buf.cancel()`` (or send it with
                 ``ring.preprocess(buf)``); don't write it while a
-                request reads it.
+                request reads it. A ring kept for crops alone may give
+                its slots' own tensor a token size:
+                ``client.ring(slots=2, frame=(1080, 1920, 3), size=(8, 8),
+                dtype="uint8")``.
         boxes   an (N, 4) array-like of x, y, w, h in source pixels
                 (floats; the sub-image [x, x + w) x [y, y + h)), or a
                 sequence whose items are each such a box or
