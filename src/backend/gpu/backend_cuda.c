@@ -2283,12 +2283,13 @@ static unsigned cuda_helper_take(cuda_backend *cb, cuda_slot **ss)
 
 /* cuda_decoder_gathers tells whether decoder d, its batch not empty and
  * nothing more to take now, waits for more rather than decode it: with
- * the engine, while calls_max decoders are in it and the batch is not
- * full, for gather_ns at most since its first frame (so an idle engine
- * is called at once: a lone frame never waits). With cb->mu held. */
+ * frames for the engine, while calls_max decoders are in it and the batch
+ * is not full, for gather_ns at most since its first frame (so an idle
+ * engine is called at once: a lone frame never waits). With cb->mu
+ * held. */
 static int cuda_decoder_gathers(const cuda_backend *cb, const cuda_decoder *d)
 {
-	return d->nvjd != NULL && d->n + d->nc < cb->jpeg_batch &&
+	return d->nvjd != NULL && d->n > 0 && d->n + d->nc < cb->jpeg_batch &&
 	       cb->engine_calls >= cb->calls_max && !cb->decoders_stop &&
 	       cuda_now_ns() - d->first_ns < cb->gather_ns;
 }
