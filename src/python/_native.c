@@ -2781,6 +2781,84 @@ static PyObject *native_timings(PyObject *self, PyObject *arg)
 	return out;
 }
 
+/* address(array): the address of a numpy array's first byte, as
+ * array.__array_interface__["data"][0] (without the dict). */
+static PyObject *native_address(PyObject *self, PyObject *arg)
+{
+	(void)self;
+	if (native_np_load())
+		return NULL;
+	if (!PyObject_TypeCheck(arg, (PyTypeObject *)native_np_api[2])) {
+		PyErr_SetString(PyExc_TypeError, "address(array): an ndarray");
+		return NULL;
+	}
+	return PyLong_FromUnsignedLongLong(
+	        (uintptr_t)((const struct native_np_array *)arg)->data);
+}
+
+/* tensor(result): a writable numpy array over the tensor in a Result's
+ * payload (as numpy.asarray(result) through its __array_interface__),
+ * made in one step; the result is its base. */
+static PyObject *native_tensor(PyObject *self, PyObject *arg)
+{
+	const fprep_result *res;
+	const fprep_reply_header *h;
+	Py_intptr_t shape[4];
+	int type_num, size, flags = 0x400; /* NPY_ARRAY_WRITEABLE */
+	uint64_t xfs;
+	PyObject *a;
+
+	(void)self;
+	if (Py_TYPE(arg) != (PyTypeObject *)Result_type) {
+		PyErr_SetString(PyExc_TypeError, "tensor(result): a Result");
+		return NULL;
+	}
+	if (native_np_load())
+		return NULL;
+	res = &((ResultObject *)arg)->res;
+	h = &res->header;
+	switch (h->dtype) {
+	case FPREP_DTYPE_F32:
+		type_num = 11, size = 4; /* NPY_FLOAT */
+		break;
+	case FPREP_DTYPE_F16:
+		type_num = 23, size = 2; /* NPY_HALF */
+		break;
+	case FPREP_DTYPE_U8:
+		type_num = 2, size = 1; /* NPY_UBYTE */
+		break;
+	default:
+		type_num = -1, size = 0;
+	}
+	/* A ROIS or BATCH reply's payload is the tensor, then N transform
+	 * records. */
+	xfs = h->kind == FPREP_KIND_ROIS || h->kind == FPREP_KIND_BATCH
+	              ? (uint64_t)h->shape[0] * FPREP_ELEMENT_XF_SIZE
+	              : 0;
+	if (type_num < 0 || h->ndim < 1 || h->ndim > 4 ||
+	    res->payload == NULL || res->payload_size != h->tensor_size + xfs) {
+		PyErr_SetString(PyExc_AttributeError,
+		                "the reply carries no tensor");
+		return NULL;
+	}
+	for (unsigned i = 0; i < h->ndim; i++)
+		shape[i] = h->shape[i];
+	if ((uintptr_t)res->payload % (unsigned)size == 0)
+		flags |= 0x100; /* NPY_ARRAY_ALIGNED */
+	a = ((native_np_new_fn)native_np_api[93])(
+	        (PyTypeObject *)native_np_api[2], (int)h->ndim, shape, type_num,
+	        NULL, (void *)(uintptr_t)res->payload, size,
+	        flags | 0x1 /* C order */, NULL);
+	if (a == NULL)
+		return NULL;
+	Py_INCREF(arg);
+	if (((native_np_set_base_fn)native_np_api[282])(a, arg) < 0) {
+		Py_DECREF(a);
+		return NULL;
+	}
+	return a;
+}
+
 static PyMethodDef Slots_methods[] = {
         {"layout", Slots_layout, METH_VARARGS,
          "layout(slot_bytes, frame_offset, frame_shape, tensor_shape, "
@@ -2958,6 +3036,10 @@ static PyMethodDef native_functions[] = {
          "set_ring_classes(RingFrame, RingResult, Timings)."},
         {"timings", native_timings, METH_O,
          "timings(result) -> the result's Timings."},
+        {"address", native_address, METH_O,
+         "address(array) -> the address of its first byte."},
+        {"tensor", native_tensor, METH_O,
+         "tensor(result) -> a numpy array over its tensor."},
         {NULL, NULL, 0, NULL}};
 
 /* The constants of protocol.h and frameprep.h that the package mirrors

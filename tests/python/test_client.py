@@ -214,6 +214,33 @@ def test_simple_call_is_staged_and_not_copied(client, daemon):
     assert t.tobytes() == inline.tobytes(), "the array holds its stage"
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "uint8"])
+def test_tensor_and_timings_made_in_c(client, dtype):
+    """A result's tensor (_native.tensor) is the array that numpy makes
+    from the reply's __array_interface__, writable, C-ordered and holding
+    the reply; its timings (_native.timings) are the reply's; an array's
+    address (_native.address) is its interface's, views and crops too."""
+    from frameprep import _native
+    rng = np.random.default_rng(6)
+    f = rng.integers(0, 256, (90, 130, 3), np.uint8)
+    r = client.preprocess(f, size=(48, 40), dtype=dtype, layout="nhwc")
+    want = np.asarray(r._res)
+    t = r.tensor
+    assert (t.dtype, t.shape, t.strides) == (want.dtype, want.shape,
+                                             want.strides)
+    assert t.__array_interface__["data"] == want.__array_interface__["data"]
+    assert t.flags.writeable and t.flags.c_contiguous and t.flags.aligned
+    assert t.base is r._res and t.tobytes() == want.tobytes()
+    assert r.timings == frameprep.Timings(*r._res.timings)
+    assert r.timings.total_us == r.reply.t_total_us
+    for a in (f, f[3:50, 7:90], f[:, ::-1], f.T, np.zeros(0, np.uint8)):
+        assert _core.address_of(a) == a.__array_interface__["data"][0]
+    with pytest.raises(TypeError):
+        _native.address(b"not an array")
+    with pytest.raises(TypeError):
+        _native.tensor(want)
+
+
 def test_crop_is_sent_with_its_stride(client):
     big = photo("astronaut.png")
     crop = big[37:401, 51:333]

@@ -308,7 +308,10 @@ def check_frame(frame: Any, format: FormatName | str | None = None) -> Source:
 
 def address_of(a: np.ndarray[Any, Any]) -> int:
     """The address of an array's first byte."""
-    return int(a.__array_interface__["data"][0])
+    return _native_address(a)
+
+
+_native_address = _native.address
 
 
 def _over(field: str, value: int, key: str, bound: int) -> str:
@@ -523,7 +526,9 @@ class Result:
         """The daemon's timings of the request."""
         tm = self._timings
         if tm is None:
-            tm = Timings(*self._res.timings)
+            res = self._res
+            tm = (_native.timings(res) if type(res) is _NativeResult else
+                  Timings(*res.timings))
             object.__setattr__(self, "_timings", tm)
         return tm
 
@@ -577,7 +582,12 @@ def checked(res: Any) -> Any:
 def tensor_of(res: Any) -> np.ndarray[Any, Any]:
     """The reply's tensor: a writable numpy view of the memory res owns
     (res stays alive while the array does)."""
+    if type(res) is _NativeResult:
+        return _native.tensor(res)
     return np.asarray(res)
+
+
+_NativeResult = _native.Result
 
 
 _native.set_error_factory(errors.error_for_status)

@@ -526,7 +526,8 @@ class Client(_Connection):
                      vo)
         if res.status:
             _core.checked(res)
-        return _core.new_result(np.asarray(res), res, src.width, src.height)
+        return _core.new_result(_core.tensor_of(res), res, src.width,
+                                src.height)
 
     def preprocess_batch(self, frames: Sequence[Any], out: Any = None,
                          size: Sequence[int] = (640, 640),
