@@ -384,8 +384,11 @@ typedef struct cuda_backend {
 	                          default), or until it returns
 	                          (FPREP_NVJPEG_GATE=call) */
 	uint64_t gather_ns; /* FPREP_NVJPEG_GATHER_US: cuda_decoder_gathers */
-	unsigned help_min;  /* queued frames beyond which helpers take one
-	                       (FPREP_JPEG_HELP_MIN) */
+	unsigned help_min;  /* frames waiting for the engine beyond which
+	                       helpers take one (FPREP_JPEG_HELP_MIN) */
+	unsigned helpers_idle;  /* helpers waiting on cv_help (cb->mu) */
+	unsigned gathered;      /* frames in the engine decoders' batches, not
+	                           yet in the engine (cb->mu) */
 	pthread_cond_t cv_help; /* helpers: the queue grew, or decoders_stop */
 	int decoders_stop;
 	cuda_jpeg_stats jstats;
@@ -1864,12 +1867,14 @@ static unsigned cuda_queued(const cuda_backend *cb)
 }
 
 /* cuda_helped tells whether the lane's CPU helpers take frames now: the
- * engine is busy (calls_max decoders in it) and more than help_min frames
- * wait. With cb->mu held. */
+ * engine is busy (calls_max decoders in it), frames are queued, and more
+ * than help_min wait for the engine (queued, or in a batch being
+ * gathered). With cb->mu held. */
 static int cuda_helped(const cuda_backend *cb)
 {
 	return cb->helpers > 0 && cb->engine_calls >= cb->calls_max &&
-	       cuda_queued(cb) > cb->help_min;
+	       cb->decode_q.head != NULL &&
+	       cuda_queued(cb) + cb->gathered > cb->help_min;
 }
 
 /* cuda_jpeg_start gives slot s, whose job is a JPEG frame, to the
@@ -1903,6 +1908,7 @@ typedef struct cuda_decoder {
 	fprep_request raw[FPREP__NVJPEG_BATCH_MAX];
 	uint64_t t0[FPREP__NVJPEG_BATCH_MAX];
 	unsigned n, nc;    /* in eng, in cpu */
+	unsigned taken;    /* frames taken for it (counted in cb->gathered) */
 	uint8_t order;     /* the batch's channel order (n + nc > 0) */
 	uint64_t first_ns; /* when its first frame was taken */
 } cuda_decoder;
@@ -2281,6 +2287,22 @@ static unsigned cuda_helper_take(cuda_backend *cb, cuda_slot **ss)
 	return 1;
 }
 
+/* cuda_decoder_room: how many frames decoder d takes now, its batch
+ * holding up to cap: while the engine is busy and CPU helpers idle, a
+ * batch of help_min frames leaves the rest of the queue to the helpers
+ * (cuda_helped), so that they decode what the engine's next batch would
+ * not. With cb->mu held. */
+static unsigned cuda_decoder_room(const cuda_backend *cb, const cuda_decoder *d,
+                                  unsigned cap)
+{
+	unsigned have = d->n + d->nc;
+
+	if (d->nvjd != NULL && cb->helpers_idle > 0 &&
+	    cb->engine_calls >= cb->calls_max && have >= cb->help_min)
+		return 0;
+	return cap - have;
+}
+
 /* cuda_decoder_gathers tells whether decoder d, its batch not empty and
  * nothing more to take now, waits for more rather than decode it: with
  * frames for the engine, while calls_max decoders are in it and the batch
@@ -2324,7 +2346,8 @@ static void *cuda_decoder_main(void *arg)
 		unsigned have = d.n + d.nc, m;
 
 		m = helper ? (have == 0 ? cuda_helper_take(cb, ss) : 0)
-		           : cuda_decoder_take(cb, &d, ss, cap - have);
+		           : cuda_decoder_take(cb, &d, ss,
+		                               cuda_decoder_room(cb, &d, cap));
 		if (m > 0) {
 			/* A frame alone: nothing else in the lane (INFO
 			 * jpeg_timing_lone: what a request at c=1 spends
@@ -2336,8 +2359,12 @@ static void *cuda_decoder_main(void *arg)
 				d.order = ss[0]->job->req.channel_order;
 				d.first_ns = cuda_now_ns();
 			}
+			if (d.nvjd != NULL) {
+				d.taken += m;
+				cb->gathered += m;
+			}
 			/* More than this batch holds: another decoder. */
-			if (!helper && m == cap - have &&
+			if (!helper && have + m == cap &&
 			    cb->decode_q.head != NULL)
 				pthread_cond_signal(&cb->cv_decode);
 			pthread_mutex_unlock(&cb->mu);
@@ -2349,6 +2376,10 @@ static void *cuda_decoder_main(void *arg)
 			}
 			cuda_decoder_check(cb, &d, ss, m);
 			pthread_mutex_lock(&cb->mu);
+			if (d.n + d.nc == 0) { /* every frame refused */
+				cb->gathered -= d.taken;
+				d.taken = 0;
+			}
 			continue;
 		}
 		if (d.n + d.nc > 0 && cuda_decoder_gathers(cb, &d)) {
@@ -2362,6 +2393,8 @@ static void *cuda_decoder_main(void *arg)
 			cuda_slot *first = d.n > 0 ? d.eng[0] : d.cpu[0];
 
 			cb->engine_calls += (unsigned)engaged;
+			cb->gathered -= d.taken;
+			d.taken = 0;
 			may_poll = !helper;
 			pthread_mutex_unlock(&cb->mu);
 			CUDA_JSTAT(cb, first, gather_ns,
@@ -2372,9 +2405,11 @@ static void *cuda_decoder_main(void *arg)
 		}
 		if (cb->decoders_stop)
 			break;
-		if (helper)
+		if (helper) {
+			cb->helpers_idle++;
 			pthread_cond_wait(&cb->cv_help, &cb->mu);
-		else if (may_poll && cb->spin_ns > 0 && !cb->decoder_polling)
+			cb->helpers_idle--;
+		} else if (may_poll && cb->spin_ns > 0 && !cb->decoder_polling)
 			cuda_decoder_poll(cb);
 		else
 			pthread_cond_wait(&cb->cv_decode, &cb->mu);
