@@ -2383,6 +2383,10 @@ static void *cuda_decoder_main(void *arg)
 			continue;
 		}
 		if (d.n + d.nc > 0 && cuda_decoder_gathers(cb, &d)) {
+			/* What this batch leaves queued (cuda_decoder_room)
+			 * is the helpers'. */
+			if (cuda_helped(cb))
+				pthread_cond_signal(&cb->cv_help);
 			cuda_timedwait(&cb->cv_decode, &cb->mu,
 			               d.first_ns + cb->gather_ns);
 			continue;
