@@ -408,8 +408,9 @@ PY
 	#  - a GPU daemon per variant of FPREP_JPEG_VARIANTS (NAME or
 	#    NAME:VAR=VALUE[:VAR=VALUE...]; default: the defaults, calls2
 	#    (FPREP_NVJPEG_CALLS=2), gatecall (FPREP_NVJPEG_GATE=call), helpers8
-	#    and helpers12 (8 and 12 CPU helpers), b8s16 (batches of 8, 16 JPEG slots: near the
-	#    previous lane), cpu (FPREP_NVJPEG=off: the lane's CPU decoders)),
+	#    and helpers12 (8 and 12 CPU helpers), b8s16 (batches of 8, 16
+	#    JPEG slots: near the previous lane), cpu (FPREP_NVJPEG=off: the
+	#    lane's CPU decoders)),
 	#    frameprep-bench at c=FPREP_JPEG_C (1,16,32,64,128), then INFO's
 	#    jpeg lines (jpeg_timing_lone: what a frame alone spent where);
 	#  - the CPU backend (--device cpu --workers FPREP_JPEG_WORKERS, 16)
