@@ -23,6 +23,15 @@ When the daemon restarts (its connection closes: the region and the
 doorbell went with it), the ring makes a new region of the same layout,
 registers it and sends the requests again there; a reply that may stem
 from the region before is never accepted.
+
+Whole frames go in one call: once a request of a :class:`Ring`
+succeeded, its slot table (``_native.Slots``) is armed with that
+registration, and ``Slots.next_frame`` and ``Slots.send`` do in C what
+the Python steps here do for a reserved whole frame or an array of the
+frame's shape (take the slot, copy, send the slot's prepared request,
+make the result). Whatever else, or anything unusual on the way (no free
+slot or in-flight token at once, a lost connection, a re-registration
+begun meanwhile: ``_recover`` disarms), goes through the Python steps.
 """
 
 from __future__ import annotations
