@@ -17,8 +17,9 @@ thread per stream, as ``frameprep-bench`` does), it runs
 letterbox), and prints frames/s, p50 latency, the client-side cost
 (mean latency minus the daemon's own t_total: what the client and the
 transport add) and the client's CPU time per frame (Python: this
-process's time over the frames it sent; C: frameprep-bench's rusage over
-the frames it sent, its start-up included, which a short run inflates).
+process's time over the frames it sent, its set-up before the first one
+not counted; C: frameprep-bench's rusage over the frames it sent, less
+its start-up, measured once per point by a run of one request).
 The shm and door paths write the frame into the slot once and then send
 the slot as it lies, as ``frameprep-bench --shm both`` does; they and
 copy wait for the reply in the slot (``--shm-reply``) where the platform
@@ -130,18 +131,19 @@ def _python_run(url: str, frame: np.ndarray[Any, Any], size: tuple[int, int],
             "cpu": cpu / max(1, sum(sent)) * 1e6}
 
 
-def _c_run(bench: str, url: str, frame_wh: tuple[int, int],
-           size: tuple[int, int], path: str, streams: int, duration: float,
-           warmup: float) -> dict[str, float]:
-    """The same load with frameprep-bench; its CPU time per frame is the
-    child's (getrusage) over every frame it sent, warm-up included."""
+def _c_bench(bench: str, url: str, frame_wh: tuple[int, int],
+            size: tuple[int, int], path: str, streams: int,
+            load: list[str]) -> tuple[dict[str, Any], float, int]:
+    """Runs frameprep-bench with load's options (a duration or a count);
+    returns its run's JSON, its CPU seconds (the child's getrusage) and
+    the frames it sent, warm-up included."""
     shm = path != "inline"
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryDirectory() as tmp:
         out = f"{tmp}/bench.json"
         subprocess.run(
-            [bench, "-u", url, "-c", str(streams), "-d", str(duration),
-             "-w", str(warmup), "--synthetic", "%dx%d" % frame_wh,
+            [bench, "-u", url, "-c", str(streams), *load,
+             "--synthetic", "%dx%d" % frame_wh,
              "-s", "%dx%d" % size, "--shm", "both" if shm else "none",
              *(["--shm-reply"] if shm else []),
              *(["--doorbell"] if path == "door" else []),
@@ -151,11 +153,34 @@ def _c_run(bench: str, url: str, frame_wh: tuple[int, int],
             run = json.load(f)["runs"][0]
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-    server = run["server_us"]
     frames = int(run.get("sent", 0)) + int(run.get("warmup_sent", 0))
+    return run, cpu, frames
+
+
+def _c_fixed(bench: str, url: str, frame_wh: tuple[int, int],
+             size: tuple[int, int], path: str,
+             streams: int) -> tuple[float, int]:
+    """frameprep-bench's CPU seconds for one request (its start-up: the
+    frame made, the connections and regions opened) and the frames it
+    sent, which _c_run takes off."""
+    _, cpu, frames = _c_bench(bench, url, frame_wh, size, path, streams,
+                              ["-n", "1", "-w", "0"])
+    return cpu, frames
+
+
+def _c_run(bench: str, url: str, frame_wh: tuple[int, int],
+           size: tuple[int, int], path: str, streams: int, duration: float,
+           warmup: float, fixed: tuple[float, int]) -> dict[str, float]:
+    """The same load with frameprep-bench; its CPU time per frame is the
+    child's (getrusage) over every frame it sent, warm-up included, less
+    the start-up that fixed measured (a run of one request)."""
+    run, cpu, frames = _c_bench(bench, url, frame_wh, size, path, streams,
+                                ["-d", str(duration), "-w", str(warmup)])
+    server = run["server_us"]
     return {"fps": run["frames_per_s"], "p50": run["latency_us"]["p50"],
             "cost": run["latency_us"]["mean"] - server["total"],
-            "cpu": cpu / max(1, frames) * 1e6}
+            "cpu": max(0.0, cpu - fixed[0]) /
+            max(1, frames - fixed[1]) * 1e6}
 
 
 def _median(runs: list[dict[str, float]]) -> dict[str, float]:
@@ -214,11 +239,14 @@ def main(argv: list[str] | None = None) -> int:
         for streams in (int(v) for v in args.concurrency.split(",")):
             c_runs: list[dict[str, float]] = []
             py_runs: list[dict[str, float]] = []
+            fixed = (_c_fixed(args.c_bench, url, (fw, fh), size, path,
+                              streams)
+                     if args.c_bench and path != "copy" else (0.0, 0))
             for _ in range(args.repeat):
                 if args.c_bench and path != "copy":
                     c_runs.append(_c_run(args.c_bench, url, (fw, fh), size,
                                          path, streams, args.duration,
-                                         args.warmup))
+                                         args.warmup, fixed))
                 py_runs.append(_python_run(url, frame, size, path, streams,
                                            args.duration, args.warmup))
             c_res = _median(c_runs) if c_runs else None
