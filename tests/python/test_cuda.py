@@ -268,6 +268,32 @@ def test_batch_into_cuda_is_one_request(gpu_daemon, daemon, monkeypatch):
         client.release_cuda()
 
 
+def test_jpeg_into_cuda(gpu_daemon, daemon):
+    """A JPEG's bytes with a CUDA out: the daemon decodes the file and
+    writes the tensor into the caller's CUDA memory; equal to the CPU
+    daemon's tensor of the same bytes (libjpeg-turbo) within 2 levels
+    where the JPEG engine decodes, the decoded size in the result."""
+    import cv2
+    torch = _torch_cuda()
+    img = _photo()
+    ok, jpg = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 90])
+    assert ok
+    data = jpg.tobytes()
+    with frameprep.Client(daemon.url) as ref_client:
+        want = ref_client.preprocess(data, format="jpeg", size=(320, 320))
+    out = torch.full((1, 3, 320, 320), float("nan"), device="cuda")
+    with frameprep.Client(gpu_daemon.url) as client:
+        r = client.preprocess(data, format="jpeg", size=(320, 320), out=out)
+        assert r.reply.output_loc == 2
+        assert r.decoded_size == (img.shape[1], img.shape[0])
+        assert r.decoded_size == want.decoded_size
+        got = out.cpu().numpy()
+        assert not np.isnan(got).any()
+        np.testing.assert_allclose(got, want.tensor, rtol=0,
+                                   atol=2.0001 / 255)
+        client.release_cuda()
+
+
 def test_cuda_frame_in(gpu_daemon, daemon):
     torch = _torch_cuda()
     img = _photo()

@@ -797,7 +797,7 @@ class Client(_Connection):
         regions = self._cuda_regions()
         req = plan.opts.request()
         payload: Any = b""
-        if isinstance(frame, np.ndarray):
+        if not _is_cuda(frame):  # numpy, or a JPEG's bytes
             src = _core.check_frame(frame, format)
             payload = src.bytes_view()
         else:
