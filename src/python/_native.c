@@ -907,13 +907,84 @@ static PyObject *Client_request(PyObject *op, PyObject *args)
 	return native_result_new(&res);
 }
 
+/* native_list_elements reads a list of (type, resize, v0, .., v5, offset)
+ * tuples into elements, calloc'ed (the caller frees them), and their count
+ * into *n. NULL with an exception set: an item of another shape, or a
+ * count out of 1..FPREP_ELEMENTS_MAX. */
+static fprep_element *native_list_elements(PyObject *list, Py_ssize_t *n)
+{
+	fprep_element *els;
+
+	*n = PyList_Size(list);
+	if (*n < 1 || *n > FPREP_ELEMENTS_MAX) {
+		PyErr_Format(PyExc_ValueError, "%zd elements: 1..%d allowed",
+		             *n, FPREP_ELEMENTS_MAX);
+		return NULL;
+	}
+	if ((els = calloc((size_t)*n, sizeof(*els))) == NULL)
+		return (fprep_element *)PyErr_NoMemory();
+	for (Py_ssize_t k = 0; k < *n; k++) {
+		fprep_element *e = &els[k];
+		unsigned long long off = 0;
+
+		if (!PyArg_ParseTuple(
+		            PyList_GetItem(list, k),
+		            "bbffffffK;an "
+		            "element is (type, resize, v0..v5, offset)",
+		            &e->type, &e->resize, &e->v[0], &e->v[1], &e->v[2],
+		            &e->v[3], &e->v[4], &e->v[5], &off)) {
+			free(els);
+			return NULL;
+		}
+		e->offset = off;
+	}
+	return els;
+}
+
+/* native_box_elements reads boxes (bytes of N x 4 native float32: x, y,
+ * w, h) into N BOX elements of resize 0, calloc'ed (the caller frees
+ * them), and their count into *n. NULL with an exception set: not bytes,
+ * a length not a multiple of 16, or N out of 1..FPREP_ELEMENTS_MAX. */
+static fprep_element *native_box_elements(PyObject *boxes, Py_ssize_t *n)
+{
+	fprep_element *els;
+	char *buf;
+	Py_ssize_t len;
+
+	if (!PyBytes_Check(boxes)) {
+		PyErr_SetString(PyExc_TypeError,
+		                "elements: a list of tuples or bytes of N x 4 "
+		                "float32");
+		return NULL;
+	}
+	if (PyBytes_AsStringAndSize(boxes, &buf, &len))
+		return NULL;
+	*n = len / 16;
+	if (len % 16 != 0 || *n < 1 || *n > FPREP_ELEMENTS_MAX) {
+		PyErr_Format(PyExc_ValueError,
+		             "boxes of %zd bytes: 1..%d boxes of 16 bytes "
+		             "allowed",
+		             len, FPREP_ELEMENTS_MAX);
+		return NULL;
+	}
+	if ((els = calloc((size_t)*n, sizeof(*els))) == NULL)
+		return (fprep_element *)PyErr_NoMemory();
+	for (Py_ssize_t k = 0; k < *n; k++) {
+		els[k].type = FPREP_ELEM_BOX;
+		memcpy(els[k].v, buf + k * 16, 16);
+	}
+	return els;
+}
+
 /* Client.elements(request, elements, addr, span, format, width, height,
  * stride, uv_stride, u_offset, v_offset, in_loc=0, in_region=0,
  * in_offset=0, out_loc=0, out_region=0, out_offset=0, out_capacity=0):
  * one ROIS or BATCH request (fprep_client_elements) of the request's
  * options (its kind ROIS or BATCH) for the source at addr (one frame of
  * span bytes; for BATCH frame k at addr + elements[k]'s offset); elements
- * a list of (type, resize, v0, .., v5, offset) tuples (fprep_element).
+ * a list of (type, resize, v0, .., v5, offset) tuples (fprep_element), or
+ * bytes of N x 4 native float32 (x, y, w, h): N BOX elements of resize 0,
+ * read with no tuple made per box.
  * in_loc INLINE (0) sends the bytes at addr; SHM or CUDA names the source
  * where it lies, (in_region, in_offset), and addr is ignored. out_loc
  * INLINE (0) returns the tensor in the reply; SHM or CUDA has the daemon
@@ -935,35 +1006,15 @@ static PyObject *Client_elements(PyObject *op, PyObject *args)
 	Py_ssize_t n;
 	int err;
 
-	if (!PyArg_ParseTuple(args, "O!O!" NATIVE_SRC_FMT "|bIKbIKK",
-	                      Request_type, &tmpl, &PyList_Type, &list,
-	                      NATIVE_SRC_ARGS(s), &in_loc, &in_region, &in_off,
-	                      &out_loc, &out_region, &out_off, &out_cap))
+	if (!PyArg_ParseTuple(args, "O!O" NATIVE_SRC_FMT "|bIKbIKK",
+	                      Request_type, &tmpl, &list, NATIVE_SRC_ARGS(s),
+	                      &in_loc, &in_region, &in_off, &out_loc,
+	                      &out_region, &out_off, &out_cap))
 		return NULL;
-	n = PyList_Size(list);
-	if (n < 1 || n > FPREP_ELEMENTS_MAX) {
-		PyErr_Format(PyExc_ValueError, "%zd elements: 1..%d allowed", n,
-		             FPREP_ELEMENTS_MAX);
-		return NULL;
-	}
-	els = calloc((size_t)n, sizeof(*els));
+	els = PyList_Check(list) ? native_list_elements(list, &n)
+	                         : native_box_elements(list, &n);
 	if (els == NULL)
-		return PyErr_NoMemory();
-	for (Py_ssize_t k = 0; k < n; k++) {
-		fprep_element *e = &els[k];
-		unsigned long long off = 0;
-
-		if (!PyArg_ParseTuple(
-		            PyList_GetItem(list, k),
-		            "bbffffffK;an "
-		            "element is (type, resize, v0..v5, offset)",
-		            &e->type, &e->resize, &e->v[0], &e->v[1], &e->v[2],
-		            &e->v[3], &e->v[4], &e->v[5], &off)) {
-			free(els);
-			return NULL;
-		}
-		e->offset = off;
-	}
+		return NULL;
 	req = ((RequestObject *)tmpl)->req;
 	native_set_source(&req, &s);
 	req.input_loc = in_loc;

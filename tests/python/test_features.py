@@ -239,6 +239,61 @@ def test_bad_box_refused_with_its_index(client):
         (1, 3, 8, 8)
 
 
+class _Capturing:
+    """A stand-in for the client's native connection that appends each
+    call's (name, args) to sent."""
+
+    def __init__(self, native, sent):
+        self._native, self._sent = native, sent
+
+    def __getattr__(self, name):
+        fn = getattr(self._native, name)
+
+        def call(*args):
+            self._sent.append((name, args))
+            return fn(*args)
+        return call
+
+
+def test_box_arrays_go_as_float32_bytes(client, monkeypatch):
+    """An (N, 4) float array of boxes goes to the C extension as the
+    bytes of its float32 values (no tuple a box): float32, float64, a
+    strided view and a list of tuples give the same tensor and
+    transforms; a float64 value beyond float32 is refused by index with
+    no warning; the result's transforms and reply are made when first
+    read."""
+    import warnings
+    img = photo("astronaut.png")
+    boxes = [(0.5, 1.0, 100.25, 90.0), (50, 60, 200, 120),
+             (400, 400, 112, 90)]
+    want = client.crops(img, boxes, size=(64, 48))
+    wide = np.zeros((3, 6), np.float64)
+    wide[:, 1:5] = boxes
+    sent = []
+    native = client._s.native
+    monkeypatch.setattr(client._s, "native", _Capturing(native, sent))
+    for arr in (np.array(boxes, np.float32), np.array(boxes, np.float64),
+                wide[:, 1:5]):
+        got = client.crops(img, arr, size=(64, 48))
+        assert same_bits(got.tensor, want.tensor)
+        assert got.transforms == want.transforms
+        assert got.reply.request_id == got.request_id
+    monkeypatch.setattr(client._s, "native", native)
+    assert [name for name, _ in sent] == ["elements"] * 3
+    assert all(args[1] == np.array(boxes, np.float32).tobytes()
+               for _, args in sent)
+    big = np.array(boxes, np.float64)
+    big[2, 1] = 1e39
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(frameprep.InvalidRequestError,
+                           match="element 2"):
+            client.crops(img, big, size=(64, 48))
+    with pytest.raises(AttributeError, match="read-only"):
+        want.tensor = None
+    assert "3 transforms" in repr(want)
+
+
 class _Counting:
     """A stand-in for the client's native connection that counts the
     requests of each kind of call."""
@@ -271,19 +326,10 @@ def test_crops_of_a_ring_frame_read_in_place(client, daemon, monkeypatch):
     sent = []
     native = client._s.native
 
-    class Capturing:
-        def __getattr__(self, name):
-            fn = getattr(native, name)
-
-            def call(*args):
-                sent.append((name, args))
-                return fn(*args)
-            return call
-
     with client.ring(slots=1, frame=img.shape, size=(8, 8)) as ring:
         buf = ring.next_frame()
         buf[:] = img
-        monkeypatch.setattr(client._s, "native", Capturing())
+        monkeypatch.setattr(client._s, "native", _Capturing(native, sent))
         for _ in range(2):
             got = client.crops(buf, boxes, size=(64, 48))
             assert same_bits(got.tensor, want.tensor)
@@ -313,7 +359,7 @@ def test_crops_of_a_ring_frame_read_in_place(client, daemon, monkeypatch):
         for b, f in zip(bufs, fs):
             b[:] = f
         del sent[:]
-        monkeypatch.setattr(client._s, "native", Capturing())
+        monkeypatch.setattr(client._s, "native", _Capturing(native, sent))
         got = client.preprocess_batch(bufs, size=(96, 64))
         monkeypatch.setattr(client._s, "native", native)
         assert same_bits(got, batch)

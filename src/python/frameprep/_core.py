@@ -641,7 +641,6 @@ class ElementTransform:
         return out
 
 
-@dataclasses.dataclass(frozen=True)
 class BatchResult:
     """Several tensors of one request (crops of one frame, or a batch of
     frames of one size), stacked.
@@ -650,22 +649,61 @@ class BatchResult:
     (NHWC), element k in row k; it views the reply's memory (or is the
     caller's ``out``). ``transforms`` are the N elements'
     :class:`ElementTransform`, ``reply`` the reply header (its transform
-    fields zero), ``request_id`` the request's id.
+    fields zero), ``request_id`` the request's id. The attributes are
+    read-only; ``transforms`` and ``reply`` are made from the reply when
+    first read (64 transforms cost ~70 us, more than the rest of a
+    crops call's Python).
     """
 
-    tensor: np.ndarray[Any, Any]
-    transforms: tuple[ElementTransform, ...]
-    reply: Reply
+    __slots__ = ("tensor", "request_id", "_res", "_transforms", "_reply")
+
+    tensor: Any
     request_id: int
+    _res: Any
+    _transforms: tuple[ElementTransform, ...] | None
+    _reply: Reply | None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"BatchResult.{name} is read-only")
+
+    @property
+    def transforms(self) -> tuple[ElementTransform, ...]:
+        """The N elements' transforms, element k's at k."""
+        xfs = self._transforms
+        if xfs is None:
+            xfs = tuple(ElementTransform(*t)
+                        for t in self._res.element_xfs())
+            _set(self, "_transforms", xfs)
+        return xfs
+
+    @property
+    def reply(self) -> Reply:
+        """The reply header."""
+        rep = self._reply
+        if rep is None:
+            rep = Reply(**self._res.fields)
+            _set(self, "_reply", rep)
+        return rep
+
+    def __repr__(self) -> str:
+        t = self.tensor
+        return (f"BatchResult(tensor=<{getattr(t, 'dtype', '?')} "
+                f"{getattr(t, 'shape', '?')}>, "
+                f"request_id={self.request_id}, "
+                f"{len(self.transforms)} transforms)")
 
 
 def new_batch_result(res: Any, tensor: Any = None) -> BatchResult:
     """The :class:`BatchResult` of a successful ROIS or BATCH reply res (a
     :class:`frameprep._native.Result`); its tensor is ``tensor`` when given
     (the caller's copy), else a view of the reply."""
-    xfs = tuple(ElementTransform(*t) for t in res.element_xfs())
-    return BatchResult(np.asarray(res) if tensor is None else tensor, xfs,
-                       Reply(**res.fields), res.request_id)
+    out = _new(BatchResult)
+    _set(out, "tensor", tensor_of(res) if tensor is None else tensor)
+    _set(out, "request_id", res.request_id)
+    _set(out, "_res", res)
+    _set(out, "_transforms", None)
+    _set(out, "_reply", None)
+    return out
 
 
 BoxSpec = Union[Sequence[float], dict[str, Sequence[float]]]

@@ -157,8 +157,9 @@ class Client:
                stride: int, uv_stride: int, u_offset: int,
                v_offset: int) -> Pending: ...
     def elements(self, request: Request,
-                 elements: list[tuple[int, int, float, float, float, float,
-                                      float, float, int]],
+                 elements: list[tuple[int, int, float, float, float,
+                                      float, float, float, int]]
+                 | bytes,
                  addr: int, span: int, format: int, width: int, height: int,
                  stride: int, uv_stride: int, u_offset: int,
                  v_offset: int, in_loc: int = 0, in_region: int = 0,

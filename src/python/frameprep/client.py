@@ -257,16 +257,20 @@ def _cuda_out(regions: Any, out: Any, shape: tuple[int, ...], typestr: str,
     return (Location.CUDA, rid, offset, tensor_bytes), dev
 
 
-def _box_elements(boxes: Any) -> list[Any]:
-    """The element records of boxes (see :func:`frameprep._core.elements_of`),
-    an (N, 4) float array made straight into BOX records."""
+def _box_elements(boxes: Any) -> tuple[Any, int]:
+    """(the elements of boxes for _native.Client.elements, their count):
+    an (N, 4) float array as the bytes of its values in float32 (read in
+    C as N BOX records: no tuple a box), anything else as the records of
+    :func:`frameprep._core.elements_of`."""
     if isinstance(boxes, np.ndarray) and boxes.ndim == 2 and \
             boxes.shape[0] > 0 and boxes.shape[1] == 4 and \
             boxes.dtype.kind == "f":
-        box = _core.ELEM_BOX
-        return [(box, 0, x, y, w, h, 0.0, 0.0, 0)
-                for x, y, w, h in boxes.tolist()]
-    return _core.elements_of(boxes)
+        if boxes.dtype != np.float32:
+            with np.errstate(over="ignore"):  # inf: refused by index
+                boxes = boxes.astype(np.float32)
+        return boxes.tobytes(), len(boxes)
+    els = _core.elements_of(boxes)
+    return els, len(els)
 
 
 def _crops_args(plan: _core.Plan, frame: Any, boxes: Any,
@@ -281,12 +285,12 @@ def _crops_args(plan: _core.Plan, frame: Any, boxes: Any,
     With s, a frame reserved in a ring of that connection is named where
     it lies (:func:`_ring_source`); with regions (a Client's CUDA
     regions), ``out`` may be a CUDA tensor or an Exported."""
-    els = _box_elements(boxes)
+    els, n = _box_elements(boxes)
     ring = _ring_source(s, frame, format) if s is not None else None
     src = ring[2] if ring is not None else _core.check_frame(frame, format)
     plan.check(src, limits)
-    _core.check_elements(plan, len(els), limits, src.span)
-    shape = (len(els),) + tuple(plan.shape[1:])
+    _core.check_elements(plan, n, limits, src.span)
+    shape = (n,) + tuple(plan.shape[1:])
     dev, where, to = None, _INLINE, _INLINE_OUT
     if isinstance(out, np.ndarray):
         _numpy_out(out, shape, plan.typestr)
@@ -299,7 +303,7 @@ def _crops_args(plan: _core.Plan, frame: Any, boxes: Any,
                 f"out must be a numpy array, not {type(out).__name__} "
                 f"(CUDA tensors: the blocking Client)")
         to, dev = _cuda_out(regions, out, shape, plan.typestr,
-                            len(els) * plan.tensor_bytes)
+                            n * plan.tensor_bytes)
     if ring is not None:
         where = (Location.SHM, ring[0], ring[1])
     return _elements_args(_elements_request(plan, Kind.ROIS), src,
