@@ -25,6 +25,7 @@ typedef void *cu_context;
 enum {
 	CU_POINTER_ATTRIBUTE_CONTEXT = 1,
 	CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
+	CU_POINTER_ATTRIBUTE_BUFFER_ID = 7,
 	CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
 	CU_MEMORYTYPE_DEVICE = 2,
 };
@@ -35,6 +36,8 @@ static struct {
 	char why[96];
 	cu_result (*init)(unsigned);
 	cu_result (*pointer_get_attribute)(void *, int, cu_deviceptr);
+	cu_result (*pointer_get_attributes)(unsigned, int *, void **,
+	                                    cu_deviceptr);
 	cu_result (*mem_get_address_range)(cu_deviceptr *, size_t *,
 	                                   cu_deviceptr);
 	cu_result (*ipc_get_mem_handle)(void *, cu_deviceptr);
@@ -54,6 +57,7 @@ static void cuda_ptr_load(void)
 #define CU_SYM(field, name) {name, offsetof(__typeof__(cu), field)}
 	        CU_SYM(init, "cuInit"),
 	        CU_SYM(pointer_get_attribute, "cuPointerGetAttribute"),
+	        CU_SYM(pointer_get_attributes, "cuPointerGetAttributes"),
 	        CU_SYM(mem_get_address_range, "cuMemGetAddressRange_v2"),
 	        CU_SYM(ipc_get_mem_handle, "cuIpcGetMemHandle"),
 	        CU_SYM(device_get, "cuDeviceGet"),
@@ -174,5 +178,39 @@ int fprep__cuda_ptr_lookup(const void *dptr, uint64_t size,
 	out->offset = p - base;
 	out->alloc_size = alloc;
 	out->ordinal = ordinal;
+	return 0;
+}
+
+int fprep__cuda_ptr_id(const void *dptr, uint64_t *buffer_id, int *ordinal,
+                       char *msg, size_t msg_size)
+{
+	int attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+	               CU_POINTER_ATTRIBUTE_BUFFER_ID,
+	               CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+	unsigned mem_type = 0;
+	unsigned long long id = 0;
+	int dev = -1;
+	void *data[] = {&mem_type, &id, &dev};
+	cu_result r;
+
+	*buffer_id = 0;
+	*ordinal = -1;
+	pthread_once(&cu.once, cuda_ptr_load);
+	if (!cu.ok)
+		return cuda_ptr_fail(FPREP_EUNSUPPORTED, msg, msg_size, "%s",
+		                     cu.why);
+	/* Memory the driver does not know reads as type 0, not an error. */
+	r = cu.pointer_get_attributes(3, attrs, data,
+	                              (cu_deviceptr)(uintptr_t)dptr);
+	if (r != 0)
+		return cuda_ptr_fail(FPREP_ECUDA, msg, msg_size,
+		                     "cuPointerGetAttributes(%p): %s", dptr,
+		                     cuda_ptr_errname(r));
+	if (mem_type != CU_MEMORYTYPE_DEVICE)
+		return cuda_ptr_fail(FPREP_EINVAL, msg, msg_size,
+		                     "pointer %p is not CUDA device memory",
+		                     dptr);
+	*buffer_id = id;
+	*ordinal = dev;
 	return 0;
 }

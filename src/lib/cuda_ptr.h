@@ -43,4 +43,16 @@ typedef struct fprep__cuda_ptr {
 int fprep__cuda_ptr_lookup(const void *dptr, uint64_t size,
                            fprep__cuda_ptr *out, char *msg, size_t msg_size);
 
+/* fprep__cuda_ptr_id tells, with one driver call and no context switch
+ * (cuPointerGetAttributes), which allocation holds the device memory at
+ * dptr: its buffer ID (CU_POINTER_ATTRIBUTE_BUFFER_ID), unique within the
+ * process for its whole life, so an allocation freed and made again at the
+ * same address has a new one, and the device's ordinal in this process. A
+ * caller that keeps what fprep__cuda_ptr_lookup found per buffer ID looks
+ * it up once per allocation. Returns 0, or FPREP_EUNSUPPORTED (no CUDA
+ * driver in this process), FPREP_EINVAL (not device memory), FPREP_ECUDA
+ * (the call failed), with a sentence in msg. Any thread. */
+int fprep__cuda_ptr_id(const void *dptr, uint64_t *buffer_id, int *ordinal,
+                       char *msg, size_t msg_size);
+
 #endif /* FPREP_CUDA_PTR_H */

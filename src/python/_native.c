@@ -3060,6 +3060,28 @@ static PyObject *native_cuda_allocation(PyObject *self, PyObject *arg)
 	                     (Py_ssize_t)sizeof(p.uuid), p.ordinal);
 }
 
+/* cuda_pointer(ptr): (buffer ID, device ordinal) of the allocation
+ * holding the device memory at ptr, with one driver call
+ * (fprep__cuda_ptr_id): the ID is unique within the process for its whole
+ * life, so it keys what cuda_allocation found. Raises UnsupportedError (no
+ * CUDA driver), InvalidRequestError (not device memory) or CudaError. */
+static PyObject *native_cuda_pointer(PyObject *self, PyObject *arg)
+{
+	unsigned long long ptr = PyLong_AsUnsignedLongLong(arg);
+	char msg[FPREP_MESSAGE_SIZE];
+	uint64_t id;
+	int ordinal, err;
+
+	(void)self;
+	if (ptr == (unsigned long long)-1 && PyErr_Occurred())
+		return NULL;
+	msg[0] = '\0';
+	Py_BEGIN_ALLOW_THREADS err = fprep__cuda_ptr_id(
+	        (const void *)(uintptr_t)ptr, &id, &ordinal, msg, sizeof(msg));
+	Py_END_ALLOW_THREADS if (err) return native_raise(err, msg);
+	return Py_BuildValue("(Ki)", (unsigned long long)id, ordinal);
+}
+
 static PyObject *native_err_name(PyObject *self, PyObject *arg)
 {
 	long err = PyLong_AsLong(arg);
@@ -3083,6 +3105,8 @@ static PyMethodDef native_functions[] = {
         {"err_name", native_err_name, METH_O, "fprep_err_name."},
         {"cuda_allocation", native_cuda_allocation, METH_O,
          "(base, size, handle, uuid, ordinal) of the allocation at ptr."},
+        {"cuda_pointer", native_cuda_pointer, METH_O,
+         "(buffer id, ordinal) of the allocation at ptr: one driver call."},
         {"set_ring_classes", native_set_ring_classes, METH_VARARGS,
          "set_ring_classes(RingFrame, RingResult, Timings)."},
         {"timings", native_timings, METH_O,

@@ -14,6 +14,7 @@ __cuda_array_interface__ v3 and DLPack over the caller's memory.
 import ctypes
 import os
 import pathlib
+import types
 
 import numpy as np
 import pytest
@@ -97,6 +98,93 @@ def test_dlpack_round_trip_through_ctypes():
     cap = t.__dlpack__()
     del cap  # unconsumed: its destructor frees it
     assert len(cuda._exported) == left
+
+
+class _FakeDriver:
+    """What the C library's driver lookups would say of a process's
+    allocations ({buffer ID: (base, size)}), counting each kind of call:
+    cuda_pointer (one cheap driver call) and cuda_allocation (the full
+    lookup: address range, IPC handle, UUID)."""
+
+    def __init__(self):
+        self.allocs = {}
+        self.calls = {"pointer": 0, "allocation": 0}
+
+    def _find(self, ptr):
+        for bid, (base, size) in self.allocs.items():
+            if base <= ptr < base + size:
+                return bid, base, size
+        raise frameprep.InvalidRequestError(
+            f"pointer {ptr:#x} is not CUDA device memory")
+
+    def cuda_pointer(self, ptr):
+        self.calls["pointer"] += 1
+        return self._find(ptr)[0], 0
+
+    def cuda_allocation(self, ptr):
+        self.calls["allocation"] += 1
+        bid, base, size = self._find(ptr)
+        return base, size, bid.to_bytes(64, "little"), bytes(16), 0
+
+
+def test_regions_look_up_an_allocation_once_per_buffer_id(monkeypatch):
+    """Regions keeps each allocation's region by its buffer ID: the full
+    lookup and REGISTER_CUDA happen once, then one cheap driver call a
+    request, with the buffer's offset in the allocation; memory freed and
+    allocated again at the same address (a new buffer ID) is registered
+    anew and never maps to the old region; release unregisters every
+    region and forgets them; a pointer the driver does not know is
+    refused."""
+    from frameprep import _native
+    drv = _FakeDriver()
+    monkeypatch.setattr(_native, "cuda_pointer", drv.cuda_pointer)
+    monkeypatch.setattr(_native, "cuda_allocation", drv.cuda_allocation)
+    sent = []
+
+    def call(req):
+        sent.append(req)
+        return types.SimpleNamespace(region_id=10 + len(sent))  # a Reply
+
+    regions = cuda.Regions(call)
+    base = 0x7f0000000000
+    drv.allocs[1] = (base, 1 << 20)
+
+    def arr(ptr):
+        return cuda.DeviceArray(ptr, (4,), (4,), "<f4", 0, 16)
+
+    assert regions.region_of(arr(base + 4096)) == (11, 4096)
+    for k in range(5):
+        assert regions.region_of(arr(base + 256 * k)) == (11, 256 * k)
+    assert drv.calls == {"pointer": 6, "allocation": 1}
+    assert [r.kind for r in sent] == [Kind.REGISTER_CUDA]
+    assert sent[0].region_size == 1 << 20
+    assert sent[0].cuda_handle == (1).to_bytes(64, "little")
+    # Freed and allocated again at the same base and size: a new ID.
+    del drv.allocs[1]
+    drv.allocs[2] = (base, 1 << 20)
+    assert regions.region_of(arr(base + 64)) == (12, 64)
+    assert sent[1].cuda_handle == (2).to_bytes(64, "little")
+    assert regions.region_of(arr(base + 64)) == (12, 64)
+    assert drv.calls["allocation"] == 2 and regions.count() == 2
+    # describe reads the ordinal with the cheap call, not the full one.
+    assert cuda.describe(_FakeCudaAt(base + 128)).device == 0
+    assert drv.calls["allocation"] == 2
+    regions.release()
+    assert [(r.kind, r.region_id) for r in sent[2:]] == \
+        [(Kind.UNREGISTER, 11), (Kind.UNREGISTER, 12)]
+    assert regions.count() == 0
+    assert regions.region_of(arr(base)) == (15, 0)
+    with pytest.raises(frameprep.InvalidRequestError, match="not CUDA"):
+        regions.region_of(arr(0x1000))
+
+
+class _FakeCudaAt:
+    """A CUDA-looking (3, 32, 32) f32 array at ptr."""
+
+    def __init__(self, ptr):
+        self.__cuda_array_interface__ = {
+            "version": 3, "shape": (3, 32, 32), "typestr": "<f4",
+            "data": (ptr, False), "strides": None}
 
 
 # --- on a GPU -------------------------------------------------------------
@@ -224,6 +312,49 @@ def test_crops_into_cuda(gpu_daemon, daemon):
             with pytest.raises(frameprep.InvalidRequestError, match="out"):
                 client.crops(img, boxes, size=(160, 96), out=bad)
         client.release_cuda()
+
+
+def test_cuda_out_looked_up_once_per_allocation(gpu_daemon, monkeypatch):
+    """Crops into one CUDA out look its allocation up in full (address
+    range, IPC handle, UUID) and register it once, then one
+    cuPointerGetAttributes a request; the buffer ID is one per
+    allocation (two rows of one tensor share it) and memory freed and
+    allocated again has a new one, into which crops are right again; a
+    host pointer is refused."""
+    torch = _torch_cuda()
+    from frameprep import _native
+    img = _photo()
+    boxes = np.array([(0, 0, 64, 48), (30, 40, 100, 90)], np.float32)
+    full = []
+    real = _native.cuda_allocation
+
+    def counted(ptr):
+        full.append(ptr)
+        return real(ptr)
+    monkeypatch.setattr(_native, "cuda_allocation", counted)
+    with frameprep.Client(gpu_daemon.url) as client:
+        out = torch.full((2, 3, 32, 32), float("nan"), device="cuda")
+        for _ in range(5):
+            client.crops(img, boxes, size=(32, 32), resize="stretch",
+                         out=out)
+        assert len(full) == 1 and client._cuda.count() == 1
+        want = out.cpu().numpy()
+        assert not np.isnan(want).any()
+        bid = cuda.pointer(out.data_ptr())[0]
+        assert cuda.pointer(out[1].data_ptr())[0] == bid
+        client.release_cuda()
+        del out
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        again = torch.full((2, 3, 32, 32), float("nan"), device="cuda")
+        assert cuda.pointer(again.data_ptr())[0] != bid
+        client.crops(img, boxes, size=(32, 32), resize="stretch", out=again)
+        assert len(full) == 2
+        assert np.array_equal(again.cpu().numpy(), want)
+        client.release_cuda()
+    host = np.zeros(16, np.uint8)
+    with pytest.raises(frameprep.InvalidRequestError, match="not CUDA"):
+        cuda.pointer(host.__array_interface__["data"][0])
 
 
 def test_batch_into_cuda_is_one_request(gpu_daemon, daemon, monkeypatch):

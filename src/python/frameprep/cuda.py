@@ -234,8 +234,21 @@ def describe(obj: Any) -> DeviceArray:
 
 def _ordinal(ptr: int) -> int:
     """The ordinal, in this process, of the device holding ptr."""
+    return pointer(ptr)[1]
+
+
+def pointer(ptr: int) -> tuple[int, int]:
+    """(buffer ID, device ordinal) of the allocation holding the device
+    memory at ptr, with one driver call (``cuPointerGetAttributes``; the
+    C library's ``fprep__cuda_ptr_id``). The buffer ID is unique within
+    the process for its whole life: an allocation freed and made again at
+    the same address has another. Raises
+    :class:`~frameprep.UnsupportedError` (no CUDA driver here),
+    :class:`~frameprep.InvalidRequestError` (not device memory) or
+    :class:`~frameprep.CudaError`."""
     from . import _native
-    return int(_native.cuda_allocation(ptr)[4])
+    bid, ordinal = _native.cuda_pointer(ptr)
+    return int(bid), int(ordinal)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -420,32 +433,59 @@ def export(tensor: Any) -> Exported:
 class Regions:
     """One connection's CUDA regions, one per allocation, registered on
     first use (REGISTER_CUDA) and kept until :meth:`release`. ``call``
-    sends a request and returns its reply (the client's plumbing)."""
+    sends a request and returns its reply (the client's plumbing).
+
+    An allocation of this process is known by its buffer ID
+    (:func:`pointer`, one driver call a request); its base, size and
+    region are kept per ID, so the allocation's full lookup (address
+    range, IPC handle, device UUID: :func:`allocation`) and registration
+    happen once. A pointer into memory freed and allocated again has a
+    new ID, so it never maps to the old allocation's region."""
 
     def __init__(self, call: Any):
         self._call = call
+        # (IPC handle, size) of another process's allocation -> region id
         self._by_alloc: dict[tuple[Any, int], int] = {}
+        # buffer ID -> (base, size, region id) of this process's
+        self._by_buffer: dict[int, tuple[int, int, int]] = {}
         self._lock = threading.Lock()
+        self._registering = threading.Lock()  # one registration at a time
 
     def region_of(self, arr: DeviceArray) -> tuple[int, int]:
         """(region id, offset of arr in it), registering its allocation
         the first time. Raises the daemon's errors (UnsupportedError over
         tcp:// or on the CPU backend, PermissionDeniedError when CUDA
-        regions are off, LimitExceededError past max-cuda-regions)."""
-        from .protocol import Kind, Request
-        alloc = allocation(arr.ptr)
-        key = (alloc.base, alloc.size)
+        regions are off, LimitExceededError past max-cuda-regions) and
+        those of :func:`pointer` and :func:`allocation`."""
+        ptr = arr.ptr
+        bid = pointer(ptr)[0]
         with self._lock:
-            rid = self._by_alloc.get(key)
-        if rid is None:
-            rep = self._call(Request(kind=Kind.REGISTER_CUDA,
-                                     region_size=alloc.size, cuda_offset=0,
-                                     cuda_handle=alloc.handle,
-                                     cuda_uuid=alloc.uuid))
-            rid = rep.region_id
-            with self._lock:
-                self._by_alloc[key] = rid
-        return rid, arr.ptr - alloc.base
+            got = self._by_buffer.get(bid)
+        if got is None:
+            with self._registering:
+                with self._lock:
+                    got = self._by_buffer.get(bid)
+                if got is None:
+                    got = self._register(ptr, bid)
+        base, size, rid = got
+        if not base <= ptr < base + size:  # one ID, one allocation
+            raise AssertionError(f"pointer {ptr:#x} outside buffer {bid}'s "
+                                 f"allocation at {base:#x} of {size}")
+        return rid, ptr - base
+
+    def _register(self, ptr: int, bid: int) -> tuple[int, int, int]:
+        """Registers the allocation holding ptr (buffer ID bid) and keeps
+        it; returns (base, size, region id)."""
+        from .protocol import Kind, Request
+        alloc = allocation(ptr)
+        rep = self._call(Request(kind=Kind.REGISTER_CUDA,
+                                 region_size=alloc.size, cuda_offset=0,
+                                 cuda_handle=alloc.handle,
+                                 cuda_uuid=alloc.uuid))
+        got = (alloc.base, alloc.size, int(rep.region_id))
+        with self._lock:
+            self._by_buffer[bid] = got
+        return got
 
     def region_of_export(self, exp: Exported) -> int:
         """The region id of another process's exported allocation,
@@ -466,7 +506,7 @@ class Regions:
 
     def count(self) -> int:
         with self._lock:
-            return len(self._by_alloc)
+            return len(self._by_alloc) + len(self._by_buffer)
 
     def release(self) -> None:
         """Unregisters every region: when it returns, the daemon no longer
@@ -474,7 +514,9 @@ class Regions:
         from .protocol import Kind, Request
         with self._lock:
             ids = list(self._by_alloc.values())
+            ids += [rid for _, _, rid in self._by_buffer.values()]
             self._by_alloc.clear()
+            self._by_buffer.clear()
         for rid in ids:
             self._call(Request(kind=Kind.UNREGISTER, region_id=rid))
 
