@@ -166,9 +166,13 @@ def test_regions_look_up_an_allocation_once_per_buffer_id(monkeypatch):
     assert sent[1].cuda_handle == (2).to_bytes(64, "little")
     assert regions.region_of(arr(base + 64)) == (12, 64)
     assert drv.calls["allocation"] == 2 and regions.count() == 2
-    # describe reads the ordinal with the cheap call, not the full one.
-    assert cuda.describe(_FakeCudaAt(base + 128)).device == 0
-    assert drv.calls["allocation"] == 2
+    # describe reads the ordinal and the buffer ID with the cheap call,
+    # not the full one, and region_of takes that ID: one call a request.
+    n = drv.calls["pointer"]
+    dev = cuda.describe(_FakeCudaAt(base + 128))
+    assert (dev.device, dev.buffer_id) == (0, 2)
+    assert regions.region_of(dev) == (12, 128)
+    assert drv.calls == {"pointer": n + 1, "allocation": 2}
     regions.release()
     assert [(r.kind, r.region_id) for r in sent[2:]] == \
         [(Kind.UNREGISTER, 11), (Kind.UNREGISTER, 12)]

@@ -89,7 +89,9 @@ def _as_bytes(v: Any, n: int) -> bytes:
 class DeviceArray:
     """A CUDA array as frameprep sees it: the address of its first byte,
     shape, strides in bytes, numpy typestr, device ordinal and the bytes
-    from its first to its last element (``span``)."""
+    from its first to its last element (``span``); the producer's
+    stream, if it named one, and its allocation's buffer ID
+    (:func:`pointer`) when :func:`describe` asked the driver."""
 
     ptr: int
     shape: tuple[int, ...]
@@ -98,6 +100,7 @@ class DeviceArray:
     device: int
     span: int
     stream: int | None = None
+    buffer_id: int | None = None
 
     @property
     def itemsize(self) -> int:
@@ -201,9 +204,11 @@ def describe(obj: Any) -> DeviceArray:
                    if cai.get("strides") else _c_strides(shape, item))
         ptr = int(cai["data"][0])
         stream = cai.get("stream")
-        return DeviceArray(ptr, shape, strides, typestr, _ordinal(ptr),
+        bid, ordinal = pointer(ptr)
+        return DeviceArray(ptr, shape, strides, typestr, ordinal,
                            _span(shape, strides, item),
-                           int(stream) if stream not in (None, 0) else None)
+                           int(stream) if stream not in (None, 0) else None,
+                           bid)
     if not hasattr(obj, "__dlpack__"):
         raise InvalidRequestError(
             f"{type(obj).__name__} exposes neither __cuda_array_interface__ "
@@ -230,11 +235,6 @@ def describe(obj: Any) -> DeviceArray:
     del capsule
     return DeviceArray(ptr, shape, strides, typestr, int(dev_id),
                        _span(shape, strides, item))
-
-
-def _ordinal(ptr: int) -> int:
-    """The ordinal, in this process, of the device holding ptr."""
-    return pointer(ptr)[1]
 
 
 def pointer(ptr: int) -> tuple[int, int]:
@@ -436,7 +436,8 @@ class Regions:
     sends a request and returns its reply (the client's plumbing).
 
     An allocation of this process is known by its buffer ID
-    (:func:`pointer`, one driver call a request); its base, size and
+    (:func:`pointer`, one driver call a request, made by :func:`describe`
+    already for a ``__cuda_array_interface__``); its base, size and
     region are kept per ID, so the allocation's full lookup (address
     range, IPC handle, device UUID: :func:`allocation`) and registration
     happen once. A pointer into memory freed and allocated again has a
@@ -457,8 +458,9 @@ class Regions:
         tcp:// or on the CPU backend, PermissionDeniedError when CUDA
         regions are off, LimitExceededError past max-cuda-regions) and
         those of :func:`pointer` and :func:`allocation`."""
-        ptr = arr.ptr
-        bid = pointer(ptr)[0]
+        ptr, bid = arr.ptr, arr.buffer_id
+        if bid is None:
+            bid = pointer(ptr)[0]
         with self._lock:
             got = self._by_buffer.get(bid)
         if got is None:
