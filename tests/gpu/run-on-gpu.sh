@@ -623,6 +623,7 @@ PY
 		# (64, 3, 224, 224) f32 CUDA tensor: frameprep (a daemon of its
 		# own; frame in a ring slot, tensor into the caller's CUDA memory,
 		# c=1 and 4) against torchvision roi_align and a CV-CUDA loop
+		# (each also from 1 and 4 threads, a stream each)
 		# (importable from FPREP_CVCUDA_SITE, default /tmp/site), each
 		# checked against OpenCV; a table and the bars' PASS or FAIL.
 		roi_peers_run() {
@@ -638,7 +639,7 @@ PY
 			kill -TERM $rp; wait $rp || rc=1
 			return $rc
 		}
-		TAILN=30 run roi_peers roi_peers_run
+		TAILN=44 run roi_peers roi_peers_run
 		tests+=(roi_peers)
 		kill -TERM $rpid; wait $rpid
 	else
