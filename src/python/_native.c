@@ -2356,6 +2356,98 @@ struct native_np_descr {
 	int type_num;
 };
 
+/* Where each attribute of native_result_names and native_timings_names
+ * lies in an instance of its class (a __slots__ member: an object pointer
+ * at a fixed offset), as native_find_slots found it; -1: set through
+ * PyObject_GenericSetAttr. */
+static Py_ssize_t native_result_off[9], native_timings_off[7];
+
+/* native_find_slots finds the offset in an instance of tp of each of the
+ * n (at most 16) attributes names: each set to an object of its own and
+ * looked for among the instance's pointers; then each offset is checked
+ * on a second instance, an object stored there being what the attribute
+ * reads. All of off are -1 unless every one was found and checked (an
+ * attribute that is no slot of the instance: a dict's, a property).
+ * Returns -1 only when an allocation failed. */
+static int native_find_slots(PyObject *type, PyObject *const *names, int n,
+                             Py_ssize_t *off)
+{
+	PyTypeObject *tp = (PyTypeObject *)type;
+	allocfunc alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
+	PyObject *bs = PyObject_GetAttrString(type, "__basicsize__");
+	Py_ssize_t size = bs != NULL ? PyLong_AsSsize_t(bs) : -1;
+	PyObject *marks[16] = {NULL}, *obj, *obj2;
+	const Py_ssize_t step = (Py_ssize_t)sizeof(PyObject *);
+	int ok = n <= 16, i;
+
+	Py_XDECREF(bs);
+	for (i = 0; i < n; i++)
+		off[i] = -1;
+	if (size < 0) {
+		PyErr_Clear();
+		return 0;
+	}
+	for (i = 0; ok > 0 && i < n; i++)
+		if ((marks[i] = PyList_New(0)) == NULL)
+			ok = -1;
+	obj = ok > 0 ? alloc(tp, 0) : NULL;
+	obj2 = obj != NULL ? alloc(tp, 0) : NULL;
+	if (ok > 0 && obj2 == NULL)
+		ok = -1;
+	for (i = 0; ok > 0 && i < n; i++) {
+		if (PyObject_GenericSetAttr(obj, names[i], marks[i])) {
+			ok = 0;
+			break;
+		}
+		for (Py_ssize_t at = (Py_ssize_t)sizeof(PyObject);
+		     at + step <= size; at += step)
+			if (*(PyObject **)((char *)obj + at) == marks[i]) {
+				off[i] = at;
+				break;
+			}
+		ok = off[i] >= 0;
+	}
+	for (i = 0; ok > 0 && i < n; i++) { /* a store there is what reads */
+		Py_INCREF(marks[i]);
+		*(PyObject **)((char *)obj2 + off[i]) = marks[i];
+	}
+	for (i = 0; ok > 0 && i < n; i++) {
+		PyObject *got = PyObject_GenericGetAttr(obj2, names[i]);
+
+		ok = got == marks[i];
+		Py_XDECREF(got);
+	}
+	Py_XDECREF(obj); /* its slots go with it */
+	Py_XDECREF(obj2);
+	for (i = 0; i < n; i++)
+		Py_XDECREF(marks[i]);
+	if (ok < 0)
+		return -1;
+	if (!ok) {
+		PyErr_Clear();
+		for (i = 0; i < n; i++)
+			off[i] = -1;
+	}
+	return 0;
+}
+
+/* native_fill sets the n attributes of out (a fresh instance) to v: at
+ * their slots' offsets, else through PyObject_GenericSetAttr; on failure
+ * out is released and NULL returned. */
+static PyObject *native_fill(PyObject *out, PyObject *const *names,
+                             const Py_ssize_t *off, PyObject *const *v, int n)
+{
+	for (int i = 0; out != NULL && i < n; i++) {
+		if (off[0] >= 0) {
+			Py_INCREF(v[i]);
+			*(PyObject **)((char *)out + off[i]) = v[i];
+		} else if (PyObject_GenericSetAttr(out, names[i], v[i])) {
+			Py_CLEAR(out);
+		}
+	}
+	return out;
+}
+
 /* set_ring_classes(RingFrame, RingResult, Timings). */
 static PyObject *native_set_ring_classes(PyObject *self, PyObject *args)
 {
@@ -2379,6 +2471,9 @@ static PyObject *native_set_ring_classes(PyObject *self, PyObject *args)
 			                     native_timings_names[i])) == NULL)
 				return NULL;
 	}
+	if (native_find_slots(r, native_result_attr, 9, native_result_off) ||
+	    native_find_slots(t, native_timings_attr, 7, native_timings_off))
+		return NULL;
 	Py_XDECREF(native_frame_cls);
 	Py_XDECREF(native_result_cls);
 	Py_XDECREF(native_timings_cls);
@@ -2535,7 +2630,6 @@ static PyObject *native_ring_result(SlotsObject *self, unsigned k,
 	allocfunc alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
 	PyObject *v[9], *out = NULL, *r;
 	HoldObject *h;
-	int i;
 
 	r = native_result_new(res);
 	if (r == NULL) {
@@ -2556,11 +2650,8 @@ static PyObject *native_ring_result(SlotsObject *self, unsigned k,
 	v[5] = h_;
 	v[6] = v[7] = v[8] = Py_None;
 	if (v[2] != NULL)
-		out = alloc(tp, 0);
-	for (i = 0; out != NULL && i < 9; i++)
-		if (PyObject_GenericSetAttr(out, native_result_attr[i], v[i])) {
-			Py_CLEAR(out);
-		}
+		out = native_fill(alloc(tp, 0), native_result_attr,
+		                  native_result_off, v, 9);
 	if (out == NULL)
 		native_let_go(h, 0);
 	Py_XDECREF(v[2]);
@@ -2802,7 +2893,8 @@ static PyObject *native_timings(PyObject *self, PyObject *arg)
 	PyTypeObject *tp = (PyTypeObject *)native_timings_cls;
 	allocfunc alloc;
 	unsigned long v[7];
-	PyObject *out;
+	PyObject *out, *x[7] = {NULL};
+	int ok = 1;
 
 	(void)self;
 	if (Py_TYPE(arg) != (PyTypeObject *)Result_type) {
@@ -2820,15 +2912,14 @@ static PyObject *native_timings(PyObject *self, PyObject *arg)
 	v[5] = hd->t_total_us;
 	v[6] = hd->t_decode_us;
 	alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
-	out = alloc(tp, 0);
-	for (int i = 0; out != NULL && i < 7; i++) {
-		PyObject *x = PyLong_FromUnsignedLong(v[i]);
-
-		if (x == NULL ||
-		    PyObject_GenericSetAttr(out, native_timings_attr[i], x))
-			Py_CLEAR(out);
-		Py_XDECREF(x);
-	}
+	for (int i = 0; i < 7; i++)
+		if ((x[i] = PyLong_FromUnsignedLong(v[i])) == NULL)
+			ok = 0;
+	out = ok ? native_fill(alloc(tp, 0), native_timings_attr,
+	                       native_timings_off, x, 7)
+	         : NULL;
+	for (int i = 0; i < 7; i++)
+		Py_XDECREF(x[i]);
 	return out;
 }
 

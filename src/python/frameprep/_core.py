@@ -447,7 +447,7 @@ class Transform:
         return out
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Timings:
     """The daemon's timings of one request, in microseconds: receipt to
     start of work (queue), preprocessing (compute), GPU copies and kernel
