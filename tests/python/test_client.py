@@ -4,8 +4,10 @@ inline, shared memory, threads and asyncio with 64 requests in flight;
 every bad input gets its own exception and the daemon keeps serving; a
 daemon killed mid-request gives an exception within the timeout."""
 import asyncio
+import dataclasses
 import os
 import pathlib
+import pickle
 import re
 import shutil
 import signal
@@ -233,6 +235,8 @@ def test_tensor_and_timings_made_in_c(client, dtype):
     assert t.base is r._res and t.tobytes() == want.tobytes()
     assert r.timings == frameprep.Timings(*r._res.timings)
     assert r.timings.total_us == r.reply.t_total_us
+    assert pickle.loads(pickle.dumps(r.timings)) == r.timings
+    assert dataclasses.asdict(r.timings)["total_us"] == r.reply.t_total_us
     for a in (f, f[3:50, 7:90], f[:, ::-1], f.T, np.zeros(0, np.uint8)):
         assert _core.address_of(a) == a.__array_interface__["data"][0]
     with pytest.raises(TypeError):
