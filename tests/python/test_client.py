@@ -894,6 +894,64 @@ def test_daemon_killed_mid_request(tmp_path):
         d.kill()
 
 
+@pytest.mark.parametrize("path", ["simple", "ring"])
+def test_waiting_call_lets_other_threads_run(tmp_path, path):
+    """A call waiting for the daemon's reply holds no GIL: with the daemon
+    stopped (SIGSTOP) a call of another thread stays in its wait while
+    this thread goes on running Python, and after SIGCONT it returns the
+    same tensor as before. A call that kept the GIL while waiting would
+    stall this thread until the client's timeout (the gap below)."""
+    d = Daemon(tmp_path)
+    timeout = 5.0
+    try:
+        frame = np.random.default_rng(3).integers(0, 256, (120, 160, 3),
+                                                  np.uint8)
+        with frameprep.Client(d.url, timeout=timeout) as c:
+            ring = (c.ring(slots=2, frame=frame.shape, size=(64, 64))
+                    if path == "ring" else None)
+
+            def call():
+                if ring is None:
+                    return c.preprocess(frame, size=(64, 64)).tensor.copy()
+                with ring.preprocess(frame) as r:
+                    return r.tensor.copy()
+
+            want = call()  # the stage or the ring registered, warm
+            out = {}
+            entered = threading.Event()
+
+            def waiter():
+                entered.set()
+                try:
+                    out["tensor"] = call()
+                except BaseException as exc:  # checked below
+                    out["error"] = exc
+
+            d.proc.send_signal(signal.SIGSTOP)
+            try:
+                t = threading.Thread(target=waiter)
+                t0 = last = time.monotonic()  # a stall after this counts
+                gap = 0.0
+                t.start()
+                assert entered.wait(timeout)
+                while last - t0 < 0.5:
+                    now = time.monotonic()
+                    gap, last = max(gap, now - last), now
+                waiting = t.is_alive()
+            finally:
+                d.proc.send_signal(signal.SIGCONT)
+            t.join(timeout + 5)
+            assert not t.is_alive()
+            assert gap < 0.25, f"this thread stalled {gap:.3f} s"
+            assert waiting, f"the call returned early: {out}"
+            assert "error" not in out, out
+            np.testing.assert_array_equal(out["tensor"], want)
+            if ring is not None:
+                ring.close()
+    finally:
+        d.kill()
+
+
 def test_module_cli(daemon, tmp_path):
     env = dict(os.environ)
     r = subprocess.run([sys.executable, "-m", "frameprep", "info", "--socket",
