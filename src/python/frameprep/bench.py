@@ -58,7 +58,8 @@ def _python_run(url: str, frame: np.ndarray[Any, Any], size: tuple[int, int],
     """Closed loop with the Python client; returns fps, p50, the mean
     client-side cost (latency - server total) and the client's CPU time
     per frame (this process's, all threads, over every frame sent,
-    warm-up included), microseconds."""
+    warm-up included), microseconds; sys, that CPU time's system part,
+    and flt, minor page faults per frame."""
     lat: list[list[float]] = [[] for _ in range(streams)]
     sent = [0] * streams
     cost: list[list[float]] = [[] for _ in range(streams)]
@@ -111,6 +112,7 @@ def _python_run(url: str, frame: np.ndarray[Any, Any], size: tuple[int, int],
     except threading.BrokenBarrierError:
         pass
     cpu0 = time.process_time()
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
     time.sleep(warmup)
     state["measure"] = True
     t0 = time.perf_counter()
@@ -121,6 +123,7 @@ def _python_run(url: str, frame: np.ndarray[Any, Any], size: tuple[int, int],
     for t in threads:
         t.join()
     cpu = time.process_time() - cpu0
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
     if failures:
         raise RuntimeError("; ".join(failures))
     all_lat = np.concatenate([np.asarray(v) for v in lat])
@@ -128,7 +131,9 @@ def _python_run(url: str, frame: np.ndarray[Any, Any], size: tuple[int, int],
     return {"fps": len(all_lat) / elapsed,
             "p50": float(np.percentile(all_lat, 50)),
             "cost": float(all_cost.mean()),
-            "cpu": cpu / max(1, sum(sent)) * 1e6}
+            "cpu": cpu / max(1, sum(sent)) * 1e6,
+            "sys": (ru1.ru_stime - ru0.ru_stime) / max(1, sum(sent)) * 1e6,
+            "flt": (ru1.ru_minflt - ru0.ru_minflt) / max(1, sum(sent))}
 
 
 def _c_bench(bench: str, url: str, frame_wh: tuple[int, int],
@@ -181,6 +186,13 @@ def _c_run(bench: str, url: str, frame_wh: tuple[int, int],
             "cost": run["latency_us"]["mean"] - server["total"],
             "cpu": max(0.0, cpu - fixed[0]) /
             max(1, frames - fixed[1]) * 1e6}
+
+
+def _py_run_figures(run: dict[str, float]) -> str:
+    """A Python run's rate, client CPU and its system part per frame (us)
+    and minor page faults per frame, as fps/cpu/sys/faults."""
+    return (f"{run['fps']:.0f}/{run['cpu']:.0f}/{run['sys']:.0f}/"
+            f"{run['flt']:.1f}")
 
 
 def _median(runs: list[dict[str, float]]) -> dict[str, float]:
@@ -272,7 +284,10 @@ def main(argv: list[str] | None = None) -> int:
                 diffs = [p["p50"] - c["p50"] for p, c in zip(py_runs, c_runs)]
                 print(f"        p50 Python - C per run: "
                       f"{' '.join(f'{d:.0f}' for d in diffs)} (median "
-                      f"{statistics.median(diffs):.0f})", flush=True)
+                      f"{statistics.median(diffs):.0f}); Python fps/cpu/"
+                      f"sys/faults per run: "
+                      f"{' '.join(_py_run_figures(r) for r in py_runs)}",
+                      flush=True)
     verdicts = [_simple_vs_ring(rows), *_ring_cpu(rows)]
     if not args.c_bench:
         print("frameprep-bench not found (--c-bench): Python figures only",
