@@ -42,6 +42,13 @@ static void answer_deliver(fprep__slot *s, const fprep_reply_header *h,
 	fprep__metrics_reply(
 	        h, msg != NULL ? nng_msg_len(msg) : FPREP_REPLY_HEADER_SIZE,
 	        s->job.lane);
+	/* Ended before the client can see its reply, so that a scrape that
+	 * follows the reply never finds this request in flight (as in
+	 * slot_reply_direct). */
+	if (!s->ended) {
+		fprep__metrics_request_end();
+		s->ended = 1;
+	}
 	(void)fprep__sink_deliver(s, msg, answer_timeout_ms(s));
 }
 

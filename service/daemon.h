@@ -148,8 +148,8 @@ struct fprep__slot {
 	fprep__conn *conn;    /* [L] the requester; NULL: none yet */
 	int counted;          /* [R] counted in conn->inflight */
 	int ended;            /* [R] counted off the metrics' requests in
-	                         flight (a direct reply, when it was handed
-	                         over) */
+	                         flight, when its reply was handed over (a
+	                         direct reply or answer.c's) */
 	uint64_t reply_bytes; /* [L] counted in the reply byte totals */
 	uint16_t kind;        /* [L] of the request being served, for logs */
 	uint64_t request_id;  /* [L] */

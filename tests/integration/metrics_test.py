@@ -208,8 +208,8 @@ def test_metrics(tmp):
               'kind="frame"}' in s1, "no failed-request histogram")
         check("frameprep_shm_region_bytes" in s1, "no shm bytes gauge")
 
-        # Under load: frameprep-bench for one second (long enough for
-        # several scrapes whatever the machine's speed), scraped while it
+        # Under load: frameprep-bench for two seconds (long enough for
+        # many scrapes whatever the machine's speed), scraped while it
         # runs. --no-stage: its frames go through the socket, so the byte
         # counters can be checked to the byte (the library would stage
         # them through shared memory).
@@ -217,7 +217,7 @@ def test_metrics(tmp):
         w, h, tw, th = 320, 240, 160, 160
         bench = subprocess.Popen(
             [dt.bench_path(), "--socket", d.url, "--synthetic", f"{w}x{h}",
-             "--size", f"{tw}x{th}", "-c", "4", "-d", "1", "--warmup",
+             "--size", f"{tw}x{th}", "-c", "4", "-d", "2", "--warmup",
              "0", "--no-ceiling", "--no-stage", "--verify", "none", "--json",
              out_json, "-q"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         under_load = None
@@ -227,7 +227,7 @@ def test_metrics(tmp):
             cur = parse(text)
             if cur[INFLIGHT] > busiest:
                 busiest, under_load = cur[INFLIGHT], text
-            time.sleep(0.05)
+            time.sleep(0.01)
         bout = bench.stdout.read().decode()
         check(bench.returncode == 0, f"frameprep-bench exited "
                                      f"{bench.returncode}:\n{bout}")
