@@ -16,6 +16,8 @@ float32 NCHW tensor in CUDA memory (Ultralytics convention: pad 114, BGR->RGB,
                F.interpolate (bilinear, half-pixel centres as OpenCV) + pad
   nvimgcodec   nvImageCodec's decoder (hardware JPEG engine where the GPU has
                one, else its GPU backend) on a batch, then the same torch ops
+  nvimgcodec_cuda  the same on nvImageCodec's CUDA backend (GPU_ONLY: the
+               decode on the SMs) even where there is an engine
   frameprep    with --frameprep URL: the daemon there, through the frameprep
                package (Client.preprocess(jpeg, format="jpeg", out=a CUDA
                tensor of this process): the tensor lands in CUDA memory as
@@ -244,15 +246,22 @@ def peer_torchvision(args, torch, F, np, blobs, refs):
                  f"(torchvision {torchvision.__version__})")
 
 
-def peer_nvimgcodec(args, torch, F, np, blobs, refs):
+def peer_nvimgcodec(args, torch, F, np, blobs, refs, cuda_only=False):
+    """nvImageCodec on its hardware backend (else its CUDA backend); with
+    cuda_only (peer nvimgcodec_cuda) on its CUDA backend (GPU_ONLY: the
+    decode on the SMs, not the JPEG engine) wherever there is an engine,
+    to compare the two decoders' one-image time and rate."""
+    name = "nvimgcodec_cuda" if cuda_only else "nvimgcodec"
     try:
         from nvidia import nvimgcodec
     except ImportError as e:
-        record(args, "nvimgcodec", "missing", extra=str(e))
+        record(args, name, "missing", extra=str(e))
         return
     dw, dh = args.dst
     kind = "hardware"
     try:
+        if cuda_only:
+            raise RuntimeError("the CUDA backend asked for")
         dec = nvimgcodec.Decoder(backends=[nvimgcodec.Backend(
             nvimgcodec.BackendKind.HW_GPU_ONLY)])
         if any(i is None for i in dec.decode(blobs[:1])):
@@ -271,8 +280,8 @@ def peer_nvimgcodec(args, torch, F, np, blobs, refs):
     imgs = dec.decode(blobs)
     mx, mean = decode_diff(np, refs, [torch.as_tensor(i, device="cuda")
                                       .cpu().numpy() for i in imgs])
-    time_batches(torch, args, "nvimgcodec", run, blobs)
-    record(args, "nvimgcodec", "one image",
+    time_batches(torch, args, name, run, blobs)
+    record(args, name, "one image",
            p50_ms=p50_one(torch, np, run, blobs, 50),
            extra=f"{kind} backend; decode vs cv2 max {mx} mean {mean:.3f}")
 
@@ -362,7 +371,8 @@ def main():
     ap.add_argument("--iters", type=int, default=512,
                     help="frames per rate measurement")
     ap.add_argument("--peers", default="opencv,torchvision,nvimgcodec",
-                    help="of opencv, opencv_cpu, torchvision, nvimgcodec "
+                    help="of opencv, opencv_cpu, torchvision, nvimgcodec, "
+                    "nvimgcodec_cuda "
                     "(frameprep: with --frameprep)")
     ap.add_argument("--frameprep",
                     help="frameprepd URL: also measure it (peer frameprep)")
@@ -419,6 +429,8 @@ def main():
         peer_torchvision(args, torch, F, np, blobs, refs)
     if "nvimgcodec" in gpu_peers:
         peer_nvimgcodec(args, torch, F, np, blobs, refs)
+    if "nvimgcodec_cuda" in gpu_peers:
+        peer_nvimgcodec(args, torch, F, np, blobs, refs, cuda_only=True)
     if "frameprep" in gpu_peers and args.frameprep:
         try:
             peer_frameprep(args, torch, np, blobs)
