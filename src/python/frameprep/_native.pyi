@@ -143,6 +143,25 @@ class Slots:
     def send(self, frame: Any, ring: Any) -> Any: ...
 
 
+class RingCore:
+    """The base of ring.Ring: next_frame and preprocess in C, which call
+    the ring's _next_frame, _preprocess and _resend for what Slots leaves
+    to them."""
+    _slots: Slots
+    def next_frame(self, shape: Any = None) -> Any: ...
+    def preprocess(self, frame: Any) -> Any: ...
+
+
+class RingResultCore:
+    """A base of ring.RingResult (no fields of its own): release(), the
+    with-block and timings in C."""
+    def release(self) -> None: ...
+    @property
+    def timings(self) -> Any: ...
+    def __enter__(self) -> Any: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+
 class Client:
     """A connection to frameprepd (fprep_client)."""
 

@@ -32,6 +32,11 @@ frame's shape (take the slot, copy, send the slot's prepared request,
 make the result). Whatever else, or anything unusual on the way (no free
 slot or in-flight token at once, a lost connection, a re-registration
 begun meanwhile: ``_recover`` disarms), goes through the Python steps.
+The calls made for every frame bind straight to C: ``Ring.next_frame``
+and ``Ring.preprocess`` are ``_native.RingCore``'s (which call the
+Python steps when the slot table leaves the frame to them), a
+result's ``release()``, ``timings`` and ``with`` block
+``_native.RingResultCore``'s.
 """
 
 from __future__ import annotations
@@ -124,14 +129,17 @@ class RingFrame(np.ndarray):  # type: ignore[type-arg]
         self.cancel()
 
 
-class RingResult(_core.Result):
+class RingResult(_native.RingResultCore, _core.Result):
     """A :class:`~frameprep.Result` of a ring: its tensor views the
     ring's slot, which this result holds until :meth:`release` (or the end
     of its ``with`` block): until then the ring hands that slot to nobody
     else, so the tensor keeps its values. Read or copy the tensor before
     releasing; views of it must not be read after that. A result (or
     view of its tensor) that is garbage-collected unreleased gives the slot
-    back then, with a ``ResourceWarning``."""
+    back then, with a ``ResourceWarning``.
+
+    ``release()``, ``timings`` and the ``with`` block are
+    _native.RingResultCore's, in C (the calls made for every frame)."""
 
     __slots__ = ("_hold", "_tensor")
     _hold: _Hold
@@ -147,35 +155,26 @@ class RingResult(_core.Result):
             object.__setattr__(self, "_tensor", t)
         return t
 
-    def release(self) -> None:
-        """Gives the slot back to the ring; no-op when done already."""
-        self._hold.give_back()
+    if TYPE_CHECKING:
+        # RingResultCore's, in C (see its docstrings).
+        def release(self) -> None: ...
 
-    @property
-    def timings(self) -> _core.Timings:
-        """The daemon's timings of the request."""
-        tm = self._timings
-        if tm is None:
-            tm = _native_timings(self._res)
-            _set(self, "_timings", tm)
-        return tm
+        @property
+        def timings(self) -> _core.Timings: ...
+
+        def __enter__(self) -> RingResult: ...
+
+        def __exit__(self, *exc: object) -> None: ...
 
     @property
     def released(self) -> bool:
         """Whether the slot was given back."""
         return self._hold.ring is None
 
-    def __enter__(self) -> RingResult:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._hold.give_back()
-
 
 # What Slots.next_frame and Slots.send make (the ring's whole frames in
 # one call each while the ring's registration is armed: Ring._arm).
 _native.set_ring_classes(RingFrame, RingResult, _core.Timings)
-_native_timings = _native.timings
 
 
 class _Map:
@@ -419,7 +418,7 @@ class _RingBase:
         self._slots.release(k, ticket)
 
 
-class Ring(_RingBase):
+class Ring(_native.RingCore, _RingBase):
     """A ring of shared-memory slots on a :class:`~frameprep.Client`
     (create it with :meth:`Client.ring`), for the zero-copy path over
     ``ipc://``.
@@ -570,39 +569,40 @@ class Ring(_RingBase):
                 f"every slot is held (release results when done)")
         return got
 
-    def next_frame(self, shape: Sequence[int] | None = None) -> RingFrame:
-        """Reserves a free slot and returns a writable uint8
-        :class:`RingFrame` of its frame area, of shape ``shape`` (default
-        ``frame_shape``; at most the slot's bytes). Pass it to
-        :meth:`preprocess`, or give it back with its ``cancel()``. Waits up
-        to the client's timeout for a free slot
-        (:class:`~frameprep.RequestTimeoutError`)."""
-        if shape is None:
-            # Armed (_arm) with a slot free: in one call.
-            f: RingFrame | None = self._slots.next_frame(self)
-            if f is not None:
-                return f
+    if TYPE_CHECKING:
+        # RingCore's, in C (see their docstrings there): while armed
+        # (_arm), a whole frame in one call (Slots.next_frame, Slots.send),
+        # else _next_frame, _preprocess or _resend.
+        def next_frame(self,
+                       shape: Sequence[int] | None = None) -> RingFrame:
+            """Reserves a free slot and returns a writable uint8
+            :class:`RingFrame` of its frame area, of shape ``shape``
+            (default ``frame_shape``; at most the slot's bytes). Pass it
+            to :meth:`preprocess`, or give it back with its ``cancel()``.
+            Waits up to the client's timeout for a free slot
+            (:class:`~frameprep.RequestTimeoutError`)."""
+
+        def preprocess(self, frame: np.ndarray[Any, Any]) -> RingResult:
+            """Preprocesses a frame through the ring: a frame from
+            :meth:`next_frame` (or a crop of one) as it lies, any other
+            uint8 array (H, W[, C], or a YUV frame of the ring's format)
+            after copying it into a free slot. Returns a
+            :class:`RingResult` whose tensor views the slot, held until
+            the result is released. Raises as :meth:`Client.preprocess`,
+            and :class:`~frameprep.LimitExceededError` for a frame larger
+            than a slot."""
+
+    def _next_frame(self, shape: Sequence[int] | None) -> RingFrame:
+        """next_frame, step by step."""
         k, ticket = self._take(_RESERVED)
         return self._frame_view(k, ticket, shape)
 
-    def preprocess(self, frame: np.ndarray[Any, Any]) -> RingResult:
-        """Preprocesses a frame through the ring: a frame from
-        :meth:`next_frame` (or a crop of one) as it lies, any other uint8
-        array (H, W[, C], or a YUV frame of the ring's format) after
-        copying it into a free slot. Returns a :class:`RingResult` whose
-        tensor views the slot, held until the result is released. Raises
-        as :meth:`Client.preprocess`, and
-        :class:`~frameprep.LimitExceededError` for a frame larger than a
-        slot."""
-        # Armed (_arm), a whole frame (reserved, or an array of the
-        # frame's shape to copy) goes in one call: its result, or None
-        # when it took nothing, or (slot, ticket, holder or None) when it
-        # took the slot but the request must be sent again here.
-        got = self._slots.send(frame, self)
-        if got is None:
-            return self._preprocess(frame)
-        if got.__class__ is not tuple:
-            return got  # type: ignore[no-any-return]
+    def _resend(self, frame: np.ndarray[Any, Any],
+                got: tuple[int, int, _Hold | None]) -> RingResult:
+        """preprocess after Slots.send took slot k (ticket; hold: the
+        reserved frame's holder, None for a copy) but left the request to
+        be sent again here (the registration changed meanwhile, the
+        connection was lost, the daemon forgot the region)."""
         k, ticket, hold = got
         try:
             src = (None if hold is not None else
