@@ -23,13 +23,14 @@
  * slot of its own (an nng context and its aios; up to
  * FPREP_CLIENT_MAX_CALLS at once, more wait for one), and a reply in
  * shared memory is awaited where its own request put it. The settings
- * (fprep_client_set_spin, fprep_client_set_staging, fprep_client_doorbell)
- * are called between requests: not while another thread is inside a call
- * on the same client. fprep_client_close is called once, after every
- * other call on the client returned. fprep_client_last_error tells the
- * calling thread's last failure. One object other than a client (a
- * region, a ring's slot, a pending request, a result) is used by one
- * thread at a time; fprep_result_fini may be called from any thread.
+ * (fprep_client_set_spin, fprep_client_set_staging) are called between
+ * requests: not while another thread is inside a call on the same client
+ * (fprep_client_doorbell may be called at any time). fprep_client_close
+ * is called once, after every other call on the client returned.
+ * fprep_client_last_error tells the calling thread's last failure. One
+ * object other than a client (a region, a ring's slot, a pending
+ * request, a result) is used by one thread at a time; fprep_result_fini
+ * may be called from any thread.
  */
 #ifndef FRAMEPREP_FRAMEPREP_H
 #define FRAMEPREP_FRAMEPREP_H
@@ -249,24 +250,41 @@ FPREP_EXTERN void fprep_client_set_spin(fprep_client *client, unsigned spin_us);
 
 /* fprep_client_doorbell sets up (on != 0) or ends (on == 0) this client's
  * doorbell (protocol.h, "Doorbells"): a page of shared memory registered
- * with the daemon, which its loop polls while it spins (--spin-us). From
- * then on fprep_client_request sends a FRAME or ECHO whose frame and
- * tensor are both in regions through the doorbell whenever the daemon
- * polls it or sleeps on its wake word (then rung, with FUTEX_WAKE), and
- * through nng otherwise (a kernel without futex_waitv(2), and the daemon
- * asleep); either way the reply is the same, but by the doorbell the
- * request crosses no nng thread, which takes their wake-ups out of its
- * latency. The wait for the reply polls for up
- * to the client's spin_us (fprep_client_set_spin), then sleeps in
- * futex(2). ipc:// only, like every region. Returns 0 (also when there
- * was nothing to do), or the error of the REGISTER or DOORBELL request
- * (FPREP_EPERM: the daemon runs with --max-doorbells 0). A doorbell
- * request that the daemon took and never answered within the client's
- * timeout fails with FPREP_ETIMEDOUT and leaves the doorbell unused from
- * then on. fprep_client_close ends it. One blocking call at a time uses
- * the doorbell's one entry; calls made meanwhile on other threads go
- * through nng. Call it between requests: not while another thread is
- * inside a call on this client. */
+ * with the daemon, which its loop polls while it spins (--spin-us).
+ * While the client has one, fprep_client_request sends a FRAME or ECHO
+ * whose frame and tensor are both in regions (a staged inline frame
+ * included) through the doorbell whenever the daemon polls it or sleeps
+ * on its wake word (then rung, with FUTEX_WAKE), and through nng
+ * otherwise (a kernel without futex_waitv(2), and the daemon asleep);
+ * either way the reply is the same, but by the doorbell the request
+ * crosses no nng thread, which takes their wake-ups out of its latency.
+ * The wait for the reply polls for up to the client's spin_us
+ * (fprep_client_set_spin), then sleeps in futex(2). ipc:// only, like
+ * every region.
+ *
+ * By default (neither called) the first staged call (fprep_client_request
+ * with an inline frame on an ipc:// client) sets the doorbell up, once per
+ * connection, and it serves the staged calls only (a request whose frame
+ * is in the program's own regions goes through nng as before); a daemon
+ * that refuses (--max-doorbells 0, at its limits) leaves the calls on nng
+ * until the client's next connection, and no call fails for it; a
+ * fprep_region_open at the daemon's --max-regions ends it, as it closes
+ * the free stages. With on != 0 the client sets it up now, for every
+ * request that fits it, and again on the first such request after a
+ * daemon restart; with on == 0 it ends any doorbell and sets none up from
+ * then on (call it before the first request to keep the client off
+ * doorbells: the daemon then polls one area less, and --max-doorbells
+ * counts one fewer). Returns 0 (also
+ * when there was nothing to do), or the error of the REGISTER or
+ * DOORBELL request (FPREP_EPERM: the daemon runs with --max-doorbells 0).
+ * After a daemon restart the doorbell of the old daemon is dropped
+ * without an UNREGISTER, as the client's regions are. A doorbell request
+ * that the daemon took and never answered within the client's timeout
+ * fails with FPREP_ETIMEDOUT and leaves the doorbell unused on that
+ * connection. fprep_client_close ends it. One blocking call at a time
+ * uses the doorbell's one entry; calls made meanwhile on other threads go
+ * through nng. Any thread, also while calls are in progress on others:
+ * ending the doorbell waits for the call that uses it, if any, to end. */
 FPREP_EXTERN int fprep_client_doorbell(fprep_client *client, int on);
 
 /* fprep_client_last_error returns a sentence about the calling thread's
@@ -339,7 +357,10 @@ FPREP_EXTERN int fprep_client_check_request(fprep_client *client,
  * no shared memory), the frame goes inline through the socket, as it
  * always does over tcp://. Either way req and *res read as for an inline
  * reply (res->header.output_loc INLINE, payload_size the tensor's bytes).
- * fprep_client_set_staging turns it off.
+ * The staged request goes through the client's doorbell, which the first
+ * staged call sets up, whenever the doorbell's one entry is free (see
+ * fprep_client_doorbell, which turns that off), and through nng
+ * otherwise. fprep_client_set_staging turns staging off.
  *
  * Any thread, several at once on one client: each call has its own nng
  * context (FPREP_CLIENT_MAX_CALLS at once; more wait, within the

@@ -138,9 +138,19 @@ struct fprep_client {
 
 	/* The doorbell (fprep_client_doorbell): its region and its area, one
 	 * entry, used by one blocking call at a time (db_busy); the others
-	 * go through nng. db_area NULL: no doorbell, or given up. */
+	 * go through nng. db_area NULL: no doorbell, or given up. It is set
+	 * up and dropped under db_mtx, and db_region, db_area and db_gen
+	 * change only while db_busy is held too, so a call that holds
+	 * db_busy sees them stay. db_mode: CLIENT_DB_AUTO (set up by the
+	 * first staged call), ON or OFF; db_tried: 1 + the connection on
+	 * which the last set-up was tried (0: none), not tried again on it. */
+	pthread_mutex_t db_mtx;
 	fprep_region *db_region;
 	_Atomic(uint8_t *) db_area;
+	_Atomic uint64_t db_gen;  /* the connection it was registered on */
+	_Atomic uint64_t db_lost; /* conn_lost then: used while unchanged */
+	_Atomic uint64_t db_tried;
+	_Atomic int db_mode;
 	atomic_flag db_busy;
 
 	/* Inline frames staged through shared memory (client_stage.c). */
@@ -173,6 +183,12 @@ static void client_raio_retire(struct client_slot *s);
 
 /* The doorbell's region: its area with one entry fits in a page. */
 #define CLIENT_DOORBELL_BYTES 4096
+
+/* The doorbell's mode: set up by the first staged call (the default),
+ * set up by fprep_client_doorbell(client, 1), or off. */
+enum { CLIENT_DB_AUTO, CLIENT_DB_ON, CLIENT_DB_OFF };
+
+static void client_doorbell_drop(fprep_client *c);
 
 /* Whether the daemon's limits were asked for: not yet, known, or asked
  * without an answer (not asked again). */
@@ -690,6 +706,7 @@ static void client_destroy(fprep_client *c)
 	pthread_cond_destroy(&c->slot_cv);
 	pthread_mutex_destroy(&c->slot_mtx);
 	pthread_mutex_destroy(&c->shm_mtx);
+	pthread_mutex_destroy(&c->db_mtx);
 	free(c->shm);
 	free(c);
 }
@@ -823,6 +840,7 @@ int fprep_client_open_trusting(fprep_client **clientp, const char *url,
 	c->refs = 1;
 	c->serial = atomic_fetch_add(&client_serials, 1);
 	atomic_flag_clear(&c->db_busy);
+	pthread_mutex_init(&c->db_mtx, NULL);
 	pthread_mutex_init(&c->shm_mtx, NULL);
 	pthread_mutex_init(&c->slot_mtx, NULL);
 	pthread_cond_init(&c->slot_cv, NULL);
@@ -922,7 +940,20 @@ const char *fprep_client_last_error(const fprep_client *client)
 
 unsigned fprep__client_shed_stages(fprep_client *c)
 {
-	return fprep__stages_shed(&c->stages);
+	unsigned shed = fprep__stages_shed(&c->stages);
+
+	/* A doorbell the client set up of itself goes too, until the next
+	 * connection (not while it is being set up). */
+	if (atomic_load(&c->db_mode) == CLIENT_DB_AUTO &&
+	    pthread_mutex_trylock(&c->db_mtx) == 0) {
+		if (atomic_load(&c->db_mode) == CLIENT_DB_AUTO &&
+		    c->db_region != NULL) {
+			client_doorbell_drop(c);
+			shed++;
+		}
+		pthread_mutex_unlock(&c->db_mtx);
+	}
+	return shed;
 }
 
 void fprep_client_set_staging(fprep_client *client, int on)
@@ -1228,17 +1259,125 @@ static int client_roundtrip_shm(struct client_slot *s, nng_msg *msg,
  * request: it goes through nng instead. */
 #define CLIENT_DOORBELL_NOT_TAKEN (-1)
 
-/* client_doorbell_fits tells whether req may go through the doorbell
+/* client_doorbell_shaped tells whether req may go through a doorbell
  * (protocol.h, "Doorbells"): a FRAME or ECHO with its frame and its
  * tensor in regions. */
+static int client_doorbell_shaped(const fprep_request *req)
+{
+	return (req->kind == FPREP_KIND_FRAME ||
+	        req->kind == FPREP_KIND_ECHO) &&
+	       req->input_loc != FPREP_LOC_INLINE &&
+	       req->output_loc != FPREP_LOC_INLINE;
+}
+
+/* client_doorbell_fits tells whether req may go through the client's
+ * doorbell: it has one, and req is shaped for it. */
 static int client_doorbell_fits(fprep_client *c, const fprep_request *req)
 {
 	return atomic_load_explicit(&c->db_area, memory_order_acquire) !=
 	               NULL &&
-	       (req->kind == FPREP_KIND_FRAME ||
-	        req->kind == FPREP_KIND_ECHO) &&
-	       req->input_loc != FPREP_LOC_INLINE &&
-	       req->output_loc != FPREP_LOC_INLINE;
+	       client_doorbell_shaped(req);
+}
+
+/* client_doorbell_hold takes the doorbell's entry (db_busy), waiting for
+ * the call that holds it: it ends with its reply, its timeout or the
+ * connection's loss. */
+static void client_doorbell_hold(fprep_client *c)
+{
+	const struct timespec pause = {0, 100000};
+
+	while (atomic_flag_test_and_set(&c->db_busy))
+		nanosleep(&pause, NULL);
+}
+
+/* client_doorbell_drop ends the client's doorbell, if any, once no call
+ * uses it: the region's close sends the UNREGISTER that ends it on its
+ * connection, and after that connection's loss (the daemon restarted)
+ * only unmaps it, as its id may be another region's now. Under db_mtx. */
+static void client_doorbell_drop(fprep_client *c)
+{
+	fprep_region *r = c->db_region;
+
+	if (r == NULL)
+		return;
+	client_doorbell_hold(c);
+	atomic_store(&c->db_area, NULL);
+	c->db_region = NULL;
+	atomic_flag_clear(&c->db_busy);
+	fprep_region_close(r);
+}
+
+/* client_doorbell_setup sets up the doorbell on the client's present
+ * connection, dropping first one of an earlier connection (gone with
+ * its daemon); one of this connection, in use or given up after a
+ * timeout, is kept. shed: the client's free stages may make room for it
+ * (fprep_region_open). Returns 0, or the error of the set-up with its
+ * reason for fprep_client_last_error; not tried again on this
+ * connection unless fprep_client_doorbell asks. Under db_mtx. */
+static int client_doorbell_setup(fprep_client *c, int shed)
+{
+	uint64_t gen = atomic_load(&c->conn_gen);
+	uint64_t lost = atomic_load(&c->conn_lost);
+	char why[sizeof(client_last.text)];
+	fprep_region *r;
+	int err;
+
+	atomic_store(&c->db_tried, gen + 1);
+	if (c->db_region != NULL && atomic_load(&c->db_gen) == gen)
+		return FPREP_OK;
+	client_doorbell_drop(c);
+	err = shed ? fprep_region_open(&r, c, CLIENT_DOORBELL_BYTES)
+	           : fprep__region_open(&r, c, CLIENT_DOORBELL_BYTES);
+	if (err != 0)
+		return err;
+	if ((err = fprep_region_doorbell(r, 0, 1)) != 0) {
+		/* The region's UNREGISTER would clear the reason. */
+		snprintf(why, sizeof(why), "%s", fprep_client_last_error(c));
+		fprep_region_close(r);
+		return client_error(c, err, "%s", why);
+	}
+	if (atomic_load(&c->conn_gen) != gen ||
+	    atomic_load(&c->conn_lost) != lost) {
+		/* The daemon went meanwhile: set up on the next one. */
+		fprep_region_close(r);
+		atomic_store(&c->db_tried, 0);
+		return client_error(c, FPREP_ETRANSPORT,
+		                    "the connection to the daemon changed "
+		                    "while the doorbell was set up");
+	}
+	client_doorbell_hold(c);
+	c->db_region = r;
+	atomic_store(&c->db_gen, gen);
+	atomic_store(&c->db_lost, lost);
+	atomic_store(&c->db_area, fprep_region_base(r));
+	atomic_flag_clear(&c->db_busy);
+	return FPREP_OK;
+}
+
+/* client_doorbell_ensure sets up the doorbell, once per connection, for
+ * a call that may use it: in CLIENT_DB_ON mode, and in CLIENT_DB_AUTO
+ * for a staged call (staged). A refusal leaves the calls on nng,
+ * silently. */
+static void client_doorbell_ensure(fprep_client *c, int staged)
+{
+	int mode = atomic_load_explicit(&c->db_mode, memory_order_relaxed);
+
+	if (mode == CLIENT_DB_OFF || (mode == CLIENT_DB_AUTO && !staged) ||
+	    atomic_load(&c->db_tried) == atomic_load(&c->conn_gen) + 1 ||
+	    c->daemons != 1)
+		return;
+	pthread_mutex_lock(&c->db_mtx);
+	mode = atomic_load(&c->db_mode);
+	if ((mode == CLIENT_DB_ON || (mode == CLIENT_DB_AUTO && staged)) &&
+	    atomic_load(&c->db_tried) != atomic_load(&c->conn_gen) + 1)
+		(void)client_doorbell_setup(c, 0);
+	pthread_mutex_unlock(&c->db_mtx);
+	client_error_clear(c);
+}
+
+void fprep__client_doorbell_auto(fprep_client *c)
+{
+	client_doorbell_ensure(c, 1);
 }
 
 /* client_doorbell_watched tells whether the daemon watches the doorbell
@@ -1413,24 +1552,32 @@ err_reply:
 }
 
 /* client_call_doorbell sends the request msg through the doorbell when
- * req fits it and no other call holds its entry: returns what
- * client_doorbell_call does (CLIENT_DOORBELL_NOT_TAKEN: msg is still the
- * caller's), having taken msg otherwise. */
+ * req fits it, no other call holds its entry, and the doorbell serves it
+ * (any request when the program set it up, a staged one when the client
+ * did): returns what client_doorbell_call does
+ * (CLIENT_DOORBELL_NOT_TAKEN: msg is still the caller's), having taken
+ * msg otherwise. */
 static int client_call_doorbell(fprep_client *c, const fprep_request *req,
-                                nng_msg *msg, nng_time deadline,
+                                int staged, nng_msg *msg, nng_time deadline,
                                 nng_msg **replyp)
 {
 	uint8_t *db;
 	int err = CLIENT_DOORBELL_NOT_TAKEN;
 
 	if (!client_doorbell_fits(c, req) ||
+	    (!staged &&
+	     atomic_load_explicit(&c->db_mode, memory_order_relaxed) !=
+	             CLIENT_DB_ON) ||
 	    atomic_flag_test_and_set(&c->db_busy))
 		return CLIENT_DOORBELL_NOT_TAKEN;
 	db = atomic_load_explicit(&c->db_area, memory_order_acquire);
-	if (db != NULL)
+	/* Not after its connection's loss: its daemon is gone, and may
+	 * have left the area saying it polls. */
+	if (db != NULL &&
+	    atomic_load(&c->db_lost) == atomic_load(&c->conn_lost))
 		err = client_doorbell_call(c, db, 0, nng_msg_body(msg),
 		                           req->request_id, deadline,
-		                           atomic_load(&c->conn_lost), replyp);
+		                           atomic_load(&c->db_lost), replyp);
 	if (err == FPREP_ETIMEDOUT)
 		atomic_store(&c->db_area, NULL);
 	atomic_flag_clear(&c->db_busy);
@@ -1439,11 +1586,13 @@ static int client_call_doorbell(fprep_client *c, const fprep_request *req,
 	return err;
 }
 
-/* client_call sends a request header plus payload_size bytes of payload
- * and stores the checked reply in *res: through the doorbell when it
- * fits, else on a call slot of its own. */
-static int client_call(fprep_client *c, fprep_request *req, const void *payload,
-                       size_t payload_size, fprep_result *res)
+/* client_call_as sends a request header plus payload_size bytes of
+ * payload and stores the checked reply in *res: through the doorbell when
+ * it fits (staged: a staged inline frame), else on a call slot of its
+ * own. */
+static int client_call_as(fprep_client *c, fprep_request *req,
+                          const void *payload, size_t payload_size, int staged,
+                          fprep_result *res)
 {
 	nng_time deadline = client_deadline(c);
 	nng_msg *msg = NULL, *reply = NULL;
@@ -1452,12 +1601,14 @@ static int client_call(fprep_client *c, fprep_request *req, const void *payload,
 	int err;
 
 	memset(res, 0, sizeof(*res));
+	if (client_doorbell_shaped(req))
+		client_doorbell_ensure(c, staged);
 	client_error_clear(c);
 	if (req->shm_reply && (area = client_reply_area(c, req)) == NULL)
 		return FPREP_EINVAL;
 	if ((err = client_message(c, req, payload, payload_size, &msg)))
 		return err;
-	err = client_call_doorbell(c, req, msg, deadline, &reply);
+	err = client_call_doorbell(c, req, staged, msg, deadline, &reply);
 	if (err == 0)
 		return client_check_reply(c, req->request_id, req->kind, reply,
 		                          res);
@@ -1476,9 +1627,16 @@ static int client_call(fprep_client *c, fprep_request *req, const void *payload,
 	return client_check_reply(c, req->request_id, req->kind, reply, res);
 }
 
+/* client_call is client_call_as for a call that is not staged. */
+static int client_call(fprep_client *c, fprep_request *req, const void *payload,
+                       size_t payload_size, fprep_result *res)
+{
+	return client_call_as(c, req, payload, payload_size, 0, res);
+}
+
 int fprep__client_call(fprep_client *c, fprep_request *req, fprep_result *res)
 {
-	return client_call(c, req, NULL, 0, res);
+	return client_call_as(c, req, NULL, 0, 1, res);
 }
 
 int fprep__client_call_entry(fprep_client *c, uint8_t *db, unsigned k,
@@ -2018,45 +2176,16 @@ int fprep_client_register(fprep_client *c, fprep_register_request *req,
 
 int fprep_client_doorbell(fprep_client *client, int on)
 {
-	fprep_register_request req;
-	fprep_result res;
-	fprep_region *r = NULL;
-	int err;
+	int err = FPREP_OK;
 
-	if (!on || client->db_region != NULL) {
-		if (!on && client->db_region != NULL) {
-			/* Its UNREGISTER ends the doorbell too. */
-			atomic_store(&client->db_area, NULL);
-			fprep_region_close(client->db_region);
-			client->db_region = NULL;
-		}
-		return FPREP_OK;
-	}
-	if ((err = fprep_region_open(&r, client, CLIENT_DOORBELL_BYTES)) != 0)
-		return err;
-	memset(&req, 0, sizeof(req));
-	req.kind = FPREP_KIND_DOORBELL;
-	req.region_id = fprep_region_id(r);
-	req.doorbell_entries = 1;
-	req.doorbell_offset = 0;
-	err = fprep_client_register(client, &req, &res);
-	if (err == 0) {
-		err = (int)res.header.status;
-		fprep_result_fini(&res);
-	}
-	if (err != 0) {
-		char why[sizeof(client_last.text)];
-
-		/* The region's UNREGISTER would clear the reason. */
-		snprintf(why, sizeof(why), "%s",
-		         fprep_client_last_error(client));
-		fprep_region_close(r);
-		client_error(client, err, "%s", why);
-		return err;
-	}
-	client->db_region = r;
-	atomic_store(&client->db_area, fprep_region_base(r));
-	return FPREP_OK;
+	pthread_mutex_lock(&client->db_mtx);
+	atomic_store(&client->db_mode, on ? CLIENT_DB_ON : CLIENT_DB_OFF);
+	if (on)
+		err = client_doorbell_setup(client, 1);
+	else
+		client_doorbell_drop(client);
+	pthread_mutex_unlock(&client->db_mtx);
+	return err;
 }
 
 int fprep_client_info(fprep_client *client, fprep_result *res)

@@ -51,11 +51,22 @@ int fprep__client_add_shm(fprep_client *c, uint32_t id, void *base, size_t size,
                           uint64_t gen);
 void fprep__client_remove_shm(fprep_client *c, uint32_t id, void *base);
 
-/* fprep__client_call sends req (its frame and tensor in regions, or no
- * payload at all) and stores the checked reply in *res, waiting for it in
- * shared memory with req->shm_reply, through the doorbell when there is
- * one: fprep_client_request without the inline frame. */
+/* fprep__client_call sends req, a staged inline frame (its frame and
+ * tensor in the stage), and stores the checked reply in *res, waiting for
+ * it in shared memory with req->shm_reply, through the client's doorbell
+ * when there is one (also one the client set up of itself, which serves
+ * staged calls only): fprep_client_request without the inline frame. */
 int fprep__client_call(fprep_client *c, fprep_request *req, fprep_result *res);
+
+/* fprep__client_doorbell_auto sets up the client's doorbell
+ * (fprep_client_doorbell) for a staged call, unless the program turned
+ * it off: once per connection, the first staged call on it doing the
+ * REGISTER and DOORBELL requests while calls on other threads go on
+ * through nng; one of an earlier connection (the daemon restarted) is
+ * dropped first, without an UNREGISTER. A daemon that refuses leaves the
+ * client on nng until the next connection; nothing is reported. Any
+ * thread. */
+void fprep__client_doorbell_auto(fprep_client *c);
 
 /* fprep__region_open is fprep_region_open without making room: the
  * client's stages are left as they are. */

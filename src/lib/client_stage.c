@@ -24,6 +24,19 @@
  * failed (a timeout: the daemon may still write into it) is never reused.
  * A daemon that refuses a stage (shared memory over its limits, or none
  * at all) gets that size inline from then on.
+ *
+ * The staged request goes through the client's doorbell when it can
+ * (client.c, fprep_client_doorbell): unless the program turned doorbells
+ * off, the first staged call on a connection sets the doorbell up (after
+ * taking its stage, so the daemon's limits on regions favour the stage),
+ * and from then on a staged call that finds the doorbell's one entry free
+ * posts its request header there, so that a daemon that polls
+ * (--spin-us) takes it with no nng thread on either side; a call that
+ * finds it held, and every call of a client whose daemon refused a
+ * doorbell, sends it through nng as before. The doorbell is the
+ * client's, not a stage's: a daemon restart drops it with the stages
+ * (no UNREGISTER to the new daemon), and the next staged call sets up
+ * another.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -219,6 +232,8 @@ int fprep__stage_call(fprep_client *c, struct fprep__stages *pool,
 		fprep__client_set_error(c, FPREP_OK, "");
 		return FPREP__STAGE_UNUSED;
 	}
+	/* The stage first: the daemon's limits on regions favour it. */
+	fprep__client_doorbell_auto(c);
 	memcpy((uint8_t *)fprep_region_base(s->region) + s->frame_offset,
 	       payload, (size_t)req->input_size);
 	staged = *req;
