@@ -61,6 +61,7 @@ typedef struct bench_opts {
 	int shm_reply;    /* replies read from it too (FPREP_LOC_F_SHM_REPLY) */
 	unsigned spin_us; /* fprep_client_set_spin, with shm_reply */
 	int no_stage;     /* fprep_client_set_staging(client, 0) */
+	int no_doorbell;  /* fprep_client_doorbell(client, 0) */
 	int doorbell;     /* requests through a doorbell (shm both) */
 	int verify;
 	unsigned verify_every;
@@ -846,6 +847,13 @@ static void bench_usage(FILE *f)
 	        "them through\n"
 	        "                              shared memory on ipc:// (a copy "
 	        "per request)\n"
+	        "                              and through the client's "
+	        "doorbell; the report\n"
+	        "                              counts the requests the daemon "
+	        "took there\n"
+	        "      --no-doorbell           staged frames through the "
+	        "socket, not the\n"
+	        "                              client's doorbell\n"
 	        "      --shm-reply             with --shm out or both: the "
 	        "daemon also writes\n"
 	        "                              each reply into the region, "
@@ -927,6 +935,7 @@ enum {
 	OPT_SPIN_US,
 	OPT_TRUST_OWNER,
 	OPT_NO_STAGE,
+	OPT_NO_DOORBELL,
 	OPT_ROIS,
 	OPT_BATCH,
 };
@@ -953,6 +962,7 @@ static const struct option bench_long_opts[] = {
         {"shm-reply", no_argument, NULL, OPT_SHM_REPLY},
         {"doorbell", no_argument, NULL, OPT_DOORBELL},
         {"no-stage", no_argument, NULL, OPT_NO_STAGE},
+        {"no-doorbell", no_argument, NULL, OPT_NO_DOORBELL},
         {"rois", required_argument, NULL, OPT_ROIS},
         {"batch", required_argument, NULL, OPT_BATCH},
         {"spin-us", required_argument, NULL, OPT_SPIN_US},
@@ -1125,6 +1135,9 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 		case OPT_NO_STAGE:
 			o->no_stage = 1;
 			break;
+		case OPT_NO_DOORBELL:
+			o->no_doorbell = 1;
+			break;
 		case OPT_ROIS:
 		case OPT_BATCH:
 			if (bench_parse_double(optarg, &v) || v < 1 ||
@@ -1291,10 +1304,11 @@ static uint64_t bench_doorbell_requests(fprep_client *c)
 }
 
 /* bench_doorbell_report prints how many requests the daemon took from
- * doorbells since it counted db0, or why that is unknown: no answer to
- * INFO now (the daemon is gone), or a count below db0 (another daemon
- * answers: it restarted). */
-static void bench_doorbell_report(fprep_client *c, uint64_t db0)
+ * doorbells since it counted db0 (what: which requests could go there),
+ * or why that is unknown: no answer to INFO now (the daemon is gone), or
+ * a count below db0 (another daemon answers: it restarted). */
+static void bench_doorbell_report(fprep_client *c, uint64_t db0,
+                                  const char *what)
 {
 	uint64_t db1 = bench_doorbell_requests(c);
 
@@ -1309,8 +1323,8 @@ static void bench_doorbell_report(fprep_client *c, uint64_t db0)
 		       db0, db1);
 	else
 		printf("doorbell: %" PRIu64 " requests taken by the daemon "
-		       "from doorbells\n",
-		       db1 - db0);
+		       "from doorbells%s\n",
+		       db1 - db0, what);
 }
 
 /* bench_doorbells sets up each connection's doorbell (--doorbell) and
@@ -1459,6 +1473,7 @@ int main(int argc, char **argv)
 	unsigned npoints, nclients = 0, i, p;
 	uint64_t ceiling_fail = 0, fail = 0;
 	uint64_t db0 = 0;
+	int staged;
 	int trace_fail = 0;
 	int rc, status = 2;
 
@@ -1522,6 +1537,8 @@ int main(int argc, char **argv)
 		fprep_client_set_spin(conns[i].client, o.spin_us);
 		if (o.no_stage)
 			fprep_client_set_staging(conns[i].client, 0);
+		if (o.no_doorbell)
+			(void)fprep_client_doorbell(conns[i].client, 0);
 	}
 
 	/* What the daemon runs; a server that cannot answer INFO is still
@@ -1577,6 +1594,12 @@ int main(int argc, char **argv)
 	if (o.doorbell &&
 	    (db0 = bench_doorbells(conns, nclients)) == UINT64_MAX)
 		goto out;
+	/* The staged frames go through the client's own doorbell: counted
+	 * too, where INFO tells. */
+	staged = !o.doorbell && !o.shm_in && !o.shm_out && !o.no_stage &&
+	         o.rois == 0 && o.batch == 0;
+	if (staged)
+		db0 = bench_doorbell_requests(conns[0].client);
 
 	for (p = 0; p < npoints && !bench_interrupted; p++) {
 		memset(&run, 0, sizeof(run));
@@ -1651,8 +1674,14 @@ int main(int argc, char **argv)
 	rep.runs = runs;
 	rep.nruns = p;
 	bench_report_table(stdout, &rep);
-	if (o.doorbell)
-		bench_doorbell_report(conns[0].client, db0);
+	if (o.doorbell || (staged && db0 != UINT64_MAX))
+		bench_doorbell_report(conns[0].client, db0,
+		                      staged ? " (the clients' own, for staged "
+		                               "frames: the measured runs', "
+		                               "their warm-ups' and the ECHO "
+		                               "ceilings'; the others went "
+		                               "through the socket)"
+		                             : "");
 	fflush(stdout);
 	status = 0;
 	if (o.json && bench_report_json(o.json, &rep))
