@@ -1375,11 +1375,6 @@ static void client_doorbell_ensure(fprep_client *c, int staged)
 	client_error_clear(c);
 }
 
-void fprep__client_doorbell_auto(fprep_client *c)
-{
-	client_doorbell_ensure(c, 1);
-}
-
 /* client_doorbell_watched tells whether the daemon watches the doorbell
  * area: it polls it, or its waker sleeps on the wake word (protocol.h). */
 static int client_doorbell_watched(_Atomic uint32_t *polling,

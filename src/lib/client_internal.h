@@ -53,20 +53,15 @@ void fprep__client_remove_shm(fprep_client *c, uint32_t id, void *base);
 
 /* fprep__client_call sends req, a staged inline frame (its frame and
  * tensor in the stage), and stores the checked reply in *res, waiting for
- * it in shared memory with req->shm_reply, through the client's doorbell
- * when there is one (also one the client set up of itself, which serves
- * staged calls only): fprep_client_request without the inline frame. */
+ * it in shared memory with req->shm_reply: fprep_client_request without
+ * the inline frame. It goes through the client's doorbell when its entry
+ * is free; unless the program turned doorbells off, the first such call
+ * on a connection sets the doorbell up (REGISTER and DOORBELL, while
+ * calls on other threads go on through nng), after dropping one of an
+ * earlier connection (the daemon restarted) without an UNREGISTER. A
+ * daemon that refuses leaves the client on nng until its next
+ * connection, and the call goes on. Any thread. */
 int fprep__client_call(fprep_client *c, fprep_request *req, fprep_result *res);
-
-/* fprep__client_doorbell_auto sets up the client's doorbell
- * (fprep_client_doorbell) for a staged call, unless the program turned
- * it off: once per connection, the first staged call on it doing the
- * REGISTER and DOORBELL requests while calls on other threads go on
- * through nng; one of an earlier connection (the daemon restarted) is
- * dropped first, without an UNREGISTER. A daemon that refuses leaves the
- * client on nng until the next connection; nothing is reported. Any
- * thread. */
-void fprep__client_doorbell_auto(fprep_client *c);
 
 /* fprep__region_open is fprep_region_open without making room: the
  * client's stages are left as they are. */

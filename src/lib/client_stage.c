@@ -232,14 +232,14 @@ int fprep__stage_call(fprep_client *c, struct fprep__stages *pool,
 		fprep__client_set_error(c, FPREP_OK, "");
 		return FPREP__STAGE_UNUSED;
 	}
-	/* The stage first: the daemon's limits on regions favour it. */
-	fprep__client_doorbell_auto(c);
 	memcpy((uint8_t *)fprep_region_base(s->region) + s->frame_offset,
 	       payload, (size_t)req->input_size);
 	staged = *req;
 	fprep_request_set_regions(&staged, s->region, s->frame_offset,
 	                          s->region, 0, s->out_capacity);
 	staged.shm_reply = 1;
+	/* Sets up the client's doorbell on its first call: after the
+	 * stage, which the daemon's limits on regions favour. */
 	err = fprep__client_call(c, &staged, res);
 	req->version = staged.version;
 	req->request_id = staged.request_id;

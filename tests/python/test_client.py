@@ -368,6 +368,28 @@ def test_ring_through_a_doorbell(tmp_path):
         d.stop()
 
 
+def test_simple_call_through_the_client_doorbell(tmp_path):
+    """On a daemon that polls, Client.preprocess's staged requests go
+    through the client's own doorbell (INFO counts each one), with the
+    tensors of the inline path."""
+    d = Daemon(tmp_path, "--spin-us", "100000")
+    try:
+        with frameprep.Client(d.url, timeout=60) as c, \
+                frameprep.Client(d.url, timeout=60) as plain:
+            plain._s.native.set_staging(False)
+            img = photo("astronaut.png")
+            want = plain.preprocess(img).tensor.copy()
+            before = info_count(plain, "doorbell_requests")
+            for _ in range(5):
+                r = c.preprocess(img)
+                assert r.tensor.tobytes() == want.tobytes()
+                del r
+            assert info_count(plain, "doorbell_requests") - before == 5
+            assert info_count(plain, "doorbells") == 1
+    finally:
+        d.stop()
+
+
 def test_ring_doorbell_unpolled_or_refused(client, tmp_path):
     """A daemon that does not spin (the CPU backend's default) accepts the
     doorbell but never polls it: where its kernel has futex_waitv (INFO
