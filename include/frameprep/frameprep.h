@@ -251,11 +251,12 @@ FPREP_EXTERN void fprep_client_set_spin(fprep_client *client, unsigned spin_us);
 /* fprep_client_doorbell sets up (on != 0) or ends (on == 0) this client's
  * doorbell (protocol.h, "Doorbells"): a page of shared memory registered
  * with the daemon, which its loop polls while it spins (--spin-us).
- * While the client has one, fprep_client_request sends a FRAME or ECHO
- * whose frame and tensor are both in regions (a staged inline frame
- * included) through the doorbell whenever the daemon polls it or sleeps
- * on its wake word (then rung, with FUTEX_WAKE), and through nng
- * otherwise (a kernel without futex_waitv(2), and the daemon asleep);
+ * While the client has one, fprep_client_request sends the requests it
+ * serves (below: FRAME or ECHO requests whose frame and tensor are both
+ * in regions, a staged inline frame's included) through the doorbell
+ * whenever the daemon polls it or sleeps on its wake word (then rung,
+ * with FUTEX_WAKE), and through nng otherwise (a kernel without
+ * futex_waitv(2), and the daemon asleep);
  * either way the reply is the same, but by the doorbell the request
  * crosses no nng thread, which takes their wake-ups out of its latency.
  * The wait for the reply polls for up to the client's spin_us
@@ -274,9 +275,9 @@ FPREP_EXTERN void fprep_client_set_spin(fprep_client *client, unsigned spin_us);
  * daemon restart; with on == 0 it ends any doorbell and sets none up from
  * then on (call it before the first request to keep the client off
  * doorbells: the daemon then polls one area less, and --max-doorbells
- * counts one fewer). Returns 0 (also
- * when there was nothing to do), or the error of the REGISTER or
- * DOORBELL request (FPREP_EPERM: the daemon runs with --max-doorbells 0).
+ * counts one fewer). Returns 0 (also when there was nothing to do), or
+ * the error of the REGISTER or DOORBELL request (FPREP_EPERM: the daemon
+ * runs with --max-doorbells 0).
  * After a daemon restart the doorbell of the old daemon is dropped
  * without an UNREGISTER, as the client's regions are. A doorbell request
  * that the daemon took and never answered within the client's timeout

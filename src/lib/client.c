@@ -1307,6 +1307,14 @@ static void client_doorbell_drop(fprep_client *c)
 	fprep_region_close(r);
 }
 
+/* client_conn_changed tells whether c's connection is no longer the one
+ * counted gen made and lost lost. */
+static int client_conn_changed(fprep_client *c, uint64_t gen, uint64_t lost)
+{
+	return atomic_load(&c->conn_gen) != gen ||
+	       atomic_load(&c->conn_lost) != lost;
+}
+
 /* client_doorbell_setup sets up the doorbell on the client's present
  * connection, dropping first one of an earlier connection (gone with
  * its daemon); one of this connection, in use or given up after a
@@ -1330,20 +1338,23 @@ static int client_doorbell_setup(fprep_client *c, int shed)
 	           : fprep__region_open(&r, c, CLIENT_DOORBELL_BYTES);
 	if (err != 0)
 		return err;
-	if ((err = fprep_region_doorbell(r, 0, 1)) != 0) {
-		/* The region's UNREGISTER would clear the reason. */
-		snprintf(why, sizeof(why), "%s", fprep_client_last_error(c));
-		fprep_region_close(r);
-		return client_error(c, err, "%s", why);
-	}
-	if (atomic_load(&c->conn_gen) != gen ||
-	    atomic_load(&c->conn_lost) != lost) {
+	/* Not on another connection's region of the same id. */
+	err = client_conn_changed(c, gen, lost)
+	              ? FPREP_ETRANSPORT
+	              : fprep_region_doorbell(r, 0, 1);
+	if (client_conn_changed(c, gen, lost)) {
 		/* The daemon went meanwhile: set up on the next one. */
 		fprep_region_close(r);
 		atomic_store(&c->db_tried, 0);
 		return client_error(c, FPREP_ETRANSPORT,
 		                    "the connection to the daemon changed "
 		                    "while the doorbell was set up");
+	}
+	if (err != 0) {
+		/* The region's UNREGISTER would clear the reason. */
+		snprintf(why, sizeof(why), "%s", fprep_client_last_error(c));
+		fprep_region_close(r);
+		return client_error(c, err, "%s", why);
 	}
 	client_doorbell_hold(c);
 	c->db_region = r;
