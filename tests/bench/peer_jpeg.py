@@ -15,9 +15,10 @@ float32 NCHW tensor in CUDA memory (Ultralytics convention: pad 114, BGR->RGB,
   torchvision  torchvision.io.decode_jpeg(device="cuda") on a batch, then
                F.interpolate (bilinear, half-pixel centres as OpenCV) + pad
   nvimgcodec   nvImageCodec's decoder (hardware JPEG engine where the GPU has
-               one, else its GPU backend) on a batch, then the same torch ops
-  nvimgcodec_cuda  the same on nvImageCodec's CUDA backend (GPU_ONLY: the
-               decode on the SMs) even where there is an engine
+               one, else its CUDA decoder) on a batch, then the same torch ops
+  nvimgcodec_cuda  the same on nvImageCodec's CUDA decoder (nvJPEG's hybrid
+               one: Huffman on the CPU, the rest on the SMs) even where
+               there is an engine
   frameprep    with --frameprep URL: the daemon there, through the frameprep
                package (Client.preprocess(jpeg, format="jpeg", out=a CUDA
                tensor of this process): the tensor lands in CUDA memory as
@@ -247,10 +248,12 @@ def peer_torchvision(args, torch, F, np, blobs, refs):
 
 
 def peer_nvimgcodec(args, torch, F, np, blobs, refs, cuda_only=False):
-    """nvImageCodec on its hardware backend (else its CUDA backend); with
-    cuda_only (peer nvimgcodec_cuda) on its CUDA backend (GPU_ONLY: the
-    decode on the SMs, not the JPEG engine) wherever there is an engine,
-    to compare the two decoders' one-image time and rate."""
+    """nvImageCodec on its hardware backend (else its CUDA decoder); with
+    cuda_only (peer nvimgcodec_cuda) on its CUDA decoder wherever there is
+    an engine, to compare the two decoders' one-image time and rate. That
+    decoder is nvJPEG's hybrid one (backend kind HYBRID_CPU_GPU: Huffman
+    decoding on the CPU, the rest on the SMs); nvImageCodec has no JPEG
+    decoder of kind GPU_ONLY ("Could not create decoder")."""
     name = "nvimgcodec_cuda" if cuda_only else "nvimgcodec"
     try:
         from nvidia import nvimgcodec
@@ -261,15 +264,15 @@ def peer_nvimgcodec(args, torch, F, np, blobs, refs, cuda_only=False):
     kind = "hardware"
     try:
         if cuda_only:
-            raise RuntimeError("the CUDA backend asked for")
+            raise RuntimeError("the CUDA decoder asked for")
         dec = nvimgcodec.Decoder(backends=[nvimgcodec.Backend(
             nvimgcodec.BackendKind.HW_GPU_ONLY)])
         if any(i is None for i in dec.decode(blobs[:1])):
             raise RuntimeError("hardware backend decoded nothing")
-    except Exception:  # no hardware JPEG engine: the GPU backend
-        kind = "gpu"
+    except Exception:  # no hardware JPEG engine: the CUDA decoder
+        kind = "hybrid CPU+GPU"
         dec = nvimgcodec.Decoder(backends=[nvimgcodec.Backend(
-            nvimgcodec.BackendKind.GPU_ONLY)])
+            nvimgcodec.BackendKind.HYBRID_CPU_GPU)])
 
     def run(batch):
         imgs = dec.decode(batch)
