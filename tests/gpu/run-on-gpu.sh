@@ -19,7 +19,9 @@
 #          b1080_jpeg (JPEG frames staged from the photographs, 1080p q90:
 #          the GPU peers, the GPU daemon in the variants FPREP_JPEG_VARIANTS
 #          names, the CPU backend against OpenCV on as many threads; a
-#          table with the bars),
+#          table with the bars), nvjpeg_backends (bench_nvjpeg_backends:
+#          one such JPEG at a time through each nvJPEG backend and
+#          libjpeg-turbo, a table of lone p50/p90 and frames/s),
 #          frameprep-bench (inline, shared memory, ECHO ceiling, sweeps, 1080p
 #          and 4K, against the PCIe ceiling that bench_lane measured),
 #          b1080_modes (a daemon per --transfer staged, mapped, auto, with
@@ -54,6 +56,11 @@ if [ "${1:-}" = "--stage" ]; then
 		cp "$build/tests/gpu/$b" "$out/bin/"
 		bins+=("$out/bin/$b")
 	done
+	# Built only where nvjpeg.h was found.
+	if [ -x "$build/tests/gpu/bench_nvjpeg_backends" ]; then
+		cp "$build/tests/gpu/bench_nvjpeg_backends" "$out/bin/"
+		bins+=("$out/bin/bench_nvjpeg_backends")
+	fi
 	for b in service/frameprepd src/frameprep src/frameprep-bench \
 	         tests/integration/test_shm_daemon tests/gpu/test_cuda_regions \
 	         tests/gpu/test_lanes tests/bench/bare_nng; do
@@ -564,6 +571,28 @@ PY
 	if ls "$here"/jpeg/*.jpg >/dev/null 2>&1; then
 		TAILN=${FPREP_JPEG_TAIL:-120} run b1080_jpeg jpeg_run
 		tests+=(b1080_jpeg)
+	fi
+	# nvjpeg_backends: one 1080p q90 photo at a time through each nvJPEG
+	# backend (the engine batched as the lane, GPU_HYBRID, HYBRID,
+	# nvjpegDecode) and libjpeg-turbo: lone p50/p90 (host part, total),
+	# frames/s from 1 and 4 threads, |difference| from libjpeg-turbo. The
+	# peers' files when b1080_jpeg ran, else the same photos of jpeg/.
+	nvjpeg_backends_run() {
+		local d=$logs/peer_jpeg/jpeg f
+		if ! ls "$d"/*.jpg >/dev/null 2>&1; then
+			d=$logs/nvjpeg_files
+			mkdir -p "$d"
+			for f in $(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import peer_jpeg; print(peer_jpeg.DEFAULT_PHOTOS.replace(",", " "))' "$here/peers"); do
+				[ -f "$here/jpeg/${f%.*}.jpg" ] && ln -sf "$here/jpeg/${f%.*}.jpg" "$d/"
+			done
+			ls "$d"/*.jpg >/dev/null 2>&1 || d=$here/jpeg
+		fi
+		echo "JPEG files: $d"
+		"$here/bin/bench_nvjpeg_backends" "$d" 4 2
+	}
+	if [ -x "$here/bin/bench_nvjpeg_backends" ]; then
+		TAILN=40 run nvjpeg_backends nvjpeg_backends_run
+		tests+=(nvjpeg_backends)
 	fi
 	TAILN=40 run b1080_modes modes_run
 	tests+=(b1080_modes)
