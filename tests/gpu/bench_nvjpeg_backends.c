@@ -235,10 +235,17 @@ struct worker {
 	long frames;
 };
 
-#define TRY(call, expr)                                                        \
+/* TRY returns -1 from the function when expr fails, w->err naming call
+ * and its status; NEW does the same for a call that makes *obj, and
+ * leaves *obj NULL then (for wk_close). */
+#define TRY(call, expr) NEW(call, expr, NULL)
+#define NEW(call, expr, obj)                                                   \
 	do {                                                                   \
 		nvjpegStatus_t s_ = (expr);                                    \
 		if (s_ != NVJPEG_STATUS_SUCCESS) {                             \
+			void **o_ = (void **)(obj);                            \
+			if (o_ != NULL)                                        \
+				*o_ = NULL;                                    \
 			snprintf(w->err, sizeof w->err, "%s: %s (%d)", call,   \
 			         st_name(s_), (int)s_);                        \
 			return -1;                                             \
@@ -256,16 +263,17 @@ static void wk_close(struct worker *w)
 		}
 	if (w->tj != NULL)
 		tjDestroy(w->tj);
-	if (w->state != NULL)
-		(void)nv.nvjpegJpegStateDestroy(w->state);
-	if (w->pinned != NULL)
-		(void)nv.nvjpegBufferPinnedDestroy(w->pinned);
-	if (w->devbuf != NULL)
-		(void)nv.nvjpegBufferDeviceDestroy(w->devbuf);
+	/* In the order of nvJPEG's decoupled-decoding sample. */
 	if (w->params != NULL)
 		(void)nv.nvjpegDecodeParamsDestroy(w->params);
 	if (w->js != NULL)
 		(void)nv.nvjpegJpegStreamDestroy(w->js);
+	if (w->pinned != NULL)
+		(void)nv.nvjpegBufferPinnedDestroy(w->pinned);
+	if (w->devbuf != NULL)
+		(void)nv.nvjpegBufferDeviceDestroy(w->devbuf);
+	if (w->state != NULL)
+		(void)nv.nvjpegJpegStateDestroy(w->state);
 	if (w->dec != NULL)
 		(void)nv.nvjpegDecoderDestroy(w->dec);
 	if (w->stream != NULL)
@@ -304,36 +312,39 @@ static int wk_open(struct worker *w, struct row *r)
 	}
 	switch (r->api) {
 	case API_BATCHED:
-		TRY("nvjpegJpegStateCreate",
-		    nv.nvjpegJpegStateCreate(h, &w->state));
+		NEW("nvjpegJpegStateCreate",
+		    nv.nvjpegJpegStateCreate(h, &w->state), &w->state);
 		TRY("nvjpegDecodeBatchedInitialize",
 		    nv.nvjpegDecodeBatchedInitialize(h, w->state, r->batch, 1,
 		                                     NVJPEG_OUTPUT_RGBI));
 		break;
 	case API_DECOUPLED:
-		TRY("nvjpegDecoderCreate",
-		    nv.nvjpegDecoderCreate(h, r->backend, &w->dec));
-		TRY("nvjpegDecoderStateCreate",
-		    nv.nvjpegDecoderStateCreate(h, w->dec, &w->state));
-		TRY("nvjpegBufferPinnedCreate",
-		    nv.nvjpegBufferPinnedCreate(h, NULL, &w->pinned));
-		TRY("nvjpegBufferDeviceCreate",
-		    nv.nvjpegBufferDeviceCreate(h, NULL, &w->devbuf));
+		NEW("nvjpegDecoderCreate",
+		    nv.nvjpegDecoderCreate(h, r->backend, &w->dec), &w->dec);
+		NEW("nvjpegDecoderStateCreate",
+		    nv.nvjpegDecoderStateCreate(h, w->dec, &w->state),
+		    &w->state);
+		NEW("nvjpegBufferPinnedCreate",
+		    nv.nvjpegBufferPinnedCreate(h, NULL, &w->pinned),
+		    &w->pinned);
+		NEW("nvjpegBufferDeviceCreate",
+		    nv.nvjpegBufferDeviceCreate(h, NULL, &w->devbuf),
+		    &w->devbuf);
 		TRY("nvjpegStateAttachPinnedBuffer",
 		    nv.nvjpegStateAttachPinnedBuffer(w->state, w->pinned));
 		TRY("nvjpegStateAttachDeviceBuffer",
 		    nv.nvjpegStateAttachDeviceBuffer(w->state, w->devbuf));
-		TRY("nvjpegJpegStreamCreate",
-		    nv.nvjpegJpegStreamCreate(h, &w->js));
-		TRY("nvjpegDecodeParamsCreate",
-		    nv.nvjpegDecodeParamsCreate(h, &w->params));
+		NEW("nvjpegJpegStreamCreate",
+		    nv.nvjpegJpegStreamCreate(h, &w->js), &w->js);
+		NEW("nvjpegDecodeParamsCreate",
+		    nv.nvjpegDecodeParamsCreate(h, &w->params), &w->params);
 		TRY("nvjpegDecodeParamsSetOutputFormat",
 		    nv.nvjpegDecodeParamsSetOutputFormat(w->params,
 		                                         NVJPEG_OUTPUT_RGBI));
 		break;
 	case API_SIMPLE:
-		TRY("nvjpegJpegStateCreate",
-		    nv.nvjpegJpegStateCreate(h, &w->state));
+		NEW("nvjpegJpegStateCreate",
+		    nv.nvjpegJpegStateCreate(h, &w->state), &w->state);
 		break;
 	case API_CPU:
 		break;
