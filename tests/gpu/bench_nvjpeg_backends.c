@@ -821,6 +821,21 @@ int main(int argc, char **argv)
 	}
 	printf("(hw_batched_32: one batch of 32 a \"lone\" decode; diffs "
 	       "against tjDecompress2's RGB)\n");
+	{
+		const struct row *best = NULL;
+
+		/* The fastest one-image decode (hw_batched_32 is 32). */
+		for (int i = 0; i < NROWS; i++)
+			if (rows[i].batch == 1 && rows[i].total50 > 0 &&
+			    (best == NULL || rows[i].total50 < best->total50))
+				best = &rows[i];
+		if (best != NULL && rows[0].total50 > 0)
+			printf("fastest lone decode: %s, p50 %.0f us = %.2fx "
+			       "hw_batched_1's %.0f us\n",
+			       best->name, best->total50,
+			       best->total50 / rows[0].total50,
+			       rows[0].total50);
+	}
 	for (int i = 0; i < NROWS; i++) {
 		int shared = 0;
 
