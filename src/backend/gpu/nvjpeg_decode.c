@@ -21,9 +21,6 @@
  * NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE, so the engine holds no frames of a
  * batch back for the next one (FPREP_NVJPEG_PIPELINE=1 leaves it off: the
  * library's default, which buffers images across batches, to compare).
- * Each state goes through nvjpegDecodeBatchedPreAllocate when made (as
- * nvImageCodec's hardware decoder does; FPREP_NVJPEG_PREALLOC=0 leaves it
- * out, to compare), which keeps its buffers in a pool across calls.
  * The batched API wants nvjpegDecodeBatchedInitialize again whenever the
  * batch size changes: a decoder keeps one state per batch size (made when
  * first used, initialised again only when the output format changes or a
@@ -77,9 +74,6 @@ static struct {
 #define NVJ_FIELD(f) __typeof__(f) *f;
 	NVJ_FUNCS(NVJ_FIELD)
 #undef NVJ_FIELD
-	/* Optional (NULL where the library has none). */
-	__typeof__(nvjpegDecodeBatchedPreAllocate)
-	        *nvjpegDecodeBatchedPreAllocate;
 } nvj;
 
 static pthread_once_t nvj_once = PTHREAD_ONCE_INIT;
@@ -106,8 +100,6 @@ static int nvj_try(const char *path)
 	}
 	NVJ_FUNCS(NVJ_LOOKUP)
 #undef NVJ_LOOKUP
-	*(void **)&nvj.nvjpegDecodeBatchedPreAllocate =
-	        dlsym(h, "nvjpegDecodeBatchedPreAllocate");
 	return 0;
 }
 
@@ -163,11 +155,9 @@ out:
 
 struct fprep__nvjpeg {
 	nvjpegHandle_t h;
-	int prealloc;      /* each new state goes through
-	                      nvjpegDecodeBatchedPreAllocate */
 	atomic_int warned; /* a header the library could not check was
 	                      logged */
-	char desc[128];
+	char desc[96];
 };
 
 /* One thread's decoder: its parsed-stream object and one state per batch
@@ -224,7 +214,6 @@ int fprep__nvjpeg_open(fprep__nvjpeg **np, char *msg, size_t msg_size)
 	                 NVJPEG_FLAGS_BITSTREAM_STRICT |
 	                 NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE;
 	const char *pipeline = getenv("FPREP_NVJPEG_PIPELINE");
-	const char *prealloc = getenv("FPREP_NVJPEG_PREALLOC");
 	unsigned engines = 0, cores = 0;
 	fprep__nvjpeg *nj;
 	nvjpegStatus_t s;
@@ -254,20 +243,16 @@ int fprep__nvjpeg_open(fprep__nvjpeg **np, char *msg, size_t msg_size)
 		fprep__nvjpeg_close(nj);
 		return -1;
 	}
-	nj->prealloc = nvj.nvjpegDecodeBatchedPreAllocate != NULL &&
-	               !(prealloc != NULL && strcmp(prealloc, "0") == 0);
 	if (nvj.nvjpegGetHardwareDecoderInfo(nj->h, &engines, &cores) !=
 	    NVJPEG_STATUS_SUCCESS)
 		engines = 0;
 	if (engines > 0)
 		snprintf(nj->desc, sizeof nj->desc,
-		         "nvJPEG %s, hardware engine (%u engines)%s",
-		         nvj_version, engines,
-		         nj->prealloc ? ", states pre-allocated" : "");
+		         "nvJPEG %s, hardware engine (%u engines)", nvj_version,
+		         engines);
 	else
 		snprintf(nj->desc, sizeof nj->desc,
-		         "nvJPEG %s, hardware engine%s", nvj_version,
-		         nj->prealloc ? ", states pre-allocated" : "");
+		         "nvJPEG %s, hardware engine", nvj_version);
 	*np = nj;
 	return 0;
 }
@@ -356,24 +341,11 @@ int fprep__nvjpeg_decode(fprep__nvjpeg_dec *d, const fprep__nvjpeg_item *items,
 		snprintf(msg, msg_size, "nvJPEG: batch of %u", n);
 		return -1;
 	}
-	if (d->state[n] == NULL) {
-		if ((s = nvj.nvjpegJpegStateCreate(h, &d->state[n])) !=
-		    NVJPEG_STATUS_SUCCESS) {
-			d->state[n] = NULL;
-			goto fail;
-		}
-		/* As nvImageCodec's hardware decoder does: a state that went
-		 * through nvjpegDecodeBatchedPreAllocate (here with the
-		 * smallest hint: its buffers grow as frames need) keeps its
-		 * buffers in a pool across calls. A failure only costs that. */
-		if (d->nj->prealloc &&
-		    (s = nvj.nvjpegDecodeBatchedPreAllocate(
-		             h, d->state[n], (int)n, 1, 1, NVJPEG_CSS_444,
-		             fmt)) != NVJPEG_STATUS_SUCCESS)
-			fprep__log(FPREP_LOG_DEBUG,
-			           "nvjpegDecodeBatchedPreAllocate (batch of "
-			           "%u): %s",
-			           n, nvj_status(s));
+	if (d->state[n] == NULL &&
+	    (s = nvj.nvjpegJpegStateCreate(h, &d->state[n])) !=
+	            NVJPEG_STATUS_SUCCESS) {
+		d->state[n] = NULL;
+		goto fail;
 	}
 	if (d->fmt[n] != (int)fmt) {
 		call = "nvjpegDecodeBatchedInitialize";
