@@ -445,6 +445,14 @@ static void *wk_loop(void *arg)
 	struct worker *w = arg;
 	int i = 0;
 
+	/* A new thread has no current CUDA context until a runtime call
+	 * makes device 0's current. The engine rows failed with
+	 * ALLOCATOR_FAILURE in every thread of the H100's run, where they
+	 * decoded on the main thread: taken to be that. */
+	if (w->r->api != API_CPU && cudaSetDevice(0) != cudaSuccess) {
+		snprintf(w->err, sizeof w->err, "cudaSetDevice(0)");
+		return NULL;
+	}
 	while (!atomic_load(&go))
 		;
 	while (now_us() < w->until) {
