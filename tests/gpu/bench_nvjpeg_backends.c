@@ -32,7 +32,8 @@
  * then every file decoded and copied back, against tjDecompress2's RGB:
  * max and mean |difference| (a batch: every slot of the first); then
  * frames/s over SECONDS from 1 and from THREADS threads (a stream, state
- * and buffers each, the handle shared).
+ * and buffers each, the handle shared), and from THREADS threads each on
+ * a handle of its own (whether the library serialises a handle's calls).
  * Separately: the lane's header check alone (nvjpegJpegStreamParseHeader
  * + nvjpegDecodeBatchedSupported), p50.
  *
@@ -193,9 +194,10 @@ struct row {
 	int batch;
 	/* results */
 	nvjpegHandle_t h;
-	char err[160]; /* the call that failed and its status */
+	unsigned flags; /* h's */
+	char err[160];  /* the call that failed and its status */
 	double host50, total50, total90;
-	double fps1, fpsn;
+	double fps1, fpsn, fpsown; /* fpsown: the n threads, a handle each */
 	int maxdiff;
 	double meandiff;
 	int checked;
@@ -220,6 +222,8 @@ static struct row rows[] = {
 /* One thread's decoder for a row: its stream, state, buffers and outputs. */
 struct worker {
 	struct row *r;
+	nvjpegHandle_t h; /* r->h, or its own (own) */
+	int own;
 	cudaStream_t stream;
 	nvjpegJpegState_t state;
 	nvjpegJpegDecoder_t dec;
@@ -278,16 +282,32 @@ static void wk_close(struct worker *w)
 		(void)nv.nvjpegDecoderDestroy(w->dec);
 	if (w->stream != NULL)
 		(void)cudaStreamDestroy(w->stream);
+	if (w->own && w->h != NULL)
+		(void)nv.nvjpegDestroy(w->h);
 	memset(w, 0, sizeof *w);
 }
 
-static int wk_open(struct worker *w, struct row *r)
+static int wk_open(struct worker *w, struct row *r, int own)
 {
 	nvjpegHandle_t h = r->h;
 	cudaError_t ce;
 
 	memset(w, 0, sizeof *w);
 	w->r = r;
+	w->h = r->h;
+	if (own && r->api != API_CPU) {
+		nvjpegStatus_t s = nv.nvjpegCreateEx(r->backend, NULL, NULL,
+		                                     r->flags, &w->h);
+
+		w->own = 1;
+		if (s != NVJPEG_STATUS_SUCCESS) {
+			w->h = NULL;
+			snprintf(w->err, sizeof w->err,
+			         "nvjpegCreateEx: %s (%d)", st_name(s), (int)s);
+			return -1;
+		}
+		h = w->h;
+	}
 	if (r->api == API_CPU) {
 		if ((w->tj = tjInitDecompress()) == NULL ||
 		    (w->out[0] = malloc(max_out)) == NULL) {
@@ -358,7 +378,7 @@ static int wk_open(struct worker *w, struct row *r)
 static int wk_submit(struct worker *w, int first)
 {
 	struct row *r = w->r;
-	nvjpegHandle_t h = r->h;
+	nvjpegHandle_t h = w->h;
 	nvjpegImage_t dst[MAX_BATCH];
 	const unsigned char *data[MAX_BATCH];
 	size_t len[MAX_BATCH];
@@ -464,9 +484,10 @@ static void *wk_loop(void *arg)
 	return NULL;
 }
 
-/* throughput: frames/s of n workers (threads) decoding for secs; 0 when
- * a worker failed (r->err set). */
-static double throughput(struct row *r, int n, double secs)
+/* throughput: frames/s of n workers (threads) decoding for secs, on the
+ * row's handle or (own) each on a handle of its own; 0 when a worker
+ * failed (r->err set). */
+static double throughput(struct row *r, int n, double secs, int own)
 {
 	struct worker w[MAX_THR];
 	pthread_t t[MAX_THR];
@@ -475,7 +496,7 @@ static double throughput(struct row *r, int n, double secs)
 	long frames = 0;
 
 	for (int i = 0; i < n; i++)
-		if (wk_open(&w[i], r) != 0) {
+		if (wk_open(&w[i], r, own) != 0) {
 			snprintf(r->err, sizeof r->err, "%d threads: %.120s", n,
 			         w[i].err);
 			for (int j = 0; j <= i; j++)
@@ -557,7 +578,7 @@ static void run_row(struct row *r, int threads, double secs)
 	struct worker w;
 	double host[LONE], total[LONE];
 
-	if (wk_open(&w, r) != 0) {
+	if (wk_open(&w, r, 0) != 0) {
 		snprintf(r->err, sizeof r->err, "%s", w.err);
 		wk_close(&w);
 		return;
@@ -582,9 +603,11 @@ static void run_row(struct row *r, int threads, double secs)
 	if (check(r, &w) != 0)
 		goto fail;
 	wk_close(&w);
-	r->fps1 = throughput(r, 1, secs);
+	r->fps1 = throughput(r, 1, secs, 0);
 	if (threads > 1 && r->err[0] == '\0')
-		r->fpsn = throughput(r, threads, secs);
+		r->fpsn = throughput(r, threads, secs, 0);
+	if (threads > 1 && r->err[0] == '\0' && r->api != API_CPU)
+		r->fpsown = throughput(r, threads, secs, 1);
 	return;
 fail:
 	snprintf(r->err, sizeof r->err, "%s", w.err);
@@ -765,8 +788,11 @@ int main(int argc, char **argv)
 			/* One handle a backend, shared by its rows. */
 			for (int j = 0; j < i; j++)
 				if (rows[j].api != API_CPU &&
-				    rows[j].backend == r->backend && rows[j].h)
+				    rows[j].backend == r->backend &&
+				    rows[j].h) {
 					r->h = rows[j].h;
+					r->flags = rows[j].flags;
+				}
 			if (r->h == NULL) {
 				s = nv.nvjpegCreateEx(r->backend, NULL, NULL,
 				                      used, &r->h);
@@ -784,6 +810,7 @@ int main(int argc, char **argv)
 					printf("%s: %s\n", r->name, r->err);
 					continue;
 				}
+				r->flags = used;
 				if (used != flags)
 					printf("%s: the lane's flags refused, "
 					       "flags 0\n",
@@ -811,9 +838,9 @@ int main(int argc, char **argv)
 	}
 	printf("\n| backend | lone p50 host us | lone p50 total us | "
 	       "p90 total us | frames/s 1 thread | frames/s %d threads | "
-	       "max diff | mean diff |\n",
+	       "the same, a handle each | max diff | mean diff |\n",
 	       threads);
-	printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+	printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
 	for (int i = 0; i < NROWS; i++) {
 		struct row *r = &rows[i];
 
@@ -821,11 +848,11 @@ int main(int argc, char **argv)
 			printf("| %s | failed: %s |\n", r->name, r->err);
 			continue;
 		}
-		printf("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %d | %.3f "
-		       "|%s%s\n",
+		printf("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %d | "
+		       "%.3f |%s%s\n",
 		       r->name, r->host50, r->total50, r->total90, r->fps1,
-		       r->fpsn, r->maxdiff, r->meandiff, r->err[0] ? " " : "",
-		       r->err);
+		       r->fpsn, r->fpsown, r->maxdiff, r->meandiff,
+		       r->err[0] ? " " : "", r->err);
 	}
 	printf("(hw_batched_32: one batch of 32 a \"lone\" decode; diffs "
 	       "against tjDecompress2's RGB)\n");
