@@ -28,10 +28,8 @@
  * moves.
  *
  * The handle is shared by a lane's decoding threads (nvJPEG's handle is
- * thread-safe), or with FPREP_NVJPEG_HANDLES=thread each thread makes one
- * of its own, in case the library serialises a handle's calls; the states
- * and the parsed-stream object are not thread-safe, so each thread has
- * its own (fprep__nvjpeg_dec). nvjpegDecodeBatched does its
+ * thread-safe); the states and the parsed-stream object are not, so each
+ * thread has its own (fprep__nvjpeg_dec). nvjpegDecodeBatched does its
  * host work (parsing every bitstream, building the engine's descriptors)
  * and its waits for the engine on the calling thread, and the engine runs
  * one batch at a time, spread over its cores: so a lane's decoders
@@ -157,19 +155,15 @@ out:
 
 struct fprep__nvjpeg {
 	nvjpegHandle_t h;
-	unsigned flags;     /* nvjpegCreateEx's */
-	int handle_per_dec; /* FPREP_NVJPEG_HANDLES=thread: each decoder
-	                       thread makes a handle of its own */
-	atomic_int warned;  /* a header the library could not check was
-	                       logged */
-	char desc[128];
+	atomic_int warned; /* a header the library could not check was
+	                      logged */
+	char desc[96];
 };
 
 /* One thread's decoder: its parsed-stream object and one state per batch
  * size, initialised for fmt (-1: not yet, or after a failed batch). */
 struct fprep__nvjpeg_dec {
 	fprep__nvjpeg *nj;
-	nvjpegHandle_t h; /* nj->h, or its own (handle_per_dec) */
 	nvjpegJpegStream_t js;
 	nvjpegJpegState_t state[FPREP__NVJPEG_BATCH_MAX + 1];
 	int fmt[FPREP__NVJPEG_BATCH_MAX + 1];
@@ -220,7 +214,6 @@ int fprep__nvjpeg_open(fprep__nvjpeg **np, char *msg, size_t msg_size)
 	                 NVJPEG_FLAGS_BITSTREAM_STRICT |
 	                 NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE;
 	const char *pipeline = getenv("FPREP_NVJPEG_PIPELINE");
-	const char *handles = getenv("FPREP_NVJPEG_HANDLES");
 	unsigned engines = 0, cores = 0;
 	fprep__nvjpeg *nj;
 	nvjpegStatus_t s;
@@ -250,20 +243,16 @@ int fprep__nvjpeg_open(fprep__nvjpeg **np, char *msg, size_t msg_size)
 		fprep__nvjpeg_close(nj);
 		return -1;
 	}
-	nj->flags = flags;
-	nj->handle_per_dec = handles != NULL && strcmp(handles, "thread") == 0;
 	if (nvj.nvjpegGetHardwareDecoderInfo(nj->h, &engines, &cores) !=
 	    NVJPEG_STATUS_SUCCESS)
 		engines = 0;
 	if (engines > 0)
 		snprintf(nj->desc, sizeof nj->desc,
-		         "nvJPEG %s, hardware engine (%u engines)%s",
-		         nvj_version, engines,
-		         nj->handle_per_dec ? ", a handle per thread" : "");
+		         "nvJPEG %s, hardware engine (%u engines)", nvj_version,
+		         engines);
 	else
 		snprintf(nj->desc, sizeof nj->desc,
-		         "nvJPEG %s, hardware engine%s", nvj_version,
-		         nj->handle_per_dec ? ", a handle per thread" : "");
+		         "nvJPEG %s, hardware engine", nvj_version);
 	*np = nj;
 	return 0;
 }
@@ -282,8 +271,6 @@ void fprep__nvjpeg_dec_close(fprep__nvjpeg_dec *d)
 			(void)nvj.nvjpegJpegStateDestroy(d->state[i]);
 	if (d->js != NULL)
 		(void)nvj.nvjpegJpegStreamDestroy(d->js);
-	if (d->h != NULL && d->h != d->nj->h)
-		(void)nvj.nvjpegDestroy(d->h);
 	free(d);
 }
 
@@ -299,21 +286,9 @@ int fprep__nvjpeg_dec_open(fprep__nvjpeg *nj, fprep__nvjpeg_dec **dp, char *msg,
 		return -1;
 	}
 	d->nj = nj;
-	d->h = nj->h;
 	for (int i = 0; i <= FPREP__NVJPEG_BATCH_MAX; i++)
 		d->fmt[i] = -1;
-	if (nj->handle_per_dec) {
-		s = nvj.nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, NULL, NULL,
-		                       nj->flags, &d->h);
-		if (s != NVJPEG_STATUS_SUCCESS) {
-			snprintf(msg, msg_size, "nvJPEG: nvjpegCreateEx: %s",
-			         nvj_status(s));
-			d->h = NULL;
-			fprep__nvjpeg_dec_close(d);
-			return -1;
-		}
-	}
-	s = nvj.nvjpegJpegStreamCreate(d->h, &d->js);
+	s = nvj.nvjpegJpegStreamCreate(nj->h, &d->js);
 	if (s != NVJPEG_STATUS_SUCCESS) {
 		snprintf(msg, msg_size, "nvJPEG: nvjpegJpegStreamCreate: %s",
 		         nvj_status(s));
@@ -328,7 +303,7 @@ int fprep__nvjpeg_dec_open(fprep__nvjpeg *nj, fprep__nvjpeg_dec **dp, char *msg,
 int fprep__nvjpeg_supported(fprep__nvjpeg_dec *d, const uint8_t *p, size_t n)
 {
 	const char *call = "nvjpegJpegStreamParseHeader";
-	nvjpegHandle_t h = d->h;
+	nvjpegHandle_t h = d->nj->h;
 	nvjpegStatus_t s;
 	int no = 1;
 
@@ -352,7 +327,7 @@ int fprep__nvjpeg_decode(fprep__nvjpeg_dec *d, const fprep__nvjpeg_item *items,
                          unsigned n, int bgr, int gray, void *stream, char *msg,
                          size_t msg_size)
 {
-	nvjpegHandle_t h = d->h;
+	nvjpegHandle_t h = d->nj->h;
 	nvjpegOutputFormat_t fmt = gray  ? NVJPEG_OUTPUT_Y
 	                           : bgr ? NVJPEG_OUTPUT_BGRI
 	                                 : NVJPEG_OUTPUT_RGBI;
