@@ -5,6 +5,9 @@
 # client can trigger: a listener stuck by a peer that leaves during the
 # handshake, nng issue #1518; a pipe reaper that stops for good after
 # connections close mid-message, after which every connection leaks its fd).
+# It applies deploy/nng-1.11.0-close-waiting-pipes.patch (with patch(1)):
+# a connection whose handshake ends while its listener closes leaks the
+# pipe and the listener otherwise.
 #
 # nng's source comes from PyPI: the sdist of pynng 0.9.0 (the Python
 # binding) carries nng 1.11.0's complete source tree in pynng-0.9.0/nng/.
@@ -31,10 +34,13 @@ url=${FPREP_NNG_URL:-https://files.pythonhosted.org/packages/4a/58/ec352db5f82a3
 dir=$(realpath -m "${1:-build-deps}")
 prefix=$dir/nng-$nng_version
 stamp=$prefix/.frameprep-built
+patches=(deploy/nng-$nng_version-close-waiting-pipes.patch)
+# The stamp holds the patches' sha256: a build from other patches is redone.
+want=$(cat "${patches[@]}" | sha256sum | cut -d' ' -f1)
 mkdir -p "$dir"
 exec 9>"$dir/.nng.lock"
 flock 9
-if [ -f "$stamp" ]; then
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 	echo "$prefix"
 	exit 0
 fi
@@ -70,6 +76,9 @@ grep -q "^#define NNG_MINOR_VERSION 11$" "$src/include/nng/nng.h" || {
 	echo "build-nng.sh: $tarball does not hold nng $nng_version" >&2
 	exit 1
 }
+for p in "${patches[@]}"; do
+	patch -d "$src" -p1 --quiet --forward <"$p" >&2
+done
 
 # -fPIC: it goes into libframeprep.so and the Python extension. Hidden
 # symbols: neither exports nng's API. No TLS: nothing here uses tls+tcp://.
@@ -83,5 +92,5 @@ cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
 cmake --build "$work/build" -j"$(nproc 2>/dev/null || echo 2)" >&2
 cmake --install "$work/build" >&2
 rm -rf "$work"
-touch "$stamp"
+echo "$want" >"$stamp"
 echo "$prefix"

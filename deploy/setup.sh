@@ -42,7 +42,7 @@ packages=(
 	libturbojpeg0-dev libjansson-dev
 	libsystemd-dev libacl1-dev libmicrohttpd-dev python3-prometheus-client
 	python3-opencv python3-numpy python3-venv python3-pytest gnuplot-nox ffmpeg
-	clang-format git ca-certificates curl
+	clang-format git patch ca-certificates curl
 	clang libclang-rt-14-dev
 )
 
