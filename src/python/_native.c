@@ -3001,6 +3001,71 @@ static PyObject *native_tensor(PyObject *self, PyObject *arg)
 	return a;
 }
 
+/* Slots.bare(): the request of Slots.send for a frame already in its slot,
+ * and nothing else: takes a free slot, sends its prepared request as it
+ * lies (GIL released), gives the slot back. Makes no object and passes no
+ * in-flight gate: python -m frameprep.bench's "bare" path times a Python
+ * loop around it, the floor under any binding's per-frame CPU. Returns
+ * None; raises the request's error, or EINVAL when the ring is not armed
+ * or has no free slot. */
+static PyObject *Slots_bare(PyObject *op, PyObject *unused)
+{
+	SlotsObject *self = (SlotsObject *)op;
+	RegionObject *ro;
+	ClientObject *c;
+	PyObject *region;
+	fprep_request req;
+	fprep_result res;
+	uint64_t ticket = 0;
+	unsigned k = 0;
+	int ok, err = FPREP_EINVAL;
+	char why[256] = "the ring has no prepared free slot";
+
+	(void)unused;
+	if (self->arm_map == NULL || self->closed)
+		return native_raise(FPREP_EINVAL, "the ring is not armed");
+	region = self->arm_region;
+	Py_INCREF(region);
+	ro = (RegionObject *)region;
+	c = (ClientObject *)ro->client;
+	if (native_enter(c)) {
+		Py_DECREF(region);
+		return NULL;
+	}
+	pthread_mutex_lock(&self->mtx);
+	ok = !self->closed && self->count > 0;
+	if (ok)
+		k = native_pop(self, SLOT_TAKEN, &ticket);
+	pthread_mutex_unlock(&self->mtx);
+	if (ok && ro->r != NULL && k < ro->nprepared &&
+	    ro->prepared[k].kind != 0) {
+		req = ro->prepared[k];
+		memset(&res, 0, sizeof(res));
+		Py_BEGIN_ALLOW_THREADS err =
+		        fprep_region_request(ro->r, k, &req, &res);
+		Py_END_ALLOW_THREADS if (err == 0)
+		{
+			err = res.header.status;
+			if (err != 0)
+				snprintf(why, sizeof(why), "%s",
+				         res.header.message);
+			fprep_result_fini(&res);
+		}
+		else
+		{
+			snprintf(why, sizeof(why), "%s",
+			         fprep_client_last_error(c->client));
+		}
+	}
+	native_leave(c);
+	if (ok && native_free(self, k, ticket, 0))
+		native_freed(self);
+	Py_DECREF(region);
+	if (err != 0)
+		return native_raise(err, why);
+	Py_RETURN_NONE;
+}
+
 static PyMethodDef Slots_methods[] = {
         {"layout", Slots_layout, METH_VARARGS,
          "layout(slot_bytes, frame_offset, frame_shape, tensor_shape, "
@@ -3025,6 +3090,8 @@ static PyMethodDef Slots_methods[] = {
          "next_frame(ring) -> RingFrame, or None."},
         {"send", (PyCFunction)(void (*)(void))Slots_send, METH_FASTCALL,
          "send(frame, ring) -> RingResult, None or (slot, ticket, hold)."},
+        {"bare", Slots_bare, METH_NOARGS,
+         "bare(): a free slot's prepared request as it lies; no result."},
         {NULL, NULL, 0, NULL}};
 
 static PyObject *Slots_get_handed_back(PyObject *op, void *c)

@@ -641,9 +641,11 @@ PY
 		# The Python client against frameprep-bench on the same daemon:
 		# the simple call (inline), ring.preprocess of the same array
 		# (copy), the ring's requests over the socket (shm) and through
-		# doorbells (door); FAIL when a bar printed at the end fails.
+		# doorbells (door), and the floor under any binding: a Python loop
+		# around door's bare C request (bare); FAIL when a bar printed at
+		# the end fails. FPREP_PY_PATHS picks paths, FPREP_PY_REPEAT runs.
 		TAILN=24 run py_bench env PATH="$here/bin:$PATH" python3 -m frameprep.bench -u "$url" \
-			-c 1,16 --paths inline,copy,shm,door -d 2 -w 0.5 -r "${FPREP_PY_REPEAT:-5}" --check
+			-c 1,16 --paths "${FPREP_PY_PATHS:-inline,copy,shm,door}" -d 2 -w 0.5 -r "${FPREP_PY_REPEAT:-5}" --check
 		tests+=(py_bench)
 		TAILN=36 run cuda_bench python3 "$here/peers/bench_cuda.py" --socket "$url" \
 			--cpu-socket "$cpu_url" --image "$here/images/astronaut.png" --duration "${FPREP_BENCH_S:-5}" --nv12

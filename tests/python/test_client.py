@@ -452,8 +452,9 @@ def test_ring_wakes_a_sleeping_daemon(tmp_path):
 
 def test_bench_through_the_doorbell(tmp_path):
     """python -m frameprep.bench measures the doorbell path beside the
-    socket's, with frameprep-bench --doorbell as the C side, and both
-    requests go through the doorbell (INFO counts them)."""
+    socket's, with frameprep-bench --doorbell as the C side, and the bare
+    floor (Slots.bare) against the same C side; both go through the
+    doorbell (INFO counts them)."""
     bench = pathlib.Path(CLI).parent / "frameprep-bench"
     d = Daemon(tmp_path, "--spin-us", "100000")
     try:
@@ -461,18 +462,21 @@ def test_bench_through_the_doorbell(tmp_path):
             before = info_count(c, "doorbell_requests")
         r = subprocess.run(
             [sys.executable, "-m", "frameprep.bench", "-u", d.url,
-             "--c-bench", str(bench), "--paths", "shm,door", "-c", "1",
+             "--c-bench", str(bench), "--paths", "shm,door,bare", "-c", "1",
              "-d", "0.3", "-w", "0.1", "--frame", "160x120", "-s", "64x64"],
             capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         rows = [line.split() for line in r.stdout.splitlines()
-                if line.startswith(("shm ", "door "))]
-        assert [row[:2] for row in rows] == [["shm", "1"], ["door", "1"]]
+                if line.startswith(("shm ", "door ", "bare "))]
+        assert [row[:2] for row in rows] == [["shm", "1"], ["door", "1"],
+                                             ["bare", "1"]]
         assert all(float(row[2]) > 0 and float(row[3]) > 0 for row in rows)
+        assert "floor, a Python loop around the bare C request, door c=1" \
+            in r.stdout, r.stdout
         with frameprep.Client(d.url, timeout=60) as c:
             taken = info_count(c, "doorbell_requests") - before
-        # Both sides ran for 0.4 s through the doorbell.
-        assert taken > 100, taken
+        # Both sides of door and bare ran for 0.4 s through the doorbell.
+        assert taken > 200, taken
     finally:
         d.stop()
 

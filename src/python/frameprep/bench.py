@@ -10,7 +10,10 @@ doorbell where the daemon polls one (Python only: the C bench has no such
 mode); shm: frame and tensor in a shared-memory ring, the request over
 the socket; door: the same with the request through the ring's doorbell,
 ``frameprep-bench --doorbell``, which takes the socket out while the
-daemon polls) and each concurrency (closed loop, one connection and one
+daemon polls; bare: a Python loop around the door path's bare C request,
+``Slots.bare()``, which makes no object (no frame, result or timings): the
+floor under any binding's client CPU per frame, against the same C run as
+door) and each concurrency (closed loop, one connection and one
 thread per stream, as ``frameprep-bench`` does), it runs
 ``frameprep-bench`` and then the Python client with the same frame
 (synthetic 1920x1080 BGR by default) and tensor (640x640 float32 NCHW
@@ -45,6 +48,7 @@ import sys
 import tempfile
 import threading
 import time
+from math import nan
 from typing import Any
 
 import numpy as np
@@ -62,6 +66,7 @@ def _python_run(url: str, frame: np.ndarray[Any, Any], size: tuple[int, int],
     and flt, minor page faults per frame."""
     lat: list[list[float]] = [[] for _ in range(streams)]
     sent = [0] * streams
+    counted = [0] * streams
     cost: list[list[float]] = [[] for _ in range(streams)]
     start = threading.Barrier(streams + 1)
     state = {"measure": False, "stop": False}
@@ -80,6 +85,13 @@ def _python_run(url: str, frame: np.ndarray[Any, Any], size: tuple[int, int],
                     del buf
                 copy = path == "copy"
                 start.wait()
+                if ring is not None and path == "bare":
+                    bare = ring._slots.bare
+                    while not state["stop"]:
+                        sent[i] += 1
+                        bare()
+                        if state["measure"]:
+                            counted[i] += 1
                 while not state["stop"]:
                     sent[i] += 1
                     t0 = time.perf_counter()
@@ -128,9 +140,10 @@ def _python_run(url: str, frame: np.ndarray[Any, Any], size: tuple[int, int],
         raise RuntimeError("; ".join(failures))
     all_lat = np.concatenate([np.asarray(v) for v in lat])
     all_cost = np.concatenate([np.asarray(v) for v in cost])
-    return {"fps": len(all_lat) / elapsed,
-            "p50": float(np.percentile(all_lat, 50)),
-            "cost": float(all_cost.mean()),
+    timed = len(all_lat) > 0
+    return {"fps": (len(all_lat) if timed else sum(counted)) / elapsed,
+            "p50": float(np.percentile(all_lat, 50)) if timed else nan,
+            "cost": float(all_cost.mean()) if timed else nan,
             "cpu": cpu / max(1, sum(sent)) * 1e6,
             "sys": (ru1.ru_stime - ru0.ru_stime) / max(1, sum(sent)) * 1e6,
             "flt": (ru1.ru_minflt - ru0.ru_minflt) / max(1, sum(sent))}
@@ -151,7 +164,7 @@ def _c_bench(bench: str, url: str, frame_wh: tuple[int, int],
              "--synthetic", "%dx%d" % frame_wh,
              "-s", "%dx%d" % size, "--shm", "both" if shm else "none",
              *(["--shm-reply"] if shm else []),
-             *(["--doorbell"] if path == "door" else []),
+             *(["--doorbell"] if path in ("door", "bare") else []),
              "--no-ceiling", "--verify", "none", "-q", "--json", out],
             check=True, stdout=subprocess.DEVNULL)
         with open(out) as f:
@@ -211,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-c", "--concurrency", default="1,16",
                    help="comma-separated streams [1,16]")
     p.add_argument("--paths", default="inline,copy,shm",
-                   help="comma-separated: inline, copy, shm, door "
+                   help="comma-separated: inline, copy, shm, door, bare "
                         "[inline,copy,shm]")
     p.add_argument("-d", "--duration", type=float, default=5.0,
                    help="measured seconds per point [5]")
@@ -245,8 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     paths = args.paths.split(",")
     for path in paths:
-        if path not in ("inline", "copy", "shm", "door"):
-            p.error(f"--paths: {path} is not inline, copy, shm or door")
+        if path not in ("inline", "copy", "shm", "door", "bare"):
+            p.error(f"--paths: {path} is not inline, copy, shm, door or "
+                    f"bare")
     for path in paths:
         for streams in (int(v) for v in args.concurrency.split(",")):
             c_runs: list[dict[str, float]] = []
@@ -306,9 +320,15 @@ P50_BAR, RATE_BAR, CPU_BAR = 1.2, 0.8, 1.2
 def _ring_cpu(rows: list[dict[str, Any]]) -> list[bool]:
     """Prints, for each ring point (shm, door) with a C run, the Python
     client's CPU per frame over the C client's with the bar and PASS or
-    FAIL; returns whether each held."""
+    FAIL, and each bare point's the same way, without a bar; returns
+    whether each bar held."""
     out = []
     for r in rows:
+        if r["path"] == "bare" and r["C"] is not None:
+            print(f"floor, a Python loop around the bare C request, door "
+                  f"c={r['c']}: Python {r['py']['cpu']:.1f} / C "
+                  f"{r['C']['cpu']:.1f} us = "
+                  f"{r['py']['cpu'] / r['C']['cpu']:.2f}x (no bar)")
         if r["path"] not in ("shm", "door") or r["C"] is None:
             continue
         ratio = float(r["py"]["cpu"] / r["C"]["cpu"])
