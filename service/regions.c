@@ -23,6 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "fprep_assert.h"
@@ -45,6 +48,22 @@ struct fprep__regions_entry {
 	fprep__regions_entry *next;
 };
 
+/* regions_first_id is a random id to start from, never 0 (protocol.h,
+ * REGISTER): a request sent across a restart with an id of the earlier
+ * daemon then names none of this one's regions, but by chance. */
+static uint32_t regions_first_id(void)
+{
+	uint32_t id = 0;
+	struct timespec ts;
+
+	if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != (ssize_t)sizeof(id)) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		id = (uint32_t)ts.tv_nsec ^ (uint32_t)ts.tv_sec ^
+		     ((uint32_t)getpid() << 16);
+	}
+	return id != 0 ? id : 1;
+}
+
 void fprep__regions_init(fprep__regions *t, fprep__backend *backend,
                          fprep__evq *evq, int ev_kind, unsigned max_per_pipe,
                          uint64_t max_region_bytes, uint64_t max_bytes)
@@ -53,7 +72,7 @@ void fprep__regions_init(fprep__regions *t, fprep__backend *backend,
 	t->backend = backend;
 	t->evq = evq;
 	t->ev_kind = ev_kind;
-	t->next_id = 1;
+	t->next_id = regions_first_id();
 	t->max_per_pipe = max_per_pipe;
 	t->max_region_bytes = max_region_bytes;
 	t->max_bytes = max_bytes;

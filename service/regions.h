@@ -38,7 +38,8 @@ typedef struct fprep__regions {
 	fprep__evq *evq;             /* where completions go */
 	int ev_kind;                 /* their fprep__event kind */
 	int closing;                 /* fprep__regions_close ran */
-	uint32_t next_id;
+	uint32_t next_id;            /* the next id to give: never 0; from a
+	                                random start (protocol.h, REGISTER) */
 	unsigned max_per_pipe;
 	uint64_t max_region_bytes;
 	uint64_t max_bytes; /* all regions, reserved or mapped */

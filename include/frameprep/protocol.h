@@ -117,7 +117,11 @@
  *                                  bytes after name_len are zero
  *           The object must be a regular file owned by the connection's
  *           peer UID and at least region_size bytes. The reply carries the
- *           new region's id in region_id. The region belongs to the
+ *           new region's id in region_id (never 0; a daemon starts its ids
+ *           at a random value, so that an id given by an earlier daemon on
+ *           the same socket, in a request sent across a restart, names no
+ *           region of this one but by a chance of about 1 in 2^32 per
+ *           region of the connection). The region belongs to the
  *           connection: it is unmapped (and unpinned) when the connection
  *           closes, on UNREGISTER, or when the daemon stops.
  *   UNREGISTER  header field 16 u32 region_id. Requests already using the
