@@ -79,6 +79,8 @@ static struct {
 	_Atomic int64_t pinned_bytes;
 	_Atomic uint64_t limit_inflight;  /* --max-inflight; 0: not told */
 	_Atomic uint64_t limit_shm_bytes; /* --max-shm-bytes; 0: not told */
+	_Atomic uint64_t doorbells;       /* doorbell areas polled now */
+	_Atomic uint64_t limit_doorbells; /* --max-doorbells */
 	struct metrics_hist total[METRICS_NKINDS];  /* FRAME and ECHO used */
 	struct metrics_hist failed[METRICS_NKINDS]; /* timed failures */
 	struct metrics_hist stage[FPREP__METRICS_MAX_LANES][STAGE_COUNT];
@@ -190,6 +192,13 @@ void fprep__metrics_limits(unsigned max_inflight, uint64_t max_shm_bytes)
 	atomic_store_explicit(&metrics.limit_inflight, max_inflight,
 	                      memory_order_relaxed);
 	atomic_store_explicit(&metrics.limit_shm_bytes, max_shm_bytes,
+	                      memory_order_relaxed);
+}
+
+void fprep__metrics_doorbells(unsigned n, unsigned max)
+{
+	atomic_store_explicit(&metrics.doorbells, n, memory_order_relaxed);
+	atomic_store_explicit(&metrics.limit_doorbells, max,
 	                      memory_order_relaxed);
 }
 
@@ -517,6 +526,14 @@ static void metrics_write(struct metrics_buf *b)
 	metrics_gauge(b, "frameprep_pinned_bytes",
 	              "Bytes of those regions pinned for the GPU.",
 	              METRICS_GET(metrics.pinned_bytes));
+	metrics_gauge(b, "frameprep_doorbells",
+	              "Doorbell areas polled for requests (a ring's, or a "
+	              "client's for its simple calls).",
+	              (int64_t)METRICS_GET(metrics.doorbells));
+	metrics_gauge(b, "frameprep_doorbells_limit",
+	              "Doorbell areas the daemon polls at most "
+	              "(--max-doorbells; 0: doorbells off).",
+	              (int64_t)METRICS_GET(metrics.limit_doorbells));
 
 	metrics_head(b, "frameprep_request_duration_seconds", "histogram",
 	             "Receipt to reply of FRAME and ECHO requests answered "

@@ -103,6 +103,11 @@ void fprep__metrics_set_backend(fprep__backend *b);
  * shown. Any thread; called once the server is up (info.c). */
 void fprep__metrics_limits(unsigned max_inflight, uint64_t max_shm_bytes);
 
+/* fprep__metrics_doorbells publishes the doorbell areas the daemon polls
+ * now, n (port_doorbell.c sets it whenever the number changes), and max,
+ * --max-doorbells, which bounds them. Any thread. */
+void fprep__metrics_doorbells(unsigned n, unsigned max);
+
 /* fprep__metrics_request counts a request of bytes (the whole message)
  * that arrived; it is in flight until fprep__metrics_request_end. */
 void fprep__metrics_request(size_t bytes);

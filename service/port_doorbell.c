@@ -42,6 +42,7 @@
 #include "clock.h"
 #include "daemon.h"
 #include "log.h"
+#include "metrics.h"
 
 /* Rings of one doorbell that find nothing posted, within DB_IDLE_WINDOW_MS,
  * before it is muted for DB_MUTE_MS. A client that rings only after it
@@ -118,6 +119,7 @@ static void db_drop(fprep__doorbells *db, fprep__doorbell *d)
 	fprep__regions_unuse(&db->srv->regions, d->region);
 	db->nwaked -= (unsigned)waked;
 	*d = db->bells[--db->nbells];
+	fprep__metrics_doorbells(db->nbells, db->srv->cfg->max_doorbells);
 	if (waked)
 		db_publish(db);
 }
@@ -215,6 +217,7 @@ int fprep__doorbells_set(fprep__doorbells *db, uint32_t pipe,
 		return rv;
 	}
 	d = &db->bells[db->nbells++];
+	fprep__metrics_doorbells(db->nbells, cfg->max_doorbells);
 	memset(d, 0, sizeof(*d));
 	d->region = r;
 	d->pipe = pipe;
@@ -527,6 +530,7 @@ int fprep__doorbells_init(fprep__doorbells *db, fprep__server *srv,
 	db->mute_timer.data = db;
 	db->timer_open = 1;
 	db->waker.ev.kind = FPREP__EV_DOORBELL;
+	fprep__metrics_doorbells(0, cfg->max_doorbells);
 	if (cfg->max_doorbells > 0)
 		(void)fprep__waker_start(&db->waker, &srv->evq);
 	return 0;

@@ -144,6 +144,8 @@ BYTES_OUT = "frameprep_sent_bytes_total"
 RECEIVED = "frameprep_requests_received_total"
 INFLIGHT = "frameprep_requests_in_flight"
 OPENED = "frameprep_connections_opened_total"
+DOORBELLS = "frameprep_doorbells"
+DOORBELLS_LIMIT = "frameprep_doorbells_limit"
 HIST_FRAME = ('frameprep_request_duration_seconds_count{device="cpu",'
               'kind="frame"}')
 HIST_QUEUE = ('frameprep_stage_duration_seconds_count{device="cpu",'
@@ -261,6 +263,35 @@ def test_metrics(tmp):
         check(s2[INFLIGHT] == 0, f"in flight {s2[INFLIGHT]} after the run")
         check(delta(s0, s2, OPENED) >= 11 + 4,
               f"connections opened {delta(s0, s2, OPENED)}")
+
+        # Doorbells: none while idle, against the default --max-doorbells;
+        # frameprep-bench --doorbell holds one a stream while it runs,
+        # and they go with its connections.
+        check(s2[DOORBELLS] == 0 and s2[DOORBELLS_LIMIT] == 64,
+              f"doorbells {s2[DOORBELLS]} of {s2[DOORBELLS_LIMIT]} when "
+              f"idle, want 0 of 64")
+        bench = subprocess.Popen(
+            [dt.bench_path(), "--socket", d.url, "--synthetic", "64x48",
+             "--size", "32x32", "-c", "2", "-d", "1", "--warmup", "0",
+             "--shm", "both", "--doorbell", "--no-ceiling", "--verify",
+             "none", "-q"], stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT)
+        most = 0.0
+        while bench.poll() is None:
+            most = max(most, parse(scrape_text(port))[DOORBELLS])
+            time.sleep(0.01)
+        bout = bench.stdout.read().decode()
+        check(bench.returncode == 0, f"frameprep-bench --doorbell exited "
+                                     f"{bench.returncode}:\n{bout}")
+        check(most == 2, f"{most:.0f} doorbells seen while 2 streams ran "
+                         f"through theirs")
+        deadline = time.monotonic() + 10
+        while parse(scrape_text(port))[DOORBELLS] != 0:
+            check(time.monotonic() < deadline,
+                  "doorbells left 10 s after their connections closed")
+            time.sleep(0.05)
+        print(f"doorbells: {most:.0f} while frameprep-bench --doorbell "
+              f"-c 2 ran, 0 after, limit 64")
         print("ok metrics")
     finally:
         d.stop()
