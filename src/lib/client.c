@@ -1401,7 +1401,8 @@ static int client_doorbell_watched(_Atomic uint32_t *polling,
  * rung), and waits there for the reply until deadline: polling for up to
  * spin_us, then in futex(2) with a 1 ms bound, so that it sees the daemon
  * stop watching, and the connection close (c->conn_lost no longer lost:
- * the daemon died). Returns 0 with the reply header copied into *replyp;
+ * the daemon died). Returns 0 with the reply header copied into reply
+ * (FPREP_REPLY_HEADER_SIZE bytes);
  * CLIENT_DOORBELL_NOT_TAKEN when the daemon did not watch, or stopped
  * before it took the request (the entry is the client's again);
  * FPREP_ETIMEDOUT (taken, never answered: the caller leaves the area
@@ -1409,7 +1410,7 @@ static int client_doorbell_watched(_Atomic uint32_t *polling,
 static int client_doorbell_call(fprep_client *c, uint8_t *db, unsigned k,
                                 const uint8_t *hdr, uint64_t id,
                                 nng_time deadline, uint64_t lost,
-                                nng_msg **replyp)
+                                uint8_t *reply)
 {
 	long limit_us = (long)client_left(deadline) * 1000;
 	uint8_t *e = db + FPREP_DOORBELL_HEADER_SIZE +
@@ -1478,12 +1479,16 @@ static int client_doorbell_call(fprep_client *c, uint8_t *db, unsigned k,
 			syscall(SYS_futex, (uint32_t *)(void *)word, FUTEX_WAIT,
 			        (uint32_t)v, &tick, NULL, 0);
 	}
-	if (nng_msg_alloc(replyp, FPREP_REPLY_HEADER_SIZE) != 0)
-		return client_error(c, FPREP_ENOMEM,
-		                    "no memory for the reply header");
-	memcpy(nng_msg_body(*replyp), e + FPREP_DOORBELL_REPLY_AT,
-	       FPREP_REPLY_HEADER_SIZE);
+	memcpy(reply, e + FPREP_DOORBELL_REPLY_AT, FPREP_REPLY_HEADER_SIZE);
 	return 0;
+}
+
+/* client_request_id gives req the protocol's version and the client's
+ * next request id. */
+static void client_request_id(fprep_client *c, fprep_request *req)
+{
+	req->version = FPREP_PROTOCOL_VERSION;
+	req->request_id = atomic_fetch_add(&c->next_id, 1);
 }
 
 /* client_message builds the request message: header plus payload_size
@@ -1496,8 +1501,7 @@ static int client_message(fprep_client *c, fprep_request *req,
 	uint8_t *body;
 
 	*msgp = NULL;
-	req->version = FPREP_PROTOCOL_VERSION;
-	req->request_id = atomic_fetch_add(&c->next_id, 1);
+	client_request_id(c, req);
 	if (nng_msg_alloc(&msg, FPREP_REQUEST_HEADER_SIZE + payload_size) != 0)
 		return client_error(c, FPREP_ENOMEM,
 		                    "no memory for a %zu-byte request",
@@ -1508,6 +1512,29 @@ static int client_message(fprep_client *c, fprep_request *req,
 		memcpy(body + FPREP_REQUEST_HEADER_SIZE, payload, payload_size);
 	*msgp = msg;
 	return FPREP_OK;
+}
+
+/* client_check_ids checks that h answers the request request_id of kind
+ * kind: 0, or FPREP_EMISMATCH with why. */
+static int client_check_ids(fprep_client *c, uint64_t request_id, uint16_t kind,
+                            const fprep_reply_header *h)
+{
+	if (h->request_id == request_id && h->kind == kind)
+		return 0;
+	return client_error(c, FPREP_EMISMATCH,
+	                    "reply for request %llu kind %u, expected "
+	                    "request %llu kind %u",
+	                    (unsigned long long)h->request_id, h->kind,
+	                    (unsigned long long)request_id, kind);
+}
+
+/* client_note_status makes the daemon's error in h, if any, the client's
+ * last error text (the call itself succeeded). */
+static void client_note_status(fprep_client *c, const fprep_reply_header *h)
+{
+	if (h->status != FPREP_OK)
+		client_error(c, FPREP_OK, "server: %s: %s",
+		             fprep_err_name((int)h->status), h->message);
 }
 
 /* client_check_reply decodes reply (taking it) as the answer to the
@@ -1524,15 +1551,8 @@ static int client_check_reply(fprep_client *c, uint64_t request_id,
 		                   len, fprep_err_name(err));
 		goto err_reply;
 	}
-	if (res->header.request_id != request_id || res->header.kind != kind) {
-		err = client_error(c, FPREP_EMISMATCH,
-		                   "reply for request %llu kind %u, expected "
-		                   "request %llu kind %u",
-		                   (unsigned long long)res->header.request_id,
-		                   res->header.kind,
-		                   (unsigned long long)request_id, kind);
+	if ((err = client_check_ids(c, request_id, kind, &res->header)))
 		goto err_reply;
-	}
 	if (kind == FPREP_KIND_INFO) {
 		/* A NUL after the text, not counted in payload_size. */
 		if (nng_msg_append(reply, "", 1) != 0) {
@@ -1542,10 +1562,7 @@ static int client_check_reply(fprep_client *c, uint64_t request_id,
 		}
 		body = nng_msg_body(reply);
 	}
-	if (res->header.status != FPREP_OK)
-		client_error(c, FPREP_OK, "server: %s: %s",
-		             fprep_err_name((int)res->header.status),
-		             res->header.message);
+	client_note_status(c, &res->header);
 	res->payload = body + FPREP_REPLY_HEADER_SIZE;
 	res->payload_size = (size_t)res->header.payload_size;
 	res->priv = reply;
@@ -1557,15 +1574,57 @@ err_reply:
 	return err;
 }
 
+/* A doorbell reply's payload: none (the tensor went to a region), so that
+ * its result owns nothing. */
+static const uint8_t client_no_payload[1];
+
+/* client_check_entry_reply checks hdr, a reply header read from a
+ * doorbell entry, as the answer to the request request_id of kind kind
+ * and stores it in *res, which then owns nothing: an entry's reply has
+ * no payload. */
+static int client_check_entry_reply(fprep_client *c, uint64_t request_id,
+                                    uint16_t kind, const uint8_t *hdr,
+                                    fprep_result *res)
+{
+	int err;
+
+	if ((err = fprep_reply_decode(hdr, FPREP_REPLY_HEADER_SIZE,
+	                              &res->header))) {
+		err = client_error(c, err,
+		                   "unreadable reply in the doorbell (%s)",
+		                   fprep_err_name(err));
+		goto err_reply;
+	}
+	if ((err = client_check_ids(c, request_id, kind, &res->header)))
+		goto err_reply;
+	if (res->header.payload_size != 0) {
+		err = client_error(
+		        c, FPREP_EPROTO,
+		        "a reply in the doorbell says it has %llu "
+		        "bytes of payload: it can have none",
+		        (unsigned long long)res->header.payload_size);
+		goto err_reply;
+	}
+	client_note_status(c, &res->header);
+	res->payload = client_no_payload;
+	res->payload_size = 0;
+	res->priv = NULL;
+	return FPREP_OK;
+
+err_reply:
+	memset(res, 0, sizeof(*res));
+	return err;
+}
+
 /* client_call_doorbell sends the request msg through the doorbell when
  * req fits it, no other call holds its entry, and the doorbell serves it
  * (any request when the program set it up, a staged one when the client
- * did): returns what client_doorbell_call does
- * (CLIENT_DOORBELL_NOT_TAKEN: msg is still the caller's), having taken
- * msg otherwise. */
+ * did): returns what client_doorbell_call does, the reply header in
+ * reply (CLIENT_DOORBELL_NOT_TAKEN: msg is still the caller's), having
+ * taken msg otherwise. */
 static int client_call_doorbell(fprep_client *c, const fprep_request *req,
                                 int staged, nng_msg *msg, nng_time deadline,
-                                nng_msg **replyp)
+                                uint8_t *reply)
 {
 	uint8_t *db;
 	int err = CLIENT_DOORBELL_NOT_TAKEN;
@@ -1583,7 +1642,7 @@ static int client_call_doorbell(fprep_client *c, const fprep_request *req,
 	    atomic_load(&c->db_lost) == atomic_load(&c->conn_lost))
 		err = client_doorbell_call(c, db, 0, nng_msg_body(msg),
 		                           req->request_id, deadline,
-		                           atomic_load(&c->db_lost), replyp);
+		                           atomic_load(&c->db_lost), reply);
 	if (err == FPREP_ETIMEDOUT)
 		atomic_store(&c->db_area, NULL);
 	atomic_flag_clear(&c->db_busy);
@@ -1603,7 +1662,7 @@ static int client_call_as(fprep_client *c, fprep_request *req,
 	nng_time deadline = client_deadline(c);
 	nng_msg *msg = NULL, *reply = NULL;
 	struct client_slot *s;
-	uint8_t *area = NULL;
+	uint8_t *area = NULL, entry[FPREP_REPLY_HEADER_SIZE];
 	int err;
 
 	memset(res, 0, sizeof(*res));
@@ -1614,10 +1673,10 @@ static int client_call_as(fprep_client *c, fprep_request *req,
 		return FPREP_EINVAL;
 	if ((err = client_message(c, req, payload, payload_size, &msg)))
 		return err;
-	err = client_call_doorbell(c, req, staged, msg, deadline, &reply);
+	err = client_call_doorbell(c, req, staged, msg, deadline, entry);
 	if (err == 0)
-		return client_check_reply(c, req->request_id, req->kind, reply,
-		                          res);
+		return client_check_entry_reply(c, req->request_id, req->kind,
+		                                entry, res);
 	if (err != CLIENT_DOORBELL_NOT_TAKEN)
 		return err;
 	if ((err = client_slot_get(c, deadline, &s))) {
@@ -1651,6 +1710,9 @@ int fprep__client_call_entry(fprep_client *c, uint8_t *db, unsigned k,
 {
 	nng_time deadline = client_deadline(c);
 	nng_msg *msg = NULL, *reply = NULL;
+	uint8_t head[FPREP_REQUEST_HEADER_SIZE], entry[FPREP_REPLY_HEADER_SIZE];
+	struct client_slot *s;
+	uint8_t *area = NULL;
 	int err;
 
 	memset(res, 0, sizeof(*res));
@@ -1658,35 +1720,33 @@ int fprep__client_call_entry(fprep_client *c, uint8_t *db, unsigned k,
 	if (db == NULL || req->input_loc == FPREP_LOC_INLINE ||
 	    req->output_loc == FPREP_LOC_INLINE)
 		return client_call(c, req, NULL, 0, res);
-	if ((err = client_message(c, req, NULL, 0, &msg)))
+	/* Through the doorbell without a message: the header is posted from
+	 * here, and the reply read into entry. */
+	client_request_id(c, req);
+	fprep_request_encode(req, head);
+	err = client_doorbell_call(c, db, k, head, req->request_id, deadline,
+	                           lost, entry);
+	if (err == 0)
+		return client_check_entry_reply(c, req->request_id, req->kind,
+		                                entry, res);
+	if (err != CLIENT_DOORBELL_NOT_TAKEN)
 		return err;
-	err = client_doorbell_call(c, db, k, nng_msg_body(msg), req->request_id,
-	                           deadline, lost, &reply);
-	if (err == CLIENT_DOORBELL_NOT_TAKEN) {
-		/* Not watched: through nng, with the same request id. */
-		struct client_slot *s;
-		uint8_t *area = NULL;
-
-		if (req->shm_reply &&
-		    (area = client_reply_area(c, req)) == NULL) {
-			nng_msg_free(msg);
-			return FPREP_EINVAL;
-		}
-		if ((err = client_slot_get(c, deadline, &s))) {
-			nng_msg_free(msg);
-			return err;
-		}
-		err = area != NULL ? client_roundtrip_shm(s, msg, area,
-		                                          req->request_id,
-		                                          deadline, &reply)
-		                   : client_roundtrip(s, msg, deadline, &reply);
-		client_slot_put(s);
-		if (err)
-			return err;
-		return client_check_reply(c, req->request_id, req->kind, reply,
-		                          res);
+	/* Not watched: through nng, with the same request id. */
+	if (req->shm_reply && (area = client_reply_area(c, req)) == NULL)
+		return FPREP_EINVAL;
+	if (nng_msg_alloc(&msg, FPREP_REQUEST_HEADER_SIZE) != 0)
+		return client_error(c, FPREP_ENOMEM,
+		                    "no memory for a %d-byte request",
+		                    FPREP_REQUEST_HEADER_SIZE);
+	memcpy(nng_msg_body(msg), head, FPREP_REQUEST_HEADER_SIZE);
+	if ((err = client_slot_get(c, deadline, &s))) {
+		nng_msg_free(msg);
+		return err;
 	}
-	nng_msg_free(msg);
+	err = area != NULL ? client_roundtrip_shm(s, msg, area, req->request_id,
+	                                          deadline, &reply)
+	                   : client_roundtrip(s, msg, deadline, &reply);
+	client_slot_put(s);
 	if (err)
 		return err;
 	return client_check_reply(c, req->request_id, req->kind, reply, res);
