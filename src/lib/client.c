@@ -1491,27 +1491,39 @@ static void client_request_id(fprep_client *c, fprep_request *req)
 	req->request_id = atomic_fetch_add(&c->next_id, 1);
 }
 
+/* client_message_of builds a request message: head, an encoded request
+ * header, plus payload_size bytes of payload. */
+static int client_message_of(fprep_client *c, const uint8_t *head,
+                             const void *payload, size_t payload_size,
+                             nng_msg **msgp)
+{
+	nng_msg *msg;
+	uint8_t *body;
+
+	*msgp = NULL;
+	if (nng_msg_alloc(&msg, FPREP_REQUEST_HEADER_SIZE + payload_size) != 0)
+		return client_error(c, FPREP_ENOMEM,
+		                    "no memory for a %zu-byte request",
+		                    FPREP_REQUEST_HEADER_SIZE + payload_size);
+	body = nng_msg_body(msg);
+	memcpy(body, head, FPREP_REQUEST_HEADER_SIZE);
+	if (payload_size > 0)
+		memcpy(body + FPREP_REQUEST_HEADER_SIZE, payload, payload_size);
+	*msgp = msg;
+	return FPREP_OK;
+}
+
 /* client_message builds the request message: header plus payload_size
  * bytes of payload. Assigns the request id. */
 static int client_message(fprep_client *c, fprep_request *req,
                           const void *payload, size_t payload_size,
                           nng_msg **msgp)
 {
-	nng_msg *msg;
-	uint8_t *body;
+	uint8_t head[FPREP_REQUEST_HEADER_SIZE];
 
-	*msgp = NULL;
 	client_request_id(c, req);
-	if (nng_msg_alloc(&msg, FPREP_REQUEST_HEADER_SIZE + payload_size) != 0)
-		return client_error(c, FPREP_ENOMEM,
-		                    "no memory for a %zu-byte request",
-		                    FPREP_REQUEST_HEADER_SIZE + payload_size);
-	body = nng_msg_body(msg);
-	fprep_request_encode(req, body);
-	if (payload_size > 0)
-		memcpy(body + FPREP_REQUEST_HEADER_SIZE, payload, payload_size);
-	*msgp = msg;
-	return FPREP_OK;
+	fprep_request_encode(req, head);
+	return client_message_of(c, head, payload, payload_size, msgp);
 }
 
 /* client_check_ids checks that h answers the request request_id of kind
@@ -1616,15 +1628,14 @@ err_reply:
 	return err;
 }
 
-/* client_call_doorbell sends the request msg through the doorbell when
- * req fits it, no other call holds its entry, and the doorbell serves it
- * (any request when the program set it up, a staged one when the client
- * did): returns what client_doorbell_call does, the reply header in
- * reply (CLIENT_DOORBELL_NOT_TAKEN: msg is still the caller's), having
- * taken msg otherwise. */
+/* client_call_doorbell posts head, req's encoded header, in the client's
+ * doorbell when req fits it, no other call holds its entry, and the
+ * doorbell serves it (any request when the program set it up, a staged
+ * one when the client did): returns what client_doorbell_call does, the
+ * reply header in reply. */
 static int client_call_doorbell(fprep_client *c, const fprep_request *req,
-                                int staged, nng_msg *msg, nng_time deadline,
-                                uint8_t *reply)
+                                int staged, const uint8_t *head,
+                                nng_time deadline, uint8_t *reply)
 {
 	uint8_t *db;
 	int err = CLIENT_DOORBELL_NOT_TAKEN;
@@ -1640,14 +1651,12 @@ static int client_call_doorbell(fprep_client *c, const fprep_request *req,
 	 * have left the area saying it polls. */
 	if (db != NULL &&
 	    atomic_load(&c->db_lost) == atomic_load(&c->conn_lost))
-		err = client_doorbell_call(c, db, 0, nng_msg_body(msg),
-		                           req->request_id, deadline,
-		                           atomic_load(&c->db_lost), reply);
+		err = client_doorbell_call(c, db, 0, head, req->request_id,
+		                           deadline, atomic_load(&c->db_lost),
+		                           reply);
 	if (err == FPREP_ETIMEDOUT)
 		atomic_store(&c->db_area, NULL);
 	atomic_flag_clear(&c->db_busy);
-	if (err != CLIENT_DOORBELL_NOT_TAKEN)
-		nng_msg_free(msg);
 	return err;
 }
 
@@ -1662,7 +1671,8 @@ static int client_call_as(fprep_client *c, fprep_request *req,
 	nng_time deadline = client_deadline(c);
 	nng_msg *msg = NULL, *reply = NULL;
 	struct client_slot *s;
-	uint8_t *area = NULL, entry[FPREP_REPLY_HEADER_SIZE];
+	uint8_t *area = NULL, head[FPREP_REQUEST_HEADER_SIZE],
+	        entry[FPREP_REPLY_HEADER_SIZE];
 	int err;
 
 	memset(res, 0, sizeof(*res));
@@ -1671,13 +1681,16 @@ static int client_call_as(fprep_client *c, fprep_request *req,
 	client_error_clear(c);
 	if (req->shm_reply && (area = client_reply_area(c, req)) == NULL)
 		return FPREP_EINVAL;
-	if ((err = client_message(c, req, payload, payload_size, &msg)))
-		return err;
-	err = client_call_doorbell(c, req, staged, msg, deadline, entry);
+	/* The header first: through the doorbell no message is made. */
+	client_request_id(c, req);
+	fprep_request_encode(req, head);
+	err = client_call_doorbell(c, req, staged, head, deadline, entry);
 	if (err == 0)
 		return client_check_entry_reply(c, req->request_id, req->kind,
 		                                entry, res);
 	if (err != CLIENT_DOORBELL_NOT_TAKEN)
+		return err;
+	if ((err = client_message_of(c, head, payload, payload_size, &msg)))
 		return err;
 	if ((err = client_slot_get(c, deadline, &s))) {
 		nng_msg_free(msg);
@@ -1734,11 +1747,8 @@ int fprep__client_call_entry(fprep_client *c, uint8_t *db, unsigned k,
 	/* Not watched: through nng, with the same request id. */
 	if (req->shm_reply && (area = client_reply_area(c, req)) == NULL)
 		return FPREP_EINVAL;
-	if (nng_msg_alloc(&msg, FPREP_REQUEST_HEADER_SIZE) != 0)
-		return client_error(c, FPREP_ENOMEM,
-		                    "no memory for a %d-byte request",
-		                    FPREP_REQUEST_HEADER_SIZE);
-	memcpy(nng_msg_body(msg), head, FPREP_REQUEST_HEADER_SIZE);
+	if ((err = client_message_of(c, head, NULL, 0, &msg)))
+		return err;
 	if ((err = client_slot_get(c, deadline, &s))) {
 		nng_msg_free(msg);
 		return err;
