@@ -1621,6 +1621,183 @@ static PyType_Spec Client_spec = {"frameprep._native.Client",
                                   sizeof(ClientObject), 0, Py_TPFLAGS_DEFAULT,
                                   Client_slots};
 
+/* native_after sets *t to the monotonic clock's time seconds from now. */
+static void native_after(struct timespec *t, double seconds)
+{
+	clock_gettime(CLOCK_MONOTONIC, t);
+	t->tv_sec += (time_t)seconds;
+	t->tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
+	if (t->tv_nsec >= 1000000000L) {
+		t->tv_sec++;
+		t->tv_nsec -= 1000000000L;
+	}
+}
+
+/* ---- Gate: the tokens of a cap on one connection's requests in flight
+ * (the daemon's max_inflight_per_conn) ----
+ *
+ * Client calls take a token before a request and give it back after its
+ * reply; Slots.send takes and gives them in C, without a Python call. */
+
+typedef struct {
+	PyObject_HEAD pthread_mutex_t mtx;
+	pthread_cond_t cv; /* a token came back */
+	long tokens;       /* free now */
+} GateObject;
+
+static PyObject *Gate_type;
+
+/* native_gate_try takes a token if one is free at once: 1, else 0. */
+static int native_gate_try(GateObject *g)
+{
+	int ok;
+
+	pthread_mutex_lock(&g->mtx);
+	ok = g->tokens > 0;
+	if (ok)
+		g->tokens--;
+	pthread_mutex_unlock(&g->mtx);
+	return ok;
+}
+
+/* native_gate_give gives a token back and wakes one waiter. */
+static void native_gate_give(GateObject *g)
+{
+	pthread_mutex_lock(&g->mtx);
+	g->tokens++;
+	pthread_cond_signal(&g->cv);
+	pthread_mutex_unlock(&g->mtx);
+}
+
+static PyObject *Gate_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	GateObject *self;
+	pthread_condattr_t a;
+	long n;
+
+	(void)kw;
+	if (!PyArg_ParseTuple(args, "l", &n))
+		return NULL;
+	if (n < 1)
+		return native_raise(FPREP_EINVAL,
+		                    "a gate needs 1 or more tokens");
+	self = (GateObject *)((allocfunc)PyType_GetSlot(type, Py_tp_alloc))(
+	        type, 0);
+	if (self == NULL)
+		return NULL;
+	pthread_mutex_init(&self->mtx, NULL);
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&self->cv, &a);
+	pthread_condattr_destroy(&a);
+	self->tokens = n;
+	return (PyObject *)self;
+}
+
+static void Gate_dealloc(PyObject *op)
+{
+	GateObject *self = (GateObject *)op;
+	PyTypeObject *tp = Py_TYPE(op);
+	freefunc free_fn = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+
+	pthread_cond_destroy(&self->cv);
+	pthread_mutex_destroy(&self->mtx);
+	free_fn(op);
+	Py_DECREF(tp);
+}
+
+/* Gate.take(timeout): takes a token, waiting up to timeout seconds (GIL
+ * released, in slices of 100 ms between which signal handlers run);
+ * returns whether it got one. */
+static PyObject *Gate_take(PyObject *op, PyObject *arg)
+{
+	GateObject *self = (GateObject *)op;
+	double timeout = PyFloat_AsDouble(arg);
+	struct timespec end;
+	int got, more = 1;
+
+	if (timeout == -1.0 && PyErr_Occurred())
+		return NULL;
+	got = native_gate_try(self);
+	if (got || timeout <= 0)
+		return PyBool_FromLong(got);
+	native_after(&end, timeout);
+	while (more && PyErr_CheckSignals() == 0) {
+		Py_BEGIN_ALLOW_THREADS struct timespec slice;
+		int last;
+
+		native_after(&slice, 0.1);
+		last = slice.tv_sec > end.tv_sec ||
+		       (slice.tv_sec == end.tv_sec &&
+		        slice.tv_nsec >= end.tv_nsec);
+		if (last)
+			slice = end;
+		pthread_mutex_lock(&self->mtx);
+		while (self->tokens == 0)
+			if (pthread_cond_timedwait(&self->cv, &self->mtx,
+			                           &slice) != 0)
+				break;
+		got = self->tokens > 0;
+		if (got)
+			self->tokens--;
+		pthread_mutex_unlock(&self->mtx);
+		more = !got && !last;
+		Py_END_ALLOW_THREADS
+	}
+	if (more) /* a signal's handler raised */
+		return NULL;
+	return PyBool_FromLong(got);
+}
+
+static PyObject *Gate_try_take(PyObject *op, PyObject *unused)
+{
+	(void)unused;
+	return PyBool_FromLong(native_gate_try((GateObject *)op));
+}
+
+static PyObject *Gate_give(PyObject *op, PyObject *unused)
+{
+	(void)unused;
+	native_gate_give((GateObject *)op);
+	Py_RETURN_NONE;
+}
+
+static PyObject *Gate_get_tokens(PyObject *op, void *c)
+{
+	GateObject *self = (GateObject *)op;
+	long n;
+
+	(void)c;
+	pthread_mutex_lock(&self->mtx);
+	n = self->tokens;
+	pthread_mutex_unlock(&self->mtx);
+	return PyLong_FromLong(n);
+}
+
+static PyMethodDef Gate_methods[] = {
+        {"take", Gate_take, METH_O,
+         "take(timeout_s) -> bool: takes a token, waiting up to timeout_s."},
+        {"try_take", Gate_try_take, METH_NOARGS,
+         "try_take() -> bool: takes a token if one is free at once."},
+        {"give", Gate_give, METH_NOARGS, "Gives a token back."},
+        {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Gate_getset[] = {
+        {"tokens", Gate_get_tokens, NULL, "Tokens free now.", NULL},
+        {NULL, NULL, NULL, NULL, NULL}};
+
+static PyType_Slot Gate_slots[] = {
+        {Py_tp_new, Gate_new},
+        {Py_tp_dealloc, Gate_dealloc},
+        {Py_tp_methods, Gate_methods},
+        {Py_tp_getset, Gate_getset},
+        {Py_tp_doc, "Gate(n): n tokens, the cap on a connection's requests "
+                    "in flight (thread-safe)."},
+        {0, NULL}};
+
+static PyType_Spec Gate_spec = {"frameprep._native.Gate", sizeof(GateObject), 0,
+                                Py_TPFLAGS_DEFAULT, Gate_slots};
+
 /* ---- Slots and Hold: a ring's slot table and what holds a slot ---- */
 
 /* A slot is free, reserved (a frame handed out by next_frame, not yet
@@ -1663,11 +1840,11 @@ typedef struct {
 	int itemsize;
 	/* The registration that next_frame and send use (Slots.arm; GIL
 	 * held): its mapping object, Region, _Socket and the limits its
-	 * frames were checked against, the gate's get_nowait and put (NULL:
-	 * no gate), a whole frame's source width and height; arm_map NULL
+	 * frames were checked against, the connection's Gate (NULL: no
+	 * gate), a whole frame's source width and height; arm_map NULL
 	 * while disarmed. arm_gen changes at every arm and disarm. */
 	PyObject *arm_map, *arm_region, *arm_sock, *arm_limits;
-	PyObject *arm_gate_get, *arm_gate_put, *arm_width, *arm_height;
+	PyObject *arm_gate, *arm_width, *arm_height;
 	unsigned long long arm_base;
 	uint64_t arm_gen;
 	uint64_t handed_back; /* Slots.send's (slot, ticket, hold) returns */
@@ -1840,18 +2017,6 @@ static void native_freed(SlotsObject *self)
 	if (r == NULL)
 		PyErr_WriteUnraisable(self->on_free);
 	Py_XDECREF(r);
-}
-
-/* native_after sets *t to the monotonic clock's time seconds from now. */
-static void native_after(struct timespec *t, double seconds)
-{
-	clock_gettime(CLOCK_MONOTONIC, t);
-	t->tv_sec += (time_t)seconds;
-	t->tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
-	if (t->tv_nsec >= 1000000000L) {
-		t->tv_sec++;
-		t->tv_nsec -= 1000000000L;
-	}
 }
 
 /* Slots.take(state, timeout_s): takes the least recently freed slot in
@@ -2493,8 +2658,7 @@ static void native_disarm(SlotsObject *self)
 	Py_CLEAR(self->arm_region);
 	Py_CLEAR(self->arm_sock);
 	Py_CLEAR(self->arm_limits);
-	Py_CLEAR(self->arm_gate_get);
-	Py_CLEAR(self->arm_gate_put);
+	Py_CLEAR(self->arm_gate);
 	Py_CLEAR(self->arm_width);
 	Py_CLEAR(self->arm_height);
 }
@@ -2509,7 +2673,6 @@ static PyObject *Slots_arm(PyObject *op, PyObject *args)
 {
 	SlotsObject *self = (SlotsObject *)op;
 	PyObject *map, *region, *sock, *limits, *gate, *w, *h;
-	PyObject *get = NULL, *put = NULL;
 
 	if (!PyArg_ParseTuple(args, "OO!OOOO!O!", &map, Region_type, &region,
 	                      &sock, &limits, &gate, &PyLong_Type, &w,
@@ -2519,20 +2682,13 @@ static PyObject *Slots_arm(PyObject *op, PyObject *args)
 		return native_raise(FPREP_EINVAL, "set_ring_classes first");
 	if (((RegionObject *)region)->r == NULL)
 		return native_raise(FPREP_ECLOSED, "the region was closed");
-	if (gate != Py_None) {
-		get = PyObject_GetAttrString(gate, "get_nowait");
-		put = get != NULL ? PyObject_GetAttrString(gate, "put") : NULL;
-		if (put == NULL) {
-			Py_XDECREF(get);
-			return NULL;
-		}
+	if (gate != Py_None && Py_TYPE(gate) != (PyTypeObject *)Gate_type) {
+		PyErr_SetString(PyExc_TypeError, "arm: gate is a Gate or None");
+		return NULL;
 	}
 	native_disarm(self);
-	if (self->closed) {
-		Py_XDECREF(get);
-		Py_XDECREF(put);
+	if (self->closed)
 		Py_RETURN_NONE;
-	}
 	Py_INCREF(map);
 	self->arm_map = map;
 	Py_INCREF(region);
@@ -2541,8 +2697,8 @@ static PyObject *Slots_arm(PyObject *op, PyObject *args)
 	self->arm_sock = sock;
 	Py_INCREF(limits);
 	self->arm_limits = limits;
-	self->arm_gate_get = get;
-	self->arm_gate_put = put;
+	self->arm_gate = gate != Py_None ? gate : NULL;
+	Py_XINCREF(self->arm_gate);
 	Py_INCREF(w);
 	self->arm_width = w;
 	Py_INCREF(h);
@@ -2707,7 +2863,7 @@ static PyObject *Slots_send(PyObject *op, PyObject *const *args,
 	SlotsObject *self = (SlotsObject *)op;
 	const struct native_np_array *fa;
 	PyObject *frame, *ring, *out = Py_None, *t;
-	PyObject *map, *region, *sock, *limits, *get, *put, *w, *h_;
+	PyObject *map, *region, *sock, *limits, *gate, *w, *h_;
 	PyTypeObject *tp;
 	HoldObject *hold = NULL;
 	RegionObject *ro;
@@ -2760,8 +2916,7 @@ static PyObject *Slots_send(PyObject *op, PyObject *const *args,
 	region = self->arm_region;
 	sock = self->arm_sock;
 	limits = self->arm_limits;
-	get = self->arm_gate_get;
-	put = self->arm_gate_put;
+	gate = self->arm_gate;
 	w = self->arm_width;
 	h_ = self->arm_height;
 	base = self->arm_base;
@@ -2770,8 +2925,7 @@ static PyObject *Slots_send(PyObject *op, PyObject *const *args,
 	Py_INCREF(region);
 	Py_INCREF(sock);
 	Py_INCREF(limits);
-	Py_XINCREF(get);
-	Py_XINCREF(put);
+	Py_XINCREF(gate);
 	Py_INCREF(w);
 	Py_INCREF(h_);
 	ro = (RegionObject *)region;
@@ -2792,14 +2946,9 @@ static PyObject *Slots_send(PyObject *op, PyObject *const *args,
 		native_leave(c); /* the daemon forgot the region */
 		goto done;
 	}
-	if (get != NULL) {
-		t = PyObject_CallNoArgs(get);
-		if (t == NULL) { /* no token at once: ring.py waits */
-			PyErr_Clear();
-			native_leave(c);
-			goto done;
-		}
-		Py_DECREF(t);
+	if (gate != NULL && !native_gate_try((GateObject *)gate)) {
+		native_leave(c); /* no token at once: ring.py waits */
+		goto done;
 	}
 	pthread_mutex_lock(&self->mtx);
 	if (hold != NULL) {
@@ -2835,12 +2984,8 @@ static PyObject *Slots_send(PyObject *op, PyObject *const *args,
 		snprintf(why, sizeof(why), "%s",
 		         fprep_client_last_error(c->client));
 	native_leave(c);
-	if (put != NULL) {
-		t = PyObject_CallFunctionObjArgs(put, Py_None, NULL);
-		if (t == NULL)
-			PyErr_WriteUnraisable(put);
-		Py_XDECREF(t);
-	}
+	if (gate != NULL)
+		native_gate_give((GateObject *)gate);
 	if (!ok) /* no free slot at once: ring.py waits for one */
 		goto done;
 	/* The slot is taken: it is given back, held by the result, or
@@ -2878,8 +3023,7 @@ done:
 	Py_DECREF(region);
 	Py_DECREF(sock);
 	Py_DECREF(limits);
-	Py_XDECREF(get);
-	Py_XDECREF(put);
+	Py_XDECREF(gate);
 	Py_DECREF(w);
 	Py_DECREF(h_);
 	return out;
@@ -3677,6 +3821,7 @@ PyMODINIT_FUNC PyInit__native(void)
 	    native_add_type(m, &Client_spec, &Client_type) ||
 	    native_add_type(m, &Pending_spec, &Pending_type) ||
 	    native_add_type(m, &Region_spec, &Region_type) ||
+	    native_add_type(m, &Gate_spec, &Gate_type) ||
 	    native_add_type(m, &Slots_spec, &Slots_type) ||
 	    native_add_type(m, &Hold_spec, &Hold_type) ||
 	    native_add_type(m, &RingCore_spec, &RingCore_type) ||

@@ -208,6 +208,25 @@ def test_ring_honours_the_in_flight_limit(tmp_path):
         d.stop()
 
 
+def test_gate_tokens():
+    """The in-flight gate: its tokens are taken at once while free; a take
+    that waits gets the token another thread gives back; one that times
+    out says so after its timeout."""
+    g = frameprep._native.Gate(2)
+    assert g.try_take() and g.take(0.0) and g.tokens == 0
+    assert not g.try_take()
+    t0 = time.monotonic()
+    assert not g.take(0.05)
+    assert time.monotonic() - t0 >= 0.05
+    threading.Timer(0.05, g.give).start()
+    assert g.take(5.0) and g.tokens == 0
+    g.give()
+    g.give()
+    assert g.tokens == 2
+    with pytest.raises(frameprep.InvalidRequestError):
+        frameprep._native.Gate(0)
+
+
 def _restart(tmp_path, d, *extra):
     """Kills d with SIGKILL and starts a daemon on the same socket."""
     d.proc.send_signal(signal.SIGKILL)

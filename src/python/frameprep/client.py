@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import queue
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -69,8 +68,8 @@ class _Socket:
         self._limits: dict[str, Any] | None = None
         # The daemon answers EBUSY past max_inflight_per_conn requests in
         # flight on one connection: requests past it wait here instead,
-        # for one of the gate's tokens.
-        self.gate: queue.SimpleQueue[None] | None = None
+        # for one of the gate's tokens (a ring's frames take theirs in C).
+        self.gate: _native.Gate | None = None
         self.agate: asyncio.Semaphore | None = None
         self._closed = False
 
@@ -81,10 +80,7 @@ class _Socket:
         cap = info.get("max_inflight_per_conn")
         if self.gate is None and isinstance(cap, int) and cap > 0:
             self.agate = asyncio.Semaphore(cap)
-            gate: queue.SimpleQueue[None] = queue.SimpleQueue()
-            for _ in range(cap):
-                gate.put(None)
-            self.gate = gate
+            self.gate = _native.Gate(cap)
 
     def gate_take(self) -> bool:
         """Takes one token of the cap on requests in flight, waiting up to
@@ -93,19 +89,17 @@ class _Socket:
         gate = self.gate
         if gate is None:
             return False
-        try:
-            gate.get(True, self.timeout)
-        except queue.Empty:
+        if not gate.take(self.timeout):
             raise errors.RequestTimeoutError(
                 f"{self.address}: no room for another request in "
-                f"flight within {self.timeout:g} s") from None
+                f"flight within {self.timeout:g} s")
         return True
 
     def gate_give(self) -> None:
         """Gives back a token that :meth:`gate_take` took."""
         gate = self.gate
         assert gate is not None
-        gate.put(None)
+        gate.give()
 
     def call(self, fn: Any, *args: Any) -> Any:
         """fn(*args) (a blocking call of the C client) within the cap on

@@ -686,7 +686,7 @@ class Ring(_native.RingCore, _RingBase):
                         try:
                             res = m.region.send(k)
                         finally:
-                            gate.put(None)
+                            gate.give()
                 elif s.gate is None:
                     res = m.region.request(*args)
                 else:
