@@ -1633,6 +1633,56 @@ static void native_after(struct timespec *t, double seconds)
 	}
 }
 
+/* native_sync_init makes mtx and cv, cv timed on the monotonic clock (as
+ * native_after's times are). */
+static void native_sync_init(pthread_mutex_t *mtx, pthread_cond_t *cv)
+{
+	pthread_condattr_t a;
+
+	pthread_mutex_init(mtx, NULL);
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(cv, &a);
+	pthread_condattr_destroy(&a);
+}
+
+/* native_wait waits on cv (of mtx) up to timeout seconds, GIL released,
+ * in slices of 100 ms between which signal handlers run (a
+ * KeyboardInterrupt) as in a Python wait, until take(arg), called with
+ * mtx held, returns non-zero. Returns what take returned, 0 when the time
+ * ran out, or NATIVE_WAIT_RAISED when a signal's handler raised (its
+ * error set). */
+#define NATIVE_WAIT_RAISED (-100)
+static int native_wait(pthread_mutex_t *mtx, pthread_cond_t *cv, double timeout,
+                       int (*take)(void *), void *arg)
+{
+	struct timespec end;
+	int got = 0, more = 1;
+
+	native_after(&end, timeout);
+	while (more && PyErr_CheckSignals() == 0) {
+		Py_BEGIN_ALLOW_THREADS struct timespec slice;
+		int last;
+
+		native_after(&slice, 0.1);
+		last = slice.tv_sec > end.tv_sec ||
+		       (slice.tv_sec == end.tv_sec &&
+		        slice.tv_nsec >= end.tv_nsec);
+		if (last)
+			slice = end;
+		pthread_mutex_lock(mtx);
+		while ((got = take(arg)) == 0)
+			if (pthread_cond_timedwait(cv, mtx, &slice) != 0) {
+				got = take(arg);
+				break;
+			}
+		pthread_mutex_unlock(mtx);
+		more = got == 0 && !last;
+		Py_END_ALLOW_THREADS
+	}
+	return more ? NATIVE_WAIT_RAISED : got;
+}
+
 /* ---- Gate: the tokens of a cap on one connection's requests in flight
  * (the daemon's max_inflight_per_conn) ----
  *
@@ -1647,15 +1697,25 @@ typedef struct {
 
 static PyObject *Gate_type;
 
+/* native_gate_token takes a token of g (a GateObject, its mtx held) if
+ * one is free: 1, else 0. */
+static int native_gate_token(void *g_)
+{
+	GateObject *g = g_;
+
+	if (g->tokens == 0)
+		return 0;
+	g->tokens--;
+	return 1;
+}
+
 /* native_gate_try takes a token if one is free at once: 1, else 0. */
 static int native_gate_try(GateObject *g)
 {
 	int ok;
 
 	pthread_mutex_lock(&g->mtx);
-	ok = g->tokens > 0;
-	if (ok)
-		g->tokens--;
+	ok = native_gate_token(g);
 	pthread_mutex_unlock(&g->mtx);
 	return ok;
 }
@@ -1672,7 +1732,6 @@ static void native_gate_give(GateObject *g)
 static PyObject *Gate_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
 	GateObject *self;
-	pthread_condattr_t a;
 	long n;
 
 	(void)kw;
@@ -1685,11 +1744,7 @@ static PyObject *Gate_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 	        type, 0);
 	if (self == NULL)
 		return NULL;
-	pthread_mutex_init(&self->mtx, NULL);
-	pthread_condattr_init(&a);
-	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	pthread_cond_init(&self->cv, &a);
-	pthread_condattr_destroy(&a);
+	native_sync_init(&self->mtx, &self->cv);
 	self->tokens = n;
 	return (PyObject *)self;
 }
@@ -1713,38 +1768,15 @@ static PyObject *Gate_take(PyObject *op, PyObject *arg)
 {
 	GateObject *self = (GateObject *)op;
 	double timeout = PyFloat_AsDouble(arg);
-	struct timespec end;
-	int got, more = 1;
+	int got;
 
 	if (timeout == -1.0 && PyErr_Occurred())
 		return NULL;
 	got = native_gate_try(self);
-	if (got || timeout <= 0)
-		return PyBool_FromLong(got);
-	native_after(&end, timeout);
-	while (more && PyErr_CheckSignals() == 0) {
-		Py_BEGIN_ALLOW_THREADS struct timespec slice;
-		int last;
-
-		native_after(&slice, 0.1);
-		last = slice.tv_sec > end.tv_sec ||
-		       (slice.tv_sec == end.tv_sec &&
-		        slice.tv_nsec >= end.tv_nsec);
-		if (last)
-			slice = end;
-		pthread_mutex_lock(&self->mtx);
-		while (self->tokens == 0)
-			if (pthread_cond_timedwait(&self->cv, &self->mtx,
-			                           &slice) != 0)
-				break;
-		got = self->tokens > 0;
-		if (got)
-			self->tokens--;
-		pthread_mutex_unlock(&self->mtx);
-		more = !got && !last;
-		Py_END_ALLOW_THREADS
-	}
-	if (more) /* a signal's handler raised */
+	if (!got && timeout > 0)
+		got = native_wait(&self->mtx, &self->cv, timeout,
+		                  native_gate_token, self);
+	if (got == NATIVE_WAIT_RAISED)
 		return NULL;
 	return PyBool_FromLong(got);
 }
@@ -1878,15 +1910,7 @@ static PyObject *Slots_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 	self = (SlotsObject *)alloc(tp, 0);
 	if (self == NULL)
 		return NULL;
-	pthread_mutex_init(&self->mtx, NULL);
-	{
-		pthread_condattr_t a;
-
-		pthread_condattr_init(&a);
-		pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-		pthread_cond_init(&self->cv, &a);
-		pthread_condattr_destroy(&a);
-	}
+	native_sync_init(&self->mtx, &self->cv);
 	self->n = n;
 	self->state = calloc(n, 1);
 	self->ticket = calloc(n, sizeof(*self->ticket));
@@ -2019,6 +2043,28 @@ static void native_freed(SlotsObject *self)
 	Py_XDECREF(r);
 }
 
+/* native_slot_take is native_wait's take for Slots.take: a free slot of
+ * t->self (its mtx held) into t->k and t->ticket in state t->state: 1;
+ * -1 when the table is closed; else 0. */
+struct native_slot_take {
+	SlotsObject *self;
+	int state;
+	unsigned k;
+	uint64_t ticket;
+};
+
+static int native_slot_take(void *t_)
+{
+	struct native_slot_take *t = t_;
+
+	if (t->self->closed)
+		return -1;
+	if (t->self->count == 0)
+		return 0;
+	t->k = native_pop(t->self, t->state, &t->ticket);
+	return 1;
+}
+
 /* Slots.take(state, timeout_s): takes the least recently freed slot in
  * state (1 reserved, 2 taken): (slot, ticket), waiting up to timeout_s
  * (GIL released) for one; None when none came. ClosedError once
@@ -2026,61 +2072,27 @@ static void native_freed(SlotsObject *self)
 static PyObject *Slots_take(PyObject *op, PyObject *args)
 {
 	SlotsObject *self = (SlotsObject *)op;
+	struct native_slot_take t = {.self = self};
 	double timeout;
-	uint64_t ticket = 0;
-	int state, closed, got = 0;
-	unsigned k = 0;
+	int got;
 
-	if (!PyArg_ParseTuple(args, "id", &state, &timeout))
+	if (!PyArg_ParseTuple(args, "id", &t.state, &timeout))
 		return NULL;
-	if (state != SLOT_RESERVED && state != SLOT_TAKEN)
+	if (t.state != SLOT_RESERVED && t.state != SLOT_TAKEN)
 		return native_raise(FPREP_EINVAL, "no such slot state");
 	pthread_mutex_lock(&self->mtx);
-	closed = self->closed;
-	if (!closed && self->count > 0) {
-		k = native_pop(self, state, &ticket);
-		got = 1;
-	}
+	got = native_slot_take(&t);
 	pthread_mutex_unlock(&self->mtx);
-	if (!closed && !got && timeout > 0) {
-		struct timespec end;
-		int more = 1;
-
-		native_after(&end, timeout);
-		/* In slices of 100 ms, between which a signal's handler runs
-		 * (KeyboardInterrupt) as it would in a Python wait. */
-		while (more && PyErr_CheckSignals() == 0) {
-			Py_BEGIN_ALLOW_THREADS struct timespec slice;
-			int last;
-
-			native_after(&slice, 0.1);
-			last = slice.tv_sec > end.tv_sec ||
-			       (slice.tv_sec == end.tv_sec &&
-			        slice.tv_nsec >= end.tv_nsec);
-			if (last)
-				slice = end;
-			pthread_mutex_lock(&self->mtx);
-			while (!self->closed && self->count == 0)
-				if (pthread_cond_timedwait(
-				            &self->cv, &self->mtx, &slice) != 0)
-					break;
-			closed = self->closed;
-			if (!closed && self->count > 0) {
-				k = native_pop(self, state, &ticket);
-				got = 1;
-			}
-			pthread_mutex_unlock(&self->mtx);
-			more = !closed && !got && !last;
-			Py_END_ALLOW_THREADS
-		}
-		if (more) /* a signal's handler raised */
-			return NULL;
-	}
-	if (closed)
+	if (got == 0 && timeout > 0)
+		got = native_wait(&self->mtx, &self->cv, timeout,
+		                  native_slot_take, &t);
+	if (got == NATIVE_WAIT_RAISED)
+		return NULL;
+	if (got < 0)
 		return native_raise(FPREP_ECLOSED, "the ring was closed");
-	if (!got)
+	if (got == 0)
 		Py_RETURN_NONE;
-	return Py_BuildValue("(IK)", k, (unsigned long long)ticket);
+	return Py_BuildValue("(IK)", t.k, (unsigned long long)t.ticket);
 }
 
 /* Slots.release(slot, ticket): gives slot back unless it was since (its
