@@ -39,7 +39,7 @@ build_type=${FPREP_BUILD_TYPE:-Release}
 packages=(
 	build-essential cmake pkg-config
 	libuv1-dev libnng-dev nng-utils libcmocka-dev libinih-dev libstb-dev
-	libturbojpeg0-dev libjansson-dev
+	libturbojpeg0-dev libjpeg62-turbo-dev libjansson-dev
 	libsystemd-dev libacl1-dev libmicrohttpd-dev python3-prometheus-client
 	python3-opencv python3-numpy python3-venv python3-pytest gnuplot-nox ffmpeg
 	clang-format git patch ca-certificates curl

@@ -191,6 +191,13 @@ const struct fprep__config_setting fprep__config_settings[] = {
                16 * GIB, 512 * MIB,
                "tensor bytes of one ROIS or BATCH request (and a batch's "
                "frames in a region)"),
+        NUMBER("max-jpeg-scans", LIVE, "N", limits.max_jpeg_scans, 1, 500, 32,
+               "scans of one JPEG source (a progressive file holds about "
+               "10); a file of more is refused"),
+        NUMBER("max-jpeg-scan-pixels", LIVE, "PX", limits.max_jpeg_scan_pixels,
+               1, 1ull << 40, 1ull << 28,
+               "a JPEG source's scans x pixels, the work of its decode; a "
+               "file of more is refused"),
         NUMBER("send-timeout-ms", LIVE, "MS", send_timeout_ms, 1, MS_MAX, 10000,
                "bound on sending one reply"),
         NUMBER("shutdown-timeout-ms", LIVE, "MS", shutdown_timeout_ms, 1,

@@ -87,6 +87,8 @@ void fprep__server_info(fprep__server *srv, char *buf, size_t size)
 		        "\nmax_out_width: %" PRIu32 "\nmax_out_height: %" PRIu32
 		        "\nmax_tensor_bytes: %" PRIu64
 		        "\nmax_elements: %" PRIu32 "\nmax_batch_bytes: %" PRIu64
+		        "\nmax_jpeg_scans: %" PRIu32
+		        "\nmax_jpeg_scan_pixels: %" PRIu64
 		        "\nmax_inflight: %u\n"
 		        "max_inflight_per_conn: %u\nmax_reply_bytes: %" PRIu64
 		        "\nreply_bytes: %" PRIu64 "\n"
@@ -95,7 +97,8 @@ void fprep__server_info(fprep__server *srv, char *buf, size_t size)
 		        lim->max_width, lim->max_height, lim->max_frame_bytes,
 		        lim->max_out_width, lim->max_out_height,
 		        lim->max_tensor_bytes, lim->max_elements,
-		        lim->max_batch_bytes, cfg->max_inflight,
+		        lim->max_batch_bytes, lim->max_jpeg_scans,
+		        lim->max_jpeg_scan_pixels, cfg->max_inflight,
 		        cfg->max_inflight_per_conn, cfg->max_reply_bytes,
 		        srv->reply_bytes, busy, srv->served, srv->failed,
 		        (fprep__now_ns() - srv->t_start_ns) / 1000000000u);

@@ -627,6 +627,12 @@ typedef struct fprep_limits {
 	 * the bytes of its whole tensor and of a BATCH's frames' span. */
 	uint32_t max_elements;
 	uint64_t max_batch_bytes;
+	/* JPEG sources: the scans of one file (a progressive file holds
+	 * about 10; every scan is a pass over the frame), and scans x
+	 * pixels, the decode's work. Past either the decode stops with
+	 * FPREP_ELIMIT. 0 (a daemon that does not tell): not known. */
+	uint32_t max_jpeg_scans;
+	uint64_t max_jpeg_scan_pixels;
 } fprep_limits;
 
 /* fprep_request: a decoded request header, in host byte order. Field

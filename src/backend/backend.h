@@ -84,6 +84,9 @@ struct fprep__job {
 	int input_device;     /* input is device memory (a CUDA region) */
 	int output_device;    /* output is device memory (a CUDA region) */
 	fprep__memreg *in_region;  /* region holding the input, or NULL */
+	int input_copied;          /* input is the daemon's copy of what lay in
+	                              in_region (a JPEG: jpeg.h), which the client can
+	                              no longer change */
 	fprep__memreg *out_region; /* region receiving the output, or NULL */
 	int trace; /* fill t_stage_ns below (frameprepd --trace) */
 	/* The daemon's limits, for what only the backend learns: a JPEG

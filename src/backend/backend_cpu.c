@@ -184,7 +184,7 @@ static int cpu_jpeg(fprep__jpeg *jpeg, fprep__job *job)
 	uint8_t *dst;
 	int rc;
 
-	rc = fprep__jpeg_open(jpeg, job, &raw, job->message,
+	rc = fprep__jpeg_open(jpeg, job, NULL, &raw, job->message,
 	                      sizeof(job->message));
 	if (rc != FPREP_OK)
 		return rc;

@@ -1,56 +1,158 @@
 /*
- * jpeg.c: JPEG source frames decoded with libjpeg-turbo's TurboJPEG API
+ * jpeg.c: JPEG source frames decoded with libjpeg-turbo's libjpeg API
  * (see jpeg.h).
  *
- * The header is read with tjDecompressHeader3, which parses the markers up
- * to the first scan and allocates no image memory, so a few hundred bytes
- * claiming 65535 x 65535 pixels cost nothing before they are refused. Before
- * it, jpeg_sof reads the SOF's size itself: libjpeg refuses a side over
- * 65500 pixels with its own words, and a client is better told which of
- * the daemon's limits it passed. The
- * decode runs with TJFLAG_STOPONWARNING (libjpeg's "Corrupt JPEG data" and
- * "Premature end of JPEG file" warnings would otherwise leave grey rows in
- * a frame reported as decoded) and TJFLAG_LIMITSCANS (a progressive file
- * of thousands of tiny scans takes seconds of CPU). The IDCT (islow) and
- * the chroma upsampling (fancy) are libjpeg-turbo's defaults, which are
- * also what cv2.imdecode uses.
+ * The design is simple: one decompressor per fprep__jpeg reads a file's
+ * header once (jpeg_read_header, which parses the markers up to the first
+ * scan and allocates no image memory, so a few hundred bytes claiming
+ * 65535 x 65535 pixels cost nothing before they are refused), the size is
+ * checked against the limits, and the decode goes on from that same
+ * header: nothing is parsed twice, and the bytes parsed are the daemon's
+ * own (fprep__jpeg_open copies a JPEG out of a client's region first).
+ * Before it, jpeg_sof reads the SOF's size itself: libjpeg refuses a side
+ * over 65500 pixels with its own words, and a client is better told which
+ * of the daemon's limits it passed.
+ *
+ * libjpeg's warnings ("Corrupt JPEG data", "Premature end of JPEG file")
+ * are errors here, as TurboJPEG's TJFLAG_STOPONWARNING makes them: they
+ * would otherwise leave grey rows in a frame reported as decoded. A
+ * progress monitor counts the scans as libjpeg reads them and stops a
+ * file past the scan caps (TurboJPEG's TJFLAG_LIMITSCANS does the same at
+ * a fixed 500). The IDCT (islow) and the chroma upsampling (fancy) are
+ * libjpeg's defaults, which are also what cv2.imdecode and tjDecompress2
+ * use.
  */
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jpeglib.h>
 #include <turbojpeg.h>
 
 #include "clock.h"
+#include "fprep_assert.h"
 #include "jpeg.h"
 #include "ops.h"
 
-#define JPEG_FLAGS (TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS)
+/* fprep__jpeg_dec: the decompressor and what its callbacks need. */
+struct fprep__jpeg_dec {
+	struct jpeg_decompress_struct cinfo;
+	struct jpeg_error_mgr err;
+	struct jpeg_progress_mgr progress;
+	jmp_buf jump; /* where error_exit returns to */
+	int status;   /* FPREP_EINVAL, or FPREP_ELIMIT (caps) */
+	char msg[JMSG_LENGTH_MAX + 96];
+	uint32_t max_scans; /* caps of the file being decoded */
+	uint64_t max_scan_pixels;
+	const fprep__job *job; /* whose header was read last, or NULL */
+};
+
+void fprep__jpeg_copy_free(fprep__jpeg_copy *c)
+{
+	free(c->p);
+	c->p = NULL;
+	c->cap = 0;
+}
+
+/* jpeg_error_exit replaces libjpeg's (which exits the process): the
+ * message is kept and control returns to the call's setjmp. */
+static void jpeg_error_exit(j_common_ptr ci)
+{
+	struct fprep__jpeg_dec *d = (struct fprep__jpeg_dec *)ci->client_data;
+
+	if (d->msg[0] == '\0') {
+		(*ci->err->format_message)(ci, d->msg);
+		d->status = FPREP_EINVAL;
+	}
+	longjmp(d->jump, 1);
+}
+
+/* jpeg_emit_message makes libjpeg's warnings (level -1) errors; trace
+ * messages (levels > 0) are dropped. */
+static void jpeg_emit_message(j_common_ptr ci, int level)
+{
+	if (level < 0)
+		(*ci->err->error_exit)(ci);
+}
+
+/* jpeg_progress stops a file past the scan caps; libjpeg calls it as it
+ * reads the scans of a progressive (or multi-scan) file. */
+static void jpeg_progress(j_common_ptr ci)
+{
+	struct fprep__jpeg_dec *d = (struct fprep__jpeg_dec *)ci->client_data;
+	j_decompress_ptr di = (j_decompress_ptr)ci;
+	uint64_t scans =
+	        (uint64_t)(di->input_scan_number > 0 ? di->input_scan_number
+	                                             : 0);
+	uint64_t px = (uint64_t)di->image_width * di->image_height;
+
+	if (scans > d->max_scans) {
+		snprintf(d->msg, sizeof(d->msg),
+		         "JPEG has more than max_jpeg_scans %u scans",
+		         d->max_scans);
+	} else if (scans * px > d->max_scan_pixels) {
+		snprintf(d->msg, sizeof(d->msg),
+		         "JPEG of %ux%u pixels in %u or more scans exceeds "
+		         "max_jpeg_scan_pixels %llu (scans x pixels)",
+		         di->image_width, di->image_height, (unsigned)scans,
+		         (unsigned long long)d->max_scan_pixels);
+	} else {
+		return;
+	}
+	d->status = FPREP_ELIMIT;
+	longjmp(d->jump, 1);
+}
+
+/* jpeg_dec_alloc makes a decompressor; NULL when out of memory (libjpeg
+ * allocates its own state in jpeg_create_decompress). */
+static struct fprep__jpeg_dec *jpeg_dec_alloc(void)
+{
+	struct fprep__jpeg_dec *volatile d = calloc(1, sizeof(*d));
+
+	if (d == NULL)
+		return NULL;
+	d->cinfo.err = jpeg_std_error(&d->err);
+	d->err.error_exit = jpeg_error_exit;
+	d->err.emit_message = jpeg_emit_message;
+	d->cinfo.client_data = d;
+	if (setjmp(d->jump) != 0) {
+		free(d);
+		return NULL;
+	}
+	jpeg_create_decompress(&d->cinfo);
+	d->progress.progress_monitor = jpeg_progress;
+	return d;
+}
 
 void fprep__jpeg_init(fprep__jpeg *j)
 {
 	memset(j, 0, sizeof(*j));
-	j->tj = tjInitDecompress();
+	j->dec = jpeg_dec_alloc();
 }
 
 void fprep__jpeg_fini(fprep__jpeg *j)
 {
-	if (j->tj != NULL)
-		tjDestroy(j->tj);
+	if (j->dec != NULL) {
+		jpeg_destroy_decompress(&j->dec->cinfo);
+		free(j->dec);
+	}
 	free(j->buf);
+	fprep__jpeg_copy_free(&j->copy);
 	memset(j, 0, sizeof(*j));
 }
 
-/* jpeg_failed copies libjpeg-turbo's words about a failure into msg and
- * replaces j's handle: TurboJPEG 2.1 leaves a handle whose header or
- * decode failed in a state where the next call on it fails too (with the
- * old message), so one bad frame would fail every later frame of this
- * thread. Returns FPREP_EINVAL. */
+/* jpeg_failed copies libjpeg's words about a failure into msg and leaves
+ * the decompressor ready for the next file. Returns the status. */
 static int jpeg_failed(fprep__jpeg *j, const char *what, char *msg, size_t n)
 {
-	snprintf(msg, n, "%s%s", what, tjGetErrorStr2(j->tj));
-	tjDestroy(j->tj);
-	j->tj = tjInitDecompress();
-	return FPREP_EINVAL;
+	struct fprep__jpeg_dec *d = j->dec;
+
+	snprintf(msg, n, "%s%s", d->status == FPREP_ELIMIT ? "" : what, d->msg);
+	d->cinfo.progress = NULL;
+	jpeg_abort_decompress(&d->cinfo);
+	d->job = NULL;
+	return d->status;
 }
 
 /* jpeg_colorspace names a TJCS value for messages. */
@@ -69,6 +171,26 @@ static const char *jpeg_colorspace(int cs)
 		return "YCCK";
 	}
 	return "unknown";
+}
+
+/* jpeg_tjcs gives libjpeg's colour space of a file as a TJCS value (-1:
+ * none of them). */
+static int jpeg_tjcs(J_COLOR_SPACE cs)
+{
+	switch (cs) {
+	case JCS_GRAYSCALE:
+		return TJCS_GRAY;
+	case JCS_RGB:
+		return TJCS_RGB;
+	case JCS_YCbCr:
+		return TJCS_YCbCr;
+	case JCS_CMYK:
+		return TJCS_CMYK;
+	case JCS_YCCK:
+		return TJCS_YCCK;
+	default:
+		return -1;
+	}
 }
 
 /* jpeg_check_size checks the header's size against the request and the
@@ -145,50 +267,99 @@ static int jpeg_sof(const uint8_t *p, uint64_t n, uint32_t *w, uint32_t *h)
 	return -1;
 }
 
-int fprep__jpeg_open(fprep__jpeg *j, const fprep__job *job, fprep_request *raw,
-                     char *msg, size_t msg_size)
+/* jpeg_own copies job's JPEG out of the client's region into c (see
+ * fprep__jpeg_open). Returns 0, or FPREP_ENOMEM / FPREP_EREGION with msg
+ * set. */
+static int jpeg_own(fprep__jpeg_copy *c, fprep__job *job, char *msg,
+                    size_t msg_size)
+{
+	size_t n = (size_t)job->req.input_size;
+
+	if (job->in_region == NULL || job->input_device || job->input_copied)
+		return FPREP_OK;
+	if (n > c->cap) {
+		uint8_t *p = malloc(n); /* the old bytes are not needed */
+
+		if (p == NULL) {
+			snprintf(msg, msg_size,
+			         "JPEG: out of memory for a copy of %zu bytes",
+			         n);
+			return FPREP_ENOMEM;
+		}
+		free(c->p);
+		c->p = p;
+		c->cap = n;
+	}
+	memcpy(c->p, job->input, n);
+	/* A client that shrank its object made the SIGBUS guard map zero
+	 * pages under the copy: those are not the client's bytes. */
+	if (fprep__memreg_broken(job->in_region)) {
+		snprintf(msg, msg_size,
+		         "shared-memory region shrank while the JPEG was read");
+		return FPREP_EREGION;
+	}
+	job->input = c->p;
+	job->input_copied = 1;
+	return FPREP_OK;
+}
+
+int fprep__jpeg_open(fprep__jpeg *j, fprep__job *job, fprep__jpeg_copy *copy,
+                     fprep_request *raw, char *msg, size_t msg_size)
 {
 	const fprep_request *rq = &job->req;
-	int w = 0, h = 0, subsamp = 0, cs = 0, rc;
+	struct fprep__jpeg_dec *d = j->dec;
+	int w, h, cs, rc;
 	uint32_t bpp, sw, sh;
 
 	j->t0_ns = fprep__now_ns();
-	if (j->tj == NULL) {
+	if (d == NULL) {
 		snprintf(msg, msg_size,
-		         "JPEG: no decoder (tjInitDecompress "
+		         "JPEG: no decoder (jpeg_create_decompress "
 		         "failed: out of memory)");
 		return FPREP_ENOMEM;
 	}
+	d->job = NULL;
 	if (job->input == NULL || job->limits == NULL ||
 	    rq->input_size > (uint64_t)(unsigned long)-1) {
 		snprintf(msg, msg_size, "JPEG: no input or no limits");
 		return FPREP_EINVAL;
 	}
+	rc = jpeg_own(copy != NULL ? copy : &j->copy, job, msg, msg_size);
+	if (rc != FPREP_OK)
+		return rc;
 	if (jpeg_sof(job->input, rq->input_size, &sw, &sh) == 0 && sw > 0 &&
 	    sh > 0 &&
 	    (rc = jpeg_check_size(rq, job->limits, (int)sw, (int)sh, 3, msg,
 	                          msg_size)) != FPREP_OK)
 		return rc;
-	if (tjDecompressHeader3(j->tj, job->input,
-	                        (unsigned long)rq->input_size, &w, &h, &subsamp,
-	                        &cs) != 0)
+	d->msg[0] = '\0';
+	if (setjmp(d->jump) != 0)
 		return jpeg_failed(j, "JPEG header: ", msg, msg_size);
+	jpeg_mem_src(&d->cinfo, job->input, (unsigned long)rq->input_size);
+	(void)jpeg_read_header(&d->cinfo, TRUE);
+	w = (int)d->cinfo.image_width;
+	h = (int)d->cinfo.image_height;
+	cs = jpeg_tjcs(d->cinfo.jpeg_color_space);
 	j->colorspace = cs;
 	if (cs == TJCS_CMYK || cs == TJCS_YCCK || cs < 0) {
 		snprintf(msg, msg_size,
 		         "JPEG colour space %s is not supported (gray, YCbCr "
 		         "or RGB)",
 		         jpeg_colorspace(cs));
+		jpeg_abort_decompress(&d->cinfo);
 		return FPREP_EINVAL;
 	}
 	if (w < 1 || h < 1) {
 		snprintf(msg, msg_size, "JPEG header: size %dx%d", w, h);
+		jpeg_abort_decompress(&d->cinfo);
 		return FPREP_EINVAL;
 	}
 	bpp = rq->channel_order == FPREP_ORDER_GRAY ? 1 : 3;
 	rc = jpeg_check_size(rq, job->limits, w, h, 3, msg, msg_size);
-	if (rc != FPREP_OK)
+	if (rc != FPREP_OK) {
+		jpeg_abort_decompress(&d->cinfo);
 		return rc;
+	}
 	*raw = *rq;
 	raw->src_format = bpp == 1 ? FPREP_PIX_GRAY8
 	                  : rq->channel_order == FPREP_ORDER_BGR
@@ -201,6 +372,7 @@ int fprep__jpeg_open(fprep__jpeg *j, const fprep__job *job, fprep_request *raw,
 	raw->yuv_matrix = raw->yuv_range = 0;
 	raw->uv_stride = 0;
 	raw->u_offset = raw->v_offset = 0;
+	d->job = job;
 	return FPREP_OK;
 }
 
@@ -224,15 +396,52 @@ int fprep__jpeg_decode(fprep__jpeg *j, fprep__job *job,
                        const fprep_request *raw, uint8_t *dst, char *msg,
                        size_t msg_size)
 {
-	int pf = raw->src_format == FPREP_PIX_GRAY8  ? TJPF_GRAY
-	         : raw->src_format == FPREP_PIX_BGR8 ? TJPF_BGR
-	                                             : TJPF_RGB;
+	struct fprep__jpeg_dec *d = j->dec;
+	struct jpeg_decompress_struct *ci;
+	const fprep_limits *lim = job->limits;
+	JSAMPROW rows[16];
 
-	if (tjDecompress2(j->tj, job->input, (unsigned long)job->req.input_size,
-	                  dst, (int)raw->src_width, (int)raw->src_stride,
-	                  (int)raw->src_height, pf, JPEG_FLAGS) != 0) {
+	FPREP__ASSERT(d != NULL && d->job == job);
+	ci = &d->cinfo;
+	d->max_scans = lim->max_jpeg_scans != 0 ? lim->max_jpeg_scans
+	                                        : FPREP__JPEG_SCANS_DEFAULT;
+	d->max_scan_pixels = lim->max_jpeg_scan_pixels != 0
+	                             ? lim->max_jpeg_scan_pixels
+	                             : FPREP__JPEG_SCAN_PIXELS_DEFAULT;
+	d->msg[0] = '\0';
+	if (setjmp(d->jump) != 0)
 		return jpeg_failed(j, "JPEG: ", msg, msg_size);
+	ci->out_color_space = raw->src_format == FPREP_PIX_GRAY8 ? JCS_GRAYSCALE
+	                      : raw->src_format == FPREP_PIX_BGR8 ? JCS_EXT_BGR
+	                                                          : JCS_EXT_RGB;
+	ci->progress = &d->progress;
+	(void)jpeg_start_decompress(ci);
+	/* The size that was checked, or nothing is written (a header cannot
+	 * change after the copy; this keeps dst's bounds whatever happens). */
+	if (ci->output_width != raw->src_width ||
+	    ci->output_height != raw->src_height ||
+	    (uint32_t)ci->output_components * ci->output_width !=
+	            raw->src_stride) {
+		snprintf(d->msg, sizeof(d->msg),
+		         "decodes to %ux%u x %d, not the %ux%u checked",
+		         ci->output_width, ci->output_height,
+		         ci->output_components, raw->src_width,
+		         raw->src_height);
+		d->status = FPREP_EINVAL;
+		longjmp(d->jump, 1);
 	}
+	while (ci->output_scanline < ci->output_height) {
+		JDIMENSION y = ci->output_scanline, k = 0;
+
+		while (k < 16 && y + k < ci->output_height) {
+			rows[k] = dst + (size_t)(y + k) * raw->src_stride;
+			k++;
+		}
+		(void)jpeg_read_scanlines(ci, rows, k);
+	}
+	(void)jpeg_finish_decompress(ci);
+	ci->progress = NULL;
+	d->job = NULL;
 	fprep__jpeg_adopt(job, raw, dst, j->t0_ns);
 	return FPREP_OK;
 }

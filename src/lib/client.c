@@ -1811,6 +1811,13 @@ static int client_parse_limits(const char *text, fprep_limits *lim)
 	if (client_info_value(text, "max_batch_bytes", UINT64_MAX,
 	                      &lim->max_batch_bytes) != 0)
 		lim->max_batch_bytes = 0;
+	/* Nor do older daemons tell the JPEG caps: 0, not known. */
+	if (client_info_value(text, "max_jpeg_scans", UINT32_MAX, &w) != 0)
+		w = 0;
+	lim->max_jpeg_scans = (uint32_t)w;
+	if (client_info_value(text, "max_jpeg_scan_pixels", UINT64_MAX,
+	                      &lim->max_jpeg_scan_pixels) != 0)
+		lim->max_jpeg_scan_pixels = 0;
 	return 0;
 }
 

@@ -69,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	job.limits = &fuzz_limits;
 	fuzz_check(fprep__job_plan(&job) == FPREP_OK);
 	msg[0] = '\0';
-	rc = fprep__jpeg_open(&fuzz_jpeg, &job, &raw, msg, sizeof(msg));
+	rc = fprep__jpeg_open(&fuzz_jpeg, &job, NULL, &raw, msg, sizeof(msg));
 	if (rc == FPREP_OK) {
 		fuzz_check(raw.src_width >= 1 && raw.src_width <= 64);
 		fuzz_check(raw.src_height >= 1 && raw.src_height <= 64);
@@ -149,7 +149,7 @@ int main(void)
 		job.req.input_size = size;
 		job.input = jpg;
 		job.limits = &fuzz_limits;
-		fuzz_check(fprep__jpeg_open(&fuzz_jpeg, &job, &raw, msg,
+		fuzz_check(fprep__jpeg_open(&fuzz_jpeg, &job, NULL, &raw, msg,
 		                            sizeof(msg)) == FPREP_OK);
 		fuzz_check(
 		        fprep__jpeg_decode(

@@ -66,7 +66,7 @@ static int test_decode(fprep__jpeg *j, fprep__job *job, char *msg, size_t n)
 {
 	fprep_request raw;
 	uint8_t *dst;
-	int rc = fprep__jpeg_open(j, job, &raw, msg, n);
+	int rc = fprep__jpeg_open(j, job, NULL, &raw, msg, n);
 
 	if (rc != FPREP_OK)
 		return rc;
@@ -199,17 +199,18 @@ static void refused_before_allocation(void **state)
 		test_job(&job, jpg, size, FPREP_ORDER_RGB);
 		job.req.src_width = cases[i].wire_w;
 		job.req.src_height = cases[i].wire_h;
-		assert_int_equal(
-		        fprep__jpeg_open(&j, &job, &raw, msg, sizeof(msg)),
-		        cases[i].want);
+		assert_int_equal(fprep__jpeg_open(&j, &job, NULL, &raw, msg,
+		                                  sizeof(msg)),
+		                 cases[i].want);
 		assert_non_null(strstr(msg, cases[i].needle));
 		assert_null(j.buf); /* nothing allocated */
 		tjFree(jpg);
 	}
 	/* A job without the daemon's limits is refused. */
 	job.limits = NULL;
-	assert_int_equal(fprep__jpeg_open(&j, &job, &raw, msg, sizeof(msg)),
-	                 FPREP_EINVAL);
+	assert_int_equal(
+	        fprep__jpeg_open(&j, &job, NULL, &raw, msg, sizeof(msg)),
+	        FPREP_EINVAL);
 	fprep__jpeg_fini(&j);
 }
 
@@ -242,6 +243,121 @@ static void bad_frames_then_good(void **state)
 	tjFree(jpg);
 }
 
+/* region_bytes_read_once: a JPEG in a client's region is copied before
+ * anything reads it, so bytes the client rewrites between the header
+ * check and the decode (its SOF's size flipped, the data wiped) change
+ * nothing: the decode is the original file's, whole. A caller's own copy
+ * (a GPU slot's) is used when named. */
+static void region_bytes_read_once(void **state)
+{
+	unsigned long size = 0;
+	unsigned char *jpg = test_encode(64, 48, TJSAMP_420, &size);
+	unsigned char *shm = malloc(size);
+	uint8_t *ref = malloc(64 * 48 * 3);
+	tjhandle td = tjInitDecompress();
+	char msg[FPREP_MESSAGE_SIZE];
+	fprep__memreg reg;
+	fprep__jpeg_copy own = {0};
+	fprep_request raw;
+	fprep__jpeg j;
+	fprep__job job;
+
+	(void)state;
+	assert_non_null(shm);
+	assert_non_null(ref);
+	assert_int_equal(
+	        tjDecompress2(td, jpg, size, ref, 64, 0, 48, TJPF_RGB, 0), 0);
+	memset(&reg, 0, sizeof(reg));
+	reg.kind = FPREP__MEMREG_SHM;
+	fprep__jpeg_init(&j);
+	for (int round = 0; round < 2; round++) {
+		fprep__jpeg_copy *copy = round == 0 ? NULL : &own;
+
+		memcpy(shm, jpg, size);
+		test_job(&job, shm, size, FPREP_ORDER_RGB);
+		job.in_region = &reg;
+		assert_int_equal(fprep__jpeg_open(&j, &job, copy, &raw, msg,
+		                                  sizeof(msg)),
+		                 FPREP_OK);
+		assert_int_equal(job.input_copied, 1);
+		assert_ptr_equal(job.input, round == 0 ? j.copy.p : own.p);
+		assert_int_equal(raw.src_width, 64);
+		/* The client's thread: a smaller size, then nothing. */
+		sof_size(shm, size, 32, 24);
+		memset(shm, 0, size);
+		assert_int_equal(fprep__jpeg_decode(
+		                         &j, &job, &raw,
+		                         fprep__jpeg_buffer(&j, raw.input_size),
+		                         msg, sizeof(msg)),
+		                 FPREP_OK);
+		assert_int_equal(job.req.src_width, 64);
+		assert_int_equal(job.req.src_height, 48);
+		assert_memory_equal(job.input, ref, 64 * 48 * 3);
+	}
+	/* Memory of the daemon's own (an nng message) is not copied. */
+	test_job(&job, jpg, size, FPREP_ORDER_RGB);
+	assert_int_equal(
+	        fprep__jpeg_open(&j, &job, NULL, &raw, msg, sizeof(msg)),
+	        FPREP_OK);
+	assert_int_equal(job.input_copied, 0);
+	assert_ptr_equal(job.input, jpg);
+	fprep__jpeg_copy_free(&own);
+	fprep__jpeg_fini(&j);
+	tjDestroy(td);
+	free(ref);
+	free(shm);
+	tjFree(jpg);
+}
+
+/* scan_caps: a progressive file (libjpeg-turbo's script: 10 scans for
+ * YCbCr) is refused past max_jpeg_scans or max_jpeg_scan_pixels with
+ * ELIMIT and words naming the limit, and decodes within them; the decoder
+ * then takes the next file. */
+static void scan_caps(void **state)
+{
+	static const struct {
+		uint32_t scans;
+		uint64_t scan_pixels;
+		int want;
+		const char *needle;
+	} cases[] = {
+	        {3, 0, FPREP_ELIMIT, "more than max_jpeg_scans 3 scans"},
+	        {32, 64 * 48 * 4, FPREP_ELIMIT, "exceeds max_jpeg_scan_pixels"},
+	        {10, 64 * 48 * 10, FPREP_OK, ""},
+	        {0, 0, FPREP_OK, ""},
+	};
+	tjhandle tc = tjInitCompress();
+	unsigned char *px = calloc(64 * 48, 3), *jpg = NULL;
+	unsigned long size = 0;
+	char msg[FPREP_MESSAGE_SIZE];
+	fprep_limits lim = test_limits;
+	fprep__jpeg j;
+	fprep__job job;
+
+	(void)state;
+	assert_non_null(px);
+	for (int i = 0; i < 64 * 48 * 3; i++)
+		px[i] = (unsigned char)(i * 7 + i / 64);
+	assert_int_equal(tjCompress2(tc, px, 64, 0, 48, TJPF_RGB, &jpg, &size,
+	                             TJSAMP_420, 90, TJFLAG_PROGRESSIVE),
+	                 0);
+	fprep__jpeg_init(&j);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		lim.max_jpeg_scans = cases[i].scans;
+		lim.max_jpeg_scan_pixels = cases[i].scan_pixels;
+		test_job(&job, jpg, size, FPREP_ORDER_RGB);
+		job.limits = &lim;
+		msg[0] = '\0';
+		assert_int_equal(test_decode(&j, &job, msg, sizeof(msg)),
+		                 cases[i].want);
+		assert_non_null(strstr(msg, cases[i].needle));
+	}
+	fprep__jpeg_fini(&j);
+	tjFree(jpg);
+	tjDestroy(tc);
+	free(px);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -249,6 +365,8 @@ int main(void)
 	        cmocka_unit_test(buffer_grows_only_for_larger),
 	        cmocka_unit_test(refused_before_allocation),
 	        cmocka_unit_test(bad_frames_then_good),
+	        cmocka_unit_test(region_bytes_read_once),
+	        cmocka_unit_test(scan_caps),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -91,7 +91,8 @@ static void frame_request_bytes(void **state)
 	uint8_t want[FPREP_REQUEST_HEADER_SIZE] = {0};
 	fprep_request r, d;
 	fprep_limits lim = {UINT32_MAX, UINT32_MAX, UINT64_MAX, UINT32_MAX,
-	                    UINT32_MAX, UINT64_MAX, UINT32_MAX, UINT64_MAX};
+	                    UINT32_MAX, UINT64_MAX, UINT32_MAX, UINT64_MAX,
+	                    UINT32_MAX, UINT64_MAX};
 	char msg[FPREP_MESSAGE_SIZE];
 
 	(void)state;

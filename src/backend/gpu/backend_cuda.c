@@ -255,6 +255,9 @@ typedef struct cuda_slot {
 	uint64_t t_back_ns; /* when a decoder handed the slot back */
 	int lone; /* its JPEG was decoded alone, nothing else in the lane
 	             (counted in jlone too) */
+	/* Its job's JPEG when that lay in a client's region: the daemon's
+	 * own copy, read by the header check and the decoder alike. */
+	fprep__jpeg_copy jpeg_copy;
 } cuda_slot;
 
 /* cuda_pace: what the lane learnt of its frames' durations, and what its
@@ -607,6 +610,7 @@ static void cuda_slot_fini(cuda_slot *s)
 	}
 	cuda_free_pair(&s->h_in, &s->d_in, &s->in_cap);
 	cuda_free_pair(&s->h_out, &s->d_out, &s->out_cap);
+	fprep__jpeg_copy_free(&s->jpeg_copy);
 }
 
 /* cuda_mapped_ptr returns the device's address of p, which lies in region
@@ -1093,9 +1097,9 @@ static int cuda_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 	int jpeg = rq->src_format == FPREP_PIX_JPEG && !in_dev;
 	fprep_request raw;
 
-	if (jpeg &&
-	    (job->status = fprep__jpeg_open(&cb->jpeg, job, &raw, job->message,
-	                                    sizeof job->message)) != 0)
+	if (jpeg && (job->status = fprep__jpeg_open(&cb->jpeg, job, NULL, &raw,
+	                                            job->message,
+	                                            sizeof job->message)) != 0)
 		return job->status;
 	if (cuda_slot_reserve(s,
 	                      in_dev ? 0
@@ -1948,8 +1952,8 @@ static int cuda_cpu_decode(cuda_backend *cb, fprep__jpeg *j, cuda_slot *s,
 	uint64_t t = cuda_now_ns();
 
 	CUDA_JSTAT(cb, s, cpu_frames, 1);
-	job->status = fprep__jpeg_open(j, job, &raw, job->message,
-	                               sizeof job->message);
+	job->status = fprep__jpeg_open(j, job, &s->jpeg_copy, &raw,
+	                               job->message, sizeof job->message);
 	if (job->status == FPREP_OK &&
 	    cuda_slot_reserve(s, raw.input_size, 0,
 	                      cb->transfer != FPREP__CUDA_STAGED, &st)) {
@@ -1985,8 +1989,8 @@ static int cuda_engine_take(cuda_backend *cb, cuda_decoder *d, cuda_slot *s,
 	uint64_t t = cuda_now_ns();
 	int take;
 
-	jb->status = fprep__jpeg_open(&d->j, jb, raw, jb->message,
-	                              sizeof jb->message);
+	jb->status = fprep__jpeg_open(&d->j, jb, &s->jpeg_copy, raw,
+	                              jb->message, sizeof jb->message);
 	take = jb->status == FPREP_OK &&
 	       (d->j.colorspace == TJCS_YCbCr ||
 	        d->j.colorspace == TJCS_GRAY) &&
