@@ -1,0 +1,341 @@
+/*
+ * test_jpeg_race.c: a JPEG in a client's shared memory is read once, and a
+ * progressive file's decode cost is bounded, against a real frameprepd
+ * (CPU backend, one worker, so every frame goes through the same decoder
+ * and frame buffer) on a scratch socket, with the public client API.
+ *
+ *   flip race     a victim sends a real photograph (512x512) inline; the
+ *                 attacker's region holds its own 256x256 JPEG while a
+ *                 thread of its flips the SOF's four size bytes between
+ *                 256x256 and 512x512; 400 FRAME requests read the JPEG
+ *                 from the region. Every reply is an error or the tensor
+ *                 of the attacker's own image, bit for bit: a reply of any
+ *                 other tensor carries pixels the attacker did not send
+ *                 (the victim's, left in the worker's buffer). Run once
+ *                 after the victim's frames, once with the victim sending
+ *                 beside it.
+ *   scan bomb     a legal progressive file of 379 scans is refused with
+ *                 ELIMIT naming max_jpeg_scans, and the same photograph
+ *                 as libjpeg's own progressive file still decodes.
+ *
+ * Usage: test_jpeg_race FRAMEPREPD IMAGE_DIR
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jpeglib.h>
+#include <stb/stb_image.h>
+#include <turbojpeg.h>
+
+#include "check.h"
+#include "daemon_util.h"
+#include "frameprep/frameprep.h"
+
+#define RACE_FRAMES 400
+
+static char url[256];
+
+/* race_jpeg encodes the w x h RGB pixels at px (row stride stride bytes)
+ * as a baseline 4:2:0 JPEG of quality 90; free with tjFree. */
+static unsigned char *race_jpeg(const uint8_t *px, int w, int h, int stride,
+                                int flags, unsigned long *size)
+{
+	tjhandle tj = tjInitCompress();
+	unsigned char *jpg = NULL;
+
+	REQUIRE(tj != NULL);
+	REQUIRE(tjCompress2(tj, px, w, stride, h, TJPF_RGB, &jpg, size,
+	                    TJSAMP_420, 90, flags) == 0);
+	tjDestroy(tj);
+	return jpg;
+}
+
+/* race_sof returns the offset of the SOF0's height field in jpg. */
+static size_t race_sof(const unsigned char *jpg, unsigned long size)
+{
+	for (unsigned long i = 2; i + 9 < size; i++)
+		if (jpg[i] == 0xff && jpg[i + 1] == 0xc0)
+			return i + 5;
+	REQUIRE(!"no SOF0 in the encoded JPEG");
+	return 0;
+}
+
+/* race_request sends a JPEG FRAME (inline when r is NULL, else from the
+ * region's offset 0) for a 64x64 u8 tensor; returns the status, the
+ * tensor copied into out when it is OK. */
+static int race_request(fprep_client *c, fprep_region *r, const void *jpg,
+                        unsigned long size, uint8_t *out, char *msg,
+                        size_t msg_size)
+{
+	fprep_request req;
+	fprep_result res;
+	int err, st;
+
+	fprep_request_init(&req, FPREP_PIX_JPEG, 0, 0);
+	req.input_size = size;
+	req.out_width = req.out_height = 64;
+	req.dtype = FPREP_DTYPE_U8;
+	if (r != NULL)
+		fprep_request_set_regions(&req, r, 0, NULL, 0, 0);
+	err = fprep_client_request(c, &req, r != NULL ? NULL : jpg, &res);
+	if (err != 0) {
+		snprintf(msg, msg_size, "%s", fprep_client_last_error(c));
+		return -err;
+	}
+	st = (int)res.header.status;
+	snprintf(msg, msg_size, "%s", res.header.message);
+	if (st == 0) {
+		if (res.payload_size == 64 * 64 * 3)
+			memcpy(out, res.payload, 64 * 64 * 3);
+		else
+			st = -1000;
+	}
+	fprep_result_fini(&res);
+	return st;
+}
+
+struct race_victim {
+	const unsigned char *jpg;
+	unsigned long size;
+	atomic_int stop;
+	int sent;
+};
+
+static void *race_victim_run(void *arg)
+{
+	struct race_victim *v = arg;
+	fprep_client *c = daemon_client(url);
+	uint8_t out[64 * 64 * 3];
+	char msg[FPREP_MESSAGE_SIZE];
+
+	while (!atomic_load(&v->stop)) {
+		int st = race_request(c, NULL, v->jpg, v->size, out, msg,
+		                      sizeof(msg));
+
+		CHECK(st == 0, "victim frame: %d %s", st, msg);
+		v->sent++;
+	}
+	fprep_client_close(c);
+	return NULL;
+}
+
+struct race_flip {
+	volatile unsigned char *sof; /* the region's SOF height field */
+	uint8_t small[4], big[4];
+	atomic_int stop;
+	unsigned long flips;
+};
+
+static void *race_flip_run(void *arg)
+{
+	struct race_flip *f = arg;
+
+	while (!atomic_load_explicit(&f->stop, memory_order_relaxed)) {
+		const uint8_t *s = f->flips % 2 ? f->small : f->big;
+
+		for (int i = 0; i < 4; i++)
+			f->sof[i] = s[i];
+		f->flips++;
+	}
+	for (int i = 0; i < 4; i++)
+		f->sof[i] = f->small[i];
+	return NULL;
+}
+
+/* test_flip_race runs the attack once; with_victim: the victim sends
+ * beside it, else only before it. */
+static void test_flip_race(const uint8_t *photo, int pw, int ph,
+                           int with_victim)
+{
+	unsigned long vsize = 0, asize = 0;
+	/* The victim: the photograph, 512x512 (its top-left corner). */
+	unsigned char *vjpg = race_jpeg(photo, 512, 512, pw * 3, 0, &vsize);
+	/* The attacker: its own picture, 256x256, from the same photograph's
+	 * lower half (what a leak would show differs from it). */
+	unsigned char *ajpg = race_jpeg(photo + (size_t)(ph - 256) * pw * 3,
+	                                256, 256, pw * 3, 0, &asize);
+	fprep_client *c = daemon_client(url);
+	fprep_region *r = NULL;
+	uint8_t want[64 * 64 * 3], got[64 * 64 * 3];
+	char msg[FPREP_MESSAGE_SIZE];
+	struct race_victim v = {.jpg = vjpg, .size = vsize};
+	struct race_flip f = {.small = {1, 0, 1, 0}, .big = {2, 0, 2, 0}};
+	pthread_t vt, ft;
+	unsigned ok = 0, refused = 0, leaks = 0;
+	size_t at;
+	int st;
+
+	(void)ph;
+	st = race_request(c, NULL, ajpg, asize, want, msg, sizeof(msg));
+	REQUIRE(st == 0);
+	REQUIRE(fprep_region_open(&r, c, 1 << 20) == 0);
+	memcpy(fprep_region_base(r), ajpg, asize);
+	at = race_sof(ajpg, asize);
+	f.sof = (volatile unsigned char *)fprep_region_base(r) + at;
+	/* Unflipped from the region: the same tensor as inline. */
+	st = race_request(c, r, NULL, asize, got, msg, sizeof(msg));
+	CHECK(st == 0 && memcmp(got, want, sizeof(want)) == 0,
+	      "region frame differs from inline: %d %s", st, msg);
+	/* The victim's frames go through the worker first. */
+	for (int i = 0; i < 3; i++) {
+		st = race_request(c, NULL, vjpg, vsize, got, msg, sizeof(msg));
+		CHECK(st == 0, "victim frame: %d %s", st, msg);
+	}
+	if (with_victim)
+		REQUIRE(pthread_create(&vt, NULL, race_victim_run, &v) == 0);
+	REQUIRE(pthread_create(&ft, NULL, race_flip_run, &f) == 0);
+	for (int i = 0; i < RACE_FRAMES; i++) {
+		st = race_request(c, r, NULL, asize, got, msg, sizeof(msg));
+		if (st == 0) {
+			ok++;
+			leaks += memcmp(got, want, sizeof(want)) != 0;
+		} else {
+			refused++;
+			CHECK(st == FPREP_EINVAL || st == FPREP_ELIMIT,
+			      "flipped frame: status %d (%s), not an error "
+			      "reply",
+			      st, msg);
+		}
+	}
+	atomic_store(&f.stop, 1);
+	pthread_join(ft, NULL);
+	if (with_victim) {
+		atomic_store(&v.stop, 1);
+		pthread_join(vt, NULL);
+	}
+	printf("flip race%s: %u frames, %u tensors (%u with pixels the "
+	       "attacker did not send), %u refused, %lu flips%s\n",
+	       with_victim ? " beside the victim" : " after the victim",
+	       RACE_FRAMES, ok, leaks, refused, f.flips, with_victim ? "" : "");
+	CHECK(leaks == 0, "%u of %u replies carried another frame's pixels",
+	      leaks, RACE_FRAMES);
+	CHECK(f.flips > RACE_FRAMES, "the SOF flipped only %lu times", f.flips);
+	/* The same bytes, unflipped, still give the attacker's tensor. */
+	st = race_request(c, r, NULL, asize, got, msg, sizeof(msg));
+	CHECK(st == 0 && memcmp(got, want, sizeof(want)) == 0,
+	      "after the race: %d %s", st, msg);
+	fprep_region_close(r);
+	fprep_client_close(c);
+	tjFree(vjpg);
+	tjFree(ajpg);
+}
+
+/* bomb_jpeg writes the w x h gray pixels at px as a progressive JPEG
+ * (libjpeg's compressor, quality 90) into *out (free with free): with
+ * al < 0, libjpeg's own script (jpeg_simple_progression: 6 scans); else a
+ * legal script of 1 + 63 x (al + 1) scans: the DC coefficients, then each
+ * AC coefficient alone, its first scan at point transform al and one
+ * refinement scan per bit below. Every scan is a pass over every block.
+ * Returns its size; *nscans gets the number of scans. */
+static size_t bomb_jpeg(const uint8_t *px, int w, int h, int al,
+                        unsigned char **out, int *nscans)
+{
+	static jpeg_scan_info scans[1 + 63 * 14];
+	struct jpeg_compress_struct ci;
+	struct jpeg_error_mgr err;
+	unsigned long size = 0;
+	int n = 0;
+
+	ci.err = jpeg_std_error(&err);
+	jpeg_create_compress(&ci);
+	*out = NULL;
+	jpeg_mem_dest(&ci, out, &size);
+	ci.image_width = (JDIMENSION)w;
+	ci.image_height = (JDIMENSION)h;
+	ci.input_components = 1;
+	ci.in_color_space = JCS_GRAYSCALE;
+	jpeg_set_defaults(&ci);
+	jpeg_set_quality(&ci, 90, TRUE);
+	if (al < 0) {
+		jpeg_simple_progression(&ci);
+		n = ci.num_scans;
+	} else {
+		scans[n++] = (jpeg_scan_info){1, {0}, 0, 0, 0, 0};
+		for (int k = 1; k < 64; k++) {
+			scans[n++] = (jpeg_scan_info){1, {0}, k, k, 0, al};
+			for (int a = al; a > 0; a--)
+				scans[n++] = (jpeg_scan_info){1, {0}, k,
+				                              k, a,   a - 1};
+		}
+		ci.scan_info = scans;
+		ci.num_scans = n;
+	}
+	jpeg_start_compress(&ci, TRUE);
+	while (ci.next_scanline < ci.image_height) {
+		JSAMPROW row = (JSAMPROW)(px + (size_t)ci.next_scanline * w);
+
+		jpeg_write_scanlines(&ci, &row, 1);
+	}
+	jpeg_finish_compress(&ci);
+	jpeg_destroy_compress(&ci);
+	*nscans = n;
+	return size;
+}
+
+static void test_scan_bomb(const uint8_t *photo, int pw)
+{
+	fprep_client *c = daemon_client(url);
+	uint8_t *gray = malloc(512 * 512), out[64 * 64 * 3];
+	char msg[FPREP_MESSAGE_SIZE];
+	unsigned char *bomb = NULL, *plain = NULL;
+	size_t nb, np;
+	int st, sp, sb;
+
+	REQUIRE(gray != NULL);
+	for (int y = 0; y < 512; y++)
+		for (int x = 0; x < 512; x++)
+			gray[y * 512 + x] = photo[((size_t)y * pw + x) * 3 + 1];
+	np = bomb_jpeg(gray, 512, 512, -1, &plain, &sp);
+	nb = bomb_jpeg(gray, 512, 512, 5, &bomb, &sb);
+	st = race_request(c, NULL, plain, np, out, msg, sizeof(msg));
+	CHECK(st == 0, "a progressive photograph: %d %s", st, msg);
+	st = race_request(c, NULL, bomb, nb, out, msg, sizeof(msg));
+	CHECK(st == FPREP_ELIMIT && strstr(msg, "max_jpeg_scans") != NULL,
+	      "a file of %d scans: status %d (%s), want ELIMIT naming "
+	      "max_jpeg_scans",
+	      sb, st, msg);
+	printf("scan bomb: %zu bytes of %d scans: status %d: %s; a "
+	       "progressive file of %d scans decodes\n",
+	       nb, sb, st, msg, sp);
+	free(bomb);
+	free(plain);
+	free(gray);
+	fprep_client_close(c);
+}
+
+int main(int argc, char **argv)
+{
+	char dir[] = "/tmp/fprep-race-XXXXXX";
+	char *extra[] = {"--workers", "1", NULL};
+	char path[1024];
+	uint8_t *photo;
+	int w, h, n;
+	pid_t pid;
+
+	if (argc != 3) {
+		fprintf(stderr, "usage: %s FRAMEPREPD IMAGE_DIR\n", argv[0]);
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	snprintf(path, sizeof(path), "%s/astronaut.png", argv[2]);
+	photo = stbi_load(path, &w, &h, &n, 3);
+	REQUIRE(photo != NULL && w >= 512 && h >= 512);
+	REQUIRE(mkdtemp(dir) != NULL);
+	snprintf(url, sizeof(url), "ipc://%s/d.sock", dir);
+	pid = daemon_start(argv[1], "cpu", url, extra);
+	test_flip_race(photo, w, h, 0);
+	test_flip_race(photo, w, h, 1);
+	test_scan_bomb(photo, w);
+	daemon_serves(url, "the race and the bomb");
+	CHECK(daemon_stop(pid) == 0, "daemon exit status");
+	rmdir(dir);
+	stbi_image_free(photo);
+	printf("%d checks, %d failures\n", check_count, check_failures);
+	return check_failures ? 1 : 0;
+}
