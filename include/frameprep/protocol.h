@@ -45,7 +45,8 @@
  *    80  u32 in_region      region id (input_loc SHM or CUDA), else 0
  *    84  u32 out_region     region id (output_loc SHM or CUDA), else 0
  *    88  u64 in_offset      byte offset of the frame in in_region
- *    96  u64 out_offset     byte offset of the tensor in out_region
+ *    96  u64 out_offset     byte offset of the tensor in out_region (a
+ *                           multiple of the dtype's size: 4, 2 or 1)
  *   104  u64 out_capacity   bytes available at out_offset (shm or CUDA
  *                           output)
  *   112  u64 input_size     bytes of the source frame: the inline payload

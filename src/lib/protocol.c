@@ -1110,6 +1110,17 @@ static int proto_check_frame(const fprep_request *r, const fprep_limits *lim,
 		                  "out_capacity %llu < tensor bytes %llu",
 		                  (unsigned long long)r->out_capacity,
 		                  (unsigned long long)tensor);
+	/* The tensor's elements are stored as what they are (float, half):
+	 * at an address that is not a multiple of their size those stores
+	 * are undefined in C and fault on some devices. Regions are
+	 * page-aligned, so the offset decides. */
+	if (r->output_loc != FPREP_LOC_INLINE &&
+	    r->out_offset % proto_dtype_bytes(r->dtype) != 0)
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "out_offset %llu is not a multiple of %u, "
+		                  "the tensor's element size",
+		                  (unsigned long long)r->out_offset,
+		                  proto_dtype_bytes(r->dtype));
 	if (r->shm_reply)
 		return proto_check_shm_reply(r, tensor, msg, n);
 	return FPREP_OK;

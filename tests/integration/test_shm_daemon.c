@@ -12,7 +12,8 @@
  *   registration  what REGISTER costs (printed: mapping, and pinning on
  *                 a GPU)
  *   refusals      foreign owner, bad names, out-of-range and overflowing
- *                 offsets, another connection's region, unknown ids, the
+ *                 offsets, a misaligned f32 output offset, another
+ *                 connection's region, unknown ids, the
  *                 region limit, tcp:// -- each answered with an error while
  *                 the daemon keeps serving
  *   shrunk region the client truncates its object: EREGION, daemon alive
@@ -530,6 +531,10 @@ static void test_refusals(void)
 	st = frame_status(a, &req, msg, sizeof(msg));
 	CHECK(st == FPREP_EINVAL && strstr(msg, "out_offset"),
 	      "output past the end: %d %s", st, msg);
+	req.out_offset = 8192 + 1;
+	st = frame_status(a, &req, msg, sizeof(msg));
+	CHECK(st == FPREP_EINVAL && strstr(msg, "not a multiple of 4"),
+	      "misaligned f32 output: %d %s", st, msg);
 	req.out_offset = 8192;
 	st = frame_status(a, &req, msg, sizeof(msg));
 	CHECK(st == 0, "good shm request: %d %s", st, msg);

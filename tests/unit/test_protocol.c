@@ -162,7 +162,7 @@ static void request_round_trip(void **state)
 	r.in_region = 0x80000001u;
 	r.out_region = 0xfffffffeu;
 	r.in_offset = 0x1122334455667788ull;
-	r.out_offset = 0x8877665544332211ull;
+	r.out_offset = 0x8877665544332210ull; /* a multiple of 2 */
 	r.out_capacity = 0xffffffffffffffffull;
 	r.input_size = 4001ull * 776 + 999 * 4 + 5;
 	fprep_request_encode(&r, buf);
@@ -757,6 +757,20 @@ static void request_shm_output(void **state)
 	r.out_capacity -= 1;
 	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL,
 	            "out_capacity 12287 < tensor bytes 12288");
+	/* Elements at their own alignment: f32 at a multiple of 4, f16 of
+	 * 2, u8 anywhere. */
+	r.out_capacity += 1;
+	r.out_offset = 4098;
+	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL,
+	            "out_offset 4098 is not a multiple of 4, the tensor's "
+	            "element size");
+	r.dtype = FPREP_DTYPE_F16;
+	test_ok(&r, r.input_size);
+	r.out_offset = 4097;
+	test_decode(&r, r.input_size, &test_limits, FPREP_EINVAL,
+	            "out_offset 4097 is not a multiple of 2");
+	r.dtype = FPREP_DTYPE_U8;
+	test_ok(&r, r.input_size);
 }
 
 /* The reply in the output region: bit 7 of output_loc on the wire, its own
