@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import frameprep
-from conftest import IMAGES
+from conftest import IMAGES, serving
 
 SIZE = (96, 96)
 
@@ -207,7 +207,17 @@ def test_async_gather_on_fresh_client(daemon, n):
     assert "unanswered" not in daemon.log()
 
 
-def test_threads_on_fresh_client(daemon):
+@pytest.fixture(scope="module")
+def narrow_daemon(tmp_path_factory):
+    """A daemon that takes 4 requests in flight a connection: fewer than
+    the C client's 16 blocking calls, so only the cap keeps 64 threads
+    within it."""
+    yield from serving(tmp_path_factory.mktemp("narrow"),
+                       "--max-inflight-per-conn", "4")
+
+
+def test_threads_on_fresh_client(narrow_daemon):
+    daemon = narrow_daemon
     frames = _frames(64)
     with frameprep.Client(daemon.url, timeout=120) as c:
         want = _digests(c, frames)
