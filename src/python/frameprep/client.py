@@ -408,10 +408,19 @@ class Client(_Connection):
     the C library's ``fprep_client_open_trusting`` does. Rings grant
     their shared memory to that checked owner only.
 
-    Once the daemon's limits are known (the first frame asks for them), at
-    most its ``max_inflight_per_conn`` requests are in flight on the
-    connection at a time; more threads wait their turn here, within
-    ``timeout``, rather than get ``EBUSY``.
+    The daemon's limits are asked for when the client connects, so from
+    the first request at most its ``max_inflight_per_conn`` requests are
+    in flight on the connection at a time; more threads wait their turn
+    here, within ``timeout``, rather than get ``EBUSY`` (or the connection
+    closed).
+
+    fork: a child process made by ``fork`` (a PyTorch ``DataLoader``
+    worker, ``multiprocessing``'s "fork" context) must open a client of
+    its own; it may, whether or not the parent used frameprep. A client
+    opened before the fork is the parent's: in the child every call on it
+    (and on its rings, results and pending requests) raises
+    :class:`~frameprep.ForkedError`, and :meth:`close` there only forgets
+    it; the parent's client keeps working in the parent.
 
     Every method raises :class:`~frameprep.RequestTimeoutError` (a
     ``TimeoutError``) when no reply comes within ``timeout``,
@@ -900,7 +909,11 @@ class AsyncClient(_Connection):
     through ``call_soon_threadsafe``). Same arguments, results and
     exceptions as :class:`Client`, except CUDA tensors (``out=`` and CUDA
     frames), which only :class:`Client` takes; the constructor dials
-    synchronously. Use ``async with`` or call :meth:`close`."""
+    synchronously and asks the daemon's limits, so ``asyncio.gather`` of
+    any number of requests on a fresh client keeps at most
+    ``max_inflight_per_conn`` of them in flight. Use ``async with`` or
+    call :meth:`close`. After ``fork``, as :class:`Client`: the child
+    opens its own."""
 
     async def __aenter__(self) -> AsyncClient:
         return self
