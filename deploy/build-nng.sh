@@ -5,9 +5,11 @@
 # client can trigger: a listener stuck by a peer that leaves during the
 # handshake, nng issue #1518; a pipe reaper that stops for good after
 # connections close mid-message, after which every connection leaks its fd).
-# It applies deploy/nng-1.11.0-close-waiting-pipes.patch (with patch(1)):
-# a connection whose handshake ends while its listener closes leaks the
-# pipe and the listener otherwise.
+# It applies two patches in deploy/ (with patch(1)):
+# nng-1.11.0-close-waiting-pipes.patch: a connection whose handshake ends
+# while its listener closes leaks the pipe and the listener otherwise;
+# nng-1.11.0-fork-child.patch: a child made by fork may use nng afresh
+# (unpatched, every nng call in it panics once the parent used nng).
 #
 # nng's source comes from PyPI: the sdist of pynng 0.9.0 (the Python
 # binding) carries nng 1.11.0's complete source tree in pynng-0.9.0/nng/.
@@ -34,7 +36,8 @@ url=${FPREP_NNG_URL:-https://files.pythonhosted.org/packages/4a/58/ec352db5f82a3
 dir=$(realpath -m "${1:-build-deps}")
 prefix=$dir/nng-$nng_version
 stamp=$prefix/.frameprep-built
-patches=(deploy/nng-$nng_version-close-waiting-pipes.patch)
+patches=(deploy/nng-$nng_version-close-waiting-pipes.patch
+	deploy/nng-$nng_version-fork-child.patch)
 # The stamp holds the patches' sha256: a build from other patches is redone.
 want=$(cat "${patches[@]}" | sha256sum | cut -d' ' -f1)
 mkdir -p "$dir"

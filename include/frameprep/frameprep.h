@@ -68,7 +68,8 @@ extern "C" {
 	XX(EIO, 15, "input/output error")                                      \
 	XX(EUNSUPPORTED, 16, "not supported")                                  \
 	XX(ECLOSED, 17, "closed")                                              \
-	XX(EMISMATCH, 18, "reply does not match request")
+	XX(EMISMATCH, 18, "reply does not match request")                     \
+	XX(EFORKED, 19, "client of the parent used in a forked child")
 
 enum fprep_err {
 #define FPREP_ERR_ENUM(name, num, text) FPREP_##name = num,
@@ -213,7 +214,18 @@ typedef struct fprep_client fprep_client;
  * but regions and rings the program opened were the old daemon's
  * (requests naming them get FPREP_EREGION) and are opened again by the
  * program. Release with
- * fprep_client_close. Any thread. */
+ * fprep_client_close. Any thread.
+ *
+ * fork: a child made by fork (a DataLoader worker, a pre-forked server)
+ * opens clients of its own and uses them as any process does, whether or
+ * not its parent used frameprep (with the bundled nng: FPREP_NNG=system
+ * builds get nng's own fork check, a panic, instead). The parent's clients,
+ * regions, rings and pending requests stay the parent's: in the child every
+ * call on them fails with FPREP_EFORKED ("a child process must open a
+ * client of its own") without touching their connection or shared memory,
+ * and fprep_client_close, fprep_region_close or fprep_ring_close there
+ * frees only the child's copy of what it can free without the parent's
+ * locks (a closed client: nothing), so the parent keeps working. */
 FPREP_EXTERN int fprep_client_open(fprep_client **clientp, const char *url,
                                    int timeout_ms);
 

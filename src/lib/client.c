@@ -79,6 +79,26 @@ static _Thread_local struct {
  * read for another client opened at the same address. */
 static _Atomic uint64_t client_serials = 1;
 
+/* Forks made since the first client was opened: a child's count differs
+ * from that of every client its parent opened (its atfork handler, added
+ * once, counts in the child). Such a client is abandoned in the child:
+ * its connection, threads and locks are the parent's (the bundled nng
+ * resets itself there, deploy/nng-1.11.0-fork-child.patch), so every
+ * call on it fails with FPREP_EFORKED and closing it frees nothing. */
+static _Atomic unsigned client_fork_gen;
+static pthread_once_t client_fork_once = PTHREAD_ONCE_INIT;
+
+static void client_fork_child(void)
+{
+	atomic_fetch_add_explicit(&client_fork_gen, 1, memory_order_relaxed);
+}
+
+static void client_fork_watch(void)
+{
+	(void)pthread_atfork(NULL, NULL, client_fork_child);
+}
+
+
 /* client_slot: what one blocking call uses, the whole call long: its own
  * nng context, the aio of its send and receive, and the receive of a
  * reply that comes in shared memory (raio) with its wait. Created on
@@ -107,6 +127,7 @@ struct client_trust {
 
 struct fprep_client {
 	nng_socket sock;
+	unsigned fork_gen;        /* client_fork_gen when it was opened */
 	int timeout_ms;           /* per request, send plus reply */
 	uint64_t serial;          /* this client's, for client_last */
 	_Atomic uint64_t next_id; /* the next request id */
@@ -157,6 +178,12 @@ struct fprep_client {
 	struct fprep__stages stages;
 	_Atomic int stage_off; /* fprep_client_set_staging(client, 0) */
 };
+
+int fprep__client_forked(const fprep_client *c)
+{
+	return c->fork_gen !=
+	       atomic_load_explicit(&client_fork_gen, memory_order_relaxed);
+}
 
 /* A call slot's wait for a reply in shared memory: the caller sets
  * WAITING before it posts the receive and leaves it for IDLE (a CAS) when
@@ -219,6 +246,16 @@ static void client_error_clear(fprep_client *c)
 {
 	client_last.serial = c->serial;
 	client_last.text[0] = '\0';
+}
+
+/* client_forked_error is FPREP_EFORKED with the sentence that names the
+ * fix. */
+static int client_forked_error(fprep_client *c)
+{
+	return client_error(c, FPREP_EFORKED,
+	                    "this client was opened before the process forked "
+	                    "(it is the parent's): a child process must open "
+	                    "a client of its own");
 }
 
 int fprep__client_set_error(fprep_client *c, int err, const char *text)
@@ -839,6 +876,8 @@ int fprep_client_open_trusting(fprep_client **clientp, const char *url,
 	c->next_id = 1;
 	c->refs = 1;
 	c->serial = atomic_fetch_add(&client_serials, 1);
+	(void)pthread_once(&client_fork_once, client_fork_watch);
+	c->fork_gen = atomic_load(&client_fork_gen);
 	atomic_flag_clear(&c->db_busy);
 	pthread_mutex_init(&c->db_mtx, NULL);
 	pthread_mutex_init(&c->shm_mtx, NULL);
@@ -904,7 +943,7 @@ static void client_unref(fprep_client *c)
 
 void fprep_client_close(fprep_client *client)
 {
-	if (client == NULL)
+	if (client == NULL || fprep__client_forked(client))
 		return;
 	fprep__stages_fini(&client->stages);
 	(void)fprep_client_doorbell(client, 0);
@@ -1676,6 +1715,8 @@ static int client_call_as(fprep_client *c, fprep_request *req,
 	int err;
 
 	memset(res, 0, sizeof(*res));
+	if (fprep__client_forked(c))
+		return client_forked_error(c);
 	if (client_doorbell_shaped(req))
 		client_doorbell_ensure(c, staged);
 	client_error_clear(c);
@@ -1730,6 +1771,8 @@ int fprep__client_call_entry(fprep_client *c, uint8_t *db, unsigned k,
 
 	memset(res, 0, sizeof(*res));
 	client_error_clear(c);
+	if (fprep__client_forked(c))
+		return client_forked_error(c);
 	if (db == NULL || req->input_loc == FPREP_LOC_INLINE ||
 	    req->output_loc == FPREP_LOC_INLINE)
 		return client_call(c, req, NULL, 0, res);
@@ -1826,6 +1869,8 @@ int fprep_client_limits(fprep_client *client, fprep_limits *lim)
 	fprep_result res;
 	int err;
 
+	if (fprep__client_forked(client))
+		return client_forked_error(client);
 	/* Asked once, by the first caller; the others wait for it. */
 	if (atomic_load(&client->limits_state) == CLIENT_LIMITS_UNASKED) {
 		pthread_mutex_lock(&client->limits_mtx);
@@ -2146,6 +2191,8 @@ int fprep_client_submit(fprep_client *client, fprep_request *req,
 	int rv, err;
 
 	*pp = NULL;
+	if (fprep__client_forked(client))
+		return client_forked_error(client);
 	if (req->shm_reply) /* the daemon sends no nng reply for it */
 		return client_error(client, FPREP_EINVAL,
 		                    "shm_reply: a reply in shared memory is "
@@ -2208,6 +2255,9 @@ int fprep_pending_wait(fprep_pending *p, fprep_result *res)
 	int err;
 
 	memset(res, 0, sizeof(*res));
+	/* The parent's request: no thread of the child completes it. */
+	if (fprep__client_forked(c))
+		return client_forked_error(c);
 	pthread_mutex_lock(&p->mtx);
 	while (p->state != PENDING_DONE)
 		pthread_cond_wait(&p->cv, &p->mtx);
@@ -2239,6 +2289,8 @@ int fprep_client_register(fprep_client *c, fprep_register_request *req,
 
 	memset(res, 0, sizeof(*res));
 	client_error_clear(c);
+	if (fprep__client_forked(c))
+		return client_forked_error(c);
 	req->version = FPREP_PROTOCOL_VERSION;
 	req->request_id = atomic_fetch_add(&c->next_id, 1);
 	if (nng_msg_alloc(&msg, FPREP_REQUEST_HEADER_SIZE) != 0)
@@ -2261,6 +2313,8 @@ int fprep_client_doorbell(fprep_client *client, int on)
 {
 	int err = FPREP_OK;
 
+	if (fprep__client_forked(client))
+		return client_forked_error(client);
 	pthread_mutex_lock(&client->db_mtx);
 	atomic_store(&client->db_mode, on ? CLIENT_DB_ON : CLIENT_DB_OFF);
 	if (on)

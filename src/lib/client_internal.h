@@ -27,6 +27,10 @@ int fprep__client_trusts(const fprep_client *c, uint64_t uid);
  * fprep_client_last_error returns) and returns err. */
 int fprep__client_set_error(fprep_client *c, int err, const char *text);
 
+/* fprep__client_forked returns 1 in a child made by fork for a client its
+ * parent opened (calls on it fail with FPREP_EFORKED), else 0. */
+int fprep__client_forked(const fprep_client *c);
+
 /* fprep__client_check_shm returns 0 when c may use regions (shared memory
  * or CUDA), or FPREP_EUNSUPPORTED, with the reason for
  * fprep_client_last_error, when it dials several daemons: a region is

@@ -233,7 +233,9 @@ void fprep_region_unregister(fprep_region *r)
 	fprep_register_request req;
 	fprep_result res;
 
-	if (r->unregistered)
+	/* In a forked child the parent's region stays registered: the
+	 * parent still uses it. */
+	if (r->unregistered || fprep__client_forked(r->client))
 		return;
 	r->unregistered = 1;
 	atomic_store(&r->db, NULL);

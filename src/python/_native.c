@@ -37,6 +37,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
@@ -693,15 +694,47 @@ typedef struct {
 	pthread_cond_t cv;
 	unsigned calls; /* blocking calls in progress */
 	int closed;
+	unsigned fork_gen; /* native_fork_gen when it was opened */
 } ClientObject;
 
 static PyObject *Client_type;
+
+/* Forks since the module was loaded (counted in the child). A Client the
+ * parent opened is the parent's: in a child its calls raise EFORKED before
+ * they take its lock (a thread of the parent may have held it at the
+ * fork, and its calls in progress never end there), and closing it only
+ * forgets it. */
+static _Atomic unsigned native_fork_gen;
+
+static void native_fork_child(void)
+{
+	atomic_fetch_add_explicit(&native_fork_gen, 1, memory_order_relaxed);
+}
+
+static int native_forked(const ClientObject *c)
+{
+	return c->fork_gen !=
+	       atomic_load_explicit(&native_fork_gen, memory_order_relaxed);
+}
+
+static PyObject *native_raise_forked(void)
+{
+	return native_raise(FPREP_EFORKED,
+	                    "this client was opened before the process "
+	                    "forked (it is the parent's): a child process "
+	                    "must open a client of its own, e.g. "
+	                    "frameprep.Client() in the worker");
+}
 
 /* native_enter counts a call on c, or raises ClosedError. */
 static int native_enter(ClientObject *c)
 {
 	int closed;
 
+	if (native_forked(c)) {
+		native_raise_forked();
+		return -1;
+	}
 	pthread_mutex_lock(&c->mtx);
 	closed = c->closed;
 	if (!closed)
@@ -770,6 +803,7 @@ static PyObject *Client_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 	pthread_cond_init(&self->cv, NULL);
 	self->calls = 0;
 	self->closed = 0;
+	self->fork_gen = atomic_load(&native_fork_gen);
 	return (PyObject *)self;
 }
 
@@ -778,6 +812,11 @@ static void native_close(ClientObject *self)
 {
 	fprep_client *c;
 
+	if (native_forked(self)) { /* the parent's: abandoned here */
+		self->closed = 1;
+		self->client = NULL;
+		return;
+	}
 	pthread_mutex_lock(&self->mtx);
 	self->closed = 1;
 	while (self->calls > 0)
@@ -1211,6 +1250,13 @@ static int native_pending_end(PendingObject *self, fprep_result *res, char *why,
 	self->p = NULL;
 	Py_BEGIN_ALLOW_THREADS err = fprep_pending_wait(p, res);
 	Py_END_ALLOW_THREADS if (err == 0) return 0;
+	if (native_forked(c)) {
+		snprintf(why, size, "%s",
+		         "this request was sent by the parent process before "
+		         "it forked: a child process must open a client of "
+		         "its own");
+		return err;
+	}
 	pthread_mutex_lock(&c->mtx);
 	open = !c->closed;
 	if (open)
@@ -1476,6 +1522,8 @@ static PyObject *Region_unregister(PyObject *op, PyObject *unused)
 		Py_RETURN_NONE;
 	self->unregistered = 1;
 	c = (ClientObject *)self->client;
+	if (native_forked(c)) /* the parent's, still registered there */
+		Py_RETURN_NONE;
 	pthread_mutex_lock(&c->mtx);
 	if (c->closed) { /* the connection's end dropped it */
 		pthread_mutex_unlock(&c->mtx);
@@ -1495,6 +1543,10 @@ static void Region_dealloc(PyObject *op)
 	freefunc free_fn = (freefunc)PyType_GetSlot(tp, Py_tp_free);
 	ClientObject *c = (ClientObject *)self->client;
 
+	if (self->r != NULL && native_forked(c)) {
+		fprep__region_unmap(self->r); /* the child's mapping only */
+		self->r = NULL;
+	}
 	if (self->r != NULL) {
 		int open;
 
@@ -3828,6 +3880,7 @@ PyMODINIT_FUNC PyInit__native(void)
 
 	if (m == NULL)
 		return NULL;
+	(void)pthread_atfork(NULL, NULL, native_fork_child);
 	if (native_add_type(m, &Request_spec, &Request_type) ||
 	    native_add_type(m, &Result_spec, &Result_type) ||
 	    native_add_type(m, &Client_spec, &Client_type) ||

@@ -25,7 +25,8 @@ from ._core import (BatchResult, DTypeName, DTypeOption, ElementTransform,
                     ResizeName, Result, RoundingName, Timings, Transform,
                     YuvRangeName, default_address)
 from .client import AsyncClient, Client
-from .errors import (BY_STATUS, ClosedError, CudaError, FrameprepError,
+from .errors import (BY_STATUS, ClosedError, CudaError, ForkedError,
+                     FrameprepError,
                      InternalError, InvalidRequestError, LimitExceededError,
                      MismatchError, NvrtcError, PermissionDeniedError,
                      ProtocolError, RegionError, RequestTimeoutError,
@@ -40,7 +41,7 @@ __all__ = [
     "ClosedError", "ElementTransform", "RoundingName",
     "DTypeName", "DTypeOption", "FormatName", "LayoutName", "MatrixName",
     "OrderName", "ResizeName", "YuvRangeName",
-    "CudaError", "FrameprepError", "InternalError", "InvalidRequestError",
+    "CudaError", "ForkedError", "FrameprepError", "InternalError", "InvalidRequestError",
     "LimitExceededError", "MismatchError", "NvrtcError", "Options",
     "PermissionDeniedError", "ProtocolError", "RegionError",
     "RequestTimeoutError", "Result", "Ring", "RingFrame", "RingResult",

@@ -12,6 +12,7 @@ options, the frame checks, the in-flight limit, exceptions and asyncio.
 from __future__ import annotations
 
 import asyncio
+import os
 import contextlib
 import functools
 from typing import TYPE_CHECKING, Any, Sequence
@@ -36,9 +37,27 @@ def _is_cuda(obj: Any) -> bool:
     return is_cuda(obj)
 
 
+# Forks since the module was imported, counted in each child: a socket
+# opened under another count is the parent's.
+_forks = 0
+
+
+def _forked() -> None:
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 class _Socket:
     """The C client (a :class:`frameprep._native.Client`), its address
-    and timeout, the daemon's INFO and the cap on requests in flight."""
+    and timeout, the daemon's INFO and the cap on requests in flight.
+
+    The daemon's limits are asked for here, at connect, so that the cap
+    applies from the first request: a burst on a fresh client (asyncio's
+    gather, many threads) never has more requests in flight than the
+    daemon takes on one connection (it closes a connection past that)."""
 
     def __init__(self, address: str | None, timeout: float,
                  trust_owner: str | int | None = None):
@@ -72,6 +91,25 @@ class _Socket:
         self.gate: _native.Gate | None = None
         self.agate: asyncio.Semaphore | None = None
         self._closed = False
+        self._forks = _forks
+        try:
+            res = _core.checked(self.native.info())
+        except BaseException:
+            self.native.close()
+            raise
+        self.set_limits(
+            _core.parse_info(res.payload().decode("utf-8", "replace")))
+
+    def check_fork(self) -> None:
+        """Raises :class:`~frameprep.ForkedError` in a child made by fork
+        (this socket is the parent's), before any of its locks or tokens
+        is touched."""
+        if self._forks != _forks:
+            raise errors.ForkedError(
+                f"{self.address}: this client was opened before the "
+                f"process forked (it is the parent's): a child process "
+                f"must open a client of its own, e.g. frameprep.Client() "
+                f"in the worker")
 
     def set_limits(self, info: dict[str, Any]) -> None:
         """Keeps the daemon's INFO and, the first time, bounds the requests
@@ -86,6 +124,7 @@ class _Socket:
         """Takes one token of the cap on requests in flight, waiting up to
         the timeout; False when there is no cap (yet). Give it back with
         :meth:`gate_give`."""
+        self.check_fork()
         gate = self.gate
         if gate is None:
             return False
@@ -113,7 +152,7 @@ class _Socket:
 
     def close(self) -> None:
         self._closed = True
-        self.native.close()
+        self.native.close()  # in a forked child: forgets the parent's
 
     @property
     def closed(self) -> bool:
@@ -369,10 +408,19 @@ class Client(_Connection):
     the C library's ``fprep_client_open_trusting`` does. Rings grant
     their shared memory to that checked owner only.
 
-    Once the daemon's limits are known (the first frame asks for them), at
-    most its ``max_inflight_per_conn`` requests are in flight on the
-    connection at a time; more threads wait their turn here, within
-    ``timeout``, rather than get ``EBUSY``.
+    The daemon's limits are asked for when the client connects, so from
+    the first request at most its ``max_inflight_per_conn`` requests are
+    in flight on the connection at a time; more threads wait their turn
+    here, within ``timeout``, rather than get ``EBUSY`` (or the connection
+    closed).
+
+    fork: a child process made by ``fork`` (a PyTorch ``DataLoader``
+    worker, ``multiprocessing``'s "fork" context) must open a client of
+    its own; it may, whether or not the parent used frameprep. A client
+    opened before the fork is the parent's: in the child every call on it
+    (and on its rings, results and pending requests) raises
+    :class:`~frameprep.ForkedError`, and :meth:`close` there only forgets
+    it; the parent's client keeps working in the parent.
 
     Every method raises :class:`~frameprep.RequestTimeoutError` (a
     ``TimeoutError``) when no reply comes within ``timeout``,
@@ -861,7 +909,11 @@ class AsyncClient(_Connection):
     through ``call_soon_threadsafe``). Same arguments, results and
     exceptions as :class:`Client`, except CUDA tensors (``out=`` and CUDA
     frames), which only :class:`Client` takes; the constructor dials
-    synchronously. Use ``async with`` or call :meth:`close`."""
+    synchronously and asks the daemon's limits, so ``asyncio.gather`` of
+    any number of requests on a fresh client keeps at most
+    ``max_inflight_per_conn`` of them in flight. Use ``async with`` or
+    call :meth:`close`. After ``fork``, as :class:`Client`: the child
+    opens its own."""
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -895,6 +947,7 @@ class AsyncClient(_Connection):
             u, uo, vo = src.planes
             args = (src.addr, src.span, src.format, src.width, src.height,
                     src.stride, u, uo, vo)
+        s.check_fork()
         gate = s.agate
         async with gate if gate is not None else contextlib.nullcontext():
             box[0] = s.native.submit(tmpl, cb, *args)

@@ -143,6 +143,14 @@ class MismatchError(FrameprepError):
     status, name = 18, "EMISMATCH"
 
 
+class ForkedError(FrameprepError):
+    """EFORKED: a client (or ring, or request) of the parent process used
+    in a child made by ``fork``. A child opens a client of its own; the
+    parent's stays the parent's, and keeps working there."""
+
+    status, name = 19, "EFORKED"
+
+
 BY_STATUS: dict[int, type[FrameprepError]] = {
     cls.status: cls
     for cls in (ProtocolError, VersionMismatchError, InvalidRequestError,
@@ -150,7 +158,7 @@ BY_STATUS: dict[int, type[FrameprepError]] = {
                 ServerShuttingDownError, CudaError, NvrtcError,
                 TransportError, RequestTimeoutError, RegionError,
                 PermissionDeniedError, InternalError, ServerIOError,
-                UnsupportedError, ClosedError, MismatchError)
+                UnsupportedError, ClosedError, MismatchError, ForkedError)
 }
 
 
