@@ -73,6 +73,17 @@ static const struct fprep__config_word config_rows_words[] = {
         {NULL, 0, 0},
 };
 
+/* "auto" for the per-uid shares (fprep__config_resolve). */
+static const struct fprep__config_word config_auto_u64_words[] = {
+        {"auto", -1, 0},
+        {NULL, 0, 0},
+};
+
+static const struct fprep__config_word config_auto_uint_words[] = {
+        {"auto", FPREP__CONFIG_AUTO_UINT, 0},
+        {NULL, 0, 0},
+};
+
 static const struct fprep__config_word config_spin_words[] = {
         {"auto", FPREP__SPIN_AUTO, 0},
         {NULL, 0, 0},
@@ -168,6 +179,17 @@ const struct fprep__config_setting fprep__config_settings[] = {
         NUMBER("max-inflight-per-conn", LIVE_RAISE, "N", max_inflight_per_conn,
                1, 4096, 16,
                "requests in flight per connection (EBUSY past it)"),
+        NUMBER_OR("max-inflight-per-uid", LIVE, "auto|N", max_inflight_per_uid,
+                  0, 4096, config_auto_uint_words, FPREP__CONFIG_AUTO_UINT,
+                  "requests one user (peer uid, all its connections) may "
+                  "hold (EBUSY past it; 0: no bound); auto: half of "
+                  "max-inflight where socket-mode is 660 or 666, else 0"),
+        NUMBER("inflight-reserve", LIVE, "N", inflight_reserve, 0, 4096, 8,
+               "request slots kept for connections that hold none (at "
+               "most a quarter of max-inflight): others get EBUSY"),
+        NUMBER("reply-stall-ms", LIVE, "MS", reply_stall_ms, 1, MS_MAX, 25,
+               "while slots are short, close a connection whose reply has "
+               "waited this long without it reading any"),
         NUMBER("max-reply-bytes", LIVE, "BYTES", max_reply_bytes, 1, TIB, GIB,
                "tensor bytes of the replies in flight"),
         NUMBER("max-width", LIVE, "PX", limits.max_width, 1, 65535, 8192,
@@ -223,15 +245,19 @@ const struct fprep__config_setting fprep__config_settings[] = {
         NUMBER("max-shm-bytes-per-conn", LIVE, "BYTES",
                shares.shm_bytes_per_conn, 0, TIB, 0,
                "one connection's share of max-shm-bytes (0: all of it)"),
-        NUMBER("max-shm-bytes-per-uid", LIVE, "BYTES", shares.shm_bytes_per_uid,
-               0, TIB, 0,
-               "one user's share of max-shm-bytes, all its connections "
-               "together (0: all of it)"),
+        NUMBER_OR("max-shm-bytes-per-uid", LIVE, "auto|BYTES",
+                  shares.shm_bytes_per_uid, 0, TIB, config_auto_u64_words, -1,
+                  "one user's share of max-shm-bytes, all its connections "
+                  "together (0: all of it); auto: half where socket-mode "
+                  "is 660 or 666, else 0"),
         NUMBER("max-doorbells-per-conn", LIVE, "N", shares.doorbells_per_conn,
                0, 1024, 0,
                "one connection's share of max-doorbells (0: all of them)"),
-        NUMBER("max-doorbells-per-uid", LIVE, "N", shares.doorbells_per_uid, 0,
-               1024, 0, "one user's share of max-doorbells (0: all of them)"),
+        NUMBER_OR("max-doorbells-per-uid", LIVE, "auto|N",
+                  shares.doorbells_per_uid, 0, 1024, config_auto_uint_words,
+                  FPREP__CONFIG_AUTO_UINT,
+                  "one user's share of max-doorbells (0: all of them); "
+                  "auto: half where socket-mode is 660 or 666, else 0"),
         NUMBER("max-cuda-regions-per-uid", LIVE, "N", shares.cuda_per_uid, 0,
                1024, 0,
                "CUDA regions of one user, all its connections together "
@@ -602,7 +628,23 @@ int fprep__config_parse(fprep__config *cfg, int argc, char **argv, FILE *out,
 		}
 		cfg->nlisten = 1;
 	}
+	fprep__config_resolve(cfg);
 	return 0;
+}
+
+void fprep__config_resolve(fprep__config *cfg)
+{
+	int shared = (cfg->socket_mode & 0066) != 0;
+
+	if (cfg->shares.shm_bytes_per_uid == FPREP__CONFIG_AUTO_U64)
+		cfg->shares.shm_bytes_per_uid =
+		        shared ? cfg->max_shm_bytes / 2 : 0;
+	if (cfg->shares.doorbells_per_uid == FPREP__CONFIG_AUTO_UINT)
+		cfg->shares.doorbells_per_uid =
+		        shared ? (cfg->max_doorbells + 1) / 2 : 0;
+	if (cfg->max_inflight_per_uid == FPREP__CONFIG_AUTO_UINT)
+		cfg->max_inflight_per_uid =
+		        shared ? (cfg->max_inflight + 1) / 2 : 0;
 }
 
 /* config_append adds the printf text to buf (of size, holding len), which
