@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config_values.h"
 #include "frameprep/frameprep.h"
@@ -522,14 +523,94 @@ static int config_ini_handler(void *user, const char *section, const char *name,
 	return 1;
 }
 
+/* CONFIG_FILE_MAX: the largest settings file read. */
+#define CONFIG_FILE_MAX (1024 * 1024)
+
+/* config_read_file reads the settings file at path into a terminated
+ * buffer (*text, malloc'd), once: a directory, an empty file, one larger
+ * than CONFIG_FILE_MAX and one that is not text (a NUL byte, or another
+ * control character than tab, CR and LF) are refused with why, so that
+ * neither start-up nor SIGHUP takes one for a file of no settings. */
+static int config_read_file(const char *path, char **text, FILE *err)
+{
+	struct stat st;
+	size_t n = 0;
+	char *buf = NULL;
+	FILE *f = fopen(path, "r");
+
+	*text = NULL;
+	if (f == NULL) {
+		fprintf(err, "frameprepd: --config: cannot open '%s': %s\n",
+		        path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+		fprintf(err,
+		        "frameprepd: --config: '%s' is %s, not a settings "
+		        "file\n",
+		        path,
+		        S_ISDIR(st.st_mode) ? "a directory"
+		                            : "not a regular file");
+		goto err;
+	}
+	if (st.st_size > CONFIG_FILE_MAX) {
+		fprintf(err,
+		        "frameprepd: --config: '%s' has %lld bytes, more than "
+		        "a settings file's %d\n",
+		        path, (long long)st.st_size, CONFIG_FILE_MAX);
+		goto err;
+	}
+	buf = malloc(CONFIG_FILE_MAX + 1);
+	if (buf == NULL) {
+		fprintf(err, "frameprepd: --config: out of memory\n");
+		goto err;
+	}
+	n = fread(buf, 1, CONFIG_FILE_MAX + 1, f);
+	if (ferror(f) || n > CONFIG_FILE_MAX) {
+		fprintf(err, "frameprepd: --config: cannot read '%s'%s\n", path,
+		        n > CONFIG_FILE_MAX ? ": it grew past 1 MiB" : "");
+		goto err;
+	}
+	if (n == 0) {
+		fprintf(err,
+		        "frameprepd: --config: '%s' is empty (a file of no "
+		        "settings would reset every one to its default)\n",
+		        path);
+		goto err;
+	}
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)buf[i];
+
+		if (ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') {
+			fprintf(err,
+			        "frameprepd: --config: '%s' is not a text file "
+			        "(byte 0x%02x at offset %zu)\n",
+			        path, ch, i);
+			goto err;
+		}
+	}
+	buf[n] = '\0';
+	fclose(f);
+	*text = buf;
+	return 0;
+err:
+	free(buf);
+	fclose(f);
+	return -1;
+}
+
 static int config_load_file(fprep__config *cfg, const char *path, FILE *err)
 {
 	struct config_file_ctx fc = {cfg, path, err, 0};
-	int rv = ini_parse(path, config_ini_handler, &fc);
+	char *text;
+	int rv;
 
+	if (config_read_file(path, &text, err) != 0)
+		return -1;
+	rv = ini_parse_string(text, config_ini_handler, &fc);
+	free(text);
 	if (rv < 0) {
-		fprintf(err, "frameprepd: --config: cannot open '%s': %s\n",
-		        path, strerror(errno));
+		fprintf(err, "frameprepd: --config: cannot parse '%s'\n", path);
 		return -1;
 	}
 	if (rv > 0 && !fc.failed) {
