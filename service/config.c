@@ -709,7 +709,6 @@ int fprep__config_parse(fprep__config *cfg, int argc, char **argv, FILE *out,
 		}
 		cfg->nlisten = 1;
 	}
-	fprep__config_resolve(cfg);
 	return 0;
 }
 
@@ -799,6 +798,8 @@ int fprep__config_reload(fprep__config *cfg, char *changed, size_t changed_size,
 	if (config_reparse(cfg, &fresh, err, err_size) != 0)
 		return FPREP__RELOAD_REFUSED;
 	/* auto stands for what it meant at start. */
+	fprep__config_resolve(cfg);
+	fprep__config_resolve(&fresh);
 	if (fresh.spin_us == FPREP__SPIN_AUTO)
 		fresh.spin_us = cfg->spin_auto_us;
 	for (size_t k = 0; k < CONFIG_NSETTINGS; k++) {

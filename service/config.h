@@ -102,8 +102,8 @@ typedef struct fprep__config {
 #define FPREP__CONFIG_AUTO_UINT UINT32_MAX
 
 /* fprep__config_resolve replaces the "auto" shares by their values (see
- * FPREP__CONFIG_AUTO_U64); fprep__config_parse runs it, and it may run
- * again. */
+ * FPREP__CONFIG_AUTO_U64): the server runs it at start, and
+ * fprep__config_reload on the file's new settings; it may run again. */
 void fprep__config_resolve(fprep__config *cfg);
 
 /* fprep__transfer: how the GPU lane moves frames and tensors that lie in
