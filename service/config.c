@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config_values.h"
 #include "frameprep/frameprep.h"
@@ -70,6 +71,17 @@ static const struct fprep__config_word config_transfer_words[] = {
 static const struct fprep__config_word config_rows_words[] = {
         {"read", 0, 0},
         {"all", 1, 0},
+        {NULL, 0, 0},
+};
+
+/* "auto" for the per-uid shares (fprep__config_resolve). */
+static const struct fprep__config_word config_auto_u64_words[] = {
+        {"auto", -1, 0},
+        {NULL, 0, 0},
+};
+
+static const struct fprep__config_word config_auto_uint_words[] = {
+        {"auto", FPREP__CONFIG_AUTO_UINT, 0},
         {NULL, 0, 0},
 };
 
@@ -168,6 +180,17 @@ const struct fprep__config_setting fprep__config_settings[] = {
         NUMBER("max-inflight-per-conn", LIVE_RAISE, "N", max_inflight_per_conn,
                1, 4096, 16,
                "requests in flight per connection (EBUSY past it)"),
+        NUMBER_OR("max-inflight-per-uid", LIVE, "auto|N", max_inflight_per_uid,
+                  0, 4096, config_auto_uint_words, FPREP__CONFIG_AUTO_UINT,
+                  "requests one user (peer uid, all its connections) may "
+                  "hold (EBUSY past it; 0: no bound); auto: half of "
+                  "max-inflight where socket-mode is 660 or 666, else 0"),
+        NUMBER("inflight-reserve", LIVE, "N", inflight_reserve, 0, 4096, 8,
+               "request slots kept for connections that hold none (at "
+               "most a quarter of max-inflight): others get EBUSY"),
+        NUMBER("reply-stall-ms", LIVE, "MS", reply_stall_ms, 1, MS_MAX, 25,
+               "while slots are short, close a connection whose reply has "
+               "waited this long without it reading any"),
         NUMBER("max-reply-bytes", LIVE, "BYTES", max_reply_bytes, 1, TIB, GIB,
                "tensor bytes of the replies in flight"),
         NUMBER("max-width", LIVE, "PX", limits.max_width, 1, 65535, 8192,
@@ -230,15 +253,19 @@ const struct fprep__config_setting fprep__config_settings[] = {
         NUMBER("max-shm-bytes-per-conn", LIVE, "BYTES",
                shares.shm_bytes_per_conn, 0, TIB, 0,
                "one connection's share of max-shm-bytes (0: all of it)"),
-        NUMBER("max-shm-bytes-per-uid", LIVE, "BYTES", shares.shm_bytes_per_uid,
-               0, TIB, 0,
-               "one user's share of max-shm-bytes, all its connections "
-               "together (0: all of it)"),
+        NUMBER_OR("max-shm-bytes-per-uid", LIVE, "auto|BYTES",
+                  shares.shm_bytes_per_uid, 0, TIB, config_auto_u64_words, -1,
+                  "one user's share of max-shm-bytes, all its connections "
+                  "together (0: all of it); auto: half where socket-mode "
+                  "is 660 or 666, else 0"),
         NUMBER("max-doorbells-per-conn", LIVE, "N", shares.doorbells_per_conn,
                0, 1024, 0,
                "one connection's share of max-doorbells (0: all of them)"),
-        NUMBER("max-doorbells-per-uid", LIVE, "N", shares.doorbells_per_uid, 0,
-               1024, 0, "one user's share of max-doorbells (0: all of them)"),
+        NUMBER_OR("max-doorbells-per-uid", LIVE, "auto|N",
+                  shares.doorbells_per_uid, 0, 1024, config_auto_uint_words,
+                  FPREP__CONFIG_AUTO_UINT,
+                  "one user's share of max-doorbells (0: all of them); "
+                  "auto: half where socket-mode is 660 or 666, else 0"),
         NUMBER("max-cuda-regions-per-uid", LIVE, "N", shares.cuda_per_uid, 0,
                1024, 0,
                "CUDA regions of one user, all its connections together "
@@ -503,14 +530,94 @@ static int config_ini_handler(void *user, const char *section, const char *name,
 	return 1;
 }
 
+/* CONFIG_FILE_MAX: the largest settings file read. */
+#define CONFIG_FILE_MAX (1024 * 1024)
+
+/* config_read_file reads the settings file at path into a terminated
+ * buffer (*text, malloc'd), once: a directory, an empty file, one larger
+ * than CONFIG_FILE_MAX and one that is not text (a NUL byte, or another
+ * control character than tab, CR and LF) are refused with why, so that
+ * neither start-up nor SIGHUP takes one for a file of no settings. */
+static int config_read_file(const char *path, char **text, FILE *err)
+{
+	struct stat st;
+	size_t n = 0;
+	char *buf = NULL;
+	FILE *f = fopen(path, "r");
+
+	*text = NULL;
+	if (f == NULL) {
+		fprintf(err, "frameprepd: --config: cannot open '%s': %s\n",
+		        path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+		fprintf(err,
+		        "frameprepd: --config: '%s' is %s, not a settings "
+		        "file\n",
+		        path,
+		        S_ISDIR(st.st_mode) ? "a directory"
+		                            : "not a regular file");
+		goto err;
+	}
+	if (st.st_size > CONFIG_FILE_MAX) {
+		fprintf(err,
+		        "frameprepd: --config: '%s' has %lld bytes, more than "
+		        "a settings file's %d\n",
+		        path, (long long)st.st_size, CONFIG_FILE_MAX);
+		goto err;
+	}
+	buf = malloc(CONFIG_FILE_MAX + 1);
+	if (buf == NULL) {
+		fprintf(err, "frameprepd: --config: out of memory\n");
+		goto err;
+	}
+	n = fread(buf, 1, CONFIG_FILE_MAX + 1, f);
+	if (ferror(f) || n > CONFIG_FILE_MAX) {
+		fprintf(err, "frameprepd: --config: cannot read '%s'%s\n", path,
+		        n > CONFIG_FILE_MAX ? ": it grew past 1 MiB" : "");
+		goto err;
+	}
+	if (n == 0) {
+		fprintf(err,
+		        "frameprepd: --config: '%s' is empty (a file of no "
+		        "settings would reset every one to its default)\n",
+		        path);
+		goto err;
+	}
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)buf[i];
+
+		if (ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') {
+			fprintf(err,
+			        "frameprepd: --config: '%s' is not a text file "
+			        "(byte 0x%02x at offset %zu)\n",
+			        path, ch, i);
+			goto err;
+		}
+	}
+	buf[n] = '\0';
+	fclose(f);
+	*text = buf;
+	return 0;
+err:
+	free(buf);
+	fclose(f);
+	return -1;
+}
+
 static int config_load_file(fprep__config *cfg, const char *path, FILE *err)
 {
 	struct config_file_ctx fc = {cfg, path, err, 0};
-	int rv = ini_parse(path, config_ini_handler, &fc);
+	char *text;
+	int rv;
 
+	if (config_read_file(path, &text, err) != 0)
+		return -1;
+	rv = ini_parse_string(text, config_ini_handler, &fc);
+	free(text);
 	if (rv < 0) {
-		fprintf(err, "frameprepd: --config: cannot open '%s': %s\n",
-		        path, strerror(errno));
+		fprintf(err, "frameprepd: --config: cannot parse '%s'\n", path);
 		return -1;
 	}
 	if (rv > 0 && !fc.failed) {
@@ -612,6 +719,21 @@ int fprep__config_parse(fprep__config *cfg, int argc, char **argv, FILE *out,
 	return 0;
 }
 
+void fprep__config_resolve(fprep__config *cfg)
+{
+	int shared = (cfg->socket_mode & 0066) != 0;
+
+	if (cfg->shares.shm_bytes_per_uid == FPREP__CONFIG_AUTO_U64)
+		cfg->shares.shm_bytes_per_uid =
+		        shared ? cfg->max_shm_bytes / 2 : 0;
+	if (cfg->shares.doorbells_per_uid == FPREP__CONFIG_AUTO_UINT)
+		cfg->shares.doorbells_per_uid =
+		        shared ? (cfg->max_doorbells + 1) / 2 : 0;
+	if (cfg->max_inflight_per_uid == FPREP__CONFIG_AUTO_UINT)
+		cfg->max_inflight_per_uid =
+		        shared ? (cfg->max_inflight + 1) / 2 : 0;
+}
+
 /* config_append adds the printf text to buf (of size, holding len), which
  * stays terminated when it is full. */
 static size_t config_append(char *buf, size_t size, size_t len, const char *fmt,
@@ -683,6 +805,8 @@ int fprep__config_reload(fprep__config *cfg, char *changed, size_t changed_size,
 	if (config_reparse(cfg, &fresh, err, err_size) != 0)
 		return FPREP__RELOAD_REFUSED;
 	/* auto stands for what it meant at start. */
+	fprep__config_resolve(cfg);
+	fprep__config_resolve(&fresh);
 	if (fresh.spin_us == FPREP__SPIN_AUTO)
 		fresh.spin_us = cfg->spin_auto_us;
 	for (size_t k = 0; k < CONFIG_NSETTINGS; k++) {

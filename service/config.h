@@ -52,6 +52,11 @@ typedef struct fprep__config {
 	unsigned workers;      /* CPU worker threads, 0: one per core */
 	unsigned max_inflight; /* nng contexts: requests in flight */
 	unsigned max_inflight_per_conn; /* of those, one connection's */
+	unsigned max_inflight_per_uid;  /* of those, one peer uid's (all its
+	                                   connections); 0: no bound */
+	unsigned inflight_reserve; /* slots kept for connections holding none */
+	int reply_stall_ms; /* a reply waiting this long on a connection that
+	                       reads none closes it, while slots are short */
 	uint64_t max_reply_bytes;  /* tensor bytes of the replies in flight */
 	fprep_limits limits;       /* request bounds */
 	int send_timeout_ms;       /* bound on each reply's send */
@@ -87,6 +92,19 @@ typedef struct fprep__config {
  * need the cores). */
 #define FPREP__SPIN_AUTO   (-1)
 #define FPREP__SPIN_GPU_US 1000
+
+/* FPREP__CONFIG_AUTO_U64, FPREP__CONFIG_AUTO_UINT: the value of "auto" in
+ * a per-uid share's field (max-shm-bytes-per-uid, max-doorbells-per-uid,
+ * max-inflight-per-uid) until fprep__config_resolve replaces it: half of
+ * the budget where the socket mode lets other users connect (660, 666),
+ * else 0 (no share). */
+#define FPREP__CONFIG_AUTO_U64  UINT64_MAX
+#define FPREP__CONFIG_AUTO_UINT UINT32_MAX
+
+/* fprep__config_resolve replaces the "auto" shares by their values (see
+ * FPREP__CONFIG_AUTO_U64): the server runs it at start, and
+ * fprep__config_reload on the file's new settings; it may run again. */
+void fprep__config_resolve(fprep__config *cfg);
 
 /* fprep__transfer: how the GPU lane moves frames and tensors that lie in
  * registered pinned memory: copies on the copy engines (STAGED), the

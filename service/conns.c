@@ -26,12 +26,27 @@
  *
  * A connection that closes takes its regions with it: the ingress tells
  * the loop through the event queue.
+ *
+ * However many connections there are, the nng port's slots are shared
+ * two more ways (issue 35): the last --inflight-reserve of them are kept
+ * for connections that hold none, and the connections of one peer uid
+ * hold at most --max-inflight-per-uid together; a request past either
+ * gets EBUSY (fprep__conn_share), which a client that reads has at once.
+ * A client that does not read its replies holds its slots all the same,
+ * each EBUSY reply included, until a send times out: so while fewer than
+ * --inflight-reserve slots are free, fprep__conns_sweep closes each
+ * connection with a reply that has waited --reply-stall-ms with none of
+ * its replies handed on meanwhile (a client that reads takes one at least
+ * every few milliseconds), which gives its slots and its replies' memory
+ * back at once.
  */
 #include <inttypes.h>
 #include <nng/nng.h>
+#include <nng/transport/ipc/ipc.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "clock.h"
 #include "daemon.h"
 #include "log.h"
 #include "metrics.h"
@@ -42,6 +57,10 @@ struct conns_pipe_ev {
 	fprep__event ev;
 	uint32_t pipe;
 };
+
+/* CONNS_RESERVE_STALL_NS: how long a connection's replies may have not
+ * moved when it asks for a reserved slot (fprep__conn_share). */
+#define CONNS_RESERVE_STALL_NS 2000000u
 
 /* conns_find returns the entry of connection pipe, taking a free one
  * when it holds nothing yet. There is always one: each entry in use holds
@@ -62,7 +81,44 @@ static fprep__conn *conns_find(fprep__server *srv, uint32_t pipe)
 		abort();
 	}
 	free_entry->pipe = pipe;
+	free_entry->uid = NULL;
+	free_entry->uid_asked = 0;
+	free_entry->nng_held = 0;
+	free_entry->progress_ns = fprep__now_ns();
 	return free_entry;
+}
+
+/* conns_uid_find returns the count of uid, taking a free entry when no
+ * connection of uid holds a slot (there is always one: as many entries as
+ * connection entries). */
+static fprep__uid_held *conns_uid_find(fprep__server *srv, uint64_t uid)
+{
+	fprep__uid_held *free_entry = NULL;
+
+	for (unsigned i = 0; i < srv->nconns; i++) {
+		if (srv->uids[i].held > 0 && srv->uids[i].uid == uid)
+			return &srv->uids[i];
+		if (srv->uids[i].held == 0 && free_entry == NULL)
+			free_entry = &srv->uids[i];
+	}
+	FPREP__ASSERT(free_entry != NULL);
+	free_entry->uid = uid;
+	return free_entry;
+}
+
+/* conns_is_nng tells whether s is a slot of the nng port. */
+static int conns_is_nng(const fprep__slot *s)
+{
+	return s->port == &s->srv->nng.port;
+}
+
+/* conns_reserve: the slots kept for connections that hold none:
+ * --inflight-reserve, at most a quarter of the nng port's. */
+static unsigned conns_reserve(const fprep__server *srv)
+{
+	unsigned reserve = srv->cfg->inflight_reserve;
+
+	return reserve < srv->nng.nslots / 4 ? reserve : srv->nng.nslots / 4;
 }
 
 unsigned fprep__conn_inflight(fprep__server *srv, uint32_t pipe)
@@ -84,6 +140,17 @@ void fprep__conn_release(fprep__slot *s)
 		fprep__metrics_request_end();
 	s->ended = 0;
 	c->held--;
+	atomic_store_explicit(&s->t_send_ns, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->t_sent_ns, 0, memory_order_relaxed);
+	if (conns_is_nng(s)) {
+		FPREP__ASSERT(c->nng_held > 0 && s->srv->nng_held > 0);
+		c->nng_held--;
+		s->srv->nng_held--;
+		if (c->uid != NULL) {
+			FPREP__ASSERT(c->uid->held > 0);
+			c->uid->held--;
+		}
+	}
 	if (s->counted)
 		atomic_fetch_sub(&c->inflight, 1);
 	c->reply_bytes -= s->reply_bytes;
@@ -91,6 +158,7 @@ void fprep__conn_release(fprep__slot *s)
 	if (c->held == 0) {
 		c->pipe = 0;
 		c->closing = 0;
+		c->uid = NULL;
 	}
 	s->conn = NULL;
 	s->counted = 0;
@@ -121,6 +189,27 @@ int fprep__conn_admit(fprep__slot *s)
 	FPREP__ASSERT(s->conn == NULL);
 	s->conn = conns_find(srv, s->pipe);
 	s->conn->held++;
+	if (conns_is_nng(s)) {
+		fprep__conn *c = s->conn;
+		uint64_t uid;
+
+		/* Once a connection: nng asks the kernel each time. */
+		if (!c->uid_asked && s->req_msg != NULL) {
+			c->uid_asked = 1;
+			if (nng_pipe_get_uint64(nng_msg_get_pipe(s->req_msg),
+			                        NNG_OPT_IPC_PEER_UID,
+			                        &uid) == 0) {
+				c->uid = conns_uid_find(srv, uid);
+				c->uid->held += c->nng_held;
+			}
+		}
+		c->nng_held++;
+		srv->nng_held++;
+		if (c->uid != NULL)
+			c->uid->held++;
+		if (srv->nng.nslots - srv->nng_held < conns_reserve(srv))
+			fprep__conns_sweep(srv);
+	}
 	/* Requests answered in their region but not yet settled are
 	 * answered: the client may send on before the loop knows. A
 	 * doorbell's requests are taken by the daemon itself, never more
@@ -141,6 +230,150 @@ int fprep__conn_admit(fprep__slot *s)
 		nng_pipe_close(nng_msg_get_pipe(s->req_msg));
 	}
 	return -1;
+}
+
+/* conns_progress brings the connections' progress_ns up to the sends
+ * that ended before the loop has their events. */
+static void conns_progress(fprep__server *srv)
+{
+	uint64_t t;
+
+	for (unsigned i = 0; i < srv->nng.nslots; i++) {
+		fprep__slot *s = &srv->nng.slots[i];
+
+		t = atomic_load_explicit(&s->t_sent_ns, memory_order_relaxed);
+		if (s->conn != NULL && t > s->conn->progress_ns)
+			s->conn->progress_ns = t;
+	}
+}
+
+/* conns_stalled returns how long (ns) a reply of s's connection has
+ * waited in s when it has waited window_ns or more with none of the
+ * connection's handed on since (conns_progress ran); else 0. */
+static uint64_t conns_stalled(const fprep__slot *s, uint64_t now,
+                              uint64_t window_ns)
+{
+	const fprep__conn *c = s->conn;
+	uint64_t t = atomic_load_explicit(&s->t_send_ns, memory_order_relaxed);
+
+	/* t may be later than now: a backend's thread sent it. */
+	if (t == 0 || c == NULL || c->closing || t > now ||
+	    now - t < window_ns || c->progress_ns > now ||
+	    now - c->progress_ns < window_ns)
+		return 0;
+	return now - t;
+}
+
+/* conns_close closes connection c, which does not read its replies (a
+ * reply of it has waited waited_ns); its requests that still arrive are
+ * dropped (fprep__conn_admit). */
+static void conns_close(fprep__server *srv, fprep__conn *c, uint64_t waited_ns)
+{
+	nng_pipe pipe = NNG_PIPE_INITIALIZER;
+
+	fprep__log(FPREP_LOG_WARNING,
+	           "connection %" PRIu32 " closed: a reply has waited %" PRIu64
+	           " us and it read none of its %u since, while %u of the %u "
+	           "request slots are held (--inflight-reserve %u, "
+	           "--reply-stall-ms %d): it does not read its replies",
+	           c->pipe, waited_ns / 1000u, c->held, srv->nng_held,
+	           srv->nng.nslots, conns_reserve(srv),
+	           srv->cfg->reply_stall_ms);
+	c->closing = 1;
+	srv->stall_closes++;
+	pipe.id = c->pipe;
+	nng_pipe_close(pipe);
+}
+
+int fprep__conn_share(fprep__slot *s, char *why, size_t why_size)
+{
+	fprep__server *srv = s->srv;
+	const fprep__config *cfg = srv->cfg;
+	fprep__conn *c = s->conn;
+	unsigned reserve = conns_reserve(srv);
+	unsigned free_slots = srv->nng.nslots - srv->nng_held;
+
+	if (!conns_is_nng(s))
+		return 0;
+	/* This request is counted: it held some before when it holds two. */
+	if (c->nng_held > 1 && free_slots < reserve) {
+		/* An EBUSY reply would wait behind its others, in one of the
+		 * reserved slots: a connection whose replies have not moved
+		 * for CONNS_RESERVE_STALL_NS is closed at once instead. */
+		uint64_t now = fprep__now_ns(), waited = 0;
+		uint64_t window = (uint64_t)cfg->reply_stall_ms * 1000000u;
+
+		if (window > CONNS_RESERVE_STALL_NS)
+			window = CONNS_RESERVE_STALL_NS;
+		conns_progress(srv);
+		for (unsigned i = 0; i < srv->nng.nslots && waited == 0; i++)
+			if (srv->nng.slots[i].conn == c)
+				waited = conns_stalled(&srv->nng.slots[i], now,
+				                       window);
+		if (waited > 0) {
+			conns_close(srv, c, waited);
+			return -1;
+		}
+		snprintf(why, why_size,
+		         "%u of the %u request slots are free, and the last %u "
+		         "are kept for connections that hold none "
+		         "(--inflight-reserve); this one holds %u",
+		         free_slots + 1, srv->nng.nslots, reserve,
+		         c->nng_held - 1);
+		return FPREP_EBUSY;
+	}
+	if (cfg->max_inflight_per_uid > 0 && c->uid != NULL &&
+	    c->uid->held > cfg->max_inflight_per_uid) {
+		snprintf(why, why_size,
+		         "the connections of uid %" PRIu64 " hold %u requests: "
+		         "the limit is --max-inflight-per-uid %u",
+		         c->uid->uid, c->uid->held - 1,
+		         cfg->max_inflight_per_uid);
+		return FPREP_EBUSY;
+	}
+	return 0;
+}
+
+void fprep__conn_progress(fprep__slot *s)
+{
+	if (s->conn != NULL)
+		s->conn->progress_ns = fprep__now_ns();
+}
+
+/* conns_sweep_cb: sweep_timer. */
+static void conns_sweep_cb(uv_timer_t *timer)
+{
+	fprep__conns_sweep(timer->data);
+}
+
+void fprep__conns_sweep(fprep__server *srv)
+{
+	uint64_t now = fprep__now_ns();
+	uint64_t stall_ns = (uint64_t)srv->cfg->reply_stall_ms * 1000000u;
+	uint64_t period_ms = (uint64_t)srv->cfg->reply_stall_ms / 4 + 1;
+
+	FPREP__LOOP_ONLY(srv);
+	if (srv->nng.nslots - srv->nng_held >= conns_reserve(srv) ||
+	    srv->stopping) {
+		if (srv->sweeping)
+			uv_timer_stop(&srv->sweep_timer);
+		srv->sweeping = 0;
+		return;
+	}
+	if (!srv->sweeping) {
+		srv->sweep_timer.data = srv;
+		uv_timer_start(&srv->sweep_timer, conns_sweep_cb, period_ms,
+		               period_ms);
+		srv->sweeping = 1;
+	}
+	conns_progress(srv);
+	for (unsigned i = 0; i < srv->nng.nslots; i++) {
+		fprep__slot *s = &srv->nng.slots[i];
+		uint64_t waited = conns_stalled(s, now, stall_ns);
+
+		if (waited > 0)
+			conns_close(srv, s->conn, waited);
+	}
 }
 
 int fprep__conn_reserve_reply(fprep__slot *s, uint64_t bytes, char *why,
@@ -175,6 +408,7 @@ int fprep__conn_reserve_reply(fprep__slot *s, uint64_t bytes, char *why,
 		return FPREP_EBUSY;
 	}
 	s->reply_bytes = bytes;
+	srv->trim_wanted = 1;
 	c->reply_bytes += bytes;
 	srv->reply_bytes += bytes;
 	return 0;

@@ -82,6 +82,7 @@ enum fprep__server_event {
 
 typedef struct fprep__server fprep__server;
 typedef struct fprep__conn fprep__conn;
+typedef struct fprep__uid_held fprep__uid_held;
 
 /* fprep__sink_kind: where a request's reply goes. */
 enum fprep__sink_kind {
@@ -116,6 +117,21 @@ struct fprep__conn {
 	 * memory (a REGION or ENTRY sink) and the loop has not settled yet:
 	 * the client may already have sent its next ones. */
 	atomic_uint region_answered;
+	unsigned nng_held;    /* of held, slots of the nng port */
+	fprep__uid_held *uid; /* its peer's uid's count; NULL: not known
+	                         (tcp://) or not yet asked */
+	int uid_asked;        /* the uid was asked of its pipe */
+	uint64_t progress_ns; /* the last time one of its nng replies was
+	                         handed on (or it came): a reply waiting
+	                         longer with none since is not being read */
+};
+
+/* fprep__uid_held: the nng slots that the connections of one peer uid
+ * hold together (conns.c, --max-inflight-per-uid); an entry is in use
+ * while held > 0. [L] */
+struct fprep__uid_held {
+	uint64_t uid;
+	unsigned held;
 };
 
 /* fprep__slot: one request in flight, in a slot of one port: the nng
@@ -134,6 +150,15 @@ struct fprep__slot {
 	 * when (the loop's clock, ms), for the shutdown's linger. [L] */
 	uint32_t sent_pipe;
 	uint64_t sent_ms;
+	/* [A] When its reply was handed to nng (sink.c), by the loop or
+	 * the backend's thread; 0 again once the send has ended (nng's
+	 * callback, port_nng.c), which then sets t_sent_ns; both 0 once
+	 * the loop has ended the request. A reply still waiting long after
+	 * waits on a peer that does not read (conns.c,
+	 * fprep__conns_sweep); t_sent_ns tells that a peer read, before
+	 * the loop has the event. */
+	_Atomic uint64_t t_send_ns;
+	_Atomic uint64_t t_sent_ns;
 	/* The request, set by the port before take. [L] */
 	const uint8_t *req; /* its bytes (req_len), in req_msg or req_head */
 	size_t req_len;     /* its bytes */
@@ -280,8 +305,15 @@ struct fprep__server {
 	unsigned active;            /* slots not IDLE */
 	fprep__conn *conns;         /* nconns entries */
 	unsigned nconns;            /* [I] nslots */
-	uint64_t reply_bytes;       /* tensor bytes of the replies in flight */
-	uint64_t t_start_ns;        /* [I] */
+	fprep__uid_held *uids;      /* nconns entries */
+	unsigned nng_held;          /* nng slots holding a request */
+	uv_timer_t sweep_timer; /* fprep__conns_sweep while slots are short */
+	int sweeping;           /* sweep_timer runs */
+	uint64_t stall_closes;  /* connections closed for not reading */
+	int trim_wanted;        /* replies were made since the last
+	                           malloc_trim (server.c) */
+	uint64_t reply_bytes;   /* tensor bytes of the replies in flight */
+	uint64_t t_start_ns;    /* [I] */
 	uint64_t served;
 	uint64_t failed;
 
@@ -423,6 +455,25 @@ void fprep__conn_release(fprep__slot *s);
  * the reply budgets. Returns 0, or FPREP_EBUSY with why. */
 int fprep__conn_reserve_reply(fprep__slot *s, uint64_t bytes, char *why,
                               size_t why_size);
+/* fprep__conn_share tells whether s's request (an nng slot's, counted by
+ * fprep__conn_admit) is within the shares of the nng port's slots: the
+ * last --inflight-reserve slots are kept for connections that hold none,
+ * and a peer uid's connections hold at most --max-inflight-per-uid
+ * together. Returns 0, FPREP_EBUSY with why, or -1 when the connection
+ * was closed instead, its replies not having moved for 2 ms (it does not
+ * read: an EBUSY reply would wait in a reserved slot): the request is to
+ * be dropped. */
+int fprep__conn_share(fprep__slot *s, char *why, size_t why_size);
+/* fprep__conn_progress notes that s's nng reply was handed on (its send
+ * ended well): its connection reads. */
+void fprep__conn_progress(fprep__slot *s);
+/* fprep__conns_sweep closes, while the nng port's free slots are fewer
+ * than --inflight-reserve, the connections with a reply that has waited
+ * --reply-stall-ms or more with none of theirs handed on meanwhile: they
+ * do not read, and their slots (and replies) come back. Runs from
+ * fprep__conn_admit and sweep_timer, which it stops once slots are free.
+ * Loop thread. */
+void fprep__conns_sweep(fprep__server *srv);
 /* fprep__conn_inflight returns how many requests of connection pipe are in
  * flight (fprep__conn.inflight); 0 for one that holds none. */
 unsigned fprep__conn_inflight(fprep__server *srv, uint32_t pipe);

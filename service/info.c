@@ -90,7 +90,9 @@ void fprep__server_info(fprep__server *srv, char *buf, size_t size)
 		        "\nmax_jpeg_scans: %" PRIu32
 		        "\nmax_jpeg_scan_pixels: %" PRIu64
 		        "\nmax_inflight: %u\n"
-		        "max_inflight_per_conn: %u\nmax_reply_bytes: %" PRIu64
+		        "max_inflight_per_conn: %u\nmax_inflight_per_uid: %u\n"
+		        "inflight_reserve: %u\nreply_stall_ms: %d\n"
+		        "stall_closes: %" PRIu64 "\nmax_reply_bytes: %" PRIu64
 		        "\nreply_bytes: %" PRIu64 "\n"
 		        "inflight: %u\nserved: %" PRIu64 "\nfailed: %" PRIu64
 		        "\nuptime_s: %" PRIu64 "\n",
@@ -99,7 +101,9 @@ void fprep__server_info(fprep__server *srv, char *buf, size_t size)
 		        lim->max_tensor_bytes, lim->max_elements,
 		        lim->max_batch_bytes, lim->max_jpeg_scans,
 		        lim->max_jpeg_scan_pixels, cfg->max_inflight,
-		        cfg->max_inflight_per_conn, cfg->max_reply_bytes,
+		        cfg->max_inflight_per_conn, cfg->max_inflight_per_uid,
+		        cfg->inflight_reserve, cfg->reply_stall_ms,
+		        srv->stall_closes, cfg->max_reply_bytes,
 		        srv->reply_bytes, busy, srv->served, srv->failed,
 		        (fprep__now_ns() - srv->t_start_ns) / 1000000000u);
 	if (n < size) {

@@ -13,6 +13,16 @@
  * table of connections is kept under a mutex that libmicrohttpd's
  * connection-closed notice also takes, before it closes the socket: the
  * reaper never shuts down a descriptor that was closed and reused.
+ *
+ * Slow clients that connect again as soon as they are cut would hold every
+ * place all the same (issue 35: 32 from one address left 1 scrape of 20
+ * through, 64 none), so a new connection is never refused for want of a
+ * place: past FPREP__METRICS_HTTP_CONNS / 2 connections of its address
+ * the one of that address whose request began longest ago is cut, past
+ * FPREP__METRICS_HTTP_CONNS in all the oldest of all. A scraper sends its
+ * request as it connects and is answered in a turn or two of
+ * libmicrohttpd's loop, long before as many newer connections have
+ * arrived as it would take to make it the oldest.
  */
 #include "metrics_http.h"
 
@@ -21,6 +31,7 @@
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -37,9 +48,16 @@
 
 /* http_conn: one connection's entry in the table; its socket context. */
 struct http_conn {
-	int fd;           /* -1: the entry is free */
-	uint64_t begun_s; /* CLOCK_MONOTONIC second its request began */
+	int fd;            /* -1: the entry is free */
+	uint64_t begun_s;  /* CLOCK_MONOTONIC second its request began */
+	uint64_t begun_ns; /* the same, in ns: the order of eviction */
+	int cut;           /* shut down: its close is on its way */
+	uint8_t addr[17];  /* the peer's family and address */
 };
+
+/* HTTP_ENTRIES: the table's size, room for the connections cut and not
+ * yet closed besides those served. */
+#define HTTP_ENTRIES (2 * FPREP__METRICS_HTTP_CONNS)
 
 static struct {
 	struct MHD_Daemon *httpd;
@@ -48,9 +66,10 @@ static struct {
 	_Atomic uint64_t beat_s; /* the loop's last heartbeat; 0: none yet */
 	double start_time;       /* process start, seconds since the epoch */
 
-	pthread_mutex_t mu; /* guards conns and stop */
+	pthread_mutex_t mu; /* guards conns, cut and stop */
+	uint64_t cut;       /* connections cut for a new one, not yet logged */
 	pthread_cond_t wake;
-	struct http_conn conns[FPREP__METRICS_HTTP_CONNS];
+	struct http_conn conns[HTTP_ENTRIES];
 	int stop;
 	pthread_t reaper;
 	int reaper_started;
@@ -69,6 +88,62 @@ static uint64_t http_now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec;
+}
+
+static uint64_t http_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* http_addr_key writes the family and address of sa into key (zeroed
+ * first). */
+static void http_addr_key(const struct sockaddr *sa, uint8_t key[17])
+{
+	memset(key, 0, 17);
+	if (sa == NULL)
+		return;
+	key[0] = (uint8_t)sa->sa_family;
+	if (sa->sa_family == AF_INET)
+		memcpy(key + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	else if (sa->sa_family == AF_INET6)
+		memcpy(key + 1, &((const struct sockaddr_in6 *)sa)->sin6_addr,
+		       16);
+}
+
+/* http_make_room cuts, with http.mu held, the connection that a new one
+ * from addr replaces when its address already holds half the places, or
+ * all places are held (see the top of this file). */
+static void http_make_room(const uint8_t addr[17])
+{
+	struct http_conn *oldest = NULL, *oldest_here = NULL;
+	unsigned live = 0, here = 0;
+
+	for (unsigned i = 0; i < HTTP_ENTRIES; i++) {
+		struct http_conn *c = &http.conns[i];
+
+		if (c->fd < 0 || c->cut)
+			continue;
+		live++;
+		if (oldest == NULL || c->begun_ns < oldest->begun_ns)
+			oldest = c;
+		if (memcmp(c->addr, addr, 17) != 0)
+			continue;
+		here++;
+		if (oldest_here == NULL || c->begun_ns < oldest_here->begun_ns)
+			oldest_here = c;
+	}
+	if (here >= FPREP__METRICS_HTTP_CONNS / 2)
+		oldest = oldest_here;
+	else if (live < FPREP__METRICS_HTTP_CONNS)
+		return;
+	if (oldest == NULL)
+		return;
+	shutdown(oldest->fd, SHUT_RDWR);
+	oldest->cut = 1;
+	http.cut++;
 }
 
 void fprep__metrics_ready(int ready)
@@ -411,9 +486,15 @@ static void http_notify(void *cls, struct MHD_Connection *conn,
 			c->fd = -1;
 		*socket_context = NULL;
 	} else {
+		const union MHD_ConnectionInfo *peer = MHD_get_connection_info(
+		        conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		uint8_t addr[17];
+
+		http_addr_key(peer != NULL ? peer->client_addr : NULL, addr);
+		http_make_room(addr);
 		info = MHD_get_connection_info(
 		        conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-		for (unsigned i = 0; i < FPREP__METRICS_HTTP_CONNS; i++)
+		for (unsigned i = 0; i < HTTP_ENTRIES; i++)
 			if (http.conns[i].fd < 0) {
 				c = &http.conns[i];
 				break;
@@ -421,6 +502,9 @@ static void http_notify(void *cls, struct MHD_Connection *conn,
 		if (c != NULL && info != NULL) {
 			c->fd = info->connect_fd;
 			c->begun_s = http_now_s();
+			c->begun_ns = http_now_ns();
+			c->cut = 0;
+			memcpy(c->addr, addr, sizeof(addr));
 			*socket_context = c;
 		} else if (info != NULL) {
 			shutdown(info->connect_fd, SHUT_RDWR);
@@ -443,9 +527,12 @@ static void http_completed(void *cls, struct MHD_Connection *conn, void **state,
 	info = MHD_get_connection_info(conn,
 	                               MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	pthread_mutex_lock(&http.mu);
-	if (info != NULL && info->socket_context != NULL)
-		((struct http_conn *)info->socket_context)->begun_s =
-		        http_now_s();
+	if (info != NULL && info->socket_context != NULL) {
+		struct http_conn *c = info->socket_context;
+
+		c->begun_s = http_now_s();
+		c->begun_ns = http_now_ns();
+	}
 	pthread_mutex_unlock(&http.mu);
 }
 
@@ -464,15 +551,15 @@ static void *http_reaper(void *arg)
 		until.tv_sec++;
 		pthread_cond_timedwait(&http.wake, &http.mu, &until);
 		cut = 0;
-		for (unsigned i = 0; i < FPREP__METRICS_HTTP_CONNS; i++) {
+		for (unsigned i = 0; i < HTTP_ENTRIES; i++) {
 			struct http_conn *c = &http.conns[i];
 
-			if (c->fd >= 0 &&
+			if (c->fd >= 0 && !c->cut &&
 			    http_now_s() - c->begun_s >=
 			            FPREP__METRICS_HTTP_REQUEST_S) {
 				shutdown(c->fd, SHUT_RDWR);
 				/* Once: libmicrohttpd closes it soon. */
-				c->begun_s = UINT64_MAX / 2;
+				c->cut = 1;
 				cut++;
 			}
 		}
@@ -481,6 +568,14 @@ static void *http_reaper(void *arg)
 			           "metrics: closed %u connections whose "
 			           "request took over %d s",
 			           cut, FPREP__METRICS_HTTP_REQUEST_S);
+		if (http.cut > 0)
+			fprep__log(FPREP_LOG_WARNING,
+			           "metrics: cut %" PRIu64 " connections for "
+			           "newer ones (%d at once in all, %d from one "
+			           "address)",
+			           http.cut, FPREP__METRICS_HTTP_CONNS,
+			           FPREP__METRICS_HTTP_CONNS / 2);
+		http.cut = 0;
 	}
 	pthread_mutex_unlock(&http.mu);
 	return NULL;
@@ -532,7 +627,7 @@ int fprep__metrics_http_open(const char *listen)
 	if (rv != 0)
 		return rv;
 	http.start_time = http_start_time();
-	for (unsigned i = 0; i < FPREP__METRICS_HTTP_CONNS; i++)
+	for (unsigned i = 0; i < HTTP_ENTRIES; i++)
 		http.conns[i].fd = -1;
 	http.stop = 0;
 	rv = pthread_create(&http.reaper, NULL, http_reaper, NULL);
@@ -545,17 +640,14 @@ int fprep__metrics_http_open(const char *listen)
 	http.reaper_started = 1;
 	if (res->ai_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	http.httpd = MHD_start_daemon(flags, 0, NULL, NULL, http_answer, NULL,
-	                              MHD_OPTION_SOCK_ADDR, res->ai_addr,
-	                              MHD_OPTION_CONNECTION_LIMIT,
-	                              (unsigned)FPREP__METRICS_HTTP_CONNS,
-	                              MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-	                              (unsigned)FPREP__METRICS_HTTP_CONNS / 2,
-	                              MHD_OPTION_CONNECTION_TIMEOUT,
-	                              (unsigned)FPREP__METRICS_HTTP_IDLE_S,
-	                              MHD_OPTION_NOTIFY_CONNECTION, http_notify,
-	                              NULL, MHD_OPTION_NOTIFY_COMPLETED,
-	                              http_completed, NULL, MHD_OPTION_END);
+	http.httpd = MHD_start_daemon(
+	        flags, 0, NULL, NULL, http_answer, NULL, MHD_OPTION_SOCK_ADDR,
+	        res->ai_addr, MHD_OPTION_CONNECTION_LIMIT,
+	        (unsigned)HTTP_ENTRIES, MHD_OPTION_CONNECTION_TIMEOUT,
+	        (unsigned)FPREP__METRICS_HTTP_IDLE_S,
+	        MHD_OPTION_NOTIFY_CONNECTION, http_notify, NULL,
+	        MHD_OPTION_NOTIFY_COMPLETED, http_completed, NULL,
+	        MHD_OPTION_END);
 	freeaddrinfo(res);
 	if (http.httpd == NULL) {
 		fprep__metrics_http_close();

@@ -22,6 +22,10 @@ static void port_nng_aio_cb(void *arg)
 {
 	fprep__slot *s = arg;
 
+	/* A send ended: its peer took the one before (conns.c). */
+	if (atomic_exchange(&s->t_send_ns, 0) != 0)
+		atomic_store_explicit(&s->t_sent_ns, fprep__now_ns(),
+		                      memory_order_relaxed);
 	if (s->srv->cfg->trace)
 		s->t_rx_ns = fprep__now_ns();
 	s->ev.kind = FPREP__EV_AIO;

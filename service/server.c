@@ -19,6 +19,7 @@
 #include "server.h"
 
 #include <inttypes.h>
+#include <malloc.h>
 #include <nng/nng.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -195,8 +196,10 @@ static void server_event(fprep__event *ev, void *data)
 			fprep__port_nng_event(s);
 			break;
 		}
-		if (ev->kind == FPREP__EV_AIO && s->aio_result == 0)
+		if (ev->kind == FPREP__EV_AIO && s->aio_result == 0) {
 			fprep__server_reply_sent(srv, s);
+			fprep__conn_progress(s);
+		}
 		fprep__slot_event(s);
 		break;
 	}
@@ -227,7 +230,8 @@ static int server_open_slots(fprep__server *srv)
 	srv->nconns = srv->nslots;
 	srv->slots = calloc(srv->nslots, sizeof(*srv->slots));
 	srv->conns = calloc(srv->nconns, sizeof(*srv->conns));
-	if (srv->slots == NULL || srv->conns == NULL)
+	srv->uids = calloc(srv->nconns, sizeof(*srv->uids));
+	if (srv->slots == NULL || srv->conns == NULL || srv->uids == NULL)
 		return FPREP_ENOMEM;
 	for (unsigned i = 0; i < srv->nslots; i++) {
 		srv->slots[i].srv = srv;
@@ -267,6 +271,8 @@ static int server_init_loop(fprep__server *srv)
 	uv_timer_init(&srv->loop, &srv->linger_timer);
 	uv_timer_init(&srv->loop, &srv->heartbeat_timer);
 	srv->heartbeat_timer.data = srv;
+	uv_timer_init(&srv->loop, &srv->sweep_timer);
+	srv->sweep_timer.data = srv;
 	uv_idle_init(&srv->loop, &srv->spin);
 	srv->spin.data = srv;
 	srv->spin_ns =
@@ -308,6 +314,14 @@ static void server_heartbeat_cb(uv_timer_t *timer)
 
 	fprep__metrics_heartbeat();
 	fprep__ingress_tick(&srv->ingress);
+	/* Replies are freed on nng's and the backend's threads, into
+	 * glibc's arenas, which keep the memory: once the replies are gone
+	 * it goes back to the system (non-readers' replies grew the arenas
+	 * to a gigabyte, kept after they left). */
+	if (srv->trim_wanted && srv->reply_bytes == 0 && srv->nng_held == 0) {
+		malloc_trim(0);
+		srv->trim_wanted = 0;
+	}
 	if (srv->sd_watchdog)
 		fprep__server_notify("WATCHDOG=1");
 }
@@ -347,6 +361,7 @@ int fprep__server_run(fprep__config *cfg, fprep__backend *backend,
 		backend->close(backend, cfg->shutdown_timeout_ms);
 		return 1;
 	}
+	fprep__config_resolve(cfg);
 	srv->cfg = cfg;
 	srv->loop_thread = pthread_self();
 	srv->backend = backend;

@@ -289,8 +289,10 @@ static void shutdown_free_slots(fprep__server *srv)
 	fprep__port_nng_fini(&srv->nng);
 	free(srv->slots);
 	free(srv->conns);
+	free(srv->uids);
 	srv->slots = NULL;
 	srv->conns = NULL;
+	srv->uids = NULL;
 	srv->nslots = 0;
 	srv->nconns = 0;
 }
@@ -311,6 +313,7 @@ void fprep__server_close_handles(fprep__server *srv)
 	uv_close((uv_handle_t *)&srv->drain_timer, NULL);
 	uv_close((uv_handle_t *)&srv->linger_timer, NULL);
 	uv_close((uv_handle_t *)&srv->heartbeat_timer, NULL);
+	uv_close((uv_handle_t *)&srv->sweep_timer, NULL);
 	uv_close((uv_handle_t *)&srv->spin, NULL);
 }
 

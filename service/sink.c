@@ -17,6 +17,7 @@
 #include <nng/nng.h>
 #include <string.h>
 
+#include "clock.h"
 #include "daemon.h"
 #include "log.h"
 #include "reply.h"
@@ -33,6 +34,8 @@ static void sink_sent(fprep__slot *s)
 static void sink_send(fprep__slot *s, nng_msg *msg, int timeout_ms)
 {
 	FPREP__ASSERT(s->aio != NULL);
+	atomic_store_explicit(&s->t_send_ns, fprep__now_ns(),
+	                      memory_order_relaxed);
 	nng_aio_set_msg(s->aio, msg);
 	nng_aio_set_timeout(s->aio, timeout_ms);
 	nng_ctx_send(s->ctx, s->aio);

@@ -562,6 +562,15 @@ void fprep__slot_take(fprep__slot *s)
 		fprep__slot_fail(s, FPREP_EBUSY, why);
 		return;
 	}
+	rv = fprep__conn_share(s, why, sizeof(why));
+	if (rv < 0) {
+		fprep__slot_next(s); /* dropped: its connection is closed */
+		return;
+	}
+	if (rv != 0) {
+		fprep__slot_fail(s, rv, why);
+		return;
+	}
 	atomic_fetch_add(&s->conn->inflight, 1);
 	s->counted = 1;
 	switch (req.kind) {

@@ -780,13 +780,17 @@ def test_config(tmp):
         (["--max-width"], "--max-width"),
         (["stray"], "stray"),
         (["--config", os.path.join(tmp, "missing.conf")], "missing.conf"),
+        (["--config", tmp], "is a directory"),
     ]
     conf = os.path.join(tmp, "bad.conf")
     for text, want in (("max-width = 0\n", "max-width"),
                        ("no-such-key = 1\n", "no-such-key"),
                        ("[other]\nmax-width = 5\n", "other"),
-                       ("this is not ini\n", "bad.conf")):
-        with open(conf, "w") as f:
+                       ("this is not ini\n", "bad.conf"),
+                       ("", "is empty"),
+                       ("\0max-width = 5\n", "not a text file"),
+                       ("\x7fELF\x02\x01", "not a text file")):
+        with open(conf, "w", encoding="latin-1") as f:
             f.write(text)
         r = run_daemon("--config", conf, "--listen", sock)
         check(r.returncode == 2, f"config {text!r}: exit {r.returncode}")

@@ -308,6 +308,51 @@ int main(int argc, char **argv)
 	CHECK(st == FPREP_ELIMIT && strstr(msg, want) != NULL,
 	      "after a broken file: the %d-wide frame: status %d '%s'", WIDE,
 	      st, msg);
+	/* A directory, an empty file and one that is not text (a NUL
+	 * first) are refused with the old settings kept (issue 35): they
+	 * reset every live setting to its default before. */
+	{
+		static const struct {
+			const char *what, *bytes, *why;
+			size_t len;
+		} odd[] = {
+		        {"an empty file", "", "is empty", 0},
+		        {"a NUL-led file", "\0max-width = 9\n",
+		         "not a text file", 14},
+		        {"a binary file",
+		         "\x7f"
+		         "ELF\x02\x01\x01",
+		         "not a text file", 7},
+		};
+		char saved[300];
+		int nth = 3;
+
+		for (size_t k = 0; k < sizeof(odd) / sizeof(odd[0]); k++) {
+			FILE *f = fopen(conf, "w");
+
+			REQUIRE(f != NULL);
+			REQUIRE(fwrite(odd[k].bytes, 1, odd[k].len, f) ==
+			        odd[k].len);
+			REQUIRE(fclose(f) == 0);
+			text = hup(pid, nth++);
+			CHECK(strstr(text, odd[k].why) != NULL,
+			      "SIGHUP with %s: not refused naming '%s':\n%s",
+			      odd[k].what, odd[k].why, text);
+			free(text);
+			info_is(c, "max_width", "512", odd[k].what);
+		}
+		snprintf(saved, sizeof(saved), "%s.saved", conf);
+		write_conf("[frameprepd]\nmax-width = 512\n");
+		REQUIRE(rename(conf, saved) == 0);
+		REQUIRE(mkdir(conf, 0700) == 0);
+		text = hup(pid, nth++);
+		CHECK(strstr(text, "is a directory") != NULL,
+		      "SIGHUP with a directory: not refused:\n%s", text);
+		free(text);
+		info_is(c, "max_width", "512", "a directory");
+		REQUIRE(rmdir(conf) == 0);
+		REQUIRE(rename(saved, conf) == 0);
+	}
 	/* Under load. */
 	st = load(ring, pid);
 	CHECK(st == LOAD_FRAMES, "under SIGHUPs: %d of %d frames served", st,

@@ -1,0 +1,380 @@
+/*
+ * test_server_nonreaders.c: connections that never read their replies
+ * (issue 35, item 3) cannot keep another client from the server's request
+ * slots, however many there are. 4, then 16, connections (the SP protocol
+ * spoken by hand over the ipc socket, so that nothing reads for them) each
+ * send FRAME requests whose replies are large (2.4 MB), as many as one
+ * connection may hold, never read one, and connect again at once when the
+ * server closes them. Meanwhile another connection of the same uid (the
+ * reserve keeps slots for connections that hold none; the per-uid share
+ * cannot be told apart in one process) sends INFO requests one at a time:
+ * every one must be answered within 100 ms (before the reserve, four took
+ * the whole 10 s send timeout). Once the non-readers are gone, the memory
+ * of their replies is given back: the resident set comes back within
+ * twice its idle size. The server runs with its defaults and a fake
+ * backend that completes each job at once.
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "backend.h"
+#include "check.h"
+#include "clock.h"
+#include "config.h"
+#include "frameprep/frameprep.h"
+#include "frameprep/protocol.h"
+#include "memreg.h"
+#include "server.h"
+
+#define MAX_NONREADERS 16
+#define SENDS          21  /* each connection: as many as it may hold */
+#define OUT_SIDE       448 /* a 448 x 448 x 3 float tensor: 2.4 MB */
+#define INFOS          40  /* INFO requests measured, one every 10 ms */
+#define INFO_BOUND_US  100000
+#define RECONNECT_US   5000 /* the pause before a closed one reconnects */
+/* Of INFOS, how many may exceed INFO_BOUND_US (the daemon's loop thread
+ * shares two cores with the non-readers and whatever else the machine
+ * runs), and the bound on every one. */
+#define INFO_OVER_MAX 4
+#define INFO_WORST_US 500000
+
+struct fake_backend {
+	fprep__backend b;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	fprep__job *jobs[256];
+	unsigned head, tail;
+	int stop;
+	pthread_t thread;
+};
+
+/* fake_main completes every job as it comes, in order. */
+static void *fake_main(void *arg)
+{
+	struct fake_backend *fb = arg;
+
+	pthread_mutex_lock(&fb->lock);
+	for (;;) {
+		while (fb->head == fb->tail && !fb->stop)
+			pthread_cond_wait(&fb->cond, &fb->lock);
+		if (fb->head == fb->tail)
+			break;
+		fprep__job *job = fb->jobs[fb->head++ % 256];
+
+		pthread_mutex_unlock(&fb->lock);
+		job->t_start_ns = fprep__now_ns();
+		job->status = FPREP_OK;
+		job->t_end_ns = fprep__now_ns();
+		job->done(job);
+		pthread_mutex_lock(&fb->lock);
+	}
+	pthread_mutex_unlock(&fb->lock);
+	return NULL;
+}
+
+static int fake_submit(fprep__backend *b, fprep__job *job)
+{
+	struct fake_backend *fb = (struct fake_backend *)b;
+
+	pthread_mutex_lock(&fb->lock);
+	REQUIRE(fb->tail - fb->head < 256);
+	fb->jobs[fb->tail++ % 256] = job;
+	pthread_cond_signal(&fb->cond);
+	pthread_mutex_unlock(&fb->lock);
+	return 0;
+}
+
+/* fake_region_op maps and unmaps shared memory as the CPU backend does,
+ * on the calling (loop) thread, and opens any CUDA handle without
+ * touching it. */
+static int fake_region_op(fprep__backend *b, fprep__memreg *r)
+{
+	(void)b;
+	if (r->verb == FPREP__MEMREG_OPEN)
+		r->status = r->kind == FPREP__MEMREG_CUDA
+		                    ? FPREP_OK
+		                    : fprep__memreg_map(r);
+	else
+		fprep__memreg_unmap(r);
+	r->done(r);
+	return 0;
+}
+
+static void fake_info(fprep__backend *b, char *buf, size_t size)
+{
+	(void)b;
+	snprintf(buf, size, "fake: yes\n");
+}
+
+static void fake_close(fprep__backend *b, int timeout_ms)
+{
+	struct fake_backend *fb = (struct fake_backend *)b;
+
+	(void)timeout_ms;
+	pthread_mutex_lock(&fb->lock);
+	fb->stop = 1;
+	pthread_cond_signal(&fb->cond);
+	pthread_mutex_unlock(&fb->lock);
+	pthread_join(fb->thread, NULL);
+	pthread_cond_destroy(&fb->cond);
+	pthread_mutex_destroy(&fb->lock);
+	free(fb);
+}
+
+static fprep__backend *fake_open(void)
+{
+	struct fake_backend *fb = calloc(1, sizeof(*fb));
+
+	REQUIRE(fb != NULL);
+	fb->b.name = "fake";
+	fb->b.submit = fake_submit;
+	fb->b.region_op = fake_region_op;
+	fb->b.info = fake_info;
+	fb->b.close = fake_close;
+	pthread_mutex_init(&fb->lock, NULL);
+	pthread_cond_init(&fb->cond, NULL);
+	REQUIRE(pthread_create(&fb->thread, NULL, fake_main, fb) == 0);
+	return &fb->b;
+}
+
+static const char *url;
+static atomic_int stop_flood;
+static atomic_int connects, closed_by_server;
+
+/* put_be64 writes v big-endian at p. */
+static void put_be64(uint8_t *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+/* sp_connect connects to the ipc socket of url as a REQ peer speaking the
+ * SP protocol by hand (so that nothing reads on its behalf), with a small
+ * receive buffer. Returns the descriptor, or -1. */
+static int sp_connect(void)
+{
+	static const uint8_t hello[8] = {0, 'S', 'P', 0, 0x00, 0x30, 0, 0};
+	struct timeval tv = {1, 0};
+	struct sockaddr_un a;
+	uint8_t peer[8];
+	int fd, small = 4096;
+
+	memset(&a, 0, sizeof(a));
+	a.sun_family = AF_UNIX;
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", url + strlen("ipc://"));
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	REQUIRE(fd >= 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    write(fd, hello, sizeof(hello)) != (ssize_t)sizeof(hello) ||
+	    read(fd, peer, sizeof(peer)) != (ssize_t)sizeof(peer)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* nonreader_main: until stop_flood, connects, sends SENDS FRAME requests
+ * framed as nng's ipc transport does (type 1, a 64-bit length, the REQ
+ * request id, the request), never reads a reply, and waits for the
+ * server to close the connection, then connects again. */
+static void *nonreader_main(void *arg)
+{
+	enum { BODY = FPREP_REQUEST_HEADER_SIZE + 8 * 8 * 3 };
+	uint8_t msg[1 + 8 + 4 + BODY];
+	fprep_request req;
+	uint32_t id = 0;
+
+	(void)arg;
+	fprep_request_init(&req, FPREP_PIX_BGR8, 8, 8);
+	req.out_width = OUT_SIDE;
+	req.out_height = OUT_SIDE;
+	memset(msg, 0, sizeof(msg));
+	msg[0] = 1;
+	put_be64(msg + 1, 4 + BODY);
+	while (!atomic_load(&stop_flood)) {
+		int fd = sp_connect();
+
+		if (fd < 0) {
+			usleep(1000);
+			continue;
+		}
+		connects++;
+		for (int k = 0; k < SENDS && !atomic_load(&stop_flood); k++) {
+			id = (id + 1) & 0x7fffffffu;
+			msg[9] = (uint8_t)((id | 0x80000000u) >> 24);
+			msg[10] = (uint8_t)(id >> 16);
+			msg[11] = (uint8_t)(id >> 8);
+			msg[12] = (uint8_t)id;
+			req.request_id = id;
+			fprep_request_encode(&req, msg + 13);
+			if (send(fd, msg, sizeof(msg), MSG_NOSIGNAL) !=
+			    (ssize_t)sizeof(msg))
+				break; /* closed by the server */
+			usleep(1000);
+		}
+		/* Never read: wait until the server closes it. */
+		while (!atomic_load(&stop_flood)) {
+			struct pollfd p = {fd, POLLRDHUP, 0};
+
+			if (poll(&p, 1, 20) > 0 &&
+			    (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+				closed_by_server++;
+				break;
+			}
+		}
+		close(fd);
+		usleep(RECONNECT_US);
+	}
+	return NULL;
+}
+
+/* rss_kib: this process's resident set, KiB. */
+static long rss_kib(void)
+{
+	char line[256];
+	long kib = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	REQUIRE(f != NULL);
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+/* info_us sends one INFO on c; returns its round trip in microseconds
+ * (CHECKed to be answered). */
+static uint64_t info_us(fprep_client *c)
+{
+	fprep_result res;
+	uint64_t t0 = fprep__now_ns(), us;
+	int rv = fprep_client_info(c, &res);
+
+	us = (fprep__now_ns() - t0) / 1000;
+	CHECK(rv == FPREP_OK, "INFO: %s: %s", fprep_strerror(rv),
+	      fprep_client_last_error(c));
+	if (rv == FPREP_OK) {
+		CHECK(res.header.status == FPREP_OK, "INFO status %u",
+		      res.header.status);
+		if (us >= INFO_BOUND_US / 2)
+			printf("INFO took %llu us\n", (unsigned long long)us);
+		fprep_result_fini(&res);
+	}
+	return us;
+}
+
+/* flood runs n non-readers while INFO requests are timed on c. */
+static void flood(fprep_client *c, int n, long idle_kib)
+{
+	pthread_t threads[MAX_NONREADERS];
+	uint64_t worst = 0, sum = 0, us;
+	long peak = 0, after;
+	int over = 0;
+
+	atomic_store(&stop_flood, 0);
+	connects = closed_by_server = 0;
+	for (int i = 0; i < n; i++)
+		REQUIRE(pthread_create(&threads[i], NULL, nonreader_main,
+		                       NULL) == 0);
+	usleep(300000); /* they hold what they may by now */
+	for (int i = 0; i < INFOS; i++) {
+		us = info_us(c);
+		sum += us;
+		worst = us > worst ? us : worst;
+		over += us >= INFO_BOUND_US;
+		if (rss_kib() > peak)
+			peak = rss_kib();
+		usleep(10000);
+	}
+	atomic_store(&stop_flood, 1);
+	for (int i = 0; i < n; i++)
+		pthread_join(threads[i], NULL);
+	/* The server gives freed reply memory back within a few seconds of
+	 * going idle. */
+	for (int i = 0; i < 50 && (after = rss_kib()) > 2 * idle_kib; i++)
+		usleep(100000);
+	after = rss_kib();
+	printf("%d non-readers (%d connections, %d closed by the server): "
+	       "INFO mean %llu us, worst %llu us, %d of %d over %d ms; RSS "
+	       "idle %ld KiB, peak %ld KiB, after %ld KiB\n",
+	       n, (int)connects, (int)closed_by_server,
+	       (unsigned long long)(sum / INFOS), (unsigned long long)worst,
+	       over, INFOS, INFO_BOUND_US / 1000, idle_kib, peak, after);
+	CHECK(over <= INFO_OVER_MAX,
+	      "%d non-readers: %d of %d INFOs took %d ms or more", n, over,
+	      INFOS, INFO_BOUND_US / 1000);
+	CHECK(worst < INFO_WORST_US,
+	      "%d non-readers: INFO took up to %llu us (bound %d us)", n,
+	      (unsigned long long)worst, INFO_WORST_US);
+	CHECK(after <= 2 * idle_kib,
+	      "%d non-readers gone: RSS %ld KiB, idle %ld KiB", n, after,
+	      idle_kib);
+}
+
+/* test_main: the clients, on a thread of their own; the server runs on
+ * the main thread until SIGTERM. */
+static void *test_main(void *arg)
+{
+	fprep_client *client = NULL;
+	long idle_kib;
+
+	(void)arg;
+	for (int i = 0; i < 500 && client == NULL; i++)
+		if (fprep_client_open(&client, url, 10000) != 0)
+			usleep(10000);
+	REQUIRE(client != NULL);
+	(void)info_us(client);
+	idle_kib = rss_kib();
+	flood(client, 4, idle_kib);
+	flood(client, 16, idle_kib);
+	fprep_client_close(client);
+	kill(getpid(), SIGTERM);
+	return NULL;
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/fprep-nonreaders-XXXXXX";
+	static char listen[512];
+	fprep__config cfg;
+	pthread_t t;
+	int status;
+
+	/* nng initialises itself on first use without a lock that
+	 * ThreadSanitizer sees: have that happen here, first. */
+	nng_socket first;
+	REQUIRE(nng_req0_open(&first) == 0);
+	nng_close(first);
+
+	REQUIRE(mkdtemp(dir) != NULL);
+	fprep__config_init(&cfg);
+	snprintf(cfg.listen[0], sizeof(cfg.listen[0]), "ipc://%s/s.sock", dir);
+	snprintf(listen, sizeof(listen), "%s", cfg.listen[0]);
+	url = listen;
+	cfg.nlisten = 1;
+	cfg.shutdown_timeout_ms = 2000;
+	REQUIRE(pthread_create(&t, NULL, test_main, NULL) == 0);
+	status = fprep__server_run(&cfg, fake_open(), "fake:0");
+	pthread_join(t, NULL);
+	printf("server exit status %d\n", status);
+	CHECK(status == 0, "server exit status %d", status);
+	fprep__config_fini(&cfg);
+	rmdir(dir);
+	nng_fini();
+	return check_failures ? 1 : 0;
+}
