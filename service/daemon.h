@@ -525,8 +525,9 @@ void fprep__doorbells_drop_pipe(fprep__doorbells *db, uint32_t pipe);
  * a doorbell area (an entry's output may not). */
 int fprep__doorbells_overlap(const fprep__doorbells *db, const fprep__memreg *r,
                              const uint8_t *p, uint64_t len);
-/* fprep__doorbells_rung handles an FPREP__EV_DOORBELL event. */
-void fprep__doorbells_rung(fprep__doorbells *db);
+/* fprep__doorbells_rung handles an FPREP__EV_DOORBELL event: takes what
+ * the doorbells hold posted; returns how many requests it took. */
+unsigned fprep__doorbells_rung(fprep__doorbells *db);
 
 /* waker_futex.c, or no_futex_waitv.c */
 

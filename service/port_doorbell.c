@@ -477,12 +477,14 @@ static void db_idle_ring(fprep__doorbells *db, fprep__doorbell *d)
 		uv_timer_start(&db->mute_timer, db_mute_cb, DB_MUTE_MS, 0);
 }
 
-void fprep__doorbells_rung(fprep__doorbells *db)
+unsigned fprep__doorbells_rung(fprep__doorbells *db)
 {
+	unsigned taken = 0;
+
 	atomic_store(&db->waker.queued, 0);
 	db->rings++;
 	if (db->closed)
-		return;
+		return 0;
 	/* Which words rang is read before they are armed again. */
 	for (unsigned i = 0; i < db->nbells; i++) {
 		fprep__doorbell *d = &db->bells[i];
@@ -498,14 +500,18 @@ void fprep__doorbells_rung(fprep__doorbells *db)
 	for (unsigned i = 0; i < db->nbells; i++) {
 		fprep__doorbell *d = &db->bells[i];
 		int full = 0;
+		unsigned n;
 
 		if (fprep__memreg_broken(d->region))
 			continue;
-		if (db_poll_one(db, d, &full) == 0 && !full && d->rang)
+		n = db_poll_one(db, d, &full);
+		taken += n;
+		if (n == 0 && !full && d->rang)
 			db_idle_ring(db, d);
 	}
 	if (!db->polling)
 		db_publish(db);
+	return taken;
 }
 
 int fprep__doorbells_init(fprep__doorbells *db, fprep__server *srv,

@@ -159,6 +159,19 @@ static void server_spin_cb(uv_idle_t *handle)
 	uv_idle_stop(handle);
 }
 
+/* server_spin_start notes an event and starts the loop's spin (when
+ * --spin-us asks for one and the backend has room). */
+static void server_spin_start(fprep__server *srv)
+{
+	if (srv->spin_ns == 0 || srv->finished)
+		return;
+	srv->last_event_ns = fprep__now_ns();
+	if (!uv_is_active((uv_handle_t *)&srv->spin) && !server_busy(srv)) {
+		uv_idle_start(&srv->spin, server_spin_cb);
+		server_set_spin(srv, !srv->stopping);
+	}
+}
+
 /* server_event handles one event of the loop's queue. */
 static void server_event(fprep__event *ev, void *data)
 {
@@ -166,14 +179,19 @@ static void server_event(fprep__event *ev, void *data)
 	fprep__slot *s;
 
 	FPREP__LOOP_ONLY(srv);
-	if (srv->spin_ns > 0 && !srv->finished) {
-		srv->last_event_ns = fprep__now_ns();
-		if (!uv_is_active((uv_handle_t *)&srv->spin) &&
-		    !server_busy(srv)) {
-			uv_idle_start(&srv->spin, server_spin_cb);
-			server_set_spin(srv, !srv->stopping);
+	/* A ring that finds nothing posted starts no spin: a client ringing
+	 * without posting costs the loop a look at the entries, not
+	 * --spin-us of polling per ring. */
+	if (ev->kind == FPREP__EV_DOORBELL) {
+		if (srv->finished) {
+			atomic_store(&srv->doorbells.waker.queued, 0);
+			return;
 		}
+		if (fprep__doorbells_rung(&srv->doorbells) > 0)
+			server_spin_start(srv);
+		return;
 	}
+	server_spin_start(srv);
 
 	switch (ev->kind) {
 	case FPREP__EV_REGION:
@@ -181,12 +199,6 @@ static void server_event(fprep__event *ev, void *data)
 		break;
 	case FPREP__EV_PIPE_CLOSED:
 		server_pipe_closed(srv, fprep__conns_closed_pipe(ev));
-		break;
-	case FPREP__EV_DOORBELL:
-		if (!srv->finished)
-			fprep__doorbells_rung(&srv->doorbells);
-		else
-			atomic_store(&srv->doorbells.waker.queued, 0);
 		break;
 	default:
 		s = fprep__container_of(ev, fprep__slot, ev);
