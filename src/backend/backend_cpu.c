@@ -19,7 +19,12 @@
  *
  * A JPEG source is decoded first, by the worker that took it, into a
  * buffer of that worker's which grows only when a larger frame comes
- * (jpeg.h); the job then reads that frame, bands included.
+ * (jpeg.h); the job then reads that frame, bands included. A decode can
+ * take a hundred times a raw frame's work (a large progressive file runs
+ * to the scan caps), so with two workers or more one is kept from JPEGs:
+ * a worker takes the oldest job, unless it is a JPEG and jpeg_max are
+ * decoding, then the oldest raw one. Clients sending expensive JPEGs never
+ * hold every worker, and raw frames never wait behind them.
  *
  * Operations on registered regions (region_op: map, unmap) wait in their
  * own queue, which workers serve before the jobs; nothing needs pinning
@@ -63,6 +68,10 @@ struct cpu_backend {
 	fprep__queue admin;       /* region operations, not yet taken */
 	struct cpu_share *shared; /* a frame with bands left to take, or NULL */
 	unsigned running;         /* jobs taken by workers, not yet done */
+	unsigned jpeg_running;    /* of those, JPEG sources */
+	unsigned jpeg_queued;     /* JPEG sources in jobs */
+	unsigned jpeg_max;        /* JPEG sources run at once */
+	unsigned queued;          /* jobs in jobs */
 	int closing;              /* submit refuses new jobs */
 	int stopping;             /* workers exit once the queue is empty */
 	int failing;              /* queued jobs are failed, not run */
@@ -259,22 +268,62 @@ static void cpu_region_run(fprep__memreg *r)
 	}
 }
 
+/* cpu_is_jpeg tells whether job (as submitted) is a JPEG source. */
+static int cpu_is_jpeg(const fprep__job *job)
+{
+	return job->req.src_format == FPREP_PIX_JPEG;
+}
+
+/* cpu_may_take tells whether a worker has a job it may take. Lock held. */
+static int cpu_may_take(const struct cpu_backend *cb)
+{
+	return !fprep__queue_empty(&cb->jobs) &&
+	       (cb->jpeg_running < cb->jpeg_max ||
+	        cb->jpeg_queued < cb->queued);
+}
+
+/* cpu_take removes and returns the job a worker runs next (see above), or
+ * NULL when it may take none. Lock held. */
+static fprep__job *cpu_take(struct cpu_backend *cb)
+{
+	int jpeg_ok = cb->jpeg_running < cb->jpeg_max;
+
+	for (fprep__qnode **pp = &cb->jobs.head; *pp != NULL;
+	     pp = &(*pp)->next) {
+		fprep__job *job = fprep__container_of(*pp, fprep__job, link);
+
+		if (cpu_is_jpeg(job) && !jpeg_ok)
+			continue;
+		*pp = (*pp)->next;
+		if (*pp == NULL)
+			cb->jobs.tail = pp;
+		job->link.next = NULL;
+		if (cpu_is_jpeg(job)) {
+			cb->jpeg_queued--;
+			cb->jpeg_running++;
+		}
+		cb->queued--;
+		return job;
+	}
+	return NULL;
+}
+
 static void *cpu_worker(void *arg)
 {
 	struct cpu_backend *cb = arg;
 	fprep__qnode *op;
 	fprep__job *job;
 	fprep__jpeg jpeg;
-	int fail;
+	int fail, is_jpeg;
 
 	fprep__jpeg_init(&jpeg);
 
 	pthread_setname_np(pthread_self(), "fp-cpu-worker");
 	pthread_mutex_lock(&cb->lock);
 	for (;;) {
-		while (fprep__queue_empty(&cb->jobs) &&
-		       fprep__queue_empty(&cb->admin) && !cpu_has_bands(cb) &&
-		       !cb->stopping)
+		while (!cpu_may_take(cb) && fprep__queue_empty(&cb->admin) &&
+		       !cpu_has_bands(cb) &&
+		       !(cb->stopping && fprep__queue_empty(&cb->jobs)))
 			pthread_cond_wait(&cb->work, &cb->lock);
 		if ((op = fprep__queue_pop(&cb->admin)) != NULL) {
 			fprep__memreg *r =
@@ -286,14 +335,16 @@ static void *cpu_worker(void *arg)
 			pthread_mutex_lock(&cb->lock);
 			continue;
 		}
-		if (fprep__queue_empty(&cb->jobs) && cpu_has_bands(cb)) {
+		if (!cpu_may_take(cb) && cpu_has_bands(cb)) {
 			cpu_bands(cb, cb->shared);
 			continue;
 		}
 		if (fprep__queue_empty(&cb->jobs))
 			break; /* stopping and drained */
-		job = fprep__container_of(fprep__queue_pop(&cb->jobs),
-		                          fprep__job, link);
+		job = cpu_take(cb);
+		if (job == NULL)
+			continue; /* JPEGs only, jpeg_max decoding: wait */
+		is_jpeg = cpu_is_jpeg(job);
 		fail = cb->failing;
 		cb->running++;
 		pthread_mutex_unlock(&cb->lock);
@@ -303,6 +354,12 @@ static void *cpu_worker(void *arg)
 
 		pthread_mutex_lock(&cb->lock);
 		cb->running--;
+		if (is_jpeg) {
+			cb->jpeg_running--;
+			/* A JPEG waiting for this worker's place. */
+			if (cb->jpeg_queued > 0)
+				pthread_cond_signal(&cb->work);
+		}
 		if (fprep__queue_empty(&cb->jobs) && cb->running == 0)
 			pthread_cond_broadcast(&cb->idle);
 	}
@@ -325,6 +382,8 @@ static int cpu_submit(fprep__backend *b, fprep__job *job)
 		return FPREP_ESHUTDOWN;
 	}
 	fprep__queue_push(&cb->jobs, &job->link);
+	cb->queued++;
+	cb->jpeg_queued += cpu_is_jpeg(job);
 	pthread_cond_signal(&cb->work);
 	pthread_mutex_unlock(&cb->lock);
 	return FPREP_OK;
@@ -437,6 +496,7 @@ int fprep__backend_cpu_open(fprep__backend **bp, unsigned nthreads)
 		free(cb);
 		return FPREP_ENOMEM;
 	}
+	cb->jpeg_max = nthreads > 1 ? nthreads - 1 : 1;
 	cb->base.name = "cpu";
 	cb->base.capacity = nthreads;
 	cb->base.submit = cpu_submit;

@@ -17,6 +17,13 @@
  *   scan bomb     a legal progressive file of 379 scans is refused with
  *                 ELIMIT naming max_jpeg_scans, and the same photograph
  *                 as libjpeg's own progressive file still decodes.
+ *   bombs beside  on a daemon of two workers, two connections send
+ *                 2048x2048 files of 64 scans (each a pass over 4 Mpx,
+ *                 cut at the 33rd) back to back while a third sends raw
+ *                 frames: those wait for no decode (a worker is kept from
+ *                 JPEGs), so their median latency is under a quarter of
+ *                 a bomb's (a ratio, whatever the machine's load; before,
+ *                 they queued behind the bombs).
  *
  * Usage: test_jpeg_race FRAMEPREPD IMAGE_DIR
  */
@@ -27,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jpeglib.h>
@@ -309,6 +317,121 @@ static void test_scan_bomb(const uint8_t *photo, int pw)
 	fprep_client_close(c);
 }
 
+struct bomber {
+	const unsigned char *jpg;
+	size_t size;
+	atomic_int *stop;
+	double ms[4096];
+	int n;
+};
+
+static double now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void *bomber_run(void *arg)
+{
+	struct bomber *b = arg;
+	fprep_client *c = daemon_client(url);
+	uint8_t out[64 * 64 * 3];
+	char msg[FPREP_MESSAGE_SIZE];
+
+	while (!atomic_load(b->stop) && b->n < 4096) {
+		double t0 = now_ms();
+		int st = race_request(c, NULL, b->jpg, b->size, out, msg,
+		                      sizeof(msg));
+
+		CHECK(st == FPREP_ELIMIT, "bomb: status %d (%s)", st, msg);
+		b->ms[b->n++] = now_ms() - t0;
+	}
+	fprep_client_close(c);
+	return NULL;
+}
+
+static void test_bombs_beside(const char *exe, const char *dir,
+                              const uint8_t *photo, int pw)
+{
+	enum { SIDE = 2048, RAW = 100 };
+	char u[256], *extra[] = {"--workers", "2", NULL};
+	uint8_t *gray = malloc((size_t)SIDE * SIDE),
+	        *px = malloc(640 * 480 * 3);
+	unsigned char *jpg = NULL;
+	atomic_int stop = 0;
+	struct bomber b[2];
+	pthread_t t[2];
+	double raw[RAW], all[2 * 4096];
+	int sb, n = 0;
+	size_t size;
+	pid_t pid;
+
+	REQUIRE(gray != NULL && px != NULL);
+	for (int y = 0; y < SIDE; y++)
+		for (int x = 0; x < SIDE; x++)
+			gray[(size_t)y * SIDE + x] =
+			        photo[((size_t)(y / 4) * pw + x / 4) * 3];
+	for (int i = 0; i < 640 * 480 * 3; i++)
+		px[i] = photo[i % (512 * 3)];
+	size = bomb_jpeg(gray, SIDE, SIDE, 0, &jpg, &sb);
+	snprintf(u, sizeof(u), "ipc://%s/bombs.sock", dir);
+	pid = daemon_start(exe, "cpu", u, extra);
+	snprintf(url, sizeof(url), "%s", u);
+	fprep_client *c = daemon_client(url);
+	for (int i = 0; i < 2; i++) {
+		b[i] = (struct bomber){.jpg = jpg, .size = size, .stop = &stop};
+		REQUIRE(pthread_create(&t[i], NULL, bomber_run, &b[i]) == 0);
+	}
+	while (b[0].n + b[1].n < 2) /* both bombing */
+		usleep(1000);
+	for (int i = 0; i < RAW; i++) {
+		fprep_request req;
+		fprep_result res;
+		double t0 = now_ms();
+		int err;
+
+		fprep_request_init(&req, FPREP_PIX_BGR8, 640, 480);
+		req.out_width = req.out_height = 320;
+		err = fprep_client_request(c, &req, px, &res);
+		raw[i] = now_ms() - t0;
+		CHECK(err == 0 && res.header.status == 0, "raw frame: %s",
+		      err ? fprep_client_last_error(c) : res.header.message);
+		if (err == 0)
+			fprep_result_fini(&res);
+		usleep(2000);
+	}
+	atomic_store(&stop, 1);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(t[i], NULL);
+		memcpy(all + n, b[i].ms, (size_t)b[i].n * sizeof(double));
+		n += b[i].n;
+	}
+	qsort(raw, RAW, sizeof(raw[0]), cmp_double);
+	qsort(all, (size_t)n, sizeof(all[0]), cmp_double);
+	printf("bombs beside: %d files of %d scans (%zu bytes) sent, "
+	       "median %.1f ms; %d raw frames beside them: median %.2f ms, "
+	       "p99 %.2f ms, max %.2f ms\n",
+	       n, sb, size, all[n / 2], RAW, raw[RAW / 2], raw[RAW * 99 / 100],
+	       raw[RAW - 1]);
+	CHECK(raw[RAW / 2] < all[n / 2] / 4,
+	      "raw frames beside the bombs: median %.2f ms, a bomb's %.2f ms",
+	      raw[RAW / 2], all[n / 2]);
+	fprep_client_close(c);
+	CHECK(daemon_stop(pid) == 0, "bombs daemon exit status");
+	free(jpg);
+	free(gray);
+	free(px);
+}
+
 int main(int argc, char **argv)
 {
 	char dir[] = "/tmp/fprep-race-XXXXXX";
@@ -334,6 +457,7 @@ int main(int argc, char **argv)
 	test_scan_bomb(photo, w);
 	daemon_serves(url, "the race and the bomb");
 	CHECK(daemon_stop(pid) == 0, "daemon exit status");
+	test_bombs_beside(argv[1], dir, photo, w);
 	rmdir(dir);
 	stbi_image_free(photo);
 	printf("%d checks, %d failures\n", check_count, check_failures);
