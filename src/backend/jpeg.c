@@ -335,6 +335,9 @@ int fprep__jpeg_open(fprep__jpeg *j, fprep__job *job, fprep__jpeg_copy *copy,
 	d->msg[0] = '\0';
 	if (setjmp(d->jump) != 0)
 		return jpeg_failed(j, "JPEG header: ", msg, msg_size);
+	/* A header read last time and not decoded here (a GPU's engine
+	 * decoded that file) is dropped first. */
+	jpeg_abort_decompress(&d->cinfo);
 	jpeg_mem_src(&d->cinfo, job->input, (unsigned long)rq->input_size);
 	(void)jpeg_read_header(&d->cinfo, TRUE);
 	w = (int)d->cinfo.image_width;

@@ -62,7 +62,8 @@ if [ "${1:-}" = "--stage" ]; then
 		bins+=("$out/bin/bench_nvjpeg_backends")
 	fi
 	for b in service/frameprepd src/frameprep src/frameprep-bench \
-	         tests/integration/test_shm_daemon tests/gpu/test_cuda_regions \
+	         tests/integration/test_shm_daemon tests/integration/test_jpeg_race \
+	         tests/gpu/test_cuda_regions \
 	         tests/gpu/test_lanes tests/bench/bare_nng; do
 		cp "$build/$b" "$out/bin/"
 		bins+=("$out/bin/$(basename "$b")")
@@ -322,6 +323,10 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	url=ipc://$tmp/fp.sock
 	TAILN=8 run shm_gpu "$here/bin/test_shm_daemon" "$here/bin/frameprepd" "$here/images" 0
 	tests+=(shm_gpu)
+	# A JPEG in a region read once by the lane's decoders (nvJPEG's
+	# engine and libjpeg-turbo) while the client flips its SOF.
+	TAILN=6 run jpeg_race_gpu "$here/bin/test_jpeg_race" "$here/bin/frameprepd" "$here/images" 0
+	tests+=(jpeg_race_gpu)
 	TAILN=12 run two_lanes "$here/bin/test_lanes" "$here/bin/frameprepd" "$here/images"
 	tests+=(two_lanes)
 	# bench_lanes: 1080p BGR8 -> 640x640 f32 over shared memory at c=16 on

@@ -294,6 +294,15 @@ static void region_bytes_read_once(void **state)
 		assert_int_equal(job.req.src_height, 48);
 		assert_memory_equal(job.input, ref, 64 * 48 * 3);
 	}
+	/* A header read and not decoded here (a GPU engine's frame), then
+	 * the next file: opened and decoded as usual. */
+	test_job(&job, jpg, size, FPREP_ORDER_RGB);
+	assert_int_equal(
+	        fprep__jpeg_open(&j, &job, NULL, &raw, msg, sizeof(msg)),
+	        FPREP_OK);
+	test_job(&job, jpg, size, FPREP_ORDER_RGB);
+	assert_int_equal(test_decode(&j, &job, msg, sizeof(msg)), FPREP_OK);
+	assert_memory_equal(job.input, ref, 64 * 48 * 3);
 	/* Memory of the daemon's own (an nng message) is not copied. */
 	test_job(&job, jpg, size, FPREP_ORDER_RGB);
 	assert_int_equal(

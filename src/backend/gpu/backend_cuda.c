@@ -2032,9 +2032,23 @@ static int cuda_engine_run(cuda_backend *cb, cuda_decoder *d, cuda_slot **ss,
 	fprep__gpu_status st = {0};
 	char msg[FPREP_MESSAGE_SIZE];
 	uint64_t t = cuda_now_ns();
-	int rc = fprep__nvjpeg_decode(d->nvjd, it, n, order == FPREP_ORDER_BGR,
-	                              order == FPREP_ORDER_GRAY, d->stream, msg,
-	                              sizeof msg);
+	int rc = 0;
+
+	/* The engine does not check that a file's data fills the frame its
+	 * header names: it leaves what it did not reach as it was. Cleared
+	 * first, so that what it was (an earlier frame in this slot, another
+	 * client's) never shows in a tensor. */
+	for (unsigned i = 0; i < n && rc == 0; i++)
+		if (FPREP__CUDA(&st,
+		                cudaMemsetAsync(it[i].dst, 0, raw[i].input_size,
+		                                d->stream))) {
+			snprintf(msg, sizeof msg, "%s", st.text);
+			rc = -1;
+		}
+	if (rc == 0)
+		rc = fprep__nvjpeg_decode(
+		        d->nvjd, it, n, order == FPREP_ORDER_BGR,
+		        order == FPREP_ORDER_GRAY, d->stream, msg, sizeof msg);
 
 	/* A batch of one counts among the lone frames' when it is one. */
 	CUDA_JSTAT(cb, ss[0], call_ns, cuda_now_ns() - t);
