@@ -248,6 +248,10 @@ const struct fprep__config_setting fprep__config_settings[] = {
         SWITCH("allow-cuda-regions", RESTART, "true|false", allow_cuda_regions,
                1, NO_BARE,
                "let clients register device memory (CUDA IPC handles)"),
+        SWITCH("jpeg-engine", RESTART, "true|false", jpeg_engine, 0, NO_BARE,
+               "decode JPEG sources on the GPU's JPEG engine (nvJPEG); "
+               "only where every client is trusted: the engine decodes "
+               "a corrupt file into what can carry bytes of earlier ones"),
         NUMBER("max-cuda-regions", RESTART, "N", max_cuda_regions, 0, 1024, 16,
                "CUDA regions per connection"),
         NUMBER("max-shm-bytes-per-conn", LIVE, "BYTES",

@@ -72,6 +72,7 @@ typedef struct fprep__config {
 	uint64_t max_region_bytes; /* largest region */
 	uint64_t max_shm_bytes;    /* all regions together */
 	int allow_cuda_regions;    /* 0: REGISTER_CUDA refused */
+	int jpeg_engine; /* 1: GPU lanes decode JPEGs on the GPU's engine */
 	unsigned max_cuda_regions; /* CUDA regions per connection */
 	fprep__shares shares;      /* of the budgets above */
 	char *metrics_listen;      /* HOST:PORT of /metrics; NULL: off */

@@ -41,6 +41,7 @@ int fprep__gpu_open_lanes(fprep__backend **bp, const fprep__config *cfg,
 			        .transfer = cfg->transfer,
 			        .all_rows = cfg->h2d_all_rows,
 			        .trace = cfg->trace,
+			        .jpeg_engine = cfg->jpeg_engine,
 			        .spin_ns =
 			                (uint64_t)(cfg->spin_us == FPREP__SPIN_AUTO
 			                                   ? FPREP__SPIN_GPU_US

@@ -417,7 +417,8 @@ PY
 	#  - the defaults' daemon also through the frameprep package, the
 	#    tensor into the caller's CUDA memory as the peers' (peer
 	#    frameprep of peer_jpeg.py, with the bundle's wheel);
-	#  - a GPU daemon per variant of FPREP_JPEG_VARIANTS (NAME or
+	#  - a GPU daemon (--jpeg-engine=true: these measure the engine) per
+	#    variant of FPREP_JPEG_VARIANTS (NAME or
 	#    NAME:VAR=VALUE[:VAR=VALUE...]; default: the defaults, calls2
 	#    (FPREP_NVJPEG_CALLS=2), gatecall (FPREP_NVJPEG_GATE=call), helpers8
 	#    and helpers12 (8 and 12 CPU helpers), b8s16 (batches of 8, 16
@@ -458,6 +459,7 @@ PY
 			IFS=: read -r -a envs <<<"${spec#:}"
 			ju=ipc://$tmp/jpeg-$name.sock
 			env "${envs[@]}" "$here/bin/frameprepd" --device 0 --listen "$ju" --slots 4 \
+				--jpeg-engine=true \
 				--max-inflight 256 2>"$logs/frameprepd_jpeg_$name.log" &
 			jp=$!
 			for _ in $(seq 200); do "$here/bin/frameprep" info --socket "$ju" >/dev/null 2>&1 && break; sleep 0.1; done

@@ -554,7 +554,10 @@ int main(int argc, char **argv)
 	                          .slots = 4,
 	                          .cache_enabled = 0, /* compile, keep none */
 	                          .transfer = FPREP__CUDA_AUTO,
-	                          .spin_ns = 1000000};
+	                          .spin_ns = 1000000,
+	                          /* The engine where there is one
+	                           * (FPREP_NVJPEG=off: libjpeg-turbo). */
+	                          .jpeg_engine = 1};
 	lane_waiter_init(&w);
 	REQUIRE(fprep__backend_cuda_open(&b, &cfg) == 0);
 	char info[4096] = "";

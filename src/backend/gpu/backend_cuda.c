@@ -2482,15 +2482,20 @@ static unsigned cuda_env_uint(const char *name, unsigned lo, unsigned hi,
  * first used: for a 1080p frame decoded by the engine 6 MiB of device
  * memory in and the tensor's out (5 MiB for 640x640x3 f32, and as much
  * pinned when the tensor is copied out). Returns the number of slots, and
- * the decoders to start in *threads. Before the slots are made. */
-static unsigned cuda_jpeg_plan(cuda_backend *cb, long ncpu, unsigned *threads,
-                               char *why, size_t why_size)
+ * the decoders to start in *threads. Before the slots are made. engine 0
+ * (--jpeg-engine=false, the default) plans as without the engine. */
+static unsigned cuda_jpeg_plan(cuda_backend *cb, int engine, long ncpu,
+                               unsigned *threads, char *why, size_t why_size)
 {
 	const char *gate = getenv("FPREP_NVJPEG_GATE");
 	long half = ncpu / 2;
 	unsigned n, helpers = 0, slots;
 
-	if (fprep__nvjpeg_open(&cb->nvjpeg, why, why_size) != 0)
+	if (!engine) {
+		snprintf(why, why_size,
+		         "the JPEG engine is off (--jpeg-engine=false)");
+		cb->nvjpeg = NULL;
+	} else if (fprep__nvjpeg_open(&cb->nvjpeg, why, why_size) != 0)
 		cb->nvjpeg = NULL;
 	n = cb->nvjpeg != NULL ? CUDA_ENGINE_DECODERS
 	    : half < 1         ? 1
@@ -3387,7 +3392,8 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	char jwhy[160] = "";
 	unsigned jthreads = 0;
 	cb->raw_slots = cb->nslots;
-	cb->nslots += cuda_jpeg_plan(cb, ncpu, &jthreads, jwhy, sizeof jwhy);
+	cb->nslots += cuda_jpeg_plan(cb, cfg->jpeg_engine, ncpu, &jthreads,
+	                             jwhy, sizeof jwhy);
 	cb->slots = calloc(cb->nslots, sizeof *cb->slots);
 	if (cb->slots == NULL) {
 		err = FPREP_ENOMEM;

@@ -22,6 +22,14 @@ typedef struct fprep__cuda_config {
 	int all_rows; /* 1: a staged H2D copies the whole frame; 0: only the
 	                 rows the kernel reads (row_plan.h) */
 	int trace;    /* keep the device clock's anchor for job->t_stage_ns */
+	/* 1: JPEG sources the engine takes (sequential Huffman) are decoded
+	 * there (nvJPEG's hardware backend); 0: by libjpeg-turbo on CPU
+	 * threads. The engine does not check that a file's data fills the
+	 * frame its header names: on an H200 a short file's frame showed
+	 * other data than its own in 269 of 400 replies after another
+	 * client's frames (integration_jpeg_race on GPU 0), so it is for
+	 * trusted clients only. */
+	int jpeg_engine;
 	uint64_t spin_ns; /* the lane and completion threads poll for work
 	                     (and the GPU) this long before sleeping; a
 	                     wait for the GPU first sleeps until shortly
