@@ -13,8 +13,20 @@
 #
 # nng's source comes from PyPI: the sdist of pynng 0.9.0 (the Python
 # binding) carries nng 1.11.0's complete source tree in pynng-0.9.0/nng/.
-# The tarball is checked against a pinned sha256 before anything is
-# extracted, and only nng/ is extracted.
+# It is fetched with `pip download --no-binary :all: --no-deps
+# pynng==0.9.0`, so pip's configuration (index, mirror, proxy, CA, e.g.
+# /etc/pip.conf or PIP_INDEX_URL) decides where from. The tarball is
+# checked against a pinned sha256 before anything is extracted, and only
+# nng/ is extracted.
+#
+# pip reads an sdist's metadata before it keeps it, and in an isolated
+# build environment that would mean building pynng's build requirements
+# (cmake among them) from source, since --no-binary is :all:. So pip runs
+# with --no-build-isolation in a venv of its own (DIR/pip-venv, made once
+# with python3 -m venv, Debian's python3-venv) that has setuptools-scm 8
+# or later (pynng's pyproject names a version_file, which Debian 12's
+# setuptools-scm 7 refuses) and wheel (setuptools 66's metadata step
+# needs it). Nothing is built: pip only reads the version.
 #
 # Usage: bash deploy/build-nng.sh [DIR]      (default: build-deps of the tree)
 # Prints the install prefix, DIR/nng-1.11.0 (CMake finds nng's package
@@ -24,14 +36,12 @@
 # Environment:
 #   FPREP_NNG_TARBALL  a local copy of pynng-0.9.0.tar.gz (no download;
 #                      still checked against the sha256)
-#   FPREP_NNG_URL      where to download it from (default: PyPI's file)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 nng_version=1.11.0
 sdist=pynng-0.9.0
 sha256=fcd839abf82a2934fa8c27ff57b574b41810458e35895bac6288814defa8fb4e
-url=${FPREP_NNG_URL:-https://files.pythonhosted.org/packages/4a/58/ec352db5f82a3fe56856fa9510dd051cdfba03c490dd58c0bbca0bdf7771/$sdist.tar.gz}
 
 dir=$(realpath -m "${1:-build-deps}")
 prefix=$dir/nng-$nng_version
@@ -49,19 +59,44 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 fi
 
 tarball=$dir/$sdist.tar.gz
+
+# pip_download DEST: pynng 0.9.0's sdist into DEST (see above).
+pip_download() {
+	local venv=$dir/pip-venv py
+	py=$(command -v /usr/bin/python3 || command -v python3) || {
+		echo "build-nng.sh: no python3 (Debian: python3-venv)" >&2
+		return 1
+	}
+	if ! "$venv/bin/python" -c 'import setuptools_scm, wheel, sys
+sys.exit(int(setuptools_scm.__version__.split(".")[0]) < 8)' 2>/dev/null; then
+		rm -rf "$venv"
+		"$py" -m venv "$venv" >&2 || {
+			echo "build-nng.sh: $py -m venv failed (Debian: python3-venv)" >&2
+			return 1
+		}
+		"$venv/bin/python" -m pip install -q --disable-pip-version-check \
+			"setuptools-scm>=8" wheel >&2 || return 1
+	fi
+	rm -rf "$1"
+	"$venv/bin/python" -m pip download -q --disable-pip-version-check \
+		--no-binary :all: --no-deps --no-build-isolation --dest "$1" \
+		pynng==0.9.0 >&2 && [ -f "$1/$sdist.tar.gz" ]
+}
 if [ -n "${FPREP_NNG_TARBALL:-}" ]; then
 	cp "$FPREP_NNG_TARBALL" "$tarball.part"
 	mv "$tarball.part" "$tarball"
 elif [ ! -f "$tarball" ]; then
-	echo "== nng $nng_version: fetching $url" >&2
-	curl -fsSL --retry 3 -o "$tarball.part" "$url" || {
-		echo "build-nng.sh: could not fetch $url: put the file at" \
-			"$tarball, or name a copy with FPREP_NNG_TARBALL" \
-			"(or configure with -DFPREP_NNG=system)" >&2
-		rm -f "$tarball.part"
+	echo "== nng $nng_version: pip download --no-binary :all: --no-deps" \
+		"pynng==0.9.0 (into $dir)" >&2
+	if ! pip_download "$dir/pip-download"; then
+		echo "build-nng.sh: could not fetch pynng 0.9.0's sdist with pip" \
+			"(its output is above): put the file at $tarball, or name a" \
+			"copy with FPREP_NNG_TARBALL (or configure with" \
+			"-DFPREP_NNG=system)" >&2
 		exit 1
-	}
-	mv "$tarball.part" "$tarball"
+	fi
+	mv "$dir/pip-download/$sdist.tar.gz" "$tarball"
+	rm -rf "$dir/pip-download"
 fi
 if ! echo "$sha256  $tarball" | sha256sum -c --status; then
 	echo "build-nng.sh: $tarball: sha256 $(sha256sum "$tarball" | cut -d' ' -f1)," \

@@ -41,7 +41,8 @@ packages=(
 	libuv1-dev libnng-dev nng-utils libcmocka-dev libinih-dev libstb-dev
 	libturbojpeg0-dev libjpeg62-turbo-dev libjansson-dev
 	libsystemd-dev libacl1-dev libmicrohttpd-dev python3-prometheus-client
-	python3-opencv python3-numpy python3-venv python3-pytest gnuplot-nox ffmpeg
+	python3-opencv python3-numpy python3-venv python3-pip python3-dev
+	python3-pytest gnuplot-nox ffmpeg
 	clang-format git patch ca-certificates curl
 	clang libclang-rt-14-dev
 )
