@@ -42,6 +42,41 @@ def check(cond, what):
         raise Fail(what)
 
 
+class ThreadStop:
+    """Holds one thread of a child process stopped (ptrace SEIZE +
+    INTERRUPT stop that thread alone, the process's others run on) until
+    release()."""
+    SEIZE, INTERRUPT, DETACH = 0x4206, 0x4207, 17
+
+    def __init__(self, tid):
+        import ctypes
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long,
+                                     ctypes.c_void_p, ctypes.c_void_p]
+        self.tid = tid
+        if self.libc.ptrace(self.SEIZE, tid, None, None) != 0:
+            raise Skip(f"ptrace: {os.strerror(ctypes.get_errno())}")
+        check(self.libc.ptrace(self.INTERRUPT, tid, None, None) == 0,
+              "PTRACE_INTERRUPT")
+        os.waitpid(tid, 0x40000000)  # __WALL: the thread has stopped
+
+    def release(self):
+        self.libc.ptrace(self.DETACH, self.tid, None, None)
+
+
+def threads_named(pid, name):
+    """The ids of process pid's threads whose name (comm) is name."""
+    out = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().strip() == name:
+                    out.append(int(tid))
+        except FileNotFoundError:
+            pass
+    return out
+
+
 class Daemon:
     """A frameprepd process on a scratch socket."""
 
@@ -1103,21 +1138,41 @@ def test_flood(tmp):
             except OSError:
                 pass  # closed by the daemon
 
-        # 20 requests for 3 MiB tensors, read later (16 accepted, 4
-        # refused: 20 replies held, within the connection's share of the
-        # slots, a third of --max-inflight's 64); then 70 for 48 MiB
-        # tensors (2048x2048x3 float32), never read, the first alone so
-        # that its reply fills the connection and the refusals pile up
-        # behind it.
+        # 20 requests for 3 MiB tensors, read later: 16 accepted, 4
+        # refused (20 replies held, within the connection's share of the
+        # slots, a third of --max-inflight's 64). A request counts against
+        # --max-inflight-per-conn until its work is done, so the daemon's
+        # one worker is held stopped while they arrive: otherwise a worker
+        # that keeps up with the sender (a loaded machine slows the
+        # sender) never has 17 in flight. The 4 refusals come back while
+        # it is held, which says all 20 were taken.
         small = [fpwire.request(request_id=100 + i, out_width=512,
                                 out_height=512) for i in range(20)]
+        workers = threads_named(d.proc.pid, "fp-cpu-worker")
+        check(len(workers) == 1, f"worker threads: {workers}")
+        c = fpwire.SpReq(d.url, timeout=30)
+        flooders.append(c)
+        held = ThreadStop(workers[0])
+        try:
+            for q in small:
+                c.send(q)
+            early = [fpwire.reply(c.recv()[1]) for _ in range(4)]
+        finally:
+            held.release()
+        check(all(r["status_name"] == "EBUSY" for r in early),
+              f"with the worker held, 20 pipelined requests: the first 4 "
+              f"replies {[r['status_name'] for r in early]}, not EBUSY")
+        for r in early:
+            check("--max-inflight-per-conn 16" in r["message"],
+                  f"EBUSY message: {r['message']!r}")
+        # Then 70 for 48 MiB tensors (2048x2048x3 float32), never read,
+        # the first alone so that its reply fills the connection and the
+        # refusals pile up behind it.
         big = [fpwire.request(request_id=200 + i, out_width=2048,
                               out_height=2048) for i in range(70)]
-        for reqs, pause in ((small, 0), (big, 1.0)):
-            c = fpwire.SpReq(d.url, timeout=30)
-            flooders.append(c)
-            threads.append(threading.Thread(target=flood,
-                                            args=(c, reqs, pause)))
+        c = fpwire.SpReq(d.url, timeout=30)
+        flooders.append(c)
+        threads.append(threading.Thread(target=flood, args=(c, big, 1.0)))
         threads.append(threading.Thread(target=sample))
         for t in threads:
             t.start()
@@ -1145,17 +1200,15 @@ def test_flood(tmp):
               f"connection (bound {rss_bound} MiB"
               f"{' under ThreadSanitizer' if tsan else ''})")
         status = {}
-        for _ in small:
+        for _ in range(len(small) - len(early)):
             _, body = flooders[0].recv()
             r = fpwire.reply(body)
             status[r["status_name"]] = status.get(r["status_name"], 0) + 1
-            if r["status_name"] == "EBUSY":
-                check("--max-inflight-per-conn 16" in r["message"],
-                      f"EBUSY message: {r['message']!r}")
-        print(f"reading client: {status}")
-        check(status.get("EBUSY", 0) >= 1 and status.get("OK", 0) >= 1 and
-              status.get("OK", 0) + status.get("EBUSY", 0) == len(small),
-              f"{len(small)} pipelined requests answered {status}")
+        print(f"reading client: 4 EBUSY while the worker was held, then "
+              f"{status}")
+        check(status == {"OK": len(small) - len(early)},
+              f"the {len(small) - len(early)} accepted requests answered "
+              f"{status}")
         log = d.log_text()
         check("--max-reply-bytes" in log,
               "no EBUSY for the reply byte share in the log")

@@ -304,12 +304,12 @@ int main(int argc, char **argv)
 			       info_u64(info, "doorbell_requests") == d0)
 				;
 			if (!atomic_load(&b.done)) {
-				REQUIRE(kill(pid, SIGSTOP) == 0);
+				REQUIRE(daemon_pause(pid) == 0);
 				stopped = 1;
 			}
 			pthread_join(t, NULL);
 			if (stopped)
-				REQUIRE(kill(pid, SIGCONT) == 0);
+				REQUIRE(daemon_resume(pid) == 0);
 			else
 				printf("the large frame was answered before "
 				       "the stop: again\n");

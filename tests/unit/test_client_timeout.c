@@ -92,7 +92,7 @@ int main(int argc, char **argv)
 	REQUIRE(fprep_client_info(early, &r) == 0);
 	fprep_result_fini(&r);
 
-	REQUIRE(kill(pid, SIGSTOP) == 0);
+	REQUIRE(daemon_pause(pid) == 0); /* every thread stopped */
 	t0 = now_ms();
 	snprintf(cmd, sizeof(cmd), "'%s' info --socket '%s' --timeout %d 2>&1",
 	         argv[2], ipc, TIMEOUT_MS);
@@ -128,7 +128,7 @@ int main(int argc, char **argv)
 	       "CLI %.0f ms\n",
 	       TIMEOUT_MS, late_ms, early_ms, cli_ms);
 
-	REQUIRE(kill(pid, SIGCONT) == 0);
+	REQUIRE(daemon_resume(pid) == 0);
 	fprep_client_close(early);
 	CHECK(daemon_answers(ipc), "the continued daemon does not answer");
 	CHECK(daemon_stop(pid) == 0, "the daemon did not stop cleanly");
