@@ -44,9 +44,9 @@ struct http_conn {
 static struct {
 	struct MHD_Daemon *httpd;
 	unsigned port;
-	atomic_int ready;        /* -1 starting, 1 serving, 0 stopped */
+	atomic_int ready;         /* -1 starting, 1 serving, 0 stopped */
 	_Atomic uint64_t beat_ms; /* the loop's last heartbeat; 0: none yet */
-	double start_time;       /* process start, seconds since the epoch */
+	double start_time;        /* process start, seconds since the epoch */
 
 	pthread_mutex_t mu; /* guards conns and stop */
 	pthread_cond_t wake;

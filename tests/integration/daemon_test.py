@@ -960,6 +960,20 @@ def test_cli_errors(tmp):
     with open(garbage, "wb") as f:
         f.write(b"this is not an image\n" * 10)
     cases.append((["send", garbage], 3, "cannot decode image: "))
+    # A photograph cut short says so, in each format stb_image reads.
+    import cv2
+    photo = np.random.default_rng(5).integers(0, 256, (96, 128, 3),
+                                              np.uint8)
+    for ext in ("png", "jpg", "bmp"):
+        ok, data = cv2.imencode("." + ext, photo)
+        check(ok, f"cv2.imencode {ext}")
+        cut = os.path.join(tmp, f"cut.{ext}")
+        with open(cut, "wb") as f:
+            f.write(data.tobytes()[:len(data) // 2])
+        cases.append((["send", cut], 3, "the file is truncated"))
+    cases.append((["send", garbage, "--size", "0x0"], 2,
+                  "bad value '0x0' for --size: WxH, width and height each "
+                  "1..65535"))
     huge = os.path.join(tmp, "huge.png")
     png_header_only(huge, 20000, 20000)
     cases.append((["send", huge], 3, "20000x20000 pixels, too large"))
@@ -971,6 +985,23 @@ def test_cli_errors(tmp):
                            f"{out}")
         check("nng error" not in out, f"frameprep {' '.join(argv)}: {out}")
         print(f"ok frameprep {' '.join(argv)}: {out.strip()}")
+
+    # --shm over tcp://: the daemon refuses the REGISTER, and the CLI
+    # exits 1 ("refused by the daemon"), as its --help says.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    d = Daemon(tmp, "--listen", f"tcp://127.0.0.1:{port}", name="t.sock")
+    try:
+        ok_png = os.path.join(tmp, "ok.png")
+        check(cv2.imwrite(ok_png, photo), "cv2.imwrite")
+        out = tool_run([ARGS.cli, "send", ok_png, "--shm", "--socket",
+                        f"tcp://127.0.0.1:{port}"], (1,))
+        check("ipc://" in out, f"send --shm over tcp://: {out}")
+        print(f"ok frameprep send --shm over tcp://: exit 1: "
+              f"{out.strip().splitlines()[-1]}")
+    finally:
+        d.stop()
 
     helps = [[ARGS.cli, "--help"], [ARGS.daemon, "-h"],
              [ARGS.daemon, "--help"], [bench_path(), "--help"]]
