@@ -1160,12 +1160,21 @@ def test_flood(tmp):
                 peak[0] = max(peak[0], vmrss(d.proc.pid))
                 time.sleep(0.01)
 
-        def flood(c, reqs, pause):
+        def flood(c, reqs):
+            """Sends reqs[0], waits until its reply has begun to arrive
+            (the daemon's send of 48 MiB is then stuck behind a reader
+            that never reads: the socket is readable, and left so), then
+            sends the rest. A fixed pause was not enough on a loaded
+            machine: a reply not yet begun leaves the pipe free, the
+            refusals go out at once and the connection is never found
+            not reading."""
+            import select
             try:
-                for i, q in enumerate(reqs):
+                c.send(reqs[0])
+                ready, _, _ = select.select([c.sock], [], [], 60)
+                begun[0] = bool(ready)
+                for q in reqs[1:]:
                     c.send(q)
-                    if i == 0:
-                        time.sleep(pause)
             except OSError:
                 pass  # closed by the daemon
 
@@ -1203,7 +1212,8 @@ def test_flood(tmp):
                               out_height=2048) for i in range(70)]
         c = fpwire.SpReq(d.url, timeout=30)
         flooders.append(c)
-        threads.append(threading.Thread(target=flood, args=(c, big, 1.0)))
+        begun = [False]
+        threads.append(threading.Thread(target=flood, args=(c, big)))
         threads.append(threading.Thread(target=sample))
         for t in threads:
             t.start()
@@ -1240,6 +1250,7 @@ def test_flood(tmp):
         check(status == {"OK": len(small) - len(early)},
               f"the {len(small) - len(early)} accepted requests answered "
               f"{status}")
+        check(begun[0], "the first 48 MiB reply did not begin within 60 s")
         log = d.log_text()
         check("--max-reply-bytes" in log,
               "no EBUSY for the reply byte share in the log")
