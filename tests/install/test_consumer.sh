@@ -59,7 +59,7 @@ check "pkg-config build, LD_LIBRARY_PATH" \
 check "pkg-config build, -Wl,-rpath" env -u LD_LIBRARY_PATH "$work/app-rpath"
 # Without the path the pkg-config build must not find the prefix's library
 # (frameprep.pc adds no run path). It may find another install's (the
-# README's `cmake --install build` puts one in /usr/local): ask the loader
+# operations guide's `cmake --install build` puts one in /usr/local): ask the loader
 # which one it maps. (awk reads all of ldd's output: `ldconfig -p | grep -q`
 # under pipefail failed when grep's early exit gave ldconfig a SIGPIPE.)
 found=$(env -u LD_LIBRARY_PATH ldd "$work/app-pc" 2>/dev/null |

@@ -15,7 +15,7 @@ behind one client, against CPU daemons, with daemon_test.py's helpers.
             keep a scraper out, and are closed once their request has taken
             10 s; 48 of them from one address leave room for another.
   dashboard deploy/grafana-frameprep.json is valid JSON with the panels
-            the README names; every series its queries use is in a CPU
+            deploy/README.md names; every series its queries use is in a CPU
             daemon's scrape (the GPU-only ones aside) with the labels they
             group by, and promtool check rules parses each query.
   failover  two daemons behind one frameprep-bench (--socket A --socket B,
