@@ -23,8 +23,12 @@
 #include "frameprep/frameprep.h"
 
 #define TIMEOUT_MS 2000
-/* Accepted: from the timeout to this much more. */
-#define SLACK_MS 1500
+/* Accepted: from the timeout to this much more. What the test tells
+ * apart is the client's 2 s from nng's 10 s handshake; the slack absorbs
+ * the CLI's start (popen, an ASan binary's start-up) on a loaded machine.
+ * Measured: 2.00-2.11 s idle, under 2.5 s beside stress-ng --cpu 2 with
+ * ASan. */
+#define SLACK_MS 5000
 
 static fprep_client *early; /* opened before the stop */
 static int early_err;
