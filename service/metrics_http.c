@@ -62,9 +62,9 @@ struct http_conn {
 static struct {
 	struct MHD_Daemon *httpd;
 	unsigned port;
-	atomic_int ready;        /* -1 starting, 1 serving, 0 stopped */
-	_Atomic uint64_t beat_s; /* the loop's last heartbeat; 0: none yet */
-	double start_time;       /* process start, seconds since the epoch */
+	atomic_int ready;         /* -1 starting, 1 serving, 0 stopped */
+	_Atomic uint64_t beat_ms; /* the loop's last heartbeat; 0: none yet */
+	double start_time;        /* process start, seconds since the epoch */
 
 	pthread_mutex_t mu; /* guards conns, cut and stop */
 	uint64_t cut;       /* connections cut for a new one, not yet logged */
@@ -151,22 +151,36 @@ void fprep__metrics_ready(int ready)
 	atomic_store(&http.ready, ready ? 1 : 0);
 }
 
+/* http_now_ms is CLOCK_MONOTONIC in milliseconds, never 0 (0 means "no
+ * heartbeat yet"). The heartbeat is kept to the millisecond: in whole
+ * seconds a beat at 4.99 s and a look at 14.0 s would be "10 s old" after
+ * 9.01 s. */
+static uint64_t http_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 + 1;
+}
+
 void fprep__metrics_heartbeat(void)
 {
-	atomic_store_explicit(&http.beat_s, http_now_s(), memory_order_relaxed);
+	atomic_store_explicit(&http.beat_ms, http_now_ms(),
+	                      memory_order_relaxed);
 }
 
 int fprep__metrics_liveness(char *buf, size_t size)
 {
 	uint64_t beat =
-	        atomic_load_explicit(&http.beat_s, memory_order_relaxed);
-	uint64_t now = http_now_s();
+	        atomic_load_explicit(&http.beat_ms, memory_order_relaxed);
+	uint64_t now = http_now_ms();
 
-	if (beat != 0 && now - beat >= FPREP__METRICS_HTTP_STALL_S) {
+	if (beat != 0 && now > beat &&
+	    now - beat >= (uint64_t)FPREP__METRICS_HTTP_STALL_S * 1000) {
 		snprintf(buf, size,
 		         "not live: the event loop has not turned for %" PRIu64
-		         " s\n",
-		         now - beat);
+		         ".%03" PRIu64 " s\n",
+		         (now - beat) / 1000, (now - beat) % 1000);
 		return 0;
 	}
 	snprintf(buf, size, "ok\n");

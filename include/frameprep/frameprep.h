@@ -45,6 +45,7 @@
 extern "C" {
 #endif
 
+/* FPREP_VERSION_STRING: the version of frameprep these headers are of. */
 #define FPREP_VERSION_STRING "0.1.0"
 
 /* fprep_err: every error frameprep reports, on the wire (reply status) and
@@ -71,6 +72,8 @@ extern "C" {
 	XX(EMISMATCH, 18, "reply does not match request")                     \
 	XX(EFORKED, 19, "client of the parent used in a forked child")
 
+/* fprep_err: the numbers of FPREP_ERRNO_MAP, FPREP_OK = 0 first, each
+ * FPREP_ plus the name (FPREP_EINVAL); never reused. */
 enum fprep_err {
 #define FPREP_ERR_ENUM(name, num, text) FPREP_##name = num,
 	FPREP_ERRNO_MAP(FPREP_ERR_ENUM)
@@ -90,12 +93,12 @@ FPREP_EXTERN const char *fprep_err_name(int err);
  * pad_y the left and top padding in tensor pixels; scale_x and scale_y the
  * factors from source pixels to tensor pixels (resized / source size). */
 typedef struct fprep_transform {
-	uint32_t resized_w;
-	uint32_t resized_h;
-	uint32_t pad_x;
-	uint32_t pad_y;
-	float scale_x;
-	float scale_y;
+	uint32_t resized_w; /* the resized image's width in the tensor */
+	uint32_t resized_h; /* the resized image's height in the tensor */
+	uint32_t pad_x;     /* tensor pixels of padding on the left */
+	uint32_t pad_y;     /* tensor pixels of padding on the top */
+	float scale_x;      /* source pixels -> tensor pixels, x */
+	float scale_y;      /* source pixels -> tensor pixels, y */
 } fprep_transform;
 
 /* fprep_transform_compute computes the transform of a valid FRAME request
@@ -316,10 +319,10 @@ FPREP_EXTERN const char *fprep_client_last_error(const fprep_client *client);
  * result stays valid after its client is closed. Release it with
  * fprep_result_fini, from any thread. */
 typedef struct fprep_result {
-	fprep_reply_header header;
-	const void *payload;
-	size_t payload_size;
-	void *priv; /* internal: what owns the payload */
+	fprep_reply_header header; /* the decoded reply header */
+	const void *payload;       /* the tensor or text, or NULL */
+	size_t payload_size;       /* bytes at payload */
+	void *priv;                /* internal: what owns the payload */
 } fprep_result;
 
 /* fprep_result_fini releases what a result owns and zeroes it. */

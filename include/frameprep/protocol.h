@@ -448,12 +448,12 @@
 extern "C" {
 #endif
 
-#define FPREP_PROTOCOL_VERSION    1
+#define FPREP_PROTOCOL_VERSION    1 /* the version this header describes */
 #define FPREP_REQUEST_MAGIC       0x51525046u /* "FPRQ" as little-endian bytes */
 #define FPREP_REPLY_MAGIC         0x50525046u /* "FPRP" as little-endian bytes */
-#define FPREP_REQUEST_HEADER_SIZE 128
-#define FPREP_REPLY_HEADER_SIZE   256
-#define FPREP_MESSAGE_SIZE        144
+#define FPREP_REQUEST_HEADER_SIZE 128         /* bytes of a request header */
+#define FPREP_REPLY_HEADER_SIZE   256         /* bytes of a reply header */
+#define FPREP_MESSAGE_SIZE        144         /* bytes of a reply's message */
 #define FPREP_REGION_NAME_MAX     63 /* bytes of a region name, '/' included */
 
 /* fprep_kind: what a request asks for. */
@@ -486,15 +486,15 @@ FPREP_EXTERN const char *fprep_kind_name(unsigned kind);
 
 /* The doorbell area (see "Doorbells" above): its header, one entry, the
  * offsets in an entry, and the most entries an area may have. */
-#define FPREP_DOORBELL_HEADER_SIZE 64
-#define FPREP_DOORBELL_ENTRY_SIZE  512
-#define FPREP_DOORBELL_REQUEST_AT  64
-#define FPREP_DOORBELL_REPLY_AT    256
-#define FPREP_DOORBELL_ENTRIES_MAX 64
+#define FPREP_DOORBELL_HEADER_SIZE 64  /* bytes before the first entry */
+#define FPREP_DOORBELL_ENTRY_SIZE  512 /* bytes of one entry */
+#define FPREP_DOORBELL_REQUEST_AT  64  /* the request header in an entry */
+#define FPREP_DOORBELL_REPLY_AT    256 /* the reply header in an entry */
+#define FPREP_DOORBELL_ENTRIES_MAX 64  /* the most entries of an area */
 /* The area's wake word (offset 4) and its bits. */
 #define FPREP_DOORBELL_WAKE_AT    4
-#define FPREP_DOORBELL_WAKE_ARMED 1u
-#define FPREP_DOORBELL_WAKE_RUNG  2u
+#define FPREP_DOORBELL_WAKE_ARMED 1u /* the daemon sleeps on the word */
+#define FPREP_DOORBELL_WAKE_RUNG  2u /* a client has rung it */
 
 /* fprep_doorbell_state: an entry's state word. */
 enum fprep_doorbell_state {
@@ -572,7 +572,7 @@ enum fprep_rounding {
 	FPREP_ROUNDING_FLOAT = 0,
 	FPREP_ROUNDING_OPENCV = 1,
 };
-#define FPREP_RESIZE_ROUNDING_SHIFT 4
+#define FPREP_RESIZE_ROUNDING_SHIFT 4 /* rounding's bits in the resize byte */
 
 /* fprep_channel_order: channel order of the tensor. GRAY is one channel and
  * requires a GRAY8 source; RGB and BGR are three channels (a GRAY8 source is
@@ -627,48 +627,48 @@ typedef struct fprep_limits {
 	/* ROIS and BATCH: elements of one request (0: none accepted), and
 	 * the bytes of its whole tensor and of a BATCH's frames' span. */
 	uint32_t max_elements;
-	uint64_t max_batch_bytes;
+	uint64_t max_batch_bytes; /* ROIS, BATCH: tensor and frames bytes */
 	/* JPEG sources: the scans of one file (a progressive file holds
 	 * about 10; every scan is a pass over the frame), and scans x
 	 * pixels, the decode's work. Past either the decode stops with
 	 * FPREP_ELIMIT. 0 (a daemon that does not tell): not known. */
-	uint32_t max_jpeg_scans;
-	uint64_t max_jpeg_scan_pixels;
+	uint32_t max_jpeg_scans;       /* JPEG: scans of one file */
+	uint64_t max_jpeg_scan_pixels; /* JPEG: scans x pixels of one file */
 } fprep_limits;
 
 /* fprep_request: a decoded request header, in host byte order. Field
  * meanings are those of the wire table above. */
 typedef struct fprep_request {
-	uint16_t version;
-	uint16_t kind;
-	uint64_t request_id;
-	uint16_t src_format;
-	uint8_t yuv_matrix;
-	uint8_t yuv_range;
-	uint32_t src_width;
-	uint32_t src_height;
-	uint32_t src_stride;
-	uint32_t out_width;
-	uint32_t out_height;
-	uint8_t resize;
-	uint8_t channel_order;
-	uint8_t dtype;
-	uint8_t layout;
-	float pad_value;
-	float scale;
-	float mean[3];
-	float std[3];
-	uint8_t input_loc;
-	uint8_t output_loc;
-	uint16_t uv_stride;
-	uint32_t in_region;
-	uint32_t out_region;
-	uint64_t in_offset;
-	uint64_t out_offset;
-	uint64_t out_capacity;
-	uint64_t input_size;
-	uint32_t u_offset;
-	uint32_t v_offset;
+	uint16_t version;      /* FPREP_PROTOCOL_VERSION */
+	uint16_t kind;         /* enum fprep_kind */
+	uint64_t request_id;   /* chosen by the client, echoed in the reply */
+	uint16_t src_format;   /* enum fprep_pixel_format of the frame */
+	uint8_t yuv_matrix;    /* enum fprep_yuv_matrix (YUV sources) */
+	uint8_t yuv_range;     /* enum fprep_yuv_range (YUV sources) */
+	uint32_t src_width;    /* source width, pixels */
+	uint32_t src_height;   /* source height, pixels */
+	uint32_t src_stride;   /* bytes from one row (of Y) to the next */
+	uint32_t out_width;    /* tensor width, pixels */
+	uint32_t out_height;   /* tensor height, pixels */
+	uint8_t resize;        /* enum fprep_resize */
+	uint8_t channel_order; /* enum fprep_channel_order of the tensor */
+	uint8_t dtype;         /* enum fprep_dtype of the tensor */
+	uint8_t layout;        /* enum fprep_layout of the tensor */
+	float pad_value;       /* border value, source pixel units */
+	float scale;           /* multiplier of the pixel values */
+	float mean[3];         /* subtracted after scaling, per channel */
+	float std[3];          /* divisor after the mean, per channel */
+	uint8_t input_loc;     /* enum fprep_location of the frame */
+	uint8_t output_loc;    /* enum fprep_location of the tensor */
+	uint16_t uv_stride;    /* NV12, I420: bytes per chroma row */
+	uint32_t in_region;    /* the frame's region id, else 0 */
+	uint32_t out_region;   /* the tensor's region id, else 0 */
+	uint64_t in_offset;    /* the frame's offset in in_region */
+	uint64_t out_offset;   /* the tensor's offset in out_region */
+	uint64_t out_capacity; /* bytes available at out_offset */
+	uint64_t input_size;   /* bytes of the frame */
+	uint32_t u_offset;     /* NV12: UV plane, I420: U plane offset */
+	uint32_t v_offset;     /* I420: V plane offset */
 	uint8_t shm_reply; /* 1: FPREP_LOC_F_SHM_REPLY (wire: output_loc bit 7)
 	                    */
 	uint8_t rounding;  /* enum fprep_rounding (wire: resize bits 4-7) */
@@ -677,17 +677,17 @@ typedef struct fprep_request {
 	 * payload's start (ROIS: input_size; BATCH: max_k(offset +
 	 * input_size)). 0 for the other kinds. */
 	uint32_t elements;
-	uint64_t input_span;
+	uint64_t input_span; /* ROIS and BATCH: bytes the elements read */
 } fprep_request;
 
 /* The element table of ROIS and BATCH requests (see above): its header,
  * one record, one reply transform record, the most elements the protocol
  * allows, and the largest |coordinate| of a BOX or AFFINE. */
-#define FPREP_TABLE_HEADER_SIZE 8
-#define FPREP_ELEMENT_SIZE      32
-#define FPREP_ELEMENT_XF_SIZE   32
-#define FPREP_ELEMENTS_MAX      4096
-#define FPREP_ELEMENT_COORD_MAX 1048576.0f
+#define FPREP_TABLE_HEADER_SIZE 8          /* bytes of the table's header */
+#define FPREP_ELEMENT_SIZE      32         /* bytes of one element record */
+#define FPREP_ELEMENT_XF_SIZE   32         /* bytes of one reply transform */
+#define FPREP_ELEMENTS_MAX      4096       /* the most elements of a request */
+#define FPREP_ELEMENT_COORD_MAX 1048576.0f /* the largest |coordinate| */
 
 /* fprep_element_type: what one element of a ROIS or BATCH request is. */
 enum fprep_element_type {
@@ -708,23 +708,23 @@ typedef struct fprep_element {
  * tensor point (u, v) is source point (origin_x + (u - pad_x) / scale_x,
  * origin_y + (v - pad_y) / scale_y). All zero for an AFFINE element. */
 typedef struct fprep_element_xf {
-	uint32_t resized_w;
-	uint32_t resized_h;
-	uint32_t pad_x;
-	uint32_t pad_y;
-	float scale_x;
-	float scale_y;
-	float origin_x;
-	float origin_y;
+	uint32_t resized_w; /* the resized box's width in the tensor */
+	uint32_t resized_h; /* the resized box's height in the tensor */
+	uint32_t pad_x;     /* tensor pixels of padding on the left */
+	uint32_t pad_y;     /* tensor pixels of padding on the top */
+	float scale_x;      /* source pixels -> tensor pixels, x */
+	float scale_y;      /* source pixels -> tensor pixels, y */
+	float origin_x;     /* the box's left edge, source pixels */
+	float origin_y;     /* the box's top edge, source pixels */
 } fprep_element_xf;
 
 /* fprep_register_request: a decoded REGISTER, UNREGISTER or REGISTER_CUDA
  * request (see the kinds above), in host byte order. */
 typedef struct fprep_register_request {
-	uint16_t version;
-	uint16_t kind; /* FPREP_KIND_REGISTER, _UNREGISTER, _REGISTER_CUDA or
-	                  _DOORBELL */
-	uint64_t request_id;
+	uint16_t version; /* FPREP_PROTOCOL_VERSION */
+	uint16_t kind;    /* FPREP_KIND_REGISTER, _UNREGISTER, _REGISTER_CUDA or
+	                     _DOORBELL */
+	uint64_t request_id;  /* chosen by the client, echoed in the reply */
 	uint64_t region_size; /* REGISTER: bytes to map; REGISTER_CUDA: of the
 	                       * client's buffer */
 	uint32_t region_id;   /* UNREGISTER: the region to drop; DOORBELL:
@@ -735,39 +735,39 @@ typedef struct fprep_register_request {
 	/* REGISTER_CUDA: the buffer's offset from its allocation's base, the
 	 * allocation's cudaIpcMemHandle_t and its device's UUID. */
 	uint64_t cuda_offset;
-	uint8_t cuda_handle[FPREP_CUDA_HANDLE_SIZE];
-	uint8_t cuda_uuid[FPREP_CUDA_UUID_SIZE];
+	uint8_t cuda_handle[FPREP_CUDA_HANDLE_SIZE]; /* cudaIpcMemHandle_t */
+	uint8_t cuda_uuid[FPREP_CUDA_UUID_SIZE];     /* the device's UUID */
 } fprep_register_request;
 
 /* fprep_reply_header: a decoded reply header, in host byte order. */
 typedef struct fprep_reply_header {
-	uint16_t version;
-	uint16_t kind;
-	uint64_t request_id;
-	uint32_t status;
-	uint8_t dtype;
-	uint8_t layout;
-	uint8_t ndim;
-	uint8_t output_loc;
-	uint32_t shape[4];
-	float scale_x;
-	float scale_y;
-	float pad_x;
-	float pad_y;
-	uint32_t t_queue_us;
-	uint32_t t_compute_us;
-	uint32_t t_h2d_us;
-	uint32_t t_kernel_us;
-	uint32_t t_d2h_us;
-	uint32_t t_total_us;
-	uint64_t payload_size;
-	uint64_t tensor_size;
-	uint32_t region_id;
-	uint32_t flags;
+	uint16_t version;      /* FPREP_PROTOCOL_VERSION */
+	uint16_t kind;         /* the request's kind */
+	uint64_t request_id;   /* the request's id */
+	uint32_t status;       /* enum fprep_err; FPREP_OK = 0 */
+	uint8_t dtype;         /* enum fprep_dtype of the tensor */
+	uint8_t layout;        /* enum fprep_layout of the tensor */
+	uint8_t ndim;          /* entries of shape used (4 for tensors) */
+	uint8_t output_loc;    /* enum fprep_location: where the tensor is */
+	uint32_t shape[4];     /* NCHW (1, C, H, W) or NHWC (1, H, W, C) */
+	float scale_x;         /* source pixels -> tensor pixels, x */
+	float scale_y;         /* source pixels -> tensor pixels, y */
+	float pad_x;           /* tensor pixels of padding on the left */
+	float pad_y;           /* tensor pixels of padding on the top */
+	uint32_t t_queue_us;   /* receipt to start of work, microseconds */
+	uint32_t t_compute_us; /* preprocessing, microseconds */
+	uint32_t t_h2d_us;     /* host-to-device copy (GPU), microseconds */
+	uint32_t t_kernel_us;  /* kernel (GPU), microseconds */
+	uint32_t t_d2h_us;     /* device-to-host copy (GPU), microseconds */
+	uint32_t t_total_us;   /* receipt to reply, microseconds */
+	uint64_t payload_size; /* bytes after the header */
+	uint64_t tensor_size;  /* bytes of the tensor, wherever written */
+	uint32_t region_id;    /* REGISTER: the new region's id */
+	uint32_t flags;        /* FPREP_REPLY_F_* bits */
 	char message[FPREP_MESSAGE_SIZE]; /* always NUL-terminated */
-	uint16_t decoded_width; /* JPEG source: decoded size, else 0 */
-	uint16_t decoded_height;
-	uint32_t t_decode_us; /* JPEG source: decode time, else 0 */
+	uint16_t decoded_width;  /* JPEG source: decoded width, else 0 */
+	uint16_t decoded_height; /* JPEG source: decoded height, else 0 */
+	uint32_t t_decode_us;    /* JPEG source: decode time, else 0 */
 } fprep_reply_header;
 
 /* fprep_pixel_bytes returns the bytes per pixel of a format's rows at
@@ -884,9 +884,11 @@ FPREP_EXTERN void fprep_element_transform(const fprep_request *req,
                                           fprep_element_xf *xf);
 
 /* fprep_element_xf_encode writes *xf as its FPREP_ELEMENT_XF_SIZE-byte
- * reply record at buf; fprep_element_xf_decode reads one. */
+ * reply record at buf. */
 FPREP_EXTERN void fprep_element_xf_encode(const fprep_element_xf *xf,
                                           void *buf);
+/* fprep_element_xf_decode reads one FPREP_ELEMENT_XF_SIZE-byte reply
+ * record at buf into *xf. */
 FPREP_EXTERN void fprep_element_xf_decode(const void *buf,
                                           fprep_element_xf *xf);
 

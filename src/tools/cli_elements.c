@@ -121,10 +121,14 @@ static int el_parse(const char *cmd, int argc, char **argv,
 			break;
 		}
 		if (v < 0) {
+			const char *values = tool_option_values(opt);
+
 			fprintf(stderr,
 			        "frameprep %s: bad value '%s' for an "
-			        "option\n",
-			        cmd, optarg != NULL ? optarg : "");
+			        "option%s%s\n",
+			        cmd, optarg != NULL ? optarg : "",
+			        values != NULL ? ": " : "",
+			        values != NULL ? values : "");
 			return -1;
 		}
 	}

@@ -1216,8 +1216,14 @@ static int bench_parse(int argc, char **argv, bench_opts *o)
 			return -1;
 		default:
 			n = tool_preprocess_option(&pre, c, optarg);
-			if (n < 0)
-				return bench_bad(bench_opt_name(c), optarg);
+			if (n < 0) {
+				fprintf(stderr,
+				        "frameprep-bench: invalid %s '%s': "
+				        "%s\n",
+				        bench_opt_name(c), optarg,
+				        tool_option_values(c));
+				return 2;
+			}
 			if (n > 0) {
 				bench_usage(stderr);
 				return 2;

@@ -295,9 +295,13 @@ static int cli_parse(const char *cmd, int argc, char **argv,
 			break;
 		}
 		if (v < 0) {
+			const char *values = tool_option_values(opt);
+
 			fprintf(stderr,
-			        "frameprep %s: bad value '%s' for --%s\n", cmd,
-			        optarg, cli_opt_name(opt));
+			        "frameprep %s: bad value '%s' for --%s%s%s\n",
+			        cmd, optarg, cli_opt_name(opt),
+			        values != NULL ? ": " : "",
+			        values != NULL ? values : "");
 			return -1;
 		}
 	}
@@ -404,12 +408,65 @@ static int cli_png_size(FILE *f, uint32_t *w, uint32_t *h)
 	return 0;
 }
 
+/* cli_truncated tells whether f, whose decode failed, is a PNG, JPEG or
+ * BMP file cut short: a PNG that does not end with its IEND chunk, a JPEG
+ * without its EOI marker (FF D9) at the end, a BMP shorter than its
+ * header's file size. Writes the format's name into *format. */
+static int cli_truncated(FILE *f, const char **format)
+{
+	static const uint8_t png_sig[8] = {0x89, 'P',  'N',  'G',
+	                                   '\r', '\n', 0x1a, '\n'};
+	static const uint8_t iend[12] = {0,   0,   0,    0,    'I',  'E',
+	                                 'N', 'D', 0xae, 0x42, 0x60, 0x82};
+	uint8_t head[8], tail[12];
+	long size;
+
+	if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 ||
+	    fseek(f, 0, SEEK_SET) != 0 || fread(head, 1, 8, f) != 8)
+		return 0;
+	if (memcmp(head, png_sig, 8) == 0) {
+		*format = "PNG";
+		return size < 8 + 12 || fseek(f, size - 12, SEEK_SET) != 0 ||
+		       fread(tail, 1, 12, f) != 12 ||
+		       memcmp(tail, iend, 12) != 0;
+	}
+	if (head[0] == 0xff && head[1] == 0xd8) {
+		*format = "JPEG";
+		return fseek(f, size - 2, SEEK_SET) != 0 ||
+		       fread(tail, 1, 2, f) != 2 || tail[0] != 0xff ||
+		       tail[1] != 0xd9;
+	}
+	if (head[0] == 'B' && head[1] == 'M') {
+		*format = "BMP";
+		return (long)((uint32_t)head[2] | (uint32_t)head[3] << 8 |
+		              (uint32_t)head[4] << 16 |
+		              (uint32_t)head[5] << 24) > size;
+	}
+	return 0;
+}
+
+/* cli_bmp_truncated tells whether path is a BMP file cut short (which
+ * stb_image decodes anyway). */
+static int cli_bmp_truncated(const char *path)
+{
+	const char *format = NULL;
+	FILE *f = fopen(path, "rb");
+	int cut;
+
+	if (f == NULL)
+		return 0;
+	cut = cli_truncated(f, &format) && strcmp(format, "BMP") == 0;
+	fclose(f);
+	return cut;
+}
+
 /* cli_load_failed says why path could not be decoded: stb_image reports
  * only its last format's reason ("unknown image type"), which hides an
  * image too large for it. */
 static void cli_load_failed(const char *path)
 {
 	const char *why = stbi_failure_reason();
+	const char *format = NULL;
 	uint32_t w, h;
 	FILE *f = fopen(path, "rb");
 
@@ -424,6 +481,11 @@ static void cli_load_failed(const char *path)
 		        " pixels, too large to decode (at most 2^30 bytes of "
 		        "pixels)\n",
 		        path, w, h);
+	else if (cli_truncated(f, &format))
+		fprintf(stderr,
+		        "frameprep: %s: the file is truncated: this %s ends "
+		        "before its image does (%s)\n",
+		        path, format, why != NULL ? why : "unknown reason");
 	else
 		fprintf(stderr, "frameprep: %s: cannot decode image: %s\n",
 		        path, why != NULL ? why : "unknown reason");
@@ -486,6 +548,15 @@ static int cli_load(const char *path, const struct cli_spec *spec,
 	img->pixels = stbi_load(path, &w, &h, &comp, want);
 	if (img->pixels == NULL) {
 		cli_load_failed(path);
+		return -1;
+	}
+	if (cli_bmp_truncated(path)) {
+		/* stb_image fills a BMP's missing rows without a word. */
+		fprintf(stderr,
+		        "frameprep: %s: the file is truncated: this BMP is "
+		        "shorter than its header says\n",
+		        path);
+		stbi_image_free(img->pixels);
 		return -1;
 	}
 	img->width = (uint32_t)w;
@@ -618,8 +689,15 @@ static int cli_send_shm(fprep_client *c, const struct cli_spec *spec,
 	}
 	/* The tensor first: its offset is page-aligned, the frame follows. */
 	in_off = (tensor + 4095) & ~(uint64_t)4095;
-	if ((err = fprep_region_open(&region, c, in_off + req->input_size)))
-		return cli_failed(c, err);
+	if ((err = fprep_region_open(&region, c, in_off + req->input_size))) {
+		/* The daemon's refusal of the REGISTER (a tcp:// connection,
+		 * its region limits) is a refusal by the daemon: exit 1, as
+		 * for a frame. The library words it "server: NAME: ...". */
+		ret = cli_failed(c, err);
+		if (strncmp(fprep_client_last_error(c), "server: ", 8) == 0)
+			ret = EXIT_SERVER;
+		return ret;
+	}
 	base = fprep_region_base(region);
 	memcpy(base + in_off, img->pixels, req->input_size);
 	fprep_request_set_shm(req, region, in_off, region, 0, tensor);

@@ -157,6 +157,39 @@ int tool_preprocess_option(struct tool_preprocess *p, int opt, const char *arg)
 	return 0;
 }
 
+const char *tool_option_values(int opt)
+{
+	switch (opt) {
+	case TOOL_OPT_SIZE:
+		return "WxH, width and height each 1..65535 (the daemon's "
+		       "--max-out-width and --max-out-height bound them "
+		       "further)";
+	case TOOL_OPT_DTYPE:
+		return "f32, f16 or u8";
+	case TOOL_OPT_LAYOUT:
+		return "nchw or nhwc";
+	case TOOL_OPT_ORDER:
+		return "rgb, bgr or gray";
+	case TOOL_OPT_RESIZE:
+		return "letterbox or stretch";
+	case TOOL_OPT_MATRIX:
+		return "bt601, bt709 or bt2020";
+	case TOOL_OPT_RANGE:
+		return "limited or full";
+	case TOOL_OPT_ROUNDING:
+		return "float or opencv";
+	case TOOL_OPT_MEAN:
+		return "one finite number or three, comma-separated";
+	case TOOL_OPT_STD:
+		return "one number > 0 or three, comma-separated";
+	case TOOL_OPT_SCALE:
+		return "a finite number";
+	case TOOL_OPT_PAD:
+		return "a number 0..255";
+	}
+	return NULL;
+}
+
 /* tool_isset says whether option opt (not --size) was given. */
 static int tool_isset(const struct tool_preprocess *p, int opt)
 {

@@ -102,6 +102,11 @@ struct tool_preprocess {
  * float|opencv (tool_rounding_name). */
 int tool_preprocess_option(struct tool_preprocess *p, int opt, const char *arg);
 
+/* tool_option_values says in words which values preprocessing option opt
+ * takes (for a usage error's message), or returns NULL for another
+ * option. */
+const char *tool_option_values(int opt);
+
 /* tool_rounding_name returns the word for enum fprep_rounding value
  * rounding ("float", "opencv"), or "?". */
 const char *tool_rounding_name(int rounding);

@@ -6,6 +6,7 @@
 #ifndef FPREP_TESTS_DAEMON_UTIL_H
 #define FPREP_TESTS_DAEMON_UTIL_H
 
+#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -109,6 +110,33 @@ static inline int daemon_stop(pid_t pid)
 	if (waitpid(pid, &st, 0) != pid)
 		return -1;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* daemon_pause stops the daemon pid (a child of this program) with SIGSTOP
+ * and returns once every one of its threads has stopped: kill() returns
+ * when the signal is queued, and until the group stop completes the
+ * daemon's threads may still take connections and answer. Returns 0, or
+ * -1 when the daemon is not a stopped child of ours. daemon_resume
+ * continues it. */
+static inline int daemon_pause(pid_t pid)
+{
+	int st;
+
+	if (kill(pid, SIGSTOP) != 0)
+		return -1;
+	for (;;) {
+		pid_t r = waitpid(pid, &st, WUNTRACED);
+		if (r == pid && WIFSTOPPED(st))
+			return 0;
+		if (r == -1 && errno == EINTR)
+			continue;
+		return -1;
+	}
+}
+
+static inline int daemon_resume(pid_t pid)
+{
+	return kill(pid, SIGCONT);
 }
 
 /* daemon_serves checks that the daemon on u still answers an inline

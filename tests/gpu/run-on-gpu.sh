@@ -2,7 +2,7 @@
 # run-on-gpu.sh: runs frameprep's GPU tests and the lane benchmark on a
 # machine that has a GPU, its driver and the CUDA toolkit but not the
 # build's other libraries, from a bundle made on the build machine (see
-# "GPU build" in README.md).
+# "GPU build" in deploy/README.md).
 #
 #   here:  tests/gpu/run-on-gpu.sh --stage BUILD_DIR IMAGE_DIR BUNDLE_DIR
 #          copies the test binaries, the shared libraries they need that the

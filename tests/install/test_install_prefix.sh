@@ -20,10 +20,17 @@ fail() {
 
 # A user's prefix. The manifest lists what was written.
 prefix=$tmp/home/.local
+touch "$tmp/before"
 if ! cmake --install "$build" --prefix "$prefix" >"$tmp/log" 2>&1; then
 	cat "$tmp/log"
 	exit 1
 fi
+# The unit is rendered at configure time (or in memory for another
+# prefix), not into the build folder at install time: a user can install
+# root's build (deploy/'s files; CMake's own install_manifest.txt at the
+# top still needs a build folder the installer can write).
+written=$(find "$build/deploy" -newer "$tmp/before" -type f)
+[ -z "$written" ] || fail "the install wrote into the build folder: $written"
 outside=$(tr ';' '\n' <"$build/install_manifest.txt" | grep -v "^$prefix/" || true)
 [ -z "$outside" ] || fail "installed outside $prefix: $outside"
 unit=$prefix/lib/systemd/system/frameprepd.service

@@ -42,6 +42,41 @@ def check(cond, what):
         raise Fail(what)
 
 
+class ThreadStop:
+    """Holds one thread of a child process stopped (ptrace SEIZE +
+    INTERRUPT stop that thread alone, the process's others run on) until
+    release()."""
+    SEIZE, INTERRUPT, DETACH = 0x4206, 0x4207, 17
+
+    def __init__(self, tid):
+        import ctypes
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long,
+                                     ctypes.c_void_p, ctypes.c_void_p]
+        self.tid = tid
+        if self.libc.ptrace(self.SEIZE, tid, None, None) != 0:
+            raise Skip(f"ptrace: {os.strerror(ctypes.get_errno())}")
+        check(self.libc.ptrace(self.INTERRUPT, tid, None, None) == 0,
+              "PTRACE_INTERRUPT")
+        os.waitpid(tid, 0x40000000)  # __WALL: the thread has stopped
+
+    def release(self):
+        self.libc.ptrace(self.DETACH, self.tid, None, None)
+
+
+def threads_named(pid, name):
+    """The ids of process pid's threads whose name (comm) is name."""
+    out = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().strip() == name:
+                    out.append(int(tid))
+        except FileNotFoundError:
+            pass
+    return out
+
+
 class Daemon:
     """A frameprepd process on a scratch socket."""
 
@@ -929,6 +964,20 @@ def test_cli_errors(tmp):
     with open(garbage, "wb") as f:
         f.write(b"this is not an image\n" * 10)
     cases.append((["send", garbage], 3, "cannot decode image: "))
+    # A photograph cut short says so, in each format stb_image reads.
+    import cv2
+    photo = np.random.default_rng(5).integers(0, 256, (96, 128, 3),
+                                              np.uint8)
+    for ext in ("png", "jpg", "bmp"):
+        ok, data = cv2.imencode("." + ext, photo)
+        check(ok, f"cv2.imencode {ext}")
+        cut = os.path.join(tmp, f"cut.{ext}")
+        with open(cut, "wb") as f:
+            f.write(data.tobytes()[:len(data) // 2])
+        cases.append((["send", cut], 3, "the file is truncated"))
+    cases.append((["send", garbage, "--size", "0x0"], 2,
+                  "bad value '0x0' for --size: WxH, width and height each "
+                  "1..65535"))
     huge = os.path.join(tmp, "huge.png")
     png_header_only(huge, 20000, 20000)
     cases.append((["send", huge], 3, "20000x20000 pixels, too large"))
@@ -940,6 +989,23 @@ def test_cli_errors(tmp):
                            f"{out}")
         check("nng error" not in out, f"frameprep {' '.join(argv)}: {out}")
         print(f"ok frameprep {' '.join(argv)}: {out.strip()}")
+
+    # --shm over tcp://: the daemon refuses the REGISTER, and the CLI
+    # exits 1 ("refused by the daemon"), as its --help says.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    d = Daemon(tmp, "--listen", f"tcp://127.0.0.1:{port}", name="t.sock")
+    try:
+        ok_png = os.path.join(tmp, "ok.png")
+        check(cv2.imwrite(ok_png, photo), "cv2.imwrite")
+        out = tool_run([ARGS.cli, "send", ok_png, "--shm", "--socket",
+                        f"tcp://127.0.0.1:{port}"], (1,))
+        check("ipc://" in out, f"send --shm over tcp://: {out}")
+        print(f"ok frameprep send --shm over tcp://: exit 1: "
+              f"{out.strip().splitlines()[-1]}")
+    finally:
+        d.stop()
 
     helps = [[ARGS.cli, "--help"], [ARGS.daemon, "-h"],
              [ARGS.daemon, "--help"], [bench_path(), "--help"]]
@@ -1098,30 +1164,60 @@ def test_flood(tmp):
                 peak[0] = max(peak[0], vmrss(d.proc.pid))
                 time.sleep(0.01)
 
-        def flood(c, reqs, pause):
+        def flood(c, reqs):
+            """Sends reqs[0], waits until its reply has begun to arrive
+            (the daemon's send of 48 MiB is then stuck behind a reader
+            that never reads: the socket is readable, and left so), then
+            sends the rest. A fixed pause was not enough on a loaded
+            machine: a reply not yet begun leaves the pipe free, the
+            refusals go out at once and the connection is never found
+            not reading."""
+            import select
             try:
-                for i, q in enumerate(reqs):
+                c.send(reqs[0])
+                ready, _, _ = select.select([c.sock], [], [], 60)
+                begun[0] = bool(ready)
+                for q in reqs[1:]:
                     c.send(q)
-                    if i == 0:
-                        time.sleep(pause)
             except OSError:
                 pass  # closed by the daemon
 
-        # 20 requests for 3 MiB tensors, read later (16 accepted, 4
-        # refused: 20 replies held, within the connection's share of the
-        # slots, a third of --max-inflight's 64); then 70 for 48 MiB
-        # tensors (2048x2048x3 float32), never read, the first alone so
-        # that its reply fills the connection and the refusals pile up
-        # behind it.
+        # 20 requests for 3 MiB tensors, read later: 16 accepted, 4
+        # refused (20 replies held, within the connection's share of the
+        # slots, a third of --max-inflight's 64). A request counts against
+        # --max-inflight-per-conn until its work is done, so the daemon's
+        # one worker is held stopped while they arrive: otherwise a worker
+        # that keeps up with the sender (a loaded machine slows the
+        # sender) never has 17 in flight. The 4 refusals come back while
+        # it is held, which says all 20 were taken.
         small = [fpwire.request(request_id=100 + i, out_width=512,
                                 out_height=512) for i in range(20)]
+        workers = threads_named(d.proc.pid, "fp-cpu-worker")
+        check(len(workers) == 1, f"worker threads: {workers}")
+        c = fpwire.SpReq(d.url, timeout=30)
+        flooders.append(c)
+        held = ThreadStop(workers[0])
+        try:
+            for q in small:
+                c.send(q)
+            early = [fpwire.reply(c.recv()[1]) for _ in range(4)]
+        finally:
+            held.release()
+        check(all(r["status_name"] == "EBUSY" for r in early),
+              f"with the worker held, 20 pipelined requests: the first 4 "
+              f"replies {[r['status_name'] for r in early]}, not EBUSY")
+        for r in early:
+            check("--max-inflight-per-conn 16" in r["message"],
+                  f"EBUSY message: {r['message']!r}")
+        # Then 70 for 48 MiB tensors (2048x2048x3 float32), never read,
+        # the first alone so that its reply fills the connection and the
+        # refusals pile up behind it.
         big = [fpwire.request(request_id=200 + i, out_width=2048,
                               out_height=2048) for i in range(70)]
-        for reqs, pause in ((small, 0), (big, 1.0)):
-            c = fpwire.SpReq(d.url, timeout=30)
-            flooders.append(c)
-            threads.append(threading.Thread(target=flood,
-                                            args=(c, reqs, pause)))
+        c = fpwire.SpReq(d.url, timeout=30)
+        flooders.append(c)
+        begun = [False]
+        threads.append(threading.Thread(target=flood, args=(c, big)))
         threads.append(threading.Thread(target=sample))
         for t in threads:
             t.start()
@@ -1149,17 +1245,16 @@ def test_flood(tmp):
               f"connection (bound {rss_bound} MiB"
               f"{' under ThreadSanitizer' if tsan else ''})")
         status = {}
-        for _ in small:
+        for _ in range(len(small) - len(early)):
             _, body = flooders[0].recv()
             r = fpwire.reply(body)
             status[r["status_name"]] = status.get(r["status_name"], 0) + 1
-            if r["status_name"] == "EBUSY":
-                check("--max-inflight-per-conn 16" in r["message"],
-                      f"EBUSY message: {r['message']!r}")
-        print(f"reading client: {status}")
-        check(status.get("EBUSY", 0) >= 1 and status.get("OK", 0) >= 1 and
-              status.get("OK", 0) + status.get("EBUSY", 0) == len(small),
-              f"{len(small)} pipelined requests answered {status}")
+        print(f"reading client: 4 EBUSY while the worker was held, then "
+              f"{status}")
+        check(status == {"OK": len(small) - len(early)},
+              f"the {len(small) - len(early)} accepted requests answered "
+              f"{status}")
+        check(begun[0], "the first 48 MiB reply did not begin within 60 s")
         log = d.log_text()
         check("--max-reply-bytes" in log,
               "no EBUSY for the reply byte share in the log")

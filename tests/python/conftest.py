@@ -62,6 +62,19 @@ class Daemon:
     def alive(self):
         return self.proc.poll() is None
 
+    def pause(self):
+        """SIGSTOP, and return once every thread of the daemon has stopped
+        (kill() returns when the signal is queued; until the group stop
+        completes the daemon may still answer)."""
+        self.proc.send_signal(signal.SIGSTOP)
+        while True:
+            pid, status = os.waitpid(self.proc.pid, os.WUNTRACED)
+            if pid == self.proc.pid and os.WIFSTOPPED(status):
+                return
+
+    def resume(self):
+        self.proc.send_signal(signal.SIGCONT)
+
     def kill(self):
         if self.proc.poll() is None:
             self.proc.kill()

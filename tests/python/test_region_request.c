@@ -210,7 +210,7 @@ int main(int argc, char **argv)
 	       FRAME_BYTES);
 	memcpy((uint8_t *)fprep_region_base(plain) + FRAME_OFF, frames[2],
 	       FRAME_BYTES);
-	kill(pid, SIGSTOP);
+	REQUIRE(daemon_pause(pid) == 0);
 	struct waiter in_entry = {c, r, 0, 0, 0, ""},
 	              in_slot = {c, plain, 0, 0, 0, ""};
 	pthread_t a, b;

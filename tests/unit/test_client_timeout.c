@@ -23,8 +23,12 @@
 #include "frameprep/frameprep.h"
 
 #define TIMEOUT_MS 2000
-/* Accepted: from the timeout to this much more. */
-#define SLACK_MS 1500
+/* Accepted: from the timeout to this much more. What the test tells
+ * apart is the client's 2 s from nng's 10 s handshake; the slack absorbs
+ * the CLI's start (popen, an ASan binary's start-up) on a loaded machine.
+ * Measured: 2.00-2.11 s idle, under 2.5 s beside stress-ng --cpu 2 with
+ * ASan. */
+#define SLACK_MS 5000
 
 static fprep_client *early; /* opened before the stop */
 static int early_err;
@@ -92,7 +96,7 @@ int main(int argc, char **argv)
 	REQUIRE(fprep_client_info(early, &r) == 0);
 	fprep_result_fini(&r);
 
-	REQUIRE(kill(pid, SIGSTOP) == 0);
+	REQUIRE(daemon_pause(pid) == 0); /* every thread stopped */
 	t0 = now_ms();
 	snprintf(cmd, sizeof(cmd), "'%s' info --socket '%s' --timeout %d 2>&1",
 	         argv[2], ipc, TIMEOUT_MS);
@@ -128,7 +132,7 @@ int main(int argc, char **argv)
 	       "CLI %.0f ms\n",
 	       TIMEOUT_MS, late_ms, early_ms, cli_ms);
 
-	REQUIRE(kill(pid, SIGCONT) == 0);
+	REQUIRE(daemon_resume(pid) == 0);
 	fprep_client_close(early);
 	CHECK(daemon_answers(ipc), "the continued daemon does not answer");
 	CHECK(daemon_stop(pid) == 0, "the daemon did not stop cleanly");

@@ -2465,7 +2465,7 @@ static unsigned cuda_env_uint(const char *name, unsigned lo, unsigned hi,
 /* cuda_jpeg_plan opens the JPEG engine's handle on the open's device
  * (none: JPEG frames decode with libjpeg-turbo, why says why) and chooses
  * the lane's decoders and its slots kept for JPEG frames, from the
- * environment (README "JPEG frames"):
+ * environment (include/frameprep/README.md, "JPEG frames"):
  *   with the engine: FPREP_JPEG_THREADS decoders (2), batches of up to
  *   FPREP_NVJPEG_BATCH (32) frames, gathered while FPREP_NVJPEG_CALLS (1)
  *   batches are in the engine (FPREP_NVJPEG_GATE: "done", the default,
