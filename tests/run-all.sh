@@ -116,13 +116,19 @@ st_plain() {
 # fuzz_driver's seeds. A crash or a sanitizer report fails the run.
 st_fuzz() {
 	mkdir -p build-fuzz
+	# The JPEG target decodes with libjpeg-turbo built from Debian's
+	# source with the fuzzer's instrumentation (tests/fuzz/build-libjpeg.sh).
+	local libjpeg
+	libjpeg=$(bash tests/fuzz/build-libjpeg.sh build-fuzz) || return 1
 	CC=clang cmake -S . -B build-fuzz -DFPREP_FUZZ=ON -DFPREP_CUDA=OFF \
+		-DFPREP_FUZZ_LIBJPEG="$libjpeg" \
 		-DCMAKE_BUILD_TYPE=RelWithDebInfo >build-fuzz/configure.log 2>&1 ||
 		{
 			cat build-fuzz/configure.log
 			return 1
 		}
-	cmake --build build-fuzz -j"$jobs" --target fuzz_request fuzz_driver
+	cmake --build build-fuzz -j"$jobs" --target fuzz_request fuzz_driver \
+		fuzz_jpeg
 	rm -rf build-fuzz/corpus
 	mkdir build-fuzz/corpus
 	build-fuzz/tests/fuzz/fuzz_driver --write-seeds build-fuzz/corpus
@@ -133,6 +139,13 @@ st_fuzz() {
 			return 1
 		}
 	tail -n 60 build-fuzz/fuzz.log
+	build-fuzz/tests/fuzz/fuzz_jpeg -max_total_time=30 \
+		-print_final_stats=1 >build-fuzz/fuzz_jpeg.log 2>&1 ||
+		{
+			tail -n 60 build-fuzz/fuzz_jpeg.log
+			return 1
+		}
+	tail -n 20 build-fuzz/fuzz_jpeg.log
 }
 
 st_asan() {
@@ -150,7 +163,7 @@ stage promtool st_promtool
 stage "format check (clang-format --dry-run -Werror)" st_format
 stage "test suite (build/)" st_plain
 if [ "$fuzz" = 1 ]; then
-	stage "fuzz target fuzz_request, 60 s (build-fuzz/, clang + libFuzzer)" st_fuzz
+	stage "fuzz targets fuzz_request 60 s, fuzz_jpeg 30 s (build-fuzz/, clang + libFuzzer)" st_fuzz
 else
 	skip "fuzz" "--no-fuzz"
 fi

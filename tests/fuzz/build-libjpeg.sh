@@ -28,7 +28,7 @@ if [ -f "$prefix/.built" ] && [ "$(cat "$prefix/.built")" = "$version" ]; then
 fi
 work=$dir/libjpeg-src
 rm -rf "$work" "$prefix"
-mkdir -p "$work/lists/partial" "$work/sources.d"
+mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/sources.d"
 for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
 	/etc/apt/sources.list.d/*.sources; do
 	[ -f "$f" ] || continue
@@ -43,7 +43,7 @@ for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
 done
 apt_opts=(-q -o Dir::Etc::SourceList=/dev/null
 	-o Dir::Etc::SourceParts="$work/sources.d"
-	-o Dir::State::Lists="$work/lists"
+	-o Dir::State::Lists="$work/lists" -o Dir::Cache="$work/cache"
 	-o APT::Sandbox::User=root)
 echo "== libjpeg-turbo $version: Debian's source package" >&2
 apt-get "${apt_opts[@]}" update >&2
