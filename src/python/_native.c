@@ -1914,9 +1914,9 @@ typedef struct {
 	pthread_cond_t cv; /* a slot came free, or the table closed */
 	unsigned n;
 	uint8_t *state;
-	uint64_t *ticket; /* changes each time the slot is handed out */
+	uint64_t *ticket;      /* changes each time the slot is handed out */
 	unsigned long *holder; /* the thread that reserved or holds it */
-	unsigned *fifo;   /* the free slots, least recently freed first */
+	unsigned *fifo;        /* the free slots, least recently freed first */
 	unsigned head, count;
 	int closed;
 	PyObject *on_free; /* called (GIL held) when a slot came free */
@@ -2238,8 +2238,8 @@ static PyObject *Slots_states(PyObject *op, PyObject *unused)
 	pthread_mutex_unlock(&self->mtx);
 	out = PyTuple_New(self->n);
 	for (unsigned k = 0; out != NULL && k < self->n; k++) {
-		PyObject *v = Py_BuildValue("(iK)", st[k],
-		                            (unsigned long long)tk[k]);
+		PyObject *v =
+		        Py_BuildValue("(iK)", st[k], (unsigned long long)tk[k]);
 
 		if (v == NULL) {
 			Py_CLEAR(out);
@@ -2541,7 +2541,8 @@ static void Hold_dealloc(PyObject *op)
 
 		/* A holder may die while an exception propagates (a frame
 		 * unwinding): the warning and on_free (Python code) run with
-		 * none set, and it is set again after. */
+		 * none set, and it is set again after; the warning names the
+		 * ring, not op, which is dying. */
 		PyErr_Fetch(&et, &ev, &tb);
 		if (!self->released &&
 		    PyErr_WarnFormat(PyExc_ResourceWarning, 1,
@@ -2549,7 +2550,7 @@ static void Hold_dealloc(PyObject *op)
 		                     "given back when it was garbage-collected "
 		                     "(use 'with', release() or cancel())",
 		                     self->what ? "result" : "frame") < 0)
-			PyErr_WriteUnraisable(self->owner); /* not op: it is dying */
+			PyErr_WriteUnraisable(self->owner);
 		native_let_go(self, 0);
 		PyErr_Restore(et, ev, tb);
 	}
@@ -3605,7 +3606,8 @@ static int native_result_set(PyObject *op, int i, PyObject *v)
 {
 	if (native_result_cls != NULL && native_result_off[0] >= 0 &&
 	    PyObject_TypeCheck(op, (PyTypeObject *)native_result_cls)) {
-		PyObject **at = (PyObject **)((char *)op + native_result_off[i]);
+		PyObject **at =
+		        (PyObject **)((char *)op + native_result_off[i]);
 		PyObject *old = *at;
 
 		Py_INCREF(v);
