@@ -1885,8 +1885,12 @@ static PyType_Spec Gate_spec = {"frameprep._native.Gate", sizeof(GateObject), 0,
 /* ---- Slots and Hold: a ring's slot table and what holds a slot ---- */
 
 /* A slot is free, reserved (a frame handed out by next_frame, not yet
- * sent) or taken (in flight, then held by its result until released). */
-enum { SLOT_FREE, SLOT_RESERVED, SLOT_TAKEN };
+ * sent), taken (in flight) or held (by its result, or by numpy views of
+ * the result's tensor, until the last of them is gone). A reserved or
+ * held slot's holder is the thread that reserved it or made the result:
+ * a thread that asks for a slot while every slot is reserved or held by
+ * itself would wait for ever, and is told at once instead. */
+enum { SLOT_FREE, SLOT_RESERVED, SLOT_TAKEN, SLOT_HELD };
 
 /* The array a Hold describes to numpy (__array_struct__: numpy's
  * PyArrayInterface, whose layout is numpy's stable interface). */
@@ -1910,8 +1914,9 @@ typedef struct {
 	pthread_cond_t cv; /* a slot came free, or the table closed */
 	unsigned n;
 	uint8_t *state;
-	uint64_t *ticket; /* changes each time the slot is handed out */
-	unsigned *fifo;   /* the free slots, least recently freed first */
+	uint64_t *ticket;      /* changes each time the slot is handed out */
+	unsigned long *holder; /* the thread that reserved or holds it */
+	unsigned *fifo;        /* the free slots, least recently freed first */
 	unsigned head, count;
 	int closed;
 	PyObject *on_free; /* called (GIL held) when a slot came free */
@@ -1941,7 +1946,9 @@ typedef struct {
 	PyObject *map;                 /* what keeps the mapping alive */
 	unsigned slot;
 	uint64_t ticket;
-	int what; /* 0: a reserved frame, 1: a result's tensor */
+	int what;     /* 0: a reserved frame, 1: a result's tensor */
+	int released; /* its result was released: the slot goes back, without
+	                 a warning, when the last array viewing it is gone */
 	struct native_array_iface ai;
 	Py_intptr_t shape[4], strides[4];
 } HoldObject;
@@ -1966,8 +1973,10 @@ static PyObject *Slots_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 	self->n = n;
 	self->state = calloc(n, 1);
 	self->ticket = calloc(n, sizeof(*self->ticket));
+	self->holder = calloc(n, sizeof(*self->holder));
 	self->fifo = calloc(n, sizeof(*self->fifo));
-	if (self->state == NULL || self->ticket == NULL || self->fifo == NULL) {
+	if (self->state == NULL || self->ticket == NULL ||
+	    self->holder == NULL || self->fifo == NULL) {
 		Py_DECREF((PyObject *)self);
 		return PyErr_NoMemory();
 	}
@@ -1990,6 +1999,7 @@ static void Slots_dealloc(PyObject *op)
 	pthread_mutex_destroy(&self->mtx);
 	free(self->state);
 	free(self->ticket);
+	free(self->holder);
 	free(self->fifo);
 	Py_XDECREF(self->on_free);
 	native_disarm(self);
@@ -2049,7 +2059,8 @@ static PyObject *Slots_layout(PyObject *op, PyObject *args)
 	Py_RETURN_NONE;
 }
 
-/* native_pop takes the least recently freed slot (mtx held). */
+/* native_pop takes the least recently freed slot for the calling thread
+ * (mtx held). */
 static unsigned native_pop(SlotsObject *self, int state, uint64_t *ticket)
 {
 	unsigned k = self->fifo[self->head];
@@ -2057,8 +2068,22 @@ static unsigned native_pop(SlotsObject *self, int state, uint64_t *ticket)
 	self->head = (self->head + 1) % self->n;
 	self->count--;
 	self->state[k] = (uint8_t)state;
+	self->holder[k] = PyThread_get_thread_ident();
 	*ticket = ++self->ticket[k];
 	return k;
+}
+
+/* native_all_mine: whether every slot is reserved or held by thread me,
+ * none free or in flight: then no slot can come free while me waits
+ * (mtx held). */
+static int native_all_mine(const SlotsObject *self, unsigned long me)
+{
+	for (unsigned k = 0; k < self->n; k++)
+		if ((self->state[k] != SLOT_RESERVED &&
+		     self->state[k] != SLOT_HELD) ||
+		    self->holder[k] != me)
+			return 0;
+	return 1;
 }
 
 /* native_free frees slot k when it is still handed out with ticket (and,
@@ -2082,25 +2107,31 @@ static int native_free(SlotsObject *self, unsigned k, uint64_t ticket,
 	return freed;
 }
 
-/* native_freed calls on_free after a slot came free (GIL held). */
+/* native_freed calls on_free after a slot came free (GIL held; an
+ * exception being raised is kept aside meanwhile: Python code must not
+ * run with one set). */
 static void native_freed(SlotsObject *self)
 {
-	PyObject *r;
+	PyObject *r, *et, *ev, *tb;
 
 	if (self->on_free == NULL)
 		return;
+	PyErr_Fetch(&et, &ev, &tb);
 	r = PyObject_CallNoArgs(self->on_free);
 	if (r == NULL)
 		PyErr_WriteUnraisable(self->on_free);
 	Py_XDECREF(r);
+	PyErr_Restore(et, ev, tb);
 }
 
 /* native_slot_take is native_wait's take for Slots.take: a free slot of
  * t->self (its mtx held) into t->k and t->ticket in state t->state: 1;
- * -1 when the table is closed; else 0. */
+ * -1 when the table is closed; -2 when t->mine and every slot is
+ * reserved or held by thread t->me; else 0. */
 struct native_slot_take {
 	SlotsObject *self;
-	int state;
+	int state, mine;
+	unsigned long me;
 	unsigned k;
 	uint64_t ticket;
 };
@@ -2112,24 +2143,27 @@ static int native_slot_take(void *t_)
 	if (t->self->closed)
 		return -1;
 	if (t->self->count == 0)
-		return 0;
+		return t->mine && native_all_mine(t->self, t->me) ? -2 : 0;
 	t->k = native_pop(t->self, t->state, &t->ticket);
 	return 1;
 }
 
-/* Slots.take(state, timeout_s): takes the least recently freed slot in
- * state (1 reserved, 2 taken): (slot, ticket), waiting up to timeout_s
- * (GIL released) for one; None when none came. ClosedError once
+/* Slots.take(state, timeout_s, mine=True): takes the least recently
+ * freed slot in state (1 reserved, 2 taken): (slot, ticket), waiting up
+ * to timeout_s (GIL released) for one; None when none came; False at
+ * once, with mine, when every slot is reserved or held by the calling
+ * thread (none free, none in flight: none would come). ClosedError once
  * closed. */
 static PyObject *Slots_take(PyObject *op, PyObject *args)
 {
 	SlotsObject *self = (SlotsObject *)op;
-	struct native_slot_take t = {.self = self};
+	struct native_slot_take t = {.self = self, .mine = 1};
 	double timeout;
 	int got;
 
-	if (!PyArg_ParseTuple(args, "id", &t.state, &timeout))
+	if (!PyArg_ParseTuple(args, "id|p", &t.state, &timeout, &t.mine))
 		return NULL;
+	t.me = PyThread_get_thread_ident();
 	if (t.state != SLOT_RESERVED && t.state != SLOT_TAKEN)
 		return native_raise(FPREP_EINVAL, "no such slot state");
 	pthread_mutex_lock(&self->mtx);
@@ -2140,6 +2174,8 @@ static PyObject *Slots_take(PyObject *op, PyObject *args)
 		                  native_slot_take, &t);
 	if (got == NATIVE_WAIT_RAISED)
 		return NULL;
+	if (got == -2)
+		Py_RETURN_FALSE;
 	if (got < 0)
 		return native_raise(FPREP_ECLOSED, "the ring was closed");
 	if (got == 0)
@@ -2177,6 +2213,43 @@ static PyObject *Slots_close(PyObject *op, PyObject *unused)
 	pthread_mutex_unlock(&self->mtx);
 	native_disarm(self);
 	Py_RETURN_NONE;
+}
+
+/* Slots.states(): each slot's (state, ticket): 0 free, 1 reserved, 2 in
+ * flight, 3 held. */
+static PyObject *Slots_states(PyObject *op, PyObject *unused)
+{
+	SlotsObject *self = (SlotsObject *)op;
+	PyObject *out;
+	uint8_t *st;
+	uint64_t *tk;
+
+	(void)unused;
+	st = malloc(self->n);
+	tk = malloc(self->n * sizeof(*tk));
+	if (st == NULL || tk == NULL) {
+		free(st);
+		free(tk);
+		return PyErr_NoMemory();
+	}
+	pthread_mutex_lock(&self->mtx);
+	memcpy(st, self->state, self->n);
+	memcpy(tk, self->ticket, self->n * sizeof(*tk));
+	pthread_mutex_unlock(&self->mtx);
+	out = PyTuple_New(self->n);
+	for (unsigned k = 0; out != NULL && k < self->n; k++) {
+		PyObject *v =
+		        Py_BuildValue("(iK)", st[k], (unsigned long long)tk[k]);
+
+		if (v == NULL) {
+			Py_CLEAR(out);
+			break;
+		}
+		PyTuple_SetItem(out, k, v);
+	}
+	free(st);
+	free(tk);
+	return out;
 }
 
 /* Slots.free(): the free slots, least recently freed first. */
@@ -2246,6 +2319,15 @@ static HoldObject *native_hold_new(SlotsObject *self, unsigned k,
 	h->slot = k;
 	h->ticket = ticket;
 	h->what = what;
+	h->released = 0;
+	if (what == 1) { /* in flight until now: held by this thread */
+		pthread_mutex_lock(&self->mtx);
+		if (self->ticket[k] == ticket && self->state[k] == SLOT_TAKEN) {
+			self->state[k] = SLOT_HELD;
+			self->holder[k] = PyThread_get_thread_ident();
+		}
+		pthread_mutex_unlock(&self->mtx);
+	}
 	h->ai.two = 2;
 	h->ai.flags = NATIVE_ARRAY_FLAGS;
 	h->ai.shape = h->shape;
@@ -2457,15 +2539,20 @@ static void Hold_dealloc(PyObject *op)
 	if (self->slots != NULL) {
 		PyObject *et, *ev, *tb;
 
+		/* A holder may die while an exception propagates (a frame
+		 * unwinding): the warning and on_free (Python code) run with
+		 * none set, and it is set again after; the warning names the
+		 * ring, not op, which is dying. */
 		PyErr_Fetch(&et, &ev, &tb);
-		if (PyErr_WarnFormat(PyExc_ResourceWarning, 1,
+		if (!self->released &&
+		    PyErr_WarnFormat(PyExc_ResourceWarning, 1,
 		                     "a ring slot's %s was never released: "
 		                     "given back when it was garbage-collected "
 		                     "(use 'with', release() or cancel())",
 		                     self->what ? "result" : "frame") < 0)
-			PyErr_WriteUnraisable(op);
-		PyErr_Restore(et, ev, tb);
+			PyErr_WriteUnraisable(self->owner);
 		native_let_go(self, 0);
+		PyErr_Restore(et, ev, tb);
 	}
 	Py_XDECREF(self->owner);
 	Py_XDECREF(self->map);
@@ -3279,7 +3366,8 @@ static PyMethodDef Slots_methods[] = {
          "layout(slot_bytes, frame_offset, frame_shape, tensor_shape, "
          "typekind, itemsize, on_free)."},
         {"take", Slots_take, METH_VARARGS,
-         "take(state, timeout_s) -> (slot, ticket) or None."},
+         "take(state, timeout_s, mine=True) -> (slot, ticket), None (none "
+         "came) or False (every slot is this thread's)."},
         {"release", Slots_release, METH_VARARGS,
          "release(slot, ticket) -> whether it was given back."},
         {"claim", Slots_claim, METH_O,
@@ -3290,6 +3378,9 @@ static PyMethodDef Slots_methods[] = {
          "result_hold(slot, ticket, ring, map, base) -> Hold."},
         {"close", Slots_close, METH_NOARGS, "Hands out no slot any more."},
         {"free", Slots_free, METH_NOARGS, "The free slots, a list."},
+        {"states", Slots_states, METH_NOARGS,
+         "Each slot's (state, ticket): 0 free, 1 reserved, 2 in flight, "
+         "3 held."},
         {"arm", Slots_arm, METH_VARARGS,
          "arm(map, region, sock, limits, gate, width, height)."},
         {"disarm", Slots_disarm, METH_NOARGS,
@@ -3509,22 +3600,49 @@ static PyObject *native_result_slot(PyObject *op, int i)
 	return PyObject_GenericGetAttr(op, native_result_attr[i]);
 }
 
-/* native_result_give_back gives op's slot back (its _hold). */
+/* native_result_set sets attribute i of native_result_names of op (a
+ * RingResult) to v (not stolen). */
+static int native_result_set(PyObject *op, int i, PyObject *v)
+{
+	if (native_result_cls != NULL && native_result_off[0] >= 0 &&
+	    PyObject_TypeCheck(op, (PyTypeObject *)native_result_cls)) {
+		PyObject **at =
+		        (PyObject **)((char *)op + native_result_off[i]);
+		PyObject *old = *at;
+
+		Py_INCREF(v);
+		*at = v;
+		Py_XDECREF(old);
+		return 0;
+	}
+	return PyObject_GenericSetAttr(op, native_result_attr[i], v);
+}
+
+/* native_result_give_back releases op (a RingResult): its holder (_hold)
+ * is marked released and the result lets go of it and of its tensor
+ * (_tensor), both None from then on; the slot goes back to the ring when
+ * the holder is gone, at once unless numpy arrays still view the tensor.
+ * No-op once released. */
 static PyObject *native_result_give_back(PyObject *op)
 {
-	PyObject *h = native_result_slot(op, 0), *r;
+	PyObject *h = native_result_slot(op, 0);
 
 	if (h == NULL)
 		return NULL;
-	if (Py_TYPE(h) == (PyTypeObject *)Hold_type) {
-		native_let_go((HoldObject *)h, 0);
-		r = Py_None;
-		Py_INCREF(r);
-	} else {
-		r = PyObject_CallMethod(h, "give_back", NULL);
+	if (h == Py_None) {
+		Py_DECREF(h);
+		Py_RETURN_NONE;
 	}
-	Py_DECREF(h);
-	return r;
+	if (Py_TYPE(h) == (PyTypeObject *)Hold_type)
+		((HoldObject *)h)->released = 1;
+	/* The tensor first: it holds the holder too. */
+	if (native_result_set(op, 1, Py_None) ||
+	    native_result_set(op, 0, Py_None)) {
+		Py_DECREF(h);
+		return NULL;
+	}
+	Py_DECREF(h); /* the last reference unless arrays view the slot */
+	Py_RETURN_NONE;
 }
 
 static PyObject *RingResultCore_release(PyObject *op, PyObject *unused)
@@ -3581,10 +3699,13 @@ static PyObject *RingResultCore_get_timings(PyObject *op, void *c)
 
 static PyMethodDef RingResultCore_methods[] = {
         {"release", RingResultCore_release, METH_NOARGS,
-         "Gives the slot back to the ring; no-op when done already."},
+         "Releases the result: its tensor can no longer be read through "
+         "it, and its slot goes back to the ring once no numpy array "
+         "views the tensor (at once when none does); no-op when done "
+         "already."},
         {"__enter__", RingResultCore_enter, METH_NOARGS, "Returns self."},
         {"__exit__", RingResultCore_exit, METH_VARARGS,
-         "Gives the slot back to the ring."},
+         "Releases the result (see release)."},
         {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef RingResultCore_getset[] = {

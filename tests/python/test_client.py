@@ -675,17 +675,18 @@ def test_preprocess_batch(client):
                                                  "chelsea.png")]
     fs.append(fs[0][10:200, 30:300])
     want = [client.preprocess(f, size=(96, 64)).tensor[0] for f in fs]
-    got = client.preprocess_batch(fs, size=(96, 64))
+    got = client.preprocess_batch(fs, size=(96, 64)).tensor
     assert got.shape == (4, 3, 64, 96) and got.dtype == np.float32
     assert all((got[k] == want[k]).all() for k in range(4))
     out = np.zeros((4, 64, 96, 3), np.float16)
     r = client.preprocess_batch(fs, out=out, size=(96, 64), layout="nhwc",
                                 dtype="float16")
-    assert r is out
+    assert r.tensor is out
     nhwc = [client.preprocess(f, size=(96, 64), layout="nhwc",
                               dtype="float16").tensor[0] for f in fs]
     assert all((out[k] == nhwc[k]).all() for k in range(4))
-    assert client.preprocess_batch([], size=(96, 64)).shape == (0, 3, 64, 96)
+    with pytest.raises(ValueError, match="at least one frame"):
+        client.preprocess_batch([], size=(96, 64))
     one = np.zeros((1, 3, 64, 96), np.float32)
     res = client.preprocess(fs[1], size=(96, 64), out=one)
     assert res.tensor is one and (one[0] == want[1]).all()

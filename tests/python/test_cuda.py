@@ -264,10 +264,11 @@ def test_preprocess_batch_into_cuda(gpu_daemon, daemon):
     img = _photo()
     frames = [img, img[:400, :500], img[100:, 50:]]
     with frameprep.Client(daemon.url) as ref_client:
-        ref = ref_client.preprocess_batch(frames)
+        ref = ref_client.preprocess_batch(frames).tensor
     batch = torch.full((3, 3, 640, 640), float("nan"), device="cuda")
     with frameprep.Client(gpu_daemon.url) as client:
-        assert client.preprocess_batch(frames, out=batch) is batch
+        got = client.preprocess_batch(frames, out=batch)
+        assert got.tensor is batch and len(got.transforms) == 3
         np.testing.assert_allclose(batch.cpu().numpy(), ref, rtol=0,
                                    atol=1.0001 / 255)
         client.release_cuda()
@@ -370,7 +371,7 @@ def test_batch_into_cuda_is_one_request(gpu_daemon, daemon, monkeypatch):
     frames = [np.ascontiguousarray(img), np.ascontiguousarray(img[::-1]),
               255 - img]
     with frameprep.Client(daemon.url) as ref_client:
-        ref = ref_client.preprocess_batch(frames, size=(224, 224))
+        ref = ref_client.preprocess_batch(frames, size=(224, 224)).tensor
     batch = torch.full((3, 3, 224, 224), float("nan"), device="cuda")
     with frameprep.Client(gpu_daemon.url) as client:
         client.register_cuda(batch)
@@ -384,7 +385,7 @@ def test_batch_into_cuda_is_one_request(gpu_daemon, daemon, monkeypatch):
 
         monkeypatch.setattr(client._s, "native", Counting())
         assert client.preprocess_batch(frames, out=batch,
-                                       size=(224, 224)) is batch
+                                       size=(224, 224)).tensor is batch
         monkeypatch.setattr(client._s, "native", native)
         assert calls == ["elements"]
         np.testing.assert_allclose(batch.cpu().numpy(), ref, rtol=0,

@@ -90,7 +90,7 @@ def test_exact_mode_equals_opencv_bit_for_bit(client, name):
         assert np.abs(flt - want).max() <= 1 / 255 + 1e-6
         batch = client.preprocess_batch([img, img[1:]], rounding="opencv",
                                         **opts)
-        assert same_bits(batch[:1], want)
+        assert same_bits(batch.tensor[:1], want)
     assert differs
     with client.ring(slots=2, frame=img.shape, size=(640, 640), scale=1.0,
                      std=255.0, rounding="opencv") as ring:
@@ -353,14 +353,14 @@ def test_crops_of_a_ring_frame_read_in_place(client, daemon, monkeypatch):
             client.crops(buf, boxes, size=(64, 48))
     # A batch of ring frames: one BATCH request naming the region.
     fs = [img, 255 - img, np.ascontiguousarray(img[::-1])]
-    batch = client.preprocess_batch(fs, size=(96, 64))
+    batch = client.preprocess_batch(fs, size=(96, 64)).tensor
     with client.ring(slots=3, frame=img.shape, size=(8, 8)) as ring:
         bufs = [ring.next_frame() for _ in fs]
         for b, f in zip(bufs, fs):
             b[:] = f
         del sent[:]
         monkeypatch.setattr(client._s, "native", _Capturing(native, sent))
-        got = client.preprocess_batch(bufs, size=(96, 64))
+        got = client.preprocess_batch(bufs, size=(96, 64)).tensor
         monkeypatch.setattr(client._s, "native", native)
         assert same_bits(got, batch)
         assert [name for name, _ in sent] == ["elements"]
@@ -412,24 +412,25 @@ def test_batch_is_one_request(client, monkeypatch):
                            for f in fs])
     counting = _Counting(client._s.native)
     monkeypatch.setattr(client._s, "native", counting)
-    got = client.preprocess_batch(fs, size=(160, 96))
+    got = client.preprocess_batch(fs, size=(160, 96)).tensor
     assert counting.calls == {"elements": 1}
     assert got.shape == (4, 3, 96, 160) and same_bits(got, want)
     out = np.zeros((4, 96, 160, 3), np.float16)
     assert client.preprocess_batch(fs, out=out, size=(160, 96),
-                                   layout="nhwc", dtype="float16") is out
+                                   layout="nhwc",
+                                   dtype="float16").tensor is out
     monkeypatch.setattr(client._s, "native", counting._native)
     nhwc = [client.preprocess(f, size=(160, 96), layout="nhwc",
                               dtype="float16").tensor[0] for f in fs]
     assert all(same_bits(out[k], nhwc[k]) for k in range(4))
     counting = _Counting(client._s.native)
     monkeypatch.setattr(client._s, "native", counting)
-    stacked = client.preprocess_batch(np.stack(fs), size=(160, 96))
+    stacked = client.preprocess_batch(np.stack(fs), size=(160, 96)).tensor
     assert counting.calls == {"elements": 1} and same_bits(stacked, want)
     counting = _Counting(client._s.native)
     monkeypatch.setattr(client._s, "native", counting)
     mixed = client.preprocess_batch([img, img[1:]], size=(160, 96))
-    assert counting.calls == {"frame": 2} and mixed.shape[0] == 2
+    assert counting.calls == {"frame": 2} and mixed.tensor.shape[0] == 2
 
 
 def test_async_crops_and_jpeg(daemon):
@@ -535,9 +536,53 @@ def test_limits(tmp_path):
             fs = [img, 255 - img, img, img[::-1].copy()]
             want = np.concatenate([c.preprocess(f, size=(64, 64)).tensor
                                    for f in fs])
-            assert same_bits(c.preprocess_batch(fs, size=(64, 64)), want)
-            assert same_bits(c.preprocess_batch(fs[:3], size=(64, 64)),
-                             want[:3])
+            assert same_bits(c.preprocess_batch(fs, size=(64, 64)).tensor,
+                             want)
+            assert same_bits(
+                c.preprocess_batch(fs[:3], size=(64, 64)).tensor, want[:3])
     finally:
         with pytest.raises(StopIteration):
             next(gen)
+
+
+def test_batch_transforms_map_each_frame_back(client):
+    """preprocess_batch returns a BatchResult whose transforms[k] is frame
+    k's own (frames of different sizes: one request each; of one size:
+    one BATCH request): a box drawn in frame k, found in row k of the
+    tensor, maps back through transforms[k].to_source to where it was
+    drawn (within a pixel), and equals the single call's transform; an
+    empty batch raises ValueError."""
+    sizes = [(480, 640), (300, 200), (120, 500)]
+    fs, boxes = [], []
+    for k, (h, w) in enumerate(sizes):
+        f = np.zeros((h, w, 3), np.uint8)
+        x0, y0, x1, y1 = w // 5 + 7 * k, h // 4, w // 2 + 3 * k, h // 2
+        f[y0:y1, x0:x1] = 255
+        fs.append(f)
+        boxes.append((x0, y0, x1, y1))
+
+    def found(row):
+        """The white box's (x1, y1, x2, y2) in one tensor row."""
+        ys, xs = np.nonzero(row[0] > 0.99)
+        return np.array([[xs.min(), ys.min(), xs.max() + 1, ys.max() + 1]],
+                        np.float64)
+
+    for frames in (fs, [fs[0], fs[0][::-1].copy(), 255 - fs[0]]):
+        got = client.preprocess_batch(frames, size=(160, 128))
+        assert isinstance(got, frameprep.BatchResult)
+        assert len(got.transforms) == len(frames)
+        for k, f in enumerate(frames):
+            single = client.preprocess(f, size=(160, 128)).transform
+            xf = got.transforms[k]
+            assert (xf.scale_x, xf.scale_y, xf.pad_x, xf.pad_y) == \
+                pytest.approx((single.scale_x, single.scale_y,
+                               single.pad_x, single.pad_y), rel=1e-6)
+            assert (xf.origin_x, xf.origin_y) == (0, 0)
+        for k in range(len(fs) if frames is fs else 1):
+            back = got.transforms[k].to_source(found(got.tensor[k]))
+            assert np.abs(back - np.array([boxes[k]])).max() <= \
+                1.0 / got.transforms[k].scale_x + 1, (k, back, boxes[k])
+    with pytest.raises(ValueError, match="at least one frame"):
+        client.preprocess_batch([], size=(160, 128))
+    with pytest.raises(frameprep.InvalidRequestError):
+        client.preprocess_batch((), size=(160, 128))

@@ -89,11 +89,11 @@ def test_slots_are_held_until_given_back(daemon):
         with c.ring(slots=2, frame=fs[0].shape, **OPTS) as ring:
             r0 = ring.preprocess(fs[0])
             r1 = ring.preprocess(fs[1])
-            # Both slots held: a third request waits, then times out.
-            with pytest.raises(frameprep.RequestTimeoutError,
-                               match="every slot is held"):
+            # Both slots held by this thread: a third request could never
+            # get one (test_ring_full_fails_fast).
+            with pytest.raises(frameprep.RingFullError, match="2 slots"):
                 ring.preprocess(fs[2])
-            with pytest.raises(frameprep.RequestTimeoutError):
+            with pytest.raises(frameprep.RingFullError):
                 ring.next_frame()
             assert r0.tensor.tobytes() == want[0]
             assert r1.tensor.tobytes() == want[1]
@@ -110,7 +110,7 @@ def test_slots_are_held_until_given_back(daemon):
             # leaving its block with an exception gives it back.
             a = ring.next_frame()
             b = ring.next_frame()
-            with pytest.raises(frameprep.RequestTimeoutError):
+            with pytest.raises(frameprep.RingFullError):
                 ring.next_frame()
             a.cancel()
             a.cancel()  # no-op
@@ -137,6 +137,189 @@ def test_slots_are_held_until_given_back(daemon):
                 del t
                 gc.collect()
             assert sorted(ring._free) == [0, 1]
+
+
+def test_released_result_cannot_show_another_frame(daemon):
+    """After release() (or the with block) r.tensor raises; an array
+    taken from it before (the tensor, a slice, a DLPack import) keeps the
+    slot and this frame's values while 100 later frames pass through the
+    ring, and the slot comes back, without a warning, once the last such
+    array is gone."""
+    import warnings
+    fs = frames(3)
+    with frameprep.Client(daemon.url, timeout=30) as c:
+        want = expected(c, fs, **OPTS)
+        with c.ring(slots=2, frame=fs[0].shape, **OPTS) as ring:
+            r = ring.preprocess(fs[0])
+            t = r.tensor
+            part = t[0, 1, 3:9]
+            part_want = part.copy()
+            r.release()
+            assert r.released
+            with pytest.raises(frameprep.ClosedError, match="released"):
+                r.tensor
+            assert "released" in repr(r)
+            r.release()  # no-op
+            with ring.preprocess(fs[1]) as w:
+                kept = w.tensor[0]
+                dl = np.from_dlpack(w.tensor)
+            with pytest.raises(frameprep.ClosedError):
+                w.tensor
+            assert ring._free == []  # both slots viewed
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", ResourceWarning)
+                del t  # part still views the first slot
+                del kept  # dl still views the second
+                # Every slot is viewed by this thread: it is told at once.
+                with pytest.raises(frameprep.RingFullError):
+                    ring.preprocess(fs[2])
+                del dl  # the second slot comes back
+                assert len(ring._free) == 1
+                for i in range(100):
+                    with ring.preprocess(fs[i % 3]) as q:
+                        assert q.tensor.tobytes() == want[i % 3]
+                    assert np.array_equal(part, part_want)
+                assert part.tobytes() == \
+                    np.frombuffer(want[0], np.float32).reshape(
+                        1, 3, 24, 32)[0, 1, 3:9].tobytes()
+                assert len(ring._free) == 1
+                del part
+                gc.collect()
+            assert sorted(ring._free) == [0, 1]
+
+
+def test_ring_full_fails_fast(daemon):
+    """A thread that asks for a slot while it holds every slot itself
+    (results, views, reserved frames; none in flight) gets RingFullError
+    naming the slot count at once, not after the client's 60 s timeout;
+    slots held by another thread are waited for, and come when that
+    thread releases them."""
+    fs = frames(4)
+    with frameprep.Client(daemon.url, timeout=60) as c:
+        want = expected(c, fs, **OPTS)
+        with c.ring(slots=3, frame=fs[0].shape, **OPTS) as ring:
+            held = [ring.preprocess(fs[0]), ring.preprocess(fs[1])]
+            buf = ring.next_frame()
+            t0 = time.monotonic()
+            with pytest.raises(frameprep.RingFullError,
+                               match="ring has 3 slots") as exc:
+                ring.preprocess(fs[2])
+            assert isinstance(exc.value, frameprep.LimitExceededError)
+            with pytest.raises(frameprep.RingFullError):
+                ring.next_frame()
+            assert time.monotonic() - t0 < 30
+            buf.cancel()
+            with ring.preprocess(fs[2]) as r:
+                assert r.tensor.tobytes() == want[2]
+            for r in held:
+                r.release()
+
+            # Another thread holds every slot: this one waits for it.
+            taken, go = threading.Event(), threading.Event()
+            other = []
+
+            def holder():
+                other.extend(ring.preprocess(fs[k]) for k in range(3))
+                taken.set()
+                go.wait()
+                time.sleep(0.2)
+                for r in other:
+                    r.release()
+
+            th = threading.Thread(target=holder)
+            th.start()
+            assert taken.wait(60)
+            go.set()
+            with ring.preprocess(fs[3]) as r:  # waits for the holder
+                assert r.tensor.tobytes() == want[3]
+            th.join()
+            assert sorted(ring._free) == [0, 1, 2]
+
+
+def test_more_threads_than_slots(daemon):
+    """Eight threads on two slots, each holding its result for 2 ms:
+    they wait their turn (the holders are other threads), never get
+    RingFullError, and every tensor is their own frame's."""
+    fs = frames(8)
+    with frameprep.Client(daemon.url, timeout=60) as c:
+        want = expected(c, fs, **OPTS)
+        failures, wrong = [], [0]
+        with c.ring(slots=2, frame=fs[0].shape, **OPTS) as ring:
+            def worker(t):
+                try:
+                    for i in range(50):
+                        with ring.preprocess(fs[t]) as r:
+                            time.sleep(0.002)
+                            if r.tensor.tobytes() != want[t]:
+                                wrong[0] += 1
+                except BaseException as exc:  # noqa: BLE001
+                    failures.append(repr(exc))
+
+            in_threads(8, worker)
+            assert failures == [] and wrong == [0]
+            assert sorted(ring._free) == [0, 1]
+
+
+def test_async_ring_full_fails_fast(daemon):
+    """AsyncRing: a gather of 16 requests on 4 slots, whose results stay
+    held by the gather, fails at once with RingFullError (not after the
+    client's 60 s timeout); 16 tasks that each hold their result across
+    an await, on the same 4 slots, wait their turn and all succeed; a
+    released result's tensor raises, a view kept past its block holds
+    the slot while later frames pass."""
+    import asyncio
+    fs = frames(16)
+    with frameprep.Client(daemon.url, timeout=60) as c:
+        want = expected(c, fs, **OPTS)
+
+    async def main():
+        async with frameprep.AsyncClient(daemon.url, timeout=60) as ac:
+            async with await ac.ring(slots=4, frame=fs[0].shape,
+                                     **OPTS) as ring:
+                t0 = time.monotonic()
+                got = await asyncio.gather(
+                    *(ring.preprocess(f) for f in fs),
+                    return_exceptions=True)
+                took = time.monotonic() - t0
+                full = [g for g in got
+                        if isinstance(g, frameprep.RingFullError)]
+                ok = [g for g in got if isinstance(g, frameprep.RingResult)]
+                assert len(ok) == 4 and len(full) == 12, got
+                assert "ring has 4 slots" in str(full[0])
+                for g in ok:
+                    g.release()
+
+                async def one(k):
+                    async with await ring.preprocess(fs[k]) as r:
+                        await asyncio.sleep(0.01)
+                        return r.tensor.tobytes() == want[k]
+
+                assert await asyncio.gather(*(one(k) for k in range(16))) \
+                    == [True] * 16
+
+                # A result dropped unreleased while an exception unwinds
+                # gives its slot back (on_free runs with the exception
+                # kept aside).
+                with pytest.warns(ResourceWarning, match="result was never"):
+                    with pytest.raises(IndexError):
+                        [await ring.preprocess(fs[0])][1]
+                    gc.collect()
+                assert sorted(ring._free) == [0, 1, 2, 3]
+
+                with await ring.preprocess(fs[0]) as r:
+                    kept = r.tensor
+                with pytest.raises(frameprep.ClosedError):
+                    r.tensor
+                for i in range(100):
+                    with await ring.preprocess(fs[1 + i % 15]) as q:
+                        assert q.tensor.tobytes() == want[1 + i % 15]
+                assert kept.tobytes() == want[0]
+                del kept
+                assert sorted(ring._free) == [0, 1, 2, 3]
+                return took
+
+    took = asyncio.run(main())
+    assert took < 30, took
 
 
 def test_ring_yuv_frames(daemon):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from typing import Any, Literal, Sequence, Union
+from typing import Any, Generic, Literal, Sequence, TypeVar, Union
 
 import numpy as np
 
@@ -601,7 +601,9 @@ class ElementTransform:
     Tensor point (u, v) of the element is source point
     (origin_x + (u - pad_x) / scale_x, origin_y + (v - pad_y) / scale_y).
     ``resized_w``/``resized_h`` are the resized box's (or frame's) size
-    and ``pad_x``/``pad_y`` the left and top padding, in tensor pixels;
+    and ``pad_x``/``pad_y`` the left and top padding, in tensor pixels
+    (whole pixels, except a ``warp_affine`` frame's of a batch, which may
+    be fractional);
     ``scale_*`` tensor pixels per source pixel; ``origin_*`` the box's
     top-left corner in source pixels (0 for a batch frame). An affine
     element's record is all zero (its mapping is its matrix):
@@ -610,8 +612,8 @@ class ElementTransform:
 
     resized_w: int
     resized_h: int
-    pad_x: int
-    pad_y: int
+    pad_x: float
+    pad_y: float
     scale_x: float
     scale_y: float
     origin_x: float
@@ -641,15 +643,22 @@ class ElementTransform:
         return out
 
 
-class BatchResult:
-    """Several tensors of one request (crops of one frame, or a batch of
-    frames of one size), stacked.
+TensorT = TypeVar("TensorT")
 
-    ``tensor`` is a numpy array (N, C, H, W) (NCHW) or (N, H, W, C)
-    (NHWC), element k in row k; it views the reply's memory (or is the
-    caller's ``out``). ``transforms`` are the N elements'
-    :class:`ElementTransform`, ``reply`` the reply header (its transform
-    fields zero), ``request_id`` the request's id. The attributes are
+
+class BatchResult(Generic[TensorT]):
+    """Several tensors stacked: crops of one frame
+    (:meth:`Client.crops`), or a batch of frames
+    (:meth:`Client.preprocess_batch`).
+
+    ``tensor`` is (N, C, H, W) (NCHW) or (N, H, W, C) (NHWC), element k in
+    row k: a numpy array viewing the reply's memory (or a new one), or
+    the caller's ``out`` (numpy, or a CUDA tensor: ``TensorT`` is its
+    type). ``transforms`` are the N elements' :class:`ElementTransform`
+    (``transforms[k].to_source(boxes)`` maps detections in row k back to
+    frame k's pixels, whatever its size). ``reply`` is the reply header
+    (its transform fields zero) and ``request_id`` the request's id; for
+    a batch sent as one request per frame, frame 0's. The attributes are
     read-only; ``transforms`` and ``reply`` are made from the reply when
     first read (64 transforms cost ~70 us, more than the rest of a
     crops call's Python).
@@ -657,7 +666,7 @@ class BatchResult:
 
     __slots__ = ("tensor", "request_id", "_res", "_transforms", "_reply")
 
-    tensor: Any
+    tensor: TensorT
     request_id: int
     _res: Any
     _transforms: tuple[ElementTransform, ...] | None
@@ -693,15 +702,37 @@ class BatchResult:
                 f"{len(self.transforms)} transforms)")
 
 
-def new_batch_result(res: Any, tensor: Any = None) -> BatchResult:
+def new_batch_result(res: Any, tensor: Any = None) -> BatchResult[Any]:
     """The :class:`BatchResult` of a successful ROIS or BATCH reply res (a
     :class:`frameprep._native.Result`); its tensor is ``tensor`` when given
     (the caller's copy), else a view of the reply."""
-    out = _new(BatchResult)
+    out: BatchResult[Any] = _new(BatchResult)
     _set(out, "tensor", tensor_of(res) if tensor is None else tensor)
     _set(out, "request_id", res.request_id)
     _set(out, "_res", res)
     _set(out, "_transforms", None)
+    _set(out, "_reply", None)
+    return out
+
+
+def element_transform(xf: Transform) -> ElementTransform:
+    """The :class:`ElementTransform` of a whole frame's
+    :class:`Transform` (a batch frame sent in a request of its own)."""
+    return ElementTransform(round(xf.src_width * xf.scale_x),
+                            round(xf.src_height * xf.scale_y), xf.pad_x,
+                            xf.pad_y, xf.scale_x, xf.scale_y, 0.0, 0.0)
+
+
+def batch_of(tensor: Any, results: Sequence[Result]) -> BatchResult[Any]:
+    """The :class:`BatchResult` of a batch sent as one request per frame:
+    tensor, and frame k's transform from results[k] (frame 0's reply and
+    request id)."""
+    out: BatchResult[Any] = _new(BatchResult)
+    _set(out, "tensor", tensor)
+    _set(out, "request_id", results[0].request_id)
+    _set(out, "_res", results[0]._res)
+    _set(out, "_transforms",
+         tuple(element_transform(r.transform) for r in results))
     _set(out, "_reply", None)
     return out
 

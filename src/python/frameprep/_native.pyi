@@ -2,7 +2,7 @@
 (src/python/_native.c). Addresses are ints; the caller keeps the memory
 they name alive across the call."""
 
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Literal, TypeVar
 
 import numpy as np
 
@@ -124,14 +124,19 @@ class Gate:
 
 
 class Slots:
-    """A ring's slot table (thread-safe): states 1 reserved, 2 taken."""
+    """A ring's slot table (thread-safe): states 0 free, 1 reserved, 2
+    taken (in flight), 3 held (by a result or arrays of its tensor)."""
 
     def __init__(self, n: int) -> None: ...
     def layout(self, slot_bytes: int, frame_offset: int,
                frame_shape: tuple[int, ...], tensor_shape: tuple[int, ...],
                typekind: str, itemsize: int,
                on_free: Callable[[], object] | None) -> None: ...
-    def take(self, state: int, timeout_s: float) -> tuple[int, int] | None: ...
+    def take(self, state: int, timeout_s: float,
+             mine: bool = True) -> tuple[int, int] | None | Literal[False]:
+        """(slot, ticket); None when none came within timeout_s; False at
+        once (with mine) when the calling thread holds every slot."""
+    def states(self) -> tuple[tuple[int, int], ...]: ...
     def release(self, slot: int, ticket: int) -> bool: ...
     def claim(self, hold: Hold) -> bool: ...
     def frame_hold(self, slot: int, ticket: int, ring: Any, map: Any,

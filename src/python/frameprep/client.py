@@ -15,7 +15,7 @@ import asyncio
 import os
 import contextlib
 import functools
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, overload
 
 import numpy as np
 
@@ -344,7 +344,7 @@ def _crops_args(plan: _core.Plan, frame: Any, boxes: Any,
 
 
 def _crops_result(res: Any, out: Any, dev: Any = None
-                  ) -> _core.BatchResult:
+                  ) -> _core.BatchResult[Any]:
     """The result of a ROIS or BATCH reply (checked here): a view of the
     reply; copied into a numpy out; a CUDA out (its DeviceArray dev)
     as a CudaTensor over it, or an Exported as it is."""
@@ -575,6 +575,30 @@ class Client(_Connection):
         return _core.new_result(_core.tensor_of(res), res, src.width,
                                 src.height)
 
+    @overload
+    def preprocess_batch(
+            self, frames: Sequence[Any], out: None = None,
+            size: Sequence[int] = ..., resize: ResizeName = ...,
+            order: OrderName = ..., dtype: DTypeOption = ...,
+            layout: LayoutName = ..., scale: float = ...,
+            mean: float | Sequence[float] = ...,
+            std: float | Sequence[float] = ..., pad: float = ...,
+            format: FormatName | None = ..., matrix: MatrixName = ...,
+            yuv_range: YuvRangeName = ..., rounding: RoundingName = ...
+    ) -> _core.BatchResult[np.ndarray[Any, np.dtype[Any]]]: ...
+
+    @overload
+    def preprocess_batch(
+            self, frames: Sequence[Any], out: _core.TensorT,
+            size: Sequence[int] = ..., resize: ResizeName = ...,
+            order: OrderName = ..., dtype: DTypeOption = ...,
+            layout: LayoutName = ..., scale: float = ...,
+            mean: float | Sequence[float] = ...,
+            std: float | Sequence[float] = ..., pad: float = ...,
+            format: FormatName | None = ..., matrix: MatrixName = ...,
+            yuv_range: YuvRangeName = ..., rounding: RoundingName = ...
+    ) -> _core.BatchResult[_core.TensorT]: ...
+
     def preprocess_batch(self, frames: Sequence[Any], out: Any = None,
                          size: Sequence[int] = (640, 640),
                          resize: ResizeName = "letterbox",
@@ -587,19 +611,26 @@ class Client(_Connection):
                          pad: float = 114, format: FormatName | None = None,
                          matrix: MatrixName = "bt601",
                          yuv_range: YuvRangeName = "limited",
-                         rounding: RoundingName = "float") -> Any:
-        """Preprocesses N frames (each as :meth:`preprocess` takes it,
-        sizes may differ) into one batch: (N, C, H, W) for NCHW, (N, H, W,
-        C) for NHWC, frame k in row k. ``out`` None: returns a new numpy
-        array; a numpy array of that shape and dtype: fills it and
-        returns it; a CUDA tensor of that shape (PyTorch, CuPy): the
-        daemon writes each row straight into it (``out[k]``, see
-        :meth:`preprocess`), and it is returned. The requests are sent from
-        up to 8 threads at once, within the client's in-flight limit.
-        Raises :class:`~frameprep.InvalidRequestError` for an ``out`` of
-        another shape or dtype (before sending anything), and as
-        :meth:`preprocess` (the first failure; rows of other frames may
-        be written by then).
+                         rounding: RoundingName = "float"
+                         ) -> _core.BatchResult[Any]:
+        """Preprocesses N >= 1 frames (each as :meth:`preprocess` takes
+        it, sizes may differ) into one batch.
+
+        Returns a :class:`~frameprep.BatchResult`: ``tensor`` (N, C, H, W)
+        for NCHW, (N, H, W, C) for NHWC, frame k in row k, and
+        ``transforms``, frame k's :class:`~frameprep.ElementTransform` at
+        k, so that ``result.transforms[k].to_source(boxes)`` maps boxes
+        found in row k back to frame k's pixels, whatever its size.
+        ``out`` None: ``tensor`` is a numpy array (new, or a view of the
+        reply); a numpy array of that shape and dtype: it is filled and is
+        ``tensor``; a CUDA tensor of that shape (PyTorch, CuPy): the daemon
+        writes each row straight into it (``out[k]``, see
+        :meth:`preprocess`), and it is ``tensor``. The requests are sent
+        from up to 8 threads at once, within the client's in-flight limit.
+        Raises ``ValueError`` (:class:`~frameprep.InvalidRequestError`)
+        for no frames, and for an ``out`` of another shape or dtype
+        (before sending anything), and as :meth:`preprocess` (the first
+        failure; rows of other frames may be written by then).
 
         Frames of one shape and one packed format (bgr8, rgb8, bgra8,
         rgba8, gray8) with ``rounding="float"`` go in ONE BATCH request
@@ -618,6 +649,10 @@ class Client(_Connection):
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
                           std, pad, matrix, yuv_range, rounding)
         n = len(frames)
+        if n == 0:
+            raise errors.InvalidRequestError(
+                "preprocess_batch needs at least one frame: an empty batch "
+                "has no tensor to return")
         shape = (n,) + tuple(plan.shape[1:])
         if out is not None and \
                 tuple(getattr(out, "shape", ())) != shape:
@@ -640,27 +675,28 @@ class Client(_Connection):
                 to)))
             del keep  # the packed frames, kept until the call returned
             if out is None:
-                return np.asarray(res)
+                return _core.new_batch_result(res)
             if isinstance(out, np.ndarray):
                 np.copyto(out, np.asarray(res))
-            return out
+            return _core.new_batch_result(res, out)
         if out is None:
             out = np.empty(shape, plan.typestr)
+        results: list[_core.Result] = []
 
-        def one(k: int) -> None:
-            self.preprocess(frames[k], size, resize, order, dtype, layout,
-                            scale, mean, std, pad, format, matrix, yuv_range,
-                            out=out[k], rounding=rounding)
+        def one(k: int) -> _core.Result:
+            return self.preprocess(frames[k], size, resize, order, dtype,
+                                   layout, scale, mean, std, pad, format,
+                                   matrix, yuv_range, out=out[k],
+                                   rounding=rounding)
 
-        if n <= 1:
-            for k in range(n):
-                one(k)
-            return out
-        from concurrent.futures import ThreadPoolExecutor
-        with ThreadPoolExecutor(min(n, 8)) as pool:
-            for f in [pool.submit(one, k) for k in range(n)]:
-                f.result()
-        return out
+        if n == 1:
+            results.append(one(0))
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(min(n, 8)) as pool:
+                results.extend(f.result() for f in
+                               [pool.submit(one, k) for k in range(n)])
+        return _core.batch_of(out, results)
 
     def _batch_frames(self, frames: Sequence[Any], format: str | None,
                       plan: _core.Plan
@@ -739,7 +775,7 @@ class Client(_Connection):
               mean: float | Sequence[float] = (0.0, 0.0, 0.0),
               std: float | Sequence[float] = (1.0, 1.0, 1.0),
               pad: float = 114, format: FormatName | None = None,
-              out: Any = None) -> _core.BatchResult:
+              out: Any = None) -> _core.BatchResult[Any]:
         """Preprocesses N regions of one frame into one tensor, in ONE
         ROIS request (protocol.h, "ROIS and BATCH requests").
 
@@ -989,7 +1025,7 @@ class AsyncClient(_Connection):
                     std: float | Sequence[float] = (1.0, 1.0, 1.0),
                     pad: float = 114, format: FormatName | None = None,
                     out: np.ndarray[Any, Any] | None = None
-                    ) -> _core.BatchResult:
+                    ) -> _core.BatchResult[Any]:
         """See :meth:`Client.crops` (the request runs on the loop's
         executor; the frame must not change until it returns; a frame of
         an :class:`~frameprep.AsyncRing` of this client is read where it

@@ -55,6 +55,15 @@ class LimitExceededError(FrameprepError, ValueError):
     status, name = 4, "ELIMIT"
 
 
+class RingFullError(LimitExceededError):
+    """ELIMIT: a ring's caller asked for a slot while it holds every slot
+    itself (results not released, numpy views of released results' tensors
+    still alive, frames reserved and not sent), none in flight: no slot
+    could come free while it waited, so it is told at once. Release
+    results (and drop views of them) sooner, or give the ring more
+    slots."""
+
+
 class ServerOutOfMemoryError(FrameprepError, MemoryError):
     """ENOMEM: the daemon (or the client) ran out of memory."""
 

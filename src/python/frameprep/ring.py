@@ -15,9 +15,15 @@ reads the frame in place and writes the tensor in place.
 Lifetimes are explicit: :meth:`Ring.close` (or the context manager)
 unregisters the region and unmaps it. A slot belongs to whoever holds it
 (a frame reserved by :meth:`Ring.next_frame`, a request in flight, a
-:class:`RingResult` not yet released) and is never handed out again
-before it is given back; a holder that is garbage-collected without
-giving it back gives it back then, with a ``ResourceWarning``.
+:class:`RingResult` not yet released, a numpy array viewing a result's
+tensor) and is never handed out again before it is given back: once its
+result is released and no array views its tensor. A released result's
+``tensor`` raises :class:`~frameprep.ClosedError`, so no array read after
+``release()`` can show another frame's tensor. A holder that is
+garbage-collected without giving it back gives it back then, with a
+``ResourceWarning``. A caller that asks for a slot while it holds every
+slot itself, none in flight, would wait for ever: it gets
+:class:`~frameprep.RingFullError` at once.
 
 When the daemon restarts (its connection closes: the region and the
 doorbell went with it), the ring makes a new region of the same layout,
@@ -58,10 +64,10 @@ _U8 = np.dtype(np.uint8)
 _set = object.__setattr__
 _new_ring_result = object.__new__
 _PAGE = 4096
-# A slot is free, reserved by next_frame() (its frame not yet sent), or
-# taken: in flight, then held by its result until released (the states of
-# _native.Slots.take).
-_RESERVED, _TAKEN = 1, 2
+# A slot is free, reserved by next_frame() (its frame not yet sent),
+# taken (in flight) or held by its result and the arrays viewing its
+# tensor (the states of _native.Slots).
+_RESERVED, _TAKEN, _HELD = 1, 2, 3
 # How often a request is sent again after the daemon's connection closed
 # or its region was unknown (each time after the ring registered anew).
 _ATTEMPTS = 4
@@ -78,12 +84,14 @@ def _round_page(n: int) -> int:
 # What holds one slot of a ring (_native.Hold): a frame reserved by
 # next_frame() or a result's tensor. numpy arrays made from it (its
 # array(), or np.asarray through its __array_struct__) keep it alive, so
-# the slot stays held while the holder or any view of it lives, until
-# give_back() (or cancel() of a reserved frame). Its ``ring`` is None once
-# it no longer holds the slot (given back, or the reserved frame was
-# sent); one that is garbage-collected holding it gives it back then,
-# with a ResourceWarning. The slot table (_native.Slots) hands slots out
-# under its own mutex, so neither needs the GIL's order.
+# the slot stays held while the holder or any view of it lives. A
+# reserved frame's holder gives the slot back at cancel() or hands it on
+# when sent; a result's when it is gone after the result's release()
+# (which lets go of it and of the tensor: the last view gone, the holder
+# goes). Its ``ring`` is None once it no longer holds the slot; one that
+# is garbage-collected holding it unreleased gives it back then, with a
+# ResourceWarning. The slot table (_native.Slots) hands slots out under
+# its own mutex, so neither needs the GIL's order.
 _Hold = _native.Hold
 
 
@@ -131,27 +139,43 @@ class RingFrame(np.ndarray):  # type: ignore[type-arg]
 
 class RingResult(_native.RingResultCore, _core.Result):
     """A :class:`~frameprep.Result` of a ring: its tensor views the
-    ring's slot, which this result holds until :meth:`release` (or the end
-    of its ``with`` block): until then the ring hands that slot to nobody
-    else, so the tensor keeps its values. Read or copy the tensor before
-    releasing; views of it must not be read after that. A result (or
-    view of its tensor) that is garbage-collected unreleased gives the slot
+    ring's slot (no copy), which the ring hands to nobody else while the
+    result is unreleased or any numpy array views that tensor.
+
+    The contract: ``r.tensor`` may be read until :meth:`release` (or the
+    end of the ``with`` block); after that it raises
+    :class:`~frameprep.ClosedError`. An array taken from it before
+    (``t = r.tensor``, a slice, ``np.asarray``, ``torch.from_numpy(t)``,
+    a DLPack capsule) keeps the slot, so it keeps this frame's values
+    for as long as it lives; the slot goes back to the ring when the
+    result is released and the last such array is gone (at once on
+    release when there is none). Copy what you keep (``r.tensor.copy()``)
+    so that slots come back: a caller that asks for a slot while it holds
+    every slot itself gets :class:`~frameprep.RingFullError`. A result
+    (or a view of its tensor) garbage-collected unreleased gives the slot
     back then, with a ``ResourceWarning``.
 
     ``release()``, ``timings`` and the ``with`` block are
     _native.RingResultCore's, in C (the calls made for every frame)."""
 
     __slots__ = ("_hold", "_tensor")
-    _hold: _Hold
+    _hold: _Hold | None
     _tensor: np.ndarray[Any, Any] | None
 
     @property
     def tensor(self) -> np.ndarray[Any, Any]:  # type: ignore[override]
         """The tensor: a numpy view of the slot (made when first read),
-        which keeps the slot held while it lives."""
+        which keeps the slot held while it lives. Raises
+        :class:`~frameprep.ClosedError` once the result is released."""
         t = self._tensor
         if t is None:
-            t = self._hold.array(np.ndarray)
+            hold = self._hold
+            if hold is None:
+                raise errors.ClosedError(
+                    "the ring result was released: its tensor is no "
+                    "longer readable through it (read or copy it before "
+                    "release(); an array taken before keeps the slot)")
+            t = hold.array(np.ndarray)
             object.__setattr__(self, "_tensor", t)
         return t
 
@@ -166,10 +190,24 @@ class RingResult(_native.RingResultCore, _core.Result):
 
         def __exit__(self, *exc: object) -> None: ...
 
+    async def __aenter__(self) -> RingResult:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """Releases the result (``async with await ring.preprocess(f) as
+        r:``, the same as ``with``)."""
+        self.release()
+
     @property
     def released(self) -> bool:
-        """Whether the slot was given back."""
-        return self._hold.ring is None
+        """Whether the result was released (its slot goes back once no
+        array views its tensor)."""
+        return self._hold is None
+
+    def __repr__(self) -> str:
+        if self._hold is None:
+            return f"RingResult(released, request_id={self.request_id})"
+        return super().__repr__()
 
 
 # What Slots.next_frame and Slots.send make (the ring's whole frames in
@@ -417,6 +455,17 @@ class _RingBase:
         """Gives slot k back unless it was since (its ticket changed)."""
         self._slots.release(k, ticket)
 
+    def _full(self, who: str) -> errors.RingFullError:
+        """The error for a caller that holds every slot itself."""
+        return errors.RingFullError(
+            f"the ring has {self.slots} slot{'s' if self.slots != 1 else ''}"
+            f" and {who} holds every one (results not released, arrays "
+            f"viewing released results' tensors, frames reserved and not "
+            f"sent), none in flight: no slot can come free. Release "
+            f"results and drop views of their tensors (copy what you "
+            f"keep), or make the ring larger than the results held at "
+            f"once")
+
 
 class Ring(_native.RingCore, _RingBase):
     """A ring of shared-memory slots on a :class:`~frameprep.Client`
@@ -431,9 +480,16 @@ class Ring(_native.RingCore, _RingBase):
     Results hold their slot: ``with ring.preprocess(frame) as r:`` (or
     ``r.release()`` when done) — until then the slot is handed to nobody
     else, so ``r.tensor`` (a numpy view of the slot, not a copy) keeps its
-    values. A thread that wants a slot while all are held waits for one,
-    up to the client's timeout (:class:`~frameprep.RequestTimeoutError`):
-    give a ring at least as many slots as results held at once.
+    values. After that ``r.tensor`` raises
+    :class:`~frameprep.ClosedError`; an array taken from it before keeps
+    the slot (and its values) until the array is gone (see
+    :class:`RingResult`). A thread that wants a slot while all are held
+    waits for one, up to the client's timeout
+    (:class:`~frameprep.RequestTimeoutError`), unless it holds every slot
+    itself (none in flight): then it gets
+    :class:`~frameprep.RingFullError` at once, naming the slot count.
+    Give a ring at least as many slots as results held at once; a result
+    handed to another thread to release still counts as its maker's.
 
     Writing in place: ``buf = ring.next_frame()`` reserves a slot and
     returns a writable :class:`RingFrame` (H, W, C) of its frame area;
@@ -563,6 +619,8 @@ class Ring(_native.RingCore, _RingBase):
 
     def _take(self, state: int) -> tuple[int, int]:
         got = self._slots.take(state, self._client.timeout)
+        if got is False:
+            raise self._full("this thread")
         if got is None:
             raise errors.RequestTimeoutError(
                 f"no free ring slot within {self._client.timeout:g} s: "
@@ -755,7 +813,15 @@ class AsyncRing(_RingBase):
     ring.aclose()`` or ``async with``. Same slots, holders, lifetimes,
     errors and re-registration after a daemon restart; its requests go over
     the socket (no doorbell), each on a thread of the loop's executor
-    while the loop goes on. One event loop at a time."""
+    while the loop goes on. One event loop at a time.
+
+    A task that wants a slot while all are held waits for one (up to the
+    client's timeout) while some holder is a task still running (which
+    may release it), and gets :class:`~frameprep.RingFullError` at once
+    when every slot is held by itself or by tasks that are done (their
+    results returned and not released, as in ``asyncio.gather`` of more
+    requests than slots): gather at most ``slots`` at a time, or release
+    each result in the task that made it."""
 
     _shm_reply = True
 
@@ -765,6 +831,9 @@ class AsyncRing(_RingBase):
         super().__init__(slots, frame, options)
         self._client = client
         self._arecover_lock = asyncio.Lock()
+        # Per slot, the task that reserved it or holds its result, with
+        # the slot's ticket then.
+        self._holders: dict[int, tuple[int, asyncio.Task[Any] | None]] = {}
 
     async def _register(self) -> None:
         self._check_size(await self._client.limits())
@@ -783,14 +852,40 @@ class AsyncRing(_RingBase):
         # The event's method, not the ring's: the slot table keeps it.
         return self._freed_event.set
 
+    def _held_by(self, k: int, ticket: int) -> None:
+        """Slot k (ticket) is reserved or held by the current task."""
+        self._holders[k] = (ticket, asyncio.current_task())
+
+    def _stuck(self) -> bool:
+        """Whether every slot is reserved or held (none free or in flight)
+        by the current task or by tasks that are done: none can come free
+        while the current task waits (one held by a task still running
+        may)."""
+        me = asyncio.current_task()
+        for k, (state, ticket) in enumerate(self._slots.states()):
+            if state not in (_RESERVED, _HELD):
+                return False
+            got = self._holders.get(k)
+            if got is None or got[0] != ticket:
+                return False
+            task = got[1]
+            if task is not me and (task is None or not task.done()):
+                return False
+        return True
+
     async def _take(self, state: int) -> tuple[int, int]:
         deadline = time.monotonic() + self._client.timeout
         while True:
             # Cleared first: a slot freed after the look sets it again.
             self._freed_event.clear()
-            got = self._slots.take(state, 0.0)
-            if got is not None:
+            # Not the thread's check: every task of the loop is on one
+            # thread; _stuck looks at the tasks.
+            got = self._slots.take(state, 0.0, False)
+            if got:
+                self._held_by(got[0], got[1])
                 return got
+            if self._stuck():
+                raise self._full("this task (with tasks that are done)")
             left = deadline - time.monotonic()
             if left <= 0:
                 raise errors.RequestTimeoutError(
@@ -867,6 +962,7 @@ class AsyncRing(_RingBase):
                     await self._recover(epoch)
                     continue
                 _core.checked(res)
+            self._held_by(k, ticket)
             return self._result(m, k, ticket, res, used)
         raise errors.RegionError(
             f"the daemon forgot the ring's region {_ATTEMPTS} times in a "
