@@ -94,9 +94,15 @@ cp -a "$work/install/." "$root/tmp/fpstage/"
 progs=(/usr/bin/frameprepd /usr/bin/frameprep)
 libdir=$(cd "$work/install/usr" && dirname "$(find . -name 'libframeprep.so*' | head -n 1)")
 libdir=/usr/${libdir#./}
-libs=$(for p in "${progs[@]}"; do
+for p in "${progs[@]}"; do
 	chroot "$root" env LD_LIBRARY_PATH="/tmp/fpstage$libdir" ldd "/tmp/fpstage$p"
-done | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' |
+done >"$work/ldd.txt"
+if grep 'not found' "$work/ldd.txt" >&2; then
+	echo "build.sh: libraries missing from the Debian root: add their packages" \
+		"to make-root.sh" >&2
+	exit 1
+fi
+libs=$(awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' "$work/ldd.txt" |
 	grep -v '^/tmp/fpstage' | sort -u)
 for lib in $libs; do
 	dir=$(chroot "$root" readlink -f "$(dirname "$lib")")

@@ -8,10 +8,32 @@
 # exists and DIR/packages lists the same packages.
 set -euo pipefail
 dir=$1
-packages=libuv1,libturbojpeg0,libjpeg62-turbo,libjansson4,libinih1,libmicrohttpd12,libsystemd0,libacl1,python3,python3-numpy,ca-certificates
+packages=libuv1,libstb0,libturbojpeg0,libjpeg62-turbo,libjansson4,libinih1,libmicrohttpd12,libsystemd0,libacl1,python3,python3-numpy,ca-certificates
 
 if [ -f "$dir/root.tar" ] && [ "$(cat "$dir/packages" 2>/dev/null)" = "$packages" ]; then
 	exit 0
+fi
+clean_root() {
+	rm -rf "$dir"/root/var/cache/apt/*.bin "$dir"/root/var/cache/apt/archives/*.deb \
+		"$dir"/root/var/lib/apt/lists/* "$dir"/root/usr/share/doc/* \
+		"$dir"/root/usr/share/man/* "$dir"/root/usr/share/info/* \
+		"$dir"/root/usr/share/locale/* "$dir"/root/var/log/*
+	mkdir -p "$dir/root/var/log/apt"
+	tar -C "$dir/root" --numeric-owner -cf "$dir/root.tar" .
+	echo "$packages" >"$dir/packages"
+	echo "== root: $(du -sh "$dir/root" | cut -f1) in $dir/root"
+}
+# A root made before with fewer packages: add them with apt-get in it.
+if [ -x "$dir/root/usr/bin/apt-get" ] && [ -f "$dir/packages" ]; then
+	echo "== apt-get install ${packages//,/ } in $dir/root"
+	if chroot "$dir/root" apt-get update -q >"$dir/apt.log" 2>&1 &&
+		chroot "$dir/root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+			--no-install-recommends ${packages//,/ } >>"$dir/apt.log" 2>&1; then
+		clean_root
+		exit 0
+	fi
+	tail -n 20 "$dir/apt.log" >&2
+	echo "make-root.sh: apt-get in the old root failed: debootstrap anew" >&2
 fi
 command -v debootstrap >/dev/null || {
 	echo "make-root.sh: debootstrap is not installed (apt-get install debootstrap)" >&2
@@ -46,10 +68,4 @@ debootstrap --variant=minbase --include="$packages" bookworm "$dir/root" "$mirro
 	exit 1
 }
 # What an image does not need: package caches and lists, documentation.
-rm -rf "$dir"/root/var/cache/apt/*.bin "$dir"/root/var/cache/apt/archives/*.deb \
-	"$dir"/root/var/lib/apt/lists/* "$dir"/root/usr/share/doc/* \
-	"$dir"/root/usr/share/man/* "$dir"/root/usr/share/info/* \
-	"$dir"/root/usr/share/locale/* "$dir"/root/var/log/*
-tar -C "$dir/root" --numeric-owner -cf "$dir/root.tar" .
-echo "$packages" >"$dir/packages"
-echo "== root: $(du -sh "$dir/root" | cut -f1) in $dir/root"
+clean_root
