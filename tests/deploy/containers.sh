@@ -96,12 +96,17 @@ rounds() { sed -n 's/^round \([0-9]*\) ok.*/\1/p' "$1" 2>/dev/null | tail -n 1; 
 rounds_past() { local r; r=$(rounds "$1"); [ "${r:-0}" -ge "$2" ]; }
 info() { podman exec consumer-shm-consumer frameprep info; }
 info_has() { info | grep -qx "$1"; }
+# The image's HEALTHCHECK command (kube play does not take an image's
+# health check; the pod's probes are the kubelet's).
+healthy() {
+	podman exec frameprepd-frameprepd /usr/bin/frameprep info --health \
+		--timeout 3000 --socket ipc:///run/frameprep/frameprep.sock
+}
 
 step "podman kube play: the daemon's pod (init container, frameprepd, config-reloader)"
 podman kube play "$work/daemon.yaml" >"$work/play-daemon.log" 2>&1 ||
 	{ cat "$work/play-daemon.log" >&2; fail "kube play of the daemon's pod"; }
-wait_for 120 "frameprepd ready (frameprep info --health, the image's HEALTHCHECK)" \
-	podman healthcheck run frameprepd-frameprepd
+wait_for 120 "frameprepd ready (frameprep info --health, the image's HEALTHCHECK)" healthy
 wait_for 60 "the socket in the hostPath" test -S "$work/host/run-frameprep/frameprep.sock"
 stat -c 'socket %n: %U(%u):%G(%g) %a' "$work/host/run-frameprep/frameprep.sock"
 podman exec frameprepd-config-reloader python3 -c '
@@ -140,7 +145,7 @@ restarted() {
 		[ "$(podman inspect --format '{{.State.Running}}' frameprepd-frameprepd)" = true ]
 }
 wait_for 120 "frameprepd restarted" restarted
-wait_for 120 "frameprepd ready again" podman healthcheck run frameprepd-frameprepd
+wait_for 120 "frameprepd ready again" healthy
 echo "frameprepd: restart $(podman inspect --format '{{.RestartCount}}' frameprepd-frameprepd), pid $pid -> $(podman inspect --format '{{.State.Pid}}' frameprepd-frameprepd)"
 wait_for 300 "consumer-shm: 2 more rounds after the restart" rounds_past "$work/out/consumer-shm.log" $((r_shm + 2))
 wait_for 300 "consumer-noshm: 2 more rounds after the restart" rounds_past "$work/out/consumer-noshm.log" $((r_noshm + 2))
@@ -156,8 +161,8 @@ tail -n 1 "$work/out/consumer-shm.log" "$work/out/consumer-noshm.log"
 step "reload: the ConfigMap's file rewritten, SIGHUP from the config-reloader"
 info_has "max_width: 8192" || fail "max_width is not 8192 before the reload"
 conf=$work/host/config/frameprepd.conf
-sed 's/^    log-level = info$/    log-level = info\n    max-width = 4000/' "$conf" >"$conf.new"
-grep -q "max-width = 4000" "$conf.new" || fail "the config edit"
+# A new file renamed over the old one, as the kubelet swaps its files.
+{ cat "$conf"; echo "max-width = 4000"; } >"$conf.new"
 mv "$conf.new" "$conf"
 wait_for 120 "INFO max_width: 4000 after the reload" info_has "max_width: 4000"
 podman logs frameprepd-config-reloader 2>&1 | grep "SIGHUP" | tail -n 1
@@ -166,7 +171,14 @@ wait_for 300 "consumer-shm: a round after the reload" rounds_past "$work/out/con
 [ "$(podman inspect --format '{{.RestartCount}}' frameprepd-frameprepd)" -eq $((restarts + 1)) ] ||
 	fail "the reload restarted the daemon"
 
-step "SIGTERM drains: podman kube down"
+step "SIGTERM drains: podman pod stop, then kube down"
+podman pod stop -t 30 consumer-shm consumer-noshm >/dev/null
+podman pod stop -t 30 frameprepd >/dev/null
+podman logs frameprepd-frameprepd 2>&1 | grep -q "SIGTERM: shutting down" ||
+	fail "no SIGTERM drain in the daemon's log"
+podman logs frameprepd-frameprepd 2>&1 | grep "frameprepd stopped" | tail -n 1
+code=$(podman inspect --format '{{.State.ExitCode}}' frameprepd-frameprepd)
+[ "$code" = 0 ] || fail "frameprepd exited $code after SIGTERM"
 teardown
 trap - EXIT
 echo "PASS: containers.sh in $(($(date +%s) - t0)) s"

@@ -7,6 +7,7 @@ mount (the socket only: its client falls back to the socket).
 
 What podman 4.3 cannot do the Kubernetes way is changed, and only that:
 the hostPaths point under WORK/host (not this machine's /run/frameprep);
+the init container is podman's kind "always" (see below);
 the ConfigMap volume is a hostPath directory holding its frameprepd.conf
 (WORK/host/config, which the test rewrites as the kubelet would); the
 probes go (podman runs an httpGet probe as curl inside the container, and
@@ -62,6 +63,11 @@ daemon = {"apiVersion": "v1", "kind": "Pod",
                        "annotations": tmpl["metadata"].get("annotations", {})},
           "spec": tmpl["spec"]}
 daemon["spec"]["restartPolicy"] = "Always"
+# podman 4.3 removes a "once" init container after it ran and may find it
+# still running ("cannot remove container ... as it is running"): an
+# "always" one stays (and runs again at each start of the pod, as the
+# kubelet's does after a pod sandbox is recreated).
+daemon["metadata"]["annotations"]["io.podman.annotations.init.container.type"] = "always"
 daemon["spec"].pop("affinity", None)
 daemon["spec"].pop("nodeSelector", None)
 rehost(daemon["spec"]["volumes"])

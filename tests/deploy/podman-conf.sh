@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # podman-conf.sh: installs what the container test needs when it is
-# missing (podman, runc, debootstrap: Debian's packages) and gives podman
+# missing (podman, runc, catatonit for the pods' pause image, debootstrap) and gives podman
 # the two settings these machines need, in /etc/containers/containers.conf:
 #   [containers] default_ulimits = []   the VM may not raise
 #                                       RLIMIT_NOFILE/NPROC
@@ -9,7 +9,7 @@
 # settings go into the drop-in containers.conf.d/50-frameprep.conf.
 set -euo pipefail
 need=()
-for p in podman runc debootstrap uidmap containernetworking-plugins iptables; do
+for p in podman runc catatonit debootstrap uidmap containernetworking-plugins iptables; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
 		need+=("$p")
 done
