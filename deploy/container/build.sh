@@ -97,7 +97,9 @@ libdir=/usr/${libdir#./}
 for p in "${progs[@]}"; do
 	chroot "$root" env LD_LIBRARY_PATH="/tmp/fpstage$libdir" ldd "/tmp/fpstage$p"
 done >"$work/ldd.txt"
-if grep 'not found' "$work/ldd.txt" >&2; then
+# The CUDA libraries come from cuda-libs.sh (NVRTC, nvJPEG) or from the
+# host's driver through CDI (libcuda).
+if grep 'not found' "$work/ldd.txt" | grep -v -E 'lib(cuda|nvrtc|nvjpeg|nvidia-ml)\.so' >&2; then
 	echo "build.sh: libraries missing from the Debian root: add their packages" \
 		"to make-root.sh" >&2
 	exit 1
