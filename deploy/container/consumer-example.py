@@ -13,6 +13,7 @@ STATUS_FILE too, when set. ROUNDS (0: forever) bounds the loop.
 """
 import glob
 import os
+import signal
 import sys
 import time
 
@@ -54,6 +55,8 @@ def connect(deadline):
 
 
 def main():
+    # PID 1 of its container: SIGTERM (pod deletion) ends it at once.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     retry = float(os.environ.get("RETRY_SECONDS", "120"))
     rounds = int(os.environ.get("ROUNDS", "0"))
     work = frames()

@@ -18,7 +18,13 @@
 #     checked, through the new daemon;
 #  6. rewrites the config file as the kubelet does with a ConfigMap: the
 #     pod's config-reloader sends SIGHUP and the daemon's INFO shows the
-#     new max_width.
+#     new max_width;
+#  7. two more daemon pods on tcp:// (two network namespaces, as two
+#     nodes); frameprep-bench (the C client: the Python one dials one
+#     daemon) given both addresses, as the headless Service's DNS would:
+#     its requests go to both; one daemon is killed mid-load and every
+#     request is answered and checked (exit 0);
+#  8. SIGTERM (podman pod stop) drains the daemon: exit status 0.
 # Every wait is for a condition, with a deadline of minutes (a loaded
 # machine is slow, not wrong). Prints how long it took. Exit 0 passed,
 # 1 failed, 77 skipped (not root).
@@ -59,8 +65,11 @@ wait_for() {
 step() { echo "== [$(($(date +%s) - t0)) s] $*"; }
 teardown() {
 	[ "${FPREP_KEEP:-0}" = 1 ] && return 0
-	podman kube down "$work/consumers.yaml" >/dev/null 2>&1 || true
-	podman kube down "$work/daemon.yaml" >/dev/null 2>&1 || true
+	podman rm -f -t 0 consumer-tcp >/dev/null 2>&1 || true
+	# The pods by name: kube down skips a pod whose play failed half-way.
+	for pod in consumer-shm consumer-noshm frameprepd-a frameprepd-b frameprepd; do
+		podman pod rm -f -t 0 "$pod" >/dev/null 2>&1 || true
+	done
 }
 
 step "podman, runc, debootstrap and containers.conf"
@@ -79,8 +88,7 @@ bash "$top/deploy/container/build.sh"
 step "photographs and OpenCV's tensors"
 bash "$top/tests/data/fetch-images.sh" "$FPREP_CONTAINER_WORK/images"
 if [ -d "$work" ]; then
-	podman kube down "$work/consumers.yaml" >/dev/null 2>&1 || true
-	podman kube down "$work/daemon.yaml" >/dev/null 2>&1 || true
+	teardown
 	rm -rf "$work"
 fi
 mkdir -p "$work/data" "$work/out"
@@ -171,9 +179,57 @@ wait_for 300 "consumer-shm: a round after the reload" rounds_past "$work/out/con
 [ "$(podman inspect --format '{{.RestartCount}}' frameprepd-frameprepd)" -eq $((restarts + 1)) ] ||
 	fail "the reload restarted the daemon"
 
+step "two daemons on tcp:// (two pods), one client spreading over both, one killed mid-load"
+podman kube play "$work/tcp.yaml" >"$work/play-tcp.log" 2>&1 ||
+	{ cat "$work/play-tcp.log" >&2; fail "kube play of the two tcp:// daemons"; }
+# ip POD: the pod's address on podman's network (what the headless
+# Service's DNS would answer).
+ip() {
+	podman inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' \
+		"$(podman pod inspect --format '{{.InfraContainerID}}' "$1")"
+}
+ip_a=$(ip frameprepd-a)
+ip_b=$(ip frameprepd-b)
+[ -n "$ip_a" ] && [ -n "$ip_b" ] || fail "no pod address ($ip_a, $ip_b)"
+# frames IP: FRAME requests answered OK by the daemon at IP (its metrics).
+frames() {
+	"$sys_python" - "$1" <<'PY'
+import sys, urllib.request as u
+m = u.urlopen(f"http://{sys.argv[1]}:9464/metrics", timeout=5).read().decode()
+print(int(sum(float(l.split()[-1]) for l in m.splitlines()
+              if l.startswith('frameprep_requests_total{kind="frame"') and 'status="ok"' in l)))
+PY
+}
+served() { [ "$(frames "$1" 2>/dev/null || echo 0)" -gt 0 ]; }
+wait_for 120 "frameprepd-a ready" bash -c "exec 3<>/dev/tcp/$ip_a/5555"
+wait_for 120 "frameprepd-b ready" bash -c "exec 3<>/dev/tcp/$ip_b/5555"
+echo "daemons: tcp://$ip_a:5555 tcp://$ip_b:5555"
+mkdir -p "$work/photos"
+for f in "$work"/data/frame_*.npy; do
+	n=${f##*/frame_}
+	cp "$FPREP_CONTAINER_WORK"/images/"${n%.npy}".* "$work/photos/"
+done
+# frameprep-bench: 2 streams, each one client (one nng socket) dialling
+# both daemons; every reply checked against the CPU reference (--verify
+# all); exit 0 only when none was lost, late, wrong or an error.
+podman run -d --name consumer-tcp --network podman -v "$work/photos:/photos:ro" \
+	localhost/frameprep-client:latest frameprep-bench -q --no-ceiling -w 0 -d 30 \
+	-c 2 --verify all --image-dir /photos --socket "tcp://$ip_a:5555,tcp://$ip_b:5555" >/dev/null
+wait_for 120 "requests on both daemons" \
+	bash -c "$(declare -f frames served); sys_python=$sys_python; served $ip_a && served $ip_b"
+echo "before: frameprepd-a $(frames "$ip_a") frames, frameprepd-b $(frames "$ip_b")"
+kill -KILL "$(podman inspect --format '{{.State.Pid}}' frameprepd-a-frameprepd)"
+[ "$(podman inspect --format '{{.State.Running}}' consumer-tcp)" = true ] ||
+	fail "frameprep-bench ended before the kill (its -d 30 s): nothing tested"
+echo "SIGKILL to frameprepd-a while frameprep-bench runs"
+code=$(podman wait consumer-tcp)
+podman logs consumer-tcp 2>&1 | tail -n 12
+[ "$code" = 0 ] || fail "frameprep-bench exited $code: a request was lost, wrong or an error"
+echo "after: frameprepd-b $(frames "$ip_b") frames"
+
 step "SIGTERM drains: podman pod stop, then kube down"
-podman pod stop -t 30 consumer-shm consumer-noshm >/dev/null
-podman pod stop -t 30 frameprepd >/dev/null
+podman pod stop -t 30 consumer-shm consumer-noshm >/dev/null 2>>"$work/podman.log"
+podman pod stop -t 30 frameprepd >/dev/null 2>>"$work/podman.log"
 podman logs frameprepd-frameprepd 2>&1 | grep -q "SIGTERM: shutting down" ||
 	fail "no SIGTERM drain in the daemon's log"
 podman logs frameprepd-frameprepd 2>&1 | grep "frameprepd stopped" | tail -n 1

@@ -48,6 +48,9 @@ def rehost(volumes):
 
 
 def strip(c):
+    # podman 4.3 publishes a containerPort on the host's port of the same
+    # number (Kubernetes does not): pods are reached at their addresses.
+    c.pop("ports", None)
     for k in ("livenessProbe", "readinessProbe", "startupProbe"):
         c.pop(k, None)
     res = c.get("resources", {})
@@ -109,4 +112,18 @@ with open(os.path.join(work, "daemon.yaml"), "w") as f:
     yaml.safe_dump(daemon, f, sort_keys=False)
 with open(os.path.join(work, "consumers.yaml"), "w") as f:
     yaml.safe_dump_all([shm, noshm], f, sort_keys=False)
-print(f"play-pods: {work}/daemon.yaml {work}/consumers.yaml")
+# Two more daemons, each its own pod (network namespace, socket and
+# shared-memory directories): the tcp:// clients' daemons, as two nodes'
+# DaemonSet pods behind the headless Service.
+tcp = []
+for name in ("frameprepd-a", "frameprepd-b"):
+    d = copy.deepcopy(daemon)
+    d["metadata"]["name"] = name
+    for v in d["spec"]["volumes"]:
+        if "hostPath" in v and not v["hostPath"]["path"].endswith("/config"):
+            v["hostPath"]["path"] += "-" + name
+            os.makedirs(v["hostPath"]["path"], exist_ok=True)
+    tcp.append(d)
+with open(os.path.join(work, "tcp.yaml"), "w") as f:
+    yaml.safe_dump_all(tcp, f, sort_keys=False)
+print(f"play-pods: {work}/daemon.yaml {work}/consumers.yaml {work}/tcp.yaml")
