@@ -102,6 +102,7 @@ struct fprep__stages {
 	struct fprep__stage *s[FPREP__STAGES_MAX];
 	unsigned n;
 	size_t refused_bytes;
+	int told_refused; /* the one log line of a refused stage is written */
 };
 
 /* fprep__stages_init makes pool empty; fprep__stages_destroy frees what

@@ -150,6 +150,10 @@ int fprep__region_open(fprep_region **rp, fprep_client *client, size_t size)
 	gen = fprep__client_conn_gen(client);
 	err = (int)res.header.status;
 	r->id = res.header.region_id;
+	/* The daemon's reason (shm_open NAME: No such file or directory,
+	 * when it does not see this /dev/shm) is the client's last error. */
+	if (err)
+		fprep__client_set_error(client, err, res.header.message);
 	fprep_result_fini(&res);
 	if (err)
 		goto err_map;

@@ -23,7 +23,9 @@
  * may outlive its client. A stage whose request
  * failed (a timeout: the daemon may still write into it) is never reused.
  * A daemon that refuses a stage (shared memory over its limits, or none
- * at all) gets that size inline from then on.
+ * at all) gets that size inline from then on; one that cannot map the
+ * client's memory at all (another /dev/shm: containers) is named in one
+ * line on stderr, once per client.
  *
  * The staged request goes through the client's doorbell when it can
  * (client.c, fprep_client_doorbell): unless the program turned doorbells
@@ -109,33 +111,55 @@ static void stage_drop_stale(fprep_client *c, struct fprep__stages *pool,
 }
 
 /* stage_open opens a stage for a frame of frame_bytes and a tensor of
- * tensor_bytes, or returns NULL. */
-static struct fprep__stage *stage_open(fprep_client *c, size_t frame_bytes,
-                                       size_t tensor_bytes)
+ * tensor_bytes into *sp; returns 0 or the error (FPREP_EREGION or
+ * FPREP_EPERM: the daemon could not open or map the shared memory, its
+ * reason the client's last error). */
+static int stage_open(fprep_client *c, size_t frame_bytes, size_t tensor_bytes,
+                      struct fprep__stage **sp)
 {
 	struct fprep__stage *s;
 	size_t cap, t, f;
+	int err;
 
+	*sp = NULL;
 	cap = stage_round(tensor_bytes, 8);
 	if (cap == 0 || cap > SIZE_MAX - FPREP_REPLY_HEADER_SIZE)
-		return NULL;
+		return FPREP_ELIMIT;
 	cap += FPREP_REPLY_HEADER_SIZE;
 	t = stage_round(cap, STAGE_PAGE);
 	f = stage_round(frame_bytes, STAGE_PAGE);
 	if (t == 0 || f == 0 || t > SIZE_MAX - f)
-		return NULL;
+		return FPREP_ELIMIT;
 	s = calloc(1, sizeof(*s));
 	if (s == NULL)
-		return NULL;
+		return FPREP_ENOMEM;
 	s->gen = fprep__client_conn_gen(c);
-	if (fprep__region_open(&s->region, c, t + f) != 0) {
+	if ((err = fprep__region_open(&s->region, c, t + f)) != 0) {
 		free(s);
-		return NULL;
+		return err;
 	}
 	atomic_init(&s->refs, 1);
 	s->out_capacity = cap;
 	s->frame_offset = t;
-	return s;
+	*sp = s;
+	return 0;
+}
+
+/* stage_told_refused writes the one line a client ever writes: the
+ * daemon could not map its shared memory, so frames go through the
+ * socket. That is not an error (every call still succeeds) but it is a
+ * deployment's mistake worth seeing: in containers, the daemon's and the
+ * client's /dev/shm differ (deploy/container/README.md). */
+static void stage_told_refused(fprep_client *c, struct fprep__stages *pool)
+{
+	if (pool->told_refused)
+		return;
+	pool->told_refused = 1;
+	fprintf(stderr,
+	        "frameprep: the daemon cannot map this process's shared memory "
+	        "(%s): frames go through the socket instead (slower); the "
+	        "daemon and its clients need the same /dev/shm\n",
+	        fprep_client_last_error(c));
 }
 
 /* stage_take finds a free stage of the pool that fits (closing a free one
@@ -148,6 +172,7 @@ static struct fprep__stage *stage_take(fprep_client *c,
 	struct fprep__stage *s = NULL;
 	size_t need = frame_bytes + tensor_bytes;
 	unsigned i;
+	int err;
 
 	pthread_mutex_lock(&pool->mtx);
 	stage_drop_stale(c, pool, fprep__client_conn_gen(c));
@@ -172,8 +197,9 @@ static struct fprep__stage *stage_take(fprep_client *c,
 			goto out;
 		stage_drop(pool, i);
 	}
-	s = stage_open(c, frame_bytes, tensor_bytes);
-	if (s == NULL) {
+	if ((err = stage_open(c, frame_bytes, tensor_bytes, &s)) != 0) {
+		if (err == FPREP_EREGION || err == FPREP_EPERM)
+			stage_told_refused(c, pool);
 		pool->refused_bytes = need;
 		goto out;
 	}
@@ -320,6 +346,7 @@ void fprep__stages_init(struct fprep__stages *pool)
 	pthread_mutex_init(&pool->mtx, NULL);
 	pool->n = 0;
 	pool->refused_bytes = 0;
+	pool->told_refused = 0;
 }
 
 void fprep__stages_destroy(struct fprep__stages *pool)
