@@ -44,7 +44,7 @@ packages=(
 	python3-opencv python3-numpy python3-venv python3-pip python3-dev
 	python3-pytest gnuplot-nox ffmpeg
 	clang-format git patch ca-certificates curl
-	clang libclang-rt-14-dev
+	clang libclang-rt-14-dev doxygen
 )
 
 missing=()
