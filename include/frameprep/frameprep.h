@@ -69,7 +69,7 @@ extern "C" {
 	XX(EIO, 15, "input/output error")                                      \
 	XX(EUNSUPPORTED, 16, "not supported")                                  \
 	XX(ECLOSED, 17, "closed")                                              \
-	XX(EMISMATCH, 18, "reply does not match request")                     \
+	XX(EMISMATCH, 18, "reply does not match request")                      \
 	XX(EFORKED, 19, "client of the parent used in a forked child")
 
 /* fprep_err: the numbers of FPREP_ERRNO_MAP, FPREP_OK = 0 first, each

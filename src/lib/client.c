@@ -98,7 +98,6 @@ static void client_fork_watch(void)
 	(void)pthread_atfork(NULL, NULL, client_fork_child);
 }
 
-
 /* client_slot: what one blocking call uses, the whole call long: its own
  * nng context, the aio of its send and receive, and the receive of a
  * reply that comes in shared memory (raio) with its wait. Created on
