@@ -151,9 +151,8 @@ int fprep__region_open(fprep_region **rp, fprep_client *client, size_t size)
 	err = (int)res.header.status;
 	r->id = res.header.region_id;
 	/* The daemon's reason (shm_open NAME: No such file or directory,
-	 * when it does not see this /dev/shm) is the client's last error. */
-	if (err)
-		fprep__client_set_error(client, err, res.header.message);
+	 * when it does not see this /dev/shm) is already the client's last
+	 * error, worded "server: NAME: ..." as every refusal is. */
 	fprep_result_fini(&res);
 	if (err)
 		goto err_map;
