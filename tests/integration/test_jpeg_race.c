@@ -392,7 +392,8 @@ struct bomber {
 	size_t size;
 	atomic_int *stop;
 	double ms[4096];
-	int n;
+	int n;           /* the bomber's own; read after the join */
+	atomic_int sent; /* n, for the main thread while it runs */
 };
 
 static double now_ms(void)
@@ -424,6 +425,7 @@ static void *bomber_run(void *arg)
 
 		CHECK(st == FPREP_ELIMIT, "bomb: status %d (%s)", st, msg);
 		b->ms[b->n++] = now_ms() - t0;
+		atomic_store(&b->sent, b->n);
 	}
 	fprep_client_close(c);
 	return NULL;
@@ -461,7 +463,7 @@ static void test_bombs_beside(const char *exe, const char *dir,
 		b[i] = (struct bomber){.jpg = jpg, .size = size, .stop = &stop};
 		REQUIRE(pthread_create(&t[i], NULL, bomber_run, &b[i]) == 0);
 	}
-	while (b[0].n + b[1].n < 2) /* both bombing */
+	while (atomic_load(&b[0].sent) + atomic_load(&b[1].sent) < 2)
 		usleep(1000);
 	for (int i = 0; i < RAW; i++) {
 		fprep_request req;
