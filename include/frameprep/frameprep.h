@@ -360,8 +360,9 @@ FPREP_EXTERN int fprep_client_check_request(fprep_client *client,
  * over the daemon's max_frame_bytes, not sent: see
  * fprep_client_check_request). On error *res is left zeroed.
  *
- * On an ipc:// client of one daemon, an inline FRAME or ECHO (input and
- * output inline, no shm_reply) is staged through shared memory: the frame
+ * On an ipc:// client of one daemon, an inline FRAME or ECHO (input
+ * inline, output inline or in a CUDA region, no shm_reply) is staged
+ * through shared memory: the frame
  * is copied into a region of the client's own (a stage, opened and
  * registered the first time, reopened larger for a larger frame), the
  * daemon reads it there and writes the tensor and the reply header back
@@ -373,6 +374,9 @@ FPREP_EXTERN int fprep_client_check_request(fprep_client *client,
  * no shared memory), the frame goes inline through the socket, as it
  * always does over tcp://. Either way req and *res read as for an inline
  * reply (res->header.output_loc INLINE, payload_size the tensor's bytes).
+ * With the output in a CUDA region only the frame is staged: the daemon
+ * writes the tensor there as for any CUDA output, the stage is free again
+ * when the call returns, and *res reads as the CUDA reply it is.
  * The staged request goes through the client's doorbell, which the first
  * staged call sets up, whenever the doorbell's one entry is free (see
  * fprep_client_doorbell, which turns that off), and through nng

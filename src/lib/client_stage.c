@@ -7,9 +7,13 @@
  * the frame is copied into a region of the client's own (a stage), the
  * daemon reads it there and writes the tensor and the reply header back
  * into the same stage (shm_reply), and the result views the tensor where
- * the daemon wrote it. One copy of the frame on this side and none of the
- * tensor, against a copy into the message, two through the socket and one
- * out of it on the inline path; and the reply is seen through the futex
+ * the daemon wrote it. A call whose tensor goes to the caller's CUDA
+ * memory (output_loc CUDA, a registered CUDA region) is staged the same
+ * way for its frame only: the daemon writes the tensor into that region,
+ * the reply header comes back through the doorbell or nng, and the stage
+ * is free again when the call returns. One copy of the frame on this side and
+ * none of the tensor, against a copy into the message, two through the socket
+ * and one out of it on the inline path; and the reply is seen through the futex
  * in the stage, not through nng's threads.
  *
  * A stage is a region (fprep_region_open) of [tensor area + reply
@@ -249,10 +253,14 @@ int fprep__stage_call(fprep_client *c, struct fprep__stages *pool,
 
 	if ((req->kind != FPREP_KIND_FRAME && req->kind != FPREP_KIND_ECHO) ||
 	    req->input_loc != FPREP_LOC_INLINE ||
-	    req->output_loc != FPREP_LOC_INLINE || req->shm_reply ||
-	    req->input_size == 0 || req->input_size > SIZE_MAX ||
+	    (req->output_loc != FPREP_LOC_INLINE &&
+	     req->output_loc != FPREP_LOC_CUDA) ||
+	    req->shm_reply || req->input_size == 0 ||
+	    req->input_size > SIZE_MAX ||
 	    fprep_tensor_shape(req, shape, &tensor) != 0 || tensor > SIZE_MAX)
 		return FPREP__STAGE_UNUSED;
+	/* A stage has room for the tensor even when it goes to CUDA memory,
+	 * so that one pool serves both kinds of call. */
 	s = stage_take(c, pool, (size_t)req->input_size, (size_t)tensor);
 	if (s == NULL) {
 		fprep__client_set_error(c, FPREP_OK, "");
@@ -261,9 +269,17 @@ int fprep__stage_call(fprep_client *c, struct fprep__stages *pool,
 	memcpy((uint8_t *)fprep_region_base(s->region) + s->frame_offset,
 	       payload, (size_t)req->input_size);
 	staged = *req;
-	fprep_request_set_regions(&staged, s->region, s->frame_offset,
-	                          s->region, 0, s->out_capacity);
-	staged.shm_reply = 1;
+	if (req->output_loc == FPREP_LOC_INLINE) {
+		fprep_request_set_regions(&staged, s->region, s->frame_offset,
+		                          s->region, 0, s->out_capacity);
+		staged.shm_reply = 1;
+	} else {
+		/* The tensor goes where the caller's CUDA region says; the
+		 * reply header comes through the doorbell's entry or nng. */
+		staged.input_loc = FPREP_LOC_SHM;
+		staged.in_region = fprep_region_id(s->region);
+		staged.in_offset = s->frame_offset;
+	}
 	/* Sets up the client's doorbell on its first call: after the
 	 * stage, which the daemon's limits on regions favour. */
 	err = fprep__client_call(c, &staged, res);
@@ -288,6 +304,7 @@ int fprep__stage_call(fprep_client *c, struct fprep__stages *pool,
 		return fprep__client_set_error(c, err, why);
 	}
 	if (res->header.status == FPREP_OK &&
+	    req->output_loc == FPREP_LOC_INLINE &&
 	    res->header.output_loc == FPREP_LOC_SHM) {
 		/* The tensor stays where the daemon wrote it: the result
 		 * views it and holds the stage. */

@@ -893,21 +893,38 @@ static PyObject *native_request(ClientObject *self, fprep_request *req,
 }
 
 /* Client.frame(request, addr, span, format, width, height, stride,
- * uv_stride, u_offset, v_offset): an inline FRAME of the request's options
- * for the frame of span bytes at addr (staged through shared memory on
- * ipc://). */
+ * uv_stride, u_offset, v_offset, out_loc=0, out_region=0, out_offset=0,
+ * out_capacity=0): an inline FRAME of the request's options for the frame
+ * of span bytes at addr (staged through shared memory on ipc://). out_loc
+ * INLINE (0) returns the tensor in the reply; CUDA has the daemon write it
+ * at (out_region, out_offset) of a registered CUDA region, out_capacity
+ * bytes there (the frame is staged all the same). */
 static PyObject *Client_frame(PyObject *op, PyObject *args)
 {
 	PyObject *tmpl;
 	struct native_src s;
+	unsigned char out_loc = FPREP_LOC_INLINE;
+	unsigned out_region = 0;
+	unsigned long long out_off = 0, out_cap = 0;
 	fprep_request req;
 
-	if (!PyArg_ParseTuple(args, "O!" NATIVE_SRC_FMT, Request_type, &tmpl,
-	                      NATIVE_SRC_ARGS(s)))
+	if (!PyArg_ParseTuple(args, "O!" NATIVE_SRC_FMT "|bIKK", Request_type,
+	                      &tmpl, NATIVE_SRC_ARGS(s), &out_loc, &out_region,
+	                      &out_off, &out_cap))
 		return NULL;
+	if (out_loc != FPREP_LOC_INLINE && out_loc != FPREP_LOC_CUDA) {
+		PyErr_Format(PyExc_ValueError,
+		             "out_loc %u: INLINE (0) or CUDA (%d) allowed",
+		             (unsigned)out_loc, FPREP_LOC_CUDA);
+		return NULL;
+	}
 	req = ((RequestObject *)tmpl)->req;
 	native_set_source(&req, &s);
 	req.input_loc = FPREP_LOC_INLINE;
+	req.output_loc = out_loc;
+	req.out_region = out_region;
+	req.out_offset = out_off;
+	req.out_capacity = out_cap;
 	return native_request((ClientObject *)op, &req,
 	                      (const void *)(uintptr_t)s.addr);
 }

@@ -654,6 +654,12 @@ PY
 		TAILN=24 run py_bench env PATH="$here/bin:$PATH" python3 -m frameprep.bench -u "$url" \
 			-c 1,16 --paths "${FPREP_PY_PATHS:-inline,copy,shm,door}" -d 2 -w 0.5 -r "${FPREP_PY_REPEAT:-5}" --check
 		tests+=(py_bench)
+		# The PyTorch consumer's call (issue 38's bars): a numpy frame
+		# with the tensor into a torch CUDA tensor (out=) against the
+		# host call and the host call plus .cuda(), c=1 and 4 threads.
+		TAILN=12 run cuda_out python3 "$here/peers/bench_cuda_out.py" --socket "$url" \
+			--image "$here/images/astronaut.png" --duration "${FPREP_BENCH_S:-4}"
+		tests+=(cuda_out)
 		TAILN=36 run cuda_bench python3 "$here/peers/bench_cuda.py" --socket "$url" \
 			--cpu-socket "$cpu_url" --image "$here/images/astronaut.png" --duration "${FPREP_BENCH_S:-5}" --nv12
 		tests+=(cuda_py cuda_example cuda_bench)

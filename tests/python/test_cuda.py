@@ -257,6 +257,33 @@ def test_batch_in_place_equals_cpu_reference(gpu_daemon, daemon):
         assert c.info()["cuda_regions_alive"] == 0
 
 
+def test_host_frame_into_cuda_is_staged(gpu_daemon):
+    """A numpy frame with a CUDA out takes the simple call's route: the
+    frame is staged in a shared-memory region of the client (INFO counts
+    it beside the CUDA region) and its request goes through the client's
+    doorbell (a GPU daemon polls, --spin-us auto: every request after the
+    first, which sets the doorbell up), with the tensor of the host call."""
+    torch = _torch_cuda()
+    img = _photo()
+    out = torch.full((1, 3, 640, 640), float("nan"), device="cuda")
+    with frameprep.Client(gpu_daemon.url) as client:
+        want = client.preprocess(img).tensor.copy()
+        client.preprocess(img, out=out)
+        before = client.info()["doorbell_requests"]
+        for _ in range(8):
+            res = client.preprocess(img, out=out)
+            assert res.reply.output_loc == 2
+            assert res.reply.payload_size == 0
+        np.testing.assert_array_equal(out.cpu().numpy(), want)
+        info = client.info()
+        assert info["regions"] >= 1  # the stage
+        # Polled between calls, or rung where the kernel can.
+        taken = info["doorbell_requests"] - before
+        assert taken == 8 if info["doorbell_wake"] == "futex_waitv" \
+            else taken >= 1
+        client.release_cuda()
+
+
 def test_preprocess_batch_into_cuda(gpu_daemon, daemon):
     """preprocess_batch with a CUDA out: each row written by the daemon
     in place, equal to the CPU reference; the out is returned."""

@@ -562,7 +562,9 @@ class Client(_Connection):
             return res
         if out is not None or (not isinstance(frame, np.ndarray) and
                                _is_cuda(frame)):
-            return self._preprocess_cuda(plan, frame, format, out)
+            if _is_cuda(frame):
+                return self._preprocess_cuda(plan, frame, format, out)
+            return self._preprocess_to_cuda(plan, frame, format, out)
         src = _core.check_frame(frame, format)
         s = self._s
         plan.check(src, s._limits or self.limits())
@@ -574,6 +576,41 @@ class Client(_Connection):
             _core.checked(res)
         return _core.new_result(_core.tensor_of(res), res, src.width,
                                 src.height)
+
+    def _preprocess_to_cuda(self, plan: Any, frame: Any, format: str | None,
+                            out: Any) -> _core.Result:
+        """preprocess of a host frame (an array, a JPEG's bytes) into a
+        CUDA ``out``: the simple call's route (the frame staged through
+        shared memory and its request through the doorbell on ipc://),
+        with the daemon writing the tensor into ``out``'s registered
+        region."""
+        from . import cuda
+        s = self._s
+        shape = tuple(plan.shape)
+        if isinstance(out, cuda.Exported):
+            cuda.check_exported(out, plan)
+            to = (Location.CUDA, self._cuda_regions().region_of_export(out),
+                  out.offset, plan.tensor_bytes)
+            dev = None
+        else:
+            dev = cuda.check_out(out, plan)
+            rid, offset = self._cuda_regions().region_of(dev)
+            to = (Location.CUDA, rid, offset, plan.tensor_bytes)
+        src = _core.check_frame(frame, format)
+        plan.check(src, s._limits or self.limits())
+        u, uo, vo = src.planes
+        res = s.call(s.native.frame, plan.native, src.addr, src.span,
+                     src.format, src.width, src.height, src.stride, u, uo,
+                     vo, *to)
+        _core.checked(res)
+        tensor: Any = out
+        if dev is not None:
+            tensor = cuda.CudaTensor(
+                cuda.DeviceArray(dev.ptr, shape,
+                                 cuda._c_strides(shape, dev.itemsize),
+                                 dev.typestr, dev.device, plan.tensor_bytes),
+                out)
+        return _core.new_result(tensor, res, src.width, src.height)
 
     @overload
     def preprocess_batch(
