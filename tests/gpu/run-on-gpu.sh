@@ -110,7 +110,7 @@ fi
 here=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH=$here/libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export XDG_CACHE_HOME=$(mktemp -d)
-logs=$(mktemp -d)
+logs=${FPREP_LOGS:-$(mktemp -d)}  # FPREP_LOGS: keep the logs there
 declare -A result
 
 run() { # run NAME COMMAND...: runs, keeps the log, records the verdict
