@@ -326,7 +326,8 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	# A JPEG in a region read once by the lane's decoders (nvJPEG's
 	# engine and libjpeg-turbo) while the client flips its SOF.
 	TAILN=6 run jpeg_race_gpu "$here/bin/test_jpeg_race" "$here/bin/frameprepd" "$here/images" 0
-	tests+=(jpeg_race_gpu)
+	TAILN=6 run jpeg_race_engine "$here/bin/test_jpeg_race" "$here/bin/frameprepd" "$here/images" 0 --jpeg-engine=true
+	tests+=(jpeg_race_gpu jpeg_race_engine)
 	TAILN=12 run two_lanes "$here/bin/test_lanes" "$here/bin/frameprepd" "$here/images"
 	tests+=(two_lanes)
 	# bench_lanes: 1080p BGR8 -> 640x640 f32 over shared memory at c=16 on
@@ -472,7 +473,7 @@ PY
 			sed -n '/^load  *frames/,/^$/p' "$logs/b1080_jpeg_$name.txt"
 			# Who decoded, and where the frames' time went (over the sweep;
 			# _lone: the frames decoded with nothing else in the lane).
-			"$here/bin/frameprep" info --socket "$ju" | grep -E '^jpeg_(frames|timing|timing_lone):' |
+			"$here/bin/frameprep" info --socket "$ju" | grep -E '^jpeg_(frames|timing|timing_lone|timing_max):' |
 				tee "$logs/jpeg_info_$name.txt"
 			# The defaults again through the Python package, the tensor
 			# into the caller's CUDA memory (as the peers' lands).

@@ -29,10 +29,12 @@
  *                 a bomb's (a ratio, whatever the machine's load; before,
  *                 they queued behind the bombs).
  *
- * Usage: test_jpeg_race FRAMEPREPD IMAGE_DIR [DEVICE]
+ * Usage: test_jpeg_race FRAMEPREPD IMAGE_DIR [DEVICE [DAEMON_ARG...]]
  * DEVICE is frameprepd's --device for the race and the scan bomb (default
  * cpu; the GPU machine runs them with 0, where the lane's decoders read the
- * region); "bombs beside" runs on the CPU backend only.
+ * region, and with 0 --jpeg-engine=true, where the engine decodes);
+ * DAEMON_ARGs are added to that daemon's arguments; "bombs beside" runs on
+ * the CPU backend only.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -513,8 +515,10 @@ int main(int argc, char **argv)
 	int w, h, n;
 	pid_t pid;
 
-	if (argc != 3 && argc != 4) {
-		fprintf(stderr, "usage: %s FRAMEPREPD IMAGE_DIR [DEVICE]\n",
+	if (argc < 3) {
+		fprintf(stderr,
+		        "usage: %s FRAMEPREPD IMAGE_DIR [DEVICE "
+		        "[DAEMON_ARG...]]\n",
 		        argv[0]);
 		return 2;
 	}
@@ -524,9 +528,14 @@ int main(int argc, char **argv)
 	REQUIRE(photo != NULL && w >= 512 && h >= 512);
 	REQUIRE(mkdtemp(dir) != NULL);
 	snprintf(url, sizeof(url), "ipc://%s/d.sock", dir);
-	if (argc == 4)
+	if (argc >= 4)
 		device = argv[3];
-	pid = daemon_start(argv[1], device, url, argc == 4 ? NULL : extra);
+	/* DAEMON_ARGs (e.g. --jpeg-engine=true) replace the CPU backend's
+	 * one worker; argv[argc] is NULL. */
+	pid = daemon_start(argv[1], device, url,
+	                   argc == 3  ? extra
+	                   : argc > 4 ? &argv[4]
+	                              : NULL);
 	race_variants(photo, w, h);
 	test_flip_race(photo, w, h, 0);
 	test_flip_race(photo, w, h, 1);

@@ -73,10 +73,11 @@
  * Where the time goes (queue, header checks, gather, the engine's call,
  * libjpeg-turbo, the hand-back, the lane after it) is counted: INFO
  * "jpeg_timing", "jpeg_timing_lone" for frames decoded with nothing else
- * in the lane (what a request at concurrency 1 pays), and lines at
- * close. With the lane polling (spin_ns), one idle decoder at a time
- * polls for the next JPEG frame before it sleeps, as the lane does for
- * its jobs.
+ * in the lane (what a request at concurrency 1 pays), "jpeg_timing_max"
+ * for the longest single wait of each stage (where a tail comes from),
+ * and lines at close. With the lane polling (spin_ns), one idle decoder at a
+ * time polls for the next JPEG frame before it sleeps, as the lane does for its
+ * jobs.
  *
  * CUDA regions (a client's device memory, opened from its IPC handle on
  * this lane) replace a side of that chain: a frame in one is read by the
@@ -396,20 +397,35 @@ typedef struct cuda_backend {
 	int decoders_stop;
 	cuda_jpeg_stats jstats;
 	cuda_jpeg_stats jlone;    /* the same for frames decoded alone */
+	cuda_jpeg_stats jmax;     /* the largest single value of each */
 	atomic_ulong jpeg_engine; /* JPEG frames the engine decoded */
 	atomic_ulong jpeg_cpu;    /* JPEG frames libjpeg-turbo decoded */
 } cuda_backend;
 
 /* CUDA_JSTAT adds v to the JPEG counter f of cb (cuda_jpeg_stats), and
- * to the lone frames' (jlone) when slot s's frame was decoded alone. */
+ * to the lone frames' (jlone) when slot s's frame was decoded alone, and
+ * raises f's largest value (jmax) to v. */
 #define CUDA_JSTAT(cb, s, f, v)                                                \
 	do {                                                                   \
-		atomic_fetch_add_explicit(&(cb)->jstats.f, (v),                \
+		unsigned long long v_ = (v);                                   \
+		atomic_fetch_add_explicit(&(cb)->jstats.f, v_,                 \
 		                          memory_order_relaxed);               \
 		if ((s)->lone)                                                 \
-			atomic_fetch_add_explicit(&(cb)->jlone.f, (v),         \
+			atomic_fetch_add_explicit(&(cb)->jlone.f, v_,          \
 			                          memory_order_relaxed);       \
+		cuda_stat_max(&(cb)->jmax.f, v_);                              \
 	} while (0)
+
+/* cuda_stat_max raises *m to v if v is larger. Any thread. */
+static inline void cuda_stat_max(atomic_ullong *m, unsigned long long v)
+{
+	unsigned long long cur = atomic_load_explicit(m, memory_order_relaxed);
+
+	while (cur < v &&
+	       !atomic_compare_exchange_weak_explicit(
+	               m, &cur, v, memory_order_relaxed, memory_order_relaxed))
+		;
+}
 
 static atomic_ulong cuda_allocs;
 
@@ -2037,7 +2053,13 @@ static int cuda_engine_run(cuda_backend *cb, cuda_decoder *d, cuda_slot **ss,
 	/* The engine does not check that a file's data fills the frame its
 	 * header names: it leaves what it did not reach as it was. Cleared
 	 * first, so that what it was (an earlier frame in this slot, another
-	 * client's) never shows in a tensor. */
+	 * client's) never shows in a tensor. The clear is waited for here:
+	 * the engine starts on the call, not after the work queued before it
+	 * on the stream (on the H200, a clear queued on d->stream behind a
+	 * busy GPU landed after the engine's frame: 1 tensor of 37,095 all
+	 * zeros at c=64). The stream holds only this decoder's batches, the
+	 * last of which the gate has seen done, so this waits for the clear
+	 * alone. */
 	for (unsigned i = 0; i < n && rc == 0; i++)
 		if (FPREP__CUDA(&st,
 		                cudaMemsetAsync(it[i].dst, 0, raw[i].input_size,
@@ -2045,6 +2067,10 @@ static int cuda_engine_run(cuda_backend *cb, cuda_decoder *d, cuda_slot **ss,
 			snprintf(msg, sizeof msg, "%s", st.text);
 			rc = -1;
 		}
+	if (rc == 0 && FPREP__CUDA(&st, cudaStreamSynchronize(d->stream))) {
+		snprintf(msg, sizeof msg, "%s", st.text);
+		rc = -1;
+	}
 	if (rc == 0)
 		rc = fprep__nvjpeg_decode(
 		        d->nvjd, it, n, order == FPREP_ORDER_BGR,
@@ -2152,6 +2178,7 @@ static void cuda_decoder_finish(cuda_backend *cb, cuda_decoder *d, int engaged)
 		if (lone)
 			atomic_fetch_add_explicit(&cb->jlone.sync_ns, t,
 			                          memory_order_relaxed);
+		cuda_stat_max(&cb->jmax.sync_ns, t);
 	}
 	if (engaged)
 		cuda_engine_release(cb);
@@ -2971,6 +2998,24 @@ static void cuda_jpeg_text(cuda_jpeg_stats *j, char *buf, size_t size)
 #undef PER
 }
 
+/* cuda_jpeg_max_text writes the largest single wait of each stage of
+ * cuda_jpeg_text (INFO "jpeg_timing_max", microseconds): where a tail
+ * comes from. */
+static void cuda_jpeg_max_text(cuda_jpeg_stats *j, char *buf, size_t size)
+{
+#define MAX(ns) ((double)atomic_load(&(ns)) / 1e3)
+	snprintf(buf, size,
+	         "queue_us=%.0f parse_us=%.0f batch=%llu gather_us=%.0f "
+	         "call_us=%.0f sync_us=%.0f cpu_us=%.0f back_us=%.0f "
+	         "lane_us=%.0f total_us=%.0f",
+	         MAX(j->queue_ns), MAX(j->parse_ns),
+	         (unsigned long long)atomic_load(&j->batch_frames),
+	         MAX(j->gather_ns), MAX(j->call_ns), MAX(j->sync_ns),
+	         MAX(j->cpu_ns), MAX(j->back_ns), MAX(j->lane_ns),
+	         MAX(j->total_ns));
+#undef MAX
+}
+
 static void cuda_info(fprep__backend *b, char *buf, size_t size)
 {
 	cuda_backend *cb = (cuda_backend *)b;
@@ -2988,10 +3033,11 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	fprep__kcache_stats(cb->cache, &hits, &misses);
 	const char *dir = fprep__kcache_dir(cb->cache);
 	size_t mem_free = 0, mem_total = 0;
-	char uuid[48], jt[512], jl[512];
+	char uuid[48], jt[512], jl[512], jm[512];
 
 	cuda_jpeg_text(&cb->jstats, jt, sizeof jt);
 	cuda_jpeg_text(&cb->jlone, jl, sizeof jl);
+	cuda_jpeg_max_text(&cb->jmax, jm, sizeof jm);
 	/* The device's memory in use by every process: what a leaked CUDA
 	 * region (an IPC mapping never closed) would keep. */
 	if (cudaMemGetInfo(&mem_free, &mem_total) != cudaSuccess)
@@ -3012,7 +3058,8 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	         "jpeg_decoder: %s\n"
 	         "jpeg_frames: %lu by the engine, %lu by libjpeg-turbo\n"
 	         "jpeg_timing: %s\n"
-	         "jpeg_timing_lone: %s\n",
+	         "jpeg_timing_lone: %s\n"
+	         "jpeg_timing_max: %s\n",
 	         cb->device_name, cb->cc / 10, cb->cc % 10, cb->arch,
 	         cb->memory >> 20, cb->copy_engines, cb->nslots,
 	         cb->integrated ? "true" : "false", cb->copy_threads,
@@ -3020,7 +3067,7 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	         misses, uuid, mem_total - mem_free, cb->jpeg_desc,
 	         atomic_load_explicit(&cb->jpeg_engine, memory_order_relaxed),
 	         atomic_load_explicit(&cb->jpeg_cpu, memory_order_relaxed), jt,
-	         jl);
+	         jl, jm);
 }
 
 /* cuda_stats reports the kernel cache and the device's memory; on the
