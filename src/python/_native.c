@@ -6,9 +6,14 @@
  * else to the C library: the wire codec, the client (its sockets, call
  * slots, stages, replies in shared memory), regions and their doorbells.
  * It is written against the limited API of Python 3.10 (abi3), so one
- * binary serves every later version; buffers are passed as addresses
- * (Py_buffer is not in that API before 3.11), and the Python caller keeps
- * the object that owns the memory alive across the call.
+ * binary serves every later version. Py_buffer is not in that API before
+ * 3.11, so memory comes in as the object that owns it (bytes, a numpy
+ * array read through numpy's stable array struct, a Region) and its
+ * address and length are found here, never taken as ints from Python:
+ * every length, offset and slot that the caller gives is checked against
+ * that object (native_bytes_of, native_slots_fit) before memory is read
+ * or viewed. Device pointers are only ever handed to the CUDA driver,
+ * which says whether they are device memory (cuda_ptr.c).
  *
  * Every blocking call releases the GIL. Errors become the exceptions of
  * frameprep.errors through the factory the package registers at import
@@ -45,6 +50,7 @@
 #include "client_internal.h"
 #include "cuda_ptr.h"
 #include "frameprep/frameprep.h"
+#include "ops.h"
 
 static PyObject *native_factory; /* frameprep.errors' error_for_status */
 
@@ -686,6 +692,153 @@ static PyType_Spec Result_spec = {"frameprep._native.Result",
                                   sizeof(ResultObject), 0, Py_TPFLAGS_DEFAULT,
                                   Result_slots};
 
+/* ---- numpy arrays, read without numpy's headers ---- */
+
+/* numpy's C API table (its _ARRAY_API capsule), loaded at the first
+ * call that meets a numpy array; the entries used are numpy's stable ones, the
+ * same in 1.x and 2.x: PyArray_New (93) and PyArray_SetBaseObject (282). */
+static void **native_np_api;
+
+typedef PyObject *(*native_np_new_fn)(PyTypeObject *, int, const Py_intptr_t *,
+                                      int, const Py_intptr_t *, void *, int,
+                                      int, PyObject *);
+typedef int (*native_np_set_base_fn)(PyObject *, PyObject *);
+
+static int native_np_load(void)
+{
+	PyObject *m, *cap;
+
+	if (native_np_api != NULL)
+		return 0;
+	m = PyImport_ImportModule("numpy._core._multiarray_umath");
+	if (m == NULL) {
+		PyErr_Clear();
+		m = PyImport_ImportModule("numpy.core._multiarray_umath");
+	}
+	if (m == NULL)
+		return -1;
+	cap = PyObject_GetAttrString(m, "_ARRAY_API");
+	Py_DECREF(m);
+	if (cap == NULL)
+		return -1;
+	native_np_api = PyCapsule_GetPointer(cap, NULL);
+	Py_DECREF(cap);
+	return native_np_api == NULL ? -1 : 0;
+}
+
+/* The leading fields of numpy's array (PyArrayObject_fields) and of its
+ * dtype (PyArray_Descr) up to type_num: the same in numpy 1.x and 2.x. */
+struct native_np_array {
+	PyObject_HEAD char *data;
+	int nd;
+	Py_intptr_t *dimensions;
+	Py_intptr_t *strides;
+	PyObject *base;
+	PyObject *descr;
+	int flags;
+};
+
+struct native_np_descr {
+	PyObject_HEAD PyTypeObject *typeobj;
+	char kind, type, byteorder, flags;
+	int type_num;
+};
+
+/* native_np_itemsize is the bytes of one element of a (a numpy array):
+ * 1 for bool and (u)int8, numpy's itemsize for any other type. */
+static Py_ssize_t native_np_itemsize(PyObject *a)
+{
+	const struct native_np_descr *d =
+	        (const struct native_np_descr
+	                 *)((const struct native_np_array *)a)
+	                ->descr;
+	PyObject *v;
+	Py_ssize_t n;
+
+	if (d->type_num >= 0 && d->type_num <= 2) /* NPY_BOOL, (U)BYTE */
+		return 1;
+	if ((v = PyObject_GetAttrString(a, "itemsize")) == NULL)
+		return -1;
+	n = PyLong_AsSsize_t(v);
+	Py_DECREF(v);
+	return n;
+}
+
+/* native_bytes_of finds the memory of src for a call that reads need
+ * bytes from its first byte on, what naming the argument in errors:
+ * bytes (its length), a numpy array (from its first element to the end
+ * of its last, its strides followed), or None (no memory: *addr NULL,
+ * need not checked; the library refuses a call that needs bytes without
+ * them). Sets *addr; raises TypeError for another type and ValueError
+ * when src holds fewer than need bytes. The caller keeps src referenced
+ * while *addr is used. (No buffer protocol: it is not in the limited API
+ * of 3.10; bytearray and memoryview go through numpy.frombuffer, which
+ * keeps them from being resized.) */
+static int native_bytes_of(PyObject *src, const char *what,
+                           unsigned long long need, const void **addr)
+{
+	unsigned long long have, hi = 0, step;
+	const struct native_np_array *a;
+	Py_ssize_t item;
+
+	*addr = NULL;
+	if (src == Py_None)
+		return 0;
+	if (PyBytes_Check(src)) {
+		char *p;
+		Py_ssize_t n;
+
+		if (PyBytes_AsStringAndSize(src, &p, &n))
+			return -1;
+		*addr = p;
+		have = (unsigned long long)n;
+		goto check;
+	}
+	if (native_np_load())
+		return -1;
+	if (!PyObject_TypeCheck(src, (PyTypeObject *)native_np_api[2])) {
+		PyErr_Format(PyExc_TypeError,
+		             "%s: bytes or a numpy array, not %R", what,
+		             (PyObject *)Py_TYPE(src));
+		return -1;
+	}
+	a = (const struct native_np_array *)src;
+	if ((item = native_np_itemsize(src)) < 0)
+		return -1;
+	have = (unsigned long long)item;
+	for (int i = 0; i < a->nd; i++) {
+		if (a->dimensions[i] <= 0) {
+			have = 0;
+			break;
+		}
+		if (a->strides[i] <= 0)
+			continue;
+		if (__builtin_mul_overflow(
+		            (unsigned long long)(a->dimensions[i] - 1),
+		            (unsigned long long)a->strides[i], &step) ||
+		    __builtin_add_overflow(hi, step, &hi)) {
+			PyErr_Format(PyExc_ValueError,
+			             "%s: the array's extent overflows", what);
+			return -1;
+		}
+	}
+	if (have > 0 && __builtin_add_overflow(have, hi, &have)) {
+		PyErr_Format(PyExc_ValueError,
+		             "%s: the array's extent overflows", what);
+		return -1;
+	}
+	*addr = a->data;
+check:
+	if (need > have) {
+		PyErr_Format(PyExc_ValueError,
+		             "%s: %llu bytes to read, but the %s holds %llu",
+		             what, need, PyBytes_Check(src) ? "bytes" : "array",
+		             have);
+		return -1;
+	}
+	return 0;
+}
+
 /* ---- Client ---- */
 
 typedef struct {
@@ -847,9 +1000,12 @@ static void Client_dealloc(PyObject *op)
 	Py_DECREF(tp);
 }
 
-/* native_source sets the source fields of a FRAME request. */
+/* native_source sets the source fields of a FRAME request: the frame
+ * (src: bytes, a numpy array, or None where the source is not inline) and
+ * its span, format, size and planes. */
 struct native_src {
-	unsigned long long addr, span;
+	PyObject *src;
+	unsigned long long span;
 	unsigned fmt, w, h, stride, uvs, uoff, voff;
 };
 
@@ -865,9 +1021,9 @@ static void native_set_source(fprep_request *req, const struct native_src *s)
 	req->v_offset = s->voff;
 }
 
-#define NATIVE_SRC_FMT "KKIIIIIII"
+#define NATIVE_SRC_FMT "OKIIIIIII"
 #define NATIVE_SRC_ARGS(s)                                                     \
-	&(s).addr, &(s).span, &(s).fmt, &(s).w, &(s).h, &(s).stride, &(s).uvs, \
+	&(s).src, &(s).span, &(s).fmt, &(s).w, &(s).h, &(s).stride, &(s).uvs,  \
 	        &(s).uoff, &(s).voff
 
 /* native_request runs fprep_client_request without the GIL and returns a
@@ -892,13 +1048,15 @@ static PyObject *native_request(ClientObject *self, fprep_request *req,
 	return native_result_new(&res);
 }
 
-/* Client.frame(request, addr, span, format, width, height, stride,
+/* Client.frame(request, frame, span, format, width, height, stride,
  * uv_stride, u_offset, v_offset, out_loc=0, out_region=0, out_offset=0,
- * out_capacity=0): an inline FRAME of the request's options for the frame
- * of span bytes at addr (staged through shared memory on ipc://). out_loc
- * INLINE (0) returns the tensor in the reply; CUDA has the daemon write it
- * at (out_region, out_offset) of a registered CUDA region, out_capacity
- * bytes there (the frame is staged all the same). */
+ * out_capacity=0): an inline FRAME of the request's options for the first
+ * span bytes of frame (bytes or a numpy array; ValueError when it holds
+ * fewer), staged through shared memory on ipc://. out_loc INLINE (0)
+ * returns the tensor in the reply; CUDA has the daemon write it at
+ * (out_region, out_offset) of a registered CUDA region, out_capacity bytes
+ * there (the frame is staged all the same; the daemon checks them against
+ * the region). */
 static PyObject *Client_frame(PyObject *op, PyObject *args)
 {
 	PyObject *tmpl;
@@ -907,6 +1065,7 @@ static PyObject *Client_frame(PyObject *op, PyObject *args)
 	unsigned out_region = 0;
 	unsigned long long out_off = 0, out_cap = 0;
 	fprep_request req;
+	const void *addr;
 
 	if (!PyArg_ParseTuple(args, "O!" NATIVE_SRC_FMT "|bIKK", Request_type,
 	                      &tmpl, NATIVE_SRC_ARGS(s), &out_loc, &out_region,
@@ -918,6 +1077,8 @@ static PyObject *Client_frame(PyObject *op, PyObject *args)
 		             (unsigned)out_loc, FPREP_LOC_CUDA);
 		return NULL;
 	}
+	if (native_bytes_of(s.src, "frame", s.span, &addr))
+		return NULL;
 	req = ((RequestObject *)tmpl)->req;
 	native_set_source(&req, &s);
 	req.input_loc = FPREP_LOC_INLINE;
@@ -925,28 +1086,37 @@ static PyObject *Client_frame(PyObject *op, PyObject *args)
 	req.out_region = out_region;
 	req.out_offset = out_off;
 	req.out_capacity = out_cap;
-	return native_request((ClientObject *)op, &req,
-	                      (const void *)(uintptr_t)s.addr);
+	return native_request((ClientObject *)op, &req, addr);
 }
 
-/* Client.request(request, payload_addr=0): any request as it is (a
- * register kind through fprep_client_register). */
+/* Client.request(request, payload=None): any request as it is (a
+ * register kind through fprep_client_register); payload (bytes or a
+ * numpy array) holds an inline FRAME's or ECHO's input_size bytes
+ * (ValueError when it holds fewer). */
 static PyObject *Client_request(PyObject *op, PyObject *args)
 {
 	ClientObject *self = (ClientObject *)op;
-	unsigned long long addr = 0;
-	PyObject *tmpl;
+	PyObject *tmpl, *payload = Py_None;
 	fprep_register_request reg;
 	fprep_request req;
 	fprep_result res;
+	const void *addr;
 	int err;
 
-	if (!PyArg_ParseTuple(args, "O!|K", Request_type, &tmpl, &addr))
+	if (!PyArg_ParseTuple(args, "O!|O", Request_type, &tmpl, &payload))
 		return NULL;
 	if (!((RequestObject *)tmpl)->is_register) {
+		unsigned long long need = 0;
+
 		req = ((RequestObject *)tmpl)->req;
-		return native_request(self, &req,
-		                      (const void *)(uintptr_t)addr);
+		/* What fprep_client_request reads of the payload. */
+		if ((req.kind == FPREP_KIND_FRAME ||
+		     req.kind == FPREP_KIND_ECHO) &&
+		    req.input_loc == FPREP_LOC_INLINE)
+			need = req.input_size;
+		if (native_bytes_of(payload, "payload", need, &addr))
+			return NULL;
+		return native_request(self, &req, addr);
 	}
 	reg = ((RequestObject *)tmpl)->reg;
 	if (native_enter(self))
@@ -1032,17 +1202,39 @@ static fprep_element *native_box_elements(PyObject *boxes, Py_ssize_t *n)
 	return els;
 }
 
-/* Client.elements(request, elements, addr, span, format, width, height,
+/* native_elements_span is the bytes of an inline ROIS or BATCH source
+ * that fprep_client_elements reads for req and its n elements (as the
+ * library's check finds it); 0 when an element is refused (the library
+ * then refuses the call before it reads anything). */
+static unsigned long long native_elements_span(const fprep_request *req,
+                                               const fprep_element *els,
+                                               Py_ssize_t n)
+{
+	uint64_t span = req->kind == FPREP_KIND_ROIS ? req->input_size : 0;
+	char why[FPREP_MESSAGE_SIZE];
+
+	if (req->kind != FPREP_KIND_ROIS && req->kind != FPREP_KIND_BATCH)
+		return 0;
+	for (Py_ssize_t k = 0; k < n; k++)
+		if (fprep__element_check(req, (uint32_t)k, &els[k], &span, why,
+		                         sizeof(why)) != FPREP_OK)
+			return 0;
+	return span;
+}
+
+/* Client.elements(request, elements, frame, span, format, width, height,
  * stride, uv_stride, u_offset, v_offset, in_loc=0, in_region=0,
  * in_offset=0, out_loc=0, out_region=0, out_offset=0, out_capacity=0):
  * one ROIS or BATCH request (fprep_client_elements) of the request's
- * options (its kind ROIS or BATCH) for the source at addr (one frame of
- * span bytes; for BATCH frame k at addr + elements[k]'s offset); elements
+ * options (its kind ROIS or BATCH) for the source frame (bytes or a
+ * numpy array: one frame of span bytes; for BATCH frame k at
+ * elements[k]'s offset in it; ValueError when it holds fewer bytes than
+ * the elements reach); elements
  * a list of (type, resize, v0, .., v5, offset) tuples (fprep_element), or
  * bytes of N x 4 native float32 (x, y, w, h): N BOX elements of resize 0,
  * read with no tuple made per box.
- * in_loc INLINE (0) sends the bytes at addr; SHM or CUDA names the source
- * where it lies, (in_region, in_offset), and addr is ignored. out_loc
+ * in_loc INLINE (0) sends frame's bytes; SHM or CUDA names the source
+ * where it lies, (in_region, in_offset), and frame is ignored. out_loc
  * INLINE (0) returns the tensor in the reply; SHM or CUDA has the daemon
  * write it at (out_region, out_offset), out_capacity bytes there. (The
  * locations are arguments so that one request made per set of options
@@ -1059,6 +1251,7 @@ static PyObject *Client_elements(PyObject *op, PyObject *args)
 	fprep_request req;
 	fprep_element *els;
 	fprep_result res;
+	const void *addr = NULL;
 	Py_ssize_t n;
 	int err;
 
@@ -1080,15 +1273,20 @@ static PyObject *Client_elements(PyObject *op, PyObject *args)
 	req.out_region = out_region;
 	req.out_offset = out_off;
 	req.out_capacity = out_cap;
-	if (in_loc != FPREP_LOC_INLINE)
-		s.addr = 0; /* the source lies in a region */
+	/* Inline, the bytes read are checked against frame's; else the
+	 * source lies in a region and frame is ignored. */
+	if (in_loc == FPREP_LOC_INLINE &&
+	    native_bytes_of(s.src, "frame", native_elements_span(&req, els, n),
+	                    &addr)) {
+		free(els);
+		return NULL;
+	}
 	if (native_enter(self)) {
 		free(els);
 		return NULL;
 	}
-	Py_BEGIN_ALLOW_THREADS err =
-	        fprep_client_elements(self->client, &req, els, (uint32_t)n,
-	                              (const void *)(uintptr_t)s.addr, &res);
+	Py_BEGIN_ALLOW_THREADS err = fprep_client_elements(
+	        self->client, &req, els, (uint32_t)n, addr, &res);
 	Py_END_ALLOW_THREADS free(els);
 	if (err) {
 		native_fail(self, err);
@@ -1189,11 +1387,12 @@ static void native_done(fprep_pending *p, void *arg)
 	free(box);
 }
 
-/* Client.submit(request, callback, addr, span, format, ...): an inline
- * FRAME sent without waiting (one nng context of its own); callback() is
- * called with the GIL held, from one of nng's threads, when the reply or
- * the failure arrived: Pending.wait() then does not block. The caller
- * keeps the Pending until then (its wait, or its end, waits for the
+/* Client.submit(request, callback, frame, span, format, ...): an inline
+ * FRAME of the first span bytes of frame (bytes or a numpy array, as
+ * Client.frame; None for an INFO) sent without waiting (one nng context of its
+ * own); callback() is called with the GIL held, from one of nng's threads, when
+ * the reply or the failure arrived: Pending.wait() then does not block. The
+ * caller keeps the Pending until then (its wait, or its end, waits for the
  * reply); the frame is copied before this returns. A pending may outlive
  * the client's close (it then fails). */
 static PyObject *Client_submit(PyObject *op, PyObject *args)
@@ -1204,6 +1403,7 @@ static PyObject *Client_submit(PyObject *op, PyObject *args)
 	PendingObject *pd;
 	struct native_src s;
 	fprep_request req;
+	const void *addr = NULL;
 	int err;
 
 	if (!PyArg_ParseTuple(args, "O!O" NATIVE_SRC_FMT, Request_type, &tmpl,
@@ -1217,6 +1417,8 @@ static PyObject *Client_submit(PyObject *op, PyObject *args)
 		        FPREP_EINVAL,
 		        "submit takes FRAME, ECHO and INFO requests");
 	if (req.kind != FPREP_KIND_INFO) {
+		if (native_bytes_of(s.src, "frame", s.span, &addr))
+			return NULL;
 		native_set_source(&req, &s);
 		req.input_loc = FPREP_LOC_INLINE;
 	}
@@ -1240,8 +1442,7 @@ static PyObject *Client_submit(PyObject *op, PyObject *args)
 		return NULL;
 	}
 	Py_BEGIN_ALLOW_THREADS err = fprep_client_submit(
-	        self->client, &req, (const void *)(uintptr_t)s.addr,
-	        native_done, box, &pd->p);
+	        self->client, &req, addr, native_done, box, &pd->p);
 	Py_END_ALLOW_THREADS if (err)
 	{
 		native_fail(self, err);
@@ -1432,7 +1633,7 @@ static int native_region_args(fprep_region *r, PyObject *args, unsigned *k,
 	PyObject *tmpl;
 	struct native_src s;
 
-	s.addr = 0;
+	s.src = NULL;
 	if (!PyArg_ParseTuple(args, "IO!KKKKIIIIIII", k, Request_type, &tmpl,
 	                      &in_off, &out_off, &out_cap, &s.span, &s.fmt,
 	                      &s.w, &s.h, &s.stride, &s.uvs, &s.uoff, &s.voff))
@@ -1960,7 +2161,9 @@ typedef struct {
 	PyObject_HEAD PyObject *slots; /* the SlotsObject; NULL once given
 	                                  back or sent */
 	PyObject *owner;               /* the Python ring */
-	PyObject *map;                 /* what keeps the mapping alive */
+	PyObject *map;                 /* the ring's mapping object */
+	PyObject *region;              /* the Region: keeps the mapping */
+	unsigned long long cap; /* bytes from ai.data to the area's end */
 	unsigned slot;
 	uint64_t ticket;
 	int what;     /* 0: a reserved frame, 1: a result's tensor */
@@ -1971,6 +2174,7 @@ typedef struct {
 } HoldObject;
 
 static PyObject *Slots_type, *Hold_type;
+static PyObject *RingResultCore_type; /* (below) */
 
 static PyObject *Slots_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 {
@@ -2047,24 +2251,102 @@ static int native_shape(PyObject *t, Py_intptr_t *shape, int *nd)
 	return 0;
 }
 
+/* native_shape_bytes sets *bytes to the bytes of nd dimensions of shape
+ * of itemsize each: 0, or -1 on overflow. */
+static int native_shape_bytes(const Py_intptr_t *shape, int nd,
+                              unsigned long long itemsize,
+                              unsigned long long *bytes)
+{
+	unsigned long long n = itemsize;
+
+	for (int i = 0; i < nd; i++)
+		if (__builtin_mul_overflow(n, (unsigned long long)shape[i], &n))
+			return -1;
+	*bytes = n;
+	return 0;
+}
+
+/* native_slots_fit checks that the slot table's n slots of its layout lie
+ * inside region (the Region the frames and tensors are viewed in):
+ * ValueError when they do not, ECLOSED for a closed region, EINVAL before
+ * layout(). Returns 0 or -1. */
+static int native_slots_fit(const SlotsObject *self, PyObject *region)
+{
+	fprep_region *r = ((RegionObject *)region)->r;
+	unsigned long long all;
+
+	if (r == NULL) {
+		native_raise(FPREP_ECLOSED, "the region was closed");
+		return -1;
+	}
+	if (self->slot_bytes == 0) {
+		native_raise(FPREP_EINVAL, "the slot table has no layout");
+		return -1;
+	}
+	if (__builtin_mul_overflow(self->slot_bytes,
+	                           (unsigned long long)self->n, &all) ||
+	    all > fprep_region_size(r)) {
+		PyErr_Format(PyExc_ValueError,
+		             "%u slots of %llu bytes do not fit the region of "
+		             "%zu bytes",
+		             self->n, self->slot_bytes, fprep_region_size(r));
+		return -1;
+	}
+	return 0;
+}
+
 /* Slots.layout(slot_bytes, frame_offset, frame_shape, tensor_shape,
- * typekind, itemsize, on_free): where a slot's frame and tensor lie, and
- * what to call (GIL held, any thread; None: nothing) when a slot comes
- * free. */
+ * typekind, itemsize, on_free): where a slot's frame and tensor lie (the
+ * tensor, of typekind and itemsize 'u' 1, 'f' 4 or 'f' 2, at the slot's
+ * start and within frame_offset; the uint8 frame from frame_offset to
+ * within slot_bytes: ValueError otherwise), and what to call (GIL held,
+ * any thread; None: nothing) when a slot comes free. Not while armed. */
 static PyObject *Slots_layout(PyObject *op, PyObject *args)
 {
 	SlotsObject *self = (SlotsObject *)op;
+	unsigned long long slot_bytes, frame_off, fbytes, tbytes;
+	Py_intptr_t fshape[4], tshape[4];
+	int kind, itemsize, fnd, tnd;
 	PyObject *fs, *ts, *cb, *old;
-	int kind;
 
-	if (!PyArg_ParseTuple(args, "KKO!O!CiO", &self->slot_bytes,
-	                      &self->frame_off, &PyTuple_Type, &fs,
-	                      &PyTuple_Type, &ts, &kind, &self->itemsize, &cb))
+	if (!PyArg_ParseTuple(args, "KKO!O!CiO", &slot_bytes, &frame_off,
+	                      &PyTuple_Type, &fs, &PyTuple_Type, &ts, &kind,
+	                      &itemsize, &cb))
 		return NULL;
-	if (native_shape(fs, self->frame_shape, &self->frame_nd) ||
-	    native_shape(ts, self->tensor_shape, &self->tensor_nd))
+	if (native_shape(fs, fshape, &fnd) || native_shape(ts, tshape, &tnd))
 		return NULL;
+	if (!((kind == 'u' && itemsize == 1) ||
+	      (kind == 'f' && (itemsize == 4 || itemsize == 2)))) {
+		PyErr_Format(PyExc_ValueError,
+		             "layout: tensor type %c%d is not u1, f4 or f2",
+		             kind > 32 && kind < 127 ? kind : '?', itemsize);
+		return NULL;
+	}
+	if (native_shape_bytes(fshape, fnd, 1, &fbytes) ||
+	    native_shape_bytes(tshape, tnd, (unsigned long long)itemsize,
+	                       &tbytes) ||
+	    slot_bytes == 0 || frame_off > slot_bytes ||
+	    fbytes > slot_bytes - frame_off || tbytes > frame_off) {
+		PyErr_Format(PyExc_ValueError,
+		             "layout: a slot of %llu bytes does not hold the "
+		             "tensor before offset %llu and the frame from "
+		             "there",
+		             slot_bytes, frame_off);
+		return NULL;
+	}
+	if (self->arm_map != NULL) {
+		PyErr_SetString(PyExc_ValueError,
+		                "layout: not while the slot table is armed");
+		return NULL;
+	}
+	self->slot_bytes = slot_bytes;
+	self->frame_off = frame_off;
+	memcpy(self->frame_shape, fshape, sizeof(fshape));
+	memcpy(self->tensor_shape, tshape, sizeof(tshape));
+	self->frame_nd = fnd;
+	self->tensor_nd = tnd;
 	self->typekind = (char)kind;
+	self->itemsize = itemsize;
 	old = self->on_free;
 	if (cb == Py_None) {
 		self->on_free = NULL;
@@ -2310,13 +2592,16 @@ static void native_set_shape(HoldObject *h, const Py_intptr_t *shape, int nd)
 }
 
 /* native_hold_new makes the holder of slot k (ticket) of ring owner in
- * the mapping map at base: of its frame (what 0) or its tensor (what 1).
+ * the mapping map of region (a Region that native_slots_fit accepted for
+ * this layout, and k < n): of its frame (what 0) or its tensor (what 1).
  * On failure the slot is given back. */
 static HoldObject *native_hold_new(SlotsObject *self, unsigned k,
                                    uint64_t ticket, PyObject *owner,
-                                   PyObject *map, unsigned long long base,
-                                   int what)
+                                   PyObject *map, PyObject *region, int what)
 {
+	uint8_t *slot =
+	        (uint8_t *)fprep_region_base(((RegionObject *)region)->r) +
+	        (size_t)k * self->slot_bytes;
 	HoldObject *h;
 	int nd;
 	const Py_intptr_t *shape;
@@ -2333,6 +2618,8 @@ static HoldObject *native_hold_new(SlotsObject *self, unsigned k,
 	h->owner = owner;
 	Py_INCREF(map);
 	h->map = map;
+	Py_INCREF(region);
+	h->region = region;
 	h->slot = k;
 	h->ticket = ticket;
 	h->what = what;
@@ -2355,44 +2642,54 @@ static HoldObject *native_hold_new(SlotsObject *self, unsigned k,
 		h->ai.itemsize = 1;
 		nd = self->frame_nd;
 		shape = self->frame_shape;
-		h->ai.data = (void *)(uintptr_t)(base + k * self->slot_bytes +
-		                                 self->frame_off);
+		h->ai.data = slot + self->frame_off;
+		h->cap = self->slot_bytes - self->frame_off;
 	} else {
 		h->ai.typekind = self->typekind;
 		h->ai.itemsize = self->itemsize;
 		nd = self->tensor_nd;
 		shape = self->tensor_shape;
-		h->ai.data = (void *)(uintptr_t)(base + k * self->slot_bytes);
+		h->ai.data = slot;
+		h->cap = self->frame_off;
 	}
 	native_set_shape(h, shape, nd);
 	return h;
 }
 
-/* native_hold parses (slot, ticket, ring, map, base) for
- * native_hold_new. */
+/* native_hold parses (slot, ticket, ring, map, region) for
+ * native_hold_new, checking slot against the table and the table against
+ * region. */
 static PyObject *native_hold(SlotsObject *self, PyObject *args, int what)
 {
-	unsigned long long ticket, base;
-	PyObject *owner, *map;
+	unsigned long long ticket;
+	PyObject *owner, *map, *region;
 	unsigned k;
 
-	if (!PyArg_ParseTuple(args, "IKOOK", &k, &ticket, &owner, &map, &base))
+	if (!PyArg_ParseTuple(args, "IKOOO!", &k, &ticket, &owner, &map,
+	                      Region_type, &region))
 		return NULL;
-	if (k >= self->n)
-		return native_raise(FPREP_EINVAL, "no such slot");
-	return (PyObject *)native_hold_new(self, k, ticket, owner, map, base,
+	if (k >= self->n) {
+		PyErr_Format(PyExc_IndexError,
+		             "slot %u: the table has %u slots", k, self->n);
+		return NULL;
+	}
+	if (native_slots_fit(self, region))
+		return NULL;
+	return (PyObject *)native_hold_new(self, k, ticket, owner, map, region,
 	                                   what);
 }
 
-/* Slots.frame_hold(slot, ticket, ring, map, base): the holder of slot's
- * frame (reserved by take(1, ...)), in the mapping at base. */
+/* Slots.frame_hold(slot, ticket, ring, map, region): the holder of slot's
+ * frame (reserved by take(1, ...)), in the Region region (the mapping
+ * that map, the ring's object for it, stands for). IndexError for a slot
+ * beyond the table, ValueError for a table that does not fit region. */
 static PyObject *Slots_frame_hold(PyObject *op, PyObject *args)
 {
 	return native_hold((SlotsObject *)op, args, 0);
 }
 
-/* Slots.result_hold(slot, ticket, ring, map, base): the holder of slot's
- * tensor. */
+/* Slots.result_hold(slot, ticket, ring, map, region): the holder of
+ * slot's tensor (as frame_hold). */
 static PyObject *Slots_result_hold(PyObject *op, PyObject *args)
 {
 	return native_hold((SlotsObject *)op, args, 1);
@@ -2453,50 +2750,28 @@ static PyObject *Hold_cancel(PyObject *op, PyObject *unused)
 	Py_RETURN_NONE;
 }
 
-/* Hold.reshape(shape): the frame's shape (packed uint8 rows), which the
- * caller checked to fit the slot. */
+/* Hold.reshape(shape): the frame's shape (packed rows); ValueError when
+ * it is larger than the frame's area (the tensor's, for a result's). */
 static PyObject *Hold_reshape(PyObject *op, PyObject *arg)
 {
 	HoldObject *self = (HoldObject *)op;
+	unsigned long long bytes;
 	Py_intptr_t shape[4];
 	int nd;
 
 	if (native_shape(arg, shape, &nd))
 		return NULL;
+	if (native_shape_bytes(shape, nd, (unsigned long long)self->ai.itemsize,
+	                       &bytes) ||
+	    bytes > self->cap) {
+		PyErr_Format(PyExc_ValueError,
+		             "reshape: shape %R is larger than the slot's %llu "
+		             "bytes",
+		             arg, self->cap);
+		return NULL;
+	}
 	native_set_shape(self, shape, nd);
 	Py_RETURN_NONE;
-}
-
-/* numpy's C API table (its _ARRAY_API capsule), loaded at the first
- * Hold.array; the entries used are numpy's stable ones, the same in 1.x
- * and 2.x: PyArray_New (93) and PyArray_SetBaseObject (282). */
-static void **native_np_api;
-
-typedef PyObject *(*native_np_new_fn)(PyTypeObject *, int, const Py_intptr_t *,
-                                      int, const Py_intptr_t *, void *, int,
-                                      int, PyObject *);
-typedef int (*native_np_set_base_fn)(PyObject *, PyObject *);
-
-static int native_np_load(void)
-{
-	PyObject *m, *cap;
-
-	if (native_np_api != NULL)
-		return 0;
-	m = PyImport_ImportModule("numpy._core._multiarray_umath");
-	if (m == NULL) {
-		PyErr_Clear();
-		m = PyImport_ImportModule("numpy.core._multiarray_umath");
-	}
-	if (m == NULL)
-		return -1;
-	cap = PyObject_GetAttrString(m, "_ARRAY_API");
-	Py_DECREF(m);
-	if (cap == NULL)
-		return -1;
-	native_np_api = PyCapsule_GetPointer(cap, NULL);
-	Py_DECREF(cap);
-	return native_np_api == NULL ? -1 : 0;
 }
 
 /* Hold.array(subtype): a numpy array of subtype (ndarray or a subclass)
@@ -2540,8 +2815,13 @@ static PyObject *native_hold_array(HoldObject *self, PyObject *subtype)
 
 static PyObject *Hold_array(PyObject *op, PyObject *subtype)
 {
-	if (!PyType_Check(subtype)) {
-		PyErr_SetString(PyExc_TypeError, "array(subtype): a type");
+	if (native_np_load())
+		return NULL;
+	if (!PyType_Check(subtype) ||
+	    !PyType_IsSubtype((PyTypeObject *)subtype,
+	                      (PyTypeObject *)native_np_api[2])) {
+		PyErr_SetString(PyExc_TypeError,
+		                "array(subtype): numpy.ndarray or a subclass");
 		return NULL;
 	}
 	return native_hold_array((HoldObject *)op, subtype);
@@ -2573,6 +2853,7 @@ static void Hold_dealloc(PyObject *op)
 	}
 	Py_XDECREF(self->owner);
 	Py_XDECREF(self->map);
+	Py_XDECREF(self->region);
 	free_fn(op);
 	Py_DECREF(tp);
 }
@@ -2671,24 +2952,6 @@ static const char *const native_timings_names[] = {
         "d2h_us",   "total_us",   "decode_us"};
 static PyObject *native_timings_attr[7];
 
-/* The leading fields of numpy's array (PyArrayObject_fields) and of its
- * dtype (PyArray_Descr) up to type_num: the same in numpy 1.x and 2.x. */
-struct native_np_array {
-	PyObject_HEAD char *data;
-	int nd;
-	Py_intptr_t *dimensions;
-	Py_intptr_t *strides;
-	PyObject *base;
-	PyObject *descr;
-	int flags;
-};
-
-struct native_np_descr {
-	PyObject_HEAD PyTypeObject *typeobj;
-	char kind, type, byteorder, flags;
-	int type_num;
-};
-
 /* Where each attribute of native_result_names and native_timings_names
  * lies in an instance of its class (a __slots__ member: an object pointer
  * at a fixed offset), as native_find_slots found it; -1: set through
@@ -2781,7 +3044,10 @@ static PyObject *native_fill(PyObject *out, PyObject *const *names,
 	return out;
 }
 
-/* set_ring_classes(RingFrame, RingResult, Timings). */
+/* set_ring_classes(RingFrame, RingResult, Timings): the classes that the
+ * fast path makes instances of without calling them: RingFrame a subclass
+ * of numpy.ndarray, RingResult one of RingResultCore, Timings a class
+ * made by object.__new__ (TypeError otherwise). */
 static PyObject *native_set_ring_classes(PyObject *self, PyObject *args)
 {
 	PyObject *f, *r, *t;
@@ -2790,6 +3056,19 @@ static PyObject *native_set_ring_classes(PyObject *self, PyObject *args)
 	if (!PyArg_ParseTuple(args, "O!O!O!", &PyType_Type, &f, &PyType_Type,
 	                      &r, &PyType_Type, &t))
 		return NULL;
+	if (native_np_load())
+		return NULL;
+	if (!PyType_IsSubtype((PyTypeObject *)f,
+	                      (PyTypeObject *)native_np_api[2]) ||
+	    !PyType_IsSubtype((PyTypeObject *)r,
+	                      (PyTypeObject *)RingResultCore_type) ||
+	    PyType_GetSlot((PyTypeObject *)t, Py_tp_new) !=
+	            PyType_GetSlot(&PyBaseObject_Type, Py_tp_new)) {
+		PyErr_SetString(PyExc_TypeError,
+		                "set_ring_classes: a numpy.ndarray subclass, a "
+		                "RingResultCore subclass and a plain class");
+		return NULL;
+	}
 	if (native_limits_name == NULL) {
 		native_limits_name = PyUnicode_InternFromString("_limits");
 		if (native_limits_name == NULL)
@@ -2848,8 +3127,8 @@ static PyObject *Slots_arm(PyObject *op, PyObject *args)
 		return NULL;
 	if (native_frame_cls == NULL)
 		return native_raise(FPREP_EINVAL, "set_ring_classes first");
-	if (((RegionObject *)region)->r == NULL)
-		return native_raise(FPREP_ECLOSED, "the region was closed");
+	if (native_slots_fit(self, region))
+		return NULL;
 	if (gate != Py_None && Py_TYPE(gate) != (PyTypeObject *)Gate_type) {
 		PyErr_SetString(PyExc_TypeError, "arm: gate is a Gate or None");
 		return NULL;
@@ -2913,7 +3192,7 @@ static PyObject *Slots_next_frame(PyObject *op, PyObject *ring)
 	if (!got)
 		Py_RETURN_NONE;
 	h = native_hold_new(self, k, ticket, ring, self->arm_map,
-	                    self->arm_base, 0);
+	                    self->arm_region, 0);
 	if (h == NULL)
 		return NULL;
 	a = native_hold_array(h, native_frame_cls);
@@ -2946,7 +3225,7 @@ static int native_is_frame(SlotsObject *self, const struct native_np_array *a)
  * ring, which then holds the slot; on failure the slot is given back. */
 static PyObject *native_ring_result(SlotsObject *self, unsigned k,
                                     uint64_t ticket, PyObject *ring,
-                                    PyObject *map, unsigned long long base,
+                                    PyObject *map, PyObject *region,
                                     PyObject *w, PyObject *h_,
                                     const fprep_result *res)
 {
@@ -2961,7 +3240,7 @@ static PyObject *native_ring_result(SlotsObject *self, unsigned k,
 			native_freed(self);
 		return NULL;
 	}
-	h = native_hold_new(self, k, ticket, ring, map, base, 1);
+	h = native_hold_new(self, k, ticket, ring, map, region, 1);
 	if (h == NULL) {
 		Py_DECREF(r);
 		return NULL;
@@ -3164,7 +3443,7 @@ static PyObject *Slots_send(PyObject *op, PyObject *const *args,
 			native_freed(self);
 		out = native_raise(err, why);
 	} else if (err == 0 && self->arm_gen == gen && res.header.status == 0) {
-		out = native_ring_result(self, k, ticket, ring, map, base, w,
+		out = native_ring_result(self, k, ticket, ring, map, region, w,
 		                         h_, &res);
 	} else if (err == 0 && self->arm_gen == gen &&
 	           res.header.status != FPREP_EREGION) {
@@ -3390,9 +3669,9 @@ static PyMethodDef Slots_methods[] = {
         {"claim", Slots_claim, METH_O,
          "claim(hold): takes a reserved frame's slot for sending."},
         {"frame_hold", Slots_frame_hold, METH_VARARGS,
-         "frame_hold(slot, ticket, ring, map, base) -> Hold."},
+         "frame_hold(slot, ticket, ring, map, region) -> Hold."},
         {"result_hold", Slots_result_hold, METH_VARARGS,
-         "result_hold(slot, ticket, ring, map, base) -> Hold."},
+         "result_hold(slot, ticket, ring, map, region) -> Hold."},
         {"close", Slots_close, METH_NOARGS, "Hands out no slot any more."},
         {"free", Slots_free, METH_NOARGS, "The free slots, a list."},
         {"states", Slots_states, METH_NOARGS,
@@ -3447,7 +3726,7 @@ typedef struct {
 	PyObject_HEAD PyObject *slots; /* the ring's Slots (ring.py sets it) */
 } RingCoreObject;
 
-static PyObject *RingCore_type, *RingResultCore_type;
+static PyObject *RingCore_type;
 static PyObject *native_next_frame_name, *native_preprocess_name,
         *native_resend_name;
 

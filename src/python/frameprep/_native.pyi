@@ -1,6 +1,9 @@
 """Type stubs of frameprep._native, the binding of libframeprep
-(src/python/_native.c). Addresses are ints; the caller keeps the memory
-they name alive across the call."""
+(src/python/_native.c). Memory is passed as the object that owns it
+(bytes, a numpy array, a Region), never as an address: each length,
+offset and slot given with it is checked against it (ValueError,
+IndexError). Only the CUDA pointer queries take an address, which only
+the CUDA driver reads."""
 
 from typing import Any, Callable, Literal, TypeVar
 
@@ -140,9 +143,9 @@ class Slots:
     def release(self, slot: int, ticket: int) -> bool: ...
     def claim(self, hold: Hold) -> bool: ...
     def frame_hold(self, slot: int, ticket: int, ring: Any, map: Any,
-                   base: int) -> Hold: ...
+                   region: Region) -> Hold: ...
     def result_hold(self, slot: int, ticket: int, ring: Any, map: Any,
-                    base: int) -> Hold: ...
+                    region: Region) -> Hold: ...
     def close(self) -> None: ...
     def free(self) -> list[int]: ...
     @property
@@ -183,21 +186,24 @@ class Client:
     def __init__(self, url: str | None, timeout_ms: int,
                  trust_owner: str | None) -> None: ...
     def close(self) -> None: ...
-    def frame(self, request: Request, addr: int, span: int, format: int,
-              width: int, height: int, stride: int, uv_stride: int,
-              u_offset: int, v_offset: int, out_loc: int = 0,
+    def frame(self, request: Request, frame: bytes | np.ndarray[Any, Any],
+              span: int, format: int, width: int, height: int, stride: int,
+              uv_stride: int, u_offset: int, v_offset: int, out_loc: int = 0,
               out_region: int = 0, out_offset: int = 0,
               out_capacity: int = 0) -> Result: ...
-    def request(self, request: Request, payload_addr: int = 0) -> Result: ...
+    def request(self, request: Request,
+                payload: bytes | np.ndarray[Any, Any] | None = None
+                ) -> Result: ...
     def submit(self, request: Request, callback: Callable[[], object],
-               addr: int, span: int, format: int, width: int, height: int,
-               stride: int, uv_stride: int, u_offset: int,
-               v_offset: int) -> Pending: ...
+               frame: bytes | np.ndarray[Any, Any] | None, span: int,
+               format: int, width: int, height: int, stride: int,
+               uv_stride: int, u_offset: int, v_offset: int) -> Pending: ...
     def elements(self, request: Request,
                  elements: list[tuple[int, int, float, float, float,
                                       float, float, float, int]]
                  | bytes,
-                 addr: int, span: int, format: int, width: int, height: int,
+                 frame: bytes | np.ndarray[Any, Any] | None, span: int,
+                 format: int, width: int, height: int,
                  stride: int, uv_stride: int, u_offset: int,
                  v_offset: int, in_loc: int = 0, in_region: int = 0,
                  in_offset: int = 0, out_loc: int = 0, out_region: int = 0,

@@ -159,14 +159,15 @@ class _Socket:
         return self._closed
 
 
-def _payload(payload: Any) -> tuple[Any, int]:
-    """(an array holding payload's bytes, its address)."""
-    a: np.ndarray[Any, Any] | None
+def _payload(payload: Any) -> Any:
+    """payload as _native.Client.request takes it: bytes or a numpy array
+    as they are, None for an empty one, any other buffer (bytearray,
+    memoryview) as a uint8 array over it."""
     if isinstance(payload, np.ndarray):
-        a = payload
-    else:
-        a = np.frombuffer(payload, np.uint8) if len(payload) else None
-    return a, (_core.address_of(a) if a is not None and a.size else 0)
+        return payload if payload.size else None
+    if isinstance(payload, bytes):
+        return payload or None
+    return np.frombuffer(payload, np.uint8) if len(payload) else None
 
 
 def _numpy_out(out: np.ndarray[Any, Any], shape: Sequence[int],
@@ -208,18 +209,18 @@ def _elements_request(plan: _core.Plan, kind: int) -> Any:
     return req
 
 
-def _elements_args(req: Any, src: _core.Source, addr: int, els: list[Any],
+def _elements_args(req: Any, src: _core.Source, frame: Any, els: list[Any],
                    where: tuple[int, int, int] = _INLINE,
                    out: tuple[int, int, int, int] = _INLINE_OUT
                    ) -> tuple[Any, ...]:
     """The arguments of _native.Client.elements: req (a ROIS or BATCH
     request of the options, :func:`_elements_request`) for src (its bytes
-    at addr when inline) and the elements; where the source lies
+    in frame, an array, when inline) and the elements; where the source lies
     (input_loc, in_region, in_offset) and where the tensor goes
     (output_loc, out_region, out_offset, out_capacity), inline by
     default."""
     u, uo, vo = src.planes
-    return (req, els, addr, src.span, src.format, src.width, src.height,
+    return (req, els, frame, src.span, src.format, src.width, src.height,
             src.stride, u, uo, vo) + where + out
 
 
@@ -340,7 +341,7 @@ def _crops_args(plan: _core.Plan, frame: Any, boxes: Any,
     if ring is not None:
         where = (Location.SHM, ring[0], ring[1])
     return _elements_args(_elements_request(plan, Kind.ROIS), src,
-                          src.address(), els, where, to), src, dev
+                          src.array, els, where, to), src, dev
 
 
 def _crops_result(res: Any, out: Any, dev: Any = None
@@ -441,10 +442,8 @@ class Client(_Connection):
         reply, a :class:`frameprep._native.Result` owning its payload, and
         the decoded :class:`Reply`) after checking the status. For
         protocol-level tools and tests."""
-        keep, addr = _payload(payload)
         res = _core.checked(self._s.call(self._s.native.request,
-                                         req.native(), addr))
-        del keep
+                                         req.native(), _payload(payload)))
         rep = Reply(**res.fields)
         req.request_id = rep.request_id
         return res, rep
@@ -569,7 +568,7 @@ class Client(_Connection):
         s = self._s
         plan.check(src, s._limits or self.limits())
         u, uo, vo = src.planes
-        res = s.call(s.native.frame, plan.native, src.addr, src.span,
+        res = s.call(s.native.frame, plan.native, src.array, src.span,
                      src.format, src.width, src.height, src.stride, u, uo,
                      vo)
         if res.status:
@@ -599,7 +598,7 @@ class Client(_Connection):
         src = _core.check_frame(frame, format)
         plan.check(src, s._limits or self.limits())
         u, uo, vo = src.planes
-        res = s.call(s.native.frame, plan.native, src.addr, src.span,
+        res = s.call(s.native.frame, plan.native, src.array, src.span,
                      src.format, src.width, src.height, src.stride, u, uo,
                      vo, *to)
         _core.checked(res)
@@ -706,11 +705,10 @@ class Client(_Connection):
                 to, _ = _cuda_out(self._cuda_regions(), out, shape,
                                   plan.typestr, n * plan.tensor_bytes)
             s = self._s
-            src, addr, els, where, keep = stacked
+            src, packed, els, where = stacked
             res = _core.checked(s.call(s.native.elements, *_elements_args(
-                _elements_request(plan, Kind.BATCH), src, addr, els, where,
+                _elements_request(plan, Kind.BATCH), src, packed, els, where,
                 to)))
-            del keep  # the packed frames, kept until the call returned
             if out is None:
                 return _core.new_batch_result(res)
             if isinstance(out, np.ndarray):
@@ -737,13 +735,13 @@ class Client(_Connection):
 
     def _batch_frames(self, frames: Sequence[Any], format: str | None,
                       plan: _core.Plan
-                      ) -> tuple[_core.Source, int, list[Any],
-                                 tuple[int, int, int], Any] | None:
-        """(the first frame's source, the address of the frames packed one
-        after another (0 for frames in a region), the BATCH elements, where
-        the frames lie (input_loc, in_region, in_offset), what holds the
-        packed frames) when frames can go in one BATCH request (see
-        :meth:`preprocess_batch`), else None."""
+                      ) -> tuple[_core.Source, Any, list[Any],
+                                 tuple[int, int, int]] | None:
+        """(the first frame's source, the frames packed one after another
+        in one array (None for frames in a region), the BATCH elements,
+        where the frames lie (input_loc, in_region, in_offset)) when frames
+        can go in one BATCH request (see :meth:`preprocess_batch`), else
+        None."""
         n = len(frames)
         if n < 2 or not all(isinstance(f, np.ndarray) for f in frames):
             return None
@@ -771,7 +769,7 @@ class Client(_Connection):
                 return None
             els = [(_core.ELEM_FRAME, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
                     at - base) for at in ats]
-            return src, 0, els, (Location.SHM, rid, base), None
+            return src, None, els, (Location.SHM, rid, base)
         # One (N, H, W[, C]) array is sent as it lies when packed.
         packed = np.ascontiguousarray(frames) if isinstance(
             frames, np.ndarray) else np.stack(frames)
@@ -786,7 +784,7 @@ class Client(_Connection):
         src = _core.check_frame(packed[0], format)
         els = [(_core.ELEM_FRAME, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, k * one)
                for k in range(n)]
-        return src, _core.address_of(packed), els, _INLINE, packed
+        return src, packed, els, _INLINE
 
     def _ring_frames(self, frames: Sequence[Any], format: str | None
                      ) -> tuple[int, list[int], _core.Source] | None:
@@ -1015,10 +1013,10 @@ class AsyncClient(_Connection):
         cb = functools.partial(loop.call_soon_threadsafe, self._arrived,
                                fut, box)
         if src is None:
-            args: tuple[int, ...] = (0,) * 9
+            args: tuple[Any, ...] = (None,) + (0,) * 8
         else:
             u, uo, vo = src.planes
-            args = (src.addr, src.span, src.format, src.width, src.height,
+            args = (src.array, src.span, src.format, src.width, src.height,
                     src.stride, u, uo, vo)
         s.check_fork()
         gate = s.agate
@@ -1043,10 +1041,8 @@ class AsyncClient(_Connection):
                       payload: Any = b"") -> tuple[Any, Any]:
         """See :meth:`Client.request` (run on the loop's executor)."""
         loop = asyncio.get_running_loop()
-        keep, addr = _payload(payload)
         res = await loop.run_in_executor(None, self._s.native.request,
-                                         req.native(), addr)
-        del keep
+                                         req.native(), _payload(payload))
         _core.checked(res)
         rep = Reply(**res.fields)
         req.request_id = rep.request_id

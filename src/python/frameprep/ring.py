@@ -391,7 +391,7 @@ class _RingBase:
                 raise errors.InvalidRequestError(
                     f"frame shape {shape} does not fit the ring's slot of "
                     f"{self.frame_shape}")
-        hold = self._slots.frame_hold(k, ticket, self, m, m.base)
+        hold = self._slots.frame_hold(k, ticket, self, m, m.region)
         if shape is not None and shape != self.frame_shape:
             hold.reshape(shape)
         return hold.array(RingFrame)
@@ -440,7 +440,7 @@ class _RingBase:
         slot through a holder."""
         out = _new_ring_result(RingResult)
         _set(out, "_hold", self._slots.result_hold(k, ticket, self, m,
-                                                   m.base))
+                                                   m.region))
         _set(out, "_tensor", None)
         _set(out, "request_id", res.request_id)
         _set(out, "_res", res)

@@ -1,0 +1,245 @@
+"""frameprep._native's entry points refuse what they are given when it
+does not hold what they would read or view (issue 35): memory comes as
+the object that owns it (bytes, a numpy array, a Region), never as an
+address, and each length, offset and slot is checked against it. Every
+call here passed an address or an out-of-range length before, and read
+or viewed arbitrary memory (a crash, or another object's bytes)."""
+import gc
+
+import numpy as np
+import pytest
+
+import frameprep
+from frameprep import _core, _native
+from frameprep.protocol import Kind, PixelFormat, Request
+
+GRAY = int(PixelFormat.GRAY8)
+BAD = 0xDEADBEEF  # an address nothing is mapped at
+
+
+def _plan():
+    return _core.plan((32, 32), "letterbox", "gray", "float32", "nchw",
+                      1 / 255, 0.0, 1.0, 114)
+
+
+def _gray_args(frame, span, w=8, h=8):
+    """Client.frame's source arguments for a gray8 frame w x h."""
+    return (frame, span, GRAY, w, h, w, 0, 0, 0)
+
+
+@pytest.fixture
+def native(client):
+    return client._s.native
+
+
+def test_frame_takes_memory_not_addresses(native):
+    req = _plan().native
+    frame = np.full((8, 8), 7, np.uint8)
+    with pytest.raises(TypeError, match="bytes or a numpy array"):
+        native.frame(req, *_gray_args(BAD, 64))
+    with pytest.raises(ValueError, match="1048576 bytes to read, but the "
+                                         "array holds 64"):
+        native.frame(req, *_gray_args(frame, 1 << 20))
+    with pytest.raises(ValueError, match="65 bytes to read, but the bytes "
+                                         "holds 64"):
+        native.frame(req, *_gray_args(frame.tobytes(), 65))
+    # A strided crop holds the bytes from its first to the end of its
+    # last pixel: 4 rows of stride 8, 4 pixels in the last.
+    crop = frame[2:6, 2:6]
+    with pytest.raises(ValueError, match="29 bytes to read, but the array "
+                                         "holds 28"):
+        native.frame(req, crop, 29, GRAY, 4, 4, 8, 0, 0, 0)
+    with pytest.raises(ValueError, match="holds 0"):
+        native.frame(req, *_gray_args(np.empty((0, 8), np.uint8), 64))
+    # What the package sends is unchanged: span bytes of the array.
+    res = native.frame(req, *_gray_args(frame, 64))
+    assert res.status == 0
+    res = native.frame(req, crop, 28, GRAY, 4, 4, 8, 0, 0, 0)
+    assert res.status == 0
+    res = native.frame(req, *_gray_args(frame.tobytes(), 64))
+    assert res.status == 0
+
+
+def test_request_payload_is_checked(native):
+    echo = Request(kind=Kind.ECHO, input_size=4096, src_format=GRAY,
+                   src_width=64, src_height=64, src_stride=64).native()
+    with pytest.raises(TypeError, match="bytes or a numpy array"):
+        native.request(echo, BAD)
+    with pytest.raises(ValueError, match="4096 bytes to read, but the "
+                                         "bytes holds 16"):
+        native.request(echo, b"x" * 16)
+    with pytest.raises(ValueError, match="but the array holds 1024"):
+        native.request(echo, np.zeros(256, np.float32))
+    # No payload at all: the library's own refusal, as before.
+    with pytest.raises(frameprep.InvalidRequestError, match="without a "
+                                                           "payload"):
+        native.request(echo)
+    res = native.request(echo, np.zeros(1024, np.float32))
+    assert res.status == 0
+    # A request that reads no payload ignores its size.
+    res = native.request(Request(kind=Kind.INFO).native(), b"")
+    assert res.status == 0
+
+
+def test_submit_takes_memory_not_addresses(native):
+    req = _plan().native
+    called = []
+    with pytest.raises(TypeError, match="bytes or a numpy array"):
+        native.submit(req, lambda: called.append(1), *_gray_args(BAD, 64))
+    with pytest.raises(ValueError, match="but the array holds 64"):
+        native.submit(req, lambda: called.append(1),
+                      *_gray_args(np.zeros((8, 8), np.uint8), 4096))
+    assert not called
+    p = native.submit(req, lambda: called.append(1),
+                      *_gray_args(np.zeros((8, 8), np.uint8), 64))
+    assert p.wait().status == 0
+
+
+def test_elements_source_is_checked(native):
+    plan = _plan()
+    rois = plan.opts.request(Kind.ROIS).native()
+    batch = plan.opts.request(Kind.BATCH).native()
+    box = [(_core.ELEM_BOX, 0, 0.0, 0.0, 4.0, 4.0, 0.0, 0.0, 0)]
+    frame = np.zeros((8, 8), np.uint8)
+    with pytest.raises(TypeError, match="bytes or a numpy array"):
+        native.elements(rois, box, *_gray_args(BAD, 64))
+    with pytest.raises(ValueError, match="but the array holds 64"):
+        native.elements(rois, box, *_gray_args(frame, 1 << 16, 256, 256))
+    # BATCH: frame k at its element's offset, each of span bytes; the
+    # last one reaches 3 * 64 + 64 bytes of an array of 128.
+    frames = [(_core.ELEM_FRAME, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, k * 64)
+              for k in (0, 1, 3)]
+    two = np.zeros((2, 8, 8), np.uint8)
+    with pytest.raises(ValueError, match="256 bytes to read, but the "
+                                         "array holds 128"):
+        native.elements(batch, frames, *_gray_args(two, 64))
+    res = native.elements(batch, frames[:2], *_gray_args(two, 64))
+    assert res.status == 0
+    # In a region, the source argument is not read (the daemon refuses
+    # the region id).
+    res = native.elements(rois, box, *_gray_args(BAD, 64), 1, 12345, 0)
+    assert res.status != 0
+
+
+def _slots(n=2, slot_bytes=8192, frame_off=4096, frame=(8, 8),
+           tensor=(1, 1, 32, 32)):
+    s = _native.Slots(n)
+    s.layout(slot_bytes, frame_off, frame, tensor, "f", 4, None)
+    return s
+
+
+def test_slot_holds_take_a_region_and_check_it(native):
+    region = native.region_open(2 * 8192)
+    try:
+        s = _slots()
+        got = s.take(1, 0)
+        assert got is not None
+        k, ticket = got
+        with pytest.raises(TypeError):
+            s.frame_hold(k, ticket, None, None, BAD)
+        with pytest.raises(IndexError, match="slot 2: the table has 2"):
+            s.frame_hold(2, ticket, None, None, region)
+        with pytest.raises(IndexError):
+            s.result_hold(1 << 31, ticket, None, None, region)
+        # A table larger than the region: nothing is viewed.
+        big = _slots(n=3)
+        with pytest.raises(ValueError, match="3 slots of 8192 bytes do "
+                                             "not fit the region"):
+            big.frame_hold(0, 1, None, None, region)
+        with pytest.raises(frameprep.InvalidRequestError,
+                           match="no layout"):
+            _native.Slots(1).frame_hold(0, 1, None, None, region)
+        hold = s.frame_hold(k, ticket, None, None, region)
+        a = hold.array(np.ndarray)
+        base = np.asarray(region).__array_interface__["data"][0]
+        assert a.__array_interface__["data"][0] == base + k * 8192 + 4096
+        a[:] = 9  # inside the region
+        # reshape: at most the frame's area (8192 - 4096 bytes).
+        hold.reshape((64, 64))
+        with pytest.raises(ValueError, match="larger than the slot's "
+                                             "4096 bytes"):
+            hold.reshape((64, 65))
+        with pytest.raises(ValueError):
+            hold.reshape((1 << 40, 1 << 40))
+        res = s.result_hold(k, ticket, None, None, region)
+        with pytest.raises(ValueError, match="larger than the slot's "
+                                             "4096 bytes"):
+            res.reshape((1, 1, 32, 33))  # float32: 4224 bytes
+        with pytest.raises(TypeError, match="numpy.ndarray or a subclass"):
+            hold.array(int)
+        with pytest.raises(TypeError):
+            hold.array(3)
+        res.give_back()
+        hold.give_back()
+        del a, res, hold
+    finally:
+        region.unregister()
+        del region
+        gc.collect()
+
+
+@pytest.mark.parametrize("args, why", [
+    ((0, 0, (8, 8), (1,), "u", 1), "does not hold"),
+    ((4096, 4097, (1,), (1,), "u", 1), "does not hold"),
+    ((8192, 4096, (64, 65), (1,), "u", 1), "does not hold"),
+    ((8192, 4096, (8, 8), (1, 1, 32, 33), "f", 4), "does not hold"),
+    ((8192, 4096, (8, 8), (1,), "f", 8), "not u1, f4 or f2"),
+    ((8192, 4096, (8, 8), (1,), "u", 64), "not u1, f4 or f2"),
+    ((8192, 4096, (1 << 62, 1 << 62), (1,), "u", 1), "does not hold"),
+])
+def test_layout_is_checked(args, why):
+    with pytest.raises(ValueError, match=why):
+        _native.Slots(2).layout(*args, None)
+
+
+def test_arm_checks_the_layout_against_the_region(native):
+    region = native.region_open(2 * 8192)
+    try:
+        lim: dict[str, int] = {}
+
+        class Sock:
+            _limits = lim
+        with pytest.raises(ValueError, match="do not fit the region"):
+            _slots(n=4).arm(None, region, Sock(), lim, None, 8, 8)
+        s = _slots()
+        s.arm(None, region, Sock(), lim, None, 8, 8)
+        assert s.armed
+        with pytest.raises(ValueError, match="not while the slot table is "
+                                             "armed"):
+            s.layout(1 << 20, 4096, (8, 8), (1,), "u", 1, None)
+        s.close()
+    finally:
+        region.unregister()
+
+
+def test_ring_classes_are_checked():
+    from frameprep.ring import RingFrame, RingResult
+    for bad in ((int, RingResult, _core.Timings),
+                (RingFrame, dict, _core.Timings),
+                (RingFrame, RingResult, dict)):
+        with pytest.raises(TypeError, match="set_ring_classes"):
+            _native.set_ring_classes(*bad)
+
+
+def test_region_doorbell_and_entries_are_checked(native):
+    region = native.region_open(8192)
+    try:
+        with pytest.raises(frameprep.InvalidRequestError):
+            region.doorbell(1 << 40, 4)
+        with pytest.raises(frameprep.InvalidRequestError):
+            region.doorbell(8192 - 64, 64)
+        with pytest.raises(frameprep.InvalidRequestError,
+                           match="not prepared"):
+            region.send(1 << 20)
+    finally:
+        region.unregister()
+
+
+def test_cuda_pointers_go_to_the_driver_only():
+    """Device pointers are never read by the CPU: the CUDA driver says
+    whether they are device memory (UnsupportedError without one)."""
+    for fn in (_native.cuda_pointer, _native.cuda_allocation):
+        with pytest.raises(frameprep.FrameprepError):
+            fn(BAD)
+        with pytest.raises(OverflowError):
+            fn(-1)
