@@ -24,16 +24,27 @@ _DEFAULT_FORMATS = {1: PixelFormat.GRAY8, 3: PixelFormat.BGR8,
 
 # The options' names, as static types (the dicts below map them).
 ResizeName = Literal["letterbox", "stretch"]
+"""``resize=``: aspect kept and padded (letterbox), or stretched."""
 OrderName = Literal["rgb", "bgr", "gray"]
+"""``order=``: the tensor's channels (gray: one channel)."""
 DTypeName = Literal["float32", "f32", "float16", "f16", "uint8", "u8"]
+"""``dtype=`` by name: the tensor's element type."""
 DTypeOption = Union[DTypeName, "type[np.generic]", "np.dtype[Any]"]
+"""``dtype=``: a name, a numpy scalar type or a numpy dtype."""
 LayoutName = Literal["nchw", "nhwc"]
+"""``layout=``: channels first (NCHW) or last (NHWC)."""
 FormatName = Literal["bgr8", "bgr", "rgb8", "rgb", "bgra8", "bgra", "rgba8",
                      "rgba", "gray8", "gray", "nv12", "i420", "yuyv", "yuy2",
                      "jpeg"]
+"""``format=``: the source frame's pixel format (a JPEG's bytes: jpeg)."""
 MatrixName = Literal["bt601", "bt709", "bt2020"]
+"""``matrix=``: a YUV source's colour matrix."""
 YuvRangeName = Literal["limited", "full"]
+"""``yuv_range=``: a YUV source's range (limited: 16-235 luma)."""
 RoundingName = Literal["float", "opencv"]
+"""``rounding=``: the bilinear blend kept in float (within 1 LSB of
+OpenCV), or rounded as cv2.resize does, bit for bit (see
+:meth:`Client.preprocess`)."""
 
 _RESIZES = {"letterbox": Resize.LETTERBOX, "stretch": Resize.STRETCH}
 _ORDERS = {"rgb": ChannelOrder.RGB, "bgr": ChannelOrder.BGR,
@@ -93,18 +104,31 @@ class Options:
     """Validated preprocessing options (see :meth:`Client.preprocess`)."""
 
     out_width: int
+    """The tensor's width in pixels."""
     out_height: int
+    """The tensor's height in pixels."""
     resize: Resize
+    """Letterbox or stretch (:data:`ResizeName`)."""
     order: ChannelOrder
+    """The tensor's channel order (:data:`OrderName`)."""
     dtype: DType
+    """The tensor's element type (:data:`DTypeName`)."""
     layout: Layout
+    """NCHW or NHWC (:data:`LayoutName`)."""
     scale: float
+    """Pixel scale: out = (pixel * scale - mean[c]) / std[c]."""
     mean: tuple[float, float, float]
+    """Per-channel mean, in the tensor's channel order."""
     std: tuple[float, float, float]
+    """Per-channel divisor, in the tensor's channel order."""
     pad: float
+    """The letterbox border's value in pixel units, 0..255."""
     matrix: YuvMatrix = YuvMatrix.BT601
+    """A YUV source's colour matrix (:data:`MatrixName`)."""
     yuv_range: YuvRange = YuvRange.LIMITED
+    """A YUV source's range (:data:`YuvRangeName`)."""
     rounding: Rounding = Rounding.FLOAT
+    """Float blend or OpenCV's rounding (:data:`RoundingName`)."""
 
     @classmethod
     def make(cls, size: Sequence[int] = (640, 640),
@@ -415,17 +439,21 @@ class Transform:
     """Where the source landed in the tensor.
 
     A tensor point (u, v) maps back to the source point
-    ((u - pad_x) / scale_x, (v - pad_y) / scale_y). ``scale_*`` are tensor
-    pixels per source pixel, ``pad_*`` the left and top padding in tensor
-    pixels, ``src_width``/``src_height`` the source size in pixels.
+    ((u - pad_x) / scale_x, (v - pad_y) / scale_y).
     """
 
     scale_x: float
+    """Tensor pixels per source pixel, horizontally."""
     scale_y: float
+    """Tensor pixels per source pixel, vertically."""
     pad_x: float
+    """The left padding, in tensor pixels."""
     pad_y: float
+    """The top padding, in tensor pixels."""
     src_width: int
+    """The source's width in pixels."""
     src_height: int
+    """The source's height in pixels."""
 
     def to_source(self, xyxy: Any) -> np.ndarray[Any, Any]:
         """Maps boxes (N, 4) as (x1, y1, x2, y2) in tensor pixels (a
@@ -455,12 +483,19 @@ class Timings:
     decode (decode, within compute; 0 for other sources)."""
 
     queue_us: int
+    """Receipt to start of work."""
     compute_us: int
+    """Preprocessing, decode included."""
     h2d_us: int
+    """The frame's host-to-device copy (0 on the CPU backend)."""
     kernel_us: int
+    """The preprocessing kernel (0 on the CPU backend)."""
     d2h_us: int
+    """The tensor's device-to-host copy (0 on the CPU backend)."""
     total_us: int
+    """Receipt to reply."""
     decode_us: int = 0
+    """A JPEG source's decode, within compute (0 for other sources)."""
 
 
 _new = object.__new__
@@ -488,7 +523,9 @@ class Result:
                  "_src_height", "_reply", "_transform", "_timings")
 
     tensor: np.ndarray[Any, Any]
+    """The tensor: (1, C, H, W) or (1, H, W, C), read-only."""
     request_id: int
+    """The request's id."""
     _res: Any
     _src_width: int
     _src_height: int
@@ -611,13 +648,21 @@ class ElementTransform:
     """
 
     resized_w: int
+    """The resized box's (or frame's) width in tensor pixels."""
     resized_h: int
+    """The resized box's (or frame's) height in tensor pixels."""
     pad_x: float
+    """The left padding in tensor pixels."""
     pad_y: float
+    """The top padding in tensor pixels."""
     scale_x: float
+    """Tensor pixels per source pixel, horizontally (0: affine)."""
     scale_y: float
+    """Tensor pixels per source pixel, vertically (0: affine)."""
     origin_x: float
+    """The box's left edge in source pixels (0 for a batch frame)."""
     origin_y: float
+    """The box's top edge in source pixels (0 for a batch frame)."""
 
     @property
     def affine(self) -> bool:
@@ -667,7 +712,9 @@ class BatchResult(Generic[TensorT]):
     __slots__ = ("tensor", "request_id", "_res", "_transforms", "_reply")
 
     tensor: TensorT
+    """The (N, C, H, W) or (N, H, W, C) tensor, element k in row k."""
     request_id: int
+    """The request's id (frame 0's for one request per frame)."""
     _res: Any
     _transforms: tuple[ElementTransform, ...] | None
     _reply: Reply | None

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .ring import AsyncRing, Ring
 
 DEFAULT_TIMEOUT = 30.0
+"""A :class:`Client`'s reply timeout when none is given, in seconds."""
 _INFO = Request(kind=Kind.INFO).native()
 
 

@@ -94,16 +94,25 @@ class DeviceArray:
     (:func:`pointer`) when :func:`describe` asked the driver."""
 
     ptr: int
+    """The device address of the first byte."""
     shape: tuple[int, ...]
+    """The array's shape."""
     strides: tuple[int, ...]
+    """Strides in bytes."""
     typestr: str
+    """The numpy typestr ("|u1", "<f4", "<f2")."""
     device: int
+    """The CUDA device ordinal."""
     span: int
+    """Bytes from the first element to the end of the last."""
     stream: int | None = None
+    """The producer's stream, if it named one."""
     buffer_id: int | None = None
+    """The allocation's buffer ID, when :func:`describe` asked the driver."""
 
     @property
     def itemsize(self) -> int:
+        """Bytes per element, from the typestr."""
         return int(self.typestr[2:])
 
     def contiguous(self) -> bool:
@@ -257,9 +266,13 @@ class Allocation:
     base address, size, IPC handle (64 bytes), device UUID (16 bytes)."""
 
     base: int
+    """The allocation's device address."""
     size: int
+    """The allocation's size in bytes."""
     handle: bytes
+    """Its CUDA IPC memory handle (64 bytes)."""
     uuid: bytes
+    """Its device's UUID (16 bytes)."""
 
 
 def allocation(ptr: int) -> Allocation:
@@ -300,21 +313,26 @@ class CudaTensor:
     def __init__(self, arr: DeviceArray, owner: Any = None):
         self._arr = arr
         self.owner = owner
+        """The caller's ``out``, kept alive with the tensor (or None)."""
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The tensor's shape."""
         return self._arr.shape
 
     @property
     def dtype(self) -> str:
+        """The numpy typestr of its elements."""
         return self._arr.typestr
 
     @property
     def device(self) -> int:
+        """The CUDA device ordinal."""
         return self._arr.device
 
     @property
     def ptr(self) -> int:
+        """The device address of its first byte."""
         return self._arr.ptr
 
     @property
@@ -393,14 +411,21 @@ class Exported:
     connection released its region (``release_cuda``) or closed."""
 
     handle: bytes
+    """The allocation's CUDA IPC memory handle (64 bytes)."""
     uuid: bytes
+    """The device's UUID (16 bytes)."""
     alloc_size: int
+    """The allocation's size in bytes."""
     offset: int
+    """The buffer's byte offset in the allocation."""
     shape: tuple[int, ...]
+    """The buffer's shape (C-contiguous)."""
     typestr: str
+    """The numpy typestr of its elements."""
 
     @property
     def nbytes(self) -> int:
+        """The buffer's size in bytes."""
         n = int(self.typestr[2:])
         for d in self.shape:
             n *= d
@@ -507,6 +532,7 @@ class Regions:
         return rid
 
     def count(self) -> int:
+        """The number of regions registered now."""
         with self._lock:
             return len(self._by_alloc) + len(self._by_buffer)
 

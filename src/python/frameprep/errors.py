@@ -18,11 +18,14 @@ class FrameprepError(Exception):
     daemon's or the client's sentence."""
 
     status: int = 0
+    """The ``enum fprep_err`` number (each subclass has its own)."""
     name: str = "UNKNOWN"
+    """The enum name without ``FPREP_``, e.g. "ELIMIT"."""
 
     def __init__(self, message: str = "", status: int | None = None):
         super().__init__(message)
         self.message = message
+        """The daemon's or the client's sentence."""
         if status is not None:
             self.status = status
 
@@ -169,6 +172,7 @@ BY_STATUS: dict[int, type[FrameprepError]] = {
                 PermissionDeniedError, InternalError, ServerIOError,
                 UnsupportedError, ClosedError, MismatchError, ForkedError)
 }
+"""Each status number's class (:func:`error_for_status` uses it)."""
 
 
 def error_for_status(status: int, message: str) -> FrameprepError:

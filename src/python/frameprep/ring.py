@@ -271,9 +271,13 @@ class _RingBase:
         if int(slots) < 1:
             raise errors.InvalidRequestError(f"ring slots {slots} < 1")
         self.slots = int(slots)
+        """The number of slots (frames in flight at most)."""
         self.frame_shape = shape if shape[2] != 1 else shape[:2]
+        """A slot's frame: (H, W, C), or (H, W) for one channel."""
         self.frame_bytes = shape[0] * shape[1] * shape[2]
+        """A slot's frame in bytes (uint8 pixels)."""
         self.tensor_bytes = self._opts.tensor_bytes
+        """A slot's tensor in bytes."""
         # A slot: the tensor, the reply header that the daemon also writes
         # there (protocol.h, "The reply in shared memory"), 8-byte aligned,
         # then page-aligned the frame.
@@ -282,6 +286,8 @@ class _RingBase:
         self._frame_off = _round_page(self._out_capacity)
         self._slot_bytes = self._frame_off + _round_page(self.frame_bytes)
         self.size = self._slot_bytes * self.slots
+        """The shared memory's size in bytes: the slots, page-aligned, and
+        the doorbell area where the ring has one."""
         self._db_entries = 0
         if self._doorbell:
             self._db_off = self.size
