@@ -490,6 +490,49 @@ static int jpeg_entropy_ends(const uint8_t *p, uint64_t n, uint64_t i)
 	return 0;
 }
 
+int fprep__jpeg_encode_test(unsigned width, unsigned height, uint8_t **out,
+                            size_t *size)
+{
+	tjhandle tj = tjInitCompress();
+	unsigned char *rgb, *jpg = NULL;
+	unsigned long len = 0;
+	int rc;
+
+	*out = NULL;
+	*size = 0;
+	if (tj == NULL)
+		return -1;
+	if ((rgb = malloc((size_t)width * height * 3)) == NULL) {
+		tjDestroy(tj);
+		return -1;
+	}
+	for (size_t y = 0; y < height; y++)
+		for (size_t x = 0; x < width; x++) {
+			unsigned char *px = rgb + (y * width + x) * 3;
+
+			px[0] = (unsigned char)(x * 255 / (width ? width : 1));
+			px[1] = (unsigned char)(y * 255 /
+			                        (height ? height : 1));
+			px[2] = (unsigned char)((x + y) & 255);
+		}
+	rc = tjCompress2(tj, rgb, (int)width, 0, (int)height, TJPF_RGB, &jpg,
+	                 &len, TJSAMP_420, 90, 0);
+	free(rgb);
+	tjDestroy(tj);
+	if (rc != 0) {
+		tjFree(jpg);
+		return -1;
+	}
+	*out = jpg;
+	*size = len;
+	return 0;
+}
+
+void fprep__jpeg_free(uint8_t *p)
+{
+	tjFree(p);
+}
+
 int fprep__jpeg_sequential(const uint8_t *p, uint64_t n)
 {
 	uint64_t i = 2, len;

@@ -117,6 +117,19 @@ void fprep__jpeg_adopt(fprep__job *job, const fprep_request *raw,
  * (CLOCK_MONOTONIC nanoseconds). */
 uint64_t fprep__jpeg_t0(const fprep__jpeg *j);
 
+/* fprep__jpeg_encode_test encodes a width x height picture of smooth
+ * colour gradients as a baseline JPEG (4:2:0, quality 90: what cameras
+ * and cv2.imwrite make) into *out, of *size bytes, to be freed with
+ * fprep__jpeg_free. For warming a decoder up with a file of a typical
+ * size. Returns 0, or -1 (no memory, or libjpeg-turbo failed). Any
+ * thread. */
+int fprep__jpeg_encode_test(unsigned width, unsigned height, uint8_t **out,
+                            size_t *size);
+
+/* fprep__jpeg_free frees what fprep__jpeg_encode_test made; NULL is
+ * ignored. */
+void fprep__jpeg_free(uint8_t *p);
+
 /* fprep__jpeg_sequential tells whether the n bytes at p are a JPEG that
  * a sequential 8-bit Huffman decoder of one scan can take whole: SOF0 or
  * SOF1 with 8-bit samples and 1 or 3 components, one scan holding every

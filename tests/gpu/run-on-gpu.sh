@@ -326,8 +326,7 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	# A JPEG in a region read once by the lane's decoders (nvJPEG's
 	# engine and libjpeg-turbo) while the client flips its SOF.
 	TAILN=6 run jpeg_race_gpu "$here/bin/test_jpeg_race" "$here/bin/frameprepd" "$here/images" 0
-	TAILN=6 run jpeg_race_engine "$here/bin/test_jpeg_race" "$here/bin/frameprepd" "$here/images" 0 --jpeg-engine=true
-	tests+=(jpeg_race_gpu jpeg_race_engine)
+	tests+=(jpeg_race_gpu)
 	TAILN=12 run two_lanes "$here/bin/test_lanes" "$here/bin/frameprepd" "$here/images"
 	tests+=(two_lanes)
 	# bench_lanes: 1080p BGR8 -> 640x640 f32 over shared memory at c=16 on

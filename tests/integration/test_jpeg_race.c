@@ -32,9 +32,12 @@
  * Usage: test_jpeg_race FRAMEPREPD IMAGE_DIR [DEVICE [DAEMON_ARG...]]
  * DEVICE is frameprepd's --device for the race and the scan bomb (default
  * cpu; the GPU machine runs them with 0, where the lane's decoders read the
- * region, and with 0 --jpeg-engine=true, where the engine decodes);
- * DAEMON_ARGs are added to that daemon's arguments; "bombs beside" runs on
- * the CPU backend only.
+ * region); DAEMON_ARGs are added to that daemon's arguments; "bombs
+ * beside" runs on the CPU backend only. With `0 --jpeg-engine=true` the
+ * GPU's JPEG engine decodes the torn files, and its tensors show pixels
+ * the attacker never sent (H200, driver 580: 253 and 263 of 400, with
+ * each frame cleared and the clear waited for before the engine's call):
+ * why the engine is for trusted clients only, and off by default.
  */
 #include <pthread.h>
 #include <signal.h>

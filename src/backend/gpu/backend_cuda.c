@@ -2361,6 +2361,65 @@ static int cuda_decoder_gathers(const cuda_backend *cb, const cuda_decoder *d)
 	       cuda_now_ns() - d->first_ns < cb->gather_ns;
 }
 
+static unsigned cuda_env_uint(const char *name, unsigned lo, unsigned hi,
+                              unsigned def);
+
+/* cuda_decoder_warm runs d's engine once at each batch size it calls it
+ * with (cuda_batch_size: 1..8, then multiples of 8 up to the lane's
+ * batch) on a 1920x1080 JPEG (4:2:0, RGB out), before the decoder takes
+ * frames. nvJPEG makes a state's buffers on its first decode at a batch
+ * size: one such call took 235 ms on the H200 (INFO jpeg_timing_max
+ * call_us), a stall every frame in flight waited out (c=16: p99.9 156 ms,
+ * max 238 ms against a p50 of 5.7 ms). Frames of a larger size or
+ * another channel order still pay for theirs once. FPREP_NVJPEG_WARM=0
+ * skips it. A decoder's thread, before its loop; frames that come
+ * meanwhile wait in the queue. */
+static void cuda_decoder_warm(cuda_backend *cb, cuda_decoder *d)
+{
+	const unsigned w = 1920, h = 1080;
+	const size_t frame = (size_t)w * h * 3;
+	fprep__nvjpeg_item it[FPREP__NVJPEG_BATCH_MAX];
+	char msg[FPREP_MESSAGE_SIZE];
+	uint64_t t = cuda_now_ns();
+	unsigned sizes = 0, top = 0;
+	uint8_t *jpg, *dev = NULL;
+	size_t len;
+
+	if (!cuda_env_uint("FPREP_NVJPEG_WARM", 0, 1, 1) ||
+	    fprep__jpeg_encode_test(w, h, &jpg, &len) != 0)
+		return;
+	if (FPREP__CUDA(NULL,
+	                cudaMalloc((void **)&dev, frame * cb->jpeg_batch))) {
+		fprep__jpeg_free(jpg);
+		return;
+	}
+	for (unsigned k = 1; k <= cb->jpeg_batch; k++) {
+		if (cuda_batch_size(k) != k)
+			continue;
+		for (unsigned i = 0; i < k; i++)
+			it[i] = (fprep__nvjpeg_item){jpg, len, dev + i * frame,
+			                             (size_t)w * 3};
+		if (fprep__nvjpeg_decode(d->nvjd, it, k, 0, 0, d->stream, msg,
+		                         sizeof msg) != 0 ||
+		    FPREP__CUDA(NULL, cudaStreamSynchronize(d->stream))) {
+			fprep__log(FPREP_LOG_WARNING,
+			           "GPU %d JPEG decoder: warm-up stopped at a "
+			           "batch of %u: %s",
+			           cb->device, k, msg);
+			break;
+		}
+		sizes++;
+		top = k;
+	}
+	(void)FPREP__CUDA(NULL, cudaFree(dev));
+	fprep__jpeg_free(jpg);
+	fprep__log(FPREP_LOG_INFO,
+	           "GPU %d JPEG decoder: engine warmed up at %u batch sizes "
+	           "(1 to %u frames of %ux%u) in %.0f ms",
+	           cb->device, sizes, top, w, h,
+	           (double)(cuda_now_ns() - t) / 1e6);
+}
+
 /* cuda_decoder_main: a decoder. A decoder with the engine gathers a
  * batch: it takes the frames queued (up to jpeg_batch) and checks their
  * headers (cuda_decoder_check), and while the engine is busy
@@ -2385,6 +2444,8 @@ static void *cuda_decoder_main(void *arg)
 
 	cuda_thread_start(helper ? "fp-jpeg-cpu" : "fp-jpeg-gpu", cb->device);
 	cuda_decoder_open(cb, &d, !helper);
+	if (d.nvjd != NULL)
+		cuda_decoder_warm(cb, &d);
 	unsigned cap = d.nvjd != NULL ? cb->jpeg_batch : 1;
 	pthread_mutex_lock(&cb->mu);
 	for (;;) {
