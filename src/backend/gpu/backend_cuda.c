@@ -369,6 +369,7 @@ typedef struct cuda_backend {
 	                        rest JPEG frames only */
 	pthread_t *decoders; /* the decoders (cuda_decoder_main) */
 	unsigned ndecoders;  /* how many run; set before the lane starts */
+	unsigned ready;      /* decoders set up (and warmed up); under mu */
 	pthread_cond_t cv_decode; /* decode_q has a slot, or decoders_stop */
 	fprep__queue decode_q;    /* slots whose JPEG is to be decoded */
 	fprep__queue decoded;     /* slots decoded, for the lane to enqueue */
@@ -2372,8 +2373,8 @@ static unsigned cuda_env_uint(const char *name, unsigned lo, unsigned hi,
  * call_us), a stall every frame in flight waited out (c=16: p99.9 156 ms,
  * max 238 ms against a p50 of 5.7 ms). Frames of a larger size or
  * another channel order still pay for theirs once. FPREP_NVJPEG_WARM=0
- * skips it. A decoder's thread, before its loop; frames that come
- * meanwhile wait in the queue. */
+ * skips it. A decoder's thread, before its loop, while cuda_jpeg_setup
+ * waits (the daemon does not listen yet): about 3.4 s on the H200. */
 static void cuda_decoder_warm(cuda_backend *cb, cuda_decoder *d)
 {
 	const unsigned w = 1920, h = 1080;
@@ -2448,6 +2449,8 @@ static void *cuda_decoder_main(void *arg)
 		cuda_decoder_warm(cb, &d);
 	unsigned cap = d.nvjd != NULL ? cb->jpeg_batch : 1;
 	pthread_mutex_lock(&cb->mu);
+	cb->ready++; /* cuda_jpeg_setup waits for every decoder */
+	pthread_cond_broadcast(&cb->cv_decode);
 	for (;;) {
 		unsigned have = d.n + d.nc, m;
 
@@ -2630,6 +2633,12 @@ static void cuda_jpeg_setup(cuda_backend *cb, unsigned lane, unsigned want,
 		cb->nvjpeg = NULL;
 		snprintf(why, why_size, "no decoder thread started");
 	}
+	/* The daemon listens once every decoder is set up and its engine
+	 * warmed up (cuda_decoder_warm), so that no frame waits for that. */
+	pthread_mutex_lock(&cb->mu);
+	while (cb->ready < cb->ndecoders)
+		pthread_cond_wait(&cb->cv_decode, &cb->mu);
+	pthread_mutex_unlock(&cb->mu);
 	if (cb->nvjpeg != NULL)
 		snprintf(
 		        cb->jpeg_desc, sizeof cb->jpeg_desc,

@@ -116,6 +116,10 @@ def _python_run(url: str, frame: np.ndarray[Any, Any], size: tuple[int, int],
                     if state["measure"]:
                         lat_i.append(ns)
                         cost_i.append(ns - r.timings.total_us * 1000)
+                    # Let go before the next call, as frameprep-bench's
+                    # fprep_result_fini does: a result kept across the
+                    # call holds a second stage of the client's.
+                    del r
                 if ring is not None:
                     ring.close()
         except Exception as exc:  # reported by the caller
