@@ -58,13 +58,18 @@ def preprocess_file(path: str, url: str | None = None,
     """The per-worker work: the JPEG file at path, letterboxed to size
     (width, height) by the daemon at url, as (tensor, transform): the
     float32 (3, H, W) tensor and (scale_x, scale_y, pad_x, pad_y), which
-    map the tensor's boxes back to the file's pixels. The tensor views the
-    client's stage (held while the array lives, not copied)."""
+    map the tensor's boxes back to the file's pixels. The tensor is a copy
+    of the result's, so that the client's stage goes back at once: a
+    DataLoader worker holds batch_size items until its collate, and a
+    client has four stages (a call that finds them all held goes inline,
+    through the socket)."""
     with open(path, "rb") as f:
         data = f.read()
     r = worker_client(url).preprocess(data, size=size, format="jpeg")
     t = r.transform
-    return r.tensor[0], np.array([t.scale_x, t.scale_y, t.pad_x, t.pad_y])
+    tensor = r.tensor[0].copy()
+    del r  # the stage goes back
+    return tensor, np.array([t.scale_x, t.scale_y, t.pad_x, t.pad_y])
 
 
 class JpegFiles:
