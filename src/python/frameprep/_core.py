@@ -32,6 +32,7 @@ OrderName = Literal["rgb", "bgr", "gray"]
 DTypeName = Literal["float32", "f32", "float16", "f16", "uint8", "u8"]
 """``dtype=`` by name: the tensor's element type."""
 DTypeOption = Union[DTypeName, "type[np.generic]", "np.dtype[Any]"]
+"""``dtype=``: a name, a numpy scalar type or a numpy dtype."""
 F32Option = Union[Literal["float32", "f32"], "type[np.float32]",
                   "np.dtype[np.float32]"]
 """The ``dtype`` options that make a float32 tensor (the default)."""
@@ -41,7 +42,6 @@ F16Option = Union[Literal["float16", "f16"], "type[np.float16]",
 U8Option = Union[Literal["uint8", "u8"], "type[np.uint8]",
                  "np.dtype[np.uint8]"]
 """The ``dtype`` options that make a uint8 tensor."""
-"""``dtype=``: a name, a numpy scalar type or a numpy dtype."""
 LayoutName = Literal["nchw", "nhwc"]
 """``layout=``: channels first (NCHW) or last (NHWC)."""
 FormatName = Literal["bgr8", "bgr", "rgb8", "rgb", "bgra8", "bgra", "rgba8",
