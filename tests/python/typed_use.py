@@ -8,6 +8,7 @@ from typing import Any
 from typing_extensions import assert_type
 
 import numpy as np
+import numpy.typing as npt
 
 import frameprep
 
@@ -34,3 +35,37 @@ def ring(client: frameprep.Client, frame: np.ndarray[Any, Any]) -> None:
             r.preprocess(frame)
         except frameprep.RingFullError as exc:
             assert_type(exc.message, str)
+
+
+def tensors_by_dtype(client: frameprep.Client, frame: npt.NDArray[np.uint8],
+                     jpeg: bytes, out: npt.NDArray[np.float16]) -> None:
+    assert_type(client.preprocess(frame).tensor, npt.NDArray[np.float32])
+    assert_type(client.preprocess(jpeg, format="jpeg").tensor,
+                npt.NDArray[np.float32])
+    assert_type(client.preprocess(memoryview(jpeg), dtype="f16").tensor,
+                npt.NDArray[np.float16])
+    assert_type(client.preprocess(frame, dtype=np.uint8).tensor,
+                npt.NDArray[np.uint8])
+    assert_type(client.preprocess(frame, out=out, dtype="float16").tensor,
+                npt.NDArray[np.float16])
+    r: frameprep.Result = client.preprocess(frame, dtype="uint8")
+    assert_type(r.tensor, npt.NDArray[Any])
+
+
+async def async_tensors(client: frameprep.AsyncClient,
+                        frame: npt.NDArray[np.uint8]) -> None:
+    r = await client.preprocess(frame, dtype="float16")
+    assert_type(r.tensor, npt.NDArray[np.float16])
+    assert_type((await client.preprocess(frame)).tensor,
+                npt.NDArray[np.float32])
+
+
+def frames_refused(client: frameprep.Client) -> None:
+    client.preprocess([[1, 2, 3]])  # type: ignore[call-overload]
+    client.preprocess("photo.jpg")  # type: ignore[call-overload]
+
+
+def ring_signatures(ring: frameprep.Ring, jpeg: bytes) -> None:
+    buf = ring.next_frame((1, len(jpeg)))
+    assert_type(buf, frameprep.RingFrame)
+    assert_type(ring.preprocess(jpeg), frameprep.RingResult)

@@ -17,12 +17,19 @@ Usage: cuda_batch.py [--socket URL] [--images DIR] [--batch N]
 Needs a frameprepd on a GPU (ipc://), torch, torchvision, cuda-python and
 OpenCV. Prints one line per batch and a final PASS/FAIL line.
 """
+from __future__ import annotations
+
 import argparse
 import glob
 import multiprocessing as mp
 import os
 import sys
 import time
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from frameprep.cuda import Exported
 
 # ImageNet normalisation, done by frameprep: (pixel / 255 - mean) / std.
 MEAN = (0.485, 0.456, 0.406)
@@ -30,7 +37,8 @@ STD = (0.229, 0.224, 0.225)
 SIZE = 640
 
 
-def producer(url, paths, exported, rounds, conn):
+def producer(url: str, paths: Sequence[str], exported: Exported,
+             rounds: int, conn: Connection) -> None:
     """Sends photographs into the consumer's batch, one element each."""
     import cv2
 
@@ -58,7 +66,7 @@ def producer(url, paths, exported, rounds, conn):
     conn.send("released")
 
 
-def main():
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--socket", default=None,
                     help="frameprepd URL (default: the daemon's own)")

@@ -20,10 +20,10 @@ by :mod:`frameprep.protocol`), client, rings, doorbells and regions.
 
 __version__ = "0.1.0"
 
-from ._core import (BatchResult, DTypeName, DTypeOption, ElementTransform,
-                    FormatName, LayoutName, MatrixName, Options, OrderName,
+from ._core import (BatchResult, CudaArray, DTypeName, DTypeOption,
+                    ElementTransform, F16Option, F32Option, FormatName, Frame, LayoutName, MatrixName, Options, OrderName,
                     ResizeName, Result, RoundingName, Timings, Transform,
-                    YuvRangeName, default_address)
+                    U8Option, YuvRangeName, default_address)
 from .client import AsyncClient, Client
 from .errors import (BY_STATUS, ClosedError, CudaError, ForkedError,
                      FrameprepError,
@@ -38,7 +38,8 @@ from .ring import AsyncRing, Ring, RingFrame, RingResult
 
 __all__ = [
     "AsyncClient", "AsyncRing", "BY_STATUS", "BatchResult", "Client",
-    "ClosedError", "ElementTransform", "RoundingName",
+    "ClosedError", "CudaArray", "ElementTransform", "F16Option",
+    "F32Option", "Frame", "RoundingName", "U8Option",
     "DTypeName", "DTypeOption", "FormatName", "LayoutName", "MatrixName",
     "OrderName", "ResizeName", "YuvRangeName",
     "CudaError", "ForkedError", "FrameprepError", "InternalError", "InvalidRequestError",

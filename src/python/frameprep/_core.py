@@ -8,9 +8,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from typing import Any, Generic, Literal, Sequence, TypeVar, Union
+from typing import Any, Generic, Literal, Protocol, Sequence, Union
 
 import numpy as np
+import numpy.typing as npt
+from typing_extensions import Buffer, TypeAlias, TypeVar
 
 from . import _native, errors
 from .protocol import (ChannelOrder, DType, Kind, Layout, PixelFormat, Reply,
@@ -31,6 +33,15 @@ DTypeName = Literal["float32", "f32", "float16", "f16", "uint8", "u8"]
 """``dtype=`` by name: the tensor's element type."""
 DTypeOption = Union[DTypeName, "type[np.generic]", "np.dtype[Any]"]
 """``dtype=``: a name, a numpy scalar type or a numpy dtype."""
+F32Option = Union[Literal["float32", "f32"], "type[np.float32]",
+                  "np.dtype[np.float32]"]
+"""The ``dtype`` options that make a float32 tensor (the default)."""
+F16Option = Union[Literal["float16", "f16"], "type[np.float16]",
+                  "np.dtype[np.float16]"]
+"""The ``dtype`` options that make a float16 tensor."""
+U8Option = Union[Literal["uint8", "u8"], "type[np.uint8]",
+                 "np.dtype[np.uint8]"]
+"""The ``dtype`` options that make a uint8 tensor."""
 LayoutName = Literal["nchw", "nhwc"]
 """``layout=``: channels first (NCHW) or last (NHWC)."""
 FormatName = Literal["bgr8", "bgr", "rgb8", "rgb", "bgra8", "bgra", "rgba8",
@@ -64,6 +75,21 @@ _MATRICES = {"bt601": YuvMatrix.BT601, "bt709": YuvMatrix.BT709,
              "bt2020": YuvMatrix.BT2020}
 _YUV_RANGES = {"limited": YuvRange.LIMITED, "full": YuvRange.FULL}
 _ROUNDINGS = {"float": Rounding.FLOAT, "opencv": Rounding.OPENCV}
+
+
+class CudaArray(Protocol):
+    """A CUDA array as frameprep takes it (a frame, or ``out=``): any
+    object with ``__cuda_array_interface__`` (PyTorch, CuPy, Numba).
+    Tensors that speak DLPack alone are taken too, at run time."""
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]: ...
+
+
+Frame: TypeAlias = Union[npt.NDArray[Any], Buffer, CudaArray]
+"""What ``preprocess`` takes as a frame: a numpy uint8 array of pixels,
+the bytes of a JPEG file (bytes, bytearray, memoryview or any buffer;
+``format="jpeg"``), or a CUDA array of pixels (:class:`CudaArray`)."""
 
 
 def default_address() -> str:
@@ -501,7 +527,13 @@ class Timings:
 _new = object.__new__
 
 
-class Result:
+TensorT = TypeVar("TensorT", default=npt.NDArray[Any])
+"""The type of a result's tensor: a numpy array of the requested dtype
+(``npt.NDArray[np.float32]`` for the default ``dtype="float32"``), or the
+caller's ``out=``."""
+
+
+class Result(Generic[TensorT]):
     """One preprocessed frame.
 
     ``tensor`` is a numpy array of shape (1, C, H, W) (NCHW) or
@@ -522,7 +554,7 @@ class Result:
     __slots__ = ("tensor", "request_id", "_res", "_src_width",
                  "_src_height", "_reply", "_transform", "_timings")
 
-    tensor: np.ndarray[Any, Any]
+    tensor: TensorT
     """The tensor: (1, C, H, W) or (1, H, W, C), read-only."""
     request_id: int
     """The request's id."""
@@ -579,7 +611,9 @@ class Result:
         return (rep.decoded_width, rep.decoded_height)
 
     def __repr__(self) -> str:
-        return (f"Result(tensor=<{self.tensor.dtype} {self.tensor.shape}>, "
+        t = self.tensor
+        return (f"Result(tensor=<{getattr(t, 'dtype', '?')} "
+                f"{getattr(t, 'shape', '?')}>, "
                 f"request_id={self.request_id}, "
                 f"transform={self.transform!r}, timings={self.timings!r})")
 
@@ -588,14 +622,14 @@ _set = object.__setattr__
 
 
 def new_result(tensor: Any, res: Any, width: int, height: int,
-               cls: type[Result] | None = None) -> Result:
+               cls: type[Result[Any]] | None = None) -> Result[Any]:
     """A result of a successful FRAME or ECHO reply res (a
     :class:`frameprep._native.Result`) for a source of width x height
     (0 x 0 for a JPEG source: its decoded size, read from the reply)."""
     if width == 0:
         f = res.fields
         width, height = f["decoded_width"], f["decoded_height"]
-    out = _new(cls or Result)
+    out: Result[Any] = _new(cls or Result)
     _set(out, "tensor", tensor)
     _set(out, "request_id", res.request_id)
     _set(out, "_res", res)
@@ -686,9 +720,6 @@ class ElementTransform:
         out[..., 1::2] = (out[..., 1::2] - self.pad_y) / self.scale_y + \
             self.origin_y
         return out
-
-
-TensorT = TypeVar("TensorT")
 
 
 class BatchResult(Generic[TensorT]):

@@ -15,9 +15,10 @@ import asyncio
 import os
 import contextlib
 import functools
-from typing import TYPE_CHECKING, Any, Sequence, overload
+from typing import TYPE_CHECKING, Any, Sequence, TypeVar, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _core, _native, errors
 from ._core import (DTypeOption, FormatName, LayoutName, MatrixName,
@@ -26,6 +27,8 @@ from .protocol import Kind, Location, PixelFormat, Reply, Request
 
 if TYPE_CHECKING:
     from .ring import AsyncRing, Ring
+
+_S = TypeVar("_S", bound=np.generic)
 
 DEFAULT_TIMEOUT = 30.0
 """A :class:`Client`'s reply timeout when none is given, in seconds."""
@@ -467,7 +470,74 @@ class Client(_Connection):
         assert self._s._limits is not None
         return self._s._limits
 
-    def preprocess(self, frame: Any, size: Sequence[int] = (640, 640),
+    @overload
+    def preprocess(self, frame: _core.Frame, size: Sequence[int] = ...,
+                       resize: ResizeName = ..., order: OrderName = ...,
+                       dtype: _core.F32Option = ..., layout: LayoutName = ...,
+                       scale: float = ..., mean: float | Sequence[float] = ...,
+                       std: float | Sequence[float] = ..., pad: float = ...,
+                       format: FormatName | None = ..., matrix: MatrixName = ...,
+                       yuv_range: YuvRangeName = ..., out: None = ...,
+                       rounding: RoundingName = ...
+                       ) -> _core.Result[npt.NDArray[np.float32]]: ...
+
+    @overload
+    def preprocess(self, frame: _core.Frame, size: Sequence[int] = ...,
+                       resize: ResizeName = ..., order: OrderName = ...,
+                       dtype: _core.F16Option = ..., layout: LayoutName = ...,
+                       scale: float = ..., mean: float | Sequence[float] = ...,
+                       std: float | Sequence[float] = ..., pad: float = ...,
+                       format: FormatName | None = ..., matrix: MatrixName = ...,
+                       yuv_range: YuvRangeName = ..., out: None = ...,
+                       rounding: RoundingName = ...
+                       ) -> _core.Result[npt.NDArray[np.float16]]: ...
+
+    @overload
+    def preprocess(self, frame: _core.Frame, size: Sequence[int] = ...,
+                       resize: ResizeName = ..., order: OrderName = ...,
+                       dtype: _core.U8Option = ..., layout: LayoutName = ...,
+                       scale: float = ..., mean: float | Sequence[float] = ...,
+                       std: float | Sequence[float] = ..., pad: float = ...,
+                       format: FormatName | None = ..., matrix: MatrixName = ...,
+                       yuv_range: YuvRangeName = ..., out: None = ...,
+                       rounding: RoundingName = ...
+                       ) -> _core.Result[npt.NDArray[np.uint8]]: ...
+
+    @overload
+    def preprocess(self, frame: _core.Frame, size: Sequence[int] = ...,
+                       resize: ResizeName = ..., order: OrderName = ...,
+                       dtype: DTypeOption = ..., layout: LayoutName = ...,
+                       scale: float = ..., mean: float | Sequence[float] = ...,
+                       std: float | Sequence[float] = ..., pad: float = ...,
+                       format: FormatName | None = ..., matrix: MatrixName = ...,
+                       yuv_range: YuvRangeName = ..., out: None = ...,
+                       rounding: RoundingName = ...
+                       ) -> _core.Result[npt.NDArray[Any]]: ...
+
+    @overload
+    def preprocess(self, frame: _core.Frame, size: Sequence[int] = ...,
+                       resize: ResizeName = ..., order: OrderName = ...,
+                       dtype: DTypeOption = ..., layout: LayoutName = ...,
+                       scale: float = ..., mean: float | Sequence[float] = ...,
+                       std: float | Sequence[float] = ..., pad: float = ...,
+                       format: FormatName | None = ..., matrix: MatrixName = ...,
+                       yuv_range: YuvRangeName = ..., out: npt.NDArray[_S] = ...,
+                       rounding: RoundingName = ...
+                       ) -> _core.Result[npt.NDArray[_S]]: ...
+
+    @overload
+    def preprocess(self, frame: _core.Frame, size: Sequence[int] = ...,
+                       resize: ResizeName = ..., order: OrderName = ...,
+                       dtype: DTypeOption = ..., layout: LayoutName = ...,
+                       scale: float = ..., mean: float | Sequence[float] = ...,
+                       std: float | Sequence[float] = ..., pad: float = ...,
+                       format: FormatName | None = ..., matrix: MatrixName = ...,
+                       yuv_range: YuvRangeName = ..., out: Any = ...,
+                       rounding: RoundingName = ...
+                       ) -> _core.Result[Any]: ...
+
+    def preprocess(self, frame: _core.Frame,
+                   size: Sequence[int] = (640, 640),
                    resize: ResizeName = "letterbox", order: OrderName = "rgb",
                    dtype: DTypeOption = "float32",
                    layout: LayoutName = "nchw",
@@ -478,7 +548,7 @@ class Client(_Connection):
                    matrix: MatrixName = "bt601",
                    yuv_range: YuvRangeName = "limited",
                    out: Any = None,
-                   rounding: RoundingName = "float") -> _core.Result:
+                   rounding: RoundingName = "float") -> _core.Result[Any]:
         """Preprocesses one frame into a model-ready tensor.
 
         frame   numpy uint8 array (H, W) gray, (H, W, 3) BGR or (H, W, 4)
@@ -614,7 +684,7 @@ class Client(_Connection):
 
     @overload
     def preprocess_batch(
-            self, frames: Sequence[Any], out: None = None,
+            self, frames: Sequence[_core.Frame], out: None = None,
             size: Sequence[int] = ..., resize: ResizeName = ...,
             order: OrderName = ..., dtype: DTypeOption = ...,
             layout: LayoutName = ..., scale: float = ...,
@@ -626,7 +696,7 @@ class Client(_Connection):
 
     @overload
     def preprocess_batch(
-            self, frames: Sequence[Any], out: _core.TensorT,
+            self, frames: Sequence[_core.Frame], out: _core.TensorT,
             size: Sequence[int] = ..., resize: ResizeName = ...,
             order: OrderName = ..., dtype: DTypeOption = ...,
             layout: LayoutName = ..., scale: float = ...,
@@ -636,7 +706,7 @@ class Client(_Connection):
             yuv_range: YuvRangeName = ..., rounding: RoundingName = ...
     ) -> _core.BatchResult[_core.TensorT]: ...
 
-    def preprocess_batch(self, frames: Sequence[Any], out: Any = None,
+    def preprocess_batch(self, frames: Sequence[_core.Frame], out: Any = None,
                          size: Sequence[int] = (640, 640),
                          resize: ResizeName = "letterbox",
                          order: OrderName = "rgb",
@@ -804,7 +874,8 @@ class Client(_Connection):
                 return None
         return first[0], [p[1] for p in placed if p is not None], first[2]
 
-    def crops(self, frame: Any, boxes: Any, size: Sequence[int] = (224, 224),
+    def crops(self, frame: _core.Frame, boxes: Any,
+              size: Sequence[int] = (224, 224),
               resize: ResizeName = "letterbox", order: OrderName = "rgb",
               dtype: DTypeOption = "float32", layout: LayoutName = "nchw",
               scale: float = 1 / 255,
@@ -1049,7 +1120,7 @@ class AsyncClient(_Connection):
         req.request_id = rep.request_id
         return res, rep
 
-    async def crops(self, frame: Any, boxes: Any,
+    async def crops(self, frame: _core.Frame, boxes: Any,
                     size: Sequence[int] = (224, 224),
                     resize: ResizeName = "letterbox",
                     order: OrderName = "rgb",
@@ -1089,7 +1160,47 @@ class AsyncClient(_Connection):
         assert self._s._limits is not None
         return self._s._limits
 
-    async def preprocess(self, frame: Any,
+    @overload
+    async def preprocess(self, frame: _core.Frame, size: Sequence[int] = ...,
+                             resize: ResizeName = ..., order: OrderName = ...,
+                             dtype: _core.F32Option = ..., layout: LayoutName = ...,
+                             scale: float = ..., mean: float | Sequence[float] = ...,
+                             std: float | Sequence[float] = ..., pad: float = ...,
+                             format: FormatName | None = ..., matrix: MatrixName = ...,
+                             yuv_range: YuvRangeName = ..., rounding: RoundingName = ...
+                             ) -> _core.Result[npt.NDArray[np.float32]]: ...
+
+    @overload
+    async def preprocess(self, frame: _core.Frame, size: Sequence[int] = ...,
+                             resize: ResizeName = ..., order: OrderName = ...,
+                             dtype: _core.F16Option = ..., layout: LayoutName = ...,
+                             scale: float = ..., mean: float | Sequence[float] = ...,
+                             std: float | Sequence[float] = ..., pad: float = ...,
+                             format: FormatName | None = ..., matrix: MatrixName = ...,
+                             yuv_range: YuvRangeName = ..., rounding: RoundingName = ...
+                             ) -> _core.Result[npt.NDArray[np.float16]]: ...
+
+    @overload
+    async def preprocess(self, frame: _core.Frame, size: Sequence[int] = ...,
+                             resize: ResizeName = ..., order: OrderName = ...,
+                             dtype: _core.U8Option = ..., layout: LayoutName = ...,
+                             scale: float = ..., mean: float | Sequence[float] = ...,
+                             std: float | Sequence[float] = ..., pad: float = ...,
+                             format: FormatName | None = ..., matrix: MatrixName = ...,
+                             yuv_range: YuvRangeName = ..., rounding: RoundingName = ...
+                             ) -> _core.Result[npt.NDArray[np.uint8]]: ...
+
+    @overload
+    async def preprocess(self, frame: _core.Frame, size: Sequence[int] = ...,
+                             resize: ResizeName = ..., order: OrderName = ...,
+                             dtype: DTypeOption = ..., layout: LayoutName = ...,
+                             scale: float = ..., mean: float | Sequence[float] = ...,
+                             std: float | Sequence[float] = ..., pad: float = ...,
+                             format: FormatName | None = ..., matrix: MatrixName = ...,
+                             yuv_range: YuvRangeName = ..., rounding: RoundingName = ...
+                             ) -> _core.Result[npt.NDArray[Any]]: ...
+
+    async def preprocess(self, frame: _core.Frame,
                          size: Sequence[int] = (640, 640),
                          resize: ResizeName = "letterbox",
                          order: OrderName = "rgb",
@@ -1102,7 +1213,7 @@ class AsyncClient(_Connection):
                          matrix: MatrixName = "bt601",
                          yuv_range: YuvRangeName = "limited",
                          rounding: RoundingName = "float"
-                         ) -> _core.Result:
+                         ) -> _core.Result[Any]:
         """See :meth:`Client.preprocess`."""
         plan = _core.plan(size, resize, order, dtype, layout, scale, mean,
                           std, pad, matrix, yuv_range, rounding)

@@ -53,6 +53,8 @@ import time
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
+import numpy.typing as npt
+from typing_extensions import Buffer
 
 from . import _core, _native, errors
 from .protocol import REPLY_HEADER_SIZE
@@ -646,7 +648,8 @@ class Ring(_native.RingCore, _RingBase):
             Waits up to the client's timeout for a free slot
             (:class:`~frameprep.RequestTimeoutError`)."""
 
-        def preprocess(self, frame: np.ndarray[Any, Any]) -> RingResult:
+        def preprocess(self, frame: npt.NDArray[Any] | Buffer
+                       ) -> RingResult:
             """Preprocesses a frame through the ring: a frame from
             :meth:`next_frame` (or a crop of one) as it lies, any other
             uint8 array (H, W[, C], or a YUV frame of the ring's format)
@@ -912,7 +915,8 @@ class AsyncRing(_RingBase):
         k, ticket = await self._take(_RESERVED)
         return self._frame_view(k, ticket, shape)
 
-    async def preprocess(self, frame: np.ndarray[Any, Any]) -> RingResult:
+    async def preprocess(self, frame: npt.NDArray[Any] | Buffer
+                         ) -> RingResult:
         """See :meth:`Ring.preprocess`."""
         limits = await self._client.limits()
         hold = _hold_of(frame)
