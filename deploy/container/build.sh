@@ -12,6 +12,15 @@
 #                               Containerfile.cuda, needs the toolkit here
 #
 # Usage: bash deploy/container/build.sh [--cuda] [--no-client]
+#                                        [--prepare | --prepared]
+#   --prepare   only the steps that need the build tools and no podman:
+#               the build and its install (1) and the wheel (4); for a
+#               machine (or a chroot, as in CI) that has the build
+#               dependencies but cannot run containers
+#   --prepared  every step but those: the images from WORK/install (or
+#               WORK/install-cuda) and WORK/wheel-* that a --prepare of
+#               the same tree made, maybe in another root (.ci/run makes
+#               them in its chroot); no compiler, CMake or PyPI needed
 # Environment:
 #   FPREP_CONTAINER_WORK  work folder (default: build-container/): the
 #                         build, the debootstrap root (kept: made once),
@@ -32,47 +41,97 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 cuda=0
 client=1
+mode=all
+usage="usage: $0 [--cuda] [--no-client] [--prepare | --prepared]"
 for a in "$@"; do
 	case $a in
 	--cuda) cuda=1 ;;
 	--no-client) client=0 ;;
-	*) echo "usage: $0 [--cuda] [--no-client]" >&2; exit 2 ;;
+	--prepare) mode=prepare ;;
+	--prepared) mode=prepared ;;
+	*) echo "$usage" >&2; exit 2 ;;
 	esac
 done
 work=${FPREP_CONTAINER_WORK:-$top/build-container}
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
 tag=${FPREP_IMAGE_TAG:-latest}
-for tool in podman debootstrap chroot; do
-	command -v "$tool" >/dev/null || {
-		echo "build.sh: $tool is not installed" \
-			"(apt-get install podman runc debootstrap)" >&2
-		exit 1
-	}
-done
+if [ "$mode" != prepare ]; then
+	for tool in podman debootstrap chroot; do
+		command -v "$tool" >/dev/null || {
+			echo "build.sh: $tool is not installed" \
+				"(apt-get install podman runc debootstrap)" >&2
+			exit 1
+		}
+	done
+fi
 t0=$(date +%s)
 
+# The install (cmake --install with DESTDIR), one per flavour.
+inst=$work/install
+[ "$cuda" = 1 ] && inst=$work/install-cuda
+# The wheel's folder is named after the sources it was built from.
+src_sum=$(cd "$top" && find src include kernels CMakeLists.txt deploy/build-nng.sh \
+	-type f -print0 | sort -z | xargs -0 cksum | cksum | cut -d' ' -f1)
+wheel_dir=$work/wheel-$src_sum
+
 # (1) The build: only the programs and the library, no tests.
-bdir=$work/build
-[ "$cuda" = 1 ] && bdir=$work/build-cuda
-cuda_flag=-DFPREP_CUDA=OFF
-[ "$cuda" = 1 ] && cuda_flag=-DFPREP_CUDA=ON
-FPREP_CMAKE_ARGS="$cuda_flag -DBUILD_TESTING=OFF -DCMAKE_INSTALL_PREFIX=/usr" \
-	bash "$top/deploy/setup.sh" --configure-only "$bdir" >"$work/configure.log" 2>&1 || {
-	tail -n 30 "$work/configure.log" >&2
+if [ "$mode" != prepared ]; then
+	bdir=$work/build
+	[ "$cuda" = 1 ] && bdir=$work/build-cuda
+	cuda_flag=-DFPREP_CUDA=OFF
+	[ "$cuda" = 1 ] && cuda_flag=-DFPREP_CUDA=ON
+	FPREP_CMAKE_ARGS="$cuda_flag -DBUILD_TESTING=OFF -DCMAKE_INSTALL_PREFIX=/usr" \
+		bash "$top/deploy/setup.sh" --configure-only "$bdir" >"$work/configure.log" 2>&1 || {
+		tail -n 30 "$work/configure.log" >&2
+		exit 1
+	}
+	echo "== cmake --build $bdir (frameprepd, frameprep, frameprep-bench)"
+	cmake --build "$bdir" -j"$(nproc)" --target frameprepd frameprep_cli \
+		frameprep-bench frameprep >"$work/build.log" 2>&1 || {
+		tail -n 30 "$work/build.log" >&2
+		exit 1
+	}
+	rm -rf "$inst"
+	DESTDIR=$inst cmake --install "$bdir" >"$work/install.log" 2>&1 || {
+		tail -n 30 "$work/install.log" >&2
+		exit 1
+	}
+elif [ ! -x "$inst/usr/bin/frameprepd" ]; then
+	echo "build.sh --prepared: no $inst/usr/bin/frameprepd: run" \
+		"build.sh --prepare$([ "$cuda" = 1 ] && echo ' --cuda') first" >&2
 	exit 1
-}
-echo "== cmake --build $bdir (frameprepd, frameprep, frameprep-bench)"
-cmake --build "$bdir" -j"$(nproc)" --target frameprepd frameprep_cli \
-	frameprep-bench frameprep >"$work/build.log" 2>&1 || {
-	tail -n 30 "$work/build.log" >&2
-	exit 1
-}
-rm -rf "$work/install"
-DESTDIR=$work/install cmake --install "$bdir" >"$work/install.log" 2>&1 || {
-	tail -n 30 "$work/install.log" >&2
-	exit 1
-}
+fi
+
+# (4a) The Python wheel for the client image, built once per source tree
+# (--prepare names it in WORK/prepared-wheel for --prepared, whose tree
+# may have gained files since, e.g. __pycache__).
+if [ "$mode" = prepared ] && [ "$client" = 1 ]; then
+	wheel_dir=$work/$(cat "$work/prepared-wheel" 2>/dev/null || echo none)
+	if ! ls "$wheel_dir"/frameprep_client-*.whl >/dev/null 2>&1; then
+		echo "build.sh --prepared: no wheel named in $work/prepared-wheel:" \
+			"run build.sh --prepare first" >&2
+		exit 1
+	fi
+fi
+if [ "$client" = 1 ] && ! ls "$wheel_dir"/frameprep_client-*.whl >/dev/null 2>&1; then
+	echo "== pip wheel src/python (scikit-build-core runs the project's CMake)"
+	[ -x "$work/venv/bin/pip" ] || python3 -m venv "$work/venv"
+	rm -rf "$work"/wheel-*
+	"$work/venv/bin/pip" wheel --quiet --disable-pip-version-check --no-deps \
+		-w "$wheel_dir" --config-settings=build-dir="$work/wheel-build" \
+		"$top/src/python" >"$work/wheel.log" 2>&1 || {
+		tail -n 30 "$work/wheel.log" >&2
+		exit 1
+	}
+fi
+if [ "$mode" = prepare ]; then
+	rm -f "$work/prepared-wheel"
+	[ "$client" = 1 ] && basename "$wheel_dir" >"$work/prepared-wheel"
+	echo "== build.sh --prepare: $inst$([ "$client" = 1 ] && echo ", $wheel_dir")" \
+		"in $(($(date +%s) - t0)) s"
+	exit 0
+fi
 
 # (2) The Debian root, made once.
 bash "$here/make-root.sh" "$work/base"
@@ -90,9 +149,9 @@ fi
 ctx=$work/ctx-daemon
 rm -rf "$ctx" "$root/tmp/fpstage"
 mkdir -p "$ctx/rootfs" "$ctx/owned/run/frameprep" "$ctx/owned/var/cache/frameprep"
-cp -a "$work/install/." "$root/tmp/fpstage/"
+cp -a "$inst/." "$root/tmp/fpstage/"
 progs=(/usr/bin/frameprepd /usr/bin/frameprep)
-libdir=$(cd "$work/install/usr" && dirname "$(find . -name 'libframeprep.so*' | head -n 1)")
+libdir=$(cd "$inst/usr" && dirname "$(find . -name 'libframeprep.so*' | head -n 1)")
 libdir=/usr/${libdir#./}
 for p in "${progs[@]}"; do
 	chroot "$root" env LD_LIBRARY_PATH="/tmp/fpstage$libdir" ldd "/tmp/fpstage$p"
@@ -119,9 +178,9 @@ done
 mkdir -p "$ctx/rootfs/usr/bin" "$ctx/rootfs$libdir" "$ctx/rootfs/etc/frameprep" "$ctx/rootfs/tmp"
 chmod 1777 "$ctx/rootfs/tmp"
 for p in "${progs[@]}"; do
-	cp -a "$work/install$p" "$ctx/rootfs$p"
+	cp -a "$inst$p" "$ctx/rootfs$p"
 done
-cp -a "$work/install$libdir"/libframeprep.so* "$ctx/rootfs$libdir/"
+cp -a "$inst$libdir"/libframeprep.so* "$ctx/rootfs$libdir/"
 cp "$here/frameprepd.conf" "$ctx/rootfs/etc/frameprep/frameprepd.conf"
 printf 'root:x:0:0:root:/root:/sbin/nologin\nframeprep:x:10001:10001:frameprep:/nonexistent:/sbin/nologin\n' \
 	>"$ctx/rootfs/etc/passwd"
@@ -138,27 +197,13 @@ echo "== podman build $image"
 podman build --format docker --network none -q -f "$ctx/Containerfile" \
 	-t "$image" "$ctx" >/dev/null
 
-# (4) The client image: the install, the wheel, the example scripts.
+# (4b) The client image: the install, the wheel, the example scripts.
 if [ "$client" = 1 ]; then
-	src_sum=$(cd "$top" && find src include kernels CMakeLists.txt deploy/build-nng.sh \
-		-type f -print0 | sort -z | xargs -0 cksum | cksum | cut -d' ' -f1)
-	wheel_dir=$work/wheel-$src_sum
-	if ! ls "$wheel_dir"/frameprep_client-*.whl >/dev/null 2>&1; then
-		echo "== pip wheel src/python (scikit-build-core runs the project's CMake)"
-		[ -x "$work/venv/bin/pip" ] || python3 -m venv "$work/venv"
-		rm -rf "$work"/wheel-*
-		"$work/venv/bin/pip" wheel --quiet --disable-pip-version-check --no-deps \
-			-w "$wheel_dir" --config-settings=build-dir="$work/wheel-build" \
-			"$top/src/python" >"$work/wheel.log" 2>&1 || {
-			tail -n 30 "$work/wheel.log" >&2
-			exit 1
-		}
-	fi
 	wheel=$(ls "$wheel_dir"/frameprep_client-*.whl)
 	cctx=$work/ctx-client
 	rm -rf "$cctx"
 	mkdir -p "$cctx/python" "$cctx/install/usr/local/bin"
-	cp -a "$work/install/usr" "$cctx/install/"
+	cp -a "$inst/usr" "$cctx/install/"
 	rm -rf "$cctx/install/usr/bin/frameprepd" "$cctx/install/usr/include" \
 		"$cctx/install/usr/lib/systemd" "$cctx/install/usr/lib/sysusers.d"
 	python3 -m zipfile -e "$wheel" "$cctx/python"

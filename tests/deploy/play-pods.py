@@ -12,9 +12,10 @@ the ConfigMap volume is a hostPath directory holding its frameprepd.conf
 (WORK/host/config, which the test rewrites as the kubelet would); the
 probes go (podman runs an httpGet probe as curl inside the container, and
 the daemon image has no curl: the image's HEALTHCHECK stays); the CPU
-limits go (podman refuses more CPUs than the machine has). The consumers
-read WORK/data (frames and OpenCV's reference tensors) and write their
-status lines into WORK/out.
+limits go (podman refuses more CPUs than the machine has). The images'
+tag is $FPREP_IMAGE_TAG where set (build.sh's), instead of latest. The
+consumers read WORK/data (frames and OpenCV's reference tensors) and
+write their status lines into WORK/out.
 """
 import copy
 import os
@@ -22,6 +23,7 @@ import sys
 
 import yaml
 
+tag = os.environ.get("FPREP_IMAGE_TAG") or "latest"
 top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 k8s = os.path.join(top, "deploy", "k8s")
 work = os.path.abspath(sys.argv[1])
@@ -51,6 +53,8 @@ def strip(c):
     # podman 4.3 publishes a containerPort on the host's port of the same
     # number (Kubernetes does not): pods are reached at their addresses.
     c.pop("ports", None)
+    if c["image"].startswith("localhost/frameprep"):
+        c["image"] = c["image"].rsplit(":", 1)[0] + ":" + tag
     for k in ("livenessProbe", "readinessProbe", "startupProbe"):
         c.pop(k, None)
     res = c.get("resources", {})
