@@ -153,12 +153,26 @@ cp -a "$inst/." "$root/tmp/fpstage/"
 progs=(/usr/bin/frameprepd /usr/bin/frameprep)
 libdir=$(cd "$inst/usr" && dirname "$(find . -name 'libframeprep.so*' | head -n 1)")
 libdir=/usr/${libdir#./}
-for p in "${progs[@]}"; do
-	chroot "$root" env LD_LIBRARY_PATH="/tmp/fpstage$libdir" ldd "/tmp/fpstage$p"
+# The CUDA image: NVRTC and nvJPEG (cuda-libs.sh) go into the rootfs and
+# the stage, so that ldd resolves them and what they need in turn (nvJPEG
+# and NVRTC's builtins are opened at run time: ldd'd themselves).
+cudadir=/usr/lib/frameprep-cuda
+objs=("${progs[@]}")
+ldpath=/tmp/fpstage$libdir
+if [ "$cuda" = 1 ]; then
+	bash "$here/cuda-libs.sh" "$work" "$ctx/rootfs"
+	mkdir -p "$root/tmp/fpstage$cudadir"
+	cp -a "$ctx/rootfs$cudadir/." "$root/tmp/fpstage$cudadir/"
+	ldpath=$ldpath:/tmp/fpstage$cudadir
+	for f in "$ctx/rootfs$cudadir"/*; do
+		objs+=("$cudadir/${f##*/}")
+	done
+fi
+for p in "${objs[@]}"; do
+	chroot "$root" env LD_LIBRARY_PATH="$ldpath" ldd "/tmp/fpstage$p"
 done >"$work/ldd.txt"
-# The CUDA libraries come from cuda-libs.sh (NVRTC, nvJPEG) or from the
-# host's driver through CDI (libcuda).
-if grep 'not found' "$work/ldd.txt" | grep -v -E 'lib(cuda|nvrtc|nvjpeg|nvidia-ml)\.so' >&2; then
+# libcuda (and NVML) are the host driver's, mounted through CDI at run time.
+if grep 'not found' "$work/ldd.txt" | grep -v -E 'lib(cuda|nvidia-ml)\.so' >&2; then
 	echo "build.sh: libraries missing from the Debian root: add their packages" \
 		"to make-root.sh" >&2
 	exit 1
@@ -187,15 +201,28 @@ printf 'root:x:0:0:root:/root:/sbin/nologin\nframeprep:x:10001:10001:frameprep:/
 printf 'root:x:0:\nframeprep:x:10001:\n' >"$ctx/rootfs/etc/group"
 chmod 0750 "$ctx/owned/run/frameprep" "$ctx/owned/var/cache/frameprep"
 cp "$here/Containerfile" "$ctx/Containerfile"
-if [ "$cuda" = 1 ]; then
-	bash "$here/cuda-libs.sh" "$work" "$ctx/rootfs"
-	cp "$here/Containerfile.cuda" "$ctx/Containerfile"
-fi
+[ "$cuda" = 1 ] && cp "$here/Containerfile.cuda" "$ctx/Containerfile"
 image=localhost/frameprep:$tag
 [ "$cuda" = 1 ] && image=localhost/frameprep-cuda:$tag
 echo "== podman build $image"
 podman build --format docker --network none -q -f "$ctx/Containerfile" \
 	-t "$image" "$ctx" >/dev/null
+# The image's own loader lists what each program (and CUDA library) needs,
+# with the image's LD_LIBRARY_PATH: ldd without a shell.
+for p in "${objs[@]}"; do
+	podman run --rm --network none --no-healthcheck \
+		--entrypoint /lib64/ld-linux-x86-64.so.2 \
+		"$image" --list "$p"
+done >"$work/ldd-image.txt" 2>&1 || {
+	cat "$work/ldd-image.txt" >&2
+	echo "build.sh: the image's loader cannot list a program's libraries" >&2
+	exit 1
+}
+if grep 'not found' "$work/ldd-image.txt" | grep -v -E 'lib(cuda|nvidia-ml)\.so' >&2; then
+	echo "build.sh: libraries missing in $image (ld.so --list: $work/ldd-image.txt)" >&2
+	exit 1
+fi
+echo "   ld.so --list in the image: every library of ${objs[*]} found"
 
 # (4b) The client image: the install, the wheel, the example scripts.
 if [ "$client" = 1 ]; then
