@@ -83,11 +83,21 @@ wait_for() {
 }
 step() { echo "== [$(($(date +%s) - t0)) s] $*"; }
 teardown() {
+	local pod i
 	[ "${FPREP_KEEP:-0}" = 1 ] && return 0
 	podman rm -f -t 0 consumer-tcp >/dev/null 2>&1 || true
 	# The pods by name: kube down skips a pod whose play failed half-way.
+	# Again while one is there: podman 4.3's pod rm can lose a race with
+	# a container it is restarting, and a pod left behind fails the next
+	# run's play ("name frameprepd-b is in use").
 	for pod in consumer-shm consumer-noshm frameprepd-a frameprepd-b frameprepd; do
-		podman pod rm -f -t 0 "$pod" >/dev/null 2>&1 || true
+		for i in 1 2 3 4 5; do
+			podman pod exists "$pod" || break
+			podman pod rm -f -t 0 "$pod" >/dev/null 2>&1 || sleep 1
+		done
+		if podman pod exists "$pod"; then
+			echo "containers.sh: pod $pod could not be removed" >&2
+		fi
 	done
 }
 
@@ -149,10 +159,10 @@ bash "$top/deploy/container/build.sh" "${build_args[@]}"
 
 step "photographs and OpenCV's tensors"
 bash "$top/tests/data/fetch-images.sh" "$FPREP_CONTAINER_WORK/images"
-if [ -d "$work" ]; then
-	teardown
-	rm -rf "$work"
-fi
+# Pods of an earlier run, of this work folder or another, would make
+# the plays fail.
+teardown
+rm -rf "$work"
 mkdir -p "$work/data" "$work/out"
 chmod 0777 "$work/out"
 chmod 0755 "$work" "$work/data"
