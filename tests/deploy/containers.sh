@@ -83,7 +83,7 @@ wait_for() {
 }
 step() { echo "== [$(($(date +%s) - t0)) s] $*"; }
 teardown() {
-	local pod i
+	local pod
 	[ "${FPREP_KEEP:-0}" = 1 ] && return 0
 	podman rm -f -t 0 consumer-tcp >/dev/null 2>&1 || true
 	# The pods by name: kube down skips a pod whose play failed half-way.
@@ -91,7 +91,7 @@ teardown() {
 	# a container it is restarting, and a pod left behind fails the next
 	# run's play ("name frameprepd-b is in use").
 	for pod in consumer-shm consumer-noshm frameprepd-a frameprepd-b frameprepd; do
-		for i in 1 2 3 4 5; do
+		for _ in 1 2 3 4 5; do
 			podman pod exists "$pod" || break
 			podman pod rm -f -t 0 "$pod" >/dev/null 2>&1 || sleep 1
 		done
@@ -112,7 +112,7 @@ podman_state() {
 }
 # clean_up: removes what podman_state lists now and did not before.
 clean_up() {
-	local kind id pass left
+	local kind id left
 	podman_state | comm -13 "$FPREP_CONTAINER_WORK/podman-before" - >"$FPREP_CONTAINER_WORK/podman-new"
 	while read -r kind id; do
 		case $kind in
@@ -121,7 +121,7 @@ clean_up() {
 		esac
 	done <"$FPREP_CONTAINER_WORK/podman-new" >/dev/null 2>&1
 	# An image's children first: passes until none is removed.
-	for pass in 1 2 3 4 5; do
+	for _ in 1 2 3 4 5; do
 		left=0
 		while read -r kind id; do
 			[ "$kind" = image ] && podman image exists "$id" || continue
