@@ -29,17 +29,36 @@
 # machine is slow, not wrong). Prints how long it took. Exit 0 passed,
 # 1 failed, 77 skipped (not root).
 #
-# Environment: FPREP_CONTAINER_WORK (default build-container/), as
-# build.sh; FPREP_KEEP=1 leaves the pods running.
+# Usage: bash tests/deploy/containers.sh [--prepared] [--clean]
+#   --prepared  the build and the wheel were made by build.sh --prepare
+#               in the same work folder (CI makes them in its chroot):
+#               build.sh --prepared, no compiler here
+#   --clean     at the end, passed or failed, removes every container,
+#               pod, image and volume that podman did not have before
+#               this run (its lists before and after): what CI wants
+# Environment: FPREP_CONTAINER_WORK (default build-container/) and
+# FPREP_IMAGE_TAG (default latest), as build.sh; FPREP_KEEP=1 leaves the
+# pods running (and --clean does nothing).
 set -euo pipefail
 t0=$(date +%s)
 top=$(cd "$(dirname "$0")/../.." && pwd)
 here=$top/tests/deploy
+build_args=()
+clean=0
+for a in "$@"; do
+	case $a in
+	--prepared) build_args+=(--prepared) ;;
+	--clean) clean=1 ;;
+	*) echo "usage: $0 [--prepared] [--clean]" >&2; exit 2 ;;
+	esac
+done
 if [ "$(id -u)" != 0 ]; then
 	echo "SKIP: containers.sh needs root (podman's rootful pods, debootstrap)"
 	exit 77
 fi
 export FPREP_CONTAINER_WORK=${FPREP_CONTAINER_WORK:-$top/build-container}
+export FPREP_IMAGE_TAG=${FPREP_IMAGE_TAG:-latest}
+tag=$FPREP_IMAGE_TAG
 mkdir -p "$FPREP_CONTAINER_WORK"
 work=$FPREP_CONTAINER_WORK/test
 sys_python=/usr/bin/python3
@@ -64,46 +83,99 @@ wait_for() {
 }
 step() { echo "== [$(($(date +%s) - t0)) s] $*"; }
 teardown() {
+	local pod
 	[ "${FPREP_KEEP:-0}" = 1 ] && return 0
 	podman rm -f -t 0 consumer-tcp >/dev/null 2>&1 || true
 	# The pods by name: kube down skips a pod whose play failed half-way.
+	# Again while one is there: podman 4.3's pod rm can lose a race with
+	# a container it is restarting, and a pod left behind fails the next
+	# run's play ("name frameprepd-b is in use").
 	for pod in consumer-shm consumer-noshm frameprepd-a frameprepd-b frameprepd; do
-		podman pod rm -f -t 0 "$pod" >/dev/null 2>&1 || true
+		for _ in 1 2 3 4 5; do
+			podman pod exists "$pod" || break
+			podman pod rm -f -t 0 "$pod" >/dev/null 2>&1 || sleep 1
+		done
+		if podman pod exists "$pod"; then
+			echo "containers.sh: pod $pod could not be removed" >&2
+		fi
 	done
 }
 
-step "podman, runc, debootstrap and containers.conf"
-bash "$here/podman-conf.sh"
-for p in python3-opencv python3-yaml; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$p" >/dev/null
-done
+# podman's lists: containers, pods, images (every layer), volumes.
+podman_state() {
+	{
+		podman ps -a -q --no-trunc | sed 's/^/container /'
+		podman pod ps -q --no-trunc | sed 's/^/pod /'
+		podman images -a -q --no-trunc | sed 's/^/image /'
+		podman volume ls -q | sed 's/^/volume /'
+	} | sort -u
+}
+# clean_up: removes what podman_state lists now and did not before.
+clean_up() {
+	local kind id left
+	podman_state | comm -13 "$FPREP_CONTAINER_WORK/podman-before" - >"$FPREP_CONTAINER_WORK/podman-new"
+	while read -r kind id; do
+		case $kind in
+		container) podman rm -f -t 0 "$id" ;;
+		pod) podman pod rm -f -t 0 "$id" ;;
+		esac
+	done <"$FPREP_CONTAINER_WORK/podman-new" >/dev/null 2>&1
+	# An image's children first: passes until none is removed.
+	for _ in 1 2 3 4 5; do
+		left=0
+		while read -r kind id; do
+			[ "$kind" = image ] && podman image exists "$id" || continue
+			podman rmi -f "$id" >/dev/null 2>&1 || left=$((left + 1))
+		done <"$FPREP_CONTAINER_WORK/podman-new"
+		[ "$left" = 0 ] && break
+	done
+	awk '$1 == "volume" { print $2 }' "$FPREP_CONTAINER_WORK/podman-new" |
+		xargs -r podman volume rm -f >/dev/null 2>&1 || true
+	left=$(podman_state | comm -13 "$FPREP_CONTAINER_WORK/podman-before" - | wc -l)
+	echo "== --clean: $(wc -l <"$FPREP_CONTAINER_WORK/podman-new") containers, pods," \
+		"images and volumes of this run removed, $left left"
+}
+played=0
+on_exit() {
+	local rc=$?
+	[ "${FPREP_KEEP:-0}" = 1 ] && return 0
+	[ "$played" = 1 ] && teardown
+	[ "$clean" = 1 ] && clean_up
+	return "$rc"
+}
+
+step "podman, runc, debootstrap and containers.conf; python3-opencv, -yaml, -venv"
+bash "$here/podman-conf.sh" python3-opencv python3-yaml python3-venv
+if [ "$clean" = 1 ]; then
+	podman_state >"$FPREP_CONTAINER_WORK/podman-before"
+fi
+trap on_exit EXIT
 
 step "manifests: yamllint, kubernetes-validate"
 bash "$here/k8s-validate.sh"
 
 step "images"
-bash "$top/deploy/container/build.sh"
+bash "$top/deploy/container/build.sh" "${build_args[@]}"
 
 step "photographs and OpenCV's tensors"
 bash "$top/tests/data/fetch-images.sh" "$FPREP_CONTAINER_WORK/images"
-if [ -d "$work" ]; then
-	teardown
-	rm -rf "$work"
-fi
+# Pods of an earlier run, of this work folder or another, would make
+# the plays fail.
+teardown
+rm -rf "$work"
 mkdir -p "$work/data" "$work/out"
 chmod 0777 "$work/out"
 chmod 0755 "$work" "$work/data"
 "$sys_python" "$here/make-frames.py" "$FPREP_CONTAINER_WORK/images" "$work/data" 6
 nframes=$(ls "$work"/data/frame_*.npy | wc -l)
 "$sys_python" "$here/play-pods.py" "$work"
-trap teardown EXIT
+played=1
 
 # rounds FILE: the number of the last "round N ok" line of a consumer.
 rounds() { sed -n 's/^round \([0-9]*\) ok.*/\1/p' "$1" 2>/dev/null | tail -n 1; }
 rounds_past() { local r; r=$(rounds "$1"); [ "${r:-0}" -ge "$2" ]; }
 info() { podman exec consumer-shm-consumer frameprep info; }
-info_has() { info | grep -qx "$1"; }
+info_has() { info | grep -cx "$1" >/dev/null; }
 # The image's HEALTHCHECK command (kube play does not take an image's
 # health check; the pod's probes are the kubelet's).
 healthy() {
@@ -213,7 +285,7 @@ done
 # both daemons; every reply checked against the CPU reference (--verify
 # all); exit 0 only when none was lost, late, wrong or an error.
 podman run -d --name consumer-tcp --network podman -v "$work/photos:/photos:ro" \
-	localhost/frameprep-client:latest frameprep-bench -q --no-ceiling -w 0 -d 30 \
+	"localhost/frameprep-client:$tag" frameprep-bench -q --no-ceiling -w 0 -d 30 \
 	-c 2 --verify all --image-dir /photos --socket "tcp://$ip_a:5555,tcp://$ip_b:5555" >/dev/null
 wait_for 120 "requests on both daemons" \
 	bash -c "$(declare -f frames served); sys_python=$sys_python; served $ip_a && served $ip_b"
@@ -234,11 +306,13 @@ podman pod stop -t 30 consumer-shm consumer-noshm >/dev/null 2>>"$work/podman.lo
 # first, which SIGKILLs every process in the namespace. The kubelet stops
 # the containers first.
 podman stop -t 30 frameprepd-frameprepd >/dev/null 2>>"$work/podman.log"
-podman logs frameprepd-frameprepd 2>&1 | grep -q "SIGTERM: shutting down" ||
-	fail "no SIGTERM drain in the daemon's log"
+# Not `podman logs | grep -q` under pipefail: grep leaving at the first
+# match can end podman logs with SIGPIPE and fail the pipeline (seen here:
+# "no SIGTERM drain" beside a log that held it); retried besides, in case
+# the log file lags the stop.
+wait_for 30 "the SIGTERM drain in the daemon's log" \
+	bash -c 'podman logs frameprepd-frameprepd 2>&1 | grep -c "SIGTERM: shutting down"'
 podman logs frameprepd-frameprepd 2>&1 | grep "frameprepd stopped" | tail -n 1
 code=$(podman inspect --format '{{.State.ExitCode}}' frameprepd-frameprepd)
 [ "$code" = 0 ] || fail "frameprepd exited $code after SIGTERM"
-teardown
-trap - EXIT
 echo "PASS: containers.sh in $(($(date +%s) - t0)) s"

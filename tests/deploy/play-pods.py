@@ -7,14 +7,16 @@ mount (the socket only: its client falls back to the socket).
 
 What podman 4.3 cannot do the Kubernetes way is changed, and only that:
 the hostPaths point under WORK/host (not this machine's /run/frameprep);
-the init container is podman's kind "always" (see below);
+the init container is podman's kind "always" and the restart policy
+OnFailure (see below);
 the ConfigMap volume is a hostPath directory holding its frameprepd.conf
 (WORK/host/config, which the test rewrites as the kubelet would); the
 probes go (podman runs an httpGet probe as curl inside the container, and
 the daemon image has no curl: the image's HEALTHCHECK stays); the CPU
-limits go (podman refuses more CPUs than the machine has). The consumers
-read WORK/data (frames and OpenCV's reference tensors) and write their
-status lines into WORK/out.
+limits go (podman refuses more CPUs than the machine has). The images'
+tag is $FPREP_IMAGE_TAG where set (build.sh's), instead of latest. The
+consumers read WORK/data (frames and OpenCV's reference tensors) and
+write their status lines into WORK/out.
 """
 import copy
 import os
@@ -22,6 +24,7 @@ import sys
 
 import yaml
 
+tag = os.environ.get("FPREP_IMAGE_TAG") or "latest"
 top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 k8s = os.path.join(top, "deploy", "k8s")
 work = os.path.abspath(sys.argv[1])
@@ -51,6 +54,8 @@ def strip(c):
     # podman 4.3 publishes a containerPort on the host's port of the same
     # number (Kubernetes does not): pods are reached at their addresses.
     c.pop("ports", None)
+    if c["image"].startswith("localhost/frameprep"):
+        c["image"] = c["image"].rsplit(":", 1)[0] + ":" + tag
     for k in ("livenessProbe", "readinessProbe", "startupProbe"):
         c.pop(k, None)
     res = c.get("resources", {})
@@ -65,7 +70,14 @@ daemon = {"apiVersion": "v1", "kind": "Pod",
           "metadata": {"name": "frameprepd", "labels": tmpl["metadata"]["labels"],
                        "annotations": tmpl["metadata"].get("annotations", {})},
           "spec": tmpl["spec"]}
-daemon["spec"]["restartPolicy"] = "Always"
+# OnFailure, not the DaemonSet's Always: podman 4.3 applies the pod's
+# policy to its init container too, and under Always restarted that one
+# (exit 0) about twice a second for the whole test (some 110 starts in
+# two minutes on two cores), and a `pod rm -f` racing those restarts once
+# left a pod behind. OnFailure restarts what the test kills (SIGKILL,
+# exit 137) and leaves the finished init container alone, as the kubelet
+# does.
+daemon["spec"]["restartPolicy"] = "OnFailure"
 # podman 4.3 removes a "once" init container after it ran and may find it
 # still running ("cannot remove container ... as it is running"): an
 # "always" one stays (and runs again at each start of the pod, as the
