@@ -73,7 +73,8 @@ if [ "${1:-}" = "--stage" ]; then
 	cp "$src"/tests/bench/*.py "$out/peers/"
 	mkdir -p "$out/python/tests" "$out/whl"
 	cp -r "$src/src/python/examples" "$out/python/"
-	cp "$src"/tests/python/conftest.py "$src"/tests/python/test_cuda.py "$out/python/tests/"
+	cp "$src"/tests/python/conftest.py "$src"/tests/python/test_cuda.py \
+		"$src"/tests/python/test_dataloader.py "$out/python/tests/"
 	# The Python package: its cp310-abi3 wheel (the extension
 	# frameprep._native, nng linked in), built here by scikit-build-core
 	# from the project's CMake (as tests/python/wheel-test.sh builds it).
@@ -678,6 +679,16 @@ PY
 		TAILN=12 run cuda_out python3 "$here/peers/bench_cuda_out.py" --socket "$url" \
 			--image "$here/images/astronaut.png" --duration "${FPREP_BENCH_S:-4}"
 		tests+=(cuda_out)
+		# The DataLoader recipe with torch (forked workers, pinned
+		# batches, moved to the GPU): its test against the package's
+		# own results, then the example on the JPEG frames.
+		dataloader_run() {
+			FPREP_DAEMON="$here/bin/frameprepd" FPREP_IMAGES="$here/images" \
+				python3 -m pytest -v -p no:cacheprovider -rs "$here/python/tests/test_dataloader.py" &&
+				python3 "$here/python/examples/dataloader.py" --socket "$url" --images "$here/jpeg"
+		}
+		TAILN=14 run dataloader dataloader_run
+		tests+=(dataloader)
 		TAILN=36 run cuda_bench python3 "$here/peers/bench_cuda.py" --socket "$url" \
 			--cpu-socket "$cpu_url" --image "$here/images/astronaut.png" --duration "${FPREP_BENCH_S:-5}" --nv12
 		tests+=(cuda_py cuda_example cuda_bench)
