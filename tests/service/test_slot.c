@@ -6,10 +6,12 @@
  * are each answered in the entry with the error, and the slot goes back
  * to its port once; a FRAME with frame and tensor in a registered region
  * goes to WORK, is finished by a backend thread, which delivers the reply
- * itself, and the loop settles it (region uses, connection counts, served)
- * when that delivery's event comes; a job that fails comes back to the
- * loop, which answers the error. Each test ends with every slot IDLE,
- * every count back to zero and the loop closing with nothing open.
+ * itself, and the loop ends it (region uses, connection counts) when that
+ * delivery's event comes; the same FRAME of a stopping server is answered
+ * by the loop, through the same routine (fprep__slot_reply); a job that
+ * fails comes back to the loop, which answers the error. Each test ends with
+ * every slot IDLE, every count back to zero and the loop closing with nothing
+ * open.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -321,7 +323,8 @@ static void test_frame(void **state)
 	/* The backend thread delivers it: the reply is there before the
 	 * loop has seen anything. */
 	finish_job(f);
-	assert_true(f->s.direct);
+	assert_true(f->s.delivered);
+	assert_true(f->srv.served == 1); /* counted by the one routine */
 	assert_int_equal(atomic_load(&f->conns[0].inflight), 0);
 	assert_int_equal(atomic_load(&f->conns[0].region_answered), 1);
 	assert_int_equal(fprep_reply_decode(f->r->base + AREA,
@@ -333,8 +336,35 @@ static void test_frame(void **state)
 	assert_int_equal(f->s.state, FPREP__SLOT_WORK);
 	/* The loop settles it. */
 	reply(f, 1, &h);
-	assert_false(f->s.direct);
+	assert_false(f->s.delivered);
 	assert_true(f->srv.served == 1);
+	assert_null(f->s.job.in_region);
+	assert_null(f->s.job.out_region);
+	assert_int_equal(f->r->base[TENSOR_AT], 0x5a);
+}
+
+/* A stopping server's replies go through the loop (no_direct): the same
+ * reply, from the same routine, with the slot in SEND meanwhile. Its
+ * spans come from the one converter: the fake's job started before the
+ * request's receipt (t_start_ns 1), which reads as 1 us, not 0. */
+static void test_frame_loop(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t hdr[FPREP_REQUEST_HEADER_SIZE];
+	fprep_reply_header h;
+
+	atomic_store(&f->srv.no_direct, 1);
+	frame_request(f, 82, hdr);
+	take(f, hdr);
+	finish_job(f);
+	assert_false(f->s.delivered);
+	assert_int_equal(atomic_load(&f->conns[0].inflight), 1);
+	reply(f, 1, &h);
+	assert_int_equal(h.status, FPREP_OK);
+	assert_true(h.request_id == 82);
+	assert_int_equal(h.t_queue_us, 1);
+	assert_true(h.t_total_us >= 1);
+	assert_true(f->srv.served == 1 && f->srv.failed == 0);
 	assert_null(f->s.job.in_region);
 	assert_null(f->s.job.out_region);
 	assert_int_equal(f->r->base[TENSOR_AT], 0x5a);
@@ -351,7 +381,7 @@ static void test_frame_fails(void **state)
 	f->fail_job = 1;
 	finish_job(f);
 	/* Not answered on the backend's thread: the loop does it. */
-	assert_false(f->s.direct);
+	assert_false(f->s.delivered);
 	assert_int_equal(f->s.state, FPREP__SLOT_WORK);
 	reply(f, 1, &h);
 	assert_int_equal(h.status, FPREP_ECUDA);
@@ -367,6 +397,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_refusals, slot_setup,
 	                                        slot_teardown),
 	        cmocka_unit_test_setup_teardown(test_frame, slot_setup,
+	                                        slot_teardown),
+	        cmocka_unit_test_setup_teardown(test_frame_loop, slot_setup,
 	                                        slot_teardown),
 	        cmocka_unit_test_setup_teardown(test_frame_fails, slot_setup,
 	                                        slot_teardown),
