@@ -3,15 +3,16 @@
  * whatever thread finished the work, goes through one routine,
  * fprep__slot_reply, as every nng aio ends through nni_aio_finish: it
  * encodes the header, settles the connection's in-flight count and counts
- * the reply (served or failed, the metrics, which count the header, not
- * the wire bytes), then hands it to the sink the request was given
+ * the reply in the metrics (which count the header, not the wire bytes),
+ * then hands it to the sink the request was given
  * (sink.c): through nng with a timeout (shortened once shutdown began, on
  * the loop), or into shared memory. The routine knows the thread rules:
  * on the loop the slot enters SEND; on the backend thread that finished a
  * job that succeeded it stays in WORK, which the loop does not touch until
  * the slot's next event. An error reply names the reason. Once the
- * delivery has ended (that event), the loop releases what the request held
- * (its connection's counts, its region uses, its messages) and its slot
+ * delivery has ended (that event), the loop counts it served or failed,
+ * releases what the request held (its connection's counts, its region
+ * uses, its messages) and its slot
  * goes back to its port, which takes the next request into it or lets it
  * rest.
  */
@@ -96,8 +97,7 @@ void fprep__slot_fail(fprep__slot *s, int status, const char *why)
 		           "request %" PRIu64 ": no memory for the error "
 		           "reply: dropped",
 		           s->request_id);
-		atomic_fetch_add(&s->srv->failed,
-		                 1); /* and no reply counts it */
+		s->srv->failed++; /* no reply counts it */
 		fprep__slot_next(s);
 	}
 }
@@ -146,8 +146,7 @@ void fprep__slot_reply(fprep__slot *s, const fprep_reply_header *h,
 	 * fprep__conn_release counts it off. */
 	if (s->sink.kind != FPREP__SINK_NNG)
 		atomic_fetch_add(&s->conn->region_answered, 1);
-	atomic_fetch_add(h->status == FPREP_OK ? &srv->served : &srv->failed,
-	                 1);
+	s->status = (int)h->status;
 	fprep__metrics_reply(
 	        h, msg != NULL ? nng_msg_len(msg) : FPREP_REPLY_HEADER_SIZE,
 	        s->job.lane);
@@ -177,6 +176,12 @@ static void answer_unuse_regions(fprep__slot *s)
 void fprep__slot_next(fprep__slot *s)
 {
 	FPREP__LOOP_ONLY(s->srv);
+	/* Counted as the slot leaves WORK or SEND, so that INFO never
+	 * counts a request both in flight and served. */
+	if (s->delivered && s->status == FPREP_OK)
+		s->srv->served++;
+	else if (s->delivered)
+		s->srv->failed++;
 	fprep__conn_release(s);
 	answer_unuse_regions(s);
 	s->delivered = 0;

@@ -178,8 +178,10 @@ struct fprep__slot {
 	 * request: asserted), which also counted it off conn->inflight,
 	 * the metrics' requests in flight and, into shared memory,
 	 * conn->region_answered; back to 0 when the request ends
-	 * (fprep__slot_next). */
+	 * (fprep__slot_next), which counts it served or failed by status,
+	 * the reply's (enum fprep_err). */
 	int delivered;
+	int status;
 	fprep__conn *conn;    /* [L] the requester; NULL: none yet; [R]
 	                         reads it (its atomics) */
 	int counted;          /* [R] counted in conn->inflight */
@@ -311,16 +313,16 @@ struct fprep__server {
 	unsigned nconns;            /* [I] nslots */
 	fprep__uid_held *uids;      /* nconns entries */
 	unsigned nng_held;          /* nng slots holding a request */
-	uv_timer_t sweep_timer;  /* fprep__conns_sweep while slots are short */
-	int sweeping;            /* sweep_timer runs */
-	uint64_t stall_closes;   /* connections closed for not reading */
-	int trim_wanted;         /* replies were made since the last
-	                            malloc_trim (server.c) */
-	uint64_t reply_bytes;    /* tensor bytes of the replies in flight */
-	uint64_t t_start_ns;     /* [I] */
-	_Atomic uint64_t served; /* [A] OK replies (fprep__slot_reply) */
-	_Atomic uint64_t failed; /* [A] error replies, and requests dropped
-	                            for want of memory for one */
+	uv_timer_t sweep_timer; /* fprep__conns_sweep while slots are short */
+	int sweeping;           /* sweep_timer runs */
+	uint64_t stall_closes;  /* connections closed for not reading */
+	int trim_wanted;        /* replies were made since the last
+	                           malloc_trim (server.c) */
+	uint64_t reply_bytes;   /* tensor bytes of the replies in flight */
+	uint64_t t_start_ns;    /* [I] */
+	uint64_t served;        /* requests ended with an OK reply */
+	uint64_t failed;        /* ... with an error reply, or dropped for
+	                           want of memory for one */
 
 	int stop_wanted; /* fprep__server_want_stop ran: stop after the event */
 	int stopping;    /* no new work; requests that arrive get stop_status */
@@ -426,8 +428,9 @@ void fprep__slot_answer(fprep__slot *s, uint32_t region_id, const char *message,
  * reply, header space first, which nng then owns) or rep_head (the other
  * sinks: msg NULL), counts s's request off conn->inflight (when counted),
  * counts a reply into shared memory in conn->region_answered, counts it
- * served (OK) or failed and in the metrics, and delivers it
- * (fprep__sink_deliver), once a request (asserted). On the loop thread the
+ * in the metrics, keeps its status for the served and failed counts
+ * (taken when the request ends), and delivers it (fprep__sink_deliver),
+ * once a request (asserted). On the loop thread the
  * slot enters SEND and a stopping server's sends are shortened to
  * FPREP__STOP_SEND_MS; on a backend thread (the one that finished s's job,
  * which succeeded: asserted) the slot stays in WORK and the caller lets go

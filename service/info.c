@@ -104,8 +104,7 @@ void fprep__server_info(fprep__server *srv, char *buf, size_t size)
 		        cfg->max_inflight_per_conn, cfg->max_inflight_per_uid,
 		        cfg->inflight_reserve, cfg->reply_stall_ms,
 		        srv->stall_closes, cfg->max_reply_bytes,
-		        srv->reply_bytes, busy, atomic_load(&srv->served),
-		        atomic_load(&srv->failed),
+		        srv->reply_bytes, busy, srv->served, srv->failed,
 		        (fprep__now_ns() - srv->t_start_ns) / 1000000000u);
 	if (n < size) {
 		uint64_t shm_bytes;

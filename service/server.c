@@ -420,8 +420,7 @@ int fprep__server_run(fprep__config *cfg, fprep__backend *backend,
 	fprep__log(FPREP_LOG_NOTICE,
 	           "frameprepd stopped: %" PRIu64 " requests served, %" PRIu64
 	           " failed, exit status %d",
-	           atomic_load(&srv->served), atomic_load(&srv->failed),
-	           status);
+	           srv->served, srv->failed, status);
 	if (srv->spin_turns > 0)
 		fprep__log(FPREP_LOG_INFO,
 		           "loop spin: %" PRIu64 " turns, %" PRIu64

@@ -191,7 +191,7 @@ static void one_reply(void)
 	CHECK(slot.delivered && slot.state == FPREP__SLOT_SEND,
 	      "delivered %d, state %d", slot.delivered, slot.state);
 	CHECK(atomic_load(&conn.region_answered) == 1 &&
-	              atomic_load(&srv.served) == 1,
+	              slot.status == FPREP_OK,
 	      "the reply was not counted");
 	slot.delivered = 0; /* the next request (fprep__slot_next) */
 	slot.state = FPREP__SLOT_IDLE;
