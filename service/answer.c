@@ -1,14 +1,24 @@
 /*
- * answer.c: the end of each request of frameprepd's loop. Its reply is
- * built from a header (which the metrics count, not the wire bytes) and
- * delivered to the sink the request was given (sink.c): through nng with
- * a timeout (shortened once shutdown began), or into shared memory. An
- * error reply names the reason. Once the delivery has ended, the request's
- * counts are released and its slot goes back to its port, which takes the
- * next request into it or lets it rest.
+ * answer.c: the end of each request of frameprepd's loop. Every reply,
+ * whatever thread finished the work, goes through one routine,
+ * fprep__slot_reply, as every nng aio ends through nni_aio_finish: it
+ * encodes the header, settles the connection's in-flight count and counts
+ * the reply in the metrics (which count the header, not the wire bytes),
+ * then hands it to the sink the request was given
+ * (sink.c): through nng with a timeout (shortened once shutdown began, on
+ * the loop), or into shared memory. The routine knows the thread rules:
+ * on the loop the slot enters SEND; on the backend thread that finished a
+ * job that succeeded it stays in WORK, which the loop does not touch until
+ * the slot's next event. An error reply names the reason. Once the
+ * delivery has ended (that event), the loop counts it served or failed,
+ * releases what the request held (its connection's counts, its region
+ * uses, its messages) and its slot
+ * goes back to its port, which takes the next request into it or lets it
+ * rest.
  */
 #include <inttypes.h>
 #include <nng/nng.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,40 +27,6 @@
 #include "log.h"
 #include "metrics.h"
 #include "reply.h"
-
-/* answer_timeout_ms: how long an nng send may take. */
-static int answer_timeout_ms(const fprep__slot *s)
-{
-	int timeout_ms = s->srv->cfg->send_timeout_ms;
-
-	if (s->srv->stopping && timeout_ms > FPREP__STOP_SEND_MS)
-		timeout_ms = FPREP__STOP_SEND_MS;
-	return timeout_ms;
-}
-
-/* answer_deliver delivers s's reply, whose header is h: msg (the whole
- * reply) through an NNG sink, else rep_head. */
-static void answer_deliver(fprep__slot *s, const fprep_reply_header *h,
-                           nng_msg *msg)
-{
-	FPREP__LOOP_ONLY(s->srv);
-	if (s->counted) { /* its work is done */
-		atomic_fetch_sub(&s->conn->inflight, 1);
-		s->counted = 0;
-	}
-	fprep__slot_enter(s, FPREP__SLOT_SEND);
-	fprep__metrics_reply(
-	        h, msg != NULL ? nng_msg_len(msg) : FPREP_REPLY_HEADER_SIZE,
-	        s->job.lane);
-	/* Ended before the client can see its reply, so that a scrape that
-	 * follows the reply never finds this request in flight (as in
-	 * slot_reply_direct). */
-	if (!s->ended) {
-		fprep__metrics_request_end();
-		s->ended = 1;
-	}
-	(void)fprep__sink_deliver(s, msg, answer_timeout_ms(s));
-}
 
 /* answer_spare gives up the slot's messages but one, for the reply to
  * reuse: the reply message (a failed tensor), else the request. */
@@ -75,24 +51,12 @@ static int answer_simple(fprep__slot *s, const fprep_reply_header *h,
 	nng_msg *msg = NULL;
 
 	if (s->sink.kind == FPREP__SINK_NNG) {
-		msg = fprep__reply_msg(answer_spare(s), h, text);
+		msg = fprep__reply_take(answer_spare(s), text);
 		if (msg == NULL)
 			return -1;
-	} else {
-		FPREP__ASSERT(s->rep_msg == NULL);
-		fprep_reply_encode(h, s->rep_head);
 	}
-	answer_deliver(s, h, msg);
+	fprep__slot_reply(s, h, msg);
 	return 0;
-}
-
-/* answer_us: microseconds from from_ns to to_ns, at least 1 (0 in a
- * reply's t_total_us means "not timed"), at most UINT32_MAX. */
-static uint32_t answer_us(uint64_t from_ns, uint64_t to_ns)
-{
-	uint64_t us = to_ns > from_ns ? (to_ns - from_ns) / 1000 : 0;
-
-	return us == 0 ? 1 : us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
 }
 
 /* answer_fail_times gives an error reply the timings known: receipt to
@@ -106,10 +70,10 @@ static void answer_fail_times(const fprep__slot *s, fprep_reply_header *h)
 
 	if (s->t_recv_ns == 0)
 		return;
-	h->t_total_us = answer_us(s->t_recv_ns, now);
+	h->t_total_us = fprep__reply_us(s->t_recv_ns, now);
 	if (job->t_start_ns < s->t_recv_ns)
 		return;
-	h->t_queue_us = answer_us(s->t_recv_ns, job->t_start_ns);
+	h->t_queue_us = fprep__reply_us(s->t_recv_ns, job->t_start_ns);
 	h->t_compute_us = job->t_compute_us;
 	h->t_h2d_us = job->t_h2d_us;
 	h->t_kernel_us = job->t_kernel_us;
@@ -121,7 +85,6 @@ void fprep__slot_fail(fprep__slot *s, int status, const char *why)
 {
 	fprep_reply_header h;
 
-	s->srv->failed++;
 	fprep__log(FPREP_LOG_INFO,
 	           "request %" PRIu64 " (kind %u, slot %u): %s: %s",
 	           s->request_id, s->kind, s->index, fprep_err_name(status),
@@ -134,6 +97,7 @@ void fprep__slot_fail(fprep__slot *s, int status, const char *why)
 		           "request %" PRIu64 ": no memory for the error "
 		           "reply: dropped",
 		           s->request_id);
+		s->srv->failed++; /* no reply counts it */
 		fprep__slot_next(s);
 	}
 }
@@ -153,27 +117,53 @@ void fprep__slot_answer(fprep__slot *s, uint32_t region_id, const char *message,
 		                 ? fprep_kind_name(s->kind)
 		                 : "reply");
 		fprep__slot_fail(s, FPREP_ENOMEM, why);
-		return;
 	}
-	s->srv->served++;
 }
 
-void fprep__slot_reply(fprep__slot *s, const fprep_reply_header *h)
+void fprep__slot_reply(fprep__slot *s, const fprep_reply_header *h,
+                       nng_msg *msg)
 {
-	nng_msg *msg = NULL;
+	fprep__server *srv = s->srv;
+	int on_loop = pthread_equal(pthread_self(), srv->loop_thread);
+	int timeout_ms = s->send_timeout_ms;
 
-	if (s->sink.kind == FPREP__SINK_NNG) {
-		msg = s->rep_msg;
-		s->rep_msg = NULL;
-		FPREP__ASSERT(msg != NULL);
-		fprep_reply_encode(h, nng_msg_body(msg));
-	} else {
-		fprep_reply_encode(h, s->rep_head);
+	/* The thread rules (daemon.h, [R]): once a request; off the loop
+	 * only by the backend thread that finished a job that succeeded,
+	 * while the slot is in WORK, which the loop leaves it in until the
+	 * slot's next event. */
+	FPREP__ASSERT(!s->delivered && s->conn != NULL);
+	FPREP__ASSERT(on_loop ||
+	              (s->state == FPREP__SLOT_WORK && h->status == FPREP_OK));
+	FPREP__ASSERT((msg != NULL) == (s->sink.kind == FPREP__SINK_NNG));
+	fprep_reply_encode(h, msg != NULL ? nng_msg_body(msg) : s->rep_head);
+	if (s->counted) { /* its work is done */
+		atomic_fetch_sub(&s->conn->inflight, 1);
+		s->counted = 0;
 	}
-	answer_deliver(s, h, msg);
+	/* Counted before the client can see its reply, so that its next
+	 * requests, which may reach the loop before this slot's event, do
+	 * not find the connection over its bound (fprep__conn_admit);
+	 * fprep__conn_release counts it off. */
+	if (s->sink.kind != FPREP__SINK_NNG)
+		atomic_fetch_add(&s->conn->region_answered, 1);
+	s->status = (int)h->status;
+	fprep__metrics_reply(
+	        h, msg != NULL ? nng_msg_len(msg) : FPREP_REPLY_HEADER_SIZE,
+	        s->job.lane);
+	/* Ended before the client can see its reply, so that a scrape that
+	 * follows the reply never finds this request in flight. */
+	fprep__metrics_request_end();
+	if (on_loop) {
+		fprep__slot_enter(s, FPREP__SLOT_SEND);
+		if (srv->stopping && timeout_ms > FPREP__STOP_SEND_MS)
+			timeout_ms = FPREP__STOP_SEND_MS;
+	}
+	(void)fprep__sink_deliver(s, msg, timeout_ms);
 }
 
-void fprep__slot_unuse_regions(fprep__slot *s)
+/* answer_unuse_regions ends the job's use of its regions: they stay in
+ * use until the request ends, since its sink may be the output region. */
+static void answer_unuse_regions(fprep__slot *s)
 {
 	if (s->job.in_region != NULL)
 		fprep__regions_unuse(&s->srv->regions, s->job.in_region);
@@ -186,7 +176,15 @@ void fprep__slot_unuse_regions(fprep__slot *s)
 void fprep__slot_next(fprep__slot *s)
 {
 	FPREP__LOOP_ONLY(s->srv);
+	/* Counted as the slot leaves WORK or SEND, so that INFO never
+	 * counts a request both in flight and served. */
+	if (s->delivered && s->status == FPREP_OK)
+		s->srv->served++;
+	else if (s->delivered)
+		s->srv->failed++;
 	fprep__conn_release(s);
+	answer_unuse_regions(s);
+	s->delivered = 0;
 	if (s->req_msg != NULL)
 		nng_msg_free(s->req_msg);
 	if (s->rep_msg != NULL)

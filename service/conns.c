@@ -136,9 +136,11 @@ void fprep__conn_release(fprep__slot *s)
 	if (c == NULL)
 		return;
 	FPREP__ASSERT(c->held > 0);
-	if (!s->ended)
+	/* What fprep__slot_reply counted, or the request was dropped. */
+	if (!s->delivered)
 		fprep__metrics_request_end();
-	s->ended = 0;
+	else if (s->sink.kind != FPREP__SINK_NNG)
+		atomic_fetch_sub(&c->region_answered, 1);
 	c->held--;
 	atomic_store_explicit(&s->t_send_ns, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->t_sent_ns, 0, memory_order_relaxed);

@@ -9,7 +9,8 @@
  *   slot.c           the request machine: intake, validation, the hand-off
  *                    to the backend or the regions module, completions
  *   info.c           the INFO text and the start-up line
- *   answer.c         replies, error replies, the end of a request
+ *   answer.c         fprep__slot_reply (every reply's one owner), error
+ *                    replies, the end of a request
  *   port_nng.c       the nng port: requests on the REP socket's contexts
  *   port_doorbell.c  the doorbell port: requests in shared memory
  *   waker_futex.c    the doorbells' waker thread (no_futex_waitv.c where
@@ -23,9 +24,11 @@
  *   [I]  set before the first request, read-only after: any thread
  *   [A]  atomic: any thread
  *   [R]  the reply's owner: the loop; or, while a job is out (state WORK),
- *        the backend thread that finished it, which may deliver the reply
- *        itself (slot.c, slot_reply_direct). The loop reads these again
- *        only after the slot's next event, which orders the two.
+ *        the backend thread that finished it, which may answer a job that
+ *        succeeded itself, through fprep__slot_reply (answer.c) like every
+ *        reply, and then lets go of the slot. The loop reads these again
+ *        only after the slot's next event, which orders the two; it leaves
+ *        the slot in WORK until then (fprep__slot_reply asserts it).
  *   [W]  the waker thread, under waker.mu where it says so
  * FPREP__LOOP_ONLY(srv) asserts the loop thread in Debug builds.
  */
@@ -56,9 +59,10 @@
  *   IDLE -> RECV             its port gives it a request to wait for (nng)
  *                            or took one into it (doorbells)
  *   RECV -> WORK | REGION    the request machine handed it on
- *   RECV | WORK | REGION -> SEND    its reply is being delivered
+ *   RECV | WORK | REGION -> SEND    the loop is delivering its reply
  *   REGION -> WORK           the regions module answered (then SEND)
- *   SEND | RECV -> RECV      the next request (nng)
+ *   SEND | RECV -> RECV      the next request (nng); also from WORK when
+ *                            the backend's thread delivered the reply
  *   any -> IDLE              its port let it rest
  *
  * and fprep__slot_enter asserts that no other step is taken. */
@@ -109,13 +113,14 @@ struct fprep__conn {
 	uint32_t pipe;        /* nng pipe id; 0: a free entry */
 	unsigned held;        /* slots holding one of its requests */
 	atomic_uint inflight; /* [A] of those, requests not refused with EBUSY
-	                         and not yet answered (a direct reply counts
-	                         off on the backend's thread) */
+	                         and not yet answered (fprep__slot_reply
+	                         counts off, on the thread that answers) */
 	uint64_t reply_bytes; /* tensor bytes of its replies in flight */
 	int closing;          /* closed for not reading: drop its requests */
-	/* [A] Of held, requests that a backend's thread answered in shared
-	 * memory (a REGION or ENTRY sink) and the loop has not settled yet:
-	 * the client may already have sent its next ones. */
+	/* [A] Of held, requests answered in shared memory (a REGION or
+	 * ENTRY sink: fprep__slot_reply counts them, on the thread that
+	 * answers) that have not ended yet (fprep__conn_release): the client
+	 * may already have sent its next ones. */
 	atomic_uint region_answered;
 	unsigned nng_held;    /* of held, slots of the nng port */
 	fprep__uid_held *uid; /* its peer's uid's count; NULL: not known
@@ -169,25 +174,26 @@ struct fprep__slot {
 	nng_msg *rep_msg; /* [R] NNG sink, WORK: the reply message;
 	                     job.output points into it when inline */
 	uint8_t rep_head[FPREP_REPLY_HEADER_SIZE]; /* [R] other sinks */
-	int delivered;        /* [R] the reply was delivered (one a request) */
-	fprep__conn *conn;    /* [L] the requester; NULL: none yet */
+	/* [R] The reply was handed to the sink (fprep__slot_reply, once a
+	 * request: asserted), which also counted it off conn->inflight,
+	 * the metrics' requests in flight and, into shared memory,
+	 * conn->region_answered; back to 0 when the request ends
+	 * (fprep__slot_next), which counts it served or failed by status,
+	 * the reply's (enum fprep_err). */
+	int delivered;
+	int status;
+	fprep__conn *conn;    /* [L] the requester; NULL: none yet; [R]
+	                         reads it (its atomics) */
 	int counted;          /* [R] counted in conn->inflight */
-	int ended;            /* [R] counted off the metrics' requests in
-	                         flight, when its reply was handed over (a
-	                         direct reply or answer.c's) */
 	uint64_t reply_bytes; /* [L] counted in the reply byte totals */
 	uint16_t kind;        /* [L] of the request being served, for logs */
 	uint64_t request_id;  /* [L] */
 	uint64_t t_rx_ns;     /* [R] nng's callback for the request (--trace) */
 	uint64_t t_recv_ns;   /* [L] the loop took the request */
-	int direct;           /* [R] WORK: the backend's thread delivered the
-	                         reply itself; the loop ends the request once
-	                         that delivery's event arrives */
-	int region_answered;  /* [R] direct, and written in shared memory
-	                         (counted in conn->region_answered) */
-	/* The settings the request's job runs under, copied from cfg when
-	 * it is submitted, since SIGHUP may change cfg's meanwhile and the
-	 * backend's threads read these (job.limits points here). [R] */
+	/* The settings the request runs under, copied from cfg when it is
+	 * taken (send_timeout_ms) and submitted (limits), since SIGHUP may
+	 * change cfg's meanwhile and the backend's threads read these
+	 * (job.limits points here). [R] */
 	fprep_limits limits;
 	int send_timeout_ms;
 	fprep__job job; /* [R] */
@@ -314,8 +320,9 @@ struct fprep__server {
 	                           malloc_trim (server.c) */
 	uint64_t reply_bytes;   /* tensor bytes of the replies in flight */
 	uint64_t t_start_ns;    /* [I] */
-	uint64_t served;
-	uint64_t failed;
+	uint64_t served;        /* requests ended with an OK reply */
+	uint64_t failed;        /* ... with an error reply, or dropped for
+	                           want of memory for one */
 
 	int stop_wanted; /* fprep__server_want_stop ran: stop after the event */
 	int stopping;    /* no new work; requests that arrive get stop_status */
@@ -416,15 +423,23 @@ void fprep__slot_fail(fprep__slot *s, int status, const char *why);
  * (INFO; NULL: none). Fails it when out of memory. */
 void fprep__slot_answer(fprep__slot *s, uint32_t region_id, const char *message,
                         const char *text);
-/* fprep__slot_reply delivers the reply header h of s's job, which
- * succeeded, with the tensor in rep_msg (NNG sink, inline output) or in
- * its output region; the caller has filled h (fprep__reply_header_tensor).
- * Loop thread. */
-void fprep__slot_reply(fprep__slot *s, const fprep_reply_header *h);
-/* fprep__slot_unuse_regions ends the job's use of its regions. */
-void fprep__slot_unuse_regions(fprep__slot *s);
+/* fprep__slot_reply is the one end of every reply, as nni_aio_finish is
+ * of every nng aio: it encodes the header h into msg (NNG sink: the whole
+ * reply, header space first, which nng then owns) or rep_head (the other
+ * sinks: msg NULL), counts s's request off conn->inflight (when counted),
+ * counts a reply into shared memory in conn->region_answered, counts it
+ * in the metrics, keeps its status for the served and failed counts
+ * (taken when the request ends), and delivers it (fprep__sink_deliver),
+ * once a request (asserted). On the loop thread the
+ * slot enters SEND and a stopping server's sends are shortened to
+ * FPREP__STOP_SEND_MS; on a backend thread (the one that finished s's job,
+ * which succeeded: asserted) the slot stays in WORK and the caller lets go
+ * of it. Either way the loop ends the request at the delivery's event. */
+void fprep__slot_reply(fprep__slot *s, const fprep_reply_header *h,
+                       nng_msg *msg);
 /* fprep__slot_next ends s's request (delivered or dropped): its
- * connection's counts, its messages, and the slot back to its port. */
+ * connection's counts, its job's region uses, its messages, and the slot
+ * back to its port. Loop thread. */
 void fprep__slot_next(fprep__slot *s);
 
 /* sink.c */
@@ -436,8 +451,8 @@ void fprep__slot_next(fprep__slot *s);
  * s's FPREP__EV_SENT event. A REGION the SIGBUS guard caught gets the
  * header through nng instead. Returns 1 when the reply went into shared
  * memory, 0 when through nng (or dropped, logged, when no message could be
- * allocated for it). Loop thread, or the backend thread that owns the
- * reply (daemon.h, [R]). */
+ * allocated for it). Called by fprep__slot_reply alone, on its thread
+ * (daemon.h, [R]). */
 int fprep__sink_deliver(fprep__slot *s, nng_msg *msg, int timeout_ms);
 
 /* conns.c */

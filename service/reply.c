@@ -5,7 +5,8 @@
  * so the backend writes the tensor straight into the message that nng
  * sends: no copy of the tensor on the way out. Error replies reuse a
  * message that is no longer needed (the request, or a tensor reply that
- * failed) by trimming it to the header.
+ * failed) by trimming it to the header. The header is encoded into either
+ * by the reply's one owner, fprep__slot_reply (answer.c).
  */
 #include "reply.h"
 
@@ -75,13 +76,11 @@ void fprep__reply_header_tensor(fprep_reply_header *rep, const fprep__job *job,
 	       strnlen(job->message, sizeof(rep->message) - 1));
 }
 
-void fprep__reply_tensor_finish(nng_msg *msg, const fprep__job *job,
-                                uint32_t t_queue_us, uint32_t t_total_us)
+uint32_t fprep__reply_us(uint64_t from_ns, uint64_t to_ns)
 {
-	fprep_reply_header rep;
+	uint64_t us = to_ns > from_ns ? (to_ns - from_ns) / 1000 : 0;
 
-	fprep__reply_header_tensor(&rep, job, t_queue_us, t_total_us);
-	fprep_reply_encode(&rep, nng_msg_body(msg));
+	return us == 0 ? 1 : us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
 }
 
 int fprep__reply_write(fprep__memreg *r, uint8_t *area, const void *hdr)
@@ -103,8 +102,8 @@ int fprep__reply_write(fprep__memreg *r, uint8_t *area, const void *hdr)
 	return 1;
 }
 
-/* reply_take makes spare (or a new message) exactly size bytes long. */
-static nng_msg *reply_take(nng_msg *spare, size_t size)
+/* reply_resize makes spare (or a new message) exactly size bytes long. */
+static nng_msg *reply_resize(nng_msg *spare, size_t size)
 {
 	nng_msg *msg = NULL;
 
@@ -139,48 +138,16 @@ void fprep__reply_header_simple(fprep_reply_header *rep, uint16_t kind,
 	memcpy(rep->message, message, mlen); /* rep is zeroed: terminated */
 }
 
-nng_msg *fprep__reply_msg(nng_msg *spare, const fprep_reply_header *rep,
-                          const char *text)
+nng_msg *fprep__reply_take(nng_msg *spare, const char *text)
 {
 	size_t tlen = text != NULL ? strlen(text) : 0;
 	nng_msg *msg;
 
-	msg = reply_take(spare, FPREP_REPLY_HEADER_SIZE + tlen);
+	msg = reply_resize(spare, FPREP_REPLY_HEADER_SIZE + tlen);
 	if (msg == NULL)
 		return NULL;
-	fprep_reply_encode(rep, nng_msg_body(msg));
 	if (tlen > 0)
 		memcpy((char *)nng_msg_body(msg) + FPREP_REPLY_HEADER_SIZE,
 		       text, tlen);
 	return msg;
-}
-
-static nng_msg *reply_simple(nng_msg *spare, uint16_t kind, uint64_t id,
-                             int status, const char *message, const char *text,
-                             uint32_t region_id)
-{
-	fprep_reply_header rep;
-
-	fprep__reply_header_simple(&rep, kind, id, status, message,
-	                           text != NULL ? strlen(text) : 0, region_id);
-	return fprep__reply_msg(spare, &rep, text);
-}
-
-nng_msg *fprep__reply_text(nng_msg *spare, uint16_t kind, uint64_t request_id,
-                           const char *text)
-{
-	return reply_simple(spare, kind, request_id, FPREP_OK, "", text, 0);
-}
-
-nng_msg *fprep__reply_error(nng_msg *spare, uint16_t kind, uint64_t request_id,
-                            int status, const char *message)
-{
-	return reply_simple(spare, kind, request_id, status, message, NULL, 0);
-}
-
-nng_msg *fprep__reply_region(nng_msg *spare, uint16_t kind, uint64_t request_id,
-                             uint32_t region_id, const char *message)
-{
-	return reply_simple(spare, kind, request_id, FPREP_OK, message, NULL,
-	                    region_id);
 }

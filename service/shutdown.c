@@ -145,15 +145,14 @@ static void shutdown_drain_timeout(uv_timer_t *timer)
 	for (unsigned i = 0; i < srv->nslots; i++) {
 		fprep__slot *s = &srv->slots[i];
 
-		if (s->state == FPREP__SLOT_WORK && !s->direct) {
+		if (s->state == FPREP__SLOT_WORK && !s->delivered) {
 			/* The backend's threads are joined: nothing writes
-			 * into these replies any more. (A direct reply's
-			 * delivery ends with its own event.) */
+			 * into these replies any more. (A reply a backend's
+			 * thread delivered ends with its own event.) */
 			fprep__slot_fail(
 			        s, FPREP_ESHUTDOWN,
 			        "server shutting down: the backend did not "
 			        "finish this request in time");
-			fprep__slot_unuse_regions(s);
 		}
 	}
 	for (unsigned i = 0; i < srv->nports; i++)

@@ -17,9 +17,11 @@
  * and once the delivery has ended the slot goes back to its port
  * (fprep__slot_next). A slot has at most one event queued at a time,
  * because it has at most one operation outstanding. A job that succeeded
- * is answered from the backend's thread that finished it
- * (slot_reply_direct); the loop settles the rest when that delivery's
- * event arrives.
+ * is answered from the backend's thread that finished it, which saves the
+ * reply a hand-off to the loop and back (tens of microseconds at every
+ * request); the rest come back to the loop (slot_completed). Either way
+ * the reply goes through the one routine, fprep__slot_reply (answer.c),
+ * and the loop ends the request when that delivery's event arrives.
  */
 #include <inttypes.h>
 #include <nng/nng.h>
@@ -37,13 +39,6 @@
 
 #define SLOT_INFO_SIZE 4096
 
-static uint32_t slot_us(uint64_t from_ns, uint64_t to_ns)
-{
-	uint64_t us = to_ns > from_ns ? (to_ns - from_ns) / 1000 : 0;
-
-	return us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
-}
-
 /* slot_sink_broken tells whether the SIGBUS guard caught a region the
  * job or its reply uses. Any thread. */
 static int slot_sink_broken(const fprep__slot *s)
@@ -58,80 +53,60 @@ static int slot_sink_broken(const fprep__slot *s)
 	        fprep__memreg_broken(job->out_region));
 }
 
-/* slot_reply_direct delivers the reply of a job that succeeded from the
- * backend's thread that finished it, which saves the reply a hand-off to
- * the loop and back (tens of microseconds at every request). It touches
- * only what the slot owns while its job is out (daemon.h, [R]) and
- * atomics; what the loop owns (the region uses, the connection's counts,
- * the served count) is settled by the loop when the delivery's event
- * arrives, in state WORK (slot_sent_direct). Errors, fatal jobs, regions
- * the SIGBUS guard caught and a stopping server take the loop's way
- * (slot_completed). Returns 1 when it delivered the reply; after that it
+/* slot_reply_tensor answers s's job, which succeeded: the header of its
+ * tensor (timings from the request's receipt, the --trace text with
+ * seen_ns, when its completion was taken) with the reply message made
+ * when it was submitted (NNG sink). On the loop, or the backend's thread
+ * that finished the job (fprep__slot_reply's rules); after it that thread
  * must not touch s, whose event may already be with the loop. */
-static int slot_reply_direct(fprep__slot *s)
+static void slot_reply_tensor(fprep__slot *s, uint64_t seen_ns)
 {
-	fprep__server *srv = s->srv;
 	fprep__job *job = &s->job;
 	fprep_reply_header h;
-	nng_msg *rep = NULL;
-	uint64_t now;
+	nng_msg *msg = s->rep_msg;
+	uint64_t now = fprep__now_ns();
 
-	if (job->status != FPREP_OK || job->fatal ||
-	    atomic_load(&srv->no_direct) || slot_sink_broken(s))
-		return 0;
-	now = fprep__now_ns();
 	job->message[0] = '\0';
 	if (job->trace) {
 		fprep__trace_times tt = {.rx = s->t_rx_ns,
 		                         .loop = s->t_recv_ns,
-		                         .seen = now,
+		                         .seen = seen_ns,
 		                         .sent = now};
 		fprep__trace_text(job->message, sizeof(job->message), &tt, job);
 	}
-	fprep__reply_header_tensor(&h, job,
-	                           slot_us(s->t_recv_ns, job->t_start_ns),
-	                           slot_us(s->t_recv_ns, now));
-	s->direct = 1;
-	if (s->counted) { /* its work is done, as in answer.c */
-		atomic_fetch_sub(&s->conn->inflight, 1);
-		s->counted = 0;
-	}
-	if (s->sink.kind == FPREP__SINK_NNG) {
-		rep = s->rep_msg;
-		s->rep_msg = NULL;
-		fprep_reply_encode(&h, nng_msg_body(rep));
-	} else {
-		/* Counted before the client can see its reply, so that its
-		 * next requests, which may reach the loop before this slot's
-		 * event, do not find the connection over its bound
-		 * (fprep__conn_admit). */
-		atomic_fetch_add(&s->conn->region_answered, 1);
-		s->region_answered = 1;
-		fprep_reply_encode(&h, s->rep_head);
-	}
-	fprep__metrics_reply(
-	        &h, rep != NULL ? nng_msg_len(rep) : FPREP_REPLY_HEADER_SIZE,
-	        job->lane);
-	fprep__metrics_request_end();
-	s->ended = 1;
-	(void)fprep__sink_deliver(s, rep, s->send_timeout_ms);
-	return 1;
+	fprep__reply_header_tensor(
+	        &h, job, fprep__reply_us(s->t_recv_ns, job->t_start_ns),
+	        fprep__reply_us(s->t_recv_ns, now));
+	fprep__log(FPREP_LOG_DEBUG,
+	           "request %" PRIu64 " (kind %u, slot %u): %" PRIu64
+	           " tensor bytes, %" PRIu32 " us",
+	           s->request_id, s->kind, s->index, job->output_size,
+	           h.t_total_us);
+	s->rep_msg = NULL;
+	fprep__slot_reply(s, &h, msg);
 }
 
-/* slot_job_done: the backend's completion callback, on its thread. */
+/* slot_job_done: the backend's completion callback, on its thread. A job
+ * that succeeded is answered here; errors, fatal jobs, regions the SIGBUS
+ * guard caught and a stopping server take the loop's way
+ * (slot_completed). */
 static void slot_job_done(fprep__job *job)
 {
 	fprep__slot *s = job->data;
+	fprep__server *srv = s->srv;
 
 	/* After a sticky device error no later completion is trusted: the
 	 * loop answers them all (slot_completed). The backend's threads see
 	 * this before the loop does. */
 	if (job->fatal)
-		atomic_store(&s->srv->no_direct, 1);
-	else if (slot_reply_direct(s))
+		atomic_store(&srv->no_direct, 1);
+	if (job->status == FPREP_OK && !job->fatal &&
+	    !atomic_load(&srv->no_direct) && !slot_sink_broken(s)) {
+		slot_reply_tensor(s, fprep__now_ns());
 		return;
+	}
 	s->ev.kind = FPREP__EV_DONE;
-	fprep__evq_push(&s->srv->evq, &s->ev);
+	fprep__evq_push(&srv->evq, &s->ev);
 }
 
 /* slot_region finds the region a FRAME names for its input or output (field
@@ -335,7 +310,6 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 	job->req = *req;
 	/* The backend's threads read these: a copy SIGHUP cannot change. */
 	s->limits = srv->cfg->limits;
-	s->send_timeout_ms = srv->cfg->send_timeout_ms;
 	job->limits = &s->limits;
 	rv = fprep__job_plan(job);
 	if (rv != 0) {
@@ -374,8 +348,6 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 		(void)atomic_load_explicit(&out->replies, memory_order_acquire);
 	if (out == NULL &&
 	    fprep__conn_reserve_reply(s, bytes, why, sizeof(why)) != 0) {
-		atomic_fetch_sub(&s->conn->inflight, 1);
-		s->counted = 0;
 		fprep__slot_fail(s, FPREP_EBUSY, why);
 		return;
 	}
@@ -425,9 +397,9 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 	if (rv != 0) {
 		snprintf(why, sizeof(why), "backend %s refused the job: %s",
 		         srv->backend->name, fprep_strerror(rv));
-		/* Written to its sink while the regions are in use. */
+		/* Written to its sink while the regions are in use (until
+		 * the request ends: fprep__slot_next). */
 		fprep__slot_fail(s, rv, why);
-		fprep__slot_unuse_regions(s);
 	}
 }
 
@@ -519,12 +491,12 @@ void fprep__slot_take(fprep__slot *s)
 
 	FPREP__LOOP_ONLY(srv);
 	FPREP__ASSERT(s->state == FPREP__SLOT_RECV && s->req != NULL &&
-	              s->conn == NULL && s->rep_msg == NULL);
+	              s->conn == NULL && s->rep_msg == NULL && !s->delivered);
 	s->kind = 0;
 	s->request_id = 0;
-	s->direct = 0;
-	s->delivered = 0;
-	s->region_answered = 0;
+	/* Its reply's send, from whichever thread answers it: a copy that
+	 * SIGHUP cannot change meanwhile. */
+	s->send_timeout_ms = srv->cfg->send_timeout_ms;
 	s->t_recv_ns = fprep__now_ns();
 	fprep__metrics_request(s->req_len);
 	if (fprep__conn_admit(s) != 0) {
@@ -600,18 +572,14 @@ void fprep__slot_take(fprep__slot *s)
 }
 
 /* slot_completed handles a job the backend finished and did not answer
- * itself (slot_reply_direct). */
+ * itself (slot_job_done). */
 static void slot_completed(fprep__slot *s)
 {
 	fprep__server *srv = s->srv;
 	fprep__job *job = &s->job;
-	fprep__trace_times tt = {.rx = s->t_rx_ns, .loop = s->t_recv_ns};
-	fprep_reply_header h;
-	uint64_t now;
+	uint64_t seen_ns = fprep__now_ns();
 	char why[FPREP_MESSAGE_SIZE + 32];
 
-	if (job->trace)
-		tt.seen = fprep__now_ns();
 	/* The frame was read: an nng request's message goes now (an error
 	 * reply reuses the reply message, or allocates). */
 	if (s->req_msg != NULL) {
@@ -640,39 +608,21 @@ static void slot_completed(fprep__slot *s)
 		         "shared-memory region shrank while the frame was read "
 		         "or the tensor written");
 	}
-	/* The regions stay in use until the reply is delivered: its sink
-	 * may be the output region. */
+	/* The regions stay in use until the request ends
+	 * (fprep__slot_next): its sink may be the output region. */
 	if (job->status != FPREP_OK) {
 		job->message[FPREP_MESSAGE_SIZE - 1] = '\0';
 		fprep__slot_fail(s, job->status,
 		                 job->message[0] != '\0'
 		                         ? job->message
 		                         : fprep_strerror(job->status));
-		fprep__slot_unuse_regions(s);
 		return;
 	}
 	if (srv->exit_status != 0) {
 		fprep__slot_fail(s, srv->stop_status, srv->stop_message);
-		fprep__slot_unuse_regions(s);
 		return;
 	}
-	now = fprep__now_ns();
-	job->message[0] = '\0';
-	if (job->trace) {
-		tt.sent = now;
-		fprep__trace_text(job->message, sizeof(job->message), &tt, job);
-	}
-	fprep__reply_header_tensor(&h, job,
-	                           slot_us(s->t_recv_ns, job->t_start_ns),
-	                           slot_us(s->t_recv_ns, now));
-	srv->served++;
-	fprep__log(FPREP_LOG_DEBUG,
-	           "request %" PRIu64 " (kind %u, slot %u): %" PRIu64
-	           " tensor bytes, %" PRIu64 " us",
-	           s->request_id, s->kind, s->index, job->output_size,
-	           (now - s->t_recv_ns) / 1000);
-	fprep__slot_reply(s, &h);
-	fprep__slot_unuse_regions(s);
+	slot_reply_tensor(s, seen_ns);
 }
 
 /* slot_send_ended ends the request once its reply's delivery ended with rv
@@ -690,44 +640,17 @@ static void slot_send_ended(fprep__slot *s, int rv)
 	fprep__slot_next(s);
 }
 
-/* slot_sent_direct ends a request whose reply the backend's thread
- * delivered (slot_reply_direct), once that delivery has ended with rv:
- * what the loop owns is settled as slot_completed and answer.c would
- * have. */
-static void slot_sent_direct(fprep__slot *s, int rv)
-{
-	fprep__server *srv = s->srv;
-
-	s->direct = 0;
-	if (s->region_answered) {
-		atomic_fetch_sub(&s->conn->region_answered, 1);
-		s->region_answered = 0;
-	}
-	fprep__slot_unuse_regions(s);
-	srv->served++;
-	fprep__log(FPREP_LOG_DEBUG,
-	           "request %" PRIu64 " (kind %u, slot %u): %" PRIu64
-	           " tensor bytes, sent from the backend",
-	           s->request_id, s->kind, s->index, s->job.output_size);
-	slot_send_ended(s, rv);
-}
-
 void fprep__slot_event(fprep__slot *s)
 {
-	int rv;
-
 	FPREP__LOOP_ONLY(s->srv);
 	if (s->ev.kind == FPREP__EV_DONE) {
-		FPREP__ASSERT(s->state == FPREP__SLOT_WORK && !s->direct);
+		FPREP__ASSERT(s->state == FPREP__SLOT_WORK && !s->delivered);
 		slot_completed(s);
 		return;
 	}
-	rv = s->ev.kind == FPREP__EV_SENT ? 0 : s->aio_result;
-	FPREP__ASSERT(s->delivered);
-	if (s->state == FPREP__SLOT_WORK && s->direct) {
-		slot_sent_direct(s, rv);
-		return;
-	}
-	FPREP__ASSERT(s->state == FPREP__SLOT_SEND);
-	slot_send_ended(s, rv);
+	/* The delivery ended: from the loop (SEND) or from the backend's
+	 * thread that finished the job (still WORK). */
+	FPREP__ASSERT(s->delivered && (s->state == FPREP__SLOT_SEND ||
+	                               s->state == FPREP__SLOT_WORK));
+	slot_send_ended(s, s->ev.kind == FPREP__EV_SENT ? 0 : s->aio_result);
 }

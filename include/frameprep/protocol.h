@@ -361,7 +361,8 @@
  *                           A tensor point (u, v) maps back to the source
  *                           point ((u - pad_x) / scale_x,
  *                           (v - pad_y) / scale_y).
- *    56  u32 t_queue_us     receipt to start of work, microseconds
+ *    56  u32 t_queue_us     receipt to start of work, microseconds; at
+ *                           least 1 once the work began (0: it never did)
  *    60  u32 t_compute_us   preprocessing (CPU op or GPU kernel), microseconds
  *    64  u32 t_h2d_us       host-to-device copy (GPU only), microseconds
  *    68  u32 t_kernel_us    kernel (GPU only), microseconds; a frame
@@ -369,10 +370,11 @@
  *                           spans its band kernels, which wait on the
  *                           H2D chunks
  *    72  u32 t_d2h_us       device-to-host copy (GPU only), microseconds
- *    76  u32 t_total_us     receipt to reply, microseconds; an error
- *                           reply has it too (at least 1), and the
- *                           stage times of the work its request reached
- *                           (a failure before the backend: 0)
+ *    76  u32 t_total_us     receipt to reply, microseconds, at least 1
+ *                           (a span under 1 us reads 1); an error reply
+ *                           has it too, and the stage times of the work
+ *                           its request reached (a failure before the
+ *                           backend: 0)
  *    80  u64 payload_size   bytes after this header
  *    88  u64 tensor_size    bytes of the tensor (inline or written to shm)
  *    96  u32 region_id      REGISTER: the new region's id

@@ -23,95 +23,28 @@
 #include "check.h"
 #include "clock.h"
 #include "config.h"
+#include "fake_backend.h"
 #include "frameprep/frameprep.h"
 #include "server.h"
 
 #define NCLIENTS 4
 
-struct fake_backend {
-	fprep__backend b;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	fprep__job *jobs[64];
-	unsigned njobs;
-	int stop;
-	pthread_t thread;
-};
-
-static void *fake_main(void *arg)
+/* fatal_finish fails the first job with a sticky device error and
+ * completes the others; the fake runs them once NCLIENTS are queued. */
+static void fatal_finish(fake_backend *fb, fprep__job *job, unsigned n)
 {
-	struct fake_backend *fb = arg;
-
-	pthread_mutex_lock(&fb->lock);
-	while (fb->njobs < NCLIENTS && !fb->stop)
-		pthread_cond_wait(&fb->cond, &fb->lock);
-	for (unsigned i = 0; i < fb->njobs; i++) {
-		fprep__job *job = fb->jobs[i];
-
-		job->t_start_ns = fprep__now_ns();
-		if (i == 0) {
-			job->status = FPREP_ECUDA;
-			job->fatal = 1;
-			snprintf(job->message, sizeof(job->message),
-			         "cudaErrorIllegalAddress (simulated)");
-		} else {
-			memset(job->output, 0, job->output_size);
-			job->status = FPREP_OK;
-		}
-		job->t_end_ns = fprep__now_ns();
-		job->done(job);
+	(void)fb;
+	job->t_start_ns = fprep__now_ns();
+	if (n == 0) {
+		job->status = FPREP_ECUDA;
+		job->fatal = 1;
+		snprintf(job->message, sizeof(job->message),
+		         "cudaErrorIllegalAddress (simulated)");
+	} else {
+		memset(job->output, 0, job->output_size);
+		job->status = FPREP_OK;
 	}
-	fb->njobs = 0;
-	pthread_mutex_unlock(&fb->lock);
-	return NULL;
-}
-
-static int fake_submit(fprep__backend *b, fprep__job *job)
-{
-	struct fake_backend *fb = (struct fake_backend *)b;
-
-	pthread_mutex_lock(&fb->lock);
-	REQUIRE(fb->njobs < 64);
-	fb->jobs[fb->njobs++] = job;
-	pthread_cond_signal(&fb->cond);
-	pthread_mutex_unlock(&fb->lock);
-	return 0;
-}
-
-static void fake_info(fprep__backend *b, char *buf, size_t size)
-{
-	(void)b;
-	snprintf(buf, size, "fake: yes\n");
-}
-
-static void fake_close(fprep__backend *b, int timeout_ms)
-{
-	struct fake_backend *fb = (struct fake_backend *)b;
-
-	(void)timeout_ms;
-	pthread_mutex_lock(&fb->lock);
-	fb->stop = 1;
-	pthread_cond_signal(&fb->cond);
-	pthread_mutex_unlock(&fb->lock);
-	pthread_join(fb->thread, NULL);
-	pthread_cond_destroy(&fb->cond);
-	pthread_mutex_destroy(&fb->lock);
-	free(fb);
-}
-
-static fprep__backend *fake_open(void)
-{
-	struct fake_backend *fb = calloc(1, sizeof(*fb));
-
-	REQUIRE(fb != NULL);
-	fb->b.name = "fake";
-	fb->b.submit = fake_submit;
-	fb->b.info = fake_info;
-	fb->b.close = fake_close;
-	pthread_mutex_init(&fb->lock, NULL);
-	pthread_cond_init(&fb->cond, NULL);
-	REQUIRE(pthread_create(&fb->thread, NULL, fake_main, fb) == 0);
-	return &fb->b;
+	job->t_end_ns = fprep__now_ns();
 }
 
 struct client_arg {
@@ -153,6 +86,7 @@ int main(void)
 	struct client_arg args[NCLIENTS];
 	pthread_t threads[NCLIENTS];
 	fprep__config cfg;
+	fake_backend *fb;
 	int status;
 
 	/* nng 1.5.2 initialises itself on first use without a lock that
@@ -173,7 +107,11 @@ int main(void)
 		REQUIRE(pthread_create(&threads[i], NULL, client_main,
 		                       &args[i]) == 0);
 	}
-	status = fprep__server_run(&cfg, fake_open(), "fake:0");
+	fb = fake_backend_new();
+	fb->batch = NCLIENTS;
+	fb->finish = fatal_finish;
+	status = fprep__server_run(&cfg, fake_backend_start(fb), "fake:0");
+	fake_backend_free(fb);
 	for (int i = 0; i < NCLIENTS; i++) {
 		pthread_join(threads[i], NULL);
 		printf("client %d: rv %d status %s: %s\n", i, args[i].rv,

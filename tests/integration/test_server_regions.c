@@ -27,145 +27,19 @@
 #include "backend.h"
 #include "check.h"
 #include "config.h"
+#include "fake_backend.h"
 #include "frameprep/frameprep.h"
 #include "server.h"
 
 #define WAIT_MS 20000
 
-struct fake_backend {
-	fprep__backend b;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	fprep__queue held; /* operations queued, not yet run */
-	unsigned queued;   /* operations queued so far */
-	unsigned release;  /* operations the test lets run so far */
-	unsigned ran;
-	unsigned maps, unmaps;
-	unsigned opens_done; /* OPENs whose done was called */
-	int stop;
-	pthread_t thread;
-};
+static fake_backend *fake;
 
-static struct fake_backend *fake;
-
-/* fake_run runs one operation; called with the lock held. */
-static void fake_run(struct fake_backend *fb, fprep__memreg *r)
-{
-	pthread_mutex_unlock(&fb->lock);
-	if (r->verb == FPREP__MEMREG_OPEN) {
-		r->status = fprep__memreg_map(r);
-	} else {
-		fprep__memreg_unmap(r);
-		r->status = FPREP_OK;
-	}
-	pthread_mutex_lock(&fb->lock);
-	if (r->verb == FPREP__MEMREG_OPEN)
-		fb->maps += r->status == FPREP_OK;
-	else
-		fb->unmaps++;
-	fb->ran++;
-	pthread_cond_broadcast(&fb->cond);
-	pthread_mutex_unlock(&fb->lock);
-	r->done(r);
-	pthread_mutex_lock(&fb->lock);
-}
-
-static void *fake_main(void *arg)
-{
-	struct fake_backend *fb = arg;
-	fprep__qnode *n;
-
-	pthread_mutex_lock(&fb->lock);
-	for (;;) {
-		if (fb->ran < fb->release &&
-		    (n = fprep__queue_pop(&fb->held)) != NULL) {
-			fake_run(fb,
-			         fprep__container_of(n, fprep__memreg, link));
-			continue;
-		}
-		if (fb->stop)
-			break;
-		pthread_cond_wait(&fb->cond, &fb->lock);
-	}
-	/* close: what is still queued runs now. */
-	while ((n = fprep__queue_pop(&fb->held)) != NULL)
-		fake_run(fb, fprep__container_of(n, fprep__memreg, link));
-	pthread_mutex_unlock(&fb->lock);
-	return NULL;
-}
-
-static int fake_submit(fprep__backend *b, fprep__job *job)
-{
-	(void)b;
-	(void)job;
-	return FPREP_EUNSUPPORTED;
-}
-
-static int fake_region_op(fprep__backend *b, fprep__memreg *r)
-{
-	struct fake_backend *fb = (struct fake_backend *)b;
-
-	pthread_mutex_lock(&fb->lock);
-	fprep__queue_push(&fb->held, &r->link);
-	fb->queued++;
-	pthread_cond_broadcast(&fb->cond);
-	pthread_mutex_unlock(&fb->lock);
-	return 0;
-}
-
-static void fake_info(fprep__backend *b, char *buf, size_t size)
-{
-	(void)b;
-	(void)buf;
-	(void)size;
-}
-
-static void fake_close(fprep__backend *b, int timeout_ms)
-{
-	struct fake_backend *fb = (struct fake_backend *)b;
-
-	(void)timeout_ms;
-	pthread_mutex_lock(&fb->lock);
-	fb->stop = 1;
-	pthread_cond_broadcast(&fb->cond);
-	pthread_mutex_unlock(&fb->lock);
-	pthread_join(fb->thread, NULL);
-	/* The test reads the counters after the server returned. */
-}
-
-/* fake_wait waits until *counter reaches n; returns 0, or -1 after
- * WAIT_MS. */
+/* fake_wait waits until *counter of the fake reaches n; returns 0, or -1
+ * after WAIT_MS. */
 static int fake_wait(const unsigned *counter, unsigned n)
 {
-	struct timespec ts;
-	int rc = 0;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += WAIT_MS / 1000;
-	pthread_mutex_lock(&fake->lock);
-	while (*counter < n && rc == 0)
-		rc = pthread_cond_timedwait(&fake->cond, &fake->lock, &ts);
-	pthread_mutex_unlock(&fake->lock);
-	return *counter >= n ? 0 : -1;
-}
-
-static void fake_allow(unsigned n)
-{
-	pthread_mutex_lock(&fake->lock);
-	fake->release = n;
-	pthread_cond_broadcast(&fake->cond);
-	pthread_mutex_unlock(&fake->lock);
-}
-
-/* fake_count reads a counter of the fake. */
-static unsigned fake_count(const unsigned *counter)
-{
-	unsigned n;
-
-	pthread_mutex_lock(&fake->lock);
-	n = *counter;
-	pthread_mutex_unlock(&fake->lock);
-	return n;
+	return fake_backend_wait(fake, counter, n, WAIT_MS);
 }
 
 struct register_arg {
@@ -230,7 +104,8 @@ static void register_and_close(const char *url, const char *name)
 	REQUIRE(nng_req0_open(&s) == 0);
 	REQUIRE(nng_dial(s, url, NULL, 0) == 0);
 	REQUIRE(nng_send(s, hdr, sizeof(hdr), 0) == 0);
-	CHECK(fake_wait(&fake->queued, 1) == 0, "the OPEN was never queued");
+	CHECK(fake_wait(&fake->regions_queued, 1) == 0,
+	      "the OPEN was never queued");
 	nng_close(s);
 }
 
@@ -251,17 +126,11 @@ int main(void)
 	REQUIRE(nng_req0_open(&first) == 0);
 	nng_close(first);
 
-	fake = calloc(1, sizeof(*fake));
-	REQUIRE(fake != NULL);
-	fake->b.name = "fake";
-	fake->b.submit = fake_submit;
-	fake->b.info = fake_info;
-	fake->b.close = fake_close;
-	fake->b.region_op = fake_region_op;
-	fprep__queue_init(&fake->held);
-	pthread_mutex_init(&fake->lock, NULL);
-	pthread_cond_init(&fake->cond, NULL);
-	REQUIRE(pthread_create(&fake->thread, NULL, fake_main, fake) == 0);
+	fake = fake_backend_new();
+	fake->refuse = 1;       /* no jobs here */
+	fake->hold_regions = 1; /* the test lets each operation run */
+	fake->info = "";
+	fake_backend_start(fake);
 
 	snprintf(name, sizeof(name), "/fprep-test-srvreg-%ld", (long)getpid());
 	shm_unlink(name);
@@ -287,20 +156,21 @@ int main(void)
 	register_and_close(sa.cfg.listen[0], name);
 	usleep(200 * 1000); /* let the close reach the loop (either order
 	                       ends the same way) */
-	fake_allow(1);
-	CHECK(fake_wait(&fake->queued, 2) == 0,
+	fake_backend_allow_regions(fake, 1);
+	CHECK(fake_wait(&fake->regions_queued, 2) == 0,
 	      "no CLOSE followed the orphaned OPEN");
-	fake_allow(2);
-	CHECK(fake_wait(&fake->ran, 2) == 0, "the CLOSE did not run");
-	printf("1: maps %u unmaps %u\n", fake_count(&fake->maps),
-	       fake_count(&fake->unmaps));
-	CHECK(fake_count(&fake->maps) == 1 && fake_count(&fake->unmaps) == 1,
+	fake_backend_allow_regions(fake, 2);
+	CHECK(fake_wait(&fake->regions_ran, 2) == 0, "the CLOSE did not run");
+	printf("1: maps %u unmaps %u\n", fake_backend_count(fake, &fake->maps),
+	       fake_backend_count(fake, &fake->unmaps));
+	CHECK(fake_backend_count(fake, &fake->maps) == 1 &&
+	              fake_backend_count(fake, &fake->unmaps) == 1,
 	      "orphaned region: not mapped once and unmapped once");
 	CHECK(info_has(c, "\nregions: 0\n") && info_has(c, "\nshm_bytes: 0\n"),
 	      "INFO still counts the orphaned region");
 
 	/* 2. REGISTER and UNREGISTER through the client library. */
-	fake_allow(1000);
+	fake_backend_allow_regions(fake, 1000);
 	rv = fprep_region_open(&r, c, 8192);
 	printf("2: region_open %s, id %u\n", fprep_err_name(rv),
 	       r != NULL ? fprep_region_id(r) : 0);
@@ -310,19 +180,18 @@ int main(void)
 	if (r != NULL)
 		fprep_region_close(r);
 	/* The reply came after the CLOSE ran. */
-	CHECK(fake_count(&fake->unmaps) == 2,
+	CHECK(fake_backend_count(fake, &fake->unmaps) == 2,
 	      "UNREGISTER answered before the unmap (%u)",
-	      fake_count(&fake->unmaps));
+	      fake_backend_count(fake, &fake->unmaps));
 	CHECK(info_has(c, "\nregions: 0\n"), "INFO still counts it");
 
 	/* 3. Shutdown while a REGISTER waits in the backend's queue. */
-	pthread_mutex_lock(&fake->lock);
-	fake->release = fake->ran;
-	queued = fake->queued;
-	pthread_mutex_unlock(&fake->lock);
+	fake_backend_allow_regions(
+	        fake, fake_backend_count(fake, &fake->regions_ran));
+	queued = fake_backend_count(fake, &fake->regions_queued);
 	struct register_arg ra = {.client = c, .rv = -1};
 	REQUIRE(pthread_create(&reg, NULL, register_main, &ra) == 0);
-	CHECK(fake_wait(&fake->queued, queued + 1) == 0,
+	CHECK(fake_wait(&fake->regions_queued, queued + 1) == 0,
 	      "the OPEN was never queued");
 	kill(getpid(), SIGTERM);
 	pthread_join(server, NULL);
@@ -337,9 +206,7 @@ int main(void)
 	 * loop once the backend was gone (leak checkers see the rest). */
 	CHECK(fake->maps == 3 && fake->unmaps == 2, "%u maps, %u unmaps",
 	      fake->maps, fake->unmaps);
-	pthread_cond_destroy(&fake->cond);
-	pthread_mutex_destroy(&fake->lock);
-	free(fake);
+	fake_backend_free(fake);
 	fprep__config_fini(&sa.cfg);
 	shm_unlink(name);
 	rmdir(dir);

@@ -33,6 +33,7 @@
 #include "check.h"
 #include "clock.h"
 #include "config.h"
+#include "fake_backend.h"
 #include "frameprep/frameprep.h"
 #include "frameprep/protocol.h"
 #include "memreg.h"
@@ -48,105 +49,6 @@
 #define BELLS_PER_CONN 1
 #define BELLS_PER_UID  2
 #define CUDA_PER_UID   2
-
-struct fake_backend {
-	fprep__backend b;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	fprep__job *jobs[256];
-	unsigned head, tail;
-	int stop;
-	pthread_t thread;
-};
-
-/* fake_main completes every job as it comes, in order. */
-static void *fake_main(void *arg)
-{
-	struct fake_backend *fb = arg;
-
-	pthread_mutex_lock(&fb->lock);
-	for (;;) {
-		while (fb->head == fb->tail && !fb->stop)
-			pthread_cond_wait(&fb->cond, &fb->lock);
-		if (fb->head == fb->tail)
-			break;
-		fprep__job *job = fb->jobs[fb->head++ % 256];
-
-		pthread_mutex_unlock(&fb->lock);
-		job->t_start_ns = fprep__now_ns();
-		job->status = FPREP_OK;
-		job->t_end_ns = fprep__now_ns();
-		job->done(job);
-		pthread_mutex_lock(&fb->lock);
-	}
-	pthread_mutex_unlock(&fb->lock);
-	return NULL;
-}
-
-static int fake_submit(fprep__backend *b, fprep__job *job)
-{
-	struct fake_backend *fb = (struct fake_backend *)b;
-
-	pthread_mutex_lock(&fb->lock);
-	REQUIRE(fb->tail - fb->head < 256);
-	fb->jobs[fb->tail++ % 256] = job;
-	pthread_cond_signal(&fb->cond);
-	pthread_mutex_unlock(&fb->lock);
-	return 0;
-}
-
-/* fake_region_op maps and unmaps shared memory as the CPU backend does,
- * on the calling (loop) thread, and opens any CUDA handle without
- * touching it. */
-static int fake_region_op(fprep__backend *b, fprep__memreg *r)
-{
-	(void)b;
-	if (r->verb == FPREP__MEMREG_OPEN)
-		r->status = r->kind == FPREP__MEMREG_CUDA
-		                    ? FPREP_OK
-		                    : fprep__memreg_map(r);
-	else
-		fprep__memreg_unmap(r);
-	r->done(r);
-	return 0;
-}
-
-static void fake_info(fprep__backend *b, char *buf, size_t size)
-{
-	(void)b;
-	snprintf(buf, size, "fake: yes\n");
-}
-
-static void fake_close(fprep__backend *b, int timeout_ms)
-{
-	struct fake_backend *fb = (struct fake_backend *)b;
-
-	(void)timeout_ms;
-	pthread_mutex_lock(&fb->lock);
-	fb->stop = 1;
-	pthread_cond_signal(&fb->cond);
-	pthread_mutex_unlock(&fb->lock);
-	pthread_join(fb->thread, NULL);
-	pthread_cond_destroy(&fb->cond);
-	pthread_mutex_destroy(&fb->lock);
-	free(fb);
-}
-
-static fprep__backend *fake_open(void)
-{
-	struct fake_backend *fb = calloc(1, sizeof(*fb));
-
-	REQUIRE(fb != NULL);
-	fb->b.name = "fake";
-	fb->b.submit = fake_submit;
-	fb->b.region_op = fake_region_op;
-	fb->b.info = fake_info;
-	fb->b.close = fake_close;
-	pthread_mutex_init(&fb->lock, NULL);
-	pthread_cond_init(&fb->cond, NULL);
-	REQUIRE(pthread_create(&fb->thread, NULL, fake_main, fb) == 0);
-	return &fb->b;
-}
 
 static const char *url;
 static int nonreaders[NONREADERS];
@@ -442,6 +344,7 @@ int main(void)
 	char dir[] = "/tmp/fprep-shares-XXXXXX";
 	static char listen[512];
 	fprep__config cfg;
+	fake_backend *fb;
 	pthread_t t;
 	int status;
 
@@ -464,7 +367,9 @@ int main(void)
 	cfg.shares.doorbells_per_uid = BELLS_PER_UID;
 	cfg.shares.cuda_per_uid = CUDA_PER_UID;
 	REQUIRE(pthread_create(&t, NULL, test_main, NULL) == 0);
-	status = fprep__server_run(&cfg, fake_open(), "fake:0");
+	fb = fake_backend_new(); /* completes each job at once */
+	status = fprep__server_run(&cfg, fake_backend_start(fb), "fake:0");
+	fake_backend_free(fb);
 	pthread_join(t, NULL);
 	for (int i = 0; i < NONREADERS; i++)
 		close(nonreaders[i]);

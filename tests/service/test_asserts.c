@@ -3,8 +3,9 @@
  * fprep_assert.h): each case breaks one on purpose in a child process and
  * sees the child abort with the condition named on stderr, after the same
  * steps done right pass in the parent: a slot state step the machine does
- * not take, a second reply to one request, and a slot moved from a thread
- * that is not the loop's. Debug builds only (the
+ * not take, a second reply to one request (through the one routine,
+ * fprep__slot_reply), an error reply from a thread that is not the
+ * loop's, and a slot moved from such a thread. Debug builds only (the
  * sanitizer builds of tests/run-all.sh are Debug); where the checks are
  * compiled out (Release), the test exits 77 (skipped).
  */
@@ -18,6 +19,7 @@
 #include <uv.h>
 
 #include "daemon.h"
+#include "reply.h"
 
 static int failures;
 
@@ -123,6 +125,7 @@ static void slot_thread(void)
 /* Deliveries into memory: the loop's queue takes the end event. */
 static uint8_t area[FPREP_REPLY_HEADER_SIZE] __attribute__((aligned(8)));
 static fprep__memreg region;
+static fprep__conn conn;
 static unsigned sent;
 
 static void sent_event(fprep__event *ev, void *data)
@@ -132,12 +135,39 @@ static void sent_event(fprep__event *ev, void *data)
 	sent++;
 }
 
-static void deliver_twice(void *arg)
+static fprep_reply_header ok_reply, error_reply;
+
+/* reply_once answers the slot's request (state RECV) on the loop. */
+static void reply_once(const fprep_reply_header *h)
+{
+	fprep__slot_enter(&slot, FPREP__SLOT_RECV);
+	fprep__slot_reply(&slot, h, NULL);
+	fprep__evq_drain(&srv.evq);
+}
+
+static void reply_twice(void *arg)
 {
 	(void)arg;
-	(void)fprep__sink_deliver(&slot, NULL, 1000);
-	fprep__evq_drain(&srv.evq);
-	(void)fprep__sink_deliver(&slot, NULL, 1000);
+	reply_once(&ok_reply);
+	fprep__slot_reply(&slot, &ok_reply, NULL);
+}
+
+static void *error_thread(void *arg)
+{
+	fprep__slot_reply(&slot, arg, NULL);
+	return NULL;
+}
+
+/* An error reply from a backend's thread: only the loop answers those. */
+static void error_off_loop(void *arg)
+{
+	pthread_t t;
+
+	(void)arg;
+	fprep__slot_enter(&slot, FPREP__SLOT_RECV);
+	fprep__slot_enter(&slot, FPREP__SLOT_WORK);
+	if (pthread_create(&t, NULL, error_thread, &error_reply) == 0)
+		pthread_join(t, NULL);
 }
 
 static void one_reply(void)
@@ -151,12 +181,24 @@ static void one_reply(void)
 	region.size = sizeof(area);
 	slot.sink = (fprep__sink){
 	        .kind = FPREP__SINK_ENTRY, .region = &region, .area = area};
-	CHECK(fprep__sink_deliver(&slot, NULL, 1000) == 1, "first delivery");
-	fprep__evq_drain(&srv.evq);
+	slot.conn = &conn;
+	fprep__reply_header_simple(&ok_reply, FPREP_KIND_FRAME, 1, FPREP_OK, "",
+	                           0, 0);
+	fprep__reply_header_simple(&error_reply, FPREP_KIND_FRAME, 1,
+	                           FPREP_ECUDA, "simulated", 0, 0);
+	reply_once(&ok_reply);
 	CHECK(sent == 1, "%u end events for one delivery", sent);
-	slot.delivered = 0; /* the next request */
-	CHECK(dies(deliver_twice, NULL),
+	CHECK(slot.delivered && slot.state == FPREP__SLOT_SEND,
+	      "delivered %d, state %d", slot.delivered, slot.state);
+	CHECK(atomic_load(&conn.region_answered) == 1 &&
+	              slot.status == FPREP_OK,
+	      "the reply was not counted");
+	slot.delivered = 0; /* the next request (fprep__slot_next) */
+	slot.state = FPREP__SLOT_IDLE;
+	CHECK(dies(reply_twice, NULL),
 	      "a second reply to one request did not abort");
+	CHECK(dies(error_off_loop, NULL),
+	      "an error reply off the loop thread did not abort");
 	fprep__evq_fini(&srv.evq);
 	CHECK(uv_run(&srv.loop, UV_RUN_DEFAULT) == 0, "loop still busy");
 	CHECK(uv_loop_close(&srv.loop) == 0, "loop did not close");
@@ -174,6 +216,7 @@ int main(void)
 	one_reply();
 	if (failures == 0)
 		printf("asserts: illegal slot steps, a slot moved off the loop "
-		       "thread and a second reply each abort\n");
+		       "thread, a second reply and an error reply off the loop "
+		       "thread each abort\n");
 	return failures == 0 ? 0 : 1;
 }

@@ -28,6 +28,7 @@
 #include <cmocka.h>
 
 #include "daemon.h"
+#include "fake_backend.h"
 
 #define REGION_SIZE 65536u
 #define AREA_AT     4096u /* the doorbell area's offset in the region */
@@ -41,7 +42,7 @@
 struct fixture {
 	fprep__server srv;
 	fprep__config cfg;
-	fprep__backend fb;
+	fake_backend *fb; /* maps at once; its thread not started */
 	fprep__slot slots[POOL];
 	fprep__conn conns[POOL];
 	fprep__slot *taken[64]; /* what take was given, in order */
@@ -52,19 +53,6 @@ struct fixture {
 };
 
 static struct fixture *fx;
-
-static int fake_region_op(fprep__backend *b, fprep__memreg *r)
-{
-	(void)b;
-	if (r->verb == FPREP__MEMREG_OPEN) {
-		r->status = fprep__memreg_map(r);
-	} else {
-		fprep__memreg_unmap(r);
-		r->status = FPREP_OK;
-	}
-	r->done(r);
-	return 0;
-}
 
 static void fixture_event(fprep__event *ev, void *data)
 {
@@ -131,13 +119,12 @@ static int db_setup(void **state)
 	f->srv.conns = f->conns;
 	f->srv.nconns = POOL;
 	f->conns[0].pipe = PIPE;
-	f->fb.name = "fake";
-	f->fb.region_op = fake_region_op;
+	f->fb = fake_backend_new();
 	if (uv_loop_init(&f->srv.loop) != 0 ||
 	    fprep__evq_init(&f->srv.evq, &f->srv.loop, fixture_event, NULL,
 	                    f) != 0)
 		return -1;
-	fprep__regions_init(&f->srv.regions, &f->fb, &f->srv.evq,
+	fprep__regions_init(&f->srv.regions, &f->fb->b, &f->srv.evq,
 	                    FPREP__EV_REGION, 4, REGION_SIZE, REGION_SIZE);
 	for (unsigned i = 0; i < POOL; i++) {
 		f->slots[i].srv = &f->srv;
@@ -178,6 +165,7 @@ static int db_teardown(void **state)
 	assert_int_equal(fprep__regions_fini(&f->srv.regions), 0);
 	assert_int_equal(uv_loop_close(&f->srv.loop), 0);
 	shm_unlink(f->shm_name);
+	fake_backend_free(f->fb);
 	free(f);
 	return 0;
 }

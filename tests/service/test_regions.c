@@ -24,26 +24,20 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "fake_backend.h"
 #include "frameprep/frameprep.h"
 #include "regions.h"
 
 #define REGION_SIZE 4096u
 #define EV_REGION   7 /* the event kind the table's completions carry */
 
-struct fake_backend {
-	fprep__backend b;
-	int hold;          /* queue operations until fake_release */
-	fprep__queue held; /* operations waiting */
-	unsigned maps;     /* successful OPENs */
-	unsigned unmaps;   /* CLOSEs */
-};
-
 /* fixture: one loop, its event queue, a table and a fake backend. */
 struct fixture {
 	uv_loop_t loop;
 	fprep__evq evq;
 	fprep__regions t;
-	struct fake_backend fb;
+	fake_backend *fb; /* its thread is not started: held operations run
+	                     on fake_backend_run_regions */
 };
 
 /* result: what a registration's or unregistration's callback said. */
@@ -55,60 +49,6 @@ struct result {
 };
 
 static char regions_shm_name[64];
-
-static void fake_run(struct fake_backend *fb, fprep__memreg *r)
-{
-	static uint8_t device[1 << 16]; /* stands for an opened allocation */
-
-	if (r->kind == FPREP__MEMREG_CUDA) {
-		/* What the GPU lane does: open the handle, or close it. */
-		if (r->verb == FPREP__MEMREG_OPEN) {
-			r->u.cuda.opened = device;
-			r->base = device + r->u.cuda.offset;
-			fb->maps++;
-		} else {
-			r->u.cuda.opened = NULL;
-			r->base = NULL;
-			fb->unmaps++;
-		}
-		r->status = FPREP_OK;
-		r->done(r);
-		return;
-	}
-	if (r->verb == FPREP__MEMREG_OPEN) {
-		r->status = fprep__memreg_map(r);
-		fb->maps += r->status == FPREP_OK;
-	} else {
-		fprep__memreg_unmap(r);
-		fb->unmaps++;
-		r->status = FPREP_OK;
-	}
-	r->done(r);
-}
-
-static int fake_region_op(fprep__backend *b, fprep__memreg *r)
-{
-	struct fake_backend *fb = (struct fake_backend *)b;
-
-	if (fb->hold)
-		fprep__queue_push(&fb->held, &r->link);
-	else
-		fake_run(fb, r);
-	return 0;
-}
-
-/* fake_release runs the held operations; returns how many. */
-static unsigned fake_release(struct fake_backend *fb)
-{
-	fprep__qnode *n;
-	unsigned k = 0;
-
-	while ((n = fprep__queue_pop(&fb->held)) != NULL) {
-		fake_run(fb, fprep__container_of(n, fprep__memreg, link));
-		k++;
-	}
-	return k;
-}
 
 static void fixture_event(fprep__event *ev, void *data)
 {
@@ -131,9 +71,7 @@ static int regions_setup(void **state)
 		return -1;
 	close(fd);
 	memset(&f, 0, sizeof(f));
-	f.fb.b.name = "fake";
-	f.fb.b.region_op = fake_region_op;
-	fprep__queue_init(&f.fb.held);
+	f.fb = fake_backend_new();
 	if (uv_loop_init(&f.loop) != 0 ||
 	    fprep__evq_init(&f.evq, &f.loop, fixture_event, NULL, &f) != 0)
 		return -1;
@@ -149,13 +87,14 @@ static int regions_teardown(void **state)
 	fprep__evq_fini(&f->evq);
 	uv_run(&f->loop, UV_RUN_DEFAULT);
 	shm_unlink(regions_shm_name);
+	fake_backend_free(f->fb);
 	return uv_loop_close(&f->loop) == 0 ? 0 : -1;
 }
 
 static void table_init(struct fixture *f, unsigned max_per_pipe,
                        uint64_t max_bytes)
 {
-	fprep__regions_init(&f->t, &f->fb.b, &f->evq, EV_REGION, max_per_pipe,
+	fprep__regions_init(&f->t, &f->fb->b, &f->evq, EV_REGION, max_per_pipe,
 	                    REGION_SIZE, max_bytes);
 }
 
@@ -164,10 +103,10 @@ static void table_init(struct fixture *f, unsigned max_per_pipe,
 static void table_end(struct fixture *f)
 {
 	fprep__regions_close(&f->t);
-	fake_release(&f->fb);
+	fake_backend_run_regions(f->fb);
 	uv_run(&f->loop, UV_RUN_NOWAIT);
 	assert_int_equal(fprep__regions_fini(&f->t), 0);
-	assert_int_equal(f->fb.maps, f->fb.unmaps);
+	assert_int_equal(f->fb->maps, f->fb->unmaps);
 	assert_true(f->t.bytes == 0);
 }
 
@@ -268,7 +207,7 @@ static void limits(void **state)
 	assert_int_equal(try_register(f, regions_shm_name, 2, UINT64_MAX, msg),
 	                 FPREP_ELIMIT);
 	assert_int_equal(try_register(f, "no-slash", 2, 10, msg), FPREP_EINVAL);
-	assert_int_equal(f->fb.maps, 2);
+	assert_int_equal(f->fb->maps, 2);
 
 	/* A registration that fails to map gives its bytes back, and its
 	 * reason reaches the callback. */
@@ -292,7 +231,7 @@ static void limits(void **state)
 	assert_true(bytes == 0);
 	region_register(f, 1, 3000);
 	table_end(f);
-	assert_int_equal(f->fb.unmaps, 3);
+	assert_int_equal(f->fb->unmaps, 3);
 }
 
 /* max-regions 0 turns registration off. */
@@ -306,7 +245,7 @@ static void limit_zero(void **state)
 	                 FPREP_ELIMIT);
 	assert_non_null(strstr(msg, "max-regions"));
 	table_end(f);
-	assert_int_equal(f->fb.maps, 0);
+	assert_int_equal(f->fb->maps, 0);
 }
 
 static void add_find(void **state)
@@ -339,7 +278,7 @@ static void add_find(void **state)
 	assert_null(fprep__regions_find(&f->t, r[0]->id, 1));
 	r[0]->u.shm.map->broken = 0;
 	table_end(f);
-	assert_int_equal(f->fb.unmaps, 6);
+	assert_int_equal(f->fb->unmaps, 6);
 }
 
 /* Ids stay unique and non-zero when the counter wraps around while the
@@ -365,7 +304,7 @@ static void ids_wrap(void **state)
 		        r[i]);
 	}
 	table_end(f);
-	assert_int_equal(f->fb.unmaps, 8);
+	assert_int_equal(f->fb->unmaps, 8);
 }
 
 /* Each table starts its ids at a random value (protocol.h, REGISTER):
@@ -406,10 +345,10 @@ static void unregister_one(void **state)
 	assert_int_equal(fprep__regions_unregister(&f->t, 999, 1, NULL, NULL,
 	                                           msg, sizeof(msg)),
 	                 FPREP_EREGION);
-	assert_int_equal(f->fb.unmaps, 0);
+	assert_int_equal(f->fb->unmaps, 0);
 	/* Not in use: closed at once, then the callback. */
 	region_unregister(f, id, 1);
-	assert_int_equal(f->fb.unmaps, 1);
+	assert_int_equal(f->fb->unmaps, 1);
 	assert_null(fprep__regions_find(&f->t, id, 1));
 	assert_int_equal(fprep__regions_unregister(&f->t, id, 1, NULL, NULL,
 	                                           msg, sizeof(msg)),
@@ -418,7 +357,7 @@ static void unregister_one(void **state)
 	assert_true(bytes == 200);
 	assert_ptr_equal(fprep__regions_find(&f->t, b->id, 1), b);
 	table_end(f);
-	assert_int_equal(f->fb.unmaps, 2);
+	assert_int_equal(f->fb->unmaps, 2);
 }
 
 static void remove_pipe(void **state)
@@ -435,13 +374,13 @@ static void remove_pipe(void **state)
 	assert_int_equal(fprep__regions_remove_pipe(&f->t, 3), 0);
 	assert_int_equal(fprep__regions_remove_pipe(&f->t, 1), 3);
 	uv_run(&f->loop, UV_RUN_NOWAIT);
-	assert_int_equal(f->fb.unmaps, 3);
+	assert_int_equal(f->fb->unmaps, 3);
 	assert_int_equal(fprep__regions_count(&f->t, &bytes), 1);
 	assert_true(bytes == 20);
 	assert_ptr_equal(fprep__regions_find(&f->t, keep->id, 2), keep);
 	assert_int_equal(fprep__regions_remove_pipe(&f->t, 1), 0);
 	table_end(f);
-	assert_int_equal(f->fb.unmaps, 4);
+	assert_int_equal(f->fb->unmaps, 4);
 }
 
 /* A removed region still in use leaves the table at once (not found, not
@@ -465,7 +404,7 @@ static void use_unuse(void **state)
 	/* In use but not removed: unuse closes nothing. */
 	fprep__regions_use(r[0]);
 	fprep__regions_unuse(&f->t, r[0]);
-	assert_int_equal(f->fb.unmaps, 0);
+	assert_int_equal(f->fb->unmaps, 0);
 	assert_ptr_equal(fprep__regions_find(&f->t, id[0], 1), r[0]);
 
 	for (int i = 0; i < 3; i++) {
@@ -477,7 +416,7 @@ static void use_unuse(void **state)
 	                 0);
 	assert_int_equal(fprep__regions_remove_pipe(&f->t, 1), 2);
 	uv_run(&f->loop, UV_RUN_NOWAIT);
-	assert_int_equal(f->fb.unmaps, 0);
+	assert_int_equal(f->fb->unmaps, 0);
 	assert_int_equal(res.called, 0);
 	assert_int_equal(fprep__regions_count(&f->t, &bytes), 0);
 	assert_true(bytes == 300);
@@ -487,27 +426,27 @@ static void use_unuse(void **state)
 	/* The middle of the list first, then its ends. */
 	fprep__regions_unuse(&f->t, r[1]);
 	uv_run(&f->loop, UV_RUN_NOWAIT);
-	assert_int_equal(f->fb.unmaps, 0);
+	assert_int_equal(f->fb->unmaps, 0);
 	fprep__regions_unuse(&f->t, r[1]);
 	pump(f, &res.called, 1);
-	assert_int_equal(f->fb.unmaps, 1);
+	assert_int_equal(f->fb->unmaps, 1);
 	assert_int_equal(res.status, FPREP_OK);
 	assert_int_equal(res.id, id[1]);
 	assert_true(f->t.bytes == 200);
 	fprep__regions_unuse(&f->t, r[0]);
 	fprep__regions_unuse(&f->t, r[2]);
 	uv_run(&f->loop, UV_RUN_NOWAIT);
-	assert_int_equal(f->fb.unmaps, 1);
+	assert_int_equal(f->fb->unmaps, 1);
 	fprep__regions_unuse(&f->t, r[2]);
 	uv_run(&f->loop, UV_RUN_NOWAIT);
-	assert_int_equal(f->fb.unmaps, 2);
+	assert_int_equal(f->fb->unmaps, 2);
 	fprep__regions_unuse(&f->t, r[0]);
 	uv_run(&f->loop, UV_RUN_NOWAIT);
-	assert_int_equal(f->fb.unmaps, 3);
+	assert_int_equal(f->fb->unmaps, 3);
 	assert_null(f->t.other);
 	assert_true(f->t.bytes == 0);
 	table_end(f);
-	assert_int_equal(f->fb.unmaps, 3);
+	assert_int_equal(f->fb->unmaps, 3);
 }
 
 /* close at shutdown closes the table through the backend; once the
@@ -525,7 +464,7 @@ static void close_releases_all(void **state)
 	fprep__regions_use(busy);
 	fprep__regions_close(&f->t);
 	uv_run(&f->loop, UV_RUN_NOWAIT);
-	assert_int_equal(f->fb.unmaps, 2);
+	assert_int_equal(f->fb->unmaps, 2);
 	/* New registrations are refused from now on. */
 	assert_int_equal(try_register(f, regions_shm_name, 3, 10, msg),
 	                 FPREP_ESHUTDOWN);
@@ -534,7 +473,7 @@ static void close_releases_all(void **state)
 	fprep__regions_detach(&f->t);
 	fprep__regions_unuse(&f->t, busy);
 	uv_run(&f->loop, UV_RUN_NOWAIT);
-	assert_int_equal(f->fb.unmaps, 2);
+	assert_int_equal(f->fb->unmaps, 2);
 	assert_null(f->t.other);
 	assert_true(f->t.bytes == 0);
 	assert_int_equal(fprep__regions_fini(&f->t), 0);
@@ -551,7 +490,7 @@ static void pipe_closes_while_opening(void **state)
 	uint64_t bytes;
 
 	table_init(f, 1, 1 << 20);
-	f->fb.hold = 1;
+	f->fb->hold_regions = 1;
 	assert_int_equal(fprep__regions_register(&f->t, regions_shm_name, 100,
 	                                         5, (uint64_t)getuid(),
 	                                         result_cb, &res, msg,
@@ -563,15 +502,15 @@ static void pipe_closes_while_opening(void **state)
 	assert_int_equal(fprep__regions_remove_pipe(&f->t, 5), 0);
 	uv_run(&f->loop, UV_RUN_NOWAIT);
 	assert_int_equal(res.called, 0);
-	assert_int_equal(fake_release(&f->fb), 1); /* the OPEN */
+	assert_int_equal(fake_backend_run_regions(f->fb), 1); /* the OPEN */
 	pump(f, &res.called, 1);
 	assert_int_equal(res.status, FPREP_ECLOSED);
 	assert_non_null(strstr(res.message, "connection closed"));
 	assert_int_equal(fprep__regions_count(&f->t, &bytes), 0);
-	assert_int_equal(fake_release(&f->fb), 1); /* its CLOSE */
+	assert_int_equal(fake_backend_run_regions(f->fb), 1); /* its CLOSE */
 	uv_run(&f->loop, UV_RUN_NOWAIT);
-	assert_int_equal(f->fb.maps, 1);
-	assert_int_equal(f->fb.unmaps, 1);
+	assert_int_equal(f->fb->maps, 1);
+	assert_int_equal(f->fb->unmaps, 1);
 	assert_true(f->t.bytes == 0);
 	assert_null(f->t.other);
 	table_end(f);
@@ -587,7 +526,7 @@ static void shutdown_while_queued(void **state)
 	struct result res = {0};
 
 	table_init(f, 4, 1 << 20);
-	f->fb.hold = 1;
+	f->fb->hold_regions = 1;
 	assert_int_equal(fprep__regions_register(&f->t, regions_shm_name, 100,
 	                                         1, (uint64_t)getuid(),
 	                                         result_cb, &res, msg,
@@ -595,17 +534,17 @@ static void shutdown_while_queued(void **state)
 	                 0);
 	fprep__regions_close(&f->t);
 	/* What the backend's close does: run what is queued. */
-	assert_int_equal(fake_release(&f->fb), 1);
+	assert_int_equal(fake_backend_run_regions(f->fb), 1);
 	fprep__regions_detach(&f->t);
 	pump(f, &res.called, 1);
 	assert_int_equal(res.status, FPREP_ESHUTDOWN);
 	uv_run(&f->loop, UV_RUN_NOWAIT);
-	assert_int_equal(f->fb.maps, 1);
+	assert_int_equal(f->fb->maps, 1);
 	assert_null(f->t.other);
 	assert_true(f->t.bytes == 0);
 	assert_int_equal(fprep__regions_fini(&f->t), 0);
 	/* The fake never saw the close: the region was unmapped here. */
-	assert_int_equal(f->fb.unmaps, 0);
+	assert_int_equal(f->fb->unmaps, 0);
 }
 
 /* The real CPU backend: maps and unmaps run on its workers and come back
@@ -772,7 +711,8 @@ static void shares(void **state)
 	table_init(f, 16, 100000);
 	fprep__regions_set_cuda(&f->t, 1, 16);
 	fprep__regions_set_shares(&f->t, &sh);
-	f->fb.hold = 1; /* every registration stays opening, and counts */
+	f->fb->hold_regions =
+	        1; /* every registration stays opening, and counts */
 
 	/* Connection 1 of uid 1000: 2000, then 1001 more is past its 3000. */
 	assert_int_equal(shares_register(f, 1, 1000, 2000, msg), 0);
@@ -796,7 +736,7 @@ static void shares(void **state)
 	/* A share changed (SIGHUP) applies to the next registration. */
 	sh.shm_bytes_per_uid = 0;
 	assert_int_equal(shares_register(f, 3, 1000, 1, msg), 0);
-	f->fb.hold = 0;
+	f->fb->hold_regions = 0;
 	table_end(f);
 }
 

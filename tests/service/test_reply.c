@@ -1,8 +1,12 @@
 /*
- * test_reply.c: the daemon's reply builder (service/reply.c). Each reply is
- * decoded back with the public decoder, so builder and wire spec agree on
- * every field; error replies reuse a spare message without allocating, and
- * messages longer than the header's field are cut, never overflowed.
+ * test_reply.c: the daemon's reply pieces (service/reply.c), put together
+ * as the reply's one owner does (fprep__slot_reply, answer.c: a header
+ * from fprep__reply_header_tensor or _simple, timed with fprep__reply_us,
+ * encoded into the message from fprep__reply_tensor_alloc or
+ * fprep__reply_take). Each reply is decoded back with the public decoder,
+ * so builder and wire spec agree on every field; error replies reuse a
+ * spare message without allocating, messages longer than the header's
+ * field are cut, never overflowed, and a timed span is never 0.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +19,41 @@
 
 #include "frameprep/frameprep.h"
 #include "reply.h"
+
+/* finish encodes rep into msg's header space, as fprep__slot_reply does. */
+static void finish(nng_msg *msg, const fprep_reply_header *rep)
+{
+	fprep_reply_encode(rep, nng_msg_body(msg));
+}
+
+/* simple makes the reply without a tensor that answer.c makes: spare
+ * reused, text after the header. */
+static nng_msg *simple(nng_msg *spare, uint16_t kind, uint64_t id, int status,
+                       const char *message, const char *text,
+                       uint32_t region_id)
+{
+	fprep_reply_header rep;
+	nng_msg *msg;
+
+	fprep__reply_header_simple(&rep, kind, id, status, message,
+	                           text != NULL ? strlen(text) : 0, region_id);
+	msg = fprep__reply_take(spare, text);
+	if (msg != NULL)
+		finish(msg, &rep);
+	return msg;
+}
+
+/* tensor_finish encodes job's tensor header into msg, with the spans
+ * fprep__reply_us gives from the receipt at 0 ns. */
+static void tensor_finish(nng_msg *msg, const fprep__job *job,
+                          uint64_t start_ns, uint64_t now_ns)
+{
+	fprep_reply_header rep;
+
+	fprep__reply_header_tensor(&rep, job, fprep__reply_us(0, start_ns),
+	                           fprep__reply_us(0, now_ns));
+	finish(msg, &rep);
+}
 
 /* reply_decode decodes msg's header and checks the common fields. */
 static void reply_decode(nng_msg *msg, uint16_t kind, uint64_t id,
@@ -85,7 +124,7 @@ static void tensor_inline(void **state)
 		assert_ptr_equal(tensor, (uint8_t *)nng_msg_body(msg) +
 		                                 FPREP_REPLY_HEADER_SIZE);
 		memset(tensor, 0x5a, job.output_size);
-		fprep__reply_tensor_finish(msg, &job, 7, 1000);
+		tensor_finish(msg, &job, 7999, 1000000);
 
 		reply_decode(msg, FPREP_KIND_FRAME, job.req.request_id,
 		             FPREP_OK, &rep);
@@ -140,7 +179,7 @@ static void tensor_shm(void **state)
 	job.req.output_loc = FPREP_LOC_SHM;
 	assert_int_equal(fprep__reply_tensor_alloc(&msg, 0, &tensor), 0);
 	assert_int_equal(nng_msg_len(msg), FPREP_REPLY_HEADER_SIZE);
-	fprep__reply_tensor_finish(msg, &job, 1, 2);
+	tensor_finish(msg, &job, 1000, 2000);
 	reply_decode(msg, FPREP_KIND_FRAME, job.req.request_id, FPREP_OK, &rep);
 	assert_int_equal(rep.output_loc, FPREP_LOC_SHM);
 	assert_true(rep.payload_size == 0);
@@ -153,7 +192,7 @@ static void tensor_shm(void **state)
 	job.req.output_loc = FPREP_LOC_CUDA;
 	msg = NULL;
 	assert_int_equal(fprep__reply_tensor_alloc(&msg, 0, &tensor), 0);
-	fprep__reply_tensor_finish(msg, &job, 1, 2);
+	tensor_finish(msg, &job, 1000, 2000);
 	reply_decode(msg, FPREP_KIND_FRAME, job.req.request_id, FPREP_OK, &rep);
 	assert_int_equal(rep.output_loc, FPREP_LOC_CUDA);
 	assert_true(rep.payload_size == 0);
@@ -180,7 +219,7 @@ static void text(void **state)
 	nng_msg *msg, *spare;
 
 	(void)state;
-	msg = fprep__reply_text(NULL, FPREP_KIND_INFO, 9, info);
+	msg = simple(NULL, FPREP_KIND_INFO, 9, FPREP_OK, "", info, 0);
 	reply_decode(msg, FPREP_KIND_INFO, 9, FPREP_OK, &rep);
 	assert_true(rep.payload_size == strlen(info));
 	assert_int_equal(nng_msg_len(msg),
@@ -190,13 +229,13 @@ static void text(void **state)
 	assert_string_equal(rep.message, "");
 
 	/* A spare longer than the reply shrinks to it; a shorter one grows. */
-	msg = fprep__reply_text(msg, FPREP_KIND_INFO, 10, "");
+	msg = simple(msg, FPREP_KIND_INFO, 10, FPREP_OK, "", "", 0);
 	assert_int_equal(nng_msg_len(msg), FPREP_REPLY_HEADER_SIZE);
 	reply_decode(msg, FPREP_KIND_INFO, 10, FPREP_OK, &rep);
 	assert_true(rep.payload_size == 0);
 	nng_msg_free(msg);
 	assert_int_equal(nng_msg_alloc(&spare, 10), 0);
-	msg = fprep__reply_text(spare, FPREP_KIND_INFO, 11, info);
+	msg = simple(spare, FPREP_KIND_INFO, 11, FPREP_OK, "", info, 0);
 	assert_ptr_equal(msg, spare);
 	reply_decode(msg, FPREP_KIND_INFO, 11, FPREP_OK, &rep);
 	assert_true(rep.payload_size == strlen(info));
@@ -213,8 +252,8 @@ static void error_reuses_spare(void **state)
 	assert_int_equal(
 	        nng_msg_alloc(&spare, FPREP_REQUEST_HEADER_SIZE + 100000), 0);
 	memset(nng_msg_body(spare), 0xff, nng_msg_len(spare));
-	msg = fprep__reply_error(spare, FPREP_KIND_FRAME, 42, FPREP_ELIMIT,
-	                         "out_width 9999 exceeds max_out_width 2048");
+	msg = simple(spare, FPREP_KIND_FRAME, 42, FPREP_ELIMIT,
+	             "out_width 9999 exceeds max_out_width 2048", NULL, 0);
 	assert_ptr_equal(msg, spare);
 	assert_int_equal(nng_msg_len(msg), FPREP_REPLY_HEADER_SIZE);
 	reply_decode(msg, FPREP_KIND_FRAME, 42, FPREP_ELIMIT, &rep);
@@ -228,16 +267,16 @@ static void error_reuses_spare(void **state)
 		assert_int_equal(rep.shape[i], 0);
 
 	/* Exactly a header long (a failed tensor reply of 0 bytes). */
-	msg = fprep__reply_error(msg, FPREP_KIND_ECHO, 43, FPREP_ESHUTDOWN,
-	                         "shutting down");
+	msg = simple(msg, FPREP_KIND_ECHO, 43, FPREP_ESHUTDOWN, "shutting down",
+	             NULL, 0);
 	assert_ptr_equal(msg, spare);
 	reply_decode(msg, FPREP_KIND_ECHO, 43, FPREP_ESHUTDOWN, &rep);
 	assert_string_equal(rep.message, "shutting down");
 	nng_msg_free(msg);
 
 	/* No spare: a new message. */
-	msg = fprep__reply_error(NULL, FPREP_KIND_FRAME, 44, FPREP_EPROTO,
-	                         "bad magic");
+	msg = simple(NULL, FPREP_KIND_FRAME, 44, FPREP_EPROTO, "bad magic",
+	             NULL, 0);
 	reply_decode(msg, FPREP_KIND_FRAME, 44, FPREP_EPROTO, &rep);
 	assert_string_equal(rep.message, "bad magic");
 	nng_msg_free(msg);
@@ -250,8 +289,8 @@ static void region(void **state)
 
 	(void)state;
 	assert_int_equal(nng_msg_alloc(&spare, FPREP_REQUEST_HEADER_SIZE), 0);
-	msg = fprep__reply_region(spare, FPREP_KIND_REGISTER, 77, 5,
-	                          "region 5: /fprep-x, 4096 bytes");
+	msg = simple(spare, FPREP_KIND_REGISTER, 77, FPREP_OK,
+	             "region 5: /fprep-x, 4096 bytes", NULL, 5);
 	assert_ptr_equal(msg, spare);
 	reply_decode(msg, FPREP_KIND_REGISTER, 77, FPREP_OK, &rep);
 	assert_int_equal(rep.region_id, 5);
@@ -273,7 +312,7 @@ static void message_truncated(void **state)
 		big[i] = (char)('a' + i % 26);
 	big[sizeof(big) - 1] = '\0';
 
-	msg = fprep__reply_error(NULL, FPREP_KIND_FRAME, 1, FPREP_EINVAL, big);
+	msg = simple(NULL, FPREP_KIND_FRAME, 1, FPREP_EINVAL, big, NULL, 0);
 	assert_int_equal(nng_msg_len(msg), FPREP_REPLY_HEADER_SIZE);
 	reply_decode(msg, FPREP_KIND_FRAME, 1, FPREP_EINVAL, &rep);
 	assert_int_equal(strlen(rep.message), FPREP_MESSAGE_SIZE - 1);
@@ -282,16 +321,29 @@ static void message_truncated(void **state)
 
 	/* Exactly the field's capacity, and one more. */
 	big[FPREP_MESSAGE_SIZE - 1] = '\0';
-	msg = fprep__reply_region(NULL, FPREP_KIND_REGISTER, 2, 3, big);
+	msg = simple(NULL, FPREP_KIND_REGISTER, 2, FPREP_OK, big, NULL, 3);
 	reply_decode(msg, FPREP_KIND_REGISTER, 2, FPREP_OK, &rep);
 	assert_string_equal(rep.message, big);
 	nng_msg_free(msg);
 	big[FPREP_MESSAGE_SIZE - 1] = 'x';
 	big[FPREP_MESSAGE_SIZE] = '\0';
-	msg = fprep__reply_region(NULL, FPREP_KIND_REGISTER, 2, 3, big);
+	msg = simple(NULL, FPREP_KIND_REGISTER, 2, FPREP_OK, big, NULL, 3);
 	reply_decode(msg, FPREP_KIND_REGISTER, 2, FPREP_OK, &rep);
 	assert_int_equal(strlen(rep.message), FPREP_MESSAGE_SIZE - 1);
 	nng_msg_free(msg);
+}
+
+/* The one converter of a reply's spans: whole microseconds, never 0 (0
+ * means "not timed"), capped at UINT32_MAX. */
+static void span_us(void **state)
+{
+	(void)state;
+	assert_int_equal(fprep__reply_us(1000, 1000), 1);
+	assert_int_equal(fprep__reply_us(1000, 1999), 1);
+	assert_int_equal(fprep__reply_us(5000, 1000), 1); /* backwards */
+	assert_int_equal(fprep__reply_us(1000, 3999), 2);
+	assert_int_equal(fprep__reply_us(0, UINT64_C(5000000000)), 5000000);
+	assert_int_equal(fprep__reply_us(0, UINT64_MAX), UINT32_MAX);
 }
 
 int main(void)
@@ -304,6 +356,7 @@ int main(void)
 	        cmocka_unit_test(error_reuses_spare),
 	        cmocka_unit_test(region),
 	        cmocka_unit_test(message_truncated),
+	        cmocka_unit_test(span_us),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,10 +6,12 @@
  * are each answered in the entry with the error, and the slot goes back
  * to its port once; a FRAME with frame and tensor in a registered region
  * goes to WORK, is finished by a backend thread, which delivers the reply
- * itself, and the loop settles it (region uses, connection counts, served)
- * when that delivery's event comes; a job that fails comes back to the
- * loop, which answers the error. Each test ends with every slot IDLE,
- * every count back to zero and the loop closing with nothing open.
+ * itself, and the loop ends it (region uses, connection counts) when that
+ * delivery's event comes; the same FRAME of a stopping server is answered
+ * by the loop, through the same routine (fprep__slot_reply); a job that
+ * fails comes back to the loop, which answers the error. Each test ends with
+ * every slot IDLE, every count back to zero and the loop closing with nothing
+ * open.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -28,6 +30,7 @@
 #include <cmocka.h>
 
 #include "daemon.h"
+#include "fake_backend.h"
 
 #define REGION_SIZE 65536u
 #define PIPE        9u
@@ -38,45 +41,23 @@
 struct fixture {
 	fprep__server srv;
 	fprep__config cfg;
-	fprep__backend fb;
+	fake_backend *fb; /* holds each job until finish_job */
 	fprep__port port;
 	fprep__slot s;
 	fprep__conn conns[1];
-	fprep__job *submitted; /* the job the backend holds */
-	int fail_job;          /* the backend fails it */
-	unsigned ends;         /* the port's end calls */
+	int fail_job;  /* the backend fails it */
+	unsigned ends; /* the port's end calls */
 	fprep__memreg *r;
 	char shm_name[64];
 };
 
 static struct fixture *fx;
 
-static int fake_region_op(fprep__backend *b, fprep__memreg *r)
+/* slot_finish: the fake's result for a job, written on its thread. */
+static void slot_finish(fake_backend *fb, fprep__job *job, unsigned n)
 {
-	(void)b;
-	if (r->verb == FPREP__MEMREG_OPEN) {
-		r->status = fprep__memreg_map(r);
-	} else {
-		fprep__memreg_unmap(r);
-		r->status = FPREP_OK;
-	}
-	r->done(r);
-	return 0;
-}
-
-static int fake_submit(fprep__backend *b, fprep__job *job)
-{
-	(void)b;
-	assert_null(fx->submitted);
-	fx->submitted = job;
-	return 0;
-}
-
-/* backend_main finishes the held job, as a backend thread does. */
-static void *backend_main(void *arg)
-{
-	fprep__job *job = arg;
-
+	(void)fb;
+	(void)n;
 	job->t_start_ns = 1;
 	if (fx->fail_job) {
 		job->status = FPREP_ECUDA;
@@ -87,19 +68,18 @@ static void *backend_main(void *arg)
 		job->status = FPREP_OK;
 	}
 	job->t_end_ns = 2;
-	job->done(job);
-	return NULL;
 }
 
+/* finish_job lets the fake's thread finish the one job it holds, and
+ * waits until its done returned. */
 static void finish_job(struct fixture *f)
 {
-	pthread_t t;
-	fprep__job *job = f->submitted;
+	unsigned n = fake_backend_count(f->fb, &f->fb->jobs_queued);
 
-	assert_non_null(job);
-	f->submitted = NULL;
-	assert_int_equal(pthread_create(&t, NULL, backend_main, job), 0);
-	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(fake_backend_count(f->fb, &f->fb->jobs_done) + 1, n);
+	fake_backend_allow_jobs(f->fb, n);
+	assert_int_equal(fake_backend_wait(f->fb, &f->fb->jobs_done, n, 10000),
+	                 0);
 }
 
 static void port_end(fprep__port *p, fprep__slot *s)
@@ -156,10 +136,10 @@ static int slot_setup(void **state)
 	f->srv.conns = f->conns;
 	f->srv.nconns = 1;
 	f->srv.device = "fake:0";
-	f->fb.name = "fake";
-	f->fb.submit = fake_submit;
-	f->fb.region_op = fake_region_op;
-	f->srv.backend = &f->fb;
+	f->fb = fake_backend_new();
+	f->fb->hold_jobs = 1;
+	f->fb->finish = slot_finish;
+	f->srv.backend = fake_backend_start(f->fb);
 	f->port.ops = &port_ops;
 	f->port.name = "test";
 	f->port.take = fprep__slot_take;
@@ -169,7 +149,7 @@ static int slot_setup(void **state)
 	    fprep__evq_init(&f->srv.evq, &f->srv.loop, fixture_event, NULL,
 	                    f) != 0)
 		return -1;
-	fprep__regions_init(&f->srv.regions, &f->fb, &f->srv.evq,
+	fprep__regions_init(&f->srv.regions, f->srv.backend, &f->srv.evq,
 	                    FPREP__EV_REGION, 4, REGION_SIZE, REGION_SIZE);
 	if (fprep__regions_register(&f->srv.regions, f->shm_name, REGION_SIZE,
 	                            PIPE, (uint64_t)getuid(), result_cb, &id,
@@ -198,6 +178,8 @@ static int slot_teardown(void **state)
 	assert_int_equal(fprep__regions_fini(&f->srv.regions), 0);
 	assert_int_equal(uv_loop_close(&f->srv.loop), 0);
 	fprep__config_fini(&f->cfg);
+	f->fb->b.close(&f->fb->b, 0);
+	fake_backend_free(f->fb);
 	shm_unlink(f->shm_name);
 	free(f);
 	return 0;
@@ -302,7 +284,7 @@ static void test_refusals(void **state)
 	take(f, hdr);
 	reply(f, 4, &h);
 	assert_int_equal(h.status, FPREP_ESHUTDOWN);
-	assert_null(f->submitted);
+	assert_int_equal(fake_backend_count(f->fb, &f->fb->jobs_queued), 0);
 	f->srv.stopping = 0;
 }
 
@@ -315,13 +297,14 @@ static void test_frame(void **state)
 	frame_request(f, 80, hdr);
 	take(f, hdr);
 	assert_int_equal(f->s.state, FPREP__SLOT_WORK);
-	assert_non_null(f->submitted);
+	assert_int_equal(fake_backend_count(f->fb, &f->fb->jobs_queued), 1);
 	assert_int_equal(atomic_load(&f->conns[0].inflight), 1);
 	assert_ptr_equal(f->s.job.output, f->r->base + TENSOR_AT);
 	/* The backend thread delivers it: the reply is there before the
 	 * loop has seen anything. */
 	finish_job(f);
-	assert_true(f->s.direct);
+	assert_true(f->s.delivered);
+	assert_true(f->srv.served == 0); /* counted when the request ends */
 	assert_int_equal(atomic_load(&f->conns[0].inflight), 0);
 	assert_int_equal(atomic_load(&f->conns[0].region_answered), 1);
 	assert_int_equal(fprep_reply_decode(f->r->base + AREA,
@@ -333,8 +316,35 @@ static void test_frame(void **state)
 	assert_int_equal(f->s.state, FPREP__SLOT_WORK);
 	/* The loop settles it. */
 	reply(f, 1, &h);
-	assert_false(f->s.direct);
+	assert_false(f->s.delivered);
 	assert_true(f->srv.served == 1);
+	assert_null(f->s.job.in_region);
+	assert_null(f->s.job.out_region);
+	assert_int_equal(f->r->base[TENSOR_AT], 0x5a);
+}
+
+/* A stopping server's replies go through the loop (no_direct): the same
+ * reply, from the same routine, with the slot in SEND meanwhile. Its
+ * spans come from the one converter: the fake's job started before the
+ * request's receipt (t_start_ns 1), which reads as 1 us, not 0. */
+static void test_frame_loop(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t hdr[FPREP_REQUEST_HEADER_SIZE];
+	fprep_reply_header h;
+
+	atomic_store(&f->srv.no_direct, 1);
+	frame_request(f, 82, hdr);
+	take(f, hdr);
+	finish_job(f);
+	assert_false(f->s.delivered);
+	assert_int_equal(atomic_load(&f->conns[0].inflight), 1);
+	reply(f, 1, &h);
+	assert_int_equal(h.status, FPREP_OK);
+	assert_true(h.request_id == 82);
+	assert_int_equal(h.t_queue_us, 1);
+	assert_true(h.t_total_us >= 1);
+	assert_true(f->srv.served == 1 && f->srv.failed == 0);
 	assert_null(f->s.job.in_region);
 	assert_null(f->s.job.out_region);
 	assert_int_equal(f->r->base[TENSOR_AT], 0x5a);
@@ -351,7 +361,7 @@ static void test_frame_fails(void **state)
 	f->fail_job = 1;
 	finish_job(f);
 	/* Not answered on the backend's thread: the loop does it. */
-	assert_false(f->s.direct);
+	assert_false(f->s.delivered);
 	assert_int_equal(f->s.state, FPREP__SLOT_WORK);
 	reply(f, 1, &h);
 	assert_int_equal(h.status, FPREP_ECUDA);
@@ -367,6 +377,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_refusals, slot_setup,
 	                                        slot_teardown),
 	        cmocka_unit_test_setup_teardown(test_frame, slot_setup,
+	                                        slot_teardown),
+	        cmocka_unit_test_setup_teardown(test_frame_loop, slot_setup,
 	                                        slot_teardown),
 	        cmocka_unit_test_setup_teardown(test_frame_fails, slot_setup,
 	                                        slot_teardown),
