@@ -684,6 +684,7 @@ PY
 		# own results, then the example on the JPEG frames.
 		dataloader_run() {
 			FPREP_DAEMON="$here/bin/frameprepd" FPREP_IMAGES="$here/images" \
+				FPREP_EXAMPLES="$here/python/examples" \
 				python3 -m pytest -v -p no:cacheprovider -rs "$here/python/tests/test_dataloader.py" &&
 				python3 "$here/python/examples/dataloader.py" --socket "$url" --images "$here/jpeg"
 		}

@@ -19,7 +19,11 @@ import pytest
 import frameprep
 from conftest import IMAGES
 
-EXAMPLE = (pathlib.Path(__file__).resolve().parents[2] / "src" / "python" /
+# The example in the tree, or where $FPREP_EXAMPLES puts it (the GPU
+# bundle of tests/gpu/run-on-gpu.sh).
+EXAMPLE = (pathlib.Path(os.environ["FPREP_EXAMPLES"]) / "dataloader.py"
+           if os.environ.get("FPREP_EXAMPLES") else
+           pathlib.Path(__file__).resolve().parents[2] / "src" / "python" /
            "examples" / "dataloader.py")
 SIZE = (224, 224)
 ITEMS = 100
