@@ -25,7 +25,7 @@
  *                 2048x2048 files of 64 scans (each a pass over 4 Mpx,
  *                 cut at the 33rd) back to back while a third sends raw
  *                 frames: those wait for no decode (a worker is kept from
- *                 JPEGs), so their median latency is under a quarter of
+ *                 JPEGs), so their median latency is under half of
  *                 a bomb's (a ratio, whatever the machine's load; before,
  *                 they queued behind the bombs).
  *
@@ -499,7 +499,11 @@ static void test_bombs_beside(const char *exe, const char *dir,
 	       "p99 %.2f ms, max %.2f ms\n",
 	       n, sb, size, all[n / 2], RAW, raw[RAW / 2], raw[RAW * 99 / 100],
 	       raw[RAW - 1]);
-	CHECK(raw[RAW / 2] < all[n / 2] / 4,
+	/* Queued behind the bombs (before the worker reserve) a raw frame
+	 * waited at least a bomb's time: ratio >= 1. Under half leaves room
+	 * for ThreadSanitizer's slowdown (0.27 in CI: 100.1 against 366.3
+	 * ms). */
+	CHECK(raw[RAW / 2] < all[n / 2] / 2,
 	      "raw frames beside the bombs: median %.2f ms, a bomb's %.2f ms",
 	      raw[RAW / 2], all[n / 2]);
 	fprep_client_close(c);

@@ -8,11 +8,28 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from typing import Any, Generic, Literal, Protocol, Sequence, Union
+from typing import (TYPE_CHECKING, Any, Generic, Literal, Protocol, Sequence,
+                    Union)
 
 import numpy as np
 import numpy.typing as npt
-from typing_extensions import Buffer, TypeAlias, TypeVar
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer, TypeAlias, TypeVar
+else:
+    # For type checkers only: without typing_extensions >= 4.6 (Debian
+    # 12's python3-typing-extensions is 4.4; a wheel installed with
+    # --no-deps has none) the package runs all the same.
+    try:
+        from typing_extensions import Buffer, TypeAlias, TypeVar
+    except ImportError:
+        import typing
+
+        Buffer = TypeAlias = Any
+
+        def TypeVar(name, *constraints, default=None, **kw):
+            """typing.TypeVar without the default (PEP 696)."""
+            return typing.TypeVar(name, *constraints, **kw)
 
 from . import _native, errors
 from .protocol import (ChannelOrder, DType, Kind, Layout, PixelFormat, Reply,

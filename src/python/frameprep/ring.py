@@ -54,12 +54,13 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import numpy.typing as npt
-from typing_extensions import Buffer
 
 from . import _core, _native, errors
 from .protocol import REPLY_HEADER_SIZE
 
 if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
     from .client import AsyncClient, Client
 
 _U8 = np.dtype(np.uint8)
