@@ -686,7 +686,7 @@ PY
 			FPREP_DAEMON="$here/bin/frameprepd" FPREP_IMAGES="$here/images" \
 				FPREP_EXAMPLES="$here/python/examples" \
 				python3 -m pytest -v -p no:cacheprovider -rs "$here/python/tests/test_dataloader.py" &&
-				python3 "$here/python/examples/dataloader.py" --socket "$url" --images "$here/jpeg"
+				python3 "$here/python/examples/dataloader.py" --socket "$url" --images "$here/jpeg" --epochs 6
 		}
 		TAILN=14 run dataloader dataloader_run
 		tests+=(dataloader)
