@@ -27,7 +27,9 @@
 # each with the daemon's CPU per request and its threads' cores; then the
 # new daemon's pacing and loop-spin counters (its log at exit).
 # FPREP_MG_CMP_ARGS adds bench arguments (e.g. --doorbell). A libs/ beside
-# DIR (or in it) goes first on the daemon's library path.
+# DIR (or in it) goes first on the daemon's library path and the bench's,
+# and DIR/frameprep-bench, when there, drives DIR's daemon: a change to the
+# client library is then measured with its own client on each side.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 secs=${1:-5}
@@ -72,16 +74,18 @@ cores() { # cores TH0 TH1 SECONDS: the threads' cores by name, busiest first
 }
 
 # cmp_point BIN URL PID NAME ARGS...: one bench point against the daemon
-# PID at URL; prints "FPS P50 P99 CPU_US_PER_REQUEST|THREADS".
+# PID at URL (BIN/frameprep-bench when there, else the bundle's); prints
+# "FPS P50 P99 CPU_US_PER_REQUEST|THREADS".
 cmp_point() {
-	local url=$2 dp=$3 name=$4 s0 t0 s1 t1 w0 w1
+	local url=$2 dp=$3 name=$4 s0 t0 s1 t1 w0 w1 bench=$here/bin/frameprep-bench
+	[ -x "$1/frameprep-bench" ] && bench=$1/frameprep-bench
 	shift 4
-	"$here/bin/frameprep-bench" --socket "$url" --quiet --shm both --shm-reply \
+	"$bench" --socket "$url" --quiet --shm both --shm-reply \
 		--synthetic 1920x1080 --size 640x640 --duration 1 --warmup 0 \
 		--no-ceiling --verify none ${FPREP_MG_CMP_ARGS:-} "$@" >/dev/null 2>&1
 	s0=$(served "$url"); t0=$(cpu_ticks "$dp"); threads "$dp" >"$tmp/th0"
 	w0=$(date +%s.%N)
-	"$here/bin/frameprep-bench" --socket "$url" --quiet --shm both --shm-reply \
+	"$bench" --socket "$url" --quiet --shm both --shm-reply \
 		--synthetic 1920x1080 --size 640x640 --duration "$secs" --warmup 0 \
 		--no-ceiling --verify sample --json "$tmp/$name.json" \
 		${FPREP_MG_CMP_ARGS:-} "$@" \
@@ -122,8 +126,8 @@ cmp_run() {
 					2>"$tmp/cmp-$which-$g-$rep.log" &
 				dp=$!
 				for _ in $(seq 300); do "$bin/frameprep" info --socket "$url" >/dev/null 2>&1 && break; sleep 0.1; done
-				c1=$(cmp_point "$dir" "$url" "$dp" "cmp-$which-$g-$rep-c1" -c 1)
-				sat=$(cmp_point "$dir" "$url" "$dp" "cmp-$which-$g-$rep-sat" -c $((per * g)))
+				c1=$(LD_LIBRARY_PATH=$libs cmp_point "$dir" "$url" "$dp" "cmp-$which-$g-$rep-c1" -c 1)
+				sat=$(LD_LIBRARY_PATH=$libs cmp_point "$dir" "$url" "$dp" "cmp-$which-$g-$rep-sat" -c $((per * g)))
 				kill -TERM "$dp"
 				wait "$dp"
 				read -r _ p50 p99 cpu1 <<<"${c1%%|*}"

@@ -104,6 +104,7 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.png")) +
 PY
 	cp "$0" "$out/run-on-gpu.sh"
 	cp "$(dirname "$0")/multi_gpu.sh" "$out/multi_gpu.sh"
+	cp "$(dirname "$0")/ab_python.sh" "$out/ab_python.sh"
 	du -sh "$out"
 	exit 0
 fi
