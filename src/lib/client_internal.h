@@ -1,6 +1,9 @@
 /*
  * client_internal.h: what other modules of libframeprep need from a client
- * beyond the public API (internal).
+ * beyond the public API (internal, without nng's types): the connection's
+ * facts (client_conn.c), the errors, the regions this client registered
+ * (client_nng.c), the regions themselves and the stages. The layers of
+ * the client and struct fprep_client are in client_conn.h.
  */
 #ifndef FPREP_CLIENT_INTERNAL_H
 #define FPREP_CLIENT_INTERNAL_H

@@ -17,6 +17,12 @@
  *
  * A ring (fprep_ring_*) is one region cut into equal slots, each a
  * page-aligned tensor area followed by a page-aligned frame area.
+ *
+ * This file sits below the route (client.c) and above the doorbell and
+ * nng carriers: a region's REGISTER goes through nng, a request in a
+ * region's doorbell entry through fprep__client_call_entry. Making room
+ * among the client's own regions for the caller's (fprep_region_open) is
+ * the route's work, asked through fprep__client_make_room.
  */
 #include <errno.h>
 #include <fcntl.h>

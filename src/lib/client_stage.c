@@ -31,18 +31,20 @@
  * client's memory at all (another /dev/shm: containers) is named in one
  * line on stderr, once per client.
  *
- * The staged request goes through the client's doorbell when it can
- * (client.c, fprep_client_doorbell): unless the program turned doorbells
- * off, the first staged call on a connection sets the doorbell up (after
- * taking its stage, so the daemon's limits on regions favour the stage),
- * and from then on a staged call that finds the doorbell's one entry free
- * posts its request header there, so that a daemon that polls
- * (--spin-us) takes it with no nng thread on either side; a call that
- * finds it held, and every call of a client whose daemon refused a
- * doorbell, sends it through nng as before. The doorbell is the
- * client's, not a stage's: a daemon restart drops it with the stages
- * (no UNREGISTER to the new daemon), and the next staged call sets up
- * another.
+ * These are two carriers (carrier.h): "stage" (the tensor back in the
+ * stage, viewed by the result, which holds the stage through the
+ * carrier's release) and "cuda" (the tensor into the caller's CUDA
+ * region; the stage is free again when the call returns). Their post
+ * takes a stage and copies the frame, or declines (all held, or refused)
+ * and the route sends the frame through nng; their wait sends the staged
+ * request through the client's doorbell when its entry is free, else
+ * through nng (fprep__carrier_region_wait, client_doorbell.c). The
+ * doorbell is set up between the two by the route (client.c), once per
+ * connection, after the stage was taken, so the daemon's limits on
+ * regions favour the stage. A daemon restart makes the stages of the
+ * earlier connection stale: they are dropped without an UNREGISTER (their
+ * ids may be new regions' now), and a staged request the new daemon
+ * refused for it declines, to go inline.
  */
 #include <pthread.h>
 #include <stdatomic.h>
