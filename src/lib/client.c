@@ -45,10 +45,10 @@ enum { CLIENT_LIMITS_UNASKED, CLIENT_LIMITS_KNOWN, CLIENT_LIMITS_UNKNOWN };
 
 static void client_doorbell_drop(fprep_client *c);
 
-/* client_shed_stages closes the client's stages that no result or call
+/* client_make_room closes the client's stages that no result or call
  * holds, and the doorbell it set up of itself, so the daemon's limits on
  * regions leave room for the caller's own; returns how many. */
-static unsigned client_shed_stages(fprep_client *c)
+static unsigned client_make_room(fprep_client *c)
 {
 	unsigned shed = fprep__stages_shed(&c->stages);
 
@@ -79,7 +79,7 @@ int fprep_client_open_trusting(fprep_client **clientp, const char *url,
 	if (err != 0)
 		return err;
 	fprep__stages_init(&(*clientp)->stages);
-	(*clientp)->make_room = client_shed_stages;
+	(*clientp)->make_room = client_make_room;
 	return FPREP_OK;
 }
 

@@ -158,12 +158,13 @@ void fprep__roi_args(const fprep_request *req, struct fprep_roi_args *a)
 
 uint64_t fprep__element_bytes(const fprep_request *req)
 {
-	uint64_t c = req->channel_order == FPREP_ORDER_GRAY ? 1 : 3;
-	uint64_t b = req->dtype == FPREP_DTYPE_F32   ? 4
-	             : req->dtype == FPREP_DTYPE_F16 ? 2
-	                                             : 1;
+	/* One element's tensor: the request's shape for one frame. */
+	fprep_request one = *req;
+	uint32_t shape[4];
+	uint64_t bytes;
 
-	return (uint64_t)req->out_width * req->out_height * c * b;
+	one.elements = 0;
+	return fprep_tensor_shape(&one, shape, &bytes) == FPREP_OK ? bytes : 0;
 }
 
 void fprep__element_cpu(const fprep_request *req, const fprep_element *el,
