@@ -20,6 +20,7 @@
  * REGISTER) share its deadline. ROIS and BATCH requests and the
  * asynchronous API go through nng only.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -32,6 +33,7 @@
 #include "carrier.h"
 #include "client_conn.h"
 #include "client_internal.h"
+#include "fprep_assert.h"
 #include "frameprep/frameprep.h"
 #include "ops.h"
 
@@ -109,6 +111,7 @@ static void client_doorbell_drop(fprep_client *c)
 {
 	fprep_region *r = c->db_region;
 
+	FPREP__ASSERT(pthread_mutex_trylock(&c->db_mtx) == EBUSY);
 	if (r == NULL)
 		return;
 	fprep__client_doorbell_hold(c);
@@ -141,6 +144,7 @@ static int client_doorbell_setup(fprep_client *c, int shed)
 	fprep_region *r;
 	int err;
 
+	FPREP__ASSERT(pthread_mutex_trylock(&c->db_mtx) == EBUSY);
 	atomic_store(&c->db_tried, gen + 1);
 	if (c->db_region != NULL && atomic_load(&c->db_gen) == gen)
 		return FPREP_OK;

@@ -54,17 +54,21 @@ struct fprep_client {
 	_Atomic uint64_t next_id; /* the next request id */
 	_Atomic unsigned refs;    /* 1 until closed, + 1 per pending */
 
-	/* The blocking calls' slots: nslots made, the free ones listed. */
+	/* The blocking calls' slots (client_nng.c): nslots made, the free
+	 * ones listed. */
 	pthread_mutex_t slot_mtx;
 	pthread_cond_t slot_cv;
 	struct fprep__client_slot *slots[FPREP_CLIENT_MAX_CALLS];
 	unsigned nslots;
 	struct fprep__client_slot *free_slots;
 
+	/* The connection's set-up (client.c): the daemon's limits. */
 	pthread_mutex_t limits_mtx;  /* asking for the limits */
 	_Atomic int limits_state;    /* CLIENT_LIMITS_* (client.c) */
 	_Atomic uint64_t limits_gen; /* the connection they were asked on */
 	fprep_limits limits; /* the daemon's, when CLIENT_LIMITS_KNOWN */
+	/* The connection (client_conn.c: set at open, and by the pipe
+	 * callbacks on nng's threads). */
 	struct fprep__client_trust trust; /* who may own the daemon's socket */
 	unsigned daemons;                 /* URLs dialled */
 	_Atomic uint64_t
@@ -72,19 +76,20 @@ struct fprep_client {
 	_Atomic uint64_t conn_gen;  /* connections made so far */
 	_Atomic uint64_t conn_lost; /* connections lost so far */
 
-	/* The reply in shared memory (protocol.h): the regions this client
-	 * registered. */
+	/* The reply in shared memory (protocol.h; client_nng.c): the
+	 * regions this client registered. */
 	pthread_mutex_t shm_mtx;
 	struct fprep__client_shm *shm; /* nshm entries, under shm_mtx */
 	unsigned nshm;
 	_Atomic unsigned spin_us; /* poll the reply this long, then sleep */
 
 	/* The doorbell (fprep_client_doorbell): its region and its area, one
-	 * entry, used by one blocking call at a time (db_busy); the others
-	 * go through nng. db_area NULL: no doorbell, or given up. It is set
-	 * up and dropped under db_mtx, and db_region, db_area and db_gen
+	 * entry, set up and dropped by client.c, used by the doorbell carrier
+	 * (client_doorbell.c) for one blocking call at a time (db_busy); the
+	 * others go through nng. db_area NULL: no doorbell, or given up. It is
+	 * set up and dropped under db_mtx, and db_region, db_area and db_gen
 	 * change only while db_busy is held too, so a call that holds
-	 * db_busy sees them stay. db_mode: CLIENT_DB_AUTO (set up by the
+	 * db_busy sees them stay. db_mode: FPREP__DB_AUTO (set up by the
 	 * first staged call), ON or OFF; db_tried: 1 + the connection on
 	 * which the last set-up was tried (0: none), not tried again on it. */
 	pthread_mutex_t db_mtx;
@@ -96,7 +101,8 @@ struct fprep_client {
 	_Atomic int db_mode;
 	atomic_flag db_busy;
 
-	/* Inline frames staged through shared memory (client_stage.c). */
+	/* Inline frames staged through shared memory (client_stage.c; made
+	 * and ended by client.c's open and close). */
 	struct fprep__stages stages;
 	/* fprep__client_make_room's work (client.c), set at open. */
 	unsigned (*make_room)(fprep_client *c);

@@ -46,6 +46,7 @@
  * ids may be new regions' now), and a staged request the new daemon
  * refused for it declines, to go inline.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -56,6 +57,7 @@
 #include "carrier.h"
 #include "client_conn.h"
 #include "client_internal.h"
+#include "fprep_assert.h"
 #include "frameprep/frameprep.h"
 
 #define STAGE_PAGE 4096u
@@ -93,6 +95,7 @@ static void stage_drop(struct fprep__stages *pool, unsigned i)
 {
 	struct fprep__stage *s = pool->s[i];
 
+	FPREP__ASSERT(pthread_mutex_trylock(&pool->mtx) == EBUSY);
 	pool->s[i] = pool->s[--pool->n];
 	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
 		stage_free(s, 1);
@@ -339,6 +342,8 @@ static int stage_wait(fprep_client *c, fprep__call *call, fprep_result *res)
 	char why[FPREP__CLIENT_ERROR_MAX];
 	int err, stale;
 
+	/* Only after this carrier's post, which holds the stage. */
+	FPREP__ASSERT(call->staged && s != NULL && atomic_load(&s->refs) >= 1);
 	err = fprep__carrier_region_wait(c, call, res);
 	stale = s->gen != fprep__client_conn_gen(c);
 	if (stale && (err == FPREP_EINVAL ||
