@@ -403,31 +403,6 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 	}
 }
 
-/* slot_entry_check tells whether req may come through a doorbell entry
- * (its reply must fit in the entry); returns 0, or FPREP_EINVAL with why.
- */
-static int slot_entry_check(const fprep_request *req, char *why,
-                            size_t why_size)
-{
-	if (req->kind != FPREP_KIND_FRAME && req->kind != FPREP_KIND_ECHO)
-		snprintf(why, why_size,
-		         "kind: %u through a doorbell: only FRAME and ECHO "
-		         "requests come that way",
-		         req->kind);
-	else if (req->input_loc == FPREP_LOC_INLINE)
-		snprintf(why, why_size,
-		         "input_loc: inline through a doorbell: the frame "
-		         "must be in a region (SHM or CUDA)");
-	else if (req->output_loc == FPREP_LOC_INLINE)
-		snprintf(why, why_size,
-		         "output_loc: inline through a doorbell: the reply in "
-		         "the entry carries no payload, so the tensor must go "
-		         "to a region (SHM or CUDA)");
-	else
-		return 0;
-	return FPREP_EINVAL;
-}
-
 /* slot_doorbell sets up or ends the doorbell a DOORBELL request names. */
 static void slot_doorbell(fprep__slot *s)
 {
@@ -521,7 +496,7 @@ void fprep__slot_take(fprep__slot *s)
 		return;
 	}
 	if (s->sink.kind == FPREP__SINK_ENTRY &&
-	    (rv = slot_entry_check(&req, why, sizeof(why))) != 0) {
+	    (rv = fprep_doorbell_check(&req, why, sizeof(why))) != 0) {
 		fprep__slot_fail(s, rv, why);
 		return;
 	}

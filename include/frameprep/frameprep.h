@@ -101,12 +101,26 @@ typedef struct fprep_transform {
 	float scale_y;      /* source pixels -> tensor pixels, y */
 } fprep_transform;
 
+/* fprep_fit_compute computes the letterbox (or stretch) fit of a source of
+ * src_w x src_h pixels (> 0; fractional for a ROI box) into an out_width x
+ * out_height tensor, the one arithmetic behind every transform the daemon
+ * reports (frames, ROI boxes, batch frames): LETTERBOX follows the
+ * Ultralytics LetterBox convention: r = min(out_width/src_w,
+ * out_height/src_h) in double precision, resized = (round_half_even(src_w *
+ * r), round_half_even(src_h * r)) clamped to [1, out], dw = (out_width -
+ * resized_w) / 2, pad_x = round_half_even(dw - 0.1), likewise pad_y;
+ * resize FPREP_RESIZE_STRETCH has resized = out and no padding. scale_x =
+ * resized_w / src_w, scale_y likewise (source pixels -> tensor pixels). A
+ * source side that is not > 0 gives an all-zero *xf. Pure: any thread. A
+ * client computes with it where a tensor pixel maps in the source before or
+ * without asking the daemon. */
+FPREP_EXTERN void fprep_fit_compute(uint32_t out_width, uint32_t out_height,
+                                    double src_w, double src_h, int resize,
+                                    fprep_transform *xf);
+
 /* fprep_transform_compute computes the transform of a valid FRAME request
- * (both backends use it, so they agree exactly). LETTERBOX follows the
- * Ultralytics LetterBox convention: r = min(W_out/W, H_out/H) in double
- * precision, resized = (round_half_even(W*r), round_half_even(H*r)) clamped
- * to [1, out], dw = (W_out - resized_w) / 2, pad_x = round_half_even(dw -
- * 0.1), likewise pad_y. STRETCH has resized = out and no padding. */
+ * (both backends use it, so they agree exactly): fprep_fit_compute of the
+ * request's source and tensor sizes and its resize mode. */
 FPREP_EXTERN void fprep_transform_compute(const fprep_request *req,
                                           fprep_transform *xf);
 
@@ -327,6 +341,27 @@ typedef struct fprep_result {
 
 /* fprep_result_fini releases what a result owns and zeroes it. */
 FPREP_EXTERN void fprep_result_fini(fprep_result *res);
+
+/* fprep_limits_parse reads the daemon's limits from the text of its INFO
+ * reply (text NUL-terminated, "key: value" lines: max_width, max_height,
+ * max_frame_bytes, max_out_width, max_out_height, max_tensor_bytes, and
+ * when the daemon tells them max_elements, max_batch_bytes,
+ * max_jpeg_scans, max_jpeg_scan_pixels, else 0) into *lim. Returns 0, or
+ * FPREP_EPROTO (*lim zeroed) when one of the first six is missing or not a
+ * number in its field's range. The one reading of INFO's limits: the
+ * client's fprep_client_limits uses it, and so can any other client. Pure:
+ * any thread. */
+FPREP_EXTERN int fprep_limits_parse(const char *text, fprep_limits *lim);
+
+/* fprep_doorbell_check tells whether req may come through a doorbell entry
+ * (protocol.h, "Doorbells"): a FRAME or ECHO whose frame and tensor are
+ * both in regions (the reply in the entry carries no payload). Returns 0,
+ * or FPREP_EINVAL with the reason written into why (why_size bytes,
+ * NUL-terminated; why may be NULL). The daemon refuses a request posted in
+ * an entry with this reason; a client asks it before it posts one. Pure:
+ * any thread. */
+FPREP_EXTERN int fprep_doorbell_check(const fprep_request *req, char *why,
+                                      size_t why_size);
 
 /* fprep_client_limits stores in *lim the limits the daemon enforces on
  * requests, from its INFO reply: asked the first time (one round trip)

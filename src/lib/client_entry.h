@@ -1,7 +1,8 @@
 /*
- * client_entry.h: what client_region.c needs of client.c for requests
- * that name a region's doorbell entry (fprep_region_request), and for
- * telling a region registered on a connection that has since closed.
+ * client_entry.h: requests that name a region's doorbell entry
+ * (fprep_region_request; client_doorbell.c), and telling a region
+ * registered on a connection that has since closed (client_conn.c), for
+ * the regions and the Python extension (internal).
  */
 #ifndef FPREP_CLIENT_ENTRY_H
 #define FPREP_CLIENT_ENTRY_H

@@ -1,6 +1,9 @@
 /*
  * client_internal.h: what other modules of libframeprep need from a client
- * beyond the public API (internal).
+ * beyond the public API (internal, without nng's types): the connection's
+ * facts (client_conn.c), the errors, the regions this client registered
+ * (client_nng.c), the regions themselves and the stages. The layers of
+ * the client and struct fprep_client are in client_conn.h.
  */
 #ifndef FPREP_CLIENT_INTERNAL_H
 #define FPREP_CLIENT_INTERNAL_H
@@ -24,8 +27,17 @@ int fprep__client_peer_uid(fprep_client *c, uint64_t *uid);
 int fprep__client_trusts(const fprep_client *c, uint64_t uid);
 
 /* fprep__client_set_error records text as the client's last error (what
- * fprep_client_last_error returns) and returns err. */
+ * fprep_client_last_error returns) and returns err. fprep__client_error
+ * does so with a printf format (at most FPREP__CLIENT_ERROR_MAX - 1
+ * bytes are kept); fprep__client_error_clear forgets the calling thread's
+ * last failure on c; fprep__client_forked_error is FPREP_EFORKED with the
+ * sentence that names the fix. Any thread: each keeps its own. */
+#define FPREP__CLIENT_ERROR_MAX 256
 int fprep__client_set_error(fprep_client *c, int err, const char *text);
+int fprep__client_error(fprep_client *c, int err, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+void fprep__client_error_clear(fprep_client *c);
+int fprep__client_forked_error(fprep_client *c);
 
 /* fprep__client_forked returns 1 in a child made by fork for a client its
  * parent opened (calls on it fail with FPREP_EFORKED), else 0. */
@@ -55,42 +67,19 @@ int fprep__client_add_shm(fprep_client *c, uint32_t id, void *base, size_t size,
                           uint64_t gen);
 void fprep__client_remove_shm(fprep_client *c, uint32_t id, void *base);
 
-/* fprep__client_call sends req, a staged inline frame (its frame and
- * tensor in the stage), and stores the checked reply in *res, waiting for
- * it in shared memory with req->shm_reply: fprep_client_request without
- * the inline frame. It goes through the client's doorbell when its entry
- * is free; unless the program turned doorbells off, the first such call
- * on a connection sets the doorbell up (REGISTER and DOORBELL, while
- * calls on other threads go on through nng), after dropping one of an
- * earlier connection (the daemon restarted) without an UNREGISTER. A
- * daemon that refuses leaves the client on nng until its next
- * connection, and the call goes on. Any thread. */
-int fprep__client_call(fprep_client *c, fprep_request *req, fprep_result *res);
-
 /* fprep__region_open is fprep_region_open without making room: the
  * client's stages are left as they are. */
 int fprep__region_open(fprep_region **rp, fprep_client *client, size_t size);
-
-/* fprep__client_shed_stages closes the client's stages that no result
- * or call holds, so the daemon's limits on regions leave room for the
- * caller's own; returns how many. Any thread. */
-unsigned fprep__client_shed_stages(fprep_client *c);
 
 /* fprep__region_unmap unmaps a shared-memory region and frees r without
  * telling the daemon (its client is closed: the connection's end dropped
  * the daemon's side). */
 void fprep__region_unmap(fprep_region *r);
 
-/* Stages (client_stage.c): the shared-memory regions through which
- * fprep_client_request sends an inline frame on an ipc:// client. */
+/* Stages (client_stage.c): the shared-memory regions through which the
+ * stage and cuda carriers (carrier.h) send an inline frame on an ipc://
+ * client. */
 #define FPREP__STAGES_MAX 4
-
-/* What fprep__stage_call returns when it sent nothing: send inline. */
-#define FPREP__STAGE_UNUSED (-1)
-
-/* The low bit of fprep_result.priv marks a result that views a stage (a
- * struct fprep__stage, 8-aligned like an nng_msg, which is the other). */
-#define FPREP__RESULT_STAGED ((uintptr_t)1)
 
 struct fprep__stage;
 
@@ -105,26 +94,11 @@ struct fprep__stages {
 	int told_refused; /* the one log line of a refused stage is written */
 };
 
-/* fprep__stages_init makes pool empty; fprep__stages_destroy frees what
- * fprep__stages_init made (after fprep__stages_fini). */
+/* fprep__stages_init makes pool empty (when the client is opened);
+ * fprep__stages_destroy frees what fprep__stages_init made, when the
+ * client is closed (after fprep__stages_fini). */
 void fprep__stages_init(struct fprep__stages *pool);
 void fprep__stages_destroy(struct fprep__stages *pool);
-
-/* fprep__stage_call sends req, an inline FRAME or ECHO with its frame at
- * payload, through a stage of pool and stores the reply in *res as
- * fprep_client_request would (the tensor, payload_size bytes, viewed in
- * the stage, which the result holds until fprep_result_fini). Returns
- * fprep_client_request's errors, or FPREP__STAGE_UNUSED (nothing sent)
- * when req is of another kind or no stage could be had. Any thread: each
- * call takes a stage of its own. */
-int fprep__stage_call(fprep_client *c, struct fprep__stages *pool,
-                      fprep_request *req, const void *payload,
-                      fprep_result *res);
-
-/* fprep__stage_release drops a result's hold on its stage (priv as the
- * result holds it), freeing the stage when its client gave it up. Any
- * thread. */
-void fprep__stage_release(void *priv);
 
 /* fprep__stages_shed closes the stages of pool that no result or call
  * holds; returns how many. Any thread. */

@@ -17,6 +17,12 @@
  *
  * A ring (fprep_ring_*) is one region cut into equal slots, each a
  * page-aligned tensor area followed by a page-aligned frame area.
+ *
+ * This file sits below the route (client.c) and above the doorbell and
+ * nng carriers: a region's REGISTER goes through nng, a request in a
+ * region's doorbell entry through fprep__client_call_entry. Making room
+ * among the client's own regions for the caller's (fprep_region_open) is
+ * the route's work, asked through fprep__client_make_room.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +34,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "client_conn.h"
 #include "client_entry.h"
 #include "client_internal.h"
 #include "cuda_ptr.h"
@@ -91,9 +98,10 @@ int fprep_region_open(fprep_region **rp, fprep_client *client, size_t size)
 {
 	int err = fprep__region_open(rp, client, size);
 
-	/* The client's own stages count against the daemon's limits on
-	 * regions: the caller's region comes first. */
-	if (err == FPREP_ELIMIT && fprep__client_shed_stages(client) > 0)
+	/* The client's own regions (its stages, the doorbell it set up of
+	 * itself) count against the daemon's limits on regions: the
+	 * caller's region comes first. */
+	if (err == FPREP_ELIMIT && fprep__client_make_room(client) > 0)
 		err = fprep__region_open(rp, client, size);
 	return err;
 }
@@ -456,6 +464,7 @@ int fprep_ring_submit(fprep_ring *ring, unsigned k, fprep_request *req,
 	slot = (uint64_t)k * ring->slot_bytes;
 	fprep_request_set_shm(req, ring->region, slot + ring->frame_offset,
 	                      ring->region, slot, ring->tensor_bytes);
-	return fprep_client_submit(ring->region->client, req, NULL, cb, arg,
-	                           pp);
+	/* No inline frame: nothing to check against the daemon's limits. */
+	return fprep__client_submit(ring->region->client, req, NULL, 0, cb, arg,
+	                            pp);
 }

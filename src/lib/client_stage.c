@@ -31,19 +31,22 @@
  * client's memory at all (another /dev/shm: containers) is named in one
  * line on stderr, once per client.
  *
- * The staged request goes through the client's doorbell when it can
- * (client.c, fprep_client_doorbell): unless the program turned doorbells
- * off, the first staged call on a connection sets the doorbell up (after
- * taking its stage, so the daemon's limits on regions favour the stage),
- * and from then on a staged call that finds the doorbell's one entry free
- * posts its request header there, so that a daemon that polls
- * (--spin-us) takes it with no nng thread on either side; a call that
- * finds it held, and every call of a client whose daemon refused a
- * doorbell, sends it through nng as before. The doorbell is the
- * client's, not a stage's: a daemon restart drops it with the stages
- * (no UNREGISTER to the new daemon), and the next staged call sets up
- * another.
+ * These are two carriers (carrier.h): "stage" (the tensor back in the
+ * stage, viewed by the result, which holds the stage through the
+ * carrier's release) and "cuda" (the tensor into the caller's CUDA
+ * region; the stage is free again when the call returns). Their post
+ * takes a stage and copies the frame, or declines (all held, or refused)
+ * and the route sends the frame through nng; their wait sends the staged
+ * request through the client's doorbell when its entry is free, else
+ * through nng (fprep__carrier_region_wait, client_doorbell.c). The
+ * doorbell is set up between the two by the route (client.c), once per
+ * connection, after the stage was taken, so the daemon's limits on
+ * regions favour the stage. A daemon restart makes the stages of the
+ * earlier connection stale: they are dropped without an UNREGISTER (their
+ * ids may be new regions' now), and a staged request the new daemon
+ * refused for it declines, to go inline.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -51,12 +54,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "carrier.h"
+#include "client_conn.h"
 #include "client_internal.h"
+#include "fprep_assert.h"
 #include "frameprep/frameprep.h"
 
 #define STAGE_PAGE 4096u
 
 struct fprep__stage {
+	const fprep__carrier *carrier; /* first: a result's hold (carrier.h) */
 	fprep_region *region;
 	atomic_uint refs;    /* 1: in the pool, free; 2: held by a result */
 	size_t out_capacity; /* tensor area + reply header, a multiple of 8 */
@@ -88,6 +95,7 @@ static void stage_drop(struct fprep__stages *pool, unsigned i)
 {
 	struct fprep__stage *s = pool->s[i];
 
+	FPREP__ASSERT(pthread_mutex_trylock(&pool->mtx) == EBUSY);
 	pool->s[i] = pool->s[--pool->n];
 	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
 		stage_free(s, 1);
@@ -143,6 +151,7 @@ static int stage_open(fprep_client *c, size_t frame_bytes, size_t tensor_bytes,
 		return err;
 	}
 	atomic_init(&s->refs, 1);
+	s->carrier = &fprep__carrier_stage;
 	s->out_capacity = cap;
 	s->frame_offset = t;
 	*sp = s;
@@ -240,71 +249,120 @@ static void stage_retire(fprep_client *c, struct fprep__stages *pool,
 		stage_free(s, !stale);
 }
 
-int fprep__stage_call(fprep_client *c, struct fprep__stages *pool,
-                      fprep_request *req, const void *payload,
-                      fprep_result *res)
+/* stage_release drops a hold on s (a call's, or its result's through
+ * fprep_result_fini), freeing it after the last. Any thread. */
+static void stage_release(void *hold)
 {
-	struct fprep__stage *s;
-	fprep_request staged;
-	char why[256];
+	struct fprep__stage *s = hold;
+
+	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
+		stage_free(s, 0);
+}
+
+/* stage_fits_frame tells whether req, an inline FRAME or ECHO on c, may
+ * be staged with its tensor going to output_loc: a client of one ipc://
+ * daemon with staging on, a frame, a tensor the request's shape gives. */
+static int stage_fits_frame(fprep_client *c, const fprep_request *req,
+                            int output_loc)
+{
 	uint32_t shape[4];
 	uint64_t tensor;
-	int err, stale;
 
-	if ((req->kind != FPREP_KIND_FRAME && req->kind != FPREP_KIND_ECHO) ||
-	    req->input_loc != FPREP_LOC_INLINE ||
-	    (req->output_loc != FPREP_LOC_INLINE &&
-	     req->output_loc != FPREP_LOC_CUDA) ||
-	    req->shm_reply || req->input_size == 0 ||
-	    req->input_size > SIZE_MAX ||
-	    fprep_tensor_shape(req, shape, &tensor) != 0 || tensor > SIZE_MAX)
-		return FPREP__STAGE_UNUSED;
-	/* A stage has room for the tensor even when it goes to CUDA memory,
-	 * so that one pool serves both kinds of call. */
-	s = stage_take(c, pool, (size_t)req->input_size, (size_t)tensor);
+	return (req->kind == FPREP_KIND_FRAME ||
+	        req->kind == FPREP_KIND_ECHO) &&
+	       req->input_loc == FPREP_LOC_INLINE &&
+	       req->output_loc == output_loc && !req->shm_reply &&
+	       req->input_size > 0 && req->input_size <= SIZE_MAX &&
+	       !atomic_load(&c->stage_off) && c->daemons == 1 &&
+	       atomic_load(&c->peer_uid) != 0 &&
+	       fprep_tensor_shape(req, shape, &tensor) == 0 &&
+	       tensor <= SIZE_MAX;
+}
+
+/* stage_fits: the tensor comes back in the stage, for the result to
+ * view. */
+static int stage_fits(fprep_client *c, const fprep_request *req)
+{
+	return stage_fits_frame(c, req, FPREP_LOC_INLINE);
+}
+
+/* cuda_fits: the tensor goes where the caller's CUDA region says. */
+static int cuda_fits(fprep_client *c, const fprep_request *req)
+{
+	return stage_fits_frame(c, req, FPREP_LOC_CUDA);
+}
+
+/* stage_post takes a stage for the call and copies the frame into it;
+ * declines when none can be had (all held, or refused). A stage has room
+ * for the tensor even when it goes to CUDA memory, so that one pool
+ * serves both carriers. */
+static int stage_post(fprep_client *c, fprep__call *call)
+{
+	const fprep_request *req = call->req;
+	struct fprep__stage *s;
+	uint32_t shape[4];
+	uint64_t tensor;
+
+	if (fprep_tensor_shape(req, shape, &tensor) != 0)
+		return FPREP__CARRIER_DECLINED;
+	s = stage_take(c, &c->stages, (size_t)req->input_size, (size_t)tensor);
 	if (s == NULL) {
 		fprep__client_set_error(c, FPREP_OK, "");
-		return FPREP__STAGE_UNUSED;
+		return FPREP__CARRIER_DECLINED;
 	}
 	memcpy((uint8_t *)fprep_region_base(s->region) + s->frame_offset,
-	       payload, (size_t)req->input_size);
-	staged = *req;
+	       call->payload, (size_t)req->input_size);
 	if (req->output_loc == FPREP_LOC_INLINE) {
-		fprep_request_set_regions(&staged, s->region, s->frame_offset,
-		                          s->region, 0, s->out_capacity);
-		staged.shm_reply = 1;
+		fprep_request_set_regions(&call->wire, s->region,
+		                          s->frame_offset, s->region, 0,
+		                          s->out_capacity);
+		call->wire.shm_reply = 1;
 	} else {
 		/* The tensor goes where the caller's CUDA region says; the
 		 * reply header comes through the doorbell's entry or nng. */
-		staged.input_loc = FPREP_LOC_SHM;
-		staged.in_region = fprep_region_id(s->region);
-		staged.in_offset = s->frame_offset;
+		call->wire.input_loc = FPREP_LOC_SHM;
+		call->wire.in_region = fprep_region_id(s->region);
+		call->wire.in_offset = s->frame_offset;
 	}
-	/* Sets up the client's doorbell on its first call: after the
-	 * stage, which the daemon's limits on regions favour. */
-	err = fprep__client_call(c, &staged, res);
-	req->version = staged.version;
-	req->request_id = staged.request_id;
+	call->payload = NULL;
+	call->payload_size = 0;
+	call->staged = 1;
+	call->s = s;
+	return FPREP_OK;
+}
+
+/* stage_wait sends the staged request through the client's doorbell or
+ * nng (fprep__carrier_region_wait) and makes the result view the tensor
+ * where the daemon wrote it, holding the stage. A stage of a connection
+ * gone (the daemon restarted after it was taken) that the daemon refused
+ * or that was not sent is retired, and the call declines: inline. */
+static int stage_wait(fprep_client *c, fprep__call *call, fprep_result *res)
+{
+	struct fprep__stage *s = call->s;
+	char why[FPREP__CLIENT_ERROR_MAX];
+	int err, stale;
+
+	/* Only after this carrier's post, which holds the stage. */
+	FPREP__ASSERT(call->staged && s != NULL && atomic_load(&s->refs) >= 1);
+	err = fprep__carrier_region_wait(c, call, res);
 	stale = s->gen != fprep__client_conn_gen(c);
 	if (stale && (err == FPREP_EINVAL ||
 	              (err == 0 && res->header.status == FPREP_EREGION))) {
-		/* The daemon restarted after the stage was taken: the
-		 * request was not sent, or refused; it goes inline. */
 		if (err == 0)
 			fprep_result_fini(res);
-		stage_retire(c, pool, s, 1);
+		stage_retire(c, &c->stages, s, 1);
 		fprep__client_set_error(c, FPREP_OK, "");
-		return FPREP__STAGE_UNUSED;
+		return FPREP__CARRIER_DECLINED;
 	}
 	if (err != 0) {
 		/* The daemon may still write into it: never reused. Its
 		 * UNREGISTER would clear the reason. */
 		snprintf(why, sizeof(why), "%s", fprep_client_last_error(c));
-		stage_retire(c, pool, s, stale);
+		stage_retire(c, &c->stages, s, stale);
 		return fprep__client_set_error(c, err, why);
 	}
 	if (res->header.status == FPREP_OK &&
-	    req->output_loc == FPREP_LOC_INLINE &&
+	    call->req->output_loc == FPREP_LOC_INLINE &&
 	    res->header.output_loc == FPREP_LOC_SHM) {
 		/* The tensor stays where the daemon wrote it: the result
 		 * views it and holds the stage. */
@@ -317,22 +375,28 @@ int fprep__stage_call(fprep_client *c, struct fprep__stages *pool,
 		res->payload = fprep_region_base(s->region);
 		res->payload_size = (size_t)res->header.tensor_size;
 		/* The call's hold becomes the result's. */
-		res->priv = (void *)((uintptr_t)s | FPREP__RESULT_STAGED);
+		res->priv = (void *)((uintptr_t)s | FPREP__RESULT_HELD);
 		return 0;
 	}
-	fprep__stage_release(s); /* free again */
+	stage_release(s); /* free again */
 	return 0;
 }
 
-void fprep__stage_release(void *priv)
-{
-	struct fprep__stage *s =
-	        (struct fprep__stage *)((uintptr_t)priv &
-	                                ~(uintptr_t)FPREP__RESULT_STAGED);
+const fprep__carrier fprep__carrier_stage = {
+        .name = "stage",
+        .fits = stage_fits,
+        .post = stage_post,
+        .wait = stage_wait,
+        .release = stage_release,
+};
 
-	if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
-		stage_free(s, 0);
-}
+const fprep__carrier fprep__carrier_cuda = {
+        .name = "cuda",
+        .fits = cuda_fits,
+        .post = stage_post,
+        .wait = stage_wait,
+        .release = stage_release,
+};
 
 unsigned fprep__stages_shed(struct fprep__stages *pool)
 {

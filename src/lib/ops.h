@@ -70,7 +70,8 @@ int fprep__element_check(const fprep_request *r, uint32_t k,
                          size_t msg_size);
 
 /* fprep__element_bytes returns the tensor bytes of one element of a valid
- * request (out_width x out_height x channels x dtype size). */
+ * request: fprep_tensor_shape's bytes for one frame (out_width x
+ * out_height x channels x dtype size). */
 uint64_t fprep__element_bytes(const fprep_request *req);
 
 /* fprep__element_cpu writes element el of a valid ROIS or BATCH request

@@ -1,7 +1,9 @@
 /*
  * ops_cpu.c: the CPU reference of the preprocessing (letterbox or stretch,
- * channel order, normalisation, dtype, layout) and the transform both
- * backends report.
+ * channel order, normalisation, dtype, layout) and the letterbox fit
+ * (fprep_fit_compute): the one arithmetic behind the transform of a frame
+ * (fprep_transform_compute) and of a ROI element (ops_roi.c), which both
+ * backends report and the clients may compute themselves.
  *
  * The resize is separable. For each tensor row we need two source rows
  * resized horizontally; those are kept in a two-row cache (consecutive
@@ -112,32 +114,38 @@ static double ops_round_even(double v)
 	return f;
 }
 
-void fprep_transform_compute(const fprep_request *req, fprep_transform *xf)
+void fprep_fit_compute(uint32_t out_width, uint32_t out_height, double src_w,
+                       double src_h, int resize, fprep_transform *xf)
 {
 	double r, w, h;
 
 	memset(xf, 0, sizeof(*xf));
-	if (req->src_width == 0 || req->src_height == 0)
+	if (!(src_w > 0.0) || !(src_h > 0.0))
 		return;
-	if (req->resize == FPREP_RESIZE_STRETCH) {
-		xf->resized_w = req->out_width;
-		xf->resized_h = req->out_height;
+	if (resize == FPREP_RESIZE_STRETCH) {
+		xf->resized_w = out_width;
+		xf->resized_h = out_height;
 	} else {
-		r = fmin((double)req->out_width / req->src_width,
-		         (double)req->out_height / req->src_height);
-		w = ops_round_even(req->src_width * r);
-		h = ops_round_even(req->src_height * r);
-		w = fmax(1.0, fmin(w, (double)req->out_width));
-		h = fmax(1.0, fmin(h, (double)req->out_height));
+		r = fmin((double)out_width / src_w, (double)out_height / src_h);
+		w = ops_round_even(src_w * r);
+		h = ops_round_even(src_h * r);
+		w = fmax(1.0, fmin(w, (double)out_width));
+		h = fmax(1.0, fmin(h, (double)out_height));
 		xf->resized_w = (uint32_t)w;
 		xf->resized_h = (uint32_t)h;
 		xf->pad_x = (uint32_t)ops_round_even(
-		        (req->out_width - xf->resized_w) / 2.0 - 0.1);
+		        (out_width - xf->resized_w) / 2.0 - 0.1);
 		xf->pad_y = (uint32_t)ops_round_even(
-		        (req->out_height - xf->resized_h) / 2.0 - 0.1);
+		        (out_height - xf->resized_h) / 2.0 - 0.1);
 	}
-	xf->scale_x = (float)((double)xf->resized_w / req->src_width);
-	xf->scale_y = (float)((double)xf->resized_h / req->src_height);
+	xf->scale_x = (float)((double)xf->resized_w / src_w);
+	xf->scale_y = (float)((double)xf->resized_h / src_h);
+}
+
+void fprep_transform_compute(const fprep_request *req, fprep_transform *xf)
+{
+	fprep_fit_compute(req->out_width, req->out_height, req->src_width,
+	                  req->src_height, req->resize, xf);
 }
 
 /* ops_coef returns OpenCV's 11-bit coefficient for weight w (cvRound of

@@ -18,43 +18,21 @@
 #include "ops.h"
 #include "roi_sample.h"
 
-/* roi_round_even rounds half to even (Python's round), whatever the
- * current rounding mode. */
-static double roi_round_even(double v)
-{
-	double f = floor(v), d = v - f;
-
-	if (d > 0.5 || (d == 0.5 && fmod(f, 2.0) != 0.0))
-		f += 1.0;
-	return f;
-}
-
-/* roi_fit is fprep_transform_compute's arithmetic for a w x h source
- * (double: a box may have fractional sides). */
+/* roi_fit is the letterbox (or stretch) of a w x h source (double: a box
+ * may have fractional sides), fprep_fit_compute's, as an element's
+ * transform. */
 static void roi_fit(const fprep_request *req, int resize, double w, double h,
                     fprep_element_xf *xf)
 {
-	double r, rw, rh;
+	fprep_transform t;
 
-	if (resize == FPREP_RESIZE_STRETCH) {
-		xf->resized_w = req->out_width;
-		xf->resized_h = req->out_height;
-	} else {
-		r = fmin((double)req->out_width / w,
-		         (double)req->out_height / h);
-		rw = roi_round_even(w * r);
-		rh = roi_round_even(h * r);
-		rw = fmax(1.0, fmin(rw, (double)req->out_width));
-		rh = fmax(1.0, fmin(rh, (double)req->out_height));
-		xf->resized_w = (uint32_t)rw;
-		xf->resized_h = (uint32_t)rh;
-		xf->pad_x = (uint32_t)roi_round_even(
-		        (req->out_width - xf->resized_w) / 2.0 - 0.1);
-		xf->pad_y = (uint32_t)roi_round_even(
-		        (req->out_height - xf->resized_h) / 2.0 - 0.1);
-	}
-	xf->scale_x = (float)((double)xf->resized_w / w);
-	xf->scale_y = (float)((double)xf->resized_h / h);
+	fprep_fit_compute(req->out_width, req->out_height, w, h, resize, &t);
+	xf->resized_w = t.resized_w;
+	xf->resized_h = t.resized_h;
+	xf->pad_x = t.pad_x;
+	xf->pad_y = t.pad_y;
+	xf->scale_x = t.scale_x;
+	xf->scale_y = t.scale_y;
 }
 
 void fprep_element_transform(const fprep_request *req, const fprep_element *el,
@@ -180,12 +158,13 @@ void fprep__roi_args(const fprep_request *req, struct fprep_roi_args *a)
 
 uint64_t fprep__element_bytes(const fprep_request *req)
 {
-	uint64_t c = req->channel_order == FPREP_ORDER_GRAY ? 1 : 3;
-	uint64_t b = req->dtype == FPREP_DTYPE_F32   ? 4
-	             : req->dtype == FPREP_DTYPE_F16 ? 2
-	                                             : 1;
+	/* One element's tensor: the request's shape for one frame. */
+	fprep_request one = *req;
+	uint32_t shape[4];
+	uint64_t bytes;
 
-	return (uint64_t)req->out_width * req->out_height * c * b;
+	one.elements = 0;
+	return fprep_tensor_shape(&one, shape, &bytes) == FPREP_OK ? bytes : 0;
 }
 
 void fprep__element_cpu(const fprep_request *req, const fprep_element *el,
