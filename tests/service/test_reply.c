@@ -1,6 +1,6 @@
 /*
  * test_reply.c: the daemon's reply pieces (service/reply.c), put together
- * as the reply's one owner does (fprep__slot_reply, answer.c: a header
+ * as the reply's one owner does (fprep__answer_reply, answer.c: a header
  * from fprep__reply_header_tensor or _simple, timed with fprep__reply_us,
  * encoded into the message from fprep__reply_tensor_alloc or
  * fprep__reply_take). Each reply is decoded back with the public decoder,
@@ -20,7 +20,7 @@
 #include "frameprep/frameprep.h"
 #include "reply.h"
 
-/* finish encodes rep into msg's header space, as fprep__slot_reply does. */
+/* finish encodes rep into msg's header space, as fprep__answer_reply does. */
 static void finish(nng_msg *msg, const fprep_reply_header *rep)
 {
 	fprep_reply_encode(rep, nng_msg_body(msg));

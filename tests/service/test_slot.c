@@ -8,7 +8,7 @@
  * goes to WORK, is finished by a backend thread, which delivers the reply
  * itself, and the loop ends it (region uses, connection counts) when that
  * delivery's event comes; the same FRAME of a stopping server is answered
- * by the loop, through the same routine (fprep__slot_reply); a job that
+ * by the loop, through the same routine (fprep__answer_reply); a job that
  * fails comes back to the loop, which answers the error. Each test ends with
  * every slot IDLE, every count back to zero and the loop closing with nothing
  * open.
