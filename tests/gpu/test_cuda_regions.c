@@ -733,10 +733,7 @@ int main(int argc, char **argv)
 		snprintf(url_gpu, sizeof(url_gpu), "%s", argv[2]);
 		return run_hold(atoi(argv[3]));
 	}
-	if (argc != 3) {
-		fprintf(stderr, "usage: %s FRAMEPREPD IMAGE_DIR\n", argv[0]);
-		return 2;
-	}
+	daemon_args(argc, argv, 3, "FRAMEPREPD IMAGE_DIR");
 	/* The CUDA runtime is first touched here, after no fork: children
 	 * are exec'd afresh. */
 	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {

@@ -202,10 +202,7 @@ int main(int argc, char **argv)
 	char *tcp_extra[] = {NULL};
 	pid_t pid;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: %s FRAMEPREPD\n", argv[0]);
-		return 2;
-	}
+	daemon_args(argc, argv, 2, "FRAMEPREPD");
 	signal(SIGPIPE, SIG_IGN);
 	if (mkdtemp(dir) == NULL)
 		return 1;

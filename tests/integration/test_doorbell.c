@@ -60,6 +60,7 @@
 #include "check.h"
 #include "daemon_util.h"
 #include "frameprep/frameprep.h"
+#include "shm_object.h"
 
 /* The daemon that polls: --spin-us at its upper bound (100 ms), so that
  * once woken it polls for a tenth of a second after its last event. */
@@ -241,13 +242,12 @@ struct object {
 
 static void object_make(struct object *o, const char *tag, size_t size)
 {
-	snprintf(o->name, sizeof(o->name), "/fprep-test-db-%s-%ld", tag,
-	         (long)getpid());
-	shm_unlink(o->name);
+	char tag_db[32];
+
+	snprintf(tag_db, sizeof(tag_db), "db-%s", tag);
 	o->size = size;
-	o->fd = shm_open(o->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	o->fd = shm_object_make(o->name, sizeof(o->name), tag_db, size);
 	REQUIRE(o->fd >= 0);
-	REQUIRE(ftruncate(o->fd, (off_t)size) == 0);
 	o->base =
 	        mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, o->fd, 0);
 	REQUIRE(o->base != MAP_FAILED);
@@ -1248,10 +1248,7 @@ int main(int argc, char **argv)
 	char *extra[] = {"--spin-us", SPIN_US, NULL};
 	int st;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: %s FRAMEPREPD IMAGE_DIR\n", argv[0]);
-		return 2;
-	}
+	daemon_args(argc, argv, 3, "FRAMEPREPD IMAGE_DIR");
 	exe = argv[1];
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);

@@ -38,6 +38,7 @@
 #include "frameprep/protocol.h"
 #include "memreg.h"
 #include "server.h"
+#include "server_fixture.h"
 
 #define NONREADERS 2
 #define SENDS      33  /* each non-reader: one more than it can hold */
@@ -132,13 +133,7 @@ static void *nonreader_main(void *arg)
 /* open_client connects a client of its own (one connection). */
 static fprep_client *open_client(void)
 {
-	fprep_client *c = NULL;
-
-	for (int i = 0; i < 500 && c == NULL; i++)
-		if (fprep_client_open(&c, url, 10000) != 0)
-			usleep(10000);
-	REQUIRE(c != NULL);
-	return c;
+	return server_fixture_client(url);
 }
 
 /* region_refused checks that a region of size bytes is refused to c with
@@ -306,10 +301,7 @@ static void *test_main(void *arg)
 	int rv;
 
 	(void)arg;
-	for (int i = 0; i < 500 && client == NULL; i++)
-		if (fprep_client_open(&client, url, 10000) != 0)
-			usleep(10000);
-	REQUIRE(client != NULL);
+	client = server_fixture_client(url);
 	for (int i = 0; i < NONREADERS; i++)
 		REQUIRE(pthread_create(&threads[i], NULL, nonreader_main,
 		                       (void *)(intptr_t)i) == 0);
@@ -344,39 +336,24 @@ int main(void)
 	char dir[] = "/tmp/fprep-shares-XXXXXX";
 	static char listen[512];
 	fprep__config cfg;
-	fake_backend *fb;
 	pthread_t t;
 	int status;
 
-	/* nng initialises itself on first use without a lock that
-	 * ThreadSanitizer sees: have that happen here, first. */
-	nng_socket first;
-	REQUIRE(nng_req0_open(&first) == 0);
-	nng_close(first);
-
-	REQUIRE(mkdtemp(dir) != NULL);
-	fprep__config_init(&cfg);
-	snprintf(cfg.listen[0], sizeof(cfg.listen[0]), "ipc://%s/s.sock", dir);
+	server_fixture_config(&cfg, dir);
 	snprintf(listen, sizeof(listen), "%s", cfg.listen[0]);
 	url = listen;
-	cfg.nlisten = 1;
-	cfg.shutdown_timeout_ms = 2000;
 	cfg.shares.shm_bytes_per_conn = SHM_PER_CONN;
 	cfg.shares.shm_bytes_per_uid = SHM_PER_UID;
 	cfg.shares.doorbells_per_conn = BELLS_PER_CONN;
 	cfg.shares.doorbells_per_uid = BELLS_PER_UID;
 	cfg.shares.cuda_per_uid = CUDA_PER_UID;
 	REQUIRE(pthread_create(&t, NULL, test_main, NULL) == 0);
-	fb = fake_backend_new(); /* completes each job at once */
-	status = fprep__server_run(&cfg, fake_backend_start(fb), "fake:0");
-	fake_backend_free(fb);
+	/* The fake completes each job at once. */
+	status = server_fixture_run(&cfg, fake_backend_new());
 	pthread_join(t, NULL);
 	for (int i = 0; i < NONREADERS; i++)
 		close(nonreaders[i]);
 	printf("server exit status %d\n", status);
 	CHECK(status == 0, "server exit status %d", status);
-	fprep__config_fini(&cfg);
-	rmdir(dir);
-	nng_fini();
-	return check_failures ? 1 : 0;
+	return server_fixture_end(&cfg, dir);
 }

@@ -43,6 +43,7 @@
 #include "check.h"
 #include "daemon_util.h"
 #include "frameprep/frameprep.h"
+#include "shm_object.h"
 
 static char url[256];
 static pid_t daemon_pid;
@@ -459,16 +460,14 @@ static void test_registration_cost(void)
 	fprep_client_close(c);
 }
 
-/* make_object creates a shared-memory object of size bytes. */
+/* make_object creates a shared-memory object of size bytes or ends the
+ * program. */
 static int make_object(char *name, size_t name_size, const char *tag,
                        size_t size)
 {
-	int fd;
+	int fd = shm_object_make(name, name_size, tag, size);
 
-	snprintf(name, name_size, "/fprep-test-%s-%ld", tag, (long)getpid());
-	shm_unlink(name);
-	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-	if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
+	if (fd < 0) {
 		fprintf(stderr, "shm_open %s: %s\n", name, strerror(errno));
 		exit(1);
 	}

@@ -27,6 +27,7 @@
 
 #include "frameprep/frameprep.h"
 #include "npy.h"
+#include "test_limits.h"
 #include "yuv.h"
 
 struct dump_args {
@@ -293,14 +294,7 @@ static int dump_write_npy(const char *path, const fprep_request *r,
 static int dump_validate(const fprep_request *r)
 {
 	uint8_t head[FPREP_REQUEST_HEADER_SIZE];
-	fprep_limits lim = {
-	        .max_width = UINT32_MAX,
-	        .max_height = UINT32_MAX,
-	        .max_frame_bytes = UINT64_MAX,
-	        .max_out_width = UINT32_MAX,
-	        .max_out_height = UINT32_MAX,
-	        .max_tensor_bytes = UINT64_MAX,
-	};
+	fprep_limits lim = test_no_limits;
 	fprep_request shm = *r, back;
 	char msg[FPREP_MESSAGE_SIZE];
 

@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "backend.h"
 #include "frameprep/frameprep.h"
 
@@ -327,16 +329,11 @@ static void test_close_fails_queued(void **state)
 	assert_true(shut > 0);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_open_info),
-	        cmocka_unit_test(test_many_jobs),
-	        cmocka_unit_test(test_large_jobs),
-	        cmocka_unit_test(test_echo_and_error),
-	        cmocka_unit_test(test_close_drains),
-	        cmocka_unit_test(test_close_fails_queued),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(test_open_info),
+        cmocka_unit_test(test_many_jobs),
+        cmocka_unit_test(test_large_jobs),
+        cmocka_unit_test(test_echo_and_error),
+        cmocka_unit_test(test_close_drains),
+        cmocka_unit_test(test_close_fails_queued),
+})

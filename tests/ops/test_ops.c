@@ -16,9 +16,12 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "frameprep/frameprep.h"
 #include "half.h"
 #include "ops.h"
+#include "test_limits.h"
 
 static uint32_t t_bpp(uint16_t format)
 {
@@ -26,16 +29,6 @@ static uint32_t t_bpp(uint16_t format)
 	       : format == FPREP_PIX_BGRA8 || format == FPREP_PIX_RGBA8 ? 4
 	                                                                : 3;
 }
-
-/* t_no_limits: limits that refuse no size. */
-static const fprep_limits t_no_limits = {
-        .max_width = UINT32_MAX,
-        .max_height = UINT32_MAX,
-        .max_frame_bytes = UINT64_MAX,
-        .max_out_width = UINT32_MAX,
-        .max_out_height = UINT32_MAX,
-        .max_tensor_bytes = UINT64_MAX,
-};
 
 /* t_request fills a FRAME request with the YOLO defaults. */
 static void t_request(fprep_request *r, uint16_t format, uint32_t w, uint32_t h,
@@ -498,7 +491,7 @@ static void test_exact_mode(void **state)
 /* The rounding travels in bits 4-7 of the wire's resize byte. */
 static void test_rounding_wire(void **state)
 {
-	const fprep_limits lim = t_no_limits;
+	const fprep_limits lim = test_no_limits;
 	uint8_t buf[FPREP_REQUEST_HEADER_SIZE];
 	char msg[FPREP_MESSAGE_SIZE];
 	fprep_request r, d;
@@ -581,7 +574,7 @@ static void test_rejects(void **state)
  * judge one from the wire, with the same error and the same sentence. */
 static void test_one_validator(void **state)
 {
-	const fprep_limits lim = t_no_limits;
+	const fprep_limits lim = test_no_limits;
 	uint8_t buf[FPREP_REQUEST_HEADER_SIZE + 16 * 16 * 3];
 	char m1[FPREP_MESSAGE_SIZE], m2[FPREP_MESSAGE_SIZE];
 	fprep_request r, b, d;
@@ -638,23 +631,18 @@ static void test_one_validator(void **state)
 	        FPREP_EINVAL);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_transform),
-	        cmocka_unit_test(test_bilinear_values),
-	        cmocka_unit_test(test_degenerate_sizes),
-	        cmocka_unit_test(test_every_byte_written),
-	        cmocka_unit_test(test_normalisation),
-	        cmocka_unit_test(test_f16_bits),
-	        cmocka_unit_test(test_f16_tensor),
-	        cmocka_unit_test(test_format_equivalence),
-	        cmocka_unit_test(test_row_bands),
-	        cmocka_unit_test(test_exact_mode),
-	        cmocka_unit_test(test_rounding_wire),
-	        cmocka_unit_test(test_rejects),
-	        cmocka_unit_test(test_one_validator),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(test_transform),
+        cmocka_unit_test(test_bilinear_values),
+        cmocka_unit_test(test_degenerate_sizes),
+        cmocka_unit_test(test_every_byte_written),
+        cmocka_unit_test(test_normalisation),
+        cmocka_unit_test(test_f16_bits),
+        cmocka_unit_test(test_f16_tensor),
+        cmocka_unit_test(test_format_equivalence),
+        cmocka_unit_test(test_row_bands),
+        cmocka_unit_test(test_exact_mode),
+        cmocka_unit_test(test_rounding_wire),
+        cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_one_validator),
+})

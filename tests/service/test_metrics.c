@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "frameprep/frameprep.h"
 #include "metrics.h"
 #include "nvml.h"
@@ -270,13 +272,8 @@ static void test_nvml(void **state)
 	unsetenv("FPREP_NVML");
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_kinds_from_protocol),
-	        cmocka_unit_test(test_buckets_failed_and_gpu_stages),
-	        cmocka_unit_test(test_nvml),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(test_kinds_from_protocol),
+        cmocka_unit_test(test_buckets_failed_and_gpu_stages),
+        cmocka_unit_test(test_nvml),
+})

@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "cmocka_main.h"
 #include <nng/nng.h>
 
 #include "frameprep/frameprep.h"
@@ -346,18 +348,13 @@ static void span_us(void **state)
 	assert_int_equal(fprep__reply_us(0, UINT64_MAX), UINT32_MAX);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(tensor_inline),
-	        cmocka_unit_test(tensor_shm),
-	        cmocka_unit_test(tensor_too_large),
-	        cmocka_unit_test(text),
-	        cmocka_unit_test(error_reuses_spare),
-	        cmocka_unit_test(region),
-	        cmocka_unit_test(message_truncated),
-	        cmocka_unit_test(span_us),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(tensor_inline),
+        cmocka_unit_test(tensor_shm),
+        cmocka_unit_test(tensor_too_large),
+        cmocka_unit_test(text),
+        cmocka_unit_test(error_reuses_spare),
+        cmocka_unit_test(region),
+        cmocka_unit_test(message_truncated),
+        cmocka_unit_test(span_us),
+})
