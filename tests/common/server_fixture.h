@@ -9,6 +9,7 @@
 #define FPREP_TESTS_SERVER_FIXTURE_H
 
 #include <nng/nng.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -48,6 +49,23 @@ static inline int server_fixture_run(fprep__config *cfg, fake_backend *fb)
 	int status = fprep__server_run(cfg, fake_backend_start(fb), "fake:0");
 
 	fake_backend_free(fb);
+	return status;
+}
+
+/* server_fixture_serve runs test(NULL) on a thread of its own, which ends
+ * the server with SIGTERM when it is done, against cfg's server on fb (as
+ * server_fixture_run), and returns the server's exit status, printed, once
+ * both have ended. */
+static inline int server_fixture_serve(fprep__config *cfg, fake_backend *fb,
+                                       void *(*test)(void *))
+{
+	pthread_t t;
+	int status;
+
+	REQUIRE(pthread_create(&t, NULL, test, NULL) == 0);
+	status = server_fixture_run(cfg, fb);
+	pthread_join(t, NULL);
+	printf("server exit status %d\n", status);
 	return status;
 }
 

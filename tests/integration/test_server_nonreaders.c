@@ -283,19 +283,13 @@ static void *test_main(void *arg)
 int main(void)
 {
 	char dir[] = "/tmp/fprep-nonreaders-XXXXXX";
-	static char listen[512];
 	fprep__config cfg;
-	pthread_t t;
 	int status;
 
 	server_fixture_config(&cfg, dir);
-	snprintf(listen, sizeof(listen), "%s", cfg.listen[0]);
-	url = listen;
-	REQUIRE(pthread_create(&t, NULL, test_main, NULL) == 0);
+	url = cfg.listen[0];
 	/* The fake completes each job at once. */
-	status = server_fixture_run(&cfg, fake_backend_new());
-	pthread_join(t, NULL);
-	printf("server exit status %d\n", status);
+	status = server_fixture_serve(&cfg, fake_backend_new(), test_main);
 	CHECK(status == 0, "server exit status %d", status);
 	return server_fixture_end(&cfg, dir);
 }

@@ -31,6 +31,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "client_util.h"
 #include "clock.h"
 #include "config.h"
 #include "fake_backend.h"
@@ -201,24 +202,7 @@ static void doorbell(fprep_client *c, fprep_region *r, const char *who,
  * the reply's status, its message in msg. */
 static int register_cuda(fprep_client *c, char *msg, size_t msg_size)
 {
-	fprep_register_request req;
-	fprep_result res;
-	int rv;
-
-	memset(&req, 0, sizeof(req));
-	req.kind = FPREP_KIND_REGISTER_CUDA;
-	req.region_size = MIB;
-	memset(req.cuda_handle, 0x5a, sizeof(req.cuda_handle));
-	memset(req.cuda_uuid, 0xa5, sizeof(req.cuda_uuid));
-	rv = fprep_client_register(c, &req, &res);
-	if (rv != 0) {
-		snprintf(msg, msg_size, "%s", fprep_client_last_error(c));
-		return rv;
-	}
-	snprintf(msg, msg_size, "%s", res.header.message);
-	rv = (int)res.header.status;
-	fprep_result_fini(&res);
-	return rv;
+	return client_register_made_up(c, 0, MIB, msg, msg_size);
 }
 
 /* test_budget_shares: D7, on three connections of this process's uid
@@ -334,26 +318,20 @@ static void *test_main(void *arg)
 int main(void)
 {
 	char dir[] = "/tmp/fprep-shares-XXXXXX";
-	static char listen[512];
 	fprep__config cfg;
-	pthread_t t;
 	int status;
 
 	server_fixture_config(&cfg, dir);
-	snprintf(listen, sizeof(listen), "%s", cfg.listen[0]);
-	url = listen;
+	url = cfg.listen[0];
 	cfg.shares.shm_bytes_per_conn = SHM_PER_CONN;
 	cfg.shares.shm_bytes_per_uid = SHM_PER_UID;
 	cfg.shares.doorbells_per_conn = BELLS_PER_CONN;
 	cfg.shares.doorbells_per_uid = BELLS_PER_UID;
 	cfg.shares.cuda_per_uid = CUDA_PER_UID;
-	REQUIRE(pthread_create(&t, NULL, test_main, NULL) == 0);
 	/* The fake completes each job at once. */
-	status = server_fixture_run(&cfg, fake_backend_new());
-	pthread_join(t, NULL);
+	status = server_fixture_serve(&cfg, fake_backend_new(), test_main);
 	for (int i = 0; i < NONREADERS; i++)
 		close(nonreaders[i]);
-	printf("server exit status %d\n", status);
 	CHECK(status == 0, "server exit status %d", status);
 	return server_fixture_end(&cfg, dir);
 }

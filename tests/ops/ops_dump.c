@@ -86,16 +86,8 @@ static int dump_parse(int argc, char **argv, struct dump_args *a)
 	int i, v, pos = 0;
 
 	memset(a, 0, sizeof(*a));
-	r->version = FPREP_PROTOCOL_VERSION;
-	r->kind = FPREP_KIND_FRAME;
-	r->out_width = r->out_height = 640;
-	r->resize = FPREP_RESIZE_LETTERBOX;
-	r->channel_order = FPREP_ORDER_RGB;
-	r->dtype = FPREP_DTYPE_F32;
-	r->layout = FPREP_LAYOUT_NCHW;
-	r->pad_value = 114.0f;
-	r->scale = 1.0f / 255.0f;
-	r->std[0] = r->std[1] = r->std[2] = 1.0f;
+	/* The defaults; the source is set below. */
+	fprep_request_init(r, 0, 0, 0);
 	for (i = 0; i < argc; i++) {
 		const char *o = argv[i], *n = i + 1 < argc ? argv[i + 1] : NULL;
 

@@ -34,24 +34,13 @@ static uint32_t t_bpp(uint16_t format)
 static void t_request(fprep_request *r, uint16_t format, uint32_t w, uint32_t h,
                       uint32_t ow, uint32_t oh)
 {
-	memset(r, 0, sizeof(*r));
-	r->version = FPREP_PROTOCOL_VERSION;
-	r->kind = FPREP_KIND_FRAME;
-	r->src_format = format;
-	r->src_width = w;
-	r->src_height = h;
+	fprep_request_init(r, format, w, h);
 	r->src_stride = w * t_bpp(format);
 	r->input_size = (uint64_t)r->src_stride * h;
 	r->out_width = ow;
 	r->out_height = oh;
-	r->resize = FPREP_RESIZE_LETTERBOX;
-	r->channel_order =
-	        format == FPREP_PIX_GRAY8 ? FPREP_ORDER_GRAY : FPREP_ORDER_RGB;
-	r->dtype = FPREP_DTYPE_F32;
-	r->layout = FPREP_LAYOUT_NCHW;
-	r->pad_value = 114.0f;
-	r->scale = 1.0f / 255.0f;
-	r->std[0] = r->std[1] = r->std[2] = 1.0f;
+	if (format == FPREP_PIX_GRAY8)
+		r->channel_order = FPREP_ORDER_GRAY;
 }
 
 static size_t t_tensor_size(const fprep_request *r)
