@@ -1,7 +1,7 @@
 /*
  * answer.c: the end of each request of frameprepd's loop. Every reply,
  * whatever thread finished the work, goes through one routine,
- * fprep__slot_reply, as every nng aio ends through nni_aio_finish: it
+ * fprep__answer_reply, as every nng aio ends through nni_aio_finish: it
  * encodes the header, settles the connection's in-flight count and counts
  * the reply in the metrics (which count the header, not the wire bytes),
  * then hands it to the sink the request was given
@@ -55,7 +55,7 @@ static int answer_simple(fprep__slot *s, const fprep_reply_header *h,
 		if (msg == NULL)
 			return -1;
 	}
-	fprep__slot_reply(s, h, msg);
+	fprep__answer_reply(s, h, msg);
 	return 0;
 }
 
@@ -81,7 +81,7 @@ static void answer_fail_times(const fprep__slot *s, fprep_reply_header *h)
 	h->t_decode_us = job->t_decode_us;
 }
 
-void fprep__slot_fail(fprep__slot *s, int status, const char *why)
+void fprep__answer_fail(fprep__slot *s, int status, const char *why)
 {
 	fprep_reply_header h;
 
@@ -98,12 +98,12 @@ void fprep__slot_fail(fprep__slot *s, int status, const char *why)
 		           "reply: dropped",
 		           s->request_id);
 		s->srv->failed++; /* no reply counts it */
-		fprep__slot_next(s);
+		fprep__answer_next(s);
 	}
 }
 
-void fprep__slot_answer(fprep__slot *s, uint32_t region_id, const char *message,
-                        const char *text)
+void fprep__answer_ok(fprep__slot *s, uint32_t region_id, const char *message,
+                      const char *text)
 {
 	fprep_reply_header h;
 	char why[FPREP_MESSAGE_SIZE];
@@ -116,12 +116,12 @@ void fprep__slot_answer(fprep__slot *s, uint32_t region_id, const char *message,
 		         fprep_kind_name(s->kind) != NULL
 		                 ? fprep_kind_name(s->kind)
 		                 : "reply");
-		fprep__slot_fail(s, FPREP_ENOMEM, why);
+		fprep__answer_fail(s, FPREP_ENOMEM, why);
 	}
 }
 
-void fprep__slot_reply(fprep__slot *s, const fprep_reply_header *h,
-                       nng_msg *msg)
+void fprep__answer_reply(fprep__slot *s, const fprep_reply_header *h,
+                         nng_msg *msg)
 {
 	fprep__server *srv = s->srv;
 	int on_loop = pthread_equal(pthread_self(), srv->loop_thread);
@@ -173,7 +173,7 @@ static void answer_unuse_regions(fprep__slot *s)
 	s->job.out_region = NULL;
 }
 
-void fprep__slot_next(fprep__slot *s)
+void fprep__answer_next(fprep__slot *s)
 {
 	FPREP__LOOP_ONLY(s->srv);
 	/* Counted as the slot leaves WORK or SEND, so that INFO never

@@ -103,8 +103,8 @@ static const struct fprep__config_word config_spin_words[] = {
 
 /* The rows: NUMBER in [lo, hi] (NUMBER_OR: or one of words), WORDS,
  * SWITCH (true or false; bare: the flag alone means true), OTHER (read by
- * fprep__config_set_<fn>, shown by fprep__config_show_<fn>, with bounds
- * for --device's GPU ids). */
+ * fprep__config_values_set_<fn>, shown by fprep__config_values_show_<fn>, with
+ * bounds for --device's GPU ids). */
 #define NUMBER_OR(name_, live_, arg_, f, lo, hi, words_, def_, help_)          \
 	{                                                                      \
 		.name = name_, .live = live_, .arg = arg_, .help = help_,      \
@@ -129,7 +129,8 @@ static const struct fprep__config_word config_spin_words[] = {
 	{                                                                      \
 		.name = name_, .live = live_, .arg = arg_, .help = help_,      \
 		.type = FPREP__CONFIG_OTHER, .min = lo, .max = hi,             \
-		.set = fprep__config_set_##fn, .show = fprep__config_show_##fn \
+		.set = fprep__config_values_set_##fn,                          \
+		.show = fprep__config_values_show_##fn                         \
 	}
 
 #define MS_MAX  3600000u /* one hour */
@@ -407,7 +408,7 @@ static int config_set(fprep__config *cfg, const struct fprep__config_setting *s,
 			return 0;
 		}
 	if (s->type == FPREP__CONFIG_NUMBER &&
-	    fprep__config_uint(val, s->min, s->max, &v) == 0) {
+	    fprep__config_values_uint(val, s->min, s->max, &v) == 0) {
 		config_put(cfg, s, (int64_t)v);
 		return 0;
 	}
@@ -669,8 +670,8 @@ int fprep__config_parse(fprep__config *cfg, int argc, char **argv, FILE *out,
 			        FPREP_VERSION_STRING, FPREP_PROTOCOL_VERSION);
 			return FPREP__CONFIG_EXIT;
 		case FLAG_CONFIG:
-			if (fprep__config_string(&cfg->config_file, optarg) !=
-			    0)
+			if (fprep__config_values_string(&cfg->config_file,
+			                                optarg) != 0)
 				return FPREP__CONFIG_ERROR;
 			break;
 		case ':':

@@ -12,7 +12,8 @@
 
 #include "frameprep/frameprep.h"
 
-int fprep__config_uint(const char *s, uint64_t min, uint64_t max, uint64_t *v)
+int fprep__config_values_uint(const char *s, uint64_t min, uint64_t max,
+                              uint64_t *v)
 {
 	unsigned long long x;
 	char *end;
@@ -27,7 +28,7 @@ int fprep__config_uint(const char *s, uint64_t min, uint64_t max, uint64_t *v)
 	return 0;
 }
 
-int fprep__config_string(char **dst, const char *s)
+int fprep__config_values_string(char **dst, const char *s)
 {
 	char *copy = NULL;
 
@@ -48,14 +49,15 @@ static int config_tcp_port(const char *hostport)
 	uint64_t port;
 
 	if (colon == NULL ||
-	    fprep__config_uint(colon + 1, 1, 65535, &port) != 0)
+	    fprep__config_values_uint(colon + 1, 1, 65535, &port) != 0)
 		return -1;
 	return 0;
 }
 
-int fprep__config_set_listen(fprep__config *cfg,
-                             const struct fprep__config_setting *s,
-                             const char *val, const char *where, FILE *err)
+int fprep__config_values_set_listen(fprep__config *cfg,
+                                    const struct fprep__config_setting *s,
+                                    const char *val, const char *where,
+                                    FILE *err)
 {
 	(void)s;
 	if (val == NULL) {
@@ -92,7 +94,8 @@ int fprep__config_set_listen(fprep__config *cfg,
 	return 0;
 }
 
-void fprep__config_show_listen(const fprep__config *cfg, char *buf, size_t size)
+void fprep__config_values_show_listen(const fprep__config *cfg, char *buf,
+                                      size_t size)
 {
 	size_t len = 0;
 
@@ -107,9 +110,10 @@ void fprep__config_show_listen(const fprep__config *cfg, char *buf, size_t size)
 		                        i > 0 ? " " : "", cfg->listen[i]);
 }
 
-int fprep__config_set_device(fprep__config *cfg,
-                             const struct fprep__config_setting *s,
-                             const char *val, const char *where, FILE *err)
+int fprep__config_values_set_device(fprep__config *cfg,
+                                    const struct fprep__config_setting *s,
+                                    const char *val, const char *where,
+                                    FILE *err)
 {
 	static const struct {
 		const char *word;
@@ -135,7 +139,7 @@ int fprep__config_set_device(fprep__config *cfg,
 			goto bad;
 		memcpy(item, p, len);
 		item[len] = '\0';
-		if (fprep__config_uint(item, s->min, s->max, &v) != 0)
+		if (fprep__config_values_uint(item, s->min, s->max, &v) != 0)
 			goto bad;
 		for (unsigned i = 0; i < n; i++)
 			if (devices[i] == (int)v) {
@@ -163,7 +167,8 @@ bad:
 	return -1;
 }
 
-void fprep__config_show_device(const fprep__config *cfg, char *buf, size_t size)
+void fprep__config_values_show_device(const fprep__config *cfg, char *buf,
+                                      size_t size)
 {
 	size_t len = 0;
 
@@ -195,39 +200,40 @@ static int config_directory(const char *val, const char *where, FILE *err)
 	return -1;
 }
 
-int fprep__config_set_kernels(fprep__config *cfg,
-                              const struct fprep__config_setting *s,
-                              const char *val, const char *where, FILE *err)
+int fprep__config_values_set_kernels(fprep__config *cfg,
+                                     const struct fprep__config_setting *s,
+                                     const char *val, const char *where,
+                                     FILE *err)
 {
 	(void)s;
 	if (val != NULL && config_directory(val, where, err) != 0)
 		return -1;
-	return fprep__config_string(&cfg->kernel_dir, val);
+	return fprep__config_values_string(&cfg->kernel_dir, val);
 }
 
-void fprep__config_show_kernels(const fprep__config *cfg, char *buf,
-                                size_t size)
+void fprep__config_values_show_kernels(const fprep__config *cfg, char *buf,
+                                       size_t size)
 {
 	snprintf(buf, size, "%s",
 	         cfg->kernel_dir != NULL ? cfg->kernel_dir
 	                                 : "the sources built in");
 }
 
-int fprep__config_set_kernel_cache(fprep__config *cfg,
-                                   const struct fprep__config_setting *s,
-                                   const char *val, const char *where,
-                                   FILE *err)
+int fprep__config_values_set_kernel_cache(fprep__config *cfg,
+                                          const struct fprep__config_setting *s,
+                                          const char *val, const char *where,
+                                          FILE *err)
 {
 	(void)s;
 	if (val != NULL && config_directory(val, where, err) != 0)
 		return -1;
 	cfg->cache_enabled = val == NULL || strcmp(val, "off") != 0;
-	return fprep__config_string(&cfg->kernel_cache,
-	                            cfg->cache_enabled ? val : NULL);
+	return fprep__config_values_string(&cfg->kernel_cache,
+	                                   cfg->cache_enabled ? val : NULL);
 }
 
-void fprep__config_show_kernel_cache(const fprep__config *cfg, char *buf,
-                                     size_t size)
+void fprep__config_values_show_kernel_cache(const fprep__config *cfg, char *buf,
+                                            size_t size)
 {
 	snprintf(buf, size, "%s",
 	         !cfg->cache_enabled         ? "off"
@@ -235,31 +241,30 @@ void fprep__config_show_kernel_cache(const fprep__config *cfg, char *buf,
 	                                     : "$XDG_CACHE_HOME/frameprep");
 }
 
-int fprep__config_set_metrics_listen(fprep__config *cfg,
-                                     const struct fprep__config_setting *s,
-                                     const char *val, const char *where,
-                                     FILE *err)
+int fprep__config_values_set_metrics_listen(
+        fprep__config *cfg, const struct fprep__config_setting *s,
+        const char *val, const char *where, FILE *err)
 {
 	const char *colon;
 	uint64_t port;
 
 	(void)s;
 	if (val == NULL || strcmp(val, "off") == 0)
-		return fprep__config_string(&cfg->metrics_listen, NULL);
+		return fprep__config_values_string(&cfg->metrics_listen, NULL);
 	colon = strrchr(val, ':');
 	if (colon == NULL ||
-	    fprep__config_uint(colon + 1, 0, 65535, &port) != 0) {
+	    fprep__config_values_uint(colon + 1, 0, 65535, &port) != 0) {
 		fprintf(err,
 		        "frameprepd: %s: '%s' is not HOST:PORT (port "
 		        "0..65535) or off\n",
 		        where, val);
 		return -1;
 	}
-	return fprep__config_string(&cfg->metrics_listen, val);
+	return fprep__config_values_string(&cfg->metrics_listen, val);
 }
 
-void fprep__config_show_metrics_listen(const fprep__config *cfg, char *buf,
-                                       size_t size)
+void fprep__config_values_show_metrics_listen(const fprep__config *cfg,
+                                              char *buf, size_t size)
 {
 	snprintf(buf, size, "%s",
 	         cfg->metrics_listen != NULL ? cfg->metrics_listen : "off");

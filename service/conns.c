@@ -17,7 +17,7 @@
  * its receipt until
  * its reply is delivered (answer.c), so a client that sends its
  * next request as soon as it has a reply is never refused; its slot and
- * reply bytes count until the send has ended or failed (fprep__slot_next).
+ * reply bytes count until the send has ended or failed (fprep__answer_next).
  * The request machine (slot.c, answer.c) acts on what these counts say;
  * this file only keeps them.
  * A request answered in its shared-memory region by a backend's thread
@@ -136,7 +136,7 @@ void fprep__conn_release(fprep__slot *s)
 	if (c == NULL)
 		return;
 	FPREP__ASSERT(c->held > 0);
-	/* What fprep__slot_reply counted, or the request was dropped. */
+	/* What fprep__answer_reply counted, or the request was dropped. */
 	if (!s->delivered)
 		fprep__metrics_request_end();
 	else if (s->sink.kind != FPREP__SINK_NNG)

@@ -1,15 +1,20 @@
 /*
  * daemon.h: what the files of frameprepd's event loop share: the server,
  * its slots, its connection table, its two ports and the reply sinks, and
- * the calls between the files. The files, from the top down (each calls
- * only files below it; the ports hand requests up through a callback):
+ * the calls between the files. Each file's calls carry its name
+ * (fprep__slot_* are slot.c's). The files, from the top down (each calls
+ * only files below it, but for two state steps every file takes,
+ * fprep__slot_enter and fprep__shutdown_want; the ports hand requests up
+ * through a callback):
  *
- *   server.c         set-up, the event dispatch, the spin, fprep__server_run
- *   shutdown.c       signals and the ordered close
- *   slot.c           the request machine: intake, validation, the hand-off
+ *   server.c         set-up, the event dispatch, the spin, SIGHUP,
+ *                    fprep__server_run
+ *   shutdown.c       SIGINT/SIGTERM, the wish to stop and the ordered close
+ *   slot.c           the request machine: its states (fprep__slot_enter),
+ *                    intake, validation, the hand-off
  *                    to the backend or the regions module, completions
  *   info.c           the INFO text and the start-up line
- *   answer.c         fprep__slot_reply (every reply's one owner), error
+ *   answer.c         fprep__answer_reply (every reply's one owner), error
  *                    replies, the end of a request
  *   port_nng.c       the nng port: requests on the REP socket's contexts
  *   port_doorbell.c  the doorbell port: requests in shared memory
@@ -25,10 +30,10 @@
  *   [A]  atomic: any thread
  *   [R]  the reply's owner: the loop; or, while a job is out (state WORK),
  *        the backend thread that finished it, which may answer a job that
- *        succeeded itself, through fprep__slot_reply (answer.c) like every
+ *        succeeded itself, through fprep__answer_reply (answer.c) like every
  *        reply, and then lets go of the slot. The loop reads these again
  *        only after the slot's next event, which orders the two; it leaves
- *        the slot in WORK until then (fprep__slot_reply asserts it).
+ *        the slot in WORK until then (fprep__answer_reply asserts it).
  *   [W]  the waker thread, under waker.mu where it says so
  * FPREP__LOOP_ONLY(srv) asserts the loop thread in Debug builds.
  */
@@ -113,12 +118,12 @@ struct fprep__conn {
 	uint32_t pipe;        /* nng pipe id; 0: a free entry */
 	unsigned held;        /* slots holding one of its requests */
 	atomic_uint inflight; /* [A] of those, requests not refused with EBUSY
-	                         and not yet answered (fprep__slot_reply
+	                         and not yet answered (fprep__answer_reply
 	                         counts off, on the thread that answers) */
 	uint64_t reply_bytes; /* tensor bytes of its replies in flight */
 	int closing;          /* closed for not reading: drop its requests */
 	/* [A] Of held, requests answered in shared memory (a REGION or
-	 * ENTRY sink: fprep__slot_reply counts them, on the thread that
+	 * ENTRY sink: fprep__answer_reply counts them, on the thread that
 	 * answers) that have not ended yet (fprep__conn_release): the client
 	 * may already have sent its next ones. */
 	atomic_uint region_answered;
@@ -174,11 +179,11 @@ struct fprep__slot {
 	nng_msg *rep_msg; /* [R] NNG sink, WORK: the reply message;
 	                     job.output points into it when inline */
 	uint8_t rep_head[FPREP_REPLY_HEADER_SIZE]; /* [R] other sinks */
-	/* [R] The reply was handed to the sink (fprep__slot_reply, once a
+	/* [R] The reply was handed to the sink (fprep__answer_reply, once a
 	 * request: asserted), which also counted it off conn->inflight,
 	 * the metrics' requests in flight and, into shared memory,
 	 * conn->region_answered; back to 0 when the request ends
-	 * (fprep__slot_next), which counts it served or failed by status,
+	 * (fprep__answer_next), which counts it served or failed by status,
 	 * the reply's (enum fprep_err). */
 	int delivered;
 	int status;
@@ -270,7 +275,7 @@ typedef struct fprep__port_nng {
 
 struct fprep__server {
 	/* [I]; its LIVE settings (config.c) [L]: SIGHUP writes them, on
-	 * the loop (fprep__server_sighup_cb). */
+	 * the loop (server.c). */
 	fprep__config *cfg;
 	fprep__backend *backend; /* [L]; NULL once closed */
 	const char *device;      /* [I] */
@@ -324,7 +329,7 @@ struct fprep__server {
 	uint64_t failed;        /* ... with an error reply, or dropped for
 	                           want of memory for one */
 
-	int stop_wanted; /* fprep__server_want_stop ran: stop after the event */
+	int stop_wanted; /* fprep__shutdown_want ran: stop after the event */
 	int stopping;    /* no new work; requests that arrive get stop_status */
 	int forcing;     /* inside the drain deadline's handler */
 	int finished;    /* the ordered close has run */
@@ -337,76 +342,12 @@ struct fprep__server {
 #define FPREP__LOOP_ONLY(srv)                                                  \
 	FPREP__ASSERT(pthread_equal(pthread_self(), (srv)->loop_thread))
 
-/* fprep__slot_step_ok tells whether a slot may go from state from to
- * state to (enum fprep__slot_state): a bit per state a state leads to. */
-static inline int fprep__slot_step_ok(int from, int to)
-{
-#define FPREP__TO(state) (1u << (state))
-	static const unsigned next[] = {
-	        [FPREP__SLOT_IDLE] = FPREP__TO(FPREP__SLOT_RECV) |
-	                             FPREP__TO(FPREP__SLOT_IDLE),
-	        [FPREP__SLOT_RECV] = FPREP__TO(FPREP__SLOT_WORK) |
-	                             FPREP__TO(FPREP__SLOT_REGION) |
-	                             FPREP__TO(FPREP__SLOT_SEND) |
-	                             FPREP__TO(FPREP__SLOT_RECV) |
-	                             FPREP__TO(FPREP__SLOT_IDLE),
-	        [FPREP__SLOT_WORK] = FPREP__TO(FPREP__SLOT_SEND) |
-	                             FPREP__TO(FPREP__SLOT_RECV) |
-	                             FPREP__TO(FPREP__SLOT_IDLE),
-	        [FPREP__SLOT_SEND] = FPREP__TO(FPREP__SLOT_RECV) |
-	                             FPREP__TO(FPREP__SLOT_IDLE),
-	        [FPREP__SLOT_REGION] = FPREP__TO(FPREP__SLOT_WORK) |
-	                               FPREP__TO(FPREP__SLOT_SEND) |
-	                               FPREP__TO(FPREP__SLOT_IDLE),
-	};
-#undef FPREP__TO
-	return from >= FPREP__SLOT_IDLE && from <= FPREP__SLOT_REGION &&
-	       (next[from] >> to & 1u) != 0;
-}
+/* slot.c */
 
 /* fprep__slot_enter moves s to state to, asserting that the step is one of
  * the machine's (enum fprep__slot_state), and keeps srv->active (the
  * slots not IDLE). Loop thread. */
-static inline void fprep__slot_enter(fprep__slot *s, int to)
-{
-	int from = s->state;
-
-	FPREP__LOOP_ONLY(s->srv);
-	FPREP__ASSERT(fprep__slot_step_ok(from, to));
-	if (from == FPREP__SLOT_IDLE && to != FPREP__SLOT_IDLE)
-		s->srv->active++;
-	else if (from != FPREP__SLOT_IDLE && to == FPREP__SLOT_IDLE)
-		s->srv->active--;
-	if (to == FPREP__SLOT_WORK)
-		s->srv->working++;
-	else if (from == FPREP__SLOT_WORK)
-		s->srv->working--;
-	s->state = to;
-}
-
-/* fprep__server_want_stop asks for the shutdown (exit_status, and the
- * status and why that new requests get) from a file below shutdown.c: the
- * status is kept at once, and the loop begins the shutdown once the
- * current event is handled (server.c). A later call with a higher
- * exit_status replaces the status. Loop thread. */
-static inline void fprep__server_want_stop(fprep__server *srv, int exit_status,
-                                           int status, const char *why)
-{
-	size_t n;
-
-	if (exit_status > srv->exit_status ||
-	    (!srv->stop_wanted && !srv->stopping && exit_status == 0)) {
-		srv->exit_status = exit_status;
-		srv->stop_status = status;
-		n = strnlen(why, FPREP_MESSAGE_SIZE - 1);
-		memmove(srv->stop_message, why, n);
-		srv->stop_message[n] = '\0';
-	}
-	srv->stop_wanted = 1;
-}
-
-/* slot.c */
-
+void fprep__slot_enter(fprep__slot *s, int to);
 /* fprep__slot_take: the ports' take callback (port.h): serves the request
  * the port took into s (state RECV, request and sink set). */
 void fprep__slot_take(fprep__slot *s);
@@ -416,14 +357,14 @@ void fprep__slot_event(fprep__slot *s);
 
 /* answer.c */
 
-/* fprep__slot_fail answers s's request with the error status and why. */
-void fprep__slot_fail(fprep__slot *s, int status, const char *why);
-/* fprep__slot_answer answers s's request with OK: region_id (REGISTER,
+/* fprep__answer_fail answers s's request with the error status and why. */
+void fprep__answer_fail(fprep__slot *s, int status, const char *why);
+/* fprep__answer_ok answers s's request with OK: region_id (REGISTER,
  * DOORBELL; else 0), message and, through the NNG sink, text as payload
  * (INFO; NULL: none). Fails it when out of memory. */
-void fprep__slot_answer(fprep__slot *s, uint32_t region_id, const char *message,
-                        const char *text);
-/* fprep__slot_reply is the one end of every reply, as nni_aio_finish is
+void fprep__answer_ok(fprep__slot *s, uint32_t region_id, const char *message,
+                      const char *text);
+/* fprep__answer_reply is the one end of every reply, as nni_aio_finish is
  * of every nng aio: it encodes the header h into msg (NNG sink: the whole
  * reply, header space first, which nng then owns) or rep_head (the other
  * sinks: msg NULL), counts s's request off conn->inflight (when counted),
@@ -435,12 +376,12 @@ void fprep__slot_answer(fprep__slot *s, uint32_t region_id, const char *message,
  * FPREP__STOP_SEND_MS; on a backend thread (the one that finished s's job,
  * which succeeded: asserted) the slot stays in WORK and the caller lets go
  * of it. Either way the loop ends the request at the delivery's event. */
-void fprep__slot_reply(fprep__slot *s, const fprep_reply_header *h,
-                       nng_msg *msg);
-/* fprep__slot_next ends s's request (delivered or dropped): its
+void fprep__answer_reply(fprep__slot *s, const fprep_reply_header *h,
+                         nng_msg *msg);
+/* fprep__answer_next ends s's request (delivered or dropped): its
  * connection's counts, its job's region uses, its messages, and the slot
  * back to its port. Loop thread. */
-void fprep__slot_next(fprep__slot *s);
+void fprep__answer_next(fprep__slot *s);
 
 /* sink.c */
 
@@ -451,7 +392,7 @@ void fprep__slot_next(fprep__slot *s);
  * s's FPREP__EV_SENT event. A REGION the SIGBUS guard caught gets the
  * header through nng instead. Returns 1 when the reply went into shared
  * memory, 0 when through nng (or dropped, logged, when no message could be
- * allocated for it). Called by fprep__slot_reply alone, on its thread
+ * allocated for it). Called by fprep__answer_reply alone, on its thread
  * (daemon.h, [R]). */
 int fprep__sink_deliver(fprep__slot *s, nng_msg *msg, int timeout_ms);
 
@@ -561,42 +502,45 @@ void fprep__waker_stop(fprep__waker *w);
 
 /* shutdown.c */
 
-/* fprep__server_stop begins the shutdown (exit_status, and the status and
- * why that new requests get); fprep__server_stop_wanted begins the one
- * that fprep__server_want_stop asked for. */
-void fprep__server_stop(fprep__server *srv, int exit_status, int status,
-                        const char *why);
-void fprep__server_stop_wanted(fprep__server *srv);
-/* fprep__server_finish runs the ordered close once no slot is busy. */
-void fprep__server_finish(fprep__server *srv);
-/* fprep__server_stop_progress moves a shutdown on after an event: once no
+/* fprep__shutdown_want asks for the shutdown (exit_status, and the
+ * status and why that new requests get) from a file below shutdown.c: the
+ * status is kept at once, and the loop begins the shutdown once the
+ * current event is handled (server.c). A later call with a higher
+ * exit_status replaces the status. Loop thread. */
+void fprep__shutdown_want(fprep__server *srv, int exit_status, int status,
+                          const char *why);
+/* fprep__shutdown_begin begins the shutdown (exit_status, and the status and
+ * why that new requests get); fprep__shutdown_begin_wanted begins the one
+ * that fprep__shutdown_want asked for. */
+void fprep__shutdown_begin(fprep__server *srv, int exit_status, int status,
+                           const char *why);
+void fprep__shutdown_begin_wanted(fprep__server *srv);
+/* fprep__shutdown_finish runs the ordered close once no slot is busy. */
+void fprep__shutdown_finish(fprep__server *srv);
+/* fprep__shutdown_progress moves a shutdown on after an event: once no
  * slot holds a request, the nng port stops receiving (until then requests
  * that arrive get stop_status replies); once no slot is busy, the ordered
  * close. Nothing when not stopping. Loop thread. */
-void fprep__server_stop_progress(fprep__server *srv);
-/* fprep__server_reply_sent notes that s's reply was handed to its nng
+void fprep__shutdown_progress(fprep__server *srv);
+/* fprep__shutdown_reply_sent notes that s's reply was handed to its nng
  * pipe (its send ended well: queued, maybe not yet written), so that the
  * shutdown's close waits for it. Two stores. Loop thread. */
-void fprep__server_reply_sent(fprep__server *srv, fprep__slot *s);
-/* fprep__server_close_backend closes the backend once. */
-void fprep__server_close_backend(fprep__server *srv, int timeout_ms);
-/* fprep__server_close_handles closes the event queue and the uv handles. */
-void fprep__server_close_handles(fprep__server *srv);
-/* fprep__server_signal_cb: SIGINT and SIGTERM. */
-void fprep__server_signal_cb(uv_signal_t *handle, int signum);
-/* fprep__server_sighup_cb: SIGHUP reloads the settings file (the live
- * settings change, the others are named and kept: config.h,
- * fprep__config_reload). Loop thread. */
-void fprep__server_sighup_cb(uv_signal_t *handle, int signum);
+void fprep__shutdown_reply_sent(fprep__server *srv, fprep__slot *s);
+/* fprep__shutdown_close_backend closes the backend once. */
+void fprep__shutdown_close_backend(fprep__server *srv, int timeout_ms);
+/* fprep__shutdown_close_handles closes the event queue and the uv handles. */
+void fprep__shutdown_close_handles(fprep__server *srv);
+/* fprep__shutdown_signal_cb: SIGINT and SIGTERM. */
+void fprep__shutdown_signal_cb(uv_signal_t *handle, int signum);
 
 /* info.c */
 
-/* fprep__server_notify tells systemd state (no-op without it). */
-void fprep__server_notify(const char *state);
-/* fprep__server_info writes the INFO text into buf (size bytes). */
-void fprep__server_info(fprep__server *srv, char *buf, size_t size);
-/* fprep__server_log_start logs the start-up line and tells the metrics the
+/* fprep__info_notify tells systemd state (no-op without it). */
+void fprep__info_notify(const char *state);
+/* fprep__info_text writes the INFO text into buf (size bytes). */
+void fprep__info_text(fprep__server *srv, char *buf, size_t size);
+/* fprep__info_log_start logs the start-up line and tells the metrics the
  * budgets their gauges are measured against (fprep__metrics_limits). */
-void fprep__server_log_start(fprep__server *srv);
+void fprep__info_log_start(fprep__server *srv);
 
 #endif /* FPREP_SERVICE_DAEMON_H */

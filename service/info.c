@@ -28,7 +28,7 @@ static const char *info_level_name(int level)
 	return names[level - FPREP_LOG_ERR];
 }
 
-void fprep__server_notify(const char *state)
+void fprep__info_notify(const char *state)
 {
 #ifdef FPREP_HAVE_SYSTEMD
 	sd_notify(0, state);
@@ -49,8 +49,8 @@ static size_t info_health(fprep__server *srv, char *buf, size_t size)
 
 	if (srv->backend->stats != NULL)
 		srv->backend->stats(srv->backend, &st);
-	live = fprep__metrics_liveness(live_why, sizeof(live_why));
-	ready = fprep__metrics_readiness(
+	live = fprep__metrics_http_liveness(live_why, sizeof(live_why));
+	ready = fprep__metrics_http_readiness(
 	        srv->backend->stats != NULL ? &st : NULL, why, sizeof(why));
 	why[strcspn(why, "\n")] = '\0';
 	return (size_t)snprintf(buf, size,
@@ -61,8 +61,8 @@ static size_t info_health(fprep__server *srv, char *buf, size_t size)
 	                        srv->stopping ? "true" : "false", why);
 }
 
-/* fprep__server_info writes the INFO text. */
-void fprep__server_info(fprep__server *srv, char *buf, size_t size)
+/* fprep__info_text writes the INFO text. */
+void fprep__info_text(fprep__server *srv, char *buf, size_t size)
 {
 	const fprep__config *cfg = srv->cfg;
 	const fprep_limits *lim = &cfg->limits;
@@ -164,7 +164,7 @@ void fprep__server_info(fprep__server *srv, char *buf, size_t size)
 		srv->backend->info(srv->backend, buf + n, size - n);
 }
 
-void fprep__server_log_start(fprep__server *srv)
+void fprep__info_log_start(fprep__server *srv)
 {
 	const fprep__config *cfg = srv->cfg;
 	const fprep_limits *lim = &cfg->limits;

@@ -53,7 +53,7 @@ static int main_gpu_list(const fprep__config *cfg, int *devices, unsigned *n,
 		if (count > 0)
 			devices[(*n)++] = 0;
 	} else if (count == FPREP__GPU_NOT_BUILT) {
-		fprep__config_show_device(cfg, name, size);
+		fprep__config_values_show_device(cfg, name, size);
 		fprep__log(FPREP_LOG_ERR,
 		           "device %s: this frameprepd was built without CUDA "
 		           "(use --device cpu or auto)",
@@ -150,7 +150,7 @@ int main(int argc, char **argv)
 	if (cfg.spin_us == FPREP__SPIN_AUTO)
 		cfg.spin_us = cfg.spin_auto_us;
 	if (cfg.metrics_listen != NULL) {
-		if (fprep__metrics_open(cfg.metrics_listen, device) != 0) {
+		if (fprep__metrics_http_open(cfg.metrics_listen, device) != 0) {
 			fprep__log(FPREP_LOG_ERR, "frameprepd: no metrics "
 			                          "endpoint: exiting");
 			backend->close(backend, cfg.shutdown_timeout_ms);
@@ -166,7 +166,7 @@ int main(int argc, char **argv)
 		fprep__metrics_set_backend(backend);
 	}
 	rv = fprep__server_run(&cfg, backend, device);
-	fprep__metrics_close();
+	fprep__metrics_http_close();
 	fprep__config_fini(&cfg);
 	return rv;
 }

@@ -7,7 +7,8 @@
  * endpoint is off. An HTTP server (libmicrohttpd, metrics_http.h) on its
  * own thread answers GET /metrics in the Prometheus text format (version
  * 0.0.4), and the health checks; it only reads the atomics, so a scrape
- * never waits for the event loop.
+ * never waits for the event loop. The server's calls (fprep__metrics_http_*)
+ * are metrics_http.c's, the counters' the others, metrics.c's.
  * Durations are in seconds, following the Prometheus naming guide.
  */
 #ifndef FPREP_SERVICE_METRICS_H
@@ -19,14 +20,14 @@
 #include "backend.h"
 #include "frameprep/protocol.h"
 
-/* fprep__metrics_open starts the endpoint on listen ("HOST:PORT"; HOST a
+/* fprep__metrics_http_open starts the endpoint on listen ("HOST:PORT"; HOST a
  * name or address, empty for every interface, [v6] for IPv6; PORT 0 picks
  * a free port, which is logged) and turns the counting on. device labels
  * the per-device series ("cpu", "cuda:0"); it is copied. Call before any
  * request is served, from main. Returns 0, FPREP_EINVAL (listen is
  * malformed or names no address) or FPREP_ETRANSPORT (the port cannot be
  * bound), logged. */
-int fprep__metrics_open(const char *listen, const char *device);
+int fprep__metrics_http_open(const char *listen, const char *device);
 
 /* FPREP__METRICS_MAX_LANES: lanes with series of their own; later ones
  * count as lane 0. */
@@ -34,51 +35,52 @@ int fprep__metrics_open(const char *listen, const char *device);
 
 /* fprep__metrics_set_lanes labels the per-lane series: lane l runs on GPU
  * devices[l] (n lanes). Without it there is one lane, labelled with the
- * device given to fprep__metrics_open. Call from main before requests are
+ * device given to fprep__metrics_http_open. Call from main before requests are
  * served. */
 void fprep__metrics_set_lanes(const int *devices, unsigned n);
 
-/* fprep__metrics_close stops the endpoint (no scrape runs afterwards) and
- * turns the counting off. Safe when it was never opened. fprep__metrics_open
- * and fprep__metrics_close are metrics_http.c's: they start and stop the
- * counting of this file (fprep__metrics_start, fprep__metrics_stop) around
- * the HTTP server, so that the counters never call the server. */
-void fprep__metrics_close(void);
+/* fprep__metrics_http_close stops the endpoint (no scrape runs afterwards) and
+ * turns the counting off. Safe when it was never opened.
+ * fprep__metrics_http_open and fprep__metrics_http_close are metrics_http.c's:
+ * they start and stop the counting of this file (fprep__metrics_start,
+ * fprep__metrics_stop) around the HTTP server, so that the counters never call
+ * the server. */
+void fprep__metrics_http_close(void);
 
 /* fprep__metrics_start turns the counting on; device as for
- * fprep__metrics_open. fprep__metrics_stop turns it off and forgets the
+ * fprep__metrics_http_open. fprep__metrics_stop turns it off and forgets the
  * backend. From main's thread. */
 void fprep__metrics_start(const char *device);
 void fprep__metrics_stop(void);
 
-/* fprep__metrics_port returns the TCP port the endpoint listens on, or 0
+/* fprep__metrics_http_port returns the TCP port the endpoint listens on, or 0
  * when it is off (metrics_http.c). */
-unsigned fprep__metrics_port(void);
+unsigned fprep__metrics_http_port(void);
 
-/* fprep__metrics_ready tells the endpoint's /readyz whether the server
+/* fprep__metrics_http_ready tells the endpoint's /readyz whether the server
  * takes requests: 1 once its listener and request slots are up, 0 once it
  * stops taking them (shutdown). Until the first call /readyz says
  * "starting"; with 1 it also asks that the backend have a lane in
  * service. Any thread (metrics_http.c). */
-void fprep__metrics_ready(int ready);
+void fprep__metrics_http_ready(int ready);
 
-/* fprep__metrics_heartbeat tells the endpoint's /healthz that the event
+/* fprep__metrics_http_heartbeat tells the endpoint's /healthz that the event
  * loop turns: the loop calls it every second at least, and /healthz
  * answers 503 once the last call is FPREP__METRICS_HTTP_STALL_S old (200
  * before the first). Any thread (metrics_http.c). */
-void fprep__metrics_heartbeat(void);
+void fprep__metrics_http_heartbeat(void);
 
-/* fprep__metrics_liveness decides liveness as /healthz does: writes its
+/* fprep__metrics_http_liveness decides liveness as /healthz does: writes its
  * body ("ok\n" or "not live: ...\n") into buf (size bytes) and returns 1
- * while the loop's heartbeat is recent. fprep__metrics_readiness decides
- * readiness as /readyz does, from fprep__metrics_ready's state and st (the
+ * while the loop's heartbeat is recent. fprep__metrics_http_readiness decides
+ * readiness as /readyz does, from fprep__metrics_http_ready's state and st (the
  * backend's figures; NULL when it keeps none): writes "ready\n" or "not
  * ready: REASON\n" and returns 1 when ready. Both keep their state
  * whether or not the endpoint is open (INFO's health lines use them). Any
  * thread (metrics_http.c). */
-int fprep__metrics_liveness(char *buf, size_t size);
-int fprep__metrics_readiness(const fprep__backend_stats *st, char *buf,
-                             size_t size);
+int fprep__metrics_http_liveness(char *buf, size_t size);
+int fprep__metrics_http_readiness(const fprep__backend_stats *st, char *buf,
+                                  size_t size);
 
 /* fprep__metrics_text writes the frameprep_* exposition (every family of
  * this module, in the Prometheus text format). Returns a NUL-terminated

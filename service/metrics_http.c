@@ -160,7 +160,7 @@ static void http_make_room(const uint8_t addr[17])
 	http.cut++;
 }
 
-void fprep__metrics_ready(int ready)
+void fprep__metrics_http_ready(int ready)
 {
 	atomic_store(&http.ready, ready ? 1 : 0);
 }
@@ -177,13 +177,13 @@ static uint64_t http_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 + 1;
 }
 
-void fprep__metrics_heartbeat(void)
+void fprep__metrics_http_heartbeat(void)
 {
 	atomic_store_explicit(&http.beat_ms, http_now_ms(),
 	                      memory_order_relaxed);
 }
 
-int fprep__metrics_liveness(char *buf, size_t size)
+int fprep__metrics_http_liveness(char *buf, size_t size)
 {
 	uint64_t beat =
 	        atomic_load_explicit(&http.beat_ms, memory_order_relaxed);
@@ -332,11 +332,11 @@ static int http_readiness(char *buf, size_t size)
 	fprep__backend_stats st;
 	int known = fprep__metrics_backend_stats(&st);
 
-	return fprep__metrics_readiness(known ? &st : NULL, buf, size);
+	return fprep__metrics_http_readiness(known ? &st : NULL, buf, size);
 }
 
-int fprep__metrics_readiness(const fprep__backend_stats *st, char *buf,
-                             size_t size)
+int fprep__metrics_http_readiness(const fprep__backend_stats *st, char *buf,
+                                  size_t size)
 {
 	int ready = atomic_load(&http.ready);
 
@@ -364,7 +364,7 @@ int fprep__metrics_readiness(const fprep__backend_stats *st, char *buf,
 static int http_health(char *buf, size_t size)
 {
 	char why[160];
-	int live = fprep__metrics_liveness(why, sizeof(why));
+	int live = fprep__metrics_http_liveness(why, sizeof(why));
 	int ready = http_readiness(why, sizeof(why));
 	int n = snprintf(buf, size,
 	                 "# HELP frameprep_live 1 while /healthz answers 200 "
@@ -481,7 +481,7 @@ static enum MHD_Result http_answer(void *cls, struct MHD_Connection *conn,
 		                  "GET, HEAD");
 	}
 	if (strcmp(url, "/healthz") == 0) {
-		int live = fprep__metrics_liveness(body, sizeof(body));
+		int live = fprep__metrics_http_liveness(body, sizeof(body));
 
 		return http_reply(
 		        conn, live ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
@@ -660,7 +660,11 @@ static int http_resolve(const char *listen, struct addrinfo **res)
 	return 0;
 }
 
-int fprep__metrics_http_open(const char *listen)
+static void http_close(void);
+
+/* http_open starts serving on listen ("HOST:PORT"). From main's thread,
+ * once. Returns 0, FPREP_EINVAL or FPREP_ETRANSPORT (logged). */
+static int http_open(const char *listen)
 {
 	struct addrinfo *res = NULL;
 	const union MHD_DaemonInfo *info;
@@ -694,7 +698,7 @@ int fprep__metrics_http_open(const char *listen)
 	        MHD_OPTION_END);
 	freeaddrinfo(res);
 	if (http.httpd == NULL) {
-		fprep__metrics_http_close();
+		http_close();
 		fprep__log(FPREP_LOG_ERR,
 		           "--metrics-listen %s: cannot listen (address in use "
 		           "or not local?)",
@@ -710,29 +714,14 @@ int fprep__metrics_http_open(const char *listen)
 	return 0;
 }
 
-unsigned fprep__metrics_port(void)
+unsigned fprep__metrics_http_port(void)
 {
 	return http.httpd != NULL ? http.port : 0;
 }
 
-int fprep__metrics_open(const char *listen, const char *device)
-{
-	int rv;
-
-	fprep__metrics_start(device);
-	rv = fprep__metrics_http_open(listen);
-	if (rv != 0)
-		fprep__metrics_stop();
-	return rv;
-}
-
-void fprep__metrics_close(void)
-{
-	fprep__metrics_http_close();
-	fprep__metrics_stop();
-}
-
-void fprep__metrics_http_close(void)
+/* http_close stops the server: once it returns no request is being
+ * answered. Safe when it was never opened. */
+static void http_close(void)
 {
 	if (http.httpd != NULL)
 		MHD_stop_daemon(http.httpd);
@@ -746,4 +735,21 @@ void fprep__metrics_http_close(void)
 		pthread_join(http.reaper, NULL);
 		http.reaper_started = 0;
 	}
+}
+
+int fprep__metrics_http_open(const char *listen, const char *device)
+{
+	int rv;
+
+	fprep__metrics_start(device);
+	rv = http_open(listen);
+	if (rv != 0)
+		fprep__metrics_stop();
+	return rv;
+}
+
+void fprep__metrics_http_close(void)
+{
+	http_close();
+	fprep__metrics_stop();
 }

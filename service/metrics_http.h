@@ -27,17 +27,7 @@
 #define FPREP__METRICS_HTTP_REQUEST_S 10
 
 /* FPREP__METRICS_HTTP_STALL_S: /healthz fails once the event loop's last
- * heartbeat (fprep__metrics_heartbeat) is this old. */
+ * heartbeat (fprep__metrics_http_heartbeat) is this old. */
 #define FPREP__METRICS_HTTP_STALL_S 10
-
-/* fprep__metrics_http_open starts serving on listen ("HOST:PORT", see
- * fprep__metrics_open). From main's thread, once. Returns 0,
- * FPREP_EINVAL (listen malformed or naming no address) or
- * FPREP_ETRANSPORT (cannot bind, or no thread), logged. */
-int fprep__metrics_http_open(const char *listen);
-
-/* fprep__metrics_http_close stops the server: once it returns no request
- * is being answered. From main's thread; safe when never opened. */
-void fprep__metrics_http_close(void);
 
 #endif /* FPREP_SERVICE_METRICS_HTTP_H */

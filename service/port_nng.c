@@ -95,8 +95,8 @@ void fprep__port_nng_event(fprep__slot *s)
 	if (rv == NNG_ECLOSED) {
 		/* The socket is gone: this slot cannot serve. */
 		if (!srv->stopping)
-			fprep__server_want_stop(srv, 1, FPREP_ETRANSPORT,
-			                        "the socket closed");
+			fprep__shutdown_want(srv, 1, FPREP_ETRANSPORT,
+			                     "the socket closed");
 		fprep__slot_enter(s, FPREP__SLOT_IDLE);
 		return;
 	}

@@ -6,7 +6,7 @@
  * sends: no copy of the tensor on the way out. Error replies reuse a
  * message that is no longer needed (the request, or a tensor reply that
  * failed) by trimming it to the header. The header is encoded into either
- * by the reply's one owner, fprep__slot_reply (answer.c).
+ * by the reply's one owner, fprep__answer_reply (answer.c).
  */
 #include "reply.h"
 

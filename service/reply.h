@@ -3,7 +3,7 @@
  * tensor replies whose payload the backend writes in place, the headers
  * of tensor and other replies, the messages of text (INFO) and error
  * replies, and the write of a header into shared memory. Each reply's
- * header is encoded once, by fprep__slot_reply (daemon.h).
+ * header is encoded once, by fprep__answer_reply (daemon.h).
  */
 #ifndef FPREP_SERVICE_REPLY_H
 #define FPREP_SERVICE_REPLY_H
@@ -49,7 +49,7 @@ void fprep__reply_header_simple(fprep_reply_header *rep, uint16_t kind,
 
 /* fprep__reply_take makes the message of a reply without a tensor:
  * FPREP_REPLY_HEADER_SIZE bytes for the header, which the caller encodes
- * (fprep__slot_reply), then text (strlen bytes; NULL: none). spare, if
+ * (fprep__answer_reply), then text (strlen bytes; NULL: none). spare, if
  * not NULL, is a message the caller gives up: reused when possible (a
  * spare of at least the size is cut to it without allocating, so an error
  * can be answered even when memory is short), else freed. Returns the

@@ -119,8 +119,8 @@ static void server_set_spin(fprep__server *srv, int on)
 static void server_after(fprep__server *srv)
 {
 	if (srv->stop_wanted && !srv->stopping)
-		fprep__server_stop_wanted(srv);
-	fprep__server_stop_progress(srv);
+		fprep__shutdown_begin_wanted(srv);
+	fprep__shutdown_progress(srv);
 }
 
 static void server_spin_cb(uv_idle_t *handle)
@@ -209,7 +209,7 @@ static void server_event(fprep__event *ev, void *data)
 			break;
 		}
 		if (ev->kind == FPREP__EV_AIO && s->aio_result == 0) {
-			fprep__server_reply_sent(srv, s);
+			fprep__shutdown_reply_sent(srv, s);
 			fprep__conn_progress(s);
 		}
 		fprep__slot_event(s);
@@ -265,6 +265,50 @@ static int server_open_slots(fprep__server *srv)
 }
 
 /* server_init_loop sets up the loop and its handles. */
+/* server_sighup_cb: SIGHUP reloads the settings file (the live settings
+ * change, the others are named and kept: config.h, fprep__config_reload). */
+static void server_sighup_cb(uv_signal_t *handle, int signum)
+{
+	fprep__server *srv = handle->data;
+	char changed[1024], kept[512], err[1024];
+	int rv;
+
+	(void)signum;
+	FPREP__LOOP_ONLY(srv);
+	/* systemd sees the reload begin and end (ExecReload only sends the
+	 * signal); not while the daemon stops. */
+	if (!srv->stopping)
+		fprep__info_notify("RELOADING=1");
+	rv = fprep__config_reload(srv->cfg, changed, sizeof(changed), kept,
+	                          sizeof(kept), err, sizeof(err));
+	if (!srv->stopping)
+		fprep__info_notify("READY=1\nSTATUS=serving");
+	if (rv == FPREP__RELOAD_NO_FILE) {
+		fprep__log(FPREP_LOG_NOTICE,
+		           "SIGHUP: started without --config: nothing to "
+		           "reload");
+		return;
+	}
+	if (rv != 0) {
+		fprep__log(FPREP_LOG_ERR,
+		           "SIGHUP: %s refused, nothing changed: %s",
+		           srv->cfg->config_file, err);
+		return;
+	}
+	/* The live settings other threads see go through the loop: the log
+	 * level (an atomic), the spin; the limits and the send timeout are
+	 * copied into each request's slot as it is submitted (slot.c). */
+	fprep__log_set_level(srv->cfg->log_level);
+	srv->spin_ns =
+	        srv->cfg->spin_us > 0 ? (uint64_t)srv->cfg->spin_us * 1000u : 0;
+	fprep__log(FPREP_LOG_NOTICE, "SIGHUP: reloaded %s: %s",
+	           srv->cfg->config_file,
+	           changed[0] != '\0' ? changed : "no live setting changed");
+	if (kept[0] != '\0')
+		fprep__log(FPREP_LOG_WARNING,
+		           "SIGHUP: kept: %s (restart to change)", kept);
+}
+
 static int server_init_loop(fprep__server *srv)
 {
 	int rv;
@@ -294,15 +338,14 @@ static int server_init_loop(fprep__server *srv)
 	srv->sighup.data = srv;
 	srv->drain_timer.data = srv;
 	srv->linger_timer.data = srv;
-	rv = uv_signal_start(&srv->sigint, fprep__server_signal_cb, SIGINT);
+	rv = uv_signal_start(&srv->sigint, fprep__shutdown_signal_cb, SIGINT);
 	if (rv == 0)
-		rv = uv_signal_start(&srv->sigterm, fprep__server_signal_cb,
+		rv = uv_signal_start(&srv->sigterm, fprep__shutdown_signal_cb,
 		                     SIGTERM);
 	if (rv == 0)
-		rv = uv_signal_start(&srv->sighup, fprep__server_sighup_cb,
-		                     SIGHUP);
+		rv = uv_signal_start(&srv->sighup, server_sighup_cb, SIGHUP);
 	if (rv != 0) {
-		fprep__server_close_handles(srv);
+		fprep__shutdown_close_handles(srv);
 		uv_run(&srv->loop, UV_RUN_DEFAULT);
 		goto err_loop;
 	}
@@ -324,7 +367,7 @@ static void server_heartbeat_cb(uv_timer_t *timer)
 {
 	fprep__server *srv = timer->data;
 
-	fprep__metrics_heartbeat();
+	fprep__metrics_http_heartbeat();
 	fprep__ingress_tick(&srv->ingress);
 	/* Replies are freed on nng's and the backend's threads, into
 	 * glibc's arenas, which keep the memory: once the replies are gone
@@ -335,7 +378,7 @@ static void server_heartbeat_cb(uv_timer_t *timer)
 		srv->trim_wanted = 0;
 	}
 	if (srv->sd_watchdog)
-		fprep__server_notify("WATCHDOG=1");
+		fprep__info_notify("WATCHDOG=1");
 }
 
 /* server_heartbeat_start starts the loop's heartbeat: every second, or at
@@ -381,7 +424,7 @@ int fprep__server_run(fprep__config *cfg, fprep__backend *backend,
 	srv->device = device;
 	srv->t_start_ns = fprep__now_ns();
 	if (server_init_loop(srv) != 0) {
-		fprep__server_close_backend(srv, cfg->shutdown_timeout_ms);
+		fprep__shutdown_close_backend(srv, cfg->shutdown_timeout_ms);
 		free(srv);
 		return 1;
 	}
@@ -401,12 +444,12 @@ int fprep__server_run(fprep__config *cfg, fprep__backend *backend,
 		/* Start-up failed: the same ordered close, with no work. */
 		srv->stopping = 1;
 		srv->exit_status = 1;
-		fprep__server_finish(srv);
+		fprep__shutdown_finish(srv);
 	} else {
 		fprep__port_nng_start(&srv->nng);
-		fprep__server_log_start(srv);
-		fprep__server_notify("READY=1\nSTATUS=serving");
-		fprep__metrics_ready(1);
+		fprep__info_log_start(srv);
+		fprep__info_notify("READY=1\nSTATUS=serving");
+		fprep__metrics_http_ready(1);
 		server_heartbeat_start(srv);
 	}
 	uv_run(&srv->loop, UV_RUN_DEFAULT);

@@ -39,7 +39,7 @@
 #define SHUTDOWN_LINGER_MS      2000
 #define SHUTDOWN_LINGER_POLL_MS 10
 
-void fprep__server_reply_sent(fprep__server *srv, fprep__slot *s)
+void fprep__shutdown_reply_sent(fprep__server *srv, fprep__slot *s)
 {
 	s->sent_pipe = s->pipe;
 	s->sent_ms = uv_now(&srv->loop);
@@ -101,8 +101,8 @@ static int shutdown_unflushed(fprep__server *srv)
 	return pending;
 }
 
-/* fprep__server_close_backend closes the backend once. */
-void fprep__server_close_backend(fprep__server *srv, int timeout_ms)
+/* fprep__shutdown_close_backend closes the backend once. */
+void fprep__shutdown_close_backend(fprep__server *srv, int timeout_ms)
 {
 	if (srv->backend == NULL)
 		return;
@@ -140,7 +140,7 @@ static void shutdown_drain_timeout(uv_timer_t *timer)
 	           "closing the backend",
 	           shutdown_requests(srv), srv->cfg->shutdown_timeout_ms);
 	srv->forcing = 1;
-	fprep__server_close_backend(srv, SHUTDOWN_FORCE_CLOSE_MS);
+	fprep__shutdown_close_backend(srv, SHUTDOWN_FORCE_CLOSE_MS);
 	fprep__evq_drain(&srv->evq);
 	for (unsigned i = 0; i < srv->nslots; i++) {
 		fprep__slot *s = &srv->slots[i];
@@ -149,7 +149,7 @@ static void shutdown_drain_timeout(uv_timer_t *timer)
 			/* The backend's threads are joined: nothing writes
 			 * into these replies any more. (A reply a backend's
 			 * thread delivered ends with its own event.) */
-			fprep__slot_fail(
+			fprep__answer_fail(
 			        s, FPREP_ESHUTDOWN,
 			        "server shutting down: the backend did not "
 			        "finish this request in time");
@@ -159,7 +159,7 @@ static void shutdown_drain_timeout(uv_timer_t *timer)
 		srv->ports[i]->ops->close(srv->ports[i]);
 	srv->forcing = 0;
 	if (srv->active == 0) {
-		fprep__server_finish(srv);
+		fprep__shutdown_finish(srv);
 		return;
 	}
 	for (unsigned i = 0; i < srv->nslots; i++)
@@ -170,28 +170,44 @@ static void shutdown_drain_timeout(uv_timer_t *timer)
 	           count[FPREP__SLOT_SEND], count[FPREP__SLOT_RECV]);
 }
 
-void fprep__server_stop(fprep__server *srv, int exit_status, int status,
-                        const char *why)
+void fprep__shutdown_want(fprep__server *srv, int exit_status, int status,
+                          const char *why)
 {
-	fprep__server_want_stop(srv, exit_status, status, why);
-	fprep__server_stop_wanted(srv);
+	size_t n;
+
+	if (exit_status > srv->exit_status ||
+	    (!srv->stop_wanted && !srv->stopping && exit_status == 0)) {
+		srv->exit_status = exit_status;
+		srv->stop_status = status;
+		n = strnlen(why, FPREP_MESSAGE_SIZE - 1);
+		memmove(srv->stop_message, why, n);
+		srv->stop_message[n] = '\0';
+	}
+	srv->stop_wanted = 1;
 }
 
-/* fprep__server_stop_wanted begins the shutdown that
- * fprep__server_want_stop asked for: no more requests are taken; those in
+void fprep__shutdown_begin(fprep__server *srv, int exit_status, int status,
+                           const char *why)
+{
+	fprep__shutdown_want(srv, exit_status, status, why);
+	fprep__shutdown_begin_wanted(srv);
+}
+
+/* fprep__shutdown_begin_wanted begins the shutdown that
+ * fprep__shutdown_want asked for: no more requests are taken; those in
  * flight are answered. */
-void fprep__server_stop_wanted(fprep__server *srv)
+void fprep__shutdown_begin_wanted(fprep__server *srv)
 {
 	if (srv->stopping)
 		return;
 	srv->stopping = 1;
 	atomic_store(&srv->no_direct, 1);
-	fprep__server_notify("STOPPING=1");
-	fprep__metrics_ready(0);
+	fprep__info_notify("STOPPING=1");
+	fprep__metrics_http_ready(0);
 	/* The doorbell port takes nothing more: a client that posted into a
 	 * doorbell takes its request back and sends it through nng. The nng
 	 * port goes on receiving until no slot holds a request
-	 * (fprep__server_stop_progress): what arrives meanwhile gets
+	 * (fprep__shutdown_progress): what arrives meanwhile gets
 	 * stop_status (slot.c), not a connection reset at the close. */
 	for (unsigned i = 0; i < srv->nports; i++)
 		if (srv->ports[i] != &srv->nng.port)
@@ -206,10 +222,10 @@ void fprep__server_stop_wanted(fprep__server *srv)
 		           "shutdown: no watchdog thread (out of memory)");
 	uv_timer_start(&srv->drain_timer, shutdown_drain_timeout,
 	               (uint64_t)srv->cfg->shutdown_timeout_ms, 0);
-	fprep__server_stop_progress(srv);
+	fprep__shutdown_progress(srv);
 }
 
-void fprep__server_stop_progress(fprep__server *srv)
+void fprep__shutdown_progress(fprep__server *srv)
 {
 	if (!srv->stopping || srv->forcing || srv->finished)
 		return;
@@ -218,10 +234,10 @@ void fprep__server_stop_progress(fprep__server *srv)
 	if (!srv->nng.closed && shutdown_requests(srv) == 0)
 		srv->nng.port.ops->close(&srv->nng.port);
 	if (srv->active == 0)
-		fprep__server_finish(srv);
+		fprep__shutdown_finish(srv);
 }
 
-void fprep__server_signal_cb(uv_signal_t *handle, int signum)
+void fprep__shutdown_signal_cb(uv_signal_t *handle, int signum)
 {
 	fprep__server *srv = handle->data;
 	const char *name = signum == SIGTERM ? "SIGTERM" : "SIGINT";
@@ -236,49 +252,7 @@ void fprep__server_signal_cb(uv_signal_t *handle, int signum)
 	           "%s: shutting down: no new requests, answering the "
 	           "requests in flight",
 	           name);
-	fprep__server_stop(srv, 0, FPREP_ESHUTDOWN, "server shutting down");
-}
-
-void fprep__server_sighup_cb(uv_signal_t *handle, int signum)
-{
-	fprep__server *srv = handle->data;
-	char changed[1024], kept[512], err[1024];
-	int rv;
-
-	(void)signum;
-	FPREP__LOOP_ONLY(srv);
-	/* systemd sees the reload begin and end (ExecReload only sends the
-	 * signal); not while the daemon stops. */
-	if (!srv->stopping)
-		fprep__server_notify("RELOADING=1");
-	rv = fprep__config_reload(srv->cfg, changed, sizeof(changed), kept,
-	                          sizeof(kept), err, sizeof(err));
-	if (!srv->stopping)
-		fprep__server_notify("READY=1\nSTATUS=serving");
-	if (rv == FPREP__RELOAD_NO_FILE) {
-		fprep__log(FPREP_LOG_NOTICE,
-		           "SIGHUP: started without --config: nothing to "
-		           "reload");
-		return;
-	}
-	if (rv != 0) {
-		fprep__log(FPREP_LOG_ERR,
-		           "SIGHUP: %s refused, nothing changed: %s",
-		           srv->cfg->config_file, err);
-		return;
-	}
-	/* The live settings other threads see go through the loop: the log
-	 * level (an atomic), the spin; the limits and the send timeout are
-	 * copied into each request's slot as it is submitted (slot.c). */
-	fprep__log_set_level(srv->cfg->log_level);
-	srv->spin_ns =
-	        srv->cfg->spin_us > 0 ? (uint64_t)srv->cfg->spin_us * 1000u : 0;
-	fprep__log(FPREP_LOG_NOTICE, "SIGHUP: reloaded %s: %s",
-	           srv->cfg->config_file,
-	           changed[0] != '\0' ? changed : "no live setting changed");
-	if (kept[0] != '\0')
-		fprep__log(FPREP_LOG_WARNING,
-		           "SIGHUP: kept: %s (restart to change)", kept);
+	fprep__shutdown_begin(srv, 0, FPREP_ESHUTDOWN, "server shutting down");
 }
 
 /* shutdown_free_slots stops and frees the aios (after nng_close: no
@@ -296,7 +270,7 @@ static void shutdown_free_slots(fprep__server *srv)
 	srv->nconns = 0;
 }
 
-void fprep__server_close_handles(fprep__server *srv)
+void fprep__shutdown_close_handles(fprep__server *srv)
 {
 	/* The waker pushes events: it stops first (with the rest of the
 	 * doorbell port). Connection-closed events queued by nng_close:
@@ -325,7 +299,7 @@ static void shutdown_close_socket(fprep__server *srv)
 		fprep__ingress_close_pipes(&srv->ingress);
 	fprep__ingress_close(&srv->ingress);
 	shutdown_free_slots(srv);
-	fprep__server_close_handles(srv);
+	fprep__shutdown_close_handles(srv);
 }
 
 static void shutdown_linger_cb(uv_timer_t *timer)
@@ -337,8 +311,8 @@ static void shutdown_linger_cb(uv_timer_t *timer)
 	shutdown_close_socket(srv);
 }
 
-/* fprep__server_finish runs once no slot is busy: the ordered close. */
-void fprep__server_finish(fprep__server *srv)
+/* fprep__shutdown_finish runs once no slot is busy: the ordered close. */
+void fprep__shutdown_finish(fprep__server *srv)
 {
 	if (srv->finished)
 		return;
@@ -347,7 +321,7 @@ void fprep__server_finish(fprep__server *srv)
 	/* No request is in flight: every region can go (unpinned first, by
 	 * the backend, unless the drain deadline already closed it). */
 	fprep__regions_close(&srv->regions);
-	fprep__server_close_backend(srv, srv->cfg->shutdown_timeout_ms);
+	fprep__shutdown_close_backend(srv, srv->cfg->shutdown_timeout_ms);
 	if (!shutdown_unflushed(srv)) {
 		shutdown_close_socket(srv);
 		return;

@@ -3,7 +3,7 @@
  *
  * A request's sink is chosen once, when it is taken and accepted; this
  * file alone writes a reply to it, called by the reply's one owner,
- * fprep__slot_reply (answer.c), on the thread that owns the reply (the
+ * fprep__answer_reply (answer.c), on the thread that owns the reply (the
  * loop, or the backend thread that finished the job: daemon.h, [R]). An nng
  * reply is sent on the slot's context, with a timeout; a reply into shared
  * memory (the output region's header, or the doorbell entry the request

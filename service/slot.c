@@ -15,12 +15,12 @@
  *           (answer.c, sink.c)
  *
  * and once the delivery has ended the slot goes back to its port
- * (fprep__slot_next). A slot has at most one event queued at a time,
+ * (fprep__answer_next). A slot has at most one event queued at a time,
  * because it has at most one operation outstanding. A job that succeeded
  * is answered from the backend's thread that finished it, which saves the
  * reply a hand-off to the loop and back (tens of microseconds at every
  * request); the rest come back to the loop (slot_completed). Either way
- * the reply goes through the one routine, fprep__slot_reply (answer.c),
+ * the reply goes through the one routine, fprep__answer_reply (answer.c),
  * and the loop ends the request when that delivery's event arrives.
  */
 #include <inttypes.h>
@@ -38,6 +38,50 @@
 #include "trace.h"
 
 #define SLOT_INFO_SIZE 4096
+
+/* slot_step_ok tells whether a slot may go from state from to
+ * state to (enum fprep__slot_state): a bit per state a state leads to. */
+static inline int slot_step_ok(int from, int to)
+{
+#define FPREP__TO(state) (1u << (state))
+	static const unsigned next[] = {
+	        [FPREP__SLOT_IDLE] = FPREP__TO(FPREP__SLOT_RECV) |
+	                             FPREP__TO(FPREP__SLOT_IDLE),
+	        [FPREP__SLOT_RECV] = FPREP__TO(FPREP__SLOT_WORK) |
+	                             FPREP__TO(FPREP__SLOT_REGION) |
+	                             FPREP__TO(FPREP__SLOT_SEND) |
+	                             FPREP__TO(FPREP__SLOT_RECV) |
+	                             FPREP__TO(FPREP__SLOT_IDLE),
+	        [FPREP__SLOT_WORK] = FPREP__TO(FPREP__SLOT_SEND) |
+	                             FPREP__TO(FPREP__SLOT_RECV) |
+	                             FPREP__TO(FPREP__SLOT_IDLE),
+	        [FPREP__SLOT_SEND] = FPREP__TO(FPREP__SLOT_RECV) |
+	                             FPREP__TO(FPREP__SLOT_IDLE),
+	        [FPREP__SLOT_REGION] = FPREP__TO(FPREP__SLOT_WORK) |
+	                               FPREP__TO(FPREP__SLOT_SEND) |
+	                               FPREP__TO(FPREP__SLOT_IDLE),
+	};
+#undef FPREP__TO
+	return from >= FPREP__SLOT_IDLE && from <= FPREP__SLOT_REGION &&
+	       (next[from] >> to & 1u) != 0;
+}
+
+void fprep__slot_enter(fprep__slot *s, int to)
+{
+	int from = s->state;
+
+	FPREP__LOOP_ONLY(s->srv);
+	FPREP__ASSERT(slot_step_ok(from, to));
+	if (from == FPREP__SLOT_IDLE && to != FPREP__SLOT_IDLE)
+		s->srv->active++;
+	else if (from != FPREP__SLOT_IDLE && to == FPREP__SLOT_IDLE)
+		s->srv->active--;
+	if (to == FPREP__SLOT_WORK)
+		s->srv->working++;
+	else if (from == FPREP__SLOT_WORK)
+		s->srv->working--;
+	s->state = to;
+}
 
 /* slot_sink_broken tells whether the SIGBUS guard caught a region the
  * job or its reply uses. Any thread. */
@@ -57,7 +101,7 @@ static int slot_sink_broken(const fprep__slot *s)
  * tensor (timings from the request's receipt, the --trace text with
  * seen_ns, when its completion was taken) with the reply message made
  * when it was submitted (NNG sink). On the loop, or the backend's thread
- * that finished the job (fprep__slot_reply's rules); after it that thread
+ * that finished the job (fprep__answer_reply's rules); after it that thread
  * must not touch s, whose event may already be with the loop. */
 static void slot_reply_tensor(fprep__slot *s, uint64_t seen_ns)
 {
@@ -83,7 +127,7 @@ static void slot_reply_tensor(fprep__slot *s, uint64_t seen_ns)
 	           s->request_id, s->kind, s->index, job->output_size,
 	           h.t_total_us);
 	s->rep_msg = NULL;
-	fprep__slot_reply(s, &h, msg);
+	fprep__answer_reply(s, &h, msg);
 }
 
 /* slot_job_done: the backend's completion callback, on its thread. A job
@@ -127,7 +171,7 @@ static fprep__memreg *slot_region(fprep__slot *s, int loc, uint32_t id,
 		         "%s_region %" PRIu32 " is not a region of this "
 		         "connection",
 		         field, id);
-		fprep__slot_fail(s, FPREP_EREGION, why);
+		fprep__answer_fail(s, FPREP_EREGION, why);
 		return NULL;
 	}
 	if (fprep__memreg_on_device(r) != (loc == FPREP_LOC_CUDA)) {
@@ -136,13 +180,13 @@ static fprep__memreg *slot_region(fprep__slot *s, int loc, uint32_t id,
 		         id,
 		         fprep__memreg_on_device(r) ? "CUDA" : "shared-memory",
 		         loc == FPREP_LOC_CUDA ? "CUDA" : "SHM");
-		fprep__slot_fail(s, FPREP_EREGION, why);
+		fprep__answer_fail(s, FPREP_EREGION, why);
 		return NULL;
 	}
 	snprintf(span, sizeof(span), "%s_offset + length", field);
 	rv = fprep__memreg_span(r, offset, len, span, why, sizeof(why));
 	if (rv != 0) {
-		fprep__slot_fail(s, rv, why);
+		fprep__answer_fail(s, rv, why);
 		return NULL;
 	}
 	return r;
@@ -160,11 +204,11 @@ static void slot_region_done(void *data, int status, uint32_t id,
 
 	FPREP__ASSERT(s->state == FPREP__SLOT_REGION && s->req_msg != NULL);
 	if (status != FPREP_OK) {
-		fprep__slot_fail(s, status, message);
+		fprep__answer_fail(s, status, message);
 		return;
 	}
 	if (s->kind == FPREP_KIND_UNREGISTER) {
-		fprep__slot_answer(s, 0, message, NULL);
+		fprep__answer_ok(s, 0, message, NULL);
 		return;
 	}
 	if (nng_pipe_get_uint64(nng_msg_get_pipe(s->req_msg),
@@ -173,11 +217,11 @@ static void slot_region_done(void *data, int status, uint32_t id,
 		 * close event came first): nobody can use the region. */
 		fprep__regions_unregister(&srv->regions, id, s->pipe, NULL,
 		                          NULL, why, sizeof(why));
-		fprep__slot_fail(s, FPREP_ECLOSED,
-		                 "connection closed during registration");
+		fprep__answer_fail(s, FPREP_ECLOSED,
+		                   "connection closed during registration");
 		return;
 	}
-	fprep__slot_answer(s, id, message, NULL);
+	fprep__answer_ok(s, id, message, NULL);
 }
 
 /* slot_park leaves s waiting for the regions module (rv 0), or answers
@@ -185,7 +229,7 @@ static void slot_region_done(void *data, int status, uint32_t id,
 static void slot_park(fprep__slot *s, int rv, const char *why)
 {
 	if (rv != 0) {
-		fprep__slot_fail(s, rv, why);
+		fprep__answer_fail(s, rv, why);
 		return;
 	}
 	fprep__slot_enter(s, FPREP__SLOT_REGION);
@@ -200,7 +244,7 @@ static int slot_peer_uid(fprep__slot *s, uint64_t *uid, const char *why_not)
 	if (nng_pipe_get_uint64(nng_msg_get_pipe(s->req_msg),
 	                        NNG_OPT_IPC_PEER_UID, uid) == 0)
 		return 0;
-	fprep__slot_fail(s, FPREP_EUNSUPPORTED, why_not);
+	fprep__answer_fail(s, FPREP_EUNSUPPORTED, why_not);
 	return -1;
 }
 
@@ -313,7 +357,7 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 	job->limits = &s->limits;
 	rv = fprep__job_plan(job);
 	if (rv != 0) {
-		fprep__slot_fail(s, rv, "tensor shape: invalid request");
+		fprep__answer_fail(s, rv, "tensor shape: invalid request");
 		return;
 	}
 	bytes = job->output_size;
@@ -338,9 +382,9 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 	if (out != NULL &&
 	    fprep__doorbells_overlap(&srv->doorbells, out,
 	                             out->base + req->out_offset, out_len)) {
-		fprep__slot_fail(s, FPREP_EINVAL,
-		                 "out_offset + length: the output overlaps a "
-		                 "doorbell area");
+		fprep__answer_fail(s, FPREP_EINVAL,
+		                   "out_offset + length: the output overlaps a "
+		                   "doorbell area");
 		return;
 	}
 	/* After the replies written there before (fprep__memreg.replies). */
@@ -348,7 +392,7 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 		(void)atomic_load_explicit(&out->replies, memory_order_acquire);
 	if (out == NULL &&
 	    fprep__conn_reserve_reply(s, bytes, why, sizeof(why)) != 0) {
-		fprep__slot_fail(s, FPREP_EBUSY, why);
+		fprep__answer_fail(s, FPREP_EBUSY, why);
 		return;
 	}
 	if (out != NULL)
@@ -361,7 +405,7 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 			snprintf(why, sizeof(why),
 			         "tensor of %" PRIu64 " bytes: out of memory",
 			         bytes);
-			fprep__slot_fail(s, rv, why);
+			fprep__answer_fail(s, rv, why);
 			return;
 		}
 	}
@@ -398,8 +442,8 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 		snprintf(why, sizeof(why), "backend %s refused the job: %s",
 		         srv->backend->name, fprep_strerror(rv));
 		/* Written to its sink while the regions are in use (until
-		 * the request ends: fprep__slot_next). */
-		fprep__slot_fail(s, rv, why);
+		 * the request ends: fprep__answer_next). */
+		fprep__answer_fail(s, rv, why);
 	}
 }
 
@@ -416,10 +460,10 @@ static void slot_doorbell(fprep__slot *s)
 		rv = fprep__doorbells_set(&s->srv->doorbells, s->pipe, &reg,
 		                          why, sizeof(why));
 	if (rv != 0) {
-		fprep__slot_fail(s, rv, why);
+		fprep__answer_fail(s, rv, why);
 		return;
 	}
-	fprep__slot_answer(s, reg.region_id, "", NULL);
+	fprep__answer_ok(s, reg.region_id, "", NULL);
 }
 
 /* slot_info answers an INFO request. */
@@ -428,11 +472,11 @@ static void slot_info(fprep__slot *s)
 	char *info = malloc(SLOT_INFO_SIZE);
 
 	if (info == NULL) {
-		fprep__slot_fail(s, FPREP_ENOMEM, "INFO: out of memory");
+		fprep__answer_fail(s, FPREP_ENOMEM, "INFO: out of memory");
 		return;
 	}
-	fprep__server_info(s->srv, info, SLOT_INFO_SIZE);
-	fprep__slot_answer(s, 0, "", info);
+	fprep__info_text(s->srv, info, SLOT_INFO_SIZE);
+	fprep__answer_ok(s, 0, "", info);
 	free(info);
 }
 
@@ -447,7 +491,7 @@ static void slot_regions(fprep__slot *s)
 	rv = fprep_register_request_decode(s->req, s->req_len, &reg, why,
 	                                   sizeof(why));
 	if (rv != 0)
-		fprep__slot_fail(s, rv, why);
+		fprep__answer_fail(s, rv, why);
 	else if (reg.kind == FPREP_KIND_REGISTER)
 		slot_register(s, &reg);
 	else if (reg.kind == FPREP_KIND_REGISTER_CUDA)
@@ -475,7 +519,7 @@ void fprep__slot_take(fprep__slot *s)
 	s->t_recv_ns = fprep__now_ns();
 	fprep__metrics_request(s->req_len);
 	if (fprep__conn_admit(s) != 0) {
-		fprep__slot_next(s); /* dropped: its connection is closed */
+		fprep__answer_next(s); /* dropped: its connection is closed */
 		return;
 	}
 	memset(&req, 0, sizeof(req));
@@ -485,19 +529,19 @@ void fprep__slot_take(fprep__slot *s)
 	s->kind = req.kind;
 	s->request_id = req.request_id;
 	if (rv != 0) {
-		fprep__slot_fail(s, rv,
-		                 why[0] != '\0' ? why : fprep_strerror(rv));
+		fprep__answer_fail(s, rv,
+		                   why[0] != '\0' ? why : fprep_strerror(rv));
 		return;
 	}
 	/* While draining, INFO is still answered (its health lines say
 	 * draining); every other request gets stop_status. */
 	if (srv->stopping && req.kind != FPREP_KIND_INFO) {
-		fprep__slot_fail(s, srv->stop_status, srv->stop_message);
+		fprep__answer_fail(s, srv->stop_status, srv->stop_message);
 		return;
 	}
 	if (s->sink.kind == FPREP__SINK_ENTRY &&
 	    (rv = fprep_doorbell_check(&req, why, sizeof(why))) != 0) {
-		fprep__slot_fail(s, rv, why);
+		fprep__answer_fail(s, rv, why);
 		return;
 	}
 	inflight = atomic_load(&s->conn->inflight);
@@ -506,16 +550,16 @@ void fprep__slot_take(fprep__slot *s)
 		         "this connection has %u requests in flight: the limit "
 		         "is --max-inflight-per-conn %u",
 		         inflight, srv->cfg->max_inflight_per_conn);
-		fprep__slot_fail(s, FPREP_EBUSY, why);
+		fprep__answer_fail(s, FPREP_EBUSY, why);
 		return;
 	}
 	rv = fprep__conn_share(s, why, sizeof(why));
 	if (rv < 0) {
-		fprep__slot_next(s); /* dropped: its connection is closed */
+		fprep__answer_next(s); /* dropped: its connection is closed */
 		return;
 	}
 	if (rv != 0) {
-		fprep__slot_fail(s, rv, why);
+		fprep__answer_fail(s, rv, why);
 		return;
 	}
 	atomic_fetch_add(&s->conn->inflight, 1);
@@ -541,7 +585,7 @@ void fprep__slot_take(fprep__slot *s)
 	default:
 		snprintf(why, sizeof(why), "kind: %u is not supported",
 		         req.kind);
-		fprep__slot_fail(s, FPREP_EUNSUPPORTED, why);
+		fprep__answer_fail(s, FPREP_EUNSUPPORTED, why);
 		return;
 	}
 }
@@ -569,10 +613,10 @@ static void slot_completed(fprep__slot *s)
 		           "backend %s on %s: fatal error: %s; failing the "
 		           "requests in flight and exiting for a restart",
 		           srv->backend->name, srv->device, job->message);
-		fprep__server_want_stop(
-		        srv, 1,
-		        job->status != FPREP_OK ? job->status : FPREP_EINTERNAL,
-		        why);
+		fprep__shutdown_want(srv, 1,
+		                     job->status != FPREP_OK ? job->status
+		                                             : FPREP_EINTERNAL,
+		                     why);
 	}
 	if (job->status == FPREP_OK && slot_sink_broken(s)) {
 		/* The SIGBUS guard caught an access to a region the client
@@ -584,17 +628,17 @@ static void slot_completed(fprep__slot *s)
 		         "or the tensor written");
 	}
 	/* The regions stay in use until the request ends
-	 * (fprep__slot_next): its sink may be the output region. */
+	 * (fprep__answer_next): its sink may be the output region. */
 	if (job->status != FPREP_OK) {
 		job->message[FPREP_MESSAGE_SIZE - 1] = '\0';
-		fprep__slot_fail(s, job->status,
-		                 job->message[0] != '\0'
-		                         ? job->message
-		                         : fprep_strerror(job->status));
+		fprep__answer_fail(s, job->status,
+		                   job->message[0] != '\0'
+		                           ? job->message
+		                           : fprep_strerror(job->status));
 		return;
 	}
 	if (srv->exit_status != 0) {
-		fprep__slot_fail(s, srv->stop_status, srv->stop_message);
+		fprep__answer_fail(s, srv->stop_status, srv->stop_message);
 		return;
 	}
 	slot_reply_tensor(s, seen_ns);
@@ -612,7 +656,7 @@ static void slot_send_ended(fprep__slot *s, int rv)
 		           "sent: %s",
 		           s->request_id, s->kind, s->index, nng_strerror(rv));
 	}
-	fprep__slot_next(s);
+	fprep__answer_next(s);
 }
 
 void fprep__slot_event(fprep__slot *s)

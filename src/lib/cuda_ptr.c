@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fail.h"
 #include "frameprep/frameprep.h"
 
 typedef int cu_result; /* CUresult; 0 is CUDA_SUCCESS */
@@ -92,22 +93,6 @@ static void cuda_ptr_load(void)
 	cu.ok = 1; /* libcuda stays loaded for the life of the process */
 }
 
-static int cuda_ptr_fail(int err, char *msg, size_t msg_size, const char *fmt,
-                         ...) __attribute__((format(printf, 4, 5)));
-
-static int cuda_ptr_fail(int err, char *msg, size_t msg_size, const char *fmt,
-                         ...)
-{
-	va_list ap;
-
-	if (msg != NULL && msg_size > 0) {
-		va_start(ap, fmt);
-		vsnprintf(msg, msg_size, fmt, ap);
-		va_end(ap);
-	}
-	return err;
-}
-
 static const char *cuda_ptr_errname(cu_result r)
 {
 	const char *s = NULL;
@@ -130,12 +115,12 @@ int fprep__cuda_ptr_lookup(const void *dptr, uint64_t size,
 
 	memset(out, 0, sizeof(*out));
 	if (size == 0)
-		return cuda_ptr_fail(FPREP_EINVAL, msg, msg_size,
-		                     "CUDA region size is 0");
+		return fprep__fail(msg, msg_size, FPREP_EINVAL,
+		                   "CUDA region size is 0");
 	pthread_once(&cu.once, cuda_ptr_load);
 	if (!cu.ok)
-		return cuda_ptr_fail(FPREP_EUNSUPPORTED, msg, msg_size, "%s",
-		                     cu.why);
+		return fprep__fail(msg, msg_size, FPREP_EUNSUPPORTED, "%s",
+		                   cu.why);
 	if (cu.pointer_get_attribute(
 	            &mem_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != 0 ||
 	    mem_type != CU_MEMORYTYPE_DEVICE ||
@@ -143,34 +128,33 @@ int fprep__cuda_ptr_lookup(const void *dptr, uint64_t size,
 	            0 ||
 	    cu.pointer_get_attribute(
 	            &ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) != 0)
-		return cuda_ptr_fail(FPREP_EINVAL, msg, msg_size,
-		                     "pointer %p is not CUDA device memory",
-		                     dptr);
+		return fprep__fail(msg, msg_size, FPREP_EINVAL,
+		                   "pointer %p is not CUDA device memory",
+		                   dptr);
 	if ((r = cu.ctx_push_current(ctx)) != 0)
-		return cuda_ptr_fail(FPREP_ECUDA, msg, msg_size,
-		                     "cuCtxPushCurrent: %s",
-		                     cuda_ptr_errname(r));
+		return fprep__fail(msg, msg_size, FPREP_ECUDA,
+		                   "cuCtxPushCurrent: %s", cuda_ptr_errname(r));
 	if ((r = cu.mem_get_address_range(&base, &alloc, p)) != 0) {
-		err = cuda_ptr_fail(FPREP_EINVAL, msg, msg_size,
-		                    "cuMemGetAddressRange(%p): %s", dptr,
-		                    cuda_ptr_errname(r));
+		err = fprep__fail(msg, msg_size, FPREP_EINVAL,
+		                  "cuMemGetAddressRange(%p): %s", dptr,
+		                  cuda_ptr_errname(r));
 	} else if (size > alloc - (p - base)) {
-		err = cuda_ptr_fail(FPREP_EINVAL, msg, msg_size,
-		                    "CUDA region of %llu bytes at offset %llu "
-		                    "runs past its allocation of %zu bytes",
-		                    (unsigned long long)size,
-		                    (unsigned long long)(p - base), alloc);
+		err = fprep__fail(msg, msg_size, FPREP_EINVAL,
+		                  "CUDA region of %llu bytes at offset %llu "
+		                  "runs past its allocation of %zu bytes",
+		                  (unsigned long long)size,
+		                  (unsigned long long)(p - base), alloc);
 	} else if ((r = cu.ipc_get_mem_handle(out->handle, base)) != 0) {
-		err = cuda_ptr_fail(FPREP_EINVAL, msg, msg_size,
-		                    "cuIpcGetMemHandle: %s (memory from "
-		                    "cudaMalloc/cuMemAlloc is needed, not a "
-		                    "stream-ordered pool)",
-		                    cuda_ptr_errname(r));
+		err = fprep__fail(msg, msg_size, FPREP_EINVAL,
+		                  "cuIpcGetMemHandle: %s (memory from "
+		                  "cudaMalloc/cuMemAlloc is needed, not a "
+		                  "stream-ordered pool)",
+		                  cuda_ptr_errname(r));
 	} else if ((r = cu.device_get(&dev, ordinal)) != 0 ||
 	           (r = cu.device_get_uuid(out->uuid, dev)) != 0) {
-		err = cuda_ptr_fail(FPREP_ECUDA, msg, msg_size,
-		                    "cuDeviceGetUuid(%d): %s", ordinal,
-		                    cuda_ptr_errname(r));
+		err = fprep__fail(msg, msg_size, FPREP_ECUDA,
+		                  "cuDeviceGetUuid(%d): %s", ordinal,
+		                  cuda_ptr_errname(r));
 	}
 	cu.ctx_pop_current(&popped);
 	if (err != 0)
@@ -197,19 +181,19 @@ int fprep__cuda_ptr_id(const void *dptr, uint64_t *buffer_id, int *ordinal,
 	*ordinal = -1;
 	pthread_once(&cu.once, cuda_ptr_load);
 	if (!cu.ok)
-		return cuda_ptr_fail(FPREP_EUNSUPPORTED, msg, msg_size, "%s",
-		                     cu.why);
+		return fprep__fail(msg, msg_size, FPREP_EUNSUPPORTED, "%s",
+		                   cu.why);
 	/* Memory the driver does not know reads as type 0, not an error. */
 	r = cu.pointer_get_attributes(3, attrs, data,
 	                              (cu_deviceptr)(uintptr_t)dptr);
 	if (r != 0)
-		return cuda_ptr_fail(FPREP_ECUDA, msg, msg_size,
-		                     "cuPointerGetAttributes(%p): %s", dptr,
-		                     cuda_ptr_errname(r));
+		return fprep__fail(msg, msg_size, FPREP_ECUDA,
+		                   "cuPointerGetAttributes(%p): %s", dptr,
+		                   cuda_ptr_errname(r));
 	if (mem_type != CU_MEMORYTYPE_DEVICE)
-		return cuda_ptr_fail(FPREP_EINVAL, msg, msg_size,
-		                     "pointer %p is not CUDA device memory",
-		                     dptr);
+		return fprep__fail(msg, msg_size, FPREP_EINVAL,
+		                   "pointer %p is not CUDA device memory",
+		                   dptr);
 	*buffer_id = id;
 	*ordinal = dev;
 	return 0;

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fail.h"
 #include "frameprep/frameprep.h"
 #include "frameprep/protocol.h"
 #include "ops.h"
@@ -355,22 +356,6 @@ _Static_assert(sizeof(struct proto_doorbell_layout) <=
                        FPREP_REQUEST_HEADER_SIZE,
                "the DOORBELL table exceeds the request header size");
 
-/* proto_fail writes the explanation of a refusal and returns err. */
-static int proto_fail(char *msg, size_t msg_size, int err, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
-
-static int proto_fail(char *msg, size_t msg_size, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (msg != NULL && msg_size > 0) {
-		va_start(ap, fmt);
-		vsnprintf(msg, msg_size, fmt, ap);
-		va_end(ap);
-	}
-	return err;
-}
-
 uint32_t fprep_pixel_bytes(uint16_t format)
 {
 	switch (format) {
@@ -574,55 +559,56 @@ size_t fprep_request_payload_offset(const fprep_request *req)
 static int proto_check_enums(const fprep_request *r, char *msg, size_t n)
 {
 	if (fprep_pixel_bytes(r->src_format) == 0)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "src_format %u is not a pixel format (1..9)",
-		                  r->src_format);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "src_format %u is not a pixel format (1..9)",
+		                   r->src_format);
 	if (r->resize != FPREP_RESIZE_LETTERBOX &&
 	    r->resize != FPREP_RESIZE_STRETCH)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "resize %u is not a resize mode (1..2)",
-		                  r->resize);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "resize %u is not a resize mode (1..2)",
+		                   r->resize);
 	if (r->rounding > FPREP_ROUNDING_OPENCV)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "rounding %u is not a rounding mode (0..1)",
-		                  r->rounding);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "rounding %u is not a rounding mode (0..1)",
+		                   r->rounding);
 	if (r->channel_order < FPREP_ORDER_RGB ||
 	    r->channel_order > FPREP_ORDER_GRAY)
-		return proto_fail(
+		return fprep__fail(
 		        msg, n, FPREP_EINVAL,
 		        "channel_order %u is not a channel order (1..3)",
 		        r->channel_order);
 	if (r->channel_order == FPREP_ORDER_GRAY &&
 	    r->src_format != FPREP_PIX_GRAY8 && r->src_format != FPREP_PIX_JPEG)
-		return proto_fail(
+		return fprep__fail(
 		        msg, n, FPREP_EINVAL,
 		        "channel_order GRAY requires src_format GRAY8 "
 		        "(5) or JPEG (9), got %u",
 		        r->src_format);
 	if (proto_dtype_bytes(r->dtype) == 0)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "dtype %u is not a dtype (1..3)", r->dtype);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "dtype %u is not a dtype (1..3)", r->dtype);
 	if (fprep__yuv_is_yuv(r->src_format) &&
 	    r->yuv_matrix > FPREP_MATRIX_BT2020)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "yuv_matrix %u is not a colour matrix (0..3)",
-		                  r->yuv_matrix);
+		return fprep__fail(
+		        msg, n, FPREP_EINVAL,
+		        "yuv_matrix %u is not a colour matrix (0..3)",
+		        r->yuv_matrix);
 	if (fprep__yuv_is_yuv(r->src_format) && r->yuv_range > FPREP_RANGE_FULL)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "yuv_range %u is not a range (0..2)",
-		                  r->yuv_range);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "yuv_range %u is not a range (0..2)",
+		                   r->yuv_range);
 	if (r->layout != FPREP_LAYOUT_NCHW && r->layout != FPREP_LAYOUT_NHWC)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "layout %u is not a layout (1..2)",
-		                  r->layout);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "layout %u is not a layout (1..2)",
+		                   r->layout);
 	if (r->input_loc > FPREP_LOC_CUDA)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "input_loc %u is not a location (0..2)",
-		                  r->input_loc);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "input_loc %u is not a location (0..2)",
+		                   r->input_loc);
 	if (r->output_loc > FPREP_LOC_CUDA)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "output_loc %u is not a location (0..2)",
-		                  r->output_loc);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "output_loc %u is not a location (0..2)",
+		                   r->output_loc);
 	return FPREP_OK;
 }
 
@@ -644,20 +630,20 @@ static int proto_check_shm_reply(const fprep_request *r, uint64_t tensor,
                                  char *msg, size_t n)
 {
 	if (r->output_loc != FPREP_LOC_SHM)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "output_loc flag SHM_REPLY needs output_loc "
-		                  "SHM (1), got %u",
-		                  r->output_loc);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "output_loc flag SHM_REPLY needs output_loc "
+		                   "SHM (1), got %u",
+		                   r->output_loc);
 	if (r->out_capacity - tensor < FPREP_REPLY_HEADER_SIZE)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "out_capacity %llu < tensor bytes %llu + %d "
-		                  "(SHM_REPLY's reply header)",
-		                  (unsigned long long)r->out_capacity,
-		                  (unsigned long long)tensor,
-		                  FPREP_REPLY_HEADER_SIZE);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "out_capacity %llu < tensor bytes %llu + %d "
+		                   "(SHM_REPLY's reply header)",
+		                   (unsigned long long)r->out_capacity,
+		                   (unsigned long long)tensor,
+		                   FPREP_REPLY_HEADER_SIZE);
 	if (r->out_offset > UINT64_MAX - r->out_capacity ||
 	    (r->out_offset + r->out_capacity) % 8 != 0)
-		return proto_fail(
+		return fprep__fail(
 		        msg, n, FPREP_EINVAL,
 		        "out_offset %llu + out_capacity %llu is not a "
 		        "multiple of 8 (SHM_REPLY's reply header)",
@@ -671,10 +657,10 @@ static int proto_check_dim(const char *name, uint32_t v, uint32_t max,
                            const char *max_name, char *msg, size_t n)
 {
 	if (v == 0)
-		return proto_fail(msg, n, FPREP_EINVAL, "%s is 0", name);
+		return fprep__fail(msg, n, FPREP_EINVAL, "%s is 0", name);
 	if (v > max)
-		return proto_fail(msg, n, FPREP_ELIMIT, "%s %u exceeds %s %u",
-		                  name, v, max_name, max);
+		return fprep__fail(msg, n, FPREP_ELIMIT, "%s %u exceeds %s %u",
+		                   name, v, max_name, max);
 	return FPREP_OK;
 }
 
@@ -707,10 +693,10 @@ static int proto_check_dims(const fprep_request *r, const fprep_limits *lim,
 static int proto_input_too_big(const fprep_request *r, const fprep_limits *lim,
                                char *msg, size_t n)
 {
-	return proto_fail(msg, n, FPREP_ELIMIT,
-	                  "input_size %llu exceeds max_frame_bytes %llu",
-	                  (unsigned long long)r->input_size,
-	                  (unsigned long long)lim->max_frame_bytes);
+	return fprep__fail(msg, n, FPREP_ELIMIT,
+	                   "input_size %llu exceeds max_frame_bytes %llu",
+	                   (unsigned long long)r->input_size,
+	                   (unsigned long long)lim->max_frame_bytes);
 }
 
 /* proto_check_jpeg checks a JPEG source's bytes: at least 4 (SOI and EOI),
@@ -720,16 +706,16 @@ static int proto_check_jpeg(const fprep_request *r, const fprep_limits *lim,
                             char *msg, size_t n)
 {
 	if (r->input_size < 4)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "input_size %llu: a JPEG frame has at least "
-		                  "4 bytes",
-		                  (unsigned long long)r->input_size);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "input_size %llu: a JPEG frame has at least "
+		                   "4 bytes",
+		                   (unsigned long long)r->input_size);
 	if (r->input_size > lim->max_frame_bytes)
 		return proto_input_too_big(r, lim, msg, n);
 	if (r->input_loc == FPREP_LOC_CUDA)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "src_format JPEG needs input_loc INLINE or "
-		                  "SHM: it is decoded on a CPU");
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "src_format JPEG needs input_loc INLINE or "
+		                   "SHM: it is decoded on a CPU");
 	return FPREP_OK;
 }
 
@@ -745,29 +731,29 @@ static int proto_check_input(const fprep_request *r, const fprep_limits *lim,
 	if (r->src_format == FPREP_PIX_JPEG)
 		return proto_check_jpeg(r, lim, msg, n);
 	if (__builtin_mul_overflow((uint64_t)r->src_width, bpp, &row))
-		return proto_fail(msg, n, FPREP_ELIMIT,
-		                  "src_width %u * bpp %u overflows",
-		                  r->src_width, bpp);
+		return fprep__fail(msg, n, FPREP_ELIMIT,
+		                   "src_width %u * bpp %u overflows",
+		                   r->src_width, bpp);
 	if (r->src_stride < row)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "src_stride %u < src_width*bpp = %llu",
-		                  r->src_stride, (unsigned long long)row);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "src_stride %u < src_width*bpp = %llu",
+		                   r->src_stride, (unsigned long long)row);
 	if (__builtin_mul_overflow((uint64_t)r->src_stride,
 	                           (uint64_t)r->src_height - 1, &body) ||
 	    __builtin_add_overflow(body, row, &need))
-		return proto_fail(msg, n, FPREP_ELIMIT,
-		                  "src_stride %u * (src_height %u - 1) + "
-		                  "src_width*bpp overflows 64 bits",
-		                  r->src_stride, r->src_height);
+		return fprep__fail(msg, n, FPREP_ELIMIT,
+		                   "src_stride %u * (src_height %u - 1) + "
+		                   "src_width*bpp overflows 64 bits",
+		                   r->src_stride, r->src_height);
 	if (need > lim->max_frame_bytes)
-		return proto_fail(
+		return fprep__fail(
 		        msg, n, FPREP_ELIMIT,
 		        "frame bytes stride*(height-1)+width*bpp = %llu "
 		        "exceed max_frame_bytes %llu",
 		        (unsigned long long)need,
 		        (unsigned long long)lim->max_frame_bytes);
 	if (r->input_size < need)
-		return proto_fail(
+		return fprep__fail(
 		        msg, n, FPREP_EINVAL,
 		        "input_size %llu < stride*(height-1)+width*bpp "
 		        "= %llu",
@@ -798,10 +784,10 @@ static int proto_check_float(const char *name, int idx, float v, char *msg,
 	if (isfinite(v))
 		return FPREP_OK;
 	if (idx < 0)
-		return proto_fail(msg, n, FPREP_EINVAL, "%s %g is not finite",
-		                  name, (double)v);
-	return proto_fail(msg, n, FPREP_EINVAL, "%s[%d] %g is not finite", name,
-	                  idx, (double)v);
+		return fprep__fail(msg, n, FPREP_EINVAL, "%s %g is not finite",
+		                   name, (double)v);
+	return fprep__fail(msg, n, FPREP_EINVAL, "%s[%d] %g is not finite",
+	                   name, idx, (double)v);
 }
 
 static int proto_check_norm(const fprep_request *r, char *msg, size_t n)
@@ -811,9 +797,9 @@ static int proto_check_norm(const fprep_request *r, char *msg, size_t n)
 	if ((err = proto_check_float("pad_value", -1, r->pad_value, msg, n)))
 		return err;
 	if (r->pad_value < 0.0f || r->pad_value > 255.0f)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "pad_value %g is outside [0, 255]",
-		                  (double)r->pad_value);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "pad_value %g is outside [0, 255]",
+		                   (double)r->pad_value);
 	if ((err = proto_check_float("scale", -1, r->scale, msg, n)))
 		return err;
 	for (int c = 0; c < 3; c++) {
@@ -821,26 +807,27 @@ static int proto_check_norm(const fprep_request *r, char *msg, size_t n)
 		    (err = proto_check_float("std", c, r->std[c], msg, n)))
 			return err;
 		if (!(r->std[c] > 0.0f))
-			return proto_fail(msg, n, FPREP_EINVAL,
-			                  "std[%d] %g is not > 0", c,
-			                  (double)r->std[c]);
+			return fprep__fail(msg, n, FPREP_EINVAL,
+			                   "std[%d] %g is not > 0", c,
+			                   (double)r->std[c]);
 	}
 	if (r->dtype != FPREP_DTYPE_U8)
 		return FPREP_OK;
 	if (r->scale != 1.0f / 255.0f && r->scale != 1.0f)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "scale %g with dtype U8: must be 1/255 or 1",
-		                  (double)r->scale);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "scale %g with dtype U8: must be 1/255 or 1",
+		                   (double)r->scale);
 	for (int c = 0; c < 3; c++) {
 		if (r->mean[c] != 0.0f)
-			return proto_fail(
+			return fprep__fail(
 			        msg, n, FPREP_EINVAL,
 			        "mean[%d] %g with dtype U8: must be 0", c,
 			        (double)r->mean[c]);
 		if (r->std[c] != 1.0f)
-			return proto_fail(msg, n, FPREP_EINVAL,
-			                  "std[%d] %g with dtype U8: must be 1",
-			                  c, (double)r->std[c]);
+			return fprep__fail(
+			        msg, n, FPREP_EINVAL,
+			        "std[%d] %g with dtype U8: must be 1", c,
+			        (double)r->std[c]);
 	}
 	return FPREP_OK;
 }
@@ -852,25 +839,25 @@ static int proto_check_payload(const fprep_request *r, uint64_t payload,
 {
 	if (r->kind == FPREP_KIND_BATCH && r->input_loc == FPREP_LOC_INLINE &&
 	    payload != r->input_span)
-		return proto_fail(msg, n, FPREP_EPROTO,
-		                  "inline payload %llu bytes != the frames' "
-		                  "span %llu (max offset + input_size)",
-		                  (unsigned long long)payload,
-		                  (unsigned long long)r->input_span);
+		return fprep__fail(msg, n, FPREP_EPROTO,
+		                   "inline payload %llu bytes != the frames' "
+		                   "span %llu (max offset + input_size)",
+		                   (unsigned long long)payload,
+		                   (unsigned long long)r->input_span);
 	if (r->kind != FPREP_KIND_BATCH && r->input_loc == FPREP_LOC_INLINE &&
 	    payload != r->input_size)
-		return proto_fail(
+		return fprep__fail(
 		        msg, n, FPREP_EPROTO,
 		        "inline payload %llu bytes != input_size %llu",
 		        (unsigned long long)payload,
 		        (unsigned long long)r->input_size);
 	if (r->input_loc != FPREP_LOC_INLINE && payload != 0)
-		return proto_fail(msg, n, FPREP_EPROTO,
-		                  "payload %llu bytes with input_loc %s: must "
-		                  "be 0",
-		                  (unsigned long long)payload,
-		                  r->input_loc == FPREP_LOC_SHM ? "SHM"
-		                                                : "CUDA");
+		return fprep__fail(msg, n, FPREP_EPROTO,
+		                   "payload %llu bytes with input_loc %s: must "
+		                   "be 0",
+		                   (unsigned long long)payload,
+		                   r->input_loc == FPREP_LOC_SHM ? "SHM"
+		                                                 : "CUDA");
 	return FPREP_OK;
 }
 
@@ -880,11 +867,11 @@ static int proto_check_packed(const fprep_request *r, char *msg, size_t n)
 {
 	if (r->src_format >= 1 && r->src_format <= FPREP_PIX_GRAY8)
 		return FPREP_OK;
-	return proto_fail(msg, n, FPREP_EINVAL,
-	                  "src_format %u in a %s request: only packed formats "
-	                  "(1..5)",
-	                  r->src_format,
-	                  r->kind == FPREP_KIND_ROIS ? "ROIS" : "BATCH");
+	return fprep__fail(msg, n, FPREP_EINVAL,
+	                   "src_format %u in a %s request: only packed formats "
+	                   "(1..5)",
+	                   r->src_format,
+	                   r->kind == FPREP_KIND_ROIS ? "ROIS" : "BATCH");
 }
 
 /* proto_check_batch checks what a ROIS or BATCH request asks of the
@@ -903,37 +890,38 @@ static int proto_check_batch(const fprep_request *r, const fprep_limits *lim,
 	if ((err = proto_check_packed(r, msg, n)))
 		return err;
 	if (r->rounding != FPREP_ROUNDING_FLOAT)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "rounding %u in a %s request: only float (0)",
-		                  r->rounding, kind);
+		return fprep__fail(
+		        msg, n, FPREP_EINVAL,
+		        "rounding %u in a %s request: only float (0)",
+		        r->rounding, kind);
 	if (r->shm_reply)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "output_loc flag SHM_REPLY in a %s request: "
-		                  "its transforms come in the nng reply",
-		                  kind);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "output_loc flag SHM_REPLY in a %s request: "
+		                   "its transforms come in the nng reply",
+		                   kind);
 	if (__builtin_mul_overflow(*tensor, (uint64_t)r->elements, &total) ||
 	    total > lim->max_batch_bytes)
-		return proto_fail(msg, n, FPREP_ELIMIT,
-		                  "%u elements x %llu tensor bytes exceed "
-		                  "max_batch_bytes %llu",
-		                  r->elements, (unsigned long long)*tensor,
-		                  (unsigned long long)lim->max_batch_bytes);
+		return fprep__fail(msg, n, FPREP_ELIMIT,
+		                   "%u elements x %llu tensor bytes exceed "
+		                   "max_batch_bytes %llu",
+		                   r->elements, (unsigned long long)*tensor,
+		                   (unsigned long long)lim->max_batch_bytes);
 	if (r->input_span > lim->max_batch_bytes)
-		return proto_fail(msg, n, FPREP_ELIMIT,
-		                  "the frames' span %llu bytes exceeds "
-		                  "max_batch_bytes %llu",
-		                  (unsigned long long)r->input_span,
-		                  (unsigned long long)lim->max_batch_bytes);
+		return fprep__fail(msg, n, FPREP_ELIMIT,
+		                   "the frames' span %llu bytes exceeds "
+		                   "max_batch_bytes %llu",
+		                   (unsigned long long)r->input_span,
+		                   (unsigned long long)lim->max_batch_bytes);
 	/* The message limit (header + max_frame_bytes) holds the table. */
 	if (r->input_loc == FPREP_LOC_INLINE &&
 	    r->input_span + table > lim->max_frame_bytes)
-		return proto_fail(msg, n, FPREP_ELIMIT,
-		                  "inline frames of %llu bytes and a table of "
-		                  "%llu exceed max_frame_bytes %llu (use a "
-		                  "region)",
-		                  (unsigned long long)r->input_span,
-		                  (unsigned long long)table,
-		                  (unsigned long long)lim->max_frame_bytes);
+		return fprep__fail(msg, n, FPREP_ELIMIT,
+		                   "inline frames of %llu bytes and a table of "
+		                   "%llu exceed max_frame_bytes %llu (use a "
+		                   "region)",
+		                   (unsigned long long)r->input_span,
+		                   (unsigned long long)table,
+		                   (unsigned long long)lim->max_frame_bytes);
 	*tensor = total;
 	return FPREP_OK;
 }
@@ -944,13 +932,13 @@ static int proto_check_value(uint32_t k, const char *name, float v, char *msg,
                              size_t n)
 {
 	if (!isfinite(v))
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "element %u: %s %g is not finite", k, name,
-		                  (double)v);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "element %u: %s %g is not finite", k, name,
+		                   (double)v);
 	if (fabsf(v) > FPREP_ELEMENT_COORD_MAX)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "element %u: %s %g is beyond +-%g", k, name,
-		                  (double)v, (double)FPREP_ELEMENT_COORD_MAX);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "element %u: %s %g is beyond +-%g", k, name,
+		                   (double)v, (double)FPREP_ELEMENT_COORD_MAX);
 	return FPREP_OK;
 }
 
@@ -968,13 +956,13 @@ static int proto_check_element(const fprep_request *r, uint32_t k,
 
 	if (r->kind == FPREP_KIND_BATCH) {
 		if (el->type != FPREP_ELEM_FRAME)
-			return proto_fail(
+			return fprep__fail(
 			        msg, n, FPREP_EINVAL,
 			        "element %u: type %u in a BATCH: must "
 			        "be FRAME (3)",
 			        k, el->type);
 		if (__builtin_add_overflow(el->offset, r->input_size, &end))
-			return proto_fail(
+			return fprep__fail(
 			        msg, n, FPREP_EINVAL,
 			        "element %u: offset %llu + input_size "
 			        "overflows 64 bits",
@@ -984,10 +972,10 @@ static int proto_check_element(const fprep_request *r, uint32_t k,
 		return FPREP_OK;
 	}
 	if (el->type != FPREP_ELEM_BOX && el->type != FPREP_ELEM_AFFINE)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "element %u: type %u in a ROIS: must be BOX "
-		                  "(1) or AFFINE (2)",
-		                  k, el->type);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "element %u: type %u in a ROIS: must be BOX "
+		                   "(1) or AFFINE (2)",
+		                   k, el->type);
 	for (int i = 0; i < 6; i++)
 		if ((err = proto_check_value(
 		             k, el->type == FPREP_ELEM_BOX ? box[i] : aff[i],
@@ -996,12 +984,12 @@ static int proto_check_element(const fprep_request *r, uint32_t k,
 	if (el->type == FPREP_ELEM_AFFINE)
 		return FPREP_OK;
 	if (el->resize > FPREP_RESIZE_STRETCH)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "element %u: resize %u is not a resize mode "
-		                  "(0..2)",
-		                  k, el->resize);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "element %u: resize %u is not a resize mode "
+		                   "(0..2)",
+		                   k, el->resize);
 	if (!(el->v[2] > 0.0f) || !(el->v[3] > 0.0f))
-		return proto_fail(
+		return fprep__fail(
 		        msg, n, FPREP_EINVAL, "element %u: %s %g is not > 0", k,
 		        el->v[2] > 0.0f ? "h" : "w",
 		        (double)(el->v[2] > 0.0f ? el->v[3] : el->v[2]));
@@ -1030,28 +1018,28 @@ static int proto_read_elements(const uint8_t *p, size_t len, fprep_request *r,
 	if ((err = proto_check_packed(r, msg, n)))
 		return err;
 	if (len < FPREP_REQUEST_HEADER_SIZE + FPREP_TABLE_HEADER_SIZE)
-		return proto_fail(msg, n, FPREP_EPROTO,
-		                  "message length %zu < header + element table "
-		                  "header %d",
-		                  len,
-		                  FPREP_REQUEST_HEADER_SIZE +
-		                          FPREP_TABLE_HEADER_SIZE);
+		return fprep__fail(
+		        msg, n, FPREP_EPROTO,
+		        "message length %zu < header + element table "
+		        "header %d",
+		        len,
+		        FPREP_REQUEST_HEADER_SIZE + FPREP_TABLE_HEADER_SIZE);
 	count = proto_get32(table);
 	if (count == 0)
-		return proto_fail(msg, n, FPREP_EINVAL, "elements is 0");
+		return fprep__fail(msg, n, FPREP_EINVAL, "elements is 0");
 	if (count > lim->max_elements || count > FPREP_ELEMENTS_MAX)
-		return proto_fail(msg, n, FPREP_ELIMIT,
-		                  "elements %u exceeds max_elements %u", count,
-		                  lim->max_elements < FPREP_ELEMENTS_MAX
-		                          ? lim->max_elements
-		                          : FPREP_ELEMENTS_MAX);
+		return fprep__fail(msg, n, FPREP_ELIMIT,
+		                   "elements %u exceeds max_elements %u", count,
+		                   lim->max_elements < FPREP_ELEMENTS_MAX
+		                           ? lim->max_elements
+		                           : FPREP_ELEMENTS_MAX);
 	if ((len - FPREP_REQUEST_HEADER_SIZE - FPREP_TABLE_HEADER_SIZE) /
 	            FPREP_ELEMENT_SIZE <
 	    count)
-		return proto_fail(msg, n, FPREP_EPROTO,
-		                  "message length %zu < the table of %u "
-		                  "elements of %d bytes",
-		                  len, count, FPREP_ELEMENT_SIZE);
+		return fprep__fail(msg, n, FPREP_EPROTO,
+		                   "message length %zu < the table of %u "
+		                   "elements of %d bytes",
+		                   len, count, FPREP_ELEMENT_SIZE);
 	r->elements = count;
 	for (uint32_t k = 0; k < count; k++) {
 		fprep_element_get(table, k, &el);
@@ -1079,18 +1067,19 @@ static int proto_check_frame(const fprep_request *r, const fprep_limits *lim,
 	    (err = proto_check_input(r, lim, msg, n)))
 		return err;
 	if (proto_tensor_bytes(r, &tensor))
-		return proto_fail(msg, n, FPREP_ELIMIT,
-		                  "tensor bytes %ux%ux%u x %u overflow 64 bits",
-		                  r->out_width, r->out_height, channels,
-		                  proto_dtype_bytes(r->dtype));
+		return fprep__fail(
+		        msg, n, FPREP_ELIMIT,
+		        "tensor bytes %ux%ux%u x %u overflow 64 bits",
+		        r->out_width, r->out_height, channels,
+		        proto_dtype_bytes(r->dtype));
 	if (tensor > lim->max_tensor_bytes)
-		return proto_fail(msg, n, FPREP_ELIMIT,
-		                  "tensor bytes %ux%ux%u x %u = %llu exceed "
-		                  "max_tensor_bytes %llu",
-		                  r->out_width, r->out_height, channels,
-		                  proto_dtype_bytes(r->dtype),
-		                  (unsigned long long)tensor,
-		                  (unsigned long long)lim->max_tensor_bytes);
+		return fprep__fail(msg, n, FPREP_ELIMIT,
+		                   "tensor bytes %ux%ux%u x %u = %llu exceed "
+		                   "max_tensor_bytes %llu",
+		                   r->out_width, r->out_height, channels,
+		                   proto_dtype_bytes(r->dtype),
+		                   (unsigned long long)tensor,
+		                   (unsigned long long)lim->max_tensor_bytes);
 	if (payload != PROTO_NO_MESSAGE &&
 	    (err = proto_check_payload(r, payload, msg, n)))
 		return err;
@@ -1098,29 +1087,29 @@ static int proto_check_frame(const fprep_request *r, const fprep_limits *lim,
 		return err;
 	if ((r->elements > 0) !=
 	    (r->kind == FPREP_KIND_ROIS || r->kind == FPREP_KIND_BATCH))
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "elements %u with kind %u: ROIS and BATCH "
-		                  "have 1 or more, the others none",
-		                  r->elements, r->kind);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "elements %u with kind %u: ROIS and BATCH "
+		                   "have 1 or more, the others none",
+		                   r->elements, r->kind);
 	if (r->elements > 0 &&
 	    (err = proto_check_batch(r, lim, &tensor, msg, n)))
 		return err;
 	if (r->output_loc != FPREP_LOC_INLINE && r->out_capacity < tensor)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "out_capacity %llu < tensor bytes %llu",
-		                  (unsigned long long)r->out_capacity,
-		                  (unsigned long long)tensor);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "out_capacity %llu < tensor bytes %llu",
+		                   (unsigned long long)r->out_capacity,
+		                   (unsigned long long)tensor);
 	/* The tensor's elements are stored as what they are (float, half):
 	 * at an address that is not a multiple of their size those stores
 	 * are undefined in C and fault on some devices. Regions are
 	 * page-aligned, so the offset decides. */
 	if (r->output_loc != FPREP_LOC_INLINE &&
 	    r->out_offset % proto_dtype_bytes(r->dtype) != 0)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "out_offset %llu is not a multiple of %u, "
-		                  "the tensor's element size",
-		                  (unsigned long long)r->out_offset,
-		                  proto_dtype_bytes(r->dtype));
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "out_offset %llu is not a multiple of %u, "
+		                   "the tensor's element size",
+		                   (unsigned long long)r->out_offset,
+		                   proto_dtype_bytes(r->dtype));
 	if (r->shm_reply)
 		return proto_check_shm_reply(r, tensor, msg, n);
 	return FPREP_OK;
@@ -1136,13 +1125,13 @@ static int proto_read_register(const uint8_t *p, fprep_register_request *req,
 	PROTO_REGISTER(PROTO_DECODE, PROTO_SKIP)
 	req->region_size = reg.region_size;
 	if (reg.name_len < 2 || reg.name_len > FPREP_REGION_NAME_MAX)
-		return proto_fail(msg, msg_size, FPREP_EINVAL,
-		                  "name_len %u outside 2..%d", reg.name_len,
-		                  FPREP_REGION_NAME_MAX);
+		return fprep__fail(msg, msg_size, FPREP_EINVAL,
+		                   "name_len %u outside 2..%d", reg.name_len,
+		                   FPREP_REGION_NAME_MAX);
 	reg.name[reg.name_len] = '\0';
 	if (strlen(reg.name) != reg.name_len)
-		return proto_fail(msg, msg_size, FPREP_EINVAL,
-		                  "region name contains a NUL byte");
+		return fprep__fail(msg, msg_size, FPREP_EINVAL,
+		                   "region name contains a NUL byte");
 	memcpy(req->region_name, reg.name, reg.name_len + 1);
 	return FPREP_OK;
 }
@@ -1155,13 +1144,13 @@ static int proto_check_register_cuda(const fprep_register_request *r, char *msg,
 	uint64_t end;
 
 	if (r->region_size == 0)
-		return proto_fail(msg, n, FPREP_EINVAL, "region_size is 0");
+		return fprep__fail(msg, n, FPREP_EINVAL, "region_size is 0");
 	if (__builtin_add_overflow(r->cuda_offset, r->region_size, &end))
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "cuda_offset %llu + region_size %llu "
-		                  "overflows 64 bits",
-		                  (unsigned long long)r->cuda_offset,
-		                  (unsigned long long)r->region_size);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "cuda_offset %llu + region_size %llu "
+		                   "overflows 64 bits",
+		                   (unsigned long long)r->cuda_offset,
+		                   (unsigned long long)r->region_size);
 	return FPREP_OK;
 }
 
@@ -1201,22 +1190,22 @@ static int proto_read_head(const uint8_t *p, size_t len, uint16_t *version,
 	if (len >= 4) {
 		magic = proto_get32(p);
 		if (magic != FPREP_REQUEST_MAGIC)
-			return proto_fail(msg, msg_size, FPREP_EPROTO,
-			                  "magic 0x%08x != 0x%08x", magic,
-			                  FPREP_REQUEST_MAGIC);
+			return fprep__fail(msg, msg_size, FPREP_EPROTO,
+			                   "magic 0x%08x != 0x%08x", magic,
+			                   FPREP_REQUEST_MAGIC);
 	}
 	PROTO_HEAD(PROTO_DECODE_IN, PROTO_SKIP)
 	*version = head.version;
 	*kind = head.kind;
 	*request_id = head.request_id;
 	if (len < FPREP_REQUEST_HEADER_SIZE)
-		err = proto_fail(msg, msg_size, FPREP_EPROTO,
-		                 "message length %zu < header size %d", len,
-		                 FPREP_REQUEST_HEADER_SIZE);
+		err = fprep__fail(msg, msg_size, FPREP_EPROTO,
+		                  "message length %zu < header size %d", len,
+		                  FPREP_REQUEST_HEADER_SIZE);
 	else if (head.version != FPREP_PROTOCOL_VERSION)
-		err = proto_fail(msg, msg_size, FPREP_EVERSION,
-		                 "version %u != %d", head.version,
-		                 FPREP_PROTOCOL_VERSION);
+		err = fprep__fail(msg, msg_size, FPREP_EVERSION,
+		                  "version %u != %d", head.version,
+		                  FPREP_PROTOCOL_VERSION);
 	return err;
 }
 
@@ -1245,21 +1234,21 @@ int fprep_register_request_decode(const void *buf, size_t len,
 	case FPREP_KIND_DOORBELL:
 		PROTO_DOORBELL(PROTO_DECODE, PROTO_SKIP)
 		if (req->doorbell_entries > FPREP_DOORBELL_ENTRIES_MAX)
-			return proto_fail(msg, msg_size, FPREP_EINVAL,
-			                  "entries: %" PRIu32 " > %d",
-			                  req->doorbell_entries,
-			                  FPREP_DOORBELL_ENTRIES_MAX);
+			return fprep__fail(msg, msg_size, FPREP_EINVAL,
+			                   "entries: %" PRIu32 " > %d",
+			                   req->doorbell_entries,
+			                   FPREP_DOORBELL_ENTRIES_MAX);
 		if (req->doorbell_offset % 64 != 0)
-			return proto_fail(msg, msg_size, FPREP_EINVAL,
-			                  "offset: %" PRIu64
-			                  " is not a multiple of 64",
-			                  req->doorbell_offset);
+			return fprep__fail(msg, msg_size, FPREP_EINVAL,
+			                   "offset: %" PRIu64
+			                   " is not a multiple of 64",
+			                   req->doorbell_offset);
 		return FPREP_OK;
 	}
-	return proto_fail(msg, msg_size, FPREP_EINVAL,
-	                  "kind %u is not REGISTER (4), UNREGISTER (5), "
-	                  "REGISTER_CUDA (6) or DOORBELL (7)",
-	                  req->kind);
+	return fprep__fail(msg, msg_size, FPREP_EINVAL,
+	                   "kind %u is not REGISTER (4), UNREGISTER (5), "
+	                   "REGISTER_CUDA (6) or DOORBELL (7)",
+	                   req->kind);
 }
 
 int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
@@ -1302,8 +1291,8 @@ int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
 		return fprep_register_request_decode(buf, len, &reg, msg,
 		                                     msg_size);
 	}
-	return proto_fail(msg, msg_size, FPREP_EINVAL,
-	                  "kind %u is not a request kind (1..9)", req->kind);
+	return fprep__fail(msg, msg_size, FPREP_EINVAL,
+	                   "kind %u is not a request kind (1..9)", req->kind);
 }
 
 int fprep__request_check(const fprep_request *req, char *msg, size_t msg_size)

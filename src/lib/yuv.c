@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "fail.h"
 #include "frameprep/frameprep.h"
 #include "yuv.h"
 
@@ -41,21 +42,6 @@ void fprep__yuv_default_planes(fprep_request *req)
 	        y_bytes + c_bytes * (req->src_format == FPREP_PIX_I420 ? 2 : 1);
 }
 
-static int yuv_fail(char *msg, size_t n, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-
-static int yuv_fail(char *msg, size_t n, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (msg != NULL && n > 0) {
-		va_start(ap, fmt);
-		vsnprintf(msg, n, fmt, ap);
-		va_end(ap);
-	}
-	return FPREP_EINVAL;
-}
-
 /* yuv_check_plane checks that the chroma plane named name, at off, of
  * src_height / 2 rows of uv_stride bytes (row bytes used), starts at or
  * after y_end and ends inside input_size. */
@@ -66,19 +52,20 @@ static int yuv_check_plane(const fprep_request *r, const char *name,
 	uint64_t end = (uint64_t)r->uv_stride * (r->src_height / 2 - 1);
 
 	if (off < y_end)
-		return yuv_fail(
-		        msg, n,
+		return fprep__fail(
+		        msg, n, FPREP_EINVAL,
 		        "%s %u overlaps the Y plane, which ends at %llu", name,
 		        off, (unsigned long long)y_end);
 	/* off < 2^32, end < 2^48 and row < 2^32: no 64-bit overflow. */
 	end += off + row;
 	if (end > r->input_size)
-		return yuv_fail(msg, n,
-		                "%s plane ends at %s + uv_stride*(height/2-1) "
-		                "+ %llu = %llu > input_size %llu",
-		                name, name, (unsigned long long)row,
-		                (unsigned long long)end,
-		                (unsigned long long)r->input_size);
+		return fprep__fail(
+		        msg, n, FPREP_EINVAL,
+		        "%s plane ends at %s + uv_stride*(height/2-1) "
+		        "+ %llu = %llu > input_size %llu",
+		        name, name, (unsigned long long)row,
+		        (unsigned long long)end,
+		        (unsigned long long)r->input_size);
 	return FPREP_OK;
 }
 
@@ -93,20 +80,22 @@ int fprep__yuv_check_planes(const fprep_request *r, char *msg, size_t n)
 	if (!fprep__yuv_is_yuv(r->src_format))
 		return FPREP_OK;
 	if (r->src_width % 2 != 0)
-		return yuv_fail(msg, n,
-		                "src_width %u is odd: %s needs an even "
-		                "width",
-		                r->src_width, fmt);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "src_width %u is odd: %s needs an even "
+		                   "width",
+		                   r->src_width, fmt);
 	if (r->src_format == FPREP_PIX_YUYV)
 		return FPREP_OK;
 	if (r->src_height % 2 != 0)
-		return yuv_fail(msg, n,
-		                "src_height %u is odd: %s needs an even height",
-		                r->src_height, fmt);
+		return fprep__fail(
+		        msg, n, FPREP_EINVAL,
+		        "src_height %u is odd: %s needs an even height",
+		        r->src_height, fmt);
 	row = yuv_chroma_row(r);
 	if (r->uv_stride < row)
-		return yuv_fail(msg, n, "uv_stride %u < %s chroma row %llu",
-		                r->uv_stride, fmt, (unsigned long long)row);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "uv_stride %u < %s chroma row %llu",
+		                   r->uv_stride, fmt, (unsigned long long)row);
 	/* The caller checked src_stride * (height - 1) + width in 64 bits. */
 	y_end = (uint64_t)r->src_stride * (r->src_height - 1) + r->src_width;
 	if ((err = yuv_check_plane(r, "u_offset", r->u_offset, row, y_end, msg,

@@ -66,6 +66,54 @@ static void report_point(char *buf, size_t size, const bench_result *r)
 		snprintf(buf, size, "c=%u", r->concurrency);
 }
 
+/* report_notes prints point's lines below the tables for run r: the
+ * daemon's CPU, the ceilings, arrivals dropped and failures. */
+static void report_notes(FILE *out, const bench_report *rep,
+                         const bench_result *r, const char *point)
+{
+	if (r->cpu_us >= 0)
+		fprintf(out,
+		        "%s: daemon CPU %.1f us per request (%.2f cores)\n",
+		        point, r->cpu_us, r->cpu_cores);
+	if (r->ceiling_fps > 0)
+		fprintf(out,
+		        "%s: transport ceiling (ECHO, same load) %.1f "
+		        "frames/s, p50 %.0f us; achieved %.1f%% of it\n",
+		        point, r->ceiling_fps, r->ceiling_p50_us,
+		        100.0 * report_fps(r) / r->ceiling_fps);
+	if (rep->pcie_gbps > 0 && r->in_bytes && r->ok) {
+		double per =
+		        (double)(r->in_bytes > r->out_bytes ? r->in_bytes
+		                                            : r->out_bytes) /
+		        (double)r->ok;
+		double cap = rep->pcie_gbps * 1e9 / per;
+
+		fprintf(out,
+		        "%s: PCIe ceiling %.1f GB/s per direction = %.1f "
+		        "frames/s; achieved %.1f%% of it\n",
+		        point, rep->pcie_gbps, cap,
+		        100.0 * report_fps(r) / cap);
+	}
+	if (r->dropped)
+		fprintf(out,
+		        "%s: overloaded, %llu arrivals were never sent (the "
+		        "latencies above understate the queueing)\n",
+		        point, (unsigned long long)r->dropped);
+	if (bench_result_fail_count(r)) {
+		fprintf(out,
+		        "%s: FAILURES: wrong %llu, timeouts %llu, lost %llu",
+		        point, (unsigned long long)r->wrong,
+		        (unsigned long long)r->timeouts,
+		        (unsigned long long)r->lost);
+		for (unsigned k = 0; k < BENCH_ERR_SLOTS; k++)
+			if (r->errors[k])
+				fprintf(out, ", %s %llu",
+				        fprep_err_name((int)k),
+				        (unsigned long long)r->errors[k]);
+		fprintf(out, "\n");
+	}
+}
+
 void bench_report_table(FILE *out, const bench_report *rep)
 {
 	const bench_result *r;
@@ -105,54 +153,8 @@ void bench_report_table(FILE *out, const bench_report *rep)
 		fprintf(out, " %9.1f\n", report_transport_us(r));
 	}
 	for (i = 0; i < rep->nruns; i++) {
-		r = &rep->runs[i];
-		report_point(point, sizeof(point), r);
-		if (r->cpu_us >= 0)
-			fprintf(out,
-			        "%s: daemon CPU %.1f us per request (%.2f "
-			        "cores)\n",
-			        point, r->cpu_us, r->cpu_cores);
-		if (r->ceiling_fps > 0)
-			fprintf(out,
-			        "%s: transport ceiling (ECHO, same load) %.1f "
-			        "frames/s, p50 %.0f us; achieved %.1f%% of "
-			        "it\n",
-			        point, r->ceiling_fps, r->ceiling_p50_us,
-			        100.0 * report_fps(r) / r->ceiling_fps);
-		if (rep->pcie_gbps > 0 && r->in_bytes && r->ok) {
-			double per = (double)(r->in_bytes > r->out_bytes
-			                              ? r->in_bytes
-			                              : r->out_bytes) /
-			             (double)r->ok;
-			double cap = rep->pcie_gbps * 1e9 / per;
-
-			fprintf(out,
-			        "%s: PCIe ceiling %.1f GB/s per direction = "
-			        "%.1f frames/s; achieved %.1f%% of it\n",
-			        point, rep->pcie_gbps, cap,
-			        100.0 * report_fps(r) / cap);
-		}
-		if (r->dropped)
-			fprintf(out,
-			        "%s: overloaded, %llu arrivals were never sent "
-			        "(the latencies above understate the "
-			        "queueing)\n",
-			        point, (unsigned long long)r->dropped);
-		if (bench_result_fail_count(r)) {
-			fprintf(out,
-			        "%s: FAILURES: wrong %llu, timeouts %llu, lost "
-			        "%llu",
-			        point, (unsigned long long)r->wrong,
-			        (unsigned long long)r->timeouts,
-			        (unsigned long long)r->lost);
-			for (k = 0; k < BENCH_ERR_SLOTS; k++)
-				if (r->errors[k])
-					fprintf(out, ", %s %llu",
-					        fprep_err_name((int)k),
-					        (unsigned long long)
-					                r->errors[k]);
-			fprintf(out, "\n");
-		}
+		report_point(point, sizeof(point), &rep->runs[i]);
+		report_notes(out, rep, &rep->runs[i], point);
 	}
 	if (rep->pcie_gbps <= 0 && strcmp(rep->backend, "cuda") == 0)
 		fprintf(out, "PCIe ceiling: not given; measure it on this "

@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "bench_hist.h"
 
 #define N 200000
@@ -121,13 +123,8 @@ static void test_clamp_and_merge(void **state)
 	assert_int_equal(bench_hist_percentile(&a, 100), 500000000000ull);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_percentiles_log_uniform),
-	        cmocka_unit_test(test_small_values_exact),
-	        cmocka_unit_test(test_clamp_and_merge),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(test_percentiles_log_uniform),
+        cmocka_unit_test(test_small_values_exact),
+        cmocka_unit_test(test_clamp_and_merge),
+})

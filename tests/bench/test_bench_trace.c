@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "bench_trace.h"
 
 static void test_gpu_form(void **state)
@@ -82,13 +84,8 @@ static void test_refused(void **state)
 	assert_int_equal(bench_trace_parse("device failed", us, &mask), 1);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_gpu_form),
-	        cmocka_unit_test(test_cpu_form_and_gaps),
-	        cmocka_unit_test(test_refused),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(test_gpu_form),
+        cmocka_unit_test(test_cpu_form_and_gaps),
+        cmocka_unit_test(test_refused),
+})

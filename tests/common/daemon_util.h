@@ -26,6 +26,29 @@ static inline void daemon_sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
+/* daemon_args ends the program with status 2 and a usage line naming
+ * args (what the program takes, "FRAMEPREPD ...") unless it was given
+ * want - 1 arguments (argc == want). */
+static inline void daemon_args(int argc, char **argv, int want,
+                               const char *args)
+{
+	if (argc != want) {
+		fprintf(stderr, "usage: %s %s\n", argv[0], args);
+		exit(2);
+	}
+}
+
+/* daemon_socket writes a socket path of the test's own,
+ * /tmp/fprep-TAG-PID.sock, into sock (sock_size bytes) and its URL,
+ * ipc://PATH, into url (url_size bytes). */
+static inline void daemon_socket(char *sock, size_t sock_size, char *url,
+                                 size_t url_size, const char *tag)
+{
+	snprintf(sock, sock_size, "/tmp/fprep-%s-%ld.sock", tag,
+	         (long)getpid());
+	snprintf(url, url_size, "ipc://%s", sock);
+}
+
 /* daemon_client opens a client on u or ends the program. */
 static inline fprep_client *daemon_client(const char *u)
 {

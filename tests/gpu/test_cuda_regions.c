@@ -40,6 +40,7 @@
 #include <stb/stb_image.h>
 
 #include "check.h"
+#include "client_util.h"
 #include "daemon_util.h"
 #include "frameprep/frameprep.h"
 
@@ -202,28 +203,8 @@ static int register_raw(fprep_client *c, const uint8_t *handle,
                         const uint8_t *uuid, uint64_t offset, uint64_t size,
                         uint32_t *id, char *msg, size_t msg_size)
 {
-	fprep_register_request req;
-	fprep_result res;
-	int err;
-
-	memset(&req, 0, sizeof(req));
-	req.kind = FPREP_KIND_REGISTER_CUDA;
-	req.region_size = size;
-	req.cuda_offset = offset;
-	memcpy(req.cuda_handle, handle, FPREP_CUDA_HANDLE_SIZE);
-	memcpy(req.cuda_uuid, uuid, FPREP_CUDA_UUID_SIZE);
-	*id = 0;
-	err = fprep_client_register(c, &req, &res);
-	if (err) {
-		snprintf(msg, msg_size, "transport: %s",
-		         fprep_client_last_error(c));
-		return err;
-	}
-	snprintf(msg, msg_size, "%s", res.header.message);
-	err = (int)res.header.status;
-	*id = res.header.region_id;
-	fprep_result_fini(&res);
-	return err;
+	return client_register_cuda(c, handle, uuid, offset, size, id, msg,
+	                            msg_size);
 }
 
 static void unregister_raw(fprep_client *c, uint32_t id)
@@ -733,10 +714,7 @@ int main(int argc, char **argv)
 		snprintf(url_gpu, sizeof(url_gpu), "%s", argv[2]);
 		return run_hold(atoi(argv[3]));
 	}
-	if (argc != 3) {
-		fprintf(stderr, "usage: %s FRAMEPREPD IMAGE_DIR\n", argv[0]);
-		return 2;
-	}
+	daemon_args(argc, argv, 3, "FRAMEPREPD IMAGE_DIR");
 	/* The CUDA runtime is first touched here, after no fork: children
 	 * are exec'd afresh. */
 	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {

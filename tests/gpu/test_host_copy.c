@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "gpu/host_copy.h"
 
 #define BIG (9u * 1024u * 1024u + 123u)
@@ -119,12 +121,8 @@ static void test_concurrent_callers(void **state)
 	fprep__copy_pool_close(shared_pool);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_sizes),
-	        cmocka_unit_test(test_rows),
-	        cmocka_unit_test(test_concurrent_callers),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_rows),
+        cmocka_unit_test(test_concurrent_callers),
+})

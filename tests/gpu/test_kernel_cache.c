@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "frameprep/frameprep.h"
 #include "gpu/kernel_cache.h"
 
@@ -474,24 +476,18 @@ static void test_concurrent_writers_never_tear(void **state)
 	assert_int_equal(temps, 0);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_compile_every_entry),
-	        cmocka_unit_test(test_compile_error_is_reported),
-	        cmocka_unit_test(test_key_changes),
-	        cmocka_unit_test_setup_teardown(test_miss_then_hit, test_setup,
-	                                        test_teardown),
-	        cmocka_unit_test_setup_teardown(
-	                test_corrupt_entries_are_recompiled, test_setup,
-	                test_teardown),
-	        cmocka_unit_test_setup_teardown(test_get_checks_key_and_length,
-	                                        test_setup, test_teardown),
-	        cmocka_unit_test_setup_teardown(test_cache_off_writes_nothing,
-	                                        test_setup, test_teardown),
-	        cmocka_unit_test_setup_teardown(
-	                test_concurrent_writers_never_tear, test_setup,
-	                test_teardown),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(test_compile_every_entry),
+        cmocka_unit_test(test_compile_error_is_reported),
+        cmocka_unit_test(test_key_changes),
+        cmocka_unit_test_setup_teardown(test_miss_then_hit, test_setup,
+                                        test_teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_entries_are_recompiled,
+                                        test_setup, test_teardown),
+        cmocka_unit_test_setup_teardown(test_get_checks_key_and_length,
+                                        test_setup, test_teardown),
+        cmocka_unit_test_setup_teardown(test_cache_off_writes_nothing,
+                                        test_setup, test_teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_writers_never_tear,
+                                        test_setup, test_teardown),
+})

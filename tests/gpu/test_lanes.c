@@ -254,10 +254,7 @@ int main(int argc, char **argv)
 	pid_t pid;
 	int ndev = 0;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: %s FRAMEPREPD IMAGE_DIR\n", argv[0]);
-		return 2;
-	}
+	daemon_args(argc, argv, 3, "FRAMEPREPD IMAGE_DIR");
 	if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
 		printf("test_lanes: SKIP (no GPU)\n");
 		return 77;

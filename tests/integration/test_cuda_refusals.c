@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "client_util.h"
 #include "daemon_util.h"
 #include "frameprep/frameprep.h"
 
@@ -31,26 +32,7 @@ static char url[256];
 static int register_cuda(fprep_client *c, uint64_t size, uint64_t offset,
                          char *msg, size_t msg_size)
 {
-	fprep_register_request req;
-	fprep_result res;
-	int err;
-
-	memset(&req, 0, sizeof(req));
-	req.kind = FPREP_KIND_REGISTER_CUDA;
-	req.region_size = size;
-	req.cuda_offset = offset;
-	memset(req.cuda_handle, 0x5a, sizeof(req.cuda_handle));
-	memset(req.cuda_uuid, 0xa5, sizeof(req.cuda_uuid));
-	err = fprep_client_register(c, &req, &res);
-	if (err) {
-		snprintf(msg, msg_size, "transport: %s",
-		         fprep_client_last_error(c));
-		return err;
-	}
-	snprintf(msg, msg_size, "%s", res.header.message);
-	err = (int)res.header.status;
-	fprep_result_fini(&res);
-	return err;
+	return client_register_made_up(c, offset, size, msg, msg_size);
 }
 
 /* frame_status sends a 64x48 frame request as req says (no payload for a
@@ -64,15 +46,7 @@ static int frame_status(fprep_client *c, fprep_request *req, char *msg,
 
 	err = fprep_client_request(
 	        c, req, req->input_loc == FPREP_LOC_INLINE ? px : NULL, &res);
-	if (err) {
-		snprintf(msg, msg_size, "transport: %s",
-		         fprep_client_last_error(c));
-		return err;
-	}
-	snprintf(msg, msg_size, "%s", res.header.message);
-	err = (int)res.header.status;
-	fprep_result_fini(&res);
-	return err;
+	return client_outcome(c, err, &res, msg, msg_size);
 }
 
 static void test_cpu_backend(void)
@@ -202,10 +176,7 @@ int main(int argc, char **argv)
 	char *tcp_extra[] = {NULL};
 	pid_t pid;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: %s FRAMEPREPD\n", argv[0]);
-		return 2;
-	}
+	daemon_args(argc, argv, 2, "FRAMEPREPD");
 	signal(SIGPIPE, SIG_IGN);
 	if (mkdtemp(dir) == NULL)
 		return 1;

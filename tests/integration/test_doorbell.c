@@ -58,8 +58,10 @@
 #include <stb/stb_image.h>
 
 #include "check.h"
+#include "client_util.h"
 #include "daemon_util.h"
 #include "frameprep/frameprep.h"
+#include "shm_object.h"
 
 /* The daemon that polls: --spin-us at its upper bound (100 ms), so that
  * once woken it polls for a tenth of a second after its last event. */
@@ -178,31 +180,6 @@ static long long info_wait(const char *u, const char *key, long long want)
 	return v;
 }
 
-/* reg_send sends a REGISTER, UNREGISTER or DOORBELL request and returns
- * the reply's status (a transport error negated), the new region's id in
- * *id and the message in msg where asked. */
-static int reg_send(fprep_client *c, fprep_register_request *req, uint32_t *id,
-                    char *msg, size_t msg_size)
-{
-	fprep_result res;
-	int err, status;
-
-	err = fprep_client_register(c, req, &res);
-	if (err) {
-		if (msg != NULL)
-			snprintf(msg, msg_size, "transport: %s",
-			         fprep_client_last_error(c));
-		return -err;
-	}
-	status = (int)res.header.status;
-	if (id != NULL)
-		*id = res.header.region_id;
-	if (msg != NULL)
-		snprintf(msg, msg_size, "%s", res.header.message);
-	fprep_result_fini(&res);
-	return status;
-}
-
 /* doorbell_raw sends a DOORBELL for region id, entries and offset;
  * returns the status and the message in msg. */
 static int doorbell_raw(fprep_client *c, uint32_t id, uint32_t entries,
@@ -215,19 +192,7 @@ static int doorbell_raw(fprep_client *c, uint32_t id, uint32_t entries,
 	req.region_id = id;
 	req.doorbell_entries = entries;
 	req.doorbell_offset = offset;
-	return reg_send(c, &req, NULL, msg, msg_size);
-}
-
-/* unregister_raw sends an UNREGISTER of region id; returns the status. */
-static int unregister_raw(fprep_client *c, uint32_t id, char *msg,
-                          size_t msg_size)
-{
-	fprep_register_request req;
-
-	memset(&req, 0, sizeof(req));
-	req.kind = FPREP_KIND_UNREGISTER;
-	req.region_id = id;
-	return reg_send(c, &req, NULL, msg, msg_size);
+	return client_register_send(c, &req, NULL, msg, msg_size);
 }
 
 /* An object of our own, for what fprep_region_open cannot do: outlive
@@ -241,13 +206,12 @@ struct object {
 
 static void object_make(struct object *o, const char *tag, size_t size)
 {
-	snprintf(o->name, sizeof(o->name), "/fprep-test-db-%s-%ld", tag,
-	         (long)getpid());
-	shm_unlink(o->name);
+	char tag_db[32];
+
+	snprintf(tag_db, sizeof(tag_db), "db-%s", tag);
 	o->size = size;
-	o->fd = shm_open(o->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	o->fd = shm_object_make(o->name, sizeof(o->name), tag_db, size);
 	REQUIRE(o->fd >= 0);
-	REQUIRE(ftruncate(o->fd, (off_t)size) == 0);
 	o->base =
 	        mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, o->fd, 0);
 	REQUIRE(o->base != MAP_FAILED);
@@ -266,7 +230,7 @@ static int object_register(fprep_client *c, const struct object *o,
 	req.kind = FPREP_KIND_REGISTER;
 	req.region_size = o->size;
 	snprintf(req.region_name, sizeof(req.region_name), "%s", o->name);
-	st = reg_send(c, &req, id, msg, sizeof(msg));
+	st = client_register_send(c, &req, id, msg, sizeof(msg));
 	CHECK(st == 0 && *id != 0, "REGISTER %s: %d %s", o->name, st, msg);
 	return st;
 }
@@ -1175,7 +1139,7 @@ static void test_take_back(void)
 	fprep_request_encode(&req, hdr);
 	CHECK(wake(c, area), "the daemon does not poll before UNREGISTER");
 	entry_post(area, 0, hdr);
-	st = unregister_raw(c, fprep_region_id(r), msg, sizeof(msg));
+	st = client_unregister(c, fprep_region_id(r), msg, sizeof(msg));
 	CHECK(st == 0, "UNREGISTER of a polled region: %d %s", st, msg);
 	/* The reply comes once the daemon no longer touches the region. */
 	v = atomic_load_explicit(entry_reply_id(area, 0), memory_order_acquire);
@@ -1248,10 +1212,7 @@ int main(int argc, char **argv)
 	char *extra[] = {"--spin-us", SPIN_US, NULL};
 	int st;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: %s FRAMEPREPD IMAGE_DIR\n", argv[0]);
-		return 2;
-	}
+	daemon_args(argc, argv, 3, "FRAMEPREPD IMAGE_DIR");
 	exe = argv[1];
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);

@@ -242,10 +242,7 @@ int main(int argc, char **argv)
 	pid_t pid;
 	int st;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: test_reload FRAMEPREPD\n");
-		return 2;
-	}
+	daemon_args(argc, argv, 2, "FRAMEPREPD");
 	REQUIRE(mkdtemp(dir) != NULL);
 	snprintf(conf, sizeof(conf), "%s/frameprepd.conf", dir);
 	snprintf(log_path, sizeof(log_path), "%s/log", dir);

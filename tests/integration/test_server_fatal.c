@@ -26,6 +26,7 @@
 #include "fake_backend.h"
 #include "frameprep/frameprep.h"
 #include "server.h"
+#include "server_fixture.h"
 
 #define NCLIENTS 4
 
@@ -58,14 +59,11 @@ static void *client_main(void *arg)
 {
 	struct client_arg *ca = arg;
 	static uint8_t frame[64 * 48 * 3];
-	fprep_client *client = NULL;
+	fprep_client *client;
 	fprep_request req;
 	fprep_result res;
 
-	for (int i = 0; i < 500 && client == NULL; i++)
-		if (fprep_client_open(&client, ca->url, 10000) != 0)
-			usleep(10000);
-	REQUIRE(client != NULL);
+	client = server_fixture_client(ca->url);
 	fprep_request_init(&req, FPREP_PIX_BGR8, 64, 48);
 	req.out_width = 32;
 	req.out_height = 32;
@@ -89,19 +87,8 @@ int main(void)
 	fake_backend *fb;
 	int status;
 
-	/* nng 1.5.2 initialises itself on first use without a lock that
-	 * ThreadSanitizer sees: have that happen here, before the client
-	 * threads and the server race to it. */
-	nng_socket first;
-	REQUIRE(nng_req0_open(&first) == 0);
-	nng_close(first);
-
-	REQUIRE(mkdtemp(dir) != NULL);
-	fprep__config_init(&cfg);
-	snprintf(cfg.listen[0], sizeof(cfg.listen[0]), "ipc://%s/s.sock", dir);
-	cfg.nlisten = 1;
+	server_fixture_config(&cfg, dir);
 	cfg.max_inflight = 8;
-	cfg.shutdown_timeout_ms = 2000;
 	for (int i = 0; i < NCLIENTS; i++) {
 		args[i] = (struct client_arg){.url = cfg.listen[0], .rv = -1};
 		REQUIRE(pthread_create(&threads[i], NULL, client_main,
@@ -110,8 +97,7 @@ int main(void)
 	fb = fake_backend_new();
 	fb->batch = NCLIENTS;
 	fb->finish = fatal_finish;
-	status = fprep__server_run(&cfg, fake_backend_start(fb), "fake:0");
-	fake_backend_free(fb);
+	status = server_fixture_run(&cfg, fb);
 	for (int i = 0; i < NCLIENTS; i++) {
 		pthread_join(threads[i], NULL);
 		printf("client %d: rv %d status %s: %s\n", i, args[i].rv,
@@ -123,10 +109,5 @@ int main(void)
 	}
 	printf("server exit status %d\n", status);
 	CHECK(status == 1, "server exit status %d, not 1", status);
-	fprep__config_fini(&cfg);
-	rmdir(dir);
-	/* nng frees closed sockets and pipes on its own threads: wait for
-	 * them, so the leak check at exit sees only what the test kept. */
-	nng_fini();
-	return check_failures ? 1 : 0;
+	return server_fixture_end(&cfg, dir);
 }

@@ -40,6 +40,7 @@
 #include "frameprep/protocol.h"
 #include "memreg.h"
 #include "server.h"
+#include "server_fixture.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define RSS_CHECKED 0
@@ -269,10 +270,7 @@ static void *test_main(void *arg)
 	long idle_kib;
 
 	(void)arg;
-	for (int i = 0; i < 500 && client == NULL; i++)
-		if (fprep_client_open(&client, url, 10000) != 0)
-			usleep(10000);
-	REQUIRE(client != NULL);
+	client = server_fixture_client(url);
 	(void)info_us(client);
 	idle_kib = rss_kib();
 	flood(client, 4, idle_kib);
@@ -285,34 +283,13 @@ static void *test_main(void *arg)
 int main(void)
 {
 	char dir[] = "/tmp/fprep-nonreaders-XXXXXX";
-	static char listen[512];
 	fprep__config cfg;
-	fake_backend *fb;
-	pthread_t t;
 	int status;
 
-	/* nng initialises itself on first use without a lock that
-	 * ThreadSanitizer sees: have that happen here, first. */
-	nng_socket first;
-	REQUIRE(nng_req0_open(&first) == 0);
-	nng_close(first);
-
-	REQUIRE(mkdtemp(dir) != NULL);
-	fprep__config_init(&cfg);
-	snprintf(cfg.listen[0], sizeof(cfg.listen[0]), "ipc://%s/s.sock", dir);
-	snprintf(listen, sizeof(listen), "%s", cfg.listen[0]);
-	url = listen;
-	cfg.nlisten = 1;
-	cfg.shutdown_timeout_ms = 2000;
-	REQUIRE(pthread_create(&t, NULL, test_main, NULL) == 0);
-	fb = fake_backend_new(); /* completes each job at once */
-	status = fprep__server_run(&cfg, fake_backend_start(fb), "fake:0");
-	fake_backend_free(fb);
-	pthread_join(t, NULL);
-	printf("server exit status %d\n", status);
+	server_fixture_config(&cfg, dir);
+	url = cfg.listen[0];
+	/* The fake completes each job at once. */
+	status = server_fixture_serve(&cfg, fake_backend_new(), test_main);
 	CHECK(status == 0, "server exit status %d", status);
-	fprep__config_fini(&cfg);
-	rmdir(dir);
-	nng_fini();
-	return check_failures ? 1 : 0;
+	return server_fixture_end(&cfg, dir);
 }

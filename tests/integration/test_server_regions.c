@@ -30,6 +30,8 @@
 #include "fake_backend.h"
 #include "frameprep/frameprep.h"
 #include "server.h"
+#include "server_fixture.h"
+#include "shm_object.h"
 
 #define WAIT_MS 20000
 
@@ -114,43 +116,28 @@ int main(void)
 	char dir[] = "/tmp/fprep-regions-XXXXXX";
 	char name[64];
 	struct server_arg sa;
-	fprep_client *c = NULL;
+	fprep_client *c;
 	fprep_region *r = NULL;
 	pthread_t server, reg;
 	unsigned queued;
 	int fd, rv;
 
-	/* nng 1.5.2 initialises itself on first use without a lock that
-	 * ThreadSanitizer sees: have that happen here. */
-	nng_socket first;
-	REQUIRE(nng_req0_open(&first) == 0);
-	nng_close(first);
-
+	server_fixture_config(&sa.cfg, dir);
 	fake = fake_backend_new();
 	fake->refuse = 1;       /* no jobs here */
 	fake->hold_regions = 1; /* the test lets each operation run */
 	fake->info = "";
 	fake_backend_start(fake);
 
-	snprintf(name, sizeof(name), "/fprep-test-srvreg-%ld", (long)getpid());
-	shm_unlink(name);
-	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-	REQUIRE(fd >= 0 && ftruncate(fd, 4096) == 0);
+	fd = shm_object_make(name, sizeof(name), "srvreg", 4096);
+	REQUIRE(fd >= 0);
 	close(fd);
 
-	REQUIRE(mkdtemp(dir) != NULL);
-	fprep__config_init(&sa.cfg);
-	snprintf(sa.cfg.listen[0], sizeof(sa.cfg.listen[0]), "ipc://%s/s.sock",
-	         dir);
-	sa.cfg.nlisten = 1;
 	sa.cfg.max_inflight = 8;
 	sa.cfg.shutdown_timeout_ms = 1000;
 	sa.status = -1;
 	REQUIRE(pthread_create(&server, NULL, server_main, &sa) == 0);
-	for (int i = 0; i < 500 && c == NULL; i++)
-		if (fprep_client_open(&c, sa.cfg.listen[0], 10000) != 0)
-			usleep(10000);
-	REQUIRE(c != NULL);
+	c = server_fixture_client(sa.cfg.listen[0]);
 
 	/* 1. The connection closes while its REGISTER is being mapped. */
 	register_and_close(sa.cfg.listen[0], name);
@@ -207,11 +194,6 @@ int main(void)
 	CHECK(fake->maps == 3 && fake->unmaps == 2, "%u maps, %u unmaps",
 	      fake->maps, fake->unmaps);
 	fake_backend_free(fake);
-	fprep__config_fini(&sa.cfg);
 	shm_unlink(name);
-	rmdir(dir);
-	/* nng frees closed sockets and pipes on its own threads: wait for
-	 * them, so the leak check at exit sees only what the test kept. */
-	nng_fini();
-	return check_failures ? 1 : 0;
+	return server_fixture_end(&sa.cfg, dir);
 }

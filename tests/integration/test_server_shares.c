@@ -31,6 +31,7 @@
 
 #include "backend.h"
 #include "check.h"
+#include "client_util.h"
 #include "clock.h"
 #include "config.h"
 #include "fake_backend.h"
@@ -38,6 +39,7 @@
 #include "frameprep/protocol.h"
 #include "memreg.h"
 #include "server.h"
+#include "server_fixture.h"
 
 #define NONREADERS 2
 #define SENDS      33  /* each non-reader: one more than it can hold */
@@ -132,13 +134,7 @@ static void *nonreader_main(void *arg)
 /* open_client connects a client of its own (one connection). */
 static fprep_client *open_client(void)
 {
-	fprep_client *c = NULL;
-
-	for (int i = 0; i < 500 && c == NULL; i++)
-		if (fprep_client_open(&c, url, 10000) != 0)
-			usleep(10000);
-	REQUIRE(c != NULL);
-	return c;
+	return server_fixture_client(url);
 }
 
 /* region_refused checks that a region of size bytes is refused to c with
@@ -206,24 +202,7 @@ static void doorbell(fprep_client *c, fprep_region *r, const char *who,
  * the reply's status, its message in msg. */
 static int register_cuda(fprep_client *c, char *msg, size_t msg_size)
 {
-	fprep_register_request req;
-	fprep_result res;
-	int rv;
-
-	memset(&req, 0, sizeof(req));
-	req.kind = FPREP_KIND_REGISTER_CUDA;
-	req.region_size = MIB;
-	memset(req.cuda_handle, 0x5a, sizeof(req.cuda_handle));
-	memset(req.cuda_uuid, 0xa5, sizeof(req.cuda_uuid));
-	rv = fprep_client_register(c, &req, &res);
-	if (rv != 0) {
-		snprintf(msg, msg_size, "%s", fprep_client_last_error(c));
-		return rv;
-	}
-	snprintf(msg, msg_size, "%s", res.header.message);
-	rv = (int)res.header.status;
-	fprep_result_fini(&res);
-	return rv;
+	return client_register_made_up(c, 0, MIB, msg, msg_size);
 }
 
 /* test_budget_shares: D7, on three connections of this process's uid
@@ -306,10 +285,7 @@ static void *test_main(void *arg)
 	int rv;
 
 	(void)arg;
-	for (int i = 0; i < 500 && client == NULL; i++)
-		if (fprep_client_open(&client, url, 10000) != 0)
-			usleep(10000);
-	REQUIRE(client != NULL);
+	client = server_fixture_client(url);
 	for (int i = 0; i < NONREADERS; i++)
 		REQUIRE(pthread_create(&threads[i], NULL, nonreader_main,
 		                       (void *)(intptr_t)i) == 0);
@@ -342,41 +318,20 @@ static void *test_main(void *arg)
 int main(void)
 {
 	char dir[] = "/tmp/fprep-shares-XXXXXX";
-	static char listen[512];
 	fprep__config cfg;
-	fake_backend *fb;
-	pthread_t t;
 	int status;
 
-	/* nng initialises itself on first use without a lock that
-	 * ThreadSanitizer sees: have that happen here, first. */
-	nng_socket first;
-	REQUIRE(nng_req0_open(&first) == 0);
-	nng_close(first);
-
-	REQUIRE(mkdtemp(dir) != NULL);
-	fprep__config_init(&cfg);
-	snprintf(cfg.listen[0], sizeof(cfg.listen[0]), "ipc://%s/s.sock", dir);
-	snprintf(listen, sizeof(listen), "%s", cfg.listen[0]);
-	url = listen;
-	cfg.nlisten = 1;
-	cfg.shutdown_timeout_ms = 2000;
+	server_fixture_config(&cfg, dir);
+	url = cfg.listen[0];
 	cfg.shares.shm_bytes_per_conn = SHM_PER_CONN;
 	cfg.shares.shm_bytes_per_uid = SHM_PER_UID;
 	cfg.shares.doorbells_per_conn = BELLS_PER_CONN;
 	cfg.shares.doorbells_per_uid = BELLS_PER_UID;
 	cfg.shares.cuda_per_uid = CUDA_PER_UID;
-	REQUIRE(pthread_create(&t, NULL, test_main, NULL) == 0);
-	fb = fake_backend_new(); /* completes each job at once */
-	status = fprep__server_run(&cfg, fake_backend_start(fb), "fake:0");
-	fake_backend_free(fb);
-	pthread_join(t, NULL);
+	/* The fake completes each job at once. */
+	status = server_fixture_serve(&cfg, fake_backend_new(), test_main);
 	for (int i = 0; i < NONREADERS; i++)
 		close(nonreaders[i]);
-	printf("server exit status %d\n", status);
 	CHECK(status == 0, "server exit status %d", status);
-	fprep__config_fini(&cfg);
-	rmdir(dir);
-	nng_fini();
-	return check_failures ? 1 : 0;
+	return server_fixture_end(&cfg, dir);
 }

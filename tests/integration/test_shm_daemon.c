@@ -41,32 +41,14 @@
 #include <stb/stb_image.h>
 
 #include "check.h"
+#include "client_util.h"
 #include "daemon_util.h"
 #include "frameprep/frameprep.h"
+#include "shm_object.h"
 
 static char url[256];
 static pid_t daemon_pid;
 static const char *device = "cpu";
-
-/* raw_send sends the REGISTER or UNREGISTER req and returns the reply's
- * status (and region id, and message, where asked). */
-static int raw_send(fprep_client *c, fprep_register_request *req, uint32_t *id,
-                    char *msg, size_t msg_size)
-{
-	fprep_result res;
-	int err, status;
-
-	err = fprep_client_register(c, req, &res);
-	if (err)
-		return -err;
-	status = (int)res.header.status;
-	if (id != NULL)
-		*id = res.header.region_id;
-	if (msg != NULL)
-		snprintf(msg, msg_size, "%s", res.header.message);
-	fprep_result_fini(&res);
-	return status;
-}
 
 /* raw_register sends a REGISTER for name/size and returns the reply's
  * status (and region id). */
@@ -79,20 +61,7 @@ static int raw_register(fprep_client *c, const char *name, uint64_t size,
 	req.kind = FPREP_KIND_REGISTER;
 	req.region_size = size;
 	snprintf(req.region_name, sizeof(req.region_name), "%s", name);
-	return raw_send(c, &req, id, msg, msg_size);
-}
-
-/* raw_unregister sends an UNREGISTER of region id and returns the reply's
- * status. */
-static int raw_unregister(fprep_client *c, uint32_t id, char *msg,
-                          size_t msg_size)
-{
-	fprep_register_request req;
-
-	memset(&req, 0, sizeof(req));
-	req.kind = FPREP_KIND_UNREGISTER;
-	req.region_id = id;
-	return raw_send(c, &req, NULL, msg, msg_size);
+	return client_register_send(c, &req, id, msg, msg_size);
 }
 
 /* frame_status sends req (shm fields set by the caller) and returns the
@@ -459,16 +428,14 @@ static void test_registration_cost(void)
 	fprep_client_close(c);
 }
 
-/* make_object creates a shared-memory object of size bytes. */
+/* make_object creates a shared-memory object of size bytes or ends the
+ * program. */
 static int make_object(char *name, size_t name_size, const char *tag,
                        size_t size)
 {
-	int fd;
+	int fd = shm_object_make(name, name_size, tag, size);
 
-	snprintf(name, name_size, "/fprep-test-%s-%ld", tag, (long)getpid());
-	shm_unlink(name);
-	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-	if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
+	if (fd < 0) {
 		fprintf(stderr, "shm_open %s: %s\n", name, strerror(errno));
 		exit(1);
 	}
@@ -565,11 +532,11 @@ static void test_refusals(void)
 	daemon_serves(url, "a shrunk region");
 
 	/* UNREGISTER: by another connection, then by the owner, twice. */
-	st = raw_unregister(b, id, msg, sizeof(msg));
+	st = client_unregister(b, id, msg, sizeof(msg));
 	CHECK(st == FPREP_EREGION, "unregister by another: %d %s", st, msg);
-	st = raw_unregister(a, id, msg, sizeof(msg));
+	st = client_unregister(a, id, msg, sizeof(msg));
 	CHECK(st == 0, "unregister: %d %s", st, msg);
-	st = raw_unregister(a, id, msg, sizeof(msg));
+	st = client_unregister(a, id, msg, sizeof(msg));
 	CHECK(st == FPREP_EREGION, "unregister twice: %d %s", st, msg);
 	close(fd);
 	shm_unlink(name);

@@ -27,6 +27,7 @@
 
 #include "frameprep/frameprep.h"
 #include "npy.h"
+#include "test_limits.h"
 #include "yuv.h"
 
 struct dump_args {
@@ -85,16 +86,8 @@ static int dump_parse(int argc, char **argv, struct dump_args *a)
 	int i, v, pos = 0;
 
 	memset(a, 0, sizeof(*a));
-	r->version = FPREP_PROTOCOL_VERSION;
-	r->kind = FPREP_KIND_FRAME;
-	r->out_width = r->out_height = 640;
-	r->resize = FPREP_RESIZE_LETTERBOX;
-	r->channel_order = FPREP_ORDER_RGB;
-	r->dtype = FPREP_DTYPE_F32;
-	r->layout = FPREP_LAYOUT_NCHW;
-	r->pad_value = 114.0f;
-	r->scale = 1.0f / 255.0f;
-	r->std[0] = r->std[1] = r->std[2] = 1.0f;
+	/* The defaults; the source is set below. */
+	fprep_request_init(r, 0, 0, 0);
 	for (i = 0; i < argc; i++) {
 		const char *o = argv[i], *n = i + 1 < argc ? argv[i + 1] : NULL;
 
@@ -293,14 +286,7 @@ static int dump_write_npy(const char *path, const fprep_request *r,
 static int dump_validate(const fprep_request *r)
 {
 	uint8_t head[FPREP_REQUEST_HEADER_SIZE];
-	fprep_limits lim = {
-	        .max_width = UINT32_MAX,
-	        .max_height = UINT32_MAX,
-	        .max_frame_bytes = UINT64_MAX,
-	        .max_out_width = UINT32_MAX,
-	        .max_out_height = UINT32_MAX,
-	        .max_tensor_bytes = UINT64_MAX,
-	};
+	fprep_limits lim = test_no_limits;
 	fprep_request shm = *r, back;
 	char msg[FPREP_MESSAGE_SIZE];
 

@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "backend.h"
 #include "frameprep/frameprep.h"
 
@@ -55,22 +57,10 @@ static struct t_job *t_job_alloc(uint32_t w, uint32_t h, uint32_t ow,
 
 	assert_non_null(tj);
 	r = &tj->job.req;
-	r->version = FPREP_PROTOCOL_VERSION;
-	r->kind = FPREP_KIND_FRAME;
-	r->src_format = FPREP_PIX_BGR8;
-	r->src_width = w;
-	r->src_height = h;
-	r->src_stride = w * 3;
-	r->input_size = (uint64_t)w * h * 3;
+	fprep_request_init(r, FPREP_PIX_BGR8, w, h);
 	r->out_width = ow;
 	r->out_height = oh;
-	r->resize = FPREP_RESIZE_LETTERBOX;
-	r->channel_order = FPREP_ORDER_RGB;
 	r->dtype = dtype;
-	r->layout = FPREP_LAYOUT_NCHW;
-	r->pad_value = 114.0f;
-	r->scale = 1.0f / 255.0f;
-	r->std[0] = r->std[1] = r->std[2] = 1.0f;
 	esize = dtype == FPREP_DTYPE_F32 ? 4 : dtype == FPREP_DTYPE_F16 ? 2 : 1;
 	tj->input_size = r->input_size;
 	tj->output_size = (size_t)ow * oh * 3 * esize;
@@ -327,16 +317,11 @@ static void test_close_fails_queued(void **state)
 	assert_true(shut > 0);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_open_info),
-	        cmocka_unit_test(test_many_jobs),
-	        cmocka_unit_test(test_large_jobs),
-	        cmocka_unit_test(test_echo_and_error),
-	        cmocka_unit_test(test_close_drains),
-	        cmocka_unit_test(test_close_fails_queued),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(test_open_info),
+        cmocka_unit_test(test_many_jobs),
+        cmocka_unit_test(test_large_jobs),
+        cmocka_unit_test(test_echo_and_error),
+        cmocka_unit_test(test_close_drains),
+        cmocka_unit_test(test_close_fails_queued),
+})

@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "cmocka_main.h"
 #include <turbojpeg.h>
 
 #include "backend.h"
@@ -367,16 +369,11 @@ static void scan_caps(void **state)
 	free(px);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(decode_rewrites_job),
-	        cmocka_unit_test(buffer_grows_only_for_larger),
-	        cmocka_unit_test(refused_before_allocation),
-	        cmocka_unit_test(bad_frames_then_good),
-	        cmocka_unit_test(region_bytes_read_once),
-	        cmocka_unit_test(scan_caps),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(decode_rewrites_job),
+        cmocka_unit_test(buffer_grows_only_for_larger),
+        cmocka_unit_test(refused_before_allocation),
+        cmocka_unit_test(bad_frames_then_good),
+        cmocka_unit_test(region_bytes_read_once),
+        cmocka_unit_test(scan_caps),
+})

@@ -16,9 +16,12 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "frameprep/frameprep.h"
 #include "half.h"
 #include "ops.h"
+#include "test_limits.h"
 
 static uint32_t t_bpp(uint16_t format)
 {
@@ -27,38 +30,17 @@ static uint32_t t_bpp(uint16_t format)
 	                                                                : 3;
 }
 
-/* t_no_limits: limits that refuse no size. */
-static const fprep_limits t_no_limits = {
-        .max_width = UINT32_MAX,
-        .max_height = UINT32_MAX,
-        .max_frame_bytes = UINT64_MAX,
-        .max_out_width = UINT32_MAX,
-        .max_out_height = UINT32_MAX,
-        .max_tensor_bytes = UINT64_MAX,
-};
-
 /* t_request fills a FRAME request with the YOLO defaults. */
 static void t_request(fprep_request *r, uint16_t format, uint32_t w, uint32_t h,
                       uint32_t ow, uint32_t oh)
 {
-	memset(r, 0, sizeof(*r));
-	r->version = FPREP_PROTOCOL_VERSION;
-	r->kind = FPREP_KIND_FRAME;
-	r->src_format = format;
-	r->src_width = w;
-	r->src_height = h;
+	fprep_request_init(r, format, w, h);
 	r->src_stride = w * t_bpp(format);
 	r->input_size = (uint64_t)r->src_stride * h;
 	r->out_width = ow;
 	r->out_height = oh;
-	r->resize = FPREP_RESIZE_LETTERBOX;
-	r->channel_order =
-	        format == FPREP_PIX_GRAY8 ? FPREP_ORDER_GRAY : FPREP_ORDER_RGB;
-	r->dtype = FPREP_DTYPE_F32;
-	r->layout = FPREP_LAYOUT_NCHW;
-	r->pad_value = 114.0f;
-	r->scale = 1.0f / 255.0f;
-	r->std[0] = r->std[1] = r->std[2] = 1.0f;
+	if (format == FPREP_PIX_GRAY8)
+		r->channel_order = FPREP_ORDER_GRAY;
 }
 
 static size_t t_tensor_size(const fprep_request *r)
@@ -498,7 +480,7 @@ static void test_exact_mode(void **state)
 /* The rounding travels in bits 4-7 of the wire's resize byte. */
 static void test_rounding_wire(void **state)
 {
-	const fprep_limits lim = t_no_limits;
+	const fprep_limits lim = test_no_limits;
 	uint8_t buf[FPREP_REQUEST_HEADER_SIZE];
 	char msg[FPREP_MESSAGE_SIZE];
 	fprep_request r, d;
@@ -581,7 +563,7 @@ static void test_rejects(void **state)
  * judge one from the wire, with the same error and the same sentence. */
 static void test_one_validator(void **state)
 {
-	const fprep_limits lim = t_no_limits;
+	const fprep_limits lim = test_no_limits;
 	uint8_t buf[FPREP_REQUEST_HEADER_SIZE + 16 * 16 * 3];
 	char m1[FPREP_MESSAGE_SIZE], m2[FPREP_MESSAGE_SIZE];
 	fprep_request r, b, d;
@@ -638,23 +620,18 @@ static void test_one_validator(void **state)
 	        FPREP_EINVAL);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_transform),
-	        cmocka_unit_test(test_bilinear_values),
-	        cmocka_unit_test(test_degenerate_sizes),
-	        cmocka_unit_test(test_every_byte_written),
-	        cmocka_unit_test(test_normalisation),
-	        cmocka_unit_test(test_f16_bits),
-	        cmocka_unit_test(test_f16_tensor),
-	        cmocka_unit_test(test_format_equivalence),
-	        cmocka_unit_test(test_row_bands),
-	        cmocka_unit_test(test_exact_mode),
-	        cmocka_unit_test(test_rounding_wire),
-	        cmocka_unit_test(test_rejects),
-	        cmocka_unit_test(test_one_validator),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(test_transform),
+        cmocka_unit_test(test_bilinear_values),
+        cmocka_unit_test(test_degenerate_sizes),
+        cmocka_unit_test(test_every_byte_written),
+        cmocka_unit_test(test_normalisation),
+        cmocka_unit_test(test_f16_bits),
+        cmocka_unit_test(test_f16_tensor),
+        cmocka_unit_test(test_format_equivalence),
+        cmocka_unit_test(test_row_bands),
+        cmocka_unit_test(test_exact_mode),
+        cmocka_unit_test(test_rounding_wire),
+        cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_one_validator),
+})

@@ -141,10 +141,7 @@ int main(int argc, char **argv)
 	fprep_result res;
 	pid_t pid;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: test_region_request FRAMEPREPD\n");
-		return 2;
-	}
+	daemon_args(argc, argv, 2, "FRAMEPREPD");
 	snprintf(url, sizeof(url), "ipc:///tmp/fprep-region-req-%ld.sock",
 	         (long)getpid());
 	pid = daemon_start(argv[1], "cpu", url, extra);

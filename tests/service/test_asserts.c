@@ -4,7 +4,7 @@
  * sees the child abort with the condition named on stderr, after the same
  * steps done right pass in the parent: a slot state step the machine does
  * not take, a second reply to one request (through the one routine,
- * fprep__slot_reply), an error reply from a thread that is not the
+ * fprep__answer_reply), an error reply from a thread that is not the
  * loop's, and a slot moved from such a thread. Debug builds only (the
  * sanitizer builds of tests/run-all.sh are Debug); where the checks are
  * compiled out (Release), the test exits 77 (skipped).
@@ -141,7 +141,7 @@ static fprep_reply_header ok_reply, error_reply;
 static void reply_once(const fprep_reply_header *h)
 {
 	fprep__slot_enter(&slot, FPREP__SLOT_RECV);
-	fprep__slot_reply(&slot, h, NULL);
+	fprep__answer_reply(&slot, h, NULL);
 	fprep__evq_drain(&srv.evq);
 }
 
@@ -149,12 +149,12 @@ static void reply_twice(void *arg)
 {
 	(void)arg;
 	reply_once(&ok_reply);
-	fprep__slot_reply(&slot, &ok_reply, NULL);
+	fprep__answer_reply(&slot, &ok_reply, NULL);
 }
 
 static void *error_thread(void *arg)
 {
-	fprep__slot_reply(&slot, arg, NULL);
+	fprep__answer_reply(&slot, arg, NULL);
 	return NULL;
 }
 
@@ -193,7 +193,7 @@ static void one_reply(void)
 	CHECK(atomic_load(&conn.region_answered) == 1 &&
 	              slot.status == FPREP_OK,
 	      "the reply was not counted");
-	slot.delivered = 0; /* the next request (fprep__slot_next) */
+	slot.delivered = 0; /* the next request (fprep__answer_next) */
 	slot.state = FPREP__SLOT_IDLE;
 	CHECK(dies(reply_twice, NULL),
 	      "a second reply to one request did not abort");

@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "config.h"
 #include "frameprep/frameprep.h"
 #include "log.h"
@@ -1007,24 +1009,19 @@ static void reload(void **state)
 	assert_int_equal(live, 23);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(defaults),
-	        cmocka_unit_test(example_file),
-	        cmocka_unit_test(flags_over_file),
-	        cmocka_unit_test(device_lists),
-	        cmocka_unit_test(bad_values),
-	        cmocka_unit_test(range_edges),
-	        cmocka_unit_test(bad_files_and_flags),
-	        cmocka_unit_test(help_version),
-	        cmocka_unit_test(trace_transfer),
-	        cmocka_unit_test(spin_us),
-	        cmocka_unit_test(h2d_rows),
-	        cmocka_unit_test(settings_table),
-	        cmocka_unit_test(listen_ports),
-	        cmocka_unit_test(reload),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(defaults),
+        cmocka_unit_test(example_file),
+        cmocka_unit_test(flags_over_file),
+        cmocka_unit_test(device_lists),
+        cmocka_unit_test(bad_values),
+        cmocka_unit_test(range_edges),
+        cmocka_unit_test(bad_files_and_flags),
+        cmocka_unit_test(help_version),
+        cmocka_unit_test(trace_transfer),
+        cmocka_unit_test(spin_us),
+        cmocka_unit_test(h2d_rows),
+        cmocka_unit_test(settings_table),
+        cmocka_unit_test(listen_ports),
+        cmocka_unit_test(reload),
+})

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 
 #include <cmocka.h>
+
+#include "cmocka_main.h"
 #include <uv.h>
 
 #include "evq.h"
@@ -200,15 +202,10 @@ static void pushes_from_threads(void **state)
 	test_close(t);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(drains_in_order),
-	        cmocka_unit_test(close_disposes_queued),
-	        cmocka_unit_test(close_from_drain_disposes_rest),
-	        cmocka_unit_test(nested_drain_keeps_order),
-	        cmocka_unit_test(pushes_from_threads),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(drains_in_order),
+        cmocka_unit_test(close_disposes_queued),
+        cmocka_unit_test(close_from_drain_disposes_rest),
+        cmocka_unit_test(nested_drain_keeps_order),
+        cmocka_unit_test(pushes_from_threads),
+})

@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "frameprep/frameprep.h"
 #include "metrics.h"
 #include "nvml.h"
@@ -41,7 +43,7 @@ static char *metrics_scrape(void)
 	assert_true(fd >= 0);
 	memset(&a, 0, sizeof(a));
 	a.sin_family = AF_INET;
-	a.sin_port = htons((uint16_t)fprep__metrics_port());
+	a.sin_port = htons((uint16_t)fprep__metrics_http_port());
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
 	assert_int_equal(write(fd, get, sizeof(get) - 1),
@@ -96,8 +98,8 @@ static void test_kinds_from_protocol(void **state)
 	char line[160], *text;
 
 	(void)state;
-	assert_int_equal(fprep__metrics_open("127.0.0.1:0", "cpu"), 0);
-	assert_true(fprep__metrics_port() > 0);
+	assert_int_equal(fprep__metrics_http_open("127.0.0.1:0", "cpu"), 0);
+	assert_true(fprep__metrics_http_port() > 0);
 	/* Every kind the protocol has, once; FRAME with its timings. */
 	for (unsigned k = 1; k < FPREP_KIND_LIMIT; k++) {
 		assert_non_null(fprep_kind_name(k));
@@ -145,8 +147,8 @@ static void test_kinds_from_protocol(void **state)
 	assert_null(strstr(text, "stage=\"kernel\""));
 	assert_null(strstr(text, "stage=\"d2h\""));
 	free(text);
-	fprep__metrics_close();
-	assert_int_equal(fprep__metrics_port(), 0);
+	fprep__metrics_http_close();
+	assert_int_equal(fprep__metrics_http_port(), 0);
 }
 
 /* bucket_count returns the cumulative count of the le bucket of the
@@ -182,7 +184,7 @@ static void test_buckets_failed_and_gpu_stages(void **state)
 
 	(void)state;
 	fprep__metrics_set_lanes(&dev0, 1);
-	assert_int_equal(fprep__metrics_open("127.0.0.1:0", "cuda:0"), 0);
+	assert_int_equal(fprep__metrics_http_open("127.0.0.1:0", "cuda:0"), 0);
 	/* Failed FRAMEs with their timings: each in its own bucket. */
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		count_frame(FPREP_ECUDA,
@@ -214,7 +216,7 @@ static void test_buckets_failed_and_gpu_stages(void **state)
 	assert_non_null(strstr(text, "stage=\"h2d\""));
 	assert_non_null(strstr(text, "stage=\"d2h\""));
 	free(text);
-	fprep__metrics_close();
+	fprep__metrics_http_close();
 }
 
 /* NVML (nvml.c): absent (a file that does not exist), turned off, and the
@@ -252,31 +254,26 @@ static void test_nvml(void **state)
 
 	fprep__metrics_set_lanes(&dev0, 1);
 	setenv("FPREP_NVML", "/nonexistent/libnvidia-ml.so.1", 1);
-	assert_int_equal(fprep__metrics_open("127.0.0.1:0", "cuda:0"), 0);
+	assert_int_equal(fprep__metrics_http_open("127.0.0.1:0", "cuda:0"), 0);
 	text = metrics_scrape();
 	assert_non_null(strstr(text, "stage=\"h2d\"")); /* a GPU daemon */
 	assert_null(strstr(text, "frameprep_nvml_"));
 	free(text);
-	fprep__metrics_close();
+	fprep__metrics_http_close();
 	if (fprep__nvml_bus_id(dev0, bus, sizeof(bus)) != 0) {
 		setenv("FPREP_NVML", FPREP_FAKE_NVML, 1);
-		assert_int_equal(fprep__metrics_open("127.0.0.1:0", "cuda:0"),
-		                 0);
+		assert_int_equal(
+		        fprep__metrics_http_open("127.0.0.1:0", "cuda:0"), 0);
 		text = metrics_scrape();
 		assert_null(strstr(text, "frameprep_nvml_"));
 		free(text);
-		fprep__metrics_close();
+		fprep__metrics_http_close();
 	}
 	unsetenv("FPREP_NVML");
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_kinds_from_protocol),
-	        cmocka_unit_test(test_buckets_failed_and_gpu_stages),
-	        cmocka_unit_test(test_nvml),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(test_kinds_from_protocol),
+        cmocka_unit_test(test_buckets_failed_and_gpu_stages),
+        cmocka_unit_test(test_nvml),
+})

@@ -27,8 +27,12 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "daemon.h"
 #include "fake_backend.h"
+#include "loop_fixture.h"
+#include "shm_object.h"
 
 #define REGION_SIZE 65536u
 #define AREA_AT     4096u /* the doorbell area's offset in the region */
@@ -83,49 +87,32 @@ static void end(fprep__slot *s)
 	fx->srv.doorbells.port.ops->end(&fx->srv.doorbells.port, s);
 }
 
-static void result_cb(void *data, int status, uint32_t id, const char *msg)
-{
-	uint32_t *idp = data;
-
-	(void)msg;
-	assert_int_equal(status, FPREP_OK);
-	*idp = id;
-}
-
 static int db_setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	char why[FPREP_MESSAGE_SIZE];
-	uint32_t id = 0;
 	int fd;
 
 	if (f == NULL)
 		return -1;
 	fx = f;
-	snprintf(f->shm_name, sizeof(f->shm_name), "/fprep-test-db-%ld",
-	         (long)getpid());
-	shm_unlink(f->shm_name);
-	fd = shm_open(f->shm_name, O_RDWR | O_CREAT | O_EXCL, 0600);
-	if (fd < 0 || ftruncate(fd, REGION_SIZE) != 0)
+	fd = shm_object_make(f->shm_name, sizeof(f->shm_name), "db",
+	                     REGION_SIZE);
+	if (fd < 0)
 		return -1;
 	close(fd);
 	f->cfg.max_doorbells = 4;
 	f->cfg.max_inflight = POOL;
 	f->cfg.max_inflight_per_conn = PER_CONN;
 	f->srv.cfg = &f->cfg;
-	f->srv.loop_thread = pthread_self();
 	f->srv.slots = f->slots;
 	f->srv.nslots = POOL;
 	f->srv.conns = f->conns;
 	f->srv.nconns = POOL;
 	f->conns[0].pipe = PIPE;
 	f->fb = fake_backend_new();
-	if (uv_loop_init(&f->srv.loop) != 0 ||
-	    fprep__evq_init(&f->srv.evq, &f->srv.loop, fixture_event, NULL,
-	                    f) != 0)
+	if (loop_fixture_open(&f->srv, &f->fb->b, fixture_event, f,
+	                      REGION_SIZE) != 0)
 		return -1;
-	fprep__regions_init(&f->srv.regions, &f->fb->b, &f->srv.evq,
-	                    FPREP__EV_REGION, 4, REGION_SIZE, REGION_SIZE);
 	for (unsigned i = 0; i < POOL; i++) {
 		f->slots[i].srv = &f->srv;
 		f->slots[i].index = i;
@@ -134,13 +121,7 @@ static int db_setup(void **state)
 	    0)
 		return -1;
 	f->srv.doorbells.port.take = take;
-	if (fprep__regions_register(&f->srv.regions, f->shm_name, REGION_SIZE,
-	                            PIPE, (uint64_t)getuid(), result_cb, &id,
-	                            why, sizeof(why)) != 0)
-		return -1;
-	while (id == 0)
-		uv_run(&f->srv.loop, UV_RUN_ONCE);
-	f->r = fprep__regions_find(&f->srv.regions, id, PIPE);
+	f->r = loop_fixture_region(&f->srv, f->shm_name, REGION_SIZE, PIPE);
 	if (f->r == NULL)
 		return -1;
 	f->area = f->r->base + AREA_AT;
@@ -384,20 +365,10 @@ static void test_idle_rings(void **state)
 	assert_int_equal(atomic_load(wake), FPREP_DOORBELL_WAKE_ARMED);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test_setup_teardown(test_take, db_setup,
-	                                        db_teardown),
-	        cmocka_unit_test_setup_teardown(test_bounds, db_setup,
-	                                        db_teardown),
-	        cmocka_unit_test_setup_teardown(test_spin, db_setup,
-	                                        db_teardown),
-	        cmocka_unit_test_setup_teardown(test_overlap, db_setup,
-	                                        db_teardown),
-	        cmocka_unit_test_setup_teardown(test_idle_rings, db_setup,
-	                                        db_teardown),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test_setup_teardown(test_take, db_setup, db_teardown),
+        cmocka_unit_test_setup_teardown(test_bounds, db_setup, db_teardown),
+        cmocka_unit_test_setup_teardown(test_spin, db_setup, db_teardown),
+        cmocka_unit_test_setup_teardown(test_overlap, db_setup, db_teardown),
+        cmocka_unit_test_setup_teardown(test_idle_rings, db_setup, db_teardown),
+})

@@ -23,10 +23,13 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "config.h"
 #include "fake_backend.h"
 #include "frameprep/frameprep.h"
 #include "regions.h"
+#include "shm_object.h"
 
 #define REGION_SIZE 4096u
 #define EV_REGION   7 /* the event kind the table's completions carry */
@@ -63,11 +66,9 @@ static int regions_setup(void **state)
 	static struct fixture f;
 	int fd;
 
-	snprintf(regions_shm_name, sizeof(regions_shm_name),
-	         "/fprep-test-regions-%ld", (long)getpid());
-	shm_unlink(regions_shm_name);
-	fd = shm_open(regions_shm_name, O_RDWR | O_CREAT | O_EXCL, 0600);
-	if (fd < 0 || ftruncate(fd, REGION_SIZE) != 0)
+	fd = shm_object_make(regions_shm_name, sizeof(regions_shm_name),
+	                     "regions", REGION_SIZE);
+	if (fd < 0)
 		return -1;
 	close(fd);
 	memset(&f, 0, sizeof(f));
@@ -743,24 +744,19 @@ static void shares(void **state)
 #define REGIONS_TEST(f)                                                        \
 	cmocka_unit_test_setup_teardown(f, regions_setup, regions_teardown)
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        REGIONS_TEST(limits),
-	        REGIONS_TEST(limit_zero),
-	        REGIONS_TEST(add_find),
-	        REGIONS_TEST(ids_wrap),
-	        REGIONS_TEST(ids_random_start),
-	        REGIONS_TEST(unregister_one),
-	        REGIONS_TEST(remove_pipe),
-	        REGIONS_TEST(use_unuse),
-	        REGIONS_TEST(close_releases_all),
-	        REGIONS_TEST(pipe_closes_while_opening),
-	        REGIONS_TEST(shutdown_while_queued),
-	        REGIONS_TEST(cpu_backend),
-	        REGIONS_TEST(cuda_regions),
-	        REGIONS_TEST(shares),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        REGIONS_TEST(limits),
+        REGIONS_TEST(limit_zero),
+        REGIONS_TEST(add_find),
+        REGIONS_TEST(ids_wrap),
+        REGIONS_TEST(ids_random_start),
+        REGIONS_TEST(unregister_one),
+        REGIONS_TEST(remove_pipe),
+        REGIONS_TEST(use_unuse),
+        REGIONS_TEST(close_releases_all),
+        REGIONS_TEST(pipe_closes_while_opening),
+        REGIONS_TEST(shutdown_while_queued),
+        REGIONS_TEST(cpu_backend),
+        REGIONS_TEST(cuda_regions),
+        REGIONS_TEST(shares),
+})

@@ -1,6 +1,6 @@
 /*
  * test_reply.c: the daemon's reply pieces (service/reply.c), put together
- * as the reply's one owner does (fprep__slot_reply, answer.c: a header
+ * as the reply's one owner does (fprep__answer_reply, answer.c: a header
  * from fprep__reply_header_tensor or _simple, timed with fprep__reply_us,
  * encoded into the message from fprep__reply_tensor_alloc or
  * fprep__reply_take). Each reply is decoded back with the public decoder,
@@ -15,12 +15,14 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "cmocka_main.h"
 #include <nng/nng.h>
 
 #include "frameprep/frameprep.h"
 #include "reply.h"
 
-/* finish encodes rep into msg's header space, as fprep__slot_reply does. */
+/* finish encodes rep into msg's header space, as fprep__answer_reply does. */
 static void finish(nng_msg *msg, const fprep_reply_header *rep)
 {
 	fprep_reply_encode(rep, nng_msg_body(msg));
@@ -346,18 +348,13 @@ static void span_us(void **state)
 	assert_int_equal(fprep__reply_us(0, UINT64_MAX), UINT32_MAX);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(tensor_inline),
-	        cmocka_unit_test(tensor_shm),
-	        cmocka_unit_test(tensor_too_large),
-	        cmocka_unit_test(text),
-	        cmocka_unit_test(error_reuses_spare),
-	        cmocka_unit_test(region),
-	        cmocka_unit_test(message_truncated),
-	        cmocka_unit_test(span_us),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(tensor_inline),
+        cmocka_unit_test(tensor_shm),
+        cmocka_unit_test(tensor_too_large),
+        cmocka_unit_test(text),
+        cmocka_unit_test(error_reuses_spare),
+        cmocka_unit_test(region),
+        cmocka_unit_test(message_truncated),
+        cmocka_unit_test(span_us),
+})

@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "daemon.h"
 #include "reply.h"
 #include "shm_region.h"
@@ -190,16 +192,11 @@ static void test_entry_broken(void **state)
 	f->r.u.shm.map = NULL;
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test_setup_teardown(test_region_order, sink_setup,
-	                                        sink_teardown),
-	        cmocka_unit_test_setup_teardown(test_entry_order, sink_setup,
-	                                        sink_teardown),
-	        cmocka_unit_test_setup_teardown(test_entry_broken, sink_setup,
-	                                        sink_teardown),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test_setup_teardown(test_region_order, sink_setup,
+                                        sink_teardown),
+        cmocka_unit_test_setup_teardown(test_entry_order, sink_setup,
+                                        sink_teardown),
+        cmocka_unit_test_setup_teardown(test_entry_broken, sink_setup,
+                                        sink_teardown),
+})

@@ -8,7 +8,7 @@
  * goes to WORK, is finished by a backend thread, which delivers the reply
  * itself, and the loop ends it (region uses, connection counts) when that
  * delivery's event comes; the same FRAME of a stopping server is answered
- * by the loop, through the same routine (fprep__slot_reply); a job that
+ * by the loop, through the same routine (fprep__answer_reply); a job that
  * fails comes back to the loop, which answers the error. Each test ends with
  * every slot IDLE, every count back to zero and the loop closing with nothing
  * open.
@@ -29,8 +29,12 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "daemon.h"
 #include "fake_backend.h"
+#include "loop_fixture.h"
+#include "shm_object.h"
 
 #define REGION_SIZE 65536u
 #define PIPE        9u
@@ -101,36 +105,22 @@ static void fixture_event(fprep__event *ev, void *data)
 		fprep__slot_event(fprep__container_of(ev, fprep__slot, ev));
 }
 
-static void result_cb(void *data, int status, uint32_t id, const char *msg)
-{
-	uint32_t *idp = data;
-
-	(void)msg;
-	assert_int_equal(status, FPREP_OK);
-	*idp = id;
-}
-
 static int slot_setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	char why[FPREP_MESSAGE_SIZE];
-	uint32_t id = 0;
 	int fd;
 
 	if (f == NULL)
 		return -1;
 	fx = f;
-	snprintf(f->shm_name, sizeof(f->shm_name), "/fprep-test-slot-%ld",
-	         (long)getpid());
-	shm_unlink(f->shm_name);
-	fd = shm_open(f->shm_name, O_RDWR | O_CREAT | O_EXCL, 0600);
-	if (fd < 0 || ftruncate(fd, REGION_SIZE) != 0)
+	fd = shm_object_make(f->shm_name, sizeof(f->shm_name), "slot",
+	                     REGION_SIZE);
+	if (fd < 0)
 		return -1;
 	close(fd);
 	fprep__config_init(&f->cfg);
 	f->cfg.max_inflight_per_conn = 2;
 	f->srv.cfg = &f->cfg;
-	f->srv.loop_thread = pthread_self();
 	f->srv.slots = &f->s;
 	f->srv.nslots = 1;
 	f->srv.conns = f->conns;
@@ -145,19 +135,10 @@ static int slot_setup(void **state)
 	f->port.take = fprep__slot_take;
 	f->s.srv = &f->srv;
 	f->s.port = &f->port;
-	if (uv_loop_init(&f->srv.loop) != 0 ||
-	    fprep__evq_init(&f->srv.evq, &f->srv.loop, fixture_event, NULL,
-	                    f) != 0)
+	if (loop_fixture_open(&f->srv, f->srv.backend, fixture_event, f,
+	                      REGION_SIZE) != 0)
 		return -1;
-	fprep__regions_init(&f->srv.regions, f->srv.backend, &f->srv.evq,
-	                    FPREP__EV_REGION, 4, REGION_SIZE, REGION_SIZE);
-	if (fprep__regions_register(&f->srv.regions, f->shm_name, REGION_SIZE,
-	                            PIPE, (uint64_t)getuid(), result_cb, &id,
-	                            why, sizeof(why)) != 0)
-		return -1;
-	while (id == 0)
-		uv_run(&f->srv.loop, UV_RUN_ONCE);
-	f->r = fprep__regions_find(&f->srv.regions, id, PIPE);
+	f->r = loop_fixture_region(&f->srv, f->shm_name, REGION_SIZE, PIPE);
 	*state = f;
 	return f->r != NULL ? 0 : -1;
 }
@@ -371,18 +352,12 @@ static void test_frame_fails(void **state)
 	assert_false(f->srv.stop_wanted);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test_setup_teardown(test_refusals, slot_setup,
-	                                        slot_teardown),
-	        cmocka_unit_test_setup_teardown(test_frame, slot_setup,
-	                                        slot_teardown),
-	        cmocka_unit_test_setup_teardown(test_frame_loop, slot_setup,
-	                                        slot_teardown),
-	        cmocka_unit_test_setup_teardown(test_frame_fails, slot_setup,
-	                                        slot_teardown),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test_setup_teardown(test_refusals, slot_setup,
+                                        slot_teardown),
+        cmocka_unit_test_setup_teardown(test_frame, slot_setup, slot_teardown),
+        cmocka_unit_test_setup_teardown(test_frame_loop, slot_setup,
+                                        slot_teardown),
+        cmocka_unit_test_setup_teardown(test_frame_fails, slot_setup,
+                                        slot_teardown),
+})

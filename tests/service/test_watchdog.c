@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "watchdog.h"
 
 static void sleep_ms(int ms)
@@ -98,13 +100,8 @@ static void expires(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(stop_in_time),
-	        cmocka_unit_test(stop_without_start),
-	        cmocka_unit_test(expires),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(stop_in_time),
+        cmocka_unit_test(stop_without_start),
+        cmocka_unit_test(expires),
+})

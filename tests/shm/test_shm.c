@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "frameprep/frameprep.h"
 #include "memreg.h"
 #include "shm_region.h"
@@ -164,13 +166,9 @@ static void test_sigbus_guard(void **state)
 	(void)sum;
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_name_check),
-	        cmocka_unit_test(test_map_checks),
-	        cmocka_unit_test(test_span),
-	        cmocka_unit_test(test_sigbus_guard),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(test_name_check),
+        cmocka_unit_test(test_map_checks),
+        cmocka_unit_test(test_span),
+        cmocka_unit_test(test_sigbus_guard),
+})

@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "backend.h"
 #include "backend_multi.h"
 
@@ -396,21 +398,13 @@ static void test_open_refuses_nothing(void **state)
 	assert_null(b);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test_setup_teardown(test_least_loaded, t_setup,
-	                                        t_teardown),
-	        cmocka_unit_test_setup_teardown(test_cuda_region_affinity,
-	                                        t_setup, t_teardown),
-	        cmocka_unit_test_setup_teardown(test_shm_fan_out, t_setup,
-	                                        t_teardown),
-	        cmocka_unit_test_setup_teardown(test_shm_fan_out_refused,
-	                                        t_setup, t_teardown),
-	        cmocka_unit_test_setup_teardown(test_failed_lanes, t_setup,
-	                                        t_teardown),
-	        cmocka_unit_test(test_open_refuses_nothing),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test_setup_teardown(test_least_loaded, t_setup, t_teardown),
+        cmocka_unit_test_setup_teardown(test_cuda_region_affinity, t_setup,
+                                        t_teardown),
+        cmocka_unit_test_setup_teardown(test_shm_fan_out, t_setup, t_teardown),
+        cmocka_unit_test_setup_teardown(test_shm_fan_out_refused, t_setup,
+                                        t_teardown),
+        cmocka_unit_test_setup_teardown(test_failed_lanes, t_setup, t_teardown),
+        cmocka_unit_test(test_open_refuses_nothing),
+})

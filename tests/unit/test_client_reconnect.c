@@ -74,13 +74,8 @@ int main(int argc, char **argv)
 	pid_t pid;
 	int err;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: test_client_reconnect FRAMEPREPD\n");
-		return 2;
-	}
-	snprintf(sock, sizeof(sock), "/tmp/fprep-reconnect-%ld.sock",
-	         (long)getpid());
-	snprintf(ipc, sizeof(ipc), "ipc://%s", sock);
+	daemon_args(argc, argv, 2, "FRAMEPREPD");
+	daemon_socket(sock, sizeof(sock), ipc, sizeof(ipc), "reconnect");
 	pid = daemon_start(argv[1], "cpu", ipc, NULL);
 	/* Short enough that a request sent before the redial fails soon,
 	 * and is tried again. */

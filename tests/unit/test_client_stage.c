@@ -97,13 +97,8 @@ int main(int argc, char **argv)
 	pid_t pid;
 	int err, i;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: test_client_stage FRAMEPREPD\n");
-		return 2;
-	}
-	snprintf(sock, sizeof(sock), "/tmp/fprep-stage-%ld.sock",
-	         (long)getpid());
-	snprintf(ipc, sizeof(ipc), "ipc://%s", sock);
+	daemon_args(argc, argv, 2, "FRAMEPREPD");
+	daemon_socket(sock, sizeof(sock), ipc, sizeof(ipc), "stage");
 	snprintf(tcp, sizeof(tcp), "tcp://127.0.0.1:%ld",
 	         20000 + (long)getpid() % 20000);
 	snprintf(extra_url, sizeof(extra_url), "%s", tcp);

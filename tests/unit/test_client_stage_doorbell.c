@@ -220,9 +220,7 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < sizeof(frame); i++)
 		frame[i] = (uint8_t)((i * 2654435761u) >> 13);
-	snprintf(sock, sizeof(sock), "/tmp/fprep-stagedb-%ld.sock",
-	         (long)getpid());
-	snprintf(ipc, sizeof(ipc), "ipc://%s", sock);
+	daemon_socket(sock, sizeof(sock), ipc, sizeof(ipc), "stagedb");
 	pid = daemon_start(argv[1], "cpu", ipc, polls);
 	/* INFO and the inline reference: staging off, so no doorbell. */
 	info = open_client(ipc);

@@ -172,13 +172,8 @@ int main(int argc, char **argv)
 	pid_t pid;
 	int err;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: test_client_threads FRAMEPREPD\n");
-		return 2;
-	}
-	snprintf(sock, sizeof(sock), "/tmp/fprep-threads-%ld.sock",
-	         (long)getpid());
-	snprintf(ipc, sizeof(ipc), "ipc://%s", sock);
+	daemon_args(argc, argv, 2, "FRAMEPREPD");
+	daemon_socket(sock, sizeof(sock), ipc, sizeof(ipc), "threads");
 	pid = daemon_start(argv[1], "cpu", ipc, extra);
 	ref = daemon_client(ipc);
 	fprep_client_set_staging(ref, 0);

@@ -82,14 +82,8 @@ int main(int argc, char **argv)
 	pid_t pid;
 	int err, st;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: test_client_timeout FRAMEPREPD "
-		                "FRAMEPREP_CLI\n");
-		return 2;
-	}
-	snprintf(sock, sizeof(sock), "/tmp/fprep-timeout-%ld.sock",
-	         (long)getpid());
-	snprintf(ipc, sizeof(ipc), "ipc://%s", sock);
+	daemon_args(argc, argv, 3, "FRAMEPREPD FRAMEPREP_CLI");
+	daemon_socket(sock, sizeof(sock), ipc, sizeof(ipc), "timeout");
 	pid = daemon_start(argv[1], "cpu", ipc, NULL);
 	REQUIRE(fprep_client_open(&early, ipc, TIMEOUT_MS) == 0);
 	fprep_request_init(&req, FPREP_PIX_BGR8, 64, 48);

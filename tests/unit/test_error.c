@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "frameprep/frameprep.h"
 
 static void every_code(void **state)
@@ -41,12 +43,7 @@ static void unknown_code(void **state)
 	}
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(every_code),
-	        cmocka_unit_test(unknown_code),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(every_code),
+        cmocka_unit_test(unknown_code),
+})

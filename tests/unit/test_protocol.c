@@ -17,28 +17,15 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "frameprep/frameprep.h"
 #include "frameprep/protocol.h"
+#include "test_limits.h"
 
 #define TEST_ID 0x0123456789abcdefull
 
-static const fprep_limits test_limits = {
-        .max_width = 1000,
-        .max_height = 800,
-        .max_frame_bytes = 1u << 20,
-        .max_out_width = 512,
-        .max_out_height = 400,
-        .max_tensor_bytes = 1u << 21,
-};
-
-static const fprep_limits test_huge = {
-        .max_width = UINT32_MAX,
-        .max_height = UINT32_MAX,
-        .max_frame_bytes = UINT64_MAX,
-        .max_out_width = UINT32_MAX,
-        .max_out_height = UINT32_MAX,
-        .max_tensor_bytes = UINT64_MAX,
-};
+static const fprep_limits test_limits = {TEST_SMALL_LIMITS};
 
 /* A valid small request: BGR8 64x48 to 32x32 RGB f32. */
 static void test_req(fprep_request *r)
@@ -183,8 +170,8 @@ static void request_round_trip(void **state)
 	for (int i = 120; i < 128; i++)
 		assert_int_equal(buf[i], 0);
 
-	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_huge, &d,
-	                                      msg, sizeof(msg)),
+	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_no_limits,
+	                                      &d, msg, sizeof(msg)),
 	                 FPREP_OK);
 	assert_int_equal(d.version, r.version);
 	assert_int_equal(d.kind, r.kind);
@@ -443,16 +430,16 @@ static void request_yuv(void **state)
 	assert_int_equal(r.u_offset, 64 * 48);
 	assert_int_equal(r.v_offset, 64 * 48 + 32 * 24);
 	assert_true(r.input_size == 64 * 48 * 3 / 2);
-	test_decode(&r, r.input_size, &test_huge, FPREP_OK, NULL);
+	test_decode(&r, r.input_size, &test_no_limits, FPREP_OK, NULL);
 	fprep_request_init(&r, FPREP_PIX_NV12, 64, 48);
 	assert_int_equal(r.uv_stride, 64);
 	assert_int_equal(r.v_offset, 0);
 	assert_true(r.input_size == 64 * 48 * 3 / 2);
-	test_decode(&r, r.input_size, &test_huge, FPREP_OK, NULL);
+	test_decode(&r, r.input_size, &test_no_limits, FPREP_OK, NULL);
 	fprep_request_init(&r, FPREP_PIX_YUYV, 64, 48);
 	assert_int_equal(r.src_stride, 128);
 	assert_true(r.input_size == 128 * 48);
-	test_decode(&r, r.input_size, &test_huge, FPREP_OK, NULL);
+	test_decode(&r, r.input_size, &test_no_limits, FPREP_OK, NULL);
 
 	/* A decoder's padded NV12 1080p: pitch 2048, 1088 rows. */
 	fprep_request_init(&r, FPREP_PIX_I420, 1920, 1080);
@@ -472,8 +459,8 @@ static void request_yuv(void **state)
 	                 2048 * 1088);
 	assert_int_equal(buf[124] | buf[125] << 8 | buf[126] << 16,
 	                 2048 * 1088 + 1024 * 544);
-	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_huge, &d,
-	                                      msg, sizeof(msg)),
+	assert_int_equal(fprep_request_decode(buf, sizeof(buf), &test_no_limits,
+	                                      &d, msg, sizeof(msg)),
 	                 FPREP_OK);
 	assert_int_equal(d.yuv_matrix, r.yuv_matrix);
 	assert_int_equal(d.yuv_range, r.yuv_range);
@@ -484,49 +471,55 @@ static void request_yuv(void **state)
 	/* Each refusal names its field. */
 	d = r;
 	d.src_width = 1919;
-	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "src_width 1919 is odd");
+	test_decode(&d, 0, &test_no_limits, FPREP_EINVAL,
+	            "src_width 1919 is odd");
 	d = r;
 	d.src_height = 1079;
-	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "src_height 1079 is odd");
+	test_decode(&d, 0, &test_no_limits, FPREP_EINVAL,
+	            "src_height 1079 is odd");
 	d = r;
 	d.uv_stride = 959;
-	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "uv_stride 959 <");
+	test_decode(&d, 0, &test_no_limits, FPREP_EINVAL, "uv_stride 959 <");
 	d = r;
 	d.u_offset = 0;
-	test_decode(&d, 0, &test_huge, FPREP_EINVAL,
+	test_decode(&d, 0, &test_no_limits, FPREP_EINVAL,
 	            "u_offset 0 overlaps the Y plane");
 	d = r;
 	d.v_offset = 2048 * 1000;
-	test_decode(&d, 0, &test_huge, FPREP_EINVAL,
+	test_decode(&d, 0, &test_no_limits, FPREP_EINVAL,
 	            "v_offset 2048000 overlaps");
 	d = r;
 	d.input_size = r.v_offset + 1024ull * 539 + 960 - 1;
-	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "v_offset plane ends at");
+	test_decode(&d, 0, &test_no_limits, FPREP_EINVAL,
+	            "v_offset plane ends at");
 	d = r;
 	d.v_offset = UINT32_MAX;
-	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "v_offset plane ends at");
+	test_decode(&d, 0, &test_no_limits, FPREP_EINVAL,
+	            "v_offset plane ends at");
 	d = r;
 	d.yuv_matrix = 4;
-	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "yuv_matrix 4");
+	test_decode(&d, 0, &test_no_limits, FPREP_EINVAL, "yuv_matrix 4");
 	d = r;
 	d.yuv_range = 3;
-	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "yuv_range 3");
+	test_decode(&d, 0, &test_no_limits, FPREP_EINVAL, "yuv_range 3");
 	d = r;
 	d.src_format = FPREP_PIX_NV12;
 	d.uv_stride = 2048;
 	d.u_offset = 2048 * 1088;
 	d.input_size = d.u_offset + 2048ull * 539 + 1919;
-	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "u_offset plane ends at");
+	test_decode(&d, 0, &test_no_limits, FPREP_EINVAL,
+	            "u_offset plane ends at");
 	d.input_size += 1;
-	test_decode(&d, 0, &test_huge, FPREP_OK, NULL);
+	test_decode(&d, 0, &test_no_limits, FPREP_OK, NULL);
 	d = r;
 	d.src_format = FPREP_PIX_YUYV;
 	d.src_stride = 3839;
-	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "src_stride 3839");
+	test_decode(&d, 0, &test_no_limits, FPREP_EINVAL, "src_stride 3839");
 	d.src_width = 1921;
 	d.src_stride = 3842;
 	d.input_size = 3842ull * 1080;
-	test_decode(&d, 0, &test_huge, FPREP_EINVAL, "src_width 1921 is odd");
+	test_decode(&d, 0, &test_no_limits, FPREP_EINVAL,
+	            "src_width 1921 is odd");
 	/* Other formats ignore the YUV fields. */
 	test_req(&d);
 	d.yuv_matrix = 9;
@@ -642,8 +635,8 @@ static void request_bad_sizes(void **state)
 	r.src_stride = UINT32_MAX;
 	r.src_height = UINT32_MAX;
 	r.input_size = 1;
-	test_decode(&r, 1, &test_huge, FPREP_EINVAL, "input_size 1 <");
-	fprep_limits lim = test_huge;
+	test_decode(&r, 1, &test_no_limits, FPREP_EINVAL, "input_size 1 <");
+	fprep_limits lim = test_no_limits;
 	lim.max_frame_bytes = 1ull << 40;
 	test_decode(&r, 1, &lim, FPREP_ELIMIT, "max_frame_bytes");
 
@@ -651,7 +644,7 @@ static void request_bad_sizes(void **state)
 	test_req(&r);
 	r.out_width = UINT32_MAX;
 	r.out_height = UINT32_MAX;
-	test_decode(&r, r.input_size, &test_huge, FPREP_ELIMIT,
+	test_decode(&r, r.input_size, &test_no_limits, FPREP_ELIMIT,
 	            "tensor bytes 4294967295x4294967295x3 x 4 overflow");
 	/* Over the tensor limit: 512x400x3x4 > 2 MiB. */
 	test_req(&r);
@@ -1189,34 +1182,29 @@ static void reply_errors(void **state)
 	assert_int_equal(test_rep_decode(&h, 5, &d), FPREP_OK);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(pixel_bytes),
-	        cmocka_unit_test(request_init_defaults),
-	        cmocka_unit_test(request_round_trip),
-	        cmocka_unit_test(request_valid_inline),
-	        cmocka_unit_test(request_truncated),
-	        cmocka_unit_test(request_magic_version_kind),
-	        cmocka_unit_test(request_other_kinds),
-	        cmocka_unit_test(request_bad_enums),
-	        cmocka_unit_test(request_bad_dims),
-	        cmocka_unit_test(request_yuv),
-	        cmocka_unit_test(request_jpeg),
-	        cmocka_unit_test(request_bad_sizes),
-	        cmocka_unit_test(request_bad_payload),
-	        cmocka_unit_test(request_bad_norm),
-	        cmocka_unit_test(request_u8_norm),
-	        cmocka_unit_test(request_shm_output),
-	        cmocka_unit_test(request_shm_reply),
-	        cmocka_unit_test(doorbell_roundtrip),
-	        cmocka_unit_test(request_small_msg),
-	        cmocka_unit_test(request_cuda_output),
-	        cmocka_unit_test(request_register_cuda),
-	        cmocka_unit_test(tensor_shape),
-	        cmocka_unit_test(reply_round_trip),
-	        cmocka_unit_test(reply_errors),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(pixel_bytes),
+        cmocka_unit_test(request_init_defaults),
+        cmocka_unit_test(request_round_trip),
+        cmocka_unit_test(request_valid_inline),
+        cmocka_unit_test(request_truncated),
+        cmocka_unit_test(request_magic_version_kind),
+        cmocka_unit_test(request_other_kinds),
+        cmocka_unit_test(request_bad_enums),
+        cmocka_unit_test(request_bad_dims),
+        cmocka_unit_test(request_yuv),
+        cmocka_unit_test(request_jpeg),
+        cmocka_unit_test(request_bad_sizes),
+        cmocka_unit_test(request_bad_payload),
+        cmocka_unit_test(request_bad_norm),
+        cmocka_unit_test(request_u8_norm),
+        cmocka_unit_test(request_shm_output),
+        cmocka_unit_test(request_shm_reply),
+        cmocka_unit_test(doorbell_roundtrip),
+        cmocka_unit_test(request_small_msg),
+        cmocka_unit_test(request_cuda_output),
+        cmocka_unit_test(request_register_cuda),
+        cmocka_unit_test(tensor_shape),
+        cmocka_unit_test(reply_round_trip),
+        cmocka_unit_test(reply_errors),
+})

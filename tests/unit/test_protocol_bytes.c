@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "frameprep/frameprep.h"
 #include "frameprep/protocol.h"
 
@@ -337,13 +339,9 @@ static void reply_bytes(void **state)
 	assert_memory_equal(&d, &h, sizeof(h));
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(frame_request_bytes),
-	        cmocka_unit_test(register_request_bytes),
-	        cmocka_unit_test(register_cuda_request_bytes),
-	        cmocka_unit_test(reply_bytes),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(frame_request_bytes),
+        cmocka_unit_test(register_request_bytes),
+        cmocka_unit_test(register_cuda_request_bytes),
+        cmocka_unit_test(reply_bytes),
+})

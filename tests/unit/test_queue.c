@@ -7,6 +7,8 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "queue.h"
 
 typedef struct item {
@@ -101,13 +103,8 @@ static void test_splice(void **state)
 	assert_true(fprep__queue_empty(&q));
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_fifo_order),
-	        cmocka_unit_test(test_reuse_after_empty),
-	        cmocka_unit_test(test_splice),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(test_fifo_order),
+        cmocka_unit_test(test_reuse_after_empty),
+        cmocka_unit_test(test_splice),
+})

@@ -19,16 +19,14 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "frameprep/frameprep.h"
 #include "frameprep/protocol.h"
+#include "test_limits.h"
 
 static const fprep_limits test_limits = {
-        .max_width = 1000,
-        .max_height = 800,
-        .max_frame_bytes = 1u << 20,
-        .max_out_width = 512,
-        .max_out_height = 400,
-        .max_tensor_bytes = 1u << 21,
+        TEST_SMALL_LIMITS,
         .max_elements = 8,
         .max_batch_bytes = 1u << 22,
 };
@@ -383,16 +381,11 @@ static void op_properties(void **state)
 	                 FPREP_EINVAL);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(rois_roundtrip),
-	        cmocka_unit_test(batch_roundtrip),
-	        cmocka_unit_test(refusals),
-	        cmocka_unit_test(truncated),
-	        cmocka_unit_test(reply),
-	        cmocka_unit_test(op_properties),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(rois_roundtrip),
+        cmocka_unit_test(batch_roundtrip),
+        cmocka_unit_test(refusals),
+        cmocka_unit_test(truncated),
+        cmocka_unit_test(reply),
+        cmocka_unit_test(op_properties),
+})

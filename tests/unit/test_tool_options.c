@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "cmocka_main.h"
+
 #include "tool_options.h"
 
 /* Every option name in TOOL_PREPROCESS_OPTIONS reaches the parser with its
@@ -91,12 +93,7 @@ static void test_refusals(void **state)
 	assert_int_equal(tool_preprocess_option(&p, TOOL_OPT_END, "x"), 1);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_apply),
-	        cmocka_unit_test(test_refusals),
-	};
-
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+CMOCKA_MAIN({
+        cmocka_unit_test(test_apply),
+        cmocka_unit_test(test_refusals),
+})
