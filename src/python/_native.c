@@ -32,6 +32,19 @@
  *             requests; its mapping lives until the object goes.
  *   Pending   an fprep_pending (fprep_client_submit): its done callback
  *             calls a Python callable with the GIL held.
+ *   Gate      an fprep_gate (frameprep/ring.h): a connection's cap on
+ *             requests in flight.
+ *   Slots     a ring's fprep_slots slot table, its layout and the
+ *             registration its whole frames go through in one call.
+ *   Hold      what holds a ring's slot (a reserved frame, a result).
+ *   RingCore, RingResultCore  the C bases of ring.Ring and RingResult.
+ *
+ * Files, one a type (what they share in _native.h, which includes only
+ * the public headers of libframeprep): this one (the module, the field
+ * tables, the codec), _native_result.c (Request, Result, numpy arrays),
+ * _native_client.c (Client, Pending), _native_region.c (Region, Gate),
+ * _native_slots.c (Slots, Hold), _native_ring.c (a ring's whole frames
+ * in one call) and _native_ring_core.c (RingCore, RingResultCore).
  */
 #include "_native.h"
 
