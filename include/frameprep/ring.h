@@ -80,11 +80,12 @@ FPREP_EXTERN int fprep_slots_release(fprep_slots *s, unsigned k,
                                      uint64_t ticket, int only_reserved);
 
 /* fprep_slots_close hands out no slot any more and wakes every waiting
- * thread (FPREP_ECLOSED); releases still free slots. */
+ * thread (FPREP_ECLOSED); fprep_slots_release still gives slots back
+ * after it, and a taken slot may still become held. */
 FPREP_EXTERN void fprep_slots_close(fprep_slots *s);
 
 /* fprep_slots_closed returns whether s was closed. */
-FPREP_EXTERN int fprep_slots_closed(const fprep_slots *s);
+FPREP_EXTERN int fprep_slots_closed(fprep_slots *s);
 
 /* fprep_slots_states copies each slot's state (enum fprep_slot_state)
  * into states[0..n-1] and its ticket into tickets[0..n-1] (either may be

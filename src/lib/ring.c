@@ -218,13 +218,13 @@ void fprep_slots_close(fprep_slots *s)
 	pthread_mutex_unlock(&s->mtx);
 }
 
-int fprep_slots_closed(const fprep_slots *s)
+int fprep_slots_closed(fprep_slots *s)
 {
 	int closed;
 
-	pthread_mutex_lock((pthread_mutex_t *)&s->mtx);
+	pthread_mutex_lock(&s->mtx);
 	closed = s->closed;
-	pthread_mutex_unlock((pthread_mutex_t *)&s->mtx);
+	pthread_mutex_unlock(&s->mtx);
 	return closed;
 }
 
