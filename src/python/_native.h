@@ -177,6 +177,7 @@ typedef struct {
 	Py_intptr_t shape[4], strides[4];
 } HoldObject;
 
+/* _native.c: the module, errors, field tables */
 extern PyObject *native_factory;
 PyObject *native_raise(int err, const char *text);
 extern const struct native_field native_request_fields[];
@@ -187,6 +188,8 @@ int native_from_dict(void *base, const struct native_field *fields, PyObject *d,
 PyObject *native_to_dict(const void *base, const struct native_field *fields);
 int native_is_register(unsigned kind);
 int native_kind_of(PyObject *d, unsigned *kind);
+
+/* _native_result.c: Request, Result, numpy arrays */
 extern PyType_Spec Request_spec;
 extern PyObject *Request_type;
 extern PyObject *Result_type;
@@ -196,6 +199,8 @@ extern void **native_np_api;
 int native_np_load(void);
 int native_bytes_of(PyObject *src, const char *what, unsigned long long need,
                     const void **addr);
+
+/* _native_client.c: Client, Pending */
 extern PyObject *Client_type;
 void native_fork_child(void);
 int native_forked(const ClientObject *c);
@@ -217,14 +222,17 @@ PyObject *Client_conn_lost(PyObject *op, PyObject *unused);
 extern PyObject *Pending_type;
 PyObject *Client_submit(PyObject *op, PyObject *args);
 extern PyType_Spec Pending_spec;
+
+/* _native_region.c: Region, Client's methods, waits, Gate */
 extern PyObject *Region_type;
 extern PyType_Spec Region_spec;
 extern PyType_Spec Client_spec;
 int native_wait(double timeout, int (*take)(void *, unsigned), void *arg);
 extern PyObject *Gate_type;
 extern PyType_Spec Gate_spec;
+
+/* _native_slots.c: Slots, Hold */
 extern PyObject *Slots_type, *Hold_type;
-extern PyObject *RingResultCore_type;
 PyObject *Slots_new(PyTypeObject *tp, PyObject *args, PyObject *kw);
 void Slots_dealloc(PyObject *op);
 int native_slots_fit(const SlotsObject *self, PyObject *region);
@@ -247,6 +255,8 @@ PyObject *Slots_claim(PyObject *op, PyObject *arg);
 void native_let_go(HoldObject *self, int only_reserved);
 PyObject *native_hold_array(HoldObject *self, PyObject *subtype);
 extern PyType_Spec Hold_spec;
+
+/* _native_ring.c: a ring's whole frames in one call */
 extern PyObject *native_frame_cls, *native_result_cls, *native_timings_cls;
 extern const char *const native_result_names[];
 extern PyObject *native_result_attr[9];
@@ -259,7 +269,9 @@ PyObject *native_timings(PyObject *self, PyObject *arg);
 PyObject *native_address(PyObject *self, PyObject *arg);
 PyObject *native_tensor(PyObject *self, PyObject *arg);
 extern PyType_Spec Slots_spec;
-extern PyObject *RingCore_type;
+
+/* _native_ring_core.c: RingCore, RingResultCore */
+extern PyObject *RingCore_type, *RingResultCore_type;
 extern PyType_Spec RingCore_spec;
 extern PyType_Spec RingResultCore_spec;
 

@@ -19,7 +19,7 @@ typedef struct {
 	PyObject_HEAD PyObject *slots; /* the ring's Slots (ring.py sets it) */
 } RingCoreObject;
 
-PyObject *RingCore_type;
+PyObject *RingCore_type, *RingResultCore_type;
 static PyObject *native_next_frame_name, *native_preprocess_name,
         *native_resend_name;
 

@@ -12,7 +12,6 @@
 #define NATIVE_ARRAY_FLAGS (0x1 | 0x100 | 0x200 | 0x400)
 
 PyObject *Slots_type, *Hold_type;
-PyObject *RingResultCore_type; /* (below) */
 
 PyObject *Slots_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 {
