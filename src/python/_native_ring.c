@@ -476,7 +476,7 @@ PyObject *Slots_send(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 	if (hold != NULL) {
 		ok = hold->slots == op &&
 		     fprep_slots_step(self->t, k, ticket, SLOT_RESERVED,
-		                      SLOT_TAKEN, PyThread_get_thread_ident());
+		                      SLOT_TAKEN, 0);
 		if (ok)
 			hold->slots = NULL; /* (GIL held) */
 	} else {

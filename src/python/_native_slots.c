@@ -183,8 +183,11 @@ PyObject *Slots_layout(PyObject *op, PyObject *args)
  * free or the table is closed. */
 int native_pop(SlotsObject *self, int state, unsigned *k, uint64_t *ticket)
 {
-	return fprep_slots_take(self->t, state, PyThread_get_thread_ident(), 0,
-	                        0, k, ticket) == 0;
+	/* A slot in flight has no holder (fprep_slots_take's mine). */
+	unsigned long me =
+	        state == SLOT_RESERVED ? PyThread_get_thread_ident() : 0;
+
+	return fprep_slots_take(self->t, state, me, 0, 0, k, ticket) == 0;
 }
 
 /* native_free frees slot k when it is still handed out with ticket (and,
@@ -485,7 +488,7 @@ PyObject *Slots_claim(PyObject *op, PyObject *arg)
 	if (Py_TYPE(arg) != (PyTypeObject *)Hold_type || h->slots != op)
 		Py_RETURN_FALSE;
 	if (fprep_slots_step(self->t, h->slot, h->ticket, SLOT_RESERVED,
-	                     SLOT_TAKEN, PyThread_get_thread_ident())) {
+	                     SLOT_TAKEN, 0)) {
 		h->slots = NULL; /* (GIL held) */
 		ok = 1;
 	}
