@@ -326,6 +326,12 @@ FPREP_EXTERN int fprep_client_doorbell(fprep_client *client, int on);
  * text for a failed dial). */
 FPREP_EXTERN const char *fprep_client_last_error(const fprep_client *client);
 
+/* fprep_client_conn_lost returns how many connections client has lost so
+ * far (the daemon died or restarted): a region registered while it said n
+ * is unknown to the daemon once it says more, and is opened anew. Any
+ * thread. */
+FPREP_EXTERN uint64_t fprep_client_conn_lost(fprep_client *client);
+
 /* fprep_result: a reply received by the client. header is the decoded reply
  * header; payload points to payload_size bytes (the tensor for FRAME/ECHO,
  * the text for INFO), owned by the result: in the reply's message, or in
@@ -470,6 +476,15 @@ FPREP_EXTERN int fprep_client_elements(fprep_client *client, fprep_request *req,
 FPREP_EXTERN int fprep_result_element_xf(const fprep_result *res, uint32_t k,
                                          fprep_element_xf *xf);
 
+/* fprep_element_check checks element k of a ROIS or BATCH request req as
+ * the daemon will (the wire's element records) and widens *span (bytes
+ * from the frame's start, 0 at first) to cover a BATCH element's frame.
+ * Returns 0, or FPREP_EINVAL with a sentence naming the element in msg
+ * (msg_size bytes, NUL-terminated). Thread-safe. */
+FPREP_EXTERN int fprep_element_check(const fprep_request *req, uint32_t k,
+                                     const fprep_element *el, uint64_t *span,
+                                     char *msg, size_t msg_size);
+
 /* fprep_client_set_staging turns the staging of inline frames through
  * shared memory (see fprep_client_request) on (on != 0, the default) or
  * off, closing the stages no result holds. Call it between requests: not
@@ -583,12 +598,53 @@ FPREP_EXTERN int fprep_region_open(fprep_region **rp, fprep_client *client,
 FPREP_EXTERN int fprep_region_open_cuda(fprep_region **rp, fprep_client *client,
                                         void *dptr, size_t size);
 
+/* fprep_cuda_pointer: a piece of device memory as the daemon is told of
+ * it: the CUDA IPC handle of the allocation holding it, its device's UUID
+ * and the piece's byte offset from the allocation's start. */
+typedef struct fprep_cuda_pointer {
+	uint8_t handle[FPREP_CUDA_HANDLE_SIZE]; /* cuIpcGetMemHandle */
+	uint8_t uuid[FPREP_CUDA_UUID_SIZE];     /* cuDeviceGetUuid */
+	uint64_t offset;     /* the piece's start - the allocation's, bytes */
+	uint64_t alloc_size; /* bytes of the whole allocation */
+	int ordinal;         /* the device's ordinal in this process */
+} fprep_cuda_pointer;
+
+/* fprep_cuda_pointer_lookup fills *out for the size bytes of device
+ * memory at dptr, which must lie inside one allocation made by
+ * cudaMalloc/cuMemAlloc (the CUDA driver, opened at run time, is asked).
+ * Returns 0, or FPREP_EUNSUPPORTED (no CUDA driver in this process),
+ * FPREP_EINVAL (size 0, not device memory, not inside one allocation, no
+ * IPC handle for it) or FPREP_ECUDA, with a sentence in msg (msg_size
+ * bytes). Any thread; the pointer's context is current during the call
+ * and restored after. */
+FPREP_EXTERN int fprep_cuda_pointer_lookup(const void *dptr, uint64_t size,
+                                           fprep_cuda_pointer *out, char *msg,
+                                           size_t msg_size);
+
+/* fprep_cuda_pointer_id tells, with one driver call, which allocation
+ * holds the device memory at dptr: its buffer ID, unique in the process
+ * for its whole life (an allocation made again at the same address has a
+ * new one), and its device's ordinal here; a caller that keeps what
+ * fprep_cuda_pointer_lookup found per buffer ID looks each allocation up
+ * once. Returns 0, or FPREP_EUNSUPPORTED, FPREP_EINVAL (not device memory)
+ * or FPREP_ECUDA, with a sentence in msg. Any thread. */
+FPREP_EXTERN int fprep_cuda_pointer_id(const void *dptr, uint64_t *buffer_id,
+                                       int *ordinal, char *msg,
+                                       size_t msg_size);
+
 /* fprep_region_close unregisters r (best effort), unmaps a shared-memory
  * region and frees r; for a CUDA region, once it returns the daemon no
  * longer touches the memory. Requests naming r must have completed. NULL
  * is ignored. Any thread, while other threads make calls on its client
  * (not on r). */
 FPREP_EXTERN void fprep_region_close(fprep_region *r);
+
+/* fprep_region_forget unmaps a shared-memory region and frees r without
+ * a word to the daemon: for a region whose client was closed (the
+ * connection's end dropped the daemon's side) or inherited by a forked
+ * child (the parent's connection still holds it). NULL is ignored. The
+ * thread that used r last. */
+FPREP_EXTERN void fprep_region_forget(fprep_region *r);
 
 /* fprep_region_unregister tells the daemon to drop r now (best effort),
  * and keeps r's mapping until fprep_region_close, so that memory a

@@ -4,7 +4,10 @@ the object that owns it (bytes, a numpy array, a Region), never as an
 address, and each length, offset and slot is checked against it. Every
 call here passed an address or an out-of-range length before, and read
 or viewed arbitrary memory (a crash, or another object's bytes)."""
+import dataclasses
 import gc
+import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -243,3 +246,47 @@ def test_cuda_pointers_go_to_the_driver_only():
             fn(BAD)
         with pytest.raises(OverflowError):
             fn(-1)
+
+
+# ---- A request's fields, declared once ----
+#
+# fprep_request and fprep_register_request (include/frameprep/protocol.h)
+# are the declaration; the extension's field tables (_native.c: what
+# decode_request returns) and protocol.Request's dataclass follow them
+# (_native.pyi names none: Request takes a dict). A field added to the
+# header and missed in either, or left there after it went, fails here,
+# naming the field and the place.
+
+_ROOT = pathlib.Path(__file__).resolve().parents[2]
+# Decoded from a ROIS or BATCH request's element table, not the header.
+_NOT_ON_THE_HEADER = {"elements", "input_span"}
+
+
+def _struct_fields(name):
+    """The members of typedef struct name in protocol.h, in order."""
+    text = (_ROOT / "include/frameprep/protocol.h").read_text()
+    body = re.search(r"typedef struct %s \{(.*?)\n\} %s;" % (name, name),
+                     text, re.S).group(1)
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    return [re.match(r"\s*[\w ]+?\s+(\w+)(\[.*\])?$", d.strip()).group(1)
+            for d in body.split(";") if d.strip()]
+
+
+def test_request_fields_declared_everywhere():
+    frame = _struct_fields("fprep_request")
+    register = _struct_fields("fprep_register_request")
+    assert "src_width" in frame and "region_name" in register
+    header = set(frame) - _NOT_ON_THE_HEADER
+    req = Request(kind=Kind.FRAME, src_format=GRAY, src_width=8,
+                  src_height=8, src_stride=8, input_size=64)
+    native = set(_native.decode_request(req.encode() + bytes(64)))
+    reg = Request(kind=Kind.REGISTER, region_size=4096, region_name="/x")
+    native_reg = set(_native.decode_request(reg.encode()))
+    dataclass = {f.name for f in dataclasses.fields(Request)}
+    places = {"_native.c's request table": (native, header),
+              "_native.c's register table": (native_reg, set(register)),
+              "protocol.Request": (dataclass, header | set(register))}
+    for place, (got, want) in places.items():
+        assert not want - got, f"{place} lacks {sorted(want - got)}"
+        assert not got - want, (f"{place} has {sorted(got - want)}, "
+                                f"not in protocol.h")

@@ -1,5 +1,5 @@
 """Type stubs of frameprep._native, the binding of libframeprep
-(src/python/_native.c). Memory is passed as the object that owns it
+(src/python/_native*.c). Memory is passed as the object that owns it
 (bytes, a numpy array, a Region), never as an address: each length,
 offset and slot given with it is checked against it (ValueError,
 IndexError). Only the CUDA pointer queries take an address, which only

@@ -31,7 +31,8 @@ registers it and sends the requests again there; a reply that may stem
 from the region before is never accepted.
 
 Whole frames go in one call: once a request of a :class:`Ring`
-succeeded, its slot table (``_native.Slots``) is armed with that
+succeeded, its slot table (``_native.Slots``, over the C library's
+``fprep_slots`` of ``frameprep/ring.h``) is armed with that
 registration, and ``Slots.next_frame`` and ``Slots.send`` do in C what
 the Python steps here do for a reserved whole frame or an array of the
 frame's shape (take the slot, copy, send the slot's prepared request,
