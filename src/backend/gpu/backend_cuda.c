@@ -42,13 +42,16 @@
  * JPEG frames are decoded before any of that, off the lane thread: the
  * lane gives each JPEG frame's slot to its decoders (decode_q), a small
  * pool of threads, and does nothing else with it until a decoder hands
- * the slot back (the decoded queue). With a JPEG engine (nvjpeg_decode.h:
- * nvJPEG's hardware backend, A100/H100/H200) a decoder takes the frames
- * queued with the same channel order, up to a batch (FPREP_NVJPEG_BATCH,
- * 32), checks their headers (a refusal is answered at once) and queues
- * those the engine takes in one batched decode on its own stream, with
- * its own nvJPEG states: the compressed bytes go to the GPU, the engine
- * writes each frame into its slot's device input, an event (ev_dec) is
+ * the slot back (the decoded queue). Decoders take the slots of decode_q
+ * by turns of their clients, not in arrival order (jpeg_turns.h: by uid,
+ * then connection, each decode's time charged to its client: the CPU
+ * decode's, or a share of the engine's call). With a JPEG engine
+ * (nvjpeg_decode.h: nvJPEG's hardware backend, A100/H100/H200) a decoder takes
+ * the frames queued with the same channel order, up to a batch
+ * (FPREP_NVJPEG_BATCH, 32), checks their headers (a refusal is answered at
+ * once) and queues those the engine takes in one batched decode on its own
+ * stream, with its own nvJPEG states: the compressed bytes go to the GPU, the
+ * engine writes each frame into its slot's device input, an event (ev_dec) is
  * recorded after it, and the letterbox kernel, ordered after that event,
  * reads the frame there as one in device memory (no H2D of pixels, no
  * host round trip). nvJPEG runs one batched call at a time and only a
@@ -112,6 +115,7 @@
 #include "gpu/kernel_cache.h"
 #include "gpu/nvjpeg_decode.h"
 #include "jpeg.h"
+#include "jpeg_turns.h"
 #include "log.h"
 #include "memreg.h"
 #include "ops.h"
@@ -247,6 +251,8 @@ typedef struct cuda_slot {
 	int out_direct;    /* D2H went straight into job->output (pinned) */
 	uint64_t t_enq_ns; /* host time its work was enqueued (lane thread) */
 	fprep__qnode link; /* in flying, decode_q or decoded */
+	fprep__jpeg_turn turn; /* its JPEG's turn, taken from decode_q */
+	uint32_t decode_us;    /* its JPEG's decode time, for the turns */
 	/* Where a decoder left the job's frame (a JPEG's) until the slot is
 	 * freed: on the device at d_frame (nvJPEG: written once ev_dec, on
 	 * the decoder's stream, has passed), or in h_in (staged). */
@@ -370,18 +376,19 @@ typedef struct cuda_backend {
 	pthread_t *decoders; /* the decoders (cuda_decoder_main) */
 	unsigned ndecoders;  /* how many run; set before the lane starts */
 	unsigned ready;      /* decoders set up (and warmed up); under mu */
-	pthread_cond_t cv_decode; /* decode_q has a slot, or decoders_stop */
-	fprep__queue decode_q;    /* slots whose JPEG is to be decoded */
-	fprep__queue decoded;     /* slots decoded, for the lane to enqueue */
-	unsigned decoding;        /* slots given to the decoders, not back */
-	int decoder_polling;      /* a decoder polls decode_kicks (cb->mu) */
-	atomic_uint decode_kicks; /* slots pushed on decode_q, under cb->mu */
-	atomic_uint decoder_seq;  /* decoder threads started (their index) */
-	unsigned engine_decoders; /* of ndecoders, those with the engine; the
-	                             rest are CPU helpers (cuda_helper_take) */
-	unsigned helpers;         /* CPU helpers planned (set at open) */
-	unsigned jpeg_batch;      /* the most frames of an engine batch
-	                             (FPREP_NVJPEG_BATCH) */
+	pthread_cond_t cv_decode;   /* decode_q has a slot, or decoders_stop */
+	fprep__jpeg_turns decode_q; /* slots whose JPEG is to be decoded, by
+	                               turns of their clients (jpeg_turns.h) */
+	fprep__queue decoded;       /* slots decoded, for the lane to enqueue */
+	unsigned decoding;          /* slots given to the decoders, not back */
+	int decoder_polling;        /* a decoder polls decode_kicks (cb->mu) */
+	atomic_uint decode_kicks;   /* slots pushed on decode_q, under cb->mu */
+	atomic_uint decoder_seq;    /* decoder threads started (their index) */
+	unsigned engine_decoders;   /* of ndecoders, those with the engine; the
+	                               rest are CPU helpers (cuda_helper_take) */
+	unsigned helpers;           /* CPU helpers planned (set at open) */
+	unsigned jpeg_batch;        /* the most frames of an engine batch
+	                               (FPREP_NVJPEG_BATCH) */
 	unsigned engine_calls; /* decoders inside the engine's call (cb->mu) */
 	unsigned calls_max;    /* decoders in the engine at once before another
 	                          gathers (FPREP_NVJPEG_CALLS) */
@@ -1880,11 +1887,7 @@ static void cuda_lane_decoded(cuda_backend *cb)
 /* cuda_queued counts the slots in decode_q; with cb->mu held. */
 static unsigned cuda_queued(const cuda_backend *cb)
 {
-	unsigned n = 0;
-
-	for (const fprep__qnode *q = cb->decode_q.head; q != NULL; q = q->next)
-		n++;
-	return n;
+	return cb->decode_q.queued;
 }
 
 /* cuda_helped tells whether the lane's CPU helpers take frames now: the
@@ -1894,7 +1897,7 @@ static unsigned cuda_queued(const cuda_backend *cb)
 static int cuda_helped(const cuda_backend *cb)
 {
 	return cb->helpers > 0 && cb->engine_calls >= cb->calls_max &&
-	       cb->decode_q.head != NULL &&
+	       cuda_queued(cb) > 0 &&
 	       cuda_queued(cb) + cb->gathered > cb->help_min;
 }
 
@@ -1903,7 +1906,8 @@ static int cuda_helped(const cuda_backend *cb)
 static void cuda_jpeg_start(cuda_backend *cb, cuda_slot *s)
 {
 	pthread_mutex_lock(&cb->mu);
-	fprep__queue_push(&cb->decode_q, &s->link);
+	fprep__jpeg_turns_push(&cb->decode_q, &s->link, s->job->uid,
+	                       s->job->conn);
 	cb->decoding++;
 	atomic_fetch_add_explicit(&cb->decode_kicks, 1, memory_order_release);
 	if (!cb->decoder_polling) /* else the polling one takes it */
@@ -1947,6 +1951,8 @@ static void cuda_decoder_back(cuda_backend *cb, cuda_slot **ss, const int *ok,
 			cuda_deliver(cb, ss[i], ss[i]->job);
 	pthread_mutex_lock(&cb->mu);
 	for (unsigned i = 0; i < n; i++) {
+		fprep__jpeg_turns_charge(&cb->decode_q, &ss[i]->turn,
+		                         ss[i]->decode_us);
 		if (ok[i]) {
 			ss[i]->t_back_ns = now;
 			fprep__queue_push(&cb->decoded, &ss[i]->link);
@@ -1984,6 +1990,7 @@ static int cuda_cpu_decode(cuda_backend *cb, fprep__jpeg *j, cuda_slot *s,
 		                           sizeof job->message);
 	}
 	CUDA_JSTAT(cb, s, cpu_ns, cuda_now_ns() - t);
+	s->decode_us += (uint32_t)((cuda_now_ns() - t) / 1000);
 	if (job->status != FPREP_OK)
 		return job->status;
 	job->input_pinned = 0; /* in the slot: staged from there */
@@ -2079,6 +2086,8 @@ static int cuda_engine_run(cuda_backend *cb, cuda_decoder *d, cuda_slot **ss,
 
 	/* A batch of one counts among the lone frames' when it is one. */
 	CUDA_JSTAT(cb, ss[0], call_ns, cuda_now_ns() - t);
+	for (unsigned i = 0; i < n; i++) /* the call's time, shared */
+		ss[i]->decode_us += (uint32_t)((cuda_now_ns() - t) / 1000 / n);
 	CUDA_JSTAT(cb, ss[0], batches, 1);
 	CUDA_JSTAT(cb, ss[0], batch_frames, n);
 	for (unsigned i = 0; i < n && rc == 0; i++)
@@ -2199,23 +2208,27 @@ static unsigned cuda_batch_size(unsigned n)
 	return n <= 8 ? n : n & ~7u;
 }
 
-/* cuda_decoder_take pops up to room slots from the head of decode_q into
- * ss, while they have the channel order of d's batch (any, for a batch
- * still empty). Returns how many. With cb->mu held. */
+/* cuda_decoder_take pops up to room slots from decode_q, each whose turn
+ * it is (jpeg_turns.h), into ss, while they have the channel order of d's
+ * batch (any, for a batch still empty). Returns how many. With cb->mu
+ * held. */
 static unsigned cuda_decoder_take(cuda_backend *cb, const cuda_decoder *d,
                                   cuda_slot **ss, unsigned room)
 {
 	unsigned m = 0;
 
-	while (m < room && cb->decode_q.head != NULL) {
-		cuda_slot *s =
-		        fprep__container_of(cb->decode_q.head, cuda_slot, link);
+	fprep__qnode *q;
+
+	while (m < room &&
+	       (q = fprep__jpeg_turns_peek(&cb->decode_q)) != NULL) {
+		cuda_slot *s = fprep__container_of(q, cuda_slot, link);
 		uint8_t order = m > 0 ? ss[0]->job->req.channel_order
 		                : d->n + d->nc > 0 ? d->order
 		                                   : s->job->req.channel_order;
 		if (s->job->req.channel_order != order)
 			break;
-		fprep__queue_pop(&cb->decode_q);
+		(void)fprep__jpeg_turns_pop(&cb->decode_q, &s->turn);
+		s->decode_us = 0;
 		ss[m++] = s;
 	}
 	return m;
@@ -2328,8 +2341,12 @@ static unsigned cuda_helper_take(cuda_backend *cb, cuda_slot **ss)
 {
 	if (!cuda_helped(cb))
 		return 0;
-	ss[0] = fprep__container_of(fprep__queue_pop(&cb->decode_q), cuda_slot,
-	                            link);
+	fprep__jpeg_turn turn;
+
+	ss[0] = fprep__container_of(fprep__jpeg_turns_pop(&cb->decode_q, &turn),
+	                            cuda_slot, link);
+	ss[0]->turn = turn;
+	ss[0]->decode_us = 0;
 	return 1;
 }
 
@@ -2473,8 +2490,7 @@ static void *cuda_decoder_main(void *arg)
 				cb->gathered += m;
 			}
 			/* More than this batch holds: another decoder. */
-			if (!helper && have + m == cap &&
-			    cb->decode_q.head != NULL)
+			if (!helper && have + m == cap && cuda_queued(cb) > 0)
 				pthread_cond_signal(&cb->cv_decode);
 			pthread_mutex_unlock(&cb->mu);
 			uint64_t now = cuda_now_ns();
@@ -3137,7 +3153,10 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	         misses, uuid, mem_total - mem_free, cb->jpeg_desc,
 	         atomic_load_explicit(&cb->jpeg_engine, memory_order_relaxed),
 	         atomic_load_explicit(&cb->jpeg_cpu, memory_order_relaxed), jt,
-	         jl, jm);
+	         jl, jm); /* The JPEG frames waiting for a decoder, by turns. */
+	pthread_mutex_lock(&cb->mu);
+	fprep__jpeg_turns_text(&cb->decode_q, buf, size);
+	pthread_mutex_unlock(&cb->mu);
 }
 
 /* cuda_stats reports the kernel cache and the device's memory; on the
@@ -3203,6 +3222,7 @@ static void cuda_free(cuda_backend *cb)
 	pthread_cond_destroy(&cb->cv_done);
 	pthread_cond_destroy(&cb->cv_decode);
 	pthread_cond_destroy(&cb->cv_help);
+	fprep__jpeg_turns_fini(&cb->decode_q);
 	pthread_mutex_destroy(&cb->mu);
 	free(cb);
 }
@@ -3448,7 +3468,6 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	fprep__queue_init(&cb->pending);
 	fprep__queue_init(&cb->flying);
 	fprep__queue_init(&cb->admin);
-	fprep__queue_init(&cb->decode_q);
 	fprep__queue_init(&cb->decoded);
 	pthread_mutex_init(&cb->mu, NULL);
 	pthread_condattr_init(&ca);
@@ -3459,6 +3478,10 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	pthread_cond_init(&cb->cv_done, &ca);
 	pthread_condattr_destroy(&ca);
 
+	err = fprep__jpeg_turns_init(&cb->decode_q, &cb->mu, 0, 0);
+	if (err != 0)
+		goto fail;
+	err = FPREP_ECUDA;
 	if (FPREP__CUDA(&st, cudaSetDevice(cb->device)) ||
 	    FPREP__CUDA(&st, cudaGetDeviceProperties(&prop, cb->device)))
 		goto fail;
