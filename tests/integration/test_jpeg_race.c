@@ -30,9 +30,10 @@
  *                 they queued behind the bombs).
  *   jpeg turns    the same bombs, six at once on each of two connections,
  *                 while a third sends photographs: JPEGs take turns by
- *                 connection, so a photograph's p99 is under 0.6 and its
- *                 longest under 0.8 of a bomb's median latency (about 0.25;
- *                 in arrival order about 1: it queued behind every bomb).
+ *                 connection, so a photograph's median latency is under
+ *                 half of a bomb's (about 0.1), its p99 under 0.9 and its
+ *                 longest under 1.2 times (in arrival order about 1 and
+ *                 1.5: it queued behind every bomb).
  *
  * Usage: test_jpeg_race FRAMEPREPD IMAGE_DIR [DEVICE [DAEMON_ARG...]]
  * DEVICE is frameprepd's --device for the race and the scan bomb (default
@@ -541,7 +542,14 @@ static void test_bombs_beside(const char *exe, const char *dir,
 static void test_jpeg_turns(const char *exe, const char *dir,
                             const uint8_t *photo, int pw)
 {
-	enum { SIDE = 2048, VICTIM = 40, BOMB_CALLS = 6, NB = 2 * BOMB_CALLS };
+	/* P99: the nearest rank of the 99th percentile of VICTIM. */
+	enum {
+		SIDE = 2048,
+		VICTIM = 100,
+		P99 = VICTIM * 99 / 100 - 1,
+		BOMB_CALLS = 6,
+		NB = 2 * BOMB_CALLS
+	};
 	char u[256], *extra[] = {"--workers", "2", NULL};
 	uint8_t *gray = malloc((size_t)SIDE * SIDE), out[64 * 64 * 3];
 	unsigned char *jpg = NULL, *vjpg;
@@ -598,17 +606,20 @@ static void test_jpeg_turns(const char *exe, const char *dir,
 	printf("jpeg turns: %d bombs from 2 connections x %d calls, median "
 	       "%.1f ms; %d photographs beside them: p50 %.1f ms, p99 %.1f "
 	       "ms, max %.1f ms (max / bomb median %.2f)\n",
-	       n, BOMB_CALLS, all[n / 2], VICTIM, lat[VICTIM / 2],
-	       lat[VICTIM * 99 / 100], lat[VICTIM - 1],
-	       lat[VICTIM - 1] / all[n / 2]);
-	/* A bomb waits for about NB decodes, a photograph for about 3 (the
-	 * decode under way, one of each connection's): 0.25; queued behind
-	 * the bombs, 1. */
-	CHECK(lat[VICTIM * 99 / 100] < 0.6 * all[n / 2] &&
-	              lat[VICTIM - 1] < 0.8 * all[n / 2],
-	      "photographs beside the bombs: p99 %.1f ms, max %.1f ms, a "
-	      "bomb's median %.1f ms",
-	      lat[VICTIM * 99 / 100], lat[VICTIM - 1], all[n / 2]);
+	       n, BOMB_CALLS, all[n / 2], VICTIM, lat[VICTIM / 2], lat[P99],
+	       lat[VICTIM - 1], lat[VICTIM - 1] / all[n / 2]);
+	/* A bomb waits for about NB decodes, a photograph for about one (the
+	 * decode under way) and at worst three (one of each connection's):
+	 * p50 about 0.1 of a bomb's median (0.08 under ThreadSanitizer), p99
+	 * 0.3 (0.52 under ThreadSanitizer on 2 loaded cores). Queued behind
+	 * the bombs, every one of them waits about as long as a bomb: p50 1,
+	 * longest 1.5. */
+	CHECK(lat[VICTIM / 2] < 0.5 * all[n / 2] &&
+	              lat[P99] < 0.9 * all[n / 2] &&
+	              lat[VICTIM - 1] < 1.2 * all[n / 2],
+	      "photographs beside the bombs: p50 %.1f ms, p99 %.1f ms, max "
+	      "%.1f ms, a bomb's median %.1f ms",
+	      lat[VICTIM / 2], lat[P99], lat[VICTIM - 1], all[n / 2]);
 	for (int i = 0; i < 2; i++)
 		fprep_client_close(bc[i]);
 	fprep_client_close(c);
