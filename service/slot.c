@@ -436,6 +436,9 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 	job->done = slot_job_done;
 	job->data = s;
 	job->trace = srv->cfg->trace;
+	job->conn = s->pipe;
+	job->uid = s->conn != NULL && s->conn->uid != NULL ? s->conn->uid->uid
+	                                                   : FPREP__UID_UNKNOWN;
 	fprep__slot_enter(s, FPREP__SLOT_WORK);
 	rv = srv->backend->submit(srv->backend, job);
 	if (rv != 0) {

@@ -35,6 +35,10 @@
 #include "memreg.h"
 #include "queue.h"
 
+/* FPREP__UID_UNKNOWN: a job's uid when its peer's is not known (a tcp://
+ * connection): all such requesters count as one user. */
+#define FPREP__UID_UNKNOWN UINT64_MAX
+
 typedef struct fprep__job fprep__job;
 typedef struct fprep__backend fprep__backend;
 
@@ -89,6 +93,11 @@ struct fprep__job {
 	                              no longer change */
 	fprep__memreg *out_region; /* region receiving the output, or NULL */
 	int trace; /* fill t_stage_ns below (frameprepd --trace) */
+	/* The requester, for the turns among JPEG frames (jpeg_turns.h): its
+	 * peer's uid (FPREP__UID_UNKNOWN: not known, tcp://) and its
+	 * connection (nng pipe id). */
+	uint64_t uid;
+	uint32_t conn;
 	/* The daemon's limits, for what only the backend learns: a JPEG
 	 * source's size (jpeg.h). A JPEG job without them is refused. */
 	const fprep_limits *limits;
@@ -118,6 +127,7 @@ struct fprep__job {
 
 	/* Private to the backend. */
 	fprep__qnode link; /* in the backend's queue */
+	uint64_t seq;      /* its place in the order of submits */
 	void *priv;
 	fprep__job_cb outer_done; /* a backend over others (backend_multi.c)
 	                             keeps the caller's done here */

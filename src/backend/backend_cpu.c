@@ -24,7 +24,12 @@
  * to the scan caps), so with two workers or more one is kept from JPEGs:
  * a worker takes the oldest job, unless it is a JPEG and jpeg_max are
  * decoding, then the oldest raw one. Clients sending expensive JPEGs never
- * hold every worker, and raw frames never wait behind them.
+ * hold every worker, and raw frames never wait behind them. Among
+ * themselves JPEG jobs take turns (jpeg_turns.h): they wait in queues
+ * keyed by the requester's uid and connection, and when a JPEG is the
+ * oldest job, the worker takes the one whose turn it is, each decode's
+ * time charged to its key. A client's costly JPEGs then delay another's
+ * by about one decode per decoding worker, not by their whole queue.
  *
  * Operations on registered regions (region_op: map, unmap) wait in their
  * own queue, which workers serve before the jobs; nothing needs pinning
@@ -41,6 +46,7 @@
 #include "backend.h"
 #include "clock.h"
 #include "jpeg.h"
+#include "jpeg_turns.h"
 #include "log.h"
 #include "ops.h"
 
@@ -64,14 +70,14 @@ struct cpu_backend {
 	pthread_cond_t work;      /* a job was queued, or stopping */
 	pthread_cond_t idle;      /* the queue drained and no job runs */
 	pthread_cond_t band_done; /* a band of the shared frame was written */
-	fprep__queue jobs;        /* submitted, not yet taken */
+	fprep__queue jobs;        /* submitted raw jobs, not yet taken */
+	fprep__jpeg_turns turns;  /* submitted JPEG jobs, not yet taken */
+	uint64_t seq;             /* jobs submitted */
 	fprep__queue admin;       /* region operations, not yet taken */
 	struct cpu_share *shared; /* a frame with bands left to take, or NULL */
 	unsigned running;         /* jobs taken by workers, not yet done */
 	unsigned jpeg_running;    /* of those, JPEG sources */
-	unsigned jpeg_queued;     /* JPEG sources in jobs */
 	unsigned jpeg_max;        /* JPEG sources run at once */
-	unsigned queued;          /* jobs in jobs */
 	int closing;              /* submit refuses new jobs */
 	int stopping;             /* workers exit once the queue is empty */
 	int failing;              /* queued jobs are failed, not run */
@@ -215,10 +221,12 @@ static int cpu_jpeg(fprep__jpeg *jpeg, fprep__job *job)
 	return rc;
 }
 
-/* cpu_run does one job on the calling worker thread. */
-static void cpu_run(struct cpu_backend *cb, fprep__jpeg *jpeg, fprep__job *job,
-                    int fail)
+/* cpu_run does one job on the calling worker thread; returns the time
+ * its JPEG source took to read and decode, microseconds (0: none). */
+static uint32_t cpu_run(struct cpu_backend *cb, fprep__jpeg *jpeg,
+                        fprep__job *job, int fail)
 {
+	uint32_t jpeg_us = 0;
 	int rc;
 
 	job->t_h2d_us = job->t_kernel_us = job->t_d2h_us = 0;
@@ -232,7 +240,10 @@ static void cpu_run(struct cpu_backend *cb, fprep__jpeg *jpeg, fprep__job *job,
 	} else if (job->req.kind == FPREP_KIND_ECHO) {
 		rc = FPREP_OK; /* the transport ceiling: no work at all */
 	} else if (job->req.src_format == FPREP_PIX_JPEG &&
-	           (rc = cpu_jpeg(jpeg, job)) != FPREP_OK) {
+	           (rc = cpu_jpeg(jpeg, job),
+	            jpeg_us = (uint32_t)((fprep__now_ns() - job->t_start_ns) /
+	                                 1000),
+	            rc) != FPREP_OK) {
 		job->status = rc; /* cpu_jpeg wrote the message */
 	} else {
 		rc = cpu_preprocess(cb, job);
@@ -252,6 +263,7 @@ static void cpu_run(struct cpu_backend *cb, fprep__jpeg *jpeg, fprep__job *job,
 	job->t_end_ns = fprep__now_ns();
 	job->t_compute_us =
 	        (uint32_t)((job->t_end_ns - job->t_start_ns) / 1000);
+	return jpeg_us;
 }
 
 /* cpu_region_run runs a region operation on the calling worker thread:
@@ -274,38 +286,43 @@ static int cpu_is_jpeg(const fprep__job *job)
 	return job->req.src_format == FPREP_PIX_JPEG;
 }
 
+/* cpu_before tells whether job node a was submitted before job node b. */
+static int cpu_before(const fprep__qnode *a, const fprep__qnode *b)
+{
+	return fprep__container_of(a, fprep__job, link)->seq <
+	       fprep__container_of(b, fprep__job, link)->seq;
+}
+
+/* cpu_none_queued tells whether no job waits. Lock held. */
+static int cpu_none_queued(const struct cpu_backend *cb)
+{
+	return fprep__queue_empty(&cb->jobs) && cb->turns.queued == 0;
+}
+
 /* cpu_may_take tells whether a worker has a job it may take. Lock held. */
 static int cpu_may_take(const struct cpu_backend *cb)
 {
-	return !fprep__queue_empty(&cb->jobs) &&
-	       (cb->jpeg_running < cb->jpeg_max ||
-	        cb->jpeg_queued < cb->queued);
+	return !fprep__queue_empty(&cb->jobs) ||
+	       (cb->turns.queued > 0 && cb->jpeg_running < cb->jpeg_max);
 }
 
-/* cpu_take removes and returns the job a worker runs next (see above), or
- * NULL when it may take none. Lock held. */
-static fprep__job *cpu_take(struct cpu_backend *cb)
+/* cpu_take removes and returns the job a worker runs next (see above),
+ * filling *turn for a JPEG, or NULL when it may take none. Lock held. */
+static fprep__job *cpu_take(struct cpu_backend *cb, fprep__jpeg_turn *turn)
 {
-	int jpeg_ok = cb->jpeg_running < cb->jpeg_max;
+	const fprep__qnode *jpeg = NULL;
+	fprep__qnode *n;
 
-	for (fprep__qnode **pp = &cb->jobs.head; *pp != NULL;
-	     pp = &(*pp)->next) {
-		fprep__job *job = fprep__container_of(*pp, fprep__job, link);
-
-		if (cpu_is_jpeg(job) && !jpeg_ok)
-			continue;
-		*pp = (*pp)->next;
-		if (*pp == NULL)
-			cb->jobs.tail = pp;
-		job->link.next = NULL;
-		if (cpu_is_jpeg(job)) {
-			cb->jpeg_queued--;
-			cb->jpeg_running++;
-		}
-		cb->queued--;
-		return job;
+	if (cb->jpeg_running < cb->jpeg_max)
+		jpeg = fprep__jpeg_turns_oldest(&cb->turns, cpu_before);
+	if (jpeg != NULL && (fprep__queue_empty(&cb->jobs) ||
+	                     cpu_before(jpeg, cb->jobs.head))) {
+		n = fprep__jpeg_turns_pop(&cb->turns, turn);
+		cb->jpeg_running++;
+	} else if ((n = fprep__queue_pop(&cb->jobs)) == NULL) {
+		return NULL;
 	}
-	return NULL;
+	return fprep__container_of(n, fprep__job, link);
 }
 
 static void *cpu_worker(void *arg)
@@ -314,6 +331,8 @@ static void *cpu_worker(void *arg)
 	fprep__qnode *op;
 	fprep__job *job;
 	fprep__jpeg jpeg;
+	fprep__jpeg_turn turn;
+	uint32_t jpeg_us;
 	int fail, is_jpeg;
 
 	fprep__jpeg_init(&jpeg);
@@ -323,7 +342,7 @@ static void *cpu_worker(void *arg)
 	for (;;) {
 		while (!cpu_may_take(cb) && fprep__queue_empty(&cb->admin) &&
 		       !cpu_has_bands(cb) &&
-		       !(cb->stopping && fprep__queue_empty(&cb->jobs)))
+		       !(cb->stopping && cpu_none_queued(cb)))
 			pthread_cond_wait(&cb->work, &cb->lock);
 		if ((op = fprep__queue_pop(&cb->admin)) != NULL) {
 			fprep__memreg *r =
@@ -339,9 +358,9 @@ static void *cpu_worker(void *arg)
 			cpu_bands(cb, cb->shared);
 			continue;
 		}
-		if (fprep__queue_empty(&cb->jobs))
+		if (cpu_none_queued(cb))
 			break; /* stopping and drained */
-		job = cpu_take(cb);
+		job = cpu_take(cb, &turn);
 		if (job == NULL)
 			continue; /* JPEGs only, jpeg_max decoding: wait */
 		is_jpeg = cpu_is_jpeg(job);
@@ -349,18 +368,19 @@ static void *cpu_worker(void *arg)
 		cb->running++;
 		pthread_mutex_unlock(&cb->lock);
 
-		cpu_run(cb, &jpeg, job, fail);
+		jpeg_us = cpu_run(cb, &jpeg, job, fail);
 		job->done(job); /* the job belongs to the loop from here */
 
 		pthread_mutex_lock(&cb->lock);
 		cb->running--;
 		if (is_jpeg) {
 			cb->jpeg_running--;
+			fprep__jpeg_turns_charge(&cb->turns, &turn, jpeg_us);
 			/* A JPEG waiting for this worker's place. */
-			if (cb->jpeg_queued > 0)
+			if (cb->turns.queued > 0)
 				pthread_cond_signal(&cb->work);
 		}
-		if (fprep__queue_empty(&cb->jobs) && cb->running == 0)
+		if (cpu_none_queued(cb) && cb->running == 0)
 			pthread_cond_broadcast(&cb->idle);
 	}
 	pthread_mutex_unlock(&cb->lock);
@@ -381,9 +401,12 @@ static int cpu_submit(fprep__backend *b, fprep__job *job)
 		pthread_mutex_unlock(&cb->lock);
 		return FPREP_ESHUTDOWN;
 	}
-	fprep__queue_push(&cb->jobs, &job->link);
-	cb->queued++;
-	cb->jpeg_queued += cpu_is_jpeg(job);
+	job->seq = cb->seq++;
+	if (cpu_is_jpeg(job))
+		fprep__jpeg_turns_push(&cb->turns, &job->link, job->uid,
+		                       job->conn);
+	else
+		fprep__queue_push(&cb->jobs, &job->link);
 	pthread_cond_signal(&cb->work);
 	pthread_mutex_unlock(&cb->lock);
 	return FPREP_OK;
@@ -418,6 +441,9 @@ static void cpu_info(fprep__backend *b, char *buf, size_t size)
 	         "workers: %u\n"
 	         "jpeg_decoder: libjpeg-turbo (on the workers)\n",
 	         cb->nthreads);
+	pthread_mutex_lock(&cb->lock);
+	fprep__jpeg_turns_text(&cb->turns, buf, size);
+	pthread_mutex_unlock(&cb->lock);
 }
 
 /* cpu_free stops and joins the first n workers (the queue must be empty
@@ -432,6 +458,7 @@ static void cpu_free(struct cpu_backend *cb, unsigned n)
 	pthread_mutex_unlock(&cb->lock);
 	for (i = 0; i < n; i++)
 		pthread_join(cb->threads[i], NULL);
+	fprep__jpeg_turns_fini(&cb->turns);
 	pthread_cond_destroy(&cb->band_done);
 	pthread_cond_destroy(&cb->idle);
 	pthread_cond_destroy(&cb->work);
@@ -457,10 +484,9 @@ static void cpu_close(fprep__backend *b, int timeout_ms)
 	}
 	pthread_mutex_lock(&cb->lock);
 	cb->closing = 1;
-	while ((!fprep__queue_empty(&cb->jobs) || cb->running > 0) &&
-	       rc != ETIMEDOUT)
+	while ((!cpu_none_queued(cb) || cb->running > 0) && rc != ETIMEDOUT)
 		rc = pthread_cond_timedwait(&cb->idle, &cb->lock, &deadline);
-	if (!fprep__queue_empty(&cb->jobs)) {
+	if (!cpu_none_queued(cb)) {
 		fprep__log(FPREP_LOG_WARNING,
 		           "cpu backend: close timed out after %d ms, failing "
 		           "queued jobs",
@@ -492,7 +518,9 @@ int fprep__backend_cpu_open(fprep__backend **bp, unsigned nthreads)
 	fprep__queue_init(&cb->jobs);
 	fprep__queue_init(&cb->admin);
 	cb->threads = calloc(nthreads, sizeof(*cb->threads));
-	if (cb->threads == NULL) {
+	if (cb->threads == NULL ||
+	    fprep__jpeg_turns_init(&cb->turns, &cb->lock, 0, 0) != FPREP_OK) {
+		free(cb->threads);
 		free(cb);
 		return FPREP_ENOMEM;
 	}

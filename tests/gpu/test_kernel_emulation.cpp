@@ -208,7 +208,7 @@ static int emu_rows_case(uint16_t fmt, uint32_t w, uint32_t h, uint32_t out_w,
 		return 1;
 	for (uint64_t i = 0; i < rq.input_size; i++)
 		frame[i] = emu_byte();
-	/* What the lane copies (backend_cuda.c, cuda_planes): the rows each
+	/* What the lane copies (cuda_slot.c, slot_planes): the rows each
 	 * plane's plan lists, or the whole frame when neither plan is
 	 * selective; every other byte is overwritten. */
 	uint8_t *copied = (uint8_t *)calloc(rq.input_size, 1);

@@ -145,14 +145,16 @@ static void t_finish(fprep__backend *b, struct t_job **jobs, int n)
 static void test_open_info(void **state)
 {
 	fprep__backend *b;
-	char buf[160] = "version: x\n";
+	char buf[256] = "version: x\n";
 
 	(void)state;
 	assert_int_equal(fprep__backend_cpu_open(&b, 3), FPREP_OK);
 	assert_string_equal(b->name, "cpu");
 	b->info(b, buf, sizeof(buf));
 	assert_string_equal(buf, "version: x\nworkers: 3\njpeg_decoder: "
-	                         "libjpeg-turbo (on the workers)\n");
+	                         "libjpeg-turbo (on the workers)\n"
+	                         "jpeg_queued: 0\njpeg_queued_keys: 0\n"
+	                         "jpeg_turns_shared: 0\n");
 	b->close(b, 1000);
 
 	/* 0 threads: one per online core. */

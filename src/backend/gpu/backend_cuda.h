@@ -33,7 +33,7 @@ typedef struct fprep__cuda_config {
 	uint64_t spin_ns; /* the lane and completion threads poll for work
 	                     (and the GPU) this long before sleeping; a
 	                     wait for the GPU first sleeps until shortly
-	                     before the completion expected (backend_cuda.c,
+	                     before the completion expected (cuda_wait.c,
 	                     pacing); 0: sleep at once, no pacing */
 } fprep__cuda_config;
 

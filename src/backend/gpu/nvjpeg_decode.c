@@ -7,7 +7,7 @@
  * machine without it decodes with libjpeg-turbo. A handle is made on
  * NVJPEG_BACKEND_HARDWARE, the only backend that takes the Huffman decode
  * off the CPU: the hybrid backends do it on the calling thread, no faster
- * than libjpeg-turbo on the lane's decoder threads (backend_cuda.c). So a
+ * than libjpeg-turbo on the lane's decoder threads (cuda_decoder.c). So a
  * GPU without an engine gets no handle, and its lane decodes with
  * libjpeg-turbo on those threads.
  *
@@ -33,7 +33,7 @@
  * host work (parsing every bitstream, building the engine's descriptors)
  * and its waits for the engine on the calling thread, and the engine runs
  * one batch at a time, spread over its cores: so a lane's decoders
- * (backend_cuda.c) take turns, one gathering the next batch while the
+ * (cuda_decoder.c) take turns, one gathering the next batch while the
  * other's is in the engine.
  */
 #include "gpu/nvjpeg_decode.h"
