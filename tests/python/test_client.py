@@ -507,9 +507,12 @@ def test_bench_simple_call_against_the_ring_copy(daemon):
     got = re.search(r"= ([0-9.]+)x \(bar <= 1.2x\) (PASS|FAIL); .* = "
                     r"([0-9.]+)x \(bar >= 0.8x\) (PASS|FAIL)$", verdict[0])
     assert got, verdict
-    # The table's figures are rounded (p50 to the microsecond).
-    assert float(got[1]) == pytest.approx(p50, rel=0.02), (verdict, p50)
-    assert float(got[3]) == pytest.approx(rate, rel=0.02), (verdict, rate)
+    # The table's figures are rounded (p50 to the microsecond), the
+    # verdict's ratios to two decimals (under load a ratio can be 0.04x).
+    assert float(got[1]) == pytest.approx(p50, rel=0.02, abs=0.006), \
+        (verdict, p50)
+    assert float(got[3]) == pytest.approx(rate, rel=0.02, abs=0.006), \
+        (verdict, rate)
     assert got[2] == ("PASS" if float(got[1]) <= 1.2 else "FAIL")
     assert got[4] == ("PASS" if float(got[3]) >= 0.8 else "FAIL")
     assert r.returncode == (0 if got[2] == got[4] == "PASS" else 1)
