@@ -307,7 +307,10 @@ static void *test_main(void *arg)
 			       (const char *)res.payload);
 		fprep_result_fini(&res);
 	}
-	CHECK(us < 1000000, "INFO took %llu us behind two non-readers",
+	/* Without the per-connection bound INFO waited 9.7 s (the send
+	 * timeout's share); 1.5 s was seen under ThreadSanitizer on two
+	 * cores at load 18, so the bound is 3 s. */
+	CHECK(us < 3000000, "INFO took %llu us behind two non-readers",
 	      (unsigned long long)us);
 	fprep_client_close(client);
 	test_budget_shares();
