@@ -70,7 +70,8 @@ extern "C" {
 	XX(EUNSUPPORTED, 16, "not supported")                                  \
 	XX(ECLOSED, 17, "closed")                                              \
 	XX(EMISMATCH, 18, "reply does not match request")                      \
-	XX(EFORKED, 19, "client of the parent used in a forked child")
+	XX(EFORKED, 19, "client of the parent used in a forked child")         \
+	XX(EBITSTREAM, 20, "corrupt or truncated video bitstream")
 
 /* fprep_err: the numbers of FPREP_ERRNO_MAP, FPREP_OK = 0 first, each
  * FPREP_ plus the name (FPREP_EINVAL); never reused. */
