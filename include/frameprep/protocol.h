@@ -404,7 +404,8 @@
  *
  *   Broken bitstreams: a packet the decoder cannot decode (corrupt or
  *   truncated slices, missing parameter sets, a picture with errors) is
- *   answered FPREP_EBITSTREAM, with the decoder's words in the message;
+ *   answered FPREP_EINVAL with a message that starts "broken bitstream: "
+ *   and gives the codec, the packet's pts and the decoder's words;
  *   the stream then drops packets (answered FPREP_OK with no tensor and
  *   FPREP_REPLY_F_STREAM_SKIPPED in flags) until the next IDR (H.264) or
  *   IRAP (HEVC) picture, from which it decodes again. No other stream and

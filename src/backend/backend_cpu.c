@@ -225,6 +225,10 @@ static void cpu_run(struct cpu_backend *cb, fprep__jpeg *jpeg, fprep__job *job,
 	job->fatal = 0;
 	job->message[0] = '\0';
 	job->t_start_ns = fprep__now_ns();
+	if (job->video != NULL && !fail) {
+		fprep__video_run(job); /* a stream's job: video.h */
+		return;
+	}
 	if (fail) {
 		rc = FPREP_ESHUTDOWN;
 		snprintf(job->message, sizeof(job->message),
@@ -389,6 +393,15 @@ static int cpu_submit(fprep__backend *b, fprep__job *job)
 	return FPREP_OK;
 }
 
+/* cpu_video_open: streams decode with libavcodec (video_avcodec.c). */
+static int cpu_video_open(fprep__backend *b, const fprep_request *spec,
+                          const uint8_t *params, size_t params_len,
+                          fprep__video **vp)
+{
+	(void)b;
+	return fprep__video_avcodec_open(spec, params, params_len, vp);
+}
+
 static int cpu_region_op(fprep__backend *b, fprep__memreg *r)
 {
 	struct cpu_backend *cb = (struct cpu_backend *)b;
@@ -503,6 +516,7 @@ int fprep__backend_cpu_open(fprep__backend **bp, unsigned nthreads)
 	cb->base.info = cpu_info;
 	cb->base.close = cpu_close;
 	cb->base.region_op = cpu_region_op;
+	cb->base.video_open = cpu_video_open;
 	pthread_mutex_init(&cb->lock, NULL);
 	pthread_cond_init(&cb->work, NULL);
 	pthread_cond_init(&cb->band_done, NULL);

@@ -2332,3 +2332,29 @@ int fprep_client_info(fprep_client *client, fprep_result *res)
 	req.kind = FPREP_KIND_INFO;
 	return client_call(client, &req, NULL, 0, res);
 }
+
+int fprep__client_exchange(fprep_client *c, nng_msg *msg, uint16_t kind,
+                           fprep_result *res)
+{
+	nng_time deadline = client_deadline(c);
+	uint64_t id = atomic_fetch_add(&c->next_id, 1);
+	nng_msg *reply = NULL;
+	struct client_slot *s;
+	int err;
+
+	memset(res, 0, sizeof(*res));
+	client_error_clear(c);
+	/* The request id at offset 8 of the header (protocol.h). */
+	for (int i = 0; i < 8; i++)
+		((uint8_t *)nng_msg_body(msg))[8 + i] =
+		        (uint8_t)(id >> (8 * i));
+	if ((err = client_slot_get(c, deadline, &s))) {
+		nng_msg_free(msg);
+		return err;
+	}
+	err = client_roundtrip(s, msg, deadline, &reply);
+	client_slot_put(s);
+	if (err)
+		return err;
+	return client_check_reply(c, id, kind, reply, res);
+}

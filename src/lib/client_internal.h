@@ -5,6 +5,7 @@
 #ifndef FPREP_CLIENT_INTERNAL_H
 #define FPREP_CLIENT_INTERNAL_H
 
+#include <nng/nng.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -66,6 +67,15 @@ void fprep__client_remove_shm(fprep_client *c, uint32_t id, void *base);
  * daemon that refuses leaves the client on nng until its next
  * connection, and the call goes on. Any thread. */
 int fprep__client_call(fprep_client *c, fprep_request *req, fprep_result *res);
+
+/* fprep__client_exchange sends msg, a whole request of kind kind (header
+ * and payload; taken, also on failure), with the next request id written
+ * into its header, through nng within the client's timeout, and stores
+ * the reply in *res (also an error reply: the daemon's status is in
+ * res->header.status and its sentence the last error). Returns 0 or the
+ * transport's error. Any thread. */
+int fprep__client_exchange(fprep_client *c, nng_msg *msg, uint16_t kind,
+                           fprep_result *res);
 
 /* fprep__region_open is fprep_region_open without making room: the
  * client's stages are left as they are. */

@@ -24,6 +24,7 @@
 #include <stb/stb_image.h>
 
 #include "cli_elements.h"
+#include "cli_video.h"
 #include "npy.h"
 #include "tool_options.h"
 #include "tool_yuv.h"
@@ -90,6 +91,9 @@ static void cli_usage(FILE *f, const char *cmd)
 		        "into one (N, C, H, W) tensor\n"
 		        "  batch IMAGE...    images of one size into one "
 		        "(N, C, H, W) tensor\n"
+		        "  video FILE        send an H.264/HEVC file as a "
+		        "stream, "
+		        "print a line per tensor\n"
 		        "  info              print what the daemon runs\n"
 		        "  request IMAGE -o REQ.bin  write the raw wire "
 		        "request "
@@ -924,6 +928,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "crops") == 0 || strcmp(cmd, "batch") == 0)
 		return tool_elements_main(cmd, argc - 1, argv + 1);
+	if (strcmp(cmd, "video") == 0)
+		return tool_video_main(argc - 1, argv + 1);
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		known |= strcmp(cmd, cmds[i]) == 0;
 	if (!known) {

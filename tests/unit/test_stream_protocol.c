@@ -315,12 +315,15 @@ static void reply_frames(void **state)
 	memset(&rep, 0, sizeof(rep));
 	rep.version = FPREP_PROTOCOL_VERSION;
 	rep.kind = FPREP_KIND_STREAM_PACKET;
-	rep.status = FPREP_EBITSTREAM;
-	snprintf(rep.message, sizeof(rep.message), "stream 1: broken");
+	rep.status = FPREP_EINVAL;
+	snprintf(rep.message, sizeof(rep.message),
+	         "broken bitstream: H.264 packet pts 3: invalid data");
 	fprep_reply_encode(&rep, buf);
 	assert_int_equal(fprep_reply_decode(buf, FPREP_REPLY_HEADER_SIZE, &got),
 	                 FPREP_OK);
-	assert_string_equal(fprep_err_name((int)got.status), "EBITSTREAM");
+	assert_string_equal(
+	        got.message,
+	        "broken bitstream: H.264 packet pts 3: invalid data");
 }
 
 int main(void)
