@@ -153,7 +153,7 @@ static void streams_next(fprep__streams *t, fprep__stream *st)
 		s = st->wait[st->head];
 		st->head = (st->head + 1) % st->cap;
 		st->count--;
-		if (st->closed) {
+		if (st->closed || s->srv->backend == NULL) {
 			fprep__slot_fail(s, FPREP_ECLOSED,
 			                 "the stream was closed before this "
 			                 "request's turn");

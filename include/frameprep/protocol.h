@@ -710,10 +710,10 @@ enum fprep_location {
 #define FPREP_CUDA_HANDLE_SIZE 64 /* bytes of a cudaIpcMemHandle_t */
 #define FPREP_CUDA_UUID_SIZE   16 /* bytes of a CUDA device UUID */
 
-/* Reply flags. INPUT_RELEASED: the shm or CUDA input may be rewritten.
- * STREAM_SKIPPED: a STREAM_PACKET was dropped, not decoded: its stream
- * waits for an IDR (H.264) or IRAP (HEVC) picture after an error. */
+/* Reply flags. INPUT_RELEASED: the shm or CUDA input may be rewritten. */
 #define FPREP_REPLY_F_INPUT_RELEASED 0x1u
+/* Reply flag STREAM_SKIPPED: a STREAM_PACKET was dropped, not decoded: its
+ * stream waits for an IDR (H.264) or IRAP (HEVC) picture after an error. */
 #define FPREP_REPLY_F_STREAM_SKIPPED 0x2u
 
 /* Bytes of one frame record of a stream reply (see "Video streams"). */
@@ -1063,9 +1063,11 @@ FPREP_EXTERN int fprep_stream_request_decode(const void *buf, size_t len,
                                              char *msg, size_t msg_size);
 
 /* fprep_stream_frame_encode writes *f as its FPREP_STREAM_FRAME_SIZE-byte
- * reply record at buf; fprep_stream_frame_decode reads one. */
+ * reply record at buf. Thread-safe. */
 FPREP_EXTERN void fprep_stream_frame_encode(const fprep_stream_frame *f,
                                             void *buf);
+/* fprep_stream_frame_decode reads one FPREP_STREAM_FRAME_SIZE-byte reply
+ * record at buf into *f. Thread-safe. */
 FPREP_EXTERN void fprep_stream_frame_decode(const void *buf,
                                             fprep_stream_frame *f);
 
