@@ -46,19 +46,6 @@ struct cli_spec {
 	int health;                /* info --health */
 };
 
-static const char *cli_npy_descr(uint8_t dtype)
-{
-	switch (dtype) {
-	case FPREP_DTYPE_F32:
-		return "<f4";
-	case FPREP_DTYPE_F16:
-		return "<f2";
-	case FPREP_DTYPE_U8:
-		return "|u1";
-	}
-	return NULL;
-}
-
 static const char *cli_kind_name(uint16_t kind)
 {
 	switch (kind) {
@@ -602,7 +589,7 @@ static uint64_t cli_fnv1a64(const void *data, size_t size)
 static int cli_print_reply(const fprep_reply_header *h, const void *payload,
                            size_t payload_size, const char *out)
 {
-	const char *descr = cli_npy_descr(h->dtype);
+	const char *descr = fprep_npy_dtype_descr(h->dtype);
 
 	printf("request   %" PRIu64 " %s\n", h->request_id,
 	       cli_kind_name(h->kind));
