@@ -384,7 +384,9 @@
  *           its parameter sets, if any, and the slices of one picture).
  *           Its reply carries the frames the decoder let out after it:
  *           none (the decoder holds it to reorder B-frames), one, or
- *           several. FLUSH: the decoder lets out every frame it holds;
+ *           several. A stream decodes from its first IDR (H.264) or IRAP
+ *           (HEVC) picture: packets before it are dropped (answered
+ *           FPREP_OK with no tensor and FPREP_REPLY_F_STREAM_SKIPPED). FLUSH: the decoder lets out every frame it holds;
  *           the stream then takes packets again, starting at an IDR
  *           (H.264) or IRAP (HEVC) picture. CLOSE: ends the stream;
  *           frames it still held are dropped; the reply has no tensor.
