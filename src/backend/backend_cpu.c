@@ -422,15 +422,25 @@ static int cpu_region_op(fprep__backend *b, fprep__memreg *r)
 static void cpu_info(fprep__backend *b, char *buf, size_t size)
 {
 	struct cpu_backend *cb = (struct cpu_backend *)b;
+	char video[256];
 	size_t len;
 
 	if (size == 0)
 		return;
 	len = strnlen(buf, size - 1);
-	snprintf(buf + len, size - len,
-	         "workers: %u\n"
-	         "jpeg_decoder: libjpeg-turbo (on the workers)\n",
-	         cb->nthreads);
+	/* INFO says whether streams can be decoded: it loads libavcodec. */
+	if (fprep__video_avcodec_load(video, sizeof(video)) == FPREP_OK)
+		snprintf(buf + len, size - len,
+		         "workers: %u\n"
+		         "jpeg_decoder: libjpeg-turbo (on the workers)\n"
+		         "video_decoder: %s (on the workers)\n",
+		         cb->nthreads, video);
+	else
+		snprintf(buf + len, size - len,
+		         "workers: %u\n"
+		         "jpeg_decoder: libjpeg-turbo (on the workers)\n"
+		         "video_decoder: none (%s)\n",
+		         cb->nthreads, video);
 }
 
 /* cpu_free stops and joins the first n workers (the queue must be empty

@@ -69,4 +69,11 @@ void fprep__video_run(fprep__job *job);
 int fprep__video_avcodec_open(const fprep_request *spec, const uint8_t *params,
                               size_t params_len, fprep__video **vp);
 
+/* fprep__video_avcodec_load loads libavutil and libavcodec (dlopen) if
+ * no call did yet, and writes what was loaded ("libavcodec 59.37.100") or
+ * why nothing was (naming the library) into buf (size bytes, terminated).
+ * Returns FPREP_OK, or FPREP_EUNSUPPORTED when streams cannot be decoded.
+ * Any thread; the first call may take milliseconds. */
+int fprep__video_avcodec_load(char *buf, size_t size);
+
 #endif /* FPREP_VIDEO_H */

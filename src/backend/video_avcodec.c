@@ -26,11 +26,24 @@
  * U8 NHWC, which is the exact conversion) and that image, cropped to the
  * frame's size, is preprocessed as an RGB8 frame: protocol.h defines a YUV
  * frame's tensor as that of its RGB8 image.
+ *
+ * No binary links libavcodec: with its encoders (x264, x265) and their
+ * dependencies it weighs more than the rest of the daemon, and a machine
+ * that serves only images should not need it. The first stream open
+ * (and INFO) loads libavutil and libavcodec with dlopen, the sonames of
+ * the headers built against (Debian 12: libavutil.so.57, libavcodec.so.59),
+ * else the unversioned names, and looks the functions used up into one
+ * table (avc), typed from the headers; a library of another major
+ * version is refused, since its structures differ. FPREP_AVCODEC=off
+ * turns it off. Without them STREAM_OPEN answers FPREP_EUNSUPPORTED
+ * naming the library, and everything else is served as before.
  */
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <libavcodec/avcodec.h>
 #include <libavutil/error.h>
 #include <libavutil/pixdesc.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -39,12 +52,146 @@
 
 #include "backend.h"
 #include "clock.h"
+#include "log.h"
 #include "ops.h"
 #include "video.h"
 #include "yuv.h"
 
+#define AVC_STR_(x) #x
+#define AVC_STR(x)  AVC_STR_(x)
+#define AVC_AVUTIL  "libavutil.so." AVC_STR(LIBAVUTIL_VERSION_MAJOR)
+#define AVC_AVCODEC "libavcodec.so." AVC_STR(LIBAVCODEC_VERSION_MAJOR)
+
+/* The functions used, by library. */
+#define AVC_AVUTIL_FUNCS(X)                                                    \
+	X(avutil_version)                                                      \
+	X(av_strerror)                                                         \
+	X(av_mallocz)                                                          \
+	X(av_get_pix_fmt_name)                                                 \
+	X(av_frame_alloc)                                                      \
+	X(av_frame_free)                                                       \
+	X(av_frame_unref)                                                      \
+	X(av_frame_move_ref)
+#define AVC_AVCODEC_FUNCS(X)                                                   \
+	X(avcodec_version)                                                     \
+	X(avcodec_find_decoder)                                                \
+	X(avcodec_alloc_context3)                                              \
+	X(avcodec_free_context)                                                \
+	X(avcodec_open2)                                                       \
+	X(avcodec_send_packet)                                                 \
+	X(avcodec_receive_frame)                                               \
+	X(avcodec_flush_buffers)                                               \
+	X(av_parser_init)                                                      \
+	X(av_parser_parse2)                                                    \
+	X(av_parser_close)                                                     \
+	X(av_packet_alloc)                                                     \
+	X(av_packet_free)                                                      \
+	X(av_packet_unref)                                                     \
+	X(av_new_packet)
+
+static struct {
+#define AVC_FIELD(f) __typeof__(f) *f;
+	AVC_AVUTIL_FUNCS(AVC_FIELD)
+	AVC_AVCODEC_FUNCS(AVC_FIELD)
+#undef AVC_FIELD
+} avc;
+
+static pthread_once_t avc_once = PTHREAD_ONCE_INIT;
+static int avc_loaded;
+static char avc_why[256];  /* why not loaded */
+static char avc_from[128]; /* what was loaded: versions and files */
+
+/* avc_dlopen opens the first of names that opens; NULL (avc_why says
+ * why, in the first name's words) when none does. */
+static void *avc_dlopen(const char *const names[2])
+{
+	void *h;
+
+	for (int i = 0; i < 2; i++) {
+		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+		if (h != NULL)
+			return h;
+		if (i == 0)
+			snprintf(avc_why, sizeof avc_why, "%s", dlerror());
+	}
+	return NULL;
+}
+
+/* avc_load runs once: opens libavutil and libavcodec and looks every
+ * function up, checking their major versions against the headers'. */
+static void avc_load(void)
+{
+	static const char *const util_names[2] = {AVC_AVUTIL, "libavutil.so"};
+	static const char *const codec_names[2] = {AVC_AVCODEC,
+	                                           "libavcodec.so"};
+	const char *env = getenv("FPREP_AVCODEC");
+	void *util = NULL, *codec = NULL;
+	unsigned uv, cv;
+
+	if (env != NULL && (strcmp(env, "off") == 0 || strcmp(env, "0") == 0)) {
+		snprintf(avc_why, sizeof avc_why,
+		         "libavcodec turned off (FPREP_AVCODEC=%s)", env);
+		goto fail;
+	}
+	if ((util = avc_dlopen(util_names)) == NULL ||
+	    (codec = avc_dlopen(codec_names)) == NULL)
+		goto fail;
+#define AVC_LOOKUP(lib, name)                                                  \
+	if ((*(void **)&avc.name = dlsym(lib, #name)) == NULL) {               \
+		snprintf(avc_why, sizeof avc_why, "%s has no %s",              \
+		         lib == util ? "libavutil" : "libavcodec", #name);     \
+		goto fail;                                                     \
+	}
+#define AVC_LOOKUP_UTIL(f)  AVC_LOOKUP(util, f)
+#define AVC_LOOKUP_CODEC(f) AVC_LOOKUP(codec, f)
+	AVC_AVUTIL_FUNCS(AVC_LOOKUP_UTIL)
+	AVC_AVCODEC_FUNCS(AVC_LOOKUP_CODEC)
+#undef AVC_LOOKUP_CODEC
+#undef AVC_LOOKUP_UTIL
+#undef AVC_LOOKUP
+	uv = avc.avutil_version();
+	cv = avc.avcodec_version();
+	if (AV_VERSION_MAJOR(uv) != LIBAVUTIL_VERSION_MAJOR ||
+	    AV_VERSION_MAJOR(cv) != LIBAVCODEC_VERSION_MAJOR) {
+		snprintf(avc_why, sizeof avc_why,
+		         "libavutil %u and libavcodec %u found, built for "
+		         "%s and %s",
+		         AV_VERSION_MAJOR(uv), AV_VERSION_MAJOR(cv), AVC_AVUTIL,
+		         AVC_AVCODEC);
+		goto fail;
+	}
+	snprintf(avc_from, sizeof avc_from, "libavcodec %u.%u.%u",
+	         AV_VERSION_MAJOR(cv), AV_VERSION_MINOR(cv),
+	         AV_VERSION_MICRO(cv));
+	avc_loaded = 1;
+	fprep__log(FPREP_LOG_INFO,
+	           "video: %s loaded: streams decode on the "
+	           "CPU workers",
+	           avc_from);
+	return;
+fail:
+	if (codec != NULL)
+		dlclose(codec);
+	if (util != NULL)
+		dlclose(util);
+	memset(&avc, 0, sizeof avc);
+	fprep__log(FPREP_LOG_INFO,
+	           "video: no decoder (%s): STREAM_OPEN is "
+	           "refused",
+	           avc_why);
+}
+
+int fprep__video_avcodec_load(char *buf, size_t size)
+{
+	pthread_once(&avc_once, avc_load);
+	if (size > 0)
+		snprintf(buf, size, "%s", avc_loaded ? avc_from : avc_why);
+	return avc_loaded ? FPREP_OK : FPREP_EUNSUPPORTED;
+}
+
 struct avc_video {
 	fprep__video base; /* first */
+	int loaded;        /* the open job found libavcodec (avc) */
 	fprep_request spec;
 	uint8_t *params;
 	size_t params_len;
@@ -86,7 +233,7 @@ static int avc_fail(fprep__job *job, int status, const char *fmt, ...)
 /* avc_av_error: a libavcodec error's words. */
 static const char *avc_av_error(int err, char *buf, size_t size)
 {
-	if (av_strerror(err, buf, size) != 0)
+	if (avc.av_strerror(err, buf, size) != 0)
 		snprintf(buf, size, "libavcodec error %d", err);
 	return buf;
 }
@@ -127,9 +274,9 @@ static void avc_parse(struct avc_video *v, const uint8_t *data, int size,
 	int out_size;
 
 	while (size > 0) {
-		int n = av_parser_parse2(v->parser, v->parser_ctx, &out,
-		                         &out_size, data, size, pts,
-		                         AV_NOPTS_VALUE, 0);
+		int n = avc.av_parser_parse2(v->parser, v->parser_ctx, &out,
+		                             &out_size, data, size, pts,
+		                             AV_NOPTS_VALUE, 0);
 
 		if (n <= 0)
 			break;
@@ -144,19 +291,27 @@ static int avc_open(struct avc_video *v, fprep__job *job)
 	enum AVCodecID id = v->spec.src_format == FPREP_PIX_H264
 	                            ? AV_CODEC_ID_H264
 	                            : AV_CODEC_ID_HEVC;
-	const AVCodec *codec = avcodec_find_decoder(id);
+	const AVCodec *codec;
 	char err[AV_ERROR_MAX_STRING_SIZE];
 	int rv;
 
+	pthread_once(&avc_once, avc_load);
+	if (!avc_loaded)
+		return avc_fail(job, FPREP_EUNSUPPORTED,
+		                "%s streams need libavcodec, which is not "
+		                "available: %s",
+		                avc_codec_name(v), avc_why);
+	v->loaded = 1;
+	codec = avc.avcodec_find_decoder(id);
 	if (codec == NULL)
 		return avc_fail(job, FPREP_EUNSUPPORTED,
 		                "this libavcodec has no %s decoder",
 		                avc_codec_name(v));
-	v->ctx = avcodec_alloc_context3(codec);
-	v->parser = av_parser_init(id);
-	v->parser_ctx = avcodec_alloc_context3(NULL);
-	v->pkt = av_packet_alloc();
-	v->frame = av_frame_alloc();
+	v->ctx = avc.avcodec_alloc_context3(codec);
+	v->parser = avc.av_parser_init(id);
+	v->parser_ctx = avc.avcodec_alloc_context3(NULL);
+	v->pkt = avc.av_packet_alloc();
+	v->frame = avc.av_frame_alloc();
 	if (v->ctx == NULL || v->parser == NULL || v->parser_ctx == NULL ||
 	    v->pkt == NULL || v->frame == NULL)
 		return avc_fail(job, FPREP_ENOMEM, "%s decoder: out of memory",
@@ -167,8 +322,8 @@ static int avc_open(struct avc_video *v, fprep__job *job)
 	v->ctx->max_pixels =
 	        (int64_t)job->limits->max_width * job->limits->max_height;
 	if (v->params_len > 0) {
-		v->ctx->extradata = av_mallocz(v->params_len +
-		                               AV_INPUT_BUFFER_PADDING_SIZE);
+		v->ctx->extradata = avc.av_mallocz(
+		        v->params_len + AV_INPUT_BUFFER_PADDING_SIZE);
 		if (v->ctx->extradata == NULL)
 			return avc_fail(job, FPREP_ENOMEM,
 			                "parameter sets: out of memory");
@@ -176,7 +331,7 @@ static int avc_open(struct avc_video *v, fprep__job *job)
 		v->ctx->extradata_size = (int)v->params_len;
 		avc_parse(v, v->params, (int)v->params_len, AV_NOPTS_VALUE);
 	}
-	rv = avcodec_open2(v->ctx, codec, NULL);
+	rv = avc.avcodec_open2(v->ctx, codec, NULL);
 	if (rv < 0)
 		return avc_fail(job, FPREP_EINVAL,
 		                FPREP__VIDEO_BROKEN ": %s parameter sets: %s "
@@ -194,7 +349,7 @@ static int avc_open(struct avc_video *v, fprep__job *job)
 static void avc_drop(struct avc_video *v)
 {
 	for (unsigned k = 0; k < v->nheld; k++)
-		av_frame_unref(v->held[k]);
+		avc.av_frame_unref(v->held[k]);
 	v->nheld = 0;
 }
 
@@ -203,7 +358,7 @@ static void avc_drop(struct avc_video *v)
 static void avc_reset(struct avc_video *v)
 {
 	avc_drop(v);
-	avcodec_flush_buffers(v->ctx);
+	avc.avcodec_flush_buffers(v->ctx);
 	v->skipping = 1;
 }
 
@@ -244,10 +399,10 @@ static int avc_hold(struct avc_video *v, fprep__job *job)
 		v->held_cap = cap;
 	}
 	if (v->held[v->nheld] == NULL &&
-	    (v->held[v->nheld] = av_frame_alloc()) == NULL)
+	    (v->held[v->nheld] = avc.av_frame_alloc()) == NULL)
 		return avc_fail(job, FPREP_ENOMEM,
 		                "decoded frames: out of memory");
-	av_frame_move_ref(v->held[v->nheld++], v->frame);
+	avc.av_frame_move_ref(v->held[v->nheld++], v->frame);
 	return FPREP_OK;
 }
 
@@ -257,15 +412,15 @@ static int avc_receive(struct avc_video *v, fprep__job *job)
 	char err[AV_ERROR_MAX_STRING_SIZE];
 	int rv;
 
-	while ((rv = avcodec_receive_frame(v->ctx, v->frame)) == 0) {
+	while ((rv = avc.avcodec_receive_frame(v->ctx, v->frame)) == 0) {
 		if (v->frame->decode_error_flags != 0 ||
 		    (v->frame->flags & AV_FRAME_FLAG_CORRUPT) != 0) {
-			av_frame_unref(v->frame);
+			avc.av_frame_unref(v->frame);
 			return avc_broken(v, job,
 			                  "a picture decoded with errors");
 		}
 		if (avc_hold(v, job) != FPREP_OK) {
-			av_frame_unref(v->frame);
+			avc.av_frame_unref(v->frame);
 			avc_reset(v);
 			return job->status;
 		}
@@ -295,16 +450,16 @@ static int avc_packet(struct avc_video *v, fprep__job *job)
 		return FPREP_OK;
 	}
 	if (v->skipping) {
-		avcodec_flush_buffers(v->ctx);
+		avc.avcodec_flush_buffers(v->ctx);
 		v->skipping = 0;
 	}
-	av_packet_unref(v->pkt);
-	if (av_new_packet(v->pkt, size) != 0)
+	avc.av_packet_unref(v->pkt);
+	if (avc.av_new_packet(v->pkt, size) != 0)
 		return avc_fail(job, FPREP_ENOMEM, "packet: out of memory");
 	memcpy(v->pkt->data, job->input, (size_t)size);
 	v->pkt->pts = job->stream.pts;
-	rv = avcodec_send_packet(v->ctx, v->pkt);
-	av_packet_unref(v->pkt);
+	rv = avc.avcodec_send_packet(v->ctx, v->pkt);
+	avc.av_packet_unref(v->pkt);
 	if (rv < 0)
 		return avc_broken(v, job, avc_av_error(rv, err, sizeof(err)));
 	if ((uint32_t)v->ctx->has_b_frames > job->limits->max_stream_frames) {
@@ -328,12 +483,12 @@ static int avc_flush(struct avc_video *v, fprep__job *job)
 
 	if (v->skipping)
 		return FPREP_OK; /* it holds nothing */
-	rv = avcodec_send_packet(v->ctx, NULL);
+	rv = avc.avcodec_send_packet(v->ctx, NULL);
 	if (rv < 0 && rv != AVERROR_EOF)
 		return avc_broken(v, job, avc_av_error(rv, err, sizeof(err)));
 	if (avc_receive(v, job) != FPREP_OK)
 		return job->status;
-	avcodec_flush_buffers(v->ctx);
+	avc.avcodec_flush_buffers(v->ctx);
 	v->skipping = 1;
 	return FPREP_OK;
 }
@@ -422,8 +577,8 @@ static int avc_tensor(struct avc_video *v, fprep__job *job, const AVFrame *f,
 		                "%s frame of pixel format %s: only 8-bit "
 		                "4:2:0 is supported",
 		                avc_codec_name(v),
-		                av_get_pix_fmt_name(f->format) != NULL
-		                        ? av_get_pix_fmt_name(f->format)
+		                avc.av_get_pix_fmt_name(f->format) != NULL
+		                        ? avc.av_get_pix_fmt_name(f->format)
 		                        : "unknown");
 	if (avc_check_size(v, job, f->width, f->height) != FPREP_OK)
 		return job->status;
@@ -540,16 +695,21 @@ static void avc_close(fprep__video *base)
 {
 	struct avc_video *v = (struct avc_video *)base;
 
+	if (!v->loaded) { /* nothing of libavcodec's was made */
+		free(v->params);
+		free(v);
+		return;
+	}
 	avc_drop(v);
 	for (unsigned k = 0; k < v->held_cap; k++)
-		av_frame_free(&v->held[k]);
+		avc.av_frame_free(&v->held[k]);
 	free(v->held);
-	av_frame_free(&v->frame);
-	av_packet_free(&v->pkt);
+	avc.av_frame_free(&v->frame);
+	avc.av_packet_free(&v->pkt);
 	if (v->parser != NULL)
-		av_parser_close(v->parser);
-	avcodec_free_context(&v->parser_ctx);
-	avcodec_free_context(&v->ctx);
+		avc.av_parser_close(v->parser);
+	avc.avcodec_free_context(&v->parser_ctx);
+	avc.avcodec_free_context(&v->ctx);
 	free(v->params);
 	free(v->yuv);
 	free(v->rgb);

@@ -6,7 +6,15 @@
  * as it is), sends them on one stream (fprep_stream_*), flushes at the
  * end, and prints one line per tensor; -o writes every tensor, stacked as
  * (N, C, H, W) or (N, H, W, C), into one .npy file.
+ *
+ * The CLI does not link libavformat, libavcodec and libavutil (with their
+ * encoders they are most of a bundle's weight): this subcommand alone
+ * loads them with dlopen (vid_load), the sonames of the headers built
+ * against, else the unversioned names, into one table of the functions
+ * used (vid_av); without them, or with other major versions, it says
+ * which library and exits VID_EXIT_NOLIB.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -23,7 +31,129 @@
 #include "npy.h"
 #include "tool_options.h"
 
-enum { VID_EXIT_SERVER = 1, VID_EXIT_USAGE = 2, VID_EXIT_IO = 3 };
+enum {
+	VID_EXIT_SERVER = 1,
+	VID_EXIT_USAGE = 2,
+	VID_EXIT_IO = 3,
+	VID_EXIT_NOLIB = 4, /* libavformat, libavcodec or libavutil missing */
+};
+
+#define VID_STR_(x) #x
+#define VID_STR(x)  VID_STR_(x)
+
+/* The functions used, by library: the first of each checks its version. */
+#define VID_AVUTIL_FUNCS(X)                                                    \
+	X(avutil_version)                                                      \
+	X(av_log_set_level)
+#define VID_AVCODEC_FUNCS(X)                                                   \
+	X(avcodec_version)                                                     \
+	X(av_bsf_alloc)                                                        \
+	X(av_bsf_free)                                                         \
+	X(av_bsf_get_by_name)                                                  \
+	X(av_bsf_init)                                                         \
+	X(av_bsf_send_packet)                                                  \
+	X(av_bsf_receive_packet)                                               \
+	X(avcodec_parameters_copy)                                             \
+	X(av_packet_alloc)                                                     \
+	X(av_packet_free)                                                      \
+	X(av_packet_unref)
+#define VID_AVFORMAT_FUNCS(X)                                                  \
+	X(avformat_version)                                                    \
+	X(avformat_open_input)                                                 \
+	X(avformat_find_stream_info)                                           \
+	X(av_find_best_stream)                                                 \
+	X(av_read_frame)                                                       \
+	X(avformat_close_input)
+
+static struct {
+#define VID_FIELD(f) __typeof__(f) *f;
+	VID_AVUTIL_FUNCS(VID_FIELD)
+	VID_AVCODEC_FUNCS(VID_FIELD)
+	VID_AVFORMAT_FUNCS(VID_FIELD)
+#undef VID_FIELD
+} vid_av;
+
+/* vid_open_lib dlopens library "lib<name>.so.<major>", else
+ * "lib<name>.so", and checks its major version with its version function
+ * (*version, looked up here); NULL after saying why on stderr. */
+static void *vid_open_lib(const char *name, unsigned major,
+                          const char *version_fn, unsigned (**version)(void))
+{
+	char soname[64], plain[64], why[512];
+	const char *opened = soname;
+	void *h;
+
+	snprintf(soname, sizeof(soname), "lib%s.so.%u", name, major);
+	snprintf(plain, sizeof(plain), "lib%s.so", name);
+	h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL) {
+		snprintf(why, sizeof(why), "%s", dlerror());
+		h = dlopen(plain, RTLD_NOW | RTLD_LOCAL);
+		opened = plain;
+	}
+	if (h == NULL) {
+		fprintf(stderr,
+		        "frameprep video: needs %s (FFmpeg's lib%s, e.g. "
+		        "Debian's package lib%s%u): %s\n",
+		        soname, name, name, major, why);
+		return NULL;
+	}
+	if ((*(void **)version = dlsym(h, version_fn)) == NULL ||
+	    AV_VERSION_MAJOR((*version)()) != major) {
+		fprintf(stderr,
+		        "frameprep video: %s is not lib%s major version %u, "
+		        "which this frameprep was built for\n",
+		        opened, name, major);
+		dlclose(h);
+		return NULL;
+	}
+	return h;
+}
+
+/* vid_load loads the three libraries and looks every function up;
+ * 0, or -1 after saying why on stderr. */
+static int vid_load(void)
+{
+	void *util, *codec = NULL, *format = NULL;
+
+	util = vid_open_lib("avutil", LIBAVUTIL_VERSION_MAJOR, "avutil_version",
+	                    &vid_av.avutil_version);
+	if (util != NULL)
+		codec = vid_open_lib("avcodec", LIBAVCODEC_VERSION_MAJOR,
+		                     "avcodec_version",
+		                     &vid_av.avcodec_version);
+	if (codec != NULL)
+		format = vid_open_lib("avformat", LIBAVFORMAT_VERSION_MAJOR,
+		                      "avformat_version",
+		                      &vid_av.avformat_version);
+	if (format == NULL)
+		goto fail;
+#define VID_LOOKUP(lib, name)                                                  \
+	if ((*(void **)&vid_av.name = dlsym(lib, #name)) == NULL) {            \
+		fprintf(stderr, "frameprep video: libav%s has no %s\n", #lib,  \
+		        #name);                                                \
+		goto fail;                                                     \
+	}
+#define VID_LOOKUP_UTIL(f)   VID_LOOKUP(util, f)
+#define VID_LOOKUP_CODEC(f)  VID_LOOKUP(codec, f)
+#define VID_LOOKUP_FORMAT(f) VID_LOOKUP(format, f)
+	VID_AVUTIL_FUNCS(VID_LOOKUP_UTIL)
+	VID_AVCODEC_FUNCS(VID_LOOKUP_CODEC)
+	VID_AVFORMAT_FUNCS(VID_LOOKUP_FORMAT)
+#undef VID_LOOKUP_FORMAT
+#undef VID_LOOKUP_CODEC
+#undef VID_LOOKUP_UTIL
+#undef VID_LOOKUP
+	return 0; /* kept open until the process exits */
+fail:
+	if (format != NULL)
+		dlclose(format);
+	if (codec != NULL)
+		dlclose(codec);
+	if (util != NULL)
+		dlclose(util);
+	return -1;
+}
 
 enum {
 	VID_OPT_SOCKET = TOOL_OPT_END,
@@ -84,7 +214,8 @@ static void vid_usage(FILE *f)
 	tool_preprocess_usage(f, 2, 20);
 	fprintf(f, "  -h, --help        this text\n"
 	           "exit status: 0 ok, 1 a packet or the stream refused by "
-	           "the daemon, 2 usage, 3 transport/IO error\n");
+	           "the daemon, 2 usage, 3 transport/IO error,\n"
+	           "4 libavformat, libavcodec or libavutil missing\n");
 }
 
 /* vid_parse parses the options; returns the index of the operand, -1
@@ -211,43 +342,45 @@ static int vid_demux(struct vid_run *r, AVFormatContext *fmt, int index)
 	                             ? "h264_mp4toannexb"
 	                             : "hevc_mp4toannexb";
 	AVBSFContext *bsf = NULL;
-	AVPacket *pkt = av_packet_alloc();
+	AVPacket *pkt = vid_av.av_packet_alloc();
 	int64_t n = 0;
 	int ret = VID_EXIT_IO, rv;
 
-	if (pkt == NULL || av_bsf_alloc(av_bsf_get_by_name(filter), &bsf) < 0 ||
-	    avcodec_parameters_copy(bsf->par_in, vs->codecpar) < 0 ||
-	    av_bsf_init(bsf) < 0) {
+	if (pkt == NULL ||
+	    vid_av.av_bsf_alloc(vid_av.av_bsf_get_by_name(filter), &bsf) < 0 ||
+	    vid_av.avcodec_parameters_copy(bsf->par_in, vs->codecpar) < 0 ||
+	    vid_av.av_bsf_init(bsf) < 0) {
 		fprintf(stderr, "frameprep video: %s: cannot start\n", filter);
 		goto out;
 	}
 	ret = 0;
-	while (ret == 0 && (rv = av_read_frame(fmt, pkt)) >= 0) {
+	while (ret == 0 && (rv = vid_av.av_read_frame(fmt, pkt)) >= 0) {
 		if (pkt->stream_index != index) {
-			av_packet_unref(pkt);
+			vid_av.av_packet_unref(pkt);
 			continue;
 		}
-		if (av_bsf_send_packet(bsf, pkt) < 0) {
-			av_packet_unref(pkt);
+		if (vid_av.av_bsf_send_packet(bsf, pkt) < 0) {
+			vid_av.av_packet_unref(pkt);
 			fprintf(stderr,
 			        "frameprep video: %s refused a packet\n",
 			        filter);
 			ret = VID_EXIT_IO;
 			break;
 		}
-		while (ret == 0 && av_bsf_receive_packet(bsf, pkt) == 0) {
+		while (ret == 0 &&
+		       vid_av.av_bsf_receive_packet(bsf, pkt) == 0) {
 			int64_t pts = pkt->pts != AV_NOPTS_VALUE ? pkt->pts : n;
 
 			ret = vid_send(r, pkt->data, (size_t)pkt->size, pts);
 			n++;
-			av_packet_unref(pkt);
+			vid_av.av_packet_unref(pkt);
 		}
 	}
 	if (ret == 0)
 		ret = vid_send(r, NULL, 0, 0);
 out:
-	av_bsf_free(&bsf);
-	av_packet_free(&pkt);
+	vid_av.av_bsf_free(&bsf);
+	vid_av.av_packet_free(&pkt);
 	return ret;
 }
 
@@ -277,12 +410,13 @@ static int vid_file(const struct vid_spec *spec, const char *path)
 	int index, err, ret = VID_EXIT_IO;
 	uint16_t codec;
 
-	if (avformat_open_input(&fmt, path, NULL, NULL) < 0 ||
-	    avformat_find_stream_info(fmt, NULL) < 0) {
+	if (vid_av.avformat_open_input(&fmt, path, NULL, NULL) < 0 ||
+	    vid_av.avformat_find_stream_info(fmt, NULL) < 0) {
 		fprintf(stderr, "frameprep video: %s: cannot read\n", path);
 		goto out;
 	}
-	index = av_find_best_stream(fmt, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
+	index = vid_av.av_find_best_stream(fmt, AVMEDIA_TYPE_VIDEO, -1, -1,
+	                                   NULL, 0);
 	if (index < 0 ||
 	    (fmt->streams[index]->codecpar->codec_id != AV_CODEC_ID_H264 &&
 	     fmt->streams[index]->codecpar->codec_id != AV_CODEC_ID_HEVC)) {
@@ -322,7 +456,7 @@ out_client:
 	fprep_client_close(r.client);
 out:
 	free(r.tensors);
-	avformat_close_input(&fmt);
+	vid_av.avformat_close_input(&fmt);
 	return ret;
 }
 
@@ -342,6 +476,8 @@ int tool_video_main(int argc, char **argv)
 		vid_usage(stderr);
 		return VID_EXIT_USAGE;
 	}
-	av_log_set_level(AV_LOG_ERROR);
+	if (vid_load() != 0)
+		return VID_EXIT_NOLIB;
+	vid_av.av_log_set_level(AV_LOG_ERROR);
 	return vid_file(&spec, argv[first]);
 }
