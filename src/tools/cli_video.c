@@ -401,6 +401,23 @@ static int vid_save(const struct vid_run *r)
 	return 0;
 }
 
+/* vid_exit_status: the exit status of a call's error: the client's own
+ * (transport, timeout, a closed or forked client) are VID_EXIT_IO, the
+ * daemon's verdicts (EUNSUPPORTED included) VID_EXIT_SERVER. */
+static int vid_exit_status(int err)
+{
+	switch (err) {
+	case FPREP_ETRANSPORT:
+	case FPREP_ETIMEDOUT:
+	case FPREP_ECLOSED:
+	case FPREP_EMISMATCH:
+	case FPREP_EFORKED:
+		return VID_EXIT_IO;
+	default:
+		return VID_EXIT_SERVER;
+	}
+}
+
 /* vid_file sends the file at path; returns an exit status. */
 static int vid_file(const struct vid_spec *spec, const char *path)
 {
@@ -441,7 +458,7 @@ static int vid_file(const struct vid_spec *spec, const char *path)
 	if (err) {
 		fprintf(stderr, "frameprep video: %s: %s\n",
 		        fprep_err_name(err), fprep_client_last_error(r.client));
-		ret = err < FPREP_ETRANSPORT ? VID_EXIT_SERVER : VID_EXIT_IO;
+		ret = vid_exit_status(err);
 		goto out_client;
 	}
 	printf("stream    %" PRIu32 " %s %s\n", fprep_stream_id(r.stream),

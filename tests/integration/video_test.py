@@ -350,6 +350,25 @@ def test_video_errors(tmp):
         finally:
             d.stop()
     print("ok a packet on no stream: EINVAL; INFO answered after each")
+    # Without libavcodec (loaded at run time, never linked) streams are
+    # refused, naming it, and everything else is served.
+    d = dt.Daemon(tmp, env={"FPREP_AVCODEC": "off"})
+    try:
+        r = dt.cli("video", path, "--socket", d.url, "--size", "64x64",
+                   ok=(1,))
+        text = r.stdout.decode() + r.stderr.decode()
+        check("EUNSUPPORTED" in text and "libavcodec" in text,
+              f"a stream without libavcodec: {text}")
+        info = fpwire.reply(dt.nngcat(d.url, fpwire.request(kind=2),
+                                      tmp=tmp))
+        check(b"video_decoder: none (libavcodec turned off" in
+              info["payload"], f"INFO without libavcodec: {info}")
+        dt.cli("send", os.path.join(dt.ARGS.images, "astronaut.png"),
+               "--size", "64x64", "--socket", d.url)
+    finally:
+        d.stop()
+    print(f"ok without libavcodec: {text.strip()}; INFO says so; frames "
+          "served")
 
 
 TESTS = {name[5:]: fn for name, fn in globals().items()
