@@ -99,7 +99,7 @@ static struct {
 static pthread_once_t avc_once = PTHREAD_ONCE_INIT;
 static int avc_loaded;
 static char avc_why[256];  /* why not loaded */
-static char avc_from[128]; /* what was loaded: versions and files */
+static char avc_from[128]; /* what was loaded: its version */
 
 /* avc_dlopen opens the first of names that opens; NULL (avc_why says
  * why, in the first name's words) when none does. */
@@ -165,9 +165,7 @@ static void avc_load(void)
 	         AV_VERSION_MICRO(cv));
 	avc_loaded = 1;
 	fprep__log(FPREP_LOG_INFO,
-	           "video: %s loaded: streams decode on the "
-	           "CPU workers",
-	           avc_from);
+	           "video: %s loaded: streams decode on the workers", avc_from);
 	return;
 fail:
 	if (codec != NULL)
@@ -176,9 +174,7 @@ fail:
 		dlclose(util);
 	memset(&avc, 0, sizeof avc);
 	fprep__log(FPREP_LOG_INFO,
-	           "video: no decoder (%s): STREAM_OPEN is "
-	           "refused",
-	           avc_why);
+	           "video: no decoder (%s): STREAM_OPEN refused", avc_why);
 }
 
 int fprep__video_avcodec_load(char *buf, size_t size)
