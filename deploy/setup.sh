@@ -40,6 +40,7 @@ packages=(
 	build-essential cmake pkg-config
 	libuv1-dev libnng-dev nng-utils libcmocka-dev libinih-dev libstb-dev
 	libturbojpeg0-dev libjpeg62-turbo-dev libjansson-dev
+	libavcodec-dev libavformat-dev libavutil-dev
 	libsystemd-dev libacl1-dev libmicrohttpd-dev python3-prometheus-client
 	python3-opencv python3-numpy python3-venv python3-pip python3-dev
 	python3-pytest gnuplot-nox ffmpeg

@@ -222,6 +222,18 @@ const struct fprep__config_setting fprep__config_settings[] = {
                1, 1ull << 40, 1ull << 28,
                "a JPEG source's scans x pixels, the work of its decode; a "
                "file of more is refused"),
+        NUMBER("max-packet-bytes", LIVE, "BYTES", limits.max_packet_bytes, 1,
+               256 * MIB, 16 * MIB,
+               "largest video packet (and a stream's parameter sets)"),
+        NUMBER("max-streams-per-conn", LIVE, "N", limits.max_streams_per_conn,
+               0, 1024, 16, "video streams one connection holds open"),
+        NUMBER("max-streams-per-uid", LIVE, "N", limits.max_streams_per_uid, 0,
+               4096, 64,
+               "video streams the connections of one peer uid hold open"),
+        NUMBER("max-stream-frames", LIVE, "N", limits.max_stream_frames, 1, 64,
+               32,
+               "decoded frames one video stream holds (reorder queue and "
+               "one reply's tensors)"),
         NUMBER("send-timeout-ms", LIVE, "MS", send_timeout_ms, 1, MS_MAX, 10000,
                "bound on sending one reply"),
         NUMBER("shutdown-timeout-ms", LIVE, "MS", shutdown_timeout_ms, 1,

@@ -20,6 +20,7 @@
  *   port_doorbell.c  the doorbell port: requests in shared memory
  *   waker_futex.c    the doorbells' waker thread (no_futex_waitv.c where
  *                    the system has no futex_waitv)
+ *   streams.c        video streams: their table, each one's order
  *   conns.c          per-connection caps (requests, reply bytes)
  *   sink.c           fprep__sink_deliver: where every reply is written
  *
@@ -54,6 +55,7 @@
 #include "ingress.h"
 #include "port.h"
 #include "regions.h"
+#include "streams.h"
 #include "watchdog.h"
 
 /* Bound on each reply's send once shutdown began. */
@@ -306,6 +308,7 @@ struct fprep__server {
 	atomic_int no_direct;   /* [A] stopping: replies go through the loop */
 	fprep__ingress ingress;
 	fprep__regions regions;
+	fprep__streams streams; /* video streams (streams.c) */
 	fprep__watchdog watchdog;
 	fprep__port_nng nng;        /* the nng port */
 	fprep__doorbells doorbells; /* the doorbell port */

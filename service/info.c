@@ -106,6 +106,15 @@ void fprep__info_text(fprep__server *srv, char *buf, size_t size)
 		        srv->stall_closes, cfg->max_reply_bytes,
 		        srv->reply_bytes, busy, srv->served, srv->failed,
 		        (fprep__now_ns() - srv->t_start_ns) / 1000000000u);
+	if (n < size)
+		n += (size_t)snprintf(
+		        buf + n, size - n,
+		        "max_packet_bytes: %" PRIu64
+		        "\nmax_streams_per_conn: %" PRIu32
+		        "\nmax_streams_per_uid: %" PRIu32
+		        "\nmax_stream_frames: %" PRIu32 "\n",
+		        lim->max_packet_bytes, lim->max_streams_per_conn,
+		        lim->max_streams_per_uid, lim->max_stream_frames);
 	if (n < size) {
 		uint64_t shm_bytes;
 		unsigned nreg = fprep__regions_count(&srv->regions, &shm_bytes);

@@ -51,6 +51,7 @@ static void server_pipe_closed(fprep__server *srv, uint32_t pipe)
 	if (srv->finished)
 		return;
 	fprep__doorbells_drop_pipe(&srv->doorbells, pipe);
+	fprep__streams_drop_pipe(srv, pipe);
 	n = fprep__regions_remove_pipe(&srv->regions, pipe);
 	if (n > 0)
 		fprep__log(FPREP_LOG_INFO,

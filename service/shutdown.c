@@ -280,6 +280,7 @@ void fprep__shutdown_close_handles(fprep__server *srv)
 	fprep__evq_drain(&srv->evq);
 	fprep__evq_fini(&srv->evq);
 	fprep__regions_fini(&srv->regions);
+	fprep__streams_fini(srv);
 	uv_close((uv_handle_t *)&srv->sigint, NULL);
 	uv_close((uv_handle_t *)&srv->sigterm, NULL);
 	uv_close((uv_handle_t *)&srv->sighup, NULL);

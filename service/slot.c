@@ -585,6 +585,12 @@ void fprep__slot_take(fprep__slot *s)
 	case FPREP_KIND_DOORBELL:
 		slot_doorbell(s);
 		return;
+	case FPREP_KIND_STREAM_OPEN:
+	case FPREP_KIND_STREAM_PACKET:
+	case FPREP_KIND_STREAM_FLUSH:
+	case FPREP_KIND_STREAM_CLOSE:
+		fprep__streams_take(s, &req);
+		return;
 	default:
 		snprintf(why, sizeof(why), "kind: %u is not supported",
 		         req.kind);
@@ -667,7 +673,10 @@ void fprep__slot_event(fprep__slot *s)
 	FPREP__LOOP_ONLY(s->srv);
 	if (s->ev.kind == FPREP__EV_DONE) {
 		FPREP__ASSERT(s->state == FPREP__SLOT_WORK && !s->delivered);
-		slot_completed(s);
+		if (s->job.video != NULL)
+			fprep__streams_done(s); /* a stream's job */
+		else
+			slot_completed(s);
 		return;
 	}
 	/* The delivery ended: from the loop (SEND) or from the backend's

@@ -8,7 +8,7 @@
 # exists and DIR/packages lists the same packages.
 set -euo pipefail
 dir=$1
-packages=libuv1,libstb0,libturbojpeg0,libjpeg62-turbo,libjansson4,libinih1,libmicrohttpd12,libsystemd0,libacl1,python3,python3-numpy,ca-certificates
+packages=libuv1,libstb0,libturbojpeg0,libjpeg62-turbo,libavcodec59,libavformat59,libjansson4,libinih1,libmicrohttpd12,libsystemd0,libacl1,python3,python3-numpy,ca-certificates
 
 if [ -f "$dir/root.tar" ] && [ "$(cat "$dir/packages" 2>/dev/null)" = "$packages" ]; then
 	exit 0

@@ -433,6 +433,71 @@ FPREP_EXTERN int fprep_client_check_request(fprep_client *client,
 FPREP_EXTERN int fprep_client_request(fprep_client *client, fprep_request *req,
                                       const void *payload, fprep_result *res);
 
+/* fprep_stream: a video stream open on a client (protocol.h, "Video
+ * streams"), used by one thread at a time; closed with
+ * fprep_stream_close before its client is. */
+typedef struct fprep_stream fprep_stream;
+
+/* fprep_stream_open opens a video stream on client and waits for the
+ * daemon's answer.
+ *
+ * spec        a STREAM_OPEN request (fprep_stream_request_init: the codec,
+ *             then the tensor's fields as for a FRAME); copied.
+ * params      params_len bytes of Annex-B parameter sets (H.264 SPS and
+ *             PPS; HEVC VPS, SPS and PPS), or NULL and 0 when they come in
+ *             the packets; copied into the request.
+ * sp          receives the stream (on success only).
+ *
+ * Returns 0; a transport error (FPREP_ETIMEDOUT, FPREP_ETRANSPORT...); or
+ * the daemon's refusal (FPREP_ELIMIT naming max_streams_per_conn,
+ * max_streams_per_uid, max_packet_bytes or the coded size;
+ * FPREP_EUNSUPPORTED from a backend with no decoder; FPREP_EINVAL, for
+ * parameter sets the decoder refuses with "broken bitstream: ..."), with
+ * its sentence in
+ * fprep_client_last_error. Any thread. */
+FPREP_EXTERN int fprep_stream_open(fprep_client *client,
+                                   const fprep_request *spec,
+                                   const void *params, size_t params_len,
+                                   fprep_stream **sp);
+
+/* fprep_stream_send sends one packet (size bytes, an Annex-B access unit:
+ * one picture's NAL units, parameter sets included where the stream has
+ * them) with its pts, and waits for the reply: res receives the frames
+ * the decoder let out after it, in display order (0, 1 or more;
+ * fprep_stream_recv reads them). Returns 0 when a reply came, and then
+ * res->header.status is the daemon's: FPREP_OK (a packet dropped while the
+ * stream waits for an IDR/IRAP picture has FPREP_REPLY_F_STREAM_SKIPPED in
+ * res->header.flags), FPREP_EINVAL "broken bitstream: ..." (a broken
+ * packet: the stream waits
+ * for the next IDR/IRAP picture), FPREP_ELIMIT (naming the limit);
+ * otherwise a transport error, or FPREP_EINVAL for size 0 or over
+ * max_packet_bytes. Release res with fprep_result_fini. */
+FPREP_EXTERN int fprep_stream_send(fprep_stream *st, const void *packet,
+                                   size_t size, int64_t pts, fprep_result *res);
+
+/* fprep_stream_flush asks the decoder for every frame it still holds
+ * (the end of a file, or before a jump) and waits: res as for
+ * fprep_stream_send. The stream then takes packets again from an
+ * IDR/IRAP picture. */
+FPREP_EXTERN int fprep_stream_flush(fprep_stream *st, fprep_result *res);
+
+/* fprep_stream_recv reads frame k (0 <= k < res->header.shape[0]) of a
+ * stream reply res that succeeded: *frame its record (pts, decoded size,
+ * transform) and *tensor (if not NULL) its tensor, inside res's payload
+ * (res->header.tensor_size / shape[0] bytes, shape[1..3] of the header).
+ * Returns 0, or FPREP_EINVAL for another reply or k out of range. */
+FPREP_EXTERN int fprep_stream_recv(const fprep_result *res, uint32_t k,
+                                   fprep_stream_frame *frame,
+                                   const void **tensor);
+
+/* fprep_stream_close ends the stream on the daemon (frames it still held
+ * are dropped: flush first to have them) and frees st, whatever the
+ * answer. Returns 0, the daemon's status, or a transport error. */
+FPREP_EXTERN int fprep_stream_close(fprep_stream *st);
+
+/* fprep_stream_id returns the stream's id on the daemon. */
+FPREP_EXTERN uint32_t fprep_stream_id(const fprep_stream *st);
+
 /* fprep_client_elements sends one ROIS or BATCH request (protocol.h,
  * "ROIS and BATCH requests": N crops of one frame, or N frames of one
  * size, into one tensor) and waits for its reply, like

@@ -338,6 +338,95 @@
  * the box's (x, y), 0 for a batch frame. An AFFINE's record is zero: its
  * mapping is its matrix.
  *
+ * Video streams (STREAM_OPEN, STREAM_PACKET, STREAM_FLUSH, STREAM_CLOSE):
+ * a connection opens a stream of H.264 or HEVC, sends its coded packets,
+ * and gets back one tensor per decoded frame, in display order, each with
+ * its pts. A stream belongs to the connection that opened it: it is
+ * closed when the connection closes, on STREAM_CLOSE, or when the daemon
+ * stops. Requests of one stream are served in the order they arrive;
+ * requests of different streams run at once. Every request gets exactly
+ * one reply.
+ *   STREAM_OPEN  a FRAME header that describes the tensors, every field as
+ *           for FRAME, but:
+ *              16 u16 src_format   the codec: FPREP_PIX_H264 (10) or
+ *                                  FPREP_PIX_HEVC (11)
+ *              18 u8  yuv_matrix   of the decoded frames, as for NV12
+ *              19 u8  yuv_range    (0, 0: BT.601 limited, as OpenCV)
+ *              20 u32 src_width    0 (the size comes from the bitstream)
+ *              24 u32 src_height   0
+ *             112 u64 input_size   bytes of the optional parameter sets
+ *                                  (Annex-B: H.264 SPS and PPS, HEVC VPS,
+ *                                  SPS and PPS), the inline payload; 0:
+ *                                  none (they come in the packets)
+ *           input_loc and output_loc INLINE (0), no SHM_REPLY,
+ *           channel_order RGB or BGR; src_stride, uv_stride, in_region,
+ *           out_region, in_offset, out_offset, out_capacity, u_offset and
+ *           v_offset are ignored (written as zero). Refused with
+ *           FPREP_ELIMIT past max_streams_per_conn streams of the
+ *           connection or max_streams_per_uid of its peer's uid (INFO),
+ *           with input_size past max_packet_bytes, and when the parameter
+ *           sets give a coded size past max_width x max_height; by a
+ *           backend with no decoder for the codec with
+ *           FPREP_EUNSUPPORTED. The reply carries the stream's id in
+ *           region_id (never 0; ids are not reused by a daemon).
+ *   STREAM_PACKET, STREAM_FLUSH, STREAM_CLOSE  header fields after
+ *           request_id:
+ *              16 u32 stream_id    the id STREAM_OPEN gave
+ *              20 u32 reserved
+ *              24 i64 pts          PACKET: the packet's presentation time,
+ *                                  in the producer's units, handed back
+ *                                  with the frame it decodes to; else 0
+ *              32 u64 packet_size  PACKET: bytes of the packet, the
+ *                                  inline payload, 1..max_packet_bytes;
+ *                                  FLUSH, CLOSE: 0
+ *              40 u8  reserved[88]
+ *           PACKET: one Annex-B access unit (start codes and NAL units:
+ *           its parameter sets, if any, and the slices of one picture).
+ *           Its reply carries the frames the decoder let out after it:
+ *           none (the decoder holds it to reorder B-frames), one, or
+ *           several. A stream decodes from its first IDR (H.264) or IRAP
+ *           (HEVC) picture: packets before it are dropped (answered
+ *           FPREP_OK with no tensor and FPREP_REPLY_F_STREAM_SKIPPED). FLUSH: the decoder lets out every frame it holds;
+ *           the stream then takes packets again, starting at an IDR
+ *           (H.264) or IRAP (HEVC) picture. CLOSE: ends the stream;
+ *           frames it still held are dropped; the reply has no tensor.
+ *           A stream holds at most max_stream_frames decoded frames (the
+ *           decoder's reorder queue and one reply's tensors together):
+ *           a packet or flush whose reply would carry more is answered
+ *           FPREP_ELIMIT naming the limit, and the stream waits for the
+ *           next IDR as after a broken packet.
+ *           A stream_id that names no stream of this connection:
+ *           FPREP_EINVAL.
+ *
+ *   Coded size: the decoder reads each sequence parameter set (in the
+ *   STREAM_OPEN payload or in a packet) before it allocates anything for
+ *   it; a coded width past max_width, a height past max_height, or NV12
+ *   bytes past max_frame_bytes is refused with FPREP_ELIMIT naming the
+ *   limit (the packet is not decoded; the stream waits for the next IDR).
+ *
+ *   Broken bitstreams: a packet the decoder cannot decode (corrupt or
+ *   truncated slices, missing parameter sets, a picture with errors) is
+ *   answered FPREP_EINVAL with a message that starts "broken bitstream: "
+ *   and gives the codec, the packet's pts and the decoder's words;
+ *   the stream then drops packets (answered FPREP_OK with no tensor and
+ *   FPREP_REPLY_F_STREAM_SKIPPED in flags) until the next IDR (H.264) or
+ *   IRAP (HEVC) picture, from which it decodes again. No other stream and
+ *   no other request is affected.
+ *
+ *   Reply to PACKET and FLUSH (status FPREP_OK): the header as for a
+ *   BATCH, shape (N, C, H, W) or (N, H, W, C) with N >= 0 the frames
+ *   the reply carries (N = 0: shape[0] 0 and tensor_size 0), tensor_size
+ *   the whole tensor's bytes, scale/pad of the first frame (0 when N =
+ *   0); the payload is the tensor followed by N frame records of
+ *   FPREP_STREAM_FRAME_SIZE (32) bytes, in display order:
+ *      0 i64 pts     the pts of the packet the frame came from
+ *      8 u32 width   the decoded frame's size in pixels (cropped, as
+ *     12 u32 height  the decoder displays it)
+ *     16 f32 scale_x, 20 f32 scale_y, 24 f32 pad_x, 28 f32 pad_y
+ *                    the frame's transform, as a FRAME reply's
+ *   Each decoded frame (8-bit 4:2:0) is preprocessed as an I420 FRAME of
+ *   its size would be, with the stream's yuv_matrix and yuv_range.
+ *
  * Every request, whatever its kind, carries the whole 128-byte header.
  *
  * Reply header (FPREP_REPLY_HEADER_SIZE = 256 bytes)
@@ -377,7 +466,8 @@
  *                           backend: 0)
  *    80  u64 payload_size   bytes after this header
  *    88  u64 tensor_size    bytes of the tensor (inline or written to shm)
- *    96  u32 region_id      REGISTER: the new region's id
+ *    96  u32 region_id      REGISTER: the new region's id;
+ *                           STREAM_OPEN: the new stream's id
  *   100  u32 flags          FPREP_REPLY_F_* bits
  *   104  char message[144]  NUL-terminated human-readable text; on error it
  *                           names the field, the value and the limit; on
@@ -475,11 +565,16 @@ enum fprep_kind {
 	 * (see "ROIS and BATCH requests"). */
 	FPREP_KIND_ROIS = 8,
 	FPREP_KIND_BATCH = 9,
+	/* STREAM_*: video streams (see "Video streams"). */
+	FPREP_KIND_STREAM_OPEN = 10,
+	FPREP_KIND_STREAM_PACKET = 11,
+	FPREP_KIND_STREAM_FLUSH = 12,
+	FPREP_KIND_STREAM_CLOSE = 13,
 };
 
 /* FPREP_KIND_LIMIT: one more than the largest request kind; a table
  * indexed by kind has FPREP_KIND_LIMIT entries. */
-#define FPREP_KIND_LIMIT 10
+#define FPREP_KIND_LIMIT 14
 
 /* fprep_kind_name returns kind's name in lower case ("frame",
  * "register_cuda"), or NULL when kind is not a request kind (0 included).
@@ -520,6 +615,9 @@ enum fprep_pixel_format {
 	FPREP_PIX_I420 = 7,
 	FPREP_PIX_YUYV = 8,
 	FPREP_PIX_JPEG = 9, /* a JPEG file's bytes (see "JPEG sources") */
+	/* STREAM_OPEN only: the stream's codec (see "Video streams"). */
+	FPREP_PIX_H264 = 10, /* H.264 / AVC, Annex-B */
+	FPREP_PIX_HEVC = 11, /* H.265 / HEVC, Annex-B */
 };
 
 /* fprep_yuv_matrix: the colour matrix of a YUV source. 0 on the wire means
@@ -616,6 +714,12 @@ enum fprep_location {
 
 /* Reply flags. INPUT_RELEASED: the shm or CUDA input may be rewritten. */
 #define FPREP_REPLY_F_INPUT_RELEASED 0x1u
+/* Reply flag STREAM_SKIPPED: a STREAM_PACKET was dropped, not decoded: its
+ * stream waits for an IDR (H.264) or IRAP (HEVC) picture after an error. */
+#define FPREP_REPLY_F_STREAM_SKIPPED 0x2u
+
+/* Bytes of one frame record of a stream reply (see "Video streams"). */
+#define FPREP_STREAM_FRAME_SIZE 32
 
 /* fprep_limits: the bounds a daemon enforces on requests. Every size from
  * the wire is checked against these before anything is allocated. */
@@ -636,6 +740,16 @@ typedef struct fprep_limits {
 	 * FPREP_ELIMIT. 0 (a daemon that does not tell): not known. */
 	uint32_t max_jpeg_scans;       /* JPEG: scans of one file */
 	uint64_t max_jpeg_scan_pixels; /* JPEG: scans x pixels of one file */
+	/* Video streams (see "Video streams"): the bytes of one packet (and
+	 * of STREAM_OPEN's parameter sets), the streams one connection and
+	 * one peer uid may hold open, and the decoded frames one stream
+	 * holds. The coded size is bounded by max_width, max_height and
+	 * max_frame_bytes (NV12 bytes). 0 (a daemon that does not tell):
+	 * no streams. */
+	uint64_t max_packet_bytes;     /* STREAM_PACKET: bytes of a packet */
+	uint32_t max_streams_per_conn; /* open streams of one connection */
+	uint32_t max_streams_per_uid;  /* open streams of one peer uid */
+	uint32_t max_stream_frames;    /* decoded frames a stream holds */
 } fprep_limits;
 
 /* fprep_request: a decoded request header, in host byte order. Field
@@ -741,6 +855,29 @@ typedef struct fprep_register_request {
 	uint8_t cuda_uuid[FPREP_CUDA_UUID_SIZE];     /* the device's UUID */
 } fprep_register_request;
 
+/* fprep_stream_request: a decoded STREAM_PACKET, STREAM_FLUSH or
+ * STREAM_CLOSE request (see "Video streams"), in host byte order. */
+typedef struct fprep_stream_request {
+	uint16_t version;     /* FPREP_PROTOCOL_VERSION */
+	uint16_t kind;        /* FPREP_KIND_STREAM_PACKET, _FLUSH or _CLOSE */
+	uint64_t request_id;  /* chosen by the client, echoed in the reply */
+	uint32_t stream_id;   /* the id STREAM_OPEN gave */
+	int64_t pts;          /* PACKET: presentation time, producer's units */
+	uint64_t packet_size; /* PACKET: bytes of payload; else 0 */
+} fprep_stream_request;
+
+/* fprep_stream_frame: one frame record of a stream reply, in host byte
+ * order: the pts of the frame, its decoded size and its transform. */
+typedef struct fprep_stream_frame {
+	int64_t pts;     /* the pts of the packet the frame came from */
+	uint32_t width;  /* the decoded frame's width, pixels */
+	uint32_t height; /* the decoded frame's height, pixels */
+	float scale_x;   /* source pixels -> tensor pixels, x */
+	float scale_y;   /* source pixels -> tensor pixels, y */
+	float pad_x;     /* tensor pixels of padding on the left */
+	float pad_y;     /* tensor pixels of padding on the top */
+} fprep_stream_frame;
+
 /* fprep_reply_header: a decoded reply header, in host byte order. */
 typedef struct fprep_reply_header {
 	uint16_t version;      /* FPREP_PROTOCOL_VERSION */
@@ -764,7 +901,7 @@ typedef struct fprep_reply_header {
 	uint32_t t_total_us;   /* receipt to reply, microseconds */
 	uint64_t payload_size; /* bytes after the header */
 	uint64_t tensor_size;  /* bytes of the tensor, wherever written */
-	uint32_t region_id;    /* REGISTER: the new region's id */
+	uint32_t region_id;    /* REGISTER, STREAM_OPEN: the new id */
 	uint32_t flags;        /* FPREP_REPLY_F_* bits */
 	char message[FPREP_MESSAGE_SIZE]; /* always NUL-terminated */
 	uint16_t decoded_width;  /* JPEG source: decoded width, else 0 */
@@ -828,7 +965,12 @@ fprep_register_request_encode(const fprep_register_request *req, void *buf);
  * common part. REGISTER, UNREGISTER, REGISTER_CUDA and DOORBELL: the checks
  * of
  * fprep_register_request_decode, which gives their fields; the other
- * fields of *req are left zero.
+ * fields of *req are left zero. STREAM_OPEN: src_format a codec (H264,
+ * HEVC), src_width and src_height 0, the tensor's fields as for FRAME
+ * (channel_order RGB or BGR), inline input and output without SHM_REPLY,
+ * input_size (the parameter sets) <= lim->max_packet_bytes and == the
+ * payload's length. STREAM_PACKET, STREAM_FLUSH and STREAM_CLOSE: the
+ * checks of fprep_stream_request_decode, which gives their fields.
  *
  * On failure returns the error (FPREP_EPROTO, FPREP_EVERSION, FPREP_EINVAL,
  * FPREP_ELIMIT) and, if msg is not NULL, writes a NUL-terminated sentence of
@@ -894,6 +1036,43 @@ FPREP_EXTERN void fprep_element_xf_encode(const fprep_element_xf *xf,
 FPREP_EXTERN void fprep_element_xf_decode(const void *buf,
                                           fprep_element_xf *xf);
 
+/* fprep_stream_request_init fills *req with a STREAM_OPEN request for
+ * codec (FPREP_PIX_H264 or FPREP_PIX_HEVC) with fprep_request_init's
+ * defaults for the tensor (LETTERBOX to 640x640, RGB, F32, NCHW, pad 114,
+ * scale 1/255) and no parameter sets (input_size 0). */
+FPREP_EXTERN void fprep_stream_request_init(fprep_request *req, uint16_t codec);
+
+/* fprep_stream_request_encode writes the 128-byte wire header of a
+ * STREAM_PACKET, STREAM_FLUSH or STREAM_CLOSE request *req into buf
+ * (which must hold FPREP_REQUEST_HEADER_SIZE bytes). It does not
+ * validate. A STREAM_OPEN is a FRAME-like header:
+ * fprep_request_encode writes it. */
+FPREP_EXTERN void fprep_stream_request_encode(const fprep_stream_request *req,
+                                              void *buf);
+
+/* fprep_stream_request_decode parses and validates a whole STREAM_PACKET,
+ * STREAM_FLUSH or STREAM_CLOSE message of len bytes: magic, length >=
+ * header, version, kind (another kind: FPREP_EINVAL), stream_id != 0,
+ * packet_size == the payload's length, for PACKET 1..lim->max_packet_bytes
+ * (FPREP_ELIMIT past it), for FLUSH and CLOSE 0 and pts 0. Returns and
+ * explains errors like fprep_request_decode, storing what could be read of
+ * version, kind and request_id. The packet, if any, starts at
+ * FPREP_REQUEST_HEADER_SIZE. Never reads outside buf[0..len).
+ * Thread-safe. */
+FPREP_EXTERN int fprep_stream_request_decode(const void *buf, size_t len,
+                                             const fprep_limits *lim,
+                                             fprep_stream_request *req,
+                                             char *msg, size_t msg_size);
+
+/* fprep_stream_frame_encode writes *f as its FPREP_STREAM_FRAME_SIZE-byte
+ * reply record at buf. Thread-safe. */
+FPREP_EXTERN void fprep_stream_frame_encode(const fprep_stream_frame *f,
+                                            void *buf);
+/* fprep_stream_frame_decode reads one FPREP_STREAM_FRAME_SIZE-byte reply
+ * record at buf into *f. Thread-safe. */
+FPREP_EXTERN void fprep_stream_frame_decode(const void *buf,
+                                            fprep_stream_frame *f);
+
 /* fprep_request_payload_offset returns where a decoded request's inline
  * payload starts in its message: FPREP_REQUEST_HEADER_SIZE, plus the
  * element table of a ROIS or BATCH request. */
@@ -907,7 +1086,9 @@ FPREP_EXTERN void fprep_reply_encode(const fprep_reply_header *rep, void *buf);
  * a FRAME, ECHO, ROIS or BATCH reply with status FPREP_OK: ndim 4, known
  * dtype and layout, shape product * element size == tensor_size, and
  * payload_size == tensor_size for inline output (ROIS, BATCH: plus
- * shape[0] transform records, the whole payload for region output).
+ * shape[0] transform records, the whole payload for region output;
+ * STREAM_PACKET, STREAM_FLUSH: shape[0] may be 0, and the payload is the
+ * tensor plus shape[0] frame records).
  * Returns FPREP_OK or FPREP_EPROTO /
  * FPREP_EVERSION; on failure kind and request_id are still filled as far
  * as they could be read (nothing when the magic is wrong). The payload, if

@@ -34,6 +34,7 @@
 #include "frameprep/frameprep.h"
 #include "memreg.h"
 #include "queue.h"
+#include "video.h"
 
 /* FPREP__UID_UNKNOWN: a job's uid when its peer's is not known (a tcp://
  * connection): all such requesters count as one user. */
@@ -101,6 +102,16 @@ struct fprep__job {
 	/* The daemon's limits, for what only the backend learns: a JPEG
 	 * source's size (jpeg.h). A JPEG job without them is refused. */
 	const fprep_limits *limits;
+	/* Video stream jobs (video.h); video NULL: a frame's job. The
+	 * stream's session, the stream request (kind STREAM_OPEN: req is
+	 * the stream's spec; STREAM_PACKET: input holds the packet,
+	 * stream.packet_size bytes), and the daemon's allocator of the
+	 * reply's payload: reserve(job, bytes) returns room for bytes (the
+	 * tensors, then the frame records), or NULL when out of memory;
+	 * called at most once a job, by the backend's thread that runs it. */
+	fprep__video *video;
+	fprep_stream_request stream;
+	uint8_t *(*reserve)(fprep__job *job, uint64_t bytes);
 	fprep__job_cb done;
 	void *data; /* the loop's request */
 
@@ -119,6 +130,11 @@ struct fprep__job {
 	uint16_t decoded_width;
 	uint16_t decoded_height;
 	uint32_t t_decode_us;
+	/* A stream job: the frames its reply carries (shape[0], and
+	 * output_size all their tensors' bytes, xf the first frame's) and
+	 * FPREP_REPLY_F_* flags for its reply. */
+	uint32_t frames;
+	uint32_t reply_flags;
 	unsigned lane; /* index of the lane that ran it; 0 with one lane */
 	/* With trace set, a GPU backend writes when each device stage began
 	 * and ended (enum fprep__stage), converted to CLOCK_MONOTONIC
@@ -169,6 +185,16 @@ struct fprep__backend {
 	 * called from any thread while the backend is open, never blocking
 	 * on its work. NULL when the backend has nothing to tell (CPU). */
 	void (*stats)(fprep__backend *b, fprep__backend_stats *st);
+
+	/* video_open makes a decoder session (video.h) for the stream whose
+	 * validated STREAM_OPEN request is spec, with params_len bytes of
+	 * parameter sets at params; the stream's jobs then carry it. Loop
+	 * thread; never blocks (the decoder opens in the first job).
+	 * Returns 0 or FPREP_ENOMEM. NULL: the backend decodes no video,
+	 * and the daemon refuses streams with FPREP_EUNSUPPORTED. */
+	int (*video_open)(fprep__backend *b, const fprep_request *spec,
+	                  const uint8_t *params, size_t params_len,
+	                  fprep__video **vp);
 };
 
 /* fprep__job_plan decides, once, what job->req implies: the tensor's

@@ -233,6 +233,10 @@ static uint32_t cpu_run(struct cpu_backend *cb, fprep__jpeg *jpeg,
 	job->fatal = 0;
 	job->message[0] = '\0';
 	job->t_start_ns = fprep__now_ns();
+	if (job->video != NULL && !fail) {
+		fprep__video_run(job); /* a stream's job: video.h */
+		return;
+	}
 	if (fail) {
 		rc = FPREP_ESHUTDOWN;
 		snprintf(job->message, sizeof(job->message),
@@ -412,6 +416,15 @@ static int cpu_submit(fprep__backend *b, fprep__job *job)
 	return FPREP_OK;
 }
 
+/* cpu_video_open: streams decode with libavcodec (video_avcodec.c). */
+static int cpu_video_open(fprep__backend *b, const fprep_request *spec,
+                          const uint8_t *params, size_t params_len,
+                          fprep__video **vp)
+{
+	(void)b;
+	return fprep__video_avcodec_open(spec, params, params_len, vp);
+}
+
 static int cpu_region_op(fprep__backend *b, fprep__memreg *r)
 {
 	struct cpu_backend *cb = (struct cpu_backend *)b;
@@ -432,15 +445,26 @@ static int cpu_region_op(fprep__backend *b, fprep__memreg *r)
 static void cpu_info(fprep__backend *b, char *buf, size_t size)
 {
 	struct cpu_backend *cb = (struct cpu_backend *)b;
+	char video[256];
 	size_t len;
 
 	if (size == 0)
 		return;
 	len = strnlen(buf, size - 1);
-	snprintf(buf + len, size - len,
-	         "workers: %u\n"
-	         "jpeg_decoder: libjpeg-turbo (on the workers)\n",
-	         cb->nthreads);
+	/* libavcodec was loaded (or found missing) when the backend opened:
+	 * this only reads the outcome. */
+	if (fprep__video_avcodec_load(video, sizeof(video)) == FPREP_OK)
+		snprintf(buf + len, size - len,
+		         "workers: %u\n"
+		         "jpeg_decoder: libjpeg-turbo (on the workers)\n"
+		         "video_decoder: %s (on the workers)\n",
+		         cb->nthreads, video);
+	else
+		snprintf(buf + len, size - len,
+		         "workers: %u\n"
+		         "jpeg_decoder: libjpeg-turbo (on the workers)\n"
+		         "video_decoder: none (%s)\n",
+		         cb->nthreads, video);
 	pthread_mutex_lock(&cb->lock);
 	fprep__jpeg_turns_text(&cb->turns, buf, size);
 	pthread_mutex_unlock(&cb->lock);
@@ -531,6 +555,10 @@ int fprep__backend_cpu_open(fprep__backend **bp, unsigned nthreads)
 	cb->base.info = cpu_info;
 	cb->base.close = cpu_close;
 	cb->base.region_op = cpu_region_op;
+	cb->base.video_open = cpu_video_open;
+	/* libavcodec is loaded here, before the daemon listens, not by the
+	 * first INFO or stream on the loop's thread (about 50 ms). */
+	(void)fprep__video_avcodec_load(NULL, 0);
 	pthread_mutex_init(&cb->lock, NULL);
 	pthread_cond_init(&cb->work, NULL);
 	pthread_cond_init(&cb->band_done, NULL);

@@ -8,6 +8,7 @@
 #ifndef FPREP_CLIENT_INTERNAL_H
 #define FPREP_CLIENT_INTERNAL_H
 
+#include <nng/nng.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -183,6 +183,25 @@ static void proto_put_text(uint8_t *p, const char *text, size_t size)
 	X(20, u32, doorbell_entries)                                           \
 	X(24, u64, doorbell_offset)
 
+/* The rest of a STREAM_PACKET, STREAM_FLUSH or STREAM_CLOSE request
+ * header (fprep_stream_request). */
+#define PROTO_STREAM(X, R)                                                     \
+	X(16, u32, stream_id)                                                  \
+	R(20, 4)                                                               \
+	X(24, i64, pts)                                                        \
+	X(32, u64, packet_size)                                                \
+	R(40, 88)
+
+/* A frame record of a stream reply (fprep_stream_frame), from its start. */
+#define PROTO_STREAM_FRAME(X, R)                                               \
+	X(0, i64, pts)                                                         \
+	X(8, u32, width)                                                       \
+	X(12, u32, height)                                                     \
+	X(16, f32, scale_x)                                                    \
+	X(20, f32, scale_y)                                                    \
+	X(24, f32, pad_x)                                                      \
+	X(28, f32, pad_y)
+
 /* The rest of a reply header (fprep_reply_header). */
 #define PROTO_REPLY(X, R)                                                      \
 	X(16, u32, status)                                                     \
@@ -231,6 +250,7 @@ struct proto_head {
 #define PROTO_SIZE_u16     2
 #define PROTO_SIZE_u32     4
 #define PROTO_SIZE_u64     8
+#define PROTO_SIZE_i64     8
 #define PROTO_SIZE_f32     4
 #define PROTO_SIZE_f32x3   12
 #define PROTO_SIZE_u32x4   16
@@ -243,6 +263,7 @@ struct proto_head {
 #define PROTO_PUT_u16(p, v)     proto_put16(p, v)
 #define PROTO_PUT_u32(p, v)     proto_put32(p, v)
 #define PROTO_PUT_u64(p, v)     proto_put64(p, v)
+#define PROTO_PUT_i64(p, v)     proto_put64(p, (uint64_t)(v))
 #define PROTO_PUT_f32(p, v)     proto_putf(p, v)
 #define PROTO_PUT_f32x3(p, v)   proto_putf_array(p, v, 3)
 #define PROTO_PUT_u32x4(p, v)   proto_put32_array(p, v, 4)
@@ -255,6 +276,7 @@ struct proto_head {
 #define PROTO_GET_u16(p, v)     ((v) = proto_get16(p))
 #define PROTO_GET_u32(p, v)     ((v) = proto_get32(p))
 #define PROTO_GET_u64(p, v)     ((v) = proto_get64(p))
+#define PROTO_GET_i64(p, v)     ((v) = (int64_t)proto_get64(p))
 #define PROTO_GET_f32(p, v)     ((v) = proto_getf(p))
 #define PROTO_GET_f32x3(p, v)   proto_getf_array(p, v, 3)
 #define PROTO_GET_u32x4(p, v)   proto_get32_array(p, v, 4)
@@ -297,6 +319,11 @@ struct proto_head {
 #define PROTO_CHECK_DOORBELL(off, type, field)                                 \
 	PROTO_CHECK(proto_doorbell_layout, fprep_register_request, off, type,  \
 	            field)
+#define PROTO_CHECK_STREAM(off, type, field)                                   \
+	PROTO_CHECK(proto_stream_layout, fprep_stream_request, off, type, field)
+#define PROTO_CHECK_STREAM_FRAME(off, type, field)                             \
+	PROTO_CHECK(proto_stream_frame_layout, fprep_stream_frame, off, type,  \
+	            field)
 #define PROTO_CHECK_REPLY(off, type, field)                                    \
 	PROTO_CHECK(proto_reply_layout, fprep_reply_header, off, type, field)
 
@@ -325,6 +352,14 @@ struct proto_doorbell_layout {
 	PROTO_HEAD(PROTO_LAYOUT, PROTO_LAYOUT_R)
 	PROTO_DOORBELL(PROTO_LAYOUT, PROTO_LAYOUT_R)
 };
+struct proto_stream_layout {
+	uint8_t magic[4];
+	PROTO_HEAD(PROTO_LAYOUT, PROTO_LAYOUT_R)
+	PROTO_STREAM(PROTO_LAYOUT, PROTO_LAYOUT_R)
+};
+struct proto_stream_frame_layout {
+	PROTO_STREAM_FRAME(PROTO_LAYOUT, PROTO_LAYOUT_R)
+};
 struct proto_reply_layout {
 	uint8_t magic[4];
 	PROTO_HEAD(PROTO_LAYOUT, PROTO_LAYOUT_R)
@@ -339,6 +374,14 @@ PROTO_REGISTER(PROTO_CHECK_REGISTER, PROTO_SKIP)
 PROTO_UNREGISTER(PROTO_CHECK_UNREGISTER, PROTO_SKIP)
 PROTO_REGISTER_CUDA(PROTO_CHECK_REGISTER_CUDA, PROTO_SKIP)
 PROTO_DOORBELL(PROTO_CHECK_DOORBELL, PROTO_SKIP)
+PROTO_HEAD(PROTO_CHECK_STREAM, PROTO_SKIP)
+PROTO_STREAM(PROTO_CHECK_STREAM, PROTO_SKIP)
+PROTO_STREAM_FRAME(PROTO_CHECK_STREAM_FRAME, PROTO_SKIP)
+_Static_assert(sizeof(struct proto_stream_layout) == FPREP_REQUEST_HEADER_SIZE,
+               "the STREAM table does not end at the request header size");
+_Static_assert(sizeof(struct proto_stream_frame_layout) ==
+                       FPREP_STREAM_FRAME_SIZE,
+               "the stream frame record does not end at its size");
 _Static_assert(sizeof(struct proto_register_cuda_layout) ==
                        FPREP_REQUEST_HEADER_SIZE,
                "the REGISTER_CUDA table does not end at the header size");
@@ -437,13 +480,55 @@ void fprep_request_encode(const fprep_request *req, void *buf)
 	proto_put32(p, FPREP_REQUEST_MAGIC);
 	PROTO_HEAD(PROTO_ENCODE, PROTO_SKIP)
 	if (req->kind == FPREP_KIND_FRAME || req->kind == FPREP_KIND_ECHO ||
-	    req->kind == FPREP_KIND_ROIS || req->kind == FPREP_KIND_BATCH) {
+	    req->kind == FPREP_KIND_ROIS || req->kind == FPREP_KIND_BATCH ||
+	    req->kind == FPREP_KIND_STREAM_OPEN) {
 		PROTO_FRAME(PROTO_ENCODE, PROTO_SKIP)
 		if (req->shm_reply)
 			p[77] |= FPREP_LOC_F_SHM_REPLY;
 		p[40] |=
 		        (uint8_t)(req->rounding << FPREP_RESIZE_ROUNDING_SHIFT);
 	}
+}
+
+void fprep_stream_request_init(fprep_request *req, uint16_t codec)
+{
+	fprep_request_init(req, FPREP_PIX_I420, 2, 2);
+	req->kind = FPREP_KIND_STREAM_OPEN;
+	req->src_format = codec;
+	req->src_width = 0;
+	req->src_height = 0;
+	req->src_stride = 0;
+	req->uv_stride = 0;
+	req->u_offset = 0;
+	req->v_offset = 0;
+	req->input_size = 0;
+}
+
+void fprep_stream_request_encode(const fprep_stream_request *req, void *buf)
+{
+	uint8_t *p = buf;
+	const fprep_stream_request *obj = req;
+
+	memset(p, 0, FPREP_REQUEST_HEADER_SIZE);
+	proto_put32(p, FPREP_REQUEST_MAGIC);
+	PROTO_HEAD(PROTO_ENCODE, PROTO_SKIP)
+	PROTO_STREAM(PROTO_ENCODE, PROTO_SKIP)
+}
+
+void fprep_stream_frame_encode(const fprep_stream_frame *f, void *buf)
+{
+	uint8_t *p = buf;
+	const fprep_stream_frame *obj = f;
+
+	PROTO_STREAM_FRAME(PROTO_ENCODE, PROTO_SKIP)
+}
+
+void fprep_stream_frame_decode(const void *buf, fprep_stream_frame *f)
+{
+	const uint8_t *p = buf;
+	fprep_stream_frame *obj = f;
+
+	PROTO_STREAM_FRAME(PROTO_DECODE, PROTO_SKIP)
 }
 
 void fprep_register_request_encode(const fprep_register_request *req, void *buf)
@@ -1165,8 +1250,12 @@ static const char *const proto_kind_names[FPREP_KIND_LIMIT] = {
         [FPREP_KIND_DOORBELL] = "doorbell",
         [FPREP_KIND_ROIS] = "rois",
         [FPREP_KIND_BATCH] = "batch",
+        [FPREP_KIND_STREAM_OPEN] = "stream_open",
+        [FPREP_KIND_STREAM_PACKET] = "stream_packet",
+        [FPREP_KIND_STREAM_FLUSH] = "stream_flush",
+        [FPREP_KIND_STREAM_CLOSE] = "stream_close",
 };
-_Static_assert(FPREP_KIND_BATCH == FPREP_KIND_LIMIT - 1,
+_Static_assert(FPREP_KIND_STREAM_CLOSE == FPREP_KIND_LIMIT - 1,
                "FPREP_KIND_LIMIT is one more than the largest kind");
 
 const char *fprep_kind_name(unsigned kind)
@@ -1251,12 +1340,117 @@ int fprep_register_request_decode(const void *buf, size_t len,
 	                   req->kind);
 }
 
+int fprep_stream_request_decode(const void *buf, size_t len,
+                                const fprep_limits *lim,
+                                fprep_stream_request *req, char *msg,
+                                size_t msg_size)
+{
+	const uint8_t *p = buf;
+	fprep_stream_request *obj = req;
+	uint64_t payload;
+	int err;
+
+	memset(req, 0, sizeof(*req));
+	err = proto_read_head(p, len, &req->version, &req->kind,
+	                      &req->request_id, msg, msg_size);
+	if (err != FPREP_OK)
+		return err;
+	if (req->kind != FPREP_KIND_STREAM_PACKET &&
+	    req->kind != FPREP_KIND_STREAM_FLUSH &&
+	    req->kind != FPREP_KIND_STREAM_CLOSE)
+		return proto_fail(msg, msg_size, FPREP_EINVAL,
+		                  "kind %u is not STREAM_PACKET (11), "
+		                  "STREAM_FLUSH (12) or STREAM_CLOSE (13)",
+		                  req->kind);
+	PROTO_STREAM(PROTO_DECODE, PROTO_SKIP)
+	payload = len - FPREP_REQUEST_HEADER_SIZE;
+	if (req->stream_id == 0)
+		return proto_fail(msg, msg_size, FPREP_EINVAL,
+		                  "stream_id is 0");
+	if (req->packet_size != payload)
+		return proto_fail(msg, msg_size, FPREP_EPROTO,
+		                  "inline payload %" PRIu64
+		                  " bytes != packet_size %" PRIu64,
+		                  payload, req->packet_size);
+	if (req->kind != FPREP_KIND_STREAM_PACKET)
+		return req->packet_size != 0 || req->pts != 0
+		               ? proto_fail(msg, msg_size, FPREP_EINVAL,
+		                            "packet_size %" PRIu64
+		                            " and pts %" PRId64
+		                            " with kind %u: must be 0",
+		                            req->packet_size, req->pts,
+		                            req->kind)
+		               : FPREP_OK;
+	if (req->packet_size == 0)
+		return proto_fail(msg, msg_size, FPREP_EINVAL,
+		                  "packet_size is 0");
+	if (req->packet_size > lim->max_packet_bytes)
+		return proto_fail(msg, msg_size, FPREP_ELIMIT,
+		                  "packet_size %" PRIu64
+		                  " exceeds max_packet_bytes %" PRIu64,
+		                  req->packet_size, lim->max_packet_bytes);
+	return FPREP_OK;
+}
+
+/* proto_check_stream_open validates a STREAM_OPEN: its own fields, then
+ * the tensor's as a FRAME of a small I420 source would have them. */
+static int proto_check_stream_open(const fprep_request *r,
+                                   const fprep_limits *lim, uint64_t payload,
+                                   char *msg, size_t n)
+{
+	fprep_limits frame_lim = *lim;
+	fprep_request frame = *r;
+
+	if (r->src_format != FPREP_PIX_H264 && r->src_format != FPREP_PIX_HEVC)
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "src_format %u is not a codec: H264 (10) or "
+		                  "HEVC (11)",
+		                  r->src_format);
+	if (r->src_width != 0 || r->src_height != 0)
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "src_width %u x src_height %u: must be 0 "
+		                  "(the bitstream gives the size)",
+		                  r->src_width, r->src_height);
+	if (r->input_loc != FPREP_LOC_INLINE ||
+	    r->output_loc != FPREP_LOC_INLINE || r->shm_reply)
+		return proto_fail(msg, n, FPREP_EINVAL,
+		                  "input_loc %u, output_loc %u%s: a stream's "
+		                  "are inline (0) without SHM_REPLY",
+		                  r->input_loc, r->output_loc,
+		                  r->shm_reply ? " with SHM_REPLY" : "");
+	if (r->channel_order == FPREP_ORDER_GRAY)
+		return proto_fail(
+		        msg, n, FPREP_EINVAL,
+		        "channel_order GRAY with a stream: RGB (1) or "
+		        "BGR (2)");
+	if (r->input_size > lim->max_packet_bytes)
+		return proto_fail(msg, n, FPREP_ELIMIT,
+		                  "input_size %" PRIu64 " (parameter sets) "
+		                  "exceeds max_packet_bytes %" PRIu64,
+		                  r->input_size, lim->max_packet_bytes);
+	if (payload != r->input_size)
+		return proto_fail(msg, n, FPREP_EPROTO,
+		                  "inline payload %" PRIu64
+		                  " bytes != input_size %" PRIu64,
+		                  payload, r->input_size);
+	frame.kind = FPREP_KIND_FRAME;
+	frame.src_format = FPREP_PIX_I420;
+	frame.src_width = 2;
+	frame.src_height = 2;
+	frame.src_stride = 2;
+	fprep__yuv_default_planes(&frame);
+	frame_lim.max_width = frame_lim.max_height = UINT32_MAX;
+	frame_lim.max_frame_bytes = UINT64_MAX;
+	return proto_check_frame(&frame, &frame_lim, PROTO_NO_MESSAGE, msg, n);
+}
+
 int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
                          fprep_request *req, char *msg, size_t msg_size)
 {
 	const uint8_t *p = buf;
 	fprep_request *obj = req;
 	fprep_register_request reg;
+	fprep_stream_request stream;
 	int err;
 
 	memset(req, 0, sizeof(*req));
@@ -1282,6 +1476,17 @@ int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
 		return proto_check_frame(
 		        req, lim, len - fprep_request_payload_offset(req), msg,
 		        msg_size);
+	case FPREP_KIND_STREAM_OPEN:
+		PROTO_FRAME(PROTO_DECODE, PROTO_SKIP)
+		proto_split_flags(req);
+		return proto_check_stream_open(req, lim,
+		                               len - FPREP_REQUEST_HEADER_SIZE,
+		                               msg, msg_size);
+	case FPREP_KIND_STREAM_PACKET:
+	case FPREP_KIND_STREAM_FLUSH:
+	case FPREP_KIND_STREAM_CLOSE:
+		return fprep_stream_request_decode(buf, len, lim, &stream, msg,
+		                                   msg_size);
 	case FPREP_KIND_INFO:
 		return FPREP_OK;
 	case FPREP_KIND_REGISTER:
@@ -1292,7 +1497,7 @@ int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
 		                                     msg_size);
 	}
 	return fprep__fail(msg, msg_size, FPREP_EINVAL,
-	                   "kind %u is not a request kind (1..9)", req->kind);
+	                   "kind %u is not a request kind (1..13)", req->kind);
 }
 
 int fprep__request_check(const fprep_request *req, char *msg, size_t msg_size)
@@ -1369,6 +1574,20 @@ static int proto_check_batch_reply(const fprep_reply_header *rep)
 	return FPREP_OK;
 }
 
+/* proto_check_stream_reply checks a successful STREAM_PACKET or
+ * STREAM_FLUSH reply's payload: the tensor (shape[0] frames, maybe none)
+ * and one frame record per frame. */
+static int proto_check_stream_reply(const fprep_reply_header *rep)
+{
+	uint64_t want = (uint64_t)rep->shape[0] * FPREP_STREAM_FRAME_SIZE;
+
+	if (rep->output_loc != FPREP_LOC_INLINE ||
+	    __builtin_add_overflow(want, rep->tensor_size, &want) ||
+	    rep->payload_size != want)
+		return FPREP_EPROTO;
+	return FPREP_OK;
+}
+
 /* proto_check_tensor checks that a successful FRAME/ECHO reply describes
  * its tensor consistently: ndim 4, a known dtype, shape product * element
  * size == tensor_size, and for inline output payload_size == tensor_size. */
@@ -1387,6 +1606,9 @@ static int proto_check_tensor(const fprep_reply_header *rep)
 		return FPREP_EPROTO;
 	if (rep->kind == FPREP_KIND_ROIS || rep->kind == FPREP_KIND_BATCH)
 		return proto_check_batch_reply(rep);
+	if (rep->kind == FPREP_KIND_STREAM_PACKET ||
+	    rep->kind == FPREP_KIND_STREAM_FLUSH)
+		return proto_check_stream_reply(rep);
 	if (rep->output_loc == FPREP_LOC_INLINE &&
 	    rep->payload_size != rep->tensor_size)
 		return FPREP_EPROTO;
@@ -1415,7 +1637,9 @@ int fprep_reply_decode(const void *buf, size_t len, fprep_reply_header *rep)
 		return FPREP_EPROTO;
 	if (rep->status == FPREP_OK &&
 	    (rep->kind == FPREP_KIND_FRAME || rep->kind == FPREP_KIND_ECHO ||
-	     rep->kind == FPREP_KIND_ROIS || rep->kind == FPREP_KIND_BATCH))
+	     rep->kind == FPREP_KIND_ROIS || rep->kind == FPREP_KIND_BATCH ||
+	     rep->kind == FPREP_KIND_STREAM_PACKET ||
+	     rep->kind == FPREP_KIND_STREAM_FLUSH))
 		return proto_check_tensor(rep);
 	return FPREP_OK;
 }

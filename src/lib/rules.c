@@ -102,5 +102,18 @@ int fprep_limits_parse(const char *text, fprep_limits *lim)
 	if (rules_info_value(text, "max_jpeg_scan_pixels", UINT64_MAX,
 	                     &lim->max_jpeg_scan_pixels) != 0)
 		lim->max_jpeg_scan_pixels = 0;
+	/* Nor the video streams' limits: 0, no streams. */
+	if (rules_info_value(text, "max_packet_bytes", UINT64_MAX,
+	                     &lim->max_packet_bytes) != 0)
+		lim->max_packet_bytes = 0;
+	if (rules_info_value(text, "max_streams_per_conn", UINT32_MAX, &w) != 0)
+		w = 0;
+	lim->max_streams_per_conn = (uint32_t)w;
+	if (rules_info_value(text, "max_streams_per_uid", UINT32_MAX, &w) != 0)
+		w = 0;
+	lim->max_streams_per_uid = (uint32_t)w;
+	if (rules_info_value(text, "max_stream_frames", UINT32_MAX, &w) != 0)
+		w = 0;
+	lim->max_stream_frames = (uint32_t)w;
 	return FPREP_OK;
 }

@@ -253,13 +253,6 @@ static int el_load(const char *path, const struct el_spec *spec,
 	return 0;
 }
 
-static const char *el_descr(uint8_t dtype)
-{
-	return dtype == FPREP_DTYPE_F32   ? "<f4"
-	       : dtype == FPREP_DTYPE_F16 ? "<f2"
-	                                  : "|u1";
-}
-
 /* el_print prints the reply and saves its tensor; returns the exit
  * status. */
 static int el_print(const fprep_result *res, const char *out)
@@ -293,8 +286,8 @@ static int el_print(const fprep_result *res, const char *out)
 	}
 	if (out == NULL)
 		return 0;
-	if (fprep_npy_write(out, el_descr(h->dtype), h->shape, 4, res->payload,
-	                    (size_t)h->tensor_size) != 0) {
+	if (fprep_npy_write(out, fprep_npy_dtype_descr(h->dtype), h->shape, 4,
+	                    res->payload, (size_t)h->tensor_size) != 0) {
 		perror(out);
 		return EL_EXIT_IO;
 	}

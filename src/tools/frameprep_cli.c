@@ -24,6 +24,7 @@
 #include <stb/stb_image.h>
 
 #include "cli_elements.h"
+#include "cli_video.h"
 #include "npy.h"
 #include "tool_options.h"
 #include "tool_yuv.h"
@@ -44,19 +45,6 @@ struct cli_spec {
 	const char *trust_owner;   /* --trust-socket-owner, or NULL */
 	int health;                /* info --health */
 };
-
-static const char *cli_npy_descr(uint8_t dtype)
-{
-	switch (dtype) {
-	case FPREP_DTYPE_F32:
-		return "<f4";
-	case FPREP_DTYPE_F16:
-		return "<f2";
-	case FPREP_DTYPE_U8:
-		return "|u1";
-	}
-	return NULL;
-}
 
 static const char *cli_kind_name(uint16_t kind)
 {
@@ -90,6 +78,9 @@ static void cli_usage(FILE *f, const char *cmd)
 		        "into one (N, C, H, W) tensor\n"
 		        "  batch IMAGE...    images of one size into one "
 		        "(N, C, H, W) tensor\n"
+		        "  video FILE        send an H.264/HEVC file as a "
+		        "stream, "
+		        "print a line per tensor\n"
 		        "  info              print what the daemon runs\n"
 		        "  request IMAGE -o REQ.bin  write the raw wire "
 		        "request "
@@ -598,7 +589,7 @@ static uint64_t cli_fnv1a64(const void *data, size_t size)
 static int cli_print_reply(const fprep_reply_header *h, const void *payload,
                            size_t payload_size, const char *out)
 {
-	const char *descr = cli_npy_descr(h->dtype);
+	const char *descr = fprep_npy_dtype_descr(h->dtype);
 
 	printf("request   %" PRIu64 " %s\n", h->request_id,
 	       cli_kind_name(h->kind));
@@ -924,6 +915,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "crops") == 0 || strcmp(cmd, "batch") == 0)
 		return tool_elements_main(cmd, argc - 1, argv + 1);
+	if (strcmp(cmd, "video") == 0)
+		return tool_video_main(argc - 1, argv + 1);
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		known |= strcmp(cmd, cmds[i]) == 0;
 	if (!known) {

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <frameprep/protocol.h>
+
 #include "npy.h"
 
 int fprep_npy_write(const char *path, const char *descr, const uint32_t *shape,
@@ -60,4 +62,17 @@ out:
 	}
 	errno = saved;
 	return ret;
+}
+
+const char *fprep_npy_dtype_descr(uint8_t dtype)
+{
+	switch (dtype) {
+	case FPREP_DTYPE_F32:
+		return "<f4";
+	case FPREP_DTYPE_F16:
+		return "<f2";
+	case FPREP_DTYPE_U8:
+		return "|u1";
+	}
+	return NULL;
 }

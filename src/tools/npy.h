@@ -19,4 +19,8 @@
 int fprep_npy_write(const char *path, const char *descr, const uint32_t *shape,
                     int ndim, const void *data, size_t size);
 
+/* fprep_npy_dtype_descr returns the descr of a tensor of enum fprep_dtype
+ * dtype: "<f4" (F32), "<f2" (F16), "|u1" (U8), or NULL for another. */
+const char *fprep_npy_dtype_descr(uint8_t dtype);
+
 #endif /* FPREP_TOOLS_NPY_H */

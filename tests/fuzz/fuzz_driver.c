@@ -105,6 +105,23 @@ static void driver_elements(const fprep_request *req, const fprep_element *el,
 	free(buf);
 }
 
+/* driver_stream seeds with a STREAM_PACKET, STREAM_FLUSH or
+ * STREAM_CLOSE request, its packet filled with start codes and bytes. */
+static void driver_stream(const fprep_stream_request *req)
+{
+	size_t size = FPREP_REQUEST_HEADER_SIZE + (size_t)req->packet_size;
+	uint8_t *buf = calloc(1, size);
+
+	if (buf == NULL)
+		abort();
+	fprep_stream_request_encode(req, buf);
+	for (size_t i = 0; i < req->packet_size; i++)
+		buf[FPREP_REQUEST_HEADER_SIZE + i] =
+		        i % 8 < 3 ? (uint8_t)(i % 8 == 2) : (uint8_t)(i * 5);
+	driver_seed(buf, size);
+	free(buf);
+}
+
 static void driver_reply(const fprep_reply_header *rep)
 {
 	size_t size = FPREP_REPLY_HEADER_SIZE + (size_t)rep->payload_size;
@@ -222,6 +239,32 @@ int main(int argc, char **argv)
 		driver_elements(&req, el + 1, 2, 0);
 	}
 
+	/* Video streams: an open with parameter sets, a packet, a flush and
+	 * a close. */
+	{
+		fprep_stream_request sr = {
+		        .version = FPREP_PROTOCOL_VERSION,
+		        .kind = FPREP_KIND_STREAM_PACKET,
+		        .request_id = 78,
+		        .stream_id = 5,
+		        .pts = -3,
+		        .packet_size = 24,
+		};
+
+		fprep_stream_request_init(&req, FPREP_PIX_HEVC);
+		req.out_width = 16;
+		req.out_height = 12;
+		req.input_size = 16;
+		driver_request(&req, (size_t)req.input_size);
+		driver_stream(&sr);
+		sr.kind = FPREP_KIND_STREAM_FLUSH;
+		sr.pts = 0;
+		sr.packet_size = 0;
+		driver_stream(&sr);
+		sr.kind = FPREP_KIND_STREAM_CLOSE;
+		driver_stream(&sr);
+	}
+
 	memset(&reg, 0, sizeof(reg));
 	reg.version = FPREP_PROTOCOL_VERSION;
 	reg.kind = FPREP_KIND_REGISTER_CUDA;
@@ -259,12 +302,22 @@ int main(int argc, char **argv)
 	snprintf(rep.message, sizeof(rep.message), "src_width is 0");
 	driver_reply(&rep);
 
+	/* A stream reply with two frames (tensors, then frame records). */
+	rep.status = FPREP_OK;
+	rep.kind = FPREP_KIND_STREAM_PACKET;
+	rep.ndim = 4;
+	rep.shape[0] = 2;
+	rep.tensor_size = 120;
+	rep.payload_size = 120 + 2 * FPREP_STREAM_FRAME_SIZE;
+	rep.message[0] = '\0';
+	driver_reply(&rep);
+
 	if (driver_seed_dir != NULL) {
 		printf("fuzz_driver: %u seeds written to %s\n", driver_seeds,
 		       driver_seed_dir);
 		return 0;
 	}
-	printf("fuzz_driver: 13 seeds, every truncation and %d mutations "
+	printf("fuzz_driver: 18 seeds, every truncation and %d mutations "
 	       "each\n",
 	       DRIVER_MUTATIONS);
 	return 0;

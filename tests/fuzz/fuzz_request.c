@@ -31,6 +31,10 @@ static const fprep_limits fuzz_limits = {
         .max_tensor_bytes = 32 * 32 * 3 * 4,
         .max_elements = 8,
         .max_batch_bytes = 4 * 32 * 32 * 3 * 4,
+        .max_packet_bytes = 256,
+        .max_streams_per_conn = 2,
+        .max_streams_per_uid = 4,
+        .max_stream_frames = 4,
 };
 
 static void fuzz_check(int ok)
@@ -98,6 +102,52 @@ static void fuzz_elements(const uint8_t *data, size_t size,
 	free(el);
 }
 
+/* fuzz_stream checks an accepted stream request: STREAM_OPEN's parameter
+ * sets and tensor within the limits, a packet's bytes exactly its payload
+ * and within max_packet_bytes, and the same request decoded from its
+ * re-encoded header. */
+static void fuzz_stream(const uint8_t *data, size_t size,
+                        const fprep_request *req)
+{
+	fprep_stream_request sr, sr2;
+	fprep_request req2;
+	uint8_t *again;
+	uint32_t shape[4];
+	uint64_t bytes;
+
+	again = malloc(size);
+	fuzz_check(again != NULL);
+	memcpy(again, data, size);
+	if (req->kind == FPREP_KIND_STREAM_OPEN) {
+		fuzz_check(req->src_format == FPREP_PIX_H264 ||
+		           req->src_format == FPREP_PIX_HEVC);
+		fuzz_check(req->input_size <= fuzz_limits.max_packet_bytes &&
+		           req->input_size == size - FPREP_REQUEST_HEADER_SIZE);
+		fuzz_check(req->input_loc == FPREP_LOC_INLINE &&
+		           req->output_loc == FPREP_LOC_INLINE);
+		fuzz_check(fprep_tensor_shape(req, shape, &bytes) == FPREP_OK);
+		fuzz_check(bytes <= fuzz_limits.max_tensor_bytes);
+		fprep_request_encode(req, again);
+		fuzz_check(fprep_request_decode(again, size, &fuzz_limits,
+		                                &req2, NULL, 0) == FPREP_OK);
+		fuzz_check(memcmp(req, &req2, sizeof(req2)) == 0);
+		free(again);
+		return;
+	}
+	fuzz_check(fprep_stream_request_decode(data, size, &fuzz_limits, &sr,
+	                                       NULL, 0) == FPREP_OK);
+	fuzz_check(sr.kind == req->kind && sr.stream_id != 0);
+	fuzz_check(sr.packet_size == size - FPREP_REQUEST_HEADER_SIZE);
+	fuzz_check(sr.packet_size <= fuzz_limits.max_packet_bytes);
+	fuzz_check((sr.packet_size > 0) ==
+	           (sr.kind == FPREP_KIND_STREAM_PACKET));
+	fprep_stream_request_encode(&sr, again);
+	fuzz_check(fprep_stream_request_decode(again, size, &fuzz_limits, &sr2,
+	                                       NULL, 0) == FPREP_OK);
+	fuzz_check(memcmp(&sr, &sr2, sizeof(sr2)) == 0);
+	free(again);
+}
+
 static void fuzz_request(const uint8_t *data, size_t size)
 {
 	fprep_request req, req2;
@@ -117,6 +167,11 @@ static void fuzz_request(const uint8_t *data, size_t size)
 	fuzz_check(size >= FPREP_REQUEST_HEADER_SIZE);
 	if (req.kind == FPREP_KIND_ROIS || req.kind == FPREP_KIND_BATCH) {
 		fuzz_elements(data, size, &req);
+		return;
+	}
+	if (req.kind >= FPREP_KIND_STREAM_OPEN &&
+	    req.kind <= FPREP_KIND_STREAM_CLOSE) {
+		fuzz_stream(data, size, &req);
 		return;
 	}
 	if (req.kind != FPREP_KIND_FRAME && req.kind != FPREP_KIND_ECHO)
@@ -173,6 +228,20 @@ static void fuzz_reply(const uint8_t *data, size_t size)
 	fuzz_check(strlen(rep.message) < FPREP_MESSAGE_SIZE);
 	fuzz_check(rep.ndim <= 4);
 	fuzz_check(fprep_strerror((int)rep.status) != NULL);
+	if (rep.status == FPREP_OK && (rep.kind == FPREP_KIND_STREAM_PACKET ||
+	                               rep.kind == FPREP_KIND_STREAM_FLUSH)) {
+		fprep_stream_frame f;
+
+		fuzz_check(rep.payload_size ==
+		           rep.tensor_size + (uint64_t)rep.shape[0] *
+		                                     FPREP_STREAM_FRAME_SIZE);
+		for (uint32_t k = 0; k < rep.shape[0]; k++)
+			fprep_stream_frame_decode(
+			        data + FPREP_REPLY_HEADER_SIZE +
+			                rep.tensor_size +
+			                (size_t)k * FPREP_STREAM_FRAME_SIZE,
+			        &f);
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

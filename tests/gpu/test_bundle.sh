@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # test_bundle.sh: run-on-gpu.sh --stage makes a bundle from the repository
 # alone (no helper outside it): the binaries, the shared libraries a GPU
-# machine lacks (collect-libs.sh), and nothing of glibc or CUDA.
+# machine lacks (collect-libs.sh), and nothing of glibc or CUDA. Nothing
+# links FFmpeg's libraries (the daemon and `frameprep video` load them at
+# run time), so none is carried, and the bundle fits, with room to spare,
+# in the 64 MiB a GPU run can carry.
 #
 # Usage: test_bundle.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
@@ -35,6 +38,21 @@ done
 for lib in libc.so.6 libcuda.so.1 libstdc++.so.6; do
 	[ ! -e "$tmp/b/libs/$lib" ] || fail "the bundle carries $lib"
 done
+for bin in service/frameprepd src/frameprep src/libframeprep.so; do
+	if linked=$(ldd "$build/$bin" | grep -E 'lib(av|sw|x26)'); then
+		fail "$bin links FFmpeg's libraries:" $linked
+	fi
+done
+if ls "$tmp/b/libs" | grep -E '^lib(av|sw|x26)'; then
+	fail "the bundle carries FFmpeg's libraries"
+fi
+max_kib=$((60 * 1024))
+kib=$(du -sk "$tmp/b" | cut -f1)
+if [ "$kib" -gt "$max_kib" ]; then
+	fail "the bundle is $kib KiB, over $max_kib KiB (60 MiB)"
+else
+	echo "ok bundle $kib KiB (at most $max_kib)"
+fi
 if out=$(LD_LIBRARY_PATH=$tmp/b/libs "$tmp/b/bin/frameprep" --version 2>&1); then
 	echo "ok bundled frameprep: $out; libs: $(ls "$tmp/b/libs" | tr '\n' ' ')"
 else

@@ -53,9 +53,9 @@ struct fake {
 /* fake_reply builds the reply to a request in the fake's mode. */
 static nng_msg *fake_reply(struct fake *f, const uint8_t *body, size_t len)
 {
-	static const fprep_limits lim = {4096, 4096,     1u << 26, 4096,
-	                                 4096, 1u << 28, 64,       1u << 30,
-	                                 32,   1u << 28};
+	static const fprep_limits lim = {
+	        4096,     4096, 1u << 26, 4096,     4096, 1u << 28, 64,
+	        1u << 30, 32,   1u << 28, 1u << 20, 4,    8,        16};
 	fprep_request req;
 	fprep_reply_header h;
 	uint64_t tensor = 0;

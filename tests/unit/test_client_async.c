@@ -50,9 +50,9 @@ struct fake {
  * the routing header. */
 static nng_msg *fake_reply(nng_msg *msg)
 {
-	static const fprep_limits lim = {4096, 4096,     1u << 26, 4096,
-	                                 4096, 1u << 28, 64,       1u << 30,
-	                                 32,   1u << 28};
+	static const fprep_limits lim = {
+	        4096,     4096, 1u << 26, 4096,     4096, 1u << 28, 64,
+	        1u << 30, 32,   1u << 28, 1u << 20, 4,    8,        16};
 	const uint8_t *body = nng_msg_body(msg);
 	size_t len = nng_msg_len(msg);
 	fprep_reply_header h;

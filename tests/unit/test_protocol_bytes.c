@@ -94,7 +94,8 @@ static void frame_request_bytes(void **state)
 	fprep_request r, d;
 	fprep_limits lim = {UINT32_MAX, UINT32_MAX, UINT64_MAX, UINT32_MAX,
 	                    UINT32_MAX, UINT64_MAX, UINT32_MAX, UINT64_MAX,
-	                    UINT32_MAX, UINT64_MAX};
+	                    UINT32_MAX, UINT64_MAX, UINT64_MAX, UINT32_MAX,
+	                    UINT32_MAX, UINT32_MAX};
 	char msg[FPREP_MESSAGE_SIZE];
 
 	(void)state;

@@ -1,0 +1,163 @@
+/*
+ * client_video.c: video streams on a client (frameprep.h, fprep_stream_*;
+ * protocol.h, "Video streams"). A stream is its id and its client: every
+ * call is one request through nng (video_exchange), answered by
+ * one reply, so a packet's frames come back with its reply.
+ */
+#include <nng/nng.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_conn.h"
+#include "client_internal.h"
+#include "frameprep/frameprep.h"
+
+struct fprep_stream {
+	fprep_client *client;
+	uint32_t id;
+};
+
+/* video_exchange sends msg, a whole STREAM_* request of kind kind (taken,
+ * also on failure), with the next request id written into its header,
+ * through nng within the client's timeout, and stores the checked reply
+ * in *res (an error reply too: its status is in res->header.status). */
+static int video_exchange(fprep_client *c, nng_msg *msg, uint16_t kind,
+                          fprep_result *res)
+{
+	uint64_t id = atomic_fetch_add(&c->next_id, 1);
+
+	memset(res, 0, sizeof(*res));
+	fprep__client_error_clear(c);
+	/* The request id at offset 8 of the header (protocol.h). */
+	for (int i = 0; i < 8; i++)
+		((uint8_t *)nng_msg_body(msg))[8 + i] =
+		        (uint8_t)(id >> (8 * i));
+	return fprep__client_exchange(c, msg, NULL, id, kind,
+	                              fprep__client_deadline(c), res);
+}
+
+/* video_msg allocates a request of FPREP_REQUEST_HEADER_SIZE plus size
+ * bytes, the payload copied from data. */
+static nng_msg *video_msg(const void *data, size_t size)
+{
+	nng_msg *msg;
+
+	if (nng_msg_alloc(&msg, FPREP_REQUEST_HEADER_SIZE + size) != 0)
+		return NULL;
+	if (size > 0)
+		memcpy((uint8_t *)nng_msg_body(msg) + FPREP_REQUEST_HEADER_SIZE,
+		       data, size);
+	return msg;
+}
+
+int fprep_stream_open(fprep_client *client, const fprep_request *spec,
+                      const void *params, size_t params_len, fprep_stream **sp)
+{
+	fprep_request req = *spec;
+	fprep_stream *st;
+	fprep_result res;
+	nng_msg *msg;
+	int err;
+
+	req.version = FPREP_PROTOCOL_VERSION;
+	req.kind = FPREP_KIND_STREAM_OPEN;
+	req.input_size = params_len;
+	if ((msg = video_msg(params, params_len)) == NULL)
+		return fprep__client_set_error(client, FPREP_ENOMEM,
+		                               "no memory for STREAM_OPEN");
+	fprep_request_encode(&req, nng_msg_body(msg));
+	err = video_exchange(client, msg, FPREP_KIND_STREAM_OPEN, &res);
+	if (err)
+		return err;
+	err = (int)res.header.status;
+	if (err == FPREP_OK) {
+		st = calloc(1, sizeof(*st));
+		if (st == NULL)
+			err = fprep__client_set_error(client, FPREP_ENOMEM,
+			                              "no memory for a stream");
+		else {
+			st->client = client;
+			st->id = res.header.region_id;
+			*sp = st;
+		}
+	}
+	fprep_result_fini(&res);
+	return err;
+}
+
+/* video_request sends a STREAM_* request of kind on st with size bytes
+ * of packet. */
+static int video_request(fprep_stream *st, uint16_t kind, const void *packet,
+                         size_t size, int64_t pts, fprep_result *res)
+{
+	fprep_stream_request req = {
+	        .version = FPREP_PROTOCOL_VERSION,
+	        .kind = kind,
+	        .stream_id = st->id,
+	        .pts = pts,
+	        .packet_size = size,
+	};
+	nng_msg *msg = video_msg(packet, size);
+
+	memset(res, 0, sizeof(*res));
+	if (msg == NULL)
+		return fprep__client_set_error(st->client, FPREP_ENOMEM,
+		                               "no memory for a packet");
+	fprep_stream_request_encode(&req, nng_msg_body(msg));
+	return video_exchange(st->client, msg, kind, res);
+}
+
+int fprep_stream_send(fprep_stream *st, const void *packet, size_t size,
+                      int64_t pts, fprep_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	if (size == 0 || packet == NULL)
+		return fprep__client_set_error(st->client, FPREP_EINVAL,
+		                               "an empty packet");
+	return video_request(st, FPREP_KIND_STREAM_PACKET, packet, size, pts,
+	                     res);
+}
+
+int fprep_stream_flush(fprep_stream *st, fprep_result *res)
+{
+	return video_request(st, FPREP_KIND_STREAM_FLUSH, NULL, 0, 0, res);
+}
+
+int fprep_stream_recv(const fprep_result *res, uint32_t k,
+                      fprep_stream_frame *frame, const void **tensor)
+{
+	const fprep_reply_header *h = &res->header;
+	uint64_t one;
+
+	if ((h->kind != FPREP_KIND_STREAM_PACKET &&
+	     h->kind != FPREP_KIND_STREAM_FLUSH) ||
+	    h->status != FPREP_OK || k >= h->shape[0] ||
+	    h->tensor_size + (uint64_t)h->shape[0] * FPREP_STREAM_FRAME_SIZE !=
+	            res->payload_size)
+		return FPREP_EINVAL;
+	one = h->tensor_size / h->shape[0];
+	fprep_stream_frame_decode((const uint8_t *)res->payload +
+	                                  h->tensor_size +
+	                                  (size_t)k * FPREP_STREAM_FRAME_SIZE,
+	                          frame);
+	if (tensor != NULL)
+		*tensor = (const uint8_t *)res->payload + one * k;
+	return FPREP_OK;
+}
+
+int fprep_stream_close(fprep_stream *st)
+{
+	fprep_result res;
+	int err = video_request(st, FPREP_KIND_STREAM_CLOSE, NULL, 0, 0, &res);
+
+	if (err == 0)
+		err = (int)res.header.status;
+	fprep_result_fini(&res);
+	free(st);
+	return err;
+}
+
+uint32_t fprep_stream_id(const fprep_stream *st)
+{
+	return st->id;
+}

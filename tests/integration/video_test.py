@@ -1,0 +1,380 @@
+#!/usr/bin/python3
+"""video_test.py: video streams through frameprepd (CPU backend) with
+`frameprep video`.
+
+video_frames: streams made here by Debian's ffmpeg from real photographs
+(Debian's python3-skimage: astronaut, coffee, chelsea), panned and zoomed,
+with B-frames: 8-bit H.264 (raw Annex-B), HEVC (.mp4, its parameter sets
+out of band: the CLI's bitstream filter puts them in band) and an H.264 of
+an odd size (330x186, not whole macroblocks: cropped) in .mkv. ffmpeg
+decodes each to raw I420 (libavcodec's software decoder, every frame in
+display order), and
+  - the daemon's frames equal that decode bit for bit: asked for a U8
+    RGB tensor of the frame's own size (STRETCH: the exact conversion),
+    each equals libframeprep's CPU op (fprep_preprocess_cpu, through
+    ctypes) run on ffmpeg's frame, byte for byte, and the pts come back
+    in display order;
+  - that RGB8 image is within 1 LSB of OpenCV's cvtColor
+    (COLOR_YUV2RGB_I420) wherever Y >= 16 (below, in the "blacker than
+    black" codes an encoder leaves, cvtColor clamps Y - 16 at 0 and the
+    BT.601 equation protocol.h defines does not: up to 13 LSB apart);
+  - each 160x160 letterboxed F32 tensor is within 1 LSB of cv2.resize +
+    cv2.copyMakeBorder of that image.
+
+video_errors: a stream with a corrupt slice and one cut short get
+"broken bitstream" (EINVAL) for the broken packet and frames again from
+the next IDR picture, while a good stream on another connection decodes
+unharmed; limits (max_width, max_streams_per_conn, max_packet_bytes,
+max_stream_frames) are refused with ELIMIT naming the limit; a stream id
+of no stream of the connection is EINVAL; the daemon answers INFO after
+all of it.
+
+Usage: video_test.py TEST --daemon PATH --cli PATH --images DIR
+"""
+import ctypes
+import os
+import struct
+import subprocess
+import sys
+
+import cv2
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import daemon_test as dt  # noqa: E402
+import fpwire  # noqa: E402
+from daemon_test import Fail, Skip, check  # noqa: E402
+
+PAD = 114
+OUT = 160
+# (name, photograph, size, codec, container)
+STREAMS = [
+    ("h264", "astronaut.png", (320, 240), "libx264", "h264"),
+    ("hevc", "coffee.png", (352, 240), "libx265", "mp4"),
+    ("odd", "chelsea.png", (330, 186), "libx264", "mkv"),
+]
+FRAMES = 24
+
+
+def ffmpeg(*argv):
+    r = subprocess.run(["ffmpeg", "-v", "error", "-y", *argv],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=300)
+    check(r.returncode == 0, f"ffmpeg {' '.join(argv)}: {r.stderr.decode()}")
+    return r.stdout
+
+
+def make_stream(tmp, photo, size, codec, container, frames=FRAMES, name=None):
+    """A pan and zoom over photo, frames long at 25 fps, 2 B-frames, an IDR
+    picture every 8 frames."""
+    w, h = size
+    out = os.path.join(tmp, (name or f"{codec}-{w}x{h}") + "." + container)
+    zoom = (f"zoompan=z='1+0.01*on':x='on*3':y='on*2':d=1:s={w}x{h}:fps=25,"
+            "format=yuv420p")
+    enc = (["-c:v", "libx264", "-bf", "2", "-g", "8",
+            "-x264-params", "scenecut=0:open-gop=0"]
+           if codec == "libx264" else
+           ["-c:v", "libx265", "-x265-params",
+            "bframes=2:keyint=8:min-keyint=8:scenecut=0:open-gop=0:"
+            "log-level=error"])
+    ffmpeg("-loop", "1", "-i", os.path.join(dt.ARGS.images, photo),
+           "-vf", zoom, "-frames:v", str(frames), *enc, out)
+    return out
+
+
+def decode_ref(path, size):
+    """ffmpeg's own software decode of path: (N, h*3/2, w) I420 frames."""
+    w, h = size
+    raw = ffmpeg("-i", path, "-f", "rawvideo", "-pix_fmt", "yuv420p",
+                 "-fps_mode", "passthrough", "-")
+    n = len(raw) // (w * h * 3 // 2)
+    check(n * w * h * 3 // 2 == len(raw), f"{path}: {len(raw)} raw bytes")
+    return np.frombuffer(raw, np.uint8).reshape(n, h * 3 // 2, w)
+
+
+class CpuOp:
+    """libframeprep's fprep_preprocess_cpu through ctypes: the reference
+    op, run on ffmpeg's frames."""
+
+    class Limits(ctypes.Structure):
+        _fields_ = [("max_width", ctypes.c_uint32),
+                    ("max_height", ctypes.c_uint32),
+                    ("max_frame_bytes", ctypes.c_uint64),
+                    ("max_out_width", ctypes.c_uint32),
+                    ("max_out_height", ctypes.c_uint32),
+                    ("max_tensor_bytes", ctypes.c_uint64),
+                    ("max_elements", ctypes.c_uint32),
+                    ("max_batch_bytes", ctypes.c_uint64),
+                    ("max_jpeg_scans", ctypes.c_uint32),
+                    ("max_jpeg_scan_pixels", ctypes.c_uint64),
+                    ("max_packet_bytes", ctypes.c_uint64),
+                    ("max_streams_per_conn", ctypes.c_uint32),
+                    ("max_streams_per_uid", ctypes.c_uint32),
+                    ("max_stream_frames", ctypes.c_uint32)]
+
+    def __init__(self):
+        lib = os.path.join(os.path.dirname(dt.ARGS.cli), "libframeprep.so.0")
+        if not os.path.exists(lib):
+            raise Skip(f"no {lib} (a static build): the CPU op is not "
+                       f"reachable from Python")
+        self.lib = None
+        ldd = subprocess.run(["ldd", lib], stdout=subprocess.PIPE,
+                             timeout=60).stdout.decode()
+        if "libasan" in ldd or "libtsan" in ldd:
+            return  # a sanitizer's runtime cannot load into Python late
+        self.lib = ctypes.CDLL(lib)
+        vp = ctypes.c_void_p
+        self.lib.fprep_request_decode.argtypes = [
+            ctypes.c_char_p, ctypes.c_size_t, vp, vp, vp, ctypes.c_size_t]
+        self.lib.fprep_preprocess_cpu.argtypes = [vp, vp, vp,
+                                                  ctypes.c_size_t, vp]
+        self.lim = self.Limits(*([0xFFFFFFFF, 0xFFFFFFFF, 1 << 62,
+                                  0xFFFFFFFF, 0xFFFFFFFF, 1 << 62, 1,
+                                  1 << 62, 1, 1 << 62, 1 << 62, 1, 1, 1]))
+
+    def rgb(self, frame, w, h):
+        """The exact RGB8 image of an I420 frame (STRETCH to its own size,
+        U8, NHWC), as the daemon makes it; None in a sanitizer build."""
+        if self.lib is None:
+            return None
+        hdr = struct.pack("<IHHQHBBIIIIIBBBBff3f3fBBHIIQQQQII",
+                          fpwire.REQUEST_MAGIC, 1, 1, 1, 7, 0, 0, w, h, w,
+                          w, h, 2, 1, 3, 2, PAD, 1 / 255.0, 0, 0, 0, 1, 1,
+                          1, 0, 0, w // 2, 0, 0, 0, 0, 0, frame.nbytes,
+                          w * h, w * h + (w // 2) * (h // 2))
+        msg = hdr + frame.tobytes()
+        req = ctypes.create_string_buffer(1024)
+        err = self.lib.fprep_request_decode(
+            msg, len(msg), ctypes.cast(ctypes.byref(self.lim),
+                                       ctypes.c_void_p), req, None, 0)
+        check(err == 0, f"fprep_request_decode: {err}")
+        out = np.zeros((h, w, 3), np.uint8)
+        src = np.ascontiguousarray(frame)
+        err = self.lib.fprep_preprocess_cpu(
+            req, src.ctypes.data_as(ctypes.c_void_p),
+            out.ctypes.data_as(ctypes.c_void_p), ctypes.c_size_t(out.nbytes),
+            None)
+        check(err == 0, f"fprep_preprocess_cpu: {err}")
+        return out
+
+
+def letterbox_ref(rgb, ow, oh):
+    """The Ultralytics letterbox of an RGB8 image with OpenCV."""
+    h, w = rgb.shape[:2]
+    r = min(ow / w, oh / h)
+    nw, nh = round(w * r), round(h * r)
+    img = cv2.resize(rgb, (nw, nh), interpolation=cv2.INTER_LINEAR)
+    dw, dh = (ow - nw) / 2, (oh - nh) / 2
+    left, top = round(dw - 0.1), round(dh - 0.1)
+    return cv2.copyMakeBorder(img, top, oh - nh - top, left, ow - nw - left,
+                              cv2.BORDER_CONSTANT, value=(PAD, PAD, PAD))
+
+
+def video(url, path, *opts, ok=(0,)):
+    """`frameprep video path` on url: (its output lines, its exit status)."""
+    r = dt.cli("video", path, "--socket", url, *opts, ok=ok)
+    return r.stdout.decode().splitlines(), r.returncode
+
+
+def frame_lines(lines):
+    """(pts, width, height) of each tensor line."""
+    out = []
+    for line in lines:
+        f = line.split()
+        if f[0] == "frame":
+            out.append((int(f[3]), *map(int, f[4].split("x"))))
+    return out
+
+
+def test_video_frames(tmp):
+    op = CpuOp()
+    d = dt.Daemon(tmp)
+    try:
+        for name, photo, size, codec, container in STREAMS:
+            w, h = size
+            path = make_stream(tmp, photo, size, codec, container)
+            ref = decode_ref(path, size)
+            check(len(ref) == FRAMES, f"{name}: ffmpeg decoded {len(ref)}")
+            # The decode, bit for bit.
+            npy = os.path.join(tmp, name + "-exact.npy")
+            lines, _ = video(d.url, path, "--size", f"{w}x{h}", "--resize",
+                             "stretch", "--dtype", "u8", "--layout", "nhwc",
+                             "-o", npy)
+            got = np.load(npy)
+            frames = frame_lines(lines)
+            check(len(got) == FRAMES and len(frames) == FRAMES,
+                  f"{name}: {len(got)} tensors, {len(frames)} lines, want "
+                  f"{FRAMES}:\n" + "\n".join(lines))
+            check(all(f[1:] == (w, h) for f in frames),
+                  f"{name}: decoded sizes {set(f[1:] for f in frames)}")
+            pts = [f[0] for f in frames]
+            check(pts == sorted(pts) or container == "h264",
+                  f"{name}: pts not in display order: {pts}")
+            conv = 0
+            for k in range(FRAMES):
+                want = op.rgb(ref[k], w, h)
+                check(want is None or np.array_equal(got[k], want),
+                      f"{name} frame {k}: differs from libavcodec's decode "
+                      f"in {int((got[k] != want).any(axis=2).sum())} pixels")
+                # OpenCV's conversion, but where Y < 16: cvtColor clamps
+                # Y - 16 at 0 there, the BT.601 equation does not.
+                cv = cv2.cvtColor(ref[k], cv2.COLOR_YUV2RGB_I420)
+                diff = np.abs(cv.astype(int) - got[k].astype(int)).max(2)
+                conv = max(conv, int(diff[ref[k][:h] >= 16].max()))
+            check(conv <= 1, f"{name}: {conv} LSB from OpenCV's cvtColor")
+            print(f"ok {name}: {FRAMES} frames "
+                  + ("equal libavcodec's decode; " if op.lib else
+                     "(sanitizer build: the bit-exact check needs the "
+                     "CPU op in Python) ")
+                  + f"their RGB within {conv} LSB of cvtColor (Y >= 16)")
+            exact = got
+            # The tensors, against OpenCV's letterbox of those frames.
+            npy = os.path.join(tmp, name + "-f32.npy")
+            video(d.url, path, "--size", f"{OUT}x{OUT}", "-o", npy)
+            got = np.load(npy)
+            worst = 0.0
+            for k in range(FRAMES):
+                want = letterbox_ref(exact[k], OUT, OUT).transpose(2, 0, 1)
+                diff = float(np.abs(got[k] * 255.0 - want).max())
+                worst = max(worst, diff)
+            check(worst <= 1.0 + 1e-3,
+                  f"{name}: tensor {worst:.3f} LSB from OpenCV's")
+            print(f"ok {name}: tensors within {worst:.3f} LSB of OpenCV's "
+                  f"letterbox")
+    finally:
+        d.stop()
+
+
+def annexb_units(data):
+    """The access units of a raw H.264 file, split before each access
+    unit delimiter or, without them, before each first slice (x264 writes
+    AUDs off: split at NAL types 7 (SPS) and at slices with
+    first_mb_in_slice 0)."""
+    starts = [0]
+    i = 0
+    while True:
+        j = data.find(b"\x00\x00\x01", i)
+        if j < 0:
+            break
+        nal = data[j + 3] & 0x1F
+        begin = j - 1 if j > 0 and data[j - 1] == 0 else j
+        if nal in (7, 9) or (nal in (1, 5) and data[j + 4] & 0x80):
+            if nal == 7 or not _after_sps(data, starts[-1], begin):
+                starts.append(begin)
+        i = j + 3
+    starts.append(len(data))
+    return [data[a:b] for a, b in zip(starts, starts[1:]) if b > a]
+
+
+def _after_sps(data, start, at):
+    """Whether the unit at start holds only parameter sets and SEI before
+    at (so the slice at `at` belongs to it)."""
+    i = start
+    while True:
+        j = data.find(b"\x00\x00\x01", i, at)
+        if j < 0:
+            return True
+        if data[j + 3] & 0x1F in (1, 5):
+            return False
+        i = j + 3
+
+
+def test_video_errors(tmp):
+    d = dt.Daemon(tmp)
+    try:
+        path = make_stream(tmp, "astronaut.png", (320, 240), "libx264",
+                           "h264", frames=32, name="good")
+        data = open(path, "rb").read()
+        units = annexb_units(data)
+        check(len(units) == 32, f"{len(units)} access units, want 32")
+        # A corrupt P/B slice (frame 3) and one cut short (frame 19).
+        bad = list(units)
+        u = bytearray(bad[3])
+        for k in range(len(u) // 2, len(u)):
+            u[k] = (u[k] * 7 + 91) & 0xFF
+        bad[3] = bytes(u)
+        bad[19] = bad[19][:len(bad[19]) // 3]
+        bpath = os.path.join(tmp, "bad.h264")
+        open(bpath, "wb").write(b"".join(bad))
+        good = subprocess.Popen([dt.ARGS.cli, "video", path, "--socket",
+                                 d.url, "--size", "64x64", "-o",
+                                 os.path.join(tmp, "good.npy")],
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        lines, rc = video(d.url, bpath, "--size", "64x64", ok=(1,))
+        gout, gerr = good.communicate(timeout=120)
+        check(good.returncode == 0,
+              f"the good stream beside: {gout.decode()}{gerr.decode()}")
+        errors = [line for line in lines if line.startswith("error")]
+        check(errors and all("EINVAL: broken bitstream" in e
+                             for e in errors),
+              "broken packets:\n" + "\n".join(lines))
+        pts = [f[0] for f in frame_lines(lines)]
+        # Frames again after each break, from the next IDR (every 8).
+        check(any(p >= 8 for p in pts) and any(p >= 24 for p in pts),
+              f"no recovery after the broken packets: pts {pts}")
+        print(f"ok broken packets: {len(errors)} named errors "
+              f"({errors[0]}), {len(pts)} frames, recovered at the IDRs")
+        ref = np.load(os.path.join(tmp, "good.npy"))
+        lines, _ = video(d.url, path, "--size", "64x64", "-o",
+                         os.path.join(tmp, "again.npy"))
+        check(np.array_equal(ref, np.load(os.path.join(tmp, "again.npy"))),
+              "the good stream decoded beside the broken one differs")
+        print("ok the stream beside the broken one: unharmed")
+    finally:
+        d.stop()
+    limits = [
+        (("--max-width", "200"), (), "max_width 200"),
+        (("--max-streams-per-conn", "0"), (), "max_streams_per_conn 0"),
+        (("--max-packet-bytes", "2000"), (), "max_packet_bytes 2000"),
+        (("--max-stream-frames", "1"), (), "max_stream_frames 1"),
+    ]
+    for flags, opts, needle in limits:
+        d = dt.Daemon(tmp, *flags)
+        try:
+            r = dt.cli("video", path, "--socket", d.url, "--size", "64x64",
+                       *opts, ok=(1,))
+            text = r.stdout.decode() + r.stderr.decode()
+            check("ELIMIT" in text and needle in text,
+                  f"{' '.join(flags)}: {text}")
+            print(f"ok {' '.join(flags)}: ELIMIT naming {needle}")
+            bogus = struct.pack("<IHHQIIqQ88x", fpwire.REQUEST_MAGIC, 1, 11,
+                                5, 99, 0, 0, 4) + b"\x00\x00\x01\x09"
+            rep = fpwire.reply(dt.nngcat(d.url, bogus, tmp=tmp))
+            check(rep["status_name"] == "EINVAL" and
+                  "stream_id 99 is not an open stream" in rep["message"],
+                  f"a packet on no stream: {rep}")
+            check(fpwire.reply(dt.nngcat(d.url, fpwire.request(kind=2),
+                                         tmp=tmp))["status"] == 0,
+                  "INFO after the refusals")
+        finally:
+            d.stop()
+    print("ok a packet on no stream: EINVAL; INFO answered after each")
+    # Without libavcodec (loaded at run time, never linked) streams are
+    # refused, naming it, and everything else is served.
+    d = dt.Daemon(tmp, env={"FPREP_AVCODEC": "off"})
+    try:
+        r = dt.cli("video", path, "--socket", d.url, "--size", "64x64",
+                   ok=(1,))
+        text = r.stdout.decode() + r.stderr.decode()
+        check("EUNSUPPORTED" in text and "libavcodec" in text,
+              f"a stream without libavcodec: {text}")
+        info = fpwire.reply(dt.nngcat(d.url, fpwire.request(kind=2),
+                                      tmp=tmp))
+        check(b"video_decoder: none (libavcodec turned off" in
+              info["payload"], f"INFO without libavcodec: {info}")
+        dt.cli("send", os.path.join(dt.ARGS.images, "astronaut.png"),
+               "--size", "64x64", "--socket", d.url)
+    finally:
+        d.stop()
+    print(f"ok without libavcodec: {text.strip()}; INFO says so; frames "
+          "served")
+
+
+TESTS = {name[5:]: fn for name, fn in globals().items()
+         if name.startswith("test_")}
+
+
+if __name__ == "__main__":
+    dt.TESTS.update(TESTS)
+    sys.exit(dt.main())
