@@ -138,7 +138,7 @@ static void streams_submit(fprep__stream *st, fprep__slot *s,
 		st->busy = NULL;
 		snprintf(why, sizeof(why), "backend %s refused the job: %s",
 		         srv->backend->name, fprep_strerror(rv));
-		fprep__slot_fail(s, rv, why);
+		fprep__answer_fail(s, rv, why);
 	}
 }
 
@@ -154,14 +154,14 @@ static void streams_next(fprep__streams *t, fprep__stream *st)
 		st->head = (st->head + 1) % st->cap;
 		st->count--;
 		if (st->closed || s->srv->backend == NULL) {
-			fprep__slot_fail(s, FPREP_ECLOSED,
-			                 "the stream was closed before this "
-			                 "request's turn");
+			fprep__answer_fail(s, FPREP_ECLOSED,
+			                   "the stream was closed before this "
+			                   "request's turn");
 			continue;
 		}
 		if (s->kind == FPREP_KIND_STREAM_CLOSE) {
 			st->closed = 1;
-			fprep__slot_answer(s, 0, "", NULL);
+			fprep__answer_ok(s, 0, "", NULL);
 			continue;
 		}
 		/* Validated when it came: cannot fail. */
@@ -203,7 +203,7 @@ static void streams_open(fprep__slot *s, const fprep_request *req)
 		         "backend %s has no video decoder (NVDEC is not "
 		         "there yet): streams need the CPU backend",
 		         srv->backend->name);
-		fprep__slot_fail(s, FPREP_EUNSUPPORTED, why);
+		fprep__answer_fail(s, FPREP_EUNSUPPORTED, why);
 		return;
 	}
 	if ((n = streams_count(t, s->pipe, 0, 0)) >=
@@ -212,7 +212,7 @@ static void streams_open(fprep__slot *s, const fprep_request *req)
 		         "this connection has %u streams open: the limit is "
 		         "max_streams_per_conn %" PRIu32,
 		         n, lim->max_streams_per_conn);
-		fprep__slot_fail(s, FPREP_ELIMIT, why);
+		fprep__answer_fail(s, FPREP_ELIMIT, why);
 		return;
 	}
 	if ((n = streams_count(t, 0, uid, 1)) >= lim->max_streams_per_uid) {
@@ -220,7 +220,7 @@ static void streams_open(fprep__slot *s, const fprep_request *req)
 		         "this peer's uid has %u streams open: the limit is "
 		         "max_streams_per_uid %" PRIu32,
 		         n, lim->max_streams_per_uid);
-		fprep__slot_fail(s, FPREP_ELIMIT, why);
+		fprep__answer_fail(s, FPREP_ELIMIT, why);
 		return;
 	}
 	if (t->n == t->cap) {
@@ -228,8 +228,8 @@ static void streams_open(fprep__slot *s, const fprep_request *req)
 
 		tab = realloc(t->tab, cap * sizeof(*tab));
 		if (tab == NULL) {
-			fprep__slot_fail(s, FPREP_ENOMEM,
-			                 "stream table: out of memory");
+			fprep__answer_fail(s, FPREP_ENOMEM,
+			                   "stream table: out of memory");
 			return;
 		}
 		t->tab = tab;
@@ -239,7 +239,7 @@ static void streams_open(fprep__slot *s, const fprep_request *req)
 	if (st == NULL ||
 	    (st->wait = calloc(srv->nslots, sizeof(*st->wait))) == NULL) {
 		free(st);
-		fprep__slot_fail(s, FPREP_ENOMEM, "stream: out of memory");
+		fprep__answer_fail(s, FPREP_ENOMEM, "stream: out of memory");
 		return;
 	}
 	st->cap = srv->nslots;
@@ -249,7 +249,7 @@ static void streams_open(fprep__slot *s, const fprep_request *req)
 	if (rv != 0) {
 		free(st->wait);
 		free(st);
-		fprep__slot_fail(s, rv, "stream decoder: out of memory");
+		fprep__answer_fail(s, rv, "stream decoder: out of memory");
 		return;
 	}
 	if (t->next_id == 0)
@@ -279,7 +279,7 @@ void fprep__streams_take(fprep__slot *s, const fprep_request *req)
 	                                 &s->srv->cfg->limits, &sr, why,
 	                                 sizeof(why));
 	if (rv != 0) {
-		fprep__slot_fail(s, rv, why);
+		fprep__answer_fail(s, rv, why);
 		return;
 	}
 	st = streams_find(t, sr.stream_id, s->pipe);
@@ -288,7 +288,7 @@ void fprep__streams_take(fprep__slot *s, const fprep_request *req)
 		         "stream_id %" PRIu32 " is not an open stream of this "
 		         "connection",
 		         sr.stream_id);
-		fprep__slot_fail(s, FPREP_EINVAL, why);
+		fprep__answer_fail(s, FPREP_EINVAL, why);
 		return;
 	}
 	/* At most one request a slot: the ring never fills. */
@@ -310,7 +310,7 @@ static void streams_reply(fprep__slot *s)
 
 	if (s->rep_msg == NULL &&
 	    fprep__reply_tensor_alloc(&s->rep_msg, 0, &room) != 0) {
-		fprep__slot_fail(s, FPREP_ENOMEM, "reply: out of memory");
+		fprep__answer_fail(s, FPREP_ENOMEM, "reply: out of memory");
 		return;
 	}
 	job->message[0] = '\0';
@@ -322,7 +322,7 @@ static void streams_reply(fprep__slot *s)
 	h.flags |= job->reply_flags;
 	msg = s->rep_msg;
 	s->rep_msg = NULL;
-	fprep__slot_reply(s, &h, msg);
+	fprep__answer_reply(s, &h, msg);
 }
 
 void fprep__streams_done(fprep__slot *s)
@@ -342,12 +342,12 @@ void fprep__streams_done(fprep__slot *s)
 		/* A stream whose decoder did not open is no stream. */
 		if (s->kind == FPREP_KIND_STREAM_OPEN)
 			st->closed = 1;
-		fprep__slot_fail(s, job->status,
-		                 job->message[0] != '\0'
-		                         ? job->message
-		                         : fprep_strerror(job->status));
+		fprep__answer_fail(s, job->status,
+		                   job->message[0] != '\0'
+		                           ? job->message
+		                           : fprep_strerror(job->status));
 	} else if (s->kind == FPREP_KIND_STREAM_OPEN) {
-		fprep__slot_answer(s, st->id, "", NULL);
+		fprep__answer_ok(s, st->id, "", NULL);
 	} else {
 		streams_reply(s);
 	}

@@ -235,7 +235,7 @@ static uint32_t cpu_run(struct cpu_backend *cb, fprep__jpeg *jpeg,
 	job->t_start_ns = fprep__now_ns();
 	if (job->video != NULL && !fail) {
 		fprep__video_run(job); /* a stream's job: video.h */
-		return;
+		return 0;
 	}
 	if (fail) {
 		rc = FPREP_ESHUTDOWN;

@@ -1358,37 +1358,37 @@ int fprep_stream_request_decode(const void *buf, size_t len,
 	if (req->kind != FPREP_KIND_STREAM_PACKET &&
 	    req->kind != FPREP_KIND_STREAM_FLUSH &&
 	    req->kind != FPREP_KIND_STREAM_CLOSE)
-		return proto_fail(msg, msg_size, FPREP_EINVAL,
-		                  "kind %u is not STREAM_PACKET (11), "
-		                  "STREAM_FLUSH (12) or STREAM_CLOSE (13)",
-		                  req->kind);
+		return fprep__fail(msg, msg_size, FPREP_EINVAL,
+		                   "kind %u is not STREAM_PACKET (11), "
+		                   "STREAM_FLUSH (12) or STREAM_CLOSE (13)",
+		                   req->kind);
 	PROTO_STREAM(PROTO_DECODE, PROTO_SKIP)
 	payload = len - FPREP_REQUEST_HEADER_SIZE;
 	if (req->stream_id == 0)
-		return proto_fail(msg, msg_size, FPREP_EINVAL,
-		                  "stream_id is 0");
+		return fprep__fail(msg, msg_size, FPREP_EINVAL,
+		                   "stream_id is 0");
 	if (req->packet_size != payload)
-		return proto_fail(msg, msg_size, FPREP_EPROTO,
-		                  "inline payload %" PRIu64
-		                  " bytes != packet_size %" PRIu64,
-		                  payload, req->packet_size);
+		return fprep__fail(msg, msg_size, FPREP_EPROTO,
+		                   "inline payload %" PRIu64
+		                   " bytes != packet_size %" PRIu64,
+		                   payload, req->packet_size);
 	if (req->kind != FPREP_KIND_STREAM_PACKET)
 		return req->packet_size != 0 || req->pts != 0
-		               ? proto_fail(msg, msg_size, FPREP_EINVAL,
-		                            "packet_size %" PRIu64
-		                            " and pts %" PRId64
-		                            " with kind %u: must be 0",
-		                            req->packet_size, req->pts,
-		                            req->kind)
+		               ? fprep__fail(msg, msg_size, FPREP_EINVAL,
+		                             "packet_size %" PRIu64
+		                             " and pts %" PRId64
+		                             " with kind %u: must be 0",
+		                             req->packet_size, req->pts,
+		                             req->kind)
 		               : FPREP_OK;
 	if (req->packet_size == 0)
-		return proto_fail(msg, msg_size, FPREP_EINVAL,
-		                  "packet_size is 0");
+		return fprep__fail(msg, msg_size, FPREP_EINVAL,
+		                   "packet_size is 0");
 	if (req->packet_size > lim->max_packet_bytes)
-		return proto_fail(msg, msg_size, FPREP_ELIMIT,
-		                  "packet_size %" PRIu64
-		                  " exceeds max_packet_bytes %" PRIu64,
-		                  req->packet_size, lim->max_packet_bytes);
+		return fprep__fail(msg, msg_size, FPREP_ELIMIT,
+		                   "packet_size %" PRIu64
+		                   " exceeds max_packet_bytes %" PRIu64,
+		                   req->packet_size, lim->max_packet_bytes);
 	return FPREP_OK;
 }
 
@@ -1402,37 +1402,37 @@ static int proto_check_stream_open(const fprep_request *r,
 	fprep_request frame = *r;
 
 	if (r->src_format != FPREP_PIX_H264 && r->src_format != FPREP_PIX_HEVC)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "src_format %u is not a codec: H264 (10) or "
-		                  "HEVC (11)",
-		                  r->src_format);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "src_format %u is not a codec: H264 (10) or "
+		                   "HEVC (11)",
+		                   r->src_format);
 	if (r->src_width != 0 || r->src_height != 0)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "src_width %u x src_height %u: must be 0 "
-		                  "(the bitstream gives the size)",
-		                  r->src_width, r->src_height);
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "src_width %u x src_height %u: must be 0 "
+		                   "(the bitstream gives the size)",
+		                   r->src_width, r->src_height);
 	if (r->input_loc != FPREP_LOC_INLINE ||
 	    r->output_loc != FPREP_LOC_INLINE || r->shm_reply)
-		return proto_fail(msg, n, FPREP_EINVAL,
-		                  "input_loc %u, output_loc %u%s: a stream's "
-		                  "are inline (0) without SHM_REPLY",
-		                  r->input_loc, r->output_loc,
-		                  r->shm_reply ? " with SHM_REPLY" : "");
+		return fprep__fail(msg, n, FPREP_EINVAL,
+		                   "input_loc %u, output_loc %u%s: a stream's "
+		                   "are inline (0) without SHM_REPLY",
+		                   r->input_loc, r->output_loc,
+		                   r->shm_reply ? " with SHM_REPLY" : "");
 	if (r->channel_order == FPREP_ORDER_GRAY)
-		return proto_fail(
+		return fprep__fail(
 		        msg, n, FPREP_EINVAL,
 		        "channel_order GRAY with a stream: RGB (1) or "
 		        "BGR (2)");
 	if (r->input_size > lim->max_packet_bytes)
-		return proto_fail(msg, n, FPREP_ELIMIT,
-		                  "input_size %" PRIu64 " (parameter sets) "
-		                  "exceeds max_packet_bytes %" PRIu64,
-		                  r->input_size, lim->max_packet_bytes);
+		return fprep__fail(msg, n, FPREP_ELIMIT,
+		                   "input_size %" PRIu64 " (parameter sets) "
+		                   "exceeds max_packet_bytes %" PRIu64,
+		                   r->input_size, lim->max_packet_bytes);
 	if (payload != r->input_size)
-		return proto_fail(msg, n, FPREP_EPROTO,
-		                  "inline payload %" PRIu64
-		                  " bytes != input_size %" PRIu64,
-		                  payload, r->input_size);
+		return fprep__fail(msg, n, FPREP_EPROTO,
+		                   "inline payload %" PRIu64
+		                   " bytes != input_size %" PRIu64,
+		                   payload, r->input_size);
 	frame.kind = FPREP_KIND_FRAME;
 	frame.src_format = FPREP_PIX_I420;
 	frame.src_width = 2;
