@@ -284,6 +284,7 @@ struct fprep__server {
 	uv_timer_t linger_timer;
 	uv_timer_t heartbeat_timer; /* /healthz and WatchdogSec keep-alives */
 	int sd_watchdog;            /* systemd asks for keep-alives */
+	uint64_t stop_ns; /* when the shutdown began (fprep__now_ns) */
 	uint64_t linger_end_ns;
 	uv_idle_t spin;         /* keeps the loop polling while it is busy */
 	uint64_t spin_ns;       /* [L] --spin-us; 0: the loop sleeps at once */

@@ -12,8 +12,8 @@
  * queued on the pipe; nng's ipc transport counts a message in the pipe's
  * tx_msgs once its last byte is in the kernel, and a pipe closed before
  * that loses the rest of it, the peer gets no reply: so wait, polled, up
- * to --send-timeout-ms at most SHUTDOWN_LINGER_MAX_MS, while a connection
- * handed a reply within that bound has read more than it wrote) -> close
+ * to --send-timeout-ms and within the watchdog's bound, while a connection
+ * handed a reply in that time has read more than it wrote) -> close
  * the remaining connections one by one (nng_pipe_close) -> nng_close ->
  * stop and free the aios -> close the event queue and the uv handles ->
  * uv_loop_close. A watchdog thread ends the process if this takes too
@@ -40,16 +40,11 @@
  * nng_close, wait, polling every SHUTDOWN_LINGER_POLL_MS, while a
  * connection may still have a reply not wholly written
  * (shutdown_unflushed), so the last replies reach their peers, however
- * slowly they read: up to --send-timeout-ms (a reply's own bound), at most
- * SHUTDOWN_LINGER_MAX_MS, which, after the backend's forced close and the
- * shortened sends of a late drain, leaves the watchdog's margin time for
- * the close. */
-#define SHUTDOWN_LINGER_MAX_MS  5000
-#define SHUTDOWN_LINGER_POLL_MS 10
-_Static_assert(SHUTDOWN_FORCE_CLOSE_MS + FPREP__STOP_SEND_MS +
-                               SHUTDOWN_LINGER_MAX_MS + 2000 <=
-                       SHUTDOWN_WATCHDOG_MARGIN_MS,
-               "the linger leaves the close 2 s of the watchdog's margin");
+ * slowly they read: up to --send-timeout-ms (a reply's own bound), and
+ * until SHUTDOWN_CLOSE_RESERVE_MS before the watchdog would fire, which
+ * leaves the close its time. */
+#define SHUTDOWN_CLOSE_RESERVE_MS 2000
+#define SHUTDOWN_LINGER_POLL_MS   10
 
 void fprep__server_reply_sent(fprep__server *srv, fprep__slot *s)
 {
@@ -58,21 +53,24 @@ void fprep__server_reply_sent(fprep__server *srv, fprep__slot *s)
 	s->sent_ns = fprep__now_ns();
 }
 
-/* shutdown_linger_ns returns how long the close waits for the last
- * replies to be written: --send-timeout-ms, at most
- * SHUTDOWN_LINGER_MAX_MS. */
-static uint64_t shutdown_linger_ns(const fprep__server *srv)
+/* shutdown_linger_end_ns returns when the close stops waiting for the
+ * last replies to be written: --send-timeout-ms from now, at the latest
+ * SHUTDOWN_CLOSE_RESERVE_MS before the watchdog's deadline. */
+static uint64_t shutdown_linger_end_ns(const fprep__server *srv)
 {
-	int ms = srv->cfg->send_timeout_ms;
+	uint64_t end = fprep__now_ns() +
+	               (uint64_t)srv->cfg->send_timeout_ms * 1000000u;
+	uint64_t latest =
+	        srv->stop_ns +
+	        ((uint64_t)srv->cfg->shutdown_timeout_ms +
+	         SHUTDOWN_WATCHDOG_MARGIN_MS - SHUTDOWN_CLOSE_RESERVE_MS) *
+	                1000000u;
 
-	return (uint64_t)(ms < SHUTDOWN_LINGER_MAX_MS
-	                          ? ms
-	                          : SHUTDOWN_LINGER_MAX_MS) *
-	       1000000u;
+	return end < latest ? end : latest;
 }
 
-/* shutdown_pipe_recent returns whether a slot handed a reply to pipe
- * within the linger's bound (the clock's, not the loop's: a loop blocked
+/* shutdown_pipe_recent returns whether a slot handed a reply to pipe in
+ * the last --send-timeout-ms (the clock's, not the loop's: a loop blocked
  * in the backend's close would date the replies it then hands on
  * earlier). */
 static int shutdown_pipe_recent(const fprep__server *srv, uint32_t pipe,
@@ -80,7 +78,10 @@ static int shutdown_pipe_recent(const fprep__server *srv, uint32_t pipe,
 {
 	for (unsigned i = 0; i < srv->nslots; i++)
 		if (srv->slots[i].sent_pipe == pipe &&
-		    srv->slots[i].sent_ns + shutdown_linger_ns(srv) > now_ns)
+		    srv->slots[i].sent_ns +
+		                    (uint64_t)srv->cfg->send_timeout_ms *
+		                            1000000u >
+		            now_ns)
 			return 1;
 	return 0;
 }
@@ -90,7 +91,7 @@ static int shutdown_pipe_recent(const fprep__server *srv, uint32_t pipe,
  * the transport read (rx_msgs) and wrote in whole, the last byte in the
  * kernel (tx_msgs, ipc.c's send callback); once every request taken is
  * answered, a pipe that read more than it wrote and was handed a reply
- * within the linger's bound has one in transit (a slow reader's), or had
+ * in the last --send-timeout-ms has one in transit (a slow reader's), or had
  * requests answered in shared memory (shm_reply, no message back: such a
  * connection keeps the linger to its bound, or until it closes). Without
  * nng's statistics: while any peer is connected. */
@@ -213,6 +214,7 @@ void fprep__server_stop_wanted(fprep__server *srv)
 	if (srv->stopping)
 		return;
 	srv->stopping = 1;
+	srv->stop_ns = fprep__now_ns();
 	atomic_store(&srv->no_direct, 1);
 	fprep__server_notify("STOPPING=1");
 	fprep__metrics_ready(0);
@@ -380,7 +382,7 @@ void fprep__server_finish(fprep__server *srv)
 		shutdown_close_socket(srv);
 		return;
 	}
-	srv->linger_end_ns = fprep__now_ns() + shutdown_linger_ns(srv);
+	srv->linger_end_ns = shutdown_linger_end_ns(srv);
 	uv_timer_start(&srv->linger_timer, shutdown_linger_cb,
 	               SHUTDOWN_LINGER_POLL_MS, SHUTDOWN_LINGER_POLL_MS);
 }
