@@ -781,10 +781,10 @@ def test_shutdown_inflight(tmp):
 def test_shutdown_slow_reader(tmp):
     """SIGTERM while a client is not reading its reply (12.6 MB, far more
     than the socket holds): the daemon keeps the connection until the
-    reply is written, up to the send timeout (at most 5 s), so the client
-    that reads it 2.5 s after SIGTERM gets it whole; then exits 0. A
-    linger bounded at 2 s after the reply was handed on closed the pipe
-    with the reply partly written (the client saw the connection close)."""
+    reply is written, up to the send timeout (10 s), so the client that
+    reads it 2.5 s after SIGTERM gets it whole; then exits 0. A linger
+    bounded at 2 s after the reply was handed on closed the pipe with the
+    reply partly written (the client saw the connection close)."""
     d = Daemon(tmp, "--workers", "1", "--shutdown-timeout-ms", "20000",
                "--send-timeout-ms", "10000")
     rng = np.random.default_rng(11)
