@@ -159,9 +159,9 @@ struct fprep__slot {
 	nng_ctx ctx;        /* [I] nng port */
 	nng_aio *aio;       /* [I] nng port; its operations: [R] */
 	/* The last reply this slot handed to an nng pipe: the pipe, and
-	 * when (the loop's clock, ms), for the shutdown's linger. [L] */
+	 * when (fprep__now_ns), for the shutdown's linger. [L] */
 	uint32_t sent_pipe;
-	uint64_t sent_ms;
+	uint64_t sent_ns;
 	/* [A] When its reply was handed to nng (sink.c), by the loop or
 	 * the backend's thread; 0 again once the send has ended (nng's
 	 * callback, port_nng.c), which then sets t_sent_ns; both 0 once
@@ -291,6 +291,7 @@ struct fprep__server {
 	uv_timer_t linger_timer;
 	uv_timer_t heartbeat_timer; /* /healthz and WatchdogSec keep-alives */
 	int sd_watchdog;            /* systemd asks for keep-alives */
+	uint64_t stop_ns; /* when the shutdown began (fprep__now_ns) */
 	uint64_t linger_end_ns;
 	uv_idle_t spin;         /* keeps the loop polling while it is busy */
 	uint64_t spin_ns;       /* [L] --spin-us; 0: the loop sleeps at once */

@@ -9,11 +9,15 @@
  * is left with ESHUTDOWN) -> once no slot holds a request, stop receiving
  * (cancel the posted receives) -> once no slot is busy, close the regions
  * and the backend -> let the last replies leave (a finished send is only
- * queued on the pipe: wait, up to 2 s, while nng's per-pipe statistics say
- * a connection may have one not yet written) -> close the remaining
- * connections one by one (nng_pipe_close) -> nng_close -> stop and free
- * the aios -> close the event queue and the uv handles -> uv_loop_close. A
- * watchdog thread ends the process if this takes too long.
+ * queued on the pipe; nng's ipc transport counts a message in the pipe's
+ * tx_msgs once its last byte is in the kernel, and a pipe closed before
+ * that loses the rest of it, the peer gets no reply: so wait, polled, up
+ * to --send-timeout-ms and within the watchdog's bound, while a connection
+ * handed a reply in that time has read more than it wrote) -> close
+ * the remaining connections one by one (nng_pipe_close) -> nng_close ->
+ * stop and free the aios -> close the event queue and the uv handles ->
+ * uv_loop_close. A watchdog thread ends the process if this takes too
+ * long.
  */
 #include <nng/nng.h>
 #include <signal.h>
@@ -33,44 +37,69 @@
  * has passed. */
 #define SHUTDOWN_FORCE_CLOSE_MS 1000
 /* A finished send means "queued on the pipe", not "written": before
- * nng_close, wait up to this long, polling every SHUTDOWN_LINGER_POLL_MS,
- * while a connection may still have a reply queued (shutdown_unflushed),
- * so the last replies reach their peers. */
-#define SHUTDOWN_LINGER_MS      2000
-#define SHUTDOWN_LINGER_POLL_MS 10
+ * nng_close, wait, polling every SHUTDOWN_LINGER_POLL_MS, while a
+ * connection may still have a reply not wholly written
+ * (shutdown_unflushed), so the last replies reach their peers, however
+ * slowly they read: up to --send-timeout-ms (a reply's own bound), and
+ * until SHUTDOWN_CLOSE_RESERVE_MS before the watchdog would fire, which
+ * leaves the close its time. */
+#define SHUTDOWN_CLOSE_RESERVE_MS 2000
+#define SHUTDOWN_LINGER_POLL_MS   10
 
 void fprep__shutdown_reply_sent(fprep__server *srv, fprep__slot *s)
 {
+	(void)srv;
 	s->sent_pipe = s->pipe;
-	s->sent_ms = uv_now(&srv->loop);
+	s->sent_ns = fprep__now_ns();
+}
+
+/* shutdown_linger_end_ns returns when the close stops waiting for the
+ * last replies to be written: --send-timeout-ms from now, at the latest
+ * SHUTDOWN_CLOSE_RESERVE_MS before the watchdog's deadline. */
+static uint64_t shutdown_linger_end_ns(const fprep__server *srv)
+{
+	uint64_t end = fprep__now_ns() +
+	               (uint64_t)srv->cfg->send_timeout_ms * 1000000u;
+	uint64_t latest =
+	        srv->stop_ns +
+	        ((uint64_t)srv->cfg->shutdown_timeout_ms +
+	         SHUTDOWN_WATCHDOG_MARGIN_MS - SHUTDOWN_CLOSE_RESERVE_MS) *
+	                1000000u;
+
+	return end < latest ? end : latest;
 }
 
 /* shutdown_pipe_recent returns whether a slot handed a reply to pipe in
- * the last SHUTDOWN_LINGER_MS. */
+ * the last --send-timeout-ms (the clock's, not the loop's: a loop blocked
+ * in the backend's close would date the replies it then hands on
+ * earlier). */
 static int shutdown_pipe_recent(const fprep__server *srv, uint32_t pipe,
-                                uint64_t now_ms)
+                                uint64_t now_ns)
 {
 	for (unsigned i = 0; i < srv->nslots; i++)
 		if (srv->slots[i].sent_pipe == pipe &&
-		    srv->slots[i].sent_ms + SHUTDOWN_LINGER_MS > now_ms)
+		    srv->slots[i].sent_ns +
+		                    (uint64_t)srv->cfg->send_timeout_ms *
+		                            1000000u >
+		            now_ns)
 			return 1;
 	return 0;
 }
 
 /* shutdown_unflushed returns whether a connection may still have a reply
  * queued, not yet written: nng's per-pipe statistics count the messages
- * the transport read (rx_msgs) and wrote in whole (tx_msgs); once every
- * request taken is answered, a pipe that read more than it wrote and was
- * handed a reply lately has one in transit (a slow reader's), or had
+ * the transport read (rx_msgs) and wrote in whole, the last byte in the
+ * kernel (tx_msgs, ipc.c's send callback); once every request taken is
+ * answered, a pipe that read more than it wrote and was handed a reply
+ * in the last --send-timeout-ms has one in transit (a slow reader's), or had
  * requests answered in shared memory (shm_reply, no message back: such a
- * connection, active in the last SHUTDOWN_LINGER_MS, keeps the linger to
- * its bound, or until it closes). Without nng's statistics: while any
- * peer is connected. */
+ * connection keeps the linger to its bound, or until it closes). Without
+ * nng's statistics: while any peer is connected. */
 static int shutdown_unflushed(fprep__server *srv)
 {
 	nng_stat *root = NULL;
 	int sock_id, pending = 0;
-	uint64_t now_ms = uv_now(&srv->loop);
+	uint64_t now_ns = fprep__now_ns();
 
 	if (!srv->ingress.is_open || fprep__ingress_pipes(&srv->ingress) == 0)
 		return 0;
@@ -95,7 +124,7 @@ static int shutdown_unflushed(fprep__server *srv)
 			continue;
 		pending = nng_stat_value(rx) > nng_stat_value(tx) &&
 		          shutdown_pipe_recent(
-		                  srv, (uint32_t)nng_stat_value(pid), now_ms);
+		                  srv, (uint32_t)nng_stat_value(pid), now_ns);
 	}
 	nng_stats_free(root);
 	return pending;
@@ -201,6 +230,7 @@ void fprep__shutdown_begin_wanted(fprep__server *srv)
 	if (srv->stopping)
 		return;
 	srv->stopping = 1;
+	srv->stop_ns = fprep__now_ns();
 	atomic_store(&srv->no_direct, 1);
 	fprep__info_notify("STOPPING=1");
 	fprep__metrics_http_ready(0);
@@ -327,8 +357,7 @@ void fprep__shutdown_finish(fprep__server *srv)
 		shutdown_close_socket(srv);
 		return;
 	}
-	srv->linger_end_ns =
-	        fprep__now_ns() + (uint64_t)SHUTDOWN_LINGER_MS * 1000000u;
+	srv->linger_end_ns = shutdown_linger_end_ns(srv);
 	uv_timer_start(&srv->linger_timer, shutdown_linger_cb,
 	               SHUTDOWN_LINGER_POLL_MS, SHUTDOWN_LINGER_POLL_MS);
 }

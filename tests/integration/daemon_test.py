@@ -778,6 +778,62 @@ def test_shutdown_inflight(tmp):
         d.kill()
 
 
+def test_shutdown_slow_reader(tmp):
+    """SIGTERM while a client is not reading its reply (12.6 MB, far more
+    than the socket holds): the daemon keeps the connection until the
+    reply is written, up to the send timeout (10 s), so the client that
+    reads it 2.5 s after SIGTERM gets it whole; then exits 0. A linger
+    bounded at 2 s after the reply was handed on closed the pipe with the
+    reply partly written (the client saw the connection close)."""
+    d = Daemon(tmp, "--workers", "1", "--shutdown-timeout-ms", "20000",
+               "--send-timeout-ms", "10000")
+    rng = np.random.default_rng(11)
+    frame = rng.integers(0, 256, size=(512, 512, 3), dtype=np.uint8)
+    slow = fpwire.SpReq(d.url, timeout=30)
+    try:
+        slow.send(fpwire.request(width=512, height=512, out_width=1024,
+                                 out_height=1024, payload=frame.tobytes(),
+                                 request_id=5))
+        # SIGTERM once the daemon holds the request (in flight or
+        # answered), not before: one arriving while it stops is refused
+        # with a small ESHUTDOWN reply, which the socket holds whole.
+        # served counts INFO replies too: the one of Daemon.wait_ready and
+        # each poll here before the current one.
+        deadline = time.monotonic() + 60
+        held = polls = 0
+        while time.monotonic() < deadline and not held:
+            text = fpwire.reply(nngcat(d.url, fpwire.request(kind=2)))[
+                "payload"].decode()
+            held = (int(text.split("\ninflight: ")[1].split()[0]) +
+                    int(text.split("\nserved: ")[1].split()[0]) - 1 - polls)
+            polls += 1
+            if not held:
+                time.sleep(0.02)
+        check(held, "the daemon did not take the request in 60 s")
+        t0 = time.monotonic()
+        d.proc.send_signal(signal.SIGTERM)
+        time.sleep(2.5)  # the client reads nothing meanwhile
+        try:
+            rid, body = slow.recv()
+        except (ConnectionError, OSError, ValueError) as e:
+            raise Fail(f"the reply of a client that read 2.5 s after "
+                       f"SIGTERM: {e}\n{d.log_text()}")
+        r = fpwire.reply(body)
+        check(r["status_name"] == "OK" and r["request_id"] == 5,
+              f"status {r['status_name']} (id {r['request_id']}): "
+              f"{r['message']}")
+        check(len(r["payload"]) == 3 * 1024 * 1024 * 4,
+              f"a reply of {len(r['payload'])} tensor bytes, not "
+              f"{3 * 1024 * 1024 * 4}")
+        rc = d.proc.wait(20)
+        check(rc == 0, f"frameprepd exited {rc}:\n{d.log_text()}")
+        print(f"ok a reply read 2.5 s after SIGTERM arrived whole; exited 0 "
+              f"{time.monotonic() - t0:.2f} s after SIGTERM")
+    finally:
+        slow.close()
+        d.kill()
+
+
 def test_info(tmp):
     """(7) INFO through the CLI."""
     d = Daemon(tmp, "--max-inflight", "12", "--max-frame-bytes", "5000000")
