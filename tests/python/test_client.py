@@ -475,8 +475,13 @@ def test_bench_through_the_doorbell(tmp_path):
             in r.stdout, r.stdout
         with frameprep.Client(d.url, timeout=60) as c:
             taken = info_count(c, "doorbell_requests") - before
-        # Both sides of door and bare ran for 0.4 s through the doorbell.
-        assert taken > 200, taken
+        # Both sides of door and bare ran through the doorbell for 0.3 s
+        # after a 0.1 s warm-up: at least half of the frames their rates
+        # account for (frames/s x 0.3 s; a rate, so that load cannot break
+        # the count).
+        counted = sum((float(row[2]) + float(row[3])) * 0.3
+                      for row in rows if row[0] in ("door", "bare"))
+        assert taken > 0 and taken >= 0.5 * counted, (taken, counted)
     finally:
         d.stop()
 

@@ -350,7 +350,9 @@ def test_ring_honours_the_in_flight_limit(tmp_path):
                "4")
     try:
         fs = frames(8, 240, 320)
-        with frameprep.Client(d.url, timeout=30) as c:
+        # The timeout bounds a hang: 48 threads taking turns at 4 tokens
+        # waited past 30 s under ThreadSanitizer on two loaded cores.
+        with frameprep.Client(d.url, timeout=300) as c:
             want = expected(c, fs, size=(320, 320))
             failures, wrong, most = [], [0], [0]
             with c.ring(slots=48, frame=fs[0].shape,
