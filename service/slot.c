@@ -414,8 +414,10 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 		FPREP__ASSERT(s->sink.kind == FPREP__SINK_NNG &&
 		              tensor != NULL);
 		job->table = s->req + FPREP_REQUEST_HEADER_SIZE;
+		/* Worked out once: the reply carries them, the job too. */
 		slot_element_xfs(req, job->table,
 		                 tensor + (out != NULL ? 0 : bytes));
+		job->xfs = tensor + (out != NULL ? 0 : bytes);
 	}
 	job->input = s->req + fprep_request_payload_offset(req);
 	job->output = tensor;
