@@ -121,13 +121,6 @@ static inline void proto_put_text(uint8_t *p, const char *text, size_t size)
 	X(6, u16, kind)                                                        \
 	X(8, u64, request_id)
 
-/* proto_head: the common part of a request, as the table names it. */
-struct proto_head {
-	uint16_t version;
-	uint16_t kind;
-	uint64_t request_id;
-};
-
 /* The wire types: size in bytes, how a host value is written at p and how
  * it is read from p. Text is NUL-padded; its last byte is always written
  * as NUL, and a received one is checked by the decoder. */
@@ -189,6 +182,13 @@ struct proto_head {
 	               #field " is not at offset " #off);                      \
 	_Static_assert(sizeof(((host *)0)->field) == PROTO_SIZE_##type,        \
 	               #field " does not hold a " #type);
+
+/* proto_head: the common part of a request, as the table names it. */
+struct proto_head {
+	uint16_t version;
+	uint16_t kind;
+	uint64_t request_id;
+};
 
 /* proto_head_encode zeroes the header of size bytes at p and writes its
  * magic and common part. */
