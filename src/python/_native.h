@@ -200,6 +200,9 @@ int native_np_load(void);
 int native_bytes_of(PyObject *src, const char *what, unsigned long long need,
                     const void **addr);
 
+/* _native_rules.c: the module functions of the shared request rules */
+int native_rules_add(PyObject *m);
+
 /* _native_client.c: Client, Pending */
 extern PyObject *Client_type;
 void native_fork_child(void);
