@@ -5,10 +5,12 @@
  * slot, the holder that holds every slot is told at once), the send of a
  * reserved frame and of a crop of it, the in-flight gate, and the
  * re-registration after the daemon restarted: a frame written in the old
- * region is sent from the new one, and the tensor equals the inline one.
+ * region is sent from the new one, and the tensor equals the inline one;
+ * threads that all find the old registration stale register once.
  *
  * Usage: test_client_ring FRAMEPREPD
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -235,6 +237,61 @@ static void ring_reregisters(void **state)
 	        FPREP_ECLOSED);
 }
 
+struct sender {
+	struct fixture *f;
+	fprep_ring_lease lease;
+	int err, status;
+};
+
+static void *send_thread(void *arg)
+{
+	struct sender *t = arg;
+	fprep_request req = t->f->req;
+	fprep_result res;
+
+	t->err = fprep_ring_send(t->f->ring, &t->lease, &req, 0, &res);
+	if (t->err == 0) {
+		t->status = (int)res.header.status;
+		fprep_result_fini(&res);
+	}
+	return NULL;
+}
+
+static void ring_reregisters_once(void **state)
+{
+	struct fixture *f = *state;
+	struct sender t[SLOTS];
+	pthread_t th[SLOTS];
+
+	/* Every slot's frame written in the region before the restart,
+	 * then sent by threads at once (two gate tokens for three). */
+	for (int i = 0; i < SLOTS; i++) {
+		t[i].f = f;
+		assert_int_equal(fprep_ring_take(f->ring, FPREP_SLOT_RESERVED,
+		                                 1, 1, 0, &t[i].lease),
+		                 0);
+		fill(fprep_ring_lease_frame(f->ring, &t[i].lease), 10 + i);
+		assert_int_equal(fprep_ring_claim(f->ring, &t[i].lease), 1);
+	}
+	assert_int_equal(daemon_stop(f->pid), 0);
+	unlink(sock);
+	f->pid = daemon_start(daemon_exe, "cpu", url, NULL);
+	for (int i = 0; i < SLOTS; i++)
+		assert_int_equal(
+		        pthread_create(&th[i], NULL, send_thread, &t[i]), 0);
+	for (int i = 0; i < SLOTS; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < SLOTS; i++) {
+		assert_int_equal(t[i].err, 0);
+		assert_int_equal(t[i].status, 0);
+		assert_int_equal(t[i].lease.epoch, 1);
+		expect_tensor(f, &t[i].lease, 10 + i);
+		assert_int_equal(fprep_ring_release(f->ring, &t[i].lease), 1);
+	}
+	assert_int_equal(fprep_ring_epoch(f->ring), 1);
+	assert_int_equal(fprep_gate_tokens(f->gate), 2);
+}
+
 static void ring_open_invalid(void **state)
 {
 	struct fixture *f = *state;
@@ -257,6 +314,8 @@ int main(int argc, char **argv)
 	        cmocka_unit_test_setup_teardown(ring_crop_and_bounds, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(ring_reregisters, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(ring_reregisters_once, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(ring_open_invalid, setup,
 	                                        teardown),
