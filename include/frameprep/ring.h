@@ -230,11 +230,15 @@ FPREP_EXTERN void *fprep_ring_frame(fprep_ring *ring, unsigned k);
  * in the region now in use, or NULL when k is out of range. */
 FPREP_EXTERN const void *fprep_ring_tensor(fprep_ring *ring, unsigned k);
 
-/* fprep_ring_lease_frame and fprep_ring_lease_tensor return where the
- * lease's frame and tensor lie, in the registration it names (mapped
- * until fprep_ring_close). */
+/* fprep_ring_lease_frame returns where the lease's frame lies
+ * (frame_bytes), in the registration it names (mapped until
+ * fprep_ring_close). */
 FPREP_EXTERN uint8_t *fprep_ring_lease_frame(fprep_ring *ring,
                                              const fprep_ring_lease *lease);
+
+/* fprep_ring_lease_tensor returns where the lease's tensor lies
+ * (tensor_bytes, then the reply header), in the registration it names
+ * (mapped until fprep_ring_close). */
 FPREP_EXTERN const uint8_t *
 fprep_ring_lease_tensor(fprep_ring *ring, const fprep_ring_lease *lease);
 
