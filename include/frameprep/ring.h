@@ -185,8 +185,9 @@ FPREP_EXTERN int fprep_ring_open(fprep_ring **rp, fprep_client *client,
 /* fprep_ring_unregister stops the ring: no slot is handed out any more
  * (fprep_ring_take: FPREP_ECLOSED, waiting threads woken), no request is
  * sent (fprep_ring_send: FPREP_ECLOSED) and the region is unregistered
- * (best effort). Leases may still be released, and every mapping stays
- * until fprep_ring_close. Calling it again does nothing. */
+ * (best effort), after a re-registration under way ended. Leases may
+ * still be released, and every mapping stays until fprep_ring_close.
+ * Calling it again does nothing. */
 FPREP_EXTERN void fprep_ring_unregister(fprep_ring *ring);
 
 /* fprep_ring_close unregisters the ring (fprep_ring_unregister), unmaps
@@ -289,9 +290,11 @@ FPREP_EXTERN int fprep_ring_cancel(fprep_ring *ring,
  * re-registration began is dropped and the request sent again; at most
  * 4 attempts. lease->epoch then names the registration that holds the
  * tensor. Returns 0 with *res (the daemon's status in res->header.status;
- * free it with fprep_result_fini); FPREP_EINVAL (a stale lease, a frame
+ * free it with fprep_result_fini); FPREP_EINVAL (a lease whose slot is
+ * not taken with its ticket: stale, or reserved and not claimed; a frame
  * past the slot's frame area), FPREP_ECLOSED, FPREP_ETIMEDOUT (no gate
- * token, or no reply, within the client's timeout), FPREP_EREGION (the
+ * token within cfg->timeout_ms, or no reply within the client's
+ * timeout), FPREP_EREGION (the
  * daemon forgot the region 4 times in a row, or re-registration failed)
  * or fprep_region_request's errors, *res empty. One call per lease at a
  * time. */

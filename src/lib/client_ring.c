@@ -427,8 +427,13 @@ int fprep_ring_send(fprep_ring *ring, fprep_ring_lease *lease,
 	int err = FPREP_EREGION;
 
 	memset(res, 0, sizeof(*res));
-	if (lease->slot >= ring->slots || frame_offset > ring->frame_bytes ||
-	    req->input_size > ring->frame_bytes - frame_offset)
+	if (atomic_load(&ring->closed))
+		return FPREP_ECLOSED;
+	/* The lease's turn, taken (a step to where it is changes nothing). */
+	if (frame_offset > ring->frame_bytes ||
+	    req->input_size > ring->frame_bytes - frame_offset ||
+	    !fprep_slots_step(ring->table, lease->slot, lease->ticket,
+	                      FPREP_SLOT_TAKEN, FPREP_SLOT_TAKEN, 0))
 		return FPREP_EINVAL;
 	for (int attempt = 0; attempt < RING_ATTEMPTS; attempt++) {
 		if (atomic_load(&ring->closed))

@@ -121,6 +121,8 @@ static void ring_leases(void **state)
 {
 	struct fixture *f = *state;
 	fprep_ring_lease a, b, c, d;
+	fprep_request req;
+	fprep_result res;
 	uint8_t st[SLOTS];
 
 	/* Reserved, cancelled: a second cancel and a release of that turn
@@ -130,6 +132,17 @@ static void ring_leases(void **state)
 	assert_int_equal(fprep_ring_cancel(f->ring, &a), 1);
 	assert_int_equal(fprep_ring_cancel(f->ring, &a), 0);
 	assert_int_equal(fprep_ring_release(f->ring, &a), 0);
+	/* A reserved slot is not sent before it is claimed, a cancelled one
+	 * not at all. */
+	assert_int_equal(
+	        fprep_ring_take(f->ring, FPREP_SLOT_RESERVED, 1, 1, 0, &a), 0);
+	req = f->req;
+	assert_int_equal(fprep_ring_send(f->ring, &a, &req, 0, &res),
+	                 FPREP_EINVAL);
+	assert_int_equal(fprep_ring_cancel(f->ring, &a), 1);
+	req = f->req;
+	assert_int_equal(fprep_ring_send(f->ring, &a, &req, 0, &res),
+	                 FPREP_EINVAL);
 	/* A taken slot is not cancelled; its stale lease neither steps nor
 	 * frees the next turn. */
 	assert_int_equal(
