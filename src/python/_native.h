@@ -237,6 +237,7 @@ extern PyType_Spec Gate_spec;
 /* _native_slots.c: Slots, Hold */
 extern PyObject *Slots_type, *Hold_type;
 PyObject *Slots_new(PyTypeObject *tp, PyObject *args, PyObject *kw);
+void native_disarm(SlotsObject *self);
 void Slots_dealloc(PyObject *op);
 int native_slots_fit(const SlotsObject *self, PyObject *region);
 PyObject *Slots_layout(PyObject *op, PyObject *args);
@@ -265,7 +266,6 @@ extern const char *const native_result_names[];
 extern PyObject *native_result_attr[9];
 extern Py_ssize_t native_result_off[9], native_timings_off[7];
 PyObject *native_set_ring_classes(PyObject *self, PyObject *args);
-void native_disarm(SlotsObject *self);
 PyObject *Slots_next_frame(PyObject *op, PyObject *ring);
 PyObject *Slots_send(PyObject *op, PyObject *const *args, Py_ssize_t nargs);
 PyObject *native_timings(PyObject *self, PyObject *arg);
