@@ -221,6 +221,12 @@ def _py_run_figures(run: dict[str, float]) -> str:
             f"{run['flt']:.1f}")
 
 
+def _ratio(a: float, b: float) -> str:
+    """a / b as a 5-wide column, or '-' where b is 0 (a CPU cost that the
+    fixed cost, measured apart, fully accounts for on a loaded machine)."""
+    return f"{a / b:5.2f}" if b else f"{'-':>5}"
+
+
 def _median(runs: list[dict[str, float]]) -> dict[str, float]:
     """Each figure's median over runs."""
     return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
@@ -306,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{c_res['p50']:8.0f} {py['p50']:8.0f} "
                   f"{c_res['cost']:7.0f} {py['cost']:7.0f} "
                   f"{added:6.0f} {c_res['cpu']:6.1f} {py['cpu']:6.1f} "
-                  f"{py['cpu'] / c_res['cpu']:5.2f}", flush=True)
+                  f"{_ratio(py['cpu'], c_res['cpu'])}", flush=True)
             if args.repeat > 1:
                 diffs = [p["p50"] - c["p50"] for p, c in zip(py_runs, c_runs)]
                 print(f"        p50 Python - C per run: "
@@ -341,8 +347,14 @@ def _ring_cpu(rows: list[dict[str, Any]]) -> list[bool]:
             print(f"floor, a Python loop around the bare C request, door "
                   f"c={r['c']}: Python {r['py']['cpu']:.1f} / C "
                   f"{r['C']['cpu']:.1f} us = "
-                  f"{r['py']['cpu'] / r['C']['cpu']:.2f}x (no bar)")
+                  f"{_ratio(r['py']['cpu'], r['C']['cpu']).strip()}x "
+                  f"(no bar)")
         if r["path"] not in ("shm", "door") or r["C"] is None:
+            continue
+        if r["C"]["cpu"] <= 0:
+            print(f"ring client CPU per frame, {r['path']} c={r['c']}: the "
+                  f"C client's is 0 us after its fixed cost (a loaded "
+                  f"machine): not judged")
             continue
         ratio = round(float(r["py"]["cpu"] / r["C"]["cpu"]), 2)  # as printed
         ok = ratio <= CPU_BAR
