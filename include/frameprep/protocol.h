@@ -750,6 +750,11 @@ typedef struct fprep_limits {
 	uint32_t max_streams_per_conn; /* open streams of one connection */
 	uint32_t max_streams_per_uid;  /* open streams of one peer uid */
 	uint32_t max_stream_frames;    /* decoded frames a stream holds */
+	/* Video decode sessions (streams) open at once on one GPU, whose
+	 * video engines have a limit; past it STREAM_OPEN is refused with
+	 * FPREP_ELIMIT. 0: not told (a CPU daemon's streams have no such
+	 * bound). */
+	uint32_t max_video_sessions;
 } fprep_limits;
 
 /* fprep_request: a decoded request header, in host byte order. Field

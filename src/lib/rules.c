@@ -115,5 +115,8 @@ int fprep_limits_parse(const char *text, fprep_limits *lim)
 	if (rules_info_value(text, "max_stream_frames", UINT32_MAX, &w) != 0)
 		w = 0;
 	lim->max_stream_frames = (uint32_t)w;
+	if (rules_info_value(text, "max_video_sessions", UINT32_MAX, &w) != 0)
+		w = 0;
+	lim->max_video_sessions = (uint32_t)w;
 	return FPREP_OK;
 }
