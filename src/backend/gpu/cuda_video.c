@@ -360,6 +360,10 @@ static int CUDAAPI cv_sequence(void *arg, CUVIDEOFORMAT *f)
 	ci.ulHeight = f->coded_height;
 	ci.ulMaxWidth = f->coded_width;
 	ci.ulMaxHeight = f->coded_height;
+	/* The whole coded frame, uncropped: the kernel reads the display
+	 * area (cv_frame_tensor). */
+	ci.display_area.right = (short)f->coded_width;
+	ci.display_area.bottom = (short)f->coded_height;
 	ci.ulNumDecodeSurfaces = want;
 	ci.CodecType = f->codec;
 	ci.ChromaFormat = f->chroma_format;
