@@ -363,7 +363,8 @@
  *           out_region, in_offset, out_offset, out_capacity, u_offset and
  *           v_offset are ignored (written as zero). Refused with
  *           FPREP_ELIMIT past max_streams_per_conn streams of the
- *           connection or max_streams_per_uid of its peer's uid (INFO),
+ *           connection or max_streams_per_uid of its peer's uid (INFO)
+ *           or, decoded on a GPU, max_video_sessions streams of that GPU,
  *           with input_size past max_packet_bytes, and when the parameter
  *           sets give a coded size past max_width x max_height; by a
  *           backend with no decoder for the codec with

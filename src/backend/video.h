@@ -16,13 +16,15 @@
  * threads; different streams run at once.
  *
  * The CPU backend's session is libavcodec's software decoder followed by
- * the CPU ops (video_avcodec.c). A GPU decoder (NVDEC) plugs in the same
- * way: the CUDA backend's video_open makes a session whose run, on its
- * lane, parses with the same checks, decodes into device surfaces from a
- * grow-only pool, and runs the NV12 letterbox kernel on the surfaces in
- * place, writing the tensors into the room job->reserve gives (or a CUDA
- * region). A backend without one leaves video_open NULL and the daemon
- * refuses streams with FPREP_EUNSUPPORTED.
+ * the CPU ops (video_avcodec.c). The CUDA backend's (gpu/cuda_video.c)
+ * plugs in the same way: its video_open makes a session whose run, on a
+ * lane of its GPU (fprep__video.uuid), parses with the same checks,
+ * decodes on NVDEC into the decoder's surfaces (sized once per sequence)
+ * and runs the NV12 letterbox kernel on them in place, writing the
+ * tensors into the room job->reserve gives. What both do alike (the
+ * refusals' words, the reply's room and frame records, the run by kind)
+ * is video_common.c's. A backend without a decoder leaves video_open NULL
+ * and the daemon refuses streams with FPREP_EUNSUPPORTED.
  */
 #ifndef FPREP_VIDEO_H
 #define FPREP_VIDEO_H
