@@ -8,10 +8,14 @@
  * (cuvidCreateVideoParser) and one decoder (cuvidCreateDecoder) of the
  * device of the lane that opened it; every job of the stream runs on a
  * lane of that device (fprep__video.uuid: backend_multi.c routes them),
- * in its primary context, which the session retains so that it outlives
- * the lanes. A packet is handed to the parser whole, as the one picture
- * it is (CUVID_PKT_ENDOFPICTURE), with its pts; the parser calls back on
- * the same thread, before cuvidParseVideoData returns:
+ * in its primary context (current on a lane's thread: cudaSetDevice),
+ * which the session retains so that it outlives the lanes. The decoder is
+ * given a context lock on it (cuvidCtxLockCreate, vidLock), which it takes
+ * around its own use of the context; the session's calls are not wrapped
+ * in that lock (the decoder's calls take it, and it need not be
+ * recursive), as NVIDIA's NvDecoder does. A packet is handed to the parser
+ * whole, as the one picture it is (CUVID_PKT_ENDOFPICTURE), with its pts; the
+ * parser calls back on the same thread, before cuvidParseVideoData returns:
  *   sequence  a new sequence: its coded size is checked against the
  *             limits (fprep__video_check_size) and the engine's
  *             (cuvidGetDecoderCaps) before cuvidCreateDecoder; the
@@ -278,9 +282,7 @@ static int cv_check_caps(struct cv_video *v, const CUVIDEOFORMAT *f)
 	caps.eCodecType = f->codec;
 	caps.eChromaFormat = f->chroma_format;
 	caps.nBitDepthMinus8 = f->bit_depth_luma_minus8;
-	cvf->cuvidCtxLock(v->lock, 0);
 	r = cvf->cuvidGetDecoderCaps(&caps);
-	cvf->cuvidCtxUnlock(v->lock, 0);
 	if (r != CUDA_SUCCESS)
 		return fprep__video_fail(v->job, FPREP_ECUDA,
 		                         "cuvidGetDecoderCaps: %s",
@@ -377,9 +379,7 @@ static int CUDAAPI cv_sequence(void *arg, CUVIDEOFORMAT *f)
 	ci.ulTargetHeight = f->coded_height;
 	ci.ulNumOutputSurfaces = CV_OUTPUT_SURFACES;
 	ci.vidLock = v->lock;
-	cvf->cuvidCtxLock(v->lock, 0);
 	r = cvf->cuvidCreateDecoder(&v->decoder, &ci);
-	cvf->cuvidCtxUnlock(v->lock, 0);
 	if (r != CUDA_SUCCESS) {
 		v->decoder = NULL;
 		fprep__video_fail(
@@ -421,9 +421,7 @@ static int CUDAAPI cv_decode(void *arg, CUVIDPICPARAMS *pic)
 			                    "packet");
 			goto fail;
 		}
-	cvf->cuvidCtxLock(v->lock, 0);
 	r = cvf->cuvidDecodePicture(v->decoder, pic);
-	cvf->cuvidCtxUnlock(v->lock, 0);
 	if (r != CUDA_SUCCESS) {
 		char why[96];
 
@@ -455,9 +453,7 @@ static int CUDAAPI cv_display(void *arg, CUVIDPARSERDISPINFO *d)
 	    !v->decoded[d->picture_index])
 		return 1; /* not decoded by this session since its reset */
 	memset(&ds, 0, sizeof ds);
-	cvf->cuvidCtxLock(v->lock, 0);
 	r = cvf->cuvidGetDecodeStatus(v->decoder, d->picture_index, &ds);
-	cvf->cuvidCtxUnlock(v->lock, 0);
 	if (r == CUDA_SUCCESS &&
 	    (ds.decodeStatus == cuvidDecodeStatus_Error ||
 	     ds.decodeStatus == cuvidDecodeStatus_Error_Concealed)) {
@@ -598,11 +594,6 @@ static int cv_open(fprep__video *base, fprep__job *job)
 		v->stream = NULL;
 		return cv_cuda_fail(job, &st);
 	}
-	if (v->params_len > 0 &&
-	    cv_nal_scan(v, v->params, v->params_len, 0) < 0)
-		return fprep__video_fail(job, FPREP_ENOMEM,
-		                         "parameter sets: out of memory");
-	v->job = job;
 	if (cv_parser_open(v, job) != FPREP_OK)
 		return job->status;
 	/* A sequence the parameter sets alone made known is checked now. */
@@ -617,10 +608,17 @@ static int cv_open(fprep__video *base, fprep__job *job)
 static void cv_reset(struct cv_video *v, fprep__job *job)
 {
 	fprep__job probe = {0};
+	int failed = v->failed;
 
+	/* The callbacks the parameter sets may call answer the probe. */
 	probe.limits = job->limits;
+	probe.stream = job->stream;
+	v->job = &probe;
+	v->failed = 0;
 	if (cv_parser_open(v, &probe) != FPREP_OK)
 		fprep__log(FPREP_LOG_ERR, "video: %s", probe.message);
+	v->job = job;
+	v->failed = failed;
 }
 
 /* cv_parse hands size bytes at data to the parser (cv_feed); a refusal,
@@ -753,9 +751,7 @@ static int cv_frame_tensor(struct cv_video *v, fprep__job *job,
 	memset(&pp, 0, sizeof pp);
 	pp.progressive_frame = 1;
 	pp.output_stream = v->stream;
-	cvf->cuvidCtxLock(v->lock, 0);
 	r = cvf->cuvidMapVideoFrame(v->decoder, f->index, &dptr, &pitch, &pp);
-	cvf->cuvidCtxUnlock(v->lock, 0);
 	if (r != CUDA_SUCCESS) {
 		char why[96];
 
@@ -787,9 +783,7 @@ static int cv_frame_tensor(struct cv_video *v, fprep__job *job,
 		    FPREP__CUDA(&st, cudaStreamSynchronize(v->stream)))
 			rv = cv_cuda_fail(job, &st);
 	}
-	cvf->cuvidCtxLock(v->lock, 0);
 	r = cvf->cuvidUnmapVideoFrame(v->decoder, dptr);
-	cvf->cuvidCtxUnlock(v->lock, 0);
 	if (rv == FPREP_OK && r != CUDA_SUCCESS)
 		rv = fprep__video_fail(job, FPREP_ECUDA,
 		                       "cuvidUnmapVideoFrame64: %s",
