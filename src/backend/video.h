@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "frameprep/protocol.h"
+#include "frameprep/frameprep.h"
 
 typedef struct fprep__video fprep__video;
 typedef struct fprep__job fprep__job;
@@ -120,6 +120,23 @@ uint8_t *fprep__video_reserve(fprep__job *job, const fprep_request *spec,
 void fprep__video_record(fprep__job *job, uint8_t *out, uint64_t one,
                          unsigned k, int64_t pts, uint32_t w, uint32_t h,
                          const fprep_transform *xf);
+
+/* fprep__video_ps: parameter sets (Annex-B NAL units, start codes
+ * included), len bytes at data, cap allocated (grow-only; free(data)). */
+typedef struct fprep__video_ps {
+	uint8_t *data;
+	size_t len, cap;
+} fprep__video_ps;
+
+/* fprep__video_scan reads the NAL unit types of an Annex-B packet (n
+ * bytes at p) of the stream's codec (spec): returns 1 when it holds a
+ * slice of an IDR (H.264, type 5) or IRAP (HEVC, types 16 to 23) picture,
+ * else 0, or -1 when out of memory. With ps, the packet's parameter sets
+ * (H.264 SPS 7 and PPS 8; HEVC VPS 32, SPS 33 and PPS 34), if it has any,
+ * replace those in *ps. A decoder that starts again (a new parser) is fed
+ * them. */
+int fprep__video_scan(const fprep_request *spec, const uint8_t *p, size_t n,
+                      fprep__video_ps *ps);
 
 /* fprep__video_steps: the steps of a session's run, each returning
  * FPREP_OK or the job's failed status: open (the STREAM_OPEN job), packet

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
@@ -172,4 +173,63 @@ void fprep__video_steps_run(fprep__video *v, fprep__job *job,
 	if (rv == FPREP_OK)
 		rv = steps->emit(v, job);
 	job->status = rv;
+}
+
+/* video_ps_add appends len bytes at p to ps. */
+static int video_ps_add(fprep__video_ps *ps, const uint8_t *p, size_t len)
+{
+	if (ps->len + len > ps->cap) {
+		size_t cap = 2 * (ps->len + len);
+		uint8_t *q = realloc(ps->data, cap);
+
+		if (q == NULL)
+			return -1;
+		ps->data = q;
+		ps->cap = cap;
+	}
+	memcpy(ps->data + ps->len, p, len);
+	ps->len += len;
+	return 0;
+}
+
+int fprep__video_scan(const fprep_request *spec, const uint8_t *p, size_t n,
+                      fprep__video_ps *ps)
+{
+	int h264 = spec->src_format == FPREP_PIX_H264, key = 0, seen = 0;
+	size_t i = 0;
+
+	while (i + 3 <= n) {
+		if (p[i] != 0 || p[i + 1] != 0 || p[i + 2] != 1) {
+			i++;
+			continue;
+		}
+		size_t start = i > 0 && p[i - 1] == 0 ? i - 1 : i;
+		size_t body = i + 3, end = body;
+
+		while (end + 3 <= n &&
+		       !(p[end] == 0 && p[end + 1] == 0 && p[end + 2] == 1))
+			end++;
+		if (end + 3 > n)
+			end = n;
+		else if (end > body && p[end - 1] == 0)
+			end--; /* the next one's four-byte start code */
+		if (body < n) {
+			unsigned t =
+			        h264 ? p[body] & 0x1fu : (p[body] >> 1) & 0x3fu;
+			int is_ps =
+			        h264 ? t == 7 || t == 8 : t >= 32 && t <= 34;
+
+			key |= h264 ? t == 5 : t >= 16 && t <= 23;
+			if (ps != NULL && is_ps) {
+				if (!seen)
+					ps->len = 0;
+				seen = 1;
+				if (video_ps_add(ps, p + start, end - start) !=
+				    0)
+					return -1;
+			}
+		}
+		i = end;
+	}
+	return key;
 }

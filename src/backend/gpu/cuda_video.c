@@ -161,8 +161,7 @@ struct cv_video {
 	fprep_request spec;
 	uint8_t *params; /* STREAM_OPEN's parameter sets */
 	size_t params_len;
-	uint8_t *ps; /* the last packet's parameter sets that held any */
-	size_t ps_len, ps_cap;
+	fprep__video_ps ps; /* the last packet's that held any */
 	int device;
 	int counted;        /* counted in cv_sessions[device] */
 	cuda_backend *lane; /* the lane running the current job */
@@ -184,63 +183,6 @@ struct cv_video {
 	cv_frame *frames;                 /* let out by the current job */
 	unsigned nframes, frames_cap;
 };
-
-/* cv_nal_scan reads the NAL unit types of an Annex-B packet: whether it
- * starts an IDR (H.264, type 5) or IRAP (HEVC, 16..23) picture, and, with
- * ps, copies its parameter sets (H.264 SPS 7, PPS 8; HEVC VPS 32, SPS 33,
- * PPS 34) with their start codes into v->ps when it has any. Returns
- * whether it starts such a picture, or -1 when out of memory. */
-static int cv_nal_scan(struct cv_video *v, const uint8_t *p, size_t n, int ps)
-{
-	int h264 = v->spec.src_format == FPREP_PIX_H264, key = 0, seen = 0;
-	size_t i = 0;
-
-	while (i + 3 <= n) {
-		if (p[i] != 0 || p[i + 1] != 0 || p[i + 2] != 1) {
-			i++;
-			continue;
-		}
-		size_t start = i, body = i + 3, end = body;
-
-		if (start > 0 && p[start - 1] == 0)
-			start--; /* a four-byte start code */
-		while (end + 3 <= n &&
-		       !(p[end] == 0 && p[end + 1] == 0 && p[end + 2] == 1))
-			end++;
-		if (end + 3 > n)
-			end = n;
-		else if (end > body && p[end - 1] == 0)
-			end--; /* the next one's leading zero */
-		if (body < n) {
-			unsigned t =
-			        h264 ? p[body] & 0x1f : (p[body] >> 1) & 0x3f;
-			int is_ps =
-			        h264 ? t == 7 || t == 8 : t >= 32 && t <= 34;
-
-			key |= h264 ? t == 5 : t >= 16 && t <= 23;
-			if (ps && is_ps) {
-				size_t len = end - start;
-
-				if (!seen)
-					v->ps_len = 0;
-				seen = 1;
-				if (v->ps_len + len > v->ps_cap) {
-					size_t cap = 2 * (v->ps_len + len);
-					uint8_t *q = realloc(v->ps, cap);
-
-					if (q == NULL)
-						return -1;
-					v->ps = q;
-					v->ps_cap = cap;
-				}
-				memcpy(v->ps + v->ps_len, p + start, len);
-				v->ps_len += len;
-			}
-		}
-		i = end;
-	}
-	return key;
-}
 
 #ifdef FPREP_HAVE_NVCUVID
 
@@ -536,8 +478,8 @@ static int cv_parser_open(struct cv_video *v, fprep__job *job)
 	}
 	if (v->params_len > 0)
 		(void)cv_feed(v, v->params, v->params_len, 0, 0);
-	if (v->ps_len > 0)
-		(void)cv_feed(v, v->ps, v->ps_len, 0, 0);
+	if (v->ps.len > 0)
+		(void)cv_feed(v, v->ps.data, v->ps.len, 0, 0);
 	return FPREP_OK;
 }
 
@@ -646,7 +588,7 @@ static int cv_packet(fprep__video *base, fprep__job *job)
 {
 	struct cv_video *v = (struct cv_video *)base;
 	size_t size = job->stream.packet_size;
-	int key = cv_nal_scan(v, job->input, size, 1);
+	int key = fprep__video_scan(&v->spec, job->input, size, &v->ps);
 
 	if (key < 0)
 		return fprep__video_fail(job, FPREP_ENOMEM,
@@ -880,7 +822,7 @@ static void cv_close(fprep__video *base)
 		atomic_fetch_sub(&cv_sessions[v->device], 1);
 	free(v->frames);
 	free(v->params);
-	free(v->ps);
+	free(v->ps.data);
 	free(v);
 }
 
@@ -894,7 +836,6 @@ static void cv_run(fprep__video *base, fprep__job *job)
 	fprep__video_fail(job, FPREP_EUNSUPPORTED,
 	                  "%s streams on the GPU need NVDEC: %s",
 	                  fprep__video_codec_name(&v->spec), cv_why);
-	(void)cv_nal_scan;
 }
 
 static void cv_close(fprep__video *base)
