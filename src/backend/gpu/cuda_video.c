@@ -175,7 +175,8 @@ struct cv_video {
 #endif
 	unsigned surfaces;   /* the decoder's decode surfaces */
 	cudaStream_t stream; /* maps, kernels and the copy */
-	uint8_t *d_out;      /* the tensors, out_cap bytes (grow-only) */
+	uint8_t *d_out;      /* the tensors, out_cap bytes (grow-only; allocated
+	                        and freed in the order of stream) */
 	size_t out_cap;
 	int skipping;                     /* drop packets until an IDR/IRAP */
 	int failed;                       /* a callback failed the job */
@@ -750,10 +751,12 @@ static int cv_emit(fprep__video *base, fprep__job *job)
 		             ~(size_t)(CUDA_GROW_ALIGN - 1);
 
 		if (v->d_out != NULL)
-			(void)FPREP__CUDA(NULL, cudaFree(v->d_out));
+			(void)FPREP__CUDA(NULL,
+			                  cudaFreeAsync(v->d_out, v->stream));
 		v->d_out = NULL;
 		v->out_cap = 0;
-		if (FPREP__CUDA(&st, cudaMalloc((void **)&v->d_out, cap)))
+		if (FPREP__CUDA(&st, cudaMallocAsync((void **)&v->d_out, cap,
+		                                     v->stream)))
 			return cv_cuda_fail(job, &st);
 		v->out_cap = cap;
 	}
@@ -804,13 +807,13 @@ static void cv_close(fprep__video *base)
 		if (v->parser != NULL)
 			cvf->cuvidDestroyVideoParser(v->parser);
 		cv_destroy_decoder(v);
-		if (v->stream != NULL) {
-			(void)FPREP__CUDA(NULL,
-			                  cudaStreamSynchronize(v->stream));
-			(void)FPREP__CUDA(NULL, cudaStreamDestroy(v->stream));
-		}
+		/* Stream-ordered: nothing here waits for the device (a
+		 * cudaFree would, on the loop's thread). */
 		if (v->d_out != NULL)
-			(void)FPREP__CUDA(NULL, cudaFree(v->d_out));
+			(void)FPREP__CUDA(NULL,
+			                  cudaFreeAsync(v->d_out, v->stream));
+		if (v->stream != NULL)
+			(void)FPREP__CUDA(NULL, cudaStreamDestroy(v->stream));
 		(void)cuf->cuCtxPopCurrent(&none);
 		if (v->lock != NULL)
 			cvf->cuvidCtxLockDestroy(v->lock);
