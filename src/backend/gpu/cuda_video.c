@@ -85,11 +85,11 @@ static char cv_why[256];
 static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
 static int cv_loaded;
 static char cv_from[128]; /* what was loaded */
-static atomic_uint cv_sessions[CV_MAX_DEVICES];
 
 #ifdef FPREP_HAVE_NVCUVID
 static CuvidFunctions *cvf;
 static CudaFunctions *cuf;
+static atomic_uint cv_sessions[CV_MAX_DEVICES];
 
 /* cv_load runs once: loads libcuda's and libnvcuvid's functions. */
 static void cv_load(void)
