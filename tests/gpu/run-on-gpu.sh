@@ -344,12 +344,15 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	tests+=(two_lanes)
 	# video: H.264 (B-frames), HEVC and an odd size decoded on NVDEC equal
 	# to the CPU backend's tensors staged beside them (test_video_gpu
-	# check: counts, pts, 1 LSB, a corrupt and a cut packet, INFO), then
+	# check: counts, pts, 1 LSB, a corrupt and a cut packet, INFO), a
+	# daemon with FPREP_NVDEC=off (refused naming libnvcuvid.so.1, frames
+	# served: off), then
 	# FPREP_VIDEO_STREAMS (1 8 32) streams at once of a 1080p H.264 to
 	# 640x640 f32 for FPREP_VIDEO_S (5) s each: frames/s and reply latency.
 	video_run() {
 		local n rc=0
 		"$here/bin/test_video_gpu" check 0 "$here/bin/frameprepd" "$here/video" || rc=1
+		"$here/bin/test_video_gpu" off 0 "$here/bin/frameprepd" || rc=1
 		for n in ${FPREP_VIDEO_STREAMS:-1 8 32}; do
 			"$here/bin/test_video_gpu" rate 0 "$here/bin/frameprepd" \
 				"$here/video" "$n" "${FPREP_VIDEO_S:-5}" || rc=1

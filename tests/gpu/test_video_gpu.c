@@ -28,6 +28,10 @@
  *        frames/s and the latency from a packet's send to its reply, for
  *        the replies that carry frames (p50, p99).
  *
+ *   off DEVICE FRAMEPREPD   a daemon with FPREP_NVDEC=off (as where
+ *        libnvcuvid.so.1 is missing): STREAM_OPEN refused with EUNSUPPORTED
+ *        naming libnvcuvid.so.1, INFO's video_decoder "none (...)", frames
+ *        still served.
  *   probe DEVICE   exits 77 when DEVICE is a GPU and there is none, else 0.
  *
  * DEVICE other than cpu without a GPU: exits 77 (skipped). Ends with one
@@ -388,6 +392,31 @@ static void vg_info(fprep_client *c, const char *device)
 	fprep_result_fini(&res);
 }
 
+/* vg_off: a daemon whose NVDEC is off (FPREP_NVDEC=off, as where
+ * libnvcuvid.so.1 is missing) refuses streams with EUNSUPPORTED naming the
+ * library, says why in INFO, and still serves frames. */
+static void vg_off(fprep_client *c, const char *url)
+{
+	fprep_request spec;
+	fprep_stream *st = NULL;
+	char line[256];
+	int rv;
+
+	vg_spec(&spec, FPREP_PIX_H264, 1);
+	rv = fprep_stream_open(c, &spec, NULL, 0, &st);
+	CHECK(rv == FPREP_EUNSUPPORTED &&
+	              strstr(fprep_client_last_error(c), "libnvcuvid.so.1"),
+	      "stream open without NVDEC: %s (%s)\n", fprep_strerror(rv),
+	      fprep_client_last_error(c));
+	if (rv == 0)
+		fprep_stream_close(st);
+	printf("without NVDEC: %s\n", fprep_client_last_error(c));
+	CHECK(daemon_info_value(c, "video_decoder", line, sizeof(line)) == 0 &&
+	              strncmp(line, "none (", 6) == 0,
+	      "INFO without NVDEC: video_decoder: %s\n", line);
+	daemon_serves(url, "a stream refused without NVDEC");
+}
+
 /* A rate stream: its thread's counts and latencies. */
 typedef struct vg_rate {
 	const char *url;
@@ -517,7 +546,7 @@ int main(int argc, char **argv)
 	const char *device = argc > 2 ? argv[2] : "cpu";
 	char *extra[] = {"--max-stream-frames", "64", NULL};
 	int ndev = 0, record = strcmp(mode, "record") == 0;
-	int rate = strcmp(mode, "rate") == 0;
+	int rate = strcmp(mode, "rate") == 0, off = strcmp(mode, "off") == 0;
 	unsigned n;
 	fprep_client *c;
 	pid_t pid;
@@ -529,12 +558,15 @@ int main(int argc, char **argv)
 		                        ndev == 0)
 		               ? 77
 		               : 0;
-	if (!(record || rate || strcmp(mode, "check") == 0) ||
-	    argc != (rate ? 7 : 5)) {
+	if (!(record || rate || off || strcmp(mode, "check") == 0) ||
+	    argc != (rate  ? 7
+	             : off ? 4
+	                   : 5)) {
 		fprintf(stderr,
 		        "usage: test_video_gpu record|check DEVICE FRAMEPREPD "
 		        "DIR\n       test_video_gpu rate DEVICE FRAMEPREPD DIR "
-		        "N SECONDS\n");
+		        "N SECONDS\n       test_video_gpu off DEVICE "
+		        "FRAMEPREPD\n");
 		return 2;
 	}
 	if (strcmp(device, "cpu") != 0 &&
@@ -543,8 +575,14 @@ int main(int argc, char **argv)
 		return 77;
 	}
 	daemon_socket(sock, sizeof(sock), url, sizeof(url), "video");
+	if (off)
+		setenv("FPREP_NVDEC", "off", 1);
 	pid = daemon_start(argv[3], device, url, extra);
 	c = daemon_client(url);
+	if (off) {
+		vg_off(c, url);
+		goto done;
+	}
 	if (rate) {
 		vg_rate_run(url, argv[4], (unsigned)atoi(argv[5]),
 		            atof(argv[6]));

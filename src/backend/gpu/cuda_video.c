@@ -99,7 +99,9 @@ static void cv_load(void)
 
 	if (env != NULL && (strcmp(env, "off") == 0 || strcmp(env, "0") == 0)) {
 		snprintf(cv_why, sizeof cv_why,
-		         "NVDEC turned off (FPREP_NVDEC=%s)", env);
+		         "libnvcuvid.so.1 not loaded: NVDEC turned off "
+		         "(FPREP_NVDEC=%s)",
+		         env);
 		goto fail;
 	}
 	if (cuda_load_functions(&cuf, NULL) != 0)
