@@ -27,6 +27,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "reply.h"
+#include "slot_state.h"
 
 /* answer_spare gives up the slot's messages but one, for the reply to
  * reuse: the reply message (a failed tensor), else the request. */

@@ -2,17 +2,20 @@
  * daemon.h: what the files of frameprepd's event loop share: the server,
  * its slots, its connection table, its two ports and the reply sinks, and
  * the calls between the files. Each file's calls carry its name
- * (fprep__slot_* are slot.c's). The files, from the top down (each calls
- * only files below it, but for two state steps every file takes,
- * fprep__slot_enter and fprep__shutdown_want; the ports hand requests up
- * through a callback):
+ * (fprep__slot_* are slot.c's and slot_state.h's). The files, from the top
+ * down: each calls only files below it. The two steps that files of every
+ * floor take are inline, so that none calls up for them: a slot's state
+ * step (fprep__slot_enter, slot_state.h) and the wish to stop
+ * (fprep__shutdown_want, below). The ports hand requests up through a
+ * callback (port.h).
  *
  *   server.c         set-up, the event dispatch, the spin, SIGHUP,
  *                    fprep__server_run
- *   shutdown.c       SIGINT/SIGTERM, the wish to stop and the ordered close
- *   slot.c           the request machine: its states (fprep__slot_enter),
- *                    intake, validation, the hand-off
- *                    to the backend or the regions module, completions
+ *   shutdown.c       SIGINT/SIGTERM, the ordered close
+ *   slot.c           the request machine: intake, validation, the hand-off
+ *                    to the backend, the regions module or a stream,
+ *                    completions
+ *   streams.c        video streams: their table, each one's order
  *   info.c           the INFO text and the start-up line
  *   answer.c         fprep__answer_reply (every reply's one owner), error
  *                    replies, the end of a request
@@ -20,9 +23,9 @@
  *   port_doorbell.c  the doorbell port: requests in shared memory
  *   waker_futex.c    the doorbells' waker thread (no_futex_waitv.c where
  *                    the system has no futex_waitv)
- *   streams.c        video streams: their table, each one's order
  *   conns.c          per-connection caps (requests, reply bytes)
  *   sink.c           fprep__sink_deliver: where every reply is written
+ *   slot_state.h     a slot's states and the steps between them
  *
  * Threads. The loop thread owns everything here, except where a field says
  * otherwise; the marks are:
@@ -348,10 +351,7 @@ struct fprep__server {
 
 /* slot.c */
 
-/* fprep__slot_enter moves s to state to, asserting that the step is one of
- * the machine's (enum fprep__slot_state), and keeps srv->active (the
- * slots not IDLE). Loop thread. */
-void fprep__slot_enter(fprep__slot *s, int to);
+/* (fprep__slot_enter, the steps between states: slot_state.h.) */
 /* fprep__slot_take: the ports' take callback (port.h): serves the request
  * the port took into s (state RECV, request and sink set). */
 void fprep__slot_take(fprep__slot *s);
@@ -510,9 +510,24 @@ void fprep__waker_stop(fprep__waker *w);
  * status and why that new requests get) from a file below shutdown.c: the
  * status is kept at once, and the loop begins the shutdown once the
  * current event is handled (server.c). A later call with a higher
- * exit_status replaces the status. Loop thread. */
-void fprep__shutdown_want(fprep__server *srv, int exit_status, int status,
-                          const char *why);
+ * exit_status replaces the status. Inline here, so that the files below
+ * shutdown.c (the ports, slot.c) ask for it by a flag and never call up
+ * into shutdown.c. Loop thread. */
+static inline void fprep__shutdown_want(fprep__server *srv, int exit_status,
+                                        int status, const char *why)
+{
+	size_t n;
+
+	if (exit_status > srv->exit_status ||
+	    (!srv->stop_wanted && !srv->stopping && exit_status == 0)) {
+		srv->exit_status = exit_status;
+		srv->stop_status = status;
+		n = strnlen(why, FPREP_MESSAGE_SIZE - 1);
+		memmove(srv->stop_message, why, n);
+		srv->stop_message[n] = '\0';
+	}
+	srv->stop_wanted = 1;
+}
 /* fprep__shutdown_begin begins the shutdown (exit_status, and the status and
  * why that new requests get); fprep__shutdown_begin_wanted begins the one
  * that fprep__shutdown_want asked for. */

@@ -43,6 +43,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "metrics.h"
+#include "slot_state.h"
 
 /* Rings of one doorbell that find nothing posted, within DB_IDLE_WINDOW_MS,
  * before it is muted for DB_MUTE_MS. A client that rings only after it

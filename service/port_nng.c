@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "daemon.h"
 #include "log.h"
+#include "slot_state.h"
 
 /* port_nng_aio_cb: nng's callback for a slot's aio, on nng's thread. */
 static void port_nng_aio_cb(void *arg)

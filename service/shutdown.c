@@ -199,22 +199,6 @@ static void shutdown_drain_timeout(uv_timer_t *timer)
 	           count[FPREP__SLOT_SEND], count[FPREP__SLOT_RECV]);
 }
 
-void fprep__shutdown_want(fprep__server *srv, int exit_status, int status,
-                          const char *why)
-{
-	size_t n;
-
-	if (exit_status > srv->exit_status ||
-	    (!srv->stop_wanted && !srv->stopping && exit_status == 0)) {
-		srv->exit_status = exit_status;
-		srv->stop_status = status;
-		n = strnlen(why, FPREP_MESSAGE_SIZE - 1);
-		memmove(srv->stop_message, why, n);
-		srv->stop_message[n] = '\0';
-	}
-	srv->stop_wanted = 1;
-}
-
 void fprep__shutdown_begin(fprep__server *srv, int exit_status, int status,
                            const char *why)
 {

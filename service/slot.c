@@ -35,53 +35,10 @@
 #include "log.h"
 #include "metrics.h"
 #include "reply.h"
+#include "slot_state.h"
 #include "trace.h"
 
 #define SLOT_INFO_SIZE 4096
-
-/* slot_step_ok tells whether a slot may go from state from to
- * state to (enum fprep__slot_state): a bit per state a state leads to. */
-static inline int slot_step_ok(int from, int to)
-{
-#define FPREP__TO(state) (1u << (state))
-	static const unsigned next[] = {
-	        [FPREP__SLOT_IDLE] = FPREP__TO(FPREP__SLOT_RECV) |
-	                             FPREP__TO(FPREP__SLOT_IDLE),
-	        [FPREP__SLOT_RECV] = FPREP__TO(FPREP__SLOT_WORK) |
-	                             FPREP__TO(FPREP__SLOT_REGION) |
-	                             FPREP__TO(FPREP__SLOT_SEND) |
-	                             FPREP__TO(FPREP__SLOT_RECV) |
-	                             FPREP__TO(FPREP__SLOT_IDLE),
-	        [FPREP__SLOT_WORK] = FPREP__TO(FPREP__SLOT_SEND) |
-	                             FPREP__TO(FPREP__SLOT_RECV) |
-	                             FPREP__TO(FPREP__SLOT_IDLE),
-	        [FPREP__SLOT_SEND] = FPREP__TO(FPREP__SLOT_RECV) |
-	                             FPREP__TO(FPREP__SLOT_IDLE),
-	        [FPREP__SLOT_REGION] = FPREP__TO(FPREP__SLOT_WORK) |
-	                               FPREP__TO(FPREP__SLOT_SEND) |
-	                               FPREP__TO(FPREP__SLOT_IDLE),
-	};
-#undef FPREP__TO
-	return from >= FPREP__SLOT_IDLE && from <= FPREP__SLOT_REGION &&
-	       (next[from] >> to & 1u) != 0;
-}
-
-void fprep__slot_enter(fprep__slot *s, int to)
-{
-	int from = s->state;
-
-	FPREP__LOOP_ONLY(s->srv);
-	FPREP__ASSERT(slot_step_ok(from, to));
-	if (from == FPREP__SLOT_IDLE && to != FPREP__SLOT_IDLE)
-		s->srv->active++;
-	else if (from != FPREP__SLOT_IDLE && to == FPREP__SLOT_IDLE)
-		s->srv->active--;
-	if (to == FPREP__SLOT_WORK)
-		s->srv->working++;
-	else if (from == FPREP__SLOT_WORK)
-		s->srv->working--;
-	s->state = to;
-}
 
 /* slot_sink_broken tells whether the SIGBUS guard caught a region the
  * job or its reply uses. Any thread. */
@@ -414,8 +371,10 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 		FPREP__ASSERT(s->sink.kind == FPREP__SINK_NNG &&
 		              tensor != NULL);
 		job->table = s->req + FPREP_REQUEST_HEADER_SIZE;
+		/* Worked out once: the reply carries them, the job too. */
 		slot_element_xfs(req, job->table,
 		                 tensor + (out != NULL ? 0 : bytes));
+		job->xfs = tensor + (out != NULL ? 0 : bytes);
 	}
 	job->input = s->req + fprep_request_payload_offset(req);
 	job->output = tensor;

@@ -30,6 +30,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "reply.h"
+#include "slot_state.h"
 #include "streams.h"
 
 struct fprep__stream {

@@ -788,44 +788,6 @@ fprep_request_set_shm(fprep_request *req, const fprep_region *in,
                       uint64_t in_offset, const fprep_region *out,
                       uint64_t out_offset, uint64_t out_capacity);
 
-/* fprep_ring: a ring of slots in one shared-memory region, so that one
- * thread keeps several frames in flight: slot k holds one frame and, after
- * its reply, that frame's tensor; the client fills slot k+1 while slot k is
- * being processed. Each slot's frame and tensor start on a page boundary. */
-typedef struct fprep_ring fprep_ring;
-
-/* fprep_ring_open creates and registers (fprep_region_open) a region of
- * slots slots (>= 1; 2 or more for double buffering), each with room for a
- * frame of frame_bytes and a tensor of tensor_bytes. Returns 0, or
- * FPREP_EINVAL (no slots, zero sizes, overflow) or fprep_region_open's
- * errors. */
-FPREP_EXTERN int fprep_ring_open(fprep_ring **rp, fprep_client *client,
-                                 unsigned slots, size_t frame_bytes,
-                                 size_t tensor_bytes);
-
-/* fprep_ring_close closes the ring's region and frees it. Every request
- * submitted on it must have been waited for. NULL is ignored. */
-FPREP_EXTERN void fprep_ring_close(fprep_ring *ring);
-
-/* fprep_ring_slots returns the number of slots. */
-FPREP_EXTERN unsigned fprep_ring_slots(const fprep_ring *ring);
-
-/* fprep_ring_frame returns where slot k's frame is written (frame_bytes). */
-FPREP_EXTERN void *fprep_ring_frame(const fprep_ring *ring, unsigned k);
-
-/* fprep_ring_tensor returns where slot k's tensor lands (tensor_bytes). */
-FPREP_EXTERN const void *fprep_ring_tensor(const fprep_ring *ring, unsigned k);
-
-/* fprep_ring_submit submits req for the frame in slot k (req->input_size
- * bytes already written there), its tensor to land in slot k, like
- * fprep_client_submit (cb, arg and *pp as there). Returns 0, FPREP_EINVAL
- * (k out of range, or the frame or the request's tensor larger than the
- * slot), or fprep_client_submit's errors. The slot's frame may be
- * rewritten once the reply arrived (FPREP_REPLY_F_INPUT_RELEASED). */
-FPREP_EXTERN int fprep_ring_submit(fprep_ring *ring, unsigned k,
-                                   fprep_request *req, fprep_done_fn cb,
-                                   void *arg, fprep_pending **pp);
-
 #ifdef __cplusplus
 }
 #endif

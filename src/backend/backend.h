@@ -80,6 +80,15 @@ struct fprep__job {
 	 * records after its 8-byte header; fprep_element_get reads one), in
 	 * the request's message, which outlives the job. NULL otherwise. */
 	const uint8_t *table;
+	/* ROIS and BATCH: the elements' transforms, computed once by the
+	 * loop (fprep_element_transform) and written as the reply carries
+	 * them (req.elements records of FPREP_ELEMENT_XF_SIZE bytes;
+	 * fprep_element_xf_decode reads one), in the reply's message, which
+	 * outlives the job. A backend plans its elements from these
+	 * (fprep__roi_plan_xf) rather than work them out again (the CPU
+	 * backend does; the CUDA backend still calls fprep__roi_plan). NULL
+	 * otherwise. */
+	const uint8_t *xfs;
 	uint8_t *output;   /* output_size bytes for the tensor */
 	uint32_t shape[4]; /* the tensor's, in req.layout (fprep__job_plan) */
 	uint64_t output_size; /* its bytes (fprep__job_plan) */

@@ -90,11 +90,14 @@ struct cpu_backend {
 static void cpu_elements(fprep__job *job, uint32_t k0, uint32_t k1)
 {
 	uint64_t per = fprep__element_bytes(&job->req);
+	fprep_element_xf xf;
 	fprep_element el;
 
 	for (uint32_t k = k0; k < k1; k++) {
 		fprep_element_get(job->table, k, &el);
-		fprep__element_cpu(&job->req, &el, job->input,
+		fprep_element_xf_decode(
+		        job->xfs + (size_t)k * FPREP_ELEMENT_XF_SIZE, &xf);
+		fprep__element_cpu(&job->req, &el, &xf, job->input,
 		                   job->output + per * k);
 	}
 }

@@ -15,9 +15,6 @@
  * handle and the device's UUID (cuda_ptr.h) and sends them with the
  * buffer's offset in a REGISTER_CUDA; nothing is mapped on this side.
  *
- * A ring (fprep_ring_*) is one region cut into equal slots, each a
- * page-aligned tensor area followed by a page-aligned frame area.
- *
  * This file sits below the route (client.c) and above the doorbell and
  * nng carriers: a region's REGISTER goes through nng, a request in a
  * region's doorbell entry through fprep__client_call_entry. Making room
@@ -374,97 +371,4 @@ void fprep_request_set_shm(fprep_request *req, const fprep_region *in,
 	req->out_region = out ? out->id : 0;
 	req->out_offset = out ? out_offset : 0;
 	req->out_capacity = out ? out_capacity : 0;
-}
-
-#define RING_PAGE 4096u
-
-struct fprep_ring {
-	fprep_region *region;
-	unsigned slots;
-	size_t frame_bytes;
-	size_t tensor_bytes;
-	size_t frame_offset; /* of the frame inside a slot */
-	size_t slot_bytes;
-};
-
-/* ring_round rounds n up to whole pages, or returns 0 on overflow. */
-static size_t ring_round(size_t n)
-{
-	return n > SIZE_MAX - (RING_PAGE - 1)
-	               ? 0
-	               : (n + RING_PAGE - 1) & ~(size_t)(RING_PAGE - 1);
-}
-
-int fprep_ring_open(fprep_ring **rp, fprep_client *client, unsigned slots,
-                    size_t frame_bytes, size_t tensor_bytes)
-{
-	fprep_ring *ring;
-	size_t t, f, total;
-	int err;
-
-	*rp = NULL;
-	t = ring_round(tensor_bytes);
-	f = ring_round(frame_bytes);
-	if (slots == 0 || t == 0 || f == 0 || t > SIZE_MAX - f ||
-	    __builtin_mul_overflow(t + f, (size_t)slots, &total))
-		return FPREP_EINVAL;
-	ring = calloc(1, sizeof(*ring));
-	if (ring == NULL)
-		return FPREP_ENOMEM;
-	err = fprep_region_open(&ring->region, client, total);
-	if (err) {
-		free(ring);
-		return err;
-	}
-	ring->slots = slots;
-	ring->frame_bytes = frame_bytes;
-	ring->tensor_bytes = tensor_bytes;
-	ring->frame_offset = t;
-	ring->slot_bytes = t + f;
-	*rp = ring;
-	return 0;
-}
-
-void fprep_ring_close(fprep_ring *ring)
-{
-	if (ring == NULL)
-		return;
-	fprep_region_close(ring->region);
-	free(ring);
-}
-
-unsigned fprep_ring_slots(const fprep_ring *ring)
-{
-	return ring->slots;
-}
-
-void *fprep_ring_frame(const fprep_ring *ring, unsigned k)
-{
-	return (uint8_t *)ring->region->base + (size_t)k * ring->slot_bytes +
-	       ring->frame_offset;
-}
-
-const void *fprep_ring_tensor(const fprep_ring *ring, unsigned k)
-{
-	return (const uint8_t *)ring->region->base +
-	       (size_t)k * ring->slot_bytes;
-}
-
-int fprep_ring_submit(fprep_ring *ring, unsigned k, fprep_request *req,
-                      fprep_done_fn cb, void *arg, fprep_pending **pp)
-{
-	uint32_t shape[4];
-	uint64_t tensor, slot;
-
-	*pp = NULL;
-	if (k >= ring->slots || req->input_size > ring->frame_bytes ||
-	    fprep_tensor_shape(req, shape, &tensor) != 0 ||
-	    tensor > ring->tensor_bytes)
-		return FPREP_EINVAL;
-	slot = (uint64_t)k * ring->slot_bytes;
-	fprep_request_set_shm(req, ring->region, slot + ring->frame_offset,
-	                      ring->region, slot, ring->tensor_bytes);
-	/* No inline frame: nothing to check against the daemon's limits. */
-	return fprep__client_submit(ring->region->client, req, NULL, 0, cb, arg,
-	                            pp);
 }

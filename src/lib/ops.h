@@ -76,10 +76,13 @@ uint64_t fprep__element_bytes(const fprep_request *req);
 
 /* fprep__element_cpu writes element el of a valid ROIS or BATCH request
  * into tensor (fprep__element_bytes of it), reading the frame at input
- * (BATCH: the frames, el->offset from it) through kernels/roi_sample.h.
- * Thread-safe; calls for different elements may run at once. */
+ * (BATCH: the frames, el->offset from it) through kernels/roi_sample.h;
+ * xf is the element's transform (fprep_element_transform), worked out
+ * once by the caller. Thread-safe; calls for different elements may run
+ * at once. */
 void fprep__element_cpu(const fprep_request *req, const fprep_element *el,
-                        const void *input, void *tensor);
+                        const fprep_element_xf *xf, const void *input,
+                        void *tensor);
 
 struct fprep_roi_elem;
 struct fprep_roi_args;
@@ -89,9 +92,16 @@ struct fprep_roi_args;
  * which it leaves NULL. */
 void fprep__roi_args(const fprep_request *req, struct fprep_roi_args *a);
 
-/* fprep__roi_plan fills the sampler's view (kernels/roi_sample.h) of
- * element el of a valid ROIS or BATCH request; the GPU backend copies it
- * to the device. */
+/* fprep__roi_plan_xf fills the sampler's view (kernels/roi_sample.h) of
+ * element el of a valid ROIS or BATCH request from its transform xf
+ * (fprep_element_transform, worked out once: the daemon's loop writes it
+ * into the reply and carries it in the job); the GPU backend copies the
+ * view to the device. Any thread. */
+void fprep__roi_plan_xf(const fprep_request *req, const fprep_element *el,
+                        const fprep_element_xf *xf, struct fprep_roi_elem *e);
+
+/* fprep__roi_plan is fprep__roi_plan_xf with the transform worked out
+ * here, for a caller that has none at hand. */
 void fprep__roi_plan(const fprep_request *req, const fprep_element *el,
                      struct fprep_roi_elem *e);
 

@@ -3,8 +3,11 @@
  * "ROIS and BATCH requests") and the per-element transforms their replies
  * carry.
  *
- * Each element is planned once (fprep__roi_plan: the box's origin, clamp
- * bounds and scales, or the affine matrix), then every tensor pixel of it
+ * An element's transform (the fit of its box in the tensor) is worked out
+ * once, by fprep_element_transform: the daemon's loop does it, writes it
+ * into the reply and carries it in the job, and the backends plan from it.
+ * Each element is planned once (fprep__roi_plan_xf: the box's origin,
+ * clamp bounds and scales, or the affine matrix), then every tensor pixel of it
  * is sampled by kernels/roi_sample.h, the code the GPU kernel runs, and
  * normalised and stored as a FRAME's tensor would be. One pixel at a time:
  * this is the reference and the CPU backend's path, not a fast one (64
@@ -49,10 +52,9 @@ void fprep_element_transform(const fprep_request *req, const fprep_element *el,
 	}
 }
 
-void fprep__roi_plan(const fprep_request *req, const fprep_element *el,
-                     struct fprep_roi_elem *e)
+void fprep__roi_plan_xf(const fprep_request *req, const fprep_element *el,
+                        const fprep_element_xf *xf, struct fprep_roi_elem *e)
 {
-	fprep_element_xf xf;
 	double x, y, w, h;
 
 	memset(e, 0, sizeof(*e));
@@ -62,7 +64,6 @@ void fprep__roi_plan(const fprep_request *req, const fprep_element *el,
 			e->m[i] = el->v[i];
 		return;
 	}
-	fprep_element_transform(req, el, &xf);
 	e->type = ROI_TYPE_RESIZE;
 	if (el->type == FPREP_ELEM_FRAME) {
 		e->src_offset = el->offset;
@@ -81,13 +82,22 @@ void fprep__roi_plan(const fprep_request *req, const fprep_element *el,
 	 * its first pixel: the GPU copies the rows of [y0, y0 + last_y]. */
 	e->last_x = e->last_x < 0 ? 0 : e->last_x;
 	e->last_y = e->last_y < 0 ? 0 : e->last_y;
-	e->resized_w = xf.resized_w;
-	e->resized_h = xf.resized_h;
-	e->pad_x = xf.pad_x;
-	e->pad_y = xf.pad_y;
+	e->resized_w = xf->resized_w;
+	e->resized_h = xf->resized_h;
+	e->pad_x = xf->pad_x;
+	e->pad_y = xf->pad_y;
 	/* OpenCV: scale = 1 / inv_scale with inv_scale = dst / src. */
-	e->sx = 1.0 / ((double)xf.resized_w / w);
-	e->sy = 1.0 / ((double)xf.resized_h / h);
+	e->sx = 1.0 / ((double)xf->resized_w / w);
+	e->sy = 1.0 / ((double)xf->resized_h / h);
+}
+
+void fprep__roi_plan(const fprep_request *req, const fprep_element *el,
+                     struct fprep_roi_elem *e)
+{
+	fprep_element_xf xf;
+
+	fprep_element_transform(req, el, &xf);
+	fprep__roi_plan_xf(req, el, &xf, e);
 }
 
 /* roi_channels maps tensor channels to source bytes (a packed source);
@@ -168,7 +178,8 @@ uint64_t fprep__element_bytes(const fprep_request *req)
 }
 
 void fprep__element_cpu(const fprep_request *req, const fprep_element *el,
-                        const void *input, void *tensor)
+                        const fprep_element_xf *xf, const void *input,
+                        void *tensor)
 {
 	struct fprep_roi_elem e;
 	unsigned int ch[3];
@@ -181,18 +192,18 @@ void fprep__element_cpu(const fprep_request *req, const fprep_element *el,
 		/* A batch frame is a FRAME: the separable op, which samples
 		 * exactly as roi_sample.h does a whole-frame box, faster. */
 		fprep_request fr = *req;
-		fprep_transform xf;
+		fprep_transform t;
 
 		fr.kind = FPREP_KIND_FRAME;
 		fr.elements = 0;
 		fr.input_span = 0;
-		fprep_transform_compute(&fr, &xf);
+		fprep_transform_compute(&fr, &t);
 		if (fprep__preprocess_cpu_rows(
 		            &fr, (const uint8_t *)input + el->offset, tensor,
-		            &xf, 0, req->out_height) == FPREP_OK)
+		            &t, 0, req->out_height) == FPREP_OK)
 			return;
 	}
-	fprep__roi_plan(req, el, &e);
+	fprep__roi_plan_xf(req, el, xf, &e);
 	src = (const uint8_t *)input + e.src_offset;
 	for (uint32_t y = 0; y < req->out_height; y++)
 		for (uint32_t x = 0; x < req->out_width; x++) {
@@ -208,6 +219,7 @@ int fprep_preprocess_elements_cpu(const fprep_request *req,
                                   const void *input, void *tensor,
                                   size_t tensor_size, fprep_element_xf *xfs)
 {
+	fprep_element_xf xf;
 	uint64_t per, span = 0;
 	uint32_t k;
 
@@ -223,10 +235,11 @@ int fprep_preprocess_elements_cpu(const fprep_request *req,
 	if (req->kind == FPREP_KIND_BATCH && span > req->input_span)
 		return FPREP_EINVAL;
 	for (k = 0; k < req->elements; k++) {
-		fprep__element_cpu(req, &elements[k], input,
+		fprep_element_transform(req, &elements[k], &xf);
+		fprep__element_cpu(req, &elements[k], &xf, input,
 		                   (uint8_t *)tensor + per * k);
 		if (xfs != NULL)
-			fprep_element_transform(req, &elements[k], &xfs[k]);
+			xfs[k] = xf;
 	}
 	return FPREP_OK;
 }

@@ -2,11 +2,12 @@
  * protocol.c: encoder and validating decoder of the frameprep wire format
  * (version 1, see include/frameprep/protocol.h).
  *
- * Every field is read and written byte by byte at its documented offset in
- * little-endian order: a received nng body is only 4-byte aligned and the
- * host may be of either byte order, so wire bytes are never cast to
- * structs. The reads and writes are generated from one table per header,
- * which the compiler checks against the header sizes. The request decoder is
+ * This file holds the FRAME (ECHO, ROIS, BATCH, STREAM_OPEN), REGISTER
+ * and reply headers and the request dispatch; the stream messages live in
+ * protocol_stream.c, the byte access and the table machinery both use in
+ * protocol_wire.h. The reads and writes are generated from one table per
+ * header, which the compiler checks against the header sizes. The request
+ * decoder is
  * the daemon's first line of defence: it looks at nothing outside buf[0..len),
  * checks every size from the peer with overflow-checked 64-bit arithmetic
  * before anything is allocated, and explains each refusal with the field, the
@@ -22,109 +23,9 @@
 #include "frameprep/frameprep.h"
 #include "frameprep/protocol.h"
 #include "ops.h"
+#include "protocol_stream.h"
+#include "protocol_wire.h"
 #include "yuv.h"
-
-/* Little-endian field access at byte offsets. */
-static uint16_t proto_get16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | (uint16_t)p[1] << 8);
-}
-
-static uint32_t proto_get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static uint64_t proto_get64(const uint8_t *p)
-{
-	return (uint64_t)proto_get32(p) | (uint64_t)proto_get32(p + 4) << 32;
-}
-
-static float proto_getf(const uint8_t *p)
-{
-	uint32_t u = proto_get32(p);
-	float f;
-
-	memcpy(&f, &u, sizeof(f));
-	return f;
-}
-
-static void proto_put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void proto_put32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
-
-static void proto_put64(uint8_t *p, uint64_t v)
-{
-	proto_put32(p, (uint32_t)v);
-	proto_put32(p + 4, (uint32_t)(v >> 32));
-}
-
-static void proto_putf(uint8_t *p, float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, sizeof(u));
-	proto_put32(p, u);
-}
-
-static void proto_putf_array(uint8_t *p, const float *v, int n)
-{
-	for (int i = 0; i < n; i++)
-		proto_putf(p + 4 * i, v[i]);
-}
-
-static void proto_getf_array(const uint8_t *p, float *v, int n)
-{
-	for (int i = 0; i < n; i++)
-		v[i] = proto_getf(p + 4 * i);
-}
-
-static void proto_put32_array(uint8_t *p, const uint32_t *v, int n)
-{
-	for (int i = 0; i < n; i++)
-		proto_put32(p + 4 * i, v[i]);
-}
-
-static void proto_get32_array(const uint8_t *p, uint32_t *v, int n)
-{
-	for (int i = 0; i < n; i++)
-		v[i] = proto_get32(p + 4 * i);
-}
-
-/* proto_put_text writes the text in a field of size bytes up to its NUL,
- * cut to size - 1 bytes; the field must already be zero. */
-static void proto_put_text(uint8_t *p, const char *text, size_t size)
-{
-	memcpy(p, text, strnlen(text, size - 1));
-}
-
-/*
- * The wire tables. Each header is a list of fields (offset, type, name) and
- * reserved spans R(offset, bytes), in the order and at the offsets of the
- * tables in protocol.h. The encoder and decoder are generated from them, and
- * so are compile-time checks that every field starts where its offset says
- * (no gap, no overlap), that the host field has the wire size, and that
- * FRAME and reply headers end exactly at their header size. The magic at
- * offset 0 is not listed: it is written first and checked before anything
- * else is read.
- */
-
-/* The common part of every request and every reply. */
-#define PROTO_HEAD(X, R)                                                       \
-	X(4, u16, version)                                                     \
-	X(6, u16, kind)                                                        \
-	X(8, u64, request_id)
 
 /* The rest of a FRAME or ECHO request header (fprep_request). */
 #define PROTO_FRAME(X, R)                                                      \
@@ -183,25 +84,6 @@ static void proto_put_text(uint8_t *p, const char *text, size_t size)
 	X(20, u32, doorbell_entries)                                           \
 	X(24, u64, doorbell_offset)
 
-/* The rest of a STREAM_PACKET, STREAM_FLUSH or STREAM_CLOSE request
- * header (fprep_stream_request). */
-#define PROTO_STREAM(X, R)                                                     \
-	X(16, u32, stream_id)                                                  \
-	R(20, 4)                                                               \
-	X(24, i64, pts)                                                        \
-	X(32, u64, packet_size)                                                \
-	R(40, 88)
-
-/* A frame record of a stream reply (fprep_stream_frame), from its start. */
-#define PROTO_STREAM_FRAME(X, R)                                               \
-	X(0, i64, pts)                                                         \
-	X(8, u32, width)                                                       \
-	X(12, u32, height)                                                     \
-	X(16, f32, scale_x)                                                    \
-	X(20, f32, scale_y)                                                    \
-	X(24, f32, pad_x)                                                      \
-	X(28, f32, pad_y)
-
 /* The rest of a reply header (fprep_reply_header). */
 #define PROTO_REPLY(X, R)                                                      \
 	X(16, u32, status)                                                     \
@@ -236,75 +118,6 @@ struct proto_register {
 	char name[FPREP_REGION_NAME_MAX + 1];
 };
 
-/* proto_head: the common part of a request, as the table names it. */
-struct proto_head {
-	uint16_t version;
-	uint16_t kind;
-	uint64_t request_id;
-};
-
-/* The wire types: size in bytes, how a host value is written at p and how
- * it is read from p. Text is NUL-padded; its last byte is always written
- * as NUL, and a received one is checked by the decoder. */
-#define PROTO_SIZE_u8      1
-#define PROTO_SIZE_u16     2
-#define PROTO_SIZE_u32     4
-#define PROTO_SIZE_u64     8
-#define PROTO_SIZE_i64     8
-#define PROTO_SIZE_f32     4
-#define PROTO_SIZE_f32x3   12
-#define PROTO_SIZE_u32x4   16
-#define PROTO_SIZE_u8x16   16
-#define PROTO_SIZE_u8x64   64
-#define PROTO_SIZE_char64  64
-#define PROTO_SIZE_char144 144
-
-#define PROTO_PUT_u8(p, v)      ((p)[0] = (v))
-#define PROTO_PUT_u16(p, v)     proto_put16(p, v)
-#define PROTO_PUT_u32(p, v)     proto_put32(p, v)
-#define PROTO_PUT_u64(p, v)     proto_put64(p, v)
-#define PROTO_PUT_i64(p, v)     proto_put64(p, (uint64_t)(v))
-#define PROTO_PUT_f32(p, v)     proto_putf(p, v)
-#define PROTO_PUT_f32x3(p, v)   proto_putf_array(p, v, 3)
-#define PROTO_PUT_u32x4(p, v)   proto_put32_array(p, v, 4)
-#define PROTO_PUT_u8x16(p, v)   memcpy(p, v, 16)
-#define PROTO_PUT_u8x64(p, v)   memcpy(p, v, 64)
-#define PROTO_PUT_char64(p, v)  proto_put_text(p, v, sizeof(v))
-#define PROTO_PUT_char144(p, v) proto_put_text(p, v, sizeof(v))
-
-#define PROTO_GET_u8(p, v)      ((v) = (p)[0])
-#define PROTO_GET_u16(p, v)     ((v) = proto_get16(p))
-#define PROTO_GET_u32(p, v)     ((v) = proto_get32(p))
-#define PROTO_GET_u64(p, v)     ((v) = proto_get64(p))
-#define PROTO_GET_i64(p, v)     ((v) = (int64_t)proto_get64(p))
-#define PROTO_GET_f32(p, v)     ((v) = proto_getf(p))
-#define PROTO_GET_f32x3(p, v)   proto_getf_array(p, v, 3)
-#define PROTO_GET_u32x4(p, v)   proto_get32_array(p, v, 4)
-#define PROTO_GET_u8x16(p, v)   memcpy(v, p, 16)
-#define PROTO_GET_u8x64(p, v)   memcpy(v, p, 64)
-#define PROTO_GET_char64(p, v)  memcpy(v, p, sizeof(v))
-#define PROTO_GET_char144(p, v) memcpy(v, p, sizeof(v))
-
-/* Generators: a table expanded with these writes the fields of *obj at p,
- * reads them, or reads those that lie inside len bytes. */
-#define PROTO_SKIP(off, bytes)
-#define PROTO_ENCODE(off, type, field) PROTO_PUT_##type(p + (off), obj->field);
-#define PROTO_DECODE(off, type, field) PROTO_GET_##type(p + (off), obj->field);
-#define PROTO_DECODE_IN(off, type, field)                                      \
-	if (len >= (off) + PROTO_SIZE_##type)                                  \
-		PROTO_GET_##type(p + (off), obj->field);
-
-/* Layout checks: a struct of byte arrays, one per field and reserved span,
- * has no padding, so each field's offset in it is the sum of the sizes
- * before it. */
-#define PROTO_LAYOUT(off, type, field) uint8_t field[PROTO_SIZE_##type];
-#define PROTO_LAYOUT_R(off, bytes)     uint8_t reserved_##off[bytes];
-#define PROTO_CHECK(layout, host, off, type, field)                            \
-	_Static_assert(offsetof(struct layout, field) == (off),                \
-	               #field " is not at offset " #off);                      \
-	_Static_assert(sizeof(((host *)0)->field) == PROTO_SIZE_##type,        \
-	               #field " does not hold a " #type);
-
 #define PROTO_CHECK_FRAME(off, type, field)                                    \
 	PROTO_CHECK(proto_frame_layout, fprep_request, off, type, field)
 #define PROTO_CHECK_REGISTER(off, type, field)                                 \
@@ -318,11 +131,6 @@ struct proto_head {
 	            type, field)
 #define PROTO_CHECK_DOORBELL(off, type, field)                                 \
 	PROTO_CHECK(proto_doorbell_layout, fprep_register_request, off, type,  \
-	            field)
-#define PROTO_CHECK_STREAM(off, type, field)                                   \
-	PROTO_CHECK(proto_stream_layout, fprep_stream_request, off, type, field)
-#define PROTO_CHECK_STREAM_FRAME(off, type, field)                             \
-	PROTO_CHECK(proto_stream_frame_layout, fprep_stream_frame, off, type,  \
 	            field)
 #define PROTO_CHECK_REPLY(off, type, field)                                    \
 	PROTO_CHECK(proto_reply_layout, fprep_reply_header, off, type, field)
@@ -352,14 +160,6 @@ struct proto_doorbell_layout {
 	PROTO_HEAD(PROTO_LAYOUT, PROTO_LAYOUT_R)
 	PROTO_DOORBELL(PROTO_LAYOUT, PROTO_LAYOUT_R)
 };
-struct proto_stream_layout {
-	uint8_t magic[4];
-	PROTO_HEAD(PROTO_LAYOUT, PROTO_LAYOUT_R)
-	PROTO_STREAM(PROTO_LAYOUT, PROTO_LAYOUT_R)
-};
-struct proto_stream_frame_layout {
-	PROTO_STREAM_FRAME(PROTO_LAYOUT, PROTO_LAYOUT_R)
-};
 struct proto_reply_layout {
 	uint8_t magic[4];
 	PROTO_HEAD(PROTO_LAYOUT, PROTO_LAYOUT_R)
@@ -374,14 +174,6 @@ PROTO_REGISTER(PROTO_CHECK_REGISTER, PROTO_SKIP)
 PROTO_UNREGISTER(PROTO_CHECK_UNREGISTER, PROTO_SKIP)
 PROTO_REGISTER_CUDA(PROTO_CHECK_REGISTER_CUDA, PROTO_SKIP)
 PROTO_DOORBELL(PROTO_CHECK_DOORBELL, PROTO_SKIP)
-PROTO_HEAD(PROTO_CHECK_STREAM, PROTO_SKIP)
-PROTO_STREAM(PROTO_CHECK_STREAM, PROTO_SKIP)
-PROTO_STREAM_FRAME(PROTO_CHECK_STREAM_FRAME, PROTO_SKIP)
-_Static_assert(sizeof(struct proto_stream_layout) == FPREP_REQUEST_HEADER_SIZE,
-               "the STREAM table does not end at the request header size");
-_Static_assert(sizeof(struct proto_stream_frame_layout) ==
-                       FPREP_STREAM_FRAME_SIZE,
-               "the stream frame record does not end at its size");
 _Static_assert(sizeof(struct proto_register_cuda_layout) ==
                        FPREP_REQUEST_HEADER_SIZE,
                "the REGISTER_CUDA table does not end at the header size");
@@ -476,9 +268,8 @@ void fprep_request_encode(const fprep_request *req, void *buf)
 	uint8_t *p = buf;
 	const fprep_request *obj = req;
 
-	memset(p, 0, FPREP_REQUEST_HEADER_SIZE);
-	proto_put32(p, FPREP_REQUEST_MAGIC);
-	PROTO_HEAD(PROTO_ENCODE, PROTO_SKIP)
+	proto_head_encode(p, FPREP_REQUEST_HEADER_SIZE, FPREP_REQUEST_MAGIC,
+	                  obj->version, obj->kind, obj->request_id);
 	if (req->kind == FPREP_KIND_FRAME || req->kind == FPREP_KIND_ECHO ||
 	    req->kind == FPREP_KIND_ROIS || req->kind == FPREP_KIND_BATCH ||
 	    req->kind == FPREP_KIND_STREAM_OPEN) {
@@ -504,42 +295,14 @@ void fprep_stream_request_init(fprep_request *req, uint16_t codec)
 	req->input_size = 0;
 }
 
-void fprep_stream_request_encode(const fprep_stream_request *req, void *buf)
-{
-	uint8_t *p = buf;
-	const fprep_stream_request *obj = req;
-
-	memset(p, 0, FPREP_REQUEST_HEADER_SIZE);
-	proto_put32(p, FPREP_REQUEST_MAGIC);
-	PROTO_HEAD(PROTO_ENCODE, PROTO_SKIP)
-	PROTO_STREAM(PROTO_ENCODE, PROTO_SKIP)
-}
-
-void fprep_stream_frame_encode(const fprep_stream_frame *f, void *buf)
-{
-	uint8_t *p = buf;
-	const fprep_stream_frame *obj = f;
-
-	PROTO_STREAM_FRAME(PROTO_ENCODE, PROTO_SKIP)
-}
-
-void fprep_stream_frame_decode(const void *buf, fprep_stream_frame *f)
-{
-	const uint8_t *p = buf;
-	fprep_stream_frame *obj = f;
-
-	PROTO_STREAM_FRAME(PROTO_DECODE, PROTO_SKIP)
-}
-
 void fprep_register_request_encode(const fprep_register_request *req, void *buf)
 {
 	uint8_t *p = buf;
 	const fprep_register_request *obj = req;
 	struct proto_register reg;
 
-	memset(p, 0, FPREP_REQUEST_HEADER_SIZE);
-	proto_put32(p, FPREP_REQUEST_MAGIC);
-	PROTO_HEAD(PROTO_ENCODE, PROTO_SKIP)
+	proto_head_encode(p, FPREP_REQUEST_HEADER_SIZE, FPREP_REQUEST_MAGIC,
+	                  obj->version, obj->kind, obj->request_id);
 	if (req->kind == FPREP_KIND_UNREGISTER) {
 		PROTO_UNREGISTER(PROTO_ENCODE, PROTO_SKIP)
 		return;
@@ -1263,41 +1026,6 @@ const char *fprep_kind_name(unsigned kind)
 	return kind < FPREP_KIND_LIMIT ? proto_kind_names[kind] : NULL;
 }
 
-/* proto_read_head reads a request's magic and common part (as much of it
- * as len holds, into the three fields given) and checks the header length
- * and the version. */
-static int proto_read_head(const uint8_t *p, size_t len, uint16_t *version,
-                           uint16_t *kind, uint64_t *request_id, char *msg,
-                           size_t msg_size)
-{
-	struct proto_head head = {0}, *obj = &head;
-	uint32_t magic;
-	int err = FPREP_OK;
-
-	if (msg != NULL && msg_size > 0)
-		msg[0] = '\0';
-	if (len >= 4) {
-		magic = proto_get32(p);
-		if (magic != FPREP_REQUEST_MAGIC)
-			return fprep__fail(msg, msg_size, FPREP_EPROTO,
-			                   "magic 0x%08x != 0x%08x", magic,
-			                   FPREP_REQUEST_MAGIC);
-	}
-	PROTO_HEAD(PROTO_DECODE_IN, PROTO_SKIP)
-	*version = head.version;
-	*kind = head.kind;
-	*request_id = head.request_id;
-	if (len < FPREP_REQUEST_HEADER_SIZE)
-		err = fprep__fail(msg, msg_size, FPREP_EPROTO,
-		                  "message length %zu < header size %d", len,
-		                  FPREP_REQUEST_HEADER_SIZE);
-	else if (head.version != FPREP_PROTOCOL_VERSION)
-		err = fprep__fail(msg, msg_size, FPREP_EVERSION,
-		                  "version %u != %d", head.version,
-		                  FPREP_PROTOCOL_VERSION);
-	return err;
-}
-
 int fprep_register_request_decode(const void *buf, size_t len,
                                   fprep_register_request *req, char *msg,
                                   size_t msg_size)
@@ -1340,110 +1068,6 @@ int fprep_register_request_decode(const void *buf, size_t len,
 	                   req->kind);
 }
 
-int fprep_stream_request_decode(const void *buf, size_t len,
-                                const fprep_limits *lim,
-                                fprep_stream_request *req, char *msg,
-                                size_t msg_size)
-{
-	const uint8_t *p = buf;
-	fprep_stream_request *obj = req;
-	uint64_t payload;
-	int err;
-
-	memset(req, 0, sizeof(*req));
-	err = proto_read_head(p, len, &req->version, &req->kind,
-	                      &req->request_id, msg, msg_size);
-	if (err != FPREP_OK)
-		return err;
-	if (req->kind != FPREP_KIND_STREAM_PACKET &&
-	    req->kind != FPREP_KIND_STREAM_FLUSH &&
-	    req->kind != FPREP_KIND_STREAM_CLOSE)
-		return fprep__fail(msg, msg_size, FPREP_EINVAL,
-		                   "kind %u is not STREAM_PACKET (11), "
-		                   "STREAM_FLUSH (12) or STREAM_CLOSE (13)",
-		                   req->kind);
-	PROTO_STREAM(PROTO_DECODE, PROTO_SKIP)
-	payload = len - FPREP_REQUEST_HEADER_SIZE;
-	if (req->stream_id == 0)
-		return fprep__fail(msg, msg_size, FPREP_EINVAL,
-		                   "stream_id is 0");
-	if (req->packet_size != payload)
-		return fprep__fail(msg, msg_size, FPREP_EPROTO,
-		                   "inline payload %" PRIu64
-		                   " bytes != packet_size %" PRIu64,
-		                   payload, req->packet_size);
-	if (req->kind != FPREP_KIND_STREAM_PACKET)
-		return req->packet_size != 0 || req->pts != 0
-		               ? fprep__fail(msg, msg_size, FPREP_EINVAL,
-		                             "packet_size %" PRIu64
-		                             " and pts %" PRId64
-		                             " with kind %u: must be 0",
-		                             req->packet_size, req->pts,
-		                             req->kind)
-		               : FPREP_OK;
-	if (req->packet_size == 0)
-		return fprep__fail(msg, msg_size, FPREP_EINVAL,
-		                   "packet_size is 0");
-	if (req->packet_size > lim->max_packet_bytes)
-		return fprep__fail(msg, msg_size, FPREP_ELIMIT,
-		                   "packet_size %" PRIu64
-		                   " exceeds max_packet_bytes %" PRIu64,
-		                   req->packet_size, lim->max_packet_bytes);
-	return FPREP_OK;
-}
-
-/* proto_check_stream_open validates a STREAM_OPEN: its own fields, then
- * the tensor's as a FRAME of a small I420 source would have them. */
-static int proto_check_stream_open(const fprep_request *r,
-                                   const fprep_limits *lim, uint64_t payload,
-                                   char *msg, size_t n)
-{
-	fprep_limits frame_lim = *lim;
-	fprep_request frame = *r;
-
-	if (r->src_format != FPREP_PIX_H264 && r->src_format != FPREP_PIX_HEVC)
-		return fprep__fail(msg, n, FPREP_EINVAL,
-		                   "src_format %u is not a codec: H264 (10) or "
-		                   "HEVC (11)",
-		                   r->src_format);
-	if (r->src_width != 0 || r->src_height != 0)
-		return fprep__fail(msg, n, FPREP_EINVAL,
-		                   "src_width %u x src_height %u: must be 0 "
-		                   "(the bitstream gives the size)",
-		                   r->src_width, r->src_height);
-	if (r->input_loc != FPREP_LOC_INLINE ||
-	    r->output_loc != FPREP_LOC_INLINE || r->shm_reply)
-		return fprep__fail(msg, n, FPREP_EINVAL,
-		                   "input_loc %u, output_loc %u%s: a stream's "
-		                   "are inline (0) without SHM_REPLY",
-		                   r->input_loc, r->output_loc,
-		                   r->shm_reply ? " with SHM_REPLY" : "");
-	if (r->channel_order == FPREP_ORDER_GRAY)
-		return fprep__fail(
-		        msg, n, FPREP_EINVAL,
-		        "channel_order GRAY with a stream: RGB (1) or "
-		        "BGR (2)");
-	if (r->input_size > lim->max_packet_bytes)
-		return fprep__fail(msg, n, FPREP_ELIMIT,
-		                   "input_size %" PRIu64 " (parameter sets) "
-		                   "exceeds max_packet_bytes %" PRIu64,
-		                   r->input_size, lim->max_packet_bytes);
-	if (payload != r->input_size)
-		return fprep__fail(msg, n, FPREP_EPROTO,
-		                   "inline payload %" PRIu64
-		                   " bytes != input_size %" PRIu64,
-		                   payload, r->input_size);
-	frame.kind = FPREP_KIND_FRAME;
-	frame.src_format = FPREP_PIX_I420;
-	frame.src_width = 2;
-	frame.src_height = 2;
-	frame.src_stride = 2;
-	fprep__yuv_default_planes(&frame);
-	frame_lim.max_width = frame_lim.max_height = UINT32_MAX;
-	frame_lim.max_frame_bytes = UINT64_MAX;
-	return proto_check_frame(&frame, &frame_lim, PROTO_NO_MESSAGE, msg, n);
-}
-
 int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
                          fprep_request *req, char *msg, size_t msg_size)
 {
@@ -1451,6 +1075,8 @@ int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
 	fprep_request *obj = req;
 	fprep_register_request reg;
 	fprep_stream_request stream;
+	fprep_request frame;
+	fprep_limits frame_lim;
 	int err;
 
 	memset(req, 0, sizeof(*req));
@@ -1479,9 +1105,13 @@ int fprep_request_decode(const void *buf, size_t len, const fprep_limits *lim,
 	case FPREP_KIND_STREAM_OPEN:
 		PROTO_FRAME(PROTO_DECODE, PROTO_SKIP)
 		proto_split_flags(req);
-		return proto_check_stream_open(req, lim,
-		                               len - FPREP_REQUEST_HEADER_SIZE,
-		                               msg, msg_size);
+		err = fprep__stream_open_check(
+		        req, lim, len - FPREP_REQUEST_HEADER_SIZE, &frame,
+		        &frame_lim, msg, msg_size);
+		if (err != FPREP_OK)
+			return err;
+		return proto_check_frame(&frame, &frame_lim, PROTO_NO_MESSAGE,
+		                         msg, msg_size);
 	case FPREP_KIND_STREAM_PACKET:
 	case FPREP_KIND_STREAM_FLUSH:
 	case FPREP_KIND_STREAM_CLOSE:
@@ -1553,9 +1183,8 @@ void fprep_reply_encode(const fprep_reply_header *rep, void *buf)
 	uint8_t *p = buf;
 	const fprep_reply_header *obj = rep;
 
-	memset(p, 0, FPREP_REPLY_HEADER_SIZE);
-	proto_put32(p, FPREP_REPLY_MAGIC);
-	PROTO_HEAD(PROTO_ENCODE, PROTO_SKIP)
+	proto_head_encode(p, FPREP_REPLY_HEADER_SIZE, FPREP_REPLY_MAGIC,
+	                  obj->version, obj->kind, obj->request_id);
 	PROTO_REPLY(PROTO_ENCODE, PROTO_SKIP)
 }
 
@@ -1569,20 +1198,6 @@ static int proto_check_batch_reply(const fprep_reply_header *rep)
 	        rep->output_loc == FPREP_LOC_INLINE ? rep->tensor_size : 0;
 
 	if (rep->shape[0] == 0 || __builtin_add_overflow(want, xf, &want) ||
-	    rep->payload_size != want)
-		return FPREP_EPROTO;
-	return FPREP_OK;
-}
-
-/* proto_check_stream_reply checks a successful STREAM_PACKET or
- * STREAM_FLUSH reply's payload: the tensor (shape[0] frames, maybe none)
- * and one frame record per frame. */
-static int proto_check_stream_reply(const fprep_reply_header *rep)
-{
-	uint64_t want = (uint64_t)rep->shape[0] * FPREP_STREAM_FRAME_SIZE;
-
-	if (rep->output_loc != FPREP_LOC_INLINE ||
-	    __builtin_add_overflow(want, rep->tensor_size, &want) ||
 	    rep->payload_size != want)
 		return FPREP_EPROTO;
 	return FPREP_OK;
@@ -1608,7 +1223,7 @@ static int proto_check_tensor(const fprep_reply_header *rep)
 		return proto_check_batch_reply(rep);
 	if (rep->kind == FPREP_KIND_STREAM_PACKET ||
 	    rep->kind == FPREP_KIND_STREAM_FLUSH)
-		return proto_check_stream_reply(rep);
+		return fprep__stream_reply_check(rep);
 	if (rep->output_loc == FPREP_LOC_INLINE &&
 	    rep->payload_size != rep->tensor_size)
 		return FPREP_EPROTO;

@@ -11,6 +11,8 @@
  * live beside the codec and the reference ops that use them.
  */
 #include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,9 +69,30 @@ static int rules_info_value(const char *text, const char *key, uint64_t max,
 	return -1;
 }
 
+/* rules_told: the limits that older daemons, or daemons without a
+ * feature, do not tell, and their fields (size: 4 or 8 bytes). Missing,
+ * each is 0: for ROIS and BATCH (max_elements, max_batch_bytes) none
+ * accepted; for the JPEG caps not known; for video streams no streams
+ * (max_video_sessions: not told, a CPU daemon's or an older one's). */
+struct rules_limit {
+	const char *key;
+	size_t offset;
+	size_t size;
+};
+#define RULES_FIELD(f)                                                         \
+#f, offsetof(fprep_limits, f), sizeof(((fprep_limits *)0)->f)
+static const struct rules_limit rules_told[] = {
+        {RULES_FIELD(max_elements)},        {RULES_FIELD(max_batch_bytes)},
+        {RULES_FIELD(max_jpeg_scans)},      {RULES_FIELD(max_jpeg_scan_pixels)},
+        {RULES_FIELD(max_packet_bytes)},    {RULES_FIELD(max_streams_per_conn)},
+        {RULES_FIELD(max_streams_per_uid)}, {RULES_FIELD(max_stream_frames)},
+        {RULES_FIELD(max_video_sessions)},
+};
+#undef RULES_FIELD
+
 int fprep_limits_parse(const char *text, fprep_limits *lim)
 {
-	uint64_t w, h, ow, oh;
+	uint64_t w, h, ow, oh, v;
 
 	memset(lim, 0, sizeof(*lim));
 	if (text == NULL ||
@@ -88,35 +111,20 @@ int fprep_limits_parse(const char *text, fprep_limits *lim)
 	lim->max_height = (uint32_t)h;
 	lim->max_out_width = (uint32_t)ow;
 	lim->max_out_height = (uint32_t)oh;
-	/* A daemon without ROIS and BATCH tells neither: none accepted. */
-	if (rules_info_value(text, "max_elements", UINT32_MAX, &w) != 0)
-		w = 0;
-	lim->max_elements = (uint32_t)w;
-	if (rules_info_value(text, "max_batch_bytes", UINT64_MAX,
-	                     &lim->max_batch_bytes) != 0)
-		lim->max_batch_bytes = 0;
-	/* Nor do older daemons tell the JPEG caps: 0, not known. */
-	if (rules_info_value(text, "max_jpeg_scans", UINT32_MAX, &w) != 0)
-		w = 0;
-	lim->max_jpeg_scans = (uint32_t)w;
-	if (rules_info_value(text, "max_jpeg_scan_pixels", UINT64_MAX,
-	                     &lim->max_jpeg_scan_pixels) != 0)
-		lim->max_jpeg_scan_pixels = 0;
-	/* Nor the video streams' limits: 0, no streams. */
-	if (rules_info_value(text, "max_packet_bytes", UINT64_MAX,
-	                     &lim->max_packet_bytes) != 0)
-		lim->max_packet_bytes = 0;
-	if (rules_info_value(text, "max_streams_per_conn", UINT32_MAX, &w) != 0)
-		w = 0;
-	lim->max_streams_per_conn = (uint32_t)w;
-	if (rules_info_value(text, "max_streams_per_uid", UINT32_MAX, &w) != 0)
-		w = 0;
-	lim->max_streams_per_uid = (uint32_t)w;
-	if (rules_info_value(text, "max_stream_frames", UINT32_MAX, &w) != 0)
-		w = 0;
-	lim->max_stream_frames = (uint32_t)w;
-	if (rules_info_value(text, "max_video_sessions", UINT32_MAX, &w) != 0)
-		w = 0;
-	lim->max_video_sessions = (uint32_t)w;
+	/* The limits a daemon may not tell are 0 when it does not. */
+	for (size_t i = 0; i < sizeof(rules_told) / sizeof(rules_told[0]);
+	     i++) {
+		const struct rules_limit *t = &rules_told[i];
+		uint8_t *field = (uint8_t *)lim + t->offset;
+		uint32_t narrow;
+
+		if (rules_info_value(text, t->key,
+		                     t->size == 8 ? UINT64_MAX : UINT32_MAX,
+		                     &v) != 0)
+			v = 0;
+		narrow = (uint32_t)v;
+		memcpy(field, t->size == 8 ? (void *)&v : (void *)&narrow,
+		       t->size);
+	}
 	return FPREP_OK;
 }

@@ -666,7 +666,7 @@ PyMODINIT_FUNC PyInit__native(void)
 	    native_add_type(m, &Hold_spec, &Hold_type) ||
 	    native_add_type(m, &RingCore_spec, &RingCore_type) ||
 	    native_add_type(m, &RingResultCore_spec, &RingResultCore_type) ||
-	    native_add_constants(m)) {
+	    native_add_constants(m) || native_rules_add(m)) {
 		Py_DECREF(m);
 		return NULL;
 	}

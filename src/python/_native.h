@@ -200,6 +200,9 @@ int native_np_load(void);
 int native_bytes_of(PyObject *src, const char *what, unsigned long long need,
                     const void **addr);
 
+/* _native_rules.c: the module functions of the shared request rules */
+int native_rules_add(PyObject *m);
+
 /* _native_client.c: Client, Pending */
 extern PyObject *Client_type;
 void native_fork_child(void);
@@ -234,6 +237,7 @@ extern PyType_Spec Gate_spec;
 /* _native_slots.c: Slots, Hold */
 extern PyObject *Slots_type, *Hold_type;
 PyObject *Slots_new(PyTypeObject *tp, PyObject *args, PyObject *kw);
+void native_disarm(SlotsObject *self);
 void Slots_dealloc(PyObject *op);
 int native_slots_fit(const SlotsObject *self, PyObject *region);
 PyObject *Slots_layout(PyObject *op, PyObject *args);
@@ -262,7 +266,6 @@ extern const char *const native_result_names[];
 extern PyObject *native_result_attr[9];
 extern Py_ssize_t native_result_off[9], native_timings_off[7];
 PyObject *native_set_ring_classes(PyObject *self, PyObject *args);
-void native_disarm(SlotsObject *self);
 PyObject *Slots_next_frame(PyObject *op, PyObject *ring);
 PyObject *Slots_send(PyObject *op, PyObject *const *args, Py_ssize_t nargs);
 PyObject *native_timings(PyObject *self, PyObject *arg);

@@ -180,18 +180,6 @@ PyObject *native_set_ring_classes(PyObject *self, PyObject *args)
 	Py_RETURN_NONE;
 }
 
-void native_disarm(SlotsObject *self)
-{
-	self->arm_gen++;
-	Py_CLEAR(self->arm_map);
-	Py_CLEAR(self->arm_region);
-	Py_CLEAR(self->arm_sock);
-	Py_CLEAR(self->arm_limits);
-	Py_CLEAR(self->arm_gate);
-	Py_CLEAR(self->arm_width);
-	Py_CLEAR(self->arm_height);
-}
-
 /* Slots.arm(map, region, sock, limits, gate, width, height): next_frame
  * and send use the registration map (the mapping object that holders
  * keep) of region, whose requests for each slot's whole frame (of width

@@ -35,6 +35,20 @@ PyObject *Slots_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 	return (PyObject *)self;
 }
 
+/* native_disarm drops the registration Slots.arm gave (GIL held):
+ * next_frame and send leave every frame to ring.py until the next arm. */
+void native_disarm(SlotsObject *self)
+{
+	self->arm_gen++;
+	Py_CLEAR(self->arm_map);
+	Py_CLEAR(self->arm_region);
+	Py_CLEAR(self->arm_sock);
+	Py_CLEAR(self->arm_limits);
+	Py_CLEAR(self->arm_gate);
+	Py_CLEAR(self->arm_width);
+	Py_CLEAR(self->arm_height);
+}
+
 void Slots_dealloc(PyObject *op)
 {
 	SlotsObject *self = (SlotsObject *)op;

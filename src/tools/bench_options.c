@@ -199,6 +199,12 @@ static const struct options_row bench_options[] = {
 	    "doorbell that frameprepd polls while it spins (its --spin-us), "
 	    "through the socket while not; the report counts the requests "
 	    "the daemon took there"),
+	SET("cuda-out", 0, cuda_out, 1,
+	    "tensors into this process's memory on its first GPU (pick it "
+	    "with CUDA_VISIBLE_DEVICES; the daemon's GPU), where an "
+	    "in-process GPU library leaves its output: a CUDA region per "
+	    "connection (fprep_region_open_cuda, ipc:// only); sampled "
+	    "tensors are copied back and compared on the stream's thread"),
 	SECTION("Checks:"),
 	WORDS("verify", "MODE", verify, options_verify, "sample",
 	      "all, sample, none: compare tensors with the CPU reference "
@@ -586,6 +592,10 @@ static int options_check(bench_opts *o)
 	if (o->nrates && o->nconc > 1)
 		return options_fail("with --rate, --concurrency is the pool "
 		                    "size: give one value");
+	if (o->cuda_out && (o->shm_out || o->echo || o->rois || o->batch))
+		return options_fail("--cuda-out takes no --shm out/both, "
+		                    "--echo, --rois or --batch (the tensor "
+		                    "goes to the GPU)");
 	if (o->doorbell && !(o->shm_in && o->shm_out))
 		return options_fail("--doorbell needs --shm both (a request "
 		                    "through a doorbell has its frame and its "

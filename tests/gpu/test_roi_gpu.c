@@ -170,6 +170,8 @@ static void roi_run(fprep__backend *b, fprep_request *req,
                     const char *what)
 {
 	uint8_t table[FPREP_TABLE_HEADER_SIZE + 128 * FPREP_ELEMENT_SIZE];
+	uint8_t xfs[128 * FPREP_ELEMENT_XF_SIZE];
+	fprep_element_xf xf;
 	fprep__job job;
 	uint8_t *in = NULL, *out = NULL, *got, *want;
 	int in_dev = where == ROI_DEV, out_dev = where >= ROI_DEV_OUT;
@@ -183,6 +185,11 @@ static void roi_run(fprep__backend *b, fprep_request *req,
 		return;
 	}
 	fprep_elements_encode(els, req->elements, table);
+	/* The transforms, as the daemon's loop carries them (backend.h). */
+	for (uint32_t k = 0; k < req->elements; k++) {
+		fprep_element_transform(req, &els[k], &xf);
+		fprep_element_xf_encode(&xf, xfs + k * FPREP_ELEMENT_XF_SIZE);
+	}
 	want = malloc(job.output_size);
 	got = malloc(job.output_size);
 	if (want == NULL || got == NULL ||
@@ -206,6 +213,7 @@ static void roi_run(fprep__backend *b, fprep_request *req,
 	job.input = in;
 	job.output = out;
 	job.table = table;
+	job.xfs = xfs;
 	job.input_pinned = where != ROI_HEAP && !in_dev;
 	job.output_pinned = where == ROI_PINNED;
 	job.input_device = in_dev;

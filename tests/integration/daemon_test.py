@@ -173,11 +173,10 @@ def images():
     return found
 
 
-def letterbox_ref(path, w_out, h_out):
-    """OpenCV letterbox (Ultralytics convention) as uint8 HWC RGB, before
-    normalisation."""
+def letterbox_img(img, w_out, h_out):
+    """The Ultralytics letterbox of img (H x W [x C] uint8) with OpenCV,
+    padded with 114, before normalisation."""
     import cv2
-    img = cv2.imread(path, cv2.IMREAD_COLOR)
     h, w = img.shape[:2]
     r = min(w_out / w, h_out / h)
     nw = max(1, min(w_out, round(w * r)))
@@ -186,10 +185,17 @@ def letterbox_ref(path, w_out, h_out):
         img = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR)
     dw, dh = (w_out - nw) / 2, (h_out - nh) / 2
     left, top = round(dw - 0.1), round(dh - 0.1)
-    img = cv2.copyMakeBorder(img, top, h_out - nh - top, left,
-                             w_out - nw - left, cv2.BORDER_CONSTANT,
-                             value=(114, 114, 114))
-    return img[:, :, ::-1]
+    return cv2.copyMakeBorder(img, top, h_out - nh - top, left,
+                              w_out - nw - left, cv2.BORDER_CONSTANT,
+                              value=(114, 114, 114))
+
+
+def letterbox_ref(path, w_out, h_out):
+    """OpenCV letterbox (Ultralytics convention) of the image file at path
+    as uint8 HWC RGB, before normalisation."""
+    import cv2
+    return letterbox_img(cv2.imread(path, cv2.IMREAD_COLOR), w_out,
+                         h_out)[:, :, ::-1]
 
 
 def compare_letterbox(npy, path, w, h):
@@ -1547,8 +1553,23 @@ def test_shutdown_prompt(tmp):
         d.kill()
 
 
-TESTS = {name[5:]: fn for name, fn in globals().items()
-         if name.startswith("test_")}
+def tests_of(names):
+    """The tests among a module's names (its globals()): each test_*
+    function, by its name without the prefix."""
+    return {name[5:]: fn for name, fn in names.items()
+            if name.startswith("test_")}
+
+
+TESTS = tests_of(globals())
+
+
+def run(names):
+    """Runs, as main() does, one of the tests of another module (names: its
+    globals()), with this driver's arguments, scratch directory and logs on
+    failure; returns the exit status."""
+    TESTS.clear()
+    TESTS.update(tests_of(names))
+    return main()
 
 
 def main():

@@ -40,18 +40,8 @@ JPGS = ["rocket.jpg", "retina.jpg", "hubble_deep_field.jpg"]
 PAD = 114
 
 
-def letterbox_ref(img, ow, oh):
-    """The Ultralytics letterbox of img (H x W [x C] uint8) with OpenCV."""
-    h, w = img.shape[:2]
-    r = min(ow / w, oh / h)
-    nw = max(1, min(ow, round(w * r)))
-    nh = max(1, min(oh, round(h * r)))
-    if (nw, nh) != (w, h):
-        img = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR)
-    dw, dh = (ow - nw) / 2, (oh - nh) / 2
-    left, top = round(dw - 0.1), round(dh - 0.1)
-    return cv2.copyMakeBorder(img, top, oh - nh - top, left, ow - nw - left,
-                              cv2.BORDER_CONSTANT, value=(PAD, PAD, PAD))
+# The Ultralytics letterbox of an image with OpenCV (pad PAD).
+letterbox_ref = dt.letterbox_img
 
 
 def ffmpeg_jpeg(png, pix_fmt, out):
@@ -310,11 +300,6 @@ def test_jpeg_errors(tmp):
         d.stop()
 
 
-TESTS = {name[5:]: fn for name, fn in globals().items()
-         if name.startswith("test_")}
-
-
 if __name__ == "__main__":
     # daemon_test's driver: arguments, scratch directory, logs on failure.
-    dt.TESTS.update(TESTS)
-    sys.exit(dt.main())
+    sys.exit(dt.run(globals()))

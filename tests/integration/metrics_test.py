@@ -740,9 +740,6 @@ def test_failover(tmp):
         b.stop()
 
 
-TESTS = {name[5:]: fn for name, fn in globals().items()
-         if name.startswith("test_")}
-
 if __name__ == "__main__":
-    dt.TESTS = TESTS
-    sys.exit(dt.main())
+    # daemon_test's driver: arguments, scratch directory, logs on failure.
+    sys.exit(dt.run(globals()))

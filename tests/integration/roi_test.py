@@ -213,10 +213,6 @@ def test_roi_errors(tmp):
         d.stop()
 
 
-TESTS = {name[5:]: fn for name, fn in globals().items()
-         if name.startswith("test_")}
-
-
 if __name__ == "__main__":
-    dt.TESTS.update(TESTS)
-    sys.exit(dt.main())
+    # daemon_test's driver: arguments, scratch directory, logs on failure.
+    sys.exit(dt.run(globals()))

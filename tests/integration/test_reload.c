@@ -37,6 +37,7 @@
 #include "check.h"
 #include "daemon_util.h"
 #include "frameprep/frameprep.h"
+#include "frameprep/ring.h"
 
 #define SLOTS 2
 #define WIDE  640 /* the frame wider than the reloaded max-width */
@@ -234,6 +235,7 @@ static void info_is(fprep_client *c, const char *key, const char *want,
 int main(int argc, char **argv)
 {
 	fprep_client *c;
+	fprep_ring_config cfg = {0};
 	fprep_ring *ring;
 	char msg[FPREP_MESSAGE_SIZE], want[128], *text;
 	uint32_t shape[4];
@@ -255,7 +257,10 @@ int main(int argc, char **argv)
 	fprep_request_init(&req, FPREP_PIX_RGB8, WIDE, 48);
 	req.out_width = req.out_height = 64;
 	fprep_tensor_shape(&req, shape, &tensor);
-	REQUIRE(fprep_ring_open(&ring, c, SLOTS, req.input_size, tensor) == 0);
+	cfg.slots = SLOTS;
+	cfg.frame_bytes = req.input_size;
+	cfg.tensor_bytes = tensor;
+	REQUIRE(fprep_ring_open(&ring, c, &cfg) == 0);
 	CHECK((st = ring_frame(ring, 0, WIDE, msg, sizeof(msg))) == 0,
 	      "before SIGHUP: a %d-wide frame: status %d: %s", WIDE, st, msg);
 	info_is(c, "max_width", "8192", "before SIGHUP");

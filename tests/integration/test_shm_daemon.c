@@ -44,6 +44,7 @@
 #include "client_util.h"
 #include "daemon_util.h"
 #include "frameprep/frameprep.h"
+#include "frameprep/ring.h"
 #include "shm_object.h"
 
 static char url[256];
@@ -321,6 +322,7 @@ static void test_async_ring(const char *dir)
 	fprep_pending *pend[SLOTS] = {0};
 	fprep_request req, reqs[SLOTS];
 	fprep_result ref, res;
+	fprep_ring_config cfg = {0};
 	fprep_ring *ring;
 	uint32_t shape[4];
 	uint64_t tensor;
@@ -336,8 +338,11 @@ static void test_async_ring(const char *dir)
 	fprep_request_init(&req, FPREP_PIX_RGB8, (uint32_t)w, (uint32_t)h);
 	fprep_tensor_shape(&req, shape, &tensor);
 	CHECK(fprep_client_request(c, &req, px, &ref) == 0, "reference");
-	CHECK(fprep_ring_open(&ring, c, SLOTS, req.input_size, tensor) == 0,
-	      "ring: %s", fprep_client_last_error(c));
+	cfg.slots = SLOTS;
+	cfg.frame_bytes = req.input_size;
+	cfg.tensor_bytes = tensor;
+	CHECK(fprep_ring_open(&ring, c, &cfg) == 0, "ring: %s",
+	      fprep_client_last_error(c));
 	CHECK(fprep_ring_submit(ring, SLOTS, &req, NULL, NULL, &pend[0]) ==
 	              FPREP_EINVAL,
 	      "slot out of range accepted");

@@ -159,16 +159,8 @@ class CpuOp:
         return out
 
 
-def letterbox_ref(rgb, ow, oh):
-    """The Ultralytics letterbox of an RGB8 image with OpenCV."""
-    h, w = rgb.shape[:2]
-    r = min(ow / w, oh / h)
-    nw, nh = round(w * r), round(h * r)
-    img = cv2.resize(rgb, (nw, nh), interpolation=cv2.INTER_LINEAR)
-    dw, dh = (ow - nw) / 2, (oh - nh) / 2
-    left, top = round(dw - 0.1), round(dh - 0.1)
-    return cv2.copyMakeBorder(img, top, oh - nh - top, left, ow - nw - left,
-                              cv2.BORDER_CONSTANT, value=(PAD, PAD, PAD))
+# The Ultralytics letterbox of an RGB8 image with OpenCV (pad 114).
+letterbox_ref = dt.letterbox_img
 
 
 def video(url, path, *opts, ok=(0,)):
@@ -372,10 +364,6 @@ def test_video_errors(tmp):
           "served")
 
 
-TESTS = {name[5:]: fn for name, fn in globals().items()
-         if name.startswith("test_")}
-
-
 if __name__ == "__main__":
-    dt.TESTS.update(TESTS)
-    sys.exit(dt.main())
+    # daemon_test's driver: arguments, scratch directory, logs on failure.
+    sys.exit(dt.run(globals()))

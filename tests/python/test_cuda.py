@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import frameprep
-from conftest import IMAGES, Daemon
+from conftest import IMAGES, serving
 from frameprep import cuda
 from frameprep.protocol import Kind, Request
 
@@ -211,13 +211,7 @@ def _torch_cuda():
 def gpu_daemon(tmp_path_factory):
     torch = _torch_cuda()
     del torch
-    d = Daemon(tmp_path_factory.mktemp("gpu"), "--device", "0")
-    try:
-        yield d
-    except BaseException:
-        d.kill()
-        raise
-    d.stop()
+    yield from serving(tmp_path_factory.mktemp("gpu"), "--device", "0")
 
 
 def _photo():

@@ -261,3 +261,31 @@ def test_python_constants_are_protocol_h():
     errs = {k[len("FPREP_"):]: v for k, v in c.items()
             if k.startswith("FPREP_E")}
     assert {cls.name: st for st, cls in errors.BY_STATUS.items()} == errs
+
+
+def test_shape_and_limits_are_the_c_librarys_rules():
+    """The tensor's shape and bytes and INFO's limits are decided by the C
+    library (fprep_tensor_shape, fprep_limits_parse), as the C client and
+    the daemon decide them."""
+    from frameprep import _core, errors
+
+    o = _core.Options.make((64, 32), order="gray", layout="nhwc",
+                           dtype="uint8")
+    assert (o.shape, o.tensor_bytes, o.channels) == ((1, 32, 64, 1),
+                                                     64 * 32, 1)
+    o = _core.Options.make((64, 32), dtype="float16")
+    assert (o.shape, o.tensor_bytes, o.channels) == ((1, 3, 32, 64),
+                                                     64 * 32 * 3 * 2, 3)
+    with pytest.raises(errors.InvalidRequestError, match="64 bits"):
+        _core.Options.make((2**32 - 1, 2**32 - 1)).tensor_bytes
+    info = _core.parse_info("max_width: 10\nmax_height: 20\n"
+                            "max_frame_bytes: 3\nmax_out_width: 4\n"
+                            "max_out_height: 5\nmax_tensor_bytes: 6\n"
+                            "backend: cpu\n")
+    assert (info["max_width"], info["max_tensor_bytes"],
+            info["backend"]) == (10, 6, "cpu")
+    # A limit the daemon does not tell has the C library's value.
+    assert info["max_elements"] == 0
+    # Text without the limits checks none (no half-read limits).
+    info = _core.parse_info("max_width: 10\nmax_height: x\n")
+    assert info["max_width"] is None and info["max_height"] is None

@@ -20,6 +20,7 @@
 
 #include "daemon.h"
 #include "reply.h"
+#include "slot_state.h"
 
 static int failures;
 

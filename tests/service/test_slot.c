@@ -35,6 +35,7 @@
 #include "fake_backend.h"
 #include "loop_fixture.h"
 #include "shm_object.h"
+#include "slot_state.h"
 
 #define REGION_SIZE 65536u
 #define PIPE        9u

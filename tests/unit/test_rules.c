@@ -124,6 +124,36 @@ static void limits_from_info(void **state)
 	assert_int_equal(fprep_limits_parse(NULL, &lim), FPREP_EPROTO);
 }
 
+/* The limits a daemon may not tell: each read into its own field (64-bit
+ * ones past 32 bits), a 32-bit one past its range read as 0 (not told). */
+static void limits_told_or_not(void **state)
+{
+	fprep_limits lim, want;
+	const char *info = "max_width: 1\nmax_height: 1\nmax_frame_bytes: 1\n"
+	                   "max_out_width: 1\nmax_out_height: 1\n"
+	                   "max_tensor_bytes: 1\nmax_elements: 7\n"
+	                   "max_batch_bytes: 8589934593\nmax_jpeg_scans: 9\n"
+	                   "max_jpeg_scan_pixels: 8589934595\n"
+	                   "max_packet_bytes: 8589934597\n"
+	                   "max_streams_per_conn: 4294967296\n"
+	                   "max_streams_per_uid: 12\nmax_stream_frames: 13\n";
+
+	(void)state;
+	memset(&want, 0, sizeof(want));
+	want.max_width = want.max_height = 1;
+	want.max_frame_bytes = want.max_tensor_bytes = 1;
+	want.max_out_width = want.max_out_height = 1;
+	want.max_elements = 7;
+	want.max_batch_bytes = 8589934593ull;
+	want.max_jpeg_scans = 9;
+	want.max_jpeg_scan_pixels = 8589934595ull;
+	want.max_packet_bytes = 8589934597ull;
+	want.max_streams_per_uid = 12;
+	want.max_stream_frames = 13;
+	assert_int_equal(fprep_limits_parse(info, &lim), 0);
+	assert_memory_equal(&lim, &want, sizeof(lim));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -131,6 +161,7 @@ int main(void)
 	        cmocka_unit_test(fit_is_every_transform),
 	        cmocka_unit_test(doorbell_eligibility),
 	        cmocka_unit_test(limits_from_info),
+	        cmocka_unit_test(limits_told_or_not),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,7 +6,6 @@ reply owns: the reply message, or the client's stage)."""
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from typing import (TYPE_CHECKING, Any, Generic, Literal, Protocol, Sequence,
                     Union)
@@ -33,8 +32,7 @@ else:
 
 from . import _native, errors
 from .protocol import (ChannelOrder, DType, Kind, Layout, PixelFormat, Reply,
-                       Request, Resize, Rounding, YuvMatrix, YuvRange,
-                       dtype_bytes)
+                       Request, Resize, Rounding, YuvMatrix, YuvRange)
 
 _U8 = np.dtype(np.uint8)
 _NUMPY_DTYPES = {int(d): d.numpy for d in DType}
@@ -121,7 +119,11 @@ def default_address() -> str:
 def parse_info(text: str) -> dict[str, Any]:
     """Parses the daemon's INFO text ("key: value" lines) into a dict;
     values made only of digits become ints. A repeated key keeps its first
-    value."""
+    value. The limits (the max_* keys the client checks) are read by the C
+    library's ``fprep_limits_parse``, as the C client and the daemon read
+    them: every limit is there, with the value that function gives one
+    the daemon does not tell, or None (nothing checked) when the text
+    lacks the limits."""
     info: dict[str, Any] = {}
     for line in text.splitlines():
         key, sep, value = line.partition(":")
@@ -129,6 +131,7 @@ def parse_info(text: str) -> dict[str, Any]:
             continue
         key, value = key.strip(), value.strip()
         info.setdefault(key, int(value) if value.isdigit() else value)
+    info.update(_native.limits_parse(text))
     return info
 
 
@@ -214,18 +217,28 @@ class Options:
     @property
     def channels(self) -> int:
         """Tensor channels: 1 for gray, else 3."""
-        return 1 if self.order == ChannelOrder.GRAY else 3
+        return self.shape[1 if self.layout == Layout.NCHW else 3]
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
-        """The tensor shape, (1, C, H, W) or (1, H, W, C)."""
-        c, h, w = self.channels, self.out_height, self.out_width
-        return (1, c, h, w) if self.layout == Layout.NCHW else (1, h, w, c)
+        """The tensor shape, (1, C, H, W) or (1, H, W, C), as the C
+        library's ``fprep_tensor_shape`` decides it."""
+        return self._tensor()[0]
 
     @property
     def tensor_bytes(self) -> int:
-        """Bytes of the tensor."""
-        return math.prod(self.shape) * dtype_bytes(self.dtype)
+        """Bytes of the tensor (``fprep_tensor_shape``)."""
+        return self._tensor()[1]
+
+    def _tensor(self) -> tuple[tuple[int, int, int, int], int]:
+        t = _native.tensor_shape(self.out_width, self.out_height,
+                                 int(self.order), int(self.dtype),
+                                 int(self.layout))
+        if t is None:
+            raise errors.InvalidRequestError(
+                f"size {self.out_width}x{self.out_height}: the tensor's "
+                f"bytes do not fit in 64 bits")
+        return t
 
     def request(self, kind: int = Kind.FRAME) -> Request:
         """A request with these options and no source yet."""

@@ -51,7 +51,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -61,8 +61,6 @@ from .protocol import REPLY_HEADER_SIZE
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
-
-    from .client import AsyncClient, Client
 
 _U8 = np.dtype(np.uint8)
 _set = object.__setattr__
@@ -83,6 +81,31 @@ _EREGION = int(_native.constants["FPREP_EREGION"])
 
 def _round_page(n: int) -> int:
     return (n + _PAGE - 1) // _PAGE * _PAGE
+
+
+class _Owner(Protocol):
+    """What a :class:`Ring` uses of its client (a Client): its socket
+    (the C client, the in-flight gate, the limits it read), its timeout
+    and limits. The client makes its rings; a ring never names the client
+    class."""
+
+    _s: Any
+
+    @property
+    def timeout(self) -> float: ...
+
+    def limits(self) -> dict[str, Any]: ...
+
+
+class _AsyncOwner(Protocol):
+    """What an :class:`AsyncRing` uses of its client (an AsyncClient)."""
+
+    _s: Any
+
+    @property
+    def timeout(self) -> float: ...
+
+    async def limits(self) -> dict[str, Any]: ...
 
 
 # What holds one slot of a ring (_native.Hold): a frame reserved by
@@ -537,7 +560,7 @@ class Ring(_native.RingCore, _RingBase):
     _shm_reply = True
     _doorbell = True
 
-    def __init__(self, client: Client, slots: int, frame: Sequence[int],
+    def __init__(self, client: _Owner, slots: int, frame: Sequence[int],
                  doorbell: bool = True, **options: Any):
         if not doorbell:
             self._doorbell = False
@@ -836,7 +859,7 @@ class AsyncRing(_RingBase):
 
     _shm_reply = True
 
-    def __init__(self, client: AsyncClient, slots: int,
+    def __init__(self, client: _AsyncOwner, slots: int,
                  frame: Sequence[int], **options: Any):
         self._freed_event = asyncio.Event()
         super().__init__(slots, frame, options)
