@@ -22,7 +22,9 @@
 # installed here.
 #
 # The CUDA backend is built when the CUDA toolkit (cudart + NVRTC) is found,
-# e.g. in /usr/local/cuda; it is not installed here. Without it the daemon
+# e.g. in /usr/local/cuda; it is not installed here. libffmpeg-nvenc-dev
+# gives it NVIDIA's nv-codec headers (NVDEC: video streams on the GPU;
+# libnvcuvid.so.1 comes with the driver and is loaded at run time). Without it the daemon
 # runs on CPU worker threads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +42,7 @@ packages=(
 	build-essential cmake pkg-config
 	libuv1-dev libnng-dev nng-utils libcmocka-dev libinih-dev libstb-dev
 	libturbojpeg0-dev libjpeg62-turbo-dev libjansson-dev
-	libavcodec-dev libavformat-dev libavutil-dev
+	libavcodec-dev libavformat-dev libavutil-dev libffmpeg-nvenc-dev
 	libsystemd-dev libacl1-dev libmicrohttpd-dev python3-prometheus-client
 	python3-opencv python3-numpy python3-venv python3-pip python3-dev
 	python3-pytest gnuplot-nox ffmpeg

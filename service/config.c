@@ -234,6 +234,10 @@ const struct fprep__config_setting fprep__config_settings[] = {
                32,
                "decoded frames one video stream holds (reorder queue and "
                "one reply's tensors)"),
+        NUMBER("max-video-sessions", LIVE, "N", limits.max_video_sessions, 1,
+               1024, 32,
+               "video decode sessions (streams) open at once on one GPU "
+               "(NVDEC)"),
         NUMBER("send-timeout-ms", LIVE, "MS", send_timeout_ms, 1, MS_MAX, 10000,
                "bound on sending one reply"),
         NUMBER("shutdown-timeout-ms", LIVE, "MS", shutdown_timeout_ms, 1,

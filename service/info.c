@@ -112,9 +112,11 @@ void fprep__info_text(fprep__server *srv, char *buf, size_t size)
 		        "max_packet_bytes: %" PRIu64
 		        "\nmax_streams_per_conn: %" PRIu32
 		        "\nmax_streams_per_uid: %" PRIu32
-		        "\nmax_stream_frames: %" PRIu32 "\n",
+		        "\nmax_stream_frames: %" PRIu32
+		        "\nmax_video_sessions: %" PRIu32 "\n",
 		        lim->max_packet_bytes, lim->max_streams_per_conn,
-		        lim->max_streams_per_uid, lim->max_stream_frames);
+		        lim->max_streams_per_uid, lim->max_stream_frames,
+		        lim->max_video_sessions);
 	if (n < size) {
 		uint64_t shm_bytes;
 		unsigned nreg = fprep__regions_count(&srv->regions, &shm_bytes);

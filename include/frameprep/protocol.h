@@ -363,7 +363,8 @@
  *           out_region, in_offset, out_offset, out_capacity, u_offset and
  *           v_offset are ignored (written as zero). Refused with
  *           FPREP_ELIMIT past max_streams_per_conn streams of the
- *           connection or max_streams_per_uid of its peer's uid (INFO),
+ *           connection or max_streams_per_uid of its peer's uid (INFO)
+ *           or, decoded on a GPU, max_video_sessions streams of that GPU,
  *           with input_size past max_packet_bytes, and when the parameter
  *           sets give a coded size past max_width x max_height; by a
  *           backend with no decoder for the codec with
@@ -750,6 +751,11 @@ typedef struct fprep_limits {
 	uint32_t max_streams_per_conn; /* open streams of one connection */
 	uint32_t max_streams_per_uid;  /* open streams of one peer uid */
 	uint32_t max_stream_frames;    /* decoded frames a stream holds */
+	/* Video decode sessions (streams) open at once on one GPU, whose
+	 * video engines have a limit; past it STREAM_OPEN is refused with
+	 * FPREP_ELIMIT. 0: not told (a CPU daemon's streams have no such
+	 * bound). */
+	uint32_t max_video_sessions;
 } fprep_limits;
 
 /* fprep_request: a decoded request header, in host byte order. Field

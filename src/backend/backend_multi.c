@@ -129,10 +129,13 @@ static multi_lane *multi_pick(multi_backend *mb, const uint8_t *uuid)
 	return best != NULL ? best : &mb->lanes[0];
 }
 
-/* multi_job_uuid: the device a job must run on, when it names a CUDA
- * region (its input's first). */
+/* multi_job_uuid: the device a job must run on, when it is a stream's
+ * whose decoder lives on one (video.h), or names a CUDA region (its
+ * input's first). */
 static const uint8_t *multi_job_uuid(const fprep__job *job)
 {
+	if (job->video != NULL && job->video->on_device)
+		return job->video->uuid;
 	if (job->in_region != NULL &&
 	    job->in_region->kind == FPREP__MEMREG_CUDA)
 		return job->in_region->u.cuda.uuid;
@@ -199,6 +202,21 @@ static int multi_submit(fprep__backend *b, fprep__job *job)
 		job->done = job->outer_done;
 	}
 	return rv;
+}
+
+/* multi_video_open opens a stream's decoder session on the lane that
+ * multi_pick chooses; the session's jobs then go to the lanes of its
+ * device (multi_job_uuid). Loop thread. */
+static int multi_video_open(fprep__backend *b, const fprep_request *spec,
+                            const uint8_t *params, size_t params_len,
+                            fprep__video **vp)
+{
+	multi_backend *mb = (multi_backend *)b;
+	fprep__backend *lb = multi_pick(mb, NULL)->cfg.backend;
+
+	if (lb->video_open == NULL)
+		return FPREP_EUNSUPPORTED;
+	return lb->video_open(lb, spec, params, params_len, vp);
 }
 
 /* multi_forward queues r on lane k unless the backend is closing. */
@@ -426,6 +444,8 @@ int fprep__backend_multi_open(fprep__backend **bp,
 	mb->base.close = multi_close;
 	mb->base.region_op = multi_region_op;
 	mb->base.stats = multi_stats;
+	mb->base.video_open =
+	        lanes[0].backend->video_open != NULL ? multi_video_open : NULL;
 	mb->n = n;
 	pthread_mutex_init(&mb->mu, NULL);
 	for (unsigned k = 0; k < n; k++) {

@@ -16,13 +16,15 @@
  * threads; different streams run at once.
  *
  * The CPU backend's session is libavcodec's software decoder followed by
- * the CPU ops (video_avcodec.c). A GPU decoder (NVDEC) plugs in the same
- * way: the CUDA backend's video_open makes a session whose run, on its
- * lane, parses with the same checks, decodes into device surfaces from a
- * grow-only pool, and runs the NV12 letterbox kernel on the surfaces in
- * place, writing the tensors into the room job->reserve gives (or a CUDA
- * region). A backend without one leaves video_open NULL and the daemon
- * refuses streams with FPREP_EUNSUPPORTED.
+ * the CPU ops (video_avcodec.c). The CUDA backend's (gpu/cuda_video.c)
+ * plugs in the same way: its video_open makes a session whose run, on a
+ * lane of its GPU (fprep__video.uuid), parses with the same checks,
+ * decodes on NVDEC into the decoder's surfaces (sized once per sequence)
+ * and runs the NV12 letterbox kernel on them in place, writing the
+ * tensors into the room job->reserve gives. What both do alike (the
+ * refusals' words, the reply's room and frame records, the run by kind)
+ * is video_common.c's. A backend without a decoder leaves video_open NULL
+ * and the daemon refuses streams with FPREP_EUNSUPPORTED.
  */
 #ifndef FPREP_VIDEO_H
 #define FPREP_VIDEO_H
@@ -30,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "frameprep/protocol.h"
+#include "frameprep/frameprep.h"
 
 typedef struct fprep__video fprep__video;
 typedef struct fprep__job fprep__job;
@@ -53,13 +55,106 @@ typedef struct fprep__video_ops {
 	void (*close)(fprep__video *v);
 } fprep__video_ops;
 
-/* fprep__video: a session; each kind embeds it first. */
+/* fprep__video: a session; each kind embeds it first. on_device: its
+ * jobs must run on a backend lane of the GPU whose cudaDeviceProp.uuid is
+ * uuid (a decoder's surfaces live in that device's context); 0: any. Set
+ * by the session's open, read by the backend that routes jobs
+ * (backend_multi.c). */
 struct fprep__video {
 	const fprep__video_ops *ops;
+	int on_device;
+	uint8_t uuid[FPREP_CUDA_UUID_SIZE];
 };
 
 /* fprep__video_run runs job on its session (job->video). */
 void fprep__video_run(fprep__job *job);
+
+/* What every session does alike (video_common.c). Any thread. */
+
+/* fprep__video_codec_name: "H.264" or "HEVC", the stream's codec (spec:
+ * its STREAM_OPEN request); fprep__video_key_name: the picture a stream
+ * starts from, "IDR" or "IRAP". */
+const char *fprep__video_codec_name(const fprep_request *spec);
+const char *fprep__video_key_name(const fprep_request *spec);
+
+/* fprep__video_fail sets job->status and job->message (printf format);
+ * returns status. */
+int fprep__video_fail(fprep__job *job, int status, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+/* fprep__video_broken answers the job's packet as a broken bitstream
+ * (FPREP_EINVAL, FPREP__VIDEO_BROKEN, the codec, the packet's pts, why in
+ * the decoder's words, and the picture the stream waits for); returns
+ * FPREP_EINVAL. */
+int fprep__video_broken(fprep__job *job, const fprep_request *spec,
+                        const char *why);
+
+/* fprep__video_check_size checks a coded size of w x h pixels (<= 0: not
+ * known yet, passes) against job->limits: max_width, max_height and
+ * max_frame_bytes (NV12 bytes); refuses with FPREP_ELIMIT naming the
+ * limit. Returns FPREP_OK or FPREP_ELIMIT. */
+int fprep__video_check_size(fprep__job *job, const fprep_request *spec, int w,
+                            int h);
+
+/* fprep__video_job_begin resets what a run writes: status, frames,
+ * reply_flags, output_size and xf. */
+void fprep__video_job_begin(fprep__job *job);
+
+/* fprep__video_frame_request fills *req as a FRAME of format (NV12,
+ * I420) of w x h pixels with unpadded planes that follow each other, with
+ * the stream's tensor spec. */
+void fprep__video_frame_request(const fprep_request *spec, fprep_request *req,
+                                uint16_t format, uint32_t w, uint32_t h);
+
+/* fprep__video_reserve asks the daemon for the room of a reply of n
+ * frames (job->reserve): n tensors of *one bytes each (the stream's
+ * shape), then n frame records; sets job->shape (N = n), output_size and
+ * frames. Returns the room, or NULL with the job failed (FPREP_ENOMEM).
+ * At most once a job. */
+uint8_t *fprep__video_reserve(fprep__job *job, const fprep_request *spec,
+                              unsigned n, uint64_t *one);
+
+/* fprep__video_record writes frame k's record (pts, decoded size w x h,
+ * transform xf) into the room out that fprep__video_reserve gave (tensors
+ * of one bytes); frame 0's xf becomes the reply's (job->xf). */
+void fprep__video_record(fprep__job *job, uint8_t *out, uint64_t one,
+                         unsigned k, int64_t pts, uint32_t w, uint32_t h,
+                         const fprep_transform *xf);
+
+/* fprep__video_ps: parameter sets (Annex-B NAL units, start codes
+ * included), len bytes at data, cap allocated (grow-only; free(data)). */
+typedef struct fprep__video_ps {
+	uint8_t *data;
+	size_t len, cap;
+} fprep__video_ps;
+
+/* fprep__video_scan reads the NAL unit types of an Annex-B packet (n
+ * bytes at p) of the stream's codec (spec): returns 1 when it holds a
+ * slice of an IDR (H.264, type 5) or IRAP (HEVC, types 16 to 23) picture,
+ * else 0, or -1 when out of memory. With ps, the packet's parameter sets
+ * (H.264 SPS 7 and PPS 8; HEVC VPS 32, SPS 33 and PPS 34), if it has any,
+ * replace those in *ps. A decoder that starts again (a new parser) is fed
+ * them. */
+int fprep__video_scan(const fprep_request *spec, const uint8_t *p, size_t n,
+                      fprep__video_ps *ps);
+
+/* fprep__video_steps: the steps of a session's run, each returning
+ * FPREP_OK or the job's failed status: open (the STREAM_OPEN job), packet
+ * and flush (into frames the session holds), then emit (those frames
+ * into the reply). */
+typedef struct fprep__video_steps {
+	int (*open)(fprep__video *v, fprep__job *job);
+	int (*packet)(fprep__video *v, fprep__job *job);
+	int (*flush)(fprep__video *v, fprep__job *job);
+	int (*emit)(fprep__video *v, fprep__job *job);
+} fprep__video_steps;
+
+/* fprep__video_steps_run runs job on v by its kind (fprep__video_job_begin
+ * first): open for STREAM_OPEN; for PACKET and FLUSH (FPREP_EINTERNAL
+ * unless opened) the step, its time in job->t_decode_us, then emit when
+ * it succeeded; sets job->status. */
+void fprep__video_steps_run(fprep__video *v, fprep__job *job,
+                            const fprep__video_steps *steps, int opened);
 
 /* fprep__video_avcodec_open makes a libavcodec session for the stream
  * that STREAM_OPEN request spec (validated) opens, with params_len bytes

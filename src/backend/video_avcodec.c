@@ -44,14 +44,12 @@
 #include <libavutil/error.h>
 #include <libavutil/pixdesc.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
-#include "clock.h"
 #include "log.h"
 #include "ops.h"
 #include "video.h"
@@ -206,59 +204,12 @@ struct avc_video {
 	size_t rgb_cap;
 };
 
-static const char *avc_codec_name(const struct avc_video *v)
-{
-	return v->spec.src_format == FPREP_PIX_H264 ? "H.264" : "HEVC";
-}
-
-/* avc_fail sets the job's status and message; returns status. */
-static int avc_fail(fprep__job *job, int status, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-
-static int avc_fail(fprep__job *job, int status, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(job->message, sizeof(job->message), fmt, ap);
-	va_end(ap);
-	job->status = status;
-	return status;
-}
-
 /* avc_av_error: a libavcodec error's words. */
 static const char *avc_av_error(int err, char *buf, size_t size)
 {
 	if (avc.av_strerror(err, buf, size) != 0)
 		snprintf(buf, size, "libavcodec error %d", err);
 	return buf;
-}
-
-/* avc_check_size checks a coded size against the limits. */
-static int avc_check_size(const struct avc_video *v, fprep__job *job, int w,
-                          int h)
-{
-	const fprep_limits *lim = job->limits;
-	uint64_t bytes = (uint64_t)w * (uint64_t)h * 3 / 2;
-
-	if (w <= 0 || h <= 0)
-		return FPREP_OK; /* not known yet */
-	if ((uint32_t)w > lim->max_width)
-		return avc_fail(job, FPREP_ELIMIT,
-		                "%s coded width %d exceeds max_width %" PRIu32,
-		                avc_codec_name(v), w, lim->max_width);
-	if ((uint32_t)h > lim->max_height)
-		return avc_fail(
-		        job, FPREP_ELIMIT,
-		        "%s coded height %d exceeds max_height %" PRIu32,
-		        avc_codec_name(v), h, lim->max_height);
-	if (bytes > lim->max_frame_bytes)
-		return avc_fail(job, FPREP_ELIMIT,
-		                "%s coded size %dx%d: %" PRIu64
-		                " NV12 bytes exceed max_frame_bytes %" PRIu64,
-		                avc_codec_name(v), w, h, bytes,
-		                lim->max_frame_bytes);
-	return FPREP_OK;
 }
 
 /* avc_parse runs the parser over size bytes at data: it learns the
@@ -282,8 +233,9 @@ static void avc_parse(struct avc_video *v, const uint8_t *data, int size,
 }
 
 /* avc_open opens the decoder and the parser (the STREAM_OPEN job). */
-static int avc_open(struct avc_video *v, fprep__job *job)
+static int avc_open(fprep__video *base, fprep__job *job)
 {
+	struct avc_video *v = (struct avc_video *)base;
 	enum AVCodecID id = v->spec.src_format == FPREP_PIX_H264
 	                            ? AV_CODEC_ID_H264
 	                            : AV_CODEC_ID_HEVC;
@@ -293,16 +245,17 @@ static int avc_open(struct avc_video *v, fprep__job *job)
 
 	pthread_once(&avc_once, avc_load);
 	if (!avc_loaded)
-		return avc_fail(job, FPREP_EUNSUPPORTED,
-		                "%s streams need libavcodec, which is not "
-		                "available: %s",
-		                avc_codec_name(v), avc_why);
+		return fprep__video_fail(
+		        job, FPREP_EUNSUPPORTED,
+		        "%s streams need libavcodec, which is not "
+		        "available: %s",
+		        fprep__video_codec_name(&v->spec), avc_why);
 	v->loaded = 1;
 	codec = avc.avcodec_find_decoder(id);
 	if (codec == NULL)
-		return avc_fail(job, FPREP_EUNSUPPORTED,
-		                "this libavcodec has no %s decoder",
-		                avc_codec_name(v));
+		return fprep__video_fail(job, FPREP_EUNSUPPORTED,
+		                         "this libavcodec has no %s decoder",
+		                         fprep__video_codec_name(&v->spec));
 	v->ctx = avc.avcodec_alloc_context3(codec);
 	v->parser = avc.av_parser_init(id);
 	v->parser_ctx = avc.avcodec_alloc_context3(NULL);
@@ -310,8 +263,9 @@ static int avc_open(struct avc_video *v, fprep__job *job)
 	v->frame = avc.av_frame_alloc();
 	if (v->ctx == NULL || v->parser == NULL || v->parser_ctx == NULL ||
 	    v->pkt == NULL || v->frame == NULL)
-		return avc_fail(job, FPREP_ENOMEM, "%s decoder: out of memory",
-		                avc_codec_name(v));
+		return fprep__video_fail(job, FPREP_ENOMEM,
+		                         "%s decoder: out of memory",
+		                         fprep__video_codec_name(&v->spec));
 	v->parser->flags |= PARSER_FLAG_COMPLETE_FRAMES;
 	v->ctx->thread_count = 1;
 	v->ctx->err_recognition = AV_EF_EXPLODE;
@@ -321,21 +275,24 @@ static int avc_open(struct avc_video *v, fprep__job *job)
 		v->ctx->extradata = avc.av_mallocz(
 		        v->params_len + AV_INPUT_BUFFER_PADDING_SIZE);
 		if (v->ctx->extradata == NULL)
-			return avc_fail(job, FPREP_ENOMEM,
-			                "parameter sets: out of memory");
+			return fprep__video_fail(
+			        job, FPREP_ENOMEM,
+			        "parameter sets: out of memory");
 		memcpy(v->ctx->extradata, v->params, v->params_len);
 		v->ctx->extradata_size = (int)v->params_len;
 		avc_parse(v, v->params, (int)v->params_len, AV_NOPTS_VALUE);
 	}
 	rv = avc.avcodec_open2(v->ctx, codec, NULL);
 	if (rv < 0)
-		return avc_fail(job, FPREP_EINVAL,
-		                FPREP__VIDEO_BROKEN ": %s parameter sets: %s "
-		                                    "(libavcodec)",
-		                avc_codec_name(v),
-		                avc_av_error(rv, err, sizeof(err)));
+		return fprep__video_fail(job, FPREP_EINVAL,
+		                         FPREP__VIDEO_BROKEN
+		                         ": %s parameter sets: %s "
+		                         "(libavcodec)",
+		                         fprep__video_codec_name(&v->spec),
+		                         avc_av_error(rv, err, sizeof(err)));
 	/* HEVC's decoder exports the first SPS's size at open. */
-	if (avc_check_size(v, job, v->ctx->coded_width, v->ctx->coded_height))
+	if (fprep__video_check_size(job, &v->spec, v->ctx->coded_width,
+	                            v->ctx->coded_height))
 		return job->status;
 	v->skipping = 1; /* the first picture decoded is an IDR/IRAP */
 	return FPREP_OK;
@@ -363,12 +320,7 @@ static void avc_reset(struct avc_video *v)
 static int avc_broken(struct avc_video *v, fprep__job *job, const char *why)
 {
 	avc_reset(v);
-	return avc_fail(job, FPREP_EINVAL,
-	                FPREP__VIDEO_BROKEN ": %s packet pts %" PRId64
-	                                    ": %s; the stream waits for "
-	                                    "the next %s picture",
-	                avc_codec_name(v), job->stream.pts, why,
-	                v->spec.src_format == FPREP_PIX_H264 ? "IDR" : "IRAP");
+	return fprep__video_broken(job, &v->spec, why);
 }
 
 /* avc_hold keeps v->frame among the held frames. */
@@ -377,18 +329,19 @@ static int avc_hold(struct avc_video *v, fprep__job *job)
 	uint32_t max = job->limits->max_stream_frames;
 
 	if (v->nheld >= max)
-		return avc_fail(
+		return fprep__video_fail(
 		        job, FPREP_ELIMIT,
 		        "%s stream: more than max_stream_frames %" PRIu32
 		        " decoded frames at once",
-		        avc_codec_name(v), max);
+		        fprep__video_codec_name(&v->spec), max);
 	if (v->nheld == v->held_cap) {
 		unsigned cap = v->held_cap ? 2 * v->held_cap : 8;
 		AVFrame **held = realloc(v->held, cap * sizeof(*held));
 
 		if (held == NULL)
-			return avc_fail(job, FPREP_ENOMEM,
-			                "decoded frames: out of memory");
+			return fprep__video_fail(
+			        job, FPREP_ENOMEM,
+			        "decoded frames: out of memory");
 		for (unsigned k = v->held_cap; k < cap; k++)
 			held[k] = NULL;
 		v->held = held;
@@ -396,8 +349,8 @@ static int avc_hold(struct avc_video *v, fprep__job *job)
 	}
 	if (v->held[v->nheld] == NULL &&
 	    (v->held[v->nheld] = avc.av_frame_alloc()) == NULL)
-		return avc_fail(job, FPREP_ENOMEM,
-		                "decoded frames: out of memory");
+		return fprep__video_fail(job, FPREP_ENOMEM,
+		                         "decoded frames: out of memory");
 	avc.av_frame_move_ref(v->held[v->nheld++], v->frame);
 	return FPREP_OK;
 }
@@ -427,8 +380,9 @@ static int avc_receive(struct avc_video *v, fprep__job *job)
 }
 
 /* avc_packet decodes the job's packet into held frames. */
-static int avc_packet(struct avc_video *v, fprep__job *job)
+static int avc_packet(fprep__video *base, fprep__job *job)
 {
+	struct avc_video *v = (struct avc_video *)base;
 	int size = (int)job->stream.packet_size;
 	char err[AV_ERROR_MAX_STRING_SIZE];
 	int rv;
@@ -436,8 +390,8 @@ static int avc_packet(struct avc_video *v, fprep__job *job)
 	v->parser->key_frame = -1;
 	v->parser->coded_width = v->parser->coded_height = 0;
 	avc_parse(v, job->input, size, job->stream.pts);
-	if (avc_check_size(v, job, v->parser->coded_width,
-	                   v->parser->coded_height) != FPREP_OK) {
+	if (fprep__video_check_size(job, &v->spec, v->parser->coded_width,
+	                            v->parser->coded_height) != FPREP_OK) {
 		avc_reset(v);
 		return job->status;
 	}
@@ -451,7 +405,8 @@ static int avc_packet(struct avc_video *v, fprep__job *job)
 	}
 	avc.av_packet_unref(v->pkt);
 	if (avc.av_new_packet(v->pkt, size) != 0)
-		return avc_fail(job, FPREP_ENOMEM, "packet: out of memory");
+		return fprep__video_fail(job, FPREP_ENOMEM,
+		                         "packet: out of memory");
 	memcpy(v->pkt->data, job->input, (size_t)size);
 	v->pkt->pts = job->stream.pts;
 	rv = avc.avcodec_send_packet(v->ctx, v->pkt);
@@ -459,11 +414,12 @@ static int avc_packet(struct avc_video *v, fprep__job *job)
 	if (rv < 0)
 		return avc_broken(v, job, avc_av_error(rv, err, sizeof(err)));
 	if ((uint32_t)v->ctx->has_b_frames > job->limits->max_stream_frames) {
-		avc_fail(job, FPREP_ELIMIT,
-		         "%s stream reorders %d frames: more than "
-		         "max_stream_frames %" PRIu32,
-		         avc_codec_name(v), v->ctx->has_b_frames,
-		         job->limits->max_stream_frames);
+		fprep__video_fail(job, FPREP_ELIMIT,
+		                  "%s stream reorders %d frames: more than "
+		                  "max_stream_frames %" PRIu32,
+		                  fprep__video_codec_name(&v->spec),
+		                  v->ctx->has_b_frames,
+		                  job->limits->max_stream_frames);
 		avc_reset(v);
 		return job->status;
 	}
@@ -472,8 +428,9 @@ static int avc_packet(struct avc_video *v, fprep__job *job)
 
 /* avc_flush lets out every frame the decoder holds; the stream then
  * starts again at an IDR/IRAP picture. */
-static int avc_flush(struct avc_video *v, fprep__job *job)
+static int avc_flush(fprep__video *base, fprep__job *job)
 {
+	struct avc_video *v = (struct avc_video *)base;
 	char err[AV_ERROR_MAX_STRING_SIZE];
 	int rv;
 
@@ -536,13 +493,7 @@ static int avc_planes(struct avc_video *v, const AVFrame *f, uint32_t we,
 static void avc_i420(const struct avc_video *v, fprep_request *req, uint32_t w,
                      uint32_t h, int rgb)
 {
-	*req = v->spec;
-	req->kind = FPREP_KIND_FRAME;
-	req->src_format = FPREP_PIX_I420;
-	req->src_width = w;
-	req->src_height = h;
-	req->src_stride = w;
-	fprep__yuv_default_planes(req);
+	fprep__video_frame_request(&v->spec, req, FPREP_PIX_I420, w, h);
 	if (!rgb)
 		return;
 	req->out_width = w;
@@ -569,33 +520,38 @@ static int avc_tensor(struct avc_video *v, fprep__job *job, const AVFrame *f,
 	fprep_request req;
 
 	if (f->format != AV_PIX_FMT_YUV420P && f->format != AV_PIX_FMT_YUVJ420P)
-		return avc_fail(job, FPREP_EUNSUPPORTED,
-		                "%s frame of pixel format %s: only 8-bit "
-		                "4:2:0 is supported",
-		                avc_codec_name(v),
-		                avc.av_get_pix_fmt_name(f->format) != NULL
-		                        ? avc.av_get_pix_fmt_name(f->format)
-		                        : "unknown");
-	if (avc_check_size(v, job, f->width, f->height) != FPREP_OK)
+		return fprep__video_fail(
+		        job, FPREP_EUNSUPPORTED,
+		        "%s frame of pixel format %s: only 8-bit "
+		        "4:2:0 is supported",
+		        fprep__video_codec_name(&v->spec),
+		        avc.av_get_pix_fmt_name(f->format) != NULL
+		                ? avc.av_get_pix_fmt_name(f->format)
+		                : "unknown");
+	if (fprep__video_check_size(job, &v->spec, f->width, f->height) !=
+	    FPREP_OK)
 		return job->status;
 	if (avc_planes(v, f, we, he) != FPREP_OK)
-		return avc_fail(job, FPREP_ENOMEM, "frame: out of memory");
+		return fprep__video_fail(job, FPREP_ENOMEM,
+		                         "frame: out of memory");
 	if (w == we && h == he) {
 		avc_i420(v, &req, w, h, 0);
 		if (fprep_preprocess_cpu(&req, v->yuv, tensor, bytes, xf) != 0)
-			return avc_fail(job, FPREP_EINTERNAL,
-			                "frame %ux%u: preprocessing refused", w,
-			                h);
+			return fprep__video_fail(
+			        job, FPREP_EINTERNAL,
+			        "frame %ux%u: preprocessing refused", w, h);
 		return FPREP_OK;
 	}
 	/* Odd: the RGB8 image of the even frame, cropped. */
 	if (avc_grow(&v->rgb, &v->rgb_cap, (size_t)we * he * 3) != 0)
-		return avc_fail(job, FPREP_ENOMEM, "frame: out of memory");
+		return fprep__video_fail(job, FPREP_ENOMEM,
+		                         "frame: out of memory");
 	avc_i420(v, &req, we, he, 1);
 	if (fprep_preprocess_cpu(&req, v->yuv, v->rgb, (size_t)we * he * 3,
 	                         NULL) != 0)
-		return avc_fail(job, FPREP_EINTERNAL,
-		                "frame %ux%u: conversion refused", we, he);
+		return fprep__video_fail(job, FPREP_EINTERNAL,
+		                         "frame %ux%u: conversion refused", we,
+		                         he);
 	req = v->spec;
 	req.kind = FPREP_KIND_FRAME;
 	req.src_format = FPREP_PIX_RGB8;
@@ -604,87 +560,50 @@ static int avc_tensor(struct avc_video *v, fprep__job *job, const AVFrame *f,
 	req.src_stride = we * 3;
 	req.input_size = (uint64_t)req.src_stride * (h - 1) + (uint64_t)w * 3;
 	if (fprep_preprocess_cpu(&req, v->rgb, tensor, bytes, xf) != 0)
-		return avc_fail(job, FPREP_EINTERNAL,
-		                "frame %ux%u: preprocessing refused", w, h);
+		return fprep__video_fail(job, FPREP_EINTERNAL,
+		                         "frame %ux%u: preprocessing refused",
+		                         w, h);
 	return FPREP_OK;
 }
 
 /* avc_emit preprocesses the held frames into the reply: their tensors,
  * then a frame record each. */
-static int avc_emit(struct avc_video *v, fprep__job *job)
+static int avc_emit(fprep__video *base, fprep__job *job)
 {
-	uint32_t shape[4];
-	uint64_t one, total;
-	fprep_request req;
-	uint8_t *out;
+	struct avc_video *v = (struct avc_video *)base;
+	uint64_t one;
+	uint8_t *out = fprep__video_reserve(job, &v->spec, v->nheld, &one);
 
-	avc_i420(v, &req, 2, 2, 0);
-	if (fprep_tensor_shape(&req, shape, &one) != FPREP_OK)
-		return avc_fail(job, FPREP_EINTERNAL, "tensor shape");
-	total = (one + FPREP_STREAM_FRAME_SIZE) * v->nheld;
-	out = job->reserve(job, total);
 	if (out == NULL)
-		return avc_fail(job, FPREP_ENOMEM,
-		                "reply of %" PRIu64 " bytes: out of memory",
-		                total);
+		return job->status;
 	for (unsigned k = 0; k < v->nheld; k++) {
 		const AVFrame *f = v->held[k];
 		fprep_transform xf;
-		fprep_stream_frame rec;
 
 		if (avc_tensor(v, job, f, out + k * one, one, &xf) != FPREP_OK)
 			return job->status;
-		rec.pts = f->pts != AV_NOPTS_VALUE ? f->pts
-		                                   : f->best_effort_timestamp;
-		rec.width = (uint32_t)f->width;
-		rec.height = (uint32_t)f->height;
-		rec.scale_x = xf.scale_x;
-		rec.scale_y = xf.scale_y;
-		rec.pad_x = (float)xf.pad_x;
-		rec.pad_y = (float)xf.pad_y;
-		fprep_stream_frame_encode(
-		        &rec, out + one * v->nheld +
-		                      (size_t)k * FPREP_STREAM_FRAME_SIZE);
-		if (k == 0)
-			job->xf = xf;
+		fprep__video_record(
+		        job, out, one, k,
+		        f->pts != AV_NOPTS_VALUE ? f->pts
+		                                 : f->best_effort_timestamp,
+		        (uint32_t)f->width, (uint32_t)f->height, &xf);
 	}
-	memcpy(job->shape, shape, sizeof(shape));
-	job->shape[0] = v->nheld;
-	job->output_size = one * v->nheld;
-	job->frames = v->nheld;
 	return FPREP_OK;
 }
+
+static const fprep__video_steps avc_steps = {
+        .open = avc_open,
+        .packet = avc_packet,
+        .flush = avc_flush,
+        .emit = avc_emit,
+};
 
 static void avc_run(fprep__video *base, fprep__job *job)
 {
 	struct avc_video *v = (struct avc_video *)base;
-	uint64_t t0 = fprep__now_ns();
-	int rv;
 
-	job->status = FPREP_OK;
-	job->frames = 0;
-	job->reply_flags = 0;
-	job->output_size = 0;
-	memset(&job->xf, 0, sizeof(job->xf));
-	switch (job->stream.kind) {
-	case FPREP_KIND_STREAM_OPEN:
-		avc_open(v, job);
-		return;
-	case FPREP_KIND_STREAM_PACKET:
-		rv = v->ctx != NULL ? avc_packet(v, job) : FPREP_EINTERNAL;
-		break;
-	case FPREP_KIND_STREAM_FLUSH:
-		rv = v->ctx != NULL ? avc_flush(v, job) : FPREP_EINTERNAL;
-		break;
-	default:
-		rv = avc_fail(job, FPREP_EINTERNAL, "stream job of kind %u",
-		              job->stream.kind);
-	}
-	job->t_decode_us = (uint32_t)((fprep__now_ns() - t0) / 1000);
-	if (rv == FPREP_OK)
-		rv = avc_emit(v, job);
+	fprep__video_steps_run(base, job, &avc_steps, v->ctx != NULL);
 	avc_drop(v);
-	job->status = rv;
 }
 
 static void avc_close(fprep__video *base)

@@ -72,7 +72,8 @@ static int rules_info_value(const char *text, const char *key, uint64_t max,
 /* rules_told: the limits that older daemons, or daemons without a
  * feature, do not tell, and their fields (size: 4 or 8 bytes). Missing,
  * each is 0: for ROIS and BATCH (max_elements, max_batch_bytes) none
- * accepted; for the JPEG caps not known; for video streams no streams. */
+ * accepted; for the JPEG caps not known; for video streams no streams
+ * (max_video_sessions: not told, a CPU daemon's or an older one's). */
 struct rules_limit {
 	const char *key;
 	size_t offset;
@@ -85,6 +86,7 @@ static const struct rules_limit rules_told[] = {
         {RULES_FIELD(max_jpeg_scans)},      {RULES_FIELD(max_jpeg_scan_pixels)},
         {RULES_FIELD(max_packet_bytes)},    {RULES_FIELD(max_streams_per_conn)},
         {RULES_FIELD(max_streams_per_uid)}, {RULES_FIELD(max_stream_frames)},
+        {RULES_FIELD(max_video_sessions)},
 };
 #undef RULES_FIELD
 

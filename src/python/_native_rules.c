@@ -56,7 +56,8 @@ static PyObject *rules_tensor_shape(PyObject *self, PyObject *args)
 	X(max_packet_bytes)                                                    \
 	X(max_streams_per_conn)                                                \
 	X(max_streams_per_uid)                                                 \
-	X(max_stream_frames)
+	X(max_stream_frames)                                                   \
+	X(max_video_sessions)
 
 /* rules_limits_parse: limits_parse(text) -> {name: int} of every
  * fprep_limits field, as fprep_limits_parse reads INFO's text (a field

@@ -31,7 +31,10 @@
 #          frames, and the metrics endpoint's cost (metrics_cost.py); two
 #          lanes on GPU 0: two_lanes (test_lanes: --lanes 2, inline and
 #          shared memory equal to the CPU reference, both lanes served) and
-#          b1080_lanes (1080p shm c=16 with --lanes 1, then 2); CUDA
+#          b1080_lanes (1080p shm c=16 with --lanes 1, then 2); video
+#          (test_video_gpu: streams on NVDEC equal to the CPU backend's
+#          tensors made at --stage, errors, then 1, 8 and 32 streams at
+#          once: frames/s, latency; FPREP_RUNS=video runs it alone); CUDA
 #          regions: cuda_regions (test_cuda_regions: producer and consumer
 #          processes, every input x output location, bad handles, leaks),
 #          cuda_py (tests/python/test_cuda.py), cuda_example
@@ -70,6 +73,14 @@ if [ "${1:-}" = "--stage" ]; then
 	done
 	mkdir -p "$out/peers"
 	src=$(cd "$(dirname "$0")/../.." && pwd)
+	# Video streams (video_streams.sh: ffmpeg, the photographs) and the
+	# CPU backend's tensors for them, which the GPU's must equal.
+	cp "$build/tests/gpu/test_video_gpu" "$out/bin/"
+	bins+=("$out/bin/test_video_gpu")
+	{ bash "$src/tests/gpu/video_streams.sh" "$images" "$out/video" &&
+	  "$build/tests/gpu/test_video_gpu" record cpu "$build/service/frameprepd" \
+		"$out/video" >"$out/video/record.log" 2>&1; } ||
+		{ echo "no video streams staged (ffmpeg, the photographs?)"; rm -rf "$out/video"; }
 	cp "$src"/tests/bench/*.py "$out/peers/"
 	mkdir -p "$out/python/tests" "$out/whl"
 	cp -r "$src/src/python/examples" "$out/python/"
@@ -331,6 +342,27 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	tests+=(jpeg_race_gpu)
 	TAILN=12 run two_lanes "$here/bin/test_lanes" "$here/bin/frameprepd" "$here/images"
 	tests+=(two_lanes)
+	# video: H.264 (B-frames), HEVC and an odd size decoded on NVDEC equal
+	# to the CPU backend's tensors staged beside them (test_video_gpu
+	# check: counts, pts, 1 LSB, a corrupt and a cut packet, INFO), a
+	# daemon with FPREP_NVDEC=off (refused naming libnvcuvid.so.1, frames
+	# served: off), then
+	# FPREP_VIDEO_STREAMS (1 8 32) streams at once of a 1080p H.264 to
+	# 640x640 f32 for FPREP_VIDEO_S (5) s each: frames/s and reply latency.
+	video_run() {
+		local n rc=0
+		"$here/bin/test_video_gpu" check 0 "$here/bin/frameprepd" "$here/video" || rc=1
+		"$here/bin/test_video_gpu" off 0 "$here/bin/frameprepd" || rc=1
+		for n in ${FPREP_VIDEO_STREAMS:-1 8 32}; do
+			"$here/bin/test_video_gpu" rate 0 "$here/bin/frameprepd" \
+				"$here/video" "$n" "${FPREP_VIDEO_S:-5}" || rc=1
+		done
+		return $rc
+	}
+	if [ -f "$here/video/streams.txt" ]; then
+		TAILN=20 run video video_run
+		tests+=(video)
+	fi
 	# bench_lanes: 1080p BGR8 -> 640x640 f32 over shared memory at c=16 on
 	# GPU 0, from a daemon with --lanes 1, then one with --lanes 2.
 	bench_lanes() {

@@ -110,7 +110,8 @@ class CpuOp:
                     ("max_packet_bytes", ctypes.c_uint64),
                     ("max_streams_per_conn", ctypes.c_uint32),
                     ("max_streams_per_uid", ctypes.c_uint32),
-                    ("max_stream_frames", ctypes.c_uint32)]
+                    ("max_stream_frames", ctypes.c_uint32),
+                    ("max_video_sessions", ctypes.c_uint32)]
 
     def __init__(self):
         lib = os.path.join(os.path.dirname(dt.ARGS.cli), "libframeprep.so.0")

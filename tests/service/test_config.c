@@ -1006,7 +1006,7 @@ static void reload(void **state)
 		live++;
 		assert_true(s->type != FPREP__CONFIG_OTHER);
 	}
-	assert_int_equal(live, 27);
+	assert_int_equal(live, 28);
 }
 
 CMOCKA_MAIN({

@@ -54,8 +54,8 @@ struct fake {
 static nng_msg *fake_reply(struct fake *f, const uint8_t *body, size_t len)
 {
 	static const fprep_limits lim = {
-	        4096,     4096, 1u << 26, 4096,     4096, 1u << 28, 64,
-	        1u << 30, 32,   1u << 28, 1u << 20, 4,    8,        16};
+	        4096, 4096,     1u << 26, 4096, 4096, 1u << 28, 64, 1u << 30,
+	        32,   1u << 28, 1u << 20, 4,    8,    16,       32};
 	fprep_request req;
 	fprep_reply_header h;
 	uint64_t tensor = 0;

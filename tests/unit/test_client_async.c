@@ -51,8 +51,8 @@ struct fake {
 static nng_msg *fake_reply(nng_msg *msg)
 {
 	static const fprep_limits lim = {
-	        4096,     4096, 1u << 26, 4096,     4096, 1u << 28, 64,
-	        1u << 30, 32,   1u << 28, 1u << 20, 4,    8,        16};
+	        4096, 4096,     1u << 26, 4096, 4096, 1u << 28, 64, 1u << 30,
+	        32,   1u << 28, 1u << 20, 4,    8,    16,       32};
 	const uint8_t *body = nng_msg_body(msg);
 	size_t len = nng_msg_len(msg);
 	fprep_reply_header h;

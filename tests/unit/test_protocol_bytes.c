@@ -95,7 +95,7 @@ static void frame_request_bytes(void **state)
 	fprep_limits lim = {UINT32_MAX, UINT32_MAX, UINT64_MAX, UINT32_MAX,
 	                    UINT32_MAX, UINT64_MAX, UINT32_MAX, UINT64_MAX,
 	                    UINT32_MAX, UINT64_MAX, UINT64_MAX, UINT32_MAX,
-	                    UINT32_MAX, UINT32_MAX};
+	                    UINT32_MAX, UINT32_MAX, UINT32_MAX};
 	char msg[FPREP_MESSAGE_SIZE];
 
 	(void)state;

@@ -114,7 +114,7 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	fprep__kcache_stats(cb->cache, &hits, &misses);
 	const char *dir = fprep__kcache_dir(cb->cache);
 	size_t mem_free = 0, mem_total = 0;
-	char uuid[48], jt[512], jl[512], jm[512];
+	char uuid[48], jt[512], jl[512], jm[512], video[256];
 
 	fprep__cuda_decoder_text(&cb->jstats, jt, sizeof jt);
 	fprep__cuda_decoder_text(&cb->jlone, jl, sizeof jl);
@@ -124,6 +124,7 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	if (cudaMemGetInfo(&mem_free, &mem_total) != cudaSuccess)
 		(void)cudaGetLastError();
 	fprep__uuid_text(cb->uuid, uuid, sizeof(uuid));
+	int nvdec = fprep__cuda_video_load(video, sizeof video) == FPREP_OK;
 	snprintf(buf + n, size - n,
 	         "device_name: %s\n"
 	         "compute_capability: %d.%d\n"
@@ -140,7 +141,8 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	         "jpeg_frames: %lu by the engine, %lu by libjpeg-turbo\n"
 	         "jpeg_timing: %s\n"
 	         "jpeg_timing_lone: %s\n"
-	         "jpeg_timing_max: %s\n",
+	         "jpeg_timing_max: %s\n"
+	         "video_decoder: %s%s%s\n",
 	         cb->device_name, cb->cc / 10, cb->cc % 10, cb->arch,
 	         cb->memory >> 20, cb->copy_engines, cb->nslots,
 	         cb->integrated ? "true" : "false", cb->copy_threads,
@@ -148,7 +150,9 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	         misses, uuid, mem_total - mem_free, cb->jpeg_desc,
 	         atomic_load_explicit(&cb->jpeg_engine, memory_order_relaxed),
 	         atomic_load_explicit(&cb->jpeg_cpu, memory_order_relaxed), jt,
-	         jl, jm); /* The JPEG frames waiting for a decoder, by turns. */
+	         jl, jm, nvdec ? "" : "none (", video,
+	         nvdec ? "" : ")"); /* The JPEG frames waiting for a decoder, by
+	                               turns. */
 	pthread_mutex_lock(&cb->mu);
 	fprep__jpeg_turns_text(&cb->decode_q, buf, size);
 	pthread_mutex_unlock(&cb->mu);
@@ -438,6 +442,7 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	cb->base.close = cuda_close;
 	cb->base.region_op = cuda_region_op;
 	cb->base.stats = cuda_stats;
+	cb->base.video_open = fprep__cuda_video_open;
 	cb->device = cfg->device;
 	cb->spin_ns = cfg->spin_ns;
 	cb->nslots = cfg->slots < 2 ? 2 : cfg->slots;

@@ -1,10 +1,10 @@
 /*
  * backend_cuda_internal.h: what the files of a GPU lane share
  * (backend_cuda.c, cuda_lane.c, cuda_slot.c, cuda_wait.c, cuda_decoder.c,
- * cuda_region.c): the lane's structures, the few small helpers all of
- * them use, and the functions one file calls in another, each named with
+ * cuda_region.c, cuda_video.c): the lane's structures, the few small helpers
+ * all of them use, and the functions one file calls in another, each named with
  * its file's prefix (fprep__cuda_lane_, _slot_, _wait_, _decoder_,
- * _region_). Private to src/backend/gpu.
+ * _region_, _video_). Private to src/backend/gpu.
  */
 #ifndef FPREP_BACKEND_CUDA_INTERNAL_H
 #define FPREP_BACKEND_CUDA_INTERNAL_H
@@ -567,5 +567,28 @@ void fprep__cuda_decoder_stop(cuda_backend *cb);
 /* fprep__cuda_region_drain runs the queued region operations; called and
  * returns with cb->mu held. */
 void fprep__cuda_region_drain(cuda_backend *cb, int dev_ok);
+
+/* cuda_video.c */
+
+/* fprep__cuda_video_open: the lane's video_open (backend.h): an NVDEC
+ * session (video.h) for the stream whose STREAM_OPEN request is spec,
+ * with params_len bytes of parameter sets (copied), whose jobs run on the
+ * lanes of cb's device. Only allocates. Returns 0 or FPREP_ENOMEM. Loop
+ * thread. */
+int fprep__cuda_video_open(fprep__backend *b, const fprep_request *spec,
+                           const uint8_t *params, size_t params_len,
+                           fprep__video **vp);
+
+/* fprep__cuda_video_run runs a stream job (job->video, a session of
+ * fprep__cuda_video_open on this lane's device) on the lane thread of
+ * cb, in the device's context, and returns when its reply is written. */
+void fprep__cuda_video_run(cuda_backend *cb, fprep__job *job);
+
+/* fprep__cuda_video_load loads libnvcuvid.so.1 (and libcuda.so.1) if no
+ * call did yet, and writes what was loaded ("NVDEC (libnvcuvid.so.1,
+ * driver CUDA 13.0)") or why nothing was into buf (size bytes,
+ * terminated). Returns FPREP_OK, or FPREP_EUNSUPPORTED when the GPU lanes
+ * cannot decode streams. Any thread. */
+int fprep__cuda_video_load(char *buf, size_t size);
 
 #endif /* FPREP_BACKEND_CUDA_INTERNAL_H */

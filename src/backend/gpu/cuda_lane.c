@@ -6,7 +6,9 @@
  * slot is free (a JPEG frame's to the decoders, cuda_decoder.c; another's
  * enqueued on the streams, cuda_slot.c), and hands the slot to the
  * completion thread, or completes a frame alone in the lane itself
- * (cuda_wait.c). It waits paced for a free slot or a new job.
+ * (cuda_wait.c). A video stream's job takes no slot: the lane thread runs
+ * it to its end (cuda_video.c). It waits paced for a free slot or a new
+ * job.
  */
 #include "gpu/backend_cuda_internal.h"
 
@@ -172,7 +174,8 @@ void *fprep__cuda_lane_main(void *arg)
 		}
 		int late = cb->stopping && cuda_now_ns() >= cb->deadline_ns;
 		int now = !dev_ok || cb->fatal || late ||
-		          job->req.kind == FPREP_KIND_ECHO;
+		          job->req.kind == FPREP_KIND_ECHO ||
+		          job->video != NULL; /* a stream's: cuda_video.c */
 		int jpeg = lane_is_jpeg(job) && cb->ndecoders > 0;
 		if (!now && (s = lane_free_slot(cb, jpeg)) == NULL) {
 			if (cb->stopping)
@@ -207,6 +210,9 @@ void *fprep__cuda_lane_main(void *arg)
 		} else if (late) {
 			cuda_fail(job, FPREP_ESHUTDOWN, 0,
 			          "GPU lane closing: drain deadline passed");
+			fprep__cuda_wait_deliver(cb, NULL, job);
+		} else if (job->video != NULL) {
+			fprep__cuda_video_run(cb, job);
 			fprep__cuda_wait_deliver(cb, NULL, job);
 		} else if (s == NULL) { /* ECHO: no work, no copies */
 			fprep__cuda_wait_deliver(cb, NULL, job);

@@ -1,0 +1,894 @@
+/*
+ * cuda_video.c: the CUDA backend's video decoder (video.h): H.264 and HEVC
+ * decoded by the GPU's video engines (NVDEC) into device surfaces, each
+ * frame then preprocessed in place by the NV12 letterbox kernel, the
+ * tensors copied into the reply. The frame never lies in host memory.
+ *
+ * The design is simple: a session is NVIDIA's video parser
+ * (cuvidCreateVideoParser) and one decoder (cuvidCreateDecoder) of the
+ * device of the lane that opened it; every job of the stream runs on a
+ * lane of that device (fprep__video.uuid: backend_multi.c routes them),
+ * in its primary context (current on a lane's thread: cudaSetDevice),
+ * which the session retains so that it outlives the lanes. The decoder is
+ * given a context lock on it (cuvidCtxLockCreate, vidLock), which it takes
+ * around its own use of the context; the session's calls are not wrapped
+ * in that lock (the decoder's calls take it, and it need not be
+ * recursive), as NVIDIA's NvDecoder does. A packet is handed to the parser
+ * whole, as the one picture it is (CUVID_PKT_ENDOFPICTURE), with its pts; the
+ * parser calls back on the same thread, before cuvidParseVideoData returns:
+ *   sequence  a new sequence: its coded size is checked against the
+ *             limits (fprep__video_check_size) and the engine's
+ *             (cuvidGetDecoderCaps) before cuvidCreateDecoder; the
+ *             decoder's surfaces (the sequence's
+ *             min_num_decode_surfaces + CV_EXTRA_SURFACES, two output
+ *             surfaces) are made then, once per sequence, never per
+ *             frame;
+ *   decode    the picture goes to the engine (cuvidDecodePicture);
+ *   display   a picture leaves the reorder queue (display order): its
+ *             index and pts are kept, at most max_stream_frames.
+ * Once the packet is parsed, the session knows how many frames the reply
+ * carries, asks for its room (job->reserve), and for each frame maps the
+ * surface (cuvidMapVideoFrame64: an NV12 device pointer and pitch, the
+ * session's CUDA stream), runs the letterbox kernel on it, waits for the
+ * kernel and unmaps it; one copy then brings all the tensors into the
+ * reply. A packet holds one picture, so no surface that waits to be
+ * mapped is decoded into before it is (a second picture in a packet whose
+ * surface is one of them is refused as a broken bitstream).
+ *
+ * Starting points and errors are the CPU session's (video_avcodec.c,
+ * video_common.c): the stream decodes from an IDR (H.264) or IRAP (HEVC)
+ * picture, found by the NAL unit types of the packet; packets before it
+ * are answered STREAM_SKIPPED. A packet the parser or the engine refuses,
+ * or a picture the engine reports decoded with errors
+ * (cuvidGetDecodeStatus), is answered "broken bitstream"; the session then
+ * makes a new parser (fed the stream's parameter sets: those of
+ * STREAM_OPEN and the last packet's that held any) and waits for the next
+ * IDR/IRAP picture. FLUSH sends the parser the end of the stream, which
+ * lets out every frame it holds, and starts again the same way.
+ *
+ * libnvcuvid.so.1 comes with NVIDIA's driver, not with the toolkit: it is
+ * loaded at run time (the nv-codec headers' dynlink loader, dlopen), with
+ * libcuda.so.1 for the primary context, on the first stream open or INFO.
+ * Without it STREAM_OPEN answers FPREP_EUNSUPPORTED naming it, INFO's
+ * video_decoder says why, and frames are served as before.
+ * FPREP_NVDEC=off turns it off. Decode sessions per GPU are bounded by
+ * max_video_sessions (the engines have a limit; FPREP_ELIMIT past it).
+ */
+#include "gpu/backend_cuda_internal.h"
+#include "video.h"
+
+#include <dlfcn.h>
+
+#ifdef FPREP_HAVE_NVCUVID
+/* The loader's messages go into cv_why rather than to stderr. */
+#define FFNV_LOG_FUNC(logctx, msg, ...)                                        \
+	snprintf(cv_why, sizeof cv_why, (msg), __VA_ARGS__)
+#define FFNV_DEBUG_LOG_FUNC(logctx, msg, ...)
+static char cv_why[256]; /* why not loaded */
+#include <ffnvcodec/dynlink_loader.h>
+#else
+static char cv_why[256];
+#endif
+
+/* Decode surfaces past the sequence's minimum: the pictures that wait to
+ * be mapped while the parser goes on. */
+#define CV_EXTRA_SURFACES 4
+/* Surfaces a frame is mapped into (one at a time, and one to spare). */
+#define CV_OUTPUT_SURFACES 2
+/* Surfaces of one decoder at most (cuvid's limit). */
+#define CV_MAX_SURFACES 32
+/* GPUs whose sessions are counted (max_video_sessions). */
+#define CV_MAX_DEVICES 64
+/* max_video_sessions when the limits do not say. */
+#define CV_DEFAULT_SESSIONS 32
+
+static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
+static int cv_loaded;
+static char cv_from[128]; /* what was loaded */
+
+#ifdef FPREP_HAVE_NVCUVID
+static CuvidFunctions *cvf;
+static CudaFunctions *cuf;
+static atomic_uint cv_sessions[CV_MAX_DEVICES];
+
+/* cv_load runs once: loads libcuda's and libnvcuvid's functions. */
+static void cv_load(void)
+{
+	const char *env = getenv("FPREP_NVDEC");
+	int ver = 0;
+
+	if (env != NULL && (strcmp(env, "off") == 0 || strcmp(env, "0") == 0)) {
+		snprintf(cv_why, sizeof cv_why,
+		         "libnvcuvid.so.1 not loaded: NVDEC turned off "
+		         "(FPREP_NVDEC=%s)",
+		         env);
+		goto fail;
+	}
+	if (cuda_load_functions(&cuf, NULL) != 0)
+		goto fail;
+	if (cuvid_load_functions(&cvf, NULL) != 0) {
+		const char *e = dlerror();
+
+		if (e != NULL)
+			snprintf(cv_why, sizeof cv_why, "%s", e);
+		goto fail;
+	}
+	if (cvf->cuvidGetDecoderCaps == NULL) {
+		snprintf(cv_why, sizeof cv_why,
+		         "libnvcuvid.so.1 has no cuvidGetDecoderCaps (driver "
+		         "too old)");
+		goto fail;
+	}
+	(void)cudaDriverGetVersion(&ver);
+	snprintf(cv_from, sizeof cv_from,
+	         "NVDEC (libnvcuvid.so.1, driver CUDA %d.%d)", ver / 1000,
+	         ver % 1000 / 10);
+	cv_loaded = 1;
+	fprep__log(FPREP_LOG_INFO, "video: %s loaded: streams decode on GPUs",
+	           cv_from);
+	return;
+fail:
+	cuvid_free_functions(&cvf);
+	cuda_free_functions(&cuf);
+	fprep__log(FPREP_LOG_INFO,
+	           "video: no GPU decoder (%s): STREAM_OPEN "
+	           "refused by GPU lanes",
+	           cv_why);
+}
+#else
+static void cv_load(void)
+{
+	snprintf(cv_why, sizeof cv_why,
+	         "built without the nv-codec headers (libffmpeg-nvenc-dev): "
+	         "libnvcuvid.so.1 not used");
+}
+#endif
+
+int fprep__cuda_video_load(char *buf, size_t size)
+{
+	pthread_once(&cv_once, cv_load);
+	if (size > 0)
+		snprintf(buf, size, "%s", cv_loaded ? cv_from : cv_why);
+	return cv_loaded ? FPREP_OK : FPREP_EUNSUPPORTED;
+}
+
+/* A picture let out by the parser, to be mapped. */
+typedef struct cv_frame {
+	int index; /* decode surface */
+	int64_t pts;
+} cv_frame;
+
+struct cv_video {
+	fprep__video base; /* first */
+	fprep_request spec;
+	uint8_t *params; /* STREAM_OPEN's parameter sets */
+	size_t params_len;
+	fprep__video_ps ps; /* the last packet's that held any */
+	int device;
+	int counted;        /* counted in cv_sessions[device] */
+	cuda_backend *lane; /* the lane running the current job */
+	fprep__job *job;    /* the current job, for the callbacks */
+#ifdef FPREP_HAVE_NVCUVID
+	CUcontext ctx; /* the device's primary context, retained */
+	CUvideoctxlock lock;
+	CUvideoparser parser;
+	CUvideodecoder decoder;
+	CUVIDEOFORMAT fmt; /* the decoder's sequence */
+#endif
+	unsigned surfaces;   /* the decoder's decode surfaces */
+	cudaStream_t stream; /* maps, kernels and the copy */
+	uint8_t *d_out;      /* the tensors, out_cap bytes (grow-only; allocated
+	                        and freed in the order of stream) */
+	size_t out_cap;
+	int skipping;                     /* drop packets until an IDR/IRAP */
+	int failed;                       /* a callback failed the job */
+	uint8_t decoded[CV_MAX_SURFACES]; /* surface decoded since reset */
+	cv_frame *frames;                 /* let out by the current job */
+	unsigned nframes, frames_cap;
+};
+
+#ifdef FPREP_HAVE_NVCUVID
+
+/* cv_cu_error: a driver error's name. */
+static const char *cv_cu_error(CUresult r)
+{
+	const char *name = NULL;
+
+	if (cuf == NULL || cuf->cuGetErrorName(r, &name) != CUDA_SUCCESS ||
+	    name == NULL)
+		return "CUDA_ERROR_UNKNOWN";
+	return name;
+}
+
+/* cv_cuda_fail fails the job with a CUDA runtime error (st). */
+static int cv_cuda_fail(fprep__job *job, const fprep__gpu_status *st)
+{
+	cuda_fail(job,
+	          st->code == cudaErrorMemoryAllocation ? FPREP_ENOMEM
+	                                                : FPREP_ECUDA,
+	          cuda_sticky(st->code), st->text);
+	return job->status;
+}
+
+static cudaVideoCodec cv_codec(const struct cv_video *v)
+{
+	return v->spec.src_format == FPREP_PIX_H264 ? cudaVideoCodec_H264
+	                                            : cudaVideoCodec_HEVC;
+}
+
+/* cv_check_caps refuses a sequence the engine cannot decode. */
+static int cv_check_caps(struct cv_video *v, const CUVIDEOFORMAT *f)
+{
+	const char *codec = fprep__video_codec_name(&v->spec);
+	CUVIDDECODECAPS caps;
+	CUresult r;
+
+	memset(&caps, 0, sizeof caps);
+	caps.eCodecType = f->codec;
+	caps.eChromaFormat = f->chroma_format;
+	caps.nBitDepthMinus8 = f->bit_depth_luma_minus8;
+	r = cvf->cuvidGetDecoderCaps(&caps);
+	if (r != CUDA_SUCCESS)
+		return fprep__video_fail(v->job, FPREP_ECUDA,
+		                         "cuvidGetDecoderCaps: %s",
+		                         cv_cu_error(r));
+	if (!caps.bIsSupported)
+		return fprep__video_fail(
+		        v->job, FPREP_EUNSUPPORTED,
+		        "%s of chroma format %d, %u bits: this GPU's video "
+		        "engine does not decode it",
+		        codec, (int)f->chroma_format,
+		        f->bit_depth_luma_minus8 + 8u);
+	if (f->coded_width > caps.nMaxWidth ||
+	    f->coded_height > caps.nMaxHeight ||
+	    f->coded_width < caps.nMinWidth ||
+	    f->coded_height < caps.nMinHeight ||
+	    (f->coded_width >> 4) * (f->coded_height >> 4) > caps.nMaxMBCount)
+		return fprep__video_fail(
+		        v->job, FPREP_EUNSUPPORTED,
+		        "%s coded size %ux%u: this GPU's video engine "
+		        "decodes %ux%u to %ux%u (%u macroblocks)",
+		        codec, f->coded_width, f->coded_height, caps.nMinWidth,
+		        caps.nMinHeight, caps.nMaxWidth, caps.nMaxHeight,
+		        caps.nMaxMBCount);
+	return FPREP_OK;
+}
+
+/* cv_destroy_decoder lets go of the decoder and its surfaces. */
+static void cv_destroy_decoder(struct cv_video *v)
+{
+	if (v->decoder != NULL) {
+		cvf->cuvidDestroyDecoder(v->decoder);
+		v->decoder = NULL;
+	}
+	v->surfaces = 0;
+	memset(v->decoded, 0, sizeof v->decoded);
+}
+
+/* cv_sequence: the parser's sequence callback. Returns the decode
+ * surfaces (overriding the parser's), or 0 to stop the packet. */
+static int CUDAAPI cv_sequence(void *arg, CUVIDEOFORMAT *f)
+{
+	struct cv_video *v = arg;
+	fprep__job *job = v->job;
+	unsigned want = f->min_num_decode_surfaces + CV_EXTRA_SURFACES;
+	CUVIDDECODECREATEINFO ci;
+	CUresult r;
+
+	if (v->failed)
+		return 0;
+	if (want > CV_MAX_SURFACES)
+		want = CV_MAX_SURFACES;
+	if (f->chroma_format != cudaVideoChromaFormat_420 ||
+	    f->bit_depth_luma_minus8 != 0 || f->bit_depth_chroma_minus8 != 0) {
+		fprep__video_fail(job, FPREP_EUNSUPPORTED,
+		                  "%s stream of chroma format %d, %u bits: "
+		                  "only 8-bit 4:2:0 is supported",
+		                  fprep__video_codec_name(&v->spec),
+		                  (int)f->chroma_format,
+		                  f->bit_depth_luma_minus8 + 8u);
+		goto fail;
+	}
+	/* The limits first: nothing is made for a sequence past them. */
+	if (fprep__video_check_size(job, &v->spec, (int)f->coded_width,
+	                            (int)f->coded_height) != FPREP_OK ||
+	    cv_check_caps(v, f) != FPREP_OK)
+		goto fail;
+	if (v->decoder != NULL && v->fmt.coded_width == f->coded_width &&
+	    v->fmt.coded_height == f->coded_height &&
+	    v->fmt.codec == f->codec && v->surfaces >= want) {
+		v->fmt = *f;
+		return (int)v->surfaces;
+	}
+	cv_destroy_decoder(v);
+	v->nframes = 0; /* pictures of the old sequence, if any, go */
+	memset(&ci, 0, sizeof ci);
+	ci.ulWidth = f->coded_width;
+	ci.ulHeight = f->coded_height;
+	ci.ulMaxWidth = f->coded_width;
+	ci.ulMaxHeight = f->coded_height;
+	/* The whole coded frame, uncropped: the kernel reads the display
+	 * area (cv_frame_tensor). */
+	ci.display_area.right = (short)f->coded_width;
+	ci.display_area.bottom = (short)f->coded_height;
+	ci.ulNumDecodeSurfaces = want;
+	ci.CodecType = f->codec;
+	ci.ChromaFormat = f->chroma_format;
+	ci.ulCreationFlags = cudaVideoCreate_PreferCUVID;
+	ci.bitDepthMinus8 = 0;
+	ci.OutputFormat = cudaVideoSurfaceFormat_NV12;
+	ci.DeinterlaceMode = f->progressive_sequence
+	                             ? cudaVideoDeinterlaceMode_Weave
+	                             : cudaVideoDeinterlaceMode_Adaptive;
+	ci.ulTargetWidth = f->coded_width;
+	ci.ulTargetHeight = f->coded_height;
+	ci.ulNumOutputSurfaces = CV_OUTPUT_SURFACES;
+	ci.vidLock = v->lock;
+	r = cvf->cuvidCreateDecoder(&v->decoder, &ci);
+	if (r != CUDA_SUCCESS) {
+		v->decoder = NULL;
+		fprep__video_fail(
+		        job,
+		        r == 2 /* CUDA_ERROR_OUT_OF_MEMORY */
+		                ? FPREP_ENOMEM
+		                : FPREP_ECUDA,
+		        "cuvidCreateDecoder %s %ux%u, %u surfaces: %s",
+		        fprep__video_codec_name(&v->spec), f->coded_width,
+		        f->coded_height, want, cv_cu_error(r));
+		goto fail;
+	}
+	v->fmt = *f;
+	v->surfaces = want;
+	return (int)want;
+fail:
+	v->failed = 1;
+	return 0;
+}
+
+/* cv_decode: the parser's decode callback (decode order). */
+static int CUDAAPI cv_decode(void *arg, CUVIDPICPARAMS *pic)
+{
+	struct cv_video *v = arg;
+	int idx = pic->CurrPicIdx;
+	CUresult r;
+
+	if (v->failed || v->decoder == NULL)
+		return 0;
+	if (idx < 0 || (unsigned)idx >= v->surfaces) {
+		fprep__video_broken(v->job, &v->spec,
+		                    "the parser chose no decode surface");
+		goto fail;
+	}
+	for (unsigned k = 0; k < v->nframes; k++)
+		if (v->frames[k].index == idx) {
+			fprep__video_broken(v->job, &v->spec,
+			                    "more than one picture in the "
+			                    "packet");
+			goto fail;
+		}
+	r = cvf->cuvidDecodePicture(v->decoder, pic);
+	if (r != CUDA_SUCCESS) {
+		char why[96];
+
+		snprintf(why, sizeof why, "cuvidDecodePicture: %s",
+		         cv_cu_error(r));
+		fprep__video_broken(v->job, &v->spec, why);
+		goto fail;
+	}
+	v->decoded[idx] = 1;
+	return 1;
+fail:
+	v->failed = 1;
+	return 0;
+}
+
+/* cv_display: the parser's display callback (display order); NULL at the
+ * end of the stream. */
+static int CUDAAPI cv_display(void *arg, CUVIDPARSERDISPINFO *d)
+{
+	struct cv_video *v = arg;
+	uint32_t max = v->job->limits->max_stream_frames;
+	CUVIDGETDECODESTATUS ds;
+	CUresult r;
+
+	if (d == NULL || v->failed)
+		return 1;
+	if (d->picture_index < 0 ||
+	    (unsigned)d->picture_index >= CV_MAX_SURFACES ||
+	    !v->decoded[d->picture_index])
+		return 1; /* not decoded by this session since its reset */
+	memset(&ds, 0, sizeof ds);
+	r = cvf->cuvidGetDecodeStatus(v->decoder, d->picture_index, &ds);
+	if (r == CUDA_SUCCESS &&
+	    (ds.decodeStatus == cuvidDecodeStatus_Error ||
+	     ds.decodeStatus == cuvidDecodeStatus_Error_Concealed)) {
+		fprep__video_broken(v->job, &v->spec,
+		                    "a picture decoded with errors "
+		                    "(cuvidGetDecodeStatus)");
+		v->failed = 1;
+		return 0;
+	}
+	if (v->nframes >= max) {
+		fprep__video_fail(v->job, FPREP_ELIMIT,
+		                  "%s stream: more than max_stream_frames "
+		                  "%" PRIu32 " decoded frames at once",
+		                  fprep__video_codec_name(&v->spec), max);
+		v->failed = 1;
+		return 0;
+	}
+	if (v->nframes == v->frames_cap) {
+		unsigned cap = v->frames_cap ? 2 * v->frames_cap : 8;
+		cv_frame *fr = realloc(v->frames, cap * sizeof(*fr));
+
+		if (fr == NULL) {
+			fprep__video_fail(v->job, FPREP_ENOMEM,
+			                  "decoded frames: out of memory");
+			v->failed = 1;
+			return 0;
+		}
+		v->frames = fr;
+		v->frames_cap = cap;
+	}
+	v->frames[v->nframes].index = d->picture_index;
+	v->frames[v->nframes].pts = d->timestamp;
+	v->nframes++;
+	return 1;
+}
+
+/* cv_feed hands size bytes at data to the parser (flags: CUVID_PKT_*). */
+static CUresult cv_feed(struct cv_video *v, const uint8_t *data, size_t size,
+                        unsigned long flags, int64_t pts)
+{
+	CUVIDSOURCEDATAPACKET pkt;
+
+	memset(&pkt, 0, sizeof pkt);
+	pkt.flags = flags;
+	pkt.payload = data;
+	pkt.payload_size = (tcu_ulong)size;
+	pkt.timestamp = pts;
+	return cvf->cuvidParseVideoData(v->parser, &pkt);
+}
+
+/* cv_parser_open makes a new parser and feeds it the stream's parameter
+ * sets; the stream then waits for an IDR/IRAP picture. */
+static int cv_parser_open(struct cv_video *v, fprep__job *job)
+{
+	CUVIDPARSERPARAMS pp;
+	CUresult r;
+
+	if (v->parser != NULL) {
+		cvf->cuvidDestroyVideoParser(v->parser);
+		v->parser = NULL;
+	}
+	v->skipping = 1;
+	v->nframes = 0;
+	memset(v->decoded, 0, sizeof v->decoded);
+	memset(&pp, 0, sizeof pp);
+	pp.CodecType = cv_codec(v);
+	pp.ulMaxNumDecodeSurfaces = 1; /* the sequence callback says */
+	pp.ulErrorThreshold = 100;     /* decode all; the status tells errors */
+	pp.ulMaxDisplayDelay = 0; /* a frame out as soon as its order allows */
+	pp.pUserData = v;
+	pp.pfnSequenceCallback = cv_sequence;
+	pp.pfnDecodePicture = cv_decode;
+	pp.pfnDisplayPicture = cv_display;
+	r = cvf->cuvidCreateVideoParser(&v->parser, &pp);
+	if (r != CUDA_SUCCESS) {
+		v->parser = NULL;
+		return fprep__video_fail(job, FPREP_ECUDA,
+		                         "cuvidCreateVideoParser: %s",
+		                         cv_cu_error(r));
+	}
+	if (v->params_len > 0)
+		(void)cv_feed(v, v->params, v->params_len, 0, 0);
+	if (v->ps.len > 0)
+		(void)cv_feed(v, v->ps.data, v->ps.len, 0, 0);
+	return FPREP_OK;
+}
+
+/* cv_open opens the session on the lane's device (the STREAM_OPEN job):
+ * counts it against max_video_sessions, retains the primary context,
+ * makes the lock, the stream and the parser. */
+static int cv_open(fprep__video *base, fprep__job *job)
+{
+	struct cv_video *v = (struct cv_video *)base;
+	uint32_t max = job->limits->max_video_sessions != 0
+	                       ? job->limits->max_video_sessions
+	                       : CV_DEFAULT_SESSIONS;
+	fprep__gpu_status st = {0};
+	CUdevice dev;
+	CUresult r;
+
+	pthread_once(&cv_once, cv_load);
+	if (!cv_loaded)
+		return fprep__video_fail(job, FPREP_EUNSUPPORTED,
+		                         "%s streams on the GPU need NVDEC, "
+		                         "which is not available: %s",
+		                         fprep__video_codec_name(&v->spec),
+		                         cv_why);
+	if (v->device < 0 || v->device >= CV_MAX_DEVICES)
+		return fprep__video_fail(job, FPREP_EUNSUPPORTED,
+		                         "GPU %d: video streams on the first "
+		                         "%d GPUs only",
+		                         v->device, CV_MAX_DEVICES);
+	if (atomic_fetch_add(&cv_sessions[v->device], 1) >= max) {
+		unsigned open = atomic_fetch_sub(&cv_sessions[v->device], 1);
+
+		return fprep__video_fail(
+		        job, FPREP_ELIMIT,
+		        "GPU %d holds %u video decode "
+		        "sessions: max_video_sessions %" PRIu32,
+		        v->device, open - 1, max);
+	}
+	v->counted = 1;
+	if ((r = cuf->cuDeviceGet(&dev, v->device)) != CUDA_SUCCESS ||
+	    (r = cuf->cuDevicePrimaryCtxRetain(&v->ctx, dev)) != CUDA_SUCCESS) {
+		v->ctx = NULL;
+		return fprep__video_fail(job, FPREP_ECUDA,
+		                         "cuDevicePrimaryCtxRetain: %s",
+		                         cv_cu_error(r));
+	}
+	if ((r = cvf->cuvidCtxLockCreate(&v->lock, v->ctx)) != CUDA_SUCCESS) {
+		v->lock = NULL;
+		return fprep__video_fail(job, FPREP_ECUDA,
+		                         "cuvidCtxLockCreate: %s",
+		                         cv_cu_error(r));
+	}
+	if (FPREP__CUDA(&st, cudaStreamCreateWithFlags(
+	                             &v->stream, cudaStreamNonBlocking))) {
+		v->stream = NULL;
+		return cv_cuda_fail(job, &st);
+	}
+	if (cv_parser_open(v, job) != FPREP_OK)
+		return job->status;
+	/* A sequence the parameter sets alone made known is checked now. */
+	if (v->failed)
+		return job->status;
+	return FPREP_OK;
+}
+
+/* cv_reset: after a refusal, a new parser; the stream waits for the next
+ * IDR/IRAP picture. The job keeps its status (the parser's own failure
+ * is logged: the next packet tries again). */
+static void cv_reset(struct cv_video *v, fprep__job *job)
+{
+	fprep__job probe = {0};
+	int failed = v->failed;
+
+	/* The callbacks the parameter sets may call answer the probe. */
+	probe.limits = job->limits;
+	probe.stream = job->stream;
+	v->job = &probe;
+	v->failed = 0;
+	if (cv_parser_open(v, &probe) != FPREP_OK)
+		fprep__log(FPREP_LOG_ERR, "video: %s", probe.message);
+	v->job = job;
+	v->failed = failed;
+}
+
+/* cv_parse hands size bytes at data to the parser (cv_feed); a refusal,
+ * the parser's or a callback's, answers the job and resets the stream. */
+static int cv_parse(struct cv_video *v, fprep__job *job, const uint8_t *data,
+                    size_t size, unsigned long flags, int64_t pts)
+{
+	CUresult r = cv_feed(v, data, size, flags, pts);
+
+	if (!v->failed && r == CUDA_SUCCESS)
+		return FPREP_OK;
+	if (!v->failed) {
+		char why[96];
+
+		snprintf(why, sizeof why, "cuvidParseVideoData: %s",
+		         cv_cu_error(r));
+		fprep__video_broken(job, &v->spec, why);
+	}
+	cv_reset(v, job);
+	return job->status;
+}
+
+/* cv_packet decodes the job's packet into v->frames. */
+static int cv_packet(fprep__video *base, fprep__job *job)
+{
+	struct cv_video *v = (struct cv_video *)base;
+	size_t size = job->stream.packet_size;
+	int key = fprep__video_scan(&v->spec, job->input, size, &v->ps);
+
+	if (key < 0)
+		return fprep__video_fail(job, FPREP_ENOMEM,
+		                         "packet: out of memory");
+	if (v->parser == NULL && cv_parser_open(v, job) != FPREP_OK)
+		return job->status;
+	if (v->skipping && !key) {
+		job->reply_flags |= FPREP_REPLY_F_STREAM_SKIPPED;
+		return FPREP_OK;
+	}
+	v->skipping = 0;
+	return cv_parse(v, job, job->input, size,
+	                CUVID_PKT_TIMESTAMP | CUVID_PKT_ENDOFPICTURE,
+	                job->stream.pts);
+}
+
+/* cv_flush lets out every frame the parser holds; the stream then starts
+ * again at an IDR/IRAP picture. */
+static int cv_flush(fprep__video *base, fprep__job *job)
+{
+	struct cv_video *v = (struct cv_video *)base;
+
+	if (v->skipping || v->parser == NULL)
+		return FPREP_OK; /* it holds nothing */
+	if (cv_parse(v, job, NULL, 0, CUVID_PKT_ENDOFSTREAM, 0) != FPREP_OK)
+		return job->status;
+	/* Kept for the reply: the new parser lets nothing out. */
+	unsigned n = v->nframes;
+
+	cv_reset(v, job);
+	v->nframes = n;
+	return FPREP_OK;
+}
+
+/* cv_args fills the letterbox kernel's arguments for an NV12 frame of w x h
+ * pixels at src (Y rows of pitch bytes, the UV plane uv bytes after src)
+ * into the tensor at dst, the stream's spec; its transform into *xf. */
+static int cv_args(const struct cv_video *v, cuda_lb_args *a,
+                   const uint8_t *src, unsigned pitch, uint64_t uv, uint32_t w,
+                   uint32_t h, void *dst, fprep_transform *xf)
+{
+	fprep_request rq;
+	fprep__yuv_coefs k;
+
+	fprep__video_frame_request(&v->spec, &rq, FPREP_PIX_NV12, w, h);
+	if (fprep__yuv_coefs_get(rq.yuv_matrix, rq.yuv_range, &k) != 0 ||
+	    uv > UINT32_MAX)
+		return FPREP_EINVAL;
+	fprep_transform_compute(&rq, xf);
+	memset(a, 0, sizeof *a);
+	a->src = src;
+	a->dst = dst;
+	a->src_w = w;
+	a->src_h = h;
+	a->src_stride = pitch;
+	a->src_format = FPREP_PIX_NV12;
+	a->out_w = rq.out_width;
+	a->out_h = rq.out_height;
+	a->resized_w = xf->resized_w;
+	a->resized_h = xf->resized_h;
+	a->pad_x = xf->pad_x;
+	a->pad_y = xf->pad_y;
+	a->channel_order = rq.channel_order;
+	a->layout = rq.layout;
+	a->pad_value = rq.pad_value;
+	a->scale = rq.scale;
+	memcpy(a->mean, rq.mean, sizeof a->mean);
+	memcpy(a->std, rq.std, sizeof a->std);
+	memcpy(a->yuv, &k, sizeof a->yuv);
+	a->uv_stride = pitch;
+	a->u_offset = (uint32_t)uv;
+	return FPREP_OK;
+}
+
+/* cv_frame_tensor maps frame f, runs the kernel on it into dst, waits
+ * for it and unmaps it. */
+static int cv_frame_tensor(struct cv_video *v, fprep__job *job,
+                           const cv_frame *f, uint8_t *dst, fprep_transform *xf,
+                           uint32_t *w, uint32_t *h)
+{
+	cuda_backend *cb = v->lane;
+	const CUVIDEOFORMAT *fm = &v->fmt;
+	fprep__gpu_status st = {0};
+	unsigned long long dptr = 0;
+	unsigned pitch = 0;
+	CUVIDPROCPARAMS pp;
+	cuda_lb_args a;
+	CUresult r;
+	int left = fm->display_area.left, top = fm->display_area.top;
+	int rounding = v->spec.rounding, dtype = v->spec.dtype;
+
+	*w = (uint32_t)(fm->display_area.right - left);
+	*h = (uint32_t)(fm->display_area.bottom - top);
+	if (left < 0 || top < 0 || (left | top) & 1 || *w == 0 || *h == 0 ||
+	    *w > fm->coded_width || *h > fm->coded_height)
+		return fprep__video_broken(job, &v->spec,
+		                           "a display area outside the frame");
+	if (dtype < FPREP_DTYPE_F32 || dtype > FPREP_DTYPE_U8 ||
+	    rounding >= CUDA_ROUNDINGS)
+		return fprep__video_fail(job, FPREP_EINVAL,
+		                         "invalid tensor request");
+	memset(&pp, 0, sizeof pp);
+	pp.progressive_frame = 1;
+	pp.output_stream = v->stream;
+	r = cvf->cuvidMapVideoFrame(v->decoder, f->index, &dptr, &pitch, &pp);
+	if (r != CUDA_SUCCESS) {
+		char why[96];
+
+		snprintf(why, sizeof why, "cuvidMapVideoFrame64: %s",
+		         cv_cu_error(r));
+		return fprep__video_broken(job, &v->spec, why);
+	}
+	/* The surface: ulTargetHeight (the coded height, even) rows of Y,
+	 * then the UV rows; the display area starts at (left, top), even. */
+	uint64_t rows = (fm->coded_height + 1) & ~1u;
+	const uint8_t *src =
+	        (const uint8_t *)(uintptr_t)dptr + (size_t)top * pitch + left;
+	uint64_t uv = (uint64_t)pitch * (rows - (uint64_t)top + top / 2);
+	int rv = cv_args(v, &a, src, pitch, uv, *w, *h, dst, xf);
+
+	if (rv != FPREP_OK) {
+		fprep__video_fail(job, rv, "frame %ux%u: kernel refused", *w,
+		                  *h);
+	} else {
+		void *args[] = {&a};
+		dim3 block = {CUDA_BLOCK_X, CUDA_BLOCK_Y, 1};
+		dim3 grid = {(a.out_w + CUDA_BLOCK_X - 1) / CUDA_BLOCK_X,
+		             (a.out_h + CUDA_BLOCK_Y - 1) / CUDA_BLOCK_Y, 1};
+		const void *kern =
+		        (const void *)cb->kernel[rounding][1][dtype - 1];
+
+		if (FPREP__CUDA(&st, cudaLaunchKernel(kern, grid, block, args,
+		                                      0, v->stream)) ||
+		    FPREP__CUDA(&st, cudaStreamSynchronize(v->stream)))
+			rv = cv_cuda_fail(job, &st);
+	}
+	r = cvf->cuvidUnmapVideoFrame(v->decoder, dptr);
+	if (rv == FPREP_OK && r != CUDA_SUCCESS)
+		rv = fprep__video_fail(job, FPREP_ECUDA,
+		                       "cuvidUnmapVideoFrame64: %s",
+		                       cv_cu_error(r));
+	return rv;
+}
+
+/* cv_emit preprocesses the frames let out into the reply: their tensors
+ * (made on the device, copied once), then a frame record each. */
+static int cv_emit(fprep__video *base, fprep__job *job)
+{
+	struct cv_video *v = (struct cv_video *)base;
+	fprep__gpu_status st = {0};
+	uint64_t one;
+	uint8_t *out = fprep__video_reserve(job, &v->spec, v->nframes, &one);
+	size_t bytes = (size_t)one * v->nframes;
+
+	if (out == NULL || v->nframes == 0)
+		return out == NULL ? job->status : FPREP_OK;
+	if (bytes > v->out_cap) {
+		size_t cap = (bytes + CUDA_GROW_ALIGN - 1) &
+		             ~(size_t)(CUDA_GROW_ALIGN - 1);
+
+		if (v->d_out != NULL)
+			(void)FPREP__CUDA(NULL,
+			                  cudaFreeAsync(v->d_out, v->stream));
+		v->d_out = NULL;
+		v->out_cap = 0;
+		if (FPREP__CUDA(&st, cudaMallocAsync((void **)&v->d_out, cap,
+		                                     v->stream)))
+			return cv_cuda_fail(job, &st);
+		v->out_cap = cap;
+	}
+	for (unsigned k = 0; k < v->nframes; k++) {
+		fprep_transform xf;
+		uint32_t w, h;
+
+		if (cv_frame_tensor(v, job, &v->frames[k], v->d_out + k * one,
+		                    &xf, &w, &h) != FPREP_OK)
+			return job->status;
+		fprep__video_record(job, out, one, k, v->frames[k].pts, w, h,
+		                    &xf);
+	}
+	if (FPREP__CUDA(&st,
+	                cudaMemcpyAsync(out, v->d_out, bytes,
+	                                cudaMemcpyDeviceToHost, v->stream)) ||
+	    FPREP__CUDA(&st, cudaStreamSynchronize(v->stream)))
+		return cv_cuda_fail(job, &st);
+	return FPREP_OK;
+}
+
+static const fprep__video_steps cv_steps = {
+        .open = cv_open,
+        .packet = cv_packet,
+        .flush = cv_flush,
+        .emit = cv_emit,
+};
+
+static void cv_run(fprep__video *base, fprep__job *job)
+{
+	struct cv_video *v = (struct cv_video *)base;
+
+	v->job = job;
+	v->failed = 0;
+	v->nframes = 0;
+	fprep__video_steps_run(base, job, &cv_steps, v->stream != NULL);
+	v->nframes = 0;
+}
+
+static void cv_close(fprep__video *base)
+{
+	struct cv_video *v = (struct cv_video *)base;
+	CUcontext none;
+
+	if (v->ctx != NULL) {
+		/* Any thread: the session's own context, pushed. */
+		(void)cuf->cuCtxPushCurrent(v->ctx);
+		if (v->parser != NULL)
+			cvf->cuvidDestroyVideoParser(v->parser);
+		cv_destroy_decoder(v);
+		/* Stream-ordered: nothing here waits for the device (a
+		 * cudaFree would, on the loop's thread). */
+		if (v->d_out != NULL)
+			(void)FPREP__CUDA(NULL,
+			                  cudaFreeAsync(v->d_out, v->stream));
+		if (v->stream != NULL)
+			(void)FPREP__CUDA(NULL, cudaStreamDestroy(v->stream));
+		(void)cuf->cuCtxPopCurrent(&none);
+		if (v->lock != NULL)
+			cvf->cuvidCtxLockDestroy(v->lock);
+		CUdevice dev;
+		if (cuf->cuDeviceGet(&dev, v->device) == CUDA_SUCCESS)
+			(void)cuf->cuDevicePrimaryCtxRelease(dev);
+	}
+	if (v->counted)
+		atomic_fetch_sub(&cv_sessions[v->device], 1);
+	free(v->frames);
+	free(v->params);
+	free(v->ps.data);
+	free(v);
+}
+
+#else /* !FPREP_HAVE_NVCUVID */
+
+static void cv_run(fprep__video *base, fprep__job *job)
+{
+	struct cv_video *v = (struct cv_video *)base;
+
+	fprep__video_job_begin(job);
+	fprep__video_fail(job, FPREP_EUNSUPPORTED,
+	                  "%s streams on the GPU need NVDEC: %s",
+	                  fprep__video_codec_name(&v->spec), cv_why);
+}
+
+static void cv_close(fprep__video *base)
+{
+	struct cv_video *v = (struct cv_video *)base;
+
+	free(v->params);
+	free(v);
+}
+
+#endif /* FPREP_HAVE_NVCUVID */
+
+static const fprep__video_ops cv_ops = {
+        .run = cv_run,
+        .close = cv_close,
+};
+
+int fprep__cuda_video_open(fprep__backend *b, const fprep_request *spec,
+                           const uint8_t *params, size_t params_len,
+                           fprep__video **vp)
+{
+	cuda_backend *cb = (cuda_backend *)b;
+	struct cv_video *v = calloc(1, sizeof(*v));
+
+	if (v == NULL)
+		return FPREP_ENOMEM;
+	v->base.ops = &cv_ops;
+	v->base.on_device = 1;
+	memcpy(v->base.uuid, cb->uuid, sizeof(v->base.uuid));
+	v->spec = *spec;
+	v->device = cb->device;
+	if (params_len > 0) {
+		v->params = malloc(params_len);
+		if (v->params == NULL) {
+			free(v);
+			return FPREP_ENOMEM;
+		}
+		memcpy(v->params, params, params_len);
+		v->params_len = params_len;
+	}
+	*vp = &v->base;
+	return 0;
+}
+
+void fprep__cuda_video_run(cuda_backend *cb, fprep__job *job)
+{
+	struct cv_video *v = (struct cv_video *)job->video;
+
+	v->lane = cb;
+	fprep__video_run(job);
+}
