@@ -34,11 +34,12 @@
  *                 half of a bomb's (about 0.1), its p99 under 0.9 and its
  *                 longest under 1.2 times (in arrival order about 1 and
  *                 1.5: it queued behind every bomb). On a GPU lane the
- *                 same, with one decoder and two slots kept for JPEG
- *                 frames (FPREP_JPEG_THREADS, FPREP_JPEG_SLOTS): the
- *                 bombs fill every staging slot, and the slots as well
- *                 as the decodes go by turns (in arrival order a
- *                 photograph waited for every bomb queued for a slot).
+ *                 same, with one decoder, two slots kept for JPEG
+ *                 frames and two for the rest (FPREP_JPEG_THREADS,
+ *                 FPREP_JPEG_SLOTS, --slots): the bombs fill every
+ *                 staging slot, and the slots as well as the decodes go
+ *                 by turns (in arrival order a photograph waited for
+ *                 every bomb queued for a slot).
  *
  * Usage: test_jpeg_race FRAMEPREPD IMAGE_DIR [DEVICE [DAEMON_ARG...]]
  * DEVICE is frameprepd's --device for the race, the scan bomb and "jpeg
@@ -680,12 +681,18 @@ int main(int argc, char **argv)
 		test_bombs_beside(argv[1], dir, photo, w);
 		test_jpeg_turns(argv[1], dir, photo, w, "cpu", workers);
 	} else if (strcmp(device, "cpu") != 0) {
-		/* One decoder, two slots kept for JPEG frames: the bombs in
-		 * flight outnumber the lane's staging slots. */
+		/* One decoder, two slots kept for JPEG frames and two for the
+		 * rest: the bombs in flight (12) are thrice the lane's
+		 * staging slots: in arrival order a photograph would wait
+		 * for the 8 queued for a slot before it (by count, about 0.7
+		 * of a bomb's latency). */
+		char *lane[24] = {"--slots", "2"};
+
+		for (int i = 4; i < argc && i < 4 + 20; i++)
+			lane[i - 2] = argv[i];
 		setenv("FPREP_JPEG_THREADS", "1", 1);
 		setenv("FPREP_JPEG_SLOTS", "2", 1);
-		test_jpeg_turns(argv[1], dir, photo, w, device,
-		                argc > 4 ? &argv[4] : NULL);
+		test_jpeg_turns(argv[1], dir, photo, w, device, lane);
 	}
 	rmdir(dir);
 	stbi_image_free(photo);
