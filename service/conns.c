@@ -31,7 +31,10 @@
  * two more ways (issue 35): the last --inflight-reserve of them are kept
  * for connections that hold none, and the connections of one peer uid
  * hold at most --max-inflight-per-uid together; a request past either
- * gets EBUSY (fprep__conn_share), which a client that reads has at once.
+ * gets EBUSY (fprep__conn_share), which a client that reads has at once,
+ * an INFO excepted: it is answered whatever the shares (a few kilobytes,
+ * no work), ahead of the requests queued for the loop (port_nng.c), so
+ * that non-readers holding every share cannot hold another client's.
  * A client that does not read its replies holds its slots all the same,
  * each EBUSY reply included, until a send times out: so while fewer than
  * --inflight-reserve slots are free, fprep__conns_sweep closes each
@@ -295,7 +298,10 @@ int fprep__conn_share(fprep__slot *s, char *why, size_t why_size)
 	unsigned reserve = conns_reserve(srv);
 	unsigned free_slots = srv->nng.nslots - srv->nng_held;
 
-	if (!conns_is_nng(s))
+	/* An INFO costs a few kilobytes and no work: it is never refused for
+	 * the shares, which non-readers may hold in full (the loop also takes
+	 * it ahead of the queued requests, port_nng.c). */
+	if (!conns_is_nng(s) || s->kind == FPREP_KIND_INFO)
 		return 0;
 	/* This request is counted: it held some before when it holds two. */
 	if (c->nng_held > 1 && free_slots < reserve) {

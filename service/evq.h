@@ -1,12 +1,14 @@
 /*
  * evq.h: the hand-off from other threads (nng's aio callbacks, backend
  * completions) to the loop thread: a mutex-protected FIFO plus one
- * uv_async_t wake-up.
+ * uv_async_t wake-up, and a second FIFO whose events the loop takes
+ * before the first's (fprep__evq_push_first).
  */
 #ifndef FPREP_SERVICE_EVQ_H
 #define FPREP_SERVICE_EVQ_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <uv.h>
 
@@ -23,7 +25,8 @@ struct fprep__event {
 };
 
 /* fprep__evq_drain_cb: called on the loop thread once per queued event, in
- * the order they were pushed. */
+ * the order they were pushed (those of fprep__evq_push_first before the
+ * others). */
 typedef void (*fprep__evq_drain_cb)(fprep__event *ev, void *data);
 
 /* fprep__evq_dispose_cb: called by fprep__evq_fini, on the loop thread,
@@ -35,6 +38,8 @@ typedef void (*fprep__evq_dispose_cb)(fprep__event *ev, void *data);
 typedef struct fprep__evq {
 	pthread_mutex_t lock;
 	fprep__queue queued; /* under lock */
+	fprep__queue first;  /* under lock: fprep__evq_push_first's */
+	atomic_uint nfirst;  /* events in first (written under lock) */
 	fprep__queue taken;  /* loop thread: taken out, not yet drained */
 	uv_async_t async;
 	fprep__evq_drain_cb drain;
@@ -54,10 +59,16 @@ int fprep__evq_init(fprep__evq *q, uv_loop_t *loop, fprep__evq_drain_cb drain,
  * fprep__evq_fini; it never blocks beyond the queue's mutex. */
 void fprep__evq_push(fprep__evq *q, fprep__event *ev);
 
+/* fprep__evq_push_first appends ev to the events drained before every
+ * other (a request that must not wait behind the work queued before it:
+ * an INFO) and wakes the loop. Any thread, as fprep__evq_push. */
+void fprep__evq_push_first(fprep__evq *q, fprep__event *ev);
+
 /* fprep__evq_drain takes out every queued event (and those pushed while it
- * runs) and calls drain for each. Loop thread; the async handler calls it,
- * and shutdown may call it directly, also from drain: the inner call goes
- * on with the events the outer one took, in order. */
+ * runs) and calls drain for each, before each one those pushed with
+ * fprep__evq_push_first. Loop thread; the async handler calls it, and
+ * shutdown may call it directly, also from drain: the inner call goes on
+ * with the events the outer one took, in order. */
 void fprep__evq_drain(fprep__evq *q);
 
 /* fprep__evq_fini closes the queue: the drain in progress, if any, stops

@@ -15,16 +15,23 @@
  * reaper never shuts down a descriptor that was closed and reused.
  *
  * Slow clients that connect again as soon as they are cut would hold every
- * place all the same (issue 35: 32 from one address left 1 scrape of 20
- * through, 64 none), so a new connection is never refused for want of a
- * place: past FPREP__METRICS_HTTP_CONNS / 2 connections of its address
- * the one of that address whose request began longest ago is cut, past
- * FPREP__METRICS_HTTP_CONNS in all the oldest of all. A scraper sends its
- * request as it connects and is answered in a turn or two of
- * libmicrohttpd's loop; a connection whose request arrived whole is cut
- * only when every other one's did too, so slow clients that reconnect
- * faster than a scrape is answered (64 of them: 1,700 connections a
- * second) cut one another, not the scrape.
+ * place all the same (32 from one address left 1 scrape of 20 through, 64
+ * none, when the newcomer was refused), so a new connection is never
+ * refused for want of a place: past FPREP__METRICS_HTTP_CONNS / 2
+ * connections of its address the one of that address whose request began
+ * longest ago is cut, past FPREP__METRICS_HTTP_CONNS in all the oldest of
+ * all. A scraper sends its request as it connects and is answered in a
+ * turn or two of libmicrohttpd's loop; a connection whose request arrived
+ * whole is cut only when every other one's did too, so slow clients that
+ * reconnect faster than a scrape is answered cut one another, not the
+ * scrape. Whole means read by libmicrohttpd, or lying in the socket with
+ * its head's end, not read yet (http_whole peeks when the connection
+ * comes and when it would be cut): a loop busy with thousands of
+ * connections a second reads a scrape's request late, and the slow ones
+ * cut it meanwhile (1 to 4 scrapes of 20 lost). While the slow ones fit
+ * in their address's half (64), nobody is cut and they come back only
+ * after the idle timeout; past it, a scrape lasts as long as it takes
+ * that many of them to connect.
  */
 #include "metrics_http.h"
 
@@ -54,7 +61,8 @@ struct http_conn {
 	uint64_t begun_s;  /* CLOCK_MONOTONIC second its request began */
 	uint64_t begun_ns; /* the same, in ns: the order of eviction */
 	int cut;           /* shut down: its close is on its way */
-	int answering;     /* its request arrived whole and is being answered */
+	int answering;     /* its request arrived whole (read, or seen in the
+	                      socket: http_whole) and is being answered */
 	uint8_t addr[17];  /* the peer's family and address */
 };
 
@@ -116,9 +124,26 @@ static void http_addr_key(const struct sockaddr *sa, uint8_t key[17])
 		       16);
 }
 
-/* http_make_room cuts, with http.mu held, the connection that a new one
- * from addr replaces when its address already holds half the places, or
- * all places are held (see the top of this file). */
+/* http_whole tells whether c's request has arrived whole, marking it
+ * answering: read already, or its head's end in the socket, not yet read
+ * (peeked; a scraper's request comes with its connection, and may wait
+ * there for a turn of libmicrohttpd's loop). With http.mu held, on
+ * libmicrohttpd's thread (which alone closes c->fd). */
+static int http_whole(struct http_conn *c)
+{
+	char buf[2048];
+	ssize_t n;
+
+	if (c->answering)
+		return 1;
+	n = recv(c->fd, buf, sizeof(buf) - 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	c->answering = memmem(buf, (size_t)n, "\r\n\r\n", 4) != NULL;
+	return c->answering;
+}
+
 /* http_older tells whether c goes before o: one still waiting for its
  * request before one being answered, then the one begun first. */
 static int http_older(const struct http_conn *c, const struct http_conn *o)
@@ -130,7 +155,10 @@ static int http_older(const struct http_conn *c, const struct http_conn *o)
 	return c->begun_ns < o->begun_ns;
 }
 
-static void http_make_room(const uint8_t addr[17])
+/* http_victim returns the connection that a new one from addr replaces
+ * when its address already holds half the places, or all places are held
+ * (see the top of this file), or NULL. With http.mu held. */
+static struct http_conn *http_victim(const uint8_t addr[17])
 {
 	struct http_conn *oldest = NULL, *oldest_here = NULL;
 	unsigned live = 0, here = 0;
@@ -150,13 +178,26 @@ static void http_make_room(const uint8_t addr[17])
 			oldest_here = c;
 	}
 	if (here >= FPREP__METRICS_HTTP_CONNS / 2)
-		oldest = oldest_here;
-	else if (live < FPREP__METRICS_HTTP_CONNS)
+		return oldest_here;
+	return live < FPREP__METRICS_HTTP_CONNS ? NULL : oldest;
+}
+
+/* http_make_room cuts, with http.mu held, the connection that a new one
+ * from addr replaces, if any: one whose request has not arrived whole
+ * when there is one (a victim whose request is found whole in its socket
+ * is marked so, and another chosen). */
+static void http_make_room(const uint8_t addr[17])
+{
+	struct http_conn *c;
+
+	/* Each turn marks one more entry whole: at most HTTP_ENTRIES. */
+	while ((c = http_victim(addr)) != NULL && !c->answering &&
+	       http_whole(c))
+		;
+	if (c == NULL)
 		return;
-	if (oldest == NULL)
-		return;
-	shutdown(oldest->fd, SHUT_RDWR);
-	oldest->cut = 1;
+	shutdown(c->fd, SHUT_RDWR);
+	c->cut = 1;
 	http.cut++;
 }
 
@@ -549,6 +590,7 @@ static void http_notify(void *cls, struct MHD_Connection *conn,
 			c->answering = 0;
 			memcpy(c->addr, addr, sizeof(addr));
 			*socket_context = c;
+			(void)http_whole(c);
 		} else if (info != NULL) {
 			shutdown(info->connect_fd, SHUT_RDWR);
 		}

@@ -17,8 +17,9 @@
 /* FPREP__METRICS_HTTP_CONNS: connections open at once, in all; per client
  * address, half of it. A new connection past either bound is not refused:
  * the oldest request of its address (past the address's half), or the
- * oldest one (past the whole), is cut instead (metrics_http.c). */
-#define FPREP__METRICS_HTTP_CONNS 64
+ * oldest one (past the whole), is cut instead (metrics_http.c). Each costs
+ * a descriptor and libmicrohttpd's memory pool (32 KiB) while open. */
+#define FPREP__METRICS_HTTP_CONNS 128
 /* FPREP__METRICS_HTTP_IDLE_S: a connection silent this long is closed. */
 #define FPREP__METRICS_HTTP_IDLE_S 5
 /* FPREP__METRICS_HTTP_REQUEST_S: a connection whose request (received and

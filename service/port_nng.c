@@ -15,23 +15,45 @@
 
 #include "clock.h"
 #include "daemon.h"
+#include "frameprep/protocol.h"
 #include "log.h"
 #include "slot_state.h"
 
-/* port_nng_aio_cb: nng's callback for a slot's aio, on nng's thread. */
+/* port_nng_info tells whether msg, a request received, says it is an
+ * INFO (its kind field, unchecked: the loop decodes it). */
+static int port_nng_info(nng_msg *msg)
+{
+	const uint8_t *b = msg != NULL ? nng_msg_body(msg) : NULL;
+
+	return b != NULL && nng_msg_len(msg) >= FPREP_REQUEST_HEADER_SIZE &&
+	       (b[6] | b[7] << 8) == FPREP_KIND_INFO;
+}
+
+/* port_nng_aio_cb: nng's callback for a slot's aio, on nng's thread. An
+ * INFO received, and the end of its reply's send, go to the loop before
+ * the events queued (evq.h): it waits for no other request's work, such
+ * as the allocation of many large tensors for clients that never read
+ * them, and a client's next INFO finds the slot of its last one given
+ * back. */
 static void port_nng_aio_cb(void *arg)
 {
 	fprep__slot *s = arg;
+	int sent = atomic_exchange(&s->t_send_ns, 0) != 0;
 
 	/* A send ended: its peer took the one before (conns.c). */
-	if (atomic_exchange(&s->t_send_ns, 0) != 0)
+	if (sent)
 		atomic_store_explicit(&s->t_sent_ns, fprep__now_ns(),
 		                      memory_order_relaxed);
 	if (s->srv->cfg->trace)
 		s->t_rx_ns = fprep__now_ns();
 	s->ev.kind = FPREP__EV_AIO;
 	s->aio_result = nng_aio_result(s->aio);
-	fprep__evq_push(&s->srv->evq, &s->ev);
+	/* s->kind was set on the loop before the send began. */
+	if (sent ? s->kind == FPREP_KIND_INFO
+	         : s->aio_result == 0 && port_nng_info(nng_aio_get_msg(s->aio)))
+		fprep__evq_push_first(&s->srv->evq, &s->ev);
+	else
+		fprep__evq_push(&s->srv->evq, &s->ev);
 }
 
 /* port_nng_recv posts a receive on s. */

@@ -24,7 +24,9 @@
  * holds queued frames, a new connection's frames share the turn of one of
  * its uid's keys, or of any queued key. Queuing never allocates: a frame
  * is linked through the fprep__qnode its owner gives (a job's or a staging
- * slot's link).
+ * slot's link). The CPU backend queues its JPEG jobs in one; a GPU lane
+ * queues its JPEG jobs for a staging slot in one and those slots for a
+ * decoder in another, charging each decode to both.
  *
  * Threads: not thread-safe by itself. Every call but init and fini is
  * made with the mutex given to init held by the calling thread (the

@@ -337,8 +337,10 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	TAILN=8 run shm_gpu "$here/bin/test_shm_daemon" "$here/bin/frameprepd" "$here/images" 0
 	tests+=(shm_gpu)
 	# A JPEG in a region read once by the lane's decoders (nvJPEG's
-	# engine and libjpeg-turbo) while the client flips its SOF.
-	TAILN=6 run jpeg_race_gpu "$here/bin/test_jpeg_race" "$here/bin/frameprepd" "$here/images" 0
+	# engine and libjpeg-turbo) while the client flips its SOF; then
+	# scan bombs filling the lane's staging slots beside another
+	# client's photographs ("jpeg turns": slots and decodes by turns).
+	TAILN=8 run jpeg_race_gpu "$here/bin/test_jpeg_race" "$here/bin/frameprepd" "$here/images" 0
 	tests+=(jpeg_race_gpu)
 	TAILN=12 run two_lanes "$here/bin/test_lanes" "$here/bin/frameprepd" "$here/images"
 	tests+=(two_lanes)

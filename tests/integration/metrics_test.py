@@ -13,10 +13,10 @@ behind one client, against CPU daemons, with daemon_test.py's helpers.
             process_* series, through urllib and http.client.
   metrics_slow  16 connections that send a header byte a second do not
             keep a scraper out, and are closed once their request has taken
-            10 s; 48 of them from one address leave room for another.
-  metrics_reconnect  32, then 64, slow connections from the scraper's
+            10 s; 80 of them from one address leave room for another.
+  metrics_reconnect  32, 64, then 128, slow connections from the scraper's
             address that connect again as soon as they are closed: 19 of
-            20 scrapes of /metrics and /healthz get through.
+            20 scrapes of /metrics and /healthz get through (12 at 128).
   dashboard deploy/grafana-frameprep.json is valid JSON with the panels
             deploy/README.md names; every series its queries use is in a CPU
             daemon's scrape (the GPU-only ones aside) with the labels they
@@ -517,17 +517,17 @@ def test_metrics_slow(tmp):
         check("metrics: closed" in d.log_text(),
               "no log line for the closed connections")
 
-        # 48 from 127.0.0.1 (its share is 32 connections): a scraper on
+        # 80 from 127.0.0.1 (its share is 64 connections): a scraper on
         # another address still gets in; 127.0.0.1 again once they go.
-        more = [SlowClient(port, stop) for _ in range(48)]
+        more = [SlowClient(port, stop) for _ in range(80)]
         for c in more:
             c.start()
         time.sleep(1.5)
         refused = sum(1 for c in more if c.closed_at is not None)
         other = timed_scrape(port, source="127.0.0.2")
-        print(f"48 more: {refused} cut at once (per-address share "
-              f"32); a scrape from 127.0.0.2 took {other * 1000:.0f} ms")
-        check(refused >= 16, f"only {refused} of 48 refused")
+        print(f"80 more: {refused} cut at once (per-address share "
+              f"64); a scrape from 127.0.0.2 took {other * 1000:.0f} ms")
+        check(refused >= 16, f"only {refused} of 80 refused")
         check(other < 2.0, "the scrape from 127.0.0.2 was slow")
         deadline = time.monotonic() + 15
         while any(c.closed_at is None for c in more):
@@ -578,16 +578,19 @@ class ReconnectingSlow(threading.Thread):
 
 
 def test_metrics_reconnect(tmp):
-    """32, then 64, slow connections from the scraper's own address that
-    connect again at once when closed: most scrapes of /metrics and
-    /healthz get through (1 and 0 of 20 did, when the per-address and
-    total limits refused the newcomer). The bound, 12 of 20, holds on a
-    loaded machine (16 of 20 seen in a CI run at 64; 19-20 of 20 on an
-    idle one, printed below)."""
+    """32, 64, then 128 slow connections from the scraper's own address
+    that connect again at once when closed: scrapes of /metrics and
+    /healthz get through (1 and 0 of 20 did at 32 and 64, when the
+    per-address and total limits refused the newcomer; 16 to 18 of 20 in
+    CI's runs at 64 while a request not yet read could be cut). 32 and 64
+    fit in the address's share (64): at least 19 of 20, whatever the
+    load. 128 cut one another thousands of times a second, and a scrape
+    is lost when they cut it before its request was sent (39-40 of 40 on
+    two cores at load 20): at least 12 of 20 there."""
     d = Daemon(tmp, "--metrics-listen", "127.0.0.1:0")
     try:
         port = metrics_port(d)
-        for n in (32, 64):
+        for n, bound in ((32, 19), (64, 19), (128, 12)):
             stop = threading.Event()
             slow = [ReconnectingSlow(port, stop) for _ in range(n)]
             for c in slow:
@@ -611,7 +614,8 @@ def test_metrics_reconnect(tmp):
             print(f"{n} reconnecting slow connections "
                   f"({sum(c.connects for c in slow)} connects): {ok} of 20 "
                   f"scrapes answered, slowest {worst * 1000:.0f} ms")
-            check(ok >= 12, f"{n} slow connections: {ok} of 20 scrapes")
+            check(ok >= bound,
+                  f"{n} slow connections: {ok} of 20 scrapes (bound {bound})")
         check(d.alive(), "the daemon died")
         print("ok metrics_reconnect")
     finally:

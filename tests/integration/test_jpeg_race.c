@@ -33,13 +33,19 @@
  *                 connection, so a photograph's median latency is under
  *                 half of a bomb's (about 0.1), its p99 under 0.9 and its
  *                 longest under 1.2 times (in arrival order about 1 and
- *                 1.5: it queued behind every bomb).
+ *                 1.5: it queued behind every bomb). On a GPU lane the
+ *                 same, with one decoder, two slots kept for JPEG
+ *                 frames and two for the rest (FPREP_JPEG_THREADS,
+ *                 FPREP_JPEG_SLOTS, --slots): the bombs fill every
+ *                 staging slot, and the slots as well as the decodes go
+ *                 by turns (in arrival order a photograph waited for
+ *                 every bomb queued for a slot).
  *
  * Usage: test_jpeg_race FRAMEPREPD IMAGE_DIR [DEVICE [DAEMON_ARG...]]
- * DEVICE is frameprepd's --device for the race and the scan bomb (default
- * cpu; the GPU machine runs them with 0, where the lane's decoders read the
- * region); DAEMON_ARGs are added to that daemon's arguments; "bombs
- * beside" and "jpeg turns" run on the CPU backend only. With `0
+ * DEVICE is frameprepd's --device for the race, the scan bomb and "jpeg
+ * turns" (default cpu; the GPU machine runs them with 0, where the lane's
+ * decoders read the region); DAEMON_ARGs are added to those daemons'
+ * arguments; "bombs beside" runs on the CPU backend only. With `0
  * --jpeg-engine=true` the GPU's JPEG engine decodes the torn files, and its
  * tensors show pixels the attacker never sent (H200, driver 580: 253 and 263 of
  * 400, with each frame cleared and the clear waited for before the engine's
@@ -532,15 +538,19 @@ static void test_bombs_beside(const char *exe, const char *dir,
 	free(px);
 }
 
-/* test_jpeg_turns: on a daemon of two workers (one decodes JPEGs), two
- * connections send the bombs of "bombs beside", BOMB_CALLS at once each,
- * while a third sends 512x512 photographs one at a time. JPEG jobs take
- * turns by connection (jpeg_turns.h), so a photograph waits for about one
- * bomb per bombing connection, while a bomb waits for the others queued
- * (about 2 x BOMB_CALLS decodes). In arrival order the photographs
- * queued behind every bomb: latency ratio about 1. */
+/* test_jpeg_turns: on a daemon of --device dev and the arguments extra
+ * (the CPU backend's: two workers, one decodes JPEGs; a GPU lane's: one
+ * decoder thread, two slots kept for JPEG frames), two connections send
+ * the bombs of "bombs beside", BOMB_CALLS at once each, while a third
+ * sends 512x512 photographs one at a time. JPEG jobs take turns by
+ * connection (jpeg_turns.h), for a GPU lane's staging slots too, so a
+ * photograph waits for about one bomb per bombing connection, while a
+ * bomb waits for the others queued (about 2 x BOMB_CALLS decodes). In
+ * arrival order the photographs queued behind every bomb: latency ratio
+ * about 1. */
 static void test_jpeg_turns(const char *exe, const char *dir,
-                            const uint8_t *photo, int pw)
+                            const uint8_t *photo, int pw, const char *dev,
+                            char *const extra[])
 {
 	/* P99: the nearest rank of the 99th percentile of VICTIM. */
 	enum {
@@ -550,7 +560,7 @@ static void test_jpeg_turns(const char *exe, const char *dir,
 		BOMB_CALLS = 6,
 		NB = 2 * BOMB_CALLS
 	};
-	char u[256], *extra[] = {"--workers", "2", NULL};
+	char u[256];
 	uint8_t *gray = malloc((size_t)SIDE * SIDE), out[64 * 64 * 3];
 	unsigned char *jpg = NULL, *vjpg;
 	unsigned long vsize;
@@ -573,7 +583,7 @@ static void test_jpeg_turns(const char *exe, const char *dir,
 	size = bomb_jpeg(gray, SIDE, SIDE, 0, &jpg, &sb);
 	vjpg = race_jpeg(photo, 512, 512, pw * 3, 0, &vsize);
 	snprintf(u, sizeof(u), "ipc://%s/turns.sock", dir);
-	pid = daemon_start(exe, "cpu", u, extra);
+	pid = daemon_start(exe, dev, u, extra);
 	snprintf(url, sizeof(url), "%s", u);
 	fprep_client *c = daemon_client(url);
 	for (int i = 0; i < 2; i++)
@@ -603,11 +613,11 @@ static void test_jpeg_turns(const char *exe, const char *dir,
 	}
 	n = bombers_join(b, t, NB, &stop, all);
 	qsort(lat, VICTIM, sizeof(lat[0]), cmp_double);
-	printf("jpeg turns: %d bombs from 2 connections x %d calls, median "
-	       "%.1f ms; %d photographs beside them: p50 %.1f ms, p99 %.1f "
-	       "ms, max %.1f ms (max / bomb median %.2f)\n",
-	       n, BOMB_CALLS, all[n / 2], VICTIM, lat[VICTIM / 2], lat[P99],
-	       lat[VICTIM - 1], lat[VICTIM - 1] / all[n / 2]);
+	printf("jpeg turns (--device %s): %d bombs from 2 connections x %d "
+	       "calls, median %.1f ms; %d photographs beside them: p50 %.1f "
+	       "ms, p99 %.1f ms, max %.1f ms (max / bomb median %.2f)\n",
+	       dev, n, BOMB_CALLS, all[n / 2], VICTIM, lat[VICTIM / 2],
+	       lat[P99], lat[VICTIM - 1], lat[VICTIM - 1] / all[n / 2]);
 	/* A bomb waits for about NB decodes, a photograph for about one (the
 	 * decode under way) and at worst three (one of each connection's):
 	 * p50 about 0.1 of a bomb's median (0.08 under ThreadSanitizer), p99
@@ -666,8 +676,23 @@ int main(int argc, char **argv)
 	daemon_serves(url, "the race and the bomb");
 	CHECK(daemon_stop(pid) == 0, "daemon exit status");
 	if (argc == 3) {
+		char *workers[] = {"--workers", "2", NULL};
+
 		test_bombs_beside(argv[1], dir, photo, w);
-		test_jpeg_turns(argv[1], dir, photo, w);
+		test_jpeg_turns(argv[1], dir, photo, w, "cpu", workers);
+	} else if (strcmp(device, "cpu") != 0) {
+		/* One decoder, two slots kept for JPEG frames and two for the
+		 * rest: the bombs in flight (12) are thrice the lane's
+		 * staging slots: in arrival order a photograph would wait
+		 * for the 8 queued for a slot before it (by count, about 0.7
+		 * of a bomb's latency). */
+		char *lane[24] = {"--slots", "2"};
+
+		for (int i = 4; i < argc && i < 4 + 20; i++)
+			lane[i - 2] = argv[i];
+		setenv("FPREP_JPEG_THREADS", "1", 1);
+		setenv("FPREP_JPEG_SLOTS", "2", 1);
+		test_jpeg_turns(argv[1], dir, photo, w, device, lane);
 	}
 	rmdir(dir);
 	stbi_image_free(photo);

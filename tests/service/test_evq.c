@@ -1,5 +1,6 @@
 /*
- * test_evq.c: the loop's wake-up queue (service/evq.c): order, pushes from
+ * test_evq.c: the loop's wake-up queue (service/evq.c): order, events
+ * pushed first going ahead of those taken out before them, pushes from
  * other threads, nested drains, and a close that disposes of every event
  * it did not drain, with the loop closing with nothing left open.
  */
@@ -32,6 +33,7 @@ struct test_ctx {
 	int ndisposed;
 	int fini_after;  /* drain callback closes the queue after this many */
 	int nested_push; /* drain callback of event 0 pushes this id, drains */
+	int first_push;  /* drain callback of event 0 pushes this id first */
 };
 
 static struct test_ev *test_ev_alloc(int id)
@@ -56,6 +58,8 @@ static void test_drain_cb(fprep__event *ev, void *data)
 		fprep__evq_push(&t->q, &test_ev_alloc(t->nested_push)->ev);
 		fprep__evq_drain(&t->q);
 	}
+	if (id == 0 && t->first_push > 0)
+		fprep__evq_push_first(&t->q, &test_ev_alloc(t->first_push)->ev);
 	if (t->fini_after > 0 && t->ndrained == t->fini_after)
 		fprep__evq_fini(&t->q);
 }
@@ -151,6 +155,31 @@ static void nested_drain_keeps_order(void **state)
 	test_close(t);
 }
 
+/* Events pushed first are drained before the others, those already taken
+ * out included (one came while event 0 was drained), and a close disposes
+ * of those not drained. */
+static void first_goes_ahead(void **state)
+{
+	struct test_ctx *t = test_open();
+	const int want[] = {7, 8, 0, 9, 1, 2};
+
+	(void)state;
+	t->first_push = 9;
+	for (int i = 0; i < 3; i++)
+		fprep__evq_push(&t->q, &test_ev_alloc(i)->ev);
+	fprep__evq_push_first(&t->q, &test_ev_alloc(7)->ev);
+	fprep__evq_push_first(&t->q, &test_ev_alloc(8)->ev);
+	uv_run(&t->loop, UV_RUN_NOWAIT);
+	assert_int_equal(t->ndrained, 6);
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(t->drained[i], want[i]);
+	fprep__evq_push(&t->q, &test_ev_alloc(3)->ev);
+	fprep__evq_push_first(&t->q, &test_ev_alloc(10)->ev);
+	fprep__evq_fini(&t->q);
+	assert_int_equal(t->ndisposed, 2);
+	test_close(t);
+}
+
 #define TEST_THREADS    4
 #define TEST_PER_THREAD 500
 
@@ -207,5 +236,6 @@ CMOCKA_MAIN({
         cmocka_unit_test(close_disposes_queued),
         cmocka_unit_test(close_from_drain_disposes_rest),
         cmocka_unit_test(nested_drain_keeps_order),
+        cmocka_unit_test(first_goes_ahead),
         cmocka_unit_test(pushes_from_threads),
 })

@@ -5,7 +5,8 @@
  *
  * The design is simple: submit() appends the job to a pending list under a
  * mutex and wakes the lane thread; it never blocks on the GPU. The lane
- * thread takes the oldest pending job as soon as a staging slot is free,
+ * thread takes the oldest pending job as soon as a staging slot is free
+ * (JPEG frames among themselves by turns of their clients, cuda_lane.c),
  * copies the payload into the slot's pinned input (skipped when the input
  * is already pinned), and enqueues three steps on three non-blocking
  * streams:
@@ -206,6 +207,7 @@ static void cuda_free(cuda_backend *cb)
 	pthread_cond_destroy(&cb->cv_decode);
 	pthread_cond_destroy(&cb->cv_help);
 	fprep__jpeg_turns_fini(&cb->decode_q);
+	fprep__jpeg_turns_fini(&cb->slot_q);
 	pthread_mutex_destroy(&cb->mu);
 	free(cb);
 }
@@ -451,6 +453,7 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	cb->all_rows = cfg->all_rows;
 	cb->trace = cfg->trace;
 	fprep__queue_init(&cb->pending);
+	fprep__queue_init(&cb->waiting);
 	fprep__queue_init(&cb->flying);
 	fprep__queue_init(&cb->admin);
 	fprep__queue_init(&cb->decoded);
@@ -464,6 +467,8 @@ int fprep__backend_cuda_open(fprep__backend **bp, const fprep__cuda_config *cfg)
 	pthread_condattr_destroy(&ca);
 
 	err = fprep__jpeg_turns_init(&cb->decode_q, &cb->mu, 0, 0);
+	if (err == 0)
+		err = fprep__jpeg_turns_init(&cb->slot_q, &cb->mu, 0, 0);
 	if (err != 0)
 		goto fail;
 	err = FPREP_ECUDA;

@@ -136,8 +136,9 @@ typedef struct cuda_slot {
 	int out_direct;    /* D2H went straight into job->output (pinned) */
 	uint64_t t_enq_ns; /* host time its work was enqueued (lane thread) */
 	fprep__qnode link; /* in flying, decode_q or decoded */
-	fprep__jpeg_turn turn; /* its JPEG's turn, taken from decode_q */
-	uint32_t decode_us;    /* its JPEG's decode time, for the turns */
+	fprep__jpeg_turn turn;      /* its JPEG's turn, taken from decode_q */
+	fprep__jpeg_turn slot_turn; /* its JPEG's turn for the slot (slot_q) */
+	uint32_t decode_us;         /* its JPEG's decode time, for the turns */
 	/* Where a decoder left the job's frame (a JPEG's) until the slot is
 	 * freed: on the device at d_frame (nvJPEG: written once ev_dec, on
 	 * the decoder's stream, has passed), or in h_in (staged). */
@@ -229,9 +230,16 @@ typedef struct cuda_backend {
 	atomic_uint done_kicks; /* signals of cv_done, counted under mu */
 	uint64_t spin_ns; /* fprep__cuda_wait_spin's poll; 0: sleep at once */
 	cuda_pace pace;   /* paced waits (spin_ns > 0) */
-	fprep__queue pending; /* jobs submitted, not yet on a slot */
-	fprep__queue flying;  /* slots enqueued, in completion order */
-	fprep__queue admin;   /* region operations, not yet run */
+	fprep__queue pending; /* jobs submitted, not yet sorted by the lane */
+	fprep__queue waiting; /* jobs sorted from pending but JPEG frames for
+	                         the decoders, in arrival order, not yet on a
+	                         slot */
+	fprep__jpeg_turns slot_q; /* JPEG frames for the decoders sorted from
+	                             pending, not yet on a slot: by turns of
+	                             their clients (jpeg_turns.h) */
+	uint64_t seq;             /* jobs sorted from pending (job->seq) */
+	fprep__queue flying;      /* slots enqueued, in completion order */
+	fprep__queue admin;       /* region operations, not yet run */
 	int stopping;
 	uint64_t deadline_ns;
 	int lane_exited;
@@ -319,6 +327,14 @@ static inline void cuda_stat_max(atomic_ullong *m, unsigned long long v)
 	       !atomic_compare_exchange_weak_explicit(
 	               m, &cur, v, memory_order_relaxed, memory_order_relaxed))
 		;
+}
+
+/* cuda_jobs_waiting tells whether jobs wait for the lane thread (pending,
+ * waiting or slot_q). With cb->mu held. */
+static inline int cuda_jobs_waiting(const cuda_backend *cb)
+{
+	return !fprep__queue_empty(&cb->pending) ||
+	       !fprep__queue_empty(&cb->waiting) || cb->slot_q.queued > 0;
 }
 
 static inline uint64_t cuda_now_ns(void)

@@ -7,7 +7,9 @@
  * the slot back (the decoded queue). Decoders take the slots of decode_q
  * by turns of their clients, not in arrival order (jpeg_turns.h: by uid,
  * then connection, each decode's time charged to its client: the CPU
- * decode's, or a share of the engine's call). With a JPEG engine
+ * decode's, or a share of the engine's call), as the lane gives JPEG
+ * frames their slots (slot_q, cuda_lane.c): a decode's time is charged in
+ * both turns when the slot comes back (decoder_back). With a JPEG engine
  * (nvjpeg_decode.h: nvJPEG's hardware backend, A100/H100/H200) a decoder takes
  * the frames queued with the same channel order, up to a batch
  * (FPREP_NVJPEG_BATCH, 32), checks their headers (a refusal is answered at
@@ -112,6 +114,8 @@ static void decoder_back(cuda_backend *cb, cuda_slot **ss, const int *ok,
 	pthread_mutex_lock(&cb->mu);
 	for (unsigned i = 0; i < n; i++) {
 		fprep__jpeg_turns_charge(&cb->decode_q, &ss[i]->turn,
+		                         ss[i]->decode_us);
+		fprep__jpeg_turns_charge(&cb->slot_q, &ss[i]->slot_turn,
 		                         ss[i]->decode_us);
 		if (ok[i]) {
 			ss[i]->t_back_ns = now;
@@ -639,7 +643,7 @@ static void *decoder_main(void *arg)
 			 * where). */
 			ss[0]->lone = have == 0 && m == 1 &&
 			              fprep__cuda_lane_busy(cb) == 1 &&
-			              fprep__queue_empty(&cb->pending);
+			              !cuda_jobs_waiting(cb);
 			if (have == 0) {
 				d.order = ss[0]->job->req.channel_order;
 				d.first_ns = cuda_now_ns();

@@ -2,13 +2,8 @@
  * cuda_lane.c: the lane thread of a GPU lane (backend_cuda.c).
  *
  * The lane thread runs region operations first, then the JPEG frames the
- * decoders handed back, then the oldest pending job as soon as a staging
- * slot is free (a JPEG frame's to the decoders, cuda_decoder.c; another's
- * enqueued on the streams, cuda_slot.c), and hands the slot to the
- * completion thread, or completes a frame alone in the lane itself
- * (cuda_wait.c). A video stream's job takes no slot: the lane thread runs
- * it to its end (cuda_video.c). It waits paced for a free slot or a new
- * job.
+                job = lane_take(cb, now, &s, &jpeg, &turn);
+                if (job == NULL) {
  */
 #include "gpu/backend_cuda_internal.h"
 
@@ -62,6 +57,74 @@ static int lane_is_jpeg(const fprep__job *job)
 	       job->req.src_format == FPREP_PIX_JPEG && !job->input_device;
 }
 
+/* lane_before tells whether job node a was sorted (submitted) before job
+ * node b. */
+static int lane_before(const fprep__qnode *a, const fprep__qnode *b)
+{
+	return fprep__container_of(a, fprep__job, link)->seq <
+	       fprep__container_of(b, fprep__job, link)->seq;
+}
+
+/* lane_sort moves the jobs submitted since the last call from pending, in
+ * their order, to slot_q (JPEG frames for the decoders) or waiting, each
+ * numbered (job->seq). Lane thread, with cb->mu held. */
+static void lane_sort(cuda_backend *cb)
+{
+	fprep__qnode *n;
+
+	while ((n = fprep__queue_pop(&cb->pending)) != NULL) {
+		fprep__job *job = fprep__container_of(n, fprep__job, link);
+
+		job->seq = cb->seq++;
+		if (lane_is_jpeg(job) && cb->ndecoders > 0)
+			fprep__jpeg_turns_push(&cb->slot_q, n, job->uid,
+			                       job->conn);
+		else
+			fprep__queue_push(&cb->waiting, n);
+	}
+}
+
+/* lane_take removes the job the lane runs next from slot_q or waiting and
+ * returns it, with a free slot for it in *sp (NULL: it needs none, an ECHO,
+ * a video stream's job, or any job when now is set, as it is answered at
+ * once) and *jpeg set
+ * for a JPEG frame of slot_q (*turn its turn there); NULL when none can
+ * run now. The oldest job goes first, a JPEG frame being the one whose
+ * turn it is; when no slot of its kind is free, one of the other kind.
+ * Lane thread, with cb->mu held. */
+static fprep__job *lane_take(cuda_backend *cb, int now, cuda_slot **sp,
+                             int *jpeg, fprep__jpeg_turn *turn)
+{
+	const fprep__qnode *oldest =
+	        fprep__jpeg_turns_oldest(&cb->slot_q, lane_before);
+	fprep__qnode *raw = cb->waiting.head;
+	int first = oldest != NULL && (raw == NULL || lane_before(oldest, raw));
+
+	for (int k = 0; k < 2; k++) {
+		int is_jpeg = k == 0 ? first : !first;
+		fprep__qnode *n =
+		        is_jpeg ? fprep__jpeg_turns_peek(&cb->slot_q) : raw;
+		fprep__job *job;
+		cuda_slot *s = NULL;
+
+		if (n == NULL)
+			continue;
+		job = fprep__container_of(n, fprep__job, link);
+		if (!now && job->req.kind != FPREP_KIND_ECHO &&
+		    job->video == NULL && /* a stream's: cuda_video.c */
+		    (s = lane_free_slot(cb, is_jpeg)) == NULL)
+			continue;
+		if (is_jpeg)
+			(void)fprep__jpeg_turns_pop(&cb->slot_q, turn);
+		else
+			(void)fprep__queue_pop(&cb->waiting);
+		*sp = s;
+		*jpeg = is_jpeg;
+		return job;
+	}
+	return NULL;
+}
+
 unsigned fprep__cuda_lane_busy(const cuda_backend *cb)
 {
 	unsigned busy = 0;
@@ -87,8 +150,7 @@ static void lane_run(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 	}
 	s->t_enq_ns = cuda_now_ns();
 	pthread_mutex_lock(&cb->mu);
-	int alone = busy == 0 && cb->spin_ns > 0 &&
-	            fprep__queue_empty(&cb->pending) &&
+	int alone = busy == 0 && cb->spin_ns > 0 && !cuda_jobs_waiting(cb) &&
 	            fprep__queue_empty(&cb->flying);
 	unsigned k =
 	        atomic_load_explicit(&cb->lane_kicks, memory_order_relaxed);
@@ -140,8 +202,10 @@ void *fprep__cuda_lane_main(void *arg)
 
 	pthread_mutex_lock(&cb->mu);
 	for (;;) {
-		fprep__job *job = NULL;
+		fprep__job *job;
+		fprep__jpeg_turn turn = {0};
 		cuda_slot *s = NULL;
+		int jpeg = 0;
 
 		if (!fprep__queue_empty(&cb->admin)) {
 			fprep__cuda_region_drain(cb, dev_ok);
@@ -151,10 +215,10 @@ void *fprep__cuda_lane_main(void *arg)
 			lane_decoded(cb);
 			continue;
 		}
-		if (!fprep__queue_empty(&cb->pending))
-			job = fprep__container_of(cb->pending.head, fprep__job,
-			                          link);
-		if (job == NULL) {
+		lane_sort(cb);
+		int late = cb->stopping && cuda_now_ns() >= cb->deadline_ns;
+		int now = !dev_ok || cb->fatal || late;
+		if (!cuda_jobs_waiting(cb)) {
 			if (cb->stopping && cb->decoding == 0)
 				break;
 			if (cb->trace && dev_ok && !cb->fatal &&
@@ -172,12 +236,8 @@ void *fprep__cuda_lane_main(void *arg)
 				                      &cb->lane_kicks, 0);
 			continue;
 		}
-		int late = cb->stopping && cuda_now_ns() >= cb->deadline_ns;
-		int now = !dev_ok || cb->fatal || late ||
-		          job->req.kind == FPREP_KIND_ECHO ||
-		          job->video != NULL; /* a stream's: cuda_video.c */
-		int jpeg = lane_is_jpeg(job) && cb->ndecoders > 0;
-		if (!now && (s = lane_free_slot(cb, jpeg)) == NULL) {
+		job = lane_take(cb, now, &s, &jpeg, &turn);
+		if (job == NULL) {
 			if (cb->stopping)
 				cuda_timedwait(&cb->cv_lane, &cb->mu,
 				               cb->deadline_ns);
@@ -187,12 +247,15 @@ void *fprep__cuda_lane_main(void *arg)
 				        lane_slot_wake(&cb->pace));
 			continue;
 		}
-		fprep__queue_pop(&cb->pending);
 		unsigned busy = 0;
 		for (unsigned i = 0; i < cb->nslots; i++)
 			busy += cb->slots[i].job != NULL;
-		if (s != NULL)
+		if (s != NULL) {
 			s->job = job;
+			s->slot_turn = turn;
+		} else if (jpeg) { /* answered at once: no decode to charge */
+			fprep__jpeg_turns_charge(&cb->slot_q, &turn, 0);
+		}
 		int fatal = cb->fatal;
 		pthread_mutex_unlock(&cb->mu);
 

@@ -205,7 +205,7 @@ void fprep__cuda_wait_deliver(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 		s->t_back_ns = 0;
 		s->lone = 0;
 		/* The lane thread waits for a slot only with jobs pending. */
-		if (!fprep__queue_empty(&cb->pending) || cb->stopping)
+		if (cuda_jobs_waiting(cb) || cb->stopping)
 			cuda_kick(&cb->cv_lane, &cb->lane_kicks);
 	}
 	pthread_mutex_unlock(&cb->mu);
