@@ -36,7 +36,7 @@ typedef struct fprep__video fprep__video;
 typedef struct fprep__job fprep__job;
 
 /* FPREP__VIDEO_BROKEN starts the message of every refusal of a broken bitstream
- * (FPREP_EINVAL; protocol.h, "Broken bitstreams"). */
+ * (FPREP_EBITSTREAM; protocol.h, "Broken bitstreams"). */
 #define FPREP__VIDEO_BROKEN "broken bitstream"
 
 /* fprep__video_ops: what a session does. */

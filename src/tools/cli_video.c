@@ -36,6 +36,7 @@ enum {
 	VID_EXIT_USAGE = 2,
 	VID_EXIT_IO = 3,
 	VID_EXIT_NOLIB = 4, /* libavformat, libavcodec or libavutil missing */
+	VID_EXIT_BITSTREAM = 5, /* only EBITSTREAM refusals: a broken file */
 };
 
 #define VID_STR_(x) #x
@@ -190,7 +191,7 @@ struct vid_run {
 	uint32_t shape[4]; /* one tensor's, shape[0] counting them */
 	uint8_t dtype;
 	uint64_t frames;
-	int refused; /* a packet was refused */
+	int refused; /* the exit status of the refusals so far, or 0 */
 };
 
 static void vid_usage(FILE *f)
@@ -215,7 +216,9 @@ static void vid_usage(FILE *f)
 	fprintf(f, "  -h, --help        this text\n"
 	           "exit status: 0 ok, 1 a packet or the stream refused by "
 	           "the daemon, 2 usage, 3 transport/IO error,\n"
-	           "4 libavformat, libavcodec or libavutil missing\n");
+	           "4 libavformat, libavcodec or libavutil missing, 5 broken "
+	           "bitstream (every refusal\nEBITSTREAM: the frames after "
+	           "each broken packet's next IDR/IRAP came)\n");
 }
 
 /* vid_parse parses the options; returns the index of the operand, -1
@@ -266,6 +269,26 @@ static int vid_parse(int argc, char **argv, struct vid_spec *spec)
 	return optind;
 }
 
+/* vid_exit_status: the exit status of a call's error: the client's own
+ * (transport, timeout, a closed or forked client) are VID_EXIT_IO, a broken
+ * bitstream VID_EXIT_BITSTREAM, the daemon's other verdicts (EUNSUPPORTED
+ * included) VID_EXIT_SERVER. */
+static int vid_exit_status(int err)
+{
+	switch (err) {
+	case FPREP_ETRANSPORT:
+	case FPREP_ETIMEDOUT:
+	case FPREP_ECLOSED:
+	case FPREP_EMISMATCH:
+	case FPREP_EFORKED:
+		return VID_EXIT_IO;
+	case FPREP_EBITSTREAM:
+		return VID_EXIT_BITSTREAM;
+	default:
+		return VID_EXIT_SERVER;
+	}
+}
+
 /* vid_frames prints (and keeps, with -o) the frames of a reply; returns
  * an exit status. */
 static int vid_frames(struct vid_run *r, const fprep_result *res)
@@ -279,7 +302,8 @@ static int vid_frames(struct vid_run *r, const fprep_result *res)
 	if (h->status != FPREP_OK) {
 		printf("error     %s: %s\n", fprep_err_name((int)h->status),
 		       h->message);
-		r->refused = 1;
+		if (r->refused != VID_EXIT_SERVER)
+			r->refused = vid_exit_status((int)h->status);
 		return 0;
 	}
 	for (uint32_t k = 0; k < h->shape[0]; k++) {
@@ -401,23 +425,6 @@ static int vid_save(const struct vid_run *r)
 	return 0;
 }
 
-/* vid_exit_status: the exit status of a call's error: the client's own
- * (transport, timeout, a closed or forked client) are VID_EXIT_IO, the
- * daemon's verdicts (EUNSUPPORTED included) VID_EXIT_SERVER. */
-static int vid_exit_status(int err)
-{
-	switch (err) {
-	case FPREP_ETRANSPORT:
-	case FPREP_ETIMEDOUT:
-	case FPREP_ECLOSED:
-	case FPREP_EMISMATCH:
-	case FPREP_EFORKED:
-		return VID_EXIT_IO;
-	default:
-		return VID_EXIT_SERVER;
-	}
-}
-
 /* vid_file sends the file at path; returns an exit status. */
 static int vid_file(const struct vid_spec *spec, const char *path)
 {
@@ -467,8 +474,8 @@ static int vid_file(const struct vid_spec *spec, const char *path)
 	(void)fprep_stream_close(r.stream);
 	if (ret == 0 && spec->out != NULL)
 		ret = vid_save(&r);
-	if (ret == 0 && r.refused)
-		ret = VID_EXIT_SERVER;
+	if (ret == 0)
+		ret = r.refused;
 out_client:
 	fprep_client_close(r.client);
 out:

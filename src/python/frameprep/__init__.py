@@ -25,7 +25,7 @@ from ._core import (BatchResult, CudaArray, DTypeName, DTypeOption,
                     ResizeName, Result, RoundingName, Timings, Transform,
                     U8Option, YuvRangeName, default_address)
 from .client import AsyncClient, Client
-from .errors import (BY_STATUS, ClosedError, CudaError, ForkedError,
+from .errors import (BY_STATUS, BitstreamError, ClosedError, CudaError, ForkedError,
                      FrameprepError,
                      InternalError, InvalidRequestError, LimitExceededError,
                      MismatchError, NvrtcError, PermissionDeniedError,
@@ -37,7 +37,8 @@ from .errors import (BY_STATUS, ClosedError, CudaError, ForkedError,
 from .ring import AsyncRing, Ring, RingFrame, RingResult
 
 __all__ = [
-    "AsyncClient", "AsyncRing", "BY_STATUS", "BatchResult", "Client",
+    "AsyncClient", "AsyncRing", "BY_STATUS", "BatchResult", "BitstreamError",
+    "Client",
     "ClosedError", "CudaArray", "ElementTransform", "F16Option",
     "F32Option", "Frame", "RoundingName", "U8Option",
     "DTypeName", "DTypeOption", "FormatName", "LayoutName", "MatrixName",
