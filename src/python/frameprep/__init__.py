@@ -35,6 +35,8 @@ from .errors import (BY_STATUS, BitstreamError, ClosedError, CudaError, ForkedEr
                      UnsupportedError, VersionMismatchError,
                      error_for_status)
 from .ring import AsyncRing, Ring, RingFrame, RingResult
+from . import video
+from .video import Codec, VideoFrame, VideoStream
 
 __all__ = [
     "AsyncClient", "AsyncRing", "BY_STATUS", "BatchResult", "BitstreamError",
@@ -43,7 +45,7 @@ __all__ = [
     "F32Option", "Frame", "RoundingName", "U8Option",
     "DTypeName", "DTypeOption", "FormatName", "LayoutName", "MatrixName",
     "OrderName", "ResizeName", "YuvRangeName",
-    "CudaError", "ForkedError", "FrameprepError", "InternalError", "InvalidRequestError",
+    "Codec", "CudaError", "ForkedError", "FrameprepError", "InternalError", "InvalidRequestError",
     "LimitExceededError", "MismatchError", "NvrtcError", "Options",
     "PermissionDeniedError", "ProtocolError", "RegionError",
     "RequestTimeoutError", "Result", "Ring", "RingFrame", "RingFullError",
@@ -51,6 +53,7 @@ __all__ = [
     "ServerBusyError",
     "ServerIOError", "ServerOutOfMemoryError", "ServerShuttingDownError",
     "Timings", "Transform", "TransportError", "UnsupportedError",
-    "VersionMismatchError", "__version__", "default_address",
-    "error_for_status",
+    "VersionMismatchError", "VideoFrame", "VideoStream", "__version__",
+    "default_address",
+    "error_for_status", "video",
 ]
