@@ -446,7 +446,10 @@ typedef struct fprep_stream fprep_stream;
  * daemon's answer.
  *
  * spec        a STREAM_OPEN request (fprep_stream_request_init: the codec,
- *             then the tensor's fields as for a FRAME); copied.
+ *             then the tensor's fields as for a FRAME), or a FRAME's
+ *             request with src_format set to the codec: its kind and
+ *             source fields (sizes, strides, plane offsets) are the
+ *             stream's and are ignored; copied.
  * params      params_len bytes of Annex-B parameter sets (H.264 SPS and
  *             PPS; HEVC VPS, SPS and PPS), or NULL and 0 when they come in
  *             the packets; copied into the request.

@@ -68,20 +68,9 @@ static PyObject *Stream_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 	} else {
 		paddr = NULL;
 	}
-	/* The template's tensor fields; the source is the stream's. */
-	fprep_stream_request_init(&spec, (uint16_t)codec);
-	{
-		const fprep_request *t = &((RequestObject *)tmpl)->req;
-		uint16_t kind = spec.kind, fmt = spec.src_format;
-
-		spec = *t;
-		spec.kind = kind;
-		spec.src_format = fmt;
-		spec.src_width = spec.src_height = spec.src_stride = 0;
-		spec.uv_stride = 0;
-		spec.u_offset = spec.v_offset = 0;
-		spec.input_size = 0;
-	}
+	/* The template's tensor; fprep_stream_open ignores its source. */
+	spec = ((RequestObject *)tmpl)->req;
+	spec.src_format = (uint16_t)codec;
 	self = (StreamObject *)((allocfunc)PyType_GetSlot(tp, Py_tp_alloc))(tp,
 	                                                                    0);
 	if (self == NULL)

@@ -261,22 +261,6 @@ out:
 	return NULL;
 }
 
-/* bv_spec makes the STREAM_OPEN request: the codec, the tensor of the
- * command line's template. */
-static void bv_spec(const bench_opts *o, uint16_t codec, fprep_request *spec)
-{
-	fprep_request init;
-
-	fprep_stream_request_init(&init, codec);
-	*spec = o->spec.tmpl;
-	spec->kind = init.kind;
-	spec->src_format = codec;
-	spec->src_width = spec->src_height = spec->src_stride = 0;
-	spec->uv_stride = 0;
-	spec->u_offset = spec->v_offset = 0;
-	spec->input_size = 0;
-}
-
 int bench_video_main(const bench_opts *o)
 {
 	struct bv_file f;
@@ -317,7 +301,8 @@ int bench_video_main(const bench_opts *o)
 		w[i].f = &f;
 		bench_hist_init(&w[i].last);
 		bench_hist_init(&w[i].own);
-		bv_spec(o, f.info.codec, &w[i].spec);
+		w[i].spec = o->spec.tmpl; /* its tensor; the source's ignored */
+		w[i].spec.src_format = f.info.codec;
 		w[i].sent_ns = calloc(f.n, sizeof(uint64_t));
 		if (w[i].sent_ns == NULL ||
 		    pthread_create(&w[i].thread, NULL, bv_produce, &w[i])) {
