@@ -122,8 +122,9 @@ static PyObject *stream_call(StreamObject *self, const void *packet,
 	return native_result_new(&res);
 }
 
-/* Stream.send(packet, pts): one access unit (bytes or a uint8 numpy
- * array, not empty) with its pts; returns the reply's Result. */
+/* Stream.send(packet, pts): one access unit (bytes, or a 1-D uint8 numpy
+ * array: len() bytes are sent; not empty) with its pts; returns the
+ * reply's Result. */
 static PyObject *Stream_send(PyObject *op, PyObject *args)
 {
 	PyObject *packet;

@@ -97,8 +97,10 @@ def test_stream_send_flush(client, streams):
         assert dmx.codec == video.Codec.H264
         assert (dmx.width, dmx.height) == (320, 240)
         assert st.id != 0
-        for packet, pts in dmx:
-            out = st.send(packet, pts)
+        for k, (packet, pts) in enumerate(dmx):
+            # bytes, a bytearray and a uint8 array alike
+            out = st.send([packet, bytearray(packet),
+                           np.frombuffer(packet, np.uint8)][k % 3], pts)
             counts.append(len(out))
             got += out
         got += st.flush()

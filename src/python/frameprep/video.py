@@ -97,11 +97,11 @@ class VideoStream:
                            Transform(sx, sy, px, py, w, h))
                 for k, (pts, w, h, sx, sy, px, py) in enumerate(records)]
 
-    def send(self, packet: bytes | np.ndarray[Any, Any],
-             pts: int = 0) -> list[VideoFrame]:
+    def send(self, packet: bytes | bytearray | memoryview |
+             np.ndarray[Any, Any], pts: int = 0) -> list[VideoFrame]:
         """Sends one access unit (an Annex-B picture: its NAL units, with
-        the parameter sets where the stream has them; bytes or a 1-D uint8
-        array) with its pts and returns the frames the decoder let out
+        the parameter sets where the stream has them; bytes, a bytearray,
+        a memoryview or a uint8 array, whose bytes are sent) with its pts and returns the frames the decoder let out
         after it, in display order: none, one or several. Packets before
         the stream's first IDR/IRAP picture give none.
 
@@ -111,6 +111,11 @@ class VideoStream:
         daemon's limit (packet bytes, coded size, frames held),
         ``ValueError`` for an empty packet, and the client's transport
         errors."""
+        if not isinstance(packet, bytes):
+            packet = np.ascontiguousarray(
+                packet if isinstance(packet, np.ndarray)
+                else np.frombuffer(packet, np.uint8)).reshape(-1).view(
+                    np.uint8)
         return self._frames(self._stream().send(packet, pts))
 
     def flush(self) -> list[VideoFrame]:
