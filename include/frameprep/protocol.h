@@ -368,7 +368,8 @@
  *           with input_size past max_packet_bytes, and when the parameter
  *           sets give a coded size past max_width x max_height; by a
  *           backend with no decoder for the codec with
- *           FPREP_EUNSUPPORTED. The reply carries the stream's id in
+ *           FPREP_EUNSUPPORTED; parameter sets the decoder cannot read
+ *           with FPREP_EBITSTREAM. The reply carries the stream's id in
  *           region_id (never 0; ids are not reused by a daemon).
  *   STREAM_PACKET, STREAM_FLUSH, STREAM_CLOSE  header fields after
  *           request_id:
