@@ -509,11 +509,18 @@ int fprep__jpeg_encode_test(unsigned width, unsigned height, uint8_t **out,
 	for (size_t y = 0; y < height; y++)
 		for (size_t x = 0; x < width; x++) {
 			unsigned char *px = rgb + (y * width + x) * 3;
+			/* The grain: an integer hash of the pixel's place. */
+			uint32_t g = (uint32_t)(x * 73856093u ^ y * 19349663u);
 
-			px[0] = (unsigned char)(x * 255 / (width ? width : 1));
-			px[1] = (unsigned char)(y * 255 /
-			                        (height ? height : 1));
-			px[2] = (unsigned char)((x + y) & 255);
+			g = (g ^ (g >> 13)) * 0x5bd1e995u;
+			g ^= g >> 15;
+			px[0] = (unsigned char)(x * 191 / (width ? width : 1) +
+			                        (g & 63));
+			px[1] = (unsigned char)(y * 191 /
+			                                (height ? height : 1) +
+			                        ((g >> 8) & 63));
+			px[2] = (unsigned char)(((x + y) & 191) +
+			                        ((g >> 16) & 63));
 		}
 	rc = tjCompress2(tj, rgb, (int)width, 0, (int)height, TJPF_RGB, &jpg,
 	                 &len, TJSAMP_420, 90, 0);

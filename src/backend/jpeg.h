@@ -117,12 +117,14 @@ void fprep__jpeg_adopt(fprep__job *job, const fprep_request *raw,
  * (CLOCK_MONOTONIC nanoseconds). */
 uint64_t fprep__jpeg_t0(const fprep__jpeg *j);
 
-/* fprep__jpeg_encode_test encodes a width x height picture of smooth
- * colour gradients as a baseline JPEG (4:2:0, quality 90: what cameras
- * and cv2.imwrite make) into *out, of *size bytes, to be freed with
- * fprep__jpeg_free. For warming a decoder up with a file of a typical
- * size. Returns 0, or -1 (no memory, or libjpeg-turbo failed). Any
- * thread. */
+/* fprep__jpeg_encode_test encodes a width x height picture of colour
+ * gradients under a fixed pseudo-random grain as a baseline JPEG (4:2:0,
+ * quality 90: what cameras and cv2.imwrite make) into *out, of *size
+ * bytes, to be freed with fprep__jpeg_free. For warming a decoder up: the
+ * grain makes the file larger than a photograph of that size (about 0.5
+ * bytes a pixel against 0.1 for 1080p photographs at q90), so buffers
+ * sized by the warm-up also hold the photographs' bitstreams. Returns 0,
+ * or -1 (no memory, or libjpeg-turbo failed). Any thread. */
 int fprep__jpeg_encode_test(unsigned width, unsigned height, uint8_t **out,
                             size_t *size);
 

@@ -211,6 +211,12 @@ static const struct options_row bench_options[] = {
 	    "doorbell that frameprepd polls while it spins (its --spin-us), "
 	    "through the socket while not; the report counts the requests "
 	    "the daemon took there"),
+	SET("cuda-out", 0, cuda_out, 1,
+	    "tensors into this process's memory on its first GPU (pick it "
+	    "with CUDA_VISIBLE_DEVICES; the daemon's GPU), where an "
+	    "in-process GPU library leaves its output: a CUDA region per "
+	    "connection (fprep_region_open_cuda, ipc:// only); sampled "
+	    "tensors are copied back and compared on the stream's thread"),
 	SECTION("Checks:"),
 	WORDS("verify", "MODE", verify, options_verify, "sample",
 	      "all, sample, none: compare tensors with the CPU reference "
@@ -600,10 +606,15 @@ static int options_check(bench_opts *o)
 		                    "size: give one value");
 	if (o->video != NULL &&
 	    (o->source || o->nrates || o->echo || o->shm || o->rois ||
-	     o->batch || o->doorbell || o->spec.format != FPREP_PIX_BGR8))
+	     o->batch || o->doorbell || o->cuda_out ||
+	     o->spec.format != FPREP_PIX_BGR8))
 		return options_fail("--video replays a file: no other source, "
 		                    "--format, --rate, --echo, --shm, --rois, "
-		                    "--batch or --doorbell");
+		                    "--batch, --doorbell or --cuda-out");
+	if (o->cuda_out && (o->shm_out || o->echo || o->rois || o->batch))
+		return options_fail("--cuda-out takes no --shm out/both, "
+		                    "--echo, --rois or --batch (the tensor "
+		                    "goes to the GPU)");
 	if (o->doorbell && !(o->shm_in && o->shm_out))
 		return options_fail("--doorbell needs --shm both (a request "
 		                    "through a doorbell has its frame and its "

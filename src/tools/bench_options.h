@@ -42,6 +42,7 @@ typedef struct bench_opts {
 	int no_stage;     /* fprep_client_set_staging(client, 0) */
 	int no_doorbell;  /* fprep_client_doorbell(client, 0) */
 	int doorbell;     /* requests through a doorbell (shm both) */
+	int cuda_out;     /* tensors into device memory (CUDA regions) */
 	int verify;       /* enum bench_verify */
 	unsigned verify_every;
 	int timeout_ms;

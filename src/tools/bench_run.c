@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_cuda.h"
 #include "bench_elements.h"
 #include "bench_hist.h"
 
@@ -345,6 +346,28 @@ static int bench_check_content(bench_run *run, bench_stream *st,
 	return 0;
 }
 
+/* bench_check_cuda compares in's tensor in the connection's device memory
+ * with the CPU reference when it is due (--verify), after copying it to
+ * the host on the calling stream's thread: the next request of this
+ * stream waits for that, which the sampling keeps rare. Returns non-zero
+ * (why said) when it differs or cannot be read. */
+static int bench_check_cuda(bench_run *run, bench_conn *conn, bench_input *in,
+                            bench_result *res, char *why, size_t size)
+{
+	const bench_opts *o = run->opts;
+	uint64_t n = atomic_fetch_add(&in->replies, 1);
+
+	if (o->verify != BENCH_VERIFY_ALL && n != 0 && n % o->verify_every)
+		return 0;
+	res->verified++;
+	if (bench_cuda_to_host(conn->cuda_host, conn->cuda_dptr,
+	                       in->tensor_bytes)) {
+		snprintf(why, size, "cuMemcpyDtoH of the tensor failed");
+		return 1;
+	}
+	return bench_compare(in, conn->cuda_host, why, size) != 0;
+}
+
 /* bench_check classifies one request's outcome into res, a stream's. A
  * sampled reply goes to the verifier, which may take r's message. Returns
  * 1 if it was a good reply (so far as the verifier has not judged it). */
@@ -365,6 +388,10 @@ static int bench_check(bench_run *run, bench_stream *st, bench_input *in,
 		         conn->out_offset;
 		want_payload = 0;
 		want_loc = FPREP_LOC_SHM;
+	} else if (o->cuda_out) {
+		tensor = conn->cuda_host; /* filled when it is compared */
+		want_payload = 0;
+		want_loc = FPREP_LOC_CUDA;
 	}
 	/* ROIS, BATCH: a transform record per element follows. */
 	want_payload += (uint64_t)in->req.elements * FPREP_ELEMENT_XF_SIZE;
@@ -374,8 +401,10 @@ static int bench_check(bench_run *run, bench_stream *st, bench_input *in,
 	                         why, sizeof(why));
 	if (!bad && req->kind != FPREP_KIND_ECHO &&
 	    o->verify != BENCH_VERIFY_NONE)
-		bad = bench_check_content(run, st, in, tensor, r, res, why,
-		                          sizeof(why));
+		bad = o->cuda_out ? bench_check_cuda(run, conn, in, res, why,
+		                                     sizeof(why))
+		                  : bench_check_content(run, st, in, tensor, r,
+		                                        res, why, sizeof(why));
 	if (bad) {
 		res->wrong++;
 		bench_say(run, "frameprep-bench: wrong reply for %s: %s\n",
@@ -407,9 +436,11 @@ static int bench_stream_send(bench_stream *st, bench_input *in,
 		                       : in->req.input_size);
 		conn->staged = in;
 	}
-	if (conn->region) {
+	if (conn->region || conn->cuda_region) {
 		fprep_request_set_shm(req, o->shm_in ? conn->region : NULL, 0,
-		                      o->shm_out ? conn->region : NULL,
+		                      conn->cuda_region ? conn->cuda_region
+		                      : o->shm_out      ? conn->region
+		                                        : NULL,
 		                      conn->out_offset, conn->out_capacity);
 		req->shm_reply = (uint8_t)(o->shm_out && o->shm_reply);
 		if (o->shm_in)

@@ -31,6 +31,12 @@ typedef struct bench_conn {
 	uint64_t out_offset;
 	uint64_t out_slots[2]; /* the tensor slots' offsets */
 	uint64_t out_capacity; /* a tensor slot, and the reply after it */
+	/* --cuda-out: the tensor's slot in device memory, registered as a
+	 * CUDA region, and the host copy a sampled tensor is compared on
+	 * (out_capacity bytes each; out_offset 0). */
+	fprep_region *cuda_region;
+	void *cuda_dptr;
+	void *cuda_host;
 } bench_conn;
 
 struct bench_verifier;

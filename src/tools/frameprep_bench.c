@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_cuda.h"
 #include "bench_elements.h"
 #include "bench_hist.h"
 #include "bench_input.h"
@@ -174,6 +175,50 @@ static int bench_open_regions(bench_conn *conns, unsigned n,
 	return 0;
 }
 
+/* bench_open_cuda gives each connection, for --cuda-out, a tensor slot of
+ * the largest tensor in device memory registered as a CUDA region, and a
+ * host buffer its sampled tensors are copied into (bench_conn). Returns 0
+ * or -1 (said). */
+static int bench_open_cuda(bench_conn *conns, unsigned n,
+                           const bench_input *inputs, size_t ninputs)
+{
+	uint64_t out_max = 0;
+	char why[256];
+	int rc;
+
+	for (size_t k = 0; k < ninputs; k++)
+		if (inputs[k].tensor_bytes > out_max)
+			out_max = inputs[k].tensor_bytes;
+	if (bench_cuda_open(0, why, sizeof(why))) {
+		fprintf(stderr, "frameprep-bench: --cuda-out: %s\n", why);
+		return -1;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		conns[i].cuda_dptr =
+		        bench_cuda_alloc(out_max, why, sizeof(why));
+		conns[i].cuda_host = malloc(out_max);
+		if (conns[i].cuda_dptr == NULL || conns[i].cuda_host == NULL) {
+			fprintf(stderr, "frameprep-bench: --cuda-out: %s\n",
+			        conns[i].cuda_dptr ? "out of memory" : why);
+			return -1;
+		}
+		rc = fprep_region_open_cuda(&conns[i].cuda_region,
+		                            conns[i].client, conns[i].cuda_dptr,
+		                            out_max);
+		if (rc) {
+			fprintf(stderr,
+			        "frameprep-bench: --cuda-out: cannot register "
+			        "a CUDA region: %s (%s)\n",
+			        fprep_strerror(rc),
+			        fprep_client_last_error(conns[i].client));
+			return -1;
+		}
+		conns[i].out_offset = 0;
+		conns[i].out_capacity = out_max;
+	}
+	return 0;
+}
+
 static void bench_on_sigint(int sig)
 {
 	(void)sig;
@@ -217,10 +262,12 @@ static void bench_describe(const bench_opts *o, const bench_input *inputs,
 	        "(%g,%g,%g), std (%g,%g,%g), pad %g, %llu bytes in, %llu bytes "
 	        "out%s",
 	        o->echo ? "ECHO " : "",
-	        o->shm_in && o->shm_out ? "shm in+out, "
-	        : o->shm_in             ? "shm in, "
-	        : o->shm_out            ? "shm out, "
-	                                : "",
+	        o->shm_in && o->shm_out    ? "shm in+out, "
+	        : o->shm_in && o->cuda_out ? "shm in, CUDA out, "
+	        : o->shm_in                ? "shm in, "
+	        : o->shm_out               ? "shm out, "
+	        : o->cuda_out              ? "CUDA out, "
+	                                   : "",
 	        t->out_width, t->out_height, tool_name(TOOL_RESIZE, t->resize),
 	        tool_name(TOOL_ORDER, t->channel_order),
 	        tool_name(TOOL_DTYPE, t->dtype),
@@ -285,6 +332,8 @@ static int bench_setup(bench_main *m)
 		                         o->batch))
 			return 2;
 	}
+	if (o->cuda_out)
+		o->ceiling = 0; /* ECHO has no tensor for the GPU */
 	bench_describe(o, m->inputs, m->ninputs, m->input_desc,
 	               sizeof(m->input_desc), m->request_desc,
 	               sizeof(m->request_desc));
@@ -394,13 +443,16 @@ static int bench_prepare(bench_main *m)
 	if ((o->shm_in || o->shm_out) &&
 	    bench_open_regions(m->conns, m->nclients, m->inputs, m->ninputs))
 		return -1;
+	if (o->cuda_out &&
+	    bench_open_cuda(m->conns, m->nclients, m->inputs, m->ninputs))
+		return -1;
 	if (o->doorbell &&
 	    (m->db0 = bench_doorbells(m->conns, m->nclients)) == UINT64_MAX)
 		return -1;
 	/* The staged frames go through the client's own doorbell: counted
 	 * too, where INFO tells. */
-	m->staged = !o->doorbell && !o->shm_in && !o->shm_out && !o->no_stage &&
-	            o->rois == 0 && o->batch == 0;
+	m->staged = !o->doorbell && !o->shm_in && !o->shm_out && !o->cuda_out &&
+	            !o->no_stage && o->rois == 0 && o->batch == 0;
 	if (m->staged)
 		m->db0 = bench_doorbell_requests(m->conns[0].client);
 	return 0;
@@ -568,6 +620,9 @@ static void bench_main_fini(bench_main *m)
 {
 	for (unsigned i = 0; m->conns && i < m->nclients; i++) {
 		fprep_region_close(m->conns[i].region);
+		fprep_region_close(m->conns[i].cuda_region);
+		bench_cuda_free(m->conns[i].cuda_dptr);
+		free(m->conns[i].cuda_host);
 		fprep_client_close(m->conns[i].client);
 	}
 	free(m->conns);

@@ -425,7 +425,9 @@ PY
 	#    (FPREP_NVJPEG_CALLS=2), gatecall (FPREP_NVJPEG_GATE=call), helpers8
 	#    and helpers12 (8 and 12 CPU helpers), b8s16 (batches of 8, 16
 	#    JPEG slots: near the previous lane), cpu (FPREP_NVJPEG=off: the
-	#    lane's CPU decoders)),
+	#    lane's CPU decoders), cudaout (the tensor into the bench's CUDA
+	#    memory, as the peers' lands: BENCH=--cuda-out), shmcuda (the
+	#    JPEG from shared memory too)),
 	#    frameprep-bench at c=FPREP_JPEG_C (1,16,32,64,128), then INFO's
 	#    jpeg lines (jpeg_timing_lone: what a frame alone spent where);
 	#  - the CPU backend (--device cpu --workers FPREP_JPEG_WORKERS, 16)
@@ -440,7 +442,7 @@ PY
 		local cs=${FPREP_JPEG_C:-1,16,32,64,128} shm=${FPREP_JPEG_SHM:-out}
 		local workers=${FPREP_JPEG_WORKERS:-16}
 		local peers=${FPREP_JPEG_PEERS-nvimgcodec,torchvision,opencv}
-		local variants=${FPREP_JPEG_VARIANTS:-default calls2:FPREP_NVJPEG_CALLS=2 gatecall:FPREP_NVJPEG_GATE=call helpers8:FPREP_JPEG_CPU_HELPERS=8 helpers12:FPREP_JPEG_CPU_HELPERS=12 b8s16:FPREP_NVJPEG_BATCH=8:FPREP_JPEG_SLOTS=16 cpu:FPREP_NVJPEG=off}
+		local variants=${FPREP_JPEG_VARIANTS:-default calls2:FPREP_NVJPEG_CALLS=2 gatecall:FPREP_NVJPEG_GATE=call helpers8:FPREP_JPEG_CPU_HELPERS=8 helpers12:FPREP_JPEG_CPU_HELPERS=12 b8s16:FPREP_NVJPEG_BATCH=8:FPREP_JPEG_SLOTS=16 cpu:FPREP_NVJPEG=off cudaout:BENCH=--cuda-out shmcuda:BENCH=--shm,in,--cuda-out}
 		local fsite=""
 		rm -f "$logs/peer_jpeg.json" "$logs/peer_jpeg_cpu.json"
 		# The frameprep package (the bundle's wheel), for its peer line.
@@ -459,8 +461,18 @@ PY
 		for v in $variants; do
 			name=${v%%:*}
 			spec=${v#"$name"}
-			local -a envs=()
-			IFS=: read -r -a envs <<<"${spec#:}"
+			local -a envs=() given=() bargs=(--shm "$shm")
+			IFS=: read -r -a given <<<"${spec#:}"
+			# BENCH=A,B,...: the bench's tensor placement instead of
+			# --shm $shm (e.g. BENCH=--cuda-out or
+			# BENCH=--shm,in,--cuda-out); the rest is the daemon's
+			# environment.
+			for e in "${given[@]}"; do
+				case $e in
+				BENCH=*) IFS=, read -r -a bargs <<<"${e#BENCH=}" ;;
+				*) envs+=("$e") ;;
+				esac
+			done
 			ju=ipc://$tmp/jpeg-$name.sock
 			env "${envs[@]}" "$here/bin/frameprepd" --device 0 --listen "$ju" --slots 4 \
 				--jpeg-engine=true \
@@ -470,7 +482,7 @@ PY
 			echo "--- $name: ${envs[*]:-(defaults)}"
 			"$here/bin/frameprep" info --socket "$ju" | grep -E '^jpeg_decoder:'
 			"$here/bin/frameprep-bench" --socket "$ju" --quiet --format jpeg \
-				--image-dir "$imgs" --size 640x640 --verify sample --shm "$shm" \
+				--image-dir "$imgs" --size 640x640 --verify sample "${bargs[@]}" \
 				--duration "${FPREP_BENCH_S:-3}" --warmup 1 --no-ceiling \
 				-c "$cs" --json "$logs/b1080_jpeg_$name.json" >"$logs/b1080_jpeg_$name.txt" 2>&1 || rc=1
 			sed -n '/^load  *frames/,/^$/p' "$logs/b1080_jpeg_$name.txt"

@@ -538,7 +538,10 @@ static unsigned decoder_env_uint(const char *name, unsigned lo, unsigned hi,
 
 /* decoder_warm runs d's engine once at each batch size it calls it
  * with (decoder_batch_size: 1..8, then multiples of 8 up to the lane's
- * batch) on a 1920x1080 JPEG (4:2:0, RGB out), before the decoder takes
+ * batch) on a grainy 1920x1080 JPEG of about 1 MB (4:2:0, RGB out:
+ * fprep__jpeg_encode_test; a smooth 100 kB file left one 123 ms call to
+ * a bench's first second, buffers growing for the photographs' larger
+ * bitstreams), before the decoder takes
  * frames. nvJPEG makes a state's buffers on its first decode at a batch
  * size: one such call took 235 ms on the H200 (INFO jpeg_timing_max
  * call_us), a stall every frame in flight waited out (c=16: p99.9 156 ms,
