@@ -215,7 +215,7 @@ static const struct options_row bench_options[] = {
 	    "tensors into this process's memory on its first GPU (pick it "
 	    "with CUDA_VISIBLE_DEVICES; the daemon's GPU), where an "
 	    "in-process GPU library leaves its output: a CUDA region per "
-	    "connection (fprep_region_open_cuda, ipc:// only); sampled "
+	    "connection (ipc:// only); sampled "
 	    "tensors are copied back and compared on the stream's thread"),
 	SECTION("Checks:"),
 	WORDS("verify", "MODE", verify, options_verify, "sample",
