@@ -48,7 +48,8 @@ __device__ __forceinline__ void lb_yuv_pixel(const fprep_letterbox_args &a,
                                              unsigned int y, unsigned int u,
                                              unsigned int v, float *rgb)
 {
-	float fy = __fmul_rn(__fsub_rn((float)y, a.yuv[0]), a.yuv[1]);
+	float fy =
+	        __fmul_rn(fmaxf(__fsub_rn((float)y, a.yuv[0]), 0.0f), a.yuv[1]);
 	float fu = (float)u - 128.0f, fv = (float)v - 128.0f;
 
 	rgb[0] = lb_yuv_sat(__fadd_rn(fy, __fmul_rn(a.yuv[2], fv)));

@@ -49,7 +49,10 @@ extern "C" {
 #define FPREP_VERSION_STRING "0.1.0"
 
 /* fprep_err: every error frameprep reports, on the wire (reply status) and
- * from the API. Numbers are never reused. */
+ * from the API. Numbers are never reused. EBITSTREAM: a video packet (or a
+ * stream's parameter sets) the decoder cannot decode; that stream waits for
+ * its next IDR/IRAP picture, nothing else is affected (protocol.h, "Broken
+ * bitstreams"). */
 #define FPREP_ERRNO_MAP(XX)                                                    \
 	XX(OK, 0, "success")                                                   \
 	XX(EPROTO, 1, "malformed message")                                     \
@@ -70,7 +73,8 @@ extern "C" {
 	XX(EUNSUPPORTED, 16, "not supported")                                  \
 	XX(ECLOSED, 17, "closed")                                              \
 	XX(EMISMATCH, 18, "reply does not match request")                      \
-	XX(EFORKED, 19, "client of the parent used in a forked child")
+	XX(EFORKED, 19, "client of the parent used in a forked child")         \
+	XX(EBITSTREAM, 20, "broken bitstream")
 
 /* fprep_err: the numbers of FPREP_ERRNO_MAP, FPREP_OK = 0 first, each
  * FPREP_ plus the name (FPREP_EINVAL); never reused. */
@@ -442,7 +446,10 @@ typedef struct fprep_stream fprep_stream;
  * daemon's answer.
  *
  * spec        a STREAM_OPEN request (fprep_stream_request_init: the codec,
- *             then the tensor's fields as for a FRAME); copied.
+ *             then the tensor's fields as for a FRAME), or a FRAME's
+ *             request with src_format set to the codec: its kind and
+ *             source fields (sizes, strides, plane offsets) are the
+ *             stream's and are ignored; copied.
  * params      params_len bytes of Annex-B parameter sets (H.264 SPS and
  *             PPS; HEVC VPS, SPS and PPS), or NULL and 0 when they come in
  *             the packets; copied into the request.
@@ -451,8 +458,8 @@ typedef struct fprep_stream fprep_stream;
  * Returns 0; a transport error (FPREP_ETIMEDOUT, FPREP_ETRANSPORT...); or
  * the daemon's refusal (FPREP_ELIMIT naming max_streams_per_conn,
  * max_streams_per_uid, max_packet_bytes or the coded size;
- * FPREP_EUNSUPPORTED from a backend with no decoder; FPREP_EINVAL, for
- * parameter sets the decoder refuses with "broken bitstream: ..."), with
+ * FPREP_EUNSUPPORTED from a backend with no decoder; FPREP_EBITSTREAM,
+ * "broken bitstream: ...", for parameter sets the decoder refuses), with
  * its sentence in
  * fprep_client_last_error. Any thread. */
 FPREP_EXTERN int fprep_stream_open(fprep_client *client,
@@ -467,7 +474,7 @@ FPREP_EXTERN int fprep_stream_open(fprep_client *client,
  * fprep_stream_recv reads them). Returns 0 when a reply came, and then
  * res->header.status is the daemon's: FPREP_OK (a packet dropped while the
  * stream waits for an IDR/IRAP picture has FPREP_REPLY_F_STREAM_SKIPPED in
- * res->header.flags), FPREP_EINVAL "broken bitstream: ..." (a broken
+ * res->header.flags), FPREP_EBITSTREAM "broken bitstream: ..." (a broken
  * packet: the stream waits
  * for the next IDR/IRAP picture), FPREP_ELIMIT (naming the limit);
  * otherwise a transport error, or FPREP_EINVAL for size 0 or over

@@ -88,8 +88,9 @@
  *   (Kr = 0.299, Kb = 0.114), BT.709-6 (Kr = 0.2126, Kb = 0.0722) or
  *   BT.2020-2 non-constant luminance (Kr = 0.2627, Kb = 0.0593), Kg = 1 -
  *   Kr - Kb:
- *     limited range: Y' = (Y - 16) / 219, Cb = (U - 128) / 224,
- *                    Cr = (V - 128) / 224
+ *     limited range: Y' = max(Y - 16, 0) / 219, Cb = (U - 128) / 224,
+ *                    Cr = (V - 128) / 224 (luma codes below 16, "blacker
+ *                    than black", are black, as in OpenCV's cvtColor)
  *     full range:    Y' = Y / 255, Cb = (U - 128) / 255, Cr = (V - 128) / 255
  *     R = Y' + 2 (1 - Kr) Cr
  *     G = Y' - 2 Kb (1 - Kb) / Kg Cb - 2 Kr (1 - Kr) / Kg Cr
@@ -368,7 +369,8 @@
  *           with input_size past max_packet_bytes, and when the parameter
  *           sets give a coded size past max_width x max_height; by a
  *           backend with no decoder for the codec with
- *           FPREP_EUNSUPPORTED. The reply carries the stream's id in
+ *           FPREP_EUNSUPPORTED; parameter sets the decoder cannot read
+ *           with FPREP_EBITSTREAM. The reply carries the stream's id in
  *           region_id (never 0; ids are not reused by a daemon).
  *   STREAM_PACKET, STREAM_FLUSH, STREAM_CLOSE  header fields after
  *           request_id:
@@ -407,7 +409,7 @@
  *
  *   Broken bitstreams: a packet the decoder cannot decode (corrupt or
  *   truncated slices, missing parameter sets, a picture with errors) is
- *   answered FPREP_EINVAL with a message that starts "broken bitstream: "
+ *   answered FPREP_EBITSTREAM with a message that starts "broken bitstream: "
  *   and gives the codec, the packet's pts and the decoder's words;
  *   the stream then drops packets (answered FPREP_OK with no tensor and
  *   FPREP_REPLY_F_STREAM_SKIPPED in flags) until the next IDR (H.264) or

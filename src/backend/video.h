@@ -38,7 +38,7 @@ typedef struct fprep__video fprep__video;
 typedef struct fprep__job fprep__job;
 
 /* FPREP__VIDEO_BROKEN starts the message of every refusal of a broken bitstream
- * (FPREP_EINVAL; protocol.h, "Broken bitstreams"). */
+ * (FPREP_EBITSTREAM; protocol.h, "Broken bitstreams"). */
 #define FPREP__VIDEO_BROKEN "broken bitstream"
 
 /* fprep__video_ops: what a session does. */
@@ -83,9 +83,9 @@ int fprep__video_fail(fprep__job *job, int status, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
 /* fprep__video_broken answers the job's packet as a broken bitstream
- * (FPREP_EINVAL, FPREP__VIDEO_BROKEN, the codec, the packet's pts, why in
+ * (FPREP_EBITSTREAM, FPREP__VIDEO_BROKEN, the codec, the packet's pts, why in
  * the decoder's words, and the picture the stream waits for); returns
- * FPREP_EINVAL. */
+ * FPREP_EBITSTREAM. */
 int fprep__video_broken(fprep__job *job, const fprep_request *spec,
                         const char *why);
 

@@ -13,7 +13,7 @@
  * before the decoder sees the packet and allocates anything for it, and
  * the parser says whether the packet starts an IDR (H.264) or IRAP (HEVC)
  * picture. A packet the decoder refuses, or a frame it marks corrupt,
- * answers FPREP_EINVAL with a message that starts "broken bitstream"
+ * answers FPREP_EBITSTREAM with a message that starts "broken bitstream"
  * (FPREP__VIDEO_BROKEN); the decoder is then flushed and the session drops
  * packets until the next such picture, from which it decodes again.
  *
@@ -284,7 +284,7 @@ static int avc_open(fprep__video *base, fprep__job *job)
 	}
 	rv = avc.avcodec_open2(v->ctx, codec, NULL);
 	if (rv < 0)
-		return fprep__video_fail(job, FPREP_EINVAL,
+		return fprep__video_fail(job, FPREP_EBITSTREAM,
 		                         FPREP__VIDEO_BROKEN
 		                         ": %s parameter sets: %s "
 		                         "(libavcodec)",
@@ -316,7 +316,7 @@ static void avc_reset(struct avc_video *v)
 }
 
 /* avc_broken answers a broken packet, why in libavcodec's words, and
- * resets the decoder; returns FPREP_EINVAL. */
+ * resets the decoder; returns FPREP_EBITSTREAM. */
 static int avc_broken(struct avc_video *v, fprep__job *job, const char *why)
 {
 	avc_reset(v);

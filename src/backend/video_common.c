@@ -41,7 +41,7 @@ int fprep__video_fail(fprep__job *job, int status, const char *fmt, ...)
 int fprep__video_broken(fprep__job *job, const fprep_request *spec,
                         const char *why)
 {
-	return fprep__video_fail(job, FPREP_EINVAL,
+	return fprep__video_fail(job, FPREP_EBITSTREAM,
 	                         FPREP__VIDEO_BROKEN
 	                         ": %s packet pts %" PRId64
 	                         ": %s; the stream waits for the next %s "

@@ -61,6 +61,11 @@ int fprep_stream_open(fprep_client *client, const fprep_request *spec,
 
 	req.version = FPREP_PROTOCOL_VERSION;
 	req.kind = FPREP_KIND_STREAM_OPEN;
+	/* The source is the stream's: its frames' size comes from the
+	 * decoder. */
+	req.src_width = req.src_height = req.src_stride = 0;
+	req.uv_stride = 0;
+	req.u_offset = req.v_offset = 0;
 	req.input_size = params_len;
 	if ((msg = video_msg(params, params_len)) == NULL)
 		return fprep__client_set_error(client, FPREP_ENOMEM,

@@ -27,7 +27,7 @@
  *
  * YUV sources are first converted, one source row at a time, to the RGB8
  * row an RGB8 source would hold, with yuv.h's coefficients in float:
- * y = (Y - y_off) * y_mul, u = U - 128, v = V - 128; R = y + rv * v,
+ * y = max(Y - y_off, 0) * y_mul, u = U - 128, v = V - 128; R = y + rv * v,
  * G = (y + gu * u) + gv * v, B = y + bu * u (no fused multiply-add); each
  * stored as floor(value + 0.5) saturated to 0..255.
  */

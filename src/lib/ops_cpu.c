@@ -300,7 +300,7 @@ static const uint8_t *ops_yuv_row(const struct ops_plan *p, uint32_t sy)
 	for (x = 0; x < w; x++) {
 		uint8_t yy =
 		        r->src_format == FPREP_PIX_YUYV ? row[2 * x] : row[x];
-		float fy = ((float)yy - k.y_off) * k.y_mul;
+		float fy = fmaxf((float)yy - k.y_off, 0.0f) * k.y_mul;
 
 		j = x / 2;
 		d[3 * x] = ops_yuv_sat(fy + rv[j]);

@@ -13,7 +13,8 @@
 #include "frameprep/protocol.h"
 
 /* fprep__yuv_coefs: the conversion of one pixel, in float:
- * y = (Y - y_off) * y_mul, u = U - 128, v = V - 128,
+ * y = max(Y - y_off, 0) * y_mul (luma codes below y_off are black, as in
+ * OpenCV's cvtColor), u = U - 128, v = V - 128,
  * R = y + rv * v, G = y + gu * u + gv * v, B = y + bu * u, each already
  * scaled to 0..255 before rounding. */
 typedef struct fprep__yuv_coefs {

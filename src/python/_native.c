@@ -666,6 +666,9 @@ PyMODINIT_FUNC PyInit__native(void)
 	    native_add_type(m, &Hold_spec, &Hold_type) ||
 	    native_add_type(m, &RingCore_spec, &RingCore_type) ||
 	    native_add_type(m, &RingResultCore_spec, &RingResultCore_type) ||
+	    native_add_type(m, &Stream_spec, &Stream_type) ||
+	    native_add_type(m, &StreamTensor_spec, &StreamTensor_type) ||
+	    native_add_type(m, &Demux_spec, &Demux_type) ||
 	    native_add_constants(m) || native_rules_add(m)) {
 		Py_DECREF(m);
 		return NULL;

@@ -278,4 +278,8 @@ extern PyObject *RingCore_type, *RingResultCore_type;
 extern PyType_Spec RingCore_spec;
 extern PyType_Spec RingResultCore_spec;
 
+/* _native_video.c: Stream, StreamTensor, Demux */
+extern PyObject *Stream_type, *StreamTensor_type, *Demux_type;
+extern PyType_Spec Stream_spec, StreamTensor_spec, Demux_spec;
+
 #endif /* FPREP_PY_NATIVE_H */

@@ -160,6 +160,18 @@ static const struct options_row bench_options[] = {
 	         "jpeg: the --image/--image-dir files sent as they are"},
 	NUMBER("seed", 0, "N", spec.seed, T_U64, 0, HUGE_U64, 0, "1",
 	       "synthetic pixels and Poisson arrivals"),
+	SECTION("Video (instead of frames):"),
+	TEXT("video", 0, "FILE", video, 0,
+	     "replay an H.264 or HEVC file (.mp4, .mkv, .h264, .hevc) as "
+	     "video streams: frames/s, latency from a packet's send to its "
+	     "frame's tensor, every stream's frames and pts verified"),
+	NUMBER("streams", 0, "N", video_streams, T_UNSIGNED, 1,
+	       BENCH_MAX_STREAMS, OPTIONS_WHOLE, "1",
+	       "with --video: N producers, each a thread with its own "
+	       "connection and stream"),
+	SET("realtime", 0, video_realtime, 1,
+	    "with --video: each producer at the file's frame rate (default: "
+	    "flat out)"),
 	SECTION("Tensor (defaults: the YOLO convention):"),
 	{.name = "size", .letter = 's', .kind = OPTIONS_SHARED},
 	SET("echo", 0, echo, 1, "send ECHO requests: the transport alone"),
@@ -203,7 +215,7 @@ static const struct options_row bench_options[] = {
 	    "tensors into this process's memory on its first GPU (pick it "
 	    "with CUDA_VISIBLE_DEVICES; the daemon's GPU), where an "
 	    "in-process GPU library leaves its output: a CUDA region per "
-	    "connection (fprep_region_open_cuda, ipc:// only); sampled "
+	    "connection (ipc:// only); sampled "
 	    "tensors are copied back and compared on the stream's thread"),
 	SECTION("Checks:"),
 	WORDS("verify", "MODE", verify, options_verify, "sample",
@@ -592,6 +604,13 @@ static int options_check(bench_opts *o)
 	if (o->nrates && o->nconc > 1)
 		return options_fail("with --rate, --concurrency is the pool "
 		                    "size: give one value");
+	if (o->video != NULL &&
+	    (o->source || o->nrates || o->echo || o->shm || o->rois ||
+	     o->batch || o->doorbell || o->cuda_out ||
+	     o->spec.format != FPREP_PIX_BGR8))
+		return options_fail("--video replays a file: no other source, "
+		                    "--format, --rate, --echo, --shm, --rois, "
+		                    "--batch, --doorbell or --cuda-out");
 	if (o->cuda_out && (o->shm_out || o->echo || o->rois || o->batch))
 		return options_fail("--cuda-out takes no --shm out/both, "
 		                    "--echo, --rois or --batch (the tensor "

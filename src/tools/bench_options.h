@@ -53,10 +53,13 @@ typedef struct bench_opts {
 	const char *csv;
 	const char *plot;
 	int quiet;
-	int trace;       /* tabulate the daemon's --trace stage times */
-	unsigned rois;   /* --rois N: ROIS requests of N boxes */
-	unsigned batch;  /* --batch N: BATCH requests of N frames */
-	unsigned source; /* how many of --image, --image-dir, --synthetic */
+	int trace;         /* tabulate the daemon's --trace stage times */
+	unsigned rois;     /* --rois N: ROIS requests of N boxes */
+	unsigned batch;    /* --batch N: BATCH requests of N frames */
+	unsigned source;   /* how many of --image, --image-dir, --synthetic */
+	const char *video; /* --video FILE: the video mode, or NULL */
+	unsigned video_streams; /* --streams N: its producers */
+	int video_realtime;     /* --realtime: each at the file's frame rate */
 	bench_frame_spec spec;
 } bench_opts;
 

@@ -70,7 +70,7 @@ uint64_t bench_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void bench_sleep_until(uint64_t ns)
+void bench_sleep_until(uint64_t ns)
 {
 	struct timespec ts = {
 	        .tv_sec = (time_t)(ns / 1000000000ull),

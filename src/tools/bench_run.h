@@ -78,6 +78,10 @@ extern volatile sig_atomic_t bench_interrupted;
 /* bench_now_ns returns CLOCK_MONOTONIC in nanoseconds. */
 uint64_t bench_now_ns(void);
 
+/* bench_sleep_until sleeps until CLOCK_MONOTONIC reads ns nanoseconds
+ * (at once when it has passed). */
+void bench_sleep_until(uint64_t ns);
+
 /* bench_run_exec runs one load described by run (its configuration fields
  * set) on conns[0..run->streams) and merges the streams' results into
  * *out. Returns 0, or -1 if threads could not be started. */

@@ -1,30 +1,20 @@
 /*
- * cli_video.c: `frameprep video FILE`: demuxes an H.264 or HEVC file
- * (.mp4, .mkv, raw .h264/.hevc) with libavformat, turns its packets into
- * Annex-B access units with libavcodec's mp4toannexb bitstream filters
- * (parameter sets in band before each IDR picture; raw Annex-B passes
- * as it is), sends them on one stream (fprep_stream_*), flushes at the
- * end, and prints one line per tensor; -o writes every tensor, stacked as
- * (N, C, H, W) or (N, H, W, C), into one .npy file.
- *
- * The CLI does not link libavformat, libavcodec and libavutil (with their
- * encoders they are most of a bundle's weight): this subcommand alone
- * loads them with dlopen (vid_load), the sonames of the headers built
- * against, else the unversioned names, into one table of the functions
- * used (vid_av); without them, or with other major versions, it says
- * which library and exits VID_EXIT_NOLIB.
+ * cli_video.c: `frameprep video FILE`: reads an H.264 or HEVC file (.mp4,
+ * .mkv, raw .h264/.hevc) as Annex-B access units with the library's
+ * demuxer (frameprep/demux.h: libavformat, loaded at run time), sends them
+ * on one stream (fprep_stream_*), flushes at the end, and prints one line
+ * per tensor; -o writes every tensor, stacked as (N, C, H, W) or (N, H, W,
+ * C), into one .npy file. Without FFmpeg's libraries it says which one and
+ * exits VID_EXIT_NOLIB.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <libavcodec/avcodec.h>
-#include <libavcodec/bsf.h>
-#include <libavformat/avformat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <frameprep/demux.h>
 #include <frameprep/frameprep.h>
 
 #include "cli_video.h"
@@ -36,124 +26,8 @@ enum {
 	VID_EXIT_USAGE = 2,
 	VID_EXIT_IO = 3,
 	VID_EXIT_NOLIB = 4, /* libavformat, libavcodec or libavutil missing */
+	VID_EXIT_BITSTREAM = 5, /* only EBITSTREAM refusals: a broken file */
 };
-
-#define VID_STR_(x) #x
-#define VID_STR(x)  VID_STR_(x)
-
-/* The functions used, by library: the first of each checks its version. */
-#define VID_AVUTIL_FUNCS(X)                                                    \
-	X(avutil_version)                                                      \
-	X(av_log_set_level)
-#define VID_AVCODEC_FUNCS(X)                                                   \
-	X(avcodec_version)                                                     \
-	X(av_bsf_alloc)                                                        \
-	X(av_bsf_free)                                                         \
-	X(av_bsf_get_by_name)                                                  \
-	X(av_bsf_init)                                                         \
-	X(av_bsf_send_packet)                                                  \
-	X(av_bsf_receive_packet)                                               \
-	X(avcodec_parameters_copy)                                             \
-	X(av_packet_alloc)                                                     \
-	X(av_packet_free)                                                      \
-	X(av_packet_unref)
-#define VID_AVFORMAT_FUNCS(X)                                                  \
-	X(avformat_version)                                                    \
-	X(avformat_open_input)                                                 \
-	X(avformat_find_stream_info)                                           \
-	X(av_find_best_stream)                                                 \
-	X(av_read_frame)                                                       \
-	X(avformat_close_input)
-
-static struct {
-#define VID_FIELD(f) __typeof__(f) *f;
-	VID_AVUTIL_FUNCS(VID_FIELD)
-	VID_AVCODEC_FUNCS(VID_FIELD)
-	VID_AVFORMAT_FUNCS(VID_FIELD)
-#undef VID_FIELD
-} vid_av;
-
-/* vid_open_lib dlopens library "lib<name>.so.<major>", else
- * "lib<name>.so", and checks its major version with its version function
- * (*version, looked up here); NULL after saying why on stderr. */
-static void *vid_open_lib(const char *name, unsigned major,
-                          const char *version_fn, unsigned (**version)(void))
-{
-	char soname[64], plain[64], why[512];
-	const char *opened = soname;
-	void *h;
-
-	snprintf(soname, sizeof(soname), "lib%s.so.%u", name, major);
-	snprintf(plain, sizeof(plain), "lib%s.so", name);
-	h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-	if (h == NULL) {
-		snprintf(why, sizeof(why), "%s", dlerror());
-		h = dlopen(plain, RTLD_NOW | RTLD_LOCAL);
-		opened = plain;
-	}
-	if (h == NULL) {
-		fprintf(stderr,
-		        "frameprep video: needs %s (FFmpeg's lib%s, e.g. "
-		        "Debian's package lib%s%u): %s\n",
-		        soname, name, name, major, why);
-		return NULL;
-	}
-	if ((*(void **)version = dlsym(h, version_fn)) == NULL ||
-	    AV_VERSION_MAJOR((*version)()) != major) {
-		fprintf(stderr,
-		        "frameprep video: %s is not lib%s major version %u, "
-		        "which this frameprep was built for\n",
-		        opened, name, major);
-		dlclose(h);
-		return NULL;
-	}
-	return h;
-}
-
-/* vid_load loads the three libraries and looks every function up;
- * 0, or -1 after saying why on stderr. */
-static int vid_load(void)
-{
-	void *util, *codec = NULL, *format = NULL;
-
-	util = vid_open_lib("avutil", LIBAVUTIL_VERSION_MAJOR, "avutil_version",
-	                    &vid_av.avutil_version);
-	if (util != NULL)
-		codec = vid_open_lib("avcodec", LIBAVCODEC_VERSION_MAJOR,
-		                     "avcodec_version",
-		                     &vid_av.avcodec_version);
-	if (codec != NULL)
-		format = vid_open_lib("avformat", LIBAVFORMAT_VERSION_MAJOR,
-		                      "avformat_version",
-		                      &vid_av.avformat_version);
-	if (format == NULL)
-		goto fail;
-#define VID_LOOKUP(lib, name)                                                  \
-	if ((*(void **)&vid_av.name = dlsym(lib, #name)) == NULL) {            \
-		fprintf(stderr, "frameprep video: libav%s has no %s\n", #lib,  \
-		        #name);                                                \
-		goto fail;                                                     \
-	}
-#define VID_LOOKUP_UTIL(f)   VID_LOOKUP(util, f)
-#define VID_LOOKUP_CODEC(f)  VID_LOOKUP(codec, f)
-#define VID_LOOKUP_FORMAT(f) VID_LOOKUP(format, f)
-	VID_AVUTIL_FUNCS(VID_LOOKUP_UTIL)
-	VID_AVCODEC_FUNCS(VID_LOOKUP_CODEC)
-	VID_AVFORMAT_FUNCS(VID_LOOKUP_FORMAT)
-#undef VID_LOOKUP_FORMAT
-#undef VID_LOOKUP_CODEC
-#undef VID_LOOKUP_UTIL
-#undef VID_LOOKUP
-	return 0; /* kept open until the process exits */
-fail:
-	if (format != NULL)
-		dlclose(format);
-	if (codec != NULL)
-		dlclose(codec);
-	if (util != NULL)
-		dlclose(util);
-	return -1;
-}
 
 enum {
 	VID_OPT_SOCKET = TOOL_OPT_END,
@@ -190,7 +64,7 @@ struct vid_run {
 	uint32_t shape[4]; /* one tensor's, shape[0] counting them */
 	uint8_t dtype;
 	uint64_t frames;
-	int refused; /* a packet was refused */
+	int refused; /* the exit status of the refusals so far, or 0 */
 };
 
 static void vid_usage(FILE *f)
@@ -215,7 +89,9 @@ static void vid_usage(FILE *f)
 	fprintf(f, "  -h, --help        this text\n"
 	           "exit status: 0 ok, 1 a packet or the stream refused by "
 	           "the daemon, 2 usage, 3 transport/IO error,\n"
-	           "4 libavformat, libavcodec or libavutil missing\n");
+	           "4 libavformat, libavcodec or libavutil missing, 5 broken "
+	           "bitstream (every refusal\nEBITSTREAM: the frames after "
+	           "each broken packet's next IDR/IRAP came)\n");
 }
 
 /* vid_parse parses the options; returns the index of the operand, -1
@@ -266,6 +142,26 @@ static int vid_parse(int argc, char **argv, struct vid_spec *spec)
 	return optind;
 }
 
+/* vid_exit_status: the exit status of a call's error: the client's own
+ * (transport, timeout, a closed or forked client) are VID_EXIT_IO, a broken
+ * bitstream VID_EXIT_BITSTREAM, the daemon's other verdicts (EUNSUPPORTED
+ * included) VID_EXIT_SERVER. */
+static int vid_exit_status(int err)
+{
+	switch (err) {
+	case FPREP_ETRANSPORT:
+	case FPREP_ETIMEDOUT:
+	case FPREP_ECLOSED:
+	case FPREP_EMISMATCH:
+	case FPREP_EFORKED:
+		return VID_EXIT_IO;
+	case FPREP_EBITSTREAM:
+		return VID_EXIT_BITSTREAM;
+	default:
+		return VID_EXIT_SERVER;
+	}
+}
+
 /* vid_frames prints (and keeps, with -o) the frames of a reply; returns
  * an exit status. */
 static int vid_frames(struct vid_run *r, const fprep_result *res)
@@ -279,7 +175,8 @@ static int vid_frames(struct vid_run *r, const fprep_result *res)
 	if (h->status != FPREP_OK) {
 		printf("error     %s: %s\n", fprep_err_name((int)h->status),
 		       h->message);
-		r->refused = 1;
+		if (r->refused != VID_EXIT_SERVER)
+			r->refused = vid_exit_status((int)h->status);
 		return 0;
 	}
 	for (uint32_t k = 0; k < h->shape[0]; k++) {
@@ -333,54 +230,25 @@ static int vid_send(struct vid_run *r, const uint8_t *data, size_t size,
 	return ret;
 }
 
-/* vid_demux reads the file's video packets through the bitstream filter
- * and sends them; returns an exit status. */
-static int vid_demux(struct vid_run *r, AVFormatContext *fmt, int index)
+/* vid_demux reads the file's access units and sends them; returns an
+ * exit status. */
+static int vid_demux(struct vid_run *r, fprep_demux *dmx)
 {
-	const AVStream *vs = fmt->streams[index];
-	const char *filter = vs->codecpar->codec_id == AV_CODEC_ID_H264
-	                             ? "h264_mp4toannexb"
-	                             : "hevc_mp4toannexb";
-	AVBSFContext *bsf = NULL;
-	AVPacket *pkt = vid_av.av_packet_alloc();
-	int64_t n = 0;
-	int ret = VID_EXIT_IO, rv;
+	const uint8_t *data;
+	size_t size;
+	int64_t pts;
+	int ret = 0, rv;
 
-	if (pkt == NULL ||
-	    vid_av.av_bsf_alloc(vid_av.av_bsf_get_by_name(filter), &bsf) < 0 ||
-	    vid_av.avcodec_parameters_copy(bsf->par_in, vs->codecpar) < 0 ||
-	    vid_av.av_bsf_init(bsf) < 0) {
-		fprintf(stderr, "frameprep video: %s: cannot start\n", filter);
-		goto out;
-	}
-	ret = 0;
-	while (ret == 0 && (rv = vid_av.av_read_frame(fmt, pkt)) >= 0) {
-		if (pkt->stream_index != index) {
-			vid_av.av_packet_unref(pkt);
-			continue;
-		}
-		if (vid_av.av_bsf_send_packet(bsf, pkt) < 0) {
-			vid_av.av_packet_unref(pkt);
-			fprintf(stderr,
-			        "frameprep video: %s refused a packet\n",
-			        filter);
-			ret = VID_EXIT_IO;
-			break;
-		}
-		while (ret == 0 &&
-		       vid_av.av_bsf_receive_packet(bsf, pkt) == 0) {
-			int64_t pts = pkt->pts != AV_NOPTS_VALUE ? pkt->pts : n;
-
-			ret = vid_send(r, pkt->data, (size_t)pkt->size, pts);
-			n++;
-			vid_av.av_packet_unref(pkt);
-		}
+	while (ret == 0 &&
+	       (rv = fprep_demux_read(dmx, &data, &size, &pts)) == 0)
+		ret = vid_send(r, data, size, pts);
+	if (ret == 0 && rv != 1) {
+		fprintf(stderr, "frameprep video: %s\n",
+		        fprep_demux_last_error(dmx));
+		ret = VID_EXIT_IO;
 	}
 	if (ret == 0)
 		ret = vid_send(r, NULL, 0, 0);
-out:
-	vid_av.av_bsf_free(&bsf);
-	vid_av.av_packet_free(&pkt);
 	return ret;
 }
 
@@ -401,57 +269,29 @@ static int vid_save(const struct vid_run *r)
 	return 0;
 }
 
-/* vid_exit_status: the exit status of a call's error: the client's own
- * (transport, timeout, a closed or forked client) are VID_EXIT_IO, the
- * daemon's verdicts (EUNSUPPORTED included) VID_EXIT_SERVER. */
-static int vid_exit_status(int err)
-{
-	switch (err) {
-	case FPREP_ETRANSPORT:
-	case FPREP_ETIMEDOUT:
-	case FPREP_ECLOSED:
-	case FPREP_EMISMATCH:
-	case FPREP_EFORKED:
-		return VID_EXIT_IO;
-	default:
-		return VID_EXIT_SERVER;
-	}
-}
-
 /* vid_file sends the file at path; returns an exit status. */
 static int vid_file(const struct vid_spec *spec, const char *path)
 {
-	AVFormatContext *fmt = NULL;
+	fprep_demux *dmx = NULL;
+	fprep_demux_info info;
 	struct vid_run r = {.spec = spec};
 	fprep_request req;
-	int index, err, ret = VID_EXIT_IO;
-	uint16_t codec;
+	int err, ret;
 
-	if (vid_av.avformat_open_input(&fmt, path, NULL, NULL) < 0 ||
-	    vid_av.avformat_find_stream_info(fmt, NULL) < 0) {
-		fprintf(stderr, "frameprep video: %s: cannot read\n", path);
-		goto out;
+	err = fprep_demux_open(path, &dmx, &info);
+	if (err) {
+		fprintf(stderr, "frameprep video: %s\n",
+		        fprep_demux_last_error(NULL));
+		return err == FPREP_EUNSUPPORTED ? VID_EXIT_NOLIB : VID_EXIT_IO;
 	}
-	index = vid_av.av_find_best_stream(fmt, AVMEDIA_TYPE_VIDEO, -1, -1,
-	                                   NULL, 0);
-	if (index < 0 ||
-	    (fmt->streams[index]->codecpar->codec_id != AV_CODEC_ID_H264 &&
-	     fmt->streams[index]->codecpar->codec_id != AV_CODEC_ID_HEVC)) {
-		fprintf(stderr,
-		        "frameprep video: %s: no H.264 or HEVC video stream\n",
-		        path);
-		goto out;
-	}
-	codec = fmt->streams[index]->codecpar->codec_id == AV_CODEC_ID_H264
-	                ? FPREP_PIX_H264
-	                : FPREP_PIX_HEVC;
-	fprep_stream_request_init(&req, codec);
+	fprep_stream_request_init(&req, info.codec);
 	tool_preprocess_apply(&spec->pre, &req);
 	err = fprep_client_open_trusting(&r.client, spec->url, spec->timeout_ms,
 	                                 spec->trust_owner);
 	if (err) {
 		fprintf(stderr, "frameprep video: %s: %s\n",
 		        fprep_err_name(err), fprep_client_last_error(NULL));
+		ret = VID_EXIT_IO;
 		goto out;
 	}
 	err = fprep_stream_open(r.client, &req, NULL, 0, &r.stream);
@@ -462,18 +302,18 @@ static int vid_file(const struct vid_spec *spec, const char *path)
 		goto out_client;
 	}
 	printf("stream    %" PRIu32 " %s %s\n", fprep_stream_id(r.stream),
-	       codec == FPREP_PIX_H264 ? "H.264" : "HEVC", path);
-	ret = vid_demux(&r, fmt, index);
+	       info.codec == FPREP_PIX_H264 ? "H.264" : "HEVC", path);
+	ret = vid_demux(&r, dmx);
 	(void)fprep_stream_close(r.stream);
 	if (ret == 0 && spec->out != NULL)
 		ret = vid_save(&r);
-	if (ret == 0 && r.refused)
-		ret = VID_EXIT_SERVER;
+	if (ret == 0)
+		ret = r.refused;
 out_client:
 	fprep_client_close(r.client);
 out:
 	free(r.tensors);
-	vid_av.avformat_close_input(&fmt);
+	fprep_demux_close(dmx);
 	return ret;
 }
 
@@ -493,8 +333,5 @@ int tool_video_main(int argc, char **argv)
 		vid_usage(stderr);
 		return VID_EXIT_USAGE;
 	}
-	if (vid_load() != 0)
-		return VID_EXIT_NOLIB;
-	vid_av.av_log_set_level(AV_LOG_ERROR);
 	return vid_file(&spec, argv[first]);
 }

@@ -32,6 +32,7 @@
 #include "bench_report.h"
 #include "bench_run.h"
 #include "bench_trace.h"
+#include "bench_video.h"
 #include "frameprep/frameprep.h"
 #include "tool_options.h"
 
@@ -659,6 +660,8 @@ int main(int argc, char **argv)
 		return rc < 0 ? 0 : rc;
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGINT, bench_on_sigint);
+	if (m.o.video != NULL)
+		return bench_video_main(&m.o);
 	status = bench_start(&m);
 	for (m.done = 0;
 	     status == 0 && m.done < m.npoints && !bench_interrupted; m.done++)

@@ -23,6 +23,12 @@
 #       DAEMON --trace: BENCH --trace finds a well-formed, ordered trace in
 #       every reply and prints the stage table; DAEMON without --trace:
 #       BENCH --trace counts every reply as without one and exits 1.
+#   bench_ci.sh video DAEMON BENCH IMAGE
+#       ffmpeg makes a 24-frame H.264 .mp4 with B-frames from IMAGE; BENCH
+#       --video replays it on 3 streams flat out, then on 1 at its frame
+#       rate; pass when each run exits 0 with every stream verified (its
+#       72 or 24 frames, pts in display order) and prints frames/s and
+#       latencies.
 #   bench_ci.sh cpu DAEMON BENCH
 #       BENCH prints the daemon's CPU time per request, above zero, for
 #       each load.
@@ -130,6 +136,32 @@ print("json ok:", len(runs), "runs")
 			fail "sweep-latency.svg is not an SVG"
 		echo "bench_plot ok: $(ls "$tmp/plots" | tr '\n' ' ')"
 	fi
+	;;
+video)
+	daemon=$1 bench=$2 image=$3
+	ffmpeg -v error -y -loop 1 -i "$image" -vf \
+		"zoompan=z='1+0.01*on':x='on*3':y='on*2':d=1:s=320x240:fps=25,format=yuv420p" \
+		-frames:v 24 -c:v libx264 -bf 2 -g 8 "$tmp/clip.mp4" ||
+		fail "ffmpeg could not make the clip"
+	start_daemon "$daemon"
+	for run in "3" "1 --realtime"; do
+		# shellcheck disable=SC2086 # run is a stream count and a flag
+		set -- $run
+		streams=$1
+		shift
+		"$bench" --socket "$url" --video "$tmp/clip.mp4" \
+			--streams "$streams" --size 160x160 "$@" \
+			>"$tmp/bench.out" 2>&1
+		rc=$?
+		cat "$tmp/bench.out"
+		[ "$rc" -eq 0 ] || fail "frameprep-bench exited $rc, expected 0"
+		grep -q "^frames    $((24 * streams)) in .* frames/s" \
+			"$tmp/bench.out" || fail "no frames/s line of $((24 * streams)) frames"
+		grep -q "^latency   p50 [0-9]* us, p99 [0-9]* us" \
+			"$tmp/bench.out" || fail "no latency line"
+		grep -q "^verified  every stream: 24 frames" "$tmp/bench.out" ||
+			fail "the streams were not verified"
+	done
 	;;
 limit)
 	daemon=$1 bench=$2

@@ -13,7 +13,7 @@ ERR = {0: "OK", 1: "EPROTO", 2: "EVERSION", 3: "EINVAL", 4: "ELIMIT",
        5: "ENOMEM", 6: "EBUSY", 7: "ESHUTDOWN", 8: "ECUDA", 9: "ENVRTC",
        10: "ETRANSPORT", 11: "ETIMEDOUT", 12: "EREGION", 13: "EPERM",
        14: "EINTERNAL", 15: "EIO", 16: "EUNSUPPORTED", 17: "ECLOSED",
-       18: "EMISMATCH", 19: "EFORKED"}
+       18: "EMISMATCH", 19: "EFORKED", 20: "EBITSTREAM"}
 ERRNO = {v: k for k, v in ERR.items()}
 BPP = {1: 3, 2: 3, 3: 4, 4: 4, 5: 1}
 

@@ -15,15 +15,15 @@ display order), and
     ctypes) run on ffmpeg's frame, byte for byte, and the pts come back
     in display order;
   - that RGB8 image is within 1 LSB of OpenCV's cvtColor
-    (COLOR_YUV2RGB_I420) wherever Y >= 16 (below, in the "blacker than
-    black" codes an encoder leaves, cvtColor clamps Y - 16 at 0 and the
-    BT.601 equation protocol.h defines does not: up to 13 LSB apart);
+    (COLOR_YUV2RGB_I420) at every pixel, the "blacker than black" luma
+    codes below 16 that the encoder leaves included (black in both);
   - each 160x160 letterboxed F32 tensor is within 1 LSB of cv2.resize +
     cv2.copyMakeBorder of that image.
 
-video_errors: a stream with a corrupt slice and one cut short get
-"broken bitstream" (EINVAL) for the broken packet and frames again from
-the next IDR picture, while a good stream on another connection decodes
+video_errors: an H.264 and an HEVC stream, each with a corrupt slice and
+one cut short, get EBITSTREAM ("broken bitstream") for the broken packets
+(`frameprep video` exits 5) and frames again from the next IDR (H.264) or
+IRAP (HEVC) picture, while a good stream on another connection decodes
 unharmed; limits (max_width, max_streams_per_conn, max_packet_bytes,
 max_stream_frames) are refused with ELIMIT naming the limit; a stream id
 of no stream of the connection is EINVAL; the daemon answers INFO after
@@ -203,23 +203,24 @@ def test_video_frames(tmp):
             pts = [f[0] for f in frames]
             check(pts == sorted(pts) or container == "h264",
                   f"{name}: pts not in display order: {pts}")
-            conv = 0
+            conv = dark = 0
             for k in range(FRAMES):
                 want = op.rgb(ref[k], w, h)
                 check(want is None or np.array_equal(got[k], want),
                       f"{name} frame {k}: differs from libavcodec's decode "
                       f"in {int((got[k] != want).any(axis=2).sum())} pixels")
-                # OpenCV's conversion, but where Y < 16: cvtColor clamps
-                # Y - 16 at 0 there, the BT.601 equation does not.
+                # OpenCV's conversion, luma codes below 16 included.
                 cv = cv2.cvtColor(ref[k], cv2.COLOR_YUV2RGB_I420)
-                diff = np.abs(cv.astype(int) - got[k].astype(int)).max(2)
-                conv = max(conv, int(diff[ref[k][:h] >= 16].max()))
+                conv = max(conv, int(np.abs(cv.astype(int)
+                                            - got[k].astype(int)).max()))
+                dark += int((ref[k][:h] < 16).sum())
             check(conv <= 1, f"{name}: {conv} LSB from OpenCV's cvtColor")
             print(f"ok {name}: {FRAMES} frames "
                   + ("equal libavcodec's decode; " if op.lib else
                      "(sanitizer build: the bit-exact check needs the "
                      "CPU op in Python) ")
-                  + f"their RGB within {conv} LSB of cvtColor (Y >= 16)")
+                  + f"their RGB within {conv} LSB of cvtColor ({dark} "
+                  "pixels with Y < 16)")
             exact = got
             # The tensors, against OpenCV's letterbox of those frames.
             npy = os.path.join(tmp, name + "-f32.npy")
@@ -238,84 +239,123 @@ def test_video_frames(tmp):
         d.stop()
 
 
-def annexb_units(data):
-    """The access units of a raw H.264 file, split before each access
-    unit delimiter or, without them, before each first slice (x264 writes
-    AUDs off: split at NAL types 7 (SPS) and at slices with
-    first_mb_in_slice 0)."""
+# Per codec: (NAL type of a NAL header at data[j + 3], the slice types,
+# the types that open an access unit, the byte whose top bit is a slice's
+# "first in its picture" flag, relative to the NAL header).
+NAL = {
+    "h264": (lambda b: b & 0x1F, range(1, 6), (7, 9), 1),
+    "hevc": (lambda b: (b >> 1) & 0x3F, range(0, 22), (32, 35), 2),
+}
+
+
+def annexb_units(data, codec):
+    """The access units of a raw H.264 or HEVC file, split before each
+    access unit delimiter or first parameter set (SPS for H.264, VPS for
+    HEVC) and, without them, before each slice that is the first of its
+    picture, unless what came since the last split holds no slice."""
+    nal_type, slices, openers, first = NAL[codec]
     starts = [0]
     i = 0
     while True:
         j = data.find(b"\x00\x00\x01", i)
         if j < 0:
             break
-        nal = data[j + 3] & 0x1F
+        nal = nal_type(data[j + 3])
         begin = j - 1 if j > 0 and data[j - 1] == 0 else j
-        if nal in (7, 9) or (nal in (1, 5) and data[j + 4] & 0x80):
-            if nal == 7 or not _after_sps(data, starts[-1], begin):
+        if nal in openers or (nal in slices and data[j + 3 + first] & 0x80):
+            if not _no_slice(data, starts[-1], begin, codec):
                 starts.append(begin)
         i = j + 3
     starts.append(len(data))
     return [data[a:b] for a, b in zip(starts, starts[1:]) if b > a]
 
 
-def _after_sps(data, start, at):
-    """Whether the unit at start holds only parameter sets and SEI before
-    at (so the slice at `at` belongs to it)."""
+def _no_slice(data, start, at, codec):
+    """Whether the bytes from start to at hold no slice (only parameter
+    sets, delimiters and SEI: the slice at `at` belongs with them)."""
+    nal_type, slices, _, _ = NAL[codec]
     i = start
     while True:
         j = data.find(b"\x00\x00\x01", i, at)
         if j < 0:
             return True
-        if data[j + 3] & 0x1F in (1, 5):
+        if nal_type(data[j + 3]) in slices:
             return False
         i = j + 3
+
+
+def broken_stream(tmp, photo, codec, container):
+    """A 32-frame stream of the codec (an IDR/IRAP picture every 8) and a
+    copy with a corrupt slice (frame 3) and one cut short (frame 19):
+    (good path, broken path)."""
+    path = make_stream(tmp, photo, (320, 240), codec, container, frames=32,
+                       name=f"good-{container}")
+    data = open(path, "rb").read()
+    units = annexb_units(data, container)
+    check(len(units) == 32,
+          f"{container}: {len(units)} access units, want 32")
+    bad = list(units)
+    u = bytearray(bad[3])
+    if container == "h264":
+        # The second half of the slice data scrambled.
+        for k in range(len(u) // 2, len(u)):
+            u[k] = (u[k] * 7 + 91) & 0xFF
+    else:
+        # HEVC's decoder conceals scrambled slice data; a slice header
+        # naming a picture parameter set past any (ue(v) of 28 leading
+        # zero bits) it refuses.
+        j = u.rfind(b"\x00\x00\x01")
+        u[j + 5:j + 9] = b"\x80\x00\x00\x04"
+    bad[3] = bytes(u)
+    bad[19] = bad[19][:len(bad[19]) // 3]
+    bpath = os.path.join(tmp, f"bad.{container}")
+    open(bpath, "wb").write(b"".join(bad))
+    return path, bpath
 
 
 def test_video_errors(tmp):
     d = dt.Daemon(tmp)
     try:
-        path = make_stream(tmp, "astronaut.png", (320, 240), "libx264",
-                           "h264", frames=32, name="good")
-        data = open(path, "rb").read()
-        units = annexb_units(data)
-        check(len(units) == 32, f"{len(units)} access units, want 32")
-        # A corrupt P/B slice (frame 3) and one cut short (frame 19).
-        bad = list(units)
-        u = bytearray(bad[3])
-        for k in range(len(u) // 2, len(u)):
-            u[k] = (u[k] * 7 + 91) & 0xFF
-        bad[3] = bytes(u)
-        bad[19] = bad[19][:len(bad[19]) // 3]
-        bpath = os.path.join(tmp, "bad.h264")
-        open(bpath, "wb").write(b"".join(bad))
-        good = subprocess.Popen([dt.ARGS.cli, "video", path, "--socket",
-                                 d.url, "--size", "64x64", "-o",
-                                 os.path.join(tmp, "good.npy")],
-                                stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
-        lines, rc = video(d.url, bpath, "--size", "64x64", ok=(1,))
-        gout, gerr = good.communicate(timeout=120)
-        check(good.returncode == 0,
-              f"the good stream beside: {gout.decode()}{gerr.decode()}")
-        errors = [line for line in lines if line.startswith("error")]
-        check(errors and all("EINVAL: broken bitstream" in e
-                             for e in errors),
-              "broken packets:\n" + "\n".join(lines))
-        pts = [f[0] for f in frame_lines(lines)]
-        # Frames again after each break, from the next IDR (every 8).
-        check(any(p >= 8 for p in pts) and any(p >= 24 for p in pts),
-              f"no recovery after the broken packets: pts {pts}")
-        print(f"ok broken packets: {len(errors)} named errors "
-              f"({errors[0]}), {len(pts)} frames, recovered at the IDRs")
-        ref = np.load(os.path.join(tmp, "good.npy"))
-        lines, _ = video(d.url, path, "--size", "64x64", "-o",
-                         os.path.join(tmp, "again.npy"))
-        check(np.array_equal(ref, np.load(os.path.join(tmp, "again.npy"))),
-              "the good stream decoded beside the broken one differs")
-        print("ok the stream beside the broken one: unharmed")
+        for photo, codec, container, irap in (
+                ("astronaut.png", "libx264", "h264", "IDR"),
+                ("coffee.png", "libx265", "hevc", "IRAP")):
+            path, bpath = broken_stream(tmp, photo, codec, container)
+            good = subprocess.Popen([dt.ARGS.cli, "video", path, "--socket",
+                                     d.url, "--size", "64x64", "-o",
+                                     os.path.join(tmp, "good.npy")],
+                                    stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
+            # Exit status 5: every refusal a broken bitstream.
+            lines, rc = video(d.url, bpath, "--size", "64x64", ok=(5,))
+            gout, gerr = good.communicate(timeout=120)
+            check(good.returncode == 0,
+                  f"the good stream beside: {gout.decode()}{gerr.decode()}")
+            errors = [line for line in lines if line.startswith("error")]
+            check(len(errors) >= 2 and
+                  all("EBITSTREAM: broken bitstream" in e and
+                      f"the next {irap} picture" in e for e in errors),
+                  f"{container}: broken packets:\n" + "\n".join(lines))
+            pts = [f[0] for f in frame_lines(lines)]
+            # Frames again after each break, from the next IDR/IRAP (every
+            # 8).
+            check(any(p >= 8 for p in pts) and any(p >= 24 for p in pts),
+                  f"{container}: no recovery after the broken packets: "
+                  f"pts {pts}")
+            print(f"ok {container} broken packets: {len(errors)} named "
+                  f"errors ({errors[0]}), {len(pts)} frames, recovered at "
+                  f"the {irap} pictures")
+            ref = np.load(os.path.join(tmp, "good.npy"))
+            lines, _ = video(d.url, path, "--size", "64x64", "-o",
+                             os.path.join(tmp, "again.npy"))
+            check(np.array_equal(ref,
+                                 np.load(os.path.join(tmp, "again.npy"))),
+                  f"{container}: the good stream decoded beside the "
+                  "broken one differs")
+            print(f"ok {container}: the stream beside the broken one: "
+                  "unharmed")
     finally:
         d.stop()
+    path = os.path.join(tmp, "good-h264.h264")
     limits = [
         (("--max-width", "200"), (), "max_width 200"),
         (("--max-streams-per-conn", "0"), (), "max_streams_per_conn 0"),

@@ -16,6 +16,11 @@ chroma taken as the mean of each block), sent through ops_dump
   upsampling) of the same bytes, then the same letterbox: mean absolute
   difference at most 0.5 LSB.
 
+Dark frames (a photograph's luma squeezed into codes 0..47, a third below
+16, as video leaves them) are compared with OpenCV and the float64
+reference in BT.601 limited range: codes below 16 are black in both
+(--dark-only: only those).
+
 Frames are sent with padded planes (strides and plane offsets with gaps
 filled with 0xA5) as well as unpadded ones, and odd sizes must be refused.
 Prints one row per case and exits 1 on any failure. Run with
@@ -72,10 +77,12 @@ def quantise(p):
 
 
 def yuv444_to_rgb(Y, U, V, matrix, rng):
-    """The ITU-R equations in float64: RGB uint8, rounded half up."""
+    """The ITU-R equations in float64: RGB uint8, rounded half up. Luma
+    codes below the range's black (16, limited) are black, as protocol.h
+    says and OpenCV's cvtColor does."""
     yo, ys, cs, kr, kb = coefs(matrix, rng)
     kg = 1.0 - kr - kb
-    y = (Y.astype(np.float64) - yo) * ys
+    y = np.maximum(Y.astype(np.float64) - yo, 0.0) * ys
     u = (U.astype(np.float64) - 128.0) * cs
     v = (V.astype(np.float64) - 128.0) * cs
     r = y + 2.0 * (1.0 - kr) * v
@@ -101,6 +108,17 @@ class Frame:
         self.Y, self.U, self.V = quantise(Y), quantise(U), quantise(V)
         self.fmt, self.w, self.h = fmt, w, h
         self.layout(padded)
+
+    @classmethod
+    def dark(cls, rgb, fmt, padded):
+        """A dark frame made from a photograph, as a camera at night sends
+        it: BT.601 limited-range chroma of the photo, its luma squeezed
+        into codes 0..47 (a third of them below 16, "blacker than black",
+        which encoders and sensors leave in real video)."""
+        frame = cls(rgb, fmt, "bt601", "limited", padded)
+        frame.Y = (frame.Y.astype(np.uint16) * 48 // 256).astype(np.uint8)
+        frame.layout(padded)
+        return frame
 
     def layout(self, padded):
         w, h, fmt = self.w, self.h, self.fmt
@@ -313,6 +331,29 @@ def photos(images, only):
     return out
 
 
+def check_dark(r, name, rgb):
+    """Dark frames (luma below 16) of each format against OpenCV's cvtColor
+    and the float64 reference: within 1 LSB."""
+    for fmt in FORMATS:
+        for padded in (False, True):
+            frame = Frame.dark(rgb, fmt, padded)
+            tag = "%s %dx%d %s dark (Y %d..%d)%s" % (
+                name, frame.w, frame.h, fmt, frame.Y.min(), frame.Y.max(),
+                " padded" if padded else "")
+            below = float((frame.Y < 16).mean())
+            if below < 0.1:
+                r.failures.append("%s: only %.1f%% of Y below 16" % (
+                    tag, 100 * below))
+            cv = cv2.cvtColor(frame.opencv_bytes(), OPENCV_CODES[fmt])
+            ref = yuv444_to_rgb(*frame.upsampled(), "bt601",
+                                "limited")[:, :, ::-1]
+            for out in OUT_SIZES:
+                t, _ = r.run(frame, "bt601", "limited", out)
+                r.check("%s -> %dx%d vs OpenCV" % (tag, *out), t, cv, TOL)
+                r.check("%s -> %dx%d vs ITU float64" % (tag, *out), t,
+                        ref, TOL)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ops-dump", required=True)
@@ -323,6 +364,9 @@ def main():
                     "conversion of the photos")
     ap.add_argument("--ffmpeg", action="store_true",
                     help="cross-check against FFmpeg's conversion")
+    ap.add_argument("--dark-only", action="store_true",
+                    help="only the dark frames (luma below 16) against "
+                    "OpenCV")
     args = ap.parse_args()
     only = set(filter(None, args.only.split(",")))
     pics = photos(args.images, only)
@@ -337,6 +381,9 @@ def main():
     try:
         for name, path, bgr in pics:
             rgb = bgr[:, :, ::-1]
+            check_dark(r, name, rgb)
+            if args.dark_only:
+                continue
             # PNG only: JPEG decoders (stb_image, libjpeg) differ.
             if args.cli and path.endswith(".png"):
                 check_cli(args.cli, path,

@@ -25,16 +25,17 @@ static void every_code(void **state)
 	n++;
 	FPREP_ERRNO_MAP(TEST_ERR)
 #undef TEST_ERR
-	assert_int_equal(n, 20);
+	assert_int_equal(n, 21);
 	assert_string_equal(fprep_err_name(FPREP_OK), "OK");
 	assert_string_equal(fprep_err_name(FPREP_ELIMIT), "ELIMIT");
 	assert_string_equal(fprep_strerror(FPREP_ETIMEDOUT), "timed out");
 	assert_string_equal(fprep_err_name(FPREP_EMISMATCH), "EMISMATCH");
+	assert_string_equal(fprep_err_name(FPREP_EBITSTREAM), "EBITSTREAM");
 }
 
 static void unknown_code(void **state)
 {
-	static const int bad[] = {-1, 20, 21, 1000, INT32_MIN, INT32_MAX};
+	static const int bad[] = {-1, 21, 22, 1000, INT32_MIN, INT32_MAX};
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

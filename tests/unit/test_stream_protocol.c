@@ -315,7 +315,7 @@ static void reply_frames(void **state)
 	memset(&rep, 0, sizeof(rep));
 	rep.version = FPREP_PROTOCOL_VERSION;
 	rep.kind = FPREP_KIND_STREAM_PACKET;
-	rep.status = FPREP_EINVAL;
+	rep.status = FPREP_EBITSTREAM;
 	snprintf(rep.message, sizeof(rep.message),
 	         "broken bitstream: H.264 packet pts 3: invalid data");
 	fprep_reply_encode(&rep, buf);

@@ -60,7 +60,8 @@ static int cuda_submit(fprep__backend *b, fprep__job *job)
 {
 	cuda_backend *cb = (cuda_backend *)b;
 
-	if (job->req.kind != FPREP_KIND_FRAME &&
+	if (job->video == NULL && /* a stream's: cuda_video.c, on the lane */
+	    job->req.kind != FPREP_KIND_FRAME &&
 	    job->req.kind != FPREP_KIND_ECHO &&
 	    job->req.kind != FPREP_KIND_ROIS &&
 	    job->req.kind != FPREP_KIND_BATCH)

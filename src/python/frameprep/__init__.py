@@ -25,7 +25,7 @@ from ._core import (BatchResult, CudaArray, DTypeName, DTypeOption,
                     ResizeName, Result, RoundingName, Timings, Transform,
                     U8Option, YuvRangeName, default_address)
 from .client import AsyncClient, Client
-from .errors import (BY_STATUS, ClosedError, CudaError, ForkedError,
+from .errors import (BY_STATUS, BitstreamError, ClosedError, CudaError, ForkedError,
                      FrameprepError,
                      InternalError, InvalidRequestError, LimitExceededError,
                      MismatchError, NvrtcError, PermissionDeniedError,
@@ -35,14 +35,17 @@ from .errors import (BY_STATUS, ClosedError, CudaError, ForkedError,
                      UnsupportedError, VersionMismatchError,
                      error_for_status)
 from .ring import AsyncRing, Ring, RingFrame, RingResult
+from . import video
+from .video import Codec, VideoFrame, VideoStream
 
 __all__ = [
-    "AsyncClient", "AsyncRing", "BY_STATUS", "BatchResult", "Client",
+    "AsyncClient", "AsyncRing", "BY_STATUS", "BatchResult", "BitstreamError",
+    "Client",
     "ClosedError", "CudaArray", "ElementTransform", "F16Option",
     "F32Option", "Frame", "RoundingName", "U8Option",
     "DTypeName", "DTypeOption", "FormatName", "LayoutName", "MatrixName",
     "OrderName", "ResizeName", "YuvRangeName",
-    "CudaError", "ForkedError", "FrameprepError", "InternalError", "InvalidRequestError",
+    "Codec", "CudaError", "ForkedError", "FrameprepError", "InternalError", "InvalidRequestError",
     "LimitExceededError", "MismatchError", "NvrtcError", "Options",
     "PermissionDeniedError", "ProtocolError", "RegionError",
     "RequestTimeoutError", "Result", "Ring", "RingFrame", "RingFullError",
@@ -50,6 +53,7 @@ __all__ = [
     "ServerBusyError",
     "ServerIOError", "ServerOutOfMemoryError", "ServerShuttingDownError",
     "Timings", "Transform", "TransportError", "UnsupportedError",
-    "VersionMismatchError", "__version__", "default_address",
-    "error_for_status",
+    "VersionMismatchError", "VideoFrame", "VideoStream", "__version__",
+    "default_address",
+    "error_for_status", "video",
 ]

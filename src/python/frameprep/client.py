@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Sequence, TypeVar, overload
 import numpy as np
 import numpy.typing as npt
 
-from . import _core, _native, errors
+from . import _core, _native, errors, video
 from ._core import (DTypeOption, FormatName, LayoutName, MatrixName,
                     OrderName, ResizeName, RoundingName, YuvRangeName)
 from .protocol import Kind, Location, PixelFormat, Reply, Request
@@ -469,6 +469,34 @@ class Client(_Connection):
             self.info()
         assert self._s._limits is not None
         return self._s._limits
+
+    def video(self, codec: str, size: Sequence[int] = (640, 640),
+              resize: ResizeName = "letterbox", order: OrderName = "rgb",
+              dtype: DTypeOption = "float32", layout: LayoutName = "nchw",
+              scale: float = 1 / 255,
+              mean: float | Sequence[float] = (0.0, 0.0, 0.0),
+              std: float | Sequence[float] = (1.0, 1.0, 1.0),
+              pad: float = 114, matrix: MatrixName = "bt601",
+              yuv_range: YuvRangeName = "limited",
+              rounding: RoundingName = "float",
+              params: bytes | None = None) -> video.VideoStream:
+        """Opens a video stream on this connection: codec "h264" or
+        "hevc"; the preprocessing keywords are :meth:`preprocess`'s (a
+        decoded frame is preprocessed as an I420 frame of its size; matrix
+        and yuv_range are the video's); params: Annex-B parameter sets
+        (H.264 SPS and PPS; HEVC VPS, SPS and PPS) when the packets do not
+        carry them. Returns a :class:`~frameprep.video.VideoStream`
+        (``send(packet, pts)`` -> frames in display order, ``flush()``,
+        ``close()``; a context manager). Raises
+        :class:`~frameprep.LimitExceededError` past the daemon's streams
+        per connection or per user, :class:`~frameprep.UnsupportedError`
+        from a daemon without a video decoder,
+        :class:`~frameprep.BitstreamError` for parameter sets the decoder
+        refuses, :class:`~frameprep.InvalidRequestError` for an unknown
+        codec or option."""
+        return video.open_stream(self, codec, size, resize, order, dtype,
+                                 layout, scale, mean, std, pad, matrix,
+                                 yuv_range, rounding, params)
 
     @overload
     def preprocess(self, frame: _core.Frame, size: Sequence[int] = ...,

@@ -163,6 +163,16 @@ class ForkedError(FrameprepError):
     status, name = 19, "EFORKED"
 
 
+class BitstreamError(FrameprepError, ValueError):
+    """EBITSTREAM: a video packet (or a stream's parameter sets) the
+    decoder cannot decode: corrupt or truncated slices, missing parameter
+    sets, a picture decoded with errors. The stream stays open and drops
+    packets until its next IDR (H.264) or IRAP (HEVC) picture, from which
+    it decodes again; other streams are not affected."""
+
+    status, name = 20, "EBITSTREAM"
+
+
 BY_STATUS: dict[int, type[FrameprepError]] = {
     cls.status: cls
     for cls in (ProtocolError, VersionMismatchError, InvalidRequestError,
@@ -170,7 +180,8 @@ BY_STATUS: dict[int, type[FrameprepError]] = {
                 ServerShuttingDownError, CudaError, NvrtcError,
                 TransportError, RequestTimeoutError, RegionError,
                 PermissionDeniedError, InternalError, ServerIOError,
-                UnsupportedError, ClosedError, MismatchError, ForkedError)
+                UnsupportedError, ClosedError, MismatchError, ForkedError,
+                BitstreamError)
 }
 """Each status number's class (:func:`error_for_status` uses it)."""
 
