@@ -149,7 +149,7 @@ static void vg_take(fprep_client *c, vg_frames *fr, const fprep_result *res,
 		const char *why = fprep_client_last_error(c);
 
 		fr->errors++;
-		CHECK(res->header.status == FPREP_EINVAL && why != NULL &&
+		CHECK(res->header.status == FPREP_EBITSTREAM && why != NULL &&
 		              strstr(why, "broken bitstream") != NULL,
 		      "%s: status %u: %s\n", what, res->header.status,
 		      why ? why : "");

@@ -23,9 +23,11 @@
  *             min_num_decode_surfaces + CV_EXTRA_SURFACES, two output
  *             surfaces) are made then, once per sequence, never per
  *             frame;
- *   decode    the picture goes to the engine (cuvidDecodePicture);
+ *   decode    the picture goes to the engine (cuvidDecodePicture); its
+ *             surface is labelled with the packet's pts;
  *   display   a picture leaves the reorder queue (display order): its
- *             index and pts are kept, at most max_stream_frames.
+ *             index and its packet's pts are kept, at most
+ *             max_stream_frames.
  * Once the packet is parsed, the session knows how many frames the reply
  * carries, asks for its room (job->reserve), and for each frame maps the
  * surface (cuvidMapVideoFrame64: an NV12 device pointer and pitch, the
@@ -183,7 +185,13 @@ struct cv_video {
 	int skipping;                     /* drop packets until an IDR/IRAP */
 	int failed;                       /* a callback failed the job */
 	uint8_t decoded[CV_MAX_SURFACES]; /* surface decoded since reset */
-	cv_frame *frames;                 /* let out by the current job */
+	/* The pts of the packet whose picture each surface holds: the
+	 * parser's own CUVIDPARSERDISPINFO.timestamp hands the packets' pts
+	 * out again in increasing order, which is the pictures' only when
+	 * the pts are presentation times; libavcodec, the reference, gives
+	 * each frame its own packet's. */
+	int64_t pts_of[CV_MAX_SURFACES];
+	cv_frame *frames; /* let out by the current job */
 	unsigned nframes, frames_cap;
 };
 
@@ -376,6 +384,7 @@ static int CUDAAPI cv_decode(void *arg, CUVIDPICPARAMS *pic)
 		goto fail;
 	}
 	v->decoded[idx] = 1;
+	v->pts_of[idx] = v->job->stream.pts; /* one picture a packet */
 	return 1;
 fail:
 	v->failed = 1;
@@ -430,7 +439,7 @@ static int CUDAAPI cv_display(void *arg, CUVIDPARSERDISPINFO *d)
 		v->frames_cap = cap;
 	}
 	v->frames[v->nframes].index = d->picture_index;
-	v->frames[v->nframes].pts = d->timestamp;
+	v->frames[v->nframes].pts = v->pts_of[d->picture_index];
 	v->nframes++;
 	return 1;
 }
