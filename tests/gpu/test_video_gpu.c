@@ -18,7 +18,7 @@
  *        with DIR/NAME.ref: as many frames, the same pts in the same
  *        order and sizes, every tensor byte within 1 LSB; then the first
  *        stream with a packet of its second group of pictures corrupt
- *        and one cut short: each answered "broken bitstream" (EINVAL) or
+ *        and one cut short: each answered "broken bitstream" (EBITSTREAM) or
  *        dropped while the stream waits (STREAM_SKIPPED), never a crash,
  *        frames again from the next IDR/IRAP picture equal to the
  *        reference's; the daemon answers INFO afterwards, whose

@@ -62,8 +62,7 @@ def cli_tensors(daemon, path, tmp, *opts):
 
 
 @pytest.mark.parametrize("name", ["h264", "hevc"])
-def test_read_equals_the_c_client(daemon, client, streams, name, tmp_path,
-                                  monkeypatch):
+def test_read_equals_the_c_client(daemon, client, streams, name, tmp_path):
     """frameprep.video.read yields every frame, in display order, each
     tensor equal to the CLI's of the same file, with its transform."""
     path = streams[name]
@@ -77,9 +76,9 @@ def test_read_equals_the_c_client(daemon, client, streams, name, tmp_path,
         assert np.array_equal(f.tensor, w)
         assert (f.transform.src_width, f.transform.src_height) == \
             ((320, 240) if name == "h264" else (352, 240))
-    # u8 NHWC too, on a client of its own (opened and closed by read).
-    monkeypatch.setenv("FRAMEPREP_SOCKET", daemon.url)
-    frames = list(video.read(path, size=SIZE, dtype="uint8", layout="nhwc"))
+    # u8 NHWC too.
+    frames = list(video.read(path, client, size=SIZE, dtype="uint8",
+                             layout="nhwc"))
     assert len(frames) == FRAMES
     assert frames[0].tensor.shape == (SIZE[1], SIZE[0], 3)
     assert frames[0].tensor.dtype == np.uint8

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import Any, Iterator, Protocol, Sequence
 
 import numpy as np
 
@@ -27,8 +27,12 @@ from . import _core, _native
 from ._core import (DTypeOption, LayoutName, MatrixName, OrderName,
                     ResizeName, RoundingName, Transform, YuvRangeName)
 
-if TYPE_CHECKING:
-    from .client import Client
+
+class Connection(Protocol):
+    """What a stream needs of its :class:`~frameprep.Client` (this module
+    names no class of client.py, which makes the streams)."""
+
+    _s: Any
 
 
 class Codec(enum.IntEnum):
@@ -67,7 +71,7 @@ class VideoStream:
     access units, receive tensors. A context manager: leaving it closes
     the stream."""
 
-    def __init__(self, client: Client, codec: Codec, plan: Any,
+    def __init__(self, client: Connection, codec: Codec, plan: Any,
                  params: bytes | None = None):
         self._client = client
         self._native: _native.Stream | None = _native.Stream(
@@ -138,7 +142,7 @@ class VideoStream:
         self.close()
 
 
-def open_stream(client: Client, codec: str, size: Sequence[int],
+def open_stream(client: Connection, codec: str, size: Sequence[int],
                 resize: ResizeName, order: OrderName, dtype: DTypeOption,
                 layout: LayoutName, scale: float,
                 mean: float | Sequence[float], std: float | Sequence[float],
@@ -193,7 +197,7 @@ class Demuxer:
         self.close()
 
 
-def read(path: str, client: Client | None = None,
+def read(path: str, client: Connection,
          size: Sequence[int] = (640, 640), resize: ResizeName = "letterbox",
          order: OrderName = "rgb", dtype: DTypeOption = "float32",
          layout: LayoutName = "nchw", scale: float = 1 / 255,
@@ -206,8 +210,8 @@ def read(path: str, client: Client | None = None,
     raw .h264/.hevc) on the daemon and yields each frame's
     :class:`VideoFrame` in display order, the stream flushed at the end.
     The preprocessing keywords are :meth:`Client.preprocess`'s. client: the
-    connection to use (default: a :class:`~frameprep.Client` opened for the
-    file and closed after it). A broken packet raises
+    :class:`~frameprep.Client` whose connection carries the stream (it
+    stays open). A broken packet raises
     :class:`~frameprep.BitstreamError` unless skip_broken, when the frames
     resume at the next IDR/IRAP picture.
 
@@ -216,23 +220,16 @@ def read(path: str, client: Client | None = None,
     :class:`~frameprep.ServerIOError` when the file cannot be read and
     :class:`~frameprep.InvalidRequestError` when it has no H.264 or HEVC
     video."""
-    from .client import Client
     from .errors import BitstreamError
-    own = client is None
     with Demuxer(path) as dmx:
-        c = Client() if client is None else client
-        try:
-            name = "h264" if dmx.codec == Codec.H264 else "hevc"
-            with open_stream(c, name, size, resize, order, dtype, layout,
-                             scale, mean, std, pad, matrix, yuv_range,
-                             rounding, None) as st:
-                for packet, pts in dmx:
-                    try:
-                        yield from st.send(packet, pts)
-                    except BitstreamError:
-                        if not skip_broken:
-                            raise
-                yield from st.flush()
-        finally:
-            if own:
-                c.close()
+        name = "h264" if dmx.codec == Codec.H264 else "hevc"
+        with open_stream(client, name, size, resize, order, dtype, layout,
+                         scale, mean, std, pad, matrix, yuv_range,
+                         rounding, None) as st:
+            for packet, pts in dmx:
+                try:
+                    yield from st.send(packet, pts)
+                except BitstreamError:
+                    if not skip_broken:
+                        raise
+            yield from st.flush()
