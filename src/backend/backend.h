@@ -85,8 +85,7 @@ struct fprep__job {
 	 * them (req.elements records of FPREP_ELEMENT_XF_SIZE bytes;
 	 * fprep_element_xf_decode reads one), in the reply's message, which
 	 * outlives the job. A backend plans its elements from these
-	 * (fprep__roi_plan_xf) rather than work them out again (the CPU
-	 * backend does; the CUDA backend still calls fprep__roi_plan). NULL
+	 * (fprep__roi_plan_xf) rather than work them out again. NULL
 	 * otherwise. */
 	const uint8_t *xfs;
 	uint8_t *output;   /* output_size bytes for the tensor */

@@ -101,7 +101,8 @@ void fprep__roi_plan_xf(const fprep_request *req, const fprep_element *el,
                         const fprep_element_xf *xf, struct fprep_roi_elem *e);
 
 /* fprep__roi_plan is fprep__roi_plan_xf with the transform worked out
- * here, for a caller that has none at hand. */
+ * here (fprep_element_transform), for a caller that has none at hand: the
+ * kernel emulation test. */
 void fprep__roi_plan(const fprep_request *req, const fprep_element *el,
                      struct fprep_roi_elem *e);
 

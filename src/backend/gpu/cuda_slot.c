@@ -10,6 +10,8 @@
  * larger frame arrives; a slot is reused only after its output was copied out,
  * so its pinned input (read by its H2D) is free by then too.
  */
+#include <assert.h>
+
 #include "gpu/backend_cuda_internal.h"
 
 /* slot_family: the kernel family of a source format. */
@@ -555,9 +557,14 @@ static int slot_enqueue_elements(cuda_backend *cb, cuda_slot *s,
 		return job->status;
 	}
 	e = (struct fprep_roi_elem *)(void *)(s->h_in + tab);
+	assert(job->xfs != NULL); /* the loop's transforms (backend.h) */
 	for (uint32_t k = 0; k < n; k++) {
+		fprep_element_xf xf;
+
 		fprep_element_get(job->table, k, &el);
-		fprep__roi_plan(rq, &el, &e[k]);
+		fprep_element_xf_decode(
+		        job->xfs + (size_t)k * FPREP_ELEMENT_XF_SIZE, &xf);
+		fprep__roi_plan_xf(rq, &el, &xf, &e[k]);
 	}
 	if (rq->kind == FPREP_KIND_ROIS) {
 		uint32_t y0, y1;
