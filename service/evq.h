@@ -61,7 +61,11 @@ void fprep__evq_push(fprep__evq *q, fprep__event *ev);
 
 /* fprep__evq_push_first appends ev to the events drained before every
  * other (a request that must not wait behind the work queued before it:
- * an INFO) and wakes the loop. Any thread, as fprep__evq_push. */
+ * an INFO) and wakes the loop. Any thread, as fprep__evq_push. Such an
+ * event overtakes completions already queued: an INFO's counts are the
+ * loop's as it answers, and may not yet show work a backend finished
+ * just before (a reply the client got was sent after its completion was
+ * drained, so an INFO after a reply always shows it). */
 void fprep__evq_push_first(fprep__evq *q, fprep__event *ev);
 
 /* fprep__evq_drain takes out every queued event (and those pushed while it
