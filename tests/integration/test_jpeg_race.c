@@ -39,7 +39,10 @@
  *                 FPREP_JPEG_SLOTS, --slots): the bombs fill every
  *                 staging slot, and the slots as well as the decodes go
  *                 by turns (in arrival order a photograph waited for
- *                 every bomb queued for a slot).
+ *                 every bomb queued for a slot); then again with the
+ *                 daemon's own decoders and slots. While the bombs are
+ *                 queued, INFO shows the queues (jpeg_queued, and
+ *                 jpeg_slot_queued on a GPU lane).
  *
  * Usage: test_jpeg_race FRAMEPREPD IMAGE_DIR [DEVICE [DAEMON_ARG...]]
  * DEVICE is frameprepd's --device for the race, the scan bomb and "jpeg
@@ -716,6 +719,13 @@ int main(int argc, char **argv)
 		setenv("FPREP_JPEG_THREADS", "1", 1);
 		setenv("FPREP_JPEG_SLOTS", "2", 1);
 		test_jpeg_turns(argv[1], dir, photo, w, device, lane);
+		/* Then the daemon's own decoders and slots, as it serves by
+		 * default: the photographs' p99 beside the bombs is what a
+		 * client sees of them at the defaults. */
+		unsetenv("FPREP_JPEG_THREADS");
+		unsetenv("FPREP_JPEG_SLOTS");
+		test_jpeg_turns(argv[1], dir, photo, w, device,
+		                argc > 4 ? &argv[4] : NULL);
 	}
 	rmdir(dir);
 	stbi_image_free(photo);
