@@ -350,7 +350,10 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	# daemon with FPREP_NVDEC=off (refused naming libnvcuvid.so.1, frames
 	# served: off), then
 	# FPREP_VIDEO_STREAMS (1 8 32) streams at once of a 1080p H.264 to
-	# 640x640 f32 for FPREP_VIDEO_S (5) s each: frames/s and reply latency.
+	# 640x640 f32 for FPREP_VIDEO_S (5) s each: frames/s and reply latency;
+	# then, where PyNvVideoCodec imports (PYTHONPATH), the peer on the same
+	# files, H.264 and HEVC (peer_video.py: decode only, and decode + a
+	# torch letterbox), at the same stream counts.
 	video_run() {
 		local n rc=0
 		"$here/bin/test_video_gpu" check 0 "$here/bin/frameprepd" "$here/video" || rc=1
@@ -359,6 +362,15 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 			"$here/bin/test_video_gpu" rate 0 "$here/bin/frameprepd" \
 				"$here/video" "$n" "${FPREP_VIDEO_S:-5}" || rc=1
 		done
+		if python3 -c 'import PyNvVideoCodec' 2>/dev/null; then
+			local streams
+			streams=$(echo ${FPREP_VIDEO_STREAMS:-1 8 32} | tr ' ' ,)
+			python3 "$here/peers/peer_video.py" --streams "$streams" \
+				--seconds "${FPREP_VIDEO_S:-5}" \
+				--file "$here/video/rate.h264" --file "$here/video/rate.hevc" || rc=1
+		else
+			echo "video peer: PyNvVideoCodec not importable: not run"
+		fi
 		return $rc
 	}
 	if [ -f "$here/video/streams.txt" ]; then

@@ -8,9 +8,10 @@
 #   hevc  coffee 352x240, 24 frames (libx265)
 #   odd   chelsea 330x186, 24 frames (libx264: not whole macroblocks,
 #         cropped)
-#   rate  astronaut 1920x1080, 24 frames, 6 Mb/s (the rate run's)
+#   rate  astronaut 1920x1080, 120 frames, 6 Mb/s, H.264 (rate.h264) and
+#         HEVC (rate.hevc): the rate runs' and the peer's (peer_video.py)
 # and OUT_DIR/streams.txt listing the first three ("NAME CODEC").
-# About 1.6 MB in all, with the CPU backend's tensors.
+# About 7 MB in all, with the CPU backend's tensors.
 set -euo pipefail
 images=$1 out=$2
 mkdir -p "$out"
@@ -34,5 +35,6 @@ make() { # make NAME PHOTO WxH CODEC FRAMES [EXTRA...]
 make h264 astronaut.png 320x240 h264 24
 make hevc coffee.png 352x240 hevc 24
 make odd chelsea.png 330x186 h264 24
-make rate astronaut.png 1920x1080 h264 24 -b:v 6M
+make rate astronaut.png 1920x1080 h264 120 -b:v 6M
+make rate astronaut.png 1920x1080 hevc 120 -b:v 6M
 printf 'h264 h264\nhevc hevc\nodd h264\n' >"$out/streams.txt"
