@@ -77,7 +77,7 @@ if [ "${1:-}" = "--stage" ]; then
 	# CPU backend's tensors for them, which the GPU's must equal.
 	cp "$build/tests/gpu/test_video_gpu" "$out/bin/"
 	bins+=("$out/bin/test_video_gpu")
-	{ bash "$src/tests/gpu/video_streams.sh" "$images" "$out/video" &&
+	{ bash "$src/tests/gpu/video_streams.sh" "$images" "$out/video" rate &&
 	  "$build/tests/gpu/test_video_gpu" record cpu "$build/service/frameprepd" \
 		"$out/video" >"$out/video/record.log" 2>&1; } ||
 		{ echo "no video streams staged (ffmpeg, the photographs?)"; rm -rf "$out/video"; }
