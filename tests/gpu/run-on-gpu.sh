@@ -16,6 +16,7 @@
 #          mapped,auto; plain and, with
 #          FPREP_MEMCHECK=1, under compute-sanitizer memcheck) and bench_lane;
 #          service: frameprepd on GPU 0 with the CLI, the shared-memory test,
+#          nonreaders (test_server_nonreaders on this machine's cores),
 #          b1080_jpeg (JPEG frames staged from the photographs, 1080p q90:
 #          the GPU peers, the GPU daemon in the variants FPREP_JPEG_VARIANTS
 #          names, the CPU backend against OpenCV on as many threads; a
@@ -66,6 +67,7 @@ if [ "${1:-}" = "--stage" ]; then
 	fi
 	for b in service/frameprepd src/frameprep src/frameprep-bench \
 	         tests/integration/test_shm_daemon tests/integration/test_jpeg_race \
+	         tests/integration/test_server_nonreaders \
 	         tests/gpu/test_cuda_regions \
 	         tests/gpu/test_lanes tests/bench/bare_nng; do
 		cp "$build/$b" "$out/bin/"
@@ -342,6 +344,11 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	# client's photographs ("jpeg turns": slots and decodes by turns).
 	TAILN=8 run jpeg_race_gpu "$here/bin/test_jpeg_race" "$here/bin/frameprepd" "$here/images" 0
 	tests+=(jpeg_race_gpu)
+	# nonreaders: 4, then 16, connections that never read their replies
+	# beside another's INFOs (the server in the test, a fake backend: no
+	# GPU), on this machine's cores: each INFO's time, their worst.
+	TAILN=12 run nonreaders "$here/bin/test_server_nonreaders"
+	tests+=(nonreaders)
 	TAILN=12 run two_lanes "$here/bin/test_lanes" "$here/bin/frameprepd" "$here/images"
 	tests+=(two_lanes)
 	# video: H.264 (B-frames), HEVC and an odd size decoded on NVDEC equal
