@@ -16,11 +16,13 @@
  * makes it the newest map; the others find the epoch changed and only
  * send again. A reply read after the epoch changed may come from the old
  * region's daemon: it is dropped and the request sent again. Old maps are
- * unregistered at once and unmapped at fprep_ring_close, since leases and
- * the program's arrays may still read them.
+ * unregistered at once and unmapped at fprep_ring_close (or, without a
+ * word to the daemon, fprep_ring_forget), since leases and the program's
+ * arrays may still read them.
  *
  * It uses only the library's public API (a client's route, regions and
- * doorbells), as a program of its own would.
+ * doorbells), as a program of its own would; the C tools and the Python
+ * package's Ring and AsyncRing (_native.CRing) are its users.
  */
 #include <pthread.h>
 #include <stdatomic.h>
