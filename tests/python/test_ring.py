@@ -345,7 +345,14 @@ def test_ring_honours_the_in_flight_limit(tmp_path):
     of the ring's doorbell entries posted or taken (sampled from the
     area), and there is no EBUSY, region error or timeout, every tensor
     right (the ring's requests wait for the client's in-flight tokens like
-    any other)."""
+    any other).
+
+    The tokens are taken and given back in C with the GIL released, so a
+    scan of the area is no instant: an entry seen busy early in it may be
+    answered, and its token taken for another entry seen busy later. The
+    sampler copies the area twice and counts the entries that hold the
+    same request in both copies: each of those was in flight from the
+    first copy to the second, so all of them at once in between."""
     d = Daemon(tmp_path, "--spin-us", "100000", "--max-inflight-per-conn",
                "4")
     try:
@@ -359,20 +366,27 @@ def test_ring_honours_the_in_flight_limit(tmp_path):
                         size=(320, 320)) as ring:
                 assert ring._c.doorbell, \
                     "the daemon polls: the doorbell is used"
-                # Per entry: its state word and its reply's request id,
-                # 0 from the post until the reply (protocol.h); the
-                # doorbell area (a 64-byte header and 48 entries of 512)
-                # is the region's last page-rounded bytes.
+                # Per entry (512 bytes): its state word, its request's id
+                # (the request header's at 64 + 8) and its reply's, 0 from
+                # the post until the reply (at 256 + 8; protocol.h); the
+                # doorbell area (a 64-byte header and 48 entries) is the
+                # region's last page-rounded bytes.
                 at = ring.size - -(-(64 + 512 * 48) // 4096) * 4096 + 64
                 area = ring_memory(ring)[at:at + 512 * 48]
-                states = area.view(np.uint32)[::128]
-                replies = area.view(np.uint64)[33::64]
                 stop = threading.Event()
+
+                def busy(copy):
+                    """Each entry's (posted or taken, its request's id)."""
+                    words = copy.view(np.uint64)
+                    return ((copy.view(np.uint32)[::128] != 0) &
+                            (words[33::64] == 0), words[9::64])
 
                 def sample():
                     while not stop.is_set():
-                        busy = (states != 0) & (replies == 0)
-                        most[0] = max(most[0], int(np.count_nonzero(busy)))
+                        b1, ids1 = busy(area.copy())
+                        b2, ids2 = busy(area.copy())
+                        both = b1 & b2 & (ids1 == ids2)
+                        most[0] = max(most[0], int(np.count_nonzero(both)))
 
                 def worker(t):
                     try:
