@@ -449,6 +449,22 @@ static PyObject *native_status_error(const fprep_result *res)
 	return NULL;
 }
 
+/* native_send_fail raises fprep_ring_send's error err: the ring's own
+ * refusals (a stale lease, a frame past the slot, a closed ring) with
+ * their reason, the request's with the client's last error. */
+static void native_send_fail(ClientObject *c, int err)
+{
+	if (err == FPREP_EINVAL)
+		native_raise(err,
+		             "the ring refused the request: its slot is not "
+		             "taken with the lease's ticket, or the frame "
+		             "lies past the slot's frame area");
+	else if (err == FPREP_ECLOSED)
+		native_raise(err, "the ring was closed");
+	else
+		native_fail(c, err);
+}
+
 /* native_copy_send copies nbytes from src into the lease's frame, then
  * sends req for it and waits for the reply (fprep_ring_send; GIL
  * released by the caller). */
@@ -526,7 +542,7 @@ PyObject *CRing_send(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 	req = self->whole;
 	Py_BEGIN_ALLOW_THREADS err = native_copy_send(self->ring, &lease, &req,
 	                                              &res, fa->data, nbytes);
-	Py_END_ALLOW_THREADS if (err) native_fail(c, err);
+	Py_END_ALLOW_THREADS if (err) native_send_fail(c, err);
 	native_leave(c);
 	if (err == 0 && res.header.status == 0)
 		return native_ring_result(self, &lease, ring, &res);
@@ -573,7 +589,7 @@ static PyObject *CRing_request(PyObject *op, PyObject *args)
 	        fprep_ring_send(self->ring, &lease, &req, offset, &res);
 	Py_END_ALLOW_THREADS if (err)
 	{
-		native_fail(c, err);
+		native_send_fail(c, err);
 		native_leave(c);
 		return NULL;
 	}

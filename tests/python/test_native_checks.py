@@ -207,7 +207,8 @@ def test_ring_requests_are_checked(native):
         with pytest.raises(frameprep.InvalidRequestError, match="larger"):
             c.prepare(req, 4097, GRAY, 8, 8, 8, 0, 0, 0)
         k, ticket, epoch = c.take(1, 0)  # reserved, not taken
-        with pytest.raises(frameprep.InvalidRequestError):
+        with pytest.raises(frameprep.InvalidRequestError,
+                           match="not taken with the lease's ticket"):
             c.request((k, ticket, epoch), req, 0, 64, GRAY, 8, 8, 8, 0,
                       0, 0)
         with pytest.raises(frameprep.InvalidRequestError):
