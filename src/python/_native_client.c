@@ -73,6 +73,25 @@ PyObject *native_fail(ClientObject *c, int err)
 	return native_raise(err, text);
 }
 
+/* native_leave_err ends a call that native_enter counted; with err, raises
+ * it with the client's last error sentence first. Returns err. */
+int native_leave_err(ClientObject *c, int err)
+{
+	if (err)
+		native_fail(c, err);
+	native_leave(c);
+	return err;
+}
+
+/* native_settle ends a call that native_enter counted: raises err as
+ * native_leave_err does, or returns res (owned) as a Result. */
+PyObject *native_settle(ClientObject *c, int err, fprep_result *res)
+{
+	if (native_leave_err(c, err))
+		return NULL;
+	return native_result_new(res);
+}
+
 int Client_init(PyObject *op, PyObject *args, PyObject *kw)
 {
 	static char *names[] = {"url", "timeout_ms", "trust_owner", NULL};
@@ -186,14 +205,7 @@ static PyObject *native_request(ClientObject *self, fprep_request *req,
 		return NULL;
 	Py_BEGIN_ALLOW_THREADS err =
 	        fprep_client_request(self->client, req, payload, &res);
-	Py_END_ALLOW_THREADS if (err)
-	{
-		native_fail(self, err);
-		native_leave(self);
-		return NULL;
-	}
-	native_leave(self);
-	return native_result_new(&res);
+	Py_END_ALLOW_THREADS return native_settle(self, err, &res);
 }
 
 /* Client.frame(request, frame, span, format, width, height, stride,
@@ -271,14 +283,7 @@ PyObject *Client_request(PyObject *op, PyObject *args)
 		return NULL;
 	Py_BEGIN_ALLOW_THREADS err =
 	        fprep_client_register(self->client, &reg, &res);
-	Py_END_ALLOW_THREADS if (err)
-	{
-		native_fail(self, err);
-		native_leave(self);
-		return NULL;
-	}
-	native_leave(self);
-	return native_result_new(&res);
+	Py_END_ALLOW_THREADS return native_settle(self, err, &res);
 }
 
 /* native_list_elements reads a list of (type, resize, v0, .., v5, offset)
@@ -436,13 +441,7 @@ PyObject *Client_elements(PyObject *op, PyObject *args)
 	Py_BEGIN_ALLOW_THREADS err = fprep_client_elements(
 	        self->client, &req, els, (uint32_t)n, addr, &res);
 	Py_END_ALLOW_THREADS free(els);
-	if (err) {
-		native_fail(self, err);
-		native_leave(self);
-		return NULL;
-	}
-	native_leave(self);
-	return native_result_new(&res);
+	return native_settle(self, err, &res);
 }
 
 PyObject *Client_info(PyObject *op, PyObject *unused)
@@ -455,14 +454,7 @@ PyObject *Client_info(PyObject *op, PyObject *unused)
 	if (native_enter(self))
 		return NULL;
 	Py_BEGIN_ALLOW_THREADS err = fprep_client_info(self->client, &res);
-	Py_END_ALLOW_THREADS if (err)
-	{
-		native_fail(self, err);
-		native_leave(self);
-		return NULL;
-	}
-	native_leave(self);
-	return native_result_new(&res);
+	Py_END_ALLOW_THREADS return native_settle(self, err, &res);
 }
 
 PyObject *Client_set_staging(PyObject *op, PyObject *arg)

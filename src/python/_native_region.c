@@ -26,13 +26,7 @@ static PyObject *Client_region_open(PyObject *op, PyObject *args)
 	lost = fprep_client_conn_lost(self->client);
 	Py_BEGIN_ALLOW_THREADS err =
 	        fprep_region_open(&r, self->client, (size_t)size);
-	Py_END_ALLOW_THREADS if (err)
-	{
-		native_fail(self, err);
-		native_leave(self);
-		return NULL;
-	}
-	native_leave(self);
+	Py_END_ALLOW_THREADS if (native_leave_err(self, err)) return NULL;
 	ro = PyObject_New(RegionObject, (PyTypeObject *)Region_type);
 	if (ro == NULL) {
 		fprep_region_close(r);
@@ -74,24 +68,25 @@ static PyObject *Region_doorbell(PyObject *op, PyObject *args)
 		return NULL;
 	Py_BEGIN_ALLOW_THREADS err =
 	        fprep_region_doorbell(self->r, offset, entries);
-	Py_END_ALLOW_THREADS if (err) native_fail(c, err);
-	native_leave(c);
-	if (err)
-		return NULL;
+	Py_END_ALLOW_THREADS if (native_leave_err(c, err)) return NULL;
 	Py_RETURN_NONE;
 }
 
 /* native_region_args parses Region.request's arguments (entry, request,
  * in_offset, out_offset, out_capacity, span, format, width, height,
  * stride, uv_stride, u_offset, v_offset) into the request *req of entry
- * *k in region r. */
-static int native_region_args(fprep_region *r, PyObject *args, unsigned *k,
+ * *k in the region; raises ClosedError once it was closed. */
+static int native_region_args(RegionObject *self, PyObject *args, unsigned *k,
                               fprep_request *req)
 {
 	unsigned long long in_off, out_off, out_cap;
 	PyObject *tmpl;
 	struct native_src s;
 
+	if (self->r == NULL) {
+		native_raise(FPREP_ECLOSED, "the region was closed");
+		return -1;
+	}
 	s.src = NULL;
 	if (!PyArg_ParseTuple(args, "IO!KKKKIIIIIII", k, Request_type, &tmpl,
 	                      &in_off, &out_off, &out_cap, &s.span, &s.fmt,
@@ -99,7 +94,8 @@ static int native_region_args(fprep_region *r, PyObject *args, unsigned *k,
 		return -1;
 	*req = ((RequestObject *)tmpl)->req;
 	native_set_source(req, &s);
-	fprep_request_set_regions(req, r, in_off, r, out_off, out_cap);
+	fprep_request_set_regions(req, self->r, in_off, self->r, out_off,
+	                          out_cap);
 	return 0;
 }
 
@@ -116,14 +112,7 @@ static PyObject *native_region_send(RegionObject *self, unsigned k,
 		return NULL;
 	Py_BEGIN_ALLOW_THREADS err =
 	        fprep_region_request(self->r, k, req, &res);
-	Py_END_ALLOW_THREADS if (err)
-	{
-		native_fail(c, err);
-		native_leave(c);
-		return NULL;
-	}
-	native_leave(c);
-	return native_result_new(&res);
+	Py_END_ALLOW_THREADS return native_settle(c, err, &res);
 }
 
 /* Region.request(entry, request, in_offset, out_offset, out_capacity,
@@ -132,15 +121,12 @@ static PyObject *native_region_send(RegionObject *self, unsigned k,
  * (fprep_region_request). */
 static PyObject *Region_request(PyObject *op, PyObject *args)
 {
-	RegionObject *self = (RegionObject *)op;
 	fprep_request req;
 	unsigned k;
 
-	if (self->r == NULL)
-		return native_raise(FPREP_ECLOSED, "the region was closed");
-	if (native_region_args(self->r, args, &k, &req))
+	if (native_region_args((RegionObject *)op, args, &k, &req))
 		return NULL;
-	return native_region_send(self, k, &req);
+	return native_region_send((RegionObject *)op, k, &req);
 }
 
 /* Region.prepare(entry, request, ...): keeps the request that
@@ -153,9 +139,7 @@ static PyObject *Region_prepare(PyObject *op, PyObject *args)
 	fprep_request req;
 	unsigned k;
 
-	if (self->r == NULL)
-		return native_raise(FPREP_ECLOSED, "the region was closed");
-	if (native_region_args(self->r, args, &k, &req))
+	if (native_region_args(self, args, &k, &req))
 		return NULL;
 	if (k >= 4096)
 		return native_raise(FPREP_EINVAL, "entry beyond 4096");

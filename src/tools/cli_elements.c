@@ -32,15 +32,13 @@
 enum { EL_EXIT_SERVER = 1, EL_EXIT_USAGE = 2, EL_EXIT_IO = 3 };
 
 enum {
-	EL_OPT_SOCKET = TOOL_OPT_END,
-	EL_OPT_TIMEOUT,
-	EL_OPT_BOXES,
+	EL_OPT_BOXES = TOOL_OPT_END,
 };
 
 static const struct option el_options[] = {
         TOOL_PREPROCESS_OPTIONS,
-        {"socket", required_argument, NULL, EL_OPT_SOCKET},
-        {"timeout", required_argument, NULL, EL_OPT_TIMEOUT},
+        {"socket", required_argument, NULL, TOOL_OPT_SOCKET},
+        {"timeout", required_argument, NULL, TOOL_OPT_TIMEOUT},
         {"boxes", required_argument, NULL, EL_OPT_BOXES},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
@@ -50,11 +48,8 @@ static const struct option el_options[] = {
 /* el_spec: what the user asked for. */
 struct el_spec {
 	struct tool_preprocess pre;
-	char urls[TOOL_URLS_SIZE];
-	const char *url;
+	struct tool_connect conn;
 	const char *boxes;
-	const char *out;
-	int timeout_ms;
 };
 
 static void el_usage(FILE *f, const char *cmd)
@@ -101,23 +96,15 @@ static int el_parse(const char *cmd, int argc, char **argv,
 			return -1;
 		case 'h':
 			return -2;
-		case 'o':
-			spec->out = optarg;
-			break;
-		case EL_OPT_SOCKET:
-			v = tool_socket(spec->urls, sizeof(spec->urls), optarg);
-			spec->url = spec->urls;
-			break;
-		case EL_OPT_TIMEOUT:
-			spec->timeout_ms = atoi(optarg);
-			v = spec->timeout_ms > 0 ? 0 : -1;
-			break;
 		case EL_OPT_BOXES:
 			spec->boxes = optarg;
 			v = strcmp(cmd, "crops") == 0 ? 0 : -1;
 			break;
 		default:
-			v = tool_preprocess_option(&spec->pre, opt, optarg);
+			v = tool_connect_option(&spec->conn, opt, optarg);
+			if (v > 0)
+				v = tool_preprocess_option(&spec->pre, opt,
+				                           optarg);
 			break;
 		}
 		if (v < 0) {
@@ -304,7 +291,7 @@ static int el_send(const struct el_spec *spec, fprep_request *req,
 	fprep_result res;
 	int err, ret;
 
-	err = fprep_client_open(&c, spec->url, spec->timeout_ms);
+	err = fprep_client_open(&c, spec->conn.url, spec->conn.timeout_ms);
 	if (err) {
 		fprintf(stderr, "frameprep: %s: %s\n", fprep_err_name(err),
 		        fprep_client_last_error(NULL));
@@ -320,7 +307,7 @@ static int el_send(const struct el_spec *spec, fprep_request *req,
 		               ? EL_EXIT_SERVER
 		               : EL_EXIT_IO;
 	}
-	ret = el_print(&res, spec->out);
+	ret = el_print(&res, spec->conn.out);
 	fprep_result_fini(&res);
 	fprep_client_close(c);
 	return ret;

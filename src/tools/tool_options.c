@@ -1,12 +1,14 @@
 /*
  * tool_options.c: the preprocessing options shared by the frameprep CLI and
- * frameprep-bench (see tool_options.h). Each table is indexed by the
+ * frameprep-bench, and the CLI commands' connection options (see
+ * tool_options.h). Each table is indexed by the
  * protocol's enum value; index 0 is unused, as in the protocol.
  */
 #include "tool_options.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -267,4 +269,31 @@ int tool_socket(char *list, size_t size, const char *url)
 		return -1;
 	}
 	return 0;
+}
+
+int tool_connect_option(struct tool_connect *c, int opt, const char *arg)
+{
+	char *end;
+	long t;
+
+	switch (opt) {
+	case 'o':
+		c->out = arg;
+		return 0;
+	case TOOL_OPT_SOCKET:
+		c->url = c->urls;
+		return tool_socket(c->urls, sizeof(c->urls), arg);
+	case TOOL_OPT_TRUST_OWNER:
+		c->trust_owner = arg;
+		return 0;
+	case TOOL_OPT_TIMEOUT:
+		errno = 0;
+		t = strtol(arg, &end, 10);
+		if (end == arg || *end != '\0' || errno != 0 || t <= 0 ||
+		    t > INT32_MAX)
+			return -1;
+		c->timeout_ms = (int)t;
+		return 0;
+	}
+	return 1;
 }
