@@ -50,6 +50,7 @@ struct el_spec {
 	struct tool_preprocess pre;
 	struct tool_connect conn;
 	const char *boxes;
+	int crops; /* the command is crops (else batch) */
 };
 
 static void el_usage(FILE *f, const char *cmd)
@@ -77,49 +78,15 @@ static void el_usage(FILE *f, const char *cmd)
 	fprintf(f, "  -h, --help        this text\n");
 }
 
-/* el_parse parses cmd's options; returns the index of the first operand,
- * -1 after a usage error, -2 for --help. */
-static int el_parse(const char *cmd, int argc, char **argv,
-                    struct el_spec *spec)
+/* el_own applies --boxes, the one option of crops and batch's own. */
+static int el_own(void *arg, int opt, const char *value)
 {
-	int opt, v;
+	struct el_spec *spec = arg;
 
-	opterr = 0;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "o:h", el_options, NULL)) != -1) {
-		v = 0;
-		switch (opt) {
-		case '?':
-		case ':':
-			fprintf(stderr, "frameprep %s: bad option '%s'\n", cmd,
-			        argv[optind - 1]);
-			return -1;
-		case 'h':
-			return -2;
-		case EL_OPT_BOXES:
-			spec->boxes = optarg;
-			v = strcmp(cmd, "crops") == 0 ? 0 : -1;
-			break;
-		default:
-			v = tool_connect_option(&spec->conn, opt, optarg);
-			if (v > 0)
-				v = tool_preprocess_option(&spec->pre, opt,
-				                           optarg);
-			break;
-		}
-		if (v < 0) {
-			const char *values = tool_option_values(opt);
-
-			fprintf(stderr,
-			        "frameprep %s: bad value '%s' for an "
-			        "option%s%s\n",
-			        cmd, optarg != NULL ? optarg : "",
-			        values != NULL ? ": " : "",
-			        values != NULL ? values : "");
-			return -1;
-		}
-	}
-	return optind;
+	if (opt != EL_OPT_BOXES)
+		return 1;
+	spec->boxes = value;
+	return spec->crops ? 0 : -1;
 }
 
 /* el_numbers reads an array of exactly n numbers into v. */
@@ -398,7 +365,9 @@ int tool_elements_main(const char *cmd, int argc, char **argv)
 	int first;
 
 	memset(&spec, 0, sizeof(spec));
-	first = el_parse(cmd, argc, argv, &spec);
+	spec.crops = strcmp(cmd, "crops") == 0;
+	first = tool_cli_parse(cmd, argc, argv, el_options, &spec.conn,
+	                       &spec.pre, el_own, &spec);
 	if (first == -2) {
 		el_usage(stdout, cmd);
 		return 0;

@@ -84,43 +84,6 @@ static void vid_usage(FILE *f)
 	           "each broken packet's next IDR/IRAP came)\n");
 }
 
-/* vid_parse parses the options; returns the index of the operand, -1
- * after a usage error, -2 for --help. */
-static int vid_parse(int argc, char **argv, struct vid_spec *spec)
-{
-	int opt, v;
-
-	opterr = 0;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "o:h", vid_options, NULL)) !=
-	       -1) {
-		v = 0;
-		switch (opt) {
-		case '?':
-		case ':':
-			fprintf(stderr, "frameprep video: bad option '%s'\n",
-			        argv[optind - 1]);
-			return -1;
-		case 'h':
-			return -2;
-		default:
-			v = tool_connect_option(&spec->conn, opt, optarg);
-			if (v > 0)
-				v = tool_preprocess_option(&spec->pre, opt,
-				                           optarg);
-			break;
-		}
-		if (v < 0) {
-			fprintf(stderr,
-			        "frameprep video: bad value '%s' for an "
-			        "option\n",
-			        optarg != NULL ? optarg : "");
-			return -1;
-		}
-	}
-	return optind;
-}
-
 /* vid_exit_status: the exit status of a call's error: the client's own
  * (transport, timeout, a closed or forked client) are VID_EXIT_IO, a broken
  * bitstream VID_EXIT_BITSTREAM, the daemon's other verdicts (EUNSUPPORTED
@@ -304,7 +267,8 @@ int tool_video_main(int argc, char **argv)
 
 	memset(&spec, 0, sizeof(spec));
 	spec.conn.timeout_ms = 30000;
-	first = vid_parse(argc, argv, &spec);
+	first = tool_cli_parse("video", argc, argv, vid_options, &spec.conn,
+	                       &spec.pre, NULL, NULL);
 	if (first == -2) {
 		vid_usage(stdout);
 		return 0;

@@ -33,6 +33,7 @@ enum { EXIT_SERVER = 1, EXIT_USAGE = 2, EXIT_IO = 3 };
 
 /* cli_spec: what the user asked for, before it becomes a request. */
 struct cli_spec {
+	const char *cmd; /* the command: send, request, info, reply */
 	struct tool_preprocess pre;
 	uint16_t format; /* a YUV format to convert the image to, JPEG (send
 	                    the file as it is), or 0 */
@@ -176,15 +177,6 @@ static const struct option cli_options[] = {
         {NULL, 0, NULL, 0},
 };
 
-/* cli_opt_name returns the long name of option opt. */
-static const char *cli_opt_name(int opt)
-{
-	for (const struct option *o = cli_options; o->name != NULL; o++)
-		if (o->val == opt)
-			return o->name;
-	return "?";
-}
-
 /* cli_allowed says which long options a command takes. */
 static int cli_allowed(const char *cmd, int opt)
 {
@@ -201,77 +193,40 @@ static int cli_allowed(const char *cmd, int opt)
 	return 1;
 }
 
-/* cli_parse parses the options of cmd (argv[0] is cmd) into *spec and
- * returns the index of the first operand, or -1 after printing a usage
- * error, or -2 for --help. */
-static int cli_parse(const char *cmd, int argc, char **argv,
-                     struct cli_spec *spec)
+/* cli_own applies an option of cmd's own to the cli_spec arg, and
+ * refuses one that does not apply to cmd. */
+static int cli_own(void *arg, int opt, const char *value)
 {
-	int opt, v;
+	struct cli_spec *spec = arg;
 
-	opterr = 0;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "o:h", cli_options, NULL)) !=
-	       -1) {
-		if (opt == '?' || opt == ':') {
-			fprintf(stderr, "frameprep %s: bad option '%s'\n", cmd,
-			        argv[optind - 1]);
-			return -1;
-		}
-		if (!cli_allowed(cmd, opt)) {
-			fprintf(stderr,
-			        "frameprep %s: option --%s does not "
-			        "apply\n",
-			        cmd, cli_opt_name(opt));
-			return -1;
-		}
-		v = 0;
-		switch (opt) {
-		case 'h':
-			return -2;
-		case OPT_ECHO:
-			spec->echo = 1;
-			break;
-		case OPT_SHM:
-			spec->shm = 1;
-			break;
-		case OPT_FORMAT:
-			spec->format =
-			        (uint16_t)tool_lookup(TOOL_FORMAT, optarg);
-			/* The image itself decides between RGB8 and GRAY8. */
-			v = spec->format >= FPREP_PIX_NV12 ||
-			                    spec->format == FPREP_PIX_RGB8
-			            ? 0
-			            : -1;
-			if (spec->format == FPREP_PIX_RGB8)
-				spec->format = 0;
-			break;
-		case OPT_HEALTH:
-			spec->health = 1;
-			break;
-		case OPT_JPEG:
-			spec->format = FPREP_PIX_JPEG;
-			break;
-			break;
-		default:
-			v = tool_connect_option(&spec->conn, opt, optarg);
-			if (v > 0)
-				v = tool_preprocess_option(&spec->pre, opt,
-				                           optarg);
-			break;
-		}
-		if (v < 0) {
-			const char *values = tool_option_values(opt);
-
-			fprintf(stderr,
-			        "frameprep %s: bad value '%s' for --%s%s%s\n",
-			        cmd, optarg, cli_opt_name(opt),
-			        values != NULL ? ": " : "",
-			        values != NULL ? values : "");
-			return -1;
-		}
+	if (!cli_allowed(spec->cmd, opt)) {
+		fprintf(stderr, "frameprep %s: option --%s does not apply\n",
+		        spec->cmd, tool_option_name(cli_options, opt));
+		return TOOL_REFUSED;
 	}
-	return optind;
+	switch (opt) {
+	case OPT_ECHO:
+		spec->echo = 1;
+		return 0;
+	case OPT_SHM:
+		spec->shm = 1;
+		return 0;
+	case OPT_FORMAT:
+		spec->format = (uint16_t)tool_lookup(TOOL_FORMAT, value);
+		/* The image itself decides between RGB8 and GRAY8. */
+		if (spec->format == FPREP_PIX_RGB8) {
+			spec->format = 0;
+			return 0;
+		}
+		return spec->format >= FPREP_PIX_NV12 ? 0 : -1;
+	case OPT_HEALTH:
+		spec->health = 1;
+		return 0;
+	case OPT_JPEG:
+		spec->format = FPREP_PIX_JPEG;
+		return 0;
+	}
+	return 1;
 }
 
 /* cli_image is a decoded image in a pixel format the protocol knows. */
@@ -900,7 +855,9 @@ int main(int argc, char **argv)
 		cli_usage(stderr, NULL);
 		return EXIT_USAGE;
 	}
-	first = cli_parse(cmd, argc - 1, argv + 1, &spec);
+	spec.cmd = cmd;
+	first = tool_cli_parse(cmd, argc - 1, argv + 1, cli_options, &spec.conn,
+	                       &spec.pre, cli_own, &spec);
 	if (first == -2) {
 		cli_usage(stdout, cmd);
 		return 0;

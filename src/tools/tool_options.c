@@ -297,3 +297,49 @@ int tool_connect_option(struct tool_connect *c, int opt, const char *arg)
 	}
 	return 1;
 }
+
+const char *tool_option_name(const struct option *options, int opt)
+{
+	for (const struct option *o = options; o->name != NULL; o++)
+		if (o->val == opt)
+			return o->name;
+	return "?";
+}
+
+int tool_cli_parse(const char *cmd, int argc, char **argv,
+                   const struct option *options, struct tool_connect *conn,
+                   struct tool_preprocess *pre, tool_own_fn *own, void *spec)
+{
+	const char *values;
+	int opt, v;
+
+	opterr = 0;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "o:h", options, NULL)) != -1) {
+		if (opt == '?' || opt == ':') {
+			fprintf(stderr, "frameprep %s: bad option '%s'\n", cmd,
+			        argv[optind - 1]);
+			return -1;
+		}
+		v = own != NULL ? own(spec, opt, optarg) : 1;
+		if (v == TOOL_REFUSED)
+			return -1;
+		if (opt == 'h')
+			return -2;
+		if (v > 0)
+			v = tool_connect_option(conn, opt, optarg);
+		if (v > 0)
+			v = tool_preprocess_option(pre, opt, optarg);
+		if (v < 0) {
+			values = tool_option_values(opt);
+			fprintf(stderr,
+			        "frameprep %s: bad value '%s' for --%s%s%s\n",
+			        cmd, optarg != NULL ? optarg : "",
+			        tool_option_name(options, opt),
+			        values != NULL ? ": " : "",
+			        values != NULL ? values : "");
+			return -1;
+		}
+	}
+	return optind;
+}

@@ -149,4 +149,26 @@ struct tool_connect {
  * when opt is not one of these. */
 int tool_connect_option(struct tool_connect *c, int opt, const char *arg);
 
+/* tool_option_name returns the long name of option value opt in the
+ * getopt_long table options (ended by a NULL name), or "?". */
+const char *tool_option_name(const struct option *options, int opt);
+
+/* tool_own_fn applies option opt of a command's own, with argument arg
+ * (NULL for an option without one), to spec. Returns 0, -1 when arg is
+ * not a valid value for opt, TOOL_REFUSED after printing why opt does not
+ * apply, or 1 when opt is not one of the command's own. */
+typedef int tool_own_fn(void *spec, int opt, const char *arg);
+#define TOOL_REFUSED (-2)
+
+/* tool_cli_parse parses the options of CLI command cmd (argv[0] is cmd)
+ * with getopt_long's table options ("o:h" the short ones): -h/--help, then
+ * own(spec, ...) when own is not NULL, then tool_connect_option into
+ * *conn and tool_preprocess_option into *pre. Returns the index of the
+ * first operand, -1 after printing a usage error on stderr ("frameprep
+ * CMD: bad option", "bad value ... for --NAME"), or -2 for --help. Not
+ * reentrant (getopt_long's globals). */
+int tool_cli_parse(const char *cmd, int argc, char **argv,
+                   const struct option *options, struct tool_connect *conn,
+                   struct tool_preprocess *pre, tool_own_fn *own, void *spec);
+
 #endif /* FPREP_TOOL_OPTIONS_H */
