@@ -240,7 +240,7 @@ static int el_print(const fprep_result *res, const char *out)
 	}
 	if (out == NULL)
 		return 0;
-	if (fprep_npy_write(out, fprep_npy_dtype_descr(h->dtype), h->shape, 4,
+	if (fprep_npy_write(out, fprep_dtype_typestr(h->dtype), h->shape, 4,
 	                    res->payload, (size_t)h->tensor_size) != 0) {
 		perror(out);
 		return EL_EXIT_IO;

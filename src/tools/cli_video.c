@@ -201,7 +201,7 @@ static int vid_save(const struct vid_run *r)
 		fprintf(stderr, "frameprep video: no frame to save\n");
 		return VID_EXIT_IO;
 	}
-	if (fprep_npy_write(r->spec->conn.out, fprep_npy_dtype_descr(r->dtype),
+	if (fprep_npy_write(r->spec->conn.out, fprep_dtype_typestr(r->dtype),
 	                    r->shape, 4, r->tensors, r->tensors_size) != 0) {
 		fprintf(stderr, "frameprep video: writing %s: %s\n",
 		        r->spec->conn.out, strerror(errno));

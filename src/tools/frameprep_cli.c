@@ -519,7 +519,7 @@ static uint64_t cli_fnv1a64(const void *data, size_t size)
 static int cli_print_reply(const fprep_reply_header *h, const void *payload,
                            size_t payload_size, const char *out)
 {
-	const char *descr = fprep_npy_dtype_descr(h->dtype);
+	const char *descr = fprep_dtype_typestr(h->dtype);
 
 	printf("request   %" PRIu64 " %s\n", h->request_id,
 	       cli_kind_name(h->kind));
