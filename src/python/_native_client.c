@@ -188,6 +188,19 @@ void native_set_source(fprep_request *req, const struct native_src *s)
 	req->v_offset = s->voff;
 }
 
+/* native_set_output sets where req's tensor goes: out_loc (INLINE, SHM
+ * or CUDA), and in a region, at out_off of region out_region, out_cap
+ * bytes there. */
+static void native_set_output(fprep_request *req, unsigned char out_loc,
+                              unsigned out_region, unsigned long long out_off,
+                              unsigned long long out_cap)
+{
+	req->output_loc = out_loc;
+	req->out_region = out_region;
+	req->out_offset = out_off;
+	req->out_capacity = out_cap;
+}
+
 #define NATIVE_SRC_FMT "OKIIIIIII"
 #define NATIVE_SRC_ARGS(s)                                                     \
 	&(s).src, &(s).span, &(s).fmt, &(s).w, &(s).h, &(s).stride, &(s).uvs,  \
@@ -242,10 +255,7 @@ PyObject *Client_frame(PyObject *op, PyObject *args)
 	req = ((RequestObject *)tmpl)->req;
 	native_set_source(&req, &s);
 	req.input_loc = FPREP_LOC_INLINE;
-	req.output_loc = out_loc;
-	req.out_region = out_region;
-	req.out_offset = out_off;
-	req.out_capacity = out_cap;
+	native_set_output(&req, out_loc, out_region, out_off, out_cap);
 	return native_request((ClientObject *)op, &req, addr);
 }
 
@@ -422,10 +432,7 @@ PyObject *Client_elements(PyObject *op, PyObject *args)
 	req.input_loc = in_loc;
 	req.in_region = in_region;
 	req.in_offset = in_off;
-	req.output_loc = out_loc;
-	req.out_region = out_region;
-	req.out_offset = out_off;
-	req.out_capacity = out_cap;
+	native_set_output(&req, out_loc, out_region, out_off, out_cap);
 	/* Inline, the bytes read are checked against frame's; else the
 	 * source lies in a region and frame is ignored. */
 	if (in_loc == FPREP_LOC_INLINE &&
