@@ -31,10 +31,7 @@ enum {
 
 static const struct option vid_options[] = {
         TOOL_PREPROCESS_OPTIONS,
-        {"socket", required_argument, NULL, TOOL_OPT_SOCKET},
-        {"trust-socket-owner", required_argument, NULL, TOOL_OPT_TRUST_OWNER},
-        {"output", required_argument, NULL, 'o'},
-        {"timeout", required_argument, NULL, TOOL_OPT_TIMEOUT},
+        TOOL_CONNECT_OPTIONS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };

@@ -164,10 +164,7 @@ enum {
 
 static const struct option cli_options[] = {
         TOOL_PREPROCESS_OPTIONS,
-        {"socket", required_argument, NULL, TOOL_OPT_SOCKET},
-        {"trust-socket-owner", required_argument, NULL, TOOL_OPT_TRUST_OWNER},
-        {"output", required_argument, NULL, 'o'},
-        {"timeout", required_argument, NULL, TOOL_OPT_TIMEOUT},
+        TOOL_CONNECT_OPTIONS,
         {"echo", no_argument, NULL, OPT_ECHO},
         {"shm", no_argument, NULL, OPT_SHM},
         {"format", required_argument, NULL, OPT_FORMAT},

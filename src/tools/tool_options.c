@@ -192,11 +192,32 @@ const char *tool_option_values(int opt)
 	return NULL;
 }
 
-/* tool_isset says whether option opt (not --size) was given. */
-static int tool_isset(const struct tool_preprocess *p, int opt)
-{
-	return (p->set & (1u << (opt - TOOL_OPT_DTYPE))) != 0;
-}
+/* tool_fields: where each shared option's value lies in a tool_preprocess
+ * and in an fprep_request, indexed by opt - TOOL_OPT_DTYPE (its bit in
+ * set); --size is apart. */
+#define TOOL_FIELD(opt, from, to)                                              \
+	[(opt)-TOOL_OPT_DTYPE] = {offsetof(struct tool_preprocess, from),      \
+	                          offsetof(fprep_request, to),                 \
+	                          sizeof(((fprep_request *)0)->to)}
+static const struct {
+	size_t from, to, size;
+} tool_fields[] = {
+        TOOL_FIELD(TOOL_OPT_DTYPE, dtype, dtype),
+        TOOL_FIELD(TOOL_OPT_LAYOUT, layout, layout),
+        TOOL_FIELD(TOOL_OPT_ORDER, order, channel_order),
+        TOOL_FIELD(TOOL_OPT_RESIZE, resize, resize),
+        TOOL_FIELD(TOOL_OPT_MEAN, mean, mean),
+        TOOL_FIELD(TOOL_OPT_STD, std, std),
+        TOOL_FIELD(TOOL_OPT_SCALE, scale, scale),
+        TOOL_FIELD(TOOL_OPT_PAD, pad, pad_value),
+        TOOL_FIELD(TOOL_OPT_MATRIX, matrix, yuv_matrix),
+        TOOL_FIELD(TOOL_OPT_RANGE, range, yuv_range),
+        TOOL_FIELD(TOOL_OPT_ROUNDING, rounding, rounding),
+};
+#undef TOOL_FIELD
+_Static_assert(sizeof(tool_fields) / sizeof(tool_fields[0]) ==
+                       TOOL_OPT_ROUNDING - TOOL_OPT_DTYPE + 1,
+               "a shared preprocessing option without its field");
 
 void tool_preprocess_apply(const struct tool_preprocess *p, fprep_request *req)
 {
@@ -204,28 +225,12 @@ void tool_preprocess_apply(const struct tool_preprocess *p, fprep_request *req)
 		req->out_width = p->out_w;
 		req->out_height = p->out_h;
 	}
-	if (tool_isset(p, TOOL_OPT_DTYPE))
-		req->dtype = p->dtype;
-	if (tool_isset(p, TOOL_OPT_LAYOUT))
-		req->layout = p->layout;
-	if (tool_isset(p, TOOL_OPT_ORDER))
-		req->channel_order = p->order;
-	if (tool_isset(p, TOOL_OPT_RESIZE))
-		req->resize = p->resize;
-	if (tool_isset(p, TOOL_OPT_MEAN))
-		memcpy(req->mean, p->mean, sizeof(req->mean));
-	if (tool_isset(p, TOOL_OPT_STD))
-		memcpy(req->std, p->std, sizeof(req->std));
-	if (tool_isset(p, TOOL_OPT_SCALE))
-		req->scale = p->scale;
-	if (tool_isset(p, TOOL_OPT_PAD))
-		req->pad_value = p->pad;
-	if (tool_isset(p, TOOL_OPT_MATRIX))
-		req->yuv_matrix = p->matrix;
-	if (tool_isset(p, TOOL_OPT_RANGE))
-		req->yuv_range = p->range;
-	if (tool_isset(p, TOOL_OPT_ROUNDING))
-		req->rounding = p->rounding;
+	for (size_t k = 0; k < sizeof(tool_fields) / sizeof(tool_fields[0]);
+	     k++)
+		if (p->set & (1u << k))
+			memcpy((char *)req + tool_fields[k].to,
+			       (const char *)p + tool_fields[k].from,
+			       tool_fields[k].size);
 }
 
 const char *tool_rounding_name(int rounding)

@@ -132,6 +132,17 @@ void tool_preprocess_usage(FILE *f, int indent, int width);
  * daemons. Returns 0 or -1 when it does not fit. */
 int tool_socket(char *list, size_t size, const char *url);
 
+/* TOOL_CONNECT_OPTIONS: the struct option entries of --socket,
+ * --trust-socket-owner, --output and --timeout (tool_connect_option), for
+ * the commands that take them all. */
+/* clang-format off */
+#define TOOL_CONNECT_OPTIONS                                                   \
+	{"socket", required_argument, NULL, TOOL_OPT_SOCKET},                  \
+	{"trust-socket-owner", required_argument, NULL, TOOL_OPT_TRUST_OWNER}, \
+	{"output", required_argument, NULL, 'o'},                              \
+	{"timeout", required_argument, NULL, TOOL_OPT_TIMEOUT}
+/* clang-format on */
+
 /* tool_connect: the options of the CLI's commands that talk to a daemon
  * and write a file. Zero-initialise before use. */
 struct tool_connect {
