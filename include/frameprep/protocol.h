@@ -922,6 +922,11 @@ typedef struct fprep_reply_header {
  * whose stride is ignored: 1), or 0 for an unknown format. */
 FPREP_EXTERN uint32_t fprep_pixel_bytes(uint16_t format);
 
+/* fprep_dtype_typestr returns the NumPy type string of enum fprep_dtype
+ * value dtype ("<f4", "<f2", "|u1": the array interface's typestr and a
+ * .npy header's descr), a static string, or NULL for an unknown dtype. */
+FPREP_EXTERN const char *fprep_dtype_typestr(uint8_t dtype);
+
 /* fprep_request_init fills *req with a FRAME request for the given source
  * and the YOLO defaults: LETTERBOX to 640x640, RGB, F32, NCHW, pad 114,
  * scale 1/255, mean 0, std 1, inline input and output, stride = width * bpp,

@@ -225,6 +225,19 @@ static uint32_t proto_dtype_bytes(uint8_t dtype)
 	return 0;
 }
 
+const char *fprep_dtype_typestr(uint8_t dtype)
+{
+	switch (dtype) {
+	case FPREP_DTYPE_F32:
+		return "<f4";
+	case FPREP_DTYPE_F16:
+		return "<f2";
+	case FPREP_DTYPE_U8:
+		return "|u1";
+	}
+	return NULL;
+}
+
 void fprep_request_init(fprep_request *req, uint16_t src_format,
                         uint32_t src_width, uint32_t src_height)
 {

@@ -201,6 +201,8 @@ int native_forked(const ClientObject *c);
 int native_enter(ClientObject *c);
 void native_leave(ClientObject *c);
 PyObject *native_fail(ClientObject *c, int err);
+int native_leave_err(ClientObject *c, int err);
+PyObject *native_settle(ClientObject *c, int err, fprep_result *res);
 int Client_init(PyObject *op, PyObject *args, PyObject *kw);
 PyObject *Client_new(PyTypeObject *tp, PyObject *args, PyObject *kw);
 PyObject *Client_close(PyObject *op, PyObject *unused);

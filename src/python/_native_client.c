@@ -73,6 +73,25 @@ PyObject *native_fail(ClientObject *c, int err)
 	return native_raise(err, text);
 }
 
+/* native_leave_err ends a call that native_enter counted; with err, raises
+ * it with the client's last error sentence first. Returns err. */
+int native_leave_err(ClientObject *c, int err)
+{
+	if (err)
+		native_fail(c, err);
+	native_leave(c);
+	return err;
+}
+
+/* native_settle ends a call that native_enter counted: raises err as
+ * native_leave_err does, or returns res (owned) as a Result. */
+PyObject *native_settle(ClientObject *c, int err, fprep_result *res)
+{
+	if (native_leave_err(c, err))
+		return NULL;
+	return native_result_new(res);
+}
+
 int Client_init(PyObject *op, PyObject *args, PyObject *kw)
 {
 	static char *names[] = {"url", "timeout_ms", "trust_owner", NULL};
@@ -169,6 +188,19 @@ void native_set_source(fprep_request *req, const struct native_src *s)
 	req->v_offset = s->voff;
 }
 
+/* native_set_output sets where req's tensor goes: out_loc (INLINE, SHM
+ * or CUDA), and in a region, at out_off of region out_region, out_cap
+ * bytes there. */
+static void native_set_output(fprep_request *req, unsigned char out_loc,
+                              unsigned out_region, unsigned long long out_off,
+                              unsigned long long out_cap)
+{
+	req->output_loc = out_loc;
+	req->out_region = out_region;
+	req->out_offset = out_off;
+	req->out_capacity = out_cap;
+}
+
 #define NATIVE_SRC_FMT "OKIIIIIII"
 #define NATIVE_SRC_ARGS(s)                                                     \
 	&(s).src, &(s).span, &(s).fmt, &(s).w, &(s).h, &(s).stride, &(s).uvs,  \
@@ -186,14 +218,7 @@ static PyObject *native_request(ClientObject *self, fprep_request *req,
 		return NULL;
 	Py_BEGIN_ALLOW_THREADS err =
 	        fprep_client_request(self->client, req, payload, &res);
-	Py_END_ALLOW_THREADS if (err)
-	{
-		native_fail(self, err);
-		native_leave(self);
-		return NULL;
-	}
-	native_leave(self);
-	return native_result_new(&res);
+	Py_END_ALLOW_THREADS return native_settle(self, err, &res);
 }
 
 /* Client.frame(request, frame, span, format, width, height, stride,
@@ -230,10 +255,7 @@ PyObject *Client_frame(PyObject *op, PyObject *args)
 	req = ((RequestObject *)tmpl)->req;
 	native_set_source(&req, &s);
 	req.input_loc = FPREP_LOC_INLINE;
-	req.output_loc = out_loc;
-	req.out_region = out_region;
-	req.out_offset = out_off;
-	req.out_capacity = out_cap;
+	native_set_output(&req, out_loc, out_region, out_off, out_cap);
 	return native_request((ClientObject *)op, &req, addr);
 }
 
@@ -271,14 +293,7 @@ PyObject *Client_request(PyObject *op, PyObject *args)
 		return NULL;
 	Py_BEGIN_ALLOW_THREADS err =
 	        fprep_client_register(self->client, &reg, &res);
-	Py_END_ALLOW_THREADS if (err)
-	{
-		native_fail(self, err);
-		native_leave(self);
-		return NULL;
-	}
-	native_leave(self);
-	return native_result_new(&res);
+	Py_END_ALLOW_THREADS return native_settle(self, err, &res);
 }
 
 /* native_list_elements reads a list of (type, resize, v0, .., v5, offset)
@@ -417,10 +432,7 @@ PyObject *Client_elements(PyObject *op, PyObject *args)
 	req.input_loc = in_loc;
 	req.in_region = in_region;
 	req.in_offset = in_off;
-	req.output_loc = out_loc;
-	req.out_region = out_region;
-	req.out_offset = out_off;
-	req.out_capacity = out_cap;
+	native_set_output(&req, out_loc, out_region, out_off, out_cap);
 	/* Inline, the bytes read are checked against frame's; else the
 	 * source lies in a region and frame is ignored. */
 	if (in_loc == FPREP_LOC_INLINE &&
@@ -436,13 +448,7 @@ PyObject *Client_elements(PyObject *op, PyObject *args)
 	Py_BEGIN_ALLOW_THREADS err = fprep_client_elements(
 	        self->client, &req, els, (uint32_t)n, addr, &res);
 	Py_END_ALLOW_THREADS free(els);
-	if (err) {
-		native_fail(self, err);
-		native_leave(self);
-		return NULL;
-	}
-	native_leave(self);
-	return native_result_new(&res);
+	return native_settle(self, err, &res);
 }
 
 PyObject *Client_info(PyObject *op, PyObject *unused)
@@ -455,14 +461,7 @@ PyObject *Client_info(PyObject *op, PyObject *unused)
 	if (native_enter(self))
 		return NULL;
 	Py_BEGIN_ALLOW_THREADS err = fprep_client_info(self->client, &res);
-	Py_END_ALLOW_THREADS if (err)
-	{
-		native_fail(self, err);
-		native_leave(self);
-		return NULL;
-	}
-	native_leave(self);
-	return native_result_new(&res);
+	Py_END_ALLOW_THREADS return native_settle(self, err, &res);
 }
 
 PyObject *Client_set_staging(PyObject *op, PyObject *arg)

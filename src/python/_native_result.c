@@ -155,19 +155,6 @@ static PyObject *Result_get_fields(PyObject *op, void *c)
 	                      native_reply_fields);
 }
 
-static const char *native_typestr(unsigned dtype)
-{
-	switch (dtype) {
-	case FPREP_DTYPE_F32:
-		return "<f4";
-	case FPREP_DTYPE_F16:
-		return "<f2";
-	case FPREP_DTYPE_U8:
-		return "|u1";
-	}
-	return NULL;
-}
-
 /* Result.__array_interface__: the tensor in the payload, as its header
  * describes it (a reply the decoder accepted: ndim, dtype and size
  * agree). */
@@ -175,7 +162,7 @@ static PyObject *Result_get_array(PyObject *op, void *c)
 {
 	const fprep_result *res = &((ResultObject *)op)->res;
 	const fprep_reply_header *h = &res->header;
-	const char *ts = native_typestr(h->dtype);
+	const char *ts = fprep_dtype_typestr(h->dtype);
 	PyObject *shape;
 	/* A ROIS or BATCH reply's payload is the tensor, then N transform
 	 * records. */

@@ -459,6 +459,21 @@ static unsigned input_channel(const bench_input *in, uint64_t i)
 	                  in->shape[1]);
 }
 
+/* input_element reads element i of a float tensor t: IEEE binary16 when
+ * f16, else binary32. */
+static float input_element(const void *t, uint64_t i, int f16)
+{
+	uint16_t h;
+	float f;
+
+	if (f16) {
+		memcpy(&h, (const char *)t + 2 * i, 2);
+		return input_half_to_float(h);
+	}
+	memcpy(&f, (const char *)t + 4 * i, 4);
+	return f;
+}
+
 int bench_compare(bench_input *in, const void *tensor, char *msg,
                   size_t msg_size)
 {
@@ -466,7 +481,7 @@ int bench_compare(bench_input *in, const void *tensor, char *msg,
 	uint64_t n, i;
 	float tol[3], got, want, lim;
 	unsigned c;
-	int err;
+	int err, f16;
 
 	ref = input_reference(in, &err);
 	if (!ref) {
@@ -492,37 +507,21 @@ int bench_compare(bench_input *in, const void *tensor, char *msg,
 			}
 		}
 		return FPREP_OK;
-	case FPREP_DTYPE_F16:
-		n = in->tensor_bytes / 2;
+	default: /* F32 and F16 */
+		f16 = in->req.dtype == FPREP_DTYPE_F16;
+		n = in->tensor_bytes / (f16 ? 2 : 4);
 		for (i = 0; i < n; i++) {
-			uint16_t a, b;
-
-			memcpy(&a, (const char *)tensor + 2 * i, 2);
-			memcpy(&b, (const char *)ref + 2 * i, 2);
-			got = input_half_to_float(a);
-			want = input_half_to_float(b);
-			c = input_channel(in, i);
-			lim = tol[c < 3 ? c : 0] + input_half_ulp(want);
-			if (!(fabsf(got - want) <= lim)) {
-				snprintf(msg, msg_size,
-				         "f16 element %llu is %g, reference %g "
-				         "(tolerance %g)",
-				         (unsigned long long)i, got, want, lim);
-				return FPREP_EMISMATCH;
-			}
-		}
-		return FPREP_OK;
-	default:
-		n = in->tensor_bytes / 4;
-		for (i = 0; i < n; i++) {
-			memcpy(&got, (const char *)tensor + 4 * i, 4);
-			memcpy(&want, (const char *)ref + 4 * i, 4);
+			got = input_element(tensor, i, f16);
+			want = input_element(ref, i, f16);
 			c = input_channel(in, i);
 			lim = tol[c < 3 ? c : 0];
+			if (f16)
+				lim += input_half_ulp(want);
 			if (!(fabsf(got - want) <= lim)) {
 				snprintf(msg, msg_size,
-				         "f32 element %llu is %g, reference %g "
+				         "%s element %llu is %g, reference %g "
 				         "(tolerance %g)",
+				         f16 ? "f16" : "f32",
 				         (unsigned long long)i, got, want, lim);
 				return FPREP_EMISMATCH;
 			}

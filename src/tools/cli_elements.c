@@ -32,15 +32,13 @@
 enum { EL_EXIT_SERVER = 1, EL_EXIT_USAGE = 2, EL_EXIT_IO = 3 };
 
 enum {
-	EL_OPT_SOCKET = TOOL_OPT_END,
-	EL_OPT_TIMEOUT,
-	EL_OPT_BOXES,
+	EL_OPT_BOXES = TOOL_OPT_END,
 };
 
 static const struct option el_options[] = {
         TOOL_PREPROCESS_OPTIONS,
-        {"socket", required_argument, NULL, EL_OPT_SOCKET},
-        {"timeout", required_argument, NULL, EL_OPT_TIMEOUT},
+        {"socket", required_argument, NULL, TOOL_OPT_SOCKET},
+        {"timeout", required_argument, NULL, TOOL_OPT_TIMEOUT},
         {"boxes", required_argument, NULL, EL_OPT_BOXES},
         {"output", required_argument, NULL, 'o'},
         {"help", no_argument, NULL, 'h'},
@@ -50,11 +48,9 @@ static const struct option el_options[] = {
 /* el_spec: what the user asked for. */
 struct el_spec {
 	struct tool_preprocess pre;
-	char urls[TOOL_URLS_SIZE];
-	const char *url;
+	struct tool_connect conn;
 	const char *boxes;
-	const char *out;
-	int timeout_ms;
+	int crops; /* the command is crops (else batch) */
 };
 
 static void el_usage(FILE *f, const char *cmd)
@@ -82,57 +78,15 @@ static void el_usage(FILE *f, const char *cmd)
 	fprintf(f, "  -h, --help        this text\n");
 }
 
-/* el_parse parses cmd's options; returns the index of the first operand,
- * -1 after a usage error, -2 for --help. */
-static int el_parse(const char *cmd, int argc, char **argv,
-                    struct el_spec *spec)
+/* el_own applies --boxes, the one option of crops and batch's own. */
+static int el_own(void *arg, int opt, const char *value)
 {
-	int opt, v;
+	struct el_spec *spec = arg;
 
-	opterr = 0;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "o:h", el_options, NULL)) != -1) {
-		v = 0;
-		switch (opt) {
-		case '?':
-		case ':':
-			fprintf(stderr, "frameprep %s: bad option '%s'\n", cmd,
-			        argv[optind - 1]);
-			return -1;
-		case 'h':
-			return -2;
-		case 'o':
-			spec->out = optarg;
-			break;
-		case EL_OPT_SOCKET:
-			v = tool_socket(spec->urls, sizeof(spec->urls), optarg);
-			spec->url = spec->urls;
-			break;
-		case EL_OPT_TIMEOUT:
-			spec->timeout_ms = atoi(optarg);
-			v = spec->timeout_ms > 0 ? 0 : -1;
-			break;
-		case EL_OPT_BOXES:
-			spec->boxes = optarg;
-			v = strcmp(cmd, "crops") == 0 ? 0 : -1;
-			break;
-		default:
-			v = tool_preprocess_option(&spec->pre, opt, optarg);
-			break;
-		}
-		if (v < 0) {
-			const char *values = tool_option_values(opt);
-
-			fprintf(stderr,
-			        "frameprep %s: bad value '%s' for an "
-			        "option%s%s\n",
-			        cmd, optarg != NULL ? optarg : "",
-			        values != NULL ? ": " : "",
-			        values != NULL ? values : "");
-			return -1;
-		}
-	}
-	return optind;
+	if (opt != EL_OPT_BOXES)
+		return 1;
+	spec->boxes = value;
+	return spec->crops ? 0 : -1;
 }
 
 /* el_numbers reads an array of exactly n numbers into v. */
@@ -286,7 +240,7 @@ static int el_print(const fprep_result *res, const char *out)
 	}
 	if (out == NULL)
 		return 0;
-	if (fprep_npy_write(out, fprep_npy_dtype_descr(h->dtype), h->shape, 4,
+	if (fprep_npy_write(out, fprep_dtype_typestr(h->dtype), h->shape, 4,
 	                    res->payload, (size_t)h->tensor_size) != 0) {
 		perror(out);
 		return EL_EXIT_IO;
@@ -304,7 +258,7 @@ static int el_send(const struct el_spec *spec, fprep_request *req,
 	fprep_result res;
 	int err, ret;
 
-	err = fprep_client_open(&c, spec->url, spec->timeout_ms);
+	err = fprep_client_open(&c, spec->conn.url, spec->conn.timeout_ms);
 	if (err) {
 		fprintf(stderr, "frameprep: %s: %s\n", fprep_err_name(err),
 		        fprep_client_last_error(NULL));
@@ -320,7 +274,7 @@ static int el_send(const struct el_spec *spec, fprep_request *req,
 		               ? EL_EXIT_SERVER
 		               : EL_EXIT_IO;
 	}
-	ret = el_print(&res, spec->out);
+	ret = el_print(&res, spec->conn.out);
 	fprep_result_fini(&res);
 	fprep_client_close(c);
 	return ret;
@@ -411,7 +365,9 @@ int tool_elements_main(const char *cmd, int argc, char **argv)
 	int first;
 
 	memset(&spec, 0, sizeof(spec));
-	first = el_parse(cmd, argc, argv, &spec);
+	spec.crops = strcmp(cmd, "crops") == 0;
+	first = tool_cli_parse(cmd, argc, argv, el_options, &spec.conn,
+	                       &spec.pre, el_own, &spec);
 	if (first == -2) {
 		el_usage(stdout, cmd);
 		return 0;

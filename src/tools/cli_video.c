@@ -29,29 +29,16 @@ enum {
 	VID_EXIT_BITSTREAM = 5, /* only EBITSTREAM refusals: a broken file */
 };
 
-enum {
-	VID_OPT_SOCKET = TOOL_OPT_END,
-	VID_OPT_TIMEOUT,
-	VID_OPT_TRUST_OWNER,
-};
-
 static const struct option vid_options[] = {
         TOOL_PREPROCESS_OPTIONS,
-        {"socket", required_argument, NULL, VID_OPT_SOCKET},
-        {"trust-socket-owner", required_argument, NULL, VID_OPT_TRUST_OWNER},
-        {"output", required_argument, NULL, 'o'},
-        {"timeout", required_argument, NULL, VID_OPT_TIMEOUT},
+        TOOL_CONNECT_OPTIONS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
 
 struct vid_spec {
 	struct tool_preprocess pre;
-	const char *url;
-	const char *out;
-	const char *trust_owner;
-	int timeout_ms;
-	char urls[TOOL_URLS_SIZE];
+	struct tool_connect conn;
 };
 
 /* vid_run: one file's demuxing and its stream. */
@@ -92,54 +79,6 @@ static void vid_usage(FILE *f)
 	           "4 libavformat, libavcodec or libavutil missing, 5 broken "
 	           "bitstream (every refusal\nEBITSTREAM: the frames after "
 	           "each broken packet's next IDR/IRAP came)\n");
-}
-
-/* vid_parse parses the options; returns the index of the operand, -1
- * after a usage error, -2 for --help. */
-static int vid_parse(int argc, char **argv, struct vid_spec *spec)
-{
-	int opt, v;
-
-	opterr = 0;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "o:h", vid_options, NULL)) !=
-	       -1) {
-		v = 0;
-		switch (opt) {
-		case '?':
-		case ':':
-			fprintf(stderr, "frameprep video: bad option '%s'\n",
-			        argv[optind - 1]);
-			return -1;
-		case 'h':
-			return -2;
-		case 'o':
-			spec->out = optarg;
-			break;
-		case VID_OPT_SOCKET:
-			v = tool_socket(spec->urls, sizeof(spec->urls), optarg);
-			spec->url = spec->urls;
-			break;
-		case VID_OPT_TRUST_OWNER:
-			spec->trust_owner = optarg;
-			break;
-		case VID_OPT_TIMEOUT:
-			spec->timeout_ms = atoi(optarg);
-			v = spec->timeout_ms > 0 ? 0 : -1;
-			break;
-		default:
-			v = tool_preprocess_option(&spec->pre, opt, optarg);
-			break;
-		}
-		if (v < 0) {
-			fprintf(stderr,
-			        "frameprep video: bad value '%s' for an "
-			        "option\n",
-			        optarg != NULL ? optarg : "");
-			return -1;
-		}
-	}
-	return optind;
 }
 
 /* vid_exit_status: the exit status of a call's error: the client's own
@@ -192,7 +131,7 @@ static int vid_frames(struct vid_run *r, const fprep_result *res)
 		       h->shape[2], h->shape[3], (double)f.scale_x,
 		       (double)f.scale_y, (double)f.pad_x, (double)f.pad_y);
 		r->frames++;
-		if (r->spec->out == NULL)
+		if (r->spec->conn.out == NULL)
 			continue;
 		all = realloc(r->tensors, r->tensors_size + one);
 		if (all == NULL) {
@@ -259,13 +198,13 @@ static int vid_save(const struct vid_run *r)
 		fprintf(stderr, "frameprep video: no frame to save\n");
 		return VID_EXIT_IO;
 	}
-	if (fprep_npy_write(r->spec->out, fprep_npy_dtype_descr(r->dtype),
+	if (fprep_npy_write(r->spec->conn.out, fprep_dtype_typestr(r->dtype),
 	                    r->shape, 4, r->tensors, r->tensors_size) != 0) {
 		fprintf(stderr, "frameprep video: writing %s: %s\n",
-		        r->spec->out, strerror(errno));
+		        r->spec->conn.out, strerror(errno));
 		return VID_EXIT_IO;
 	}
-	printf("wrote     %s\n", r->spec->out);
+	printf("wrote     %s\n", r->spec->conn.out);
 	return 0;
 }
 
@@ -286,8 +225,9 @@ static int vid_file(const struct vid_spec *spec, const char *path)
 	}
 	fprep_stream_request_init(&req, info.codec);
 	tool_preprocess_apply(&spec->pre, &req);
-	err = fprep_client_open_trusting(&r.client, spec->url, spec->timeout_ms,
-	                                 spec->trust_owner);
+	err = fprep_client_open_trusting(&r.client, spec->conn.url,
+	                                 spec->conn.timeout_ms,
+	                                 spec->conn.trust_owner);
 	if (err) {
 		fprintf(stderr, "frameprep video: %s: %s\n",
 		        fprep_err_name(err), fprep_client_last_error(NULL));
@@ -305,7 +245,7 @@ static int vid_file(const struct vid_spec *spec, const char *path)
 	       info.codec == FPREP_PIX_H264 ? "H.264" : "HEVC", path);
 	ret = vid_demux(&r, dmx);
 	(void)fprep_stream_close(r.stream);
-	if (ret == 0 && spec->out != NULL)
+	if (ret == 0 && spec->conn.out != NULL)
 		ret = vid_save(&r);
 	if (ret == 0)
 		ret = r.refused;
@@ -323,8 +263,9 @@ int tool_video_main(int argc, char **argv)
 	int first;
 
 	memset(&spec, 0, sizeof(spec));
-	spec.timeout_ms = 30000;
-	first = vid_parse(argc, argv, &spec);
+	spec.conn.timeout_ms = 30000;
+	first = tool_cli_parse("video", argc, argv, vid_options, &spec.conn,
+	                       &spec.pre, NULL, NULL);
 	if (first == -2) {
 		vid_usage(stdout);
 		return 0;

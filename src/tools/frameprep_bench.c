@@ -107,6 +107,15 @@ static void bench_doorbell_report(fprep_client *c, uint64_t db0,
 		       db1 - db0, what);
 }
 
+/* bench_refused says on stderr that what failed on client c with rc, and
+ * the client's sentence; returns -1. */
+static int bench_refused(const char *what, int rc, fprep_client *c)
+{
+	fprintf(stderr, "frameprep-bench: %s: %s (%s)\n", what,
+	        fprep_strerror(rc), fprep_client_last_error(c));
+	return -1;
+}
+
 /* bench_doorbells sets up each connection's doorbell (--doorbell) and
  * returns the daemon's count of requests taken from doorbells so far, or
  * UINT64_MAX after saying why it could not. */
@@ -118,10 +127,7 @@ static uint64_t bench_doorbells(bench_conn *conns, unsigned n)
 	for (unsigned i = 0; i < n; i++) {
 		rc = fprep_client_doorbell(conns[i].client, 1);
 		if (rc != FPREP_OK) {
-			fprintf(stderr,
-			        "frameprep-bench: --doorbell: %s (%s)\n",
-			        fprep_strerror(rc),
-			        fprep_client_last_error(conns[i].client));
+			bench_refused("--doorbell", rc, conns[i].client);
 			return UINT64_MAX;
 		}
 	}
@@ -160,14 +166,11 @@ static int bench_open_regions(bench_conn *conns, unsigned n,
 	for (i = 0; i < n; i++) {
 		rc = fprep_region_open(&conns[i].region, conns[i].client,
 		                       (size_t)(in_max + 2 * out_max));
-		if (rc) {
-			fprintf(stderr,
-			        "frameprep-bench: --shm: cannot open a "
-			        "shared-memory region: %s (%s)\n",
-			        fprep_strerror(rc),
-			        fprep_client_last_error(conns[i].client));
-			return -1;
-		}
+		if (rc)
+			return bench_refused(
+			        "--shm: cannot open a shared-memory "
+			        "region",
+			        rc, conns[i].client);
 		conns[i].out_slots[0] = conns[i].out_offset = in_max;
 		conns[i].out_slots[1] = in_max + out_max;
 		conns[i].out_capacity = out_max;
@@ -205,14 +208,11 @@ static int bench_open_cuda(bench_conn *conns, unsigned n,
 		rc = fprep_region_open_cuda(&conns[i].cuda_region,
 		                            conns[i].client, conns[i].cuda_dptr,
 		                            out_max);
-		if (rc) {
-			fprintf(stderr,
-			        "frameprep-bench: --cuda-out: cannot register "
-			        "a CUDA region: %s (%s)\n",
-			        fprep_strerror(rc),
-			        fprep_client_last_error(conns[i].client));
-			return -1;
-		}
+		if (rc)
+			return bench_refused(
+			        "--cuda-out: cannot register a CUDA "
+			        "region",
+			        rc, conns[i].client);
 		conns[i].out_offset = 0;
 		conns[i].out_capacity = out_max;
 	}

@@ -33,17 +33,14 @@ enum { EXIT_SERVER = 1, EXIT_USAGE = 2, EXIT_IO = 3 };
 
 /* cli_spec: what the user asked for, before it becomes a request. */
 struct cli_spec {
+	const char *cmd; /* the command: send, request, info, reply */
 	struct tool_preprocess pre;
 	uint16_t format; /* a YUV format to convert the image to, JPEG (send
 	                    the file as it is), or 0 */
-	int timeout_ms;
+	struct tool_connect conn;
 	int echo;
 	int shm;
-	const char *url;
-	const char *out;
-	char urls[TOOL_URLS_SIZE]; /* the --socket URLs, comma-separated */
-	const char *trust_owner;   /* --trust-socket-owner, or NULL */
-	int health;                /* info --health */
+	int health; /* info --health */
 };
 
 static const char *cli_kind_name(uint16_t kind)
@@ -158,22 +155,16 @@ static void cli_usage(FILE *f, const char *cmd)
 }
 
 enum {
-	OPT_SOCKET = TOOL_OPT_END,
-	OPT_TIMEOUT,
-	OPT_ECHO,
+	OPT_ECHO = TOOL_OPT_END,
 	OPT_SHM,
 	OPT_FORMAT,
 	OPT_JPEG,
-	OPT_TRUST_OWNER,
 	OPT_HEALTH,
 };
 
 static const struct option cli_options[] = {
         TOOL_PREPROCESS_OPTIONS,
-        {"socket", required_argument, NULL, OPT_SOCKET},
-        {"trust-socket-owner", required_argument, NULL, OPT_TRUST_OWNER},
-        {"output", required_argument, NULL, 'o'},
-        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        TOOL_CONNECT_OPTIONS,
         {"echo", no_argument, NULL, OPT_ECHO},
         {"shm", no_argument, NULL, OPT_SHM},
         {"format", required_argument, NULL, OPT_FORMAT},
@@ -183,120 +174,56 @@ static const struct option cli_options[] = {
         {NULL, 0, NULL, 0},
 };
 
-/* cli_opt_name returns the long name of option opt. */
-static const char *cli_opt_name(int opt)
-{
-	for (const struct option *o = cli_options; o->name != NULL; o++)
-		if (o->val == opt)
-			return o->name;
-	return "?";
-}
-
 /* cli_allowed says which long options a command takes. */
 static int cli_allowed(const char *cmd, int opt)
 {
 	if (opt == 'h')
 		return 1;
 	if (strcmp(cmd, "info") == 0)
-		return opt == OPT_SOCKET || opt == OPT_TRUST_OWNER ||
-		       opt == OPT_TIMEOUT || opt == OPT_HEALTH;
+		return opt == TOOL_OPT_SOCKET || opt == TOOL_OPT_TRUST_OWNER ||
+		       opt == TOOL_OPT_TIMEOUT || opt == OPT_HEALTH;
 	if (strcmp(cmd, "reply") == 0)
 		return opt == 'o';
 	if (strcmp(cmd, "request") == 0)
-		return opt != OPT_SOCKET && opt != OPT_TIMEOUT &&
-		       opt != OPT_SHM && opt != OPT_TRUST_OWNER;
+		return opt != TOOL_OPT_SOCKET && opt != TOOL_OPT_TIMEOUT &&
+		       opt != OPT_SHM && opt != TOOL_OPT_TRUST_OWNER;
 	return 1;
 }
 
-/* cli_parse parses the options of cmd (argv[0] is cmd) into *spec and
- * returns the index of the first operand, or -1 after printing a usage
- * error, or -2 for --help. */
-static int cli_parse(const char *cmd, int argc, char **argv,
-                     struct cli_spec *spec)
+/* cli_own applies an option of cmd's own to the cli_spec arg, and
+ * refuses one that does not apply to cmd. */
+static int cli_own(void *arg, int opt, const char *value)
 {
-	int opt, v;
-	char *end;
-	long t;
+	struct cli_spec *spec = arg;
 
-	opterr = 0;
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "o:h", cli_options, NULL)) !=
-	       -1) {
-		if (opt == '?' || opt == ':') {
-			fprintf(stderr, "frameprep %s: bad option '%s'\n", cmd,
-			        argv[optind - 1]);
-			return -1;
-		}
-		if (!cli_allowed(cmd, opt)) {
-			fprintf(stderr,
-			        "frameprep %s: option --%s does not "
-			        "apply\n",
-			        cmd, cli_opt_name(opt));
-			return -1;
-		}
-		v = 0;
-		switch (opt) {
-		case 'h':
-			return -2;
-		case 'o':
-			spec->out = optarg;
-			break;
-		case OPT_SOCKET:
-			v = tool_socket(spec->urls, sizeof(spec->urls), optarg);
-			spec->url = spec->urls;
-			break;
-		case OPT_TRUST_OWNER:
-			spec->trust_owner = optarg;
-			break;
-		case OPT_TIMEOUT:
-			errno = 0;
-			t = strtol(optarg, &end, 10);
-			v = end == optarg || *end != '\0' || errno != 0 ||
-			                    t <= 0 || t > INT32_MAX
-			            ? -1
-			            : 0;
-			spec->timeout_ms = (int)t;
-			break;
-		case OPT_ECHO:
-			spec->echo = 1;
-			break;
-		case OPT_SHM:
-			spec->shm = 1;
-			break;
-		case OPT_FORMAT:
-			spec->format =
-			        (uint16_t)tool_lookup(TOOL_FORMAT, optarg);
-			/* The image itself decides between RGB8 and GRAY8. */
-			v = spec->format >= FPREP_PIX_NV12 ||
-			                    spec->format == FPREP_PIX_RGB8
-			            ? 0
-			            : -1;
-			if (spec->format == FPREP_PIX_RGB8)
-				spec->format = 0;
-			break;
-		case OPT_HEALTH:
-			spec->health = 1;
-			break;
-		case OPT_JPEG:
-			spec->format = FPREP_PIX_JPEG;
-			break;
-			break;
-		default:
-			v = tool_preprocess_option(&spec->pre, opt, optarg);
-			break;
-		}
-		if (v < 0) {
-			const char *values = tool_option_values(opt);
-
-			fprintf(stderr,
-			        "frameprep %s: bad value '%s' for --%s%s%s\n",
-			        cmd, optarg, cli_opt_name(opt),
-			        values != NULL ? ": " : "",
-			        values != NULL ? values : "");
-			return -1;
-		}
+	if (!cli_allowed(spec->cmd, opt)) {
+		fprintf(stderr, "frameprep %s: option --%s does not apply\n",
+		        spec->cmd, tool_option_name(cli_options, opt));
+		return TOOL_REFUSED;
 	}
-	return optind;
+	switch (opt) {
+	case OPT_ECHO:
+		spec->echo = 1;
+		return 0;
+	case OPT_SHM:
+		spec->shm = 1;
+		return 0;
+	case OPT_FORMAT:
+		spec->format = (uint16_t)tool_lookup(TOOL_FORMAT, value);
+		/* The image itself decides between RGB8 and GRAY8. */
+		if (spec->format == FPREP_PIX_RGB8) {
+			spec->format = 0;
+			return 0;
+		}
+		return spec->format >= FPREP_PIX_NV12 ? 0 : -1;
+	case OPT_HEALTH:
+		spec->health = 1;
+		return 0;
+	case OPT_JPEG:
+		spec->format = FPREP_PIX_JPEG;
+		return 0;
+	}
+	return 1;
 }
 
 /* cli_image is a decoded image in a pixel format the protocol knows. */
@@ -589,7 +516,7 @@ static uint64_t cli_fnv1a64(const void *data, size_t size)
 static int cli_print_reply(const fprep_reply_header *h, const void *payload,
                            size_t payload_size, const char *out)
 {
-	const char *descr = fprep_npy_dtype_descr(h->dtype);
+	const char *descr = fprep_dtype_typestr(h->dtype);
 
 	printf("request   %" PRIu64 " %s\n", h->request_id,
 	       cli_kind_name(h->kind));
@@ -640,8 +567,9 @@ static int cli_print_reply(const fprep_reply_header *h, const void *payload,
 /* cli_client opens a client for the spec's URL; returns an exit status. */
 static int cli_client(const struct cli_spec *spec, fprep_client **cp)
 {
-	int err = fprep_client_open_trusting(cp, spec->url, spec->timeout_ms,
-	                                     spec->trust_owner);
+	int err = fprep_client_open_trusting(cp, spec->conn.url,
+	                                     spec->conn.timeout_ms,
+	                                     spec->conn.trust_owner);
 
 	if (err) {
 		fprintf(stderr, "frameprep: %s: %s%s\n", fprep_err_name(err),
@@ -697,7 +625,7 @@ static int cli_send_shm(fprep_client *c, const struct cli_spec *spec,
 		goto out;
 	}
 	ret = cli_print_reply(&res.header, base, res.header.tensor_size,
-	                      spec->out);
+	                      spec->conn.out);
 	fprep_result_fini(&res);
 out:
 	fprep_region_close(region);
@@ -733,7 +661,7 @@ static int cli_send(const struct cli_spec *spec, const char *path)
 		goto out_client;
 	}
 	ret = cli_print_reply(&res.header, res.payload, res.payload_size,
-	                      spec->out);
+	                      spec->conn.out);
 	fprep_result_fini(&res);
 out_client:
 	fprep_client_close(c);
@@ -834,7 +762,7 @@ static int cli_write_request(const struct cli_spec *spec, const char *path)
 	cli_request(spec, &img, &req);
 	req.request_id = 1;
 	fprep_request_encode(&req, header);
-	f = fopen(spec->out, "wb");
+	f = fopen(spec->conn.out, "wb");
 	if (f == NULL)
 		goto fail;
 	if (fwrite(header, 1, sizeof(header), f) != sizeof(header) ||
@@ -846,13 +774,13 @@ static int cli_write_request(const struct cli_spec *spec, const char *path)
 		goto fail;
 	printf("wrote     %s: %s request %" PRIu64 ", %" PRIu32 "x%" PRIu32
 	       " %s, %zu bytes\n",
-	       spec->out, cli_kind_name(req.kind), req.request_id,
+	       spec->conn.out, cli_kind_name(req.kind), req.request_id,
 	       req.src_width, req.src_height, cli_format_name(req.src_format),
 	       sizeof(header) + (size_t)req.input_size);
 	ret = 0;
 	goto out;
 fail:
-	fprintf(stderr, "frameprep: writing %s: %s\n", spec->out,
+	fprintf(stderr, "frameprep: writing %s: %s\n", spec->conn.out,
 	        strerror(errno));
 out:
 	cli_image_free(&img);
@@ -885,7 +813,7 @@ static int cli_read_reply(const struct cli_spec *spec, const char *path)
 		goto out;
 	}
 	ret = cli_print_reply(&h, buf + FPREP_REPLY_HEADER_SIZE,
-	                      (size_t)h.payload_size, spec->out);
+	                      (size_t)h.payload_size, spec->conn.out);
 out:
 	free(buf);
 	if (f != NULL)
@@ -924,7 +852,9 @@ int main(int argc, char **argv)
 		cli_usage(stderr, NULL);
 		return EXIT_USAGE;
 	}
-	first = cli_parse(cmd, argc - 1, argv + 1, &spec);
+	spec.cmd = cmd;
+	first = tool_cli_parse(cmd, argc - 1, argv + 1, cli_options, &spec.conn,
+	                       &spec.pre, cli_own, &spec);
 	if (first == -2) {
 		cli_usage(stdout, cmd);
 		return 0;
@@ -945,7 +875,7 @@ int main(int argc, char **argv)
 	if (strcmp(cmd, "send") == 0)
 		return cli_send(&spec, argv[1 + first]);
 	if (strcmp(cmd, "request") == 0) {
-		if (spec.out == NULL)
+		if (spec.conn.out == NULL)
 			goto usage;
 		return cli_write_request(&spec, argv[1 + first]);
 	}

@@ -63,16 +63,3 @@ out:
 	errno = saved;
 	return ret;
 }
-
-const char *fprep_npy_dtype_descr(uint8_t dtype)
-{
-	switch (dtype) {
-	case FPREP_DTYPE_F32:
-		return "<f4";
-	case FPREP_DTYPE_F16:
-		return "<f2";
-	case FPREP_DTYPE_U8:
-		return "|u1";
-	}
-	return NULL;
-}

@@ -2,7 +2,8 @@
  * npy.h: writer of NumPy .npy files (format 1.0) for frameprep's tools.
  *
  * A tensor is written as one C-order array with a little-endian descr
- * ("<f4", "<f2", "|u1", ...), so `numpy.load` reads it back as is. Shared
+ * ("<f4", "<f2", "|u1", ...: fprep_dtype_typestr), so `numpy.load` reads
+ * it back as is. Shared
  * by the frameprep CLI and frameprep-bench; it depends on nothing but libc.
  */
 #ifndef FPREP_TOOLS_NPY_H
@@ -18,9 +19,5 @@
  * Returns 0, or -1 with errno set (EINVAL for a bad descr or ndim). */
 int fprep_npy_write(const char *path, const char *descr, const uint32_t *shape,
                     int ndim, const void *data, size_t size);
-
-/* fprep_npy_dtype_descr returns the descr of a tensor of enum fprep_dtype
- * dtype: "<f4" (F32), "<f2" (F16), "|u1" (U8), or NULL for another. */
-const char *fprep_npy_dtype_descr(uint8_t dtype);
 
 #endif /* FPREP_TOOLS_NPY_H */

@@ -1,12 +1,14 @@
 /*
  * tool_options.c: the preprocessing options shared by the frameprep CLI and
- * frameprep-bench (see tool_options.h). Each table is indexed by the
+ * frameprep-bench, and the CLI commands' connection options (see
+ * tool_options.h). Each table is indexed by the
  * protocol's enum value; index 0 is unused, as in the protocol.
  */
 #include "tool_options.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,11 +192,32 @@ const char *tool_option_values(int opt)
 	return NULL;
 }
 
-/* tool_isset says whether option opt (not --size) was given. */
-static int tool_isset(const struct tool_preprocess *p, int opt)
-{
-	return (p->set & (1u << (opt - TOOL_OPT_DTYPE))) != 0;
-}
+/* tool_fields: where each shared option's value lies in a tool_preprocess
+ * and in an fprep_request, indexed by opt - TOOL_OPT_DTYPE (its bit in
+ * set); --size is apart. */
+#define TOOL_FIELD(opt, from, to)                                              \
+	[(opt)-TOOL_OPT_DTYPE] = {offsetof(struct tool_preprocess, from),      \
+	                          offsetof(fprep_request, to),                 \
+	                          sizeof(((fprep_request *)0)->to)}
+static const struct {
+	size_t from, to, size;
+} tool_fields[] = {
+        TOOL_FIELD(TOOL_OPT_DTYPE, dtype, dtype),
+        TOOL_FIELD(TOOL_OPT_LAYOUT, layout, layout),
+        TOOL_FIELD(TOOL_OPT_ORDER, order, channel_order),
+        TOOL_FIELD(TOOL_OPT_RESIZE, resize, resize),
+        TOOL_FIELD(TOOL_OPT_MEAN, mean, mean),
+        TOOL_FIELD(TOOL_OPT_STD, std, std),
+        TOOL_FIELD(TOOL_OPT_SCALE, scale, scale),
+        TOOL_FIELD(TOOL_OPT_PAD, pad, pad_value),
+        TOOL_FIELD(TOOL_OPT_MATRIX, matrix, yuv_matrix),
+        TOOL_FIELD(TOOL_OPT_RANGE, range, yuv_range),
+        TOOL_FIELD(TOOL_OPT_ROUNDING, rounding, rounding),
+};
+#undef TOOL_FIELD
+_Static_assert(sizeof(tool_fields) / sizeof(tool_fields[0]) ==
+                       TOOL_OPT_ROUNDING - TOOL_OPT_DTYPE + 1,
+               "a shared preprocessing option without its field");
 
 void tool_preprocess_apply(const struct tool_preprocess *p, fprep_request *req)
 {
@@ -202,28 +225,12 @@ void tool_preprocess_apply(const struct tool_preprocess *p, fprep_request *req)
 		req->out_width = p->out_w;
 		req->out_height = p->out_h;
 	}
-	if (tool_isset(p, TOOL_OPT_DTYPE))
-		req->dtype = p->dtype;
-	if (tool_isset(p, TOOL_OPT_LAYOUT))
-		req->layout = p->layout;
-	if (tool_isset(p, TOOL_OPT_ORDER))
-		req->channel_order = p->order;
-	if (tool_isset(p, TOOL_OPT_RESIZE))
-		req->resize = p->resize;
-	if (tool_isset(p, TOOL_OPT_MEAN))
-		memcpy(req->mean, p->mean, sizeof(req->mean));
-	if (tool_isset(p, TOOL_OPT_STD))
-		memcpy(req->std, p->std, sizeof(req->std));
-	if (tool_isset(p, TOOL_OPT_SCALE))
-		req->scale = p->scale;
-	if (tool_isset(p, TOOL_OPT_PAD))
-		req->pad_value = p->pad;
-	if (tool_isset(p, TOOL_OPT_MATRIX))
-		req->yuv_matrix = p->matrix;
-	if (tool_isset(p, TOOL_OPT_RANGE))
-		req->yuv_range = p->range;
-	if (tool_isset(p, TOOL_OPT_ROUNDING))
-		req->rounding = p->rounding;
+	for (size_t k = 0; k < sizeof(tool_fields) / sizeof(tool_fields[0]);
+	     k++)
+		if (p->set & (1u << k))
+			memcpy((char *)req + tool_fields[k].to,
+			       (const char *)p + tool_fields[k].from,
+			       tool_fields[k].size);
 }
 
 const char *tool_rounding_name(int rounding)
@@ -267,4 +274,77 @@ int tool_socket(char *list, size_t size, const char *url)
 		return -1;
 	}
 	return 0;
+}
+
+int tool_connect_option(struct tool_connect *c, int opt, const char *arg)
+{
+	char *end;
+	long t;
+
+	switch (opt) {
+	case 'o':
+		c->out = arg;
+		return 0;
+	case TOOL_OPT_SOCKET:
+		c->url = c->urls;
+		return tool_socket(c->urls, sizeof(c->urls), arg);
+	case TOOL_OPT_TRUST_OWNER:
+		c->trust_owner = arg;
+		return 0;
+	case TOOL_OPT_TIMEOUT:
+		errno = 0;
+		t = strtol(arg, &end, 10);
+		if (end == arg || *end != '\0' || errno != 0 || t <= 0 ||
+		    t > INT32_MAX)
+			return -1;
+		c->timeout_ms = (int)t;
+		return 0;
+	}
+	return 1;
+}
+
+const char *tool_option_name(const struct option *options, int opt)
+{
+	for (const struct option *o = options; o->name != NULL; o++)
+		if (o->val == opt)
+			return o->name;
+	return "?";
+}
+
+int tool_cli_parse(const char *cmd, int argc, char **argv,
+                   const struct option *options, struct tool_connect *conn,
+                   struct tool_preprocess *pre, tool_own_fn *own, void *spec)
+{
+	const char *values;
+	int opt, v;
+
+	opterr = 0;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "o:h", options, NULL)) != -1) {
+		if (opt == '?' || opt == ':') {
+			fprintf(stderr, "frameprep %s: bad option '%s'\n", cmd,
+			        argv[optind - 1]);
+			return -1;
+		}
+		v = own != NULL ? own(spec, opt, optarg) : 1;
+		if (v == TOOL_REFUSED)
+			return -1;
+		if (opt == 'h')
+			return -2;
+		if (v > 0)
+			v = tool_connect_option(conn, opt, optarg);
+		if (v > 0)
+			v = tool_preprocess_option(pre, opt, optarg);
+		if (v < 0) {
+			values = tool_option_values(opt);
+			fprintf(stderr,
+			        "frameprep %s: bad value '%s' for --%s%s%s\n",
+			        cmd, optarg != NULL ? optarg : "",
+			        tool_option_name(options, opt),
+			        values != NULL ? ": " : "",
+			        values != NULL ? values : "");
+			return -1;
+		}
+	}
+	return optind;
 }

@@ -2,7 +2,9 @@
  * tool_options.h: the spellings and parsers of the preprocessing options
  * that the frameprep CLI and frameprep-bench share (--size, --format,
  * --matrix, --range, --dtype, --layout, --order, --resize, --mean, --std,
- * --rounding), so both tools accept and print exactly the same words.
+ * --rounding), so both tools accept and print exactly the same words, and
+ * the connection's options of the CLI's commands (--socket,
+ * --trust-socket-owner, --timeout, --output).
  */
 #ifndef FPREP_TOOL_OPTIONS_H
 #define FPREP_TOOL_OPTIONS_H
@@ -56,6 +58,9 @@ enum tool_opt {
 	TOOL_OPT_MATRIX,
 	TOOL_OPT_RANGE,
 	TOOL_OPT_ROUNDING,
+	TOOL_OPT_SOCKET, /* the connection's options (tool_connect_option) */
+	TOOL_OPT_TIMEOUT,
+	TOOL_OPT_TRUST_OWNER,
 	TOOL_OPT_END,
 };
 
@@ -126,5 +131,55 @@ void tool_preprocess_usage(FILE *f, int indent, int width);
  * bytes, "" at first), the form fprep_client_open takes for several
  * daemons. Returns 0 or -1 when it does not fit. */
 int tool_socket(char *list, size_t size, const char *url);
+
+/* TOOL_CONNECT_OPTIONS: the struct option entries of --socket,
+ * --trust-socket-owner, --output and --timeout (tool_connect_option), for
+ * the commands that take them all. */
+/* clang-format off */
+#define TOOL_CONNECT_OPTIONS                                                   \
+	{"socket", required_argument, NULL, TOOL_OPT_SOCKET},                  \
+	{"trust-socket-owner", required_argument, NULL, TOOL_OPT_TRUST_OWNER}, \
+	{"output", required_argument, NULL, 'o'},                              \
+	{"timeout", required_argument, NULL, TOOL_OPT_TIMEOUT}
+/* clang-format on */
+
+/* tool_connect: the options of the CLI's commands that talk to a daemon
+ * and write a file. Zero-initialise before use. */
+struct tool_connect {
+	const char *url;           /* urls once --socket was given, else NULL */
+	const char *trust_owner;   /* --trust-socket-owner USER, or NULL */
+	const char *out;           /* -o/--output FILE, or NULL */
+	int timeout_ms;            /* --timeout MS (> 0), or the caller's */
+	char urls[TOOL_URLS_SIZE]; /* the --socket URLs, comma-separated */
+};
+
+/* tool_connect_option applies option opt with argument arg to *c: 'o'
+ * (--output), TOOL_OPT_SOCKET (tool_socket), TOOL_OPT_TRUST_OWNER and
+ * TOOL_OPT_TIMEOUT (a whole number of milliseconds, 1..INT32_MAX, nothing
+ * after it). Returns 0, -1 when arg is not a valid value for opt, or 1
+ * when opt is not one of these. */
+int tool_connect_option(struct tool_connect *c, int opt, const char *arg);
+
+/* tool_option_name returns the long name of option value opt in the
+ * getopt_long table options (ended by a NULL name), or "?". */
+const char *tool_option_name(const struct option *options, int opt);
+
+/* tool_own_fn applies option opt of a command's own, with argument arg
+ * (NULL for an option without one), to spec. Returns 0, -1 when arg is
+ * not a valid value for opt, TOOL_REFUSED after printing why opt does not
+ * apply, or 1 when opt is not one of the command's own. */
+typedef int tool_own_fn(void *spec, int opt, const char *arg);
+#define TOOL_REFUSED (-2)
+
+/* tool_cli_parse parses the options of CLI command cmd (argv[0] is cmd)
+ * with getopt_long's table options ("o:h" the short ones): -h/--help, then
+ * own(spec, ...) when own is not NULL, then tool_connect_option into
+ * *conn and tool_preprocess_option into *pre. Returns the index of the
+ * first operand, -1 after printing a usage error on stderr ("frameprep
+ * CMD: bad option", "bad value ... for --NAME"), or -2 for --help. Not
+ * reentrant (getopt_long's globals). */
+int tool_cli_parse(const char *cmd, int argc, char **argv,
+                   const struct option *options, struct tool_connect *conn,
+                   struct tool_preprocess *pre, tool_own_fn *own, void *spec);
 
 #endif /* FPREP_TOOL_OPTIONS_H */

@@ -80,6 +80,28 @@ static inline int server_fixture_end(fprep__config *cfg, const char *dir)
 	return check_failures ? 1 : 0;
 }
 
+/* server_fixture_main is a test program's main: it readies a config
+ * (server_fixture_config, dir the mkdtemp template), points *url at its
+ * listen URL, lets configure (when not NULL) change it, serves it on the
+ * fake backend (each job completed at once) while test(NULL) runs
+ * (server_fixture_serve), CHECKs that the server exited with 0 and returns
+ * server_fixture_end's status. */
+static inline int server_fixture_main(char *dir, const char **url,
+                                      void (*configure)(fprep__config *),
+                                      void *(*test)(void *))
+{
+	fprep__config cfg;
+	int status;
+
+	server_fixture_config(&cfg, dir);
+	*url = cfg.listen[0];
+	if (configure != NULL)
+		configure(&cfg);
+	status = server_fixture_serve(&cfg, fake_backend_new(), test);
+	CHECK(status == 0, "server exit status %d", status);
+	return server_fixture_end(&cfg, dir);
+}
+
 /* server_fixture_client dials url (its own connection), trying for up to
  * 5 s while the server starts; ends the program when it cannot. */
 static inline fprep_client *server_fixture_client(const char *url)

@@ -27,4 +27,12 @@ static const fprep_limits test_no_limits __attribute__((unused)) = {
 	.max_out_width = 512, .max_out_height = 400,                           \
 	.max_tensor_bytes = 1u << 21
 
+/* TEST_SIZE_LIMITS(w, h, frame_bytes, ow, oh): the size bounds of frames
+ * up to w x h pixels and frame_bytes bytes into tensors up to ow x oh of
+ * three F32 channels (designated initialisers of an fprep_limits). */
+#define TEST_SIZE_LIMITS(w, h, frame_bytes, ow, oh)                            \
+	.max_width = (w), .max_height = (h), .max_frame_bytes = (frame_bytes), \
+	.max_out_width = (ow), .max_out_height = (oh),                         \
+	.max_tensor_bytes = (uint64_t)(ow) * (oh)*3 * 4
+
 #endif /* FPREP_TESTS_TEST_LIMITS_H */

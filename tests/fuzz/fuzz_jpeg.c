@@ -26,18 +26,13 @@
 #include "backend.h"
 #include "frameprep/frameprep.h"
 #include "jpeg.h"
+#include "test_limits.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Tight limits, so that accepted inputs stay small. */
 static const fprep_limits fuzz_limits = {
-        .max_width = 64,
-        .max_height = 64,
-        .max_frame_bytes = 64 * 48 * 3,
-        .max_out_width = 32,
-        .max_out_height = 32,
-        .max_tensor_bytes = 32 * 32 * 3 * 4,
-};
+        TEST_SIZE_LIMITS(64, 64, 64 * 48 * 3, 32, 32)};
 
 static fprep__jpeg fuzz_jpeg;
 static int fuzz_jpeg_ready;

@@ -18,17 +18,13 @@
 
 #include "frameprep/frameprep.h"
 #include "frameprep/protocol.h"
+#include "test_limits.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Tight limits, so that accepted inputs stay small. */
 static const fprep_limits fuzz_limits = {
-        .max_width = 64,
-        .max_height = 64,
-        .max_frame_bytes = 64 * 64 * 4 + 4096,
-        .max_out_width = 32,
-        .max_out_height = 32,
-        .max_tensor_bytes = 32 * 32 * 3 * 4,
+        TEST_SIZE_LIMITS(64, 64, 64 * 64 * 4 + 4096, 32, 32),
         .max_elements = 8,
         .max_batch_bytes = 4 * 32 * 32 * 3 * 4,
         .max_packet_bytes = 256,

@@ -1507,23 +1507,22 @@ def test_shutdown_prompt(tmp):
             time.sleep(0.005)
         check(d.alive(), "the daemon exited before the late request was "
                          "sent: the drain was too short to test")
+
+        def late_reply(kind, request_id, what):
+            late.send(fpwire.request(kind=kind, request_id=request_id))
+            try:
+                return fpwire.reply(late.recv()[1])
+            except (ConnectionError, OSError) as e:
+                raise Fail(f"{what} sent while draining: {e}, not a "
+                           f"reply:\n{d.log_text()}")
+
         # INFO is still answered while draining, and says so.
-        late.send(fpwire.request(kind=2, request_id=98))
-        try:
-            r = fpwire.reply(late.recv()[1])
-        except (ConnectionError, OSError) as e:
-            raise Fail(f"INFO sent while draining: {e}, not a "
-                       f"reply:\n{d.log_text()}")
+        r = late_reply(2, 98, "INFO")
         check(r["status_name"] == "OK" and
               "\ndraining: true\n" in r["payload"].decode(),
               f"INFO sent while draining got {r['status_name']} "
               f"({r['message']}), not OK with draining: true")
-        late.send(fpwire.request(kind=3, request_id=99))
-        try:
-            r = fpwire.reply(late.recv()[1])
-        except (ConnectionError, OSError) as e:
-            raise Fail(f"a request sent while draining: {e}, not an "
-                       f"ESHUTDOWN reply:\n{d.log_text()}")
+        r = late_reply(3, 99, "a request")
         check(r["status_name"] == "ESHUTDOWN" and r["request_id"] == 99,
               f"a request sent while draining got {r['status_name']} "
               f"(id {r['request_id']}): {r['message']}")

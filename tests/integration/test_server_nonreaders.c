@@ -48,6 +48,7 @@
 #include "memreg.h"
 #include "server.h"
 #include "server_fixture.h"
+#include "sp_peer.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define RSS_CHECKED 0
@@ -85,61 +86,19 @@ static const char *url;
 static atomic_int stop_flood;
 static atomic_int connects, closed_by_server;
 
-/* put_be64 writes v big-endian at p. */
-static void put_be64(uint8_t *p, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--, v >>= 8)
-		p[i] = (uint8_t)v;
-}
-
-/* sp_connect connects to the ipc socket of url as a REQ peer speaking the
- * SP protocol by hand (so that nothing reads on its behalf), with a small
- * receive buffer. Returns the descriptor, or -1. */
-static int sp_connect(void)
-{
-	static const uint8_t hello[8] = {0, 'S', 'P', 0, 0x00, 0x30, 0, 0};
-	struct timeval tv = {1, 0};
-	struct sockaddr_un a;
-	uint8_t peer[8];
-	int fd, small = 4096;
-
-	memset(&a, 0, sizeof(a));
-	a.sun_family = AF_UNIX;
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", url + strlen("ipc://"));
-	fd = socket(AF_UNIX, SOCK_STREAM, 0);
-	REQUIRE(fd >= 0);
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-	    write(fd, hello, sizeof(hello)) != (ssize_t)sizeof(hello) ||
-	    read(fd, peer, sizeof(peer)) != (ssize_t)sizeof(peer)) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
 /* nonreader_main: until stop_flood, connects, sends SENDS FRAME requests
  * framed as nng's ipc transport does (type 1, a 64-bit length, the REQ
  * request id, the request), never reads a reply, and waits for the
  * server to close the connection, then connects again. */
 static void *nonreader_main(void *arg)
 {
-	enum { BODY = FPREP_REQUEST_HEADER_SIZE + 8 * 8 * 3 };
-	uint8_t msg[1 + 8 + 4 + BODY];
-	fprep_request req;
+	struct sp_peer_frame f;
 	uint32_t id = 0;
 
 	(void)arg;
-	fprep_request_init(&req, FPREP_PIX_BGR8, 8, 8);
-	req.out_width = OUT_SIDE;
-	req.out_height = OUT_SIDE;
-	memset(msg, 0, sizeof(msg));
-	msg[0] = 1;
-	put_be64(msg + 1, 4 + BODY);
+	sp_peer_frame_init(&f, OUT_SIDE);
 	while (!atomic_load(&stop_flood)) {
-		int fd = sp_connect();
+		int fd = sp_peer_connect(url, 1, 1);
 
 		if (fd < 0) {
 			usleep(1000);
@@ -148,14 +107,9 @@ static void *nonreader_main(void *arg)
 		connects++;
 		for (int k = 0; k < SENDS && !atomic_load(&stop_flood); k++) {
 			id = (id + 1) & 0x7fffffffu;
-			msg[9] = (uint8_t)((id | 0x80000000u) >> 24);
-			msg[10] = (uint8_t)(id >> 16);
-			msg[11] = (uint8_t)(id >> 8);
-			msg[12] = (uint8_t)id;
-			req.request_id = id;
-			fprep_request_encode(&req, msg + 13);
-			if (send(fd, msg, sizeof(msg), MSG_NOSIGNAL) !=
-			    (ssize_t)sizeof(msg))
+			sp_peer_frame_id(&f, id | 0x80000000u, id);
+			if (send(fd, f.bytes, sizeof(f.bytes), MSG_NOSIGNAL) !=
+			    (ssize_t)sizeof(f.bytes))
 				break; /* closed by the server */
 			usleep(1000);
 		}
@@ -299,13 +253,6 @@ static void *test_main(void *arg)
 int main(void)
 {
 	char dir[] = "/tmp/fprep-nonreaders-XXXXXX";
-	fprep__config cfg;
-	int status;
 
-	server_fixture_config(&cfg, dir);
-	url = cfg.listen[0];
-	/* The fake completes each job at once. */
-	status = server_fixture_serve(&cfg, fake_backend_new(), test_main);
-	CHECK(status == 0, "server exit status %d", status);
-	return server_fixture_end(&cfg, dir);
+	return server_fixture_main(dir, &url, NULL, test_main);
 }

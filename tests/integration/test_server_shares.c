@@ -40,6 +40,7 @@
 #include "memreg.h"
 #include "server.h"
 #include "server_fixture.h"
+#include "sp_peer.h"
 
 #define NONREADERS 2
 #define SENDS      33  /* each non-reader: one more than it can hold */
@@ -56,71 +57,23 @@ static const char *url;
 static int nonreaders[NONREADERS];
 static int sent[NONREADERS];
 
-/* put_be64 writes v big-endian at p. */
-static void put_be64(uint8_t *p, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--, v >>= 8)
-		p[i] = (uint8_t)v;
-}
-
-/* sp_connect connects to the ipc socket of url as a REQ peer speaking the
- * SP protocol by hand (so that nothing reads on its behalf), with a small
- * receive buffer. Returns the descriptor. */
-static int sp_connect(void)
-{
-	static const uint8_t hello[8] = {0, 'S', 'P', 0, 0x00, 0x30, 0, 0};
-	struct sockaddr_un a;
-	uint8_t peer[8];
-	int fd = -1, small = 4096;
-
-	memset(&a, 0, sizeof(a));
-	a.sun_family = AF_UNIX;
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", url + strlen("ipc://"));
-	for (int k = 0; k < 500; k++) {
-		fd = socket(AF_UNIX, SOCK_STREAM, 0);
-		REQUIRE(fd >= 0);
-		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
-			break;
-		close(fd);
-		fd = -1;
-		usleep(10000);
-	}
-	REQUIRE(fd >= 0);
-	REQUIRE(write(fd, hello, sizeof(hello)) == (ssize_t)sizeof(hello));
-	REQUIRE(read(fd, peer, sizeof(peer)) == (ssize_t)sizeof(peer));
-	return fd;
-}
-
 /* nonreader_main sends SENDS FRAME requests, framed as nng's ipc
  * transport does (type 1, a 64-bit length, the REQ request id, the
  * request), and never reads a reply. */
 static void *nonreader_main(void *arg)
 {
 	int i = (int)(intptr_t)arg;
-	enum { BODY = FPREP_REQUEST_HEADER_SIZE + 8 * 8 * 3 };
-	uint8_t msg[1 + 8 + 4 + BODY];
-	fprep_request req;
-	int fd = sp_connect();
+	struct sp_peer_frame f;
+	int fd = sp_peer_connect(url, 500, 0);
 
+	REQUIRE(fd >= 0);
 	nonreaders[i] = fd;
-	fprep_request_init(&req, FPREP_PIX_BGR8, 8, 8);
-	req.out_width = OUT_SIDE;
-	req.out_height = OUT_SIDE;
-	memset(msg, 0, sizeof(msg));
-	msg[0] = 1;
-	put_be64(msg + 1, 4 + BODY);
+	sp_peer_frame_init(&f, OUT_SIDE);
 	for (int k = 0; k < SENDS; k++) {
-		uint32_t id = 0x80000000u | (uint32_t)(k + 1);
-
-		msg[9] = (uint8_t)(id >> 24);
-		msg[10] = (uint8_t)(id >> 16);
-		msg[11] = (uint8_t)(id >> 8);
-		msg[12] = (uint8_t)id;
-		req.request_id = (uint64_t)k + 1;
-		fprep_request_encode(&req, msg + 13);
-		if (send(fd, msg, sizeof(msg), MSG_NOSIGNAL) !=
-		    (ssize_t)sizeof(msg))
+		sp_peer_frame_id(&f, 0x80000000u | (uint32_t)(k + 1),
+		                 (uint64_t)k + 1);
+		if (send(fd, f.bytes, sizeof(f.bytes), MSG_NOSIGNAL) !=
+		    (ssize_t)sizeof(f.bytes))
 			break; /* closed by the server */
 		sent[i]++;
 		/* Each job ends before the next arrives: none is refused
@@ -318,23 +271,23 @@ static void *test_main(void *arg)
 	return NULL;
 }
 
+/* shares_config sets the per-connection and per-uid shares under test. */
+static void shares_config(fprep__config *cfg)
+{
+	cfg->shares.shm_bytes_per_conn = SHM_PER_CONN;
+	cfg->shares.shm_bytes_per_uid = SHM_PER_UID;
+	cfg->shares.doorbells_per_conn = BELLS_PER_CONN;
+	cfg->shares.doorbells_per_uid = BELLS_PER_UID;
+	cfg->shares.cuda_per_uid = CUDA_PER_UID;
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/fprep-shares-XXXXXX";
-	fprep__config cfg;
-	int status;
+	int status = server_fixture_main(dir, &url, shares_config, test_main);
 
-	server_fixture_config(&cfg, dir);
-	url = cfg.listen[0];
-	cfg.shares.shm_bytes_per_conn = SHM_PER_CONN;
-	cfg.shares.shm_bytes_per_uid = SHM_PER_UID;
-	cfg.shares.doorbells_per_conn = BELLS_PER_CONN;
-	cfg.shares.doorbells_per_uid = BELLS_PER_UID;
-	cfg.shares.cuda_per_uid = CUDA_PER_UID;
-	/* The fake completes each job at once. */
-	status = server_fixture_serve(&cfg, fake_backend_new(), test_main);
+	/* The non-readers stayed connected until the server ended. */
 	for (int i = 0; i < NONREADERS; i++)
 		close(nonreaders[i]);
-	CHECK(status == 0, "server exit status %d", status);
-	return server_fixture_end(&cfg, dir);
+	return status;
 }

@@ -40,10 +40,13 @@ import sys
 import cv2
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.join(os.path.dirname(HERE), "common"))
 import daemon_test as dt  # noqa: E402
 import fpwire  # noqa: E402
 from daemon_test import Fail, Skip, check  # noqa: E402
+from video_streams import pan_zoom_args  # noqa: E402
 
 PAD = 114
 OUT = 160
@@ -69,16 +72,8 @@ def make_stream(tmp, photo, size, codec, container, frames=FRAMES, name=None):
     picture every 8 frames."""
     w, h = size
     out = os.path.join(tmp, (name or f"{codec}-{w}x{h}") + "." + container)
-    zoom = (f"zoompan=z='1+0.01*on':x='on*3':y='on*2':d=1:s={w}x{h}:fps=25,"
-            "format=yuv420p")
-    enc = (["-c:v", "libx264", "-bf", "2", "-g", "8",
-            "-x264-params", "scenecut=0:open-gop=0"]
-           if codec == "libx264" else
-           ["-c:v", "libx265", "-x265-params",
-            "bframes=2:keyint=8:min-keyint=8:scenecut=0:open-gop=0:"
-            "log-level=error"])
-    ffmpeg("-loop", "1", "-i", os.path.join(dt.ARGS.images, photo),
-           "-vf", zoom, "-frames:v", str(frames), *enc, out)
+    ffmpeg(*pan_zoom_args(os.path.join(dt.ARGS.images, photo), size, codec,
+                          frames, out))
     return out
 
 

@@ -21,15 +21,10 @@
 #include "backend.h"
 #include "frameprep/frameprep.h"
 #include "jpeg.h"
+#include "test_limits.h"
 
 static const fprep_limits test_limits = {
-        .max_width = 1000,
-        .max_height = 800,
-        .max_frame_bytes = 1000 * 600 * 3,
-        .max_out_width = 640,
-        .max_out_height = 640,
-        .max_tensor_bytes = 640 * 640 * 3 * 4,
-};
+        TEST_SIZE_LIMITS(1000, 800, 1000 * 600 * 3, 640, 640)};
 
 /* test_encode returns a w x h JPEG of a gradient (libjpeg-turbo, quality
  * 90, subsampling sub, gray when sub is TJSAMP_GRAY); free with tjFree. */

@@ -1,10 +1,12 @@
 """Fixtures of the Python client tests: paths to the built programs (from
-the environment ctest sets, else build/ in the source tree) and a real
-frameprepd (CPU backend) on a private ipc:// socket."""
+the environment ctest sets, else build/ in the source tree), a real
+frameprepd (CPU backend) on a private ipc:// socket, and tests/common on
+the import path (video_streams)."""
 import os
 import pathlib
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -13,6 +15,7 @@ import frameprep
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
+sys.path.insert(0, str(ROOT / "tests" / "common"))
 
 
 def _path(env, default):

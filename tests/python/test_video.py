@@ -14,6 +14,7 @@ import frameprep
 from frameprep import video
 
 from conftest import CLI, IMAGES
+from video_streams import pan_zoom_args
 
 FRAMES = 24
 SIZE = (160, 128)
@@ -23,19 +24,10 @@ pytestmark = pytest.mark.skipif(shutil.which("ffmpeg") is None,
 
 
 def make_stream(tmp, photo, size, codec, ext):
-    w, h = size
     out = str(tmp / f"{codec}.{ext}")
-    zoom = (f"zoompan=z='1+0.01*on':x='on*3':y='on*2':d=1:s={w}x{h}:fps=25,"
-            "format=yuv420p")
-    enc = (["-c:v", "libx264", "-bf", "2", "-g", "8",
-            "-x264-params", "scenecut=0:open-gop=0"]
-           if codec == "libx264" else
-           ["-c:v", "libx265", "-x265-params",
-            "bframes=2:keyint=8:min-keyint=8:scenecut=0:open-gop=0:"
-            "log-level=error"])
-    subprocess.run(["ffmpeg", "-v", "error", "-y", "-loop", "1", "-i",
-                    str(IMAGES / photo), "-vf", zoom, "-frames:v",
-                    str(FRAMES), *enc, out], check=True, timeout=300)
+    subprocess.run(["ffmpeg", "-v", "error", "-y",
+                    *pan_zoom_args(str(IMAGES / photo), size, codec, FRAMES,
+                                   out)], check=True, timeout=300)
     return out
 
 

@@ -82,6 +82,11 @@ static void pixel_bytes(void **state)
 	assert_int_equal(fprep_pixel_bytes(0), 0);
 	assert_int_equal(fprep_pixel_bytes(10), 0);
 	assert_int_equal(fprep_pixel_bytes(0xffff), 0);
+	assert_string_equal(fprep_dtype_typestr(FPREP_DTYPE_F32), "<f4");
+	assert_string_equal(fprep_dtype_typestr(FPREP_DTYPE_F16), "<f2");
+	assert_string_equal(fprep_dtype_typestr(FPREP_DTYPE_U8), "|u1");
+	assert_null(fprep_dtype_typestr(0));
+	assert_null(fprep_dtype_typestr(4));
 }
 
 static void request_init_defaults(void **state)

@@ -19,14 +19,10 @@
 
 #include "frameprep/frameprep.h"
 #include "frameprep/protocol.h"
+#include "test_limits.h"
 
 static const fprep_limits test_limits = {
-        .max_width = 1920,
-        .max_height = 1088,
-        .max_frame_bytes = 1920 * 1088 * 3 / 2,
-        .max_out_width = 640,
-        .max_out_height = 640,
-        .max_tensor_bytes = 640 * 640 * 3 * 4,
+        TEST_SIZE_LIMITS(1920, 1088, 1920 * 1088 * 3 / 2, 640, 640),
         .max_elements = 8,
         .max_batch_bytes = 1u << 22,
         .max_packet_bytes = 1000,

@@ -83,32 +83,35 @@ static void slot_free_pair(uint8_t **h, uint8_t **d, size_t *cap)
 	*cap = 0;
 }
 
+/* slot_grow makes the pinned buffer h (mapped at *m when mapped) and its
+ * device twin d hold at least size bytes, rounded up to CUDA_GROW_ALIGN;
+ * always when empty, so that the pair exists. Frees the old pair first. */
+static int slot_grow(fprep__gpu_status *st, uint8_t **h, uint8_t **m,
+                     uint8_t **d, size_t *cap, size_t size, int mapped,
+                     int empty)
+{
+	size_t n;
+
+	if (size <= *cap && !empty)
+		return 0;
+	n = (size + CUDA_GROW_ALIGN - 1) & ~(size_t)(CUDA_GROW_ALIGN - 1);
+	slot_free_pair(h, d, cap);
+	*m = NULL;
+	if (slot_malloc_host(st, h, mapped ? m : NULL, n) ||
+	    slot_malloc_dev(st, d, n))
+		return -1;
+	*cap = n;
+	return 0;
+}
+
 int fprep__cuda_slot_reserve(cuda_slot *s, size_t in_size, size_t out_size,
                              int mapped, fprep__gpu_status *st)
 {
-	if (in_size > s->in_cap || (in_size > 0 && s->h_in == NULL)) {
-		size_t n = (in_size + CUDA_GROW_ALIGN - 1) &
-		           ~(size_t)(CUDA_GROW_ALIGN - 1);
-		slot_free_pair(&s->h_in, &s->d_in, &s->in_cap);
-		s->m_in = NULL;
-		if (slot_malloc_host(st, &s->h_in, mapped ? &s->m_in : NULL,
-		                     n) ||
-		    slot_malloc_dev(st, &s->d_in, n))
-			return -1;
-		s->in_cap = n;
-	}
-	if (out_size > s->out_cap) {
-		size_t n = (out_size + CUDA_GROW_ALIGN - 1) &
-		           ~(size_t)(CUDA_GROW_ALIGN - 1);
-		slot_free_pair(&s->h_out, &s->d_out, &s->out_cap);
-		s->m_out = NULL;
-		if (slot_malloc_host(st, &s->h_out, mapped ? &s->m_out : NULL,
-		                     n) ||
-		    slot_malloc_dev(st, &s->d_out, n))
-			return -1;
-		s->out_cap = n;
-	}
-	return 0;
+	if (slot_grow(st, &s->h_in, &s->m_in, &s->d_in, &s->in_cap, in_size,
+	              mapped, in_size > 0 && s->h_in == NULL))
+		return -1;
+	return slot_grow(st, &s->h_out, &s->m_out, &s->d_out, &s->out_cap,
+	                 out_size, mapped, 0);
 }
 
 int fprep__cuda_slot_reserve_dev(cuda_slot *s, size_t in_size,
@@ -490,6 +493,48 @@ static int slot_enqueue_banded(cuda_backend *cb, cuda_slot *s,
 	return 0;
 }
 
+/* slot_kernel_d2h queues the rest of a slot's work once its H2D copies
+ * are queued: the H2D events, kern over grid on the compute stream after
+ * them, then on the D2H stream the copy of out_bytes of the output into
+ * dst (when copy_out), with the slot's timing and completion events.
+ * Non-zero, with st filled, when a CUDA call failed. */
+static int slot_kernel_d2h(cuda_backend *cb, cuda_slot *s, const void *kern,
+                           dim3 grid, dim3 block, void **args, uint8_t *dst,
+                           uint64_t out_bytes, int copy_out,
+                           fprep__gpu_status *st)
+{
+	return FPREP__CUDA(st, cudaEventRecord(s->t[CUDA_T_H2D1], cb->s_h2d)) ||
+	       FPREP__CUDA(st, cudaEventRecord(s->ev_h2d, cb->s_h2d)) ||
+	       FPREP__CUDA(st, cudaStreamWaitEvent(cb->s_comp, s->ev_h2d, 0)) ||
+	       FPREP__CUDA(st, cudaEventRecord(s->t[CUDA_T_K0], cb->s_comp)) ||
+	       FPREP__CUDA(st, cudaLaunchKernel(kern, grid, block, args, 0,
+	                                        cb->s_comp)) ||
+	       FPREP__CUDA(st, cudaEventRecord(s->t[CUDA_T_K1], cb->s_comp)) ||
+	       FPREP__CUDA(st, cudaEventRecord(s->ev_kern, cb->s_comp)) ||
+	       FPREP__CUDA(st, cudaStreamWaitEvent(cb->s_d2h, s->ev_kern, 0)) ||
+	       FPREP__CUDA(st, cudaEventRecord(s->t[CUDA_T_D2H0], cb->s_d2h)) ||
+	       (copy_out &&
+	        FPREP__CUDA(st, cudaMemcpyAsync(dst, s->d_out, out_bytes,
+	                                        cudaMemcpyDeviceToHost,
+	                                        cb->s_d2h))) ||
+	       FPREP__CUDA(st, cudaEventRecord(s->t[CUDA_T_D2H1], cb->s_d2h)) ||
+	       FPREP__CUDA(st, cudaEventRecord(s->ev_done, cb->s_d2h));
+}
+
+/* slot_abandon fails job with st's CUDA error once the part of the slot's
+ * work that was queued has finished, so that the slot can be reused. */
+static int slot_abandon(cuda_backend *cb, fprep__job *job,
+                        const fprep__gpu_status *st)
+{
+	int fatal = cuda_sticky(st->code);
+
+	(void)cudaStreamSynchronize(cb->s_h2d);
+	(void)cudaStreamSynchronize(cb->s_comp);
+	(void)cudaStreamSynchronize(cb->s_d2h);
+	cuda_fail(job, FPREP_ECUDA, fatal, st->text);
+	return FPREP_ECUDA;
+}
+
 /* slot_roi_rows finds the source rows [*y0, *y1) that the elements of a
  * ROIS job read (fprep__roi_plan's boxes clipped to the frame; every row
  * when one is affine); the planned elements are in e. *y0 == *y1: none. */
@@ -601,30 +646,9 @@ static int slot_enqueue_elements(cuda_backend *cb, cuda_slot *s,
 	    FPREP__CUDA(&st,
 	                cudaMemcpyAsync(s->d_in + tab, s->h_in + tab, tab_bytes,
 	                                cudaMemcpyHostToDevice, cb->s_h2d)) ||
-	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D1], cb->s_h2d)) ||
-	    FPREP__CUDA(&st, cudaEventRecord(s->ev_h2d, cb->s_h2d)) ||
-	    FPREP__CUDA(&st, cudaStreamWaitEvent(cb->s_comp, s->ev_h2d, 0)) ||
-	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_K0], cb->s_comp)) ||
-	    FPREP__CUDA(&st, cudaLaunchKernel(kern, grid, block, args, 0,
-	                                      cb->s_comp)) ||
-	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_K1], cb->s_comp)) ||
-	    FPREP__CUDA(&st, cudaEventRecord(s->ev_kern, cb->s_comp)) ||
-	    FPREP__CUDA(&st, cudaStreamWaitEvent(cb->s_d2h, s->ev_kern, 0)) ||
-	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_D2H0], cb->s_d2h)) ||
-	    (!out_dev &&
-	     FPREP__CUDA(&st,
-	                 cudaMemcpyAsync(dst, s->d_out, out_bytes,
-	                                 cudaMemcpyDeviceToHost, cb->s_d2h))) ||
-	    FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_D2H1], cb->s_d2h)) ||
-	    FPREP__CUDA(&st, cudaEventRecord(s->ev_done, cb->s_d2h))) {
-		int fatal = cuda_sticky(st.code);
-
-		(void)cudaStreamSynchronize(cb->s_h2d);
-		(void)cudaStreamSynchronize(cb->s_comp);
-		(void)cudaStreamSynchronize(cb->s_d2h);
-		cuda_fail(job, FPREP_ECUDA, fatal, st.text);
-		return FPREP_ECUDA;
-	}
+	    slot_kernel_d2h(cb, s, kern, grid, block, args, dst, out_bytes,
+	                    !out_dev, &st))
+		return slot_abandon(cb, job, &st);
 	return 0;
 }
 
@@ -787,43 +811,10 @@ int fprep__cuda_slot_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 		         (!in_dev && m_src == NULL &&
 		          slot_h2d_frame(cb, s->d_in, src, rq->input_size,
 		                         planes, np, &st)) ||
-		         FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_H2D1],
-		                                          cb->s_h2d)) ||
-		         FPREP__CUDA(&st,
-		                     cudaEventRecord(s->ev_h2d, cb->s_h2d)) ||
-		         FPREP__CUDA(&st, cudaStreamWaitEvent(cb->s_comp,
-		                                              s->ev_h2d, 0)) ||
-		         FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_K0],
-		                                          cb->s_comp)) ||
-		         FPREP__CUDA(&st,
-		                     cudaLaunchKernel(kern, grid, block, args,
-		                                      0, cb->s_comp)) ||
-		         FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_K1],
-		                                          cb->s_comp)) ||
-		         FPREP__CUDA(&st,
-		                     cudaEventRecord(s->ev_kern, cb->s_comp)) ||
-		         FPREP__CUDA(&st, cudaStreamWaitEvent(cb->s_d2h,
-		                                              s->ev_kern, 0)) ||
-		         FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_D2H0],
-		                                          cb->s_d2h)) ||
-		         (!out_dev && m_dst == NULL &&
-		          FPREP__CUDA(&st,
-		                      cudaMemcpyAsync(dst, s->d_out, out_bytes,
-		                                      cudaMemcpyDeviceToHost,
-		                                      cb->s_d2h))) ||
-		         FPREP__CUDA(&st, cudaEventRecord(s->t[CUDA_T_D2H1],
-		                                          cb->s_d2h)) ||
-		         FPREP__CUDA(&st,
-		                     cudaEventRecord(s->ev_done, cb->s_d2h));
-	if (failed) {
-		/* Part of the work may be queued: let it finish before the
-		 * slot is reused. */
-		int fatal = cuda_sticky(st.code);
-		(void)cudaStreamSynchronize(cb->s_h2d);
-		(void)cudaStreamSynchronize(cb->s_comp);
-		(void)cudaStreamSynchronize(cb->s_d2h);
-		cuda_fail(job, FPREP_ECUDA, fatal, st.text);
-		return FPREP_ECUDA;
-	}
+		         slot_kernel_d2h(cb, s, kern, grid, block, args, dst,
+		                         out_bytes, !out_dev && m_dst == NULL,
+		                         &st);
+	if (failed)
+		return slot_abandon(cb, job, &st);
 	return 0;
 }

@@ -187,12 +187,13 @@ int fprep__kcache_path(const fprep__kcache *c, uint64_t key, char *buf,
 	return n < 0 || (size_t)n >= size ? FPREP_ELIMIT : 0;
 }
 
-/* kcache_read_all reads exactly n bytes from fd. */
-static int kcache_read_all(int fd, void *buf, size_t n)
+/* kcache_io_all reads (or, when writing, writes) exactly n bytes of fd at
+ * buf, again after EINTR and short counts. Returns 0, or -1 on an error or
+ * the end of the file. */
+static int kcache_io_all(int fd, unsigned char *p, size_t n, int writing)
 {
-	unsigned char *p = buf;
 	while (n > 0) {
-		ssize_t r = read(fd, p, n);
+		ssize_t r = writing ? write(fd, p, n) : read(fd, p, n);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -203,19 +204,15 @@ static int kcache_read_all(int fd, void *buf, size_t n)
 	return 0;
 }
 
+static int kcache_read_all(int fd, void *buf, size_t n)
+{
+	return kcache_io_all(fd, buf, n, 0);
+}
+
+/* kcache_write_all: write(2) does not change the bytes at buf. */
 static int kcache_write_all(int fd, const void *buf, size_t n)
 {
-	const unsigned char *p = buf;
-	while (n > 0) {
-		ssize_t r = write(fd, p, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
+	return kcache_io_all(fd, (unsigned char *)(uintptr_t)buf, n, 1);
 }
 
 int fprep__kcache_get(fprep__kcache *c, uint64_t key, void **data, size_t *size)

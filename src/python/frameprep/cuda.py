@@ -640,8 +640,10 @@ def _bare_typestr(typestr: str) -> str:
     return typestr[1:] if typestr[:1] in "<>|=" else typestr
 
 
-def check_exported(out: Exported, plan: Any) -> None:
-    """Checks an exported ``out`` like :func:`check_out`."""
+def check_exported(out: Exported | DeviceArray, plan: Any) -> None:
+    """Checks an exported ``out`` (or a described one) against the
+    request's tensor: shape (1, C, H, W) / (C, H, W) (or NHWC alike) and
+    dtype. Raises InvalidRequestError."""
     from .errors import InvalidRequestError
     want = tuple(plan.shape)
     if out.shape not in (want, want[1:]):
@@ -653,18 +655,12 @@ def check_exported(out: Exported, plan: Any) -> None:
 
 
 def check_out(out: Any, plan: Any) -> DeviceArray:
-    """Checks an ``out`` tensor against the request's tensor: shape
-    (1, C, H, W) / (C, H, W) (or NHWC alike), dtype, C-contiguous.
-    Raises InvalidRequestError."""
+    """Checks an ``out`` tensor against the request's tensor as
+    :func:`check_exported` does, and that it is C-contiguous. Raises
+    InvalidRequestError."""
     from .errors import InvalidRequestError
     a = describe(out)
-    want = tuple(plan.shape)
-    if a.shape not in (want, want[1:]):
-        raise InvalidRequestError(f"out shape {a.shape} is not {want} or "
-                                  f"{want[1:]}")
-    if _bare_typestr(a.typestr) != _bare_typestr(plan.typestr):
-        raise InvalidRequestError(f"out dtype {a.typestr} is not "
-                                  f"{plan.typestr}")
+    check_exported(a, plan)
     if not a.contiguous():
         raise InvalidRequestError(f"out strides {a.strides} are not "
                                   f"C-contiguous")

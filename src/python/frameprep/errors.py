@@ -11,6 +11,12 @@ failures from ``ConnectionError``, timeouts from ``TimeoutError``.
 
 from __future__ import annotations
 
+from typing import Any
+
+BY_STATUS: dict[int, type[FrameprepError]] = {}
+"""Each status number's class (:func:`error_for_status` uses it); a class
+enters it by naming its status in its bases (``status=..., name=...``)."""
+
 
 class FrameprepError(Exception):
     """Base of every frameprep error. ``status`` is the ``enum fprep_err``
@@ -21,6 +27,13 @@ class FrameprepError(Exception):
     """The ``enum fprep_err`` number (each subclass has its own)."""
     name: str = "UNKNOWN"
     """The enum name without ``FPREP_``, e.g. "ELIMIT"."""
+
+    def __init_subclass__(cls, status: int | None = None, name: str = "",
+                          **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if status is not None:
+            cls.status, cls.name = status, name
+            BY_STATUS[status] = cls
 
     def __init__(self, message: str = "", status: int | None = None):
         super().__init__(message)
@@ -33,29 +46,21 @@ class FrameprepError(Exception):
         return f"{self.name}: {self.message}" if self.message else self.name
 
 
-class ProtocolError(FrameprepError):
+class ProtocolError(FrameprepError, status=1, name="EPROTO"):
     """EPROTO: a malformed message (from the daemon, or a reply the
     client cannot read)."""
 
-    status, name = 1, "EPROTO"
 
-
-class VersionMismatchError(FrameprepError):
+class VersionMismatchError(FrameprepError, status=2, name="EVERSION"):
     """EVERSION: unsupported protocol version."""
 
-    status, name = 2, "EVERSION"
 
-
-class InvalidRequestError(FrameprepError, ValueError):
+class InvalidRequestError(FrameprepError, ValueError, status=3, name="EINVAL"):
     """EINVAL: a field has an invalid value (dtype, shape, option)."""
 
-    status, name = 3, "EINVAL"
 
-
-class LimitExceededError(FrameprepError, ValueError):
+class LimitExceededError(FrameprepError, ValueError, status=4, name="ELIMIT"):
     """ELIMIT: a size exceeds a limit the daemon enforces (see INFO)."""
-
-    status, name = 4, "ELIMIT"
 
 
 class RingFullError(LimitExceededError):
@@ -67,123 +72,82 @@ class RingFullError(LimitExceededError):
     slots."""
 
 
-class ServerOutOfMemoryError(FrameprepError, MemoryError):
+class ServerOutOfMemoryError(FrameprepError, MemoryError,
+                             status=5, name="ENOMEM"):
     """ENOMEM: the daemon (or the client) ran out of memory."""
 
-    status, name = 5, "ENOMEM"
 
-
-class ServerBusyError(FrameprepError):
+class ServerBusyError(FrameprepError, status=6, name="EBUSY"):
     """EBUSY: the daemon has no room for the request now (its
     max_inflight_per_conn on this connection, or its reply-memory budget);
     retry."""
 
-    status, name = 6, "EBUSY"
 
-
-class ServerShuttingDownError(FrameprepError):
+class ServerShuttingDownError(FrameprepError, status=7, name="ESHUTDOWN"):
     """ESHUTDOWN: the daemon is stopping."""
 
-    status, name = 7, "ESHUTDOWN"
 
-
-class CudaError(FrameprepError):
+class CudaError(FrameprepError, status=8, name="ECUDA"):
     """ECUDA: a CUDA call failed in the daemon."""
 
-    status, name = 8, "ECUDA"
 
-
-class NvrtcError(FrameprepError):
+class NvrtcError(FrameprepError, status=9, name="ENVRTC"):
     """ENVRTC: runtime kernel compilation failed in the daemon."""
 
-    status, name = 9, "ENVRTC"
 
-
-class TransportError(FrameprepError, ConnectionError):
+class TransportError(FrameprepError, ConnectionError,
+                     status=10, name="ETRANSPORT"):
     """ETRANSPORT: the connection failed (nobody listens, connection
     lost, socket closed under a request)."""
 
-    status, name = 10, "ETRANSPORT"
 
-
-class RequestTimeoutError(FrameprepError, TimeoutError):
+class RequestTimeoutError(FrameprepError, TimeoutError,
+                          status=11, name="ETIMEDOUT"):
     """ETIMEDOUT: no reply within the client's timeout."""
 
-    status, name = 11, "ETIMEDOUT"
 
-
-class RegionError(FrameprepError):
+class RegionError(FrameprepError, status=12, name="EREGION"):
     """EREGION: a shared-memory region could not be created, mapped or
     used (unknown id, span outside it, object shrunk)."""
 
-    status, name = 12, "EREGION"
 
-
-class PermissionDeniedError(FrameprepError, PermissionError):
+class PermissionDeniedError(FrameprepError, PermissionError,
+                            status=13, name="EPERM"):
     """EPERM: permission denied (e.g. a region owned by another user)."""
 
-    status, name = 13, "EPERM"
 
-
-class InternalError(FrameprepError):
+class InternalError(FrameprepError, status=14, name="EINTERNAL"):
     """EINTERNAL: a bug in the daemon."""
 
-    status, name = 14, "EINTERNAL"
 
-
-class ServerIOError(FrameprepError):
+class ServerIOError(FrameprepError, status=15, name="EIO"):
     """EIO: an input/output error in the daemon."""
 
-    status, name = 15, "EIO"
 
-
-class UnsupportedError(FrameprepError):
+class UnsupportedError(FrameprepError, status=16, name="EUNSUPPORTED"):
     """EUNSUPPORTED: not supported (e.g. shared memory over tcp://)."""
 
-    status, name = 16, "EUNSUPPORTED"
 
-
-class ClosedError(FrameprepError):
+class ClosedError(FrameprepError, status=17, name="ECLOSED"):
     """ECLOSED: the client or ring was closed."""
 
-    status, name = 17, "ECLOSED"
 
-
-class MismatchError(FrameprepError):
+class MismatchError(FrameprepError, status=18, name="EMISMATCH"):
     """EMISMATCH: a reply that does not match its request."""
 
-    status, name = 18, "EMISMATCH"
 
-
-class ForkedError(FrameprepError):
+class ForkedError(FrameprepError, status=19, name="EFORKED"):
     """EFORKED: a client (or ring, or request) of the parent process used
     in a child made by ``fork``. A child opens a client of its own; the
     parent's stays the parent's, and keeps working there."""
 
-    status, name = 19, "EFORKED"
 
-
-class BitstreamError(FrameprepError, ValueError):
+class BitstreamError(FrameprepError, ValueError, status=20, name="EBITSTREAM"):
     """EBITSTREAM: a video packet (or a stream's parameter sets) the
     decoder cannot decode: corrupt or truncated slices, missing parameter
     sets, a picture decoded with errors. The stream stays open and drops
     packets until its next IDR (H.264) or IRAP (HEVC) picture, from which
     it decodes again; other streams are not affected."""
-
-    status, name = 20, "EBITSTREAM"
-
-
-BY_STATUS: dict[int, type[FrameprepError]] = {
-    cls.status: cls
-    for cls in (ProtocolError, VersionMismatchError, InvalidRequestError,
-                LimitExceededError, ServerOutOfMemoryError, ServerBusyError,
-                ServerShuttingDownError, CudaError, NvrtcError,
-                TransportError, RequestTimeoutError, RegionError,
-                PermissionDeniedError, InternalError, ServerIOError,
-                UnsupportedError, ClosedError, MismatchError, ForkedError,
-                BitstreamError)
-}
-"""Each status number's class (:func:`error_for_status` uses it)."""
 
 
 def error_for_status(status: int, message: str) -> FrameprepError:
