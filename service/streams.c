@@ -4,14 +4,16 @@
  *
  * The design is simple: a stream is an entry in one table, with the
  * connection that opened it, its peer's uid (for the per-uid limit), the
- * backend's decoder session (video.h), the slot whose job runs on it and
- * a ring of the slots whose requests wait behind that one. A stream has
- * at most one job out at a time, so its packets are decoded in the order
- * they came and its session needs no lock; streams run beside each other
- * on the backend's threads. STREAM_OPEN is a stream's first job (the
+ * backend's decoder session (video.h), the slots whose jobs are out on it
+ * and a ring of the slots whose requests wait behind those. A stream has
+ * at most its session's window of jobs out at a time (video.h: one, or
+ * more for a session that runs them in order on one thread), handed over
+ * in the order they came, so its packets are decoded in that order and
+ * its session needs no lock; streams run beside each other on the
+ * backend's threads. STREAM_OPEN is a stream's first job, alone (the
  * decoder opens on the backend's thread, reading the parameter sets
- * there); STREAM_CLOSE waits its turn like a packet and then ends the
- * stream on the loop. A stream job always comes back to the loop
+ * there); STREAM_CLOSE waits until every job before it has ended and then
+ * ends the stream on the loop. A stream job always comes back to the loop
  * (FPREP__EV_DONE), which answers it and starts the stream's next
  * request: its reply message was allocated by the backend's thread
  * (job->reserve), which wrote the tensors into it, so the loop copies no
@@ -39,8 +41,11 @@ struct fprep__stream {
 	uint64_t uid;        /* its peer's uid; UINT64_MAX: not known */
 	fprep_request spec;  /* its STREAM_OPEN: the tensors' spec */
 	fprep__video *video; /* the backend's decoder session */
-	fprep__slot *busy;   /* the slot whose job is out, or NULL */
-	fprep__slot **wait;  /* a ring of cap slots waiting their turn */
+	fprep__slot **out;   /* the nout slots whose jobs are out, in the
+	                        order they were handed over (window room) */
+	unsigned nout, window;
+	int opened;         /* its STREAM_OPEN job succeeded */
+	fprep__slot **wait; /* a ring of cap slots waiting their turn */
 	unsigned head, count, cap;
 	int closed; /* no new requests: it goes once idle */
 };
@@ -72,7 +77,7 @@ static unsigned streams_count(const fprep__streams *t, uint32_t pipe,
  * out or waits. */
 static void streams_free(fprep__streams *t, fprep__stream *st)
 {
-	FPREP__ASSERT(st->busy == NULL && st->count == 0);
+	FPREP__ASSERT(st->nout == 0 && st->count == 0);
 	for (unsigned i = 0; i < t->n; i++)
 		if (t->tab[i] == st) {
 			t->tab[i] = t->tab[--t->n];
@@ -80,6 +85,7 @@ static void streams_free(fprep__streams *t, fprep__stream *st)
 		}
 	if (st->video != NULL)
 		st->video->ops->close(st->video);
+	free(st->out);
 	free(st->wait);
 	free(st);
 }
@@ -132,25 +138,39 @@ static void streams_submit(fprep__stream *st, fprep__slot *s,
 	job->limits = &s->limits;
 	job->done = streams_job_done;
 	job->data = s;
-	st->busy = s;
+	FPREP__ASSERT(st->nout < st->window);
+	st->out[st->nout++] = s;
 	fprep__slot_enter(s, FPREP__SLOT_WORK);
 	rv = srv->backend->submit(srv->backend, job);
 	if (rv != 0) {
-		st->busy = NULL;
+		st->nout--;
 		snprintf(why, sizeof(why), "backend %s refused the job: %s",
 		         srv->backend->name, fprep_strerror(rv));
 		fprep__answer_fail(s, rv, why);
 	}
 }
 
-/* streams_next starts st's next waiting request, if it has none out, and
- * frees a closed stream once it is idle. */
+/* streams_room tells whether st's next waiting request s may start now:
+ * a job fits in its window (one until it is opened), and a STREAM_CLOSE
+ * waits until no job is out. One that is only answered (the stream
+ * closed, the backend gone) always may. */
+static int streams_room(const fprep__stream *st, const fprep__slot *s)
+{
+	if (st->closed || s->srv->backend == NULL)
+		return 1;
+	if (s->kind == FPREP_KIND_STREAM_CLOSE)
+		return st->nout == 0;
+	return st->nout < (st->opened ? st->window : 1);
+}
+
+/* streams_next starts st's waiting requests while they have room
+ * (streams_room), and frees a closed stream once it is idle. */
 static void streams_next(fprep__streams *t, fprep__stream *st)
 {
 	fprep_stream_request sr;
 	fprep__slot *s;
 
-	while (st->busy == NULL && st->count > 0) {
+	while (st->count > 0 && streams_room(st, st->wait[st->head])) {
 		s = st->wait[st->head];
 		st->head = (st->head + 1) % st->cap;
 		st->count--;
@@ -170,7 +190,7 @@ static void streams_next(fprep__streams *t, fprep__stream *st)
 		        s->req, s->req_len, &s->srv->cfg->limits, &sr, NULL, 0);
 		streams_submit(st, s, &sr);
 	}
-	if (st->closed && st->busy == NULL && st->count == 0)
+	if (st->closed && st->nout == 0 && st->count == 0)
 		streams_free(t, st);
 }
 
@@ -253,6 +273,17 @@ static void streams_open(fprep__slot *s, const fprep_request *req)
 		fprep__answer_fail(s, rv, "stream decoder: out of memory");
 		return;
 	}
+	st->window = st->video->window > 1 ? st->video->window : 1;
+	if (st->window > srv->nslots)
+		st->window = srv->nslots;
+	st->out = calloc(st->window, sizeof(*st->out));
+	if (st->out == NULL) {
+		st->video->ops->close(st->video);
+		free(st->wait);
+		free(st);
+		fprep__answer_fail(s, FPREP_ENOMEM, "stream: out of memory");
+		return;
+	}
 	if (t->next_id == 0)
 		t->next_id = 1;
 	st->id = t->next_id++;
@@ -331,13 +362,19 @@ void fprep__streams_done(fprep__slot *s)
 	fprep__streams *t = &s->srv->streams;
 	fprep__job *job = &s->job;
 	fprep__stream *st = NULL;
+	unsigned k = 0;
 
 	FPREP__LOOP_ONLY(s->srv);
 	for (unsigned i = 0; i < t->n && st == NULL; i++)
-		if (t->tab[i]->busy == s)
-			st = t->tab[i];
+		for (k = 0; k < t->tab[i]->nout; k++)
+			if (t->tab[i]->out[k] == s) {
+				st = t->tab[i];
+				break;
+			}
 	FPREP__ASSERT(st != NULL);
-	st->busy = NULL;
+	memmove(st->out + k, st->out + k + 1,
+	        (st->nout - k - 1) * sizeof(*st->out));
+	st->nout--;
 	job->message[FPREP_MESSAGE_SIZE - 1] = '\0';
 	if (job->status != FPREP_OK) {
 		/* A stream whose decoder did not open is no stream. */
@@ -348,6 +385,7 @@ void fprep__streams_done(fprep__slot *s)
 		                           ? job->message
 		                           : fprep_strerror(job->status));
 	} else if (s->kind == FPREP_KIND_STREAM_OPEN) {
+		st->opened = 1;
 		fprep__answer_ok(s, st->id, "", NULL);
 	} else {
 		streams_reply(s);
@@ -377,6 +415,7 @@ void fprep__streams_fini(fprep__server *srv)
 	for (unsigned i = 0; i < t->n; i++) {
 		if (t->tab[i]->video != NULL)
 			t->tab[i]->video->ops->close(t->tab[i]->video);
+		free(t->tab[i]->out);
 		free(t->tab[i]->wait);
 		free(t->tab[i]);
 	}
