@@ -13,10 +13,13 @@
  * backend's threads. STREAM_OPEN is a stream's first job, alone (the
  * decoder opens on the backend's thread, reading the parameter sets
  * there); STREAM_CLOSE waits until every job before it has ended and then
- * ends the stream on the loop. A stream job always comes back to the loop
- * (FPREP__EV_DONE), which answers it and starts the stream's next
- * request: its reply message was allocated by the backend's thread
- * (job->reserve), which wrote the tensors into it, so the loop copies no
+ * ends the stream on the loop. nng hands requests that arrive together to
+ * the loop in any order, so a client with several of a stream's requests
+ * in flight numbers them (seq, protocol.h): the ring keeps them in that
+ * order, and one whose predecessor has not come yet waits for it. A stream job
+ * always comes back to the loop (FPREP__EV_DONE), which answers it and starts
+ * the stream's next request: its reply message was allocated by the backend's
+ * thread (job->reserve), which wrote the tensors into it, so the loop copies no
  * pixels. When the connection closes its streams go: the waiting requests
  * are answered FPREP_ECLOSED, and a stream whose job is out goes when the
  * job ends.
@@ -35,6 +38,15 @@
 #include "slot_state.h"
 #include "streams.h"
 
+/* A request that waits its turn in its stream: its number (seq,
+ * protocol.h; 0: none), and whether it is only to be refused then (with
+ * its job's status and message: fprep__streams_refuse). */
+typedef struct streams_waiting {
+	fprep__slot *s;
+	uint32_t seq;
+	int refused;
+} streams_waiting;
+
 struct fprep__stream {
 	uint32_t id;
 	uint32_t pipe;       /* the connection that opened it */
@@ -44,10 +56,11 @@ struct fprep__stream {
 	fprep__slot **out;   /* the nout slots whose jobs are out, in the
 	                        order they were handed over (window room) */
 	unsigned nout, window;
-	int opened;         /* its STREAM_OPEN job succeeded */
-	fprep__slot **wait; /* a ring of cap slots waiting their turn */
+	int opened;            /* its STREAM_OPEN job succeeded */
+	streams_waiting *wait; /* a ring of cap requests waiting their turn */
 	unsigned head, count, cap;
-	int closed; /* no new requests: it goes once idle */
+	uint32_t next_seq; /* the seq due next; those after it wait for it */
+	int closed;        /* no new requests: it goes once idle */
 };
 
 static fprep__stream *streams_find(fprep__streams *t, uint32_t id,
@@ -154,9 +167,15 @@ static void streams_submit(fprep__stream *st, fprep__slot *s,
  * a job fits in its window (one until it is opened), and a STREAM_CLOSE
  * waits until no job is out. One that is only answered (the stream
  * closed, the backend gone) always may. */
-static int streams_room(const fprep__stream *st, const fprep__slot *s)
+static int streams_room(const fprep__stream *st, const streams_waiting *w)
 {
+	const fprep__slot *s = w->s;
+
 	if (st->closed || s->srv->backend == NULL)
+		return 1;
+	if (w->seq != 0 && w->seq != st->next_seq)
+		return 0; /* the one before it has not come yet */
+	if (w->refused)
 		return 1;
 	if (s->kind == FPREP_KIND_STREAM_CLOSE)
 		return st->nout == 0;
@@ -167,13 +186,23 @@ static int streams_room(const fprep__stream *st, const fprep__slot *s)
  * (streams_room), and frees a closed stream once it is idle. */
 static void streams_next(fprep__streams *t, fprep__stream *st)
 {
+	char why[FPREP_MESSAGE_SIZE];
 	fprep_stream_request sr;
 	fprep__slot *s;
+	int rv;
 
-	while (st->count > 0 && streams_room(st, st->wait[st->head])) {
-		s = st->wait[st->head];
+	while (st->count > 0 && streams_room(st, &st->wait[st->head])) {
+		streams_waiting w = st->wait[st->head];
+
+		s = w.s;
+		if (w.seq != 0)
+			st->next_seq = w.seq + 1;
 		st->head = (st->head + 1) % st->cap;
 		st->count--;
+		if (w.refused && !st->closed && s->srv->backend != NULL) {
+			fprep__answer_fail(s, s->job.status, s->job.message);
+			continue;
+		}
 		if (st->closed || s->srv->backend == NULL) {
 			fprep__answer_fail(s, FPREP_ECLOSED,
 			                   "the stream was closed before this "
@@ -185,10 +214,14 @@ static void streams_next(fprep__streams *t, fprep__stream *st)
 			fprep__answer_ok(s, 0, "", NULL);
 			continue;
 		}
-		/* Validated when it came: cannot fail. */
-		(void)fprep_stream_request_decode(
-		        s->req, s->req_len, &s->srv->cfg->limits, &sr, NULL, 0);
-		streams_submit(st, s, &sr);
+		/* Refused when it came, if it fails (streams_take). */
+		rv = fprep_stream_request_decode(s->req, s->req_len,
+		                                 &s->srv->cfg->limits, &sr, why,
+		                                 sizeof(why));
+		if (rv != 0)
+			fprep__answer_fail(s, rv, why);
+		else
+			streams_submit(st, s, &sr);
 	}
 	if (st->closed && st->nout == 0 && st->count == 0)
 		streams_free(t, st);
@@ -264,6 +297,7 @@ static void streams_open(fprep__slot *s, const fprep_request *req)
 		return;
 	}
 	st->cap = srv->nslots;
+	st->next_seq = 1;
 	rv = srv->backend->video_open(srv->backend, req,
 	                              s->req + FPREP_REQUEST_HEADER_SIZE,
 	                              (size_t)req->input_size, &st->video);
@@ -292,6 +326,65 @@ static void streams_open(fprep__slot *s, const fprep_request *req)
 	st->spec = *req;
 	t->tab[t->n++] = st;
 	streams_submit(st, s, NULL);
+}
+
+/* streams_seq_bad refuses a seq (protocol.h) already served, or further
+ * ahead of the one due than the ring holds (then it cannot be in flight
+ * with those before it), or twice in the ring, naming it in why. */
+static int streams_seq_bad(const fprep__stream *st, uint32_t seq, char *why,
+                           size_t size)
+{
+	if (seq == 0)
+		return 0;
+	if (seq < st->next_seq || seq - st->next_seq >= st->cap) {
+		if (why != NULL)
+			snprintf(why, size,
+			         "seq %" PRIu32
+			         ": the stream's next is %" PRIu32
+			         ", and at most %u requests wait",
+			         seq, st->next_seq, st->cap);
+		return 1;
+	}
+	for (unsigned k = 0; k < st->count; k++)
+		if (st->wait[(st->head + k) % st->cap].seq == seq) {
+			if (why != NULL)
+				snprintf(why, size,
+				         "seq %" PRIu32
+				         " came twice on the stream",
+				         seq);
+			return 1;
+		}
+	return 0;
+}
+
+/* streams_wait puts s, whose request has number seq (0: none), in st's
+ * ring (refused: only to be refused in its turn): at the tail, or a
+ * numbered one before the first waiting request numbered after it. */
+static void streams_wait(fprep__stream *st, fprep__slot *s, uint32_t seq,
+                         int refused)
+{
+	unsigned at = st->count;
+
+	/* At most one request a slot: the ring never fills. */
+	FPREP__ASSERT(st->count < st->cap);
+	if (seq != 0)
+		for (unsigned k = 0; k < st->count; k++) {
+			uint32_t w = st->wait[(st->head + k) % st->cap].seq;
+
+			if (w != 0 && w > seq) {
+				at = k;
+				break;
+			}
+		}
+	for (unsigned k = st->count; k > at; k--) {
+		unsigned to = (st->head + k) % st->cap;
+		unsigned from = (st->head + k - 1) % st->cap;
+
+		st->wait[to] = st->wait[from];
+	}
+	st->wait[(st->head + at) % st->cap] =
+	        (streams_waiting){.s = s, .seq = seq, .refused = refused};
+	st->count++;
 }
 
 void fprep__streams_take(fprep__slot *s, const fprep_request *req)
@@ -323,11 +416,36 @@ void fprep__streams_take(fprep__slot *s, const fprep_request *req)
 		fprep__answer_fail(s, FPREP_EINVAL, why);
 		return;
 	}
-	/* At most one request a slot: the ring never fills. */
-	FPREP__ASSERT(st->count < st->cap);
-	st->wait[(st->head + st->count) % st->cap] = s;
-	st->count++;
+	if (streams_seq_bad(st, sr.seq, why, sizeof(why))) {
+		fprep__answer_fail(s, FPREP_EINVAL, why);
+		return;
+	}
+	streams_wait(st, s, sr.seq, 0);
 	streams_next(t, st);
+}
+
+int fprep__streams_refuse(fprep__slot *s, int status, const char *why)
+{
+	fprep__streams *t = &s->srv->streams;
+	fprep_stream_request sr;
+	fprep__stream *st;
+
+	FPREP__LOOP_ONLY(s->srv);
+	/* Its header's fields are read before the checks that refuse it. */
+	(void)fprep_stream_request_decode(s->req, s->req_len,
+	                                  &s->srv->cfg->limits, &sr, NULL, 0);
+	if ((sr.kind != FPREP_KIND_STREAM_PACKET &&
+	     sr.kind != FPREP_KIND_STREAM_FLUSH &&
+	     sr.kind != FPREP_KIND_STREAM_CLOSE) ||
+	    sr.seq == 0 || sr.stream_id == 0 ||
+	    (st = streams_find(t, sr.stream_id, s->pipe)) == NULL ||
+	    streams_seq_bad(st, sr.seq, NULL, 0))
+		return 0;
+	s->job.status = status;
+	snprintf(s->job.message, sizeof(s->job.message), "%s", why);
+	streams_wait(st, s, sr.seq, 1);
+	streams_next(t, st);
+	return 1;
 }
 
 /* streams_reply answers s's PACKET or FLUSH job, which succeeded: its

@@ -53,6 +53,10 @@
 
 #define OUT       64
 #define MAX_UNITS 4096
+/* Packets in flight of the windowed decodes (the daemon's NVDEC sessions
+ * take four at once). */
+#define VG_WINDOW     4
+#define VG_MAX_WINDOW 8
 
 /* A stream file split into access units. */
 typedef struct vg_file {
@@ -186,13 +190,32 @@ static void vg_spec(fprep_request *spec, uint16_t codec, int small)
 	}
 }
 
+/* vg_wait takes the reply of packet k, in flight as *p. */
+static void vg_wait(fprep_client *c, vg_frames *fr, fprep_pending **p,
+                    const char *name, unsigned k)
+{
+	fprep_result res;
+	char what[128];
+	int rv = fprep_pending_wait(*p, &res);
+
+	*p = NULL;
+	snprintf(what, sizeof(what), "%s packet %u", name, k);
+	CHECK(rv == 0, "%s: %s\n", what, fprep_strerror(rv));
+	if (rv == 0)
+		vg_take(c, fr, &res, what);
+	fprep_result_fini(&res);
+}
+
 /* vg_decode sends every unit of f (unit bad, if < f->n, replaced by
  * bad_data/bad_size) and a flush on a new stream of c; the frames into
- * *fr. */
+ * *fr. window: packets in flight (1: each waits for its reply; more:
+ * fprep_stream_submit, the replies taken in order, so that the GPU's
+ * session parses a packet ahead). */
 static void vg_decode(fprep_client *c, const vg_file *f, vg_frames *fr,
                       unsigned bad, const uint8_t *bad_data, size_t bad_size,
-                      const char *name)
+                      const char *name, unsigned window)
 {
+	fprep_pending *flight[VG_MAX_WINDOW] = {0};
 	fprep_request spec;
 	fprep_stream *st = NULL;
 	fprep_result res;
@@ -213,6 +236,16 @@ static void vg_decode(fprep_client *c, const vg_file *f, vg_frames *fr,
 			p = bad_data;
 			size = bad_size;
 		}
+		if (window > 1) {
+			if (k >= window)
+				vg_wait(c, fr, &flight[(k - window) % window],
+				        name, k - window);
+			rv = fprep_stream_submit(st, p, size, (int64_t)k, NULL,
+			                         NULL, &flight[k % window]);
+			CHECK(rv == 0, "%s packet %u: submit: %s\n", name, k,
+			      fprep_strerror(rv));
+			continue;
+		}
 		memset(&res, 0, sizeof(res));
 		rv = fprep_stream_send(st, p, size, (int64_t)k, &res);
 		snprintf(what, sizeof(what), "%s packet %u", name, k);
@@ -221,6 +254,10 @@ static void vg_decode(fprep_client *c, const vg_file *f, vg_frames *fr,
 			vg_take(c, fr, &res, what);
 		fprep_result_fini(&res);
 	}
+	for (unsigned k = f->n > window ? f->n - window : 0;
+	     window > 1 && k < f->n; k++)
+		if (flight[k % window] != NULL)
+			vg_wait(c, fr, &flight[k % window], name, k);
 	memset(&res, 0, sizeof(res));
 	rv = fprep_stream_flush(st, &res);
 	CHECK(rv == 0, "%s flush: %s\n", name, fprep_strerror(rv));
@@ -330,12 +367,32 @@ static unsigned vg_manifest(const char *dir, char names[][64], uint16_t *codecs,
 	return n;
 }
 
+/* vg_compare checks the frames got of a stream of packets packets,
+ * decoded with window packets in flight, against the reference ref: as
+ * many, the same pts in order and sizes, each tensor within 1 LSB. */
+static void vg_compare(const vg_frames *got, const vg_frames *ref,
+                       const char *name, unsigned packets, unsigned window)
+{
+	unsigned same = 0;
+
+	CHECK(got->n == ref->n, "%s, %u in flight: %u frames, reference %u\n",
+	      name, window, got->n, ref->n);
+	CHECK(got->bytes == ref->bytes || got->n == 0,
+	      "%s: tensors of %zu bytes, reference %zu\n", name, got->bytes,
+	      ref->bytes);
+	for (unsigned k = 0; k < got->n && k < ref->n; k++)
+		same += vg_same(&got->f[k], &ref->f[k], ref->bytes, name, k);
+	printf("%s: %u packets, %u in flight: %u frames, %u within 1 LSB of "
+	       "the reference, pts in order\n",
+	       name, packets, window, got->n, same);
+}
+
 /* vg_errors: the first stream with a packet of its second group of
  * pictures corrupt (its second half scrambled) and a later one cut to a
  * third; named errors or skips, then frames again from the next key
  * picture, equal to the reference's. */
 static void vg_errors(fprep_client *c, const vg_file *f, const vg_frames *ref,
-                      const char *name)
+                      const char *name, unsigned window)
 {
 	vg_frames got = {0};
 	unsigned bad = f->n / 2 + 1, matched = 0;
@@ -346,7 +403,7 @@ static void vg_errors(fprep_client *c, const vg_file *f, const vg_frames *ref,
 	memcpy(u, f->data + f->start[bad], size);
 	for (size_t k = size / 2; k < size; k++)
 		u[k] = (uint8_t)(u[k] * 7 + 91);
-	vg_decode(c, f, &got, bad, u, size, name);
+	vg_decode(c, f, &got, bad, u, size, name, window);
 	CHECK(got.errors + got.skipped > 0,
 	      "%s: the corrupt packet %u passed unnoticed\n", name, bad);
 	/* Frames again after the break: the last frames equal the
@@ -358,15 +415,16 @@ static void vg_errors(fprep_client *c, const vg_file *f, const vg_frames *ref,
 			    vg_same(&got.f[k], &ref->f[j], ref->bytes, name, k))
 				matched++;
 	CHECK(matched > 0, "%s: no frame after the corrupt packet\n", name);
-	printf("%s corrupt packet %u: %u errors, %u skipped, %u frames, %u "
-	       "after it equal to the reference\n",
-	       name, bad, got.errors, got.skipped, got.n, matched);
+	printf("%s corrupt packet %u, %u in flight: %u errors, %u skipped, "
+	       "%u frames, %u after it equal to the reference\n",
+	       name, bad, window, got.errors, got.skipped, got.n, matched);
 	vg_frames_free(&got);
 	memset(&got, 0, sizeof(got));
-	vg_decode(c, f, &got, bad, u, size / 3, name);
+	vg_decode(c, f, &got, bad, u, size / 3, name, window);
 	CHECK(got.n > 0, "%s: no frames around a packet cut short\n", name);
-	printf("%s packet %u cut short: %u errors, %u skipped, %u frames\n",
-	       name, bad, got.errors, got.skipped, got.n);
+	printf("%s packet %u cut short, %u in flight: %u errors, %u skipped, "
+	       "%u frames\n",
+	       name, bad, window, got.errors, got.skipped, got.n);
 	vg_frames_free(&got);
 	free(u);
 }
@@ -600,7 +658,7 @@ int main(int argc, char **argv)
 			CHECK(0, "%s: cannot read or split\n", path);
 			continue;
 		}
-		vg_decode(c, &f, &got, UINT32_MAX, NULL, 0, names[i]);
+		vg_decode(c, &f, &got, UINT32_MAX, NULL, 0, names[i], 1);
 		CHECK(got.errors == 0 && got.n > 0,
 		      "%s: %u errors, %u frames\n", names[i], got.errors,
 		      got.n);
@@ -612,21 +670,16 @@ int main(int argc, char **argv)
 		} else if (vg_ref_read(path, &ref) != 0) {
 			CHECK(0, "%s: no reference\n", path);
 		} else {
-			unsigned same = 0;
-
-			CHECK(got.n == ref.n, "%s: %u frames, reference %u\n",
-			      names[i], got.n, ref.n);
-			CHECK(got.bytes == ref.bytes || got.n == 0,
-			      "%s: tensors of %zu bytes, reference %zu\n",
-			      names[i], got.bytes, ref.bytes);
-			for (unsigned k = 0; k < got.n && k < ref.n; k++)
-				same += vg_same(&got.f[k], &ref.f[k], ref.bytes,
-				                names[i], k);
-			printf("%s: %u packets, %u frames, %u within 1 LSB "
-			       "of the reference, pts in order\n",
-			       names[i], f.n, got.n, same);
-			if (i == 0)
-				vg_errors(c, &f, &ref, names[i]);
+			vg_compare(&got, &ref, names[i], f.n, 1);
+			vg_frames_free(&got);
+			memset(&got, 0, sizeof(got));
+			vg_decode(c, &f, &got, UINT32_MAX, NULL, 0, names[i],
+			          VG_WINDOW);
+			vg_compare(&got, &ref, names[i], f.n, VG_WINDOW);
+			if (i == 0) {
+				vg_errors(c, &f, &ref, names[i], 1);
+				vg_errors(c, &f, &ref, names[i], VG_WINDOW);
+			}
 			vg_frames_free(&ref);
 		}
 		vg_frames_free(&got);
