@@ -524,6 +524,12 @@ FPREP_EXTERN int fprep_stream_recv(const fprep_result *res, uint32_t k,
  * answer. Returns 0, the daemon's status, or a transport error. */
 FPREP_EXTERN int fprep_stream_close(fprep_stream *st);
 
+/* fprep_stream_drop frees st without a request to the daemon: for a
+ * stream whose client was closed (the daemon dropped the stream with the
+ * connection), or that a child made by fork inherited. st may be NULL.
+ * Touches nothing of st's client. Any thread. */
+FPREP_EXTERN void fprep_stream_drop(fprep_stream *st);
+
 /* fprep_stream_id returns the stream's id on the daemon. */
 FPREP_EXTERN uint32_t fprep_stream_id(const fprep_stream *st);
 

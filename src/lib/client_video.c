@@ -228,6 +228,11 @@ int fprep_stream_close(fprep_stream *st)
 	return err;
 }
 
+void fprep_stream_drop(fprep_stream *st)
+{
+	free(st);
+}
+
 uint32_t fprep_stream_id(const fprep_stream *st)
 {
 	return st->id;
