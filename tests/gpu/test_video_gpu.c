@@ -23,10 +23,12 @@
  *        frames again from the next IDR/IRAP picture equal to the
  *        reference's; the daemon answers INFO afterwards, whose
  *        video_decoder line names NVDEC on a GPU.
- *   rate DEVICE FRAMEPREPD DIR N SECONDS   N streams at once (a client
- *        each), each replaying DIR/rate.h264 flat out to 640x640 F32:
- *        frames/s and the latency from a packet's send to its reply, for
- *        the replies that carry frames (p50, p99).
+ *   rate DEVICE FRAMEPREPD DIR N SECONDS [WINDOW]   N streams at once
+ *        (a client each), each replaying DIR/rate.h264 flat out to
+ *        640x640 F32 with WINDOW (1, at most VG_MAX_WINDOW) packets in
+ *        flight: frames/s and the latency from a packet's send to its
+ *        reply, for the replies that carry frames (p50, p99; with a
+ *        window the wait behind the packets before it included).
  *
  *   off DEVICE FRAMEPREPD   a daemon with FPREP_NVDEC=off (as where
  *        libnvcuvid.so.1 is missing): STREAM_OPEN refused with EUNSUPPORTED
@@ -480,11 +482,74 @@ typedef struct vg_rate {
 	const char *url;
 	const vg_file *f;
 	uint64_t until_ns;
+	unsigned window; /* packets in flight */
 	unsigned long frames;
 	uint64_t *lat_ns; /* of replies with frames */
 	size_t nlat, cap;
 	int failed;
 } vg_rate;
+
+/* vg_rate_take counts the frames of reply res of a packet sent at t0
+ * and records its latency when it carries any; 0, or -1 when it failed. */
+static int vg_rate_take(vg_rate *r, int rv, fprep_result *res, uint64_t t0)
+{
+	if (rv != 0 || res->header.status != FPREP_OK) {
+		r->failed = 1;
+		fprep_result_fini(res);
+		return -1;
+	}
+	if (res->header.shape[0] > 0) {
+		if (r->nlat == r->cap) {
+			r->cap = r->cap ? 2 * r->cap : 4096;
+			r->lat_ns =
+			        realloc(r->lat_ns, r->cap * sizeof(*r->lat_ns));
+		}
+		if (r->lat_ns != NULL)
+			r->lat_ns[r->nlat++] = vg_now_ns() - t0;
+	}
+	r->frames += res->header.shape[0];
+	fprep_result_fini(res);
+	return 0;
+}
+
+/* vg_rate_window replays r's file once with r->window packets in flight
+ * (fprep_stream_submit), the replies taken in order, then a flush. */
+static void vg_rate_window(vg_rate *r, fprep_stream *st)
+{
+	fprep_pending *p[VG_MAX_WINDOW] = {0};
+	uint64_t t[VG_MAX_WINDOW];
+	unsigned w = r->window, n = r->f->n;
+	fprep_result res;
+	int rv;
+
+	for (unsigned k = 0; k < n + w && !r->failed; k++) {
+		if (k >= w && p[(k - w) % w] != NULL) {
+			rv = fprep_pending_wait(p[(k - w) % w], &res);
+			p[(k - w) % w] = NULL;
+			if (vg_rate_take(r, rv, &res, t[(k - w) % w]) != 0)
+				break;
+		}
+		if (k >= n)
+			continue;
+		t[k % w] = vg_now_ns();
+		if (fprep_stream_submit(st, r->f->data + r->f->start[k],
+		                        r->f->start[k + 1] - r->f->start[k],
+		                        (int64_t)k, NULL, NULL, &p[k % w]) != 0)
+			r->failed = 1;
+	}
+	for (unsigned k = 0; k < w; k++) /* each waited once */
+		if (p[k] != NULL) {
+			(void)fprep_pending_wait(p[k], &res);
+			fprep_result_fini(&res);
+		}
+	if (!r->failed) {
+		uint64_t t0 = vg_now_ns();
+
+		memset(&res, 0, sizeof(res));
+		rv = fprep_stream_flush(st, &res);
+		(void)vg_rate_take(r, rv, &res, t0);
+	}
+}
 
 static void *vg_rate_main(void *arg)
 {
@@ -501,7 +566,9 @@ static void *vg_rate_main(void *arg)
 		fprep_client_close(c);
 		return NULL;
 	}
-	while (vg_now_ns() < r->until_ns && !r->failed)
+	while (r->window > 1 && vg_now_ns() < r->until_ns && !r->failed)
+		vg_rate_window(r, st);
+	while (r->window <= 1 && vg_now_ns() < r->until_ns && !r->failed)
 		for (unsigned k = 0; k <= r->f->n; k++) {
 			uint64_t t0 = vg_now_ns();
 			int rv;
@@ -545,7 +612,7 @@ static int vg_cmp_u64(const void *a, const void *b)
 }
 
 static void vg_rate_run(const char *url, const char *dir, unsigned n,
-                        double seconds)
+                        double seconds, unsigned window)
 {
 	char path[4096];
 	vg_file f;
@@ -563,6 +630,7 @@ static void vg_rate_run(const char *url, const char *dir, unsigned n,
 		r[i].url = url;
 		r[i].f = &f;
 		r[i].until_ns = t0 + (uint64_t)(seconds * 1e9);
+		r[i].window = window;
 		REQUIRE(pthread_create(&th[i], NULL, vg_rate_main, &r[i]) == 0);
 	}
 	for (unsigned i = 0; i < n; i++) {
@@ -583,10 +651,10 @@ static void vg_rate_run(const char *url, const char *dir, unsigned n,
 		free(r[i].lat_ns);
 	}
 	qsort(all, nall, sizeof(*all), vg_cmp_u64);
-	printf("rate: %u streams of %s (%u packets), 640x640 f32: %.1f "
-	       "frames/s over %.1f s; reply latency p50 %.2f ms, p99 %.2f "
-	       "ms\n",
-	       n, path, f.n, (double)frames / s, s,
+	printf("rate: %u streams of %s (%u packets), %u in flight each, "
+	       "640x640 f32: %.1f frames/s over %.1f s; reply latency p50 "
+	       "%.2f ms, p99 %.2f ms\n",
+	       n, path, f.n, window, (double)frames / s, s,
 	       nall ? (double)all[nall / 2] / 1e6 : 0.0,
 	       nall ? (double)all[nall * 99 / 100] / 1e6 : 0.0);
 	CHECK(frames > 0, "no frames\n");
@@ -617,13 +685,11 @@ int main(int argc, char **argv)
 		               ? 77
 		               : 0;
 	if (!(record || rate || off || strcmp(mode, "check") == 0) ||
-	    argc != (rate  ? 7
-	             : off ? 4
-	                   : 5)) {
+	    (rate ? argc != 7 && argc != 8 : argc != (off ? 4 : 5))) {
 		fprintf(stderr,
 		        "usage: test_video_gpu record|check DEVICE FRAMEPREPD "
 		        "DIR\n       test_video_gpu rate DEVICE FRAMEPREPD DIR "
-		        "N SECONDS\n       test_video_gpu off DEVICE "
+		        "N SECONDS [WINDOW]\n       test_video_gpu off DEVICE "
 		        "FRAMEPREPD\n");
 		return 2;
 	}
@@ -642,8 +708,13 @@ int main(int argc, char **argv)
 		goto done;
 	}
 	if (rate) {
+		unsigned w = argc == 8 ? (unsigned)atoi(argv[7]) : 1;
+
 		vg_rate_run(url, argv[4], (unsigned)atoi(argv[5]),
-		            atof(argv[6]));
+		            atof(argv[6]),
+		            w < 1               ? 1
+		            : w > VG_MAX_WINDOW ? VG_MAX_WINDOW
+		                                : w);
 		goto done;
 	}
 	n = vg_manifest(argv[4], names, codecs, 16);
