@@ -5,11 +5,13 @@
 # client can trigger: a listener stuck by a peer that leaves during the
 # handshake, nng issue #1518; a pipe reaper that stops for good after
 # connections close mid-message, after which every connection leaks its fd).
-# It applies two patches in deploy/ (with patch(1)):
+# It applies three patches in deploy/ (with patch(1)):
 # nng-1.11.0-close-waiting-pipes.patch: a connection whose handshake ends
 # while its listener closes leaks the pipe and the listener otherwise;
 # nng-1.11.0-fork-child.patch: a child made by fork may use nng afresh
-# (unpatched, every nng call in it panics once the parent used nng).
+# (unpatched, every nng call in it panics once the parent used nng);
+# nng-1.11.0-rep-send-leak.patch: a reply handed to a connection as it
+# closes is freed (unpatched, it could be lost).
 #
 # nng's source comes from PyPI: the sdist of pynng 0.9.0 (the Python
 # binding) carries nng 1.11.0's complete source tree in pynng-0.9.0/nng/.
@@ -47,7 +49,8 @@ dir=$(realpath -m "${1:-build-deps}")
 prefix=$dir/nng-$nng_version
 stamp=$prefix/.frameprep-built
 patches=(deploy/nng-$nng_version-close-waiting-pipes.patch
-	deploy/nng-$nng_version-fork-child.patch)
+	deploy/nng-$nng_version-fork-child.patch
+	deploy/nng-$nng_version-rep-send-leak.patch)
 # The stamp holds the patches' sha256: a build from other patches is redone.
 want=$(cat "${patches[@]}" | sha256sum | cut -d' ' -f1)
 mkdir -p "$dir"

@@ -28,7 +28,7 @@
  * the loop through the event queue.
  *
  * However many connections there are, the nng port's slots are shared
- * two more ways (issue 35): the last --inflight-reserve of them are kept
+ * two more ways: the last --inflight-reserve of them are kept
  * for connections that hold none, and the connections of one peer uid
  * hold at most --max-inflight-per-uid together; a request past either
  * gets EBUSY (fprep__conn_share), which a client that reads has at once,
@@ -38,10 +38,10 @@
  * A client that does not read its replies holds its slots all the same,
  * each EBUSY reply included, until a send times out: so while fewer than
  * --inflight-reserve slots are free, fprep__conns_sweep closes each
- * connection with a reply that has waited --reply-stall-ms with none of
- * its replies handed on meanwhile (a client that reads takes one at least
- * every few milliseconds), which gives its slots and its replies' memory
- * back at once.
+ * connection holding two slots or more with a reply that has waited
+ * --reply-stall-ms with none of its replies handed on meanwhile (a client that
+ * reads takes one at least every few milliseconds), which gives its slots and
+ * its replies' memory back at once.
  */
 #include <inttypes.h>
 #include <nng/nng.h>
@@ -254,7 +254,11 @@ static void conns_progress(fprep__server *srv)
 
 /* conns_stalled returns how long (ns) a reply of s's connection has
  * waited in s when it has waited window_ns or more with none of the
- * connection's handed on since (conns_progress ran); else 0. */
+ * connection's handed on since (conns_progress ran), and the connection
+ * holds two slots or more; else 0. A connection with one request in
+ * flight is left alone: its reply's send may wait for the daemon's own
+ * threads on a loaded machine (nng's, which end the send), not for the
+ * client, and one slot starves no one (the reserve). */
 static uint64_t conns_stalled(const fprep__slot *s, uint64_t now,
                               uint64_t window_ns)
 {
@@ -262,7 +266,7 @@ static uint64_t conns_stalled(const fprep__slot *s, uint64_t now,
 	uint64_t t = atomic_load_explicit(&s->t_send_ns, memory_order_relaxed);
 
 	/* t may be later than now: a backend's thread sent it. */
-	if (t == 0 || c == NULL || c->closing || t > now ||
+	if (t == 0 || c == NULL || c->closing || c->held < 2 || t > now ||
 	    now - t < window_ns || c->progress_ns > now ||
 	    now - c->progress_ns < window_ns)
 		return 0;

@@ -456,7 +456,9 @@ void fprep__port_nng_start(fprep__port_nng *p);
 /* fprep__port_nng_event handles the aio event of s in state RECV: a
  * request received (handed to take) or a receive that failed. */
 void fprep__port_nng_event(fprep__slot *s);
-/* fprep__port_nng_fini stops and frees the aios, after nng_close. */
+/* fprep__port_nng_fini stops the aios, then frees them with the
+ * messages still on them (a failed send, a receive not taken), after
+ * nng_close. */
 void fprep__port_nng_fini(fprep__port_nng *p);
 
 /* port_doorbell.c */

@@ -164,12 +164,21 @@ void fprep__port_nng_start(fprep__port_nng *p)
 
 void fprep__port_nng_fini(fprep__port_nng *p)
 {
+	/* Every aio stops first, so that no callback queues an event
+	 * after the messages go. A message still on an aio is a send that
+	 * failed or a receive that came after the loop stopped taking
+	 * events: both are ours to free (a send that succeeded and a
+	 * receive taken leave none). */
+	for (unsigned i = 0; i < p->nslots; i++)
+		if (p->slots[i].aio != NULL)
+			nng_aio_stop(p->slots[i].aio);
 	for (unsigned i = 0; i < p->nslots; i++) {
 		fprep__slot *s = &p->slots[i];
 
 		if (s->aio == NULL)
 			continue;
-		nng_aio_stop(s->aio);
+		if (nng_aio_get_msg(s->aio) != NULL)
+			nng_msg_free(nng_aio_get_msg(s->aio));
 		nng_aio_free(s->aio);
 		s->aio = NULL;
 	}

@@ -269,11 +269,22 @@ void fprep__shutdown_signal_cb(uv_signal_t *handle, int signum)
 	fprep__shutdown_begin(srv, 0, FPREP_ESHUTDOWN, "server shutting down");
 }
 
-/* shutdown_free_slots stops and frees the aios (after nng_close: no
- * operation is pending, and aio callbacks may still push to the queue). */
+/* shutdown_free_slots frees the slots, with the messages of those the
+ * loop stopped serving when the server finished (a reply its backend
+ * made after the drain deadline, a request left unanswered by a forced
+ * close), after the queue's last events named them. */
 static void shutdown_free_slots(fprep__server *srv)
 {
-	fprep__port_nng_fini(&srv->nng);
+	for (unsigned i = 0; i < srv->nslots; i++) {
+		fprep__slot *s = &srv->slots[i];
+
+		if (s->req_msg != NULL)
+			nng_msg_free(s->req_msg);
+		if (s->rep_msg != NULL)
+			nng_msg_free(s->rep_msg);
+		s->req_msg = NULL;
+		s->rep_msg = NULL;
+	}
 	free(srv->slots);
 	free(srv->conns);
 	free(srv->uids);
@@ -313,8 +324,11 @@ static void shutdown_close_socket(fprep__server *srv)
 	if (srv->ingress.is_open)
 		fprep__ingress_close_pipes(&srv->ingress);
 	fprep__ingress_close(&srv->ingress);
-	shutdown_free_slots(srv);
+	/* The aios stop (their messages go) before the queue's last events
+	 * are drained, and the slots those events name go after. */
+	fprep__port_nng_fini(&srv->nng);
 	fprep__shutdown_close_handles(srv);
+	shutdown_free_slots(srv);
 }
 
 static void shutdown_linger_cb(uv_timer_t *timer)

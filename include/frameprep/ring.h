@@ -196,6 +196,13 @@ FPREP_EXTERN void fprep_ring_unregister(fprep_ring *ring);
  * after. NULL is ignored. */
 FPREP_EXTERN void fprep_ring_close(fprep_ring *ring);
 
+/* fprep_ring_forget unmaps every region of the ring and frees it without
+ * a word to the daemon: for a ring whose client was closed (the
+ * connection's end dropped the daemon's side) or inherited by a forked
+ * child (the parent's connection still holds its regions). No thread may
+ * be using it. NULL is ignored. */
+FPREP_EXTERN void fprep_ring_forget(fprep_ring *ring);
+
 /* fprep_ring_slots returns the number of slots. */
 FPREP_EXTERN unsigned fprep_ring_slots(const fprep_ring *ring);
 

@@ -469,7 +469,7 @@ static void cpu_info(fprep__backend *b, char *buf, size_t size)
 		         "video_decoder: none (%s)\n",
 		         cb->nthreads, video);
 	pthread_mutex_lock(&cb->lock);
-	fprep__jpeg_turns_text(&cb->turns, buf, size);
+	fprep__jpeg_turns_text(&cb->turns, "jpeg", buf, size);
 	pthread_mutex_unlock(&cb->lock);
 }
 

@@ -316,7 +316,8 @@ const fprep__qnode *fprep__jpeg_turns_oldest(
 	return old;
 }
 
-void fprep__jpeg_turns_text(const fprep__jpeg_turns *t, char *buf, size_t size)
+void fprep__jpeg_turns_text(const fprep__jpeg_turns *t, const char *name,
+                            char *buf, size_t size)
 {
 	size_t len;
 
@@ -325,8 +326,9 @@ void fprep__jpeg_turns_text(const fprep__jpeg_turns *t, char *buf, size_t size)
 		return;
 	len = strnlen(buf, size - 1);
 	snprintf(buf + len, size - len,
-	         "jpeg_queued: %u\n"
-	         "jpeg_queued_keys: %u\n"
-	         "jpeg_turns_shared: %llu\n",
-	         t->queued, t->keys, (unsigned long long)t->shared);
+	         "%s_queued: %u\n"
+	         "%s_queued_keys: %u\n"
+	         "%s_turns_shared: %llu\n",
+	         name, t->queued, name, t->keys, name,
+	         (unsigned long long)t->shared);
 }

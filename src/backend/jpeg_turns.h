@@ -119,9 +119,10 @@ const fprep__qnode *fprep__jpeg_turns_oldest(
         int (*before)(const fprep__qnode *a, const fprep__qnode *b));
 
 /* fprep__jpeg_turns_text appends INFO lines to buf (size bytes,
- * NUL-terminated): jpeg_queued (frames), jpeg_queued_keys (connections
- * with frames queued) and jpeg_turns_shared (frames that shared a key's
- * turn, the table being full). Lock held. */
-void fprep__jpeg_turns_text(const fprep__jpeg_turns *t, char *buf, size_t size);
+ * NUL-terminated), each named name_...: NAME_queued (frames),
+ * NAME_queued_keys (connections with frames queued) and NAME_turns_shared
+ * (frames that shared a key's turn, the table being full). Lock held. */
+void fprep__jpeg_turns_text(const fprep__jpeg_turns *t, const char *name,
+                            char *buf, size_t size);
 
 #endif /* FPREP_JPEG_TURNS_H */

@@ -16,11 +16,13 @@
  * makes it the newest map; the others find the epoch changed and only
  * send again. A reply read after the epoch changed may come from the old
  * region's daemon: it is dropped and the request sent again. Old maps are
- * unregistered at once and unmapped at fprep_ring_close, since leases and
- * the program's arrays may still read them.
+ * unregistered at once and unmapped at fprep_ring_close (or, without a
+ * word to the daemon, fprep_ring_forget), since leases and the program's
+ * arrays may still read them.
  *
  * It uses only the library's public API (a client's route, regions and
- * doorbells), as a program of its own would.
+ * doorbells), as a program of its own would; the C tools and the Python
+ * package's Ring and AsyncRing (_native.CRing) are its users.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -193,21 +195,37 @@ void fprep_ring_unregister(fprep_ring *ring)
 	pthread_mutex_unlock(&ring->recover_mtx);
 }
 
-void fprep_ring_close(fprep_ring *ring)
+/* ring_free frees ring and its maps, each region closed or (forget)
+ * forgotten. */
+static void ring_free(fprep_ring *ring, int forget)
 {
 	struct ring_map *m, *older;
 
-	if (ring == NULL)
-		return;
-	fprep_ring_unregister(ring);
 	for (m = atomic_load(&ring->map); m != NULL; m = older) {
 		older = m->older;
-		fprep_region_close(m->region);
+		if (forget)
+			fprep_region_forget(m->region);
+		else
+			fprep_region_close(m->region);
 		free(m);
 	}
 	pthread_mutex_destroy(&ring->recover_mtx);
 	fprep_slots_free(ring->table);
 	free(ring);
+}
+
+void fprep_ring_close(fprep_ring *ring)
+{
+	if (ring == NULL)
+		return;
+	fprep_ring_unregister(ring);
+	ring_free(ring, 0);
+}
+
+void fprep_ring_forget(fprep_ring *ring)
+{
+	if (ring != NULL)
+		ring_free(ring, 1);
 }
 
 unsigned fprep_ring_slots(const fprep_ring *ring)

@@ -4,16 +4,17 @@
  * The design is simple: the Python package keeps what is Pythonic (numpy
  * views, asyncio, exceptions, options) and this module hands everything
  * else to the C library: the wire codec, the client (its sockets, call
- * slots, stages, replies in shared memory), regions and their doorbells.
+ * slots, stages, replies in shared memory) and its rings (frameprep/ring.h).
  * It is written against the limited API of Python 3.10 (abi3), so one
  * binary serves every later version. Py_buffer is not in that API before
  * 3.11, so memory comes in as the object that owns it (bytes, a numpy
- * array read through numpy's stable array struct, a Region) and its
+ * array read through numpy's stable array struct, a ring) and its
  * address and length are found here, never taken as ints from Python:
  * every length, offset and slot that the caller gives is checked against
- * that object (native_bytes_of, native_slots_fit) before memory is read
- * or viewed. Device pointers are only ever handed to the CUDA driver,
- * which says whether they are device memory (cuda_ptr.c).
+ * that object (native_bytes_of; a ring's slots and layout by CRing, its
+ * frame offsets by fprep_ring_send) before memory is read or viewed. Device
+ * pointers are only ever handed to the CUDA driver, which says whether they are
+ * device memory (cuda_ptr.c).
  *
  * Every blocking call releases the GIL. Errors become the exceptions of
  * frameprep.errors through the factory the package registers at import
@@ -28,23 +29,22 @@
  *   Result    an fprep_result: the reply header, its status and message,
  *             and an __array_interface__ over the payload it owns, so a
  *             numpy array views the tensor and keeps the result alive.
- *   Region    an fprep_region (shared memory), its doorbell and its
- *             requests; its mapping lives until the object goes.
  *   Pending   an fprep_pending (fprep_client_submit): its done callback
  *             calls a Python callable with the GIL held.
  *   Gate      an fprep_gate (frameprep/ring.h): a connection's cap on
  *             requests in flight.
- *   Slots     a ring's fprep_slots slot table, its layout and the
- *             registration its whole frames go through in one call.
+ *   CRing     a ring of frameprep/ring.h (fprep_ring): its leases, the
+ *             send of a slot's request, re-registration; whole frames
+ *             in one call.
  *   Hold      what holds a ring's slot (a reserved frame, a result).
  *   RingCore, RingResultCore  the C bases of ring.Ring and RingResult.
  *
  * Files, one a type (what they share in _native.h, which includes only
  * the public headers of libframeprep): this one (the module, the field
  * tables, the codec), _native_result.c (Request, Result, numpy arrays),
- * _native_client.c (Client, Pending), _native_region.c (Region, Gate),
- * _native_slots.c (Slots, Hold), _native_ring.c (a ring's whole frames
- * in one call) and _native_ring_core.c (RingCore, RingResultCore).
+ * _native_client.c (Client, Pending), _native_gate.c (Client's methods,
+ * Gate), _native_ring.c (CRing), _native_hold.c (Hold, CRing's slots)
+ * and _native_ring_core.c (RingCore, RingResultCore).
  */
 #include "_native.h"
 
@@ -660,9 +660,8 @@ PyMODINIT_FUNC PyInit__native(void)
 	    native_add_type(m, &Result_spec, &Result_type) ||
 	    native_add_type(m, &Client_spec, &Client_type) ||
 	    native_add_type(m, &Pending_spec, &Pending_type) ||
-	    native_add_type(m, &Region_spec, &Region_type) ||
 	    native_add_type(m, &Gate_spec, &Gate_type) ||
-	    native_add_type(m, &Slots_spec, &Slots_type) ||
+	    native_add_type(m, &CRing_spec, &CRing_type) ||
 	    native_add_type(m, &Hold_spec, &Hold_type) ||
 	    native_add_type(m, &RingCore_spec, &RingCore_type) ||
 	    native_add_type(m, &RingResultCore_spec, &RingResultCore_type) ||

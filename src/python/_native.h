@@ -87,17 +87,6 @@ struct native_src {
 	unsigned fmt, w, h, stride, uvs, uoff, voff;
 };
 
-typedef struct {
-	PyObject_HEAD fprep_region *r;
-	PyObject *client; /* the ClientObject */
-	uint64_t lost;    /* the client's lost connections at the open */
-	int unregistered;
-	/* Region.prepare's requests, by doorbell entry (a ring's slot), or
-	 * NULL; nprepared entries, those never prepared have kind 0. */
-	fprep_request *prepared;
-	unsigned nprepared;
-} RegionObject;
-
 /* native_wait calls take(arg, ms), which waits up to ms milliseconds for
  * what it takes, with the GIL released, in slices of 100 ms between which
  * signal handlers run (a KeyboardInterrupt) as in a Python wait, until it
@@ -137,39 +126,38 @@ struct native_array_iface {
 	PyObject *descr;
 };
 
+/* CRing: a ring (fprep_ring, frameprep/ring.h) opened on a client, with
+ * what its Python ring keeps in C: the layout of the arrays over a slot's
+ * frame and tensor, and the request for a slot's whole frame. */
 typedef struct {
-	PyObject_HEAD fprep_slots *t; /* the slot table (thread-safe) */
+	PyObject_HEAD fprep_ring *ring; /* owned; freed with the object */
+	fprep_slots *t;                 /* its slot table (thread-safe) */
+	PyObject *client;               /* the ClientObject it was opened on */
+	PyObject *gate;                 /* the GateObject it takes, or NULL */
 	unsigned n;
-	int closed;        /* close() was called (GIL held) */
+	size_t frame_bytes, tensor_bytes; /* a slot's frame and tensor */
+	int closed;                       /* close() was called (GIL held) */
 	PyObject *on_free; /* called (GIL held) when a slot came free */
-	/* The layout (Slots.layout): a slot's bytes, its frame's offset, the
-	 * frame's and the tensor's shapes and the tensor's type. */
-	unsigned long long slot_bytes, frame_off;
+	/* CRing.layout: the frame's and the tensor's shapes and the
+	 * tensor's type. */
 	int frame_nd, tensor_nd;
 	Py_intptr_t frame_shape[4], tensor_shape[4];
 	char typekind;
 	int itemsize;
-	/* The registration that next_frame and send use (Slots.arm; GIL
-	 * held): its mapping object, Region, _Socket and the limits its
-	 * frames were checked against, the connection's Gate (NULL: no
-	 * gate), a whole frame's source width and height; arm_map NULL
-	 * while disarmed. arm_gen changes at every arm and disarm. */
-	PyObject *arm_map, *arm_region, *arm_sock, *arm_limits;
-	PyObject *arm_gate, *arm_width, *arm_height;
-	unsigned long long arm_base;
-	uint64_t arm_gen;
-	uint64_t handed_back; /* Slots.send's (slot, ticket, hold) returns */
-} SlotsObject;
+	/* The request for a slot's whole frame (whole.kind 0: none), and
+	 * its source's width and height (ints, for the result). */
+	fprep_request whole;
+	PyObject *width, *height;
+} CRingObject;
 
 typedef struct {
-	PyObject_HEAD PyObject *slots; /* the SlotsObject; NULL once given
-	                                  back or sent */
-	PyObject *owner;               /* the Python ring */
-	PyObject *map;                 /* the ring's mapping object */
-	PyObject *region;              /* the Region: keeps the mapping */
-	unsigned long long cap; /* bytes from ai.data to the area's end */
-	unsigned slot;
-	uint64_t ticket;
+	PyObject_HEAD PyObject *ring; /* the CRingObject while the slot is
+	                                 held; NULL once given back or sent */
+	PyObject *keep;               /* the CRingObject: its memory stays
+	                                 mapped while the hold lives */
+	PyObject *owner;              /* the Python ring */
+	fprep_ring_lease lease;       /* the slot's turn and registration */
+	unsigned long long cap;       /* bytes from ai.data to the area's end */
 	int what;     /* 0: a reserved frame, 1: a result's tensor */
 	int released; /* its result was released: the slot goes back, without
 	                 a warning, when the last array viewing it is gone */
@@ -197,6 +185,9 @@ PyObject *native_result_new(const fprep_result *res);
 extern PyType_Spec Result_spec;
 extern void **native_np_api;
 int native_np_load(void);
+PyObject *native_np_view(PyObject *subtype, int nd, const Py_intptr_t *shape,
+                         int type_num, const Py_intptr_t *strides, void *data,
+                         int itemsize, int flags, PyObject *base);
 int native_bytes_of(PyObject *src, const char *what, unsigned long long need,
                     const void **addr);
 
@@ -226,52 +217,44 @@ extern PyObject *Pending_type;
 PyObject *Client_submit(PyObject *op, PyObject *args);
 extern PyType_Spec Pending_spec;
 
-/* _native_region.c: Region, Client's methods, waits, Gate */
-extern PyObject *Region_type;
-extern PyType_Spec Region_spec;
+/* _native_gate.c: Client's methods, waits, Gate */
 extern PyType_Spec Client_spec;
 int native_wait(double timeout, int (*take)(void *, unsigned), void *arg);
 extern PyObject *Gate_type;
 extern PyType_Spec Gate_spec;
 
-/* _native_slots.c: Slots, Hold */
-extern PyObject *Slots_type, *Hold_type;
-PyObject *Slots_new(PyTypeObject *tp, PyObject *args, PyObject *kw);
-void native_disarm(SlotsObject *self);
-void Slots_dealloc(PyObject *op);
-int native_slots_fit(const SlotsObject *self, PyObject *region);
-PyObject *Slots_layout(PyObject *op, PyObject *args);
-int native_pop(SlotsObject *self, int state, unsigned *k, uint64_t *ticket);
-int native_free(SlotsObject *self, unsigned k, uint64_t ticket,
+/* _native_hold.c: Hold, and CRing's slot table and layout */
+extern PyObject *Hold_type;
+int native_pop(CRingObject *self, int state, fprep_ring_lease *lease);
+int native_free(CRingObject *self, const fprep_ring_lease *lease,
                 int only_reserved);
-void native_freed(SlotsObject *self);
-PyObject *Slots_take(PyObject *op, PyObject *args);
-PyObject *Slots_release(PyObject *op, PyObject *args);
-PyObject *Slots_close(PyObject *op, PyObject *unused);
-PyObject *Slots_states(PyObject *op, PyObject *unused);
-PyObject *Slots_free(PyObject *op, PyObject *unused);
-HoldObject *native_hold_new(SlotsObject *self, unsigned k, uint64_t ticket,
-                            PyObject *owner, PyObject *map, PyObject *region,
-                            int what);
-PyObject *Slots_frame_hold(PyObject *op, PyObject *args);
-PyObject *Slots_result_hold(PyObject *op, PyObject *args);
-PyObject *Slots_claim(PyObject *op, PyObject *arg);
+void native_freed(CRingObject *self);
+PyObject *CRing_layout(PyObject *op, PyObject *args);
+PyObject *CRing_take(PyObject *op, PyObject *args);
+PyObject *CRing_release(PyObject *op, PyObject *args);
+PyObject *CRing_states(PyObject *op, PyObject *unused);
+PyObject *CRing_free(PyObject *op, PyObject *unused);
+HoldObject *native_hold_new(CRingObject *self, const fprep_ring_lease *lease,
+                            PyObject *owner, int what);
+PyObject *CRing_frame_hold(PyObject *op, PyObject *args);
+PyObject *CRing_result_hold(PyObject *op, PyObject *args);
+PyObject *CRing_claim(PyObject *op, PyObject *arg);
 void native_let_go(HoldObject *self, int only_reserved);
 PyObject *native_hold_array(HoldObject *self, PyObject *subtype);
 extern PyType_Spec Hold_spec;
 
-/* _native_ring.c: a ring's whole frames in one call */
+/* _native_ring.c: CRing, and a ring's whole frames in one call */
+extern PyObject *CRing_type;
 extern PyObject *native_frame_cls, *native_result_cls, *native_timings_cls;
-extern const char *const native_result_names[];
 extern PyObject *native_result_attr[9];
 extern Py_ssize_t native_result_off[9], native_timings_off[7];
 PyObject *native_set_ring_classes(PyObject *self, PyObject *args);
-PyObject *Slots_next_frame(PyObject *op, PyObject *ring);
-PyObject *Slots_send(PyObject *op, PyObject *const *args, Py_ssize_t nargs);
+PyObject *CRing_next_frame(PyObject *op, PyObject *ring);
+PyObject *CRing_send(PyObject *op, PyObject *const *args, Py_ssize_t nargs);
 PyObject *native_timings(PyObject *self, PyObject *arg);
 PyObject *native_address(PyObject *self, PyObject *arg);
 PyObject *native_tensor(PyObject *self, PyObject *arg);
-extern PyType_Spec Slots_spec;
+extern PyType_Spec CRing_spec;
 
 /* _native_ring_core.c: RingCore, RingResultCore */
 extern PyObject *RingCore_type, *RingResultCore_type;

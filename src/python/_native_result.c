@@ -320,6 +320,28 @@ int native_np_load(void)
 	return native_np_api == NULL ? -1 : 0;
 }
 
+/* native_np_view makes a numpy array of subtype (ndarray or a subclass)
+ * over nd dimensions of shape (strides NULL: C order) of type_num at data,
+ * its flags (NPY_ARRAY_*) as given, whose base is base (a new reference
+ * to it); NULL with an error. native_np_load must have succeeded. */
+PyObject *native_np_view(PyObject *subtype, int nd, const Py_intptr_t *shape,
+                         int type_num, const Py_intptr_t *strides, void *data,
+                         int itemsize, int flags, PyObject *base)
+{
+	PyObject *a = ((native_np_new_fn)native_np_api[93])(
+	        (PyTypeObject *)subtype, nd, shape, type_num, strides, data,
+	        itemsize, flags, NULL);
+
+	if (a == NULL)
+		return NULL;
+	Py_INCREF(base);
+	if (((native_np_set_base_fn)native_np_api[282])(a, base) < 0) {
+		Py_DECREF(a);
+		return NULL;
+	}
+	return a;
+}
+
 /* native_np_itemsize is the bytes of one element of a (a numpy array):
  * 1 for bool and (u)int8, numpy's itemsize for any other type. */
 static Py_ssize_t native_np_itemsize(PyObject *a)

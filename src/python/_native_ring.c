@@ -1,31 +1,27 @@
 /*
- * _native_ring.c: a ring's whole frames in one call: Slots.arm,
- * Slots.next_frame and Slots.send (a frame through its slot's doorbell
- * entry, the gate and the slot table in C), the RingFrame, RingResult
- * and Timings instances made without calling their classes, and Slots'
- * method table.
+ * _native_ring.c: CRing, a ring of frameprep/ring.h (fprep_ring) opened on
+ * a Client: its slots' leases, the send of a slot's request and the wait
+ * for its reply (GIL released), re-registration after a daemon restart
+ * (all in C); and a ring's whole frames in one call (CRing.next_frame,
+ * CRing.send), the RingFrame, RingResult and Timings instances made
+ * without calling their classes.
  */
 #include "_native.h"
 
-/* ---- A ring's whole frames in one call (Slots.arm, next_frame, send) ----
+/* ---- A ring's whole frames in one call (CRing.next_frame, send) ----
  *
- * While the ring's registration is armed, Slots.next_frame reserves a slot
- * and returns its RingFrame, and Slots.send sends a whole frame (a
- * reserved one as it lies, or a numpy array of the frame's shape copied
- * into a free slot) with the request Region.prepare kept for the slot,
- * and returns the RingResult: what ring.py does in a dozen Python calls,
- * done in one. Whatever else (a crop, a frame of another shape or
- * mapping, no free slot or gate token at once, a registration that
- * changed, a lost connection, the daemon's EREGION) is left to ring.py:
- * send returns None when it took nothing, or (slot, ticket, hold) when it
- * holds the slot taken (hold: the reserved frame's, None for a copy) and
- * the request must go through ring.py's retries. */
+ * CRing.next_frame reserves a slot and returns its RingFrame, and
+ * CRing.send sends a whole frame (a reserved one as it lies, or a numpy
+ * array of the frame's shape copied into a free slot) with the request
+ * CRing.prepare kept, and returns the RingResult: what ring.py would do
+ * in a dozen Python calls, done in one. Whatever else (a crop, a frame of
+ * another shape, no free slot at once, no prepared request) is left to
+ * ring.py: they return None, having taken nothing. */
 
 /* The Python classes that the fast path makes (set_ring_classes):
  * RingFrame, RingResult and Timings, and the attribute names it sets. */
 PyObject *native_frame_cls, *native_result_cls, *native_timings_cls;
-static PyObject *native_limits_name;
-const char *const native_result_names[] = {
+static const char *const native_result_names[] = {
         "_hold",       "_tensor", "request_id", "_res",    "_src_width",
         "_src_height", "_reply",  "_transform", "_timings"};
 PyObject *native_result_attr[9];
@@ -151,10 +147,7 @@ PyObject *native_set_ring_classes(PyObject *self, PyObject *args)
 		                "RingResultCore subclass and a plain class");
 		return NULL;
 	}
-	if (native_limits_name == NULL) {
-		native_limits_name = PyUnicode_InternFromString("_limits");
-		if (native_limits_name == NULL)
-			return NULL;
+	if (native_result_attr[0] == NULL) {
 		for (int i = 0; i < 9; i++)
 			if ((native_result_attr[i] = PyUnicode_InternFromString(
 			             native_result_names[i])) == NULL)
@@ -180,84 +173,190 @@ PyObject *native_set_ring_classes(PyObject *self, PyObject *args)
 	Py_RETURN_NONE;
 }
 
-/* Slots.arm(map, region, sock, limits, gate, width, height): next_frame
- * and send use the registration map (the mapping object that holders
- * keep) of region, whose requests for each slot's whole frame (of width
- * x height pixels) Region.prepare made and checked against limits, while
- * sock._limits is limits; gate (a queue.SimpleQueue of tokens, or None)
- * bounds the requests in flight. Until disarm() or close(). */
-static PyObject *Slots_arm(PyObject *op, PyObject *args)
-{
-	SlotsObject *self = (SlotsObject *)op;
-	PyObject *map, *region, *sock, *limits, *gate, *w, *h;
+PyObject *CRing_type;
 
-	if (!PyArg_ParseTuple(args, "OO!OOOO!O!", &map, Region_type, &region,
-	                      &sock, &limits, &gate, &PyLong_Type, &w,
-	                      &PyLong_Type, &h))
-		return NULL;
-	if (native_frame_cls == NULL)
-		return native_raise(FPREP_EINVAL, "set_ring_classes first");
-	if (native_slots_fit(self, region))
+/* CRing(client, slots, frame_bytes, tensor_bytes, doorbell, gate,
+ * timeout_s): a ring of slots frames of frame_bytes and tensors of
+ * tensor_bytes, registered on client (a Client) with a doorbell area
+ * when doorbell (fprep_ring_open, GIL released); its requests take gate's
+ * tokens (a Gate, or None), waiting up to timeout_s for one, and a
+ * re-registration is retried for up to timeout_s. */
+static PyObject *CRing_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
+{
+	allocfunc alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
+	fprep_ring_config cfg = {0};
+	unsigned long long fbytes, tbytes;
+	PyObject *client, *gate;
+	fprep_ring *ring = NULL;
+	CRingObject *self;
+	ClientObject *c;
+	double timeout;
+	int doorbell, err;
+
+	(void)kw;
+	if (!PyArg_ParseTuple(args, "O!IKKpOd", Client_type, &client,
+	                      &cfg.slots, &fbytes, &tbytes, &doorbell, &gate,
+	                      &timeout))
 		return NULL;
 	if (gate != Py_None && Py_TYPE(gate) != (PyTypeObject *)Gate_type) {
-		PyErr_SetString(PyExc_TypeError, "arm: gate is a Gate or None");
+		PyErr_SetString(PyExc_TypeError,
+		                "CRing: gate is a Gate or None");
 		return NULL;
 	}
-	native_disarm(self);
+	if (cfg.slots < 1 || fbytes < 1 || tbytes < 1)
+		return native_raise(
+		        FPREP_EINVAL,
+		        "a ring needs a slot, a frame and a tensor");
+	cfg.frame_bytes = (size_t)fbytes;
+	cfg.tensor_bytes = (size_t)tbytes;
+	cfg.doorbell = doorbell;
+	cfg.timeout_ms = timeout >= 4e6 ? 4000000000u
+	                 : timeout > 0  ? (unsigned)(timeout * 1e3) + 1
+	                                : 1;
+	cfg.gate = gate != Py_None ? ((GateObject *)gate)->g : NULL;
+	c = (ClientObject *)client;
+	if (native_enter(c))
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS err = fprep_ring_open(&ring, c->client, &cfg);
+	Py_END_ALLOW_THREADS if (err)
+	{
+		native_fail(c, err);
+		native_leave(c);
+		return NULL;
+	}
+	native_leave(c);
+	self = (CRingObject *)alloc(tp, 0);
+	if (self == NULL) {
+		fprep_ring_close(ring);
+		return NULL;
+	}
+	self->ring = ring;
+	self->t = fprep_ring_table(ring);
+	Py_INCREF(client);
+	self->client = client;
+	if (gate != Py_None) {
+		Py_INCREF(gate);
+		self->gate = gate;
+	}
+	self->n = cfg.slots;
+	self->frame_bytes = cfg.frame_bytes;
+	self->tensor_bytes = cfg.tensor_bytes;
+	return (PyObject *)self;
+}
+
+/* native_client_in enters c (GIL held) for a call made on a ring's
+ * behalf without raising: 1, or 0 when c is closed or was inherited by
+ * a forked child (its ring is then only forgotten). */
+static int native_client_in(ClientObject *c)
+{
+	int open = 0;
+
+	if (!native_forked(c)) {
+		pthread_mutex_lock(&c->mtx);
+		open = !c->closed;
+		if (open)
+			c->calls++;
+		pthread_mutex_unlock(&c->mtx);
+	}
+	return open;
+}
+
+static void CRing_dealloc(PyObject *op)
+{
+	CRingObject *self = (CRingObject *)op;
+	PyTypeObject *tp = Py_TYPE(op);
+	freefunc free_fn = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+	ClientObject *c = (ClientObject *)self->client;
+
+	if (self->ring != NULL && native_client_in(c)) {
+		Py_BEGIN_ALLOW_THREADS fprep_ring_close(self->ring);
+		Py_END_ALLOW_THREADS native_leave(c);
+	} else {
+		fprep_ring_forget(self->ring); /* no word to the daemon */
+	}
+	Py_XDECREF(self->on_free);
+	Py_XDECREF(self->width);
+	Py_XDECREF(self->height);
+	Py_XDECREF(self->gate);
+	Py_XDECREF(self->client);
+	free_fn(op);
+	Py_DECREF(tp);
+}
+
+/* CRing.close(): no slot is handed out any more (waiters: ClosedError),
+ * no request is sent and the region is unregistered (best effort; GIL
+ * released); the memory stays mapped while the object lives (holders
+ * keep it). Again: no-op. */
+static PyObject *CRing_close(PyObject *op, PyObject *unused)
+{
+	CRingObject *self = (CRingObject *)op;
+	ClientObject *c = (ClientObject *)self->client;
+
+	(void)unused;
 	if (self->closed)
 		Py_RETURN_NONE;
-	Py_INCREF(map);
-	self->arm_map = map;
-	Py_INCREF(region);
-	self->arm_region = region;
-	Py_INCREF(sock);
-	self->arm_sock = sock;
-	Py_INCREF(limits);
-	self->arm_limits = limits;
-	self->arm_gate = gate != Py_None ? gate : NULL;
-	Py_XINCREF(self->arm_gate);
-	Py_INCREF(w);
-	self->arm_width = w;
-	Py_INCREF(h);
-	self->arm_height = h;
-	self->arm_base =
-	        (uintptr_t)fprep_region_base(((RegionObject *)region)->r);
+	self->closed = 1;
+	if (!native_client_in(c)) {
+		fprep_slots_close(self->t);
+		Py_RETURN_NONE;
+	}
+	Py_BEGIN_ALLOW_THREADS fprep_ring_unregister(self->ring);
+	Py_END_ALLOW_THREADS native_leave(c);
 	Py_RETURN_NONE;
 }
 
-/* Slots.disarm(): next_frame and send return None until arm(). */
-static PyObject *Slots_disarm(PyObject *op, PyObject *unused)
+/* CRing.prepare(request, span, format, width, height, stride, uv_stride,
+ * u_offset, v_offset): the request (a Request's options, with this
+ * source) that send, next_frame's frames and bare use for a slot's whole
+ * frame; prepare(None) drops it (send then leaves every frame to
+ * ring.py). */
+static PyObject *CRing_prepare(PyObject *op, PyObject *args)
 {
-	(void)unused;
-	native_disarm((SlotsObject *)op);
+	CRingObject *self = (CRingObject *)op;
+	struct native_src s = {0};
+	PyObject *tmpl, *w, *h;
+
+	if (PyTuple_Size(args) == 1 && PyTuple_GetItem(args, 0) == Py_None) {
+		self->whole.kind = 0;
+		Py_RETURN_NONE;
+	}
+	if (!PyArg_ParseTuple(args, "O!KIIIIIII", Request_type, &tmpl, &s.span,
+	                      &s.fmt, &s.w, &s.h, &s.stride, &s.uvs, &s.uoff,
+	                      &s.voff))
+		return NULL;
+	if (s.span > self->frame_bytes)
+		return native_raise(FPREP_EINVAL,
+		                    "the frame is larger than a slot");
+	w = PyLong_FromUnsignedLong(s.w);
+	h = PyLong_FromUnsignedLong(s.h);
+	if (w == NULL || h == NULL) {
+		Py_XDECREF(w);
+		Py_XDECREF(h);
+		return NULL;
+	}
+	Py_XDECREF(self->width);
+	self->width = w;
+	Py_XDECREF(self->height);
+	self->height = h;
+	self->whole = ((RequestObject *)tmpl)->req;
+	native_set_source(&self->whole, &s);
 	Py_RETURN_NONE;
 }
 
-static PyObject *Slots_get_armed(PyObject *op, void *c)
+/* CRing.next_frame(ring): a free slot reserved, its whole frame as a
+ * RingFrame of ring (a view of the slot's frame area); None when no slot
+ * is free at once or the classes are not set. */
+PyObject *CRing_next_frame(PyObject *op, PyObject *ring)
 {
-	(void)c;
-	return PyBool_FromLong(((SlotsObject *)op)->arm_map != NULL);
-}
-
-/* Slots.next_frame(ring): a free slot reserved, its whole frame as a
- * RingFrame of ring in the armed mapping; None when disarmed, closed or no
- * slot is free. */
-PyObject *Slots_next_frame(PyObject *op, PyObject *ring)
-{
-	SlotsObject *self = (SlotsObject *)op;
+	CRingObject *self = (CRingObject *)op;
+	fprep_ring_lease lease;
 	HoldObject *h;
-	uint64_t ticket = 0;
-	unsigned k = 0;
-	int got = 0;
 	PyObject *a;
 
-	if (self->arm_map == NULL)
+	if (native_frame_cls == NULL || self->frame_nd == 0 ||
+	    !native_pop(self, SLOT_RESERVED, &lease))
 		Py_RETURN_NONE;
-	got = native_pop(self, SLOT_RESERVED, &k, &ticket);
-	if (!got)
-		Py_RETURN_NONE;
-	h = native_hold_new(self, k, ticket, ring, self->arm_map,
-	                    self->arm_region, 0);
+	h = native_hold_new(self, &lease, ring, 0);
 	if (h == NULL)
 		return NULL;
 	a = native_hold_array(h, native_frame_cls);
@@ -269,7 +368,7 @@ PyObject *Slots_next_frame(PyObject *op, PyObject *ring)
 
 /* native_is_frame: whether a (a numpy array) is uint8 of exactly the
  * slots' frame shape, packed (C order). */
-static int native_is_frame(SlotsObject *self, const struct native_np_array *a)
+static int native_is_frame(CRingObject *self, const struct native_np_array *a)
 {
 	Py_intptr_t step = 1;
 
@@ -286,13 +385,11 @@ static int native_is_frame(SlotsObject *self, const struct native_np_array *a)
 	return 1;
 }
 
-/* native_ring_result makes the RingResult of res for slot k (ticket) of
+/* native_ring_result makes the RingResult of res for the lease's slot of
  * ring, which then holds the slot; on failure the slot is given back. */
-static PyObject *native_ring_result(SlotsObject *self, unsigned k,
-                                    uint64_t ticket, PyObject *ring,
-                                    PyObject *map, PyObject *region,
-                                    PyObject *w, PyObject *h_,
-                                    const fprep_result *res)
+static PyObject *native_ring_result(CRingObject *self,
+                                    const fprep_ring_lease *lease,
+                                    PyObject *ring, const fprep_result *res)
 {
 	PyTypeObject *tp = (PyTypeObject *)native_result_cls;
 	allocfunc alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
@@ -301,11 +398,11 @@ static PyObject *native_ring_result(SlotsObject *self, unsigned k,
 
 	r = native_result_new(res);
 	if (r == NULL) {
-		if (native_free(self, k, ticket, 0))
+		if (native_free(self, lease, 0))
 			native_freed(self);
 		return NULL;
 	}
-	h = native_hold_new(self, k, ticket, ring, map, region, 1);
+	h = native_hold_new(self, lease, ring, 1);
 	if (h == NULL) {
 		Py_DECREF(r);
 		return NULL;
@@ -314,8 +411,8 @@ static PyObject *native_ring_result(SlotsObject *self, unsigned k,
 	v[1] = Py_None;
 	v[2] = PyLong_FromUnsignedLongLong(res->header.request_id);
 	v[3] = r;
-	v[4] = w;
-	v[5] = h_;
+	v[4] = self->width;
+	v[5] = self->height;
 	v[6] = v[7] = v[8] = Py_None;
 	if (v[2] != NULL)
 		out = native_fill(alloc(tp, 0), native_result_attr,
@@ -352,41 +449,51 @@ static PyObject *native_status_error(const fprep_result *res)
 	return NULL;
 }
 
-/* native_copy_send copies nbytes from src to dst, then sends req in entry
- * k of r (GIL released). */
-static int native_copy_send(fprep_region *r, unsigned k, fprep_request *req,
-                            fprep_result *res, uint8_t *dst, const void *src,
-                            size_t nbytes)
+/* native_send_fail raises fprep_ring_send's error err: the ring's own
+ * refusals (a stale lease, a frame past the slot, a closed ring) with
+ * their reason, the request's with the client's last error. */
+static void native_send_fail(ClientObject *c, int err)
 {
-	if (nbytes)
-		memmove(dst, src, nbytes);
-	return fprep_region_request(r, k, req, res);
+	if (err == FPREP_EINVAL)
+		native_raise(err,
+		             "the ring refused the request: its slot is not "
+		             "taken with the lease's ticket, or the frame "
+		             "lies past the slot's frame area");
+	else if (err == FPREP_ECLOSED)
+		native_raise(err, "the ring was closed");
+	else
+		native_fail(c, err);
 }
 
-/* Slots.send(frame, ring): sends a whole frame of ring (see above) and
- * returns its RingResult; None when it took nothing (ring.py's path
- * then); (slot, ticket, hold) when the slot is taken but the request
- * must be sent again by ring.py (the registration changed meanwhile, the
- * connection was lost, the daemon forgot the region). Raises the
- * request's error (the slot given back) otherwise. */
-PyObject *Slots_send(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+/* native_copy_send copies nbytes from src into the lease's frame, then
+ * sends req for it and waits for the reply (fprep_ring_send; GIL
+ * released by the caller). */
+static int native_copy_send(fprep_ring *ring, fprep_ring_lease *lease,
+                            fprep_request *req, fprep_result *res,
+                            const void *src, size_t nbytes)
 {
-	SlotsObject *self = (SlotsObject *)op;
+	if (nbytes)
+		memcpy(fprep_ring_lease_frame(ring, lease), src, nbytes);
+	return fprep_ring_send(ring, lease, req, 0, res);
+}
+
+/* CRing.send(frame, ring): sends a whole frame of ring (see above) with
+ * the prepared request and returns its RingResult; None when it took
+ * nothing (ring.py's path then). Raises the request's error (the slot
+ * given back) otherwise. */
+PyObject *CRing_send(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+{
+	CRingObject *self = (CRingObject *)op;
+	ClientObject *c = (ClientObject *)self->client;
 	const struct native_np_array *fa;
-	PyObject *frame, *ring, *out = Py_None, *t;
-	PyObject *map, *region, *sock, *limits, *gate, *w, *h_;
-	PyTypeObject *tp;
+	PyObject *frame, *ring;
+	fprep_ring_lease lease;
 	HoldObject *hold = NULL;
-	RegionObject *ro;
-	ClientObject *c;
-	unsigned k = 0;
-	uint64_t ticket = 0, gen;
-	unsigned long long base;
+	PyTypeObject *tp;
 	size_t nbytes = 0;
 	fprep_request req;
 	fprep_result res;
-	char why[256];
-	int ok, err, lost;
+	int err;
 
 	if (nargs != 2) {
 		PyErr_SetString(PyExc_TypeError, "send(frame, ring)");
@@ -394,7 +501,7 @@ PyObject *Slots_send(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 	}
 	frame = args[0];
 	ring = args[1];
-	if (self->arm_map == NULL || self->closed)
+	if (self->whole.kind == 0 || self->closed || native_result_cls == NULL)
 		Py_RETURN_NONE;
 	if (native_np_load())
 		return NULL;
@@ -406,12 +513,10 @@ PyObject *Slots_send(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 		if (b == NULL || Py_TYPE(b) != (PyTypeObject *)Hold_type)
 			Py_RETURN_NONE;
 		hold = (HoldObject *)b;
-		if (hold->slots != op || hold->what != 0 ||
-		    hold->map != self->arm_map || fa->data != hold->ai.data ||
-		    !native_is_frame(self, fa))
+		if (hold->ring != op || hold->what != 0 ||
+		    fa->data != hold->ai.data || !native_is_frame(self, fa))
 			Py_RETURN_NONE;
-		k = hold->slot;
-		ticket = hold->ticket;
+		lease = hold->lease;
 	} else if (tp == (PyTypeObject *)native_np_api[2] /* ndarray */) {
 		if (!native_is_frame(self, fa))
 			Py_RETURN_NONE;
@@ -421,117 +526,101 @@ PyObject *Slots_send(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 	} else {
 		Py_RETURN_NONE;
 	}
-	/* The registration as it is now: what follows may run other threads
-	 * (Python code, the request), whose disarm must not drop it. */
-	map = self->arm_map;
-	region = self->arm_region;
-	sock = self->arm_sock;
-	limits = self->arm_limits;
-	gate = self->arm_gate;
-	w = self->arm_width;
-	h_ = self->arm_height;
-	base = self->arm_base;
-	gen = self->arm_gen;
-	Py_INCREF(map);
-	Py_INCREF(region);
-	Py_INCREF(sock);
-	Py_INCREF(limits);
-	Py_XINCREF(gate);
-	Py_INCREF(w);
-	Py_INCREF(h_);
-	ro = (RegionObject *)region;
-	c = (ClientObject *)ro->client;
-	/* The frames' requests were checked against these limits. */
-	t = PyObject_GetAttr(sock, native_limits_name);
-	if (t == NULL)
-		PyErr_Clear();
-	ok = t == limits && ro->r != NULL;
-	Py_XDECREF(t);
-	if (!ok)
-		goto done;
-	if (native_enter(c)) {
-		PyErr_Clear();
-		goto done;
-	}
-	if (fprep_client_conn_lost(c->client) != ro->lost) {
-		native_leave(c); /* the daemon forgot the region */
-		goto done;
-	}
-	if (gate != NULL && !fprep_gate_take(((GateObject *)gate)->g, 0)) {
-		native_leave(c); /* no token at once: ring.py waits */
-		goto done;
-	}
+	if (native_enter(c))
+		return NULL;
 	if (hold != NULL) {
-		ok = hold->slots == op &&
-		     fprep_slots_step(self->t, k, ticket, SLOT_RESERVED,
-		                      SLOT_TAKEN, 0);
-		if (ok)
-			hold->slots = NULL; /* (GIL held) */
-	} else {
-		ok = native_pop(self, SLOT_TAKEN, &k, &ticket);
+		if (!fprep_ring_claim(self->ring, &lease)) {
+			native_leave(c); /* stale: ring.py says why */
+			Py_RETURN_NONE;
+		}
+		hold->ring = NULL; /* sent: no more the holder's (GIL held) */
+		Py_DECREF(op);     /* the holder's reference */
+	} else if (!native_pop(self, SLOT_TAKEN, &lease)) {
+		native_leave(c); /* no free slot at once: ring.py waits */
+		Py_RETURN_NONE;
 	}
-	if (hold != NULL && ok)
-		Py_DECREF(op); /* the holder's reference */
-	err = -1;
-	if (ok && k < ro->nprepared && ro->prepared[k].kind != 0) {
-		uint8_t *dst =
-		        (uint8_t *)(uintptr_t)(base + k * self->slot_bytes +
-		                               self->frame_off);
-
-		req = ro->prepared[k];
-		memset(&res, 0, sizeof(res));
-		Py_BEGIN_ALLOW_THREADS err = native_copy_send(
-		        ro->r, k, &req, &res, dst, fa->data, nbytes);
-		Py_END_ALLOW_THREADS
-	}
-	lost = err > 0 && fprep_client_conn_lost(c->client) != ro->lost;
-	if (err > 0)
-		snprintf(why, sizeof(why), "%s",
-		         fprep_client_last_error(c->client));
+	req = self->whole;
+	Py_BEGIN_ALLOW_THREADS err = native_copy_send(self->ring, &lease, &req,
+	                                              &res, fa->data, nbytes);
+	Py_END_ALLOW_THREADS if (err) native_send_fail(c, err);
 	native_leave(c);
-	if (gate != NULL)
-		fprep_gate_give(((GateObject *)gate)->g);
-	if (!ok) /* no free slot at once: ring.py waits for one */
-		goto done;
-	/* The slot is taken: it is given back, held by the result, or
-	 * handed to ring.py. */
-	if (err > 0 && err != FPREP_EREGION && !lost) {
-		/* The caller's error (a timeout, a request refused). */
-		if (native_free(self, k, ticket, 0))
-			native_freed(self);
-		out = native_raise(err, why);
-	} else if (err == 0 && self->arm_gen == gen && res.header.status == 0) {
-		out = native_ring_result(self, k, ticket, ring, map, region, w,
-		                         h_, &res);
-	} else if (err == 0 && self->arm_gen == gen &&
-	           res.header.status != FPREP_EREGION) {
-		out = native_status_error(&res);
+	if (err == 0 && res.header.status == 0)
+		return native_ring_result(self, &lease, ring, &res);
+	if (err == 0) {
+		native_status_error(&res);
 		fprep_result_fini(&res);
-		if (native_free(self, k, ticket, 0))
-			native_freed(self);
-	} else {
-		/* Not prepared, the region forgotten or the connection lost,
-		 * or the registration changed during the request (its reply
-		 * is not taken): ring.py sends it again. */
-		if (err == 0)
-			fprep_result_fini(&res);
-		out = Py_BuildValue("(IKO)", k, (unsigned long long)ticket,
-		                    hold != NULL ? (PyObject *)hold : Py_None);
-		if (out == NULL && native_free(self, k, ticket, 0))
-			native_freed(self);
-		self->handed_back++;
 	}
-done:
-	if (out == Py_None)
-		Py_INCREF(out);
-	Py_DECREF(map);
-	Py_DECREF(region);
-	Py_DECREF(sock);
-	Py_DECREF(limits);
-	Py_XDECREF(gate);
-	Py_DECREF(w);
-	Py_DECREF(h_);
-	return out;
+	if (native_free(self, &lease, 0))
+		native_freed(self);
+	return NULL;
+}
+
+/* CRing.request((slot, ticket, epoch), request, frame_offset, span,
+ * format, width, height, stride, uv_stride, u_offset, v_offset): sends
+ * the request (a Request's options) for the frame lying frame_offset
+ * bytes into the taken lease's frame area, with this source, and waits
+ * for its reply in the slot (fprep_ring_send, GIL released):
+ * (Result, epoch), epoch the registration its tensor lies in; the
+ * daemon's status unchecked. Raises the request's error. */
+static PyObject *CRing_request(PyObject *op, PyObject *args)
+{
+	CRingObject *self = (CRingObject *)op;
+	ClientObject *c = (ClientObject *)self->client;
+	unsigned long long ticket, epoch, offset;
+	struct native_src s = {0};
+	fprep_ring_lease lease;
+	fprep_request req;
+	fprep_result res;
+	PyObject *tmpl;
+	int err;
+
+	if (!PyArg_ParseTuple(args, "(IKK)O!KKIIIIIII", &lease.slot, &ticket,
+	                      &epoch, Request_type, &tmpl, &offset, &s.span,
+	                      &s.fmt, &s.w, &s.h, &s.stride, &s.uvs, &s.uoff,
+	                      &s.voff))
+		return NULL;
+	lease.ticket = ticket;
+	lease.epoch = epoch;
+	req = ((RequestObject *)tmpl)->req;
+	native_set_source(&req, &s);
+	if (native_enter(c))
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS err =
+	        fprep_ring_send(self->ring, &lease, &req, offset, &res);
+	Py_END_ALLOW_THREADS if (err)
+	{
+		native_send_fail(c, err);
+		native_leave(c);
+		return NULL;
+	}
+	native_leave(c);
+	return Py_BuildValue("(NK)", native_result_new(&res),
+	                     (unsigned long long)lease.epoch);
+}
+
+/* CRing.frame_view(slot, epoch): a writable uint8 numpy array over slot's
+ * whole frame area in the registration epoch (its base the CRing, which
+ * keeps the memory mapped), for ring.py to copy a frame in. */
+static PyObject *CRing_frame_view(PyObject *op, PyObject *args)
+{
+	CRingObject *self = (CRingObject *)op;
+	fprep_ring_lease lease = {0};
+	unsigned long long epoch;
+	Py_intptr_t n = (Py_intptr_t)self->frame_bytes;
+
+	if (!PyArg_ParseTuple(args, "IK", &lease.slot, &epoch))
+		return NULL;
+	if (lease.slot >= self->n) {
+		PyErr_Format(PyExc_IndexError, "slot %u: the ring has %u slots",
+		             lease.slot, self->n);
+		return NULL;
+	}
+	lease.epoch = epoch;
+	if (native_np_load())
+		return NULL;
+	return native_np_view(native_np_api[2], 1, &n, 2 /* NPY_UBYTE */, NULL,
+	                      fprep_ring_lease_frame(self->ring, &lease), 1,
+	                      0x1 | 0x100 | 0x400, op);
 }
 
 /* timings(result): the daemon's timings of a Result as a Timings
@@ -597,7 +686,6 @@ PyObject *native_tensor(PyObject *self, PyObject *arg)
 	Py_intptr_t shape[4];
 	int type_num, size, flags = 0x400; /* NPY_ARRAY_WRITEABLE */
 	uint64_t xfs;
-	PyObject *a;
 
 	(void)self;
 	if (Py_TYPE(arg) != (PyTypeObject *)Result_type) {
@@ -636,58 +724,38 @@ PyObject *native_tensor(PyObject *self, PyObject *arg)
 		shape[i] = h->shape[i];
 	if ((uintptr_t)res->payload % (unsigned)size == 0)
 		flags |= 0x100; /* NPY_ARRAY_ALIGNED */
-	a = ((native_np_new_fn)native_np_api[93])(
-	        (PyTypeObject *)native_np_api[2], (int)h->ndim, shape, type_num,
-	        NULL, (void *)(uintptr_t)res->payload, size,
-	        flags | 0x1 /* C order */, NULL);
-	if (a == NULL)
-		return NULL;
-	Py_INCREF(arg);
-	if (((native_np_set_base_fn)native_np_api[282])(a, arg) < 0) {
-		Py_DECREF(a);
-		return NULL;
-	}
-	return a;
+	return native_np_view(native_np_api[2], (int)h->ndim, shape, type_num,
+	                      NULL, (void *)(uintptr_t)res->payload, size,
+	                      flags | 0x1 /* C order */, arg);
 }
 
-/* Slots.bare(): the request of Slots.send for a frame already in its slot,
- * and nothing else: takes a free slot, sends its prepared request as it
- * lies (GIL released), gives the slot back. Makes no object and passes no
- * in-flight gate: python -m frameprep.bench's "bare" path times a Python
- * loop around it, the floor under any binding's per-frame CPU. Returns
- * None; raises the request's error, or EINVAL when the ring is not armed
- * or has no free slot. */
-static PyObject *Slots_bare(PyObject *op, PyObject *unused)
+/* CRing.bare(): the request of CRing.send for a frame already in its
+ * slot, and nothing else: takes a free slot, sends the prepared request
+ * as it lies (fprep_ring_send, GIL released), gives the slot back. Makes
+ * no object: python -m frameprep.bench's "bare" path times a Python loop
+ * around it, the floor under any binding's per-frame CPU. Returns None;
+ * raises the request's error, or EINVAL when no request is prepared or no
+ * slot is free. */
+static PyObject *CRing_bare(PyObject *op, PyObject *unused)
 {
-	SlotsObject *self = (SlotsObject *)op;
-	RegionObject *ro;
-	ClientObject *c;
-	PyObject *region;
+	CRingObject *self = (CRingObject *)op;
+	ClientObject *c = (ClientObject *)self->client;
+	fprep_ring_lease lease;
 	fprep_request req;
 	fprep_result res;
-	uint64_t ticket = 0;
-	unsigned k = 0;
-	int ok, err = FPREP_EINVAL;
-	char why[256] = "the ring has no prepared free slot";
+	int err = FPREP_EINVAL;
+	char why[256] = "the ring has no prepared request or free slot";
 
 	(void)unused;
-	if (self->arm_map == NULL || self->closed)
-		return native_raise(FPREP_EINVAL, "the ring is not armed");
-	region = self->arm_region;
-	Py_INCREF(region);
-	ro = (RegionObject *)region;
-	c = (ClientObject *)ro->client;
-	if (native_enter(c)) {
-		Py_DECREF(region);
+	if (self->whole.kind == 0 || self->closed)
+		return native_raise(FPREP_EINVAL, "the ring has no prepared "
+		                                  "request");
+	if (native_enter(c))
 		return NULL;
-	}
-	ok = native_pop(self, SLOT_TAKEN, &k, &ticket);
-	if (ok && ro->r != NULL && k < ro->nprepared &&
-	    ro->prepared[k].kind != 0) {
-		req = ro->prepared[k];
-		memset(&res, 0, sizeof(res));
+	if (native_pop(self, SLOT_TAKEN, &lease)) {
+		req = self->whole;
 		Py_BEGIN_ALLOW_THREADS err =
-		        fprep_region_request(ro->r, k, &req, &res);
+		        fprep_ring_send(self->ring, &lease, &req, 0, &res);
 		Py_END_ALLOW_THREADS if (err == 0)
 		{
 			err = res.header.status;
@@ -701,67 +769,116 @@ static PyObject *Slots_bare(PyObject *op, PyObject *unused)
 			snprintf(why, sizeof(why), "%s",
 			         fprep_client_last_error(c->client));
 		}
+		if (native_free(self, &lease, 0))
+			native_freed(self);
 	}
 	native_leave(c);
-	if (ok && native_free(self, k, ticket, 0))
-		native_freed(self);
-	Py_DECREF(region);
 	if (err != 0)
 		return native_raise(err, why);
 	Py_RETURN_NONE;
 }
 
-static PyMethodDef Slots_methods[] = {
-        {"layout", Slots_layout, METH_VARARGS,
-         "layout(slot_bytes, frame_offset, frame_shape, tensor_shape, "
-         "typekind, itemsize, on_free)."},
-        {"take", Slots_take, METH_VARARGS,
-         "take(state, timeout_s, mine=True) -> (slot, ticket), None (none "
-         "came) or False (every slot is this thread's)."},
-        {"release", Slots_release, METH_VARARGS,
-         "release(slot, ticket) -> whether it was given back."},
-        {"claim", Slots_claim, METH_O,
+static PyObject *CRing_get_epoch(PyObject *op, void *c)
+{
+	(void)c;
+	return PyLong_FromUnsignedLongLong(
+	        fprep_ring_epoch(((CRingObject *)op)->ring));
+}
+
+static PyObject *CRing_get_region_id(PyObject *op, void *c)
+{
+	(void)c;
+	return PyLong_FromUnsignedLong(
+	        fprep_ring_region_id(((CRingObject *)op)->ring));
+}
+
+static PyObject *CRing_get_doorbell(PyObject *op, void *c)
+{
+	(void)c;
+	return PyBool_FromLong(fprep_ring_doorbell(((CRingObject *)op)->ring));
+}
+
+static PyObject *CRing_get_size(PyObject *op, void *c)
+{
+	(void)c;
+	return PyLong_FromSize_t(fprep_ring_size(((CRingObject *)op)->ring));
+}
+
+static PyObject *CRing_get_base(PyObject *op, void *c)
+{
+	(void)c;
+	return PyLong_FromUnsignedLongLong(
+	        (uintptr_t)fprep_ring_tensor(((CRingObject *)op)->ring, 0));
+}
+
+static PyObject *CRing_get_prepared(PyObject *op, void *c)
+{
+	(void)c;
+	return PyBool_FromLong(((CRingObject *)op)->whole.kind != 0);
+}
+
+static PyMethodDef CRing_methods[] = {
+        {"layout", CRing_layout, METH_VARARGS,
+         "layout(frame_shape, tensor_shape, typekind, itemsize, on_free)."},
+        {"prepare", CRing_prepare, METH_VARARGS,
+         "prepare(request, span, format, width, height, stride, uv_stride, "
+         "u_offset, v_offset), or prepare(None): a whole frame's request."},
+        {"take", CRing_take, METH_VARARGS,
+         "take(state, timeout_s, mine=True) -> (slot, ticket, epoch), None "
+         "(none came) or False (every slot is this thread's)."},
+        {"release", CRing_release, METH_VARARGS,
+         "release(slot, ticket, epoch) -> whether it was given back."},
+        {"claim", CRing_claim, METH_O,
          "claim(hold): takes a reserved frame's slot for sending."},
-        {"frame_hold", Slots_frame_hold, METH_VARARGS,
-         "frame_hold(slot, ticket, ring, map, region) -> Hold."},
-        {"result_hold", Slots_result_hold, METH_VARARGS,
-         "result_hold(slot, ticket, ring, map, region) -> Hold."},
-        {"close", Slots_close, METH_NOARGS, "Hands out no slot any more."},
-        {"free", Slots_free, METH_NOARGS, "The free slots, a list."},
-        {"states", Slots_states, METH_NOARGS,
+        {"frame_hold", CRing_frame_hold, METH_VARARGS,
+         "frame_hold((slot, ticket, epoch), ring) -> Hold."},
+        {"result_hold", CRing_result_hold, METH_VARARGS,
+         "result_hold((slot, ticket, epoch), ring) -> Hold."},
+        {"frame_view", CRing_frame_view, METH_VARARGS,
+         "frame_view(slot, epoch) -> the slot's frame area, uint8."},
+        {"request", CRing_request, METH_VARARGS,
+         "request((slot, ticket, epoch), request, frame_offset, span, "
+         "format, width, height, stride, uv_stride, u_offset, v_offset) "
+         "-> (Result, epoch)."},
+        {"close", CRing_close, METH_NOARGS,
+         "Hands out no slot and sends nothing any more; unregisters."},
+        {"free", CRing_free, METH_NOARGS, "The free slots, a list."},
+        {"states", CRing_states, METH_NOARGS,
          "Each slot's (state, ticket): 0 free, 1 reserved, 2 in flight, "
          "3 held."},
-        {"arm", Slots_arm, METH_VARARGS,
-         "arm(map, region, sock, limits, gate, width, height)."},
-        {"disarm", Slots_disarm, METH_NOARGS,
-         "next_frame and send return None until arm()."},
-        {"next_frame", Slots_next_frame, METH_O,
+        {"next_frame", CRing_next_frame, METH_O,
          "next_frame(ring) -> RingFrame, or None."},
-        {"send", (PyCFunction)(void (*)(void))Slots_send, METH_FASTCALL,
-         "send(frame, ring) -> RingResult, None or (slot, ticket, hold)."},
-        {"bare", Slots_bare, METH_NOARGS,
+        {"send", (PyCFunction)(void (*)(void))CRing_send, METH_FASTCALL,
+         "send(frame, ring) -> RingResult, or None."},
+        {"bare", CRing_bare, METH_NOARGS,
          "bare(): a free slot's prepared request as it lies; no result."},
         {NULL, NULL, 0, NULL}};
 
-static PyObject *Slots_get_handed_back(PyObject *op, void *c)
-{
-	(void)c;
-	return PyLong_FromUnsignedLongLong(((SlotsObject *)op)->handed_back);
-}
-
-static PyGetSetDef Slots_getset[] = {
-        {"armed", Slots_get_armed, NULL, "Whether arm() holds.", NULL},
-        {"handed_back", Slots_get_handed_back, NULL,
-         "How many requests send took a slot for and handed back.", NULL},
+static PyGetSetDef CRing_getset[] = {
+        {"epoch", CRing_get_epoch, NULL,
+         "The registration in use: 0, then one more per re-registration.",
+         NULL},
+        {"region_id", CRing_get_region_id, NULL,
+         "The daemon's id of the region in use.", NULL},
+        {"doorbell", CRing_get_doorbell, NULL,
+         "Whether the daemon polls the doorbell area of the region in use.",
+         NULL},
+        {"size", CRing_get_size, NULL,
+         "The region's bytes (the slots and the doorbell area).", NULL},
+        {"base", CRing_get_base, NULL, "The address of the region in use.",
+         NULL},
+        {"prepared", CRing_get_prepared, NULL,
+         "Whether a whole frame's request is prepared.", NULL},
         {NULL, NULL, NULL, NULL, NULL}};
 
-static PyType_Slot Slots_slots[] = {
-        {Py_tp_new, Slots_new},
-        {Py_tp_dealloc, Slots_dealloc},
-        {Py_tp_methods, Slots_methods},
-        {Py_tp_getset, Slots_getset},
-        {Py_tp_doc, "Slots(n): a ring's slot table (thread-safe)."},
+static PyType_Slot CRing_slots[] = {
+        {Py_tp_new, CRing_new},
+        {Py_tp_dealloc, CRing_dealloc},
+        {Py_tp_methods, CRing_methods},
+        {Py_tp_getset, CRing_getset},
+        {Py_tp_doc, "CRing(client, slots, frame_bytes, tensor_bytes, "
+                    "doorbell, gate, timeout_s): fprep_ring (thread-safe)."},
         {0, NULL}};
 
-PyType_Spec Slots_spec = {"frameprep._native.Slots", sizeof(SlotsObject), 0,
-                          Py_TPFLAGS_DEFAULT, Slots_slots};
+PyType_Spec CRing_spec = {"frameprep._native.CRing", sizeof(CRingObject), 0,
+                          Py_TPFLAGS_DEFAULT, CRing_slots};

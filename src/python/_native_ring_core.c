@@ -10,39 +10,36 @@
  *
  * ring.Ring derives from RingCore and ring.RingResult from RingResultCore
  * so that the calls made for every frame bind straight to C: a whole frame
- * goes through Slots.next_frame and Slots.send without a Python frame
- * between, and only what these leave (see Slots.send) calls the ring's
- * Python steps: _next_frame(shape), _preprocess(frame) and
- * _resend(frame, (slot, ticket, hold)). */
+ * goes through CRing.next_frame and CRing.send without a Python frame
+ * between, and only what these leave (see CRing.send) calls the ring's
+ * Python steps: _next_frame(shape) and _preprocess(frame). */
 
 typedef struct {
-	PyObject_HEAD PyObject *slots; /* the ring's Slots (ring.py sets it) */
+	PyObject_HEAD PyObject *ring; /* the ring's CRing (ring.py sets it) */
 } RingCoreObject;
 
 PyObject *RingCore_type, *RingResultCore_type;
-static PyObject *native_next_frame_name, *native_preprocess_name,
-        *native_resend_name;
+static PyObject *native_next_frame_name, *native_preprocess_name;
 
 static int native_core_names(void)
 {
-	if (native_resend_name != NULL)
+	if (native_preprocess_name != NULL)
 		return 0;
 	native_next_frame_name = PyUnicode_InternFromString("_next_frame");
 	native_preprocess_name = PyUnicode_InternFromString("_preprocess");
-	native_resend_name = PyUnicode_InternFromString("_resend");
-	return native_resend_name != NULL ? 0 : -1;
+	return native_preprocess_name != NULL ? 0 : -1;
 }
 
-/* native_ring_slots is the Slots of ring (a RingCore), or NULL (no
- * error) when it has none. */
-static PyObject *native_ring_slots(PyObject *ring)
+/* native_ring_of is the CRing of ring (a RingCore), or NULL (no error)
+ * when it has none. */
+static PyObject *native_ring_of(PyObject *ring)
 {
-	PyObject *s = ((RingCoreObject *)ring)->slots;
+	PyObject *s = ((RingCoreObject *)ring)->ring;
 
-	return s != NULL && Py_TYPE(s) == (PyTypeObject *)Slots_type ? s : NULL;
+	return s != NULL && Py_TYPE(s) == (PyTypeObject *)CRing_type ? s : NULL;
 }
 
-/* Ring.next_frame(shape=None): Slots.next_frame's frame, else
+/* Ring.next_frame(shape=None): CRing.next_frame's frame, else
  * ring._next_frame(shape). */
 static PyObject *RingCore_next_frame(PyObject *op, PyObject *const *args,
                                      Py_ssize_t nargs, PyObject *kwnames)
@@ -60,9 +57,9 @@ static PyObject *RingCore_next_frame(PyObject *op, PyObject *const *args,
 		shape = args[0];
 	if (native_core_names())
 		return NULL;
-	s = native_ring_slots(op);
+	s = native_ring_of(op);
 	if (shape == Py_None && s != NULL) {
-		f = Slots_next_frame(s, op);
+		f = CRing_next_frame(s, op);
 		if (f != Py_None)
 			return f; /* the frame, or NULL: its error */
 		Py_DECREF(f);
@@ -71,53 +68,47 @@ static PyObject *RingCore_next_frame(PyObject *op, PyObject *const *args,
 	                                  NULL);
 }
 
-/* Ring.preprocess(frame): Slots.send's result, else ring._preprocess(frame)
- * (it took nothing) or ring._resend(frame, got) (it holds a slot taken). */
+/* Ring.preprocess(frame): CRing.send's result, else
+ * ring._preprocess(frame) (it took nothing). */
 static PyObject *RingCore_preprocess(PyObject *op, PyObject *frame)
 {
-	PyObject *s, *got, *out, *args[2];
+	PyObject *s, *got, *args[2];
 
 	if (native_core_names())
 		return NULL;
-	s = native_ring_slots(op);
-	if (s == NULL)
-		return PyObject_CallMethodObjArgs(op, native_preprocess_name,
-		                                  frame, NULL);
-	args[0] = frame;
-	args[1] = op;
-	got = Slots_send(s, args, 2);
-	if (got == NULL || (got != Py_None && !PyTuple_Check(got)))
-		return got; /* the result, or NULL: its error */
-	if (got == Py_None)
-		out = PyObject_CallMethodObjArgs(op, native_preprocess_name,
-		                                 frame, NULL);
-	else
-		out = PyObject_CallMethodObjArgs(op, native_resend_name, frame,
-		                                 got, NULL);
-	Py_DECREF(got);
-	return out;
+	s = native_ring_of(op);
+	if (s != NULL) {
+		args[0] = frame;
+		args[1] = op;
+		got = CRing_send(s, args, 2);
+		if (got != Py_None)
+			return got; /* the result, or NULL: its error */
+		Py_DECREF(got);
+	}
+	return PyObject_CallMethodObjArgs(op, native_preprocess_name, frame,
+	                                  NULL);
 }
 
-static PyObject *RingCore_get_slots(PyObject *op, void *c)
+static PyObject *RingCore_get_ring(PyObject *op, void *c)
 {
-	PyObject *s = ((RingCoreObject *)op)->slots;
+	PyObject *s = ((RingCoreObject *)op)->ring;
 
 	(void)c;
 	if (s == NULL) {
-		PyErr_SetString(PyExc_AttributeError, "_slots");
+		PyErr_SetString(PyExc_AttributeError, "_c");
 		return NULL;
 	}
 	Py_INCREF(s);
 	return s;
 }
 
-static int RingCore_set_slots(PyObject *op, PyObject *v, void *c)
+static int RingCore_set_ring(PyObject *op, PyObject *v, void *c)
 {
-	PyObject *old = ((RingCoreObject *)op)->slots;
+	PyObject *old = ((RingCoreObject *)op)->ring;
 
 	(void)c;
 	Py_XINCREF(v);
-	((RingCoreObject *)op)->slots = v;
+	((RingCoreObject *)op)->ring = v;
 	Py_XDECREF(old);
 	return 0;
 }
@@ -127,7 +118,7 @@ static void RingCore_dealloc(PyObject *op)
 	PyTypeObject *tp = Py_TYPE(op);
 	freefunc free_fn = (freefunc)PyType_GetSlot(tp, Py_tp_free);
 
-	Py_CLEAR(((RingCoreObject *)op)->slots);
+	Py_CLEAR(((RingCoreObject *)op)->ring);
 	free_fn(op);
 	Py_DECREF(tp);
 }
@@ -153,8 +144,7 @@ static PyMethodDef RingCore_methods[] = {
         {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef RingCore_getset[] = {
-        {"_slots", RingCore_get_slots, RingCore_set_slots,
-         "The ring's slot table (a Slots).", NULL},
+        {"_c", RingCore_get_ring, RingCore_set_ring, "The ring's CRing.", NULL},
         {NULL, NULL, NULL, NULL, NULL}};
 
 static PyType_Slot RingCore_slots[] = {

@@ -16,6 +16,7 @@
 #          mapped,auto; plain and, with
 #          FPREP_MEMCHECK=1, under compute-sanitizer memcheck) and bench_lane;
 #          service: frameprepd on GPU 0 with the CLI, the shared-memory test,
+#          nonreaders (test_server_nonreaders on this machine's cores),
 #          b1080_jpeg (JPEG frames staged from the photographs, 1080p q90:
 #          the GPU peers, the GPU daemon in the variants FPREP_JPEG_VARIANTS
 #          names, the CPU backend against OpenCV on as many threads; a
@@ -66,6 +67,7 @@ if [ "${1:-}" = "--stage" ]; then
 	fi
 	for b in service/frameprepd src/frameprep src/frameprep-bench \
 	         tests/integration/test_shm_daemon tests/integration/test_jpeg_race \
+	         tests/integration/test_server_nonreaders \
 	         tests/gpu/test_cuda_regions \
 	         tests/gpu/test_lanes tests/bench/bare_nng; do
 		cp "$build/$b" "$out/bin/"
@@ -77,7 +79,7 @@ if [ "${1:-}" = "--stage" ]; then
 	# CPU backend's tensors for them, which the GPU's must equal.
 	cp "$build/tests/gpu/test_video_gpu" "$out/bin/"
 	bins+=("$out/bin/test_video_gpu")
-	{ bash "$src/tests/gpu/video_streams.sh" "$images" "$out/video" &&
+	{ bash "$src/tests/gpu/video_streams.sh" "$images" "$out/video" rate &&
 	  "$build/tests/gpu/test_video_gpu" record cpu "$build/service/frameprepd" \
 		"$out/video" >"$out/video/record.log" 2>&1; } ||
 		{ echo "no video streams staged (ffmpeg, the photographs?)"; rm -rf "$out/video"; }
@@ -342,6 +344,11 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	# client's photographs ("jpeg turns": slots and decodes by turns).
 	TAILN=8 run jpeg_race_gpu "$here/bin/test_jpeg_race" "$here/bin/frameprepd" "$here/images" 0
 	tests+=(jpeg_race_gpu)
+	# nonreaders: 4, then 16, connections that never read their replies
+	# beside another's INFOs (the server in the test, a fake backend: no
+	# GPU), on this machine's cores: each INFO's time, their worst.
+	TAILN=12 run nonreaders "$here/bin/test_server_nonreaders"
+	tests+=(nonreaders)
 	TAILN=12 run two_lanes "$here/bin/test_lanes" "$here/bin/frameprepd" "$here/images"
 	tests+=(two_lanes)
 	# video: H.264 (B-frames), HEVC and an odd size decoded on NVDEC equal
@@ -353,7 +360,10 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	# 640x640 f32 for FPREP_VIDEO_S (5) s each: frames/s and reply latency,
 	# each stream with one packet in flight (the one-stream latency bar),
 	# then with FPREP_VIDEO_WINDOW (4: the NVDEC session decodes the next
-	# packet while it preprocesses one).
+	# packet while it preprocesses one); then, where PyNvVideoCodec
+	# imports (PYTHONPATH), the peer on the same files, H.264 and HEVC
+	# (peer_video.py: decode only, and decode + a torch letterbox), at the
+	# same stream counts.
 	video_run() {
 		local n w rc=0
 		"$here/bin/test_video_gpu" check 0 "$here/bin/frameprepd" "$here/video" || rc=1
@@ -364,6 +374,15 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 					"$here/video" "$n" "${FPREP_VIDEO_S:-5}" "$w" || rc=1
 			done
 		done
+		if python3 -c 'import PyNvVideoCodec' 2>/dev/null; then
+			local streams
+			streams=$(echo ${FPREP_VIDEO_STREAMS:-1 8 32} | tr ' ' ,)
+			python3 "$here/peers/peer_video.py" --streams "$streams" \
+				--seconds "${FPREP_VIDEO_S:-5}" \
+				--file "$here/video/rate.h264" --file "$here/video/rate.hevc" || rc=1
+		else
+			echo "video peer: PyNvVideoCodec not importable: not run"
+		fi
 		return $rc
 	}
 	if [ -f "$here/video/streams.txt" ]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# video_streams.sh IMAGE_DIR OUT_DIR: the streams of test_video_gpu, made by
+# video_streams.sh IMAGE_DIR OUT_DIR [rate]: the streams of test_video_gpu, made by
 # Debian's ffmpeg from the photographs (as tests/integration/video_test.py
 # makes the CPU tests'): raw Annex-B with access unit delimiters (split on
 # them there), a pan and zoom at 25 fps, 2 B-frames, an IDR/IRAP picture
@@ -8,11 +8,14 @@
 #   hevc  coffee 352x240, 24 frames (libx265)
 #   odd   chelsea 330x186, 24 frames (libx264: not whole macroblocks,
 #         cropped)
-#   rate  astronaut 1920x1080, 24 frames, 6 Mb/s (the rate run's)
+#   rate  with "rate" only (the GPU bundle's): astronaut 1920x1080, 120
+#         frames, 6 Mb/s, H.264 (rate.h264) and HEVC (rate.hevc): the
+#         rate runs' and the peer's (peer_video.py); about 2 minutes of
+#         encoding on 2 cores
 # and OUT_DIR/streams.txt listing the first three ("NAME CODEC").
-# About 1.6 MB in all, with the CPU backend's tensors.
+# About 0.2 MB without the rate files, 6 MB with them.
 set -euo pipefail
-images=$1 out=$2
+images=$1 out=$2 rate=${3:-}
 mkdir -p "$out"
 make() { # make NAME PHOTO WxH CODEC FRAMES [EXTRA...]
 	local name=$1 photo=$2 size=$3 codec=$4 frames=$5
@@ -34,5 +37,8 @@ make() { # make NAME PHOTO WxH CODEC FRAMES [EXTRA...]
 make h264 astronaut.png 320x240 h264 24
 make hevc coffee.png 352x240 hevc 24
 make odd chelsea.png 330x186 h264 24
-make rate astronaut.png 1920x1080 h264 24 -b:v 6M
+if [ "$rate" = rate ]; then
+	make rate astronaut.png 1920x1080 h264 120 -b:v 6M
+	make rate astronaut.png 1920x1080 hevc 120 -b:v 6M
+fi
 printf 'h264 h264\nhevc hevc\nodd h264\n' >"$out/streams.txt"

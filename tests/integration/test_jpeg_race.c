@@ -39,7 +39,10 @@
  *                 FPREP_JPEG_SLOTS, --slots): the bombs fill every
  *                 staging slot, and the slots as well as the decodes go
  *                 by turns (in arrival order a photograph waited for
- *                 every bomb queued for a slot).
+ *                 every bomb queued for a slot); then again with the
+ *                 daemon's own decoders and slots. While the bombs are
+ *                 queued, INFO shows the queues (jpeg_queued, and
+ *                 jpeg_slot_queued on a GPU lane).
  *
  * Usage: test_jpeg_race FRAMEPREPD IMAGE_DIR [DEVICE [DAEMON_ARG...]]
  * DEVICE is frameprepd's --device for the race, the scan bomb and "jpeg
@@ -548,6 +551,28 @@ static void test_bombs_beside(const char *exe, const char *dir,
  * bomb waits for the others queued (about 2 x BOMB_CALLS decodes). In
  * arrival order the photographs queued behind every bomb: latency ratio
  * about 1. */
+/* turns_info checks that INFO shows the JPEG queues by turns while the
+ * bombs fill them: the decoders' (jpeg_queued) and, on a GPU lane, its
+ * staging slots' (jpeg_slot_queued). */
+static void turns_info(fprep_client *c, const char *dev)
+{
+	fprep_result res;
+	const char *text;
+
+	memset(&res, 0, sizeof(res));
+	CHECK(fprep_client_info(c, &res) == 0 && res.header.status == FPREP_OK,
+	      "INFO beside the bombs");
+	text = res.payload != NULL ? (const char *)res.payload : "";
+	CHECK(strstr(text, "jpeg_queued: ") != NULL &&
+	              strstr(text, "jpeg_turns_shared: ") != NULL,
+	      "INFO has no jpeg_queued line:\n%s", text);
+	if (strcmp(dev, "cpu") != 0)
+		CHECK(strstr(text, "jpeg_slot_queued: ") != NULL &&
+		              strstr(text, "jpeg_slot_queued_keys: ") != NULL,
+		      "INFO has no jpeg_slot_queued line:\n%s", text);
+	fprep_result_fini(&res);
+}
+
 static void test_jpeg_turns(const char *exe, const char *dir,
                             const uint8_t *photo, int pw, const char *dev,
                             char *const extra[])
@@ -602,6 +627,7 @@ static void test_jpeg_turns(const char *exe, const char *dir,
 		for (int i = 0; i < NB; i++)
 			sent -= atomic_load(&b[i].sent) > 0;
 	} while (sent > 0);
+	turns_info(c, dev);
 	for (int i = 0; i < VICTIM; i++) {
 		double t0 = now_ms();
 		int st = race_request(c, NULL, vjpg, vsize, out, msg,
@@ -693,6 +719,13 @@ int main(int argc, char **argv)
 		setenv("FPREP_JPEG_THREADS", "1", 1);
 		setenv("FPREP_JPEG_SLOTS", "2", 1);
 		test_jpeg_turns(argv[1], dir, photo, w, device, lane);
+		/* Then the daemon's own decoders and slots, as it serves by
+		 * default: the photographs' p99 beside the bombs is what a
+		 * client sees of them at the defaults. */
+		unsetenv("FPREP_JPEG_THREADS");
+		unsetenv("FPREP_JPEG_SLOTS");
+		test_jpeg_turns(argv[1], dir, photo, w, device,
+		                argc > 4 ? &argv[4] : NULL);
 	}
 	rmdir(dir);
 	stbi_image_free(photo);

@@ -26,6 +26,17 @@ IMAGES = _path("FPREP_IMAGES", "images")
 GOLDEN = pathlib.Path(__file__).resolve().parent / "golden"
 
 
+def ring_memory(ring):
+    """A uint8 numpy view of the region a ring uses now (its C ring's
+    mapping; read it while the ring is open)."""
+    import ctypes
+
+    import numpy as np
+    c = ring._c
+    return np.ctypeslib.as_array(
+        (ctypes.c_uint8 * c.size).from_address(c.base))
+
+
 class Daemon:
     """A frameprepd process on a socket in tmp; stop() requires a clean
     exit (status 0 after SIGTERM)."""

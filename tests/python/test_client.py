@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import frameprep
-from conftest import CLI, IMAGES, ROOT, Daemon
+from conftest import CLI, IMAGES, ROOT, Daemon, ring_memory
 from frameprep import _core
 from frameprep.protocol import Kind, Location, Request
 
@@ -295,8 +295,12 @@ def test_ring_in_place_and_copied(client):
         if True:
             # The daemon wrote the reply into the slot too (the ring waits
             # there), the request id last.
-            at = ring._reply_off + 8
-            assert int.from_bytes(ring._map.buf[at:at + 8].tobytes(),
+            # The header after the tensor (8-byte aligned), its request
+            # id at byte 8.
+            at = (r._hold.address - ring._c.base +
+                  (ring.tensor_bytes + 7) // 8 * 8 + 8)
+            mem = ring_memory(ring)
+            assert int.from_bytes(mem[at:at + 8].tobytes(),
                                   "little") == r.reply.request_id
         assert r.reply.output_loc == Location.SHM
         assert r.reply.payload_size == 0
@@ -414,7 +418,7 @@ def test_ring_doorbell_unpolled_or_refused(client, tmp_path):
     try:
         with frameprep.Client(d.url, timeout=60) as c:
             with c.ring(slots=2, frame=img.shape) as ring:
-                assert not ring._map.doorbell
+                assert not ring._c.doorbell
                 for _ in range(4):
                     assert ring.preprocess(img).tensor.tobytes() == \
                         want.tobytes()
@@ -453,7 +457,7 @@ def test_ring_wakes_a_sleeping_daemon(tmp_path):
 def test_bench_through_the_doorbell(tmp_path):
     """python -m frameprep.bench measures the doorbell path beside the
     socket's, with frameprep-bench --doorbell as the C side, and the bare
-    floor (Slots.bare) against the same C side; both go through the
+    floor (CRing.bare) against the same C side; both go through the
     doorbell (INFO counts them)."""
     bench = pathlib.Path(CLI).parent / "frameprep-bench"
     d = Daemon(tmp_path, "--spin-us", "100000")

@@ -339,7 +339,7 @@ def test_crops_of_a_ring_frame_read_in_place(client, daemon, monkeypatch):
         monkeypatch.setattr(client._s, "native", native)
         assert [name for name, _ in sent] == ["elements"] * 3
         at = buf.__array_interface__["data"][0] - \
-            ring._map.base  # the slot's frame area
+            ring._c.base  # the slot's frame area
         # Client.elements's input_loc (SHM), in_region, in_offset.
         assert sent[0][1][11:14] == (1, ring.region_id, at)
         assert sent[2][1][11:14] == (1, ring.region_id,
@@ -366,7 +366,7 @@ def test_crops_of_a_ring_frame_read_in_place(client, daemon, monkeypatch):
         assert [name for name, _ in sent] == ["elements"]
         args = sent[0][1]
         assert args[11:13] == (1, ring.region_id)
-        bases = [b.__array_interface__["data"][0] - ring._map.base
+        bases = [b.__array_interface__["data"][0] - ring._c.base
                  for b in bufs]
         assert args[13] == min(bases)
         assert sorted(e[8] for e in args[1]) == \

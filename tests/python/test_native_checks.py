@@ -1,6 +1,6 @@
 """frameprep._native's entry points refuse what they are given when it
 does not hold what they would read or view (issue 35): memory comes as
-the object that owns it (bytes, a numpy array, a Region), never as an
+the object that owns it (bytes, a numpy array, a ring), never as an
 address, and each length, offset and slot is checked against it. Every
 call here passed an address or an out-of-range length before, and read
 or viewed arbitrary memory (a crash, or another object's bytes)."""
@@ -124,47 +124,43 @@ def test_elements_source_is_checked(native):
     assert res.status != 0
 
 
-def _slots(n=2, slot_bytes=8192, frame_off=4096, frame=(8, 8),
-           tensor=(1, 1, 32, 32)):
-    s = _native.Slots(n)
-    s.layout(slot_bytes, frame_off, frame, tensor, "f", 4, None)
-    return s
+def _cring(native, n=2, frame=(8, 8), tensor=(1, 1, 32, 32)):
+    """A CRing of n slots of 4096 frame bytes and 4096 tensor bytes."""
+    c = _native.CRing(native, n, 4096, 4096, False, None, 5.0)
+    c.layout(frame, tensor, "f", 4, None)
+    return c
 
 
-def test_slot_holds_take_a_region_and_check_it(native):
-    region = native.region_open(2 * 8192)
+def test_slot_holds_take_a_lease_and_check_it(native):
+    c = _cring(native)
     try:
-        s = _slots()
-        got = s.take(1, 0)
+        got = c.take(1, 0)
         assert got is not None
-        k, ticket = got
+        k, ticket, epoch = got
         with pytest.raises(TypeError):
-            s.frame_hold(k, ticket, None, None, BAD)
-        with pytest.raises(IndexError, match="slot 2: the table has 2"):
-            s.frame_hold(2, ticket, None, None, region)
+            c.frame_hold(BAD, None)
+        with pytest.raises(IndexError, match="slot 2: the ring has 2"):
+            c.frame_hold((2, ticket, epoch), None)
         with pytest.raises(IndexError):
-            s.result_hold(1 << 31, ticket, None, None, region)
-        # A table larger than the region: nothing is viewed.
-        big = _slots(n=3)
-        with pytest.raises(ValueError, match="3 slots of 8192 bytes do "
-                                             "not fit the region"):
-            big.frame_hold(0, 1, None, None, region)
-        with pytest.raises(frameprep.InvalidRequestError,
-                           match="no layout"):
-            _native.Slots(1).frame_hold(0, 1, None, None, region)
-        hold = s.frame_hold(k, ticket, None, None, region)
+            c.result_hold((1 << 31, ticket, epoch), None)
+        with pytest.raises(IndexError, match="slot 2: the ring has 2"):
+            c.frame_view(2, epoch)
+        hold = c.frame_hold(got, None)
         a = hold.array(np.ndarray)
-        base = np.asarray(region).__array_interface__["data"][0]
-        assert a.__array_interface__["data"][0] == base + k * 8192 + 4096
+        at = a.__array_interface__["data"][0]
+        view = c.frame_view(k, epoch)
+        assert at == hold.address == view.__array_interface__["data"][0]
+        assert view.nbytes == 4096
+        assert c.base <= at and at + 4096 <= c.base + c.size
         a[:] = 9  # inside the region
-        # reshape: at most the frame's area (8192 - 4096 bytes).
+        # reshape: at most the frame's area (4096 bytes).
         hold.reshape((64, 64))
         with pytest.raises(ValueError, match="larger than the slot's "
                                              "4096 bytes"):
             hold.reshape((64, 65))
         with pytest.raises(ValueError):
             hold.reshape((1 << 40, 1 << 40))
-        res = s.result_hold(k, ticket, None, None, region)
+        res = c.result_hold(got, None)
         with pytest.raises(ValueError, match="larger than the slot's "
                                              "4096 bytes"):
             res.reshape((1, 1, 32, 33))  # float32: 4224 bytes
@@ -174,45 +170,61 @@ def test_slot_holds_take_a_region_and_check_it(native):
             hold.array(3)
         res.give_back()
         hold.give_back()
-        del a, res, hold
+        del a, res, hold, view
     finally:
-        region.unregister()
-        del region
+        c.close()
+        del c
         gc.collect()
 
 
 @pytest.mark.parametrize("args, why", [
-    ((0, 0, (8, 8), (1,), "u", 1), "does not hold"),
-    ((4096, 4097, (1,), (1,), "u", 1), "does not hold"),
-    ((8192, 4096, (64, 65), (1,), "u", 1), "does not hold"),
-    ((8192, 4096, (8, 8), (1, 1, 32, 33), "f", 4), "does not hold"),
-    ((8192, 4096, (8, 8), (1,), "f", 8), "not u1, f4 or f2"),
-    ((8192, 4096, (8, 8), (1,), "u", 64), "not u1, f4 or f2"),
-    ((8192, 4096, (1 << 62, 1 << 62), (1,), "u", 1), "does not hold"),
+    (((64, 65), (1,), "u", 1), "larger than the ring's slot"),
+    (((8, 8), (1, 1, 32, 33), "f", 4), "larger than the ring's slot"),
+    (((8, 8), (1,), "f", 8), "not u1, f4 or f2"),
+    (((8, 8), (1,), "u", 64), "not u1, f4 or f2"),
+    (((1 << 62, 1 << 62), (1,), "u", 1), "larger than the ring's slot"),
+    (((8, -1), (1,), "u", 1), "negative"),
 ])
-def test_layout_is_checked(args, why):
+def test_layout_is_checked(native, args, why):
+    c = _native.CRing(native, 2, 4096, 4096, False, None, 5.0)
     with pytest.raises(ValueError, match=why):
-        _native.Slots(2).layout(*args, None)
+        c.layout(*args, None)
+    c.close()
 
 
-def test_arm_checks_the_layout_against_the_region(native):
-    region = native.region_open(2 * 8192)
+def test_ring_requests_are_checked(native):
+    """A ring of no slots or bytes is refused; a request whose lease is
+    not taken, whose frame lies past the slot's frame area, or a whole
+    frame larger than a slot, is refused before anything is read."""
+    for n, f, t in ((0, 64, 64), (1, 0, 64), (1, 64, 0)):
+        with pytest.raises(frameprep.InvalidRequestError):
+            _native.CRing(native, n, f, t, False, None, 5.0)
+    with pytest.raises(TypeError, match="gate is a Gate or None"):
+        _native.CRing(native, 1, 64, 64, False, 3, 5.0)
+    c = _cring(native)
+    req = _plan().native
     try:
-        lim: dict[str, int] = {}
-
-        class Sock:
-            _limits = lim
-        with pytest.raises(ValueError, match="do not fit the region"):
-            _slots(n=4).arm(None, region, Sock(), lim, None, 8, 8)
-        s = _slots()
-        s.arm(None, region, Sock(), lim, None, 8, 8)
-        assert s.armed
-        with pytest.raises(ValueError, match="not while the slot table is "
-                                             "armed"):
-            s.layout(1 << 20, 4096, (8, 8), (1,), "u", 1, None)
-        s.close()
+        with pytest.raises(frameprep.InvalidRequestError, match="larger"):
+            c.prepare(req, 4097, GRAY, 8, 8, 8, 0, 0, 0)
+        k, ticket, epoch = c.take(1, 0)  # reserved, not taken
+        with pytest.raises(frameprep.InvalidRequestError,
+                           match="not taken with the lease's ticket"):
+            c.request((k, ticket, epoch), req, 0, 64, GRAY, 8, 8, 8, 0,
+                      0, 0)
+        with pytest.raises(frameprep.InvalidRequestError):
+            c.request((k, ticket + 1, epoch), req, 0, 64, GRAY, 8, 8, 8,
+                      0, 0, 0)
+        assert c.release(k, ticket, epoch)
+        lease = c.take(2, 0)
+        with pytest.raises(frameprep.InvalidRequestError):
+            c.request(lease, req, 4096 - 63, 64, GRAY, 8, 8, 8, 0, 0, 0)
+        res, _ = c.request(lease, req, 4096 - 64, 64, GRAY, 8, 8, 8, 0,
+                           0, 0)
+        assert res.status == 0
+        assert c.release(*lease)
+        assert not c.release(*lease)  # an earlier turn: nothing changes
     finally:
-        region.unregister()
+        c.close()
 
 
 def test_ring_classes_are_checked():
@@ -222,20 +234,6 @@ def test_ring_classes_are_checked():
                 (RingFrame, RingResult, dict)):
         with pytest.raises(TypeError, match="set_ring_classes"):
             _native.set_ring_classes(*bad)
-
-
-def test_region_doorbell_and_entries_are_checked(native):
-    region = native.region_open(8192)
-    try:
-        with pytest.raises(frameprep.InvalidRequestError):
-            region.doorbell(1 << 40, 4)
-        with pytest.raises(frameprep.InvalidRequestError):
-            region.doorbell(8192 - 64, 64)
-        with pytest.raises(frameprep.InvalidRequestError,
-                           match="not prepared"):
-            region.send(1 << 20)
-    finally:
-        region.unregister()
 
 
 def test_cuda_pointers_go_to_the_driver_only():

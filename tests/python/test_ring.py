@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import frameprep
-from conftest import Daemon, serving
+from conftest import Daemon, ring_memory, serving
 
 
 def in_threads(n, target):
@@ -345,7 +345,14 @@ def test_ring_honours_the_in_flight_limit(tmp_path):
     of the ring's doorbell entries posted or taken (sampled from the
     area), and there is no EBUSY, region error or timeout, every tensor
     right (the ring's requests wait for the client's in-flight tokens like
-    any other)."""
+    any other).
+
+    The tokens are taken and given back in C with the GIL released, so a
+    scan of the area is no instant: an entry seen busy early in it may be
+    answered, and its token taken for another entry seen busy later. The
+    sampler copies the area twice and counts the entries that hold the
+    same request in both copies: each of those was in flight from the
+    first copy to the second, so all of them at once in between."""
     d = Daemon(tmp_path, "--spin-us", "100000", "--max-inflight-per-conn",
                "4")
     try:
@@ -357,20 +364,29 @@ def test_ring_honours_the_in_flight_limit(tmp_path):
             failures, wrong, most = [], [0], [0]
             with c.ring(slots=48, frame=fs[0].shape,
                         size=(320, 320)) as ring:
-                m = ring._map
-                assert m.doorbell, "the daemon polls: the doorbell is used"
-                # Per entry: its state word and its reply's request id,
-                # 0 from the post until the reply (protocol.h).
-                at = ring._db_off + 64
-                area = m.buf[at:at + 512 * 48]
-                states = area.view(np.uint32)[::128]
-                replies = area.view(np.uint64)[33::64]
+                assert ring._c.doorbell, \
+                    "the daemon polls: the doorbell is used"
+                # Per entry (512 bytes): its state word, its request's id
+                # (the request header's at 64 + 8) and its reply's, 0 from
+                # the post until the reply (at 256 + 8; protocol.h); the
+                # doorbell area (a 64-byte header and 48 entries) is the
+                # region's last page-rounded bytes.
+                at = ring.size - -(-(64 + 512 * 48) // 4096) * 4096 + 64
+                area = ring_memory(ring)[at:at + 512 * 48]
                 stop = threading.Event()
+
+                def busy(copy):
+                    """Each entry's (posted or taken, its request's id)."""
+                    words = copy.view(np.uint64)
+                    return ((copy.view(np.uint32)[::128] != 0) &
+                            (words[33::64] == 0), words[9::64])
 
                 def sample():
                     while not stop.is_set():
-                        busy = (states != 0) & (replies == 0)
-                        most[0] = max(most[0], int(np.count_nonzero(busy)))
+                        b1, ids1 = busy(area.copy())
+                        b2, ids2 = busy(area.copy())
+                        both = b1 & b2 & (ids1 == ids2)
+                        most[0] = max(most[0], int(np.count_nonzero(both)))
 
                 def worker(t):
                     try:
@@ -604,12 +620,12 @@ def test_ring_region_dropped_behind_its_back(daemon):
 
 
 def test_one_call_path_and_its_fallbacks(daemon):
-    """Once a request succeeded, the ring sends whole frames in one call
-    (armed): reserved frames and arrays of the frame's shape; anything
-    else (a crop, a Fortran-ordered array, a frame of another shape,
-    another ring's frame) goes the step-by-step way, with the same
-    tensors; the result's timings, transform and reply are the reply's;
-    close disarms."""
+    """The ring sends whole frames in one call (its whole frame's request
+    prepared from the start): reserved frames and arrays of the frame's
+    shape; anything else (a crop, a Fortran-ordered array, a frame of
+    another shape, another ring's frame) goes the step-by-step way, with
+    the same tensors; the result's timings, transform and reply are the
+    reply's."""
     fs = frames(3)
     with frameprep.Client(daemon.url, timeout=30) as c:
         want = expected(c, fs, **OPTS)
@@ -617,10 +633,7 @@ def test_one_call_path_and_its_fallbacks(daemon):
         small = c.preprocess(fs[2][:40, :50], **OPTS).tensor.tobytes()
         with c.ring(slots=2, frame=fs[0].shape, **OPTS) as ring, \
                 c.ring(slots=1, frame=fs[0].shape, **OPTS) as other:
-            assert not ring._slots.armed
-            with ring.preprocess(fs[0]) as r:
-                assert r.tensor.tobytes() == want[0]
-            assert ring._slots.armed
+            assert ring._c.prepared and other._c.prepared
             for _ in range(3):
                 with ring.preprocess(fs[0]) as r:  # copied in one call
                     assert r.tensor.tobytes() == want[0]
@@ -651,34 +664,36 @@ def test_one_call_path_and_its_fallbacks(daemon):
                 with pytest.raises(frameprep.InvalidRequestError):
                     ring.preprocess(fs[0].astype(np.uint16))
             assert sorted(ring._free) == [0, 1]
-        assert not ring._slots.armed
 
 
-def test_reply_after_a_disarm_is_sent_again(daemon):
-    """A reply that comes back to the one-call path after the ring was
-    disarmed (a re-registration began meanwhile) is not taken: the
-    request goes again the step-by-step way, and the result is its
-    frame's."""
-    big = frames(1, h=1080, w=1920)[0]
-    with frameprep.Client(daemon.url, timeout=30) as c:
-        want = c.preprocess(big, **OPTS).tensor.tobytes()
-        with c.ring(slots=2, frame=big.shape, **OPTS) as ring:
-            for _ in range(100):
-                if not ring._slots.armed:  # disarmed after the request
-                    ring.preprocess(big).release()
-                assert ring._slots.armed
-                got = []
-                t = threading.Thread(
-                    target=lambda: got.append(ring.preprocess(big)))
-                t.start()
-                time.sleep(0.001)
-                ring._slots.disarm()
-                t.join()
-                with got[0] as r:
-                    assert r.tensor.tobytes() == want
-                if ring._slots.handed_back:
-                    break
-            else:
-                pytest.fail("no disarm landed during a request")
-            assert ring._slots.handed_back == 1
+def test_step_path_without_a_prepared_request(daemon):
+    """A ring whose whole frame's request is dropped (CRing.prepare(None))
+    sends every frame the step-by-step way, over the same C ring, from
+    many threads at once: each result is its frame's, and every slot
+    comes back."""
+    fs = frames(3, h=120, w=160)
+    with frameprep.Client(daemon.url, timeout=60) as c:
+        want = expected(c, fs, **OPTS)
+        with c.ring(slots=2, frame=fs[0].shape, **OPTS) as ring:
+            ring._c.prepare(None)
+            assert not ring._c.prepared
+            wrong, failures = [0], []
+
+            def worker(t):
+                try:
+                    for i in range(6):
+                        j = (t + i) % len(fs)
+                        with ring.preprocess(fs[j]) as r:
+                            if r.tensor.tobytes() != want[j]:
+                                wrong[0] += 1
+                        with ring.next_frame() as buf:
+                            buf[:] = fs[j]
+                            with ring.preprocess(buf) as r:
+                                if r.tensor.tobytes() != want[j]:
+                                    wrong[0] += 1
+                except BaseException as exc:  # noqa: BLE001
+                    failures.append(repr(exc))
+
+            in_threads(4, worker)
+            assert failures == [] and wrong[0] == 0
             assert sorted(ring._free) == [0, 1]

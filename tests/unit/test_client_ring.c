@@ -6,7 +6,8 @@
  * reserved frame and of a crop of it, the in-flight gate, and the
  * re-registration after the daemon restarted: a frame written in the old
  * region is sent from the new one, and the tensor equals the inline one;
- * threads that all find the old registration stale register once.
+ * threads that all find the old registration stale register once; a
+ * ring whose client was closed is forgotten without a word to it.
  *
  * Usage: test_client_ring FRAMEPREPD
  */
@@ -320,6 +321,33 @@ static void ring_open_invalid(void **state)
 	assert_int_equal(fprep_ring_open(&r, f->c, &cfg), FPREP_EINVAL);
 }
 
+/* ring_forget: a ring outlives its client's close (the connection's end
+ * dropped the daemon's side): its memory stays readable, and
+ * fprep_ring_forget unmaps it without touching the client. */
+static void ring_forget(void **state)
+{
+	struct fixture *f = *state;
+	fprep_ring_config cfg = {0};
+	fprep_ring_lease l;
+	fprep_client *c = daemon_client(url);
+	fprep_ring *r;
+	uint8_t *px;
+
+	cfg.slots = 2;
+	cfg.frame_bytes = f->req.input_size;
+	cfg.tensor_bytes = f->tensor;
+	cfg.doorbell = 1;
+	assert_int_equal(fprep_ring_open(&r, c, &cfg), 0);
+	assert_int_equal(fprep_ring_take(r, FPREP_SLOT_RESERVED, 1, 1, 0, &l),
+	                 0);
+	fprep_client_close(c);
+	px = fprep_ring_lease_frame(r, &l);
+	fill(px, 3);
+	assert_int_equal(px[1], (uint8_t)(7 + 3 * 31));
+	fprep_ring_forget(r);
+	fprep_ring_forget(NULL);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -332,6 +360,7 @@ int main(int argc, char **argv)
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(ring_open_invalid, setup,
 	                                        teardown),
+	        cmocka_unit_test_setup_teardown(ring_forget, setup, teardown),
 	};
 
 	daemon_args(argc, argv, 2, "FRAMEPREPD");

@@ -157,11 +157,12 @@ static void cuda_info(fprep__backend *b, char *buf, size_t size)
 	         misses, uuid, mem_total - mem_free, cb->jpeg_desc,
 	         atomic_load_explicit(&cb->jpeg_engine, memory_order_relaxed),
 	         atomic_load_explicit(&cb->jpeg_cpu, memory_order_relaxed), jt,
-	         jl, jm, nvdec ? "" : "none (", video,
-	         nvdec ? "" : ")"); /* The JPEG frames waiting for a decoder, by
-	                               turns. */
+	         jl, jm, nvdec ? "" : "none (", video, nvdec ? "" : ")");
+	/* The JPEG frames waiting for a staging slot, then for a decoder,
+	 * by turns. */
 	pthread_mutex_lock(&cb->mu);
-	fprep__jpeg_turns_text(&cb->decode_q, buf, size);
+	fprep__jpeg_turns_text(&cb->decode_q, "jpeg", buf, size);
+	fprep__jpeg_turns_text(&cb->slot_q, "jpeg_slot", buf, size);
 	pthread_mutex_unlock(&cb->mu);
 }
 

@@ -11,7 +11,7 @@ mode); shm: frame and tensor in a shared-memory ring, the request over
 the socket; door: the same with the request through the ring's doorbell,
 ``frameprep-bench --doorbell``, which takes the socket out while the
 daemon polls; bare: a Python loop around the door path's bare C request,
-``Slots.bare()``, which makes no object (no frame, result or timings): the
+``CRing.bare()``, which makes no object (no frame, result or timings): the
 floor under any binding's client CPU per frame, against the same C run as
 door) and each concurrency (closed loop, one connection and one
 thread per stream, as ``frameprep-bench`` does), it runs
@@ -86,7 +86,7 @@ def _python_run(url: str, frame: np.ndarray[Any, Any], size: tuple[int, int],
                 copy = path == "copy"
                 start.wait()
                 if ring is not None and path == "bare":
-                    bare = ring._slots.bare
+                    bare = ring._c.bare
                     while not state["stop"]:
                         sent[i] += 1
                         bare()

@@ -91,7 +91,7 @@ class _Socket:
         self._limits: dict[str, Any] | None = None
         # The daemon answers EBUSY past max_inflight_per_conn requests in
         # flight on one connection: requests past it wait here instead,
-        # for one of the gate's tokens (a ring's frames take theirs in C).
+        # for one of the gate's tokens (a ring's requests take theirs in C).
         self.gate: _native.Gate | None = None
         self.agate: asyncio.Semaphore | None = None
         self._closed = False
@@ -253,16 +253,16 @@ def _ring_source(s: _Socket, frame: Any, format: str | None
         raise errors.InvalidRequestError(
             "the ring frame is in another connection's ring: a region "
             "belongs to the connection that registered it")
-    m = hold.map
-    if m is not ring._map:
+    c = ring._c
+    if hold.epoch != c.epoch:
         raise errors.RegionError(
             "the ring registered anew since this frame was reserved (the "
             "daemon restarted): reserve another with ring.next_frame()")
     src = _core.check_frame(frame, format)
-    at = src.address() - m.base
-    if at < 0 or at + src.span > m.region.size:
+    at = src.address() - c.base
+    if at < 0 or at + src.span > c.size:
         return None  # copied by check_frame: not in the region
-    return m.region_id, at, src
+    return c.region_id, at, src
 
 
 def _cuda_out(regions: Any, out: Any, shape: tuple[int, ...], typestr: str,

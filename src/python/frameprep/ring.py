@@ -1,20 +1,23 @@
 """Shared-memory rings: frames and tensors that never cross the socket.
 
-The design is simple: the memory is one region of the C library
-(``fprep_region_open``: a POSIX shared-memory object registered with the
-daemon and unlinked at once, open to the daemon's user through an ACL
-entry when it runs as another), cut into ``slots`` equal slots, each a
+The design is simple: the ring is the C library's (``fprep_ring`` of
+``frameprep/ring.h``, bound as ``_native.CRing``): one shared-memory
+region registered with the daemon, cut into ``slots`` equal slots, each a
 tensor area with the reply header after it, then a page-aligned frame
 area, and after the slots a doorbell area of one entry per slot (up to
-64). Requests go through ``fprep_region_request``: slot k's request is
-posted in entry k while the daemon watches the doorbell, else sent over
-the socket, and its reply header lands in the slot. A request
-names (region, offset, length) for its frame and for its tensor; the daemon
-reads the frame in place and writes the tensor in place.
+64). The C ring hands out leases on slots (take, hold, release, cancel),
+sends a slot's request (through its doorbell entry while the daemon
+watches the doorbell, else over the socket) and waits for the reply in
+the slot with the GIL released, caps the requests in flight with the
+client's gate, and registers a new region of the same layout when the
+daemon restarted (a reply that may stem from the region before is never
+taken). This module adds what Python needs: numpy views of a slot's
+frame and tensor that hold the slot while they live, and the errors.
 
 Lifetimes are explicit: :meth:`Ring.close` (or the context manager)
-unregisters the region and unmaps it. A slot belongs to whoever holds it
-(a frame reserved by :meth:`Ring.next_frame`, a request in flight, a
+unregisters the region; its memory stays mapped while a result or an
+array viewing it lives. A slot belongs to whoever holds it (a frame
+reserved by :meth:`Ring.next_frame`, a request in flight, a
 :class:`RingResult` not yet released, a numpy array viewing a result's
 tensor) and is never handed out again before it is given back: once its
 result is released and no array views its tensor. A released result's
@@ -25,24 +28,13 @@ garbage-collected without giving it back gives it back then, with a
 slot itself, none in flight, would wait for ever: it gets
 :class:`~frameprep.RingFullError` at once.
 
-When the daemon restarts (its connection closes: the region and the
-doorbell went with it), the ring makes a new region of the same layout,
-registers it and sends the requests again there; a reply that may stem
-from the region before is never accepted.
-
-Whole frames go in one call: once a request of a :class:`Ring`
-succeeded, its slot table (``_native.Slots``, over the C library's
-``fprep_slots`` of ``frameprep/ring.h``) is armed with that
-registration, and ``Slots.next_frame`` and ``Slots.send`` do in C what
-the Python steps here do for a reserved whole frame or an array of the
-frame's shape (take the slot, copy, send the slot's prepared request,
-make the result). Whatever else, or anything unusual on the way (no free
-slot or in-flight token at once, a lost connection, a re-registration
-begun meanwhile: ``_recover`` disarms), goes through the Python steps.
-The calls made for every frame bind straight to C: ``Ring.next_frame``
-and ``Ring.preprocess`` are ``_native.RingCore``'s (which call the
-Python steps when the slot table leaves the frame to them), a
-result's ``release()``, ``timings`` and ``with`` block
+Whole frames go in one call: ``Ring.next_frame`` and ``Ring.preprocess``
+are ``_native.RingCore``'s, which reserve a slot, or copy an array of the
+frame's shape into a free one, send the request prepared for a whole
+frame (``CRing.prepare``) and make the result in C. Anything else (a
+crop, a frame of another shape or ring, no free slot at once) goes
+through the Python steps here, over the same C ring. A result's
+``release()``, ``timings`` and ``with`` block are
 ``_native.RingResultCore``'s.
 """
 
@@ -57,30 +49,18 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _core, _native, errors
-from .protocol import REPLY_HEADER_SIZE
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
-_U8 = np.dtype(np.uint8)
 _set = object.__setattr__
 _new_ring_result = object.__new__
-_PAGE = 4096
 # A slot is free, reserved by next_frame() (its frame not yet sent),
 # taken (in flight) or held by its result and the arrays viewing its
-# tensor (the states of _native.Slots).
+# tensor (enum fprep_slot_state).
 _RESERVED, _TAKEN, _HELD = 1, 2, 3
-# How often a request is sent again after the daemon's connection closed
-# or its region was unknown (each time after the ring registered anew).
-_ATTEMPTS = 4
-_DB_HEADER = int(_native.constants["FPREP_DOORBELL_HEADER_SIZE"])
-_DB_ENTRY = int(_native.constants["FPREP_DOORBELL_ENTRY_SIZE"])
-_DB_MAX = int(_native.constants["FPREP_DOORBELL_ENTRIES_MAX"])
-_EREGION = int(_native.constants["FPREP_EREGION"])
-
-
-def _round_page(n: int) -> int:
-    return (n + _PAGE - 1) // _PAGE * _PAGE
+# A lease on a slot: (slot, ticket, epoch), as CRing.take gives it.
+_Lease = tuple[int, int, int]
 
 
 class _Owner(Protocol):
@@ -111,14 +91,14 @@ class _AsyncOwner(Protocol):
 # What holds one slot of a ring (_native.Hold): a frame reserved by
 # next_frame() or a result's tensor. numpy arrays made from it (its
 # array(), or np.asarray through its __array_struct__) keep it alive, so
-# the slot stays held while the holder or any view of it lives. A
-# reserved frame's holder gives the slot back at cancel() or hands it on
-# when sent; a result's when it is gone after the result's release()
-# (which lets go of it and of the tensor: the last view gone, the holder
-# goes). Its ``ring`` is None once it no longer holds the slot; one that
-# is garbage-collected holding it unreleased gives it back then, with a
-# ResourceWarning. The slot table (_native.Slots) hands slots out under
-# its own mutex, so neither needs the GIL's order.
+# the slot stays held while the holder or any view of it lives, and the
+# ring's memory stays mapped. A reserved frame's holder gives the slot
+# back at cancel() or hands it on when sent; a result's when it is gone
+# after the result's release() (which lets go of it and of the tensor:
+# the last view gone, the holder goes). Its ``ring`` is None once it no
+# longer holds the slot; one that is garbage-collected holding it
+# unreleased gives it back then, with a ResourceWarning. The C ring hands
+# slots out under its own mutex, so neither needs the GIL's order.
 _Hold = _native.Hold
 
 
@@ -237,49 +217,20 @@ class RingResult(_native.RingResultCore, _core.Result):
         return super().__repr__()
 
 
-# What Slots.next_frame and Slots.send make (the ring's whole frames in
-# one call each while the ring's registration is armed: Ring._arm).
+# What CRing.next_frame and CRing.send make (the ring's whole frames in
+# one call each).
 _native.set_ring_classes(RingFrame, RingResult, _core.Timings)
 
 
-class _Map:
-    """One registration of the ring's memory: the C region (its mapping
-    lives while arrays view it), its id, its bytes, the per-slot frame
-    views and array interfaces, and the client's lost connections when it
-    was registered (a change means the daemon forgot it). A daemon restart
-    makes a new one; the old mapping stays alive while arrays view it."""
-
-    __slots__ = ("region", "buf", "base", "region_id", "lost", "frames",
-                 "slot_srcs", "slot_args", "slot_form", "checked",
-                 "doorbell")
-
-    def __init__(self, region: Any) -> None:
-        self.region = region
-        self.buf: np.ndarray[Any, Any] = np.asarray(region)
-        self.base = int(region.base)
-        self.region_id = int(region.id)
-        self.lost = int(region.lost)
-        self.doorbell = False
-        self.frames: list[np.ndarray[Any, Any]] = []
-        self.slot_srcs: list[_core.Source] = []
-        # Per slot, the arguments of Region.request for its whole frame.
-        self.slot_args: list[tuple[Any, ...]] = []
-        self.slot_form: tuple[Any, ...] = ()
-        # The daemon's limits that the slots' whole frames were checked
-        # against (region.prepare keeps their requests).
-        self.checked: dict[str, Any] | None = None
-
-
 class _RingBase:
-    """Bookkeeping shared by :class:`Ring` and :class:`AsyncRing`."""
+    """What :class:`Ring` and :class:`AsyncRing` share: the layout, the C
+    ring and the Python steps over it."""
 
-    # Whether the ring's requests ask for their reply in the slot
-    # (protocol.h, "The reply in shared memory"): the daemon then sends
-    # nothing through nng, so only a ring that waits in the slot may.
-    _shm_reply = False
     # Whether the ring keeps a doorbell area after its slots (protocol.h,
     # "Doorbells"), one entry for each of its first 64 slots.
     _doorbell = False
+    _c: Any
+    _client: Any  # a Ring's _Owner, an AsyncRing's _AsyncOwner
 
     def __init__(self, slots: int, frame: Sequence[int],
                  options: dict[str, Any]):
@@ -305,114 +256,61 @@ class _RingBase:
         """A slot's frame in bytes (uint8 pixels)."""
         self.tensor_bytes = self._opts.tensor_bytes
         """A slot's tensor in bytes."""
-        # A slot: the tensor, the reply header that the daemon also writes
-        # there (protocol.h, "The reply in shared memory"), 8-byte aligned,
-        # then page-aligned the frame.
-        self._reply_off = (self.tensor_bytes + 7) // 8 * 8
-        self._out_capacity = self._reply_off + REPLY_HEADER_SIZE
-        self._frame_off = _round_page(self._out_capacity)
-        self._slot_bytes = self._frame_off + _round_page(self.frame_bytes)
-        self.size = self._slot_bytes * self.slots
+        self.size = 0
         """The shared memory's size in bytes: the slots, page-aligned, and
         the doorbell area where the ring has one."""
-        self._db_entries = 0
-        if self._doorbell:
-            self._db_off = self.size
-            self._db_entries = min(self.slots, _DB_MAX)
-            self.size += _round_page(_DB_HEADER +
-                                     _DB_ENTRY * self._db_entries)
-        self._map: _Map | None = None
-        # The slot table: each slot's state and its ticket, which changes
-        # each time the slot is handed out, so that a holder gives back
-        # only what it holds; free slots go out least recently used first.
-        dt = np.dtype(self._plan.typestr)
-        self._slots = _native.Slots(self.slots)
-        self._slots.layout(self._slot_bytes, self._frame_off,
-                           tuple(self.frame_shape), tuple(self._opts.shape),
-                           dt.kind, dt.itemsize, self._free_hook())
-        # The map, epoch and closed flag.
-        self._lock = threading.RLock()
+        self._c = None
         self._closed = False
-        # A restart's re-registration: _epoch changes when it begins (a
-        # reply to a request sent before is not accepted), _recovering is
-        # set while it runs (requests wait for it).
-        self._epoch = 0
-        self._recovering = False
-        self._recover_lock = threading.Lock()
+        self._lock = threading.Lock()
         req = self._opts.request()
-        req.shm_reply = self._shm_reply
+        req.shm_reply = True  # the reply lands in the slot
         self._native = req.native()
 
     def _free_hook(self) -> Any:
         """What to call (any thread) when a slot comes free, or None."""
         return None
 
+    def _open(self, gate: Any) -> Any:
+        """Opens the C ring on the client's connection (blocking)."""
+        return _native.CRing(self._client._s.native, self.slots,
+                             self.frame_bytes, self.tensor_bytes,
+                             self._doorbell, gate, self._client.timeout)
+
+    def _install(self, c: Any, limits: dict[str, Any]) -> None:
+        """Takes c as the ring's C ring: the layout of its arrays and,
+        when a whole frame passes the daemon's limits, its request."""
+        dt = np.dtype(self._plan.typestr)
+        c.layout(tuple(self.frame_shape), tuple(self._opts.shape), dt.kind,
+                 dt.itemsize, self._free_hook())
+        whole = c.frame_view(0, c.epoch)[:self.frame_bytes].reshape(
+            self.frame_shape)
+        try:
+            src = _core.check_frame(whole, self._format)
+            self._plan.check(src, limits)
+        except errors.FrameprepError:
+            pass  # every request of a whole frame says why
+        else:
+            u, uo, vo = src.planes
+            c.prepare(self._native, src.span, src.format, src.width,
+                      src.height, src.stride, u, uo, vo)
+        self.size = c.size
+        self._c = c
+
     @property
     def _free(self) -> list[int]:
         """The free slots, least recently used first."""
-        return self._slots.free()
+        return self._c.free()  # type: ignore[no-any-return]
 
     @property
     def region_id(self) -> int:
         """The id the daemon gave the ring's region (it changes when the
         ring registers anew after a daemon restart)."""
-        m = self._map
-        return m.region_id if m is not None else 0
+        c = self._c
+        return int(c.region_id) if c is not None else 0
 
-    def _new_map(self, region: Any) -> _Map:
-        """The mapping of a newly registered region: views and interfaces
-        of its slots."""
-        m = _Map(region)
-        fshape = tuple(self.frame_shape)
-        for k in range(self.slots):
-            at = k * self._slot_bytes + self._frame_off
-            m.frames.append(self._view(m, at, self.frame_bytes, "u1",
-                                       fshape))
-        try:
-            srcs = [_core.check_frame(f, self._format) for f in m.frames]
-        except errors.InvalidRequestError:
-            return m  # the format does not fit: every request says so
-        m.slot_args = [self._args(m, k, src) for k, src in enumerate(srcs)]
-        for args in m.slot_args:
-            region.prepare(*args)
-        m.slot_srcs = srcs
-        f = m.frames[0]
-        m.slot_form = (f.shape, f.strides)
-        return m
-
-    def _check_size(self, limits: dict[str, Any]) -> None:
-        bound = limits.get("max_region_bytes")
-        if isinstance(bound, int) and self.size > bound:
-            raise errors.LimitExceededError(
-                f"ring of {self.size} bytes exceeds the daemon's "
-                f"max_region_bytes {bound}")
-
-    def _unmap(self) -> None:
-        m, self._map = self._map, None
-        if m is not None:
-            self._drop(m)
-
-    @staticmethod
-    def _drop(m: _Map) -> None:
-        """Unregisters m; its mapping goes with the last array viewing
-        it."""
-        m.region.unregister()
-        m.frames = []
-        m.slot_srcs = []
-        m.slot_args = []
-
-    @staticmethod
-    def _view(m: _Map, offset: int, nbytes: int, dtype: str,
-              shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
-        return m.buf[offset:offset + nbytes].view(dtype).reshape(shape)
-
-    def _frame_view(self, k: int, ticket: int,
+    def _frame_view(self, lease: _Lease,
                     shape: Sequence[int] | None) -> RingFrame:
-        """A reserved frame for slot k: a RingFrame over a holder."""
-        m = self._map
-        if m is None:
-            self._release(k, ticket)
-            raise errors.ClosedError("the ring was closed")
+        """A reserved frame for the lease: a RingFrame over a holder."""
         if shape is not None:
             shape = tuple(int(v) for v in shape)
             n = 1
@@ -420,60 +318,61 @@ class _RingBase:
                 n *= v
             if (n > self.frame_bytes or len(shape) not in (2, 3) or
                     min(shape) < 1):
-                self._release(k, ticket)
+                self._c.release(*lease)
                 raise errors.InvalidRequestError(
                     f"frame shape {shape} does not fit the ring's slot of "
                     f"{self.frame_shape}")
-        hold = self._slots.frame_hold(k, ticket, self, m, m.region)
+        hold = self._c.frame_hold(lease, self)
         if shape is not None and shape != self.frame_shape:
             hold.reshape(shape)
-        return hold.array(RingFrame)
+        return hold.array(RingFrame)  # type: ignore[no-any-return]
 
-    def _claim(self, hold: _Hold | None) -> bool:
-        """Whether hold is a frame reserved on this ring and not yet sent
-        (its slot is then in flight, the holder's no more)."""
-        return hold is not None and self._slots.claim(hold)
+    def _claim(self, hold: _Hold | None) -> _Lease | None:
+        """The lease of hold when it is a frame reserved on this ring and
+        not yet sent (its slot is then in flight, the holder's no more),
+        else None."""
+        if hold is None or not self._c.claim(hold):
+            return None
+        return (hold.slot, hold.ticket, hold.epoch)
 
-    def _is_whole(self, m: _Map, k: int, frame: Any,
-                  hold: _Hold) -> bool:
-        """Whether frame is slot k's whole frame as next_frame() gave it,
-        in the current mapping: its request header is ready. (A view of
-        the holder's memory with the whole frame's shape and strides
-        starts where it does: the holder's memory is no larger.)"""
-        return (bool(m.slot_srcs) and hold.map is m and
-                type(frame) is RingFrame and frame.dtype is _U8 and
-                (frame.shape, frame.strides) == m.slot_form)
+    def _check_copy(self, src: _core.Source) -> None:
+        if src.array.size > self.frame_bytes:
+            raise errors.LimitExceededError(
+                f"frame of {src.array.size} bytes is larger than the "
+                f"ring's slot of {self.frame_bytes}")
 
-    def _src_in(self, m: _Map, k: int, src: _core.Source,
-                copy: bool) -> _core.Source:
-        """src as it lies in slot k of mapping m, after copying it there if
-        copy (packed, with its shape)."""
-        if copy:
-            a = src.array
-            if a.size > self.frame_bytes:
-                raise errors.LimitExceededError(
-                    f"frame of {a.size} bytes is larger than the ring's "
-                    f"slot of {self.frame_bytes}")
-            dst = self._view(m, k * self._slot_bytes + self._frame_off,
-                             a.size, "u1", a.shape)
-            np.copyto(dst, a)
-            src = _core.check_frame(dst, self._format)
-        return src
+    def _place(self, lease: _Lease, src: _core.Source,
+               hold: _Hold | None) -> tuple[_core.Source, int]:
+        """src as it lies in the lease's frame area, and its offset there:
+        a reserved frame's (hold) where it lies, anything else copied
+        (packed) to the area's start."""
+        if hold is not None:
+            off = src.address() - hold.address
+            if 0 <= off and off + src.span <= self.frame_bytes:
+                return src, off
+        self._check_copy(src)
+        a = src.array
+        dst = self._c.frame_view(lease[0], lease[2])[:a.size].reshape(
+            a.shape)
+        np.copyto(dst, a)
+        return _core.check_frame(dst, self._format), 0
 
-    def _args(self, m: _Map, k: int, src: _core.Source) -> tuple[Any, ...]:
-        """The arguments of Region.request for src in slot k of m."""
+    def _request(self, lease: _Lease, src: _core.Source,
+                 off: int) -> tuple[Any, int]:
+        """Sends the lease's request for src, off bytes into its frame
+        area, and waits for the reply (GIL released): (Result, epoch)."""
         u, uo, vo = src.planes
-        return (k, self._native, src.addr - m.base, k * self._slot_bytes,
-                self._out_capacity, src.span, src.format, src.width,
-                src.height, src.stride, u, uo, vo)
+        return self._c.request(  # type: ignore[no-any-return]
+            lease, self._native, off, src.span, src.format, src.width,
+            src.height, src.stride, u, uo, vo)
 
-    def _result(self, m: _Map, k: int, ticket: int, res: Any,
+    def _result(self, lease: _Lease, res: Any,
                 src: _core.Source) -> RingResult:
-        """The result of slot k (now held by it): its tensor views the
-        slot through a holder."""
+        """The result of the lease's slot (now held by it): its tensor
+        views the slot through a holder."""
+        _core.checked(res)
         out = _new_ring_result(RingResult)
-        _set(out, "_hold", self._slots.result_hold(k, ticket, self, m,
-                                                   m.region))
+        _set(out, "_hold", self._c.result_hold(lease, self))
         _set(out, "_tensor", None)
         _set(out, "request_id", res.request_id)
         _set(out, "_res", res)
@@ -483,10 +382,6 @@ class _RingBase:
         _set(out, "_transform", None)
         _set(out, "_timings", None)
         return out
-
-    def _release(self, k: int, ticket: int) -> None:
-        """Gives slot k back unless it was since (its ticket changed)."""
-        self._slots.release(k, ticket)
 
     def _full(self, who: str) -> errors.RingFullError:
         """The error for a caller that holds every slot itself."""
@@ -498,6 +393,23 @@ class _RingBase:
             f"results and drop views of their tensors (copy what you "
             f"keep), or make the ring larger than the results held at "
             f"once")
+
+    def _timed_out(self) -> errors.RequestTimeoutError:
+        return errors.RequestTimeoutError(
+            f"no free ring slot within {self._client.timeout:g} s: every "
+            f"slot is held (release results when done)")
+
+    def close(self) -> None:
+        """Unregisters the region (best effort). Requests on the ring must
+        have finished; results still held keep the memory mapped (reading
+        them is safe) but the daemon no longer writes there. Closing
+        twice is a no-op."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._c is not None:
+            self._c.close()
 
 
 class Ring(_native.RingCore, _RingBase):
@@ -543,7 +455,7 @@ class Ring(_native.RingCore, _RingBase):
     no longer knows the ring's region, the ring registers a new region of
     the same layout (the frames and held tensors stay in the old memory,
     still mapped) and sends the request again; a reply that may stem from
-    before the restart is never taken.
+    before the restart is never taken (the C ring's ``fprep_ring_send``).
 
     Doorbell: while the daemon polls for requests (it spins: frameprepd
     ``--spin-us``, on by default with a GPU), the requests of the ring's
@@ -557,8 +469,8 @@ class Ring(_native.RingCore, _RingBase):
     are the same either way.
     """
 
-    _shm_reply = True
     _doorbell = True
+    _client: _Owner
 
     def __init__(self, client: _Owner, slots: int, frame: Sequence[int],
                  doorbell: bool = True, **options: Any):
@@ -566,83 +478,8 @@ class Ring(_native.RingCore, _RingBase):
             self._doorbell = False
         super().__init__(slots, frame, options)
         self._client = client
-        self._map = self._register()
-
-    def _register(self) -> _Map:
-        """Opens and registers a new region and asks the daemon to poll
-        its doorbell area (a daemon that refuses, doorbells off or at its
-        limit, leaves the ring on the socket alone)."""
-        client = self._client
-        self._check_size(client.limits())
-        m = self._new_map(client._s.native.region_open(self.size))
-        if self._db_entries:
-            try:
-                m.region.doorbell(self._db_off, self._db_entries)
-                m.doorbell = True
-            except errors.FrameprepError:
-                pass
-        return m
-
-    def _recover(self, epoch: int) -> None:
-        """Registers the ring anew after the daemon forgot its region
-        (restarted), unless another thread did since epoch; retries for
-        up to the client's timeout while the daemon is away."""
-        with self._recover_lock:
-            with self._lock:
-                if self._epoch != epoch or self._closed:
-                    return
-                self._epoch += 1
-                self._recovering = True
-                # Slots.send takes no reply from now on (ring.py sends
-                # its request again), until _send arms the new map.
-                self._slots.disarm()
-            try:
-                deadline = time.monotonic() + self._client.timeout
-                while True:
-                    try:
-                        m = self._register()
-                        break
-                    except (errors.TransportError,
-                            errors.RequestTimeoutError,
-                            errors.RegionError,
-                            errors.ServerShuttingDownError,
-                            errors.ServerBusyError):
-                        if (time.monotonic() > deadline or
-                                self._closed):
-                            raise
-                        time.sleep(0.02)
-                with self._lock:
-                    closed = self._closed
-                    old = self._map
-                    if not closed:
-                        self._map = m
-                if closed:  # closed meanwhile: the new region goes too
-                    old = m
-                if old is not None:
-                    # Unregistered unless its connection is gone (the C
-                    # library sends nothing then).
-                    self._drop(old)
-                if closed:
-                    self._drop(m)
-            finally:
-                with self._lock:
-                    self._recovering = False
-
-    def _current(self) -> tuple[_Map, int]:
-        """The mapping to send in and the epoch, once no re-registration
-        runs."""
-        while True:
-            # Read without the lock, the epoch first: a re-registration
-            # that begins after this changes it, and the reply is not
-            # taken then.
-            epoch = self._epoch
-            m = self._map
-            if m is None or self._closed:
-                raise errors.ClosedError("the ring was closed")
-            if not self._recovering:
-                return m, epoch
-            with self._recover_lock:
-                pass
+        limits = client.limits()  # makes the client's gate
+        self._install(self._open(client._s.gate), limits)
 
     def __enter__(self) -> Ring:
         return self
@@ -650,20 +487,18 @@ class Ring(_native.RingCore, _RingBase):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _take(self, state: int) -> tuple[int, int]:
-        got = self._slots.take(state, self._client.timeout)
+    def _take(self, state: int) -> _Lease:
+        got = self._c.take(state, self._client.timeout)
         if got is False:
             raise self._full("this thread")
         if got is None:
-            raise errors.RequestTimeoutError(
-                f"no free ring slot within {self._client.timeout:g} s: "
-                f"every slot is held (release results when done)")
-        return got
+            raise self._timed_out()
+        return got  # type: ignore[no-any-return]
 
     if TYPE_CHECKING:
-        # RingCore's, in C (see their docstrings there): while armed
-        # (_arm), a whole frame in one call (Slots.next_frame, Slots.send),
-        # else _next_frame, _preprocess or _resend.
+        # RingCore's, in C (see their docstrings there): a whole frame in
+        # one call (CRing.next_frame, CRing.send), else _next_frame or
+        # _preprocess.
         def next_frame(self,
                        shape: Sequence[int] | None = None) -> RingFrame:
             """Reserves a free slot and returns a writable uint8
@@ -686,159 +521,28 @@ class Ring(_native.RingCore, _RingBase):
 
     def _next_frame(self, shape: Sequence[int] | None) -> RingFrame:
         """next_frame, step by step."""
-        k, ticket = self._take(_RESERVED)
-        return self._frame_view(k, ticket, shape)
-
-    def _resend(self, frame: np.ndarray[Any, Any],
-                got: tuple[int, int, _Hold | None]) -> RingResult:
-        """preprocess after Slots.send took slot k (ticket; hold: the
-        reserved frame's holder, None for a copy) but left the request to
-        be sent again here (the registration changed meanwhile, the
-        connection was lost, the daemon forgot the region)."""
-        k, ticket, hold = got
-        try:
-            src = (None if hold is not None else
-                   _core.check_frame(frame, self._format))
-            return self._send(k, ticket, src, hold, frame)
-        except BaseException:
-            self._release(k, ticket)
-            raise
+        return self._frame_view(self._take(_RESERVED), shape)
 
     def _preprocess(self, frame: np.ndarray[Any, Any]) -> RingResult:
         """preprocess, step by step."""
         hold = _hold_of(frame)
-        if self._claim(hold):
-            assert hold is not None
-            k, ticket = hold.slot, hold.ticket
-            try:
-                src = None
-                m = self._map
-                if m is None or not self._is_whole(m, k, frame, hold):
-                    src = _core.check_frame(frame, self._format)
-                return self._send(k, ticket, src, hold, frame)
-            except BaseException:
-                self._release(k, ticket)
-                raise
-        src = _core.check_frame(frame, self._format)
-        if src.array.size > self.frame_bytes:
-            raise errors.LimitExceededError(
-                f"frame of {src.array.size} bytes is larger than the "
-                f"ring's slot of {self.frame_bytes}")
-        k, ticket = self._take(_TAKEN)
+        lease = self._claim(hold)
+        if lease is None:
+            hold = None
+            src = _core.check_frame(frame, self._format)
+            self._check_copy(src)
+            lease = self._take(_TAKEN)
         try:
-            return self._send(k, ticket, src, None, frame)
+            if hold is not None:
+                src = _core.check_frame(frame, self._format)
+            used, off = self._place(lease, src, hold)
+            s = self._client._s
+            self._plan.check(used, s._limits or self._client.limits())
+            res, epoch = self._request(lease, used, off)
+            return self._result((lease[0], lease[1], epoch), res, used)
         except BaseException:
-            self._release(k, ticket)
+            self._c.release(*lease)
             raise
-
-    def _send(self, k: int, ticket: int, src: _core.Source | None,
-              hold: _Hold | None, frame: Any) -> RingResult:
-        """Sends slot k's request (src None: the whole reserved frame;
-        hold None: src copied into the slot) and returns its result,
-        sending it again after a daemon restart."""
-        client = self._client
-        s = client._s
-        native = s.native
-        for attempt in range(_ATTEMPTS):
-            # The epoch first (see _current).
-            epoch = self._epoch
-            m = self._map
-            if m is None or self._closed or self._recovering:
-                m, epoch = self._current()
-            if native.conn_lost() != m.lost:  # the daemon forgot the region
-                self._recover(epoch)
-                continue
-            limits = s._limits or client.limits()
-            args: tuple[Any, ...] | None = None
-            if hold is not None and hold.map is not m:
-                # Reserved before a restart: its bytes are in the old
-                # memory, complete now that it is sent.
-                used = self._src_in(m, k, src or _core.check_frame(
-                    frame, self._format), True)
-                args = self._args(m, k, used)
-            elif src is None:
-                # The whole reserved frame: its request is prepared
-                # (Region.prepare), checked once per limits.
-                used = m.slot_srcs[k]
-                if m.checked is not limits:
-                    self._plan.check(used, limits)
-                    m.checked = limits
-            else:
-                used = self._src_in(m, k, src, hold is None)
-                args = self._args(m, k, used)
-            if args is not None:
-                self._plan.check(used, limits)
-            try:
-                if args is None:
-                    gate = s.gate
-                    if gate is None:
-                        res = m.region.send(k)
-                    else:
-                        s.gate_take()
-                        try:
-                            res = m.region.send(k)
-                        finally:
-                            gate.give()
-                elif s.gate is None:
-                    res = m.region.request(*args)
-                else:
-                    res = s.call(m.region.request, *args)
-            except (errors.RegionError, errors.TransportError) as exc:
-                # A transport error is the daemon's death when the
-                # connection was lost; else it is the caller's.
-                if (attempt + 1 == _ATTEMPTS or
-                        (not isinstance(exc, errors.RegionError) and
-                         native.conn_lost() == m.lost)):
-                    raise
-                self._recover(epoch)
-                continue
-            if self._epoch != epoch:
-                continue  # answered after a restart began
-            if res.status:
-                if res.status == _EREGION and attempt + 1 < _ATTEMPTS:
-                    self._recover(epoch)
-                    continue
-                _core.checked(res)
-            if not self._slots.armed:
-                self._arm(m, epoch, limits)
-            return self._result(m, k, ticket, res, used)
-        raise errors.RegionError(
-            f"the daemon forgot the ring's region {_ATTEMPTS} times in a "
-            f"row")
-
-    def _arm(self, m: _Map, epoch: int, limits: dict[str, Any]) -> None:
-        """Arms the slot table's one-call path (Slots.next_frame and
-        Slots.send) with mapping m, once a request in it succeeded, unless
-        a re-registration began since epoch: the slots' whole-frame
-        requests prepared there and checked against limits (while the
-        client keeps these), the client's cap on requests in flight."""
-        s = self._client._s
-        if not m.slot_srcs or s._limits is not limits:
-            return
-        src = m.slot_srcs[0]
-        if m.checked is not limits:
-            try:
-                self._plan.check(src, limits)
-            except errors.FrameprepError:
-                return
-            m.checked = limits
-        with self._lock:
-            if (self._epoch == epoch and not self._recovering and
-                    not self._closed and self._map is m):
-                self._slots.arm(m, m.region, s, limits, s.gate, src.width,
-                                src.height)
-
-    def close(self) -> None:
-        """Unregisters the region (best effort). Requests on the ring must
-        have finished; results still held keep the memory mapped (reading
-        them is safe) but the daemon no longer writes there. Closing
-        twice is a no-op."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        self._slots.close()
-        self._unmap()
 
 
 class AsyncRing(_RingBase):
@@ -846,8 +550,8 @@ class AsyncRing(_RingBase):
     ``await ring.next_frame()``, ``await ring.preprocess(frame)``, ``await
     ring.aclose()`` or ``async with``. Same slots, holders, lifetimes,
     errors and re-registration after a daemon restart; its requests go over
-    the socket (no doorbell), each on a thread of the loop's executor
-    while the loop goes on. One event loop at a time.
+    the socket (no doorbell), each waited for on a thread of the loop's
+    executor while the loop goes on. One event loop at a time.
 
     A task that wants a slot while all are held waits for one (up to the
     client's timeout) while some holder is a task still running (which
@@ -857,24 +561,25 @@ class AsyncRing(_RingBase):
     requests than slots): gather at most ``slots`` at a time, or release
     each result in the task that made it."""
 
-    _shm_reply = True
+    _client: _AsyncOwner
 
     def __init__(self, client: _AsyncOwner, slots: int,
                  frame: Sequence[int], **options: Any):
         self._freed_event = asyncio.Event()
         super().__init__(slots, frame, options)
         self._client = client
-        self._arecover_lock = asyncio.Lock()
         # Per slot, the task that reserved it or holds its result, with
         # the slot's ticket then.
         self._holders: dict[int, tuple[int, asyncio.Task[Any] | None]] = {}
 
     async def _register(self) -> None:
-        self._check_size(await self._client.limits())
+        """Opens the C ring (on a thread of the loop's executor). Its
+        requests take none of the client's tokens: an AsyncClient's are
+        the loop's (its gate is for blocking calls)."""
+        limits = await self._client.limits()
         loop = asyncio.get_running_loop()
-        region = await loop.run_in_executor(
-            None, self._client._s.native.region_open, self.size)
-        self._map = self._new_map(region)
+        self._install(await loop.run_in_executor(None, self._open, None),
+                      limits)
 
     async def __aenter__(self) -> AsyncRing:
         return self
@@ -883,7 +588,7 @@ class AsyncRing(_RingBase):
         await self.aclose()
 
     def _free_hook(self) -> Any:
-        # The event's method, not the ring's: the slot table keeps it.
+        # The event's method, not the ring's: the C ring keeps it.
         return self._freed_event.set
 
     def _held_by(self, k: int, ticket: int) -> None:
@@ -896,7 +601,7 @@ class AsyncRing(_RingBase):
         while the current task waits (one held by a task still running
         may)."""
         me = asyncio.current_task()
-        for k, (state, ticket) in enumerate(self._slots.states()):
+        for k, (state, ticket) in enumerate(self._c.states()):
             if state not in (_RESERVED, _HELD):
                 return False
             got = self._holders.get(k)
@@ -907,25 +612,22 @@ class AsyncRing(_RingBase):
                 return False
         return True
 
-    async def _take(self, state: int) -> tuple[int, int]:
+    async def _take(self, state: int) -> _Lease:
         deadline = time.monotonic() + self._client.timeout
         while True:
             # Cleared first: a slot freed after the look sets it again.
             self._freed_event.clear()
             # Not the thread's check: every task of the loop is on one
             # thread; _stuck looks at the tasks.
-            got = self._slots.take(state, 0.0, False)
+            got = self._c.take(state, 0.0, False)
             if got:
                 self._held_by(got[0], got[1])
-                return got
+                return got  # type: ignore[no-any-return]
             if self._stuck():
                 raise self._full("this task (with tasks that are done)")
             left = deadline - time.monotonic()
             if left <= 0:
-                raise errors.RequestTimeoutError(
-                    f"no free ring slot within "
-                    f"{self._client.timeout:g} s: every slot is held "
-                    f"(release results when done)")
+                raise self._timed_out()
             # A slot given back on another thread (a holder collected
             # there) sets the event unsafely for asyncio: look again soon.
             try:
@@ -937,8 +639,7 @@ class AsyncRing(_RingBase):
     async def next_frame(self,
                          shape: Sequence[int] | None = None) -> RingFrame:
         """See :meth:`Ring.next_frame`."""
-        k, ticket = await self._take(_RESERVED)
-        return self._frame_view(k, ticket, shape)
+        return self._frame_view(await self._take(_RESERVED), shape)
 
     async def preprocess(self, frame: npt.NDArray[Any] | Buffer
                          ) -> RingResult:
@@ -946,95 +647,23 @@ class AsyncRing(_RingBase):
         limits = await self._client.limits()
         hold = _hold_of(frame)
         src = _core.check_frame(frame, self._format)
-        if self._claim(hold):
-            assert hold is not None
-            k, ticket, copy = hold.slot, hold.ticket, False
-        else:
-            if src.array.size > self.frame_bytes:
-                raise errors.LimitExceededError(
-                    f"frame of {src.array.size} bytes is larger than the "
-                    f"ring's slot of {self.frame_bytes}")
-            k, ticket = await self._take(_TAKEN)
-            copy = True
+        lease = self._claim(hold)
+        if lease is None:
+            hold = None
+            self._check_copy(src)
+            lease = await self._take(_TAKEN)
         try:
-            return await self._send(k, ticket, src, hold, copy, limits)
-        except BaseException:
-            self._release(k, ticket)
-            raise
-
-    async def _send(self, k: int, ticket: int, src: _core.Source,
-                    hold: _Hold | None, copy: bool,
-                    limits: dict[str, Any]) -> RingResult:
-        """Sends slot k's request and returns its result, sending it again
-        after a daemon restart (see :meth:`Ring._send`)."""
-        s = self._client._s
-        loop = asyncio.get_running_loop()
-        for attempt in range(_ATTEMPTS):
-            if self._recovering:
-                async with self._arecover_lock:
-                    pass
-            m, epoch = self._map, self._epoch
-            if m is None or self._closed:
-                raise errors.ClosedError("the ring was closed")
-            if s.native.conn_lost() != m.lost:  # the daemon forgot it
-                await self._recover(epoch)
-                continue
-            moved = hold is not None and hold.map is not m
-            used = self._src_in(m, k, src, copy or moved)
+            used, off = self._place(lease, src, hold)
             self._plan.check(used, limits)
-            try:
-                res = await loop.run_in_executor(
-                    None, lambda: m.region.request(*self._args(m, k, used)))
-            except (errors.RegionError, errors.TransportError):
-                if attempt + 1 == _ATTEMPTS:
-                    raise
-                await self._recover(epoch)
-                continue
-            if self._epoch != epoch:
-                continue  # answered after a restart began
-            if res.status:
-                if res.status == _EREGION and attempt + 1 < _ATTEMPTS:
-                    await self._recover(epoch)
-                    continue
-                _core.checked(res)
-            self._held_by(k, ticket)
-            return self._result(m, k, ticket, res, used)
-        raise errors.RegionError(
-            f"the daemon forgot the ring's region {_ATTEMPTS} times in a "
-            f"row")
-
-    async def _recover(self, epoch: int) -> None:
-        """See :meth:`Ring._recover`."""
-        async with self._arecover_lock:
-            if self._epoch != epoch or self._closed:
-                return
-            self._epoch += 1
-            self._recovering = True
-            try:
-                deadline = time.monotonic() + self._client.timeout
-                old = self._map
-                while True:
-                    try:
-                        await self._register()
-                        break
-                    except (errors.TransportError,
-                            errors.RequestTimeoutError,
-                            errors.RegionError,
-                            errors.ServerShuttingDownError,
-                            errors.ServerBusyError):
-                        if time.monotonic() > deadline or self._closed:
-                            raise
-                        await asyncio.sleep(0.02)
-                if old is not None:
-                    self._drop(old)
-            finally:
-                self._recovering = False
+            loop = asyncio.get_running_loop()
+            res, epoch = await loop.run_in_executor(
+                None, self._request, lease, used, off)
+            self._held_by(lease[0], lease[1])
+            return self._result((lease[0], lease[1], epoch), res, used)
+        except BaseException:
+            self._c.release(*lease)
+            raise
 
     async def aclose(self) -> None:
         """See :meth:`Ring.close`."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        self._slots.close()
-        self._unmap()
+        self.close()

@@ -1,66 +1,15 @@
 /*
- * _native_slots.c: Slots (a ring's fprep_slots slot table, its layout in
- * the region and its registration) and Hold (what holds a slot: a
- * reserved frame or a result's tensor, seen by numpy through
- * __array_struct__; the slot goes back when the last view is gone).
+ * _native_hold.c: Hold (what holds a ring's slot: a reserved frame or a
+ * result's tensor, seen by numpy through __array_struct__; the slot goes
+ * back when the last view is gone), and CRing's slot table (take,
+ * release, claim, states) and layout of a slot's arrays.
  */
 #include "_native.h"
-
-/* ---- Slots and Hold: a ring's slot table and what holds a slot ---- */
 
 /* NPY_ARRAY_C_CONTIGUOUS, ALIGNED, NOTSWAPPED and WRITEABLE. */
 #define NATIVE_ARRAY_FLAGS (0x1 | 0x100 | 0x200 | 0x400)
 
-PyObject *Slots_type, *Hold_type;
-
-PyObject *Slots_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
-{
-	allocfunc alloc = (allocfunc)PyType_GetSlot(tp, Py_tp_alloc);
-	SlotsObject *self;
-	unsigned n;
-
-	(void)kw;
-	if (!PyArg_ParseTuple(args, "I", &n))
-		return NULL;
-	if (n < 1)
-		return native_raise(FPREP_EINVAL, "a ring needs a slot");
-	self = (SlotsObject *)alloc(tp, 0);
-	if (self == NULL)
-		return NULL;
-	self->n = n;
-	if (fprep_slots_alloc(&self->t, n)) {
-		Py_DECREF((PyObject *)self);
-		return PyErr_NoMemory();
-	}
-	return (PyObject *)self;
-}
-
-/* native_disarm drops the registration Slots.arm gave (GIL held):
- * next_frame and send leave every frame to ring.py until the next arm. */
-void native_disarm(SlotsObject *self)
-{
-	self->arm_gen++;
-	Py_CLEAR(self->arm_map);
-	Py_CLEAR(self->arm_region);
-	Py_CLEAR(self->arm_sock);
-	Py_CLEAR(self->arm_limits);
-	Py_CLEAR(self->arm_gate);
-	Py_CLEAR(self->arm_width);
-	Py_CLEAR(self->arm_height);
-}
-
-void Slots_dealloc(PyObject *op)
-{
-	SlotsObject *self = (SlotsObject *)op;
-	PyTypeObject *tp = Py_TYPE(op);
-	freefunc free_fn = (freefunc)PyType_GetSlot(tp, Py_tp_free);
-
-	fprep_slots_free(self->t);
-	Py_XDECREF(self->on_free);
-	native_disarm(self);
-	free_fn(op);
-	Py_DECREF(tp);
-}
+PyObject *Hold_type;
 
 static int native_shape(PyObject *t, Py_intptr_t *shape, int *nd)
 {
@@ -100,52 +49,21 @@ static int native_shape_bytes(const Py_intptr_t *shape, int nd,
 	return 0;
 }
 
-/* native_slots_fit checks that the slot table's n slots of its layout lie
- * inside region (the Region the frames and tensors are viewed in):
- * ValueError when they do not, ECLOSED for a closed region, EINVAL before
- * layout(). Returns 0 or -1. */
-int native_slots_fit(const SlotsObject *self, PyObject *region)
+/* CRing.layout(frame_shape, tensor_shape, typekind, itemsize, on_free):
+ * the arrays over a slot's frame (uint8, at most the ring's frame bytes)
+ * and tensor (of typekind and itemsize 'u' 1, 'f' 4 or 'f' 2, at most its
+ * tensor bytes): ValueError otherwise; and what to call (GIL held, any
+ * thread; None: nothing) when a slot comes free. */
+PyObject *CRing_layout(PyObject *op, PyObject *args)
 {
-	fprep_region *r = ((RegionObject *)region)->r;
-	unsigned long long all;
-
-	if (r == NULL) {
-		native_raise(FPREP_ECLOSED, "the region was closed");
-		return -1;
-	}
-	if (self->slot_bytes == 0) {
-		native_raise(FPREP_EINVAL, "the slot table has no layout");
-		return -1;
-	}
-	if (__builtin_mul_overflow(self->slot_bytes,
-	                           (unsigned long long)self->n, &all) ||
-	    all > fprep_region_size(r)) {
-		PyErr_Format(PyExc_ValueError,
-		             "%u slots of %llu bytes do not fit the region of "
-		             "%zu bytes",
-		             self->n, self->slot_bytes, fprep_region_size(r));
-		return -1;
-	}
-	return 0;
-}
-
-/* Slots.layout(slot_bytes, frame_offset, frame_shape, tensor_shape,
- * typekind, itemsize, on_free): where a slot's frame and tensor lie (the
- * tensor, of typekind and itemsize 'u' 1, 'f' 4 or 'f' 2, at the slot's
- * start and within frame_offset; the uint8 frame from frame_offset to
- * within slot_bytes: ValueError otherwise), and what to call (GIL held,
- * any thread; None: nothing) when a slot comes free. Not while armed. */
-PyObject *Slots_layout(PyObject *op, PyObject *args)
-{
-	SlotsObject *self = (SlotsObject *)op;
-	unsigned long long slot_bytes, frame_off, fbytes, tbytes;
+	CRingObject *self = (CRingObject *)op;
+	unsigned long long fbytes, tbytes;
 	Py_intptr_t fshape[4], tshape[4];
 	int kind, itemsize, fnd, tnd;
 	PyObject *fs, *ts, *cb, *old;
 
-	if (!PyArg_ParseTuple(args, "KKO!O!CiO", &slot_bytes, &frame_off,
-	                      &PyTuple_Type, &fs, &PyTuple_Type, &ts, &kind,
-	                      &itemsize, &cb))
+	if (!PyArg_ParseTuple(args, "O!O!CiO", &PyTuple_Type, &fs,
+	                      &PyTuple_Type, &ts, &kind, &itemsize, &cb))
 		return NULL;
 	if (native_shape(fs, fshape, &fnd) || native_shape(ts, tshape, &tnd))
 		return NULL;
@@ -159,22 +77,13 @@ PyObject *Slots_layout(PyObject *op, PyObject *args)
 	if (native_shape_bytes(fshape, fnd, 1, &fbytes) ||
 	    native_shape_bytes(tshape, tnd, (unsigned long long)itemsize,
 	                       &tbytes) ||
-	    slot_bytes == 0 || frame_off > slot_bytes ||
-	    fbytes > slot_bytes - frame_off || tbytes > frame_off) {
-		PyErr_Format(PyExc_ValueError,
-		             "layout: a slot of %llu bytes does not hold the "
-		             "tensor before offset %llu and the frame from "
-		             "there",
-		             slot_bytes, frame_off);
+	    fbytes > self->frame_bytes || tbytes > self->tensor_bytes) {
+		PyErr_SetString(
+		        PyExc_ValueError,
+		        "layout: the frame or the tensor is larger than "
+		        "the ring's slot");
 		return NULL;
 	}
-	if (self->arm_map != NULL) {
-		PyErr_SetString(PyExc_ValueError,
-		                "layout: not while the slot table is armed");
-		return NULL;
-	}
-	self->slot_bytes = slot_bytes;
-	self->frame_off = frame_off;
 	memcpy(self->frame_shape, fshape, sizeof(fshape));
 	memcpy(self->tensor_shape, tshape, sizeof(tshape));
 	self->frame_nd = fnd;
@@ -192,30 +101,31 @@ PyObject *Slots_layout(PyObject *op, PyObject *args)
 	Py_RETURN_NONE;
 }
 
-/* native_pop hands out the least recently freed slot in state to the
- * calling thread at once, its ticket in *ticket: 1, or 0 when none is
- * free or the table is closed. */
-int native_pop(SlotsObject *self, int state, unsigned *k, uint64_t *ticket)
+/* native_pop takes a lease on the least recently freed slot in state
+ * for the calling thread at once: 1, or 0 when none is free or the ring
+ * is closed. */
+int native_pop(CRingObject *self, int state, fprep_ring_lease *lease)
 {
 	/* A slot in flight has no holder (fprep_slots_take's mine). */
 	unsigned long me =
 	        state == SLOT_RESERVED ? PyThread_get_thread_ident() : 0;
 
-	return fprep_slots_take(self->t, state, me, 0, 0, k, ticket) == 0;
+	return fprep_ring_take(self->ring, state, me, 0, 0, lease) == 0;
 }
 
-/* native_free frees slot k when it is still handed out with ticket (and,
+/* native_free gives the lease's slot back when it is still its turn (and,
  * when only_reserved, reserved); returns whether it did. */
-int native_free(SlotsObject *self, unsigned k, uint64_t ticket,
+int native_free(CRingObject *self, const fprep_ring_lease *lease,
                 int only_reserved)
 {
-	return fprep_slots_release(self->t, k, ticket, only_reserved);
+	return only_reserved ? fprep_ring_cancel(self->ring, lease)
+	                     : fprep_ring_release(self->ring, lease);
 }
 
 /* native_freed calls on_free after a slot came free (GIL held; an
  * exception being raised is kept aside meanwhile: Python code must not
  * run with one set). */
-void native_freed(SlotsObject *self)
+void native_freed(CRingObject *self)
 {
 	PyObject *r, *et, *ev, *tb;
 
@@ -229,24 +139,23 @@ void native_freed(SlotsObject *self)
 	PyErr_Restore(et, ev, tb);
 }
 
-/* native_slot_take is native_wait's take for Slots.take: a free slot
- * of t->self into t->k and t->ticket in state t->state: 1; -1 when the
- * table is closed; -2 when t->mine and every slot is reserved or held by
- * thread t->me; else 0. */
+/* native_slot_take is native_wait's take for CRing.take: a lease of
+ * t->self in t->lease in state t->state: 1; -1 when the ring is closed;
+ * -2 when t->mine and every slot is reserved or held by thread t->me;
+ * else 0. */
 struct native_slot_take {
-	SlotsObject *self;
+	CRingObject *self;
 	int state, mine;
 	unsigned long me;
-	unsigned k;
-	uint64_t ticket;
+	fprep_ring_lease lease;
 };
 
 static int native_slot_take(void *t_, unsigned ms)
 {
 	struct native_slot_take *t = t_;
 
-	switch (fprep_slots_take(t->self->t, t->state, t->me, t->mine, ms,
-	                         &t->k, &t->ticket)) {
+	switch (fprep_ring_take(t->self->ring, t->state, t->me, t->mine, ms,
+	                        &t->lease)) {
 	case 0:
 		return 1;
 	case FPREP_ECLOSED:
@@ -258,15 +167,33 @@ static int native_slot_take(void *t_, unsigned ms)
 	}
 }
 
-/* Slots.take(state, timeout_s, mine=True): takes the least recently
- * freed slot in state (1 reserved, 2 taken): (slot, ticket), waiting up
- * to timeout_s (GIL released) for one; None when none came; False at
- * once, with mine, when every slot is reserved or held by the calling
- * thread (none free, none in flight: none would come). ClosedError once
- * closed. */
-PyObject *Slots_take(PyObject *op, PyObject *args)
+/* native_lease_of parses a lease (slot, ticket, epoch) of self. */
+static int native_lease_of(CRingObject *self, PyObject *args,
+                           fprep_ring_lease *lease)
 {
-	SlotsObject *self = (SlotsObject *)op;
+	unsigned long long ticket, epoch;
+
+	if (!PyArg_ParseTuple(args, "IKK", &lease->slot, &ticket, &epoch))
+		return -1;
+	if (lease->slot >= self->n) {
+		PyErr_Format(PyExc_IndexError, "slot %u: the ring has %u slots",
+		             lease->slot, self->n);
+		return -1;
+	}
+	lease->ticket = ticket;
+	lease->epoch = epoch;
+	return 0;
+}
+
+/* CRing.take(state, timeout_s, mine=True): takes a lease on the least
+ * recently freed slot in state (1 reserved, 2 taken): (slot, ticket,
+ * epoch), waiting up to timeout_s (GIL released) for one; None when none
+ * came; False at once, with mine, when every slot is reserved or held by
+ * the calling thread (none free, none in flight: none would come).
+ * ClosedError once closed. */
+PyObject *CRing_take(PyObject *op, PyObject *args)
+{
+	CRingObject *self = (CRingObject *)op;
 	struct native_slot_take t = {.self = self, .mine = 1};
 	double timeout;
 	int got;
@@ -287,44 +214,32 @@ PyObject *Slots_take(PyObject *op, PyObject *args)
 		return native_raise(FPREP_ECLOSED, "the ring was closed");
 	if (got == 0)
 		Py_RETURN_NONE;
-	return Py_BuildValue("(IK)", t.k, (unsigned long long)t.ticket);
+	return Py_BuildValue("(IKK)", t.lease.slot,
+	                     (unsigned long long)t.lease.ticket,
+	                     (unsigned long long)t.lease.epoch);
 }
 
-/* Slots.release(slot, ticket): gives slot back unless it was since (its
- * ticket changed); returns whether it did. */
-PyObject *Slots_release(PyObject *op, PyObject *args)
+/* CRing.release(slot, ticket, epoch): gives the lease's slot back unless
+ * it was since (its ticket changed); returns whether it did. */
+PyObject *CRing_release(PyObject *op, PyObject *args)
 {
-	SlotsObject *self = (SlotsObject *)op;
-	unsigned long long ticket;
-	unsigned k;
+	CRingObject *self = (CRingObject *)op;
+	fprep_ring_lease lease;
 	int freed;
 
-	if (!PyArg_ParseTuple(args, "IK", &k, &ticket))
+	if (native_lease_of(self, args, &lease))
 		return NULL;
-	freed = native_free(self, k, ticket, 0);
+	freed = native_free(self, &lease, 0);
 	if (freed)
 		native_freed(self);
 	return PyBool_FromLong(freed);
 }
 
-/* Slots.close(): no slot is handed out any more; waiters raise
- * ClosedError. */
-PyObject *Slots_close(PyObject *op, PyObject *unused)
-{
-	SlotsObject *self = (SlotsObject *)op;
-
-	(void)unused;
-	self->closed = 1;
-	fprep_slots_close(self->t);
-	native_disarm(self);
-	Py_RETURN_NONE;
-}
-
-/* Slots.states(): each slot's (state, ticket): 0 free, 1 reserved, 2 in
+/* CRing.states(): each slot's (state, ticket): 0 free, 1 reserved, 2 in
  * flight, 3 held. */
-PyObject *Slots_states(PyObject *op, PyObject *unused)
+PyObject *CRing_states(PyObject *op, PyObject *unused)
 {
-	SlotsObject *self = (SlotsObject *)op;
+	CRingObject *self = (CRingObject *)op;
 	PyObject *out;
 	uint8_t *st;
 	uint64_t *tk;
@@ -354,10 +269,10 @@ PyObject *Slots_states(PyObject *op, PyObject *unused)
 	return out;
 }
 
-/* Slots.free(): the free slots, least recently freed first. */
-PyObject *Slots_free(PyObject *op, PyObject *unused)
+/* CRing.free(): the free slots, least recently freed first. */
+PyObject *CRing_free(PyObject *op, PyObject *unused)
 {
-	SlotsObject *self = (SlotsObject *)op;
+	CRingObject *self = (CRingObject *)op;
 	unsigned ks[4096], n, i;
 	PyObject *list;
 
@@ -390,43 +305,33 @@ static void native_set_shape(HoldObject *h, const Py_intptr_t *shape, int nd)
 	}
 }
 
-/* native_hold_new makes the holder of slot k (ticket) of ring owner in
- * the mapping map of region (a Region that native_slots_fit accepted for
- * this layout, and k < n): of its frame (what 0) or its tensor (what 1).
- * On failure the slot is given back. */
-HoldObject *native_hold_new(SlotsObject *self, unsigned k, uint64_t ticket,
-                            PyObject *owner, PyObject *map, PyObject *region,
-                            int what)
+/* native_hold_new makes the holder of the lease's slot (lease->slot <
+ * n) of ring owner: of its frame (what 0) or its tensor (what 1), in the
+ * registration the lease names. On failure the slot is given back. */
+HoldObject *native_hold_new(CRingObject *self, const fprep_ring_lease *lease,
+                            PyObject *owner, int what)
 {
-	uint8_t *slot =
-	        (uint8_t *)fprep_region_base(((RegionObject *)region)->r) +
-	        (size_t)k * self->slot_bytes;
 	HoldObject *h;
 	int nd;
 	const Py_intptr_t *shape;
 
 	h = PyObject_New(HoldObject, (PyTypeObject *)Hold_type);
 	if (h == NULL) {
-		if (native_free(self, k, ticket, 0))
+		if (native_free(self, lease, 0))
 			native_freed(self);
 		return NULL;
 	}
 	Py_INCREF((PyObject *)self);
-	h->slots = (PyObject *)self;
+	h->ring = (PyObject *)self;
+	Py_INCREF((PyObject *)self);
+	h->keep = (PyObject *)self;
 	Py_INCREF(owner);
 	h->owner = owner;
-	Py_INCREF(map);
-	h->map = map;
-	Py_INCREF(region);
-	h->region = region;
-	h->slot = k;
-	h->ticket = ticket;
+	h->lease = *lease;
 	h->what = what;
 	h->released = 0;
-	if (what == 1) { /* in flight until now: held by this thread */
-		fprep_slots_step(self->t, k, ticket, SLOT_TAKEN, SLOT_HELD,
-		                 PyThread_get_thread_ident());
-	}
+	if (what == 1) /* in flight until now: held by this thread */
+		fprep_ring_hold(self->ring, lease, PyThread_get_thread_ident());
 	h->ai.two = 2;
 	h->ai.flags = NATIVE_ARRAY_FLAGS;
 	h->ai.shape = h->shape;
@@ -437,73 +342,63 @@ HoldObject *native_hold_new(SlotsObject *self, unsigned k, uint64_t ticket,
 		h->ai.itemsize = 1;
 		nd = self->frame_nd;
 		shape = self->frame_shape;
-		h->ai.data = slot + self->frame_off;
-		h->cap = self->slot_bytes - self->frame_off;
+		h->ai.data = fprep_ring_lease_frame(self->ring, lease);
+		h->cap = self->frame_bytes;
 	} else {
 		h->ai.typekind = self->typekind;
 		h->ai.itemsize = self->itemsize;
 		nd = self->tensor_nd;
 		shape = self->tensor_shape;
-		h->ai.data = slot;
-		h->cap = self->frame_off;
+		h->ai.data = (void *)(uintptr_t)fprep_ring_lease_tensor(
+		        self->ring, lease);
+		h->cap = self->tensor_bytes;
 	}
 	native_set_shape(h, shape, nd);
 	return h;
 }
 
-/* native_hold parses (slot, ticket, ring, map, region) for
- * native_hold_new, checking slot against the table and the table against
- * region. */
-static PyObject *native_hold(SlotsObject *self, PyObject *args, int what)
+/* native_hold parses a lease (slot, ticket, epoch) and the Python ring
+ * for native_hold_new. */
+static PyObject *native_hold(CRingObject *self, PyObject *args, int what)
 {
-	unsigned long long ticket;
-	PyObject *owner, *map, *region;
-	unsigned k;
+	fprep_ring_lease lease;
+	PyObject *lease_args, *owner;
 
-	if (!PyArg_ParseTuple(args, "IKOOO!", &k, &ticket, &owner, &map,
-	                      Region_type, &region))
+	if (!PyArg_ParseTuple(args, "O!O", &PyTuple_Type, &lease_args, &owner))
 		return NULL;
-	if (k >= self->n) {
-		PyErr_Format(PyExc_IndexError,
-		             "slot %u: the table has %u slots", k, self->n);
+	if (native_lease_of(self, lease_args, &lease))
 		return NULL;
-	}
-	if (native_slots_fit(self, region))
-		return NULL;
-	return (PyObject *)native_hold_new(self, k, ticket, owner, map, region,
-	                                   what);
+	return (PyObject *)native_hold_new(self, &lease, owner, what);
 }
 
-/* Slots.frame_hold(slot, ticket, ring, map, region): the holder of slot's
- * frame (reserved by take(1, ...)), in the Region region (the mapping
- * that map, the ring's object for it, stands for). IndexError for a slot
- * beyond the table, ValueError for a table that does not fit region. */
-PyObject *Slots_frame_hold(PyObject *op, PyObject *args)
+/* CRing.frame_hold((slot, ticket, epoch), ring): the holder of a reserved
+ * lease's frame (take(1, ...)). IndexError for a slot beyond the ring. */
+PyObject *CRing_frame_hold(PyObject *op, PyObject *args)
 {
-	return native_hold((SlotsObject *)op, args, 0);
+	return native_hold((CRingObject *)op, args, 0);
 }
 
-/* Slots.result_hold(slot, ticket, ring, map, region): the holder of
- * slot's tensor (as frame_hold). */
-PyObject *Slots_result_hold(PyObject *op, PyObject *args)
+/* CRing.result_hold((slot, ticket, epoch), ring): the holder of a taken
+ * lease's tensor, its reply in (as frame_hold); the slot is then held by
+ * the calling thread. */
+PyObject *CRing_result_hold(PyObject *op, PyObject *args)
 {
-	return native_hold((SlotsObject *)op, args, 1);
+	return native_hold((CRingObject *)op, args, 1);
 }
 
-/* Slots.claim(hold): whether hold is a frame reserved on this table and
+/* CRing.claim(hold): whether hold is a frame reserved on this ring and
  * not yet sent: its slot is then taken (in flight), no more the
  * holder's. */
-PyObject *Slots_claim(PyObject *op, PyObject *arg)
+PyObject *CRing_claim(PyObject *op, PyObject *arg)
 {
-	SlotsObject *self = (SlotsObject *)op;
+	CRingObject *self = (CRingObject *)op;
 	HoldObject *h = (HoldObject *)arg;
 	int ok = 0;
 
-	if (Py_TYPE(arg) != (PyTypeObject *)Hold_type || h->slots != op)
+	if (Py_TYPE(arg) != (PyTypeObject *)Hold_type || h->ring != op)
 		Py_RETURN_FALSE;
-	if (fprep_slots_step(self->t, h->slot, h->ticket, SLOT_RESERVED,
-	                     SLOT_TAKEN, 0)) {
-		h->slots = NULL; /* (GIL held) */
+	if (fprep_ring_claim(self->ring, &h->lease)) {
+		h->ring = NULL; /* (GIL held) */
 		ok = 1;
 	}
 	if (ok)
@@ -515,13 +410,13 @@ PyObject *Slots_claim(PyObject *op, PyObject *arg)
  * reserved, with only_reserved). */
 void native_let_go(HoldObject *self, int only_reserved)
 {
-	SlotsObject *s = (SlotsObject *)self->slots;
+	CRingObject *r = (CRingObject *)self->ring;
 
-	if (s != NULL) {
-		self->slots = NULL;
-		if (native_free(s, self->slot, self->ticket, only_reserved))
-			native_freed(s);
-		Py_DECREF((PyObject *)s);
+	if (r != NULL) {
+		self->ring = NULL;
+		if (native_free(r, &self->lease, only_reserved))
+			native_freed(r);
+		Py_DECREF((PyObject *)r);
 	}
 }
 
@@ -572,7 +467,6 @@ PyObject *native_hold_array(HoldObject *self, PyObject *subtype)
 {
 	PyObject *op = (PyObject *)self;
 	int type_num;
-	PyObject *a;
 
 	if (native_np_load())
 		return NULL;
@@ -590,18 +484,9 @@ PyObject *native_hold_array(HoldObject *self, PyObject *subtype)
 		PyErr_SetString(PyExc_ValueError, "no such tensor type");
 		return NULL;
 	}
-	a = ((native_np_new_fn)native_np_api[93])(
-	        (PyTypeObject *)subtype, self->ai.nd, self->shape, type_num,
-	        self->strides, self->ai.data, self->ai.itemsize,
-	        0x1 | 0x100 | 0x400, NULL);
-	if (a == NULL)
-		return NULL;
-	Py_INCREF(op);
-	if (((native_np_set_base_fn)native_np_api[282])(a, op) < 0) {
-		Py_DECREF(a);
-		return NULL;
-	}
-	return a;
+	return native_np_view(subtype, self->ai.nd, self->shape, type_num,
+	                      self->strides, self->ai.data, self->ai.itemsize,
+	                      0x1 | 0x100 | 0x400, op);
 }
 
 static PyObject *Hold_array(PyObject *op, PyObject *subtype)
@@ -624,7 +509,7 @@ static void Hold_dealloc(PyObject *op)
 	PyTypeObject *tp = Py_TYPE(op);
 	freefunc free_fn = (freefunc)PyType_GetSlot(tp, Py_tp_free);
 
-	if (self->slots != NULL) {
+	if (self->ring != NULL) {
 		PyObject *et, *ev, *tb;
 
 		/* A holder may die while an exception propagates (a frame
@@ -643,8 +528,7 @@ static void Hold_dealloc(PyObject *op)
 		PyErr_Restore(et, ev, tb);
 	}
 	Py_XDECREF(self->owner);
-	Py_XDECREF(self->map);
-	Py_XDECREF(self->region);
+	Py_XDECREF(self->keep);
 	free_fn(op);
 	Py_DECREF(tp);
 }
@@ -660,29 +544,35 @@ static PyObject *Hold_get_ring(PyObject *op, void *c)
 	HoldObject *self = (HoldObject *)op;
 
 	(void)c;
-	if (self->slots == NULL)
+	if (self->ring == NULL)
 		Py_RETURN_NONE;
 	Py_INCREF(self->owner);
 	return self->owner;
 }
 
-static PyObject *Hold_get_map(PyObject *op, void *c)
+static PyObject *Hold_get_epoch(PyObject *op, void *c)
 {
 	(void)c;
-	Py_INCREF(((HoldObject *)op)->map);
-	return ((HoldObject *)op)->map;
+	return PyLong_FromUnsignedLongLong(((HoldObject *)op)->lease.epoch);
+}
+
+static PyObject *Hold_get_address(PyObject *op, void *c)
+{
+	(void)c;
+	return PyLong_FromUnsignedLongLong(
+	        (uintptr_t)((HoldObject *)op)->ai.data);
 }
 
 static PyObject *Hold_get_slot(PyObject *op, void *c)
 {
 	(void)c;
-	return PyLong_FromUnsignedLong(((HoldObject *)op)->slot);
+	return PyLong_FromUnsignedLong(((HoldObject *)op)->lease.slot);
 }
 
 static PyObject *Hold_get_ticket(PyObject *op, void *c)
 {
 	(void)c;
-	return PyLong_FromUnsignedLongLong(((HoldObject *)op)->ticket);
+	return PyLong_FromUnsignedLongLong(((HoldObject *)op)->lease.ticket);
 }
 
 static PyGetSetDef Hold_getset[] = {
@@ -690,7 +580,10 @@ static PyGetSetDef Hold_getset[] = {
          "The slot's frame or tensor, for numpy.", NULL},
         {"ring", Hold_get_ring, NULL,
          "The ring while the slot is held, else None.", NULL},
-        {"map", Hold_get_map, NULL, "The mapping it lies in.", NULL},
+        {"epoch", Hold_get_epoch, NULL,
+         "The ring's registration its memory lies in.", NULL},
+        {"address", Hold_get_address, NULL,
+         "The address of the frame or tensor.", NULL},
         {"slot", Hold_get_slot, NULL, "The slot.", NULL},
         {"ticket", Hold_get_ticket, NULL, "The slot's ticket.", NULL},
         {NULL, NULL, NULL, NULL, NULL}};
