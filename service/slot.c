@@ -491,8 +491,11 @@ void fprep__slot_take(fprep__slot *s)
 	s->kind = req.kind;
 	s->request_id = req.request_id;
 	if (rv != 0) {
-		fprep__answer_fail(s, rv,
-		                   why[0] != '\0' ? why : fprep_strerror(rv));
+		const char *text = why[0] != '\0' ? why : fprep_strerror(rv);
+
+		/* A stream's numbered request is refused in its turn. */
+		if (!fprep__streams_refuse(s, rv, text))
+			fprep__answer_fail(s, rv, text);
 		return;
 	}
 	/* While draining, INFO is still answered (its health lines say
@@ -512,7 +515,8 @@ void fprep__slot_take(fprep__slot *s)
 		         "this connection has %u requests in flight: the limit "
 		         "is --max-inflight-per-conn %u",
 		         inflight, srv->cfg->max_inflight_per_conn);
-		fprep__answer_fail(s, FPREP_EBUSY, why);
+		if (!fprep__streams_refuse(s, FPREP_EBUSY, why))
+			fprep__answer_fail(s, FPREP_EBUSY, why);
 		return;
 	}
 	rv = fprep__conn_share(s, why, sizeof(why));

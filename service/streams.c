@@ -4,17 +4,22 @@
  *
  * The design is simple: a stream is an entry in one table, with the
  * connection that opened it, its peer's uid (for the per-uid limit), the
- * backend's decoder session (video.h), the slot whose job runs on it and
- * a ring of the slots whose requests wait behind that one. A stream has
- * at most one job out at a time, so its packets are decoded in the order
- * they came and its session needs no lock; streams run beside each other
- * on the backend's threads. STREAM_OPEN is a stream's first job (the
+ * backend's decoder session (video.h), the slots whose jobs are out on it
+ * and a ring of the slots whose requests wait behind those. A stream has
+ * at most its session's window of jobs out at a time (video.h: one, or
+ * more for a session that runs them in order on one thread), handed over
+ * in the order they came, so its packets are decoded in that order and
+ * its session needs no lock; streams run beside each other on the
+ * backend's threads. STREAM_OPEN is a stream's first job, alone (the
  * decoder opens on the backend's thread, reading the parameter sets
- * there); STREAM_CLOSE waits its turn like a packet and then ends the
- * stream on the loop. A stream job always comes back to the loop
- * (FPREP__EV_DONE), which answers it and starts the stream's next
- * request: its reply message was allocated by the backend's thread
- * (job->reserve), which wrote the tensors into it, so the loop copies no
+ * there); STREAM_CLOSE waits until every job before it has ended and then
+ * ends the stream on the loop. nng hands requests that arrive together to
+ * the loop in any order, so a client with several of a stream's requests
+ * in flight numbers them (seq, protocol.h): the ring keeps them in that
+ * order, and one whose predecessor has not come yet waits for it. A stream job
+ * always comes back to the loop (FPREP__EV_DONE), which answers it and starts
+ * the stream's next request: its reply message was allocated by the backend's
+ * thread (job->reserve), which wrote the tensors into it, so the loop copies no
  * pixels. When the connection closes its streams go: the waiting requests
  * are answered FPREP_ECLOSED, and a stream whose job is out goes when the
  * job ends.
@@ -33,16 +38,29 @@
 #include "slot_state.h"
 #include "streams.h"
 
+/* A request that waits its turn in its stream: its number (seq,
+ * protocol.h; 0: none), and whether it is only to be refused then (with
+ * its job's status and message: fprep__streams_refuse). */
+typedef struct streams_waiting {
+	fprep__slot *s;
+	uint32_t seq;
+	int refused;
+} streams_waiting;
+
 struct fprep__stream {
 	uint32_t id;
 	uint32_t pipe;       /* the connection that opened it */
 	uint64_t uid;        /* its peer's uid; UINT64_MAX: not known */
 	fprep_request spec;  /* its STREAM_OPEN: the tensors' spec */
 	fprep__video *video; /* the backend's decoder session */
-	fprep__slot *busy;   /* the slot whose job is out, or NULL */
-	fprep__slot **wait;  /* a ring of cap slots waiting their turn */
+	fprep__slot **out;   /* the nout slots whose jobs are out, in the
+	                        order they were handed over (window room) */
+	unsigned nout, window;
+	int opened;            /* its STREAM_OPEN job succeeded */
+	streams_waiting *wait; /* a ring of cap requests waiting their turn */
 	unsigned head, count, cap;
-	int closed; /* no new requests: it goes once idle */
+	uint32_t next_seq; /* the seq due next; those after it wait for it */
+	int closed;        /* no new requests: it goes once idle */
 };
 
 static fprep__stream *streams_find(fprep__streams *t, uint32_t id,
@@ -72,7 +90,7 @@ static unsigned streams_count(const fprep__streams *t, uint32_t pipe,
  * out or waits. */
 static void streams_free(fprep__streams *t, fprep__stream *st)
 {
-	FPREP__ASSERT(st->busy == NULL && st->count == 0);
+	FPREP__ASSERT(st->nout == 0 && st->count == 0);
 	for (unsigned i = 0; i < t->n; i++)
 		if (t->tab[i] == st) {
 			t->tab[i] = t->tab[--t->n];
@@ -80,6 +98,7 @@ static void streams_free(fprep__streams *t, fprep__stream *st)
 		}
 	if (st->video != NULL)
 		st->video->ops->close(st->video);
+	free(st->out);
 	free(st->wait);
 	free(st);
 }
@@ -132,28 +151,58 @@ static void streams_submit(fprep__stream *st, fprep__slot *s,
 	job->limits = &s->limits;
 	job->done = streams_job_done;
 	job->data = s;
-	st->busy = s;
+	FPREP__ASSERT(st->nout < st->window);
+	st->out[st->nout++] = s;
 	fprep__slot_enter(s, FPREP__SLOT_WORK);
 	rv = srv->backend->submit(srv->backend, job);
 	if (rv != 0) {
-		st->busy = NULL;
+		st->nout--;
 		snprintf(why, sizeof(why), "backend %s refused the job: %s",
 		         srv->backend->name, fprep_strerror(rv));
 		fprep__answer_fail(s, rv, why);
 	}
 }
 
-/* streams_next starts st's next waiting request, if it has none out, and
- * frees a closed stream once it is idle. */
+/* streams_room tells whether st's next waiting request s may start now:
+ * a job fits in its window (one until it is opened), and a STREAM_CLOSE
+ * waits until no job is out. One that is only answered (the stream
+ * closed, the backend gone) always may. */
+static int streams_room(const fprep__stream *st, const streams_waiting *w)
+{
+	const fprep__slot *s = w->s;
+
+	if (st->closed || s->srv->backend == NULL)
+		return 1;
+	if (w->seq != 0 && w->seq != st->next_seq)
+		return 0; /* the one before it has not come yet */
+	if (w->refused)
+		return 1;
+	if (s->kind == FPREP_KIND_STREAM_CLOSE)
+		return st->nout == 0;
+	return st->nout < (st->opened ? st->window : 1);
+}
+
+/* streams_next starts st's waiting requests while they have room
+ * (streams_room), and frees a closed stream once it is idle. */
 static void streams_next(fprep__streams *t, fprep__stream *st)
 {
+	char why[FPREP_MESSAGE_SIZE];
 	fprep_stream_request sr;
 	fprep__slot *s;
+	int rv;
 
-	while (st->busy == NULL && st->count > 0) {
-		s = st->wait[st->head];
+	while (st->count > 0 && streams_room(st, &st->wait[st->head])) {
+		streams_waiting w = st->wait[st->head];
+
+		s = w.s;
+		if (w.seq != 0)
+			st->next_seq = w.seq + 1;
 		st->head = (st->head + 1) % st->cap;
 		st->count--;
+		if (w.refused && !st->closed && s->srv->backend != NULL) {
+			fprep__answer_fail(s, s->job.status, s->job.message);
+			continue;
+		}
 		if (st->closed || s->srv->backend == NULL) {
 			fprep__answer_fail(s, FPREP_ECLOSED,
 			                   "the stream was closed before this "
@@ -165,12 +214,16 @@ static void streams_next(fprep__streams *t, fprep__stream *st)
 			fprep__answer_ok(s, 0, "", NULL);
 			continue;
 		}
-		/* Validated when it came: cannot fail. */
-		(void)fprep_stream_request_decode(
-		        s->req, s->req_len, &s->srv->cfg->limits, &sr, NULL, 0);
-		streams_submit(st, s, &sr);
+		/* Refused when it came, if it fails (streams_take). */
+		rv = fprep_stream_request_decode(s->req, s->req_len,
+		                                 &s->srv->cfg->limits, &sr, why,
+		                                 sizeof(why));
+		if (rv != 0)
+			fprep__answer_fail(s, rv, why);
+		else
+			streams_submit(st, s, &sr);
 	}
-	if (st->closed && st->busy == NULL && st->count == 0)
+	if (st->closed && st->nout == 0 && st->count == 0)
 		streams_free(t, st);
 }
 
@@ -244,6 +297,7 @@ static void streams_open(fprep__slot *s, const fprep_request *req)
 		return;
 	}
 	st->cap = srv->nslots;
+	st->next_seq = 1;
 	rv = srv->backend->video_open(srv->backend, req,
 	                              s->req + FPREP_REQUEST_HEADER_SIZE,
 	                              (size_t)req->input_size, &st->video);
@@ -251,6 +305,17 @@ static void streams_open(fprep__slot *s, const fprep_request *req)
 		free(st->wait);
 		free(st);
 		fprep__answer_fail(s, rv, "stream decoder: out of memory");
+		return;
+	}
+	st->window = st->video->window > 1 ? st->video->window : 1;
+	if (st->window > srv->nslots)
+		st->window = srv->nslots;
+	st->out = calloc(st->window, sizeof(*st->out));
+	if (st->out == NULL) {
+		st->video->ops->close(st->video);
+		free(st->wait);
+		free(st);
+		fprep__answer_fail(s, FPREP_ENOMEM, "stream: out of memory");
 		return;
 	}
 	if (t->next_id == 0)
@@ -261,6 +326,65 @@ static void streams_open(fprep__slot *s, const fprep_request *req)
 	st->spec = *req;
 	t->tab[t->n++] = st;
 	streams_submit(st, s, NULL);
+}
+
+/* streams_seq_bad refuses a seq (protocol.h) already served, or further
+ * ahead of the one due than the ring holds (then it cannot be in flight
+ * with those before it), or twice in the ring, naming it in why. */
+static int streams_seq_bad(const fprep__stream *st, uint32_t seq, char *why,
+                           size_t size)
+{
+	if (seq == 0)
+		return 0;
+	if (seq < st->next_seq || seq - st->next_seq >= st->cap) {
+		if (why != NULL)
+			snprintf(why, size,
+			         "seq %" PRIu32
+			         ": the stream's next is %" PRIu32
+			         ", and at most %u requests wait",
+			         seq, st->next_seq, st->cap);
+		return 1;
+	}
+	for (unsigned k = 0; k < st->count; k++)
+		if (st->wait[(st->head + k) % st->cap].seq == seq) {
+			if (why != NULL)
+				snprintf(why, size,
+				         "seq %" PRIu32
+				         " came twice on the stream",
+				         seq);
+			return 1;
+		}
+	return 0;
+}
+
+/* streams_wait puts s, whose request has number seq (0: none), in st's
+ * ring (refused: only to be refused in its turn): at the tail, or a
+ * numbered one before the first waiting request numbered after it. */
+static void streams_wait(fprep__stream *st, fprep__slot *s, uint32_t seq,
+                         int refused)
+{
+	unsigned at = st->count;
+
+	/* At most one request a slot: the ring never fills. */
+	FPREP__ASSERT(st->count < st->cap);
+	if (seq != 0)
+		for (unsigned k = 0; k < st->count; k++) {
+			uint32_t w = st->wait[(st->head + k) % st->cap].seq;
+
+			if (w != 0 && w > seq) {
+				at = k;
+				break;
+			}
+		}
+	for (unsigned k = st->count; k > at; k--) {
+		unsigned to = (st->head + k) % st->cap;
+		unsigned from = (st->head + k - 1) % st->cap;
+
+		st->wait[to] = st->wait[from];
+	}
+	st->wait[(st->head + at) % st->cap] =
+	        (streams_waiting){.s = s, .seq = seq, .refused = refused};
+	st->count++;
 }
 
 void fprep__streams_take(fprep__slot *s, const fprep_request *req)
@@ -292,11 +416,36 @@ void fprep__streams_take(fprep__slot *s, const fprep_request *req)
 		fprep__answer_fail(s, FPREP_EINVAL, why);
 		return;
 	}
-	/* At most one request a slot: the ring never fills. */
-	FPREP__ASSERT(st->count < st->cap);
-	st->wait[(st->head + st->count) % st->cap] = s;
-	st->count++;
+	if (streams_seq_bad(st, sr.seq, why, sizeof(why))) {
+		fprep__answer_fail(s, FPREP_EINVAL, why);
+		return;
+	}
+	streams_wait(st, s, sr.seq, 0);
 	streams_next(t, st);
+}
+
+int fprep__streams_refuse(fprep__slot *s, int status, const char *why)
+{
+	fprep__streams *t = &s->srv->streams;
+	fprep_stream_request sr;
+	fprep__stream *st;
+
+	FPREP__LOOP_ONLY(s->srv);
+	/* Its header's fields are read before the checks that refuse it. */
+	(void)fprep_stream_request_decode(s->req, s->req_len,
+	                                  &s->srv->cfg->limits, &sr, NULL, 0);
+	if ((sr.kind != FPREP_KIND_STREAM_PACKET &&
+	     sr.kind != FPREP_KIND_STREAM_FLUSH &&
+	     sr.kind != FPREP_KIND_STREAM_CLOSE) ||
+	    sr.seq == 0 || sr.stream_id == 0 ||
+	    (st = streams_find(t, sr.stream_id, s->pipe)) == NULL ||
+	    streams_seq_bad(st, sr.seq, NULL, 0))
+		return 0;
+	s->job.status = status;
+	snprintf(s->job.message, sizeof(s->job.message), "%s", why);
+	streams_wait(st, s, sr.seq, 1);
+	streams_next(t, st);
+	return 1;
 }
 
 /* streams_reply answers s's PACKET or FLUSH job, which succeeded: its
@@ -331,13 +480,19 @@ void fprep__streams_done(fprep__slot *s)
 	fprep__streams *t = &s->srv->streams;
 	fprep__job *job = &s->job;
 	fprep__stream *st = NULL;
+	unsigned k = 0;
 
 	FPREP__LOOP_ONLY(s->srv);
 	for (unsigned i = 0; i < t->n && st == NULL; i++)
-		if (t->tab[i]->busy == s)
-			st = t->tab[i];
+		for (k = 0; k < t->tab[i]->nout; k++)
+			if (t->tab[i]->out[k] == s) {
+				st = t->tab[i];
+				break;
+			}
 	FPREP__ASSERT(st != NULL);
-	st->busy = NULL;
+	memmove(st->out + k, st->out + k + 1,
+	        (st->nout - k - 1) * sizeof(*st->out));
+	st->nout--;
 	job->message[FPREP_MESSAGE_SIZE - 1] = '\0';
 	if (job->status != FPREP_OK) {
 		/* A stream whose decoder did not open is no stream. */
@@ -348,6 +503,7 @@ void fprep__streams_done(fprep__slot *s)
 		                           ? job->message
 		                           : fprep_strerror(job->status));
 	} else if (s->kind == FPREP_KIND_STREAM_OPEN) {
+		st->opened = 1;
 		fprep__answer_ok(s, st->id, "", NULL);
 	} else {
 		streams_reply(s);
@@ -377,6 +533,7 @@ void fprep__streams_fini(fprep__server *srv)
 	for (unsigned i = 0; i < t->n; i++) {
 		if (t->tab[i]->video != NULL)
 			t->tab[i]->video->ops->close(t->tab[i]->video);
+		free(t->tab[i]->out);
 		free(t->tab[i]->wait);
 		free(t->tab[i]);
 	}

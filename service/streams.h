@@ -28,6 +28,12 @@ typedef struct fprep__streams {
  * (a job: the decoder's open, a packet, a flush) or close it. Every
  * request gets one reply. */
 void fprep__streams_take(fprep__slot *s, const fprep_request *req);
+/* fprep__streams_refuse takes s, a request refused before its turn (its
+ * header or limits checked: status and why), when it is a numbered
+ * request of an open stream (seq, protocol.h): it is answered so in its
+ * turn, so that the stream's later requests do not wait for it. Returns 1
+ * when it took s, else 0 (the caller answers it). */
+int fprep__streams_refuse(fprep__slot *s, int status, const char *why);
 /* fprep__streams_done handles the FPREP__EV_DONE event of s, whose stream
  * job ended: answers it and starts the stream's next request. */
 void fprep__streams_done(fprep__slot *s);

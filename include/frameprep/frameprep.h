@@ -482,6 +482,28 @@ FPREP_EXTERN int fprep_stream_open(fprep_client *client,
 FPREP_EXTERN int fprep_stream_send(fprep_stream *st, const void *packet,
                                    size_t size, int64_t pts, fprep_result *res);
 
+/* The asynchronous API's (below): fprep_pending, fprep_done_fn. */
+typedef struct fprep_pending fprep_pending;
+typedef void (*fprep_done_fn)(fprep_pending *p, void *arg);
+
+/* fprep_stream_submit sends one packet like fprep_stream_send without
+ * waiting for its reply, so that a stream keeps several packets in
+ * flight (the daemon's GPU decoder then decodes the next packet while it
+ * preprocesses the frames of the one before). Packets submitted on st are
+ * sent, decoded and answered in the order of the calls, each reply with
+ * exactly the frames its packet let out; give the handles to
+ * fprep_pending_wait in that order (res as for fprep_stream_send) to read
+ * the frames in display order. fprep_stream_flush and fprep_stream_close
+ * wait their turn behind the packets in flight. cb (may be NULL) is
+ * called with arg when the reply arrives (fprep_done_fn). On success
+ * stores a handle in *pp, which must be given to fprep_pending_wait
+ * exactly once, before the stream is closed. Returns 0, FPREP_EINVAL
+ * (size 0), or a transport error (FPREP_ENOMEM, FPREP_ETRANSPORT) with
+ * nothing sent. The stream's thread (fprep_stream). */
+FPREP_EXTERN int fprep_stream_submit(fprep_stream *st, const void *packet,
+                                     size_t size, int64_t pts, fprep_done_fn cb,
+                                     void *arg, fprep_pending **pp);
+
 /* fprep_stream_flush asks the decoder for every frame it still holds
  * (the end of a file, or before a jump) and waits: res as for
  * fprep_stream_send. The stream then takes packets again from an
@@ -501,6 +523,12 @@ FPREP_EXTERN int fprep_stream_recv(const fprep_result *res, uint32_t k,
  * are dropped: flush first to have them) and frees st, whatever the
  * answer. Returns 0, the daemon's status, or a transport error. */
 FPREP_EXTERN int fprep_stream_close(fprep_stream *st);
+
+/* fprep_stream_drop frees st without a request to the daemon: for a
+ * stream whose client was closed (the daemon dropped the stream with the
+ * connection), or that a child made by fork inherited. st may be NULL.
+ * Touches nothing of st's client. Any thread. */
+FPREP_EXTERN void fprep_stream_drop(fprep_stream *st);
 
 /* fprep_stream_id returns the stream's id on the daemon. */
 FPREP_EXTERN uint32_t fprep_stream_id(const fprep_stream *st);

@@ -344,9 +344,9 @@
  * and gets back one tensor per decoded frame, in display order, each with
  * its pts. A stream belongs to the connection that opened it: it is
  * closed when the connection closes, on STREAM_CLOSE, or when the daemon
- * stops. Requests of one stream are served in the order they arrive;
- * requests of different streams run at once. Every request gets exactly
- * one reply.
+ * stops. Requests of one stream are served in the order of their seq
+ * (below), or of their arrival where seq is 0; requests of different
+ * streams run at once. Every request gets exactly one reply.
  *   STREAM_OPEN  a FRAME header that describes the tensors, every field as
  *           for FRAME, but:
  *              16 u16 src_format   the codec: FPREP_PIX_H264 (10) or
@@ -375,7 +375,22 @@
  *   STREAM_PACKET, STREAM_FLUSH, STREAM_CLOSE  header fields after
  *           request_id:
  *              16 u32 stream_id    the id STREAM_OPEN gave
- *              20 u32 reserved
+ *              20 u32 seq          the request's number in its stream: 1
+ *                                  for the first after STREAM_OPEN, then
+ *                                  one more for each PACKET, FLUSH and
+ *                                  CLOSE. A client that keeps several
+ *                                  requests of a stream in flight (each on
+ *                                  its own nng context, whose arrival
+ *                                  order nng does not keep) numbers them:
+ *                                  the daemon holds one until the one
+ *                                  numbered before it came (a number
+ *                                  never sent holds the stream's later
+ *                                  requests until the connection closes).
+ *                                  Refused with FPREP_EINVAL when its
+ *                                  number was served already, or is
+ *                                  further ahead of the next one due than
+ *                                  the daemon has request slots. 0: not
+ *                                  numbered, served as it arrives.
  *              24 i64 pts          PACKET: the packet's presentation time,
  *                                  in the producer's units, handed back
  *                                  with the frame it decodes to; else 0
@@ -870,6 +885,7 @@ typedef struct fprep_stream_request {
 	uint16_t kind;        /* FPREP_KIND_STREAM_PACKET, _FLUSH or _CLOSE */
 	uint64_t request_id;  /* chosen by the client, echoed in the reply */
 	uint32_t stream_id;   /* the id STREAM_OPEN gave */
+	uint32_t seq;         /* its number in the stream, from 1; 0: none */
 	int64_t pts;          /* PACKET: presentation time, producer's units */
 	uint64_t packet_size; /* PACKET: bytes of payload; else 0 */
 } fprep_stream_request;

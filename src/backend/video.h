@@ -11,16 +11,17 @@
  * STREAM_OPEN job), decoding one packet or flushing, and preprocessing the
  * frames that come out into the reply, whose room it asks of the daemon
  * through job->reserve once it knows how many frames it has. The loop
- * hands a stream at most one job at a time, in the order its requests
- * came, so a session needs no lock and may run on any of the backend's
- * threads; different streams run at once.
+ * hands a stream at most one job at a time (or its session's window, for a
+ * session that runs its jobs in order on one thread of its own), in the
+ * order its requests came, so a session needs no lock and may run on any
+ * of the backend's threads; different streams run at once.
  *
  * The CPU backend's session is libavcodec's software decoder followed by
  * the CPU ops (video_avcodec.c). The CUDA backend's (gpu/cuda_video.c)
  * plugs in the same way: its video_open makes a session whose run, on a
- * lane of its GPU (fprep__video.uuid), parses with the same checks,
- * decodes on NVDEC into the decoder's surfaces (sized once per sequence)
- * and runs the NV12 letterbox kernel on them in place, writing the
+ * thread of its own on its GPU (fprep__video.uuid), parses with the same
+ * checks, decodes on NVDEC into the decoder's surfaces (sized once per
+ * sequence) and runs the NV12 letterbox kernel on them in place, writing the
  * tensors into the room job->reserve gives. What both do alike (the
  * refusals' words, the reply's room and frame records, the run by kind)
  * is video_common.c's. A backend without a decoder leaves video_open NULL
@@ -64,6 +65,13 @@ struct fprep__video {
 	const fprep__video_ops *ops;
 	int on_device;
 	uint8_t uuid[FPREP_CUDA_UUID_SIZE];
+	/* window: the stream's jobs the daemon may hand the backend at once,
+	 * in the order of their requests; 0 or 1: one at a time. Above 1
+	 * only for a session that runs its jobs in the order they were
+	 * submitted, one at a time (on its own thread: gpu/cuda_video.c),
+	 * and may start on the next while it ends the one before. Set by
+	 * the backend's video_open. */
+	unsigned window;
 };
 
 /* fprep__video_run runs job on its session (job->video). */

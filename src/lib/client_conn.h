@@ -184,6 +184,14 @@ int fprep__client_submit(fprep_client *client, fprep_request *req,
                          const void *payload, size_t size, fprep_done_fn cb,
                          void *arg, fprep_pending **pp);
 
+/* fprep__client_submit_msg sends msg (taken, also on failure), a whole
+ * request whose id and kind are id and kind, on a context of its own
+ * without waiting (fprep_client_submit's rules from there on: cb, arg,
+ * *pp, fprep_pending_wait). Returns 0 or a recorded error. */
+int fprep__client_submit_msg(fprep_client *client, nng_msg *msg, uint64_t id,
+                             uint16_t kind, fprep_done_fn cb, void *arg,
+                             fprep_pending **pp);
+
 /* fprep__client_slots_fini stops c's call slots, closes its socket and
  * frees the slots (fprep_client_close, after the carriers above). */
 void fprep__client_slots_fini(fprep_client *c);

@@ -679,7 +679,8 @@ enum { PENDING_SEND, PENDING_RECV, PENDING_DONE };
 
 struct fprep_pending {
 	fprep_client *client;
-	fprep_request req;
+	uint64_t id;   /* the request's id */
+	uint16_t kind; /* and kind */
 	nng_ctx ctx;
 	nng_aio *aio;
 	nng_time deadline;
@@ -730,9 +731,8 @@ int fprep__client_submit(fprep_client *client, fprep_request *req,
                          const void *payload, size_t size, fprep_done_fn cb,
                          void *arg, fprep_pending **pp)
 {
-	fprep_pending *p;
 	nng_msg *msg;
-	int rv, err;
+	int err;
 
 	*pp = NULL;
 	if (fprep__client_forked(client))
@@ -742,9 +742,25 @@ int fprep__client_submit(fprep_client *client, fprep_request *req,
 		        client, FPREP_EINVAL,
 		        "shm_reply: a reply in shared memory is waited for by "
 		        "fprep_client_request only");
+	if ((err = client_message(client, req, payload, size, &msg)))
+		return err;
+	return fprep__client_submit_msg(client, msg, req->request_id, req->kind,
+	                                cb, arg, pp);
+}
+
+int fprep__client_submit_msg(fprep_client *client, nng_msg *msg, uint64_t id,
+                             uint16_t kind, fprep_done_fn cb, void *arg,
+                             fprep_pending **pp)
+{
+	fprep_pending *p;
+	int rv, err;
+
+	*pp = NULL;
 	p = calloc(1, sizeof(*p));
-	if (p == NULL)
+	if (p == NULL) {
+		nng_msg_free(msg);
 		return fprep__client_error(client, FPREP_ENOMEM, "no memory");
+	}
 	if ((rv = nng_ctx_open(&p->ctx, client->sock)) != 0) {
 		err = fprep__client_error(client, fprep__client_nng_err(rv),
 		                          "opening a context: %s",
@@ -757,12 +773,11 @@ int fprep__client_submit(fprep_client *client, fprep_request *req,
 		                          nng_strerror(rv));
 		goto err_ctx;
 	}
-	if ((err = client_message(client, req, payload, size, &msg)))
-		goto err_aio;
 	pthread_mutex_init(&p->mtx, NULL);
 	pthread_cond_init(&p->cv, NULL);
 	p->client = client;
-	p->req = *req;
+	p->id = id;
+	p->kind = kind;
 	p->cb = cb;
 	p->arg = arg;
 	p->state = PENDING_SEND;
@@ -774,12 +789,11 @@ int fprep__client_submit(fprep_client *client, fprep_request *req,
 	*pp = p;
 	return FPREP_OK;
 
-err_aio:
-	nng_aio_free(p->aio);
 err_ctx:
 	nng_ctx_close(p->ctx);
 err_free:
 	free(p);
+	nng_msg_free(msg);
 	return err;
 }
 
@@ -810,11 +824,10 @@ int fprep_pending_wait(fprep_pending *p, fprep_result *res)
 	if (p->rv != 0)
 		err = fprep__client_error(c, fprep__client_nng_err(p->rv),
 		                          "request %llu: %s (nng error %d)",
-		                          (unsigned long long)p->req.request_id,
+		                          (unsigned long long)p->id,
 		                          nng_strerror(p->rv), p->rv);
 	else
-		err = client_check_reply(c, p->req.request_id, p->req.kind,
-		                         p->reply, res);
+		err = client_check_reply(c, p->id, p->kind, p->reply, res);
 	nng_aio_free(p->aio);
 	nng_ctx_close(p->ctx);
 	pthread_cond_destroy(&p->cv);

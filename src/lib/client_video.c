@@ -2,7 +2,9 @@
  * client_video.c: video streams on a client (frameprep.h, fprep_stream_*;
  * protocol.h, "Video streams"). A stream is its id and its client: every
  * call is one request through nng (video_exchange), answered by
- * one reply, so a packet's frames come back with its reply.
+ * one reply, so a packet's frames come back with its reply;
+ * fprep_stream_submit sends a packet on a context of its own
+ * (fprep__client_submit_msg) and leaves the wait to fprep_pending_wait.
  */
 #include <nng/nng.h>
 #include <stdlib.h>
@@ -15,7 +17,21 @@
 struct fprep_stream {
 	fprep_client *client;
 	uint32_t id;
+	uint32_t seq; /* the number of its last request sent (protocol.h) */
 };
+
+/* video_set_id writes the client's next request id into msg's header
+ * and returns it. */
+static uint64_t video_set_id(fprep_client *c, nng_msg *msg)
+{
+	uint64_t id = atomic_fetch_add(&c->next_id, 1);
+
+	/* The request id at offset 8 of the header (protocol.h). */
+	for (int i = 0; i < 8; i++)
+		((uint8_t *)nng_msg_body(msg))[8 + i] =
+		        (uint8_t)(id >> (8 * i));
+	return id;
+}
 
 /* video_exchange sends msg, a whole STREAM_* request of kind kind (taken,
  * also on failure), with the next request id written into its header,
@@ -24,14 +40,10 @@ struct fprep_stream {
 static int video_exchange(fprep_client *c, nng_msg *msg, uint16_t kind,
                           fprep_result *res)
 {
-	uint64_t id = atomic_fetch_add(&c->next_id, 1);
+	uint64_t id = video_set_id(c, msg);
 
 	memset(res, 0, sizeof(*res));
 	fprep__client_error_clear(c);
-	/* The request id at offset 8 of the header (protocol.h). */
-	for (int i = 0; i < 8; i++)
-		((uint8_t *)nng_msg_body(msg))[8 + i] =
-		        (uint8_t)(id >> (8 * i));
 	return fprep__client_exchange(c, msg, NULL, id, kind,
 	                              fprep__client_deadline(c), res);
 }
@@ -90,26 +102,80 @@ int fprep_stream_open(fprep_client *client, const fprep_request *spec,
 	return err;
 }
 
-/* video_request sends a STREAM_* request of kind on st with size bytes
- * of packet. */
-static int video_request(fprep_stream *st, uint16_t kind, const void *packet,
-                         size_t size, int64_t pts, fprep_result *res)
+/* video_packet_msg makes a STREAM_* request of kind on st with size
+ * bytes of packet, numbered after st's last (st->seq + 1), with the next
+ * request id in *id; NULL after recording FPREP_ENOMEM. */
+static nng_msg *video_packet_msg(fprep_stream *st, uint16_t kind,
+                                 const void *packet, size_t size, int64_t pts,
+                                 uint64_t *id)
 {
 	fprep_stream_request req = {
 	        .version = FPREP_PROTOCOL_VERSION,
 	        .kind = kind,
 	        .stream_id = st->id,
+	        .seq = st->seq + 1,
 	        .pts = pts,
 	        .packet_size = size,
 	};
 	nng_msg *msg = video_msg(packet, size);
 
-	memset(res, 0, sizeof(*res));
-	if (msg == NULL)
-		return fprep__client_set_error(st->client, FPREP_ENOMEM,
-		                               "no memory for a packet");
+	if (msg == NULL) {
+		fprep__client_set_error(st->client, FPREP_ENOMEM,
+		                        "no memory for a packet");
+		return NULL;
+	}
 	fprep_stream_request_encode(&req, nng_msg_body(msg));
-	return video_exchange(st->client, msg, kind, res);
+	*id = video_set_id(st->client, msg);
+	return msg;
+}
+
+/* video_submit sends a STREAM_* request of kind on st with size bytes
+ * of packet, the stream's next number, without waiting (*pp: as for
+ * fprep_client_submit). The number is spent only once the request is
+ * handed to nng, so that the daemon never waits for one not sent. */
+static int video_submit(fprep_stream *st, uint16_t kind, const void *packet,
+                        size_t size, int64_t pts, fprep_done_fn cb, void *arg,
+                        fprep_pending **pp)
+{
+	uint64_t id;
+	nng_msg *msg;
+	int err;
+
+	*pp = NULL;
+	fprep__client_error_clear(st->client);
+	if (fprep__client_forked(st->client))
+		return fprep__client_forked_error(st->client);
+	msg = video_packet_msg(st, kind, packet, size, pts, &id);
+	if (msg == NULL)
+		return FPREP_ENOMEM;
+	err = fprep__client_submit_msg(st->client, msg, id, kind, cb, arg, pp);
+	if (err == 0)
+		st->seq++;
+	return err;
+}
+
+/* video_request sends a STREAM_* request of kind on st with size bytes
+ * of packet (video_submit), and waits for its reply. */
+static int video_request(fprep_stream *st, uint16_t kind, const void *packet,
+                         size_t size, int64_t pts, fprep_result *res)
+{
+	fprep_pending *p;
+	int err = video_submit(st, kind, packet, size, pts, NULL, NULL, &p);
+
+	memset(res, 0, sizeof(*res));
+	return err ? err : fprep_pending_wait(p, res);
+}
+
+int fprep_stream_submit(fprep_stream *st, const void *packet, size_t size,
+                        int64_t pts, fprep_done_fn cb, void *arg,
+                        fprep_pending **pp)
+{
+	*pp = NULL;
+	if (size == 0 || packet == NULL)
+		return fprep__client_set_error(st->client, FPREP_EINVAL,
+		                               "an empty packet");
+	return video_submit(st, FPREP_KIND_STREAM_PACKET, packet, size, pts, cb,
+	                    arg, pp);
 }
 
 int fprep_stream_send(fprep_stream *st, const void *packet, size_t size,
@@ -160,6 +226,11 @@ int fprep_stream_close(fprep_stream *st)
 	fprep_result_fini(&res);
 	free(st);
 	return err;
+}
+
+void fprep_stream_drop(fprep_stream *st)
+{
+	free(st);
 }
 
 uint32_t fprep_stream_id(const fprep_stream *st)

@@ -25,7 +25,7 @@
  * header (fprep_stream_request). */
 #define PROTO_STREAM(X, R)                                                     \
 	X(16, u32, stream_id)                                                  \
-	R(20, 4)                                                               \
+	X(20, u32, seq)                                                        \
 	X(24, i64, pts)                                                        \
 	X(32, u64, packet_size)                                                \
 	R(40, 88)

@@ -8,9 +8,10 @@
  * native_enter and native_leave, so the client is not closed under it;
  * once the client is closed the stream cannot be closed on the daemon (its
  * connection is gone, and the daemon dropped it with the connection): the
- * library's small stream object is then left unfreed rather than used
- * after its client. A Stream and a Demux are used by one thread at a time
- * (the Python class's contract); the GIL is released around each call.
+ * library's stream object is then freed without a request
+ * (fprep_stream_drop), as in a child made by fork. A Stream and a Demux are
+ * used by one thread at a time (the Python class's contract); the GIL is
+ * released around each call.
  */
 #include "_native.h"
 #include "frameprep/demux.h"
@@ -165,11 +166,14 @@ static int stream_close(StreamObject *self)
 	if (st == NULL)
 		return 0;
 	self->st = NULL;
-	if (native_forked(c))
-		return 0; /* the parent's client, and its stream */
+	if (native_forked(c)) { /* the parent's client, and its stream */
+		fprep_stream_drop(st);
+		return 0;
+	}
 	pthread_mutex_lock(&c->mtx);
 	if (c->closed) { /* the client, and with it the stream, is gone */
 		pthread_mutex_unlock(&c->mtx);
+		fprep_stream_drop(st);
 		return 0;
 	}
 	c->calls++;

@@ -172,6 +172,11 @@ static const struct options_row bench_options[] = {
 	SET("realtime", 0, video_realtime, 1,
 	    "with --video: each producer at the file's frame rate (default: "
 	    "flat out)"),
+	NUMBER("window", 0, "N", video_window, T_UNSIGNED, 1, BENCH_MAX_WINDOW,
+	       OPTIONS_WHOLE, "4",
+	       "with --video: packets each stream keeps in flight, so that "
+	       "a GPU decodes the next while it preprocesses one (1: each "
+	       "waits for the reply before it, the one-packet latency)"),
 	SECTION("Tensor (defaults: the YOLO convention):"),
 	{.name = "size", .letter = 's', .kind = OPTIONS_SHARED},
 	SET("echo", 0, echo, 1, "send ECHO requests: the transport alone"),

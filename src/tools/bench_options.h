@@ -16,6 +16,8 @@
 
 #define BENCH_MAX_POINTS  64
 #define BENCH_MAX_STREAMS 4096
+/* Packets a --video stream keeps in flight at most (--window). */
+#define BENCH_MAX_WINDOW 64
 
 enum bench_verify { BENCH_VERIFY_NONE, BENCH_VERIFY_SAMPLE, BENCH_VERIFY_ALL };
 enum bench_arrivals { BENCH_ARRIVALS_CONSTANT, BENCH_ARRIVALS_POISSON };
@@ -60,6 +62,7 @@ typedef struct bench_opts {
 	const char *video; /* --video FILE: the video mode, or NULL */
 	unsigned video_streams; /* --streams N: its producers */
 	int video_realtime;     /* --realtime: each at the file's frame rate */
+	unsigned video_window;  /* --window N: packets in flight per stream */
 	bench_frame_spec spec;
 } bench_opts;
 

@@ -1,5 +1,6 @@
 /*
- * bench_video.c: frameprep-bench --video FILE --streams N [--realtime]:
+ * bench_video.c: frameprep-bench --video FILE --streams N [--realtime]
+ * [--window N]:
  * N producers, each a thread with its own connection and stream, replaying
  * one file's access units (demuxed once, with the library's demuxer) at
  * the file's frame rate or flat out.
@@ -12,14 +13,19 @@
  * (B-frames wait for later packets) included. Frames let out by the final
  * flush wait
  * for the end of the file, not for the decoder: they are counted and
- * checked, not timed. Each stream is verified: as many frames as the file
- * has packets, their pts strictly increasing (display order), so each
- * packet's pts comes back once; a refused packet counts as an error.
+ * checked, not timed. With --window N above 1 a producer keeps N packets
+ * in flight (fprep_stream_submit) and reads their replies in order, each
+ * timed at its arrival (the submit's callback); a frame's latency then
+ * includes its packet's wait behind those before it in the daemon. Each stream
+ * is verified: as many frames as the file has packets, their pts strictly
+ * increasing (display order), so each packet's pts comes back once; a refused
+ * packet counts as an error.
  */
 #include "bench_video.h"
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,6 +208,100 @@ static void bv_reply(struct bv_producer *w, const fprep_result *res,
 	}
 }
 
+/* A packet in flight (--window above 1): its index and when its reply
+ * arrived (bv_arrived, on an nng thread; 0: not yet). */
+struct bv_flight {
+	fprep_pending *p;
+	size_t k;
+	_Atomic uint64_t back_ns;
+};
+
+static void bv_arrived(fprep_pending *p, void *arg)
+{
+	struct bv_flight *fl = arg;
+
+	(void)p;
+	atomic_store(&fl->back_ns, bench_now_ns());
+}
+
+/* bv_collect waits for the packet in flight fl and checks and times its
+ * frames, from its send to its reply's arrival. */
+static void bv_collect(struct bv_producer *w, fprep_client *c,
+                       struct bv_flight *fl, int64_t *last)
+{
+	fprep_result res;
+	uint64_t back;
+	int err = fprep_pending_wait(fl->p, &res);
+
+	fl->p = NULL;
+	if (err) {
+		bv_fail(w, fprep_err_name(err), fprep_client_last_error(c));
+		return;
+	}
+	back = atomic_load(&fl->back_ns);
+	bv_reply(w, &res, w->sent_ns[fl->k], back != 0 ? back : bench_now_ns(),
+	         last);
+	fprep_result_fini(&res);
+}
+
+/* bv_send_all sends the file's packets on st, each waiting for its reply
+ * (window 1) or up to window in flight, whose replies are read in order. */
+static void bv_send_all(struct bv_producer *w, fprep_client *c,
+                        fprep_stream *st, int64_t *last)
+{
+	const struct bv_file *f = w->f;
+	unsigned window = w->o->video_window > 0 ? w->o->video_window : 1;
+	struct bv_flight *ring = NULL;
+	uint64_t start, period = 0;
+	size_t head = 0, n = 0;
+	fprep_result res;
+	int err;
+
+	if (window > 1 && (ring = calloc(window, sizeof(*ring))) == NULL) {
+		bv_fail(w, "start", "out of memory");
+		return;
+	}
+	if (w->o->video_realtime)
+		period = (uint64_t)(1e9 * f->info.fps_den / f->info.fps_num);
+	start = bench_now_ns();
+	for (size_t k = 0; k < f->n && !w->failed && !bench_interrupted; k++) {
+		if (n == window && ring != NULL) {
+			bv_collect(w, c, &ring[head], last);
+			head = (head + 1) % window;
+			n--;
+			if (w->failed)
+				break;
+		}
+		if (period)
+			bench_sleep_until(start + k * period);
+		w->sent_ns[k] = bench_now_ns();
+		if (ring == NULL) {
+			err = fprep_stream_send(st, f->p[k].data, f->p[k].size,
+			                        f->p[k].pts, &res);
+			if (err == 0) {
+				bv_reply(w, &res, w->sent_ns[k], bench_now_ns(),
+				         last);
+				fprep_result_fini(&res);
+			}
+		} else {
+			struct bv_flight *fl = &ring[(head + n) % window];
+
+			fl->k = k;
+			atomic_store(&fl->back_ns, 0);
+			err = fprep_stream_submit(st, f->p[k].data,
+			                          f->p[k].size, f->p[k].pts,
+			                          bv_arrived, fl, &fl->p);
+			n += err == 0;
+		}
+		if (err)
+			bv_fail(w, fprep_err_name(err),
+			        fprep_client_last_error(c));
+	}
+	for (; n > 0; n--, head = (head + 1) % window) /* each waited once */
+		bv_collect(w, c, &ring[head], last);
+	free(ring);
+}
+
 static void *bv_produce(void *arg)
 {
 	struct bv_producer *w = arg;
@@ -209,7 +309,6 @@ static void *bv_produce(void *arg)
 	fprep_client *c = NULL;
 	fprep_stream *st = NULL;
 	fprep_result res;
-	uint64_t start, period = 0;
 	int64_t last = 0;
 	int err;
 
@@ -221,23 +320,7 @@ static void *bv_produce(void *arg)
 		bv_fail(w, fprep_err_name(err), fprep_client_last_error(c));
 		goto out;
 	}
-	if (w->o->video_realtime)
-		period = (uint64_t)(1e9 * f->info.fps_den / f->info.fps_num);
-	start = bench_now_ns();
-	for (size_t k = 0; k < f->n && !w->failed && !bench_interrupted; k++) {
-		if (period)
-			bench_sleep_until(start + k * period);
-		w->sent_ns[k] = bench_now_ns();
-		err = fprep_stream_send(st, f->p[k].data, f->p[k].size,
-		                        f->p[k].pts, &res);
-		if (err) {
-			bv_fail(w, fprep_err_name(err),
-			        fprep_client_last_error(c));
-			break;
-		}
-		bv_reply(w, &res, w->sent_ns[k], bench_now_ns(), &last);
-		fprep_result_fini(&res);
-	}
+	bv_send_all(w, c, st, &last);
 	if (!w->failed && !bench_interrupted) {
 		err = fprep_stream_flush(st, &res);
 		if (err)
@@ -287,14 +370,14 @@ int bench_video_main(const bench_opts *o)
 		return 3;
 	}
 	printf("video %s: %s %" PRIu32 "x%" PRIu32 ", %zu frames (%.3g fps); "
-	       "%u streams, %s\n",
+	       "%u streams, %s, %u packets in flight each\n",
 	       o->video, f.info.codec == FPREP_PIX_H264 ? "H.264" : "HEVC",
 	       f.info.width, f.info.height, f.n,
 	       f.info.fps_num > 0 ? (double)f.info.fps_num / f.info.fps_den
 	                          : 0.0,
 	       n,
-	       o->video_realtime ? "each at the file's frame rate"
-	                         : "flat out");
+	       o->video_realtime ? "each at the file's frame rate" : "flat out",
+	       o->video_window > 0 ? o->video_window : 1);
 	start = bench_now_ns();
 	for (unsigned i = 0; i < n; i++) {
 		w[i].o = o;

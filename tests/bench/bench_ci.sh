@@ -144,8 +144,8 @@ video)
 		-frames:v 24 -c:v libx264 -bf 2 -g 8 "$tmp/clip.mp4" ||
 		fail "ffmpeg could not make the clip"
 	start_daemon "$daemon"
-	for run in "3" "1 --realtime"; do
-		# shellcheck disable=SC2086 # run is a stream count and a flag
+	for run in "3" "1 --realtime" "2 --window 1"; do
+		# shellcheck disable=SC2086 # run is a stream count and flags
 		set -- $run
 		streams=$1
 		shift

@@ -357,17 +357,22 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	# daemon with FPREP_NVDEC=off (refused naming libnvcuvid.so.1, frames
 	# served: off), then
 	# FPREP_VIDEO_STREAMS (1 8 32) streams at once of a 1080p H.264 to
-	# 640x640 f32 for FPREP_VIDEO_S (5) s each: frames/s and reply latency;
-	# then, where PyNvVideoCodec imports (PYTHONPATH), the peer on the same
-	# files, H.264 and HEVC (peer_video.py: decode only, and decode + a
-	# torch letterbox), at the same stream counts.
+	# 640x640 f32 for FPREP_VIDEO_S (5) s each: frames/s and reply latency,
+	# each stream with one packet in flight (the one-stream latency bar),
+	# then with FPREP_VIDEO_WINDOW (4: the NVDEC session decodes the next
+	# packet while it preprocesses one); then, where PyNvVideoCodec
+	# imports (PYTHONPATH), the peer on the same files, H.264 and HEVC
+	# (peer_video.py: decode only, and decode + a torch letterbox), at the
+	# same stream counts.
 	video_run() {
-		local n rc=0
+		local n w rc=0
 		"$here/bin/test_video_gpu" check 0 "$here/bin/frameprepd" "$here/video" || rc=1
 		"$here/bin/test_video_gpu" off 0 "$here/bin/frameprepd" || rc=1
-		for n in ${FPREP_VIDEO_STREAMS:-1 8 32}; do
-			"$here/bin/test_video_gpu" rate 0 "$here/bin/frameprepd" \
-				"$here/video" "$n" "${FPREP_VIDEO_S:-5}" || rc=1
+		for w in 1 "${FPREP_VIDEO_WINDOW:-4}"; do
+			for n in ${FPREP_VIDEO_STREAMS:-1 8 32}; do
+				"$here/bin/test_video_gpu" rate 0 "$here/bin/frameprepd" \
+					"$here/video" "$n" "${FPREP_VIDEO_S:-5}" "$w" || rc=1
+			done
 		done
 		if python3 -c 'import PyNvVideoCodec' 2>/dev/null; then
 			local streams
@@ -381,7 +386,7 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 		return $rc
 	}
 	if [ -f "$here/video/streams.txt" ]; then
-		TAILN=20 run video video_run
+		TAILN=24 run video video_run
 		tests+=(video)
 	fi
 	# bench_lanes: 1080p BGR8 -> 640x640 f32 over shared memory at c=16 on

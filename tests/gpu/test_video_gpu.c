@@ -23,10 +23,12 @@
  *        frames again from the next IDR/IRAP picture equal to the
  *        reference's; the daemon answers INFO afterwards, whose
  *        video_decoder line names NVDEC on a GPU.
- *   rate DEVICE FRAMEPREPD DIR N SECONDS   N streams at once (a client
- *        each), each replaying DIR/rate.h264 flat out to 640x640 F32:
- *        frames/s and the latency from a packet's send to its reply, for
- *        the replies that carry frames (p50, p99).
+ *   rate DEVICE FRAMEPREPD DIR N SECONDS [WINDOW]   N streams at once
+ *        (a client each), each replaying DIR/rate.h264 flat out to
+ *        640x640 F32 with WINDOW (1, at most VG_MAX_WINDOW) packets in
+ *        flight: frames/s and the latency from a packet's send to its
+ *        reply, for the replies that carry frames (p50, p99; with a
+ *        window the wait behind the packets before it included).
  *
  *   off DEVICE FRAMEPREPD   a daemon with FPREP_NVDEC=off (as where
  *        libnvcuvid.so.1 is missing): STREAM_OPEN refused with EUNSUPPORTED
@@ -53,6 +55,10 @@
 
 #define OUT       64
 #define MAX_UNITS 4096
+/* Packets in flight of the windowed decodes (the daemon's NVDEC sessions
+ * take four at once). */
+#define VG_WINDOW     4
+#define VG_MAX_WINDOW 8
 
 /* A stream file split into access units. */
 typedef struct vg_file {
@@ -186,13 +192,32 @@ static void vg_spec(fprep_request *spec, uint16_t codec, int small)
 	}
 }
 
+/* vg_wait takes the reply of packet k, in flight as *p. */
+static void vg_wait(fprep_client *c, vg_frames *fr, fprep_pending **p,
+                    const char *name, unsigned k)
+{
+	fprep_result res;
+	char what[128];
+	int rv = fprep_pending_wait(*p, &res);
+
+	*p = NULL;
+	snprintf(what, sizeof(what), "%s packet %u", name, k);
+	CHECK(rv == 0, "%s: %s\n", what, fprep_strerror(rv));
+	if (rv == 0)
+		vg_take(c, fr, &res, what);
+	fprep_result_fini(&res);
+}
+
 /* vg_decode sends every unit of f (unit bad, if < f->n, replaced by
  * bad_data/bad_size) and a flush on a new stream of c; the frames into
- * *fr. */
+ * *fr. window: packets in flight (1: each waits for its reply; more:
+ * fprep_stream_submit, the replies taken in order, so that the GPU's
+ * session parses a packet ahead). */
 static void vg_decode(fprep_client *c, const vg_file *f, vg_frames *fr,
                       unsigned bad, const uint8_t *bad_data, size_t bad_size,
-                      const char *name)
+                      const char *name, unsigned window)
 {
+	fprep_pending *flight[VG_MAX_WINDOW] = {0};
 	fprep_request spec;
 	fprep_stream *st = NULL;
 	fprep_result res;
@@ -213,6 +238,16 @@ static void vg_decode(fprep_client *c, const vg_file *f, vg_frames *fr,
 			p = bad_data;
 			size = bad_size;
 		}
+		if (window > 1) {
+			if (k >= window)
+				vg_wait(c, fr, &flight[(k - window) % window],
+				        name, k - window);
+			rv = fprep_stream_submit(st, p, size, (int64_t)k, NULL,
+			                         NULL, &flight[k % window]);
+			CHECK(rv == 0, "%s packet %u: submit: %s\n", name, k,
+			      fprep_strerror(rv));
+			continue;
+		}
 		memset(&res, 0, sizeof(res));
 		rv = fprep_stream_send(st, p, size, (int64_t)k, &res);
 		snprintf(what, sizeof(what), "%s packet %u", name, k);
@@ -221,6 +256,10 @@ static void vg_decode(fprep_client *c, const vg_file *f, vg_frames *fr,
 			vg_take(c, fr, &res, what);
 		fprep_result_fini(&res);
 	}
+	for (unsigned k = f->n > window ? f->n - window : 0;
+	     window > 1 && k < f->n; k++)
+		if (flight[k % window] != NULL)
+			vg_wait(c, fr, &flight[k % window], name, k);
 	memset(&res, 0, sizeof(res));
 	rv = fprep_stream_flush(st, &res);
 	CHECK(rv == 0, "%s flush: %s\n", name, fprep_strerror(rv));
@@ -330,12 +369,32 @@ static unsigned vg_manifest(const char *dir, char names[][64], uint16_t *codecs,
 	return n;
 }
 
+/* vg_compare checks the frames got of a stream of packets packets,
+ * decoded with window packets in flight, against the reference ref: as
+ * many, the same pts in order and sizes, each tensor within 1 LSB. */
+static void vg_compare(const vg_frames *got, const vg_frames *ref,
+                       const char *name, unsigned packets, unsigned window)
+{
+	unsigned same = 0;
+
+	CHECK(got->n == ref->n, "%s, %u in flight: %u frames, reference %u\n",
+	      name, window, got->n, ref->n);
+	CHECK(got->bytes == ref->bytes || got->n == 0,
+	      "%s: tensors of %zu bytes, reference %zu\n", name, got->bytes,
+	      ref->bytes);
+	for (unsigned k = 0; k < got->n && k < ref->n; k++)
+		same += vg_same(&got->f[k], &ref->f[k], ref->bytes, name, k);
+	printf("%s: %u packets, %u in flight: %u frames, %u within 1 LSB of "
+	       "the reference, pts in order\n",
+	       name, packets, window, got->n, same);
+}
+
 /* vg_errors: the first stream with a packet of its second group of
  * pictures corrupt (its second half scrambled) and a later one cut to a
  * third; named errors or skips, then frames again from the next key
  * picture, equal to the reference's. */
 static void vg_errors(fprep_client *c, const vg_file *f, const vg_frames *ref,
-                      const char *name)
+                      const char *name, unsigned window)
 {
 	vg_frames got = {0};
 	unsigned bad = f->n / 2 + 1, matched = 0;
@@ -346,7 +405,7 @@ static void vg_errors(fprep_client *c, const vg_file *f, const vg_frames *ref,
 	memcpy(u, f->data + f->start[bad], size);
 	for (size_t k = size / 2; k < size; k++)
 		u[k] = (uint8_t)(u[k] * 7 + 91);
-	vg_decode(c, f, &got, bad, u, size, name);
+	vg_decode(c, f, &got, bad, u, size, name, window);
 	CHECK(got.errors + got.skipped > 0,
 	      "%s: the corrupt packet %u passed unnoticed\n", name, bad);
 	/* Frames again after the break: the last frames equal the
@@ -358,15 +417,16 @@ static void vg_errors(fprep_client *c, const vg_file *f, const vg_frames *ref,
 			    vg_same(&got.f[k], &ref->f[j], ref->bytes, name, k))
 				matched++;
 	CHECK(matched > 0, "%s: no frame after the corrupt packet\n", name);
-	printf("%s corrupt packet %u: %u errors, %u skipped, %u frames, %u "
-	       "after it equal to the reference\n",
-	       name, bad, got.errors, got.skipped, got.n, matched);
+	printf("%s corrupt packet %u, %u in flight: %u errors, %u skipped, "
+	       "%u frames, %u after it equal to the reference\n",
+	       name, bad, window, got.errors, got.skipped, got.n, matched);
 	vg_frames_free(&got);
 	memset(&got, 0, sizeof(got));
-	vg_decode(c, f, &got, bad, u, size / 3, name);
+	vg_decode(c, f, &got, bad, u, size / 3, name, window);
 	CHECK(got.n > 0, "%s: no frames around a packet cut short\n", name);
-	printf("%s packet %u cut short: %u errors, %u skipped, %u frames\n",
-	       name, bad, got.errors, got.skipped, got.n);
+	printf("%s packet %u cut short, %u in flight: %u errors, %u skipped, "
+	       "%u frames\n",
+	       name, bad, window, got.errors, got.skipped, got.n);
 	vg_frames_free(&got);
 	free(u);
 }
@@ -422,11 +482,74 @@ typedef struct vg_rate {
 	const char *url;
 	const vg_file *f;
 	uint64_t until_ns;
+	unsigned window; /* packets in flight */
 	unsigned long frames;
 	uint64_t *lat_ns; /* of replies with frames */
 	size_t nlat, cap;
 	int failed;
 } vg_rate;
+
+/* vg_rate_take counts the frames of reply res of a packet sent at t0
+ * and records its latency when it carries any; 0, or -1 when it failed. */
+static int vg_rate_take(vg_rate *r, int rv, fprep_result *res, uint64_t t0)
+{
+	if (rv != 0 || res->header.status != FPREP_OK) {
+		r->failed = 1;
+		fprep_result_fini(res);
+		return -1;
+	}
+	if (res->header.shape[0] > 0) {
+		if (r->nlat == r->cap) {
+			r->cap = r->cap ? 2 * r->cap : 4096;
+			r->lat_ns =
+			        realloc(r->lat_ns, r->cap * sizeof(*r->lat_ns));
+		}
+		if (r->lat_ns != NULL)
+			r->lat_ns[r->nlat++] = vg_now_ns() - t0;
+	}
+	r->frames += res->header.shape[0];
+	fprep_result_fini(res);
+	return 0;
+}
+
+/* vg_rate_window replays r's file once with r->window packets in flight
+ * (fprep_stream_submit), the replies taken in order, then a flush. */
+static void vg_rate_window(vg_rate *r, fprep_stream *st)
+{
+	fprep_pending *p[VG_MAX_WINDOW] = {0};
+	uint64_t t[VG_MAX_WINDOW];
+	unsigned w = r->window, n = r->f->n;
+	fprep_result res;
+	int rv;
+
+	for (unsigned k = 0; k < n + w && !r->failed; k++) {
+		if (k >= w && p[(k - w) % w] != NULL) {
+			rv = fprep_pending_wait(p[(k - w) % w], &res);
+			p[(k - w) % w] = NULL;
+			if (vg_rate_take(r, rv, &res, t[(k - w) % w]) != 0)
+				break;
+		}
+		if (k >= n)
+			continue;
+		t[k % w] = vg_now_ns();
+		if (fprep_stream_submit(st, r->f->data + r->f->start[k],
+		                        r->f->start[k + 1] - r->f->start[k],
+		                        (int64_t)k, NULL, NULL, &p[k % w]) != 0)
+			r->failed = 1;
+	}
+	for (unsigned k = 0; k < w; k++) /* each waited once */
+		if (p[k] != NULL) {
+			(void)fprep_pending_wait(p[k], &res);
+			fprep_result_fini(&res);
+		}
+	if (!r->failed) {
+		uint64_t t0 = vg_now_ns();
+
+		memset(&res, 0, sizeof(res));
+		rv = fprep_stream_flush(st, &res);
+		(void)vg_rate_take(r, rv, &res, t0);
+	}
+}
 
 static void *vg_rate_main(void *arg)
 {
@@ -443,7 +566,9 @@ static void *vg_rate_main(void *arg)
 		fprep_client_close(c);
 		return NULL;
 	}
-	while (vg_now_ns() < r->until_ns && !r->failed)
+	while (r->window > 1 && vg_now_ns() < r->until_ns && !r->failed)
+		vg_rate_window(r, st);
+	while (r->window <= 1 && vg_now_ns() < r->until_ns && !r->failed)
 		for (unsigned k = 0; k <= r->f->n; k++) {
 			uint64_t t0 = vg_now_ns();
 			int rv;
@@ -487,7 +612,7 @@ static int vg_cmp_u64(const void *a, const void *b)
 }
 
 static void vg_rate_run(const char *url, const char *dir, unsigned n,
-                        double seconds)
+                        double seconds, unsigned window)
 {
 	char path[4096];
 	vg_file f;
@@ -505,6 +630,7 @@ static void vg_rate_run(const char *url, const char *dir, unsigned n,
 		r[i].url = url;
 		r[i].f = &f;
 		r[i].until_ns = t0 + (uint64_t)(seconds * 1e9);
+		r[i].window = window;
 		REQUIRE(pthread_create(&th[i], NULL, vg_rate_main, &r[i]) == 0);
 	}
 	for (unsigned i = 0; i < n; i++) {
@@ -525,10 +651,10 @@ static void vg_rate_run(const char *url, const char *dir, unsigned n,
 		free(r[i].lat_ns);
 	}
 	qsort(all, nall, sizeof(*all), vg_cmp_u64);
-	printf("rate: %u streams of %s (%u packets), 640x640 f32: %.1f "
-	       "frames/s over %.1f s; reply latency p50 %.2f ms, p99 %.2f "
-	       "ms\n",
-	       n, path, f.n, (double)frames / s, s,
+	printf("rate: %u streams of %s (%u packets), %u in flight each, "
+	       "640x640 f32: %.1f frames/s over %.1f s; reply latency p50 "
+	       "%.2f ms, p99 %.2f ms\n",
+	       n, path, f.n, window, (double)frames / s, s,
 	       nall ? (double)all[nall / 2] / 1e6 : 0.0,
 	       nall ? (double)all[nall * 99 / 100] / 1e6 : 0.0);
 	CHECK(frames > 0, "no frames\n");
@@ -559,13 +685,11 @@ int main(int argc, char **argv)
 		               ? 77
 		               : 0;
 	if (!(record || rate || off || strcmp(mode, "check") == 0) ||
-	    argc != (rate  ? 7
-	             : off ? 4
-	                   : 5)) {
+	    (rate ? argc != 7 && argc != 8 : argc != (off ? 4 : 5))) {
 		fprintf(stderr,
 		        "usage: test_video_gpu record|check DEVICE FRAMEPREPD "
 		        "DIR\n       test_video_gpu rate DEVICE FRAMEPREPD DIR "
-		        "N SECONDS\n       test_video_gpu off DEVICE "
+		        "N SECONDS [WINDOW]\n       test_video_gpu off DEVICE "
 		        "FRAMEPREPD\n");
 		return 2;
 	}
@@ -584,8 +708,13 @@ int main(int argc, char **argv)
 		goto done;
 	}
 	if (rate) {
+		unsigned w = argc == 8 ? (unsigned)atoi(argv[7]) : 1;
+
 		vg_rate_run(url, argv[4], (unsigned)atoi(argv[5]),
-		            atof(argv[6]));
+		            atof(argv[6]),
+		            w < 1               ? 1
+		            : w > VG_MAX_WINDOW ? VG_MAX_WINDOW
+		                                : w);
 		goto done;
 	}
 	n = vg_manifest(argv[4], names, codecs, 16);
@@ -600,7 +729,7 @@ int main(int argc, char **argv)
 			CHECK(0, "%s: cannot read or split\n", path);
 			continue;
 		}
-		vg_decode(c, &f, &got, UINT32_MAX, NULL, 0, names[i]);
+		vg_decode(c, &f, &got, UINT32_MAX, NULL, 0, names[i], 1);
 		CHECK(got.errors == 0 && got.n > 0,
 		      "%s: %u errors, %u frames\n", names[i], got.errors,
 		      got.n);
@@ -612,21 +741,16 @@ int main(int argc, char **argv)
 		} else if (vg_ref_read(path, &ref) != 0) {
 			CHECK(0, "%s: no reference\n", path);
 		} else {
-			unsigned same = 0;
-
-			CHECK(got.n == ref.n, "%s: %u frames, reference %u\n",
-			      names[i], got.n, ref.n);
-			CHECK(got.bytes == ref.bytes || got.n == 0,
-			      "%s: tensors of %zu bytes, reference %zu\n",
-			      names[i], got.bytes, ref.bytes);
-			for (unsigned k = 0; k < got.n && k < ref.n; k++)
-				same += vg_same(&got.f[k], &ref.f[k], ref.bytes,
-				                names[i], k);
-			printf("%s: %u packets, %u frames, %u within 1 LSB "
-			       "of the reference, pts in order\n",
-			       names[i], f.n, got.n, same);
-			if (i == 0)
-				vg_errors(c, &f, &ref, names[i]);
+			vg_compare(&got, &ref, names[i], f.n, 1);
+			vg_frames_free(&got);
+			memset(&got, 0, sizeof(got));
+			vg_decode(c, &f, &got, UINT32_MAX, NULL, 0, names[i],
+			          VG_WINDOW);
+			vg_compare(&got, &ref, names[i], f.n, VG_WINDOW);
+			if (i == 0) {
+				vg_errors(c, &f, &ref, names[i], 1);
+				vg_errors(c, &f, &ref, names[i], VG_WINDOW);
+			}
 			vg_frames_free(&ref);
 		}
 		vg_frames_free(&got);

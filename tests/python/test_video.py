@@ -153,3 +153,50 @@ def test_refusals(client, tmp_path):
     assert type(exc.value) in (frameprep.ServerIOError,
                                frameprep.InvalidRequestError)
     assert str(bad) in str(exc.value)
+
+
+def test_async_video(daemon, client, streams):
+    """AsyncClient.video: the same frames as Client.video's, awaited; two
+    streams at once on one connection each in display order."""
+    import asyncio
+
+    ref = list(video.read(streams["hevc"], client=client, size=SIZE))
+    packets = list(video.Demuxer(streams["hevc"]))
+
+    async def one(ac):
+        got = []
+        async with await ac.video("hevc", size=SIZE) as st:
+            assert isinstance(st, frameprep.AsyncVideoStream)
+            assert st.id != 0 and st.codec == video.Codec.HEVC
+            for packet, pts in packets:
+                got += await st.send(packet, pts)
+            got += await st.flush()
+        assert st.id == 0
+        return got
+
+    async def main():
+        async with frameprep.AsyncClient(daemon.url, timeout=60) as ac:
+            with pytest.raises(frameprep.InvalidRequestError):
+                await ac.video("vp9")
+            return await asyncio.gather(one(ac), one(ac))
+
+    for got in asyncio.run(main()):
+        assert len(got) == FRAMES
+        for (tensor, pts, xf), r in zip(got, ref):
+            assert pts == r.pts and xf == r.transform
+            assert np.array_equal(tensor, r.tensor)
+
+
+def test_stream_after_its_client(daemon, streams):
+    """A stream whose client was closed: calls raise ClosedError, close
+    does nothing (the daemon dropped the stream with the connection) and
+    frees what the library held for it (the ASan build checks)."""
+    c = frameprep.Client(daemon.url)
+    st = c.video("h264", size=SIZE)
+    packet, pts = next(iter(video.Demuxer(streams["h264"])))
+    st.send(packet, pts)
+    c.close()
+    with pytest.raises(frameprep.ClosedError):
+        st.send(packet, pts)
+    st.close()
+    st.close()

@@ -28,6 +28,9 @@
  * staging slots and the work enqueued on them, frames, ROIs and batch
  * elements (cuda_slot.c), completion, waits and pacing (cuda_wait.c), the
  * JPEG decoders (cuda_decoder.c), CUDA regions and IPC (cuda_region.c).
+ * A video stream's jobs never reach the lane thread: submit hands them to
+ * the stream's NVDEC session, which runs them on its own thread
+ * (cuda_video.c), and close stops those threads with the lane.
  *
  * Every CUDA call goes through FPREP__CUDA. A failed request is answered
  * with FPREP_ECUDA naming the call and error; a sticky error (the context is
@@ -60,8 +63,10 @@ static int cuda_submit(fprep__backend *b, fprep__job *job)
 {
 	cuda_backend *cb = (cuda_backend *)b;
 
-	if (job->video == NULL && /* a stream's: cuda_video.c, on the lane */
-	    job->req.kind != FPREP_KIND_FRAME &&
+	if (job->video != NULL) /* a stream's: its session's thread */
+		return cb->stopping ? FPREP_ESHUTDOWN
+		                    : fprep__cuda_video_submit(job);
+	if (job->req.kind != FPREP_KIND_FRAME &&
 	    job->req.kind != FPREP_KIND_ECHO &&
 	    job->req.kind != FPREP_KIND_ROIS &&
 	    job->req.kind != FPREP_KIND_BATCH)
@@ -227,6 +232,7 @@ static void cuda_close(fprep__backend *b, int timeout_ms)
 		atomic_fetch_add(&cb->lane_kicks, 1);
 		pthread_cond_broadcast(&cb->cv_lane);
 		pthread_mutex_unlock(&cb->mu);
+		fprep__cuda_video_stop(cb, cb->deadline_ns);
 		pthread_join(cb->lane, NULL);
 		pthread_join(cb->completion, NULL);
 		if (cb->spin_ns > 0) {

@@ -588,17 +588,28 @@ void fprep__cuda_region_drain(cuda_backend *cb, int dev_ok);
 
 /* fprep__cuda_video_open: the lane's video_open (backend.h): an NVDEC
  * session (video.h) for the stream whose STREAM_OPEN request is spec,
- * with params_len bytes of parameter sets (copied), whose jobs run on the
- * lanes of cb's device. Only allocates. Returns 0 or FPREP_ENOMEM. Loop
- * thread. */
+ * with params_len bytes of parameter sets (copied), whose jobs run on a
+ * thread of its own, started here, on cb's device (the decoder opens in
+ * the first job). Returns 0 or FPREP_ENOMEM (no memory or no thread).
+ * Loop thread. */
 int fprep__cuda_video_open(fprep__backend *b, const fprep_request *spec,
                            const uint8_t *params, size_t params_len,
                            fprep__video **vp);
 
-/* fprep__cuda_video_run runs a stream job (job->video, a session of
- * fprep__cuda_video_open on this lane's device) on the lane thread of
- * cb, in the device's context, and returns when its reply is written. */
-void fprep__cuda_video_run(cuda_backend *cb, fprep__job *job);
+/* fprep__cuda_video_submit queues a stream job (job->video, a session of
+ * fprep__cuda_video_open on this lane's device) for the session's own
+ * thread, which runs the stream's jobs in order and calls job->done;
+ * never on the lane thread, so a stream's job delays no frame. Returns 0,
+ * or FPREP_ESHUTDOWN once the lane that opened the session closes. Loop
+ * thread (backend.h, submit). */
+int fprep__cuda_video_submit(fprep__job *job);
+
+/* fprep__cuda_video_stop stops the threads of the sessions cb opened:
+ * each runs the jobs it holds until deadline_ns (CLOCK_MONOTONIC) and
+ * answers the rest FPREP_ESHUTDOWN, then is joined; the sessions
+ * themselves stay until the daemon closes them (video.h, close). cb's
+ * close, before it frees cb; never beside a session's close. */
+void fprep__cuda_video_stop(cuda_backend *cb, uint64_t deadline_ns);
 
 /* fprep__cuda_video_load loads libnvcuvid.so.1 (and libcuda.so.1) if no
  * call did yet, and writes what was loaded ("NVDEC (libnvcuvid.so.1,

@@ -2,8 +2,13 @@
  * cuda_lane.c: the lane thread of a GPU lane (backend_cuda.c).
  *
  * The lane thread runs region operations first, then the JPEG frames the
-                job = lane_take(cb, now, &s, &jpeg, &turn);
-                if (job == NULL) {
+ * decoders handed back (decoded), then the jobs submitted: sorted from
+ * pending into slot_q (JPEG frames for the decoders, by turns of their
+ * clients) or waiting (the rest, in arrival order), the oldest taken as
+ * soon as a staging slot of its kind is free (lane_take) and enqueued on
+ * it (lane_run); an ECHO, or any job once the lane failed or its drain
+ * deadline passed, is answered at once. A video stream's jobs never come
+ * here: their sessions run them on their own threads (cuda_video.c).
  */
 #include "gpu/backend_cuda_internal.h"
 
@@ -86,8 +91,7 @@ static void lane_sort(cuda_backend *cb)
 
 /* lane_take removes the job the lane runs next from slot_q or waiting and
  * returns it, with a free slot for it in *sp (NULL: it needs none, an ECHO,
- * a video stream's job, or any job when now is set, as it is answered at
- * once) and *jpeg set
+ * or any job when now is set, as it is answered at once) and *jpeg set
  * for a JPEG frame of slot_q (*turn its turn there); NULL when none can
  * run now. The oldest job goes first, a JPEG frame being the one whose
  * turn it is; when no slot of its kind is free, one of the other kind.
@@ -111,7 +115,6 @@ static fprep__job *lane_take(cuda_backend *cb, int now, cuda_slot **sp,
 			continue;
 		job = fprep__container_of(n, fprep__job, link);
 		if (!now && job->req.kind != FPREP_KIND_ECHO &&
-		    job->video == NULL && /* a stream's: cuda_video.c */
 		    (s = lane_free_slot(cb, is_jpeg)) == NULL)
 			continue;
 		if (is_jpeg)
@@ -273,9 +276,6 @@ void *fprep__cuda_lane_main(void *arg)
 		} else if (late) {
 			cuda_fail(job, FPREP_ESHUTDOWN, 0,
 			          "GPU lane closing: drain deadline passed");
-			fprep__cuda_wait_deliver(cb, NULL, job);
-		} else if (job->video != NULL) {
-			fprep__cuda_video_run(cb, job);
 			fprep__cuda_wait_deliver(cb, NULL, job);
 		} else if (s == NULL) { /* ECHO: no work, no copies */
 			fprep__cuda_wait_deliver(cb, NULL, job);

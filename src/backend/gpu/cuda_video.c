@@ -6,16 +6,24 @@
  *
  * The design is simple: a session is NVIDIA's video parser
  * (cuvidCreateVideoParser) and one decoder (cuvidCreateDecoder) of the
- * device of the lane that opened it; every job of the stream runs on a
- * lane of that device (fprep__video.uuid: backend_multi.c routes them),
- * in its primary context (current on a lane's thread: cudaSetDevice),
- * which the session retains so that it outlives the lanes. The decoder is
- * given a context lock on it (cuvidCtxLockCreate, vidLock), which it takes
- * around its own use of the context; the session's calls are not wrapped
- * in that lock (the decoder's calls take it, and it need not be
- * recursive), as NVIDIA's NvDecoder does. A packet is handed to the parser
- * whole, as the one picture it is (CUVID_PKT_ENDOFPICTURE), with its pts; the
- * parser calls back on the same thread, before cuvidParseVideoData returns:
+ * device of the lane that opened it, and a thread of its own (cv_main), as
+ * NVIDIA's NvDecoder and PyNvVideoCodec give each decoder one: the lane's
+ * submit queues the stream's jobs for it (fprep__cuda_video_submit), so the
+ * streams of a GPU decode side by side on its engines and no frame on the
+ * lane waits for a stream. The thread makes the device's primary context
+ * current (cudaSetDevice), which the session retains so that it outlives
+ * the lanes, runs the jobs one at a time in the order they came, and owns
+ * every decoder field; the lane that opened the session stops and joins the
+ * thread when it closes (fprep__cuda_video_stop: the jobs left run until
+ * the drain deadline, later ones are answered FPREP_ESHUTDOWN), or the
+ * session's close does. A sticky CUDA error fails the session's later jobs
+ * and the lane's, as on the lane. The decoder is given a context lock on
+ * the context (cuvidCtxLockCreate, vidLock), which it takes around its own
+ * use of the context; the session's calls are not wrapped in that lock
+ * (the decoder's calls take it, and it need not be recursive), as NVIDIA's
+ * NvDecoder does. A packet is handed to the parser whole, as the one
+ * picture it is (CUVID_PKT_ENDOFPICTURE), with its pts; the parser calls
+ * back on the same thread, before cuvidParseVideoData returns:
  *   sequence  a new sequence: its coded size is checked against the
  *             limits (fprep__video_check_size) and the engine's
  *             (cuvidGetDecoderCaps) before cuvidCreateDecoder; the
@@ -37,6 +45,18 @@
  * mapped is decoded into before it is (a second picture in a packet whose
  * surface is one of them is refused as a broken bitstream).
  *
+ * The daemon hands a session up to CV_WINDOW of its stream's jobs at once
+ * (fprep__video.window), so that the engine need not idle while a frame is
+ * preprocessed: when the next job waiting is a packet that starts nothing
+ * (no parameter sets, no IDR/IRAP picture) and the current one let out at
+ * most CV_AHEAD_FRAMES frames, that packet is parsed before those frames
+ * are mapped (cv_look_ahead): its picture decodes on the engine while the
+ * frames before it are mapped, letterboxed and copied. Each reply still
+ * carries exactly the frames its own packet let out, in display order; a
+ * refusal of the packet parsed ahead is answered, and the stream reset,
+ * in its turn. With one packet in flight nothing waits: a frame's latency
+ * is what it was.
+ *
  * Starting points and errors are the CPU session's (video_avcodec.c,
  * video_common.c): the stream decodes from an IDR (H.264) or IRAP (HEVC)
  * picture, found by the NAL unit types of the packet; packets before it
@@ -56,6 +76,7 @@
  * FPREP_NVDEC=off turns it off. Decode sessions per GPU are bounded by
  * max_video_sessions (the engines have a limit; FPREP_ELIMIT past it).
  */
+#include "fprep_assert.h"
 #include "gpu/backend_cuda_internal.h"
 #include "video.h"
 
@@ -77,6 +98,14 @@ static char cv_why[256];
 #define CV_EXTRA_SURFACES 4
 /* Surfaces a frame is mapped into (one at a time, and one to spare). */
 #define CV_OUTPUT_SURFACES 2
+/* Frames of a job at most that wait to be mapped while the next packet is
+ * parsed (cv_look_ahead): well under CV_EXTRA_SURFACES, so that the
+ * parser, which hands the surfaces out in turn, does not decode the next
+ * picture into one of them. */
+#define CV_AHEAD_FRAMES 2
+/* Jobs of a stream the daemon hands the session at once (video.h,
+ * fprep__video.window): the next packet waits in the session's queue. */
+#define CV_WINDOW 4
 /* Surfaces of one decoder at most (cuvid's limit). */
 #define CV_MAX_SURFACES 32
 /* GPUs whose sessions are counted (max_video_sessions). */
@@ -168,8 +197,24 @@ struct cv_video {
 	fprep__video_ps ps; /* the last packet's that held any */
 	int device;
 	int counted;        /* counted in cv_sessions[device] */
-	cuda_backend *lane; /* the lane running the current job */
-	fprep__job *job;    /* the current job, for the callbacks */
+	cuda_backend *lane; /* the lane that opened it: its kernels and its
+	                       sticky error; NULL once that lane closed */
+	fprep__job *job;    /* the job being parsed, for the callbacks */
+	/* The session's thread (cv_main) and the jobs it waits to run. The
+	 * thread owns everything below jobs and every decoder field; mu
+	 * guards jobs, stopping and deadline_ns. */
+	pthread_t thread;
+	int running;           /* started and not yet joined: in cv_all */
+	struct cv_video *next; /* in cv_all */
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* a job queued, or stop */
+	fprep__queue jobs; /* submitted, not yet taken */
+	int stopping;
+	uint64_t deadline_ns; /* stopping: later jobs fail FPREP_ESHUTDOWN */
+	int fatal;            /* a sticky error: every later job fails */
+	fprep__job *ahead;    /* a packet taken from jobs and parsed before
+	                         the current job's frames were emitted: runs
+	                         next (cv_look_ahead) */
 #ifdef FPREP_HAVE_NVCUVID
 	CUcontext ctx; /* the device's primary context, retained */
 	CUvideoctxlock lock;
@@ -191,9 +236,16 @@ struct cv_video {
 	 * the pts are presentation times; libavcodec, the reference, gives
 	 * each frame its own packet's. */
 	int64_t pts_of[CV_MAX_SURFACES];
-	cv_frame *frames; /* let out by the current job */
-	unsigned nframes, frames_cap;
+	/* Let out by the current job, then by ahead from ahead_first on;
+	 * the job being parsed writes from first on. */
+	cv_frame *frames;
+	unsigned nframes, frames_cap, first, ahead_first;
+	int ahead_rv; /* ahead's parse: FPREP_OK or its failed status */
 };
+
+/* cv_on_thread: the session's thread (cv_main) runs the call. */
+#define CV_ON_THREAD(v)                                                        \
+	FPREP__ASSERT(pthread_equal(pthread_self(), (v)->thread))
 
 #ifdef FPREP_HAVE_NVCUVID
 
@@ -308,6 +360,12 @@ static int CUDAAPI cv_sequence(void *arg, CUVIDEOFORMAT *f)
 		v->fmt = *f;
 		return (int)v->surfaces;
 	}
+	if (v->first > 0) { /* an earlier job's frames are not yet mapped */
+		fprep__video_broken(job, &v->spec,
+		                    "a new sequence without an IDR/IRAP "
+		                    "picture");
+		goto fail;
+	}
 	cv_destroy_decoder(v);
 	v->nframes = 0; /* pictures of the old sequence, if any, go */
 	memset(&ci, 0, sizeof ci);
@@ -360,6 +418,7 @@ static int CUDAAPI cv_decode(void *arg, CUVIDPICPARAMS *pic)
 	int idx = pic->CurrPicIdx;
 	CUresult r;
 
+	CV_ON_THREAD(v);
 	if (v->failed || v->decoder == NULL)
 		return 0;
 	if (idx < 0 || (unsigned)idx >= v->surfaces) {
@@ -369,9 +428,13 @@ static int CUDAAPI cv_decode(void *arg, CUVIDPICPARAMS *pic)
 	}
 	for (unsigned k = 0; k < v->nframes; k++)
 		if (v->frames[k].index == idx) {
-			fprep__video_broken(v->job, &v->spec,
-			                    "more than one picture in the "
-			                    "packet");
+			fprep__video_broken(
+			        v->job, &v->spec,
+			        k < v->first ? "a picture decoded into the "
+			                       "surface of one not yet "
+			                       "mapped"
+			                     : "more than one picture in "
+			                       "the packet");
 			goto fail;
 		}
 	r = cvf->cuvidDecodePicture(v->decoder, pic);
@@ -417,7 +480,7 @@ static int CUDAAPI cv_display(void *arg, CUVIDPARSERDISPINFO *d)
 		v->failed = 1;
 		return 0;
 	}
-	if (v->nframes >= max) {
+	if (v->nframes - v->first >= max) {
 		fprep__video_fail(v->job, FPREP_ELIMIT,
 		                  "%s stream: more than max_stream_frames "
 		                  "%" PRIu32 " decoded frames at once",
@@ -595,13 +658,24 @@ static int cv_parse(struct cv_video *v, fprep__job *job, const uint8_t *data,
 	return job->status;
 }
 
-/* cv_packet decodes the job's packet into v->frames. */
+/* cv_packet decodes the job's packet into v->frames, unless it was
+ * parsed ahead (cv_look_ahead): then its frames are there already, or the
+ * refusal of its parse is answered now and the stream resets. */
 static int cv_packet(fprep__video *base, fprep__job *job)
 {
 	struct cv_video *v = (struct cv_video *)base;
 	size_t size = job->stream.packet_size;
-	int key = fprep__video_scan(&v->spec, job->input, size, &v->ps);
+	int key;
 
+	if (v->ahead == job) {
+		v->ahead = NULL;
+		if (v->ahead_rv == FPREP_OK)
+			return FPREP_OK;
+		job->status = v->ahead_rv; /* its message is there */
+		cv_reset(v, job);
+		return job->status;
+	}
+	key = fprep__video_scan(&v->spec, job->input, size, &v->ps);
 	if (key < 0)
 		return fprep__video_fail(job, FPREP_ENOMEM,
 		                         "packet: out of memory");
@@ -615,6 +689,79 @@ static int cv_packet(fprep__video *base, fprep__job *job)
 	return cv_parse(v, job, job->input, size,
 	                CUVID_PKT_TIMESTAMP | CUVID_PKT_ENDOFPICTURE,
 	                job->stream.pts);
+}
+
+/* cv_take_ahead takes the session's next job off its queue when it is a
+ * packet that may be parsed before the frames of the current job are
+ * emitted: the stream decodes (no IDR/IRAP picture to wait for), the
+ * current job holds few frames, and the packet starts no sequence (no
+ * parameter sets, no IDR/IRAP picture), so that it neither makes a new
+ * decoder nor reuses a surface of those frames. NULL: none. */
+static fprep__job *cv_take_ahead(struct cv_video *v)
+{
+	fprep__video_ps ps = {0};
+	fprep__qnode *n;
+	fprep__job *next;
+	int key;
+
+	if (v->skipping || v->parser == NULL || v->nframes == 0 ||
+	    v->nframes > CV_AHEAD_FRAMES)
+		return NULL;
+	pthread_mutex_lock(&v->mu);
+	n = v->stopping ? NULL : v->jobs.head;
+	pthread_mutex_unlock(&v->mu);
+	if (n == NULL)
+		return NULL;
+	/* Only this thread takes jobs off the queue: n stays its head. */
+	next = fprep__container_of(n, fprep__job, link);
+	if (next->stream.kind != FPREP_KIND_STREAM_PACKET)
+		return NULL;
+	key = fprep__video_scan(&v->spec, next->input, next->stream.packet_size,
+	                        &ps);
+	free(ps.data);
+	if (key != 0 || ps.len > 0)
+		return NULL;
+	pthread_mutex_lock(&v->mu);
+	n = fprep__queue_pop(&v->jobs);
+	pthread_mutex_unlock(&v->mu);
+	FPREP__ASSERT(n == &next->link);
+	return next;
+}
+
+/* cv_look_ahead parses the session's next packet, if cv_take_ahead
+ * gives one, while the current job's frames wait to be mapped: its
+ * picture goes to the engine and decodes while those frames are
+ * preprocessed. Its frames follow the current job's in v->frames; its
+ * parse's status waits for its turn (cv_packet), the stream's reset too. */
+static void cv_look_ahead(struct cv_video *v, fprep__job *job)
+{
+	fprep__job *next = cv_take_ahead(v);
+	CUresult r;
+
+	if (next == NULL)
+		return;
+	fprep__video_job_begin(next);
+	next->message[0] = '\0';
+	v->job = next;
+	v->first = v->nframes;
+	v->ahead = next;
+	v->ahead_first = v->nframes;
+	r = cv_feed(v, next->input, next->stream.packet_size,
+	            CUVID_PKT_TIMESTAMP | CUVID_PKT_ENDOFPICTURE,
+	            next->stream.pts);
+	if (!v->failed && r != CUDA_SUCCESS) {
+		char why[96];
+
+		snprintf(why, sizeof why, "cuvidParseVideoData: %s",
+		         cv_cu_error(r));
+		fprep__video_broken(next, &v->spec, why);
+	}
+	v->ahead_rv = v->failed || r != CUDA_SUCCESS ? next->status : FPREP_OK;
+	if (v->ahead_rv != FPREP_OK)
+		v->nframes = v->ahead_first; /* its frames, if any, go */
+	v->job = job;
+	v->failed = 0;
+	v->first = 0;
 }
 
 /* cv_flush lets out every frame the parser holds; the stream then starts
@@ -745,17 +892,24 @@ static int cv_frame_tensor(struct cv_video *v, fprep__job *job,
 	return rv;
 }
 
-/* cv_emit preprocesses the frames let out into the reply: their tensors
- * (made on the device, copied once), then a frame record each. */
+/* cv_emit preprocesses the frames the job let out into the reply: their
+ * tensors (made on the device, copied once), then a frame record each.
+ * A packet's job parses the next packet first (cv_look_ahead). */
 static int cv_emit(fprep__video *base, fprep__job *job)
 {
 	struct cv_video *v = (struct cv_video *)base;
 	fprep__gpu_status st = {0};
 	uint64_t one;
-	uint8_t *out = fprep__video_reserve(job, &v->spec, v->nframes, &one);
-	size_t bytes = (size_t)one * v->nframes;
+	uint8_t *out;
+	unsigned n;
+	size_t bytes;
 
-	if (out == NULL || v->nframes == 0)
+	if (job->stream.kind == FPREP_KIND_STREAM_PACKET)
+		cv_look_ahead(v, job);
+	n = v->ahead != NULL ? v->ahead_first : v->nframes;
+	out = fprep__video_reserve(job, &v->spec, n, &one);
+	bytes = (size_t)one * n;
+	if (out == NULL || n == 0)
 		return out == NULL ? job->status : FPREP_OK;
 	if (bytes > v->out_cap) {
 		size_t cap = (bytes + CUDA_GROW_ALIGN - 1) &
@@ -771,7 +925,7 @@ static int cv_emit(fprep__video *base, fprep__job *job)
 			return cv_cuda_fail(job, &st);
 		v->out_cap = cap;
 	}
-	for (unsigned k = 0; k < v->nframes; k++) {
+	for (unsigned k = 0; k < n; k++) {
 		fprep_transform xf;
 		uint32_t w, h;
 
@@ -796,20 +950,39 @@ static const fprep__video_steps cv_steps = {
         .emit = cv_emit,
 };
 
-static void cv_run(fprep__video *base, fprep__job *job)
+static void cv_run(struct cv_video *v, fprep__job *job)
 {
-	struct cv_video *v = (struct cv_video *)base;
+	unsigned keep;
 
+	CV_ON_THREAD(v);
+	FPREP__ASSERT(v->ahead == NULL || v->ahead == job);
 	v->job = job;
 	v->failed = 0;
-	v->nframes = 0;
-	fprep__video_steps_run(base, job, &cv_steps, v->stream != NULL);
+	v->first = 0;
+	if (v->ahead != job)
+		v->nframes = 0;
+	fprep__video_steps_run(&v->base, job, &cv_steps, v->stream != NULL);
+	/* The job's frames go; those of the packet parsed ahead stay. */
+	keep = v->ahead != NULL ? v->nframes - v->ahead_first : 0;
+	if (keep > 0)
+		memmove(v->frames, v->frames + v->ahead_first,
+		        keep * sizeof(*v->frames));
+	v->nframes = keep;
+	v->ahead_first = 0;
+}
+
+/* cv_drop_ahead forgets the packet parsed ahead, whose job is answered
+ * without running (the session stops or failed). */
+static void cv_drop_ahead(struct cv_video *v)
+{
+	v->ahead = NULL;
 	v->nframes = 0;
 }
 
-static void cv_close(fprep__video *base)
+/* cv_release lets go of what the session holds once its thread is
+ * joined, on the calling thread. */
+static void cv_release(struct cv_video *v)
 {
-	struct cv_video *v = (struct cv_video *)base;
 	CUcontext none;
 
 	if (v->ctx != NULL) {
@@ -837,33 +1010,169 @@ static void cv_close(fprep__video *base)
 	free(v->frames);
 	free(v->params);
 	free(v->ps.data);
-	free(v);
 }
 
 #else /* !FPREP_HAVE_NVCUVID */
 
-static void cv_run(fprep__video *base, fprep__job *job)
+static void cv_run(struct cv_video *v, fprep__job *job)
 {
-	struct cv_video *v = (struct cv_video *)base;
-
+	CV_ON_THREAD(v);
 	fprep__video_job_begin(job);
 	fprep__video_fail(job, FPREP_EUNSUPPORTED,
 	                  "%s streams on the GPU need NVDEC: %s",
 	                  fprep__video_codec_name(&v->spec), cv_why);
 }
 
-static void cv_close(fprep__video *base)
+static void cv_drop_ahead(struct cv_video *v)
 {
-	struct cv_video *v = (struct cv_video *)base;
+	v->ahead = NULL;
+}
 
+static void cv_release(struct cv_video *v)
+{
 	free(v->params);
-	free(v);
 }
 
 #endif /* FPREP_HAVE_NVCUVID */
 
+/* The sessions whose thread runs (running), each with the lane that
+ * opened it: that lane's close stops them (fprep__cuda_video_stop). */
+static pthread_mutex_t cv_all_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct cv_video *cv_all;
+
+/* cv_lane_fatal tells whether the lane that opened v met a sticky error
+ * (the device's context is unusable). */
+static int cv_lane_fatal(struct cv_video *v)
+{
+	int fatal;
+
+	pthread_mutex_lock(&v->lane->mu);
+	fatal = v->lane->fatal;
+	pthread_mutex_unlock(&v->lane->mu);
+	return fatal;
+}
+
+/* cv_deliver ends job: a sticky error fails the session's later jobs and
+ * the lane's (as fprep__cuda_wait_deliver does), then job->done. */
+static void cv_deliver(struct cv_video *v, fprep__job *job)
+{
+	job->t_end_ns = cuda_now_ns();
+	if (job->fatal) {
+		v->fatal = 1;
+		pthread_mutex_lock(&v->lane->mu);
+		v->lane->fatal = 1;
+		pthread_mutex_unlock(&v->lane->mu);
+	}
+	job->done(job);
+}
+
+/* cv_main: the session's thread. Its device set (cudaSetDevice: the
+ * primary context the session retains, current), it runs the session's
+ * jobs one at a time in the order they were submitted (the packet parsed
+ * ahead first), and answers them as the lane does when it cannot: the
+ * device not set, a sticky error, or the backend closing past its drain
+ * deadline (FPREP_ESHUTDOWN). It ends once stopped with nothing left. */
+static void *cv_main(void *arg)
+{
+	struct cv_video *v = arg;
+	fprep__gpu_status st = {0};
+	int dev_ok = !FPREP__CUDA(&st, cudaSetDevice(v->device));
+
+	fprep__cuda_lane_thread_start("fp-video-gpu", v->device);
+	for (;;) {
+		fprep__job *job = v->ahead;
+		int late;
+
+		pthread_mutex_lock(&v->mu);
+		while (job == NULL && fprep__queue_empty(&v->jobs) &&
+		       !v->stopping)
+			pthread_cond_wait(&v->cv, &v->mu);
+		if (job == NULL) {
+			fprep__qnode *n = fprep__queue_pop(&v->jobs);
+
+			if (n == NULL) { /* stopping, and nothing left */
+				pthread_mutex_unlock(&v->mu);
+				break;
+			}
+			job = fprep__container_of(n, fprep__job, link);
+		}
+		late = v->stopping && cuda_now_ns() >= v->deadline_ns;
+		pthread_mutex_unlock(&v->mu);
+
+		job->t_start_ns = cuda_now_ns();
+		job->fatal = 0;
+		if (job != v->ahead) /* its parse's message waits in it */
+			job->message[0] = '\0';
+		if (!dev_ok || v->fatal || cv_lane_fatal(v) || late) {
+			if (job == v->ahead)
+				cv_drop_ahead(v);
+			fprep__video_job_begin(job);
+			if (!dev_ok)
+				cuda_fail(job, FPREP_ECUDA, 1, st.text);
+			else if (!late)
+				cuda_fail(job, FPREP_ECUDA, 1,
+				          "the GPU lane failed earlier (sticky "
+				          "error)");
+			else
+				cuda_fail(job, FPREP_ESHUTDOWN, 0,
+				          "GPU lane closing: drain deadline "
+				          "passed");
+		} else {
+			fprep__video_run(job);
+		}
+		cv_deliver(v, job);
+	}
+	return NULL;
+}
+
+/* cv_thread_stop stops v's thread, which runs the jobs it holds until
+ * deadline_ns (CLOCK_MONOTONIC) and answers the rest FPREP_ESHUTDOWN, and
+ * joins it. The caller took v out of cv_all. */
+static void cv_thread_stop(struct cv_video *v, uint64_t deadline_ns)
+{
+	pthread_mutex_lock(&v->mu);
+	v->stopping = 1;
+	v->deadline_ns = deadline_ns;
+	pthread_cond_signal(&v->cv);
+	pthread_mutex_unlock(&v->mu);
+	pthread_join(v->thread, NULL);
+}
+
+static void cv_op_run(fprep__video *base, fprep__job *job)
+{
+	cv_run((struct cv_video *)base, job);
+}
+
+/* cv_close: no job of the session is out (video.h), so its thread is
+ * idle: stopped and joined at once, unless the lane's close did it. Not
+ * while the backend closes. */
+static void cv_close(fprep__video *base)
+{
+	struct cv_video *v = (struct cv_video *)base;
+	int running;
+
+	pthread_mutex_lock(&cv_all_mu);
+	running = v->running;
+	if (running) {
+		struct cv_video **pp = &cv_all;
+
+		while (*pp != v)
+			pp = &(*pp)->next;
+		*pp = v->next;
+		v->running = 0;
+	}
+	pthread_mutex_unlock(&cv_all_mu);
+	if (running)
+		cv_thread_stop(v, cuda_now_ns());
+	FPREP__ASSERT(fprep__queue_empty(&v->jobs) && v->ahead == NULL);
+	cv_release(v);
+	pthread_cond_destroy(&v->cv);
+	pthread_mutex_destroy(&v->mu);
+	free(v);
+}
+
 static const fprep__video_ops cv_ops = {
-        .run = cv_run,
+        .run = cv_op_run,
         .close = cv_close,
 };
 
@@ -878,9 +1187,11 @@ int fprep__cuda_video_open(fprep__backend *b, const fprep_request *spec,
 		return FPREP_ENOMEM;
 	v->base.ops = &cv_ops;
 	v->base.on_device = 1;
+	v->base.window = CV_WINDOW;
 	memcpy(v->base.uuid, cb->uuid, sizeof(v->base.uuid));
 	v->spec = *spec;
 	v->device = cb->device;
+	v->lane = cb;
 	if (params_len > 0) {
 		v->params = malloc(params_len);
 		if (v->params == NULL) {
@@ -890,14 +1201,67 @@ int fprep__cuda_video_open(fprep__backend *b, const fprep_request *spec,
 		memcpy(v->params, params, params_len);
 		v->params_len = params_len;
 	}
+	pthread_mutex_init(&v->mu, NULL);
+	pthread_cond_init(&v->cv, NULL);
+	fprep__queue_init(&v->jobs);
+	if (pthread_create(&v->thread, NULL, cv_main, v) != 0) {
+		pthread_cond_destroy(&v->cv);
+		pthread_mutex_destroy(&v->mu);
+		free(v->params);
+		free(v);
+		return FPREP_ENOMEM;
+	}
+	pthread_mutex_lock(&cv_all_mu);
+	v->running = 1;
+	v->next = cv_all;
+	cv_all = v;
+	pthread_mutex_unlock(&cv_all_mu);
 	*vp = &v->base;
 	return 0;
 }
 
-void fprep__cuda_video_run(cuda_backend *cb, fprep__job *job)
+int fprep__cuda_video_submit(fprep__job *job)
 {
 	struct cv_video *v = (struct cv_video *)job->video;
+	int rv = 0;
 
-	v->lane = cb;
-	fprep__video_run(job);
+	pthread_mutex_lock(&v->mu);
+	if (v->stopping) {
+		rv = FPREP_ESHUTDOWN;
+	} else {
+		fprep__queue_push(&v->jobs, &job->link);
+		pthread_cond_signal(&v->cv);
+	}
+	pthread_mutex_unlock(&v->mu);
+	return rv;
+}
+
+void fprep__cuda_video_stop(cuda_backend *cb, uint64_t deadline_ns)
+{
+	struct cv_video *mine = NULL, **pp, *v;
+
+	pthread_mutex_lock(&cv_all_mu);
+	for (pp = &cv_all; (v = *pp) != NULL;) {
+		if (v->lane != cb) {
+			pp = &v->next;
+			continue;
+		}
+		*pp = v->next;
+		v->running = 0;
+		v->next = mine;
+		mine = v;
+	}
+	pthread_mutex_unlock(&cv_all_mu);
+	/* All stop at once, then each is joined: they drain side by side. */
+	for (v = mine; v != NULL; v = v->next) {
+		pthread_mutex_lock(&v->mu);
+		v->stopping = 1;
+		v->deadline_ns = deadline_ns;
+		pthread_cond_signal(&v->cv);
+		pthread_mutex_unlock(&v->mu);
+	}
+	for (v = mine; v != NULL; v = v->next) {
+		cv_thread_stop(v, deadline_ns);
+		v->lane = NULL;
+	}
 }

@@ -36,10 +36,10 @@ from .errors import (BY_STATUS, BitstreamError, ClosedError, CudaError, ForkedEr
                      error_for_status)
 from .ring import AsyncRing, Ring, RingFrame, RingResult
 from . import video
-from .video import Codec, VideoFrame, VideoStream
+from .video import AsyncVideoStream, Codec, VideoFrame, VideoStream
 
 __all__ = [
-    "AsyncClient", "AsyncRing", "BY_STATUS", "BatchResult", "BitstreamError",
+    "AsyncClient", "AsyncRing", "AsyncVideoStream", "BY_STATUS", "BatchResult", "BitstreamError",
     "Client",
     "ClosedError", "CudaArray", "ElementTransform", "F16Option",
     "F32Option", "Frame", "RoundingName", "U8Option",

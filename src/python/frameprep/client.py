@@ -1174,6 +1174,27 @@ class AsyncClient(_Connection):
         del src  # the frame's bytes, kept until the call returned
         return _crops_result(res, out)
 
+    async def video(self, codec: str, size: Sequence[int] = (640, 640),
+                    resize: ResizeName = "letterbox", order: OrderName = "rgb",
+                    dtype: DTypeOption = "float32", layout: LayoutName = "nchw",
+                    scale: float = 1 / 255,
+                    mean: float | Sequence[float] = (0.0, 0.0, 0.0),
+                    std: float | Sequence[float] = (1.0, 1.0, 1.0),
+                    pad: float = 114, matrix: MatrixName = "bt601",
+                    yuv_range: YuvRangeName = "limited",
+                    rounding: RoundingName = "float",
+                    params: bytes | None = None) -> video.AsyncVideoStream:
+        """See :meth:`Client.video`: the same stream, opened on the loop's
+        executor, as a :class:`~frameprep.video.AsyncVideoStream`
+        (``await send(packet, pts)`` -> frames in display order, ``await
+        flush()``, ``await close()``; an async context manager)."""
+        loop = asyncio.get_running_loop()
+        st = await loop.run_in_executor(None, functools.partial(
+            video.open_stream, self, codec, size, resize, order, dtype,
+            layout, scale, mean, std, pad, matrix, yuv_range, rounding,
+            params))
+        return video.AsyncVideoStream(st)
+
     async def info(self) -> dict[str, Any]:
         """See :meth:`Client.info`."""
         res = _core.checked(await self._submit(_INFO, None))

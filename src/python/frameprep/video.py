@@ -12,14 +12,19 @@ its size. :func:`read` decodes a whole file with the library's demuxer
 A stream belongs to its client's connection and is used by one thread at
 a time. A broken packet raises :class:`~frameprep.BitstreamError`; the
 stream stays open and gives frames again from the next IDR (H.264) or
-IRAP (HEVC) picture.
+IRAP (HEVC) picture. :class:`AsyncVideoStream`, which
+:meth:`AsyncClient.video` opens, is the same stream awaited: each call
+runs on the event loop's executor, one at a time in the order they were
+awaited.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import enum
-from typing import Any, Iterator, Protocol, Sequence
+import functools
+from typing import Any, Callable, Iterator, Protocol, Sequence, TypeVar
 
 import numpy as np
 
@@ -140,6 +145,55 @@ class VideoStream:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_T = TypeVar("_T")
+
+
+class AsyncVideoStream:
+    """The asyncio twin of :class:`VideoStream` (:meth:`AsyncClient.video`
+    opens it): ``await send(packet, pts)``, ``await flush()``, ``await
+    close()``, with the same results and exceptions; an async context
+    manager. Each call runs the stream's on the loop's executor; calls on
+    one stream run one at a time, in the order they were awaited, so
+    frames come back in display order."""
+
+    def __init__(self, stream: VideoStream):
+        self._stream = stream
+        self._lock = asyncio.Lock()
+        self.codec = stream.codec
+        """The stream's :class:`Codec`."""
+
+    @property
+    def id(self) -> int:
+        """The stream's id on the daemon (0 once closed)."""
+        return self._stream.id
+
+    async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
+        loop = asyncio.get_running_loop()
+        async with self._lock:
+            return await loop.run_in_executor(
+                None, functools.partial(fn, *args))
+
+    async def send(self, packet: bytes | bytearray | memoryview |
+                   np.ndarray[Any, Any], pts: int = 0) -> list[VideoFrame]:
+        """See :meth:`VideoStream.send` (the packet must not change until
+        it returns)."""
+        return await self._run(self._stream.send, packet, pts)
+
+    async def flush(self) -> list[VideoFrame]:
+        """See :meth:`VideoStream.flush`."""
+        return await self._run(self._stream.flush)
+
+    async def close(self) -> None:
+        """See :meth:`VideoStream.close`."""
+        await self._run(self._stream.close)
+
+    async def __aenter__(self) -> AsyncVideoStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
 
 def open_stream(client: Connection, codec: str, size: Sequence[int],
