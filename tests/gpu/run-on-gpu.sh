@@ -356,7 +356,7 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	# check: counts, pts, 1 LSB, a corrupt and a cut packet, INFO), a
 	# daemon with FPREP_NVDEC=off (refused naming libnvcuvid.so.1, frames
 	# served: off), then
-	# FPREP_VIDEO_STREAMS (1 8 32) streams at once of a 1080p H.264 to
+	# FPREP_VIDEO_STREAMS (1 8 32) streams at once of a 1080p H.264, then HEVC, to
 	# 640x640 f32 for FPREP_VIDEO_S (5) s each: frames/s and reply latency,
 	# each stream with one packet in flight (the one-stream latency bar),
 	# then with FPREP_VIDEO_WINDOW (4: the NVDEC session decodes the next
@@ -365,13 +365,15 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	# (peer_video.py: decode only, and decode + a torch letterbox), at the
 	# same stream counts.
 	video_run() {
-		local n w rc=0
+		local c n w rc=0
 		"$here/bin/test_video_gpu" check 0 "$here/bin/frameprepd" "$here/video" || rc=1
 		"$here/bin/test_video_gpu" off 0 "$here/bin/frameprepd" || rc=1
-		for w in 1 "${FPREP_VIDEO_WINDOW:-4}"; do
-			for n in ${FPREP_VIDEO_STREAMS:-1 8 32}; do
-				"$here/bin/test_video_gpu" rate 0 "$here/bin/frameprepd" \
-					"$here/video" "$n" "${FPREP_VIDEO_S:-5}" "$w" || rc=1
+		for c in h264 hevc; do
+			for w in 1 "${FPREP_VIDEO_WINDOW:-4}"; do
+				for n in ${FPREP_VIDEO_STREAMS:-1 8 32}; do
+					"$here/bin/test_video_gpu" rate 0 "$here/bin/frameprepd" \
+						"$here/video" "$n" "${FPREP_VIDEO_S:-5}" "$w" "$c" || rc=1
+				done
 			done
 		done
 		if python3 -c 'import PyNvVideoCodec' 2>/dev/null; then

@@ -23,8 +23,9 @@
  *        frames again from the next IDR/IRAP picture equal to the
  *        reference's; the daemon answers INFO afterwards, whose
  *        video_decoder line names NVDEC on a GPU.
- *   rate DEVICE FRAMEPREPD DIR N SECONDS [WINDOW]   N streams at once
- *        (a client each), each replaying DIR/rate.h264 flat out to
+ *   rate DEVICE FRAMEPREPD DIR N SECONDS [WINDOW [CODEC]]   N streams at
+ *        once (a client each), each replaying DIR/rate.CODEC (h264, the
+ *        default, or hevc) flat out to
  *        640x640 F32 with WINDOW (1, at most VG_MAX_WINDOW) packets in
  *        flight: frames/s and the latency from a packet's send to its
  *        reply, for the replies that carry frames (p50, p99; with a
@@ -612,7 +613,7 @@ static int vg_cmp_u64(const void *a, const void *b)
 }
 
 static void vg_rate_run(const char *url, const char *dir, unsigned n,
-                        double seconds, unsigned window)
+                        double seconds, unsigned window, const char *codec)
 {
 	char path[4096];
 	vg_file f;
@@ -623,8 +624,10 @@ static void vg_rate_run(const char *url, const char *dir, unsigned n,
 	unsigned long frames = 0;
 
 	REQUIRE(r != NULL && th != NULL);
-	snprintf(path, sizeof(path), "%s/rate.h264", dir);
-	REQUIRE(vg_load(&f, path, FPREP_PIX_H264) == 0);
+	snprintf(path, sizeof(path), "%s/rate.%s", dir, codec);
+	REQUIRE(vg_load(&f, path,
+	                strcmp(codec, "hevc") == 0 ? FPREP_PIX_HEVC
+	                                           : FPREP_PIX_H264) == 0);
 	t0 = vg_now_ns();
 	for (unsigned i = 0; i < n; i++) {
 		r[i].url = url;
@@ -685,11 +688,12 @@ int main(int argc, char **argv)
 		               ? 77
 		               : 0;
 	if (!(record || rate || off || strcmp(mode, "check") == 0) ||
-	    (rate ? argc != 7 && argc != 8 : argc != (off ? 4 : 5))) {
+	    (rate ? argc < 7 || argc > 9 : argc != (off ? 4 : 5))) {
 		fprintf(stderr,
 		        "usage: test_video_gpu record|check DEVICE FRAMEPREPD "
 		        "DIR\n       test_video_gpu rate DEVICE FRAMEPREPD DIR "
-		        "N SECONDS [WINDOW]\n       test_video_gpu off DEVICE "
+		        "N SECONDS [WINDOW [CODEC]]\n       test_video_gpu off "
+		        "DEVICE "
 		        "FRAMEPREPD\n");
 		return 2;
 	}
@@ -708,13 +712,14 @@ int main(int argc, char **argv)
 		goto done;
 	}
 	if (rate) {
-		unsigned w = argc == 8 ? (unsigned)atoi(argv[7]) : 1;
+		unsigned w = argc >= 8 ? (unsigned)atoi(argv[7]) : 1;
 
 		vg_rate_run(url, argv[4], (unsigned)atoi(argv[5]),
 		            atof(argv[6]),
 		            w < 1               ? 1
 		            : w > VG_MAX_WINDOW ? VG_MAX_WINDOW
-		                                : w);
+		                                : w,
+		            argc == 9 ? argv[8] : "h264");
 		goto done;
 	}
 	n = vg_manifest(argv[4], names, codecs, 16);
