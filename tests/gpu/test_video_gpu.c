@@ -673,7 +673,8 @@ int main(int argc, char **argv)
 	uint16_t codecs[16];
 	const char *mode = argc > 1 ? argv[1] : "";
 	const char *device = argc > 2 ? argv[2] : "cpu";
-	char *extra[] = {"--max-stream-frames", "64", NULL};
+	char *extra[] = {"--max-stream-frames", "64", "--max-inflight", "256",
+	                 NULL};
 	int ndev = 0, record = strcmp(mode, "record") == 0;
 	int rate = strcmp(mode, "rate") == 0, off = strcmp(mode, "off") == 0;
 	unsigned n;

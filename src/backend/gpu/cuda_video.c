@@ -46,16 +46,16 @@
  * surface is one of them is refused as a broken bitstream).
  *
  * The daemon hands a session up to CV_WINDOW of its stream's jobs at once
- * (fprep__video.window), so that the engine need not idle while a frame is
- * preprocessed: when the next job waiting is a packet that starts nothing
- * (no parameter sets, no IDR/IRAP picture) and the current one let out at
- * most CV_AHEAD_FRAMES frames, that packet is parsed before those frames
- * are mapped (cv_look_ahead): its picture decodes on the engine while the
- * frames before it are mapped, letterboxed and copied. Each reply still
- * carries exactly the frames its own packet let out, in display order; a
- * refusal of the packet parsed ahead is answered, and the stream reset,
- * in its turn. With one packet in flight nothing waits: a frame's latency
- * is what it was.
+ * (fprep__video.window; one for now, see CV_WINDOW), so that the engine
+ * need not idle while a frame is preprocessed: when the next job waiting is a
+ * packet that starts nothing (no parameter sets, no IDR/IRAP picture) and the
+ * current one let out at most CV_AHEAD_FRAMES frames, that packet is parsed
+ * before those frames are mapped (cv_look_ahead): its picture decodes on the
+ * engine while the frames before it are mapped, letterboxed and copied. Each
+ * reply still carries exactly the frames its own packet let out, in display
+ * order; a refusal of the packet parsed ahead is answered, and the stream
+ * reset, in its turn. With one packet in flight nothing waits: a frame's
+ * latency is what it was.
  *
  * Starting points and errors are the CPU session's (video_avcodec.c,
  * video_common.c): the stream decodes from an IDR (H.264) or IRAP (HEVC)
@@ -104,8 +104,13 @@ static char cv_why[256];
  * picture into one of them. */
 #define CV_AHEAD_FRAMES 2
 /* Jobs of a stream the daemon hands the session at once (video.h,
- * fprep__video.window): the next packet waits in the session's queue. */
-#define CV_WINDOW 4
+ * fprep__video.window): the next packet waits in the session's queue.
+ * One: with more, the packet parsed ahead (cv_look_ahead) let a picture
+ * the engine decoded with errors pass unnoticed (H200, a corrupt H.264
+ * packet at 4 packets in flight: no EBITSTREAM, and the frames after it
+ * off by up to 216 LSB instead of waiting for the next IDR), so a stream's
+ * packets are decoded one at a time until its status is checked there. */
+#define CV_WINDOW 1
 /* Surfaces of one decoder at most (cuvid's limit). */
 #define CV_MAX_SURFACES 32
 /* GPUs whose sessions are counted (max_video_sessions). */
