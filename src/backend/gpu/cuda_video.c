@@ -46,8 +46,8 @@
  * surface is one of them is refused as a broken bitstream).
  *
  * The daemon hands a session up to CV_WINDOW of its stream's jobs at once
- * (fprep__video.window; one for now, see CV_WINDOW), so that the engine
- * need not idle while a frame is preprocessed: when the next job waiting is a
+ * (fprep__video.window), so that the engine need not idle while a frame
+ * is preprocessed: when the next job waiting is a
  * packet that starts nothing (no parameter sets, no IDR/IRAP picture) and the
  * current one let out at most CV_AHEAD_FRAMES frames, that packet is parsed
  * before those frames are mapped (cv_look_ahead): its picture decodes on the
@@ -81,6 +81,7 @@
 #include "video.h"
 
 #include <dlfcn.h>
+#include <time.h>
 
 #ifdef FPREP_HAVE_NVCUVID
 /* The loader's messages go into cv_why rather than to stderr. */
@@ -104,13 +105,12 @@ static char cv_why[256];
  * picture into one of them. */
 #define CV_AHEAD_FRAMES 2
 /* Jobs of a stream the daemon hands the session at once (video.h,
- * fprep__video.window): the next packet waits in the session's queue.
- * One: with more, the packet parsed ahead (cv_look_ahead) let a picture
- * the engine decoded with errors pass unnoticed (H200, a corrupt H.264
- * packet at 4 packets in flight: no EBITSTREAM, and the frames after it
- * off by up to 216 LSB instead of waiting for the next IDR), so a stream's
- * packets are decoded one at a time until its status is checked there. */
-#define CV_WINDOW 1
+ * fprep__video.window): the next packet waits in the session's queue. */
+#define CV_WINDOW 4
+/* A picture's decode status is asked every CV_STATUS_POLL_US while the
+ * engine still decodes it, for at most CV_STATUS_WAIT_US. */
+#define CV_STATUS_POLL_US 20u
+#define CV_STATUS_WAIT_US 1000000u
 /* Surfaces of one decoder at most (cuvid's limit). */
 #define CV_MAX_SURFACES 32
 /* GPUs whose sessions are counted (max_video_sessions). */
@@ -474,8 +474,22 @@ static int CUDAAPI cv_display(void *arg, CUVIDPARSERDISPINFO *d)
 	    (unsigned)d->picture_index >= CV_MAX_SURFACES ||
 	    !v->decoded[d->picture_index])
 		return 1; /* not decoded by this session since its reset */
-	memset(&ds, 0, sizeof ds);
-	r = cvf->cuvidGetDecodeStatus(v->decoder, d->picture_index, &ds);
+	/* The status is final once the engine is done with the picture: a
+	 * picture still decoding reports InProgress, which would let a broken
+	 * one pass (H200: a corrupt H.264 packet went unnoticed, the frames
+	 * after it off by up to 216 LSB). It is asked again until the engine
+	 * is done, at most CV_STATUS_WAIT_US. */
+	for (unsigned waited = 0;; waited += CV_STATUS_POLL_US) {
+		memset(&ds, 0, sizeof ds);
+		r = cvf->cuvidGetDecodeStatus(v->decoder, d->picture_index,
+		                              &ds);
+		if (r != CUDA_SUCCESS ||
+		    ds.decodeStatus != cuvidDecodeStatus_InProgress ||
+		    waited >= CV_STATUS_WAIT_US)
+			break;
+		struct timespec ts = {0, CV_STATUS_POLL_US * 1000};
+		nanosleep(&ts, NULL);
+	}
 	if (r == CUDA_SUCCESS &&
 	    (ds.decodeStatus == cuvidDecodeStatus_Error ||
 	     ds.decodeStatus == cuvidDecodeStatus_Error_Concealed)) {
