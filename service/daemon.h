@@ -355,6 +355,20 @@ struct fprep__server {
 /* fprep__slot_take: the ports' take callback (port.h): serves the request
  * the port took into s (state RECV, request and sink set). */
 void fprep__slot_take(fprep__slot *s);
+/* fprep__slot_out_region finds the region a request of s names for its
+ * output (a FRAME's, or a stream packet's tensors): one of this
+ * connection's, of the kind loc (SHM or CUDA) names, with [offset, offset
+ * + len) inside it and clear of its doorbell areas, and orders what
+ * follows after the replies written there before. Returns it, or NULL
+ * after answering s with the error (FPREP_EREGION, FPREP_EINVAL). Loop
+ * thread. */
+fprep__memreg *fprep__slot_out_region(fprep__slot *s, int loc, uint32_t id,
+                                      uint64_t offset, uint64_t len);
+/* fprep__slot_job_output points s's job at offset of out (job->output,
+ * output_pinned, output_device, out_region) and keeps out in use until
+ * the request ends (fprep__answer_next). Loop thread. */
+void fprep__slot_job_output(fprep__slot *s, fprep__memreg *out,
+                            uint64_t offset);
 /* fprep__slot_event handles s's event (kind AIO, DONE or SENT) in any
  * state but RECV of an nng slot (port_nng.c has those). */
 void fprep__slot_event(fprep__slot *s);

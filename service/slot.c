@@ -149,6 +149,41 @@ static fprep__memreg *slot_region(fprep__slot *s, int loc, uint32_t id,
 	return r;
 }
 
+fprep__memreg *fprep__slot_out_region(fprep__slot *s, int loc, uint32_t id,
+                                      uint64_t offset, uint64_t len)
+{
+	fprep__memreg *out = slot_region(s, loc, id, offset, len, "out");
+
+	if (out == NULL)
+		return NULL;
+	/* A tensor or reply written over a doorbell area could post
+	 * requests of its own there (and one that posts itself again would
+	 * be served for ever). */
+	if (fprep__doorbells_overlap(&s->srv->doorbells, out,
+	                             out->base + offset, len)) {
+		fprep__answer_fail(s, FPREP_EINVAL,
+		                   "out_offset + length: the output overlaps a "
+		                   "doorbell area");
+		return NULL;
+	}
+	/* After the replies written there before (fprep__memreg.replies). */
+	(void)atomic_load_explicit(&out->replies, memory_order_acquire);
+	return out;
+}
+
+void fprep__slot_job_output(fprep__slot *s, fprep__memreg *out, uint64_t offset)
+{
+	fprep__job *job = &s->job;
+
+	FPREP__LOOP_ONLY(s->srv);
+	FPREP__ASSERT(job->out_region == NULL);
+	job->output = out->base + offset;
+	job->output_pinned = out->pinned;
+	job->output_device = fprep__memreg_on_device(out);
+	job->out_region = out;
+	fprep__regions_use(out);
+}
+
 /* slot_region_done answers a REGISTER or UNREGISTER once the regions
  * module is done with it; on the loop thread. */
 static void slot_region_done(void *data, int status, uint32_t id,
@@ -330,23 +365,9 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 	                      "in")) == NULL)
 		return;
 	if (req->output_loc != FPREP_LOC_INLINE &&
-	    (out = slot_region(s, req->output_loc, req->out_region,
-	                       req->out_offset, out_len, "out")) == NULL)
+	    (out = fprep__slot_out_region(s, req->output_loc, req->out_region,
+	                                  req->out_offset, out_len)) == NULL)
 		return;
-	/* A tensor or reply written over a doorbell area could post
-	 * requests of its own there (and one that posts itself again would
-	 * be served for ever). */
-	if (out != NULL &&
-	    fprep__doorbells_overlap(&srv->doorbells, out,
-	                             out->base + req->out_offset, out_len)) {
-		fprep__answer_fail(s, FPREP_EINVAL,
-		                   "out_offset + length: the output overlaps a "
-		                   "doorbell area");
-		return;
-	}
-	/* After the replies written there before (fprep__memreg.replies). */
-	if (out != NULL)
-		(void)atomic_load_explicit(&out->replies, memory_order_acquire);
 	if (out == NULL &&
 	    fprep__conn_reserve_reply(s, bytes, why, sizeof(why)) != 0) {
 		fprep__answer_fail(s, FPREP_EBUSY, why);
@@ -385,13 +406,8 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 		job->in_region = in;
 		fprep__regions_use(in);
 	}
-	if (out != NULL) {
-		job->output = out->base + req->out_offset;
-		job->output_pinned = out->pinned;
-		job->output_device = fprep__memreg_on_device(out);
-		job->out_region = out;
-		fprep__regions_use(out);
-	}
+	if (out != NULL)
+		fprep__slot_job_output(s, out, req->out_offset);
 	job->done = slot_job_done;
 	job->data = s;
 	job->trace = srv->cfg->trace;

@@ -19,8 +19,9 @@
  * order, and one whose predecessor has not come yet waits for it. A stream job
  * always comes back to the loop (FPREP__EV_DONE), which answers it and starts
  * the stream's next request: its reply message was allocated by the backend's
- * thread (job->reserve), which wrote the tensors into it, so the loop copies no
- * pixels. When the connection closes its streams go: the waiting requests
+ * thread (job->reserve), which wrote the tensors into it (or into the region
+ * the request named, streams_output: then the message holds only the frame
+ * records), so the loop copies no pixels. When the connection closes its streams go: the waiting requests
  * are answered FPREP_ECLOSED, and a stream whose job is out goes when the
  * job ends.
  */
@@ -126,6 +127,48 @@ static void streams_job_done(fprep__job *job)
 	fprep__evq_push(&s->srv->evq, &s->ev);
 }
 
+/* streams_output points s's job for a PACKET or FLUSH (*sr) whose
+ * tensors go to a region at it (protocol.h, "Tensors in a region"): the
+ * region checked as a FRAME's output is, and, for a CUDA region, on the
+ * GPU that decodes st. Returns 0, or -1 after answering s. */
+static int streams_output(fprep__stream *st, fprep__slot *s,
+                          const fprep_stream_request *sr)
+{
+	fprep__job *job = &s->job;
+	fprep__memreg *out;
+
+	if (sr->output_loc == FPREP_LOC_CUDA && !st->video->on_device) {
+		fprep__answer_fail(
+		        s, FPREP_EUNSUPPORTED,
+		        "output_loc CUDA: this stream decodes on the "
+		        "CPU; its tensors go inline or to a "
+		        "shared-memory region");
+		return -1;
+	}
+	out = fprep__slot_out_region(s, sr->output_loc, sr->out_region,
+	                             sr->out_offset, sr->out_capacity);
+	if (out == NULL)
+		return -1;
+	if (sr->output_loc == FPREP_LOC_CUDA &&
+	    memcmp(out->u.cuda.uuid, st->video->uuid,
+	           sizeof(st->video->uuid)) != 0) {
+		char why[FPREP_MESSAGE_SIZE];
+
+		snprintf(why, sizeof(why),
+		         "out_region %" PRIu32 " is on another GPU than the "
+		         "one that decodes stream %" PRIu32,
+		         sr->out_region, st->id);
+		fprep__answer_fail(s, FPREP_EREGION, why);
+		return -1;
+	}
+	job->req.output_loc = sr->output_loc;
+	job->req.out_region = sr->out_region;
+	job->req.out_offset = sr->out_offset;
+	job->req.out_capacity = sr->out_capacity;
+	fprep__slot_job_output(s, out, sr->out_offset);
+	return 0;
+}
+
 /* streams_submit hands st's job for s's request (kind STREAM_OPEN, or a
  * decoded PACKET or FLUSH in *sr) to the backend. */
 static void streams_submit(fprep__stream *st, fprep__slot *s,
@@ -151,6 +194,9 @@ static void streams_submit(fprep__stream *st, fprep__slot *s,
 	job->limits = &s->limits;
 	job->done = streams_job_done;
 	job->data = s;
+	if (sr != NULL && sr->output_loc != FPREP_LOC_INLINE &&
+	    streams_output(st, s, sr) != 0)
+		return;
 	FPREP__ASSERT(st->nout < st->window);
 	st->out[st->nout++] = s;
 	fprep__slot_enter(s, FPREP__SLOT_WORK);
@@ -467,8 +513,8 @@ static void streams_reply(fprep__slot *s)
 	fprep__reply_header_tensor(
 	        &h, job, fprep__reply_us(s->t_recv_ns, job->t_start_ns),
 	        fprep__reply_us(s->t_recv_ns, now));
-	h.payload_size = job->output_size +
-	                 (uint64_t)job->frames * FPREP_STREAM_FRAME_SIZE;
+	/* The header counts the tensors only when they are inline. */
+	h.payload_size += (uint64_t)job->frames * FPREP_STREAM_FRAME_SIZE;
 	h.flags |= job->reply_flags;
 	msg = s->rep_msg;
 	s->rep_msg = NULL;

@@ -437,6 +437,10 @@ FPREP_EXTERN int fprep_client_check_request(fprep_client *client,
 FPREP_EXTERN int fprep_client_request(fprep_client *client, fprep_request *req,
                                       const void *payload, fprep_result *res);
 
+/* fprep_region: a registered region (described with fprep_region_open,
+ * below). */
+typedef struct fprep_region fprep_region;
+
 /* fprep_stream: a video stream open on a client (protocol.h, "Video
  * streams"), used by one thread at a time; closed with
  * fprep_stream_close before its client is. */
@@ -510,10 +514,31 @@ FPREP_EXTERN int fprep_stream_submit(fprep_stream *st, const void *packet,
  * IDR/IRAP picture. */
 FPREP_EXTERN int fprep_stream_flush(fprep_stream *st, fprep_result *res);
 
+/* fprep_stream_set_output says where the tensors of st's next PACKET and
+ * FLUSH requests go, until it is called again (protocol.h, "Tensors in a
+ * region"): capacity bytes at offset of region out, a region of st's
+ * client (fprep_region_open for shared memory; fprep_region_open_cuda
+ * for device memory on the GPU that decodes the stream), frame k's
+ * tensor at offset + k x (tensor_size / N), so that the tensors of a
+ * stream decoded on a GPU land in the program's CUDA memory without a
+ * copy. out NULL: in the reply again (the default). The daemon refuses a
+ * reply whose frames do not fit capacity (FPREP_ELIMIT, those frames
+ * dropped): give room for a packet's frames (one or two; a flush: up to
+ * max_stream_frames). With several requests in flight
+ * (fprep_stream_submit), give each its own place, and read one only
+ * after its reply came. Returns 0, or FPREP_EINVAL (capacity 0, or the
+ * span outside out). The stream's thread. */
+FPREP_EXTERN int fprep_stream_set_output(fprep_stream *st,
+                                         const fprep_region *out,
+                                         uint64_t offset, uint64_t capacity);
+
 /* fprep_stream_recv reads frame k (0 <= k < res->header.shape[0]) of a
  * stream reply res that succeeded: *frame its record (pts, decoded size,
  * transform) and *tensor (if not NULL) its tensor, inside res's payload
- * (res->header.tensor_size / shape[0] bytes, shape[1..3] of the header).
+ * (res->header.tensor_size / shape[0] bytes, shape[1..3] of the header);
+ * NULL when the tensors went to a region (res->header.output_loc SHM or
+ * CUDA: frame k's is at the place fprep_stream_set_output gave, offset +
+ * k x tensor_size / shape[0]).
  * Returns 0, or FPREP_EINVAL for another reply or k out of range. */
 FPREP_EXTERN int fprep_stream_recv(const fprep_result *res, uint32_t k,
                                    fprep_stream_frame *frame,

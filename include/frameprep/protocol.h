@@ -397,7 +397,21 @@
  *              32 u64 packet_size  PACKET: bytes of the packet, the
  *                                  inline payload, 1..max_packet_bytes;
  *                                  FLUSH, CLOSE: 0
- *              40 u8  reserved[88]
+ *              40 u8  output_loc   PACKET, FLUSH: where the frames'
+ *                                  tensors go: INLINE (0, the reply's
+ *                                  payload), SHM (1) or CUDA (2): into
+ *                                  the region below, as for a FRAME's
+ *                                  output (no SHM_REPLY bit); CLOSE: 0
+ *              41 u8  reserved[3]
+ *              44 u32 out_region   SHM, CUDA: a region of this
+ *                                  connection, of that location; else 0
+ *              48 u64 out_offset   SHM, CUDA: where frame 0's tensor
+ *                                  starts in it; frame k's follows at
+ *                                  out_offset + k x (tensor_size / N)
+ *              56 u64 out_capacity SHM, CUDA: bytes at out_offset the
+ *                                  tensors may fill (>= 1, inside the
+ *                                  region, clear of doorbell areas)
+ *              64 u8  reserved[64]
  *           PACKET: one Annex-B access unit (start codes and NAL units:
  *           its parameter sets, if any, and the slices of one picture).
  *           Its reply carries the frames the decoder let out after it:
@@ -431,11 +445,28 @@
  *   IRAP (HEVC) picture, from which it decodes again. No other stream and
  *   no other request is affected.
  *
+ *   Tensors in a region: a PACKET or FLUSH with output_loc SHM or CUDA
+ *   has its frames' tensors written into out_region from out_offset,
+ *   one after another, and its reply carries only their records. The
+ *   region is checked in the loop as a FRAME's is (FPREP_EREGION: not a
+ *   region of this connection, or of the other location; FPREP_EINVAL:
+ *   the span outside it or over a doorbell area). CUDA needs a stream
+ *   decoded on a GPU, and the region on that GPU (FPREP_EUNSUPPORTED on
+ *   the CPU backend; FPREP_EREGION for another GPU's). A reply whose
+ *   frames' tensors would pass out_capacity is answered FPREP_ELIMIT
+ *   naming out_capacity; those frames are dropped and the stream goes on
+ *   with the next packet: give room for the frames a packet may let out
+ *   (one or two; a FLUSH: the decoder's reorder depth, up to
+ *   max_stream_frames). The region stays in use until the reply is
+ *   sent, and holds the tensors once it is (a CUDA region: written by a
+ *   kernel the daemon waited for).
+ *
  *   Reply to PACKET and FLUSH (status FPREP_OK): the header as for a
  *   BATCH, shape (N, C, H, W) or (N, H, W, C) with N >= 0 the frames
  *   the reply carries (N = 0: shape[0] 0 and tensor_size 0), tensor_size
  *   the whole tensor's bytes, scale/pad of the first frame (0 when N =
- *   0); the payload is the tensor followed by N frame records of
+ *   0), output_loc the request's; the payload is the tensor (inline
+ *   only) followed by N frame records of
  *   FPREP_STREAM_FRAME_SIZE (32) bytes, in display order:
  *      0 i64 pts     the pts of the packet the frame came from
  *      8 u32 width   the decoded frame's size in pixels (cropped, as
@@ -888,6 +919,14 @@ typedef struct fprep_stream_request {
 	uint32_t seq;         /* its number in the stream, from 1; 0: none */
 	int64_t pts;          /* PACKET: presentation time, producer's units */
 	uint64_t packet_size; /* PACKET: bytes of payload; else 0 */
+	/* PACKET, FLUSH: where the frames' tensors go (see "Video
+	 * streams"): FPREP_LOC_INLINE (0: the reply's payload, the region
+	 * fields 0), FPREP_LOC_SHM or FPREP_LOC_CUDA (out_capacity bytes at
+	 * out_offset of this connection's region out_region). */
+	uint8_t output_loc;
+	uint32_t out_region;
+	uint64_t out_offset;
+	uint64_t out_capacity;
 } fprep_stream_request;
 
 /* fprep_stream_frame: one frame record of a stream reply, in host byte

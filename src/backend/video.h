@@ -22,7 +22,8 @@
  * thread of its own on its GPU (fprep__video.uuid), parses with the same
  * checks, decodes on NVDEC into the decoder's surfaces (sized once per
  * sequence) and runs the NV12 letterbox kernel on them in place, writing the
- * tensors into the room job->reserve gives. What both do alike (the
+ * tensors into the room job->reserve gives, or straight into the
+ * client's region (a CUDA region: no copy at all). What both do alike (the
  * refusals' words, the reply's room and frame records, the run by kind)
  * is video_common.c's. A backend without a decoder leaves video_open NULL
  * and the daemon refuses streams with FPREP_EUNSUPPORTED.
@@ -114,18 +115,33 @@ void fprep__video_job_begin(fprep__job *job);
 void fprep__video_frame_request(const fprep_request *spec, fprep_request *req,
                                 uint16_t format, uint32_t w, uint32_t h);
 
-/* fprep__video_reserve asks the daemon for the room of a reply of n
- * frames (job->reserve): n tensors of *one bytes each (the stream's
- * shape), then n frame records; sets job->shape (N = n), output_size and
- * frames. Returns the room, or NULL with the job failed (FPREP_ENOMEM).
- * At most once a job. */
-uint8_t *fprep__video_reserve(fprep__job *job, const fprep_request *spec,
-                              unsigned n, uint64_t *one);
+/* fprep__video_room: where a reply's n frames go (fprep__video_reserve):
+ * frame k's tensor at tensors + k x one, in the reply's payload or, when
+ * the request names a region (job->output set by the loop), in it:
+ * device memory when device is set (a CUDA region on the session's GPU),
+ * else host memory; frame k's record at records + k x
+ * FPREP_STREAM_FRAME_SIZE, in the reply. */
+typedef struct fprep__video_room {
+	uint8_t *tensors;
+	uint8_t *records;
+	uint64_t one; /* bytes of one frame's tensor (the stream's shape) */
+	int device;
+} fprep__video_room;
+
+/* fprep__video_reserve makes the room of a reply of n frames (*room):
+ * asks the daemon for the reply's payload (job->reserve: the n tensors
+ * and n frame records, or only the records when the tensors go to a
+ * region), and checks that n tensors fit the region's out_capacity; sets
+ * job->shape (N = n), output_size and frames. Returns FPREP_OK, or the
+ * job failed: FPREP_ENOMEM, FPREP_ELIMIT naming out_capacity. At most
+ * once a job. */
+int fprep__video_reserve(fprep__job *job, const fprep_request *spec, unsigned n,
+                         fprep__video_room *room);
 
 /* fprep__video_record writes frame k's record (pts, decoded size w x h,
- * transform xf) into the room out that fprep__video_reserve gave (tensors
- * of one bytes); frame 0's xf becomes the reply's (job->xf). */
-void fprep__video_record(fprep__job *job, uint8_t *out, uint64_t one,
+ * transform xf) into room (fprep__video_reserve); frame 0's xf becomes
+ * the reply's (job->xf). */
+void fprep__video_record(fprep__job *job, const fprep__video_room *room,
                          unsigned k, int64_t pts, uint32_t w, uint32_t h,
                          const fprep_transform *xf);
 

@@ -50,6 +50,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "fprep_assert.h"
 #include "log.h"
 #include "ops.h"
 #include "video.h"
@@ -571,19 +572,21 @@ static int avc_tensor(struct avc_video *v, fprep__job *job, const AVFrame *f,
 static int avc_emit(fprep__video *base, fprep__job *job)
 {
 	struct avc_video *v = (struct avc_video *)base;
-	uint64_t one;
-	uint8_t *out = fprep__video_reserve(job, &v->spec, v->nheld, &one);
+	fprep__video_room room;
 
-	if (out == NULL)
+	if (fprep__video_reserve(job, &v->spec, v->nheld, &room) != FPREP_OK)
 		return job->status;
+	/* The loop gives a CPU stream no CUDA region (streams.c). */
+	FPREP__ASSERT(!room.device);
 	for (unsigned k = 0; k < v->nheld; k++) {
 		const AVFrame *f = v->held[k];
 		fprep_transform xf;
 
-		if (avc_tensor(v, job, f, out + k * one, one, &xf) != FPREP_OK)
+		if (avc_tensor(v, job, f, room.tensors + k * room.one, room.one,
+		               &xf) != FPREP_OK)
 			return job->status;
 		fprep__video_record(
-		        job, out, one, k,
+		        job, &room, k,
 		        f->pts != AV_NOPTS_VALUE ? f->pts
 		                                 : f->best_effort_timestamp,
 		        (uint32_t)f->width, (uint32_t)f->height, &xf);

@@ -99,35 +99,50 @@ void fprep__video_frame_request(const fprep_request *spec, fprep_request *req,
 	fprep__yuv_default_planes(req);
 }
 
-uint8_t *fprep__video_reserve(fprep__job *job, const fprep_request *spec,
-                              unsigned n, uint64_t *one)
+int fprep__video_reserve(fprep__job *job, const fprep_request *spec, unsigned n,
+                         fprep__video_room *room)
 {
 	uint32_t shape[4];
-	uint64_t total;
+	uint64_t total, tensors;
 	fprep_request req;
 	uint8_t *out;
 
+	memset(room, 0, sizeof(*room));
 	fprep__video_frame_request(spec, &req, FPREP_PIX_I420, 2, 2);
-	if (fprep_tensor_shape(&req, shape, one) != FPREP_OK) {
-		fprep__video_fail(job, FPREP_EINTERNAL, "tensor shape");
-		return NULL;
-	}
-	total = (*one + FPREP_STREAM_FRAME_SIZE) * n;
+	if (fprep_tensor_shape(&req, shape, &room->one) != FPREP_OK)
+		return fprep__video_fail(job, FPREP_EINTERNAL, "tensor shape");
+	tensors = room->one * n;
+	if (job->output != NULL && tensors > job->req.out_capacity)
+		return fprep__video_fail(
+		        job, FPREP_ELIMIT,
+		        "out_capacity %" PRIu64 " bytes holds %" PRIu64
+		        " of this reply's %u frames of %" PRIu64
+		        " bytes: they were dropped",
+		        job->req.out_capacity,
+		        job->req.out_capacity / room->one, n, room->one);
+	total = (uint64_t)FPREP_STREAM_FRAME_SIZE * n +
+	        (job->output != NULL ? 0 : tensors);
 	out = job->reserve(job, total);
-	if (out == NULL) {
-		fprep__video_fail(job, FPREP_ENOMEM,
-		                  "reply of %" PRIu64 " bytes: out of memory",
-		                  total);
-		return NULL;
+	if (out == NULL)
+		return fprep__video_fail(
+		        job, FPREP_ENOMEM,
+		        "reply of %" PRIu64 " bytes: out of memory", total);
+	if (job->output != NULL) {
+		room->tensors = job->output;
+		room->records = out;
+		room->device = job->output_device;
+	} else {
+		room->tensors = out;
+		room->records = out + tensors;
 	}
 	memcpy(job->shape, shape, sizeof(shape));
 	job->shape[0] = n;
-	job->output_size = *one * n;
+	job->output_size = tensors;
 	job->frames = n;
-	return out;
+	return FPREP_OK;
 }
 
-void fprep__video_record(fprep__job *job, uint8_t *out, uint64_t one,
+void fprep__video_record(fprep__job *job, const fprep__video_room *room,
                          unsigned k, int64_t pts, uint32_t w, uint32_t h,
                          const fprep_transform *xf)
 {
@@ -140,9 +155,8 @@ void fprep__video_record(fprep__job *job, uint8_t *out, uint64_t one,
 	rec.scale_y = xf->scale_y;
 	rec.pad_x = (float)xf->pad_x;
 	rec.pad_y = (float)xf->pad_y;
-	fprep_stream_frame_encode(&rec,
-	                          out + one * job->frames +
-	                                  (size_t)k * FPREP_STREAM_FRAME_SIZE);
+	fprep_stream_frame_encode(
+	        &rec, room->records + (size_t)k * FPREP_STREAM_FRAME_SIZE);
 	if (k == 0)
 		job->xf = *xf;
 }

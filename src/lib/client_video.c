@@ -6,7 +6,9 @@
  * fprep_stream_submit sends a packet on a context of its own
  * (fprep__client_submit_msg) and leaves the wait to fprep_pending_wait.
  */
+#include <inttypes.h>
 #include <nng/nng.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +20,11 @@ struct fprep_stream {
 	fprep_client *client;
 	uint32_t id;
 	uint32_t seq; /* the number of its last request sent (protocol.h) */
+	/* Where the tensors of its next PACKET and FLUSH go
+	 * (fprep_stream_set_output): output_loc INLINE, or a region's. */
+	uint8_t output_loc;
+	uint32_t out_region;
+	uint64_t out_offset, out_capacity;
 };
 
 /* video_set_id writes the client's next request id into msg's header
@@ -117,6 +124,12 @@ static nng_msg *video_packet_msg(fprep_stream *st, uint16_t kind,
 	        .pts = pts,
 	        .packet_size = size,
 	};
+	if (kind != FPREP_KIND_STREAM_CLOSE) {
+		req.output_loc = st->output_loc;
+		req.out_region = st->out_region;
+		req.out_offset = st->out_offset;
+		req.out_capacity = st->out_capacity;
+	}
 	nng_msg *msg = video_msg(packet, size);
 
 	if (msg == NULL) {
@@ -194,25 +207,56 @@ int fprep_stream_flush(fprep_stream *st, fprep_result *res)
 	return video_request(st, FPREP_KIND_STREAM_FLUSH, NULL, 0, 0, res);
 }
 
+int fprep_stream_set_output(fprep_stream *st, const fprep_region *out,
+                            uint64_t offset, uint64_t capacity)
+{
+	if (out == NULL) {
+		st->output_loc = FPREP_LOC_INLINE;
+		st->out_region = 0;
+		st->out_offset = st->out_capacity = 0;
+		return FPREP_OK;
+	}
+	if (capacity == 0 || offset > fprep_region_size(out) ||
+	    capacity > fprep_region_size(out) - offset) {
+		char why[128];
+
+		snprintf(why, sizeof(why),
+		         "stream output: %" PRIu64 " bytes at offset %" PRIu64
+		         " of a region of %zu bytes",
+		         capacity, offset, fprep_region_size(out));
+		return fprep__client_set_error(st->client, FPREP_EINVAL, why);
+	}
+	st->output_loc = (uint8_t)fprep_region_location(out);
+	st->out_region = fprep_region_id(out);
+	st->out_offset = offset;
+	st->out_capacity = capacity;
+	return FPREP_OK;
+}
+
 int fprep_stream_recv(const fprep_result *res, uint32_t k,
                       fprep_stream_frame *frame, const void **tensor)
 {
 	const fprep_reply_header *h = &res->header;
 	uint64_t one;
 
+	/* Tensors in a region: only the records are in the payload. */
+	uint64_t inline_bytes =
+	        h->output_loc == FPREP_LOC_INLINE ? h->tensor_size : 0;
+
 	if ((h->kind != FPREP_KIND_STREAM_PACKET &&
 	     h->kind != FPREP_KIND_STREAM_FLUSH) ||
 	    h->status != FPREP_OK || k >= h->shape[0] ||
-	    h->tensor_size + (uint64_t)h->shape[0] * FPREP_STREAM_FRAME_SIZE !=
+	    inline_bytes + (uint64_t)h->shape[0] * FPREP_STREAM_FRAME_SIZE !=
 	            res->payload_size)
 		return FPREP_EINVAL;
 	one = h->tensor_size / h->shape[0];
-	fprep_stream_frame_decode((const uint8_t *)res->payload +
-	                                  h->tensor_size +
+	fprep_stream_frame_decode((const uint8_t *)res->payload + inline_bytes +
 	                                  (size_t)k * FPREP_STREAM_FRAME_SIZE,
 	                          frame);
 	if (tensor != NULL)
-		*tensor = (const uint8_t *)res->payload + one * k;
+		*tensor = inline_bytes > 0
+		                  ? (const uint8_t *)res->payload + one * k
+		                  : NULL;
 	return FPREP_OK;
 }
 

@@ -28,7 +28,12 @@
 	X(20, u32, seq)                                                        \
 	X(24, i64, pts)                                                        \
 	X(32, u64, packet_size)                                                \
-	R(40, 88)
+	X(40, u8, output_loc)                                                  \
+	R(41, 3)                                                               \
+	X(44, u32, out_region)                                                 \
+	X(48, u64, out_offset)                                                 \
+	X(56, u64, out_capacity)                                               \
+	R(64, 64)
 
 /* A frame record of a stream reply (fprep_stream_frame), from its start. */
 #define PROTO_STREAM_FRAME(X, R)                                               \
@@ -90,6 +95,43 @@ void fprep_stream_frame_decode(const void *buf, fprep_stream_frame *f)
 	PROTO_STREAM_FRAME(PROTO_DECODE, PROTO_SKIP)
 }
 
+/* stream_output_check checks where a request's tensors go: inline (no
+ * region fields), or a PACKET's or FLUSH's to a region (SHM or CUDA) with
+ * room for at least one byte. */
+static int stream_output_check(const fprep_stream_request *req, char *msg,
+                               size_t msg_size)
+{
+	if (req->output_loc == FPREP_LOC_INLINE)
+		return req->out_region != 0 || req->out_offset != 0 ||
+		                       req->out_capacity != 0
+		               ? fprep__fail(msg, msg_size, FPREP_EINVAL,
+		                             "out_region, out_offset and "
+		                             "out_capacity with output_loc "
+		                             "INLINE: must be 0")
+		               : FPREP_OK;
+	if (req->output_loc != FPREP_LOC_SHM &&
+	    req->output_loc != FPREP_LOC_CUDA)
+		return fprep__fail(
+		        msg, msg_size, FPREP_EINVAL,
+		        "output_loc %u is not INLINE (0), SHM (1) or "
+		        "CUDA (2)",
+		        req->output_loc);
+	if (req->kind == FPREP_KIND_STREAM_CLOSE)
+		return fprep__fail(msg, msg_size, FPREP_EINVAL,
+		                   "output_loc %u with STREAM_CLOSE: must be "
+		                   "INLINE (0)",
+		                   req->output_loc);
+	if (req->out_region == 0)
+		return fprep__fail(msg, msg_size, FPREP_EINVAL,
+		                   "out_region is 0 with output_loc %u",
+		                   req->output_loc);
+	if (req->out_capacity == 0)
+		return fprep__fail(msg, msg_size, FPREP_EINVAL,
+		                   "out_capacity is 0 with output_loc %u",
+		                   req->output_loc);
+	return FPREP_OK;
+}
+
 int fprep_stream_request_decode(const void *buf, size_t len,
                                 const fprep_limits *lim,
                                 fprep_stream_request *req, char *msg,
@@ -122,6 +164,9 @@ int fprep_stream_request_decode(const void *buf, size_t len,
 		                   "inline payload %" PRIu64
 		                   " bytes != packet_size %" PRIu64,
 		                   payload, req->packet_size);
+	err = stream_output_check(req, msg, msg_size);
+	if (err != FPREP_OK)
+		return err;
 	if (req->kind != FPREP_KIND_STREAM_PACKET)
 		return req->packet_size != 0 || req->pts != 0
 		               ? fprep__fail(msg, msg_size, FPREP_EINVAL,
@@ -196,8 +241,13 @@ int fprep__stream_reply_check(const fprep_reply_header *rep)
 {
 	uint64_t want = (uint64_t)rep->shape[0] * FPREP_STREAM_FRAME_SIZE;
 
-	if (rep->output_loc != FPREP_LOC_INLINE ||
-	    __builtin_add_overflow(want, rep->tensor_size, &want) ||
+	/* Tensors in a region (SHM or CUDA): only the records travel. */
+	if (rep->output_loc != FPREP_LOC_INLINE &&
+	    rep->output_loc != FPREP_LOC_SHM &&
+	    rep->output_loc != FPREP_LOC_CUDA)
+		return FPREP_EPROTO;
+	if ((rep->output_loc == FPREP_LOC_INLINE &&
+	     __builtin_add_overflow(want, rep->tensor_size, &want)) ||
 	    rep->payload_size != want)
 		return FPREP_EPROTO;
 	return FPREP_OK;

@@ -29,7 +29,10 @@
  *        640x640 F32 with WINDOW (1, at most VG_MAX_WINDOW) packets in
  *        flight: frames/s and the latency from a packet's send to its
  *        reply, for the replies that carry frames (p50, p99; with a
- *        window the wait behind the packets before it included).
+ *        window the wait behind the packets before it included). With
+ *        FPREP_VIDEO_RATE_SMALL=1 in the environment the tensors are the
+ *        checks' 64x64 U8 instead (12 kB, not 4.9 MB, through the socket:
+ *        what the decode and the kernel allow without the reply's copy).
  *
  *   off DEVICE FRAMEPREPD   a daemon with FPREP_NVDEC=off (as where
  *        libnvcuvid.so.1 is missing): STREAM_OPEN refused with EUNSUPPORTED
@@ -82,6 +85,18 @@ typedef struct vg_frames {
 	size_t bytes; /* of each tensor */
 	unsigned errors, skipped;
 } vg_frames;
+
+/* Where a decode's tensors go (vg_decode): inline (r NULL), or a region
+ * (shared memory, or CUDA memory when cuda) of places places of place
+ * bytes, packet k's frames at place k % window, and then the flush's
+ * room (place VG_FLUSH), up to the region's end. */
+typedef struct vg_out {
+	fprep_region *r;
+	int cuda;
+	size_t place;
+	unsigned places;
+} vg_out;
+#define VG_FLUSH UINT32_MAX
 
 static uint64_t vg_now_ns(void)
 {
@@ -146,9 +161,11 @@ static void vg_frames_free(vg_frames *fr)
 	memset(fr, 0, sizeof(*fr));
 }
 
-/* vg_take keeps the frames of reply res; counts errors and skips. */
+/* vg_take keeps the frames of reply res; counts errors and skips. Its
+ * tensors are inline, or at src of out's region (read back from the
+ * device for a CUDA region). */
 static void vg_take(fprep_client *c, vg_frames *fr, const fprep_result *res,
-                    const char *what)
+                    const char *what, const vg_out *out, const uint8_t *src)
 {
 	uint32_t n = res->header.shape[0];
 
@@ -178,7 +195,22 @@ static void vg_take(fprep_client *c, vg_frames *fr, const fprep_result *res,
 		fr->bytes = res->header.tensor_size / n;
 		f->tensor = malloc(fr->bytes);
 		REQUIRE(f->tensor != NULL);
-		memcpy(f->tensor, t, fr->bytes);
+		if (out == NULL || out->r == NULL) {
+			REQUIRE(t != NULL);
+			memcpy(f->tensor, t, fr->bytes);
+			continue;
+		}
+		/* In the region: the reply carries only the records. */
+		CHECK(t == NULL && res->header.output_loc ==
+		                           (out->cuda ? FPREP_LOC_CUDA
+		                                      : FPREP_LOC_SHM),
+		      "%s: output_loc %u\n", what, res->header.output_loc);
+		if (out->cuda)
+			REQUIRE(cudaMemcpy(f->tensor, src + k * fr->bytes,
+			                   fr->bytes, cudaMemcpyDeviceToHost) ==
+			        cudaSuccess);
+		else
+			memcpy(f->tensor, src + k * fr->bytes, fr->bytes);
 	}
 }
 
@@ -193,9 +225,42 @@ static void vg_spec(fprep_request *spec, uint16_t codec, int small)
 	}
 }
 
+/* vg_place_at: the offset of place i of out's region (VG_FLUSH: the
+ * flush's room). */
+static size_t vg_place_at(const vg_out *out, unsigned i)
+{
+	REQUIRE(i == VG_FLUSH || i < out->places);
+	return (i == VG_FLUSH ? out->places : i) * out->place;
+}
+
+/* vg_place: the start of place i of out's region (vg_place_at); NULL for
+ * inline tensors. */
+static const uint8_t *vg_place(const vg_out *out, unsigned i)
+{
+	if (out == NULL || out->r == NULL)
+		return NULL;
+	return (const uint8_t *)fprep_region_base(out->r) + vg_place_at(out, i);
+}
+
+/* vg_set_output points st's next request at place i of out's region
+ * (vg_place); nothing for inline tensors. */
+static void vg_set_output(fprep_stream *st, const vg_out *out, unsigned i)
+{
+	size_t at;
+
+	if (out == NULL || out->r == NULL)
+		return;
+	at = vg_place_at(out, i);
+	REQUIRE(fprep_stream_set_output(
+	                st, out->r, at,
+	                i != VG_FLUSH ? out->place
+	                              : fprep_region_size(out->r) - at) == 0);
+}
+
 /* vg_wait takes the reply of packet k, in flight as *p. */
 static void vg_wait(fprep_client *c, vg_frames *fr, fprep_pending **p,
-                    const char *name, unsigned k)
+                    const char *name, unsigned k, const vg_out *out,
+                    unsigned window)
 {
 	fprep_result res;
 	char what[128];
@@ -205,7 +270,7 @@ static void vg_wait(fprep_client *c, vg_frames *fr, fprep_pending **p,
 	snprintf(what, sizeof(what), "%s packet %u", name, k);
 	CHECK(rv == 0, "%s: %s\n", what, fprep_strerror(rv));
 	if (rv == 0)
-		vg_take(c, fr, &res, what);
+		vg_take(c, fr, &res, what, out, vg_place(out, k % window));
 	fprep_result_fini(&res);
 }
 
@@ -216,7 +281,7 @@ static void vg_wait(fprep_client *c, vg_frames *fr, fprep_pending **p,
  * session parses a packet ahead). */
 static void vg_decode(fprep_client *c, const vg_file *f, vg_frames *fr,
                       unsigned bad, const uint8_t *bad_data, size_t bad_size,
-                      const char *name, unsigned window)
+                      const char *name, unsigned window, const vg_out *out)
 {
 	fprep_pending *flight[VG_MAX_WINDOW] = {0};
 	fprep_request spec;
@@ -239,10 +304,11 @@ static void vg_decode(fprep_client *c, const vg_file *f, vg_frames *fr,
 			p = bad_data;
 			size = bad_size;
 		}
+		vg_set_output(st, out, k % window);
 		if (window > 1) {
 			if (k >= window)
 				vg_wait(c, fr, &flight[(k - window) % window],
-				        name, k - window);
+				        name, k - window, out, window);
 			rv = fprep_stream_submit(st, p, size, (int64_t)k, NULL,
 			                         NULL, &flight[k % window]);
 			CHECK(rv == 0, "%s packet %u: submit: %s\n", name, k,
@@ -254,18 +320,20 @@ static void vg_decode(fprep_client *c, const vg_file *f, vg_frames *fr,
 		snprintf(what, sizeof(what), "%s packet %u", name, k);
 		CHECK(rv == 0, "%s: %s\n", what, fprep_strerror(rv));
 		if (rv == 0)
-			vg_take(c, fr, &res, what);
+			vg_take(c, fr, &res, what, out, vg_place(out, 0));
 		fprep_result_fini(&res);
 	}
 	for (unsigned k = f->n > window ? f->n - window : 0;
 	     window > 1 && k < f->n; k++)
 		if (flight[k % window] != NULL)
-			vg_wait(c, fr, &flight[k % window], name, k);
+			vg_wait(c, fr, &flight[k % window], name, k, out,
+			        window);
+	vg_set_output(st, out, VG_FLUSH);
 	memset(&res, 0, sizeof(res));
 	rv = fprep_stream_flush(st, &res);
 	CHECK(rv == 0, "%s flush: %s\n", name, fprep_strerror(rv));
 	if (rv == 0)
-		vg_take(c, fr, &res, "flush");
+		vg_take(c, fr, &res, "flush", out, vg_place(out, VG_FLUSH));
 	fprep_result_fini(&res);
 	CHECK(fprep_stream_close(st) == 0, "%s: close\n", name);
 }
@@ -406,7 +474,7 @@ static void vg_errors(fprep_client *c, const vg_file *f, const vg_frames *ref,
 	memcpy(u, f->data + f->start[bad], size);
 	for (size_t k = size / 2; k < size; k++)
 		u[k] = (uint8_t)(u[k] * 7 + 91);
-	vg_decode(c, f, &got, bad, u, size, name, window);
+	vg_decode(c, f, &got, bad, u, size, name, window, NULL);
 	CHECK(got.errors + got.skipped > 0,
 	      "%s: the corrupt packet %u passed unnoticed\n", name, bad);
 	/* Frames again after the break: the last frames equal the
@@ -423,13 +491,148 @@ static void vg_errors(fprep_client *c, const vg_file *f, const vg_frames *ref,
 	       name, bad, window, got.errors, got.skipped, got.n, matched);
 	vg_frames_free(&got);
 	memset(&got, 0, sizeof(got));
-	vg_decode(c, f, &got, bad, u, size / 3, name, window);
+	vg_decode(c, f, &got, bad, u, size / 3, name, window, NULL);
 	CHECK(got.n > 0, "%s: no frames around a packet cut short\n", name);
 	printf("%s packet %u cut short, %u in flight: %u errors, %u skipped, "
 	       "%u frames\n",
 	       name, bad, window, got.errors, got.skipped, got.n);
 	vg_frames_free(&got);
 	free(u);
+}
+
+/* vg_out_open opens out as a region of c for a stream of frames of one
+ * bytes each: shared memory, or CUDA memory (cudaMalloc) when cuda;
+ * places places of per frames each (a packet lets out one or two), then
+ * the flush's room of flush frames. */
+static int vg_out_open(fprep_client *c, vg_out *out, int cuda, size_t one,
+                       unsigned places, unsigned per, unsigned flush)
+{
+	size_t size;
+	void *d = NULL;
+	int rv;
+
+	memset(out, 0, sizeof(*out));
+	out->cuda = cuda;
+	out->place = per * one;
+	out->places = places;
+	size = places * out->place + flush * one;
+	if (!cuda)
+		return fprep_region_open(&out->r, c, size);
+	REQUIRE(cudaMalloc(&d, size) == cudaSuccess);
+	rv = fprep_region_open_cuda(&out->r, c, d, size);
+	if (rv != 0)
+		cudaFree(d);
+	return rv;
+}
+
+static void vg_out_close(vg_out *out)
+{
+	void *d = out->cuda && out->r ? fprep_region_base(out->r) : NULL;
+
+	fprep_region_close(out->r);
+	if (d != NULL)
+		cudaFree(d);
+	memset(out, 0, sizeof(*out));
+}
+
+/* vg_regions decodes the stream again with its tensors in a region
+ * (fprep_stream_set_output): shared memory, and on a GPU its CUDA
+ * memory, one and VG_WINDOW packets in flight; the frames equal the
+ * reference's. */
+static void vg_regions(fprep_client *c, const vg_file *f, const vg_frames *ref,
+                       const char *name, const char *device)
+{
+	for (int cuda = 0; cuda <= (strcmp(device, "cpu") != 0); cuda++)
+		for (unsigned w = 1; w <= VG_WINDOW; w += VG_WINDOW - 1) {
+			vg_frames got = {0};
+			char what[96];
+			vg_out out;
+			int rv = vg_out_open(c, &out, cuda,
+			                     (size_t)OUT * OUT * 3, VG_WINDOW,
+			                     4, 64);
+
+			CHECK(rv == 0, "%s: %s region: %s (%s)\n", name,
+			      cuda ? "CUDA" : "shared-memory",
+			      fprep_strerror(rv), fprep_client_last_error(c));
+			if (rv != 0)
+				continue;
+			snprintf(what, sizeof(what), "%s, tensors in %s", name,
+			         cuda ? "CUDA memory" : "shared memory");
+			vg_decode(c, f, &got, UINT32_MAX, NULL, 0, what, w,
+			          &out);
+			vg_compare(&got, ref, what, f->n, w);
+			vg_frames_free(&got);
+			vg_out_close(&out);
+		}
+}
+
+/* vg_region_errors: a region too small for a packet's frames is refused
+ * with ELIMIT naming out_capacity and the stream goes on (the next
+ * packets' frames come); a region unregistered is EREGION. */
+static void vg_region_errors(fprep_client *c, const vg_file *f,
+                             const char *name)
+{
+	fprep_request spec;
+	fprep_stream *st = NULL;
+	fprep_result res;
+	unsigned limited = 0, after = 0, k;
+	const char *why;
+	vg_out out;
+	int rv;
+
+	vg_spec(&spec, f->codec, 1);
+	REQUIRE(vg_out_open(c, &out, 0, (size_t)OUT * OUT * 3, 1, 4, 64) == 0);
+	REQUIRE(fprep_stream_open(c, &spec, NULL, 0, &st) == 0);
+	for (k = 0; k < f->n; k++) {
+		size_t cap = k < f->n / 2 ? 1 : out.place;
+
+		REQUIRE(fprep_stream_set_output(st, out.r, 0, cap) == 0);
+		memset(&res, 0, sizeof(res));
+		rv = fprep_stream_send(st, f->data + f->start[k],
+		                       f->start[k + 1] - f->start[k],
+		                       (int64_t)k, &res);
+		REQUIRE(rv == 0);
+		why = fprep_client_last_error(c);
+		if (res.header.status == FPREP_ELIMIT) {
+			limited++;
+			CHECK(k < f->n / 2 && why != NULL &&
+			              strstr(why, "out_capacity") != NULL,
+			      "%s packet %u: ELIMIT: %s\n", name, k,
+			      why ? why : "");
+		} else {
+			CHECK(res.header.status == FPREP_OK,
+			      "%s packet %u: status %u (%s)\n", name, k,
+			      res.header.status, why ? why : "");
+			if (k >= f->n / 2)
+				after += res.header.shape[0];
+		}
+		fprep_result_fini(&res);
+	}
+	CHECK(limited > 0 && after > 0,
+	      "%s: %u packets refused for out_capacity, %u frames after\n",
+	      name, limited, after);
+	printf("%s: out_capacity 1 byte: %u packets refused (ELIMIT naming "
+	       "out_capacity), then %u frames\n",
+	       name, limited, after);
+	/* The region unregistered: EREGION, the stream still usable. */
+	REQUIRE(fprep_stream_set_output(st, out.r, 0, out.place) == 0);
+	fprep_region_unregister(out.r);
+	memset(&res, 0, sizeof(res));
+	REQUIRE(fprep_stream_flush(st, &res) == 0);
+	why = fprep_client_last_error(c);
+	CHECK(res.header.status == FPREP_EREGION && why != NULL &&
+	              strstr(why, "out_region") != NULL,
+	      "%s: flush into an unregistered region: status %u (%s)\n", name,
+	      res.header.status, why ? why : "");
+	fprep_result_fini(&res);
+	REQUIRE(fprep_stream_set_output(st, NULL, 0, 0) == 0);
+	memset(&res, 0, sizeof(res));
+	REQUIRE(fprep_stream_flush(st, &res) == 0);
+	CHECK(res.header.status == FPREP_OK,
+	      "%s: inline flush after: status %u\n", name, res.header.status);
+	fprep_result_fini(&res);
+	CHECK(fprep_stream_close(st) == 0, "%s: close\n", name);
+	vg_out_close(&out);
 }
 
 /* vg_info checks INFO's video_decoder line: NVDEC on a GPU. */
@@ -488,6 +691,7 @@ typedef struct vg_rate {
 	uint64_t *lat_ns; /* of replies with frames */
 	size_t nlat, cap;
 	int failed;
+	const vg_out *out; /* where the tensors go (vg_rate_out) */
 } vg_rate;
 
 /* vg_rate_take counts the frames of reply res of a packet sent at t0
@@ -533,6 +737,7 @@ static void vg_rate_window(vg_rate *r, fprep_stream *st)
 		if (k >= n)
 			continue;
 		t[k % w] = vg_now_ns();
+		vg_set_output(st, r->out, k % w);
 		if (fprep_stream_submit(st, r->f->data + r->f->start[k],
 		                        r->f->start[k + 1] - r->f->start[k],
 		                        (int64_t)k, NULL, NULL, &p[k % w]) != 0)
@@ -546,10 +751,35 @@ static void vg_rate_window(vg_rate *r, fprep_stream *st)
 	if (!r->failed) {
 		uint64_t t0 = vg_now_ns();
 
+		vg_set_output(st, r->out, VG_FLUSH);
 		memset(&res, 0, sizeof(res));
 		rv = fprep_stream_flush(st, &res);
 		(void)vg_rate_take(r, rv, &res, t0);
 	}
+}
+
+/* vg_rate_out: FPREP_VIDEO_RATE_OUT, where rate's tensors go: 0 inline
+ * (unset or "inline"), 1 a shared-memory region ("shm"), 2 a CUDA
+ * region in the client's device memory ("cuda"), a region per stream. */
+static int vg_rate_out(void)
+{
+	const char *v = getenv("FPREP_VIDEO_RATE_OUT");
+
+	return v == NULL || strcmp(v, "inline") == 0 ? 0
+	       : strcmp(v, "shm") == 0               ? 1
+	       : strcmp(v, "cuda") == 0              ? 2
+	                                             : -1;
+}
+
+static const char *const vg_rate_out_names[] = {"inline", "shared memory",
+                                                "CUDA memory"};
+
+/* vg_rate_small: FPREP_VIDEO_RATE_SMALL=1, rate's tensors 64x64 U8. */
+static int vg_rate_small(void)
+{
+	const char *v = getenv("FPREP_VIDEO_RATE_SMALL");
+
+	return v != NULL && strcmp(v, "1") == 0;
 }
 
 static void *vg_rate_main(void *arg)
@@ -560,13 +790,25 @@ static void *vg_rate_main(void *arg)
 	fprep_request spec;
 	fprep_result res;
 
-	vg_spec(&spec, r->f->codec, 0);
+	vg_out out = {0};
+	int where = vg_rate_out();
+	size_t one;
+
+	vg_spec(&spec, r->f->codec, vg_rate_small());
+	/* The spec's tensor: 3 channels of U8 or F32. */
+	one = (size_t)spec.out_width * spec.out_height * 3 *
+	      (spec.dtype == FPREP_DTYPE_U8 ? 1 : 4);
+	REQUIRE(spec.dtype == FPREP_DTYPE_U8 || spec.dtype == FPREP_DTYPE_F32);
 	if (fprep_client_open(&c, r->url, 60000) != 0 ||
+	    (where > 0 &&
+	     vg_out_open(c, &out, where == 2, one, r->window, 3, 8) != 0) ||
 	    fprep_stream_open(c, &spec, NULL, 0, &st) != 0) {
 		r->failed = 1;
+		vg_out_close(&out);
 		fprep_client_close(c);
 		return NULL;
 	}
+	r->out = &out;
 	while (r->window > 1 && vg_now_ns() < r->until_ns && !r->failed)
 		vg_rate_window(r, st);
 	while (r->window <= 1 && vg_now_ns() < r->until_ns && !r->failed)
@@ -575,6 +817,7 @@ static void *vg_rate_main(void *arg)
 			int rv;
 
 			memset(&res, 0, sizeof(res));
+			vg_set_output(st, &out, k < r->f->n ? 0 : VG_FLUSH);
 			rv = k < r->f->n
 			             ? fprep_stream_send(
 			                       st, r->f->data + r->f->start[k],
@@ -601,6 +844,8 @@ static void *vg_rate_main(void *arg)
 			fprep_result_fini(&res);
 		}
 	fprep_stream_close(st);
+	r->out = NULL;
+	vg_out_close(&out);
 	fprep_client_close(c);
 	return NULL;
 }
@@ -624,6 +869,7 @@ static void vg_rate_run(const char *url, const char *dir, unsigned n,
 	unsigned long frames = 0;
 
 	REQUIRE(r != NULL && th != NULL);
+	REQUIRE(vg_rate_out() >= 0); /* inline, shm or cuda */
 	snprintf(path, sizeof(path), "%s/rate.%s", dir, codec);
 	REQUIRE(vg_load(&f, path,
 	                strcmp(codec, "hevc") == 0 ? FPREP_PIX_HEVC
@@ -655,9 +901,11 @@ static void vg_rate_run(const char *url, const char *dir, unsigned n,
 	}
 	qsort(all, nall, sizeof(*all), vg_cmp_u64);
 	printf("rate: %u streams of %s (%u packets), %u in flight each, "
-	       "640x640 f32: %.1f frames/s over %.1f s; reply latency p50 "
+	       "%s into %s: %.1f frames/s over %.1f s; reply latency p50 "
 	       "%.2f ms, p99 %.2f ms\n",
-	       n, path, f.n, window, (double)frames / s, s,
+	       n, path, f.n, window,
+	       vg_rate_small() ? "64x64 u8" : "640x640 f32",
+	       vg_rate_out_names[vg_rate_out()], (double)frames / s, s,
 	       nall ? (double)all[nall / 2] / 1e6 : 0.0,
 	       nall ? (double)all[nall * 99 / 100] / 1e6 : 0.0);
 	CHECK(frames > 0, "no frames\n");
@@ -735,7 +983,7 @@ int main(int argc, char **argv)
 			CHECK(0, "%s: cannot read or split\n", path);
 			continue;
 		}
-		vg_decode(c, &f, &got, UINT32_MAX, NULL, 0, names[i], 1);
+		vg_decode(c, &f, &got, UINT32_MAX, NULL, 0, names[i], 1, NULL);
 		CHECK(got.errors == 0 && got.n > 0,
 		      "%s: %u errors, %u frames\n", names[i], got.errors,
 		      got.n);
@@ -751,11 +999,13 @@ int main(int argc, char **argv)
 			vg_frames_free(&got);
 			memset(&got, 0, sizeof(got));
 			vg_decode(c, &f, &got, UINT32_MAX, NULL, 0, names[i],
-			          VG_WINDOW);
+			          VG_WINDOW, NULL);
 			vg_compare(&got, &ref, names[i], f.n, VG_WINDOW);
+			vg_regions(c, &f, &ref, names[i], device);
 			if (i == 0) {
 				vg_errors(c, &f, &ref, names[i], 1);
 				vg_errors(c, &f, &ref, names[i], VG_WINDOW);
+				vg_region_errors(c, &f, names[i]);
 			}
 			vg_frames_free(&ref);
 		}

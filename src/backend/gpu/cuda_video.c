@@ -41,9 +41,12 @@
  * surface (cuvidMapVideoFrame64: an NV12 device pointer and pitch, the
  * session's CUDA stream), runs the letterbox kernel on it, waits for the
  * kernel and unmaps it; one copy then brings all the tensors into the
- * reply. A packet holds one picture, so no surface that waits to be
- * mapped is decoded into before it is (a second picture in a packet whose
- * surface is one of them is refused as a broken bitstream).
+ * reply, or into the client's shared-memory region. A request whose
+ * tensors go to a CUDA region (on this GPU: streams.c checks) has the
+ * kernel write them there, with no copy. A packet holds one picture, so no
+ * surface that waits to be mapped is decoded into before it is (a second
+ * picture in a packet whose surface is one of them is refused as a broken
+ * bitstream).
  *
  * The daemon hands a session up to CV_WINDOW of its stream's jobs at once
  * (fprep__video.window), so that the engine need not idle while a frame
@@ -911,26 +914,27 @@ static int cv_frame_tensor(struct cv_video *v, fprep__job *job,
 	return rv;
 }
 
-/* cv_emit preprocesses the frames the job let out into the reply: their
- * tensors (made on the device, copied once), then a frame record each.
- * A packet's job parses the next packet first (cv_look_ahead). */
+/* cv_emit preprocesses the frames the job let out into its room: their
+ * tensors made on the device (in place for a CUDA region, else in the
+ * session's buffer and copied out once), then a frame record each. A
+ * packet's job parses the next packet first (cv_look_ahead). */
 static int cv_emit(fprep__video *base, fprep__job *job)
 {
 	struct cv_video *v = (struct cv_video *)base;
 	fprep__gpu_status st = {0};
-	uint64_t one;
-	uint8_t *out;
+	fprep__video_room room;
 	unsigned n;
 	size_t bytes;
 
 	if (job->stream.kind == FPREP_KIND_STREAM_PACKET)
 		cv_look_ahead(v, job);
 	n = v->ahead != NULL ? v->ahead_first : v->nframes;
-	out = fprep__video_reserve(job, &v->spec, n, &one);
-	bytes = (size_t)one * n;
-	if (out == NULL || n == 0)
-		return out == NULL ? job->status : FPREP_OK;
-	if (bytes > v->out_cap) {
+	if (fprep__video_reserve(job, &v->spec, n, &room) != FPREP_OK)
+		return job->status;
+	bytes = (size_t)room.one * n;
+	if (n == 0)
+		return FPREP_OK;
+	if (!room.device && bytes > v->out_cap) {
 		size_t cap = (bytes + CUDA_GROW_ALIGN - 1) &
 		             ~(size_t)(CUDA_GROW_ALIGN - 1);
 
@@ -945,17 +949,20 @@ static int cv_emit(fprep__video *base, fprep__job *job)
 		v->out_cap = cap;
 	}
 	for (unsigned k = 0; k < n; k++) {
+		uint8_t *dst =
+		        (room.device ? room.tensors : v->d_out) + k * room.one;
 		fprep_transform xf;
 		uint32_t w, h;
 
-		if (cv_frame_tensor(v, job, &v->frames[k], v->d_out + k * one,
-		                    &xf, &w, &h) != FPREP_OK)
+		if (cv_frame_tensor(v, job, &v->frames[k], dst, &xf, &w, &h) !=
+		    FPREP_OK)
 			return job->status;
-		fprep__video_record(job, out, one, k, v->frames[k].pts, w, h,
-		                    &xf);
+		fprep__video_record(job, &room, k, v->frames[k].pts, w, h, &xf);
 	}
+	if (room.device)
+		return FPREP_OK; /* each kernel was waited for */
 	if (FPREP__CUDA(&st,
-	                cudaMemcpyAsync(out, v->d_out, bytes,
+	                cudaMemcpyAsync(room.tensors, v->d_out, bytes,
 	                                cudaMemcpyDeviceToHost, v->stream)) ||
 	    FPREP__CUDA(&st, cudaStreamSynchronize(v->stream)))
 		return cv_cuda_fail(job, &st);
