@@ -4,7 +4,9 @@ frameprep's video streams (test_video_gpu rate, frameprep-bench --video).
 
 N threads each open their own PyNvVideoCodec demuxer and NVDEC decoder on
 the same file (H.264 or HEVC, Annex-B or a container libavformat reads) and
-decode it flat out, from its start again at its end, for --seconds:
+decode it flat out, from its start again at its end, for --seconds, the
+clock started once every thread has made its decoder and decoded its first
+WARM packets (as test_video_gpu rate does for frameprep's streams):
 
   decode     frames decoded into CUDA memory (NV12), nothing else: the
              engines' rate as PyNvVideoCodec drives them
@@ -26,6 +28,9 @@ import threading
 import time
 
 SKIP = 77
+# Packets each stream decodes before the clock starts (test_video_gpu
+# rate's warm-up: 8 packets and a flush).
+WARM = 8
 
 
 def letterbox_geometry(w, h, ow, oh):
@@ -61,48 +66,67 @@ def make_letterbox(torch, w, h, ow, oh):
     return run
 
 
-def stream(nvc, torch, path, mode, size, until, res, gpu):
-    """One stream: its own demuxer and decoder, flat out until `until`."""
-    frames, lat = 0, []
-    dec = None
-    lb = None
+def stream(nvc, torch, path, mode, size, sync, res, gpu):
+    """One stream: its own demuxer and decoder, warmed up (the decoder made
+    and WARM packets through it, not counted), then at the barriers
+    (sync: warm, go, and a list the main thread puts the deadline in once
+    every stream is warm), flat out until the deadline."""
+    warm, go, until = sync
     s = torch.cuda.Stream() if mode == "letterbox" else None
-    while time.perf_counter() < until:
+    lb = None
+
+    def frame(f):
+        nonlocal lb
+        if mode == "letterbox":
+            with torch.cuda.stream(s):
+                nv12 = torch.from_dlpack(f)
+                if lb is None:
+                    h = nv12.shape[0] * 2 // 3
+                    lb = make_letterbox(torch, nv12.shape[1], h, size, size)
+                lb(nv12)
+            s.synchronize()
+
+    dec = None
+    try:
         dmx = nvc.CreateDemuxer(filename=path)
-        if dec is None:
-            dec = nvc.CreateDecoder(gpuid=gpu, codec=dmx.GetNvCodecId(),
-                                    usedevicememory=True)
+        dec = nvc.CreateDecoder(gpuid=gpu, codec=dmx.GetNvCodecId(),
+                                usedevicememory=True)
+        for k, packet in enumerate(dmx):
+            for f in dec.Decode(packet):
+                frame(f)
+            if k + 1 == WARM:
+                break
+    finally:
+        warm.wait()
+        go.wait()
+    frames, lat = 0, []
+    while dec is not None and time.perf_counter() < until[0]:
+        dmx = nvc.CreateDemuxer(filename=path)
         for packet in dmx:
             t0 = time.perf_counter()
-            out = dec.Decode(packet)
-            for f in out:
-                if mode == "letterbox":
-                    with torch.cuda.stream(s):
-                        nv12 = torch.from_dlpack(f)
-                        if lb is None:
-                            h = nv12.shape[0] * 2 // 3
-                            lb = make_letterbox(torch, nv12.shape[1], h,
-                                                size, size)
-                        lb(nv12)
-                    s.synchronize()
+            for f in dec.Decode(packet):
+                frame(f)
                 lat.append(time.perf_counter() - t0)
                 frames += 1
-            if time.perf_counter() >= until:
+            if time.perf_counter() >= until[0]:
                 break
     res.append((frames, lat))
 
 
 def run(nvc, torch, path, mode, n, seconds, size, gpu):
     res = []
-    # Warm-up: a decoder made and a few frames through, per mode.
-    stream(nvc, torch, path, mode, size, time.perf_counter() + 0.5, [], gpu)
-    t0 = time.perf_counter()
-    until = t0 + seconds
+    warm, go, until = (threading.Barrier(n + 1), threading.Barrier(n + 1),
+                       [0.0])
     th = [threading.Thread(target=stream,
-                           args=(nvc, torch, path, mode, size, until, res,
-                                 gpu)) for _ in range(n)]
+                           args=(nvc, torch, path, mode, size,
+                                 (warm, go, until), res, gpu))
+          for _ in range(n)]
     for t in th:
         t.start()
+    warm.wait()  # every stream's decoder made
+    t0 = time.perf_counter()
+    until[0] = t0 + seconds
+    go.wait()
     for t in th:
         t.join()
     wall = time.perf_counter() - t0

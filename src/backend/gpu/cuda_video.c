@@ -195,6 +195,8 @@ int fprep__cuda_video_load(char *buf, size_t size)
 typedef struct cv_frame {
 	int index; /* decode surface */
 	int64_t pts;
+	int pending; /* still decoding when displayed: its status is asked
+	                again once mapped (cv_status_final) */
 } cv_frame;
 
 struct cv_video {
@@ -235,8 +237,10 @@ struct cv_video {
 	uint8_t *d_out;      /* the tensors, out_cap bytes (grow-only; allocated
 	                        and freed in the order of stream) */
 	size_t out_cap;
-	int skipping;                     /* drop packets until an IDR/IRAP */
-	int failed;                       /* a callback failed the job */
+	int skipping; /* drop packets until an IDR/IRAP */
+	int failed;   /* a callback failed the job */
+	int broken;   /* a picture of the job's was found broken once mapped
+	                 (cv_frame_tensor): the stream resets (cv_emit_broken) */
 	uint8_t decoded[CV_MAX_SURFACES]; /* surface decoded since reset */
 	/* The pts of the packet whose picture each surface holds: the
 	 * parser's own CUVIDPARSERDISPINFO.timestamp hands the packets' pts
@@ -248,7 +252,9 @@ struct cv_video {
 	 * the job being parsed writes from first on. */
 	cv_frame *frames;
 	unsigned nframes, frames_cap, first, ahead_first;
-	int ahead_rv; /* ahead's parse: FPREP_OK or its failed status */
+	int ahead_rv;   /* ahead's parse: FPREP_OK or its failed status */
+	int ahead_skip; /* ahead's packet went with a reset after it was
+	                   parsed: answered as skipped (cv_packet) */
 };
 
 /* cv_on_thread: the session's thread (cv_main) runs the call. */
@@ -477,22 +483,14 @@ static int CUDAAPI cv_display(void *arg, CUVIDPARSERDISPINFO *d)
 	    (unsigned)d->picture_index >= CV_MAX_SURFACES ||
 	    !v->decoded[d->picture_index])
 		return 1; /* not decoded by this session since its reset */
-	/* The status is final once the engine is done with the picture: a
-	 * picture still decoding reports InProgress, which would let a broken
-	 * one pass (H200: a corrupt H.264 packet went unnoticed, the frames
-	 * after it off by up to 216 LSB). It is asked again until the engine
-	 * is done, at most CV_STATUS_WAIT_US. */
-	for (unsigned waited = 0;; waited += CV_STATUS_POLL_US) {
-		memset(&ds, 0, sizeof ds);
-		r = cvf->cuvidGetDecodeStatus(v->decoder, d->picture_index,
-		                              &ds);
-		if (r != CUDA_SUCCESS ||
-		    ds.decodeStatus != cuvidDecodeStatus_InProgress ||
-		    waited >= CV_STATUS_WAIT_US)
-			break;
-		struct timespec ts = {0, CV_STATUS_POLL_US * 1000};
-		nanosleep(&ts, NULL);
-	}
+	/* Asked once here, without waiting: a picture still decoding
+	 * reports InProgress, and its final status is asked once it is
+	 * mapped (cv_status_final), when the engine is done with it. Waiting
+	 * here by asking again and again took the cores with dozens of
+	 * streams (H200: 32 streams, 93 % of the CPU in the kernel, the
+	 * engines 43 % busy). */
+	memset(&ds, 0, sizeof ds);
+	r = cvf->cuvidGetDecodeStatus(v->decoder, d->picture_index, &ds);
 	if (r == CUDA_SUCCESS &&
 	    (ds.decodeStatus == cuvidDecodeStatus_Error ||
 	     ds.decodeStatus == cuvidDecodeStatus_Error_Concealed)) {
@@ -525,6 +523,9 @@ static int CUDAAPI cv_display(void *arg, CUVIDPARSERDISPINFO *d)
 	}
 	v->frames[v->nframes].index = d->picture_index;
 	v->frames[v->nframes].pts = v->pts_of[d->picture_index];
+	v->frames[v->nframes].pending =
+	        r != CUDA_SUCCESS ||
+	        ds.decodeStatus == cuvidDecodeStatus_InProgress;
 	v->nframes++;
 	return 1;
 }
@@ -691,8 +692,13 @@ static int cv_packet(fprep__video *base, fprep__job *job)
 
 	if (v->ahead == job) {
 		v->ahead = NULL;
-		if (v->ahead_rv == FPREP_OK)
+		if (v->ahead_rv == FPREP_OK) {
+			if (v->ahead_skip)
+				job->reply_flags |=
+				        FPREP_REPLY_F_STREAM_SKIPPED;
+			v->ahead_skip = 0;
 			return FPREP_OK;
+		}
 		job->status = v->ahead_rv; /* its message is there */
 		cv_reset(v, job);
 		return job->status;
@@ -844,6 +850,34 @@ static int cv_args(const struct cv_video *v, cuda_lb_args *a,
 	return FPREP_OK;
 }
 
+/* cv_status_final asks surface idx's decode status once it is mapped
+ * (the engine is done with it: the map waits for that), again every
+ * CV_STATUS_POLL_US for at most CV_STATUS_WAIT_US should it still say
+ * InProgress. FPREP_OK, or FPREP_EBITSTREAM for a picture decoded with
+ * errors. */
+static int cv_status_final(struct cv_video *v, int idx)
+{
+	CUVIDGETDECODESTATUS ds;
+	CUresult r;
+
+	for (unsigned waited = 0;; waited += CV_STATUS_POLL_US) {
+		memset(&ds, 0, sizeof ds);
+		r = cvf->cuvidGetDecodeStatus(v->decoder, idx, &ds);
+		if (r != CUDA_SUCCESS ||
+		    ds.decodeStatus != cuvidDecodeStatus_InProgress ||
+		    waited >= CV_STATUS_WAIT_US)
+			break;
+		struct timespec ts = {0, CV_STATUS_POLL_US * 1000};
+		nanosleep(&ts, NULL);
+	}
+	return r == CUDA_SUCCESS &&
+	                       (ds.decodeStatus == cuvidDecodeStatus_Error ||
+	                        ds.decodeStatus ==
+	                                cuvidDecodeStatus_Error_Concealed)
+	               ? FPREP_EBITSTREAM
+	               : FPREP_OK;
+}
+
 /* cv_frame_tensor maps frame f, runs the kernel on it into dst, waits
  * for it and unmaps it. */
 static int cv_frame_tensor(struct cv_video *v, fprep__job *job,
@@ -882,6 +916,13 @@ static int cv_frame_tensor(struct cv_video *v, fprep__job *job,
 		         cv_cu_error(r));
 		return fprep__video_broken(job, &v->spec, why);
 	}
+	if (f->pending && cv_status_final(v, f->index) != FPREP_OK) {
+		(void)cvf->cuvidUnmapVideoFrame(v->decoder, dptr);
+		v->broken = 1;
+		return fprep__video_broken(job, &v->spec,
+		                           "a picture decoded with errors "
+		                           "(cuvidGetDecodeStatus)");
+	}
 	/* The surface: ulTargetHeight (the coded height, even) rows of Y,
 	 * then the UV rows; the display area starts at (left, top), even. */
 	uint64_t rows = (fm->coded_height + 1) & ~1u;
@@ -912,6 +953,21 @@ static int cv_frame_tensor(struct cv_video *v, fprep__job *job,
 		                       "cuvidUnmapVideoFrame64: %s",
 		                       cv_cu_error(r));
 	return rv;
+}
+
+/* cv_emit_broken: a picture of job's was found decoded with errors once
+ * mapped (job answered EBITSTREAM): the stream resets and waits for the
+ * next IDR/IRAP picture, and a packet parsed ahead into the old parser
+ * loses its frames and is answered as dropped while it waits. */
+static void cv_emit_broken(struct cv_video *v, fprep__job *job)
+{
+	v->broken = 0;
+	if (v->ahead != NULL) {
+		v->ahead_rv = FPREP_OK;
+		v->ahead_skip = 1;
+	}
+	cv_reset(v, job); /* no frames kept: the ahead's go too */
+	v->ahead_first = 0;
 }
 
 /* cv_emit preprocesses the frames the job let out into its room: their
@@ -955,8 +1011,11 @@ static int cv_emit(fprep__video *base, fprep__job *job)
 		uint32_t w, h;
 
 		if (cv_frame_tensor(v, job, &v->frames[k], dst, &xf, &w, &h) !=
-		    FPREP_OK)
+		    FPREP_OK) {
+			if (v->broken)
+				cv_emit_broken(v, job);
 			return job->status;
+		}
 		fprep__video_record(job, &room, k, v->frames[k].pts, w, h, &xf);
 	}
 	if (room.device)
@@ -984,6 +1043,7 @@ static void cv_run(struct cv_video *v, fprep__job *job)
 	FPREP__ASSERT(v->ahead == NULL || v->ahead == job);
 	v->job = job;
 	v->failed = 0;
+	v->broken = 0;
 	v->first = 0;
 	if (v->ahead != job)
 		v->nframes = 0;
