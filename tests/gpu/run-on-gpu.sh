@@ -357,7 +357,10 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 	# daemon with FPREP_NVDEC=off (refused naming libnvcuvid.so.1, frames
 	# served: off), then
 	# FPREP_VIDEO_STREAMS (1 8 32) streams at once of a 1080p H.264, then HEVC, to
-	# 640x640 f32 for FPREP_VIDEO_S (5) s each: frames/s and reply latency,
+	# 640x640 f32 written into each client's CUDA memory
+	# (FPREP_VIDEO_RATE_OUT, default cuda; inline or shm) for
+	# FPREP_VIDEO_S (5) s each, once every stream's decoder is made:
+	# frames/s and reply latency,
 	# each stream with one packet in flight (the one-stream latency bar),
 	# then with FPREP_VIDEO_WINDOW (4: the NVDEC session decodes the next
 	# packet while it preprocesses one); then, where PyNvVideoCodec
@@ -371,7 +374,8 @@ if [ "$mode" != lane ] && [ -x "$here/bin/frameprepd" ]; then
 		for c in h264 hevc; do
 			for w in 1 "${FPREP_VIDEO_WINDOW:-4}"; do
 				for n in ${FPREP_VIDEO_STREAMS:-1 8 32}; do
-					"$here/bin/test_video_gpu" rate 0 "$here/bin/frameprepd" \
+					FPREP_VIDEO_RATE_OUT=${FPREP_VIDEO_RATE_OUT:-cuda} \
+						"$here/bin/test_video_gpu" rate 0 "$here/bin/frameprepd" \
 						"$here/video" "$n" "${FPREP_VIDEO_S:-5}" "$w" "$c" || rc=1
 				done
 			done
