@@ -16,6 +16,8 @@
  *                    to the backend, the regions module or a stream,
  *                    completions
  *   streams.c        video streams: their table, each one's order
+ *   placement.c      the regions a request's frame and tensor lie in,
+ *                    found, checked and marked in use
  *   info.c           the INFO text and the start-up line
  *   answer.c         fprep__answer_reply (every reply's one owner), error
  *                    replies, the end of a request
@@ -355,20 +357,25 @@ struct fprep__server {
 /* fprep__slot_take: the ports' take callback (port.h): serves the request
  * the port took into s (state RECV, request and sink set). */
 void fprep__slot_take(fprep__slot *s);
-/* fprep__slot_out_region finds the region a request of s names for its
- * output (a FRAME's, or a stream packet's tensors): one of this
- * connection's, of the kind loc (SHM or CUDA) names, with [offset, offset
- * + len) inside it and clear of its doorbell areas, and orders what
- * follows after the replies written there before. Returns it, or NULL
- * after answering s with the error (FPREP_EREGION, FPREP_EINVAL). Loop
- * thread. */
-fprep__memreg *fprep__slot_out_region(fprep__slot *s, int loc, uint32_t id,
-                                      uint64_t offset, uint64_t len);
-/* fprep__slot_job_output points s's job at offset of out (job->output,
+/* Where a request's frame and tensor lie (placement.c). Loop thread. */
+/* fprep__place_region finds the region a request of s names for its input
+ * or output (field "in" or "out") at location loc (SHM or CUDA): one of
+ * this connection's, of that kind, with [offset, offset + len) inside it.
+ * Returns it, or NULL after answering s with the error (FPREP_EREGION,
+ * FPREP_EINVAL). */
+fprep__memreg *fprep__place_region(fprep__slot *s, int loc, uint32_t id,
+                                   uint64_t offset, uint64_t len,
+                                   const char *field);
+/* fprep__place_output: fprep__place_region for an output (a FRAME's, or a
+ * stream packet's tensors), also clear of the region's doorbell areas,
+ * and ordered after the replies written there before. */
+fprep__memreg *fprep__place_output(fprep__slot *s, int loc, uint32_t id,
+                                   uint64_t offset, uint64_t len);
+/* fprep__place_job_output points s's job at offset of out (job->output,
  * output_pinned, output_device, out_region) and keeps out in use until
- * the request ends (fprep__answer_next). Loop thread. */
-void fprep__slot_job_output(fprep__slot *s, fprep__memreg *out,
-                            uint64_t offset);
+ * the request ends (fprep__answer_next). */
+void fprep__place_job_output(fprep__slot *s, fprep__memreg *out,
+                             uint64_t offset);
 /* fprep__slot_event handles s's event (kind AIO, DONE or SENT) in any
  * state but RECV of an nng slot (port_nng.c has those). */
 void fprep__slot_event(fprep__slot *s);

@@ -110,80 +110,6 @@ static void slot_job_done(fprep__job *job)
 	fprep__evq_push(&srv->evq, &s->ev);
 }
 
-/* slot_region finds the region a FRAME names for its input or output (field
- * "in" or "out") at location loc: one of this connection's, of the kind loc
- * names, with [offset, offset + len) inside it. Returns it, or NULL after
- * answering the request with the error. */
-static fprep__memreg *slot_region(fprep__slot *s, int loc, uint32_t id,
-                                  uint64_t offset, uint64_t len,
-                                  const char *field)
-{
-	char why[FPREP_MESSAGE_SIZE], span[32];
-	fprep__memreg *r;
-	int rv;
-
-	r = fprep__regions_find(&s->srv->regions, id, s->pipe);
-	if (r == NULL) {
-		snprintf(why, sizeof(why),
-		         "%s_region %" PRIu32 " is not a region of this "
-		         "connection",
-		         field, id);
-		fprep__answer_fail(s, FPREP_EREGION, why);
-		return NULL;
-	}
-	if (fprep__memreg_on_device(r) != (loc == FPREP_LOC_CUDA)) {
-		snprintf(why, sizeof(why),
-		         "%s_region %" PRIu32 " is a %s region, not %s", field,
-		         id,
-		         fprep__memreg_on_device(r) ? "CUDA" : "shared-memory",
-		         loc == FPREP_LOC_CUDA ? "CUDA" : "SHM");
-		fprep__answer_fail(s, FPREP_EREGION, why);
-		return NULL;
-	}
-	snprintf(span, sizeof(span), "%s_offset + length", field);
-	rv = fprep__memreg_span(r, offset, len, span, why, sizeof(why));
-	if (rv != 0) {
-		fprep__answer_fail(s, rv, why);
-		return NULL;
-	}
-	return r;
-}
-
-fprep__memreg *fprep__slot_out_region(fprep__slot *s, int loc, uint32_t id,
-                                      uint64_t offset, uint64_t len)
-{
-	fprep__memreg *out = slot_region(s, loc, id, offset, len, "out");
-
-	if (out == NULL)
-		return NULL;
-	/* A tensor or reply written over a doorbell area could post
-	 * requests of its own there (and one that posts itself again would
-	 * be served for ever). */
-	if (fprep__doorbells_overlap(&s->srv->doorbells, out,
-	                             out->base + offset, len)) {
-		fprep__answer_fail(s, FPREP_EINVAL,
-		                   "out_offset + length: the output overlaps a "
-		                   "doorbell area");
-		return NULL;
-	}
-	/* After the replies written there before (fprep__memreg.replies). */
-	(void)atomic_load_explicit(&out->replies, memory_order_acquire);
-	return out;
-}
-
-void fprep__slot_job_output(fprep__slot *s, fprep__memreg *out, uint64_t offset)
-{
-	fprep__job *job = &s->job;
-
-	FPREP__LOOP_ONLY(s->srv);
-	FPREP__ASSERT(job->out_region == NULL);
-	job->output = out->base + offset;
-	job->output_pinned = out->pinned;
-	job->output_device = fprep__memreg_on_device(out);
-	job->out_region = out;
-	fprep__regions_use(out);
-}
-
 /* slot_region_done answers a REGISTER or UNREGISTER once the regions
  * module is done with it; on the loop thread. */
 static void slot_region_done(void *data, int status, uint32_t id,
@@ -297,7 +223,7 @@ static void slot_unregister(fprep__slot *s, const fprep_register_request *req)
  * when the request asks for its reply there (shm_reply) and the region is
  * shared memory (protocol.h, "The reply in shared memory"): the last
  * FPREP_REPLY_HEADER_SIZE bytes of out_capacity, inside the region and
- * 8-byte aligned (protocol.c and slot_region checked). */
+ * 8-byte aligned (protocol.c and fprep__place_output checked). */
 static void slot_sink_region(fprep__slot *s, const fprep_request *req,
                              fprep__memreg *out)
 {
@@ -359,14 +285,14 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 	if (req->elements > 0)
 		xf_len = (uint64_t)req->elements * FPREP_ELEMENT_XF_SIZE;
 	if (req->input_loc != FPREP_LOC_INLINE &&
-	    (in = slot_region(s, req->input_loc, req->in_region, req->in_offset,
-	                      req->elements > 0 ? req->input_span
-	                                        : req->input_size,
-	                      "in")) == NULL)
+	    (in = fprep__place_region(
+	             s, req->input_loc, req->in_region, req->in_offset,
+	             req->elements > 0 ? req->input_span : req->input_size,
+	             "in")) == NULL)
 		return;
 	if (req->output_loc != FPREP_LOC_INLINE &&
-	    (out = fprep__slot_out_region(s, req->output_loc, req->out_region,
-	                                  req->out_offset, out_len)) == NULL)
+	    (out = fprep__place_output(s, req->output_loc, req->out_region,
+	                               req->out_offset, out_len)) == NULL)
 		return;
 	if (out == NULL &&
 	    fprep__conn_reserve_reply(s, bytes, why, sizeof(why)) != 0) {
@@ -407,7 +333,7 @@ static void slot_submit(fprep__slot *s, const fprep_request *req)
 		fprep__regions_use(in);
 	}
 	if (out != NULL)
-		fprep__slot_job_output(s, out, req->out_offset);
+		fprep__place_job_output(s, out, req->out_offset);
 	job->done = slot_job_done;
 	job->data = s;
 	job->trace = srv->cfg->trace;

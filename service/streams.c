@@ -21,9 +21,9 @@
  * the stream's next request: its reply message was allocated by the backend's
  * thread (job->reserve), which wrote the tensors into it (or into the region
  * the request named, streams_output: then the message holds only the frame
- * records), so the loop copies no pixels. When the connection closes its streams go: the waiting requests
- * are answered FPREP_ECLOSED, and a stream whose job is out goes when the
- * job ends.
+ * records), so the loop copies no pixels. When the connection closes its
+ * streams go: the waiting requests are answered FPREP_ECLOSED, and a stream
+ * whose job is out goes when the job ends.
  */
 #include <inttypes.h>
 #include <nng/nng.h>
@@ -145,8 +145,8 @@ static int streams_output(fprep__stream *st, fprep__slot *s,
 		        "shared-memory region");
 		return -1;
 	}
-	out = fprep__slot_out_region(s, sr->output_loc, sr->out_region,
-	                             sr->out_offset, sr->out_capacity);
+	out = fprep__place_output(s, sr->output_loc, sr->out_region,
+	                          sr->out_offset, sr->out_capacity);
 	if (out == NULL)
 		return -1;
 	if (sr->output_loc == FPREP_LOC_CUDA &&
@@ -165,7 +165,7 @@ static int streams_output(fprep__stream *st, fprep__slot *s,
 	job->req.out_region = sr->out_region;
 	job->req.out_offset = sr->out_offset;
 	job->req.out_capacity = sr->out_capacity;
-	fprep__slot_job_output(s, out, sr->out_offset);
+	fprep__place_job_output(s, out, sr->out_offset);
 	return 0;
 }
 
