@@ -532,6 +532,19 @@ FPREP_EXTERN int fprep_stream_set_output(fprep_stream *st,
                                          const fprep_region *out,
                                          uint64_t offset, uint64_t capacity);
 
+/* fprep_stream_set_output_id is fprep_stream_set_output for a region
+ * known by its id alone: region, the region_id of a REGISTER or
+ * REGISTER_CUDA reply (fprep_client_register) on st's client, of location
+ * FPREP_LOC_SHM or FPREP_LOC_CUDA; FPREP_LOC_INLINE sends the tensors in
+ * the reply again (region, offset and capacity ignored). The span is not
+ * checked here (the library does not know the region's size); the daemon
+ * checks it, as it checks a FRAME's (FPREP_EINVAL, FPREP_EREGION). For
+ * bindings that keep their own cache of registered regions. Returns 0,
+ * or FPREP_EINVAL (another location, capacity 0). The stream's thread. */
+FPREP_EXTERN int fprep_stream_set_output_id(fprep_stream *st, int location,
+                                            uint32_t region, uint64_t offset,
+                                            uint64_t capacity);
+
 /* fprep_stream_recv reads frame k (0 <= k < res->header.shape[0]) of a
  * stream reply res that succeeded: *frame its record (pts, decoded size,
  * transform) and *tensor (if not NULL) its tensor, inside res's payload

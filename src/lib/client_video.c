@@ -210,12 +210,9 @@ int fprep_stream_flush(fprep_stream *st, fprep_result *res)
 int fprep_stream_set_output(fprep_stream *st, const fprep_region *out,
                             uint64_t offset, uint64_t capacity)
 {
-	if (out == NULL) {
-		st->output_loc = FPREP_LOC_INLINE;
-		st->out_region = 0;
-		st->out_offset = st->out_capacity = 0;
-		return FPREP_OK;
-	}
+	if (out == NULL)
+		return fprep_stream_set_output_id(st, FPREP_LOC_INLINE, 0, 0,
+		                                  0);
 	if (capacity == 0 || offset > fprep_region_size(out) ||
 	    capacity > fprep_region_size(out) - offset) {
 		char why[128];
@@ -226,8 +223,32 @@ int fprep_stream_set_output(fprep_stream *st, const fprep_region *out,
 		         capacity, offset, fprep_region_size(out));
 		return fprep__client_set_error(st->client, FPREP_EINVAL, why);
 	}
-	st->output_loc = (uint8_t)fprep_region_location(out);
-	st->out_region = fprep_region_id(out);
+	return fprep_stream_set_output_id(st, fprep_region_location(out),
+	                                  fprep_region_id(out), offset,
+	                                  capacity);
+}
+
+int fprep_stream_set_output_id(fprep_stream *st, int location, uint32_t region,
+                               uint64_t offset, uint64_t capacity)
+{
+	if (location == FPREP_LOC_INLINE) {
+		st->output_loc = FPREP_LOC_INLINE;
+		st->out_region = 0;
+		st->out_offset = st->out_capacity = 0;
+		return FPREP_OK;
+	}
+	if ((location != FPREP_LOC_SHM && location != FPREP_LOC_CUDA) ||
+	    capacity == 0) {
+		char why[128];
+
+		snprintf(why, sizeof(why),
+		         "stream output: location %d, capacity %" PRIu64
+		         " (SHM or CUDA, capacity > 0)",
+		         location, capacity);
+		return fprep__client_set_error(st->client, FPREP_EINVAL, why);
+	}
+	st->output_loc = (uint8_t)location;
+	st->out_region = region;
 	st->out_offset = offset;
 	st->out_capacity = capacity;
 	return FPREP_OK;

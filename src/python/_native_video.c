@@ -11,7 +11,10 @@
  * library's stream object is then freed without a request
  * (fprep_stream_drop), as in a child made by fork. A Stream and a Demux are
  * used by one thread at a time (the Python class's contract); the GIL is
- * released around each call.
+ * released around each call. Each send and flush names where its frames'
+ * tensors go (the reply, or a region the package registered and knows by
+ * its id: fprep_stream_set_output_id), so no call inherits the place of
+ * the one before.
  */
 #include "_native.h"
 #include "frameprep/demux.h"
@@ -96,10 +99,25 @@ static PyObject *Stream_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 	return (PyObject *)self;
 }
 
+/* struct stream_out: where a request's tensors go (fprep_stream_set_
+ * output_id): loc INLINE (the reply), or capacity bytes at offset of
+ * region, a registered region of the stream's client of location loc. */
+struct stream_out {
+	unsigned char loc;
+	unsigned region;
+	unsigned long long offset, capacity;
+};
+
+#define STREAM_OUT_FMT     "|bIKK"
+#define STREAM_OUT_ARGS(o) &(o).loc, &(o).region, &(o).offset, &(o).capacity
+
 /* stream_call runs send (packet not NULL) or flush on self without the
- * GIL; returns the Result (the daemon's status unchecked) or raises. */
+ * GIL, its tensors going where out says (each call sets it, so no call
+ * inherits the place of the one before); returns the Result (the
+ * daemon's status unchecked) or raises. */
 static PyObject *stream_call(StreamObject *self, const void *packet,
-                             size_t size, long long pts)
+                             size_t size, long long pts,
+                             const struct stream_out *out)
 {
 	ClientObject *c = (ClientObject *)self->client;
 	fprep_result res;
@@ -109,31 +127,34 @@ static PyObject *stream_call(StreamObject *self, const void *packet,
 		return native_raise(FPREP_ECLOSED, "the stream was closed");
 	if (native_enter(c))
 		return NULL;
+	err = fprep_stream_set_output_id(self->st, out->loc, out->region,
+	                                 out->offset, out->capacity);
+	if (err)
+		return native_settle(c, err, NULL);
 	Py_BEGIN_ALLOW_THREADS err =
 	        packet != NULL ? fprep_stream_send(self->st, packet, size,
 	                                           (int64_t)pts, &res)
 	                       : fprep_stream_flush(self->st, &res);
-	Py_END_ALLOW_THREADS if (err)
-	{
-		native_fail(c, err);
-		native_leave(c);
-		return NULL;
-	}
-	native_leave(c);
-	return native_result_new(&res);
+	Py_END_ALLOW_THREADS return native_settle(c, err, &res);
 }
 
-/* Stream.send(packet, pts): one access unit (bytes, or a 1-D uint8 numpy
- * array: len() bytes are sent; not empty) with its pts; returns the
- * reply's Result. */
+/* Stream.send(packet, pts, out_loc=0, out_region=0, out_offset=0,
+ * out_capacity=0): one access unit (bytes, or a 1-D uint8 numpy array:
+ * len() bytes are sent; not empty) with its pts; its frames' tensors in
+ * the reply (out_loc INLINE, 0) or out_capacity bytes at out_offset of
+ * the registered region out_region of location out_loc (SHM or CUDA),
+ * frame k's at out_offset + k x the tensor's bytes. Returns the reply's
+ * Result. */
 static PyObject *Stream_send(PyObject *op, PyObject *args)
 {
+	struct stream_out out = {FPREP_LOC_INLINE, 0, 0, 0};
 	PyObject *packet;
 	long long pts;
 	const void *addr;
 	Py_ssize_t n;
 
-	if (!PyArg_ParseTuple(args, "OL", &packet, &pts))
+	if (!PyArg_ParseTuple(args, "OL" STREAM_OUT_FMT, &packet, &pts,
+	                      STREAM_OUT_ARGS(out)))
 		return NULL;
 	if (PyBytes_Check(packet))
 		n = PyBytes_Size(packet);
@@ -145,14 +166,19 @@ static PyObject *Stream_send(PyObject *op, PyObject *args)
 		PyErr_SetString(PyExc_ValueError, "packet: empty");
 		return NULL;
 	}
-	return stream_call((StreamObject *)op, addr, (size_t)n, pts);
+	return stream_call((StreamObject *)op, addr, (size_t)n, pts, &out);
 }
 
-/* Stream.flush(): the frames the decoder holds; the reply's Result. */
-static PyObject *Stream_flush(PyObject *op, PyObject *unused)
+/* Stream.flush(out_loc=0, out_region=0, out_offset=0, out_capacity=0):
+ * the frames the decoder holds, their tensors where send's would go;
+ * the reply's Result. */
+static PyObject *Stream_flush(PyObject *op, PyObject *args)
 {
-	(void)unused;
-	return stream_call((StreamObject *)op, NULL, 0, 0);
+	struct stream_out out = {FPREP_LOC_INLINE, 0, 0, 0};
+
+	if (!PyArg_ParseTuple(args, STREAM_OUT_FMT, STREAM_OUT_ARGS(out)))
+		return NULL;
+	return stream_call((StreamObject *)op, NULL, 0, 0, &out);
 }
 
 /* stream_close ends the stream (see the opening comment for a closed
@@ -236,8 +262,8 @@ static PyObject *Stream_frames(PyObject *op, PyObject *arg)
 }
 
 /* Stream.tensor(result): a StreamTensor over the frames' tensor of a
- * stream reply with at least one frame (numpy.asarray of it views the
- * reply: shape (N, C, H, W) or (N, H, W, C)). */
+ * stream reply with at least one frame, its tensor inline (numpy.asarray
+ * of it views the reply: shape (N, C, H, W) or (N, H, W, C)). */
 static PyObject *Stream_tensor(PyObject *op, PyObject *arg)
 {
 	StreamTensorObject *t;
@@ -251,6 +277,7 @@ static PyObject *Stream_tensor(PyObject *op, PyObject *arg)
 	}
 	res = &((ResultObject *)arg)->res;
 	if (res->header.shape[0] == 0 ||
+	    res->header.output_loc != FPREP_LOC_INLINE ||
 	    fprep_stream_recv(res, 0, &f, NULL) != 0 || res->header.ndim != 4)
 		return native_raise(FPREP_EPROTO,
 		                    "not a stream reply with frames");
@@ -286,9 +313,11 @@ static PyObject *Stream_id(PyObject *op, void *unused)
 
 static PyMethodDef Stream_methods[] = {
         {"send", Stream_send, METH_VARARGS,
-         "send(packet, pts): one access unit; the reply's Result."},
-        {"flush", Stream_flush, METH_NOARGS,
-         "flush(): the frames held; the reply's Result."},
+         "send(packet, pts, out_loc=0, out_region=0, out_offset=0, "
+         "out_capacity=0): one access unit; the reply's Result."},
+        {"flush", Stream_flush, METH_VARARGS,
+         "flush(out_loc=0, out_region=0, out_offset=0, out_capacity=0): "
+         "the frames held; the reply's Result."},
         {"close", Stream_close, METH_NOARGS, "close(): ends the stream."},
         {"frames", Stream_frames, METH_O,
          "frames(result): the frame records of a stream reply."},

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import frameprep
-from frameprep import video
+from frameprep import _core, _native, video
+from frameprep.protocol import Location
 
-from conftest import CLI, IMAGES
+from conftest import CLI, IMAGES, ring_memory
 from video_streams import pan_zoom_args
 
 FRAMES = 24
@@ -200,3 +201,158 @@ def test_stream_after_its_client(daemon, streams):
         st.send(packet, pts)
     st.close()
     st.close()
+
+
+def test_stream_tensors_into_a_region(client, streams):
+    """The native stream's out_* arguments (fprep_stream_set_output_id),
+    which out= uses: tensors into a shared-memory region of the client (a
+    ring's, its slot unused) equal the inline ones, the reply carrying
+    only the records; each call names its own place, so one without is
+    inline again; too little room is ELIMIT naming out_capacity, those
+    frames dropped and the stream going on."""
+    ref = list(video.read(streams["h264"], client=client, size=SIZE))
+    one = ref[0].tensor.nbytes
+    shape = ref[0].tensor.shape
+    packets = list(video.Demuxer(streams["h264"]))
+    with client.ring(slots=1, frame=(1080, 1920, 3), doorbell=False) as ring:
+        mem = ring_memory(ring)
+        rid = ring._c.region_id
+        got = []
+        with client.video("h264", size=SIZE) as st:
+            nat = st._native
+            for k, unit in enumerate(packets + [None]):
+                if k % 2 == 0 and unit is not None:
+                    got += st.send(*unit)
+                    continue
+                mem[:4 * one] = 0xff
+                res = _core.checked(
+                    nat.send(*unit, Location.SHM, rid, 0, 4 * one)
+                    if unit is not None
+                    else nat.flush(Location.SHM, rid, 0, 4 * one))
+                records = nat.frames(res)
+                assert res.fields["output_loc"] == Location.SHM
+                assert res.fields["payload_size"] == 32 * len(records)
+                if records:
+                    with pytest.raises(frameprep.ProtocolError):
+                        nat.tensor(res)
+                tensors = mem[:len(records) * one].view(np.float32)
+                for j, (pts, w, h, sx, sy, px, py) in enumerate(records):
+                    got.append(video.VideoFrame(
+                        tensors.reshape((-1,) + shape)[j].copy(), pts,
+                        frameprep.Transform(sx, sy, px, py, w, h)))
+        assert len(got) == FRAMES
+        for (tensor, pts, xf), r in zip(got, ref):
+            assert pts == r.pts and xf == r.transform
+            assert np.array_equal(tensor, r.tensor)
+        # One frame's room less a byte: every packet that lets a frame out
+        # is refused, and the stream goes on with the next.
+        refused, after = 0, []
+        with client.video("h264", size=SIZE) as st:
+            nat = st._native
+            for k, (packet, pts) in enumerate(packets):
+                if k >= 12:
+                    after += st.send(packet, pts)
+                    continue
+                try:
+                    _core.checked(nat.send(packet, pts, Location.SHM, rid, 0,
+                                           one - 1))
+                except frameprep.LimitExceededError as e:
+                    refused += 1
+                    assert "out_capacity" in str(e)
+            after += st.flush()
+        assert refused >= 6
+        order = [r.pts for r in ref]
+        assert after and order.index(after[0].pts) >= 8
+        for f in after:
+            assert np.array_equal(f.tensor, ref[order.index(f.pts)].tensor)
+        with pytest.raises(frameprep.InvalidRequestError, match="capacity"):
+            with client.video("h264", size=SIZE) as st:
+                st._native.flush(Location.SHM, rid, 0, 0)
+
+
+class _FakeCuda:
+    """A CUDA-looking array (its address one the fake driver knows)."""
+
+    def __init__(self, shape, typestr="<f4", strides=None):
+        self.__cuda_array_interface__ = {
+            "version": 3, "shape": shape, "typestr": typestr,
+            "data": (0x7f0000000000, False), "strides": strides}
+
+
+class _Counting:
+    """A native stream that counts the calls that reach it."""
+
+    def __init__(self, native):
+        self.native, self.calls = native, []
+
+    def __getattr__(self, name):
+        self.calls.append(name)
+        return getattr(self.native, name)
+
+
+def test_out_refused_before_sending(client, streams, monkeypatch):
+    """out= is checked before anything is sent or registered: numpy (host
+    memory) is refused saying CUDA memory is needed, a CUDA array of
+    another shape (K = 0 frames too), dtype or layout naming the field;
+    one that passes is registered, which the CPU backend refuses
+    (UnsupportedError), and the stream goes on."""
+    full = []
+    monkeypatch.setattr(_native, "cuda_pointer", lambda ptr: (7, 0))
+    monkeypatch.setattr(_native, "cuda_allocation", lambda ptr: (
+        full.append(ptr) or (ptr, 1 << 24, bytes(64), bytes(16), 0)))
+    packets = list(video.Demuxer(streams["h264"]))
+    c, h, w = 3, SIZE[1], SIZE[0]
+    with client.video("h264", size=SIZE) as st:
+        counting = _Counting(st._native)
+        st._native = counting
+        for bad, what in [
+                (np.zeros((4, c, h, w), np.float32), "CUDA memory"),
+                (_FakeCuda((4, c, h, w + 1)), "out shape"),
+                (_FakeCuda((0, c, h, w)), "K >= 1"),
+                (_FakeCuda((4, h, w, c)), "out shape"),
+                (_FakeCuda((c, h, w)), "out shape"),
+                (_FakeCuda((4, c, h, w), "<f2"), "out dtype"),
+                (_FakeCuda((4, c, h, w), "<f4", (4, 4 * h * w, 4 * w, 4)),
+                 "out strides")]:
+            with pytest.raises(ValueError, match=what) as exc:
+                st.send(packets[0][0], 0, out=bad)
+            assert isinstance(exc.value, frameprep.InvalidRequestError)
+            with pytest.raises(frameprep.InvalidRequestError, match=what):
+                st.flush(out=bad)
+        assert counting.calls == [] and full == []
+        assert client._cuda.count() == 0
+        with pytest.raises(frameprep.UnsupportedError, match="GPU"):
+            st.send(packets[0][0], 0, out=_FakeCuda((2, c, h, w)))
+        assert counting.calls == [] and len(full) == 1
+        got = []
+        for packet, pts in packets:
+            got += st.send(packet, pts)
+        got += st.flush()
+        assert len(got) == FRAMES
+    # The layout's shape: NHWC takes (K, H, W, C).
+    with client.video("h264", size=SIZE, dtype="uint8",
+                      layout="nhwc") as st:
+        with pytest.raises(frameprep.InvalidRequestError, match="out shape"):
+            st.send(packets[0][0], 0, out=_FakeCuda((2, c, h, w), "|u1"))
+        with pytest.raises(frameprep.UnsupportedError):
+            st.send(packets[0][0], 0, out=_FakeCuda((2, h, w, c), "|u1"))
+
+
+def test_async_out_refused(daemon, streams):
+    """AsyncVideoStream's out= is the blocking stream's: numpy refused
+    before sending."""
+    import asyncio
+    packet, pts = next(iter(video.Demuxer(streams["h264"])))
+
+    async def main():
+        async with frameprep.AsyncClient(daemon.url, timeout=60) as ac:
+            async with await ac.video("h264", size=SIZE) as st:
+                with pytest.raises(frameprep.InvalidRequestError,
+                                   match="CUDA memory"):
+                    await st.send(packet, pts,
+                                  out=np.zeros((2, 3, SIZE[1], SIZE[0]),
+                                               np.float32))
+                assert await st.send(packet, pts) == []
+                await ac.release_cuda()
+
+    asyncio.run(main())

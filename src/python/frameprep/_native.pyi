@@ -219,9 +219,16 @@ class Stream:
                  params: bytes | None = None) -> None: ...
     @property
     def id(self) -> int: ...
-    def send(self, packet: bytes | np.ndarray[Any, Any],
-             pts: int) -> Result: ...
-    def flush(self) -> Result: ...
+    def send(self, packet: bytes | np.ndarray[Any, Any], pts: int,
+             out_loc: int = 0, out_region: int = 0, out_offset: int = 0,
+             out_capacity: int = 0) -> Result:
+        """One access unit; its frames' tensors in the reply (out_loc 0)
+        or out_capacity bytes at out_offset of the registered region
+        out_region of location out_loc (SHM 1, CUDA 2), frame k's at
+        out_offset + k x the tensor's bytes."""
+    def flush(self, out_loc: int = 0, out_region: int = 0,
+              out_offset: int = 0, out_capacity: int = 0) -> Result:
+        """The frames held; their tensors where send's would go."""
     def close(self) -> None: ...
     def frames(self, result: Result) -> list[tuple[int, int, int, float,
                                                    float, float, float]]: ...

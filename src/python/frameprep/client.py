@@ -15,6 +15,7 @@ import asyncio
 import os
 import contextlib
 import functools
+import threading
 from typing import TYPE_CHECKING, Any, Sequence, TypeVar, overload
 
 import numpy as np
@@ -163,6 +164,16 @@ class _Socket:
         return self._closed
 
 
+def _request(s: _Socket, req: Request, payload: Any = b"") -> tuple[Any, Any]:
+    """:meth:`Client.request` on s: blocks, within the cap on requests in
+    flight."""
+    res = _core.checked(s.call(s.native.request, req.native(),
+                               _payload(payload)))
+    rep = Reply(**res.fields)
+    req.request_id = rep.request_id
+    return res, rep
+
+
 def _payload(payload: Any) -> Any:
     """payload as _native.Client.request takes it: bytes or a numpy array
     as they are, None for an empty one, any other buffer (bytearray,
@@ -265,36 +276,6 @@ def _ring_source(s: _Socket, frame: Any, format: str | None
     return c.region_id, at, src
 
 
-def _cuda_out(regions: Any, out: Any, shape: tuple[int, ...], typestr: str,
-              tensor_bytes: int) -> tuple[tuple[int, int, int, int], Any]:
-    """Where a CUDA ``out`` of exactly ``shape`` and typestr, C-contiguous
-    (a tensor of this process, registered through regions, or a
-    :class:`~frameprep.cuda.Exported` of another's), takes the tensor:
-    ((output_loc, out_region, out_offset, out_capacity), its DeviceArray
-    or None for an Exported). Raises
-    :class:`~frameprep.InvalidRequestError`."""
-    from . import cuda
-    if isinstance(out, cuda.Exported):
-        got, ts, dev = tuple(out.shape), out.typestr, None
-    else:
-        dev = cuda.describe(out)
-        got, ts = dev.shape, dev.typestr
-    if got != shape:
-        raise errors.InvalidRequestError(
-            f"out shape {got} is not the tensor's {shape}")
-    if cuda._bare_typestr(ts) != cuda._bare_typestr(typestr):
-        raise errors.InvalidRequestError(
-            f"out dtype {ts} is not {typestr}")
-    if dev is None:
-        return (Location.CUDA, regions.region_of_export(out), out.offset,
-                tensor_bytes), None
-    if not dev.contiguous():
-        raise errors.InvalidRequestError(
-            f"out strides {dev.strides} are not C-contiguous")
-    rid, offset = regions.region_of(dev)
-    return (Location.CUDA, rid, offset, tensor_bytes), dev
-
-
 def _box_elements(boxes: Any) -> tuple[Any, int]:
     """(the elements of boxes for _native.Client.elements, their count):
     an (N, 4) float array as the bytes of its values in float32 (read in
@@ -340,8 +321,8 @@ def _crops_args(plan: _core.Plan, frame: Any, boxes: Any,
             raise errors.InvalidRequestError(
                 f"out must be a numpy array, not {type(out).__name__} "
                 f"(CUDA tensors: the blocking Client)")
-        to, dev = _cuda_out(regions, out, shape, plan.typestr,
-                            n * plan.tensor_bytes)
+        from . import cuda
+        to, dev = cuda.out_place(regions, out, shape, plan.typestr)
     if ring is not None:
         where = (Location.SHM, ring[0], ring[1])
     return _elements_args(_elements_request(plan, Kind.ROIS), src,
@@ -363,6 +344,9 @@ def _crops_result(res: Any, out: Any, dev: Any = None
         return _core.new_batch_result(res, out)  # another process's
     from . import cuda
     return _core.new_batch_result(res, cuda.CudaTensor(dev, out))
+
+
+_regions_lock = threading.Lock()  # makes a connection's Regions once
 
 
 class _Connection:
@@ -390,6 +374,21 @@ class _Connection:
         :class:`~frameprep.ClosedError`. Closing twice is a no-op.
         Results already returned stay valid."""
         self._s.close()
+
+    def _cuda_regions(self) -> Any:
+        """The connection's CUDA regions (:class:`frameprep.cuda.Regions`,
+        made on first use, once also when threads race), registered by
+        blocking requests: from any thread but the event loop's."""
+        regions = getattr(self, "_cuda", None)
+        if regions is None:
+            from . import cuda
+            with _regions_lock:
+                regions = getattr(self, "_cuda", None)
+                if regions is None:
+                    s = self._s
+                    regions = self._cuda = cuda.Regions(
+                        lambda req: _request(s, req)[1])
+        return regions
 
 
 class Client(_Connection):
@@ -446,11 +445,7 @@ class Client(_Connection):
         reply, a :class:`frameprep._native.Result` owning its payload, and
         the decoded :class:`Reply`) after checking the status. For
         protocol-level tools and tests."""
-        res = _core.checked(self._s.call(self._s.native.request,
-                                         req.native(), _payload(payload)))
-        rep = Reply(**res.fields)
-        req.request_id = rep.request_id
-        return res, rep
+        return _request(self._s, req, payload)
 
     def info(self) -> dict[str, Any]:
         """Asks the daemon what it runs. Returns its INFO lines as a dict
@@ -801,8 +796,9 @@ class Client(_Connection):
         if stacked is not None:
             to = _INLINE_OUT
             if out is not None and not isinstance(out, np.ndarray):
-                to, _ = _cuda_out(self._cuda_regions(), out, shape,
-                                  plan.typestr, n * plan.tensor_bytes)
+                from . import cuda
+                to, _ = cuda.out_place(self._cuda_regions(), out, shape,
+                                       plan.typestr)
             s = self._s
             src, packed, els, where = stacked
             res = _core.checked(s.call(s.native.elements, *_elements_args(
@@ -980,14 +976,6 @@ class Client(_Connection):
         del src  # the frame's bytes, kept until the call returned
         return _crops_result(res, out, dev)
 
-    def _cuda_regions(self) -> Any:
-        from . import cuda
-        regions = getattr(self, "_cuda", None)
-        if regions is None:
-            regions = self._cuda = cuda.Regions(
-                lambda req: self.request(req)[1])
-        return regions
-
     def register_cuda(self, tensor: Any) -> tuple[int, int]:
         """Registers the allocation holding a CUDA tensor (once per
         allocation; cached) and returns (region id, the tensor's byte
@@ -1079,7 +1067,8 @@ class AsyncClient(_Connection):
     its own nng context of the C client, whose reply wakes the loop
     through ``call_soon_threadsafe``). Same arguments, results and
     exceptions as :class:`Client`, except CUDA tensors (``out=`` and CUDA
-    frames), which only :class:`Client` takes; the constructor dials
+    frames), which only :class:`Client` takes (a video stream's ``out=``
+    aside: :class:`~frameprep.video.AsyncVideoStream`); the constructor dials
     synchronously and asks the daemon's limits, so ``asyncio.gather`` of
     any number of requests on a fresh client keeps at most
     ``max_inflight_per_conn`` of them in flight. Use ``async with`` or
@@ -1194,6 +1183,15 @@ class AsyncClient(_Connection):
             layout, scale, mean, std, pad, matrix, yuv_range, rounding,
             params))
         return video.AsyncVideoStream(st)
+
+    async def release_cuda(self) -> None:
+        """See :meth:`Client.release_cuda`: the CUDA regions that video
+        streams' ``out=`` registered on this connection (run on the loop's
+        executor)."""
+        regions = getattr(self, "_cuda", None)
+        if regions is not None:
+            await asyncio.get_running_loop().run_in_executor(
+                None, regions.release)
 
     async def info(self) -> dict[str, Any]:
         """See :meth:`Client.info`."""

@@ -654,6 +654,45 @@ def check_exported(out: Exported | DeviceArray, plan: Any) -> None:
                                   f"{plan.typestr}")
 
 
+def out_place(regions: Regions, out: Any, shape: tuple[int | None, ...],
+              typestr: str) -> tuple[tuple[int, int, int, int],
+                                     DeviceArray | None]:
+    """Where a CUDA ``out`` takes a tensor of ``shape`` and typestr: a
+    C-contiguous tensor of this process, registered through regions
+    (:meth:`Regions.region_of`), or an :class:`Exported` of another's.
+    ``shape[0]`` None takes any number of rows K >= 1 (a stream's
+    frames). Returns ((output_loc CUDA, region id, byte offset, capacity:
+    out's bytes), out's DeviceArray, or None for an Exported). Raises
+    InvalidRequestError naming the field (shape, dtype, strides) before
+    anything is registered, and the errors of :meth:`Regions.region_of`."""
+    from .errors import InvalidRequestError
+    from .protocol import Location
+    if isinstance(out, Exported):
+        got, ts, dev = tuple(out.shape), out.typestr, None
+    else:
+        dev = describe(out)
+        got, ts = dev.shape, dev.typestr
+    want = tuple("K" if n is None else n for n in shape)
+    if len(got) != len(shape) or any(
+            n != g for n, g in zip(shape, got) if n is not None) or \
+            (shape and shape[0] is None and got[0] < 1):
+        text = ", ".join(str(n) for n in want)
+        raise InvalidRequestError(
+            f"out shape {got} is not the tensor's ({text})"
+            + (", K >= 1" if shape and shape[0] is None else ""))
+    if _bare_typestr(ts) != _bare_typestr(typestr):
+        raise InvalidRequestError(f"out dtype {ts} is not {typestr}")
+    if dev is None:
+        assert isinstance(out, Exported)
+        return (Location.CUDA, regions.region_of_export(out), out.offset,
+                out.nbytes), None
+    if not dev.contiguous():
+        raise InvalidRequestError(
+            f"out strides {dev.strides} are not C-contiguous")
+    rid, offset = regions.region_of(dev)
+    return (Location.CUDA, rid, offset, dev.span), dev
+
+
 def check_out(out: Any, plan: Any) -> DeviceArray:
     """Checks an ``out`` tensor against the request's tensor as
     :func:`check_exported` does, and that it is C-contiguous. Raises

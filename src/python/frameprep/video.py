@@ -16,6 +16,15 @@ IRAP (HEVC) picture. :class:`AsyncVideoStream`, which
 :meth:`AsyncClient.video` opens, is the same stream awaited: each call
 runs on the event loop's executor, one at a time in the order they were
 awaited.
+
+With ``out=`` (a CUDA tensor of K frames' room) a call's tensors go into
+the caller's GPU memory instead of the reply: the daemon's kernel writes
+frame k into ``out[k]`` (no copy through the host; the stream must be
+decoded on that GPU) and the reply carries only the frames' records. The
+tensor is registered once per allocation, by the client's CUDA regions
+(:class:`frameprep.cuda.Regions`, as :meth:`Client.preprocess`'s
+``out=``), and each call names its own place, so a call without ``out=``
+gets its tensors in the reply again.
 """
 
 from __future__ import annotations
@@ -24,13 +33,15 @@ import asyncio
 import dataclasses
 import enum
 import functools
-from typing import Any, Callable, Iterator, Protocol, Sequence, TypeVar
+from typing import (Any, Callable, Generic, Iterator, Protocol, Sequence,
+                    TypeVar, overload)
 
 import numpy as np
 
 from . import _core, _native
 from ._core import (DTypeOption, LayoutName, MatrixName, OrderName,
-                    ResizeName, RoundingName, Transform, YuvRangeName)
+                    ResizeName, RoundingName, TensorT, Transform,
+                    YuvRangeName)
 
 
 class Connection(Protocol):
@@ -38,6 +49,11 @@ class Connection(Protocol):
     names no class of client.py, which makes the streams)."""
 
     _s: Any
+
+    def _cuda_regions(self) -> Any:
+        """The connection's CUDA regions (:class:`frameprep.cuda.Regions`),
+        for ``out=``."""
+        ...
 
 
 class Codec(enum.IntEnum):
@@ -54,13 +70,36 @@ CODECS: dict[str, Codec] = {"h264": Codec.H264, "hevc": Codec.HEVC}
 """The codec names :meth:`Client.video` takes."""
 
 
+Packet = bytes | bytearray | memoryview | np.ndarray[Any, Any]
+"""An access unit as :meth:`VideoStream.send` takes it."""
+
+_INLINE_OUT = (0, 0, 0, 0)  # output_loc INLINE: the tensors in the reply
+
+
+class _Rows:
+    """Row k of a described CUDA array that cannot be indexed, as a
+    :class:`~frameprep.cuda.CudaTensor` (``rows[k]``)."""
+
+    def __init__(self, dev: Any):
+        self._dev = dev
+
+    def __getitem__(self, k: int) -> Any:
+        from . import cuda
+        d = self._dev
+        return cuda.CudaTensor(cuda.DeviceArray(
+            d.ptr + k * d.strides[0], d.shape[1:], d.strides[1:], d.typestr,
+            d.device, d.strides[0]))
+
+
 @dataclasses.dataclass(frozen=True)
-class VideoFrame:
+class VideoFrame(Generic[TensorT]):
     """One decoded frame's tensor; unpacks as (tensor, pts, transform)."""
 
-    tensor: np.ndarray[Any, Any]
-    """(C, H, W) or (H, W, C) in the stream's dtype: a view of the reply's
-    memory (it stays alive while the array does)."""
+    tensor: TensorT
+    """(C, H, W) or (H, W, C) in the stream's dtype: a numpy view of the
+    reply's memory (it stays alive while the array does), or with
+    ``out=`` the view ``out[k]`` of the caller's CUDA tensor (valid until
+    the caller writes ``out`` again, e.g. passes it to the next call)."""
     pts: int
     """The pts its packet was sent with."""
     transform: Transform
@@ -81,6 +120,7 @@ class VideoStream:
         self._client = client
         self._native: _native.Stream | None = _native.Stream(
             client._s.native, plan.native, int(codec), params)
+        self._plan = plan
         self.codec = codec
         """The stream's :class:`Codec`."""
 
@@ -95,43 +135,112 @@ class VideoStream:
             raise ClosedError("the stream was closed")
         return self._native
 
-    def _frames(self, res: Any) -> list[VideoFrame]:
+    def _place(self, out: Any) -> tuple[tuple[int, int, int, int], Any]:
+        """Where the next call's tensors go, and out's DeviceArray (None
+        for an Exported): out None the reply; else checked, then its
+        allocation's region (registered the first time). Raises
+        InvalidRequestError naming the field, before anything is sent."""
+        if out is None:
+            return _INLINE_OUT, None
+        from .errors import InvalidRequestError
+        if isinstance(out, np.ndarray):
+            raise InvalidRequestError(
+                "out is a numpy array, but a stream's out= takes CUDA "
+                "memory (a torch CUDA tensor, a CuPy array, any "
+                "__cuda_array_interface__ or DLPack CUDA array): leave "
+                "out= off to get numpy tensors")
+        from . import cuda
+        shape = (None,) + tuple(self._plan.shape[1:])
+        return cuda.out_place(self._client._cuda_regions(), out, shape,
+                              self._plan.typestr)
+
+    def _frames(self, res: Any, out: Any = None,
+                dev: Any = None) -> list[VideoFrame[Any]]:
         _core.checked(res)
         st = self._stream()
         records = st.frames(res)
         if not records:
             return []
-        tensor = np.asarray(st.tensor(res))
-        return [VideoFrame(tensor[k], pts,
+        tensors: Any
+        if out is None:
+            tensors = np.asarray(st.tensor(res))
+        elif dev is not None and not hasattr(out, "__getitem__"):
+            tensors = _Rows(dev)
+        else:
+            tensors = out
+        return [VideoFrame(tensors[k], pts,
                            Transform(sx, sy, px, py, w, h))
                 for k, (pts, w, h, sx, sy, px, py) in enumerate(records)]
 
-    def send(self, packet: bytes | bytearray | memoryview |
-             np.ndarray[Any, Any], pts: int = 0) -> list[VideoFrame]:
+    @overload
+    def send(self, packet: Packet, pts: int = ...,
+             out: None = ...) -> list[VideoFrame[np.ndarray[Any, Any]]]: ...
+
+    @overload
+    def send(self, packet: Packet, pts: int = ...,
+             out: TensorT = ...) -> list[VideoFrame[TensorT]]: ...
+
+    def send(self, packet: Packet, pts: int = 0,
+             out: Any = None) -> list[VideoFrame[Any]]:
         """Sends one access unit (an Annex-B picture: its NAL units, with
         the parameter sets where the stream has them; bytes, a bytearray,
-        a memoryview or a uint8 array, whose bytes are sent) with its pts and returns the frames the decoder let out
-        after it, in display order: none, one or several. Packets before
-        the stream's first IDR/IRAP picture give none.
+        a memoryview or a uint8 array, whose bytes are sent) with its pts
+        and returns the frames the decoder let out after it, in display
+        order: none, one or several. Packets before the stream's first
+        IDR/IRAP picture give none.
+
+        ``out`` None: each frame's tensor is a numpy view of the reply.
+        Else a CUDA tensor (PyTorch, CuPy, any ``__cuda_array_interface__``
+        or DLPack CUDA array, or a :class:`~frameprep.cuda.Exported` of
+        another process's) of shape (K, C, H, W) ((K, H, W, C) for NHWC),
+        the stream's dtype, C-contiguous, with room for K >= 1 frames (a
+        packet lets out one or two): the daemon writes frame k into
+        ``out[k]`` on the GPU and frame k's tensor is that view, complete
+        when this returns (no stream synchronisation needed) and valid
+        until the caller writes ``out`` again (e.g. passes it to the next
+        call). The allocation holding ``out`` is registered on the
+        client's connection the first time (as :meth:`Client.preprocess`
+        registers its ``out=``); keep it allocated until
+        :meth:`Client.release_cuda` or the client closed.
 
         Raises :class:`~frameprep.BitstreamError` for a packet the decoder
         cannot decode (the stream then waits for the next IDR/IRAP
         picture), :class:`~frameprep.LimitExceededError` naming the
-        daemon's limit (packet bytes, coded size, frames held),
-        ``ValueError`` for an empty packet, and the client's transport
-        errors."""
+        daemon's limit (packet bytes, coded size, frames held; with
+        ``out``: ``out_capacity`` when the packet's frames need more than
+        K frames' room: those frames are dropped and the stream goes on),
+        ``ValueError`` (:class:`~frameprep.InvalidRequestError`) for an
+        empty packet and, before sending, for an ``out`` that is host
+        memory (a numpy array) or of another shape, dtype or layout,
+        :class:`~frameprep.UnsupportedError` for ``out`` on a daemon that
+        decodes the stream on its CPU backend, and the client's transport
+        errors. One thread at a time."""
         if not isinstance(packet, bytes):
             packet = np.ascontiguousarray(
                 packet if isinstance(packet, np.ndarray)
                 else np.frombuffer(packet, np.uint8)).reshape(-1).view(
                     np.uint8)
-        return self._frames(self._stream().send(packet, pts))
+        place, dev = self._place(out)
+        return self._frames(self._stream().send(packet, pts, *place), out,
+                            dev)
 
-    def flush(self) -> list[VideoFrame]:
+    @overload
+    def flush(self, out: None = ...
+              ) -> list[VideoFrame[np.ndarray[Any, Any]]]: ...
+
+    @overload
+    def flush(self, out: TensorT = ...) -> list[VideoFrame[TensorT]]: ...
+
+    def flush(self, out: Any = None) -> list[VideoFrame[Any]]:
         """Returns every frame the decoder still holds (at the end of a
         file, or before a jump); the stream then takes packets again from
-        an IDR/IRAP picture."""
-        return self._frames(self._stream().flush())
+        an IDR/IRAP picture. ``out`` as for :meth:`send`, with room for
+        the frames held (the decoder's reorder depth: up to the daemon's
+        max_stream_frames); too little raises
+        :class:`~frameprep.LimitExceededError` naming ``out_capacity``
+        and those frames are dropped."""
+        place, dev = self._place(out)
+        return self._frames(self._stream().flush(*place), out, dev)
 
     def close(self) -> None:
         """Ends the stream on the daemon (frames it still holds are
@@ -175,15 +284,33 @@ class AsyncVideoStream:
             return await loop.run_in_executor(
                 None, functools.partial(fn, *args))
 
-    async def send(self, packet: bytes | bytearray | memoryview |
-                   np.ndarray[Any, Any], pts: int = 0) -> list[VideoFrame]:
-        """See :meth:`VideoStream.send` (the packet must not change until
-        it returns)."""
-        return await self._run(self._stream.send, packet, pts)
+    @overload
+    async def send(self, packet: Packet, pts: int = ...,
+                   out: None = ...
+                   ) -> list[VideoFrame[np.ndarray[Any, Any]]]: ...
 
-    async def flush(self) -> list[VideoFrame]:
+    @overload
+    async def send(self, packet: Packet, pts: int = ...,
+                   out: TensorT = ...) -> list[VideoFrame[TensorT]]: ...
+
+    async def send(self, packet: Packet, pts: int = 0,
+                   out: Any = None) -> list[VideoFrame[Any]]:
+        """See :meth:`VideoStream.send` (the packet must not change until
+        it returns; ``out``, a CUDA tensor, is registered on the client's
+        connection the first time: :meth:`AsyncClient.release_cuda`
+        unregisters it)."""
+        return await self._run(self._stream.send, packet, pts, out)
+
+    @overload
+    async def flush(self, out: None = ...
+                    ) -> list[VideoFrame[np.ndarray[Any, Any]]]: ...
+
+    @overload
+    async def flush(self, out: TensorT = ...) -> list[VideoFrame[TensorT]]: ...
+
+    async def flush(self, out: Any = None) -> list[VideoFrame[Any]]:
         """See :meth:`VideoStream.flush`."""
-        return await self._run(self._stream.flush)
+        return await self._run(self._stream.flush, out)
 
     async def close(self) -> None:
         """See :meth:`VideoStream.close`."""
