@@ -9,6 +9,7 @@ from typing_extensions import assert_type
 
 import numpy as np
 import numpy.typing as npt
+import torch
 
 import frameprep
 
@@ -69,3 +70,21 @@ def ring_signatures(ring: frameprep.Ring, jpeg: bytes) -> None:
     buf = ring.next_frame((1, len(jpeg)))
     assert_type(buf, frameprep.RingFrame)
     assert_type(ring.preprocess(jpeg), frameprep.RingResult)
+
+
+def video(client: frameprep.Client, packet: bytes,
+          out: torch.Tensor) -> None:
+    with client.video("h264", size=(320, 320)) as st:
+        assert_type(st.send(packet, 0)[0].tensor, np.ndarray[Any, Any])
+        assert_type(st.send(packet, 0, out=out)[0].tensor, torch.Tensor)
+        assert_type(st.flush(out)[0], frameprep.VideoFrame[torch.Tensor])
+        tensor, pts, xf = st.flush()[0]
+
+
+async def async_video(client: frameprep.AsyncClient, packet: bytes,
+                      out: torch.Tensor) -> None:
+    async with await client.video("hevc") as st:
+        frames = await st.send(packet, 0, out=out)
+        assert_type(frames[0].tensor, torch.Tensor)
+        assert_type((await st.flush())[0].tensor, np.ndarray[Any, Any])
+    await client.release_cuda()
