@@ -38,7 +38,8 @@
 #          once: frames/s, latency; FPREP_RUNS=video runs it alone); CUDA
 #          regions: cuda_regions (test_cuda_regions: producer and consumer
 #          processes, every input x output location, bad handles, leaks),
-#          cuda_py (tests/python/test_cuda.py), cuda_example
+#          cuda_py (tests/python/test_cuda.py; its video streams into
+#          CUDA memory take the streams staged in video/), cuda_example
 #          (src/python/examples/cuda_batch.py) and cuda_bench
 #          (tests/bench/bench_cuda.py --nv12: also issue 11's NV12 bar),
 #          roi_peers (tests/bench/bench_roi.py: issue 27's ROI bar,
@@ -738,7 +739,7 @@ PY
 		for _ in $(seq 100); do "$here/bin/frameprep" info --socket "$cpu_url" >/dev/null 2>&1 && break; sleep 0.1; done
 		export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
 		TAILN=20 run cuda_py env FPREP_DAEMON="$here/bin/frameprepd" FPREP_IMAGES="$here/images" \
-			python3 -m pytest -v -p no:cacheprovider -rs "$here/python/tests/test_cuda.py"
+			FPREP_VIDEO="$here/video" python3 -m pytest -v -p no:cacheprovider -rs "$here/python/tests/test_cuda.py"
 		TAILN=12 run cuda_example python3 "$here/python/examples/cuda_batch.py" --socket "$url" \
 			--images "$here/images" --batch 8 --rounds 3
 		# The Python client against frameprep-bench on the same daemon:

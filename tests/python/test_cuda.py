@@ -9,7 +9,10 @@ tensors straight into element k of a (N, 3, H, W) batch the model will
 consume, crops of one frame (ROIS) and a batch of frames (BATCH) into one
 (N, 3, H, W) tensor in one request, reads frames from a CUDA uint8 (H, W,
 3) tensor, and every result equals the CPU reference; results export
-__cuda_array_interface__ v3 and DLPack over the caller's memory.
+__cuda_array_interface__ v3 and DLPack over the caller's memory; video
+streams decoded on the GPU write their frames into a torch CUDA tensor
+(out=), equal to the same streams' inline tensors, and too little room is
+the daemon's ELIMIT.
 """
 import ctypes
 import os
@@ -534,3 +537,196 @@ def test_exported_out_dtype_with_or_without_byte_order(dtype, typestr):
     with pytest.raises(frameprep.InvalidRequestError, match="out dtype"):
         cuda.check_exported(cuda.Exported(bytes(64), bytes(16), 1 << 30, 0,
                                           tuple(plan.shape), other), plan)
+
+
+# --- video streams into CUDA memory (on a GPU) ----------------------------
+
+VIDEO_SIZE = (160, 128)
+
+
+def _split_units(data, codec):
+    """Raw Annex-B bytes split before each access unit delimiter's start
+    code (H.264 NAL type 9, HEVC type 35), as test_video_gpu splits
+    them."""
+    starts, i = [], data.find(b"\x00\x00\x01")
+    while i >= 0:
+        nal = data[i + 3] if i + 3 < len(data) else 0
+        aud = (nal & 0x1f) == 9 if codec == "h264" else \
+            ((nal >> 1) & 0x3f) == 35
+        if aud:
+            at = i - 1 if i > 0 and data[i - 1] == 0 else i
+            if not starts and at:
+                starts.append(0)
+            starts.append(at)
+        i = data.find(b"\x00\x00\x01", i + 3)
+    starts.append(len(data))
+    return [data[a:b] for a, b in zip(starts, starts[1:])]
+
+
+@pytest.fixture(scope="module")
+def video_packets(tmp_path_factory):
+    """{codec: [packet]} of two test streams (astronaut 320x240 H.264,
+    coffee 352x240 HEVC: 24 frames, 2 B-frames, an IDR/IRAP picture every
+    8): the GPU bundle's (FPREP_VIDEO, video_streams.sh's raw Annex-B
+    files), else made here by ffmpeg from the photographs as
+    test_video.py makes them; skipped without either."""
+    import shutil
+    import subprocess
+    staged = os.environ.get("FPREP_VIDEO")
+    names = {"h264": "h264.h264", "hevc": "hevc.hevc"}
+    if staged and all((pathlib.Path(staged) / n).exists()
+                      for n in names.values()):
+        return {c: _split_units((pathlib.Path(staged) / n).read_bytes(), c)
+                for c, n in names.items()}
+    if shutil.which("ffmpeg") is None:
+        pytest.skip("no staged streams (FPREP_VIDEO) and no ffmpeg")
+    from video_streams import pan_zoom_args
+    tmp = tmp_path_factory.mktemp("video")
+    got = {}
+    for codec, photo, size, enc in (
+            ("h264", "astronaut.png", (320, 240), "libx264"),
+            ("hevc", "coffee.png", (352, 240), "libx265")):
+        out = str(tmp / names[codec])
+        args = pan_zoom_args(str(pathlib.Path(IMAGES) / photo), size, enc,
+                             24, out)
+        subprocess.run(["ffmpeg", "-v", "error", "-y", *args[:-1], "-bsf:v",
+                        f"{codec}_metadata=aud=insert", "-f", codec, out],
+                       check=True, timeout=300)
+        got[codec] = _split_units(pathlib.Path(out).read_bytes(), codec)
+    return got
+
+
+def _decode(st, packets, out=None, every=1):
+    """Every packet and a flush through st: [(tensor copy, pts,
+    transform)]; out= on every every-th call (the others inline), each
+    frame's tensor checked to be the view out[k] and copied to the host
+    before the next call writes out again."""
+    got = []
+    for k, packet in enumerate(packets + [None]):
+        o = out if out is not None and k % every == 0 else None
+        frames = st.send(packet, k, out=o) if packet is not None \
+            else st.flush(out=o)
+        for j, (tensor, pts, xf) in enumerate(frames):
+            if o is not None:
+                assert tensor.data_ptr() == o[j].data_ptr()
+                tensor = tensor.cpu().numpy()
+            got.append((np.array(tensor), pts, xf))
+    return got
+
+
+def _assert_same_frames(got, want, atol):
+    assert len(got) == len(want) == 24
+    for (t, pts, xf), (w, wpts, wxf) in zip(got, want):
+        assert pts == wpts and xf == wxf
+        assert not np.isnan(t.astype(np.float32)).any()
+        np.testing.assert_allclose(t.astype(np.float32),
+                                   w.astype(np.float32), rtol=0, atol=atol)
+
+
+@pytest.mark.parametrize("codec", ["h264", "hevc"])
+def test_video_into_cuda(gpu_daemon, video_packets, codec):
+    """A stream decoded on the GPU with out= a torch CUDA tensor of 4
+    frames' room: the daemon's kernel writes frame k into out[k], the
+    frame's tensor is that view, and every frame equals (within 1 LSB)
+    the same stream's inline tensors; calls without out= in between get
+    theirs inline again; uint8 NHWC alike; one region per allocation,
+    released at the end."""
+    torch = _torch_cuda()
+    packets = video_packets[codec]
+    h, w = VIDEO_SIZE[1], VIDEO_SIZE[0]
+    with frameprep.Client(gpu_daemon.url) as client:
+        with client.video(codec, size=VIDEO_SIZE) as st:
+            want = _decode(st, packets)
+        out = torch.full((4, 3, h, w), float("nan"), device="cuda")
+        for every in (1, 3):
+            with client.video(codec, size=VIDEO_SIZE) as st:
+                _assert_same_frames(_decode(st, packets, out, every), want,
+                                    1.0001 / 255)
+        with client.video(codec, size=VIDEO_SIZE, dtype="uint8",
+                          layout="nhwc") as st:
+            want8 = _decode(st, packets)
+        out8 = torch.zeros((4, h, w, 3), dtype=torch.uint8, device="cuda")
+        with client.video(codec, size=VIDEO_SIZE, dtype="uint8",
+                          layout="nhwc") as st:
+            _assert_same_frames(_decode(st, packets, out8), want8, 1)
+        assert client._cuda.count() in (1, 2)  # one caching-allocator block?
+        client.release_cuda()
+        assert client.info()["cuda_regions_alive"] == 0
+
+
+def test_video_into_cuda_async(gpu_daemon, video_packets):
+    """AsyncVideoStream with out=: the region registered on the loop's
+    executor, the frames those of the blocking stream."""
+    import asyncio
+    torch = _torch_cuda()
+    packets = video_packets["hevc"]
+    with frameprep.Client(gpu_daemon.url) as client:
+        with client.video("hevc", size=VIDEO_SIZE) as st:
+            want = _decode(st, packets)
+    out = torch.full((4, 3, VIDEO_SIZE[1], VIDEO_SIZE[0]), float("nan"),
+                     device="cuda")
+
+    async def main():
+        got = []
+        async with frameprep.AsyncClient(gpu_daemon.url, timeout=60) as ac:
+            async with await ac.video("hevc", size=VIDEO_SIZE) as st:
+                for k, packet in enumerate(packets + [None]):
+                    frames = await (st.send(packet, k, out=out)
+                                    if packet is not None
+                                    else st.flush(out=out))
+                    got += [(t.cpu().numpy(), pts, xf)
+                            for t, pts, xf in frames]
+            await ac.release_cuda()
+        return got
+
+    _assert_same_frames(asyncio.run(main()), want, 1.0001 / 255)
+
+
+def test_video_out_too_small(gpu_daemon, video_packets):
+    """A flush whose frames need more room than out has is refused by the
+    daemon (LimitExceededError naming out_capacity), those frames
+    dropped; the stream goes on: the packets sent again give their
+    frames into the same out."""
+    torch = _torch_cuda()
+    packets = video_packets["h264"]
+    h, w = VIDEO_SIZE[1], VIDEO_SIZE[0]
+    with frameprep.Client(gpu_daemon.url) as client:
+        with client.video("h264", size=VIDEO_SIZE) as st:
+            for k, packet in enumerate(packets):
+                st.send(packet, k)
+            held = len(st.flush())
+        assert held >= 2, f"the flush gave {held} frames"
+        small = torch.full((held - 1, 3, h, w), float("nan"), device="cuda")
+        room = torch.full((held, 3, h, w), float("nan"), device="cuda")
+        with client.video("h264", size=VIDEO_SIZE) as st:
+            for k, packet in enumerate(packets):
+                st.send(packet, k, out=room)
+            with pytest.raises(frameprep.LimitExceededError,
+                               match="out_capacity"):
+                st.flush(out=small)
+            got = []
+            for k, packet in enumerate(packets):
+                got += st.send(packet, 100 + k, out=room)
+            got += st.flush(out=room)
+            assert sorted(f.pts for f in got) == list(range(100, 124))
+        client.release_cuda()
+
+
+def test_video_out_on_the_cpu_backend(daemon, video_packets):
+    """A torch CUDA out= on a stream the CPU backend decodes: the daemon
+    refuses its region (UnsupportedError), nothing is written, and the
+    stream goes on inline."""
+    torch = _torch_cuda()
+    out = torch.full((4, 3, VIDEO_SIZE[1], VIDEO_SIZE[0]), float("nan"),
+                     device="cuda")
+    packets = video_packets["h264"]
+    with frameprep.Client(daemon.url) as client:
+        try:
+            st = client.video("h264", size=VIDEO_SIZE)
+        except frameprep.UnsupportedError as exc:
+            pytest.skip(f"no video decoder on the CPU backend here: {exc}")
+        with st:
+            with pytest.raises(frameprep.UnsupportedError):
+                st.send(packets[0], 0, out=out)
+            assert _decode(st, packets)
+        assert torch.isnan(out).all()
