@@ -265,9 +265,14 @@ def test_stream_tensors_into_a_region(client, streams):
         assert after and order.index(after[0].pts) >= 8
         for f in after:
             assert np.array_equal(f.tensor, ref[order.index(f.pts)].tensor)
-        with pytest.raises(frameprep.InvalidRequestError, match="capacity"):
-            with client.video("h264", size=SIZE) as st:
+        with client.video("h264", size=SIZE) as st:
+            with pytest.raises(frameprep.InvalidRequestError,
+                               match="capacity 0"):
                 st._native.flush(Location.SHM, rid, 0, 0)
+            with pytest.raises(frameprep.InvalidRequestError,
+                               match="location 7"):
+                st._native.flush(7, rid, 0, one)
+            assert st.flush() == []
 
 
 class _FakeCuda:
