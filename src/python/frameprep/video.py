@@ -213,8 +213,10 @@ class VideoStream:
         empty packet and, before sending, for an ``out`` that is host
         memory (a numpy array) or of another shape, dtype or layout,
         :class:`~frameprep.UnsupportedError` for ``out`` on a daemon that
-        decodes the stream on its CPU backend, and the client's transport
-        errors. One thread at a time."""
+        decodes the stream on its CPU backend,
+        :class:`~frameprep.RegionError` for ``out`` on another GPU than
+        the one that decodes it, and the client's transport errors. One
+        thread at a time."""
         if not isinstance(packet, bytes):
             packet = np.ascontiguousarray(
                 packet if isinstance(packet, np.ndarray)
