@@ -919,14 +919,13 @@ typedef struct fprep_stream_request {
 	uint32_t seq;         /* its number in the stream, from 1; 0: none */
 	int64_t pts;          /* PACKET: presentation time, producer's units */
 	uint64_t packet_size; /* PACKET: bytes of payload; else 0 */
-	/* PACKET, FLUSH: where the frames' tensors go (see "Video
-	 * streams"): FPREP_LOC_INLINE (0: the reply's payload, the region
-	 * fields 0), FPREP_LOC_SHM or FPREP_LOC_CUDA (out_capacity bytes at
-	 * out_offset of this connection's region out_region). */
+	/* PACKET, FLUSH: where the frames' tensors go ("Tensors in a
+	 * region"): FPREP_LOC_INLINE (0: the reply's payload, the three
+	 * region fields 0), FPREP_LOC_SHM or FPREP_LOC_CUDA. */
 	uint8_t output_loc;
-	uint32_t out_region;
-	uint64_t out_offset;
-	uint64_t out_capacity;
+	uint32_t out_region;   /* SHM, CUDA: a region of this connection */
+	uint64_t out_offset;   /* SHM, CUDA: frame 0's tensor, bytes in */
+	uint64_t out_capacity; /* SHM, CUDA: bytes the tensors may fill */
 } fprep_stream_request;
 
 /* fprep_stream_frame: one frame record of a stream reply, in host byte
