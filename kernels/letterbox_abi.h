@@ -2,7 +2,7 @@
  * letterbox_abi.h: the interface between the CUDA lane and the letterbox
  * kernels, in one place. kernels/letterbox.cu includes it through NVRTC's
  * named headers (the lane hands every header of kernels/ to NVRTC, and the
- * cache key covers them); src/backend/gpu/backend_cuda_internal.h includes it
+ * cache key covers them); src/backend/gpu/cuda_core_internal.h includes it
  * and checks the enum values against include/frameprep/protocol.h at compile
  * time. Plain C with no includes, so both compilers read it alike.
  */

@@ -1,7 +1,7 @@
 /*
  * backend_cuda.c: one GPU lane of frameprepd (see backend_cuda.h): its
- * open, close, submit, INFO and metrics; the files beside it hold the
- * rest (backend_cuda_internal.h).
+ * open, close, submit, INFO and metrics; the top of the lane's files,
+ * which calls the rest (cuda_core_internal.h lists them from the top down).
  *
  * The design is simple: submit() appends the job to a pending list under a
  * mutex and wakes the lane thread; it never blocks on the GPU. The lane
@@ -27,7 +27,8 @@
  * The lane's parts, a file each: the lane thread (cuda_lane.c), the
  * staging slots and the work enqueued on them, frames, ROIs and batch
  * elements (cuda_slot.c), completion, waits and pacing (cuda_wait.c), the
- * JPEG decoders (cuda_decoder.c), CUDA regions and IPC (cuda_region.c).
+ * JPEG decoders (cuda_decoder.c), CUDA regions and IPC (cuda_region.c),
+ * and what all of them use (cuda_core.c).
  * A video stream's jobs never reach the lane thread: submit hands them to
  * the stream's NVDEC session, which runs them on its own thread
  * (cuda_video.c), and close stops those threads with the lane.
@@ -36,7 +37,8 @@
  * with FPREP_ECUDA naming the call and error; a sticky error (the context is
  * unusable) marks this and every later job fatal.
  */
-#include "gpu/backend_cuda_internal.h"
+#include "gpu/backend_cuda.h"
+#include "gpu/cuda_core_internal.h"
 
 /* The kernels by rounding (enum fprep_rounding: float, exact), source
  * family (interleaved pixels, NV12, I420, YUYV) and dtype - 1. */
@@ -79,7 +81,7 @@ static int cuda_submit(fprep__backend *b, fprep__job *job)
 	/* A lane thread with jobs pending is awake, or waits for a slot,
 	 * which a completion's kick gives it: only the first job wakes it. */
 	if (fprep__queue_empty(&cb->pending))
-		cuda_kick(&cb->cv_lane, &cb->lane_kicks);
+		cuda_core_kick(&cb->cv_lane, &cb->lane_kicks);
 	fprep__queue_push(&cb->pending, &job->link);
 	pthread_mutex_unlock(&cb->mu);
 	return 0;
@@ -99,7 +101,7 @@ static int cuda_region_op(fprep__backend *b, fprep__memreg *r)
 		return FPREP_ESHUTDOWN;
 	}
 	fprep__queue_push(&cb->admin, &r->link);
-	cuda_kick(&cb->cv_lane, &cb->lane_kicks);
+	cuda_core_kick(&cb->cv_lane, &cb->lane_kicks);
 	pthread_mutex_unlock(&cb->mu);
 	return 0;
 }
@@ -227,7 +229,7 @@ static void cuda_close(fprep__backend *b, int timeout_ms)
 		pthread_mutex_lock(&cb->mu);
 		cb->stopping = 1;
 		cb->deadline_ns =
-		        cuda_now_ns() +
+		        cuda_core_now_ns() +
 		        (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000u;
 		atomic_fetch_add(&cb->lane_kicks, 1);
 		pthread_cond_broadcast(&cb->cv_lane);

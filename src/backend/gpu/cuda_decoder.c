@@ -46,7 +46,7 @@
  * time polls for the next JPEG frame before it sleeps, as the lane does for its
  * jobs.
  */
-#include "gpu/backend_cuda_internal.h"
+#include "gpu/cuda_core_internal.h"
 
 /* decoder_queued counts the slots in decode_q; with cb->mu held. */
 static unsigned decoder_queued(const cuda_backend *cb)
@@ -106,7 +106,7 @@ typedef struct cuda_decoder {
 static void decoder_back(cuda_backend *cb, cuda_slot **ss, const int *ok,
                          unsigned n)
 {
-	uint64_t now = cuda_now_ns();
+	uint64_t now = cuda_core_now_ns();
 
 	for (unsigned i = 0; i < n; i++)
 		if (!ok[i])
@@ -123,7 +123,7 @@ static void decoder_back(cuda_backend *cb, cuda_slot **ss, const int *ok,
 		}
 		cb->decoding--;
 	}
-	cuda_kick(&cb->cv_lane, &cb->lane_kicks);
+	cuda_core_kick(&cb->cv_lane, &cb->lane_kicks);
 	pthread_mutex_unlock(&cb->mu);
 }
 
@@ -136,7 +136,7 @@ static int decoder_cpu_decode(cuda_backend *cb, fprep__jpeg *j, cuda_slot *s,
 {
 	fprep__gpu_status st = {0};
 	fprep_request raw;
-	uint64_t t = cuda_now_ns();
+	uint64_t t = cuda_core_now_ns();
 
 	CUDA_JSTAT(cb, s, cpu_frames, 1);
 	job->status = fprep__jpeg_open(j, job, &s->jpeg_copy, &raw,
@@ -144,17 +144,18 @@ static int decoder_cpu_decode(cuda_backend *cb, fprep__jpeg *j, cuda_slot *s,
 	if (job->status == FPREP_OK &&
 	    fprep__cuda_slot_reserve(s, raw.input_size, 0,
 	                             cb->transfer != FPREP__CUDA_STAGED, &st)) {
-		cuda_fail(job,
-		          st.code == cudaErrorMemoryAllocation ? FPREP_ENOMEM
-		                                               : FPREP_ECUDA,
-		          cuda_sticky(st.code), st.text);
+		cuda_core_fail(job,
+		               st.code == cudaErrorMemoryAllocation
+		                       ? FPREP_ENOMEM
+		                       : FPREP_ECUDA,
+		               cuda_core_sticky(st.code), st.text);
 	} else if (job->status == FPREP_OK) {
 		job->status =
 		        fprep__jpeg_decode(j, job, &raw, s->h_in, job->message,
 		                           sizeof job->message);
 	}
-	CUDA_JSTAT(cb, s, cpu_ns, cuda_now_ns() - t);
-	s->decode_us += (uint32_t)((cuda_now_ns() - t) / 1000);
+	CUDA_JSTAT(cb, s, cpu_ns, cuda_core_now_ns() - t);
+	s->decode_us += (uint32_t)((cuda_core_now_ns() - t) / 1000);
 	if (job->status != FPREP_OK)
 		return job->status;
 	job->input_pinned = 0; /* in the slot: staged from there */
@@ -174,7 +175,7 @@ static int decoder_engine_take(cuda_backend *cb, cuda_decoder *d, cuda_slot *s,
 {
 	fprep__job *jb = s->job;
 	fprep__gpu_status st = {0};
-	uint64_t t = cuda_now_ns();
+	uint64_t t = cuda_core_now_ns();
 	int take;
 
 	jb->status = fprep__jpeg_open(&d->j, jb, &s->jpeg_copy, raw,
@@ -185,7 +186,7 @@ static int decoder_engine_take(cuda_backend *cb, cuda_decoder *d, cuda_slot *s,
 	       fprep__jpeg_sequential(jb->input, jb->req.input_size) &&
 	       fprep__nvjpeg_supported(d->nvjd, jb->input,
 	                               (size_t)jb->req.input_size);
-	CUDA_JSTAT(cb, s, parse_ns, cuda_now_ns() - t);
+	CUDA_JSTAT(cb, s, parse_ns, cuda_core_now_ns() - t);
 	if (jb->status != FPREP_OK)
 		return -1;
 	if (!take)
@@ -194,10 +195,11 @@ static int decoder_engine_take(cuda_backend *cb, cuda_decoder *d, cuda_slot *s,
 	    fprep__cuda_slot_reserve(s, 0,
 	                             jb->output_device ? 0 : jb->output_size,
 	                             cb->transfer != FPREP__CUDA_STAGED, &st)) {
-		cuda_fail(jb,
-		          st.code == cudaErrorMemoryAllocation ? FPREP_ENOMEM
-		                                               : FPREP_ECUDA,
-		          cuda_sticky(st.code), st.text);
+		cuda_core_fail(jb,
+		               st.code == cudaErrorMemoryAllocation
+		                       ? FPREP_ENOMEM
+		                       : FPREP_ECUDA,
+		               cuda_core_sticky(st.code), st.text);
 		return -1;
 	}
 	*t0 = fprep__jpeg_t0(&d->j);
@@ -220,7 +222,7 @@ static int decoder_engine_run(cuda_backend *cb, cuda_decoder *d, cuda_slot **ss,
 	uint8_t order = ss[0]->job->req.channel_order;
 	fprep__gpu_status st = {0};
 	char msg[FPREP_MESSAGE_SIZE];
-	uint64_t t = cuda_now_ns();
+	uint64_t t = cuda_core_now_ns();
 	int rc = 0;
 
 	/* The engine does not check that a file's data fills the frame its
@@ -250,9 +252,10 @@ static int decoder_engine_run(cuda_backend *cb, cuda_decoder *d, cuda_slot **ss,
 		        order == FPREP_ORDER_GRAY, d->stream, msg, sizeof msg);
 
 	/* A batch of one counts among the lone frames' when it is one. */
-	CUDA_JSTAT(cb, ss[0], call_ns, cuda_now_ns() - t);
+	CUDA_JSTAT(cb, ss[0], call_ns, cuda_core_now_ns() - t);
 	for (unsigned i = 0; i < n; i++) /* the call's time, shared */
-		ss[i]->decode_us += (uint32_t)((cuda_now_ns() - t) / 1000 / n);
+		ss[i]->decode_us +=
+		        (uint32_t)((cuda_core_now_ns() - t) / 1000 / n);
 	CUDA_JSTAT(cb, ss[0], batches, 1);
 	CUDA_JSTAT(cb, ss[0], batch_frames, n);
 	for (unsigned i = 0; i < n && rc == 0; i++)
@@ -344,16 +347,16 @@ static void decoder_finish(cuda_backend *cb, cuda_decoder *d, int engaged)
 		}
 	}
 	if (queued && cb->gate_done) {
-		uint64_t t = cuda_now_ns();
+		uint64_t t = cuda_core_now_ns();
 
 		(void)FPREP__CUDA(NULL, cudaEventSynchronize(d->ev_batch));
-		t = cuda_now_ns() - t;
+		t = cuda_core_now_ns() - t;
 		atomic_fetch_add_explicit(&cb->jstats.sync_ns, t,
 		                          memory_order_relaxed);
 		if (lone)
 			atomic_fetch_add_explicit(&cb->jlone.sync_ns, t,
 			                          memory_order_relaxed);
-		cuda_stat_max(&cb->jmax.sync_ns, t);
+		cuda_core_stat_max(&cb->jmax.sync_ns, t);
 	}
 	if (engaged)
 		decoder_engine_release(cb);
@@ -451,11 +454,11 @@ static void decoder_close(cuda_decoder *d)
 static int decoder_poll_kicks(cuda_backend *cb, atomic_uint *kicks, uint64_t ns)
 {
 	unsigned k = atomic_load_explicit(kicks, memory_order_relaxed);
-	uint64_t until = cuda_now_ns() + ns;
+	uint64_t until = cuda_core_now_ns() + ns;
 
 	pthread_mutex_unlock(&cb->mu);
 	while (atomic_load_explicit(kicks, memory_order_acquire) == k &&
-	       cuda_now_ns() < until)
+	       cuda_core_now_ns() < until)
 		CUDA_CPU_RELAX();
 	pthread_mutex_lock(&cb->mu);
 	return atomic_load_explicit(kicks, memory_order_relaxed) != k;
@@ -534,7 +537,7 @@ static int decoder_gathers(const cuda_backend *cb, const cuda_decoder *d)
 {
 	return d->nvjd != NULL && d->n > 0 && d->n + d->nc < cb->jpeg_batch &&
 	       cb->engine_calls >= cb->calls_max && !cb->decoders_stop &&
-	       cuda_now_ns() - d->first_ns < cb->gather_ns;
+	       cuda_core_now_ns() - d->first_ns < cb->gather_ns;
 }
 
 static unsigned decoder_env_uint(const char *name, unsigned lo, unsigned hi,
@@ -560,7 +563,7 @@ static void decoder_warm(cuda_backend *cb, cuda_decoder *d)
 	const size_t frame = (size_t)w * h * 3;
 	fprep__nvjpeg_item it[FPREP__NVJPEG_BATCH_MAX];
 	char msg[FPREP_MESSAGE_SIZE];
-	uint64_t t = cuda_now_ns();
+	uint64_t t = cuda_core_now_ns();
 	unsigned sizes = 0, top = 0;
 	uint8_t *jpg, *dev = NULL;
 	size_t len;
@@ -597,7 +600,7 @@ static void decoder_warm(cuda_backend *cb, cuda_decoder *d)
 	           "GPU %d JPEG decoder: engine warmed up at %u batch sizes "
 	           "(1 to %u frames of %ux%u) in %.0f ms",
 	           cb->device, sizes, top, w, h,
-	           (double)(cuda_now_ns() - t) / 1e6);
+	           (double)(cuda_core_now_ns() - t) / 1e6);
 }
 
 /* decoder_main: a decoder. A decoder with the engine gathers a
@@ -622,7 +625,7 @@ static void *decoder_main(void *arg)
 	int helper = idx >= cb->engine_decoders;
 	int may_poll = 0;
 
-	fprep__cuda_lane_thread_start(helper ? "fp-jpeg-cpu" : "fp-jpeg-gpu",
+	fprep__cuda_core_thread_start(helper ? "fp-jpeg-cpu" : "fp-jpeg-gpu",
 	                              cb->device);
 	decoder_open(cb, &d, !helper);
 	if (d.nvjd != NULL)
@@ -642,11 +645,11 @@ static void *decoder_main(void *arg)
 			 * jpeg_timing_lone: what a request at c=1 spends
 			 * where). */
 			ss[0]->lone = have == 0 && m == 1 &&
-			              fprep__cuda_lane_busy(cb) == 1 &&
-			              !cuda_jobs_waiting(cb);
+			              fprep__cuda_core_busy(cb) == 1 &&
+			              !cuda_core_jobs_waiting(cb);
 			if (have == 0) {
 				d.order = ss[0]->job->req.channel_order;
-				d.first_ns = cuda_now_ns();
+				d.first_ns = cuda_core_now_ns();
 			}
 			if (d.nvjd != NULL) {
 				d.taken += m;
@@ -657,7 +660,7 @@ static void *decoder_main(void *arg)
 			    decoder_queued(cb) > 0)
 				pthread_cond_signal(&cb->cv_decode);
 			pthread_mutex_unlock(&cb->mu);
-			uint64_t now = cuda_now_ns();
+			uint64_t now = cuda_core_now_ns();
 			for (unsigned i = 0; i < m; i++) {
 				CUDA_JSTAT(cb, ss[i], queue_ns,
 				           now - ss[i]->job->t_start_ns);
@@ -676,8 +679,8 @@ static void *decoder_main(void *arg)
 			 * is the helpers'. */
 			if (decoder_helped(cb))
 				pthread_cond_signal(&cb->cv_help);
-			cuda_timedwait(&cb->cv_decode, &cb->mu,
-			               d.first_ns + cb->gather_ns);
+			cuda_core_timedwait(&cb->cv_decode, &cb->mu,
+			                    d.first_ns + cb->gather_ns);
 			continue;
 		}
 		if (d.n + d.nc > 0) {
@@ -691,7 +694,7 @@ static void *decoder_main(void *arg)
 			may_poll = !helper;
 			pthread_mutex_unlock(&cb->mu);
 			CUDA_JSTAT(cb, first, gather_ns,
-			           cuda_now_ns() - d.first_ns);
+			           cuda_core_now_ns() - d.first_ns);
 			decoder_finish(cb, &d, engaged);
 			pthread_mutex_lock(&cb->mu);
 			continue;

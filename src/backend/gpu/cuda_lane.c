@@ -10,7 +10,7 @@
  * deadline passed, is answered at once. A video stream's jobs never come
  * here: their sessions run them on their own threads (cuda_video.c).
  */
-#include "gpu/backend_cuda_internal.h"
+#include "gpu/cuda_core_internal.h"
 
 /* lane_free_slot returns a free slot for a job, NULL when none: for a
  * JPEG frame one of the slots kept for those first, then any. With cb->mu
@@ -40,17 +40,8 @@ static int lane_all_free(const cuda_backend *cb)
  * completion thread polls from a little earlier); 0: no sleep. */
 static uint64_t lane_slot_wake(cuda_pace *p)
 {
-	return fprep__cuda_wait_pace_wake(p, cuda_pace_load(&p->next_ns), 0,
-	                                  cuda_now_ns());
-}
-
-void fprep__cuda_lane_thread_start(const char *prefix, int device)
-{
-	char name[16];
-
-	snprintf(name, sizeof name, "%s%d", prefix, device);
-	pthread_setname_np(pthread_self(), name);
-	(void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+	return fprep__cuda_wait_pace_wake(p, cuda_core_pace_load(&p->next_ns),
+	                                  0, cuda_core_now_ns());
 }
 
 /* lane_is_jpeg: a frame job with a JPEG source that the lane's decoders
@@ -128,15 +119,6 @@ static fprep__job *lane_take(cuda_backend *cb, int now, cuda_slot **sp,
 	return NULL;
 }
 
-unsigned fprep__cuda_lane_busy(const cuda_backend *cb)
-{
-	unsigned busy = 0;
-
-	for (unsigned i = 0; i < cb->nslots; i++)
-		busy += cb->slots[i].job != NULL;
-	return busy;
-}
-
 /* lane_run puts job's work on the streams with slot s
  * (fprep__cuda_slot_enqueue), busy being the other slots in use, and hands s to
  * the completion thread, or completes it itself when it is alone
@@ -151,15 +133,16 @@ static void lane_run(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 		fprep__cuda_wait_deliver(cb, s, job);
 		return;
 	}
-	s->t_enq_ns = cuda_now_ns();
+	s->t_enq_ns = cuda_core_now_ns();
 	pthread_mutex_lock(&cb->mu);
-	int alone = busy == 0 && cb->spin_ns > 0 && !cuda_jobs_waiting(cb) &&
+	int alone = busy == 0 && cb->spin_ns > 0 &&
+	            !cuda_core_jobs_waiting(cb) &&
 	            fprep__queue_empty(&cb->flying);
 	unsigned k =
 	        atomic_load_explicit(&cb->lane_kicks, memory_order_relaxed);
 	if (!alone) {
 		fprep__queue_push(&cb->flying, &s->link);
-		cuda_kick(&cb->cv_done, &cb->done_kicks);
+		cuda_core_kick(&cb->cv_done, &cb->done_kicks);
 	}
 	pthread_mutex_unlock(&cb->mu);
 	if (alone)
@@ -174,8 +157,8 @@ static void lane_decoded(cuda_backend *cb)
 {
 	cuda_slot *s = fprep__container_of(fprep__queue_pop(&cb->decoded),
 	                                   cuda_slot, link);
-	unsigned busy = fprep__cuda_lane_busy(cb) - 1;
-	uint64_t now = cuda_now_ns();
+	unsigned busy = fprep__cuda_core_busy(cb) - 1;
+	uint64_t now = cuda_core_now_ns();
 	int late = cb->stopping && now >= cb->deadline_ns;
 	int fatal = cb->fatal;
 
@@ -183,11 +166,11 @@ static void lane_decoded(cuda_backend *cb)
 	CUDA_JSTAT(cb, s, back, 1);
 	CUDA_JSTAT(cb, s, back_ns, now - s->t_back_ns);
 	if (fatal)
-		cuda_fail(s->job, FPREP_ECUDA, 1,
-		          "the GPU lane failed earlier (sticky error)");
+		cuda_core_fail(s->job, FPREP_ECUDA, 1,
+		               "the GPU lane failed earlier (sticky error)");
 	else if (late)
-		cuda_fail(s->job, FPREP_ESHUTDOWN, 0,
-		          "GPU lane closing: drain deadline passed");
+		cuda_core_fail(s->job, FPREP_ESHUTDOWN, 0,
+		               "GPU lane closing: drain deadline passed");
 	if (fatal || late)
 		fprep__cuda_wait_deliver(cb, s, s->job);
 	else
@@ -201,7 +184,7 @@ void *fprep__cuda_lane_main(void *arg)
 	fprep__gpu_status st = {0};
 	int dev_ok = !FPREP__CUDA(&st, cudaSetDevice(cb->device));
 
-	fprep__cuda_lane_thread_start("fp-lane-gpu", cb->device);
+	fprep__cuda_core_thread_start("fp-lane-gpu", cb->device);
 
 	pthread_mutex_lock(&cb->mu);
 	for (;;) {
@@ -219,13 +202,15 @@ void *fprep__cuda_lane_main(void *arg)
 			continue;
 		}
 		lane_sort(cb);
-		int late = cb->stopping && cuda_now_ns() >= cb->deadline_ns;
+		int late =
+		        cb->stopping && cuda_core_now_ns() >= cb->deadline_ns;
 		int now = !dev_ok || cb->fatal || late;
-		if (!cuda_jobs_waiting(cb)) {
+		if (!cuda_core_jobs_waiting(cb)) {
 			if (cb->stopping && cb->decoding == 0)
 				break;
 			if (cb->trace && dev_ok && !cb->fatal &&
-			    cuda_now_ns() - cb->anchor_ns > CUDA_ANCHOR_NS &&
+			    cuda_core_now_ns() - cb->anchor_ns >
+			            CUDA_ANCHOR_NS &&
 			    lane_all_free(cb)) {
 				pthread_mutex_unlock(&cb->mu);
 				fprep__cuda_wait_anchor(cb);
@@ -242,8 +227,8 @@ void *fprep__cuda_lane_main(void *arg)
 		job = lane_take(cb, now, &s, &jpeg, &turn);
 		if (job == NULL) {
 			if (cb->stopping)
-				cuda_timedwait(&cb->cv_lane, &cb->mu,
-				               cb->deadline_ns);
+				cuda_core_timedwait(&cb->cv_lane, &cb->mu,
+				                    cb->deadline_ns);
 			else /* a slot frees at the next completion */
 				fprep__cuda_wait_spin(
 				        cb, &cb->cv_lane, &cb->lane_kicks,
@@ -262,20 +247,22 @@ void *fprep__cuda_lane_main(void *arg)
 		int fatal = cb->fatal;
 		pthread_mutex_unlock(&cb->mu);
 
-		job->t_start_ns = cuda_now_ns();
+		job->t_start_ns = cuda_core_now_ns();
 		job->status = FPREP_OK;
 		job->fatal = 0;
 		job->message[0] = '\0';
 		if (!dev_ok) {
-			cuda_fail(job, FPREP_ECUDA, 1, st.text);
+			cuda_core_fail(job, FPREP_ECUDA, 1, st.text);
 			fprep__cuda_wait_deliver(cb, NULL, job);
 		} else if (fatal) {
-			cuda_fail(job, FPREP_ECUDA, 1,
-			          "the GPU lane failed earlier (sticky error)");
+			cuda_core_fail(
+			        job, FPREP_ECUDA, 1,
+			        "the GPU lane failed earlier (sticky error)");
 			fprep__cuda_wait_deliver(cb, NULL, job);
 		} else if (late) {
-			cuda_fail(job, FPREP_ESHUTDOWN, 0,
-			          "GPU lane closing: drain deadline passed");
+			cuda_core_fail(
+			        job, FPREP_ESHUTDOWN, 0,
+			        "GPU lane closing: drain deadline passed");
 			fprep__cuda_wait_deliver(cb, NULL, job);
 		} else if (s == NULL) { /* ECHO: no work, no copies */
 			fprep__cuda_wait_deliver(cb, NULL, job);
@@ -287,7 +274,7 @@ void *fprep__cuda_lane_main(void *arg)
 		pthread_mutex_lock(&cb->mu);
 	}
 	cb->lane_exited = 1;
-	cuda_kick(&cb->cv_done, &cb->done_kicks);
+	cuda_core_kick(&cb->cv_done, &cb->done_kicks);
 	pthread_mutex_unlock(&cb->mu);
 	return NULL;
 }

@@ -9,7 +9,7 @@
  * still waits for ev_done: the work on the client's memory has completed
  * when the reply leaves.
  */
-#include "gpu/backend_cuda_internal.h"
+#include "gpu/cuda_core_internal.h"
 
 /* cuda_addr_range_fn: the driver's cuMemGetAddressRange (v2), fetched
  * through the runtime, so the daemon links no libcuda. */

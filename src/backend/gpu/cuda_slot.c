@@ -12,7 +12,7 @@
  */
 #include <assert.h>
 
-#include "gpu/backend_cuda_internal.h"
+#include "gpu/cuda_core_internal.h"
 
 /* slot_family: the kernel family of a source format. */
 static int slot_family(uint16_t format)
@@ -28,26 +28,6 @@ static int slot_family(uint16_t format)
 	return 0;
 }
 
-static atomic_ulong cuda_allocs;
-
-unsigned long fprep__cuda_alloc_count(void)
-{
-	return atomic_load(&cuda_allocs);
-}
-
-int fprep__cuda_device_count(void)
-{
-	int n = 0;
-	cudaError_t e = cudaGetDeviceCount(&n);
-	if (e != cudaSuccess) {
-		fprep__log(FPREP_LOG_DEBUG, "cudaGetDeviceCount: %s",
-		           cudaGetErrorName(e));
-		(void)cudaGetLastError();
-		return 0;
-	}
-	return n;
-}
-
 /* slot_malloc_host allocates n pinned bytes at *p; with m, mapped for the
  * device too, *m receiving the device's address of them. */
 static int slot_malloc_host(fprep__gpu_status *st, uint8_t **p, uint8_t **m,
@@ -58,7 +38,7 @@ static int slot_malloc_host(fprep__gpu_status *st, uint8_t **p, uint8_t **m,
 
 	if (FPREP__CUDA(st, cudaHostAlloc((void **)p, n, flags)))
 		return -1;
-	atomic_fetch_add(&cuda_allocs, 1);
+	fprep__cuda_core_count_alloc();
 	if (m != NULL &&
 	    FPREP__CUDA(st, cudaHostGetDevicePointer((void **)m, *p, 0)))
 		return -1;
@@ -69,7 +49,7 @@ static int slot_malloc_dev(fprep__gpu_status *st, uint8_t **p, size_t n)
 {
 	if (FPREP__CUDA(st, cudaMalloc((void **)p, n)))
 		return -1;
-	atomic_fetch_add(&cuda_allocs, 1);
+	fprep__cuda_core_count_alloc();
 	return 0;
 }
 
@@ -526,12 +506,12 @@ static int slot_kernel_d2h(cuda_backend *cb, cuda_slot *s, const void *kern,
 static int slot_abandon(cuda_backend *cb, fprep__job *job,
                         const fprep__gpu_status *st)
 {
-	int fatal = cuda_sticky(st->code);
+	int fatal = cuda_core_sticky(st->code);
 
 	(void)cudaStreamSynchronize(cb->s_h2d);
 	(void)cudaStreamSynchronize(cb->s_comp);
 	(void)cudaStreamSynchronize(cb->s_d2h);
-	cuda_fail(job, FPREP_ECUDA, fatal, st->text);
+	cuda_core_fail(job, FPREP_ECUDA, fatal, st->text);
 	return FPREP_ECUDA;
 }
 
@@ -589,16 +569,17 @@ static int slot_enqueue_elements(cuda_backend *cb, cuda_slot *s,
 
 	if (rq->dtype < FPREP_DTYPE_F32 || rq->dtype > FPREP_DTYPE_U8 ||
 	    n == 0) {
-		cuda_fail(job, FPREP_EINVAL, 0, "invalid tensor request");
+		cuda_core_fail(job, FPREP_EINVAL, 0, "invalid tensor request");
 		return FPREP_EINVAL;
 	}
 	if (fprep__cuda_slot_reserve(s, tab + tab_bytes,
 	                             out_dev ? 0 : out_bytes,
 	                             cb->transfer != FPREP__CUDA_STAGED, &st)) {
-		cuda_fail(job,
-		          st.code == cudaErrorMemoryAllocation ? FPREP_ENOMEM
-		                                               : FPREP_ECUDA,
-		          cuda_sticky(st.code), st.text);
+		cuda_core_fail(job,
+		               st.code == cudaErrorMemoryAllocation
+		                       ? FPREP_ENOMEM
+		                       : FPREP_ECUDA,
+		               cuda_core_sticky(st.code), st.text);
 		return job->status;
 	}
 	e = (struct fprep_roi_elem *)(void *)(s->h_in + tab);
@@ -667,12 +648,12 @@ int fprep__cuda_slot_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 	if (job->table != NULL) /* ROIS, BATCH: staged, one launch */
 		return slot_enqueue_elements(cb, s, job);
 	if (yuv && fprep__yuv_coefs_get(rq->yuv_matrix, rq->yuv_range, &k)) {
-		cuda_fail(job, FPREP_EINVAL, 0, "invalid YUV request");
+		cuda_core_fail(job, FPREP_EINVAL, 0, "invalid YUV request");
 		return FPREP_EINVAL;
 	}
 	if (rq->dtype < FPREP_DTYPE_F32 || rq->dtype > FPREP_DTYPE_U8 ||
 	    rq->rounding >= CUDA_ROUNDINGS) {
-		cuda_fail(job, FPREP_EINVAL, 0, "invalid tensor request");
+		cuda_core_fail(job, FPREP_EINVAL, 0, "invalid tensor request");
 		return FPREP_EINVAL;
 	}
 	/* A frame that a decoder left in the slot goes on from there: on the
@@ -697,11 +678,12 @@ int fprep__cuda_slot_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 	                                    : rq->input_size,
 	                             out_dev ? 0 : out_bytes,
 	                             cb->transfer != FPREP__CUDA_STAGED, &st)) {
-		int fatal = cuda_sticky(st.code);
-		cuda_fail(job,
-		          st.code == cudaErrorMemoryAllocation ? FPREP_ENOMEM
-		                                               : FPREP_ECUDA,
-		          fatal, st.text);
+		int fatal = cuda_core_sticky(st.code);
+		cuda_core_fail(job,
+		               st.code == cudaErrorMemoryAllocation
+		                       ? FPREP_ENOMEM
+		                       : FPREP_ECUDA,
+		               fatal, st.text);
 		return job->status;
 	}
 	if (jpeg) {
@@ -791,7 +773,8 @@ int fprep__cuda_slot_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
 	 * runs once its decode has (ev_dec). */
 	if (s->d_frame != NULL &&
 	    FPREP__CUDA(&st, cudaStreamWaitEvent(cb->s_comp, s->ev_dec, 0))) {
-		cuda_fail(job, FPREP_ECUDA, cuda_sticky(st.code), st.text);
+		cuda_core_fail(job, FPREP_ECUDA, cuda_core_sticky(st.code),
+		               st.text);
 		return FPREP_ECUDA;
 	}
 	if (m_src != NULL)

@@ -80,7 +80,7 @@
  * max_video_sessions (the engines have a limit; FPREP_ELIMIT past it).
  */
 #include "fprep_assert.h"
-#include "gpu/backend_cuda_internal.h"
+#include "gpu/cuda_core_internal.h"
 #include "video.h"
 
 #include <dlfcn.h>
@@ -277,10 +277,10 @@ static const char *cv_cu_error(CUresult r)
 /* cv_cuda_fail fails the job with a CUDA runtime error (st). */
 static int cv_cuda_fail(fprep__job *job, const fprep__gpu_status *st)
 {
-	cuda_fail(job,
-	          st->code == cudaErrorMemoryAllocation ? FPREP_ENOMEM
-	                                                : FPREP_ECUDA,
-	          cuda_sticky(st->code), st->text);
+	cuda_core_fail(job,
+	               st->code == cudaErrorMemoryAllocation ? FPREP_ENOMEM
+	                                                     : FPREP_ECUDA,
+	               cuda_core_sticky(st->code), st->text);
 	return job->status;
 }
 
@@ -1142,7 +1142,7 @@ static int cv_lane_fatal(struct cv_video *v)
  * the lane's (as fprep__cuda_wait_deliver does), then job->done. */
 static void cv_deliver(struct cv_video *v, fprep__job *job)
 {
-	job->t_end_ns = cuda_now_ns();
+	job->t_end_ns = cuda_core_now_ns();
 	if (job->fatal) {
 		v->fatal = 1;
 		pthread_mutex_lock(&v->lane->mu);
@@ -1164,7 +1164,7 @@ static void *cv_main(void *arg)
 	fprep__gpu_status st = {0};
 	int dev_ok = !FPREP__CUDA(&st, cudaSetDevice(v->device));
 
-	fprep__cuda_lane_thread_start("fp-video-gpu", v->device);
+	fprep__cuda_core_thread_start("fp-video-gpu", v->device);
 	for (;;) {
 		fprep__job *job = v->ahead;
 		int late;
@@ -1182,10 +1182,10 @@ static void *cv_main(void *arg)
 			}
 			job = fprep__container_of(n, fprep__job, link);
 		}
-		late = v->stopping && cuda_now_ns() >= v->deadline_ns;
+		late = v->stopping && cuda_core_now_ns() >= v->deadline_ns;
 		pthread_mutex_unlock(&v->mu);
 
-		job->t_start_ns = cuda_now_ns();
+		job->t_start_ns = cuda_core_now_ns();
 		job->fatal = 0;
 		if (job != v->ahead) /* its parse's message waits in it */
 			job->message[0] = '\0';
@@ -1194,15 +1194,17 @@ static void *cv_main(void *arg)
 				cv_drop_ahead(v);
 			fprep__video_job_begin(job);
 			if (!dev_ok)
-				cuda_fail(job, FPREP_ECUDA, 1, st.text);
+				cuda_core_fail(job, FPREP_ECUDA, 1, st.text);
 			else if (!late)
-				cuda_fail(job, FPREP_ECUDA, 1,
-				          "the GPU lane failed earlier (sticky "
-				          "error)");
+				cuda_core_fail(
+				        job, FPREP_ECUDA, 1,
+				        "the GPU lane failed earlier (sticky "
+				        "error)");
 			else
-				cuda_fail(job, FPREP_ESHUTDOWN, 0,
-				          "GPU lane closing: drain deadline "
-				          "passed");
+				cuda_core_fail(
+				        job, FPREP_ESHUTDOWN, 0,
+				        "GPU lane closing: drain deadline "
+				        "passed");
 		} else {
 			fprep__video_run(job);
 		}
@@ -1249,7 +1251,7 @@ static void cv_close(fprep__video *base)
 	}
 	pthread_mutex_unlock(&cv_all_mu);
 	if (running)
-		cv_thread_stop(v, cuda_now_ns());
+		cv_thread_stop(v, cuda_core_now_ns());
 	FPREP__ASSERT(fprep__queue_empty(&v->jobs) && v->ahead == NULL);
 	cv_release(v);
 	pthread_cond_destroy(&v->cv);

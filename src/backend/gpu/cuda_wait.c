@@ -14,7 +14,7 @@
  * thread only when its pending list was empty, and a freed slot only when
  * jobs wait: the others find it awake or about to be.
  */
-#include "gpu/backend_cuda_internal.h"
+#include "gpu/cuda_core_internal.h"
 
 static void wait_pace_store(_Atomic uint64_t *v, uint64_t x)
 {
@@ -33,7 +33,7 @@ static void wait_pace_count(atomic_ullong *c, unsigned long long n)
  * once set. */
 static void wait_pace_mean(_Atomic uint64_t *m, uint64_t x)
 {
-	uint64_t v = cuda_pace_load(m);
+	uint64_t v = cuda_core_pace_load(m);
 
 	if (v > 0 && x > 2 * v)
 		x = 2 * v;
@@ -47,9 +47,9 @@ static void wait_pace_mean(_Atomic uint64_t *m, uint64_t x)
  * later; *gap tells whether gap_ns gave it. */
 static uint64_t wait_pace_expect(cuda_pace *p, const cuda_slot *s, int *gap)
 {
-	uint64_t lone = cuda_pace_load(&p->lone_ns);
-	uint64_t g = cuda_pace_load(&p->gap_ns);
-	uint64_t last = cuda_pace_load(&p->last_ns);
+	uint64_t lone = cuda_core_pace_load(&p->lone_ns);
+	uint64_t g = cuda_core_pace_load(&p->gap_ns);
+	uint64_t last = cuda_core_pace_load(&p->last_ns);
 	uint64_t t = lone > 0 ? s->t_enq_ns + lone : 0;
 
 	*gap = 0;
@@ -63,7 +63,7 @@ static uint64_t wait_pace_expect(cuda_pace *p, const cuda_slot *s, int *gap)
 uint64_t fprep__cuda_wait_pace_wake(cuda_pace *p, uint64_t expect,
                                     uint64_t early_ns, uint64_t now)
 {
-	uint64_t ahead = cuda_pace_load(&p->late_ns) + early_ns;
+	uint64_t ahead = cuda_core_pace_load(&p->late_ns) + early_ns;
 
 	if (expect == 0 || expect < now + ahead + CUDA_PACE_MIN_NS)
 		return 0;
@@ -80,8 +80,9 @@ uint64_t fprep__cuda_wait_pace_wake(cuda_pace *p, uint64_t expect,
 static uint64_t wait_pace_lone_wake(cuda_pace *p, const cuda_slot *s,
                                     uint64_t expect, uint64_t now)
 {
-	uint64_t ahead = cuda_pace_load(&p->late_hi_ns) + CUDA_PACE_GUARD_NS;
-	uint64_t late = cuda_pace_load(&p->late_ns);
+	uint64_t ahead =
+	        cuda_core_pace_load(&p->late_hi_ns) + CUDA_PACE_GUARD_NS;
+	uint64_t late = cuda_core_pace_load(&p->late_ns);
 
 	if (expect <= s->t_enq_ns)
 		return 0;
@@ -98,7 +99,7 @@ static void wait_pace_woke(cuda_pace *p, uint64_t wake, uint64_t now)
 	wait_pace_count(&p->sleeps, 1);
 	if (now < wake)
 		return;
-	uint64_t x = now - wake, hi = cuda_pace_load(&p->late_hi_ns);
+	uint64_t x = now - wake, hi = cuda_core_pace_load(&p->late_hi_ns);
 
 	wait_pace_mean(&p->late_ns,
 	               x < CUDA_PACE_LATE_NS ? x : CUDA_PACE_LATE_NS);
@@ -117,7 +118,7 @@ static void wait_pace_sleep(cuda_pace *p, uint64_t wake)
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
 	       EINTR)
 		;
-	wait_pace_woke(p, wake, cuda_now_ns());
+	wait_pace_woke(p, wake, cuda_core_now_ns());
 }
 
 /* wait_pace_seen learns from s's completion, seen at seen. polled: it was
@@ -130,11 +131,11 @@ static void wait_pace_sleep(cuda_pace *p, uint64_t wake)
 static void wait_pace_seen(cuda_pace *p, const cuda_slot *s, uint64_t seen,
                            int polled, int overslept, int gap)
 {
-	uint64_t last = cuda_pace_load(&p->last_ns);
+	uint64_t last = cuda_core_pace_load(&p->last_ns);
 
 	if (overslept) {
 		_Atomic uint64_t *m = gap ? &p->gap_ns : &p->lone_ns;
-		uint64_t v = cuda_pace_load(m);
+		uint64_t v = cuda_core_pace_load(m);
 
 		wait_pace_store(m, v - v / 4 > 0 ? v - v / 4 : 1);
 		wait_pace_count(&p->overslept, 1);
@@ -144,7 +145,7 @@ static void wait_pace_seen(cuda_pace *p, const cuda_slot *s, uint64_t seen,
 		wait_pace_mean(&p->gap_ns, seen - last);
 	}
 	wait_pace_store(&p->last_ns, seen);
-	uint64_t g = cuda_pace_load(&p->gap_ns);
+	uint64_t g = cuda_core_pace_load(&p->gap_ns);
 	wait_pace_store(&p->next_ns, g > 0 ? seen + g : 0);
 }
 
@@ -163,19 +164,19 @@ void fprep__cuda_wait_spin(cuda_backend *cb, pthread_cond_t *cv,
 	unsigned k = atomic_load_explicit(kicks, memory_order_relaxed);
 
 	if (sleep_until != 0 && cb->spin_ns > 0) {
-		cuda_timedwait(cv, &cb->mu, sleep_until);
+		cuda_core_timedwait(cv, &cb->mu, sleep_until);
 		if (atomic_load_explicit(kicks, memory_order_relaxed) != k)
 			return;
-		uint64_t now = cuda_now_ns();
+		uint64_t now = cuda_core_now_ns();
 		if (now >= sleep_until)
 			wait_pace_woke(&cb->pace, sleep_until, now);
 	}
 	if (cb->spin_ns > 0) {
-		uint64_t until = cuda_now_ns() + cb->spin_ns;
+		uint64_t until = cuda_core_now_ns() + cb->spin_ns;
 
 		pthread_mutex_unlock(&cb->mu);
 		while (atomic_load_explicit(kicks, memory_order_acquire) == k &&
-		       cuda_now_ns() < until)
+		       cuda_core_now_ns() < until)
 			CUDA_CPU_RELAX();
 		pthread_mutex_lock(&cb->mu);
 	}
@@ -189,7 +190,7 @@ void fprep__cuda_wait_deliver(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 	 * once that is done (a frame that ran has passed it). */
 	if (s != NULL && s->d_frame != NULL && job->status != FPREP_OK)
 		(void)FPREP__CUDA(NULL, cudaEventSynchronize(s->ev_dec));
-	job->t_end_ns = cuda_now_ns();
+	job->t_end_ns = cuda_core_now_ns();
 	if (s != NULL && s->t_back_ns != 0) { /* a JPEG frame, decoded */
 		CUDA_JSTAT(cb, s, done, 1);
 		CUDA_JSTAT(cb, s, lane_ns, job->t_end_ns - s->t_back_ns);
@@ -205,8 +206,8 @@ void fprep__cuda_wait_deliver(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 		s->t_back_ns = 0;
 		s->lone = 0;
 		/* The lane thread waits for a slot only with jobs pending. */
-		if (cuda_jobs_waiting(cb) || cb->stopping)
-			cuda_kick(&cb->cv_lane, &cb->lane_kicks);
+		if (cuda_core_jobs_waiting(cb) || cb->stopping)
+			cuda_core_kick(&cb->cv_lane, &cb->lane_kicks);
 	}
 	pthread_mutex_unlock(&cb->mu);
 	job->done(job);
@@ -214,14 +215,14 @@ void fprep__cuda_wait_deliver(cuda_backend *cb, cuda_slot *s, fprep__job *job)
 
 void fprep__cuda_wait_anchor(cuda_backend *cb)
 {
-	uint64_t t0 = cuda_now_ns(), t1 = t0;
+	uint64_t t0 = cuda_core_now_ns(), t1 = t0;
 	cudaError_t e = cudaEventRecord(cb->ev_anchor, cb->s_h2d);
 
 	while (e == cudaSuccess &&
 	       (e = cudaEventQuery(cb->ev_anchor)) == cudaErrorNotReady &&
-	       (t1 = cuda_now_ns()) - t0 < CUDA_SPIN_NS)
+	       (t1 = cuda_core_now_ns()) - t0 < CUDA_SPIN_NS)
 		;
-	t1 = cuda_now_ns();
+	t1 = cuda_core_now_ns();
 	if (e != cudaSuccess) {
 		(void)cudaGetLastError();
 		return;
@@ -282,10 +283,10 @@ static cudaError_t wait_event(cuda_backend *cb, cuda_slot *s)
 	if (cb->spin_ns == 0)
 		return cudaEventSynchronize(s->ev_done);
 	if ((e = cudaEventQuery(s->ev_done)) != cudaErrorNotReady) {
-		wait_pace_seen(p, s, cuda_now_ns(), 0, 0, 0);
+		wait_pace_seen(p, s, cuda_core_now_ns(), 0, 0, 0);
 		return e;
 	}
-	uint64_t t0 = cuda_now_ns();
+	uint64_t t0 = cuda_core_now_ns();
 	uint64_t expect = wait_pace_expect(p, s, &gap);
 	uint64_t wake =
 	        fprep__cuda_wait_pace_wake(p, expect, CUDA_PACE_GUARD_NS, t0);
@@ -294,25 +295,25 @@ static cudaError_t wait_event(cuda_backend *cb, cuda_slot *s)
 	if (wake != 0) {
 		wait_pace_sleep(p, wake);
 		if ((e = cudaEventQuery(s->ev_done)) != cudaErrorNotReady) {
-			wait_pace_seen(p, s, cuda_now_ns(), 0, 1, gap);
+			wait_pace_seen(p, s, cuda_core_now_ns(), 0, 1, gap);
 			return e;
 		}
-		t0 = cuda_now_ns();
+		t0 = cuda_core_now_ns();
 	}
 	n = 1;
 	uint64_t until = t0 + cb->spin_ns, t1;
 	while ((e = cudaEventQuery(s->ev_done)) == cudaErrorNotReady) {
 		n++;
-		if ((t1 = cuda_now_ns()) > until) {
+		if ((t1 = cuda_core_now_ns()) > until) {
 			wait_pace_polled(p, n, t0, t1);
 			wait_pace_count(&p->blocked, 1);
 			e = cudaEventSynchronize(s->ev_done);
-			wait_pace_seen(p, s, cuda_now_ns(), 1, 0, gap);
+			wait_pace_seen(p, s, cuda_core_now_ns(), 1, 0, gap);
 			return e;
 		}
 		CUDA_CPU_RELAX();
 	}
-	t1 = cuda_now_ns();
+	t1 = cuda_core_now_ns();
 	wait_pace_polled(p, n, t0, t1);
 	wait_pace_seen(p, s, t1, 1, 0, gap);
 	return e;
@@ -326,11 +327,12 @@ static void wait_complete(cuda_backend *cb, cuda_slot *s, cudaError_t e)
 	fprep__gpu_status st = {0};
 
 	if (FPREP__CUDA(&st, e)) {
-		cuda_fail(job, FPREP_ECUDA, cuda_sticky(st.code), st.text);
+		cuda_core_fail(job, FPREP_ECUDA, cuda_core_sticky(st.code),
+		               st.text);
 		fprep__cuda_wait_deliver(cb, s, job);
 		return;
 	}
-	uint64_t seen_ns = cuda_now_ns();
+	uint64_t seen_ns = cuda_core_now_ns();
 	if (!s->out_direct)
 		fprep__copy(cb->copier, job->output, s->h_out,
 		            job->output_size);
@@ -365,7 +367,7 @@ void fprep__cuda_wait_lane_finish(cuda_backend *cb, cuda_slot *s, unsigned k)
 {
 	cuda_pace *p = &cb->pace;
 	int gap, slept = 0;
-	uint64_t t0 = cuda_now_ns();
+	uint64_t t0 = cuda_core_now_ns();
 	uint64_t wake =
 	        wait_pace_lone_wake(p, s, wait_pace_expect(p, s, &gap), t0);
 	unsigned long long n = 0;
@@ -375,9 +377,9 @@ void fprep__cuda_wait_lane_finish(cuda_backend *cb, cuda_slot *s, unsigned k)
 		pthread_mutex_lock(&cb->mu);
 		if (atomic_load_explicit(&cb->lane_kicks,
 		                         memory_order_relaxed) == k)
-			cuda_timedwait(&cb->cv_lane, &cb->mu, wake);
+			cuda_core_timedwait(&cb->cv_lane, &cb->mu, wake);
 		pthread_mutex_unlock(&cb->mu);
-		t0 = cuda_now_ns();
+		t0 = cuda_core_now_ns();
 		if (atomic_load_explicit(&cb->lane_kicks,
 		                         memory_order_acquire) == k &&
 		    t0 >= wake) {
@@ -388,20 +390,20 @@ void fprep__cuda_wait_lane_finish(cuda_backend *cb, cuda_slot *s, unsigned k)
 	uint64_t until = t0 + cb->spin_ns, t1;
 	while ((e = cudaEventQuery(s->ev_done)) == cudaErrorNotReady) {
 		n++;
-		t1 = cuda_now_ns();
+		t1 = cuda_core_now_ns();
 		if (atomic_load_explicit(&cb->lane_kicks,
 		                         memory_order_acquire) != k ||
 		    t1 > until) {
 			wait_pace_polled(p, n, t0, t1);
 			pthread_mutex_lock(&cb->mu);
 			fprep__queue_push(&cb->flying, &s->link);
-			cuda_kick(&cb->cv_done, &cb->done_kicks);
+			cuda_core_kick(&cb->cv_done, &cb->done_kicks);
 			pthread_mutex_unlock(&cb->mu);
 			return;
 		}
 		CUDA_CPU_RELAX();
 	}
-	t1 = cuda_now_ns();
+	t1 = cuda_core_now_ns();
 	wait_pace_polled(p, n, t0, t1);
 	wait_pace_seen(p, s, t1, n > 0, slept && n == 0, gap);
 	wait_complete(cb, s, e);
@@ -411,7 +413,7 @@ void *fprep__cuda_wait_completion_main(void *arg)
 {
 	cuda_backend *cb = arg;
 
-	fprep__cuda_lane_thread_start("fp-done-gpu", cb->device);
+	fprep__cuda_core_thread_start("fp-done-gpu", cb->device);
 	(void)FPREP__CUDA(NULL, cudaSetDevice(cb->device));
 	pthread_mutex_lock(&cb->mu);
 	for (;;) {
@@ -438,10 +440,10 @@ void fprep__cuda_wait_pace_text(cuda_pace *p, char *buf, size_t size)
 	         "lone_us=%.1f gap_us=%.1f late_us=%.1f late_hi_us=%.1f "
 	         "sleeps=%llu overslept=%llu empty_queries=%llu poll_ms=%llu "
 	         "blocked=%llu",
-	         (double)cuda_pace_load(&p->lone_ns) / 1e3,
-	         (double)cuda_pace_load(&p->gap_ns) / 1e3,
-	         (double)cuda_pace_load(&p->late_ns) / 1e3,
-	         (double)cuda_pace_load(&p->late_hi_ns) / 1e3,
+	         (double)cuda_core_pace_load(&p->lone_ns) / 1e3,
+	         (double)cuda_core_pace_load(&p->gap_ns) / 1e3,
+	         (double)cuda_core_pace_load(&p->late_ns) / 1e3,
+	         (double)cuda_core_pace_load(&p->late_hi_ns) / 1e3,
 	         atomic_load(&p->sleeps), atomic_load(&p->overslept),
 	         atomic_load(&p->queries_empty),
 	         atomic_load(&p->spin_ns) / 1000000u, atomic_load(&p->blocked));

@@ -1,15 +1,34 @@
 /*
- * backend_cuda_internal.h: what the files of a GPU lane share
- * (backend_cuda.c, cuda_lane.c, cuda_slot.c, cuda_wait.c, cuda_decoder.c,
- * cuda_region.c, cuda_video.c): the lane's structures, the few small helpers
- * all of them use, and the functions one file calls in another, each named with
- * its file's prefix (fprep__cuda_lane_, _slot_, _wait_, _decoder_,
- * _region_, _video_). Private to src/backend/gpu.
+ * cuda_core_internal.h: what the files of a GPU lane share: the lane's
+ * structures, the small helpers all of them use (inline here, cuda_core_*),
+ * and the calls between the files, each named with its file's prefix
+ * (fprep__cuda_video_, _lane_, _decoder_, _wait_, _slot_, _region_,
+ * _core_). The files, from the top down: each calls only files below it.
+ * The decoders hand their frames back to the lane thread through its
+ * queue (decoded) and a kick (cuda_core_kick), never by a call.
+ *
+ *   backend_cuda.c  the backend's ops (submit, region operations, INFO,
+ *                   metrics), its open (kernels, streams, slots, threads)
+ *                   and its close
+ *   cuda_video.c    video streams: an NVDEC session per stream, whose jobs
+ *                   run on a thread of its own
+ *   cuda_lane.c     the lane thread: region operations, the hand-backs of
+ *                   the decoders, the jobs submitted, onto staging slots
+ *   cuda_decoder.c  the JPEG decoders: the engine's batches, CPU decodes
+ *   cuda_wait.c     completions, the waits of the lane's threads, pacing,
+ *                   the completion thread
+ *   cuda_slot.c     the staging slots and the work enqueued on them
+ *   cuda_region.c   CUDA regions and IPC: the region operations
+ *   cuda_core.c     the devices, the allocation count, a backend thread's
+ *                   name, the slots in use (cuda_core.h: what the daemon
+ *                   sees of it)
+ *
+ * Private to src/backend/gpu.
  */
-#ifndef FPREP_BACKEND_CUDA_INTERNAL_H
-#define FPREP_BACKEND_CUDA_INTERNAL_H
+#ifndef FPREP_CUDA_CORE_INTERNAL_H
+#define FPREP_CUDA_CORE_INTERNAL_H
 
-#include "gpu/backend_cuda.h"
+#include "gpu/cuda_core.h"
 
 #include <cuda_runtime_api.h>
 #include <errno.h>
@@ -315,11 +334,11 @@ typedef struct cuda_backend {
 		if ((s)->lone)                                                 \
 			atomic_fetch_add_explicit(&(cb)->jlone.f, v_,          \
 			                          memory_order_relaxed);       \
-		cuda_stat_max(&(cb)->jmax.f, v_);                              \
+		cuda_core_stat_max(&(cb)->jmax.f, v_);                         \
 	} while (0)
 
-/* cuda_stat_max raises *m to v if v is larger. Any thread. */
-static inline void cuda_stat_max(atomic_ullong *m, unsigned long long v)
+/* cuda_core_stat_max raises *m to v if v is larger. Any thread. */
+static inline void cuda_core_stat_max(atomic_ullong *m, unsigned long long v)
 {
 	unsigned long long cur = atomic_load_explicit(m, memory_order_relaxed);
 
@@ -329,25 +348,25 @@ static inline void cuda_stat_max(atomic_ullong *m, unsigned long long v)
 		;
 }
 
-/* cuda_jobs_waiting tells whether jobs wait for the lane thread (pending,
+/* cuda_core_jobs_waiting tells whether jobs wait for the lane thread (pending,
  * waiting or slot_q). With cb->mu held. */
-static inline int cuda_jobs_waiting(const cuda_backend *cb)
+static inline int cuda_core_jobs_waiting(const cuda_backend *cb)
 {
 	return !fprep__queue_empty(&cb->pending) ||
 	       !fprep__queue_empty(&cb->waiting) || cb->slot_q.queued > 0;
 }
 
-static inline uint64_t cuda_now_ns(void)
+static inline uint64_t cuda_core_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* cuda_sticky tells whether e left the context unusable: the listed
+/* cuda_core_sticky tells whether e left the context unusable: the listed
  * launch faults always do; otherwise the error persists after the last
  * error was read. */
-static inline int cuda_sticky(int code)
+static inline int cuda_core_sticky(int code)
 {
 	switch ((cudaError_t)code) {
 	case cudaErrorIllegalAddress:
@@ -369,34 +388,34 @@ static inline int cuda_sticky(int code)
 	return cudaPeekAtLastError() != cudaSuccess;
 }
 
-/* cuda_fail records an error reply in job. */
-static inline void cuda_fail(fprep__job *job, int status, int fatal,
-                             const char *text)
+/* cuda_core_fail records an error reply in job. */
+static inline void cuda_core_fail(fprep__job *job, int status, int fatal,
+                                  const char *text)
 {
 	job->status = status;
 	job->fatal = fatal;
 	snprintf(job->message, sizeof job->message, "%s", text);
 }
 
-/* cuda_kick signals cv, with the lane's mu held, and counts it in *kicks for
- * the thread that polls instead of sleeping (fprep__cuda_wait_spin). */
-static inline void cuda_kick(pthread_cond_t *cv, atomic_uint *kicks)
+/* cuda_core_kick signals cv, with the lane's mu held, and counts it in *kicks
+ * for the thread that polls instead of sleeping (fprep__cuda_wait_spin). */
+static inline void cuda_core_kick(pthread_cond_t *cv, atomic_uint *kicks)
 {
 	atomic_fetch_add_explicit(kicks, 1, memory_order_release);
 	pthread_cond_signal(cv);
 }
 
-/* cuda_pace_load reads a pacing estimate (relaxed; wait_pace_store in
+/* cuda_core_pace_load reads a pacing estimate (relaxed; wait_pace_store in
  * cuda_wait.c writes them). */
-static inline uint64_t cuda_pace_load(_Atomic uint64_t *v)
+static inline uint64_t cuda_core_pace_load(_Atomic uint64_t *v)
 {
 	return atomic_load_explicit(v, memory_order_relaxed);
 }
 
-/* cuda_timedwait waits on cv (mu held) until ns, CLOCK_MONOTONIC
+/* cuda_core_timedwait waits on cv (mu held) until ns, CLOCK_MONOTONIC
  * nanoseconds. */
-static inline void cuda_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu,
-                                  uint64_t ns)
+static inline void cuda_core_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu,
+                                       uint64_t ns)
 {
 	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
 	                      .tv_nsec = (long)(ns % 1000000000u)};
@@ -407,108 +426,45 @@ static inline void cuda_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu,
  * cudaEventElapsedTime's float milliseconds hold about 1 us at 10 s. */
 #define CUDA_ANCHOR_NS (1000u * 1000u * 1000u)
 
+/* cuda_video.c */
+
+/* fprep__cuda_video_open: the lane's video_open (backend.h): an NVDEC
+ * session (video.h) for the stream whose STREAM_OPEN request is spec,
+ * with params_len bytes of parameter sets (copied), whose jobs run on a
+ * thread of its own, started here, on cb's device (the decoder opens in
+ * the first job). Returns 0 or FPREP_ENOMEM (no memory or no thread).
+ * Loop thread. */
+int fprep__cuda_video_open(fprep__backend *b, const fprep_request *spec,
+                           const uint8_t *params, size_t params_len,
+                           fprep__video **vp);
+
+/* fprep__cuda_video_submit queues a stream job (job->video, a session of
+ * fprep__cuda_video_open on this lane's device) for the session's own
+ * thread, which runs the stream's jobs in order and calls job->done;
+ * never on the lane thread, so a stream's job delays no frame. Returns 0,
+ * or FPREP_ESHUTDOWN once the lane that opened the session closes. Loop
+ * thread (backend.h, submit). */
+int fprep__cuda_video_submit(fprep__job *job);
+
+/* fprep__cuda_video_stop stops the threads of the sessions cb opened:
+ * each runs the jobs it holds until deadline_ns (CLOCK_MONOTONIC) and
+ * answers the rest FPREP_ESHUTDOWN, then is joined; the sessions
+ * themselves stay until the daemon closes them (video.h, close). cb's
+ * close, before it frees cb; never beside a session's close. */
+void fprep__cuda_video_stop(cuda_backend *cb, uint64_t deadline_ns);
+
+/* fprep__cuda_video_load loads libnvcuvid.so.1 (and libcuda.so.1) if no
+ * call did yet, and writes what was loaded ("NVDEC (libnvcuvid.so.1,
+ * driver CUDA 13.0)") or why nothing was into buf (size bytes,
+ * terminated). Returns FPREP_OK, or FPREP_EUNSUPPORTED when the GPU lanes
+ * cannot decode streams. Any thread. */
+int fprep__cuda_video_load(char *buf, size_t size);
+
 /* cuda_lane.c */
-
-/* fprep__cuda_lane_thread_start names the calling backend thread (top -H,
- * /proc/PID/task/TID/comm: 15 bytes at most) and makes its timed sleeps
- * end within a microsecond of their time (the default timer slack is
- * 50 us: as long as a paced sleep's guard). */
-void fprep__cuda_lane_thread_start(const char *prefix, int device);
-
-/* fprep__cuda_lane_busy counts the slots in use; with cb->mu held. */
-unsigned fprep__cuda_lane_busy(const cuda_backend *cb);
 
 /* fprep__cuda_lane_main is the lane thread (arg: the cuda_backend) until
  * the lane stops and no frame is with the decoders. */
 void *fprep__cuda_lane_main(void *arg);
-
-/* cuda_slot.c */
-
-/* fprep__cuda_slot_reserve makes the slot's input hold in_size bytes and its
- * output out_size bytes, reallocating only what is too small (or an
- * input that fprep__cuda_slot_reserve_dev left without its pinned half). */
-int fprep__cuda_slot_reserve(cuda_slot *s, size_t in_size, size_t out_size,
-                             int mapped, fprep__gpu_status *st);
-
-/* fprep__cuda_slot_reserve_dev makes the slot's device input hold in_size bytes
- * for a frame the JPEG engine writes there; where it must grow, only the
- * device half is made (no pinned input, which such a frame never uses:
- * fprep__cuda_slot_reserve makes both again when one is needed). */
-int fprep__cuda_slot_reserve_dev(cuda_slot *s, size_t in_size,
-                                 fprep__gpu_status *st);
-
-/* fprep__cuda_slot_init creates s's events and, with reserve, its staging
- * buffers at their initial sizes (else they grow when first used). */
-int fprep__cuda_slot_init(cuda_slot *s, int mapped, int reserve,
-                          fprep__gpu_status *st);
-
-/* fprep__cuda_slot_fini frees what fprep__cuda_slot_init and the
- * reserves made. */
-void fprep__cuda_slot_fini(cuda_slot *s);
-
-/* fprep__cuda_slot_use_mapped tells whether a job goes mapped: always in MAPPED
- * mode; in AUTO mode on an integrated GPU, or when no other slot is busy. */
-int fprep__cuda_slot_use_mapped(const cuda_backend *cb, unsigned busy);
-
-/* fprep__cuda_slot_enqueue puts job's H2D, kernel and D2H on the streams, using
- * slot s; with mapped, the kernel reads and writes pinned memory that is mapped
- * for the device in place of the copies; with banded (a staged lane with
- * no other job in flight), an interleaved frame goes in bands whose copies
- * and kernels overlap (slot_enqueue_banded). Runs on the lane thread.
- * Returns 0, or an error with job's reply set. */
-int fprep__cuda_slot_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
-                             int mapped, int banded);
-
-/* cuda_wait.c */
-
-/* fprep__cuda_wait_pace_wake returns when a thread waiting for a completion
- * expected at expect (0: unknown) ends its paced sleep: early_ns before it, and
- * before it by how late sleeps wake; 0: a sleep is not worth it. */
-uint64_t fprep__cuda_wait_pace_wake(cuda_pace *p, uint64_t expect,
-                                    uint64_t early_ns, uint64_t now);
-
-/* fprep__cuda_wait_spin waits, with cb->mu held, for the next cuda_kick of cv:
- * with sleep_until set (CLOCK_MONOTONIC nanoseconds,
- * fprep__cuda_wait_pace_wake) it first sleeps on cv until then, since the kick
- * is not expected before (a kick ends the sleep); then it polls *kicks with the
- * mutex released for up to spin_ns, since waking a sleeping thread adds tens of
- * microseconds to each hand-off (submit to lane, lane to completion), then
- * sleeps on cv. A kick counts only under cb->mu, so none is lost between
- * the poll and the sleep. */
-void fprep__cuda_wait_spin(cuda_backend *cb, pthread_cond_t *cv,
-                           atomic_uint *kicks, uint64_t sleep_until);
-
-/* fprep__cuda_wait_deliver frees slot s (if any) and calls job's done. */
-void fprep__cuda_wait_deliver(cuda_backend *cb, cuda_slot *s, fprep__job *job);
-
-/* fprep__cuda_wait_anchor records ev_anchor on the idle H2D stream and polls it
- * (for up to CUDA_SPIN_NS), so anchor_ns is the host time of its device
- * timestamp to within half the poll; device stages are converted from it
- * (wait_host_stamps). Lane thread, with no slot busy. */
-void fprep__cuda_wait_anchor(cuda_backend *cb);
-
-/* fprep__cuda_wait_lane_finish: the lane thread has just enqueued s, the only
- * slot in flight, and nothing is pending. It waits for s's ev_done itself and
- * completes the job when it is done, so that a lone request crosses no
- * third thread (the completion thread, and the tens of microseconds of its
- * waking when it slept): it sleeps on cv_lane until shortly before the
- * completion expected (fprep__cuda_wait_pace_wake), then polls for up to
- * spin_ns. A kick after k, the count of lane_kicks read under cb->mu when the
- * lane found nothing pending (a new job, a region operation, a stop), or the
- * end of the poll hands s to the completion thread instead, as any slot
- * under load. */
-void fprep__cuda_wait_lane_finish(cuda_backend *cb, cuda_slot *s, unsigned k);
-
-/* fprep__cuda_wait_completion_main is the completion thread (arg: the
- * cuda_backend): it completes the slots in flight in order, until the
- * lane thread has exited and none is left. */
-void *fprep__cuda_wait_completion_main(void *arg);
-
-/* fprep__cuda_wait_pace_text writes the lane's pacing figures (cuda_pace) into
- * buf: the estimates in microseconds, the paced sleeps (and how many
- * overslept), the event queries that found the frame not done, the time spent
- * polling events (ms) and the polls that ended in a blocking wait. */
-void fprep__cuda_wait_pace_text(cuda_pace *p, char *buf, size_t size);
 
 /* cuda_decoder.c */
 
@@ -578,44 +534,113 @@ void fprep__cuda_decoder_max_text(cuda_jpeg_stats *j, char *buf, size_t size);
  * empty by then (the lane exits only when no slot is with them). */
 void fprep__cuda_decoder_stop(cuda_backend *cb);
 
+/* cuda_wait.c */
+
+/* fprep__cuda_wait_pace_wake returns when a thread waiting for a completion
+ * expected at expect (0: unknown) ends its paced sleep: early_ns before it, and
+ * before it by how late sleeps wake; 0: a sleep is not worth it. */
+uint64_t fprep__cuda_wait_pace_wake(cuda_pace *p, uint64_t expect,
+                                    uint64_t early_ns, uint64_t now);
+
+/* fprep__cuda_wait_spin waits, with cb->mu held, for the next cuda_core_kick of
+ * cv: with sleep_until set (CLOCK_MONOTONIC nanoseconds,
+ * fprep__cuda_wait_pace_wake) it first sleeps on cv until then, since the kick
+ * is not expected before (a kick ends the sleep); then it polls *kicks with the
+ * mutex released for up to spin_ns, since waking a sleeping thread adds tens of
+ * microseconds to each hand-off (submit to lane, lane to completion), then
+ * sleeps on cv. A kick counts only under cb->mu, so none is lost between
+ * the poll and the sleep. */
+void fprep__cuda_wait_spin(cuda_backend *cb, pthread_cond_t *cv,
+                           atomic_uint *kicks, uint64_t sleep_until);
+
+/* fprep__cuda_wait_deliver frees slot s (if any) and calls job's done. */
+void fprep__cuda_wait_deliver(cuda_backend *cb, cuda_slot *s, fprep__job *job);
+
+/* fprep__cuda_wait_anchor records ev_anchor on the idle H2D stream and polls it
+ * (for up to CUDA_SPIN_NS), so anchor_ns is the host time of its device
+ * timestamp to within half the poll; device stages are converted from it
+ * (wait_host_stamps). Lane thread, with no slot busy. */
+void fprep__cuda_wait_anchor(cuda_backend *cb);
+
+/* fprep__cuda_wait_lane_finish: the lane thread has just enqueued s, the only
+ * slot in flight, and nothing is pending. It waits for s's ev_done itself and
+ * completes the job when it is done, so that a lone request crosses no
+ * third thread (the completion thread, and the tens of microseconds of its
+ * waking when it slept): it sleeps on cv_lane until shortly before the
+ * completion expected (fprep__cuda_wait_pace_wake), then polls for up to
+ * spin_ns. A kick after k, the count of lane_kicks read under cb->mu when the
+ * lane found nothing pending (a new job, a region operation, a stop), or the
+ * end of the poll hands s to the completion thread instead, as any slot
+ * under load. */
+void fprep__cuda_wait_lane_finish(cuda_backend *cb, cuda_slot *s, unsigned k);
+
+/* fprep__cuda_wait_completion_main is the completion thread (arg: the
+ * cuda_backend): it completes the slots in flight in order, until the
+ * lane thread has exited and none is left. */
+void *fprep__cuda_wait_completion_main(void *arg);
+
+/* fprep__cuda_wait_pace_text writes the lane's pacing figures (cuda_pace) into
+ * buf: the estimates in microseconds, the paced sleeps (and how many
+ * overslept), the event queries that found the frame not done, the time spent
+ * polling events (ms) and the polls that ended in a blocking wait. */
+void fprep__cuda_wait_pace_text(cuda_pace *p, char *buf, size_t size);
+
+/* cuda_slot.c */
+
+/* fprep__cuda_slot_reserve makes the slot's input hold in_size bytes and its
+ * output out_size bytes, reallocating only what is too small (or an
+ * input that fprep__cuda_slot_reserve_dev left without its pinned half). */
+int fprep__cuda_slot_reserve(cuda_slot *s, size_t in_size, size_t out_size,
+                             int mapped, fprep__gpu_status *st);
+
+/* fprep__cuda_slot_reserve_dev makes the slot's device input hold in_size bytes
+ * for a frame the JPEG engine writes there; where it must grow, only the
+ * device half is made (no pinned input, which such a frame never uses:
+ * fprep__cuda_slot_reserve makes both again when one is needed). */
+int fprep__cuda_slot_reserve_dev(cuda_slot *s, size_t in_size,
+                                 fprep__gpu_status *st);
+
+/* fprep__cuda_slot_init creates s's events and, with reserve, its staging
+ * buffers at their initial sizes (else they grow when first used). */
+int fprep__cuda_slot_init(cuda_slot *s, int mapped, int reserve,
+                          fprep__gpu_status *st);
+
+/* fprep__cuda_slot_fini frees what fprep__cuda_slot_init and the
+ * reserves made. */
+void fprep__cuda_slot_fini(cuda_slot *s);
+
+/* fprep__cuda_slot_use_mapped tells whether a job goes mapped: always in MAPPED
+ * mode; in AUTO mode on an integrated GPU, or when no other slot is busy. */
+int fprep__cuda_slot_use_mapped(const cuda_backend *cb, unsigned busy);
+
+/* fprep__cuda_slot_enqueue puts job's H2D, kernel and D2H on the streams, using
+ * slot s; with mapped, the kernel reads and writes pinned memory that is mapped
+ * for the device in place of the copies; with banded (a staged lane with
+ * no other job in flight), an interleaved frame goes in bands whose copies
+ * and kernels overlap (slot_enqueue_banded). Runs on the lane thread.
+ * Returns 0, or an error with job's reply set. */
+int fprep__cuda_slot_enqueue(cuda_backend *cb, cuda_slot *s, fprep__job *job,
+                             int mapped, int banded);
+
 /* cuda_region.c */
 
 /* fprep__cuda_region_drain runs the queued region operations; called and
  * returns with cb->mu held. */
 void fprep__cuda_region_drain(cuda_backend *cb, int dev_ok);
 
-/* cuda_video.c */
+/* cuda_core.c */
 
-/* fprep__cuda_video_open: the lane's video_open (backend.h): an NVDEC
- * session (video.h) for the stream whose STREAM_OPEN request is spec,
- * with params_len bytes of parameter sets (copied), whose jobs run on a
- * thread of its own, started here, on cb's device (the decoder opens in
- * the first job). Returns 0 or FPREP_ENOMEM (no memory or no thread).
- * Loop thread. */
-int fprep__cuda_video_open(fprep__backend *b, const fprep_request *spec,
-                           const uint8_t *params, size_t params_len,
-                           fprep__video **vp);
+/* fprep__cuda_core_thread_start names the calling backend thread (top -H,
+ * /proc/PID/task/TID/comm: 15 bytes at most) and makes its timed sleeps
+ * end within a microsecond of their time (the default timer slack is
+ * 50 us: as long as a paced sleep's guard). */
+void fprep__cuda_core_thread_start(const char *prefix, int device);
 
-/* fprep__cuda_video_submit queues a stream job (job->video, a session of
- * fprep__cuda_video_open on this lane's device) for the session's own
- * thread, which runs the stream's jobs in order and calls job->done;
- * never on the lane thread, so a stream's job delays no frame. Returns 0,
- * or FPREP_ESHUTDOWN once the lane that opened the session closes. Loop
- * thread (backend.h, submit). */
-int fprep__cuda_video_submit(fprep__job *job);
+/* fprep__cuda_core_busy counts the slots in use; with cb->mu held. */
+unsigned fprep__cuda_core_busy(const cuda_backend *cb);
 
-/* fprep__cuda_video_stop stops the threads of the sessions cb opened:
- * each runs the jobs it holds until deadline_ns (CLOCK_MONOTONIC) and
- * answers the rest FPREP_ESHUTDOWN, then is joined; the sessions
- * themselves stay until the daemon closes them (video.h, close). cb's
- * close, before it frees cb; never beside a session's close. */
-void fprep__cuda_video_stop(cuda_backend *cb, uint64_t deadline_ns);
+/* fprep__cuda_core_count_alloc counts one device or pinned buffer a lane
+ * allocated (fprep__cuda_alloc_count). Any thread. */
+void fprep__cuda_core_count_alloc(void);
 
-/* fprep__cuda_video_load loads libnvcuvid.so.1 (and libcuda.so.1) if no
- * call did yet, and writes what was loaded ("NVDEC (libnvcuvid.so.1,
- * driver CUDA 13.0)") or why nothing was into buf (size bytes,
- * terminated). Returns FPREP_OK, or FPREP_EUNSUPPORTED when the GPU lanes
- * cannot decode streams. Any thread. */
-int fprep__cuda_video_load(char *buf, size_t size);
-
-#endif /* FPREP_BACKEND_CUDA_INTERNAL_H */
+#endif /* FPREP_CUDA_CORE_INTERNAL_H */
